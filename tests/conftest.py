@@ -1,0 +1,16 @@
+"""Fixtures shared by every test package."""
+
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The official task releases beside the project; skip when they are absent."""
+    if not (SHARED_DATA / "README.md").exists():
+        pytest.skip(f"real task data not found at {SHARED_DATA}")
+    return SHARED_DATA
