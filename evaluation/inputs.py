@@ -1,0 +1,346 @@
+"""Reading a task's input and gold files (bytes in, so uploads need not touch disk)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from evaluation.issues import Issue, ValidationError
+from evaluation.taskdef import DatasetSpec, InputFormat, TaskDefinition
+from evaluation.textfiles import decode_text, sha256, split_lines
+
+
+class LineIds(Sequence[str]):
+    """The ids "1".."n" of a file whose pairs are identified by line number, made on demand."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        if isinstance(i, slice):
+            return [str(j + 1) for j in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return str(i + 1)
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(j) for j in range(1, self.n + 1))
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, str) and item.isdigit() and 1 <= int(item) <= self.n \
+            and not item.startswith("0")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LineIds):
+            return self.n == other.n
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(other) == self.n and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(("LineIds", self.n))
+
+    def __repr__(self) -> str:
+        return f"LineIds({self.n})"
+
+
+@dataclass
+class DatasetInputs:
+    """The pairs of one dataset: ids, the two compared texts and genres, in file order."""
+
+    dataset: str
+    ids: Sequence[str]
+    texts: list[tuple[str, str]]
+    genres: Sequence[str | None]
+    filename: str = ""
+    digest: str = ""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class DatasetGold:
+    """Gold scores of one dataset, in input order when the inputs were known."""
+
+    dataset: str
+    ids: Sequence[str]
+    scores: np.ndarray
+    genres: Sequence[str | None]
+    digest: str
+    filename: str = ""
+    labels: np.ndarray | None = field(default=None)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _lemma(item: str) -> str:
+    """`Daniel_Bernoulli#n#1` → `Daniel Bernoulli`: the lemma of a WordNet-style item."""
+    return item.split("#", 1)[0].replace("_", " ").strip()
+
+
+def _rows(fmt: InputFormat, text: str, filename: str) -> tuple[list[dict[str, str]], list[int]]:
+    """Rows as column → value, and each row's 1-based line number in the file."""
+    issues: list[Issue] = []
+    rows: list[dict[str, str]] = []
+    lines: list[int] = []
+    if fmt.format == "tsv":
+        raw = split_lines(text)
+        start = 0
+        if fmt.header:
+            start = 1
+        for i, line in enumerate(raw[start:], start=start + 1):
+            parts = line.split("\t")
+            if len(parts) != len(fmt.columns):
+                issues.append(Issue(filename, i, f"expected {len(fmt.columns)} tab-separated "
+                                    f"fields ({', '.join(fmt.columns)}), found {len(parts)}",
+                                    "column-count"))
+                continue
+            rows.append(dict(zip(fmt.columns, parts, strict=True)))
+            lines.append(i)
+    else:
+        reader = csv.reader(io.StringIO(text, newline=""))
+        try:
+            header = next(reader)
+        except StopIteration:
+            empty = Issue(filename, None, "the file is empty", "empty-file")
+            raise ValidationError(empty) from None
+        index = _header_index(header, fmt.columns, filename)
+        for row in reader:
+            line = reader.line_num
+            if not row:
+                continue
+            if len(row) != len(header):
+                issues.append(Issue(filename, line, f"expected {len(header)} fields, found "
+                                    f"{len(row)}", "column-count"))
+                continue
+            rows.append({c: row[j] for c, j in index.items()})
+            lines.append(line)
+    if issues:
+        raise ValidationError(issues)
+    return rows, lines
+
+
+def _header_index(header: list[str], wanted: tuple[str, ...], filename: str) -> dict[str, int]:
+    """Where each wanted column sits in a CSV header, matched by name ignoring case."""
+    names = [h.strip().lstrip("\ufeff").casefold() for h in header]
+    index: dict[str, int] = {}
+    missing = []
+    for col in wanted:
+        if col.casefold() in names:
+            index[col] = names.index(col.casefold())
+        else:
+            missing.append(col)
+    if missing:
+        raise ValidationError(Issue(filename, 1, f"header {','.join(header)!r} lacks column(s) "
+                                    f"{', '.join(missing)}", "header"))
+    return index
+
+
+def _split_pair(value: str, separators: tuple[str, ...]) -> tuple[str, str] | None:
+    value = value.strip()
+    for sep in separators:
+        if sep in value:
+            a, b = value.split(sep, 1)
+            return a.strip(), b.strip()
+    return None
+
+
+def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
+                texts: bool = True) -> DatasetInputs:
+    """Parse one dataset's input file; ValidationError lists what is wrong with it.
+
+    With texts=False, files identified by line number are only counted (ids and line count
+    are all validation and scoring need); `texts` is then empty.
+    """
+    spec = task.dataset(dataset)
+    fmt = spec.inputs
+    text, problem = decode_text(data, filename)
+    if problem:
+        raise ValidationError(problem)
+    assert text is not None
+    if not texts and fmt.id == "line" and fmt.genre == "none" and fmt.format == "tsv":
+        n = len(split_lines(text)) - int(fmt.header)
+        if n <= 0:
+            raise ValidationError(Issue(filename, None, "the file holds no pairs", "empty-file"))
+        return DatasetInputs(dataset, LineIds(n), [], [None] * n, filename, sha256(data))
+    rows, lines = _rows(fmt, text, filename)
+    issues: list[Issue] = []
+    ids: list[str] = []
+    pairs: list[tuple[str, str]] = []
+    genres: list[str | None] = []
+    for n, (row, line) in enumerate(zip(rows, lines, strict=True), start=1):
+        ident = str(n) if fmt.id == "line" else row[fmt.id].strip()
+        if len(fmt.texts) == 1:
+            pair = _split_pair(row[fmt.texts[0]], fmt.split)
+            if pair is None:
+                issues.append(Issue(filename, line, f"column {fmt.texts[0]} does not hold two "
+                                    "texts separated by " + " or ".join(map(repr, fmt.split)),
+                                    "text-split"))
+                continue
+        else:
+            pair = (row[fmt.texts[0]], row[fmt.texts[1]])
+        if fmt.transform == "lemma":
+            pair = (_lemma(pair[0]), _lemma(pair[1]))
+        genre: str | None = None
+        if fmt.genre == "id_prefix":
+            genre = ident.split(fmt.genre_separator, 1)[0] if fmt.genre_separator in ident else None
+        elif fmt.genre == "column" and fmt.genre_column:
+            genre = row[fmt.genre_column].strip() or None
+        ids.append(ident)
+        pairs.append(pair)
+        genres.append(genre)
+    seen: dict[str, int] = {}
+    for ident, line in zip(ids, lines, strict=False):
+        if ident in seen:
+            issues.append(Issue(filename, line, f"id {ident!r} also on line {seen[ident]}",
+                                "duplicate-id"))
+        seen.setdefault(ident, line)
+    if not ids and not issues:
+        issues.append(Issue(filename, None, "the file holds no pairs", "empty-file"))
+    if issues:
+        raise ValidationError(issues)
+    final_ids: Sequence[str] = LineIds(len(ids)) if fmt.id == "line" else ids
+    return DatasetInputs(dataset, final_ids, pairs, genres, filename, sha256(data))
+
+
+def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
+              inputs: DatasetInputs | None = None) -> DatasetGold:
+    """Parse one dataset's gold file; ValidationError lists what is wrong with it."""
+    spec = task.dataset(dataset)
+    text, problem = decode_text(data, filename)
+    if problem:
+        raise ValidationError(problem)
+    assert text is not None
+    issues: list[Issue] = []
+    values: list[float] = []
+    ids: Sequence[str] = []
+    labels: list[float] = []
+    gfmt = spec.gold
+    scores: np.ndarray | None = None
+    if gfmt.format == "lines":
+        lines = split_lines(text)
+        tokens = lines if "\t" not in text else [ln.split("\t", 1)[0] for ln in lines]
+        try:
+            # numpy's C parser; anything it refuses gets a line-by-line look below
+            scores = np.array(tokens, dtype=np.float64)
+            if not np.isfinite(scores).all():
+                scores = None
+        except ValueError:
+            scores = None
+        if scores is None:
+            for i, token in enumerate(tokens, start=1):
+                field0 = token.strip()
+                try:
+                    v = float(field0)
+                except ValueError:
+                    issues.append(Issue(filename, i, f"gold score {field0!r} is not a number",
+                                        "not-a-number"))
+                    continue
+                if not np.isfinite(v):
+                    issues.append(Issue(filename, i, f"gold score {field0!r} is not finite",
+                                        "nan"))
+                values.append(v)
+        ids = LineIds(len(tokens))  # type: ignore[assignment]
+    else:
+        reader = csv.reader(io.StringIO(text, newline=""))
+        header = next(reader)
+        wanted = (gfmt.id_column, gfmt.score_column) + (
+            (gfmt.label_column,) if gfmt.label_column else ())
+        index = _header_index(header, wanted, filename)
+        csv_ids: list[str] = []
+        ids = csv_ids
+        for row in reader:
+            if not row:
+                continue
+            line = reader.line_num
+            raw = row[index[gfmt.score_column]].strip()
+            try:
+                v = float(raw)
+            except ValueError:
+                issues.append(Issue(filename, line, f"gold score {raw!r} is not a number",
+                                    "not-a-number"))
+                continue
+            csv_ids.append(row[index[gfmt.id_column]].strip())
+            values.append(v)
+            if gfmt.label_column:
+                labels.append(float(row[index[gfmt.label_column]]))
+    if issues:
+        raise ValidationError(issues)
+    if scores is None:
+        scores = np.asarray(values, dtype=np.float64)
+    label_arr = np.asarray(labels, dtype=np.float64) if gfmt.label_column else None
+    genres: Sequence[str | None] = [None] * len(ids)
+    if inputs is not None:
+        if (gfmt.format == "lines" and len(ids) == len(inputs)) or inputs.ids == ids:
+            # line-aligned gold takes the inputs' ids (and shares the object: no copy)
+            genres, ids = inputs.genres, inputs.ids
+        elif set(ids) == set(inputs.ids) and len(ids) == len(inputs):
+            # csv gold may list pairs in another order: put it in input order
+            pos = {k: j for j, k in enumerate(ids)}
+            order = np.array([pos[k] for k in inputs.ids])
+            scores = scores[order]
+            label_arr = label_arr[order] if label_arr is not None else None
+            ids, genres = inputs.ids, inputs.genres
+        else:
+            raise ValidationError(Issue(
+                filename, None, f"gold has {len(ids)} pairs but {inputs.filename or 'the inputs'}"
+                f" has {len(inputs)} (or their ids differ)", "gold-mismatch"))
+    return DatasetGold(dataset, ids, scores, genres, sha256(data), filename, label_arr)
+
+
+def _spec_file(release_dir: Path, rel: str | None) -> Path | None:
+    if not rel:
+        return None
+    path = release_dir / rel
+    return path if path.is_file() else None
+
+
+def load_inputs(task: TaskDefinition, release_dir: Path, *,
+                texts: bool = True) -> dict[str, DatasetInputs]:
+    """Inputs of every dataset found in an official release folder (see read_inputs)."""
+    release_dir = Path(release_dir)
+    out: dict[str, DatasetInputs] = {}
+    for spec in task.datasets:
+        path = _spec_file(release_dir, spec.input_path)
+        if path is not None:
+            out[spec.name] = read_inputs(task, spec.name, path.read_bytes(), filename=path.name,
+                                         texts=texts)
+    if not out:
+        expected = ", ".join(s.input_path for s in task.datasets[:3])
+        raise ValidationError(Issue(str(release_dir), None, f"no input files of task {task.name} "
+                                    f"found (expected e.g. {expected})", "no-inputs"))
+    return out
+
+
+def load_gold(task: TaskDefinition, release_dir: Path,
+              inputs: dict[str, DatasetInputs] | None = None) -> dict[str, DatasetGold]:
+    """Gold of every dataset found in a release folder; datasets without gold are left out."""
+    release_dir = Path(release_dir)
+    out: dict[str, DatasetGold] = {}
+    for spec in task.datasets:
+        path = _spec_file(release_dir, spec.gold_path)
+        if path is None:
+            continue
+        inp = (inputs or {}).get(spec.name) or _try_inputs(task, spec, release_dir)
+        out[spec.name] = read_gold(task, spec.name, path.read_bytes(), filename=path.name,
+                                   inputs=inp)
+    return out
+
+
+def _try_inputs(task: TaskDefinition, spec: DatasetSpec, release_dir: Path) -> DatasetInputs | None:
+    path = _spec_file(release_dir, spec.input_path)
+    if path is None:
+        return None
+    return read_inputs(task, spec.name, path.read_bytes(), filename=path.name, texts=False)

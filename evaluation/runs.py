@@ -1,0 +1,538 @@
+"""Reading, validating and writing participants' runs in a task's own format."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import zipfile
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from evaluation.inputs import DatasetInputs
+from evaluation.issues import Issue, ValidationError
+from evaluation.taskdef import TaskDefinition
+from evaluation.textfiles import decode_text, sha256, split_lines
+
+# Per file and problem kind, list this many lines, then one summary issue: a run in the wrong
+# scale would otherwise produce a million identical messages.
+MAX_ISSUES_PER_KIND = 20
+MAX_UNPACKED_BYTES = 1 << 30
+
+_NUMBER = re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")
+_NAN = re.compile(r"^[-+]?nan$", re.IGNORECASE)
+_INF = re.compile(r"^[-+]?(?:inf|infinity)$", re.IGNORECASE)
+
+
+@dataclass
+class DatasetPrediction:
+    """A run's scores for one dataset, aligned with the dataset's inputs."""
+
+    dataset: str
+    filename: str
+    ids: Sequence[str]
+    scores: np.ndarray
+    confidence: np.ndarray | None
+    genres: Sequence[str | None]
+    digest: str
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+
+@dataclass
+class Substitution:
+    """NaN scores replaced under the task's NaN policy."""
+
+    file: str
+    dataset: str
+    lines: list[int]
+    value: float
+    policy: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {"file": self.file, "dataset": self.dataset, "lines": self.lines,
+                "value": self.value, "policy": self.policy}
+
+    def __str__(self) -> str:
+        shown = ", ".join(map(str, self.lines[:10])) + (" ..." if len(self.lines) > 10 else "")
+        return (f"{self.file}: {len(self.lines)} NaN score(s) replaced by {self.value:g} "
+                f"(nan policy {self.policy}; lines {shown})")
+
+
+@dataclass
+class ValidatedRun:
+    """The outcome of validating a run: problems, and the predictions when there are none."""
+
+    task: str
+    issues: list[Issue]
+    predictions: dict[str, DatasetPrediction]
+    substitutions: list[Substitution]
+    digests: dict[str, str]
+    skipped: list[str] = field(default_factory=list)
+    nan_policy: str = "reject"
+
+    @property
+    def ok(self) -> bool:
+        """True when the run has no problems."""
+        return not self.issues
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable summary (no scores)."""
+        return {
+            "task": self.task,
+            "ok": self.ok,
+            "issues": [i.to_dict() for i in self.issues],
+            "datasets": {k: {"file": p.filename, "n": len(p),
+                             "confidence": p.confidence is not None}
+                         for k, p in self.predictions.items()},
+            "skipped": list(self.skipped),
+            "substitutions": [s.to_dict() for s in self.substitutions],
+            "digests": dict(self.digests),
+            "nan_policy": self.nan_policy,
+        }
+
+
+# ---------------------------------------------------------------- files and archives
+
+def _skip_member(name: str) -> bool:
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    return not parts or parts[0] == "__MACOSX" or any(p.startswith(".") for p in parts)
+
+
+def _unzip(name: str, data: bytes) -> dict[str, bytes]:
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        members = [m for m in zf.infolist() if not m.is_dir() and not _skip_member(m.filename)]
+        if sum(m.file_size for m in members) > MAX_UNPACKED_BYTES:
+            raise ValidationError(Issue(name, None, "the archive unpacks to more than 1 GiB",
+                                        "archive"))
+        out: dict[str, bytes] = {}
+        for m in members:
+            base = PurePosixPath(m.filename.replace("\\", "/")).name
+            if base in out:
+                raise ValidationError(Issue(name, None, f"the archive holds two files named "
+                                            f"{base!r} (folders are flattened)", "duplicate-file"))
+            out[base] = zf.read(m)
+        return out
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
+        raise ValidationError(Issue(name, None, f"not a readable zip archive ({exc})",
+                                    "archive")) from exc
+
+
+def unpack_upload(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """Uploaded files → base name → bytes, expanding any zip among them."""
+    out: dict[str, bytes] = {}
+    for name, data in files.items():
+        base = PurePosixPath(name.replace("\\", "/")).name
+        if _skip_member(base):
+            continue
+        members = _unzip(base, data) if base.lower().endswith(".zip") else {base: data}
+        for member, content in members.items():
+            if member in out:
+                raise ValidationError(Issue(member, None, "two uploaded files have this name",
+                                            "duplicate-file"))
+            out[member] = content
+    return out
+
+
+def read_run_files(path: Path) -> dict[str, bytes]:
+    """A folder, one file or a .zip → base file name → bytes."""
+    path = Path(path)
+    if path.is_dir():
+        found: dict[str, bytes] = {}
+        for p in sorted(path.rglob("*")):
+            rel = p.relative_to(path).as_posix()
+            if p.is_file() and not _skip_member(rel):
+                found[rel] = p.read_bytes()
+        return unpack_upload(found)
+    if path.is_file():
+        return unpack_upload({path.name: path.read_bytes()})
+    raise FileNotFoundError(f"run not found: {path}")
+
+
+# ---------------------------------------------------------------- file names
+
+def _name_regex(pattern: str, names: Sequence[str]) -> re.Pattern[str]:
+    alternation = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    rx = re.escape(pattern)
+    rx = rx.replace(re.escape("{dataset}"), f"(?P<dataset>{alternation})")
+    rx = rx.replace(re.escape("{team}"), r"(?P<team>[^/\\]+?)")
+    return re.compile(f"^{rx}$")
+
+
+def match_run_filename(task: TaskDefinition, filename: str) -> tuple[str, str | None] | None:
+    """(dataset, team token or None) for a run file name of the task, else None."""
+    names = task.dataset_names
+    m = _name_regex(task.run.filename, names).match(filename)
+    if m:
+        return m.group("dataset"), None
+    if task.run.team_filename:
+        m = _name_regex(task.run.team_filename, names).match(filename)
+        if m:
+            return m.group("dataset"), m.group("team")
+    return None
+
+
+# ---------------------------------------------------------------- numbers
+
+class _Collector:
+    """Issues of one file, capped per kind with a summary of what was left out."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+        self.issues: list[Issue] = []
+        self.counts: dict[str, int] = {}
+
+    def add(self, line: int | None, message: str, code: str) -> None:
+        n = self.counts.get(code, 0) + 1
+        self.counts[code] = n
+        if n <= MAX_ISSUES_PER_KIND:
+            self.issues.append(Issue(self.filename, line, message, code))
+
+    def finish(self) -> list[Issue]:
+        for code, n in self.counts.items():
+            if n > MAX_ISSUES_PER_KIND:
+                self.issues.append(Issue(self.filename, None, f"... and {n - MAX_ISSUES_PER_KIND}"
+                                         f" more line(s) with the same problem ({code})", code))
+        return self.issues
+
+
+def _parse_token(token: str) -> float | None:
+    """A strict number (nan and inf spelled out included), else None."""
+    t = token.strip()
+    if _NUMBER.match(t):
+        return float(t)
+    if _NAN.match(t):
+        return float("nan")
+    if _INF.match(t):
+        return float("inf") if not t.startswith("-") else float("-inf")
+    return None
+
+
+def _fast_floats(tokens: list[str]) -> np.ndarray | None:
+    """numpy's C parser over the tokens; None when any token needs a closer look."""
+    try:
+        return np.array(tokens, dtype=np.float64)
+    except ValueError:
+        return None
+
+
+def _check_values(task: TaskDefinition, col: _Collector, values: np.ndarray,
+                  lines: np.ndarray, tokens: Sequence[str], what: str = "score",
+                  lo: float | None = None, hi: float | None = None) -> np.ndarray:
+    """Report inf and out-of-range values; returns the mask of NaN values (policy decides)."""
+    lo = task.score_min if lo is None else lo
+    hi = task.score_max if hi is None else hi
+    finite = np.isfinite(values)
+    nan = np.isnan(values)
+    code = "out-of-range" if what == "score" else "confidence-out-of-range"
+    if not finite.all():
+        for j in np.flatnonzero(~finite & ~nan):
+            col.add(int(lines[j]), f"{what} {tokens[j].strip()!r} is infinite", "inf")
+    with np.errstate(invalid="ignore"):
+        out = finite & ((values < lo) | (values > hi))
+    if out.any():
+        for j in np.flatnonzero(out):
+            col.add(int(lines[j]), f"{what} {tokens[j].strip()} is outside [{lo:g}, {hi:g}]", code)
+    return nan
+
+
+def _parse_column(col: _Collector, tokens: list[str], lines: np.ndarray, what: str,
+                  raw_lines: list[str] | None = None) -> np.ndarray:
+    """Floats for tokens; bad tokens become NaN and an issue (empty or not a number)."""
+    if not _has_underscore(tokens):
+        values = _fast_floats(tokens)
+        if values is not None:
+            return values
+    values = np.empty(len(tokens), dtype=np.float64)
+    for j, token in enumerate(tokens):
+        v = _parse_token(token)
+        if v is None:
+            if what != "score":
+                col.add(int(lines[j]), f"{what} {token.strip()!r} is not a number"
+                        if token.strip() else f"the {what} is empty", "bad-confidence")
+            elif raw_lines is not None and not raw_lines[j].strip():
+                col.add(int(lines[j]), "the line is empty; every pair needs a score",
+                        "empty-line")
+            elif not token.strip():
+                col.add(int(lines[j]), "the score is empty", "empty-line")
+            else:
+                col.add(int(lines[j]), f"score {token.strip()!r} is not a number",
+                        "not-a-number")
+            v = float("nan")
+        values[j] = v
+    return values
+
+
+def _has_underscore(tokens: list[str]) -> bool:
+    # Python and numpy accept "1_000" as a number; the task formats do not.
+    return any("_" in t for t in tokens) if len(tokens) < 1000 else "_" in "".join(tokens)
+
+
+# ---------------------------------------------------------------- formats
+
+@dataclass
+class _Parsed:
+    scores: np.ndarray
+    confidence: np.ndarray | None
+    nan_lines: np.ndarray  # 1-based lines of NaN scores, in input order
+    nan_index: np.ndarray  # their positions in `scores`
+    bad: np.ndarray  # positions whose score is unusable (reported)
+
+
+def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
+                     n_expected: int) -> _Parsed:
+    lines = split_lines(text)
+    n = len(lines)
+    if n != n_expected:
+        col.add(n_expected + 1 if n > n_expected else (n or None),
+                f"the file has {n} line(s) but the input has {n_expected}; a run needs one "
+                "line per input pair, in input order", "line-count")
+    line_no = np.arange(1, n + 1)
+    conf: np.ndarray | None = None
+    if "\t" in text:
+        parts = [s.split("\t") for s in lines]
+        widths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=n)
+        score_tokens = [p[0] for p in parts]
+        too_many = np.flatnonzero(widths > 2)
+        for j in too_many:
+            col.add(j + 1, f"expected a score and an optional TAB + confidence, found "
+                    f"{widths[j]} fields", "column-count")
+        with_conf = widths == 2
+        if with_conf.any():
+            if not task.confidence:
+                for j in np.flatnonzero(with_conf):
+                    col.add(j + 1, "this task takes no confidence column", "column-count")
+            else:
+                missing = np.flatnonzero(~with_conf & (widths == 1))
+                for j in missing:
+                    if lines[j].strip():
+                        col.add(j + 1, "the line has no confidence while other lines have one",
+                                "confidence-missing")
+                # lines without a confidence were reported above: parse them as NaN quietly
+                conf_tokens = [p[1] if len(p) > 1 else "nan" for p in parts]
+                conf = _parse_column(col, conf_tokens, line_no, "confidence")
+                conf_nan = _check_values(task, col, conf, line_no, conf_tokens, "confidence",
+                                         task.run.confidence_min, task.run.confidence_max)
+                for j in np.flatnonzero(conf_nan & with_conf):
+                    if _NAN.match(conf_tokens[j].strip()):
+                        col.add(j + 1, "the confidence is NaN", "bad-confidence")
+    else:
+        score_tokens = lines
+    scores = _parse_column(col, score_tokens, line_no, "score", lines)
+    nan = _check_values(task, col, scores, line_no, score_tokens)
+    is_token_nan = nan.copy()
+    if is_token_nan.any():
+        # NaN from a bad token was reported already; only spelled-out NaN follows the policy
+        spelled = np.array([bool(_NAN.match(score_tokens[j].strip()))
+                            for j in np.flatnonzero(is_token_nan)], dtype=bool)
+        idx = np.flatnonzero(is_token_nan)
+        nan_index = idx[spelled]
+        bad = idx[~spelled]
+    else:
+        nan_index = bad = np.empty(0, dtype=np.int64)
+    return _Parsed(scores, conf, nan_index + 1, nan_index, bad)
+
+
+def _parse_csv_run(task: TaskDefinition, col: _Collector, text: str,
+                   inputs: DatasetInputs) -> tuple[_Parsed, np.ndarray]:
+    """Scores in input order from an id-keyed CSV run; also the file line of each input."""
+    id_col, score_col = task.run.columns
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows = list(reader)
+    # line numbers: csv.reader tracks physical lines; recompute per row for messages
+    line_of: list[int] = []
+    reader2 = csv.reader(io.StringIO(text, newline=""))
+    for _ in reader2:
+        line_of.append(reader2.line_num)
+    expected_header = f"{id_col},{score_col}"
+    positions = (0, 1)
+    start = 1
+    header = [h.strip() for h in rows[0]] if rows else []
+    names = [h.casefold() for h in header]
+    if len(header) == 2 and {n for n in names} == {id_col.casefold(), score_col.casefold()}:
+        positions = (names.index(id_col.casefold()), names.index(score_col.casefold()))
+    else:
+        pos = {k: j for j, k in enumerate(inputs.ids)}
+        looks_like_data = bool(header) and header[0] in pos
+        col.add(1, f"the header is {','.join(header)!r}; expected {expected_header!r}"
+                + (" (the file seems to have no header)" if looks_like_data else ""),
+                "header")
+        if looks_like_data:
+            start = 0
+    index = {k: j for j, k in enumerate(inputs.ids)}
+    scores = np.full(len(inputs), np.nan)
+    seen_line = np.zeros(len(inputs), dtype=np.int64)
+    tokens: list[str] = [""] * len(inputs)
+    for r in range(start, len(rows)):
+        row, line = rows[r], line_of[r]
+        if not row or all(not c.strip() for c in row):
+            col.add(line, "the line is empty", "empty-line")
+            continue
+        if len(row) != 2:
+            col.add(line, f"expected 2 fields ({expected_header}), found {len(row)}",
+                    "column-count")
+            continue
+        ident, token = row[positions[0]].strip(), row[positions[1]]
+        j = index.get(ident)
+        if j is None:
+            col.add(line, f"id {ident!r} is not in {inputs.filename or 'the inputs'}",
+                    "unknown-id")
+            continue
+        if seen_line[j]:
+            col.add(line, f"id {ident!r} also appears on line {seen_line[j]}", "duplicate-id")
+            continue
+        seen_line[j] = line
+        v = _parse_token(token)
+        if v is None:
+            if token.strip():
+                col.add(line, f"score {token.strip()!r} is not a number", "not-a-number")
+            else:
+                col.add(line, "the score is empty", "empty-line")
+            v = float("nan")
+            tokens[j] = "?"
+        else:
+            tokens[j] = token
+        scores[j] = v
+    missing = np.flatnonzero(seen_line == 0)
+    if len(missing):
+        shown = ", ".join(repr(inputs.ids[j]) for j in missing[:5])
+        col.add(None, f"{len(missing)} id(s) of {inputs.filename or 'the inputs'} have no "
+                f"prediction: {shown}" + (" ..." if len(missing) > 5 else ""), "missing-id")
+    present = seen_line > 0
+    nan = _check_values(task, col, np.where(present, scores, 0.0), seen_line,
+                        [t or "0" for t in tokens])
+    spelled = nan & present & np.array([bool(_NAN.match(t.strip())) for t in tokens], dtype=bool)
+    nan_index = np.flatnonzero(spelled)
+    bad = np.flatnonzero((nan & ~spelled) | ~present)
+    return _Parsed(scores, None, seen_line[nan_index], nan_index, bad), seen_line
+
+
+# ---------------------------------------------------------------- validation
+
+def _apply_nan_policy(task: TaskDefinition, col: _Collector, dataset: str,
+                      parsed: _Parsed) -> Substitution | None:
+    if not len(parsed.nan_index):
+        return None
+    policy = task.nan_policy
+    if policy == "reject":
+        for line in parsed.nan_lines:
+            col.add(int(line), "score is NaN (this task rejects NaN scores)", "nan")
+        return None
+    if policy == "mean":
+        usable = np.ones(len(parsed.scores), dtype=bool)
+        usable[parsed.nan_index] = False
+        usable[parsed.bad] = False
+        if not usable.any():
+            col.add(None, "every score is NaN; there is no mean to substitute", "nan")
+            return None
+        value = float(np.mean(parsed.scores[usable]))
+    else:
+        value = float(policy.split(":", 1)[1])
+    parsed.scores[parsed.nan_index] = value
+    return Substitution(col.filename, dataset, [int(x) for x in parsed.nan_lines], value, policy)
+
+
+def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
+                 inputs: Mapping[str, DatasetInputs], *, team: str | None = None,
+                 datasets: Collection[str] | None = None) -> ValidatedRun:
+    """Check every file of a run against the inputs; every problem becomes an Issue."""
+    issues: list[Issue] = []
+    predictions: dict[str, DatasetPrediction] = {}
+    substitutions: list[Substitution] = []
+    digests: dict[str, str] = {}
+    expected = list(task.dataset_names) if datasets is None else [
+        d for d in task.dataset_names if d in set(datasets)]
+    unknown_expected = sorted(set(datasets or ()) - set(task.dataset_names))
+    if unknown_expected:
+        issues.append(Issue(None, None, f"task {task.name} has no dataset(s) "
+                            f"{', '.join(unknown_expected)}", "unknown-dataset"))
+    by_dataset: dict[str, str] = {}
+    example = ", ".join(task.run_filename(d) for d in expected[:3])
+    for filename in sorted(files):
+        data = files[filename]
+        digests[filename] = sha256(data)
+        match = match_run_filename(task, filename)
+        if match is None:
+            issues.append(Issue(filename, None, f"{filename!r} is not a run file name of task "
+                                f"{task.name}; expected names like {example}", "unknown-file"))
+            continue
+        dataset, token = match
+        if dataset not in expected:
+            issues.append(Issue(filename, None, f"dataset {dataset} is not part of this "
+                                f"submission (expected {', '.join(expected)})",
+                                "unexpected-dataset"))
+            continue
+        if team is not None and token is not None and token.casefold() != team.casefold():
+            issues.append(Issue(filename, None, f"the team token {token!r} in the file name is "
+                                f"not your team ({team!r})", "team-mismatch"))
+        if dataset in by_dataset:
+            issues.append(Issue(filename, None, f"a second file for {dataset} (first: "
+                                f"{by_dataset[dataset]})", "duplicate-file"))
+            continue
+        by_dataset[dataset] = filename
+    missing_required = [d for d in expected if task.dataset(d).required and d not in by_dataset]
+    if missing_required:
+        names = ", ".join(task.run_filename(d) for d in missing_required)
+        issues.append(Issue(None, None, f"missing run file(s): {names}", "missing-file"))
+    if not by_dataset and not missing_required:
+        issues.append(Issue(None, None, f"no run file found; expected names like {example}",
+                            "no-run-files"))
+    for dataset, filename in by_dataset.items():
+        inp = inputs.get(dataset)
+        if inp is None:
+            issues.append(Issue(filename, None, f"no inputs are available for {dataset}",
+                                "no-inputs"))
+            continue
+        col = _Collector(filename)
+        text, problem = decode_text(files[filename], filename)
+        if problem is not None:
+            issues.append(problem)
+            continue
+        assert text is not None
+        if task.run.format == "lines":
+            parsed = _parse_lines_run(task, col, text, len(inp))
+        else:
+            parsed, _ = _parse_csv_run(task, col, text, inp)
+        sub = _apply_nan_policy(task, col, dataset, parsed)
+        file_issues = col.finish()
+        issues.extend(file_issues)
+        if sub is not None:
+            substitutions.append(sub)
+        if not file_issues:
+            predictions[dataset] = DatasetPrediction(
+                dataset, filename, inp.ids, parsed.scores, parsed.confidence, inp.genres,
+                digests[filename])
+    skipped = [d for d in expected if d not in by_dataset]
+    return ValidatedRun(task.name, issues, predictions if not issues else {}, substitutions,
+                        digests, skipped, task.nan_policy)
+
+
+def write_run(task: TaskDefinition, dataset: str, ids: Sequence[str],
+              scores: Sequence[float]) -> tuple[str, bytes]:
+    """File name and content of a run file for `dataset` in the task's own format."""
+    if len(ids) != len(scores):
+        raise ValueError(f"{len(ids)} ids but {len(scores)} scores")
+    values = np.asarray(scores, dtype=np.float64)
+    if not np.isfinite(values).all():
+        raise ValueError("scores must be finite numbers")
+    lo, hi = task.score_min, task.score_max
+    if ((values < lo) | (values > hi)).any():
+        raise ValueError(f"scores must lie in [{lo:g}, {hi:g}]")
+    formatted = [f"{v:.6f}" for v in values.tolist()]
+    if task.run.format == "lines":
+        body = "\n".join(formatted) + "\n"
+    else:
+        id_col, score_col = task.run.columns
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow([id_col, score_col])
+        writer.writerows(zip(ids, formatted, strict=True))
+        body = out.getvalue()
+    return task.run_filename(dataset), body.encode("utf-8")

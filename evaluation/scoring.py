@@ -1,0 +1,473 @@
+"""Scoring a validated run against gold: metrics, bootstrap CIs, warnings and signatures."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from evaluation import metrics as M
+from evaluation import resampling as R
+from evaluation.inputs import DatasetGold
+from evaluation.issues import ValidationError
+from evaluation.runs import DatasetPrediction, ValidatedRun
+from evaluation.taskdef import TaskDefinition
+from evaluation.version import __version__
+
+# Bootstrap resamples are processed in chunks of at most this many gathered values per array,
+# so CIs on a million pairs stay within memory.
+_CHUNK_VALUES = 8_000_000
+CI_LEVEL = 0.95
+
+
+@dataclass
+class MetricValue:
+    """One metric's value, its bootstrap CI, a warning when undefined, and its signature."""
+
+    value: float | None
+    ci: tuple[float, float] | None = None
+    warning: str | None = None
+    signature: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {"value": self.value, "ci": list(self.ci) if self.ci else None,
+                "warning": self.warning, "signature": self.signature}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MetricValue:
+        """Inverse of to_dict."""
+        ci = d.get("ci")
+        return cls(d.get("value"), (ci[0], ci[1]) if ci else None, d.get("warning"),
+                   d.get("signature", ""))
+
+    @property
+    def rank_value(self) -> float:
+        """The value used for ranking: undefined counts 0, as the official scorer printed."""
+        return 0.0 if self.value is None else self.value
+
+
+@dataclass
+class GenreScore:
+    """Metrics over one genre of a dataset."""
+
+    n: int
+    metrics: dict[str, MetricValue]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {"n": self.n, "metrics": {k: v.to_dict() for k, v in self.metrics.items()}}
+
+
+@dataclass
+class DatasetScore:
+    """Metrics over one dataset, and per genre where the task reports genres."""
+
+    n: int
+    metrics: dict[str, MetricValue]
+    genres: dict[str, GenreScore] = field(default_factory=dict)
+    file: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {"n": self.n, "file": self.file,
+                "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
+                "genres": {g: s.to_dict() for g, s in self.genres.items()}}
+
+
+@dataclass
+class RunScore:
+    """Everything scored for one run: the stored form is `to_dict()`."""
+
+    task: str
+    aggregates: dict[str, MetricValue]
+    datasets: dict[str, DatasetScore]
+    unscored: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    signature: dict[str, Any] = field(default_factory=dict)
+    substitutions: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form (what the site stores)."""
+        return {
+            "signature": self.signature,
+            "task": self.task,
+            "aggregates": {k: v.to_dict() for k, v in self.aggregates.items()},
+            "datasets": {k: v.to_dict() for k, v in self.datasets.items()},
+            "unscored": list(self.unscored),
+            "skipped": list(self.skipped),
+            "warnings": list(self.warnings),
+            "substitutions": list(self.substitutions),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunScore:
+        """Inverse of to_dict (accepts what the site stored)."""
+        datasets = {}
+        for name, ds in d.get("datasets", {}).items():
+            genres = {g: GenreScore(gs["n"], {k: MetricValue.from_dict(v)
+                                              for k, v in gs["metrics"].items()})
+                      for g, gs in ds.get("genres", {}).items()}
+            datasets[name] = DatasetScore(
+                ds["n"], {k: MetricValue.from_dict(v) for k, v in ds["metrics"].items()},
+                genres, ds.get("file"))
+        return cls(
+            d["task"],
+            {k: MetricValue.from_dict(v) for k, v in d.get("aggregates", {}).items()},
+            datasets, list(d.get("unscored", [])), list(d.get("skipped", [])),
+            list(d.get("warnings", [])), dict(d.get("signature", {})),
+            list(d.get("substitutions", [])),
+        )
+
+    def metric_values(self) -> Iterator[tuple[str, MetricValue]]:
+        """(flat key, value) for every metric: aggregates, datasets, genres."""
+        for k, v in self.aggregates.items():
+            yield k, v
+        for ds, s in self.datasets.items():
+            for m, v in s.metrics.items():
+                yield f"{ds}/{m}", v
+            for g, gs in s.genres.items():
+                for m, v in gs.metrics.items():
+                    yield f"{ds}/{g}/{m}", v
+
+    def flat(self) -> dict[str, float | None]:
+        """Leaderboard columns: "ALL", "MSRpar/pearson", "paragraph2sentence/Newswire/pearson"."""
+        return {k: v.value for k, v in self.metric_values()}
+
+
+# ---------------------------------------------------------------- helpers
+
+def _short(digest: str) -> str:
+    return digest[:8]
+
+
+def _combined(digests: list[str]) -> str:
+    return hashlib.sha256("".join(digests).encode()).hexdigest()
+
+
+def _signature(metric: str, policy: str, resamples: int, seed: int, n: int, gold: str,
+               run: str) -> str:
+    boot = f"boot:{resamples}|seed:{seed}" if resamples else "boot:none"
+    return (f"{metric}|nan:{policy}|{boot}|n:{n}|gold:{_short(gold)}|run:{_short(run)}"
+            f"|v:{__version__}")
+
+
+def _value(x: Any) -> float | None:
+    v = float(x)
+    return v if np.isfinite(v) else None
+
+
+def _ci(samples: np.ndarray) -> tuple[float, float] | None:
+    finite = samples[np.isfinite(samples)]
+    # a CI from a minority of defined resamples would misstate the uncertainty
+    if finite.size == 0 or finite.size < 0.5 * samples.size:
+        return None
+    alpha = (1.0 - CI_LEVEL) / 2.0
+    # linear interpolation between order statistics (numpy's default quantile method)
+    s = np.sort(finite)
+    pos = np.array([alpha, 1.0 - alpha]) * (s.size - 1)
+    lo_i = np.floor(pos).astype(int)
+    hi_i = np.minimum(lo_i + 1, s.size - 1)
+    frac = pos - lo_i
+    lo, hi = s[lo_i] + (s[hi_i] - s[lo_i]) * frac
+    return float(lo), float(hi)
+
+
+def _undefined_warning(metric: str, x: np.ndarray, y: np.ndarray, n: int) -> str:
+    if n < 2:
+        return f"undefined: {metric} needs at least 2 pairs"
+    if metric in M.CORRELATIONS:
+        if np.ptp(x) == 0:
+            return M.UNDEFINED_CONSTANT.format(side="run's")
+        if np.ptp(y) == 0:
+            return M.UNDEFINED_CONSTANT.format(side="gold")
+    return f"undefined: {metric} has no value for these scores"
+
+
+@dataclass
+class _Pairs:
+    """Aligned run and gold arrays of one scored dataset (or genre)."""
+
+    x: np.ndarray
+    y: np.ndarray
+    w: np.ndarray | None
+    gold_digest: str
+    run_digest: str
+
+
+def _align(pred: DatasetPrediction, gold: DatasetGold) -> tuple[np.ndarray, np.ndarray]:
+    """Gold scores (and labels) put in the prediction's order."""
+    if len(pred.ids) == len(gold.ids) and (pred.ids is gold.ids or pred.ids == gold.ids):
+        return gold.scores, gold.labels if gold.labels is not None else gold.scores
+    pos = {k: j for j, k in enumerate(gold.ids)}
+    missing = [k for k in pred.ids if k not in pos]
+    if missing or len(pred.ids) != len(gold.ids):
+        raise ValidationError(
+            f"{pred.dataset}: gold and inputs disagree ({len(gold.ids)} gold pairs, "
+            f"{len(pred.ids)} input pairs; e.g. id {missing[:1]} has no gold)")
+    order = np.fromiter((pos[k] for k in pred.ids), dtype=np.int64, count=len(pred.ids))
+    labels = gold.labels if gold.labels is not None else gold.scores
+    return gold.scores[order], labels[order]
+
+
+def _metric(name: str, task: TaskDefinition, x: np.ndarray, y: np.ndarray,
+            labels: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    fn, weighted, binary = M.DATASET_REGISTRY[name]
+    if weighted:
+        return fn(x, y, w)
+    if binary:
+        return fn(x, labels, task.binary_threshold)
+    return fn(x, y)
+
+
+def _bootstrap_chunks(sizes: list[int], resamples: int,
+                      rng: np.random.Generator) -> Iterator[list[np.ndarray]]:
+    """Index matrices, one per dataset, drawn chunk by chunk (seeded, in dataset order)."""
+    total_n = max(1, sum(sizes))
+    per_chunk = max(1, min(resamples, _CHUNK_VALUES // total_n))
+    done = 0
+    while done < resamples:
+        b = min(per_chunk, resamples - done)
+        yield [rng.integers(0, n, size=(b, n)) for n in sizes]
+        done += b
+
+
+# ---------------------------------------------------------------- scoring
+
+def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, DatasetGold], *,
+              resamples: int = 1000, seed: int = 12345,
+              confidence_intervals: bool = True) -> RunScore:
+    """Score a valid run: per dataset, per genre and aggregate metrics with CIs and signatures."""
+    if not run.ok:
+        raise ValidationError(run.issues)
+    if run.task != task.name:
+        raise ValueError(f"the run was validated for task {run.task}, not {task.name}")
+    boot = resamples if confidence_intervals and resamples > 0 else 0
+    policy = run.nan_policy
+    warnings: list[str] = [str(s) for s in _substitutions(run)]
+    unscored: list[str] = []
+    pairs: dict[str, _Pairs] = {}
+    labels_of: dict[str, np.ndarray] = {}
+    genres_of: dict[str, dict[str, np.ndarray]] = {}
+    files: dict[str, str] = {}
+    for spec in task.datasets:
+        pred = run.predictions.get(spec.name)
+        if pred is None:
+            continue
+        g = gold.get(spec.name)
+        if g is None:
+            unscored.append(spec.name)
+            warnings.append(f"{spec.name}: no gold is available; the dataset is not scored")
+            continue
+        y, labels = _align(pred, g)
+        pairs[spec.name] = _Pairs(pred.scores, y, pred.confidence, g.digest, pred.digest)
+        labels_of[spec.name] = labels
+        files[spec.name] = pred.filename
+        if task.genre_metrics:
+            groups: dict[str, list[int]] = {}
+            for j, genre in enumerate(pred.genres):
+                if genre is not None:
+                    groups.setdefault(genre, []).append(j)
+            genres_of[spec.name] = {k: np.asarray(v) for k, v in groups.items()}
+
+    names = list(pairs)
+    datasets: dict[str, DatasetScore] = {}
+    point: dict[str, dict[str, float]] = {}
+    for name in names:
+        p = pairs[name]
+        n = len(p.x)
+        ms: dict[str, MetricValue] = {}
+        point[name] = {}
+        for metric in task.metrics:
+            sig = _signature(f"{name}/{metric}", policy, boot, seed, n, p.gold_digest,
+                             p.run_digest)
+            if metric == "weighted_pearson" and p.w is None:
+                ms[metric] = MetricValue(None, None, "the run has no confidence column, so "
+                                         "the weighted Pearson is not computed", sig)
+                point[name][metric] = np.nan
+                continue
+            v = _metric(metric, task, p.x, p.y, labels_of[name], p.w) if n else np.nan
+            value = _value(v)
+            warn = None if value is not None else _undefined_warning(metric, p.x, p.y, n)
+            ms[metric] = MetricValue(value, None, warn, sig)
+            point[name][metric] = float(v)
+        genre_scores: dict[str, GenreScore] = {}
+        for genre, idx in genres_of.get(name, {}).items():
+            gm: dict[str, MetricValue] = {}
+            for metric in task.genre_metrics:
+                xg, yg = p.x[idx], p.y[idx]
+                value = _value(_metric(metric, task, xg, yg, labels_of[name][idx], None))
+                warn = None if value is not None else _undefined_warning(metric, xg, yg, len(idx))
+                gm[metric] = MetricValue(value, None, warn, _signature(
+                    f"{name}/{genre}/{metric}", policy, boot, seed, len(idx), p.gold_digest,
+                    p.run_digest))
+            genre_scores[genre] = GenreScore(len(idx), gm)
+        datasets[name] = DatasetScore(n, ms, genre_scores, files[name])
+
+    aggregates: dict[str, MetricValue] = {}
+    gold_all = _combined([pairs[k].gold_digest for k in names])
+    run_all = _combined([pairs[k].run_digest for k in names])
+    n_all = sum(len(pairs[k].x) for k in names)
+    for agg in task.aggregate_metrics:
+        sig = _signature(agg, policy, boot, seed, n_all, gold_all, run_all)
+        if not names:
+            aggregates[agg] = MetricValue(None, None, "undefined: no dataset was scored", sig)
+            continue
+        v = _aggregate(agg, task, names, [pairs[k].x for k in names],
+                       [pairs[k].y for k in names], {k: point[k] for k in names})
+        value = _value(v)
+        warn = None
+        if value is None:
+            warn = f"undefined: {agg} has no value (constant output across the datasets)"
+        aggregates[agg] = MetricValue(value, None, warn, sig)
+
+    if boot:
+        _bootstrap(task, names, pairs, labels_of, genres_of, datasets, aggregates, boot, seed)
+
+    for key, mv in _walk(aggregates, datasets):
+        if mv.warning and mv.value is None and "no confidence column" not in mv.warning:
+            warnings.append(f"{key}: {mv.warning}; it counts 0 for ranking")
+    skipped = [d for d in run.skipped]
+    signature = {
+        "task": task.name,
+        "task_digest": _short(task.digest),
+        "nan": policy,
+        "boot": boot or None,
+        "seed": seed if boot else None,
+        "ci": f"percentile {int(CI_LEVEL * 100)}%" if boot else None,
+        "gold": {k: _short(pairs[k].gold_digest) for k in names},
+        "run": {k: _short(pairs[k].run_digest) for k in names},
+        "version": __version__,
+    }
+    return RunScore(task.name, aggregates, datasets, unscored, skipped, warnings, signature,
+                    [s.to_dict() for s in run.substitutions])
+
+
+def _substitutions(run: ValidatedRun) -> list[Any]:
+    return list(run.substitutions)
+
+
+def _walk(aggregates: dict[str, MetricValue],
+          datasets: dict[str, DatasetScore]) -> Iterator[tuple[str, MetricValue]]:
+    yield from aggregates.items()
+    for ds, s in datasets.items():
+        for m, v in s.metrics.items():
+            yield f"{ds}/{m}", v
+        for g, gs in s.genres.items():
+            for m, v in gs.metrics.items():
+                yield f"{ds}/{g}/{m}", v
+
+
+def _aggregate(agg: str, task: TaskDefinition, names: list[str], xs: list[np.ndarray],
+               ys: list[np.ndarray], per: Mapping[str, Mapping[str, Any]]) -> np.ndarray:
+    """An aggregate metric over scored datasets; `per` holds per-dataset values (or samples)."""
+    if agg == "ALL":
+        return M.concat_pearson(xs, ys)
+    if agg == "ALLnorm":
+        return M.allnorm(xs, ys)
+    if agg == "Mean":
+        return M.weighted_mean([per[k]["pearson"] for k in names], [x.shape[-1] for x in xs])
+    if agg == "sum_pearson":
+        # a dataset the run skipped is simply absent here: it adds 0 to the sum
+        return M.total([per[k]["pearson"] for k in names])
+    if agg == "mean_spearman":
+        return M.total([per[k]["spearman"] for k in names]) / len(names)
+    raise ValueError(f"unknown aggregate metric {agg}")
+
+
+def _boot_metric(metric: str, task: TaskDefinition, c: np.ndarray, x: np.ndarray,
+                 y: np.ndarray, labels: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """A dataset metric over every resample of a count matrix."""
+    if metric == "pearson":
+        return R.boot_pearson(c, x, y)
+    if metric == "spearman":
+        return R.boot_spearman(c, x, y)
+    if metric == "weighted_pearson":
+        assert w is not None
+        return R.boot_weighted_pearson(c, x, y, w)
+    if metric == "accuracy":
+        return R.boot_accuracy(c, x, labels, task.binary_threshold)
+    if metric == "f1":
+        return R.boot_f1(c, x, labels, task.binary_threshold)
+    raise ValueError(f"unknown metric {metric}")
+
+
+def _boot_aggregate(agg: str, names: list[str], ms: list[np.ndarray],
+                    per: Mapping[str, Mapping[str, np.ndarray]], sizes: list[int]) -> np.ndarray:
+    if agg == "ALL":
+        return R.boot_all(ms)
+    if agg == "ALLnorm":
+        return R.boot_allnorm(ms)
+    if agg == "Mean":
+        return M.weighted_mean([per[k]["pearson"] for k in names], sizes)
+    if agg == "sum_pearson":
+        return M.total([per[k]["pearson"] for k in names])
+    if agg == "mean_spearman":
+        return M.total([per[k]["spearman"] for k in names]) / len(names)
+    raise ValueError(f"unknown aggregate metric {agg}")
+
+
+_AGG_NEEDS = {"Mean": ("pearson",), "sum_pearson": ("pearson",), "mean_spearman": ("spearman",)}
+
+
+def _chunks(sizes: list[int], resamples: int) -> Iterator[int]:
+    per_chunk = max(1, min(resamples, _CHUNK_VALUES // max(1, max(sizes, default=1))))
+    done = 0
+    while done < resamples:
+        b = min(per_chunk, resamples - done)
+        yield b
+        done += b
+
+
+def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
+               labels_of: dict[str, np.ndarray], genres_of: dict[str, dict[str, np.ndarray]],
+               datasets: dict[str, DatasetScore], aggregates: dict[str, MetricValue],
+               resamples: int, seed: int) -> None:
+    """Fill in percentile CIs: pairs resampled within each dataset, one count matrix per
+    dataset shared by every metric, so aggregates resample consistently with datasets."""
+    rng = np.random.default_rng(seed)
+    sizes = [len(pairs[k].x) for k in names]
+    ds_samples: dict[str, dict[str, list[np.ndarray]]] = {k: {} for k in names}
+    agg_samples: dict[str, list[np.ndarray]] = {a: [] for a in aggregates}
+    # one shift for all datasets keeps the summed moments of ALL/ALLnorm precise
+    shift_x = float(np.mean([pairs[k].x.mean() for k in names])) if names else 0.0
+    shift_y = float(np.mean([pairs[k].y.mean() for k in names])) if names else 0.0
+    needed = {m for a in aggregates for m in _AGG_NEEDS.get(a, ())}
+    for b in _chunks(sizes, resamples):
+        ms, per = [], {}
+        for k in names:
+            p = pairs[k]
+            c = R.count_matrix(rng, len(p.x), b)
+            per[k] = {}
+            for metric in task.metrics:
+                if metric == "weighted_pearson" and p.w is None:
+                    continue
+                v = _boot_metric(metric, task, c, p.x, p.y, labels_of[k], p.w)
+                per[k][metric] = v
+                ds_samples[k].setdefault(metric, []).append(v)
+            if any(a in ("ALL", "ALLnorm") for a in aggregates):
+                ms.append(R.moments(c, p.x - shift_x, p.y - shift_y))
+            for metric in needed:
+                if metric not in per[k]:
+                    per[k][metric] = _boot_metric(metric, task, c, p.x, p.y, labels_of[k], None)
+        for agg in aggregates:
+            if names:
+                agg_samples[agg].append(_boot_aggregate(agg, names, ms, per, sizes))
+    for k in names:
+        for metric, parts in ds_samples[k].items():
+            datasets[k].metrics[metric].ci = _ci(np.concatenate(parts))
+    for agg, parts in agg_samples.items():
+        if parts:
+            aggregates[agg].ci = _ci(np.concatenate(parts))
+    # genres: resampled within each genre, after the dataset draws (still seeded)
+    for k in names:
+        p = pairs[k]
+        for genre, idx in genres_of.get(k, {}).items():
+            c = R.count_matrix(rng, len(idx), resamples)
+            for metric in task.genre_metrics:
+                v = _boot_metric(metric, task, c, p.x[idx], p.y[idx], labels_of[k][idx], None)
+                datasets[k].genres[genre].metrics[metric].ci = _ci(v)

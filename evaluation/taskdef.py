@@ -1,0 +1,380 @@
+"""Declarative task definitions: TOML files in `tasks/`, parsed into frozen dataclasses."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from evaluation.issues import TaskDefinitionError
+
+DATASET_METRICS = ("pearson", "spearman", "weighted_pearson", "accuracy", "f1")
+GENRE_METRICS = ("pearson", "spearman")
+AGGREGATE_METRICS = ("ALL", "ALLnorm", "Mean", "sum_pearson", "mean_spearman")
+RANKINGS = ("aggregate", "sum_pearson", "per_dataset")
+INPUT_FORMATS = ("tsv", "csv")
+GOLD_FORMATS = ("lines", "csv")
+RUN_FORMATS = ("lines", "csv")
+GENRE_RULES = ("none", "id_prefix", "column")
+TRANSFORMS = ("none", "lemma")
+_NAN_POLICY = re.compile(r"^(reject|mean|value:[-+]?\d+(\.\d+)?)$")
+
+
+@dataclass(frozen=True)
+class InputFormat:
+    """How a dataset's input file is laid out."""
+
+    format: str = "tsv"
+    columns: tuple[str, ...] = ("text1", "text2")
+    header: bool = False
+    id: str = "line"
+    texts: tuple[str, ...] = ("text1", "text2")
+    split: tuple[str, ...] = ()
+    transform: str = "none"
+    genre: str = "none"
+    genre_separator: str = "-"
+    genre_column: str | None = None
+
+
+@dataclass(frozen=True)
+class GoldFormat:
+    """How a dataset's gold file is laid out."""
+
+    format: str = "lines"
+    id_column: str = "PairID"
+    score_column: str = "Score"
+    label_column: str | None = None
+
+
+@dataclass(frozen=True)
+class RunFormat:
+    """The format and file naming of a participant's run."""
+
+    format: str = "lines"
+    filename: str = "{dataset}.txt"
+    team_filename: str | None = None
+    columns: tuple[str, ...] = ("PairID", "Pred_Score")
+    confidence: bool = False
+    confidence_min: float = 1.0
+    confidence_max: float = 100.0
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One dataset of a task; paths are relative to an official release folder."""
+
+    name: str
+    track: str | None
+    required: bool
+    input_path: str
+    gold_path: str | None
+    tracks: tuple[str, ...] = ()
+    inputs: InputFormat = field(default_factory=InputFormat)
+    gold: GoldFormat = field(default_factory=GoldFormat)
+
+
+@dataclass(frozen=True)
+class TaskDefinition:
+    """A hosted task, as its definition file states it."""
+
+    name: str
+    title: str
+    description: str
+    text: str
+    datasets: tuple[DatasetSpec, ...]
+    tracks: dict[str, tuple[str, ...]]
+    score_min: float
+    score_max: float
+    confidence: bool
+    nan_policy: str
+    metrics: tuple[str, ...]
+    primary_metric: str
+    aggregate_metrics: tuple[str, ...]
+    ranking: str
+    digest: str
+    genre_metrics: tuple[str, ...] = ()
+    run: RunFormat = field(default_factory=RunFormat)
+    source: str = ""
+    binary_threshold: float = 0.5
+
+    def dataset(self, name: str) -> DatasetSpec:
+        """The dataset called `name`; KeyError when the task has none."""
+        for spec in self.datasets:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"task {self.name} has no dataset {name!r}")
+
+    @property
+    def dataset_names(self) -> tuple[str, ...]:
+        """Dataset names in definition order."""
+        return tuple(d.name for d in self.datasets)
+
+    @property
+    def dataset_primary(self) -> str:
+        """The per-dataset metric used for per-dataset ranking and tables."""
+        if self.primary_metric in self.metrics:
+            return self.primary_metric
+        return self.metrics[0]
+
+    def run_filename(self, dataset: str, team: str | None = None) -> str:
+        """The file name a run must use for `dataset` (with a team token where allowed)."""
+        self.dataset(dataset)
+        if team is not None and self.run.team_filename:
+            return self.run.team_filename.format(dataset=dataset, team=team)
+        return self.run.filename.format(dataset=dataset)
+
+    def input_filename(self, dataset: str) -> str:
+        """Base name of the dataset's input file."""
+        return Path(self.dataset(dataset).input_path).name
+
+    def gold_filename(self, dataset: str) -> str:
+        """Base name of the dataset's gold file ('' when the release has no gold)."""
+        path = self.dataset(dataset).gold_path
+        return Path(path).name if path else ""
+
+    def track_datasets(self, track: str) -> tuple[str, ...]:
+        """Datasets of a track; KeyError for an unknown track."""
+        if track not in self.tracks:
+            raise KeyError(f"task {self.name} has no track {track!r}")
+        return self.tracks[track]
+
+
+def list_tasks() -> list[str]:
+    """Names of the shipped definitions."""
+    root = resources.files("tasks")
+    return sorted(p.name[: -len(".toml")] for p in root.iterdir() if p.name.endswith(".toml"))
+
+
+def load_task(name_or_path: str | Path) -> TaskDefinition:
+    """A shipped definition by name, or a definition file by path."""
+    text: str
+    source: str
+    candidate = Path(name_or_path)
+    if isinstance(name_or_path, Path) or candidate.suffix == ".toml" or "/" in str(name_or_path):
+        if not candidate.is_file():
+            raise TaskDefinitionError(f"task definition file not found: {candidate}")
+        text, source = candidate.read_text(encoding="utf-8"), str(candidate)
+    else:
+        res = resources.files("tasks") / f"{name_or_path}.toml"
+        if not res.is_file():
+            known = ", ".join(list_tasks())
+            raise TaskDefinitionError(f"unknown task {name_or_path!r}; shipped tasks: {known}")
+        text, source = res.read_text(encoding="utf-8"), f"tasks/{name_or_path}.toml"
+    return parse_task(text, source=source)
+
+
+def _get(table: dict[str, Any], key: str, kind: type | tuple[type, ...], source: str,
+         default: Any = ..., where: str = "") -> Any:
+    if key not in table:
+        if default is ...:
+            raise TaskDefinitionError(f"{source}: missing key {where}{key}")
+        return default
+    value = table[key]
+    ok = isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool)
+    if not ok:
+        raise TaskDefinitionError(f"{source}: {where}{key} has the wrong type ({value!r})")
+    return value
+
+
+def _choice(value: str, allowed: tuple[str, ...], what: str, source: str) -> str:
+    if value not in allowed:
+        raise TaskDefinitionError(
+            f"{source}: {what} {value!r} is not one of {', '.join(allowed)}"
+        )
+    return value
+
+
+def _input_format(table: dict[str, Any], source: str, where: str) -> InputFormat:
+    fmt = _choice(_get(table, "format", str, source, "tsv", where), INPUT_FORMATS,
+                  f"{where}format", source)
+    columns = tuple(_get(table, "columns", list, source, ["text1", "text2"], where))
+    texts = tuple(_get(table, "texts", list, source, list(columns[:2]), where))
+    split = _get(table, "split", (str, list), source, [], where)
+    split = (split,) if isinstance(split, str) else tuple(split)
+    ident = _get(table, "id", str, source, "line", where)
+    genre = _choice(_get(table, "genre", str, source, "none", where), GENRE_RULES,
+                    f"{where}genre", source)
+    transform = _choice(_get(table, "transform", str, source, "none", where), TRANSFORMS,
+                        f"{where}transform", source)
+    spec = InputFormat(
+        format=fmt,
+        columns=columns,
+        header=_get(table, "header", bool, source, fmt == "csv", where),
+        id=ident,
+        texts=texts,
+        split=split,
+        transform=transform,
+        genre=genre,
+        genre_separator=_get(table, "genre_separator", str, source, "-", where),
+        genre_column=_get(table, "genre_column", str, source, None, where),
+    )
+    for col in (*texts, *([ident] if ident != "line" else [])):
+        if col not in columns:
+            raise TaskDefinitionError(f"{source}: {where}column {col!r} is not in columns")
+    if len(texts) == 1 and not split:
+        raise TaskDefinitionError(f"{source}: {where}one text column needs a split separator")
+    if len(texts) not in (1, 2):
+        raise TaskDefinitionError(f"{source}: {where}texts must name one or two columns")
+    if genre == "id_prefix" and ident == "line":
+        raise TaskDefinitionError(f"{source}: {where}genre id_prefix needs an id column")
+    if genre == "column" and spec.genre_column not in columns:
+        raise TaskDefinitionError(f"{source}: {where}genre_column must be one of columns")
+    return spec
+
+
+def _gold_format(table: dict[str, Any], source: str, where: str) -> GoldFormat:
+    fmt = _choice(_get(table, "format", str, source, "lines", where), GOLD_FORMATS,
+                  f"{where}format", source)
+    return GoldFormat(
+        format=fmt,
+        id_column=_get(table, "id_column", str, source, "PairID", where),
+        score_column=_get(table, "score_column", str, source, "Score", where),
+        label_column=_get(table, "label_column", str, source, None, where),
+    )
+
+
+def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
+    """A task definition from TOML text; TaskDefinitionError names what is wrong."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskDefinitionError(f"{source}: not valid TOML: {exc}") from exc
+
+    name = _get(doc, "name", str, source)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise TaskDefinitionError(f"{source}: name {name!r} must be a simple identifier")
+    scores = _get(doc, "scores", dict, source, {})
+    layout = _get(doc, "layout", dict, source, {})
+    inputs_table = _get(doc, "inputs", dict, source, {})
+    gold_table = _get(doc, "gold", dict, source, {})
+    run_table = _get(doc, "run", dict, source, {})
+    metrics_table = _get(doc, "metrics", dict, source)
+    tracks_table = _get(doc, "tracks", dict, source, {})
+
+    score_min = float(_get(scores, "min", (int, float), source, where="scores."))
+    score_max = float(_get(scores, "max", (int, float), source, where="scores."))
+    if score_min >= score_max:
+        raise TaskDefinitionError(f"{source}: scores.min must be below scores.max")
+    nan_policy = _get(scores, "nan_policy", str, source, "reject", "scores.")
+    if not _NAN_POLICY.match(nan_policy):
+        raise TaskDefinitionError(
+            f"{source}: scores.nan_policy {nan_policy!r} must be reject, mean or value:<number>"
+        )
+
+    run_fmt = _choice(_get(run_table, "format", str, source, "lines", "run."), RUN_FORMATS,
+                      "run.format", source)
+    conf_range = _get(run_table, "confidence_range", list, source, [1, 100], "run.")
+    run = RunFormat(
+        format=run_fmt,
+        filename=_get(run_table, "filename", str, source, where="run."),
+        team_filename=_get(run_table, "team_filename", str, source, None, "run."),
+        columns=tuple(_get(run_table, "columns", list, source, ["PairID", "Pred_Score"], "run.")),
+        confidence=_get(run_table, "confidence", bool, source, False, "run."),
+        confidence_min=float(conf_range[0]),
+        confidence_max=float(conf_range[1]),
+    )
+    if "{dataset}" not in run.filename:
+        raise TaskDefinitionError(f"{source}: run.filename must contain {{dataset}}")
+    if run.team_filename and not ("{dataset}" in run.team_filename
+                                  and "{team}" in run.team_filename):
+        raise TaskDefinitionError(
+            f"{source}: run.team_filename must contain {{dataset}} and {{team}}"
+        )
+    if run.format == "csv" and len(run.columns) != 2:
+        raise TaskDefinitionError(f"{source}: run.columns must name the id and score columns")
+
+    _input_format(inputs_table, source, "inputs.")
+    _gold_format(gold_table, source, "gold.")
+    raw_datasets = _get(doc, "datasets", list, source)
+    if not raw_datasets:
+        raise TaskDefinitionError(f"{source}: a task needs at least one dataset")
+    tracks: dict[str, tuple[str, ...]] = {
+        str(t): tuple(_get(tracks_table, t, list, source, where="tracks.")) for t in tracks_table
+    }
+    datasets: list[DatasetSpec] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_datasets):
+        where = f"datasets[{i}]."
+        if not isinstance(raw, dict):
+            raise TaskDefinitionError(f"{source}: {where[:-1]} must be a table")
+        dname = _get(raw, "name", str, source, where=where)
+        if dname in seen:
+            raise TaskDefinitionError(f"{source}: dataset {dname!r} is defined twice")
+        seen.add(dname)
+        input_path = _get(raw, "input", str, source, layout.get("input"), where)
+        if input_path is None:
+            raise TaskDefinitionError(f"{source}: {where}input (or layout.input) is missing")
+        gold_path = _get(raw, "gold", str, source, layout.get("gold"), where)
+        if raw.get("no_gold", False):
+            gold_path = None
+        inputs = _input_format({**inputs_table, **raw.get("inputs", {})}, source, where + "inputs.")
+        gold = _gold_format({**gold_table, **raw.get("gold_format", {})}, source, where + "gold.")
+        member_of = tuple(t for t, names in tracks.items() if dname in names)
+        datasets.append(DatasetSpec(
+            name=dname,
+            track=_get(raw, "track", str, source, None, where),
+            required=_get(raw, "required", bool, source, True, where),
+            input_path=input_path.format(dataset=dname),
+            gold_path=gold_path.format(dataset=dname) if gold_path else None,
+            tracks=member_of,
+            inputs=inputs,
+            gold=gold,
+        ))
+    for t, names in tracks.items():
+        unknown = [n for n in names if n not in seen]
+        if unknown:
+            raise TaskDefinitionError(f"{source}: track {t} names unknown datasets {unknown}")
+
+    metrics = tuple(_get(metrics_table, "dataset", list, source, where="metrics."))
+    for m in metrics:
+        _choice(m, DATASET_METRICS, "metrics.dataset entry", source)
+    genre_metrics = tuple(_get(metrics_table, "genre", list, source, [], "metrics."))
+    for m in genre_metrics:
+        _choice(m, GENRE_METRICS, "metrics.genre entry", source)
+    aggregates = tuple(_get(metrics_table, "aggregate", list, source, [], "metrics."))
+    for m in aggregates:
+        _choice(m, AGGREGATE_METRICS, "metrics.aggregate entry", source)
+    if not metrics:
+        raise TaskDefinitionError(f"{source}: metrics.dataset must name at least one metric")
+    if ("pearson" not in metrics) and any(a in ("Mean", "sum_pearson") for a in aggregates):
+        raise TaskDefinitionError(f"{source}: Mean and sum_pearson need pearson in metrics")
+    if "weighted_pearson" in metrics and not run.confidence:
+        raise TaskDefinitionError(f"{source}: weighted_pearson needs run.confidence = true")
+    primary = _get(metrics_table, "primary", str, source, where="metrics.")
+    if primary not in metrics and primary not in aggregates:
+        raise TaskDefinitionError(
+            f"{source}: metrics.primary {primary!r} must be a dataset or aggregate metric"
+        )
+    ranking = _choice(_get(metrics_table, "ranking", str, source, where="metrics."), RANKINGS,
+                      "metrics.ranking", source)
+    if ranking == "sum_pearson" and "sum_pearson" not in aggregates:
+        raise TaskDefinitionError(f"{source}: ranking sum_pearson needs that aggregate")
+    if ranking == "aggregate" and not aggregates:
+        raise TaskDefinitionError(f"{source}: ranking aggregate needs metrics.aggregate")
+
+    return TaskDefinition(
+        name=name,
+        title=_get(doc, "title", str, source, name),
+        description=_get(doc, "description", str, source, "").strip(),
+        text=text,
+        datasets=tuple(datasets),
+        tracks=tracks,
+        score_min=score_min,
+        score_max=score_max,
+        confidence=run.confidence,
+        nan_policy=nan_policy,
+        metrics=metrics,
+        primary_metric=primary,
+        aggregate_metrics=aggregates,
+        ranking=ranking,
+        digest=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        genre_metrics=genre_metrics,
+        run=run,
+        source=_get(doc, "source", str, source, "").strip(),
+        binary_threshold=float(_get(metrics_table, "binary_threshold", (int, float), source,
+                                    0.5, "metrics.")),
+    )

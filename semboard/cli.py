@@ -1,0 +1,321 @@
+"""Command-line groups (thin: parse options, call services, commit)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+from flask import Flask, current_app
+from flask.cli import AppGroup, with_appcontext
+from sqlalchemy.orm import Session
+
+from semboard import utcnow
+from semboard.db import session_factory
+from semboard.errors import DomainError
+from semboard.models import PHASE_KINDS, VISIBILITIES, Phase, Task
+from semboard.services import accounts, gold, inputs, leaderboard, tasks
+from semboard.storage import get_storage
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+task_cli = AppGroup("task", help="Load tasks, set phases, name organisers.")
+gold_cli = AppGroup("gold", help="Upload, release and rescore gold.")
+token_cli = AppGroup("token", help="API tokens.")
+user_cli = AppGroup("user", help="Accounts.")
+results_cli = AppGroup("results", help="Results tables for the task paper; publication.")
+db_cli = AppGroup("db", help="Database schema (alembic).")
+
+
+@contextmanager
+def _session() -> Iterator[Session]:
+    """A session committed on success; domain errors become clean CLI errors."""
+    session = session_factory()()
+    try:
+        yield session
+        session.commit()
+    except DomainError as err:
+        session.rollback()
+        lines = [str(err)] + [f"  {issue}" for issue in err.issues]
+        raise click.ClickException("\n".join(lines)) from None
+    finally:
+        session.close()
+
+
+def _utc(value: str) -> datetime:
+    """Parse an ISO time; a time without offset is taken as UTC."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as err:
+        raise click.BadParameter(f"{value!r} is not an ISO date-time (2012-05-01T00:00)") from err
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def alembic_config(url: str | None = None) -> object:
+    """An alembic Config pointing at migrations/ and the app's database."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.attributes["url"] = url or current_app.config["DATABASE_URL"]
+    return cfg
+
+
+def upgrade_database(url: str, revision: str = "head") -> None:
+    """Run alembic migrations up to `revision`."""
+    from alembic import command
+
+    command.upgrade(alembic_config(url), revision)
+
+
+@db_cli.command("upgrade")
+@click.argument("revision", default="head")
+def db_upgrade(revision: str) -> None:
+    """Migrate the database to REVISION (default head)."""
+    upgrade_database(current_app.config["DATABASE_URL"], revision)
+    click.echo(f"database at {revision}")
+
+
+@click.command("db-upgrade")
+@with_appcontext
+def db_upgrade_alias() -> None:
+    """Migrate the database to the newest revision."""
+    upgrade_database(current_app.config["DATABASE_URL"])
+    click.echo("database at head")
+
+
+@task_cli.command("load")
+@click.argument("name_or_path")
+@click.option("--inputs", "inputs_dir",
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Official release folder to load the inputs from.")
+def task_load(name_or_path: str, inputs_dir: Path | None) -> None:
+    """Load (or update) a task from its shipped name or a .toml path."""
+    from evaluation import TaskDefinitionError, load_task
+
+    try:
+        definition = load_task(name_or_path)
+    except (TaskDefinitionError, FileNotFoundError, KeyError) as err:
+        raise click.ClickException(str(err)) from None
+    with _session() as session:
+        task = tasks.load_task(session, definition, now=utcnow())
+        click.echo(f"loaded task {task.name}: {task.title}")
+        if inputs_dir is not None:
+            rows = inputs.load_release_inputs(session, get_storage(), task=task,
+                                              release_dir=inputs_dir, user=None, now=utcnow())
+            for row in rows:
+                click.echo(f"  inputs {row.dataset}: {row.n_items} items (v{row.version})")
+
+
+@task_cli.command("list")
+def task_list() -> None:
+    """List loaded tasks and their phases."""
+    with _session() as session:
+        for task in tasks.list_tasks(session):
+            click.echo(f"{task.name}: {task.title}")
+            for p in tasks.phases(session, task):
+                click.echo(f"  {p.slug} ({p.kind}) {p.opens_at:%Y-%m-%d %H:%M} → "
+                           f"{p.closes_at:%Y-%m-%d %H:%M} UTC, max runs {p.max_runs}, "
+                           f"window {p.team_window_hours}h, late {p.late_policy}, {p.visibility}")
+
+
+@task_cli.command("phase")
+@click.argument("task_name")
+@click.argument("slug")
+@click.option("--name", help="Display name (default: the slug).")
+@click.option("--kind", type=click.Choice(PHASE_KINDS))
+@click.option("--opens", help="Opening time, ISO, UTC.")
+@click.option("--closes", help="Closing time, ISO, UTC.")
+@click.option("--window-hours", type=int, help="Per-team window in hours (0: none).")
+@click.option("--max-runs", type=int, help="Accepted runs per team (0: unlimited).")
+@click.option("--late-policy", type=click.Choice(("reject", "flag")))
+@click.option("--visibility", type=click.Choice(VISIBILITIES))
+@click.option("--track", help="Restrict runs to one track's datasets ('' for none).")
+def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, opens: str | None,
+               closes: str | None, window_hours: int | None, max_runs: int | None,
+               late_policy: str | None, visibility: str | None, track: str | None) -> None:
+    """Add phase SLUG to TASK_NAME, or update the settings given."""
+    given: dict[str, object] = {}
+    if name is not None:
+        given["name"] = name
+    if kind is not None:
+        given["kind"] = kind
+    if opens is not None:
+        given["opens_at"] = _utc(opens)
+    if closes is not None:
+        given["closes_at"] = _utc(closes)
+    if window_hours is not None:
+        given["team_window_hours"] = window_hours or None
+    if max_runs is not None:
+        given["max_runs"] = max_runs or None
+    if late_policy is not None:
+        given["late_policy"] = late_policy
+    if visibility is not None:
+        given["visibility"] = visibility
+    if track is not None:
+        given["track"] = track or None
+    with _session() as session:
+        task = tasks.get_task(session, task_name)
+        existing = {p.slug: p for p in tasks.phases(session, task)}
+        if slug in existing:
+            phase = tasks.update_phase(session, existing[slug], **given)
+            click.echo(f"updated phase {task.name}/{phase.slug}")
+            return
+        missing = [o for o, k in (("--kind", "kind"), ("--opens", "opens_at"),
+                                  ("--closes", "closes_at")) if k not in given]
+        if missing:
+            raise click.UsageError(f"a new phase needs {', '.join(missing)}")
+        given.setdefault("name", slug)
+        phase = tasks.add_phase(session, task, slug=slug, now=utcnow(), **given)  # type: ignore[arg-type]
+        click.echo(f"added phase {task.name}/{phase.slug}")
+
+
+@task_cli.command("organiser")
+@click.argument("task_name")
+@click.argument("email")
+@click.option("--remove", is_flag=True, help="Remove instead of adding.")
+def task_organiser(task_name: str, email: str, remove: bool) -> None:
+    """Name the account EMAIL an organiser of TASK_NAME."""
+    with _session() as session:
+        task = tasks.get_task(session, task_name)
+        user = accounts.require_user(session, email)
+        if remove:
+            tasks.remove_organiser(session, task=task, user=user)
+            click.echo(f"{user.email} no longer organises {task.name}")
+        else:
+            tasks.add_organiser(session, task=task, user=user, now=utcnow())
+            click.echo(f"{user.email} organises {task.name}")
+
+
+@gold_cli.command("upload")
+@click.argument("task_name")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def gold_upload(task_name: str, folder: Path) -> None:
+    """Upload the gold files found in FOLDER (official release layout or base names)."""
+    with _session() as session:
+        task = tasks.get_task(session, task_name)
+        now = utcnow()
+        rows = gold.load_release_gold(session, get_storage(), task=task, release_dir=folder,
+                                      user=None, now=now)
+        for row in rows:
+            click.echo(f"gold {row.dataset}: {row.n_items} items (v{row.version})")
+        changed = gold.rescore(session, get_storage(), task=task, now=now)
+        click.echo(f"{changed} run(s) scored against the new gold")
+
+
+@gold_cli.command("release")
+@click.argument("task_name")
+def gold_release(task_name: str) -> None:
+    """Release TASK_NAME's gold to everyone."""
+    with _session() as session:
+        task = tasks.get_task(session, task_name)
+        gold.release_gold(session, task=task, user=None, now=utcnow())
+        click.echo(f"gold of {task.name} released")
+
+
+@gold_cli.command("rescore")
+@click.argument("task_name")
+def gold_rescore(task_name: str) -> None:
+    """Score every run of TASK_NAME against its current gold (history kept)."""
+    with _session() as session:
+        task = tasks.get_task(session, task_name)
+        changed = gold.rescore(session, get_storage(), task=task, now=utcnow())
+        click.echo(f"{changed} run(s) rescored")
+
+
+@token_cli.command("create")
+@click.argument("email")
+@click.option("--name", default="cli", help="A label for the token.")
+def token_create(email: str, name: str) -> None:
+    """Create an API token for EMAIL and print it (shown only once)."""
+    with _session() as session:
+        user = accounts.require_user(session, email)
+        click.echo(accounts.create_api_token(session, user=user, name=name, now=utcnow()))
+
+
+@user_cli.command("create")
+@click.argument("email")
+@click.option("--admin", is_flag=True, help="Make the account a site admin.")
+@click.option("--name", "display_name", default="", help="Display name.")
+@click.option("--password", envvar="SEMBOARD_NEW_PASSWORD",
+              help="Password (default: a random one, printed).")
+def user_create(email: str, admin: bool, display_name: str, password: str | None) -> None:
+    """Create an account."""
+    generated = password is None
+    password = password or secrets.token_urlsafe(12)
+    with _session() as session:
+        user = accounts.register_user(session, email=email, password=password,
+                                      display_name=display_name, now=utcnow(), is_admin=admin)
+        click.echo(f"created {'admin ' if admin else ''}{user.email}")
+        if generated:
+            click.echo(f"password: {password}")
+
+
+@user_cli.command("admin")
+@click.argument("email")
+@click.option("--revoke", is_flag=True)
+def user_admin(email: str, revoke: bool) -> None:
+    """Make EMAIL a site admin (or revoke it)."""
+    with _session() as session:
+        user = accounts.require_user(session, email)
+        user.is_admin = not revoke
+        click.echo(f"{user.email} is {'no longer ' if revoke else ''}a site admin")
+
+
+@results_cli.command("export")
+@click.argument("task_name")
+@click.option("--phase", "phase_slug", help="Phase slug (default: the last evaluation phase).")
+@click.option("--format", "fmt", type=click.Choice(("csv", "latex", "json")), default="csv")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path))
+def results_export(task_name: str, phase_slug: str | None, fmt: str, output: Path | None) -> None:
+    """Print (or write) a phase's results table."""
+    with _session() as session:
+        task = tasks.get_task(session, task_name)
+        phase = _pick_phase(session, task, phase_slug)
+        board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=None,
+                                              check_access=False)
+        if fmt == "json":
+            text = json.dumps(board.to_json(), indent=2, ensure_ascii=False) + "\n"
+        elif fmt == "latex":
+            text = board.to_latex()
+        else:
+            text = board.to_csv()
+        if output:
+            output.write_text(text, encoding="utf-8")
+            click.echo(f"wrote {output}")
+        else:
+            click.echo(text, nl=False)
+
+
+@results_cli.command("publish")
+@click.argument("task_name")
+@click.option("--phase", "phase_slug", help="Phase slug (default: the last evaluation phase).")
+def results_publish(task_name: str, phase_slug: str | None) -> None:
+    """Publish a phase's results (its hidden board becomes public)."""
+    with _session() as session:
+        task = tasks.get_task(session, task_name)
+        phase = _pick_phase(session, task, phase_slug)
+        gold.publish_results(session, phase=phase, user=None, now=utcnow())
+        click.echo(f"results of {task.name}/{phase.slug} published")
+
+
+def _pick_phase(session: Session, task: Task, slug: str | None) -> Phase:
+    if slug:
+        return tasks.get_phase(session, task, slug)
+    all_phases = tasks.phases(session, task)
+    evaluation = [p for p in all_phases if p.kind == "evaluation"]
+    chosen = (evaluation or all_phases)[-1:] if all_phases else []
+    if not chosen:
+        raise click.ClickException("the task has no phases")
+    return chosen[0]
+
+
+def register_cli(app: Flask) -> None:
+    """Add every command group of the site core to the app."""
+    for group in (task_cli, gold_cli, token_cli, user_cli, results_cli, db_cli):
+        app.cli.add_command(group)
+    app.cli.add_command(db_upgrade_alias)

@@ -1,0 +1,60 @@
+"""Configuration: defaults, then environment variables (no file is read implicitly)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ENV_KEYS = {
+    "DATABASE_URL": str,
+    "SECRET_KEY": str,
+    "REDIS_URL": str,
+    "SEMBOARD_STORAGE": str,
+    "SEMBOARD_UPLOAD_DIR": str,
+    "SEMBOARD_S3_BUCKET": str,
+    "SEMBOARD_S3_PREFIX": str,
+    "SEMBOARD_S3_ENDPOINT_URL": str,
+    "MAX_CONTENT_LENGTH": int,
+}
+
+
+def defaults(instance_path: str | Path) -> dict[str, Any]:
+    """Settings used when nothing else is given: SQLite and local files in the instance folder."""
+    instance = Path(instance_path)
+    return {
+        "SECRET_KEY": "dev-only-change-me",
+        "DATABASE_URL": f"sqlite:///{instance / 'semboard.sqlite'}",
+        "SEMBOARD_STORAGE": "local",
+        "SEMBOARD_UPLOAD_DIR": str(instance / "uploads"),
+        "SEMBOARD_S3_BUCKET": "",
+        "SEMBOARD_S3_PREFIX": "",
+        "SEMBOARD_S3_ENDPOINT_URL": "",
+        "REDIS_URL": "",
+        "MAX_CONTENT_LENGTH": 64 * 1024 * 1024,
+        "SESSION_COOKIE_HTTPONLY": True,
+        "SESSION_COOKIE_SAMESITE": "Lax",
+        "SESSION_COOKIE_SECURE": True,
+        "REMEMBER_COOKIE_HTTPONLY": True,
+        "REMEMBER_COOKIE_SAMESITE": "Lax",
+        "REMEMBER_COOKIE_SECURE": True,
+        # Rejected uploads per team per hour before further uploads are refused.
+        "SEMBOARD_REJECTED_UPLOADS_PER_HOUR": 20,
+        "SEMBOARD_SCORE_RESAMPLES": 1000,
+    }
+
+
+def from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings present in the environment, converted to their types."""
+    found: dict[str, Any] = {}
+    for key, kind in ENV_KEYS.items():
+        if environ.get(key):
+            found[key] = kind(environ[key])
+    if environ.get("SEMBOARD_INSECURE_COOKIES") == "1":
+        found.update(insecure_cookies())
+    return found
+
+
+def insecure_cookies() -> dict[str, Any]:
+    """Cookie settings for plain-HTTP development and tests."""
+    return {"SESSION_COOKIE_SECURE": False, "REMEMBER_COOKIE_SECURE": False}

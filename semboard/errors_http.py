@@ -1,0 +1,57 @@
+"""HTTP error handlers: JSON under /api (never HTML), pages elsewhere."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, jsonify, render_template, request
+from jinja2 import TemplateNotFound
+from werkzeug.exceptions import HTTPException, InternalServerError
+from werkzeug.routing import BuildError
+
+from semboard.errors import DomainError
+
+log = logging.getLogger(__name__)
+
+
+def wants_json() -> bool:
+    """API requests get JSON errors."""
+    return request.path == "/api" or request.path.startswith("/api/")
+
+
+def _page(code: int, title: str, message: str) -> Any:
+    try:
+        return render_template("errors/error.html", code=code, title=title, message=message), code
+    except (TemplateNotFound, BuildError):
+        return None
+
+
+def register(app: Flask) -> None:
+    """Install the handlers on the app."""
+
+    @app.errorhandler(DomainError)
+    def _domain(err: DomainError) -> Any:
+        if wants_json():
+            return jsonify(err.to_dict()), err.status
+        return _page(err.status, "Refused", str(err)) or (str(err), err.status)
+
+    @app.errorhandler(HTTPException)
+    def _http(err: HTTPException) -> Any:
+        if wants_json():
+            body = {"error": err.description or err.name, "status": err.code}
+            response = jsonify(body)
+            response.status_code = err.code or 500
+            if err.code == 405 and hasattr(err, "valid_methods") and err.valid_methods:
+                response.headers["Allow"] = ", ".join(err.valid_methods)
+            return response
+        return _page(err.code or 500, err.name, err.description or err.name) or err
+
+    @app.errorhandler(InternalServerError)
+    def _internal(err: InternalServerError) -> Any:
+        original = getattr(err, "original_exception", None)
+        if original is not None:
+            log.error("unhandled error on %s", request.path, exc_info=original)
+        if wants_json():
+            return jsonify({"error": "internal server error", "status": 500}), 500
+        return _page(500, "Internal server error", "Something went wrong on our side.") or err

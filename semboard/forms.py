@@ -1,0 +1,194 @@
+"""Flask-WTF forms of the HTML pages (every form carries a CSRF token)."""
+
+from __future__ import annotations
+
+import re
+
+from flask_wtf import FlaskForm
+from flask_wtf.file import FileField, MultipleFileField
+from wtforms import (
+    BooleanField,
+    DateTimeLocalField,
+    HiddenField,
+    IntegerField,
+    PasswordField,
+    SelectField,
+    StringField,
+    SubmitField,
+    TextAreaField,
+)
+from wtforms.validators import (
+    DataRequired,
+    EqualTo,
+    InputRequired,
+    Length,
+    NumberRange,
+    Optional,
+    Regexp,
+    ValidationError,
+)
+
+# A light shape check only: the accounts service owns the real rules.
+EMAIL_SHAPE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+UTC_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"]
+
+PHASE_KINDS = [
+    ("trial", "Trial"),
+    ("development", "Development"),
+    ("evaluation", "Evaluation"),
+    ("post-evaluation", "Post-evaluation"),
+]
+LATE_POLICIES = [("reject", "Reject late runs"), ("flag", "Accept and flag late (*)")]
+VISIBILITIES = [
+    ("public", "Public"),
+    ("hidden", "Hidden until published"),
+    ("organisers", "Organisers only"),
+]
+
+
+def _email_shape(form: FlaskForm, field: StringField) -> None:
+    """Reject values that cannot be an e-mail address."""
+    if field.data and not EMAIL_SHAPE.match(field.data.strip()):
+        raise ValidationError("Enter an e-mail address such as name@example.org.")
+
+
+class RegisterForm(FlaskForm):
+    """Create an account."""
+
+    email = StringField("E-mail", validators=[DataRequired(), Length(max=254), _email_shape])
+    display_name = StringField("Display name", validators=[DataRequired(), Length(max=80)])
+    password = PasswordField(
+        "Password",
+        validators=[DataRequired(), Length(min=8, max=200, message="At least 8 characters.")],
+    )
+    confirm = PasswordField(
+        "Repeat password", validators=[DataRequired(), EqualTo("password", "Passwords differ.")]
+    )
+    submit = SubmitField("Create account")
+
+
+class LoginForm(FlaskForm):
+    """Log in with e-mail and password."""
+
+    email = StringField("E-mail", validators=[DataRequired(), Length(max=254)])
+    password = PasswordField("Password", validators=[DataRequired()])
+    next = HiddenField()
+    submit = SubmitField("Log in")
+
+
+class ActionForm(FlaskForm):
+    """A bare POST button (log out, revoke, publish ...): only the CSRF token."""
+
+
+class TokenForm(FlaskForm):
+    """Create an API token."""
+
+    name = StringField("Token name", validators=[DataRequired(), Length(max=80)])
+    submit = SubmitField("Create token")
+
+
+class TeamCreateForm(FlaskForm):
+    """Create a team for a task (the creator becomes its captain)."""
+
+    name = StringField("Team name", validators=[DataRequired(), Length(max=80)])
+    affiliation = StringField("Affiliation", validators=[Optional(), Length(max=200)])
+    submit = SubmitField("Create team")
+
+
+class TeamJoinForm(FlaskForm):
+    """Join a team with its captain's invite code."""
+
+    invite_code = StringField("Invite code", validators=[DataRequired(), Length(max=64)])
+    submit = SubmitField("Join team")
+
+
+class UploadRunForm(FlaskForm):
+    """Upload a run: a name and its files (one per dataset, or one zip)."""
+
+    phase = SelectField("Phase", validators=[DataRequired()])
+    name = StringField(
+        "Run name",
+        validators=[
+            DataRequired(),
+            Length(max=64),
+            Regexp(r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                   message="Letters, digits, dot, dash and underscore only."),
+        ],
+    )
+    files = MultipleFileField("Run files")
+    submit = SubmitField("Upload run")
+
+
+class LoadTaskForm(FlaskForm):
+    """Load a task from a shipped definition or an uploaded TOML file."""
+
+    shipped = SelectField("Shipped definition", validators=[Optional()])
+    definition = FileField("…or upload a TOML definition")
+    submit = SubmitField("Load task")
+
+
+class PhaseForm(FlaskForm):
+    """Add or edit a phase of a task."""
+
+    slug = StringField(
+        "Slug",
+        validators=[DataRequired(), Length(max=40),
+                    Regexp(r"^[a-z0-9][a-z0-9-]*$",
+                           message="Lower-case letters, digits and dashes.")],
+    )
+    name = StringField("Name", validators=[DataRequired(), Length(max=120)])
+    kind = SelectField("Kind", choices=PHASE_KINDS)
+    opens_at = DateTimeLocalField("Opens (UTC)", format=UTC_FORMATS, validators=[InputRequired()])
+    closes_at = DateTimeLocalField("Closes (UTC)", format=UTC_FORMATS, validators=[InputRequired()])
+    team_window_hours = IntegerField(
+        "Per-team window (hours)", validators=[Optional(), NumberRange(min=1, max=10000)]
+    )
+    max_runs = IntegerField(
+        "Max runs per team", validators=[InputRequired(), NumberRange(min=1, max=1000)]
+    )
+    late_policy = SelectField("Late policy", choices=LATE_POLICIES)
+    visibility = SelectField("Leaderboard visibility", choices=VISIBILITIES)
+    track = SelectField("Track", validators=[Optional()])
+    submit = SubmitField("Save phase")
+
+    def validate_closes_at(self, field: DateTimeLocalField) -> None:
+        """A phase must close after it opens."""
+        if self.opens_at.data and field.data and field.data <= self.opens_at.data:
+            raise ValidationError("Must be after the opening time.")
+
+
+class DataUploadForm(FlaskForm):
+    """Upload inputs or gold for one dataset."""
+
+    kind = SelectField("What", choices=[("inputs", "Inputs"), ("gold", "Gold")])
+    dataset = SelectField("Dataset", validators=[DataRequired()])
+    file = FileField("File")
+    submit = SubmitField("Upload")
+
+
+class MarkTeamForm(FlaskForm):
+    """Mark a team as including organisers (‡)."""
+
+    team = SelectField("Team", coerce=int)
+    organiser_team = BooleanField("Team includes organisers (‡)")
+    submit = SubmitField("Save")
+
+
+class GrantForm(FlaskForm):
+    """Grant a team a post-deadline fix (†)."""
+
+    team = SelectField("Team", coerce=int)
+    phase = SelectField("Phase")
+    reason = TextAreaField("Reason", validators=[DataRequired(), Length(max=1000)])
+    until = DateTimeLocalField(
+        "Fix allowed until (UTC)", format=UTC_FORMATS, validators=[InputRequired()]
+    )
+    submit = SubmitField("Grant fix")
+
+
+class OrganiserForm(FlaskForm):
+    """Name a user organiser of a task (site admins only)."""
+
+    task = SelectField("Task")
+    email = StringField("User e-mail", validators=[DataRequired(), Length(max=254)])
+    submit = SubmitField("Name organiser")

@@ -1,0 +1,446 @@
+"""SQLAlchemy 2 typed models of the site; integrity lives in constraints, never in config."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+# Stable constraint names so alembic revisions name the same thing on every database.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+PHASE_KINDS = ("trial", "development", "evaluation", "post-evaluation")
+LATE_POLICIES = ("reject", "flag")
+VISIBILITIES = ("public", "hidden", "organisers")
+RUN_STATUSES = ("received", "valid", "scored", "error")
+UPLOAD_OUTCOMES = ("accepted", "rejected")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend (SQLite drops tzinfo; this restores it)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Refuse naive datetimes and store UTC."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: semboard stores only UTC-aware times")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Return an aware UTC datetime."""
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    """A CHECK expression limiting a column to a fixed set of strings."""
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    """Declarative base with the naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSON(),
+        list[Any]: JSON(),
+    }
+
+
+class User(Base):
+    """A person with an account (participant, organiser or site admin)."""
+
+    __tablename__ = "user_account"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str] = mapped_column(String(254), unique=True)
+    display_name: Mapped[str] = mapped_column(String(120))
+    password_hash: Mapped[str] = mapped_column(String(255))
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_active_account: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime]
+
+    tokens: Mapped[list[ApiToken]] = relationship(back_populates="user")
+
+    # Flask-Login protocol (kept here so no adapter class is needed).
+    @property
+    def is_authenticated(self) -> bool:
+        """Flask-Login: a loaded user is authenticated."""
+        return True
+
+    @property
+    def is_active(self) -> bool:
+        """Flask-Login: deactivated accounts cannot log in."""
+        return self.is_active_account
+
+    @property
+    def is_anonymous(self) -> bool:
+        """Flask-Login: never anonymous."""
+        return False
+
+    def get_id(self) -> str:
+        """Flask-Login: the session identifier."""
+        return str(self.id)
+
+
+class ApiToken(Base):
+    """An API token; only its sha256 is stored, the plaintext is shown once."""
+
+    __tablename__ = "api_token"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(120))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(12))
+    created_at: Mapped[datetime]
+    last_used_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+
+    user: Mapped[User] = relationship(back_populates="tokens")
+
+
+class Task(Base):
+    """A shared task loaded from its TOML definition (the text is kept, so edits never leak in)."""
+
+    __tablename__ = "task"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    title: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str] = mapped_column(Text, default="")
+    definition_text: Mapped[str] = mapped_column(Text)
+    definition_digest: Mapped[str] = mapped_column(String(64))
+    gold_released_at: Mapped[datetime | None]
+    gold_released_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+    phases: Mapped[list[Phase]] = relationship(
+        back_populates="task", order_by="Phase.opens_at", cascade="all, delete-orphan"
+    )
+    organisers: Mapped[list[TaskOrganiser]] = relationship(
+        back_populates="task", cascade="all, delete-orphan"
+    )
+
+
+class TaskOrganiser(Base):
+    """A user named organiser of one task by a site admin."""
+
+    __tablename__ = "task_organiser"
+    __table_args__ = (UniqueConstraint("task_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime]
+
+    task: Mapped[Task] = relationship(back_populates="organisers")
+    user: Mapped[User] = relationship()
+
+
+class Phase(Base):
+    """A period of a task: its kind, dates (UTC), per-team window, run limit and policies."""
+
+    __tablename__ = "phase"
+    __table_args__ = (
+        UniqueConstraint("task_id", "slug"),
+        CheckConstraint(_in("kind", PHASE_KINDS), name="kind"),
+        CheckConstraint(_in("late_policy", LATE_POLICIES), name="late_policy"),
+        CheckConstraint(_in("visibility", VISIBILITIES), name="visibility"),
+        CheckConstraint("closes_at > opens_at", name="dates"),
+        CheckConstraint("max_runs IS NULL OR max_runs > 0", name="max_runs"),
+        CheckConstraint(
+            "team_window_hours IS NULL OR team_window_hours > 0", name="team_window_hours"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    slug: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(120))
+    kind: Mapped[str] = mapped_column(String(20))
+    opens_at: Mapped[datetime]
+    closes_at: Mapped[datetime]
+    team_window_hours: Mapped[int | None] = mapped_column(Integer)
+    max_runs: Mapped[int | None] = mapped_column(Integer)
+    late_policy: Mapped[str] = mapped_column(String(10), default="reject")
+    visibility: Mapped[str] = mapped_column(String(12), default="public")
+    track: Mapped[str | None] = mapped_column(String(64))
+    results_published_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+
+    task: Mapped[Task] = relationship(back_populates="phases")
+
+
+class Team(Base):
+    """A team on one task; the captain hands out the invite code."""
+
+    __tablename__ = "team"
+    __table_args__ = (UniqueConstraint("task_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(120))
+    affiliation: Mapped[str] = mapped_column(String(255), default="")
+    invite_code: Mapped[str] = mapped_column(String(32), unique=True)
+    captain_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    is_baseline: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_organiser_team: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Touched first in every submission transaction: it serialises a team's uploads.
+    last_upload_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+
+    task: Mapped[Task] = relationship()
+    captain: Mapped[User | None] = relationship()
+    members: Mapped[list[TeamMember]] = relationship(
+        back_populates="team", cascade="all, delete-orphan"
+    )
+
+
+class TeamMember(Base):
+    """Membership; task_id is repeated so one team per user per task is a constraint."""
+
+    __tablename__ = "team_member"
+    __table_args__ = (UniqueConstraint("task_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    team_id: Mapped[int] = mapped_column(ForeignKey("team.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"))
+    joined_at: Mapped[datetime]
+
+    team: Mapped[Team] = relationship(back_populates="members")
+    user: Mapped[User] = relationship()
+
+
+class TeamWindow(Base):
+    """A team's personal window in a phase, started by its first download of the inputs."""
+
+    __tablename__ = "team_window"
+    __table_args__ = (UniqueConstraint("team_id", "phase_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("team.id", ondelete="CASCADE"))
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    started_at: Mapped[datetime]
+    ends_at: Mapped[datetime]
+    started_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+
+
+class InputFile(Base):
+    """One version of a dataset's inputs; the newest version is the one served."""
+
+    __tablename__ = "input_file"
+    __table_args__ = (UniqueConstraint("task_id", "dataset", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    dataset: Mapped[str] = mapped_column(String(120))
+    version: Mapped[int] = mapped_column(Integer)
+    filename: Mapped[str] = mapped_column(String(255))
+    storage_key: Mapped[str] = mapped_column(String(512))
+    sha256: Mapped[str] = mapped_column(String(64))
+    n_items: Mapped[int] = mapped_column(Integer)
+    uploaded_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    uploaded_at: Mapped[datetime]
+
+
+class GoldFile(Base):
+    """One version of a dataset's gold; private until the task's gold is released."""
+
+    __tablename__ = "gold_file"
+    __table_args__ = (UniqueConstraint("task_id", "dataset", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    dataset: Mapped[str] = mapped_column(String(120))
+    version: Mapped[int] = mapped_column(Integer)
+    filename: Mapped[str] = mapped_column(String(255))
+    storage_key: Mapped[str] = mapped_column(String(512))
+    sha256: Mapped[str] = mapped_column(String(64))
+    n_items: Mapped[int] = mapped_column(Integer)
+    uploaded_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    uploaded_at: Mapped[datetime]
+
+
+class Run(Base):
+    """An accepted run; replaced runs stay (is_current false) so history is kept."""
+
+    __tablename__ = "run"
+    __table_args__ = (
+        CheckConstraint(_in("status", RUN_STATUSES), name="status"),
+        CheckConstraint("slot IS NULL OR slot > 0", name="slot"),
+        # The run limit under concurrency: at most one current run per (team, phase, slot) and
+        # per (team, phase, name); slots run 1..max_runs so a full set refuses the next insert.
+        Index(
+            "uq_run_current_slot",
+            "team_id",
+            "phase_id",
+            "slot",
+            unique=True,
+            sqlite_where=text("is_current"),
+            postgresql_where=text("is_current"),
+        ),
+        Index(
+            "uq_run_current_name",
+            "team_id",
+            "phase_id",
+            "name",
+            unique=True,
+            sqlite_where=text("is_current"),
+            postgresql_where=text("is_current"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    team_id: Mapped[int] = mapped_column(ForeignKey("team.id", ondelete="CASCADE"))
+    submitted_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    name: Mapped[str] = mapped_column(String(120))
+    slot: Mapped[int | None] = mapped_column(Integer)
+    is_current: Mapped[bool] = mapped_column(Boolean, default=True)
+    status: Mapped[str] = mapped_column(String(12), default="received")
+    is_late: Mapped[bool] = mapped_column(Boolean, default=False)
+    is_fix: Mapped[bool] = mapped_column(Boolean, default=False)
+    replaces_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"))
+    issues: Mapped[list[Any]] = mapped_column(default=list)
+    meta: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    submitted_at: Mapped[datetime]
+    replaced_at: Mapped[datetime | None]
+
+    phase: Mapped[Phase] = relationship()
+    team: Mapped[Team] = relationship()
+    task: Mapped[Task] = relationship()
+    submitted_by: Mapped[User | None] = relationship()
+    files: Mapped[list[RunFile]] = relationship(
+        back_populates="run", order_by="RunFile.filename", cascade="all, delete-orphan"
+    )
+    scores: Mapped[list[RunScoreRecord]] = relationship(
+        back_populates="run", order_by="RunScoreRecord.id", cascade="all, delete-orphan"
+    )
+
+    @property
+    def current_score(self) -> RunScoreRecord | None:
+        """The newest score (earlier ones are the rescoring history)."""
+        return self.scores[-1] if self.scores else None
+
+
+class RunFile(Base):
+    """One file of a run, stored under its digest."""
+
+    __tablename__ = "run_file"
+    __table_args__ = (UniqueConstraint("run_id", "filename"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    filename: Mapped[str] = mapped_column(String(255))
+    dataset: Mapped[str | None] = mapped_column(String(120))
+    sha256: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(Integer)
+    storage_key: Mapped[str] = mapped_column(String(512))
+
+    run: Mapped[Run] = relationship(back_populates="files")
+
+
+class RunScoreRecord(Base):
+    """A run's scores against one gold version (RunScore.to_dict()); rescoring appends."""
+
+    __tablename__ = "run_score"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    gold_digest: Mapped[str] = mapped_column(String(64))
+    scores: Mapped[dict[str, Any]] = mapped_column()
+    flat: Mapped[dict[str, Any]] = mapped_column()
+    created_at: Mapped[datetime]
+
+    run: Mapped[Run] = relationship(back_populates="scores")
+
+
+class UploadLog(Base):
+    """Every upload attempt, accepted or rejected, with its issues."""
+
+    __tablename__ = "upload_log"
+    __table_args__ = (
+        CheckConstraint(_in("outcome", UPLOAD_OUTCOMES), name="outcome"),
+        Index(None, "team_id", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    phase_id: Mapped[int | None] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    team_id: Mapped[int | None] = mapped_column(ForeignKey("team.id", ondelete="CASCADE"))
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"))
+    run_name: Mapped[str] = mapped_column(String(255), default="")
+    outcome: Mapped[str] = mapped_column(String(10))
+    message: Mapped[str] = mapped_column(Text, default="")
+    issues: Mapped[list[Any]] = mapped_column(default=list)
+    filenames: Mapped[list[Any]] = mapped_column(default=list)
+    total_bytes: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime]
+
+    team: Mapped[Team | None] = relationship()
+    user: Mapped[User | None] = relationship()
+
+
+class Grant(Base):
+    """A post-deadline fix granted to a team (†), with who granted it and why."""
+
+    __tablename__ = "grant_fix"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("team.id", ondelete="CASCADE"))
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    granted_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    reason: Mapped[str] = mapped_column(Text)
+    until: Mapped[datetime]
+    created_at: Mapped[datetime]
+
+    team: Mapped[Team] = relationship()
+    granted_by: Mapped[User | None] = relationship()
+
+
+class RateLimitEvent(Base):
+    """One counted event for a rate-limit key (in the database so every worker sees it)."""
+
+    __tablename__ = "rate_limit_event"
+    __table_args__ = (Index(None, "key", "at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(255))
+    at: Mapped[datetime]

@@ -1,0 +1,226 @@
+"""Gold files: checked uploads (versions kept), release, publication and rescoring."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from semboard.errors import Forbidden, InvalidData, NotFound
+from semboard.models import GoldFile, Phase, Run, RunScoreRecord, Task, User
+from semboard.services import access, inputs, tasks
+from semboard.storage import Storage, keys, put_content, sha256
+
+log = logging.getLogger(__name__)
+
+# Bootstrap settings for confidence intervals (metric values do not depend on them).
+SCORE_OPTIONS: dict[str, Any] = {"resamples": 1000, "seed": 12345}
+
+
+def _require_organiser(session: Session, user: User | None, task: Task) -> None:
+    """user=None is the trusted command line; anyone else must organise the task."""
+    if user is not None and not access.is_organiser(session, user, task):
+        raise Forbidden("only the task's organisers may do this")
+
+
+def upload_gold(
+    session: Session,
+    storage: Storage,
+    *,
+    task: Task,
+    dataset: str,
+    filename: str,
+    data: bytes,
+    user: User | None,
+    now: datetime,
+) -> GoldFile:
+    """Check a gold file against the definition (and the stored inputs) and store a new version."""
+    from evaluation import ValidationError, read_gold
+
+    _require_organiser(session, user, task)
+    definition = tasks.definition(task)
+    try:
+        definition.dataset(dataset)
+    except KeyError as err:
+        raise NotFound(f"task {task.name} has no dataset {dataset!r}") from err
+    known_inputs = inputs.parsed_inputs(session, storage, task=task).get(dataset)
+    try:
+        parsed = read_gold(definition, dataset, data, filename=filename, inputs=known_inputs)
+    except ValidationError as err:
+        raise InvalidData(f"{filename} is not valid gold for {dataset}", err.issues) from err
+    digest = sha256(data)
+    latest = current_gold(session, task=task).get(dataset)
+    if latest is not None and latest.sha256 == digest:
+        return latest
+    key = keys.gold(task.name, dataset, digest)
+    put_content(storage, key, data)
+    row = GoldFile(
+        task_id=task.id,
+        dataset=dataset,
+        version=(latest.version + 1) if latest else 1,
+        filename=definition.gold_filename(dataset) or filename,
+        storage_key=key,
+        sha256=digest,
+        n_items=len(parsed),
+        uploaded_by_id=user.id if user else None,
+        uploaded_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def load_release_gold(
+    session: Session, storage: Storage, *, task: Task, release_dir: Path, user: User | None,
+    now: datetime,
+) -> list[GoldFile]:
+    """Upload every gold file found in a folder: the official layout, or files by base name."""
+    release_dir = Path(release_dir)
+    rows = []
+    for spec in tasks.definition(task).datasets:
+        candidates = []
+        if spec.gold_path:
+            candidates += [release_dir / spec.gold_path, release_dir / Path(spec.gold_path).name]
+        path = next((p for p in candidates if p.is_file()), None)
+        if path is not None:
+            rows.append(
+                upload_gold(session, storage, task=task, dataset=spec.name, filename=path.name,
+                            data=path.read_bytes(), user=user, now=now)
+            )
+    if not rows:
+        raise InvalidData(f"no gold file of {task.name} found under {release_dir}")
+    return rows
+
+
+def current_gold(session: Session, *, task: Task) -> dict[str, GoldFile]:
+    """The newest gold version of each dataset."""
+    newest = (
+        select(GoldFile.dataset, func.max(GoldFile.version).label("v"))
+        .where(GoldFile.task_id == task.id)
+        .group_by(GoldFile.dataset)
+        .subquery()
+    )
+    query = select(GoldFile).join(
+        newest, (GoldFile.dataset == newest.c.dataset) & (GoldFile.version == newest.c.v)
+    ).where(GoldFile.task_id == task.id)
+    return {row.dataset: row for row in session.scalars(query)}
+
+
+def gold_digest(current: dict[str, GoldFile]) -> str:
+    """One digest for the set of gold versions a score was computed against."""
+    text = "\n".join(f"{name}:{row.sha256}" for name, row in sorted(current.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+_PARSED: dict[tuple[str, str, str, str], Any] = {}
+
+
+def parsed_gold(session: Session, storage: Storage, *, task: Task) -> dict[str, Any]:
+    """DatasetGold of every dataset with gold (parsed once per digest)."""
+    from evaluation import read_gold
+
+    definition = tasks.definition(task)
+    known_inputs = inputs.parsed_inputs(session, storage, task=task)
+    found = {}
+    for dataset, row in current_gold(session, task=task).items():
+        ds_inputs = known_inputs.get(dataset)
+        cache_key = (definition.digest, dataset, row.sha256, ds_inputs.digest if ds_inputs else "")
+        if cache_key not in _PARSED:
+            if len(_PARSED) > 256:
+                _PARSED.clear()
+            data = storage.get(row.storage_key)
+            _PARSED[cache_key] = read_gold(
+                definition, dataset, data, filename=row.filename, inputs=ds_inputs
+            )
+        found[dataset] = _PARSED[cache_key]
+    return found
+
+
+def release_gold(session: Session, *, task: Task, user: User | None, now: datetime) -> None:
+    """Make the task's gold downloadable by everyone."""
+    _require_organiser(session, user, task)
+    if not current_gold(session, task=task):
+        raise InvalidData(f"task {task.name} has no gold to release")
+    task.gold_released_at = task.gold_released_at or now
+    task.gold_released_by_id = user.id if user else None
+    session.flush()
+
+
+def publish_results(session: Session, *, phase: Phase, user: User | None, now: datetime) -> None:
+    """Publish a phase's results (a 'hidden until published' board becomes public)."""
+    _require_organiser(session, user, phase.task)
+    phase.results_published_at = phase.results_published_at or now
+    session.flush()
+
+
+def download_gold(
+    session: Session, storage: Storage, *, task: Task, dataset: str, viewer: User | None
+) -> tuple[str, bytes]:
+    """A dataset's gold file: only after release, except for organisers."""
+    if not access.can_download_gold(session, viewer, task):
+        raise Forbidden("the gold of this task has not been released")
+    row = current_gold(session, task=task).get(dataset)
+    if row is None:
+        raise NotFound(f"no gold for {dataset}")
+    return row.filename, storage.get(row.storage_key)
+
+
+def score_stored_run(
+    session: Session, storage: Storage, *, run: Run, now: datetime, force: bool = False
+) -> RunScoreRecord | None:
+    """Score a run against the current gold; append a record when the gold changed (or force)."""
+    from evaluation import score_run, validate_run
+
+    task = run.task
+    current = current_gold(session, task=task)
+    if not current:
+        return None
+    digest = gold_digest(current)
+    latest = run.current_score
+    if latest is not None and latest.gold_digest == digest and not force:
+        return latest
+    definition = tasks.definition(task)
+    files = {f.filename: storage.get(f.storage_key) for f in run.files}
+    datasets = definition.track_datasets(run.phase.track) if run.phase.track else None
+    team = None if run.team.is_baseline else run.team.name
+    validated = validate_run(
+        definition, files, inputs.parsed_inputs(session, storage, task=task), team=team,
+        datasets=datasets,
+    )
+    if not validated.ok:
+        # Stored runs were valid when accepted; inputs changed since. Keep the run, record why.
+        run.status = "error"
+        run.issues = [i.to_dict() for i in validated.issues]
+        session.flush()
+        return None
+    score = score_run(definition, validated, parsed_gold(session, storage, task=task),
+                      **SCORE_OPTIONS)
+    record = RunScoreRecord(
+        run_id=run.id, gold_digest=digest, scores=score.to_dict(), flat=score.flat(),
+        created_at=now,
+    )
+    session.add(record)
+    run.status = "scored"
+    session.flush()
+    session.refresh(run, ["scores"])
+    return record
+
+
+def rescore(session: Session, storage: Storage, *, task: Task, now: datetime) -> int:
+    """Score every run of the task against the current gold; return how many got a new score."""
+    runs = session.scalars(
+        select(Run).where(Run.task_id == task.id, Run.status.in_(("valid", "scored")))
+        .order_by(Run.id)
+    )
+    changed = 0
+    for run in runs:
+        before = run.current_score
+        record = score_stored_run(session, storage, run=run, now=now)
+        if record is not None and record is not before:
+            changed += 1
+    return changed

@@ -1,0 +1,181 @@
+"""Input files of a task: organiser uploads (checked), team downloads that start windows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from semboard.errors import Forbidden, InvalidData, NotFound, PhaseNotOpen
+from semboard.models import InputFile, Phase, Task, Team, TeamWindow, User
+from semboard.services import access, tasks, teams
+from semboard.storage import Storage, keys, put_content, sha256
+
+
+def _dataset_spec(task: Task, dataset: str) -> Any:
+    try:
+        return tasks.definition(task).dataset(dataset)
+    except KeyError as err:
+        raise NotFound(f"task {task.name} has no dataset {dataset!r}") from err
+
+
+def upload_inputs(
+    session: Session,
+    storage: Storage,
+    *,
+    task: Task,
+    dataset: str,
+    filename: str,
+    data: bytes,
+    user: User | None,
+    now: datetime,
+) -> InputFile:
+    """Check a dataset's input file with the task definition and store it as a new version."""
+    from evaluation import ValidationError, read_inputs
+
+    _dataset_spec(task, dataset)
+    try:
+        parsed = read_inputs(tasks.definition(task), dataset, data, filename=filename)
+    except ValidationError as err:
+        raise InvalidData(f"{filename} is not valid input for {dataset}", err.issues) from err
+    digest = sha256(data)
+    latest = current_inputs(session, task=task).get(dataset)
+    if latest is not None and latest.sha256 == digest:
+        return latest
+    key = keys.inputs(task.name, dataset, digest)
+    put_content(storage, key, data)
+    row = InputFile(
+        task_id=task.id,
+        dataset=dataset,
+        version=(latest.version + 1) if latest else 1,
+        filename=tasks.definition(task).input_filename(dataset),
+        storage_key=key,
+        sha256=digest,
+        n_items=len(parsed),
+        uploaded_by_id=user.id if user else None,
+        uploaded_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def load_release_inputs(
+    session: Session, storage: Storage, *, task: Task, release_dir: Path, user: User | None,
+    now: datetime,
+) -> list[InputFile]:
+    """Upload every dataset's inputs found in an official release folder (as the layout says)."""
+    rows = []
+    release_dir = Path(release_dir)
+    for spec in tasks.definition(task).datasets:
+        path = release_dir / spec.input_path
+        if path.is_file():
+            rows.append(
+                upload_inputs(session, storage, task=task, dataset=spec.name,
+                              filename=path.name, data=path.read_bytes(), user=user, now=now)
+            )
+    if not rows:
+        raise InvalidData(f"no input file of {task.name} found under {release_dir}")
+    return rows
+
+
+def current_inputs(session: Session, *, task: Task) -> dict[str, InputFile]:
+    """The newest input version of each dataset."""
+    newest = (
+        select(InputFile.dataset, func.max(InputFile.version).label("v"))
+        .where(InputFile.task_id == task.id)
+        .group_by(InputFile.dataset)
+        .subquery()
+    )
+    query = select(InputFile).join(
+        newest, (InputFile.dataset == newest.c.dataset) & (InputFile.version == newest.c.v)
+    ).where(InputFile.task_id == task.id)
+    return {row.dataset: row for row in session.scalars(query)}
+
+
+_PARSED: dict[tuple[str, str, str], Any] = {}
+_PARSED_MAX = 256
+
+
+def parsed_inputs(session: Session, storage: Storage, *, task: Task) -> dict[str, Any]:
+    """DatasetInputs of every dataset with stored inputs (parsed once per digest)."""
+    from evaluation import read_inputs
+
+    definition = tasks.definition(task)
+    found = {}
+    for dataset, row in current_inputs(session, task=task).items():
+        cache_key = (definition.digest, dataset, row.sha256)
+        if cache_key not in _PARSED:
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            data = storage.get(row.storage_key)
+            _PARSED[cache_key] = read_inputs(definition, dataset, data, filename=row.filename)
+        found[dataset] = _PARSED[cache_key]
+    return found
+
+
+def team_window(session: Session, *, team: Team, phase: Phase) -> TeamWindow | None:
+    """The team's window in the phase, if its first download has happened."""
+    return session.scalar(
+        select(TeamWindow).where(TeamWindow.team_id == team.id, TeamWindow.phase_id == phase.id)
+    )
+
+
+def team_deadline(session: Session, *, team: Team, phase: Phase) -> datetime:
+    """When the team's submissions stop being on time: window end, never past the phase close."""
+    window = team_window(session, team=team, phase=phase)
+    return window.ends_at if window else phase.closes_at
+
+
+def start_window(
+    session: Session, *, team: Team, phase: Phase, user: User | None, now: datetime
+) -> TeamWindow | None:
+    """Start the team's window at now unless it has started (phases without windows: None)."""
+    if not phase.team_window_hours or team.is_baseline:
+        return None
+    window = team_window(session, team=team, phase=phase)
+    if window is not None:
+        return window
+    window = TeamWindow(
+        team_id=team.id,
+        phase_id=phase.id,
+        started_at=now,
+        ends_at=tasks.phase_deadline(phase, now),
+        started_by_id=user.id if user else None,
+    )
+    try:
+        with session.begin_nested():
+            session.add(window)
+            session.flush()
+    except IntegrityError:
+        # A teammate's concurrent download started it first; theirs stands.
+        window = team_window(session, team=team, phase=phase)
+    return window
+
+
+def download_inputs(
+    session: Session, storage: Storage, *, phase: Phase, dataset: str, user: User | None,
+    now: datetime,
+) -> tuple[str, bytes]:
+    """A dataset's input file; a team's first download in a windowed phase starts its window."""
+    task = phase.task
+    _dataset_spec(task, dataset)
+    row = current_inputs(session, task=task).get(dataset)
+    if access.is_organiser(session, user, task):
+        if row is None:
+            raise NotFound(f"no inputs uploaded for {dataset} yet")
+        return row.filename, storage.get(row.storage_key)
+    team = teams.team_for_user(session, task=task, user=user)
+    if team is None:
+        raise Forbidden("join or create a team for this task to download its inputs")
+    if now < phase.opens_at:
+        raise PhaseNotOpen(f"phase {phase.name} opens at {phase.opens_at:%Y-%m-%d %H:%M} UTC")
+    if row is None:
+        raise NotFound(f"no inputs uploaded for {dataset} yet")
+    if now < phase.closes_at:
+        start_window(session, team=team, phase=phase, user=user, now=now)
+    return row.filename, storage.get(row.storage_key)

@@ -1,0 +1,203 @@
+"""Leaderboards from stored scores and evaluation.rank_runs (no metric is computed here)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from semboard.errors import Forbidden
+from semboard.models import Phase, Run, Task, User
+from semboard.services import access, tasks
+
+FLAG_LATE = "*"
+FLAG_FIX = "†"
+FLAG_ORGANISER = "‡"
+
+
+@dataclass
+class Column:
+    """One metric column; ranked columns are followed by a rank column in tables."""
+
+    key: str
+    label: str
+    kind: str
+    ranked: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"key": self.key, "label": self.label, "kind": self.kind, "ranked": self.ranked}
+
+
+@dataclass
+class Row:
+    """One run on the board."""
+
+    run_id: int
+    team: str
+    run: str
+    baseline: bool
+    flags: list[str]
+    metrics: dict[str, float | None]
+    ranks: dict[str, int]
+    submitted_at: datetime
+    baseline_info: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (the API's row)."""
+        return {
+            "run_id": self.run_id,
+            "team": self.team,
+            "run": self.run,
+            "baseline": self.baseline,
+            "flags": self.flags,
+            "metrics": self.metrics,
+            "ranks": self.ranks,
+            "submitted_at": self.submitted_at.isoformat(),
+            "baseline_info": self.baseline_info,
+        }
+
+
+@dataclass
+class Leaderboard:
+    """A phase's board: columns in the task paper's order and one row per current scored run."""
+
+    task: Task
+    phase: Phase
+    columns: list[Column] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The API's leaderboard object."""
+        return {
+            "task": self.task.name,
+            "phase": self.phase.slug,
+            "columns": [c.to_json() for c in self.columns],
+            "rows": [r.to_json() for r in self.rows],
+        }
+
+    def _table(self) -> tuple[list[str], list[list[Any]]]:
+        header = ["team", "run", "baseline", "flags"]
+        for column in self.columns:
+            header.append(column.label)
+            if column.ranked:
+                header.append("rank")
+        body = []
+        for row in self.rows:
+            line: list[Any] = [row.team, row.run, "yes" if row.baseline else "", "".join(row.flags)]
+            for column in self.columns:
+                line.append(row.metrics.get(column.key))
+                if column.ranked:
+                    line.append(row.ranks.get(column.key, ""))
+            body.append(line)
+        return header, body
+
+    def to_csv(self) -> str:
+        """CSV with one row per run (values unrounded)."""
+        header, body = self._table()
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(header)
+        for line in body:
+            writer.writerow(["" if v is None else v for v in line])
+        return out.getvalue()
+
+    def to_latex(self, digits: int = 4) -> str:
+        """A LaTeX tabular like the task paper's results table."""
+        header, body = self._table()
+
+        def cell(value: Any) -> str:
+            if value is None or value == "":
+                return "--"
+            if isinstance(value, float):
+                return f"{value:.{digits}f}"
+            text = str(value)
+            for char, escaped in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"),
+                                  ("_", r"\_"), ("#", r"\#"), ("$", r"\$")):
+                text = text.replace(char, escaped)
+            return text.replace("†", r"\dag{}").replace("‡", r"\ddag{}")
+
+        lines = [
+            r"\begin{tabular}{" + "ll" + "c" * (len(header) - 2) + "}",
+            r"\hline",
+            " & ".join(cell(h) for h in header) + r" \\",
+            r"\hline",
+        ]
+        lines += [" & ".join(cell(v) for v in line) + r" \\" for line in body]
+        lines += [r"\hline", r"\end{tabular}", ""]
+        return "\n".join(lines)
+
+
+def _columns(definition: Any, flats: list[dict[str, Any]], ranked: set[str]) -> list[Column]:
+    """Aggregates, then each dataset's primary metric, then its genres (first-seen order)."""
+    columns = [Column(m, m, "aggregate", m in ranked) for m in definition.aggregate_metrics]
+    primary = definition.dataset_primary
+    present: list[str] = []
+    for flat in flats:
+        present += [k for k in flat if k not in present]
+    for dataset in definition.dataset_names:
+        key = f"{dataset}/{primary}"
+        if key in present:
+            columns.append(Column(key, dataset, "dataset", key in ranked))
+        for other in present:
+            parts = other.split("/")
+            if len(parts) == 3 and parts[0] == dataset and parts[2] == primary:
+                columns.append(Column(other, f"{dataset}/{parts[1]}", "genre", other in ranked))
+    return columns
+
+
+def build_leaderboard(
+    session: Session, *, task: Task, phase: Phase, viewer: User | None, check_access: bool = True
+) -> Leaderboard:
+    """The phase's board for this viewer (Forbidden when not visible; the CLI skips the check)."""
+    from evaluation import rank_runs, ranking_keys
+
+    if check_access and not access.can_view_leaderboard(session, viewer, phase):
+        raise Forbidden("this leaderboard is not public yet")
+    definition = tasks.definition(task)
+    runs = list(session.scalars(
+        select(Run)
+        .where(Run.phase_id == phase.id, Run.is_current, Run.status == "scored")
+        .options(selectinload(Run.scores), selectinload(Run.team))
+        .order_by(Run.id)
+    ))
+    scored = [r for r in runs if r.current_score is not None]
+    # Baselines take no rank: rank the participants' runs only.
+    ranks = rank_runs(
+        definition, {r.id: r.current_score.scores for r in scored if not r.team.is_baseline}
+    )
+    ranked_keys = set(ranking_keys(definition))
+    board = Leaderboard(task=task, phase=phase)
+    board.columns = _columns(definition, [r.current_score.flat for r in scored], ranked_keys)
+    for run in scored:
+        flags = []
+        if run.is_late:
+            flags.append(FLAG_LATE)
+        if run.is_fix:
+            flags.append(FLAG_FIX)
+        if run.team.is_organiser_team:
+            flags.append(FLAG_ORGANISER)
+        board.rows.append(Row(
+            run_id=run.id,
+            team=run.team.name,
+            run=run.name,
+            baseline=run.team.is_baseline,
+            flags=flags,
+            metrics=dict(run.current_score.flat),
+            ranks=dict(ranks.get(run.id, {})),
+            submitted_at=run.submitted_at,
+            baseline_info=dict(run.meta) if run.team.is_baseline else None,
+        ))
+    sort_key = board.columns[0].key if board.columns else None
+
+    def order(row: Row) -> tuple[int, float, int]:
+        value = row.metrics.get(sort_key) if sort_key else None
+        return (value is None, -(value or 0.0), row.run_id)
+
+    board.rows.sort(key=order)
+    return board

@@ -1,0 +1,348 @@
+"""Run submission: validation, storage, windows and late policy, run limits, upload log."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session
+
+from semboard.db import begin_write
+from semboard.errors import (
+    DomainError,
+    Forbidden,
+    InvalidData,
+    NotFound,
+    PhaseNotOpen,
+    RateLimited,
+    RunLimitReached,
+    RunRejected,
+    WindowClosed,
+)
+from semboard.models import Phase, Run, RunFile, Task, Team, UploadLog, User
+from semboard.services import access, gold, grants, inputs, ratelimit, tasks
+from semboard.storage import Storage, keys, put_content, sha256
+
+log = logging.getLogger(__name__)
+
+REJECTED_UPLOADS_PER_HOUR = 20
+MAX_RUN_NAME = 100
+# Retries when a concurrent upload of the same team wins a slot or name between our read and write.
+INSERT_ATTEMPTS = 8
+
+
+def _rate_key(team: Team) -> str:
+    return f"rejected-upload:team:{team.id}"
+
+
+def _log_upload(
+    session: Session,
+    *,
+    team: Team,
+    phase: Phase | None,
+    user: User | None,
+    name: str,
+    files: Mapping[str, bytes],
+    outcome: str,
+    message: str,
+    now: datetime,
+    issues: list[Any] | None = None,
+    run: Run | None = None,
+) -> UploadLog:
+    entry = UploadLog(
+        task_id=team.task_id,
+        phase_id=phase.id if phase else None,
+        team_id=team.id,
+        user_id=user.id if user else None,
+        run_id=run.id if run else None,
+        run_name=name[:255],
+        outcome=outcome,
+        message=message,
+        issues=[i.to_dict() if hasattr(i, "to_dict") else i for i in (issues or [])],
+        filenames=sorted(files)[:200],
+        total_bytes=sum(len(v) for v in files.values()),
+        created_at=now,
+    )
+    session.add(entry)
+    return entry
+
+
+def _reject(
+    session: Session,
+    err: DomainError,
+    *,
+    team: Team,
+    phase: Phase | None,
+    user: User | None,
+    name: str,
+    files: Mapping[str, bytes],
+    now: datetime,
+) -> DomainError:
+    """Commit only an upload-log row (and the rate-limit count) for a refused upload."""
+    session.rollback()
+    _log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
+                outcome="rejected", message=str(err), issues=err.issues, now=now)
+    if not isinstance(err, RateLimited):
+        ratelimit.record(session, key=_rate_key(team), now=now)
+    session.commit()
+    return err
+
+
+def _dataset_of(definition: Any, filename: str) -> str | None:
+    """Which dataset a run file answers (by the task's run file names)."""
+    from evaluation import match_run_filename
+
+    found = match_run_filename(definition, filename)
+    return found[0] if found else None
+
+
+def _check_name(name: str) -> str:
+    name = name.strip()
+    if not name:
+        raise InvalidData("a run needs a name")
+    if len(name) > MAX_RUN_NAME or any(ord(c) < 32 for c in name):
+        raise InvalidData(f"a run name has at most {MAX_RUN_NAME} printable characters")
+    return name
+
+
+def submit(
+    session: Session,
+    storage: Storage,
+    *,
+    team: Team,
+    phase: Phase,
+    user: User | None,
+    name: str,
+    files: Mapping[str, bytes],
+    now: datetime,
+    metadata: dict[str, Any] | None = None,
+) -> Run:
+    """Validate, store and record a run, then score it when gold exists (commits)."""
+    from evaluation import ValidationError, unpack_upload, validate_run
+
+    task = phase.task
+    if phase.task_id != team.task_id:
+        raise InvalidData("the team and the phase belong to different tasks")
+    if team.is_baseline:
+        if user is not None and not access.is_organiser(session, user, task):
+            raise Forbidden("only organisers submit runs of the Baselines team")
+    elif user is None or not access.is_member(session, user, team.id):
+        raise Forbidden("only the team's members may submit its runs")
+
+    def refuse(err: DomainError) -> DomainError:
+        return _reject(session, err, team=team, phase=phase, user=user, name=name, files=files,
+                       now=now)
+
+    limit_per_hour = REJECTED_UPLOADS_PER_HOUR
+    if not team.is_baseline and ratelimit.count(
+        session, key=_rate_key(team), per=timedelta(hours=1), now=now
+    ) >= limit_per_hour:
+        raise refuse(RateLimited(
+            f"{limit_per_hour} rejected uploads in the last hour; wait before uploading again"
+        ))
+    try:
+        name = _check_name(name)
+    except InvalidData as err:
+        raise refuse(err) from None
+
+    # Timing: before the phase, on time, late (policy), or a post-deadline fix (†).
+    is_late = is_fix = False
+    if not team.is_baseline:
+        if now < phase.opens_at:
+            raise refuse(PhaseNotOpen(
+                f"phase {phase.name} opens at {phase.opens_at:%Y-%m-%d %H:%M} UTC"))
+        deadline = inputs.team_deadline(session, team=team, phase=phase)
+        if now >= deadline:
+            if grants.active_grant(session, team=team, phase=phase, now=now) is not None:
+                is_fix = True
+            elif phase.late_policy == "flag":
+                is_late = True
+            else:
+                raise refuse(WindowClosed(
+                    f"your deadline for {phase.name} passed at {deadline:%Y-%m-%d %H:%M} UTC"))
+
+    # Validation (every problem, with file and line).
+    definition = tasks.definition(task)
+    stored_inputs = inputs.parsed_inputs(session, storage, task=task)
+    if not stored_inputs:
+        raise refuse(PhaseNotOpen(f"no inputs of {task.name} have been published yet"))
+    try:
+        unpacked = unpack_upload(files)
+    except ValidationError as err:
+        raise refuse(RunRejected("the upload could not be read", err.issues)) from None
+    datasets = definition.track_datasets(phase.track) if phase.track else None
+    validated = validate_run(
+        definition, unpacked, stored_inputs, team=None if team.is_baseline else team.name,
+        datasets=datasets,
+    )
+    if not validated.ok:
+        raise refuse(RunRejected(
+            f"run {name!r} was rejected: {len(validated.issues)} problem(s)", validated.issues))
+
+    # Files first (content-addressed, never overwritten); a refused insert leaves only orphans.
+    stored = []
+    for filename, data in sorted(unpacked.items()):
+        digest = sha256(data)
+        key = keys.run_file(task.name, team.id, digest)
+        put_content(storage, key, data)
+        stored.append((filename, digest, len(data), key))
+
+    run = _insert_run(
+        session, team=team, phase=phase, user=user, name=name, now=now, is_late=is_late,
+        is_fix=is_fix, stored=stored, definition=definition, validated=validated,
+        metadata=metadata or {}, files=files,
+    )
+    try:
+        gold.score_stored_run(session, storage, run=run, now=now)
+        session.commit()
+    except Exception:  # scoring must not lose an accepted run; it is rescored later
+        log.exception("scoring run %s failed", run.id)
+        session.rollback()
+    return run
+
+
+def _insert_run(
+    session: Session,
+    *,
+    team: Team,
+    phase: Phase,
+    user: User | None,
+    name: str,
+    now: datetime,
+    is_late: bool,
+    is_fix: bool,
+    stored: list[tuple[str, str, int, str]],
+    definition: Any,
+    validated: Any,
+    metadata: dict[str, Any],
+    files: Mapping[str, bytes],
+) -> Run:
+    """Take a slot (or replace the same-named run) and insert the run, atomically."""
+    for attempt in range(INSERT_ATTEMPTS):
+        try:
+            begin_write(session)
+            # Touch the team row first: on PostgreSQL this row lock serialises the team's
+            # uploads; on SQLite BEGIN IMMEDIATE already holds the database's write lock.
+            session.execute(
+                update(Team).where(Team.id == team.id).values(last_upload_at=now)
+                .execution_options(synchronize_session=False)
+            )
+            current = list(session.scalars(
+                select(Run).where(Run.team_id == team.id, Run.phase_id == phase.id, Run.is_current)
+            ))
+            same = next((r for r in current if r.name == name), None)
+            slot: int | None = None
+            if same is not None:
+                if is_late:
+                    raise WindowClosed(
+                        f"run {name!r} can no longer be replaced: your deadline has passed")
+                slot = same.slot
+                same.is_current = False
+                same.replaced_at = now
+                session.flush()  # free the slot and the name in the partial unique indexes
+            elif phase.max_runs and not team.is_baseline:
+                used = {r.slot for r in current}
+                free = [s for s in range(1, phase.max_runs + 1) if s not in used]
+                if not free:
+                    raise RunLimitReached(
+                        f"your team has used all {phase.max_runs} runs of {phase.name}; upload "
+                        "under an existing run name to replace it"
+                    )
+                slot = free[0]
+            run = Run(
+                task_id=team.task_id, phase_id=phase.id, team_id=team.id,
+                submitted_by_id=user.id if user else None, name=name, slot=slot,
+                is_current=True, status="valid", is_late=is_late, is_fix=is_fix,
+                replaces_id=same.id if same else None,
+                issues=[i.to_dict() for i in validated.issues], meta=metadata,
+                submitted_at=now,
+            )
+            session.add(run)
+            session.flush()
+            for filename, digest, size, key in stored:
+                session.add(RunFile(run_id=run.id, filename=filename,
+                                    dataset=_dataset_of(definition, filename),
+                                    sha256=digest, size=size, storage_key=key))
+            _log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
+                        outcome="accepted", message="accepted" + (" (late)" if is_late else ""),
+                        issues=validated.issues, run=run, now=now)
+            session.commit()
+            return run
+        except (RunLimitReached, WindowClosed) as err:
+            raise _reject(session, err, team=team, phase=phase, user=user, name=name,
+                          files=files, now=now) from None
+        except (IntegrityError, OperationalError):
+            # Another upload of this team took the slot or name first (or SQLite was busy).
+            session.rollback()
+            if attempt == INSERT_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def get_run(session: Session, run_id: int) -> Run:
+    """A run by id, or NotFound."""
+    run = session.get(Run, run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    return run
+
+
+def runs_for_team(
+    session: Session, *, team: Team, phase: Phase | None = None, include_replaced: bool = False
+) -> list[Run]:
+    """A team's runs, newest first."""
+    query = select(Run).where(Run.team_id == team.id)
+    if phase is not None:
+        query = query.where(Run.phase_id == phase.id)
+    if not include_replaced:
+        query = query.where(Run.is_current)
+    return list(session.scalars(query.order_by(Run.id.desc())))
+
+
+def runs_for_phase(session: Session, *, phase: Phase, include_replaced: bool = False) -> list[Run]:
+    """A phase's runs, newest first."""
+    query = select(Run).where(Run.phase_id == phase.id)
+    if not include_replaced:
+        query = query.where(Run.is_current)
+    return list(session.scalars(query.order_by(Run.id.desc())))
+
+
+def upload_logs(session: Session, *, task: Task, team: Team | None = None) -> list[UploadLog]:
+    """Upload attempts on a task (or of one team), newest first."""
+    query = select(UploadLog).where(UploadLog.task_id == task.id)
+    if team is not None:
+        query = query.where(UploadLog.team_id == team.id)
+    return list(session.scalars(query.order_by(UploadLog.id.desc())))
+
+
+def run_summary(run: Run, *, show_scores: bool) -> dict[str, Any]:
+    """The JSON form of a run (scores only when the viewer may see them)."""
+    record = run.current_score
+    data: dict[str, Any] = {
+        "id": run.id,
+        "task": run.task.name,
+        "phase": run.phase.slug,
+        "team": run.team.name,
+        "name": run.name,
+        "status": run.status,
+        "current": run.is_current,
+        "late": run.is_late,
+        "post_deadline_fix": run.is_fix,
+        "baseline": run.team.is_baseline,
+        "submitted_at": run.submitted_at.isoformat(),
+        "replaced_at": run.replaced_at.isoformat() if run.replaced_at else None,
+        "files": [
+            {"filename": f.filename, "dataset": f.dataset, "sha256": f.sha256, "size": f.size}
+            for f in run.files
+        ],
+        "issues": run.issues,
+        "metadata": run.meta,
+    }
+    if show_scores and record is not None:
+        data["metrics"] = record.flat
+        data["scores"] = record.scores
+    return data

@@ -1,0 +1,208 @@
+"""File storage behind one interface (local folder or S3); every key is built in `keys` below."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+
+from flask import current_app
+
+
+class ObjectExists(Exception):
+    """put() refused to overwrite an object."""
+
+
+class ObjectMissing(KeyError):
+    """get() found no object under the key."""
+
+
+_KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def sha256(data: bytes) -> str:
+    """Hex sha256 of some bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+class keys:
+    """The only place storage keys are made: ids, names checked as slugs, and digests."""
+
+    @staticmethod
+    def _part(value: str | int) -> str:
+        text = str(value)
+        if not _KEY_PART.match(text) or ".." in text:
+            raise ValueError(f"not usable in a storage key: {text!r}")
+        return text
+
+    @classmethod
+    def inputs(cls, task: str, dataset: str, digest: str) -> str:
+        """A dataset's input file."""
+        return f"inputs/{cls._part(task)}/{cls._part(dataset)}/{cls._part(digest)}"
+
+    @classmethod
+    def gold(cls, task: str, dataset: str, digest: str) -> str:
+        """A dataset's gold file."""
+        return f"gold/{cls._part(task)}/{cls._part(dataset)}/{cls._part(digest)}"
+
+    @classmethod
+    def run_file(cls, task: str, team_id: int, digest: str) -> str:
+        """A run file (content-addressed per team: identical resubmissions share the object)."""
+        return f"runs/{cls._part(task)}/team-{cls._part(team_id)}/{cls._part(digest)}"
+
+
+class Storage(Protocol):
+    """What services need from a file store."""
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store bytes under a new key; raise ObjectExists if it is taken."""
+
+    def get(self, key: str) -> bytes:
+        """The bytes under a key; raise ObjectMissing if absent."""
+
+    def exists(self, key: str) -> bool:
+        """Whether the key holds an object."""
+
+    def url(self, key: str) -> str | None:
+        """A direct (presigned) download URL, or None when files are served by the app."""
+
+
+def put_content(storage: Storage, key: str, data: bytes) -> None:
+    """Store content-addressed bytes: an existing object under the same digest key is kept."""
+    if storage.exists(key):
+        return
+    with contextlib.suppress(ObjectExists):  # a concurrent writer stored the same content
+        storage.put(key, data)
+
+
+class LocalStorage:
+    """Files under a root folder; writes are atomic and never overwrite."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def _path(self, key: str) -> Path:
+        parts = key.split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"bad storage key {key!r}")
+        return self.root.joinpath(*parts)
+
+    def put(self, key: str, data: bytes) -> None:
+        """Write to a temporary file, then hard-link into place (fails if the key exists)."""
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            try:
+                os.link(tmp, path)
+            except FileExistsError as err:
+                raise ObjectExists(key) from err
+        finally:
+            os.unlink(tmp)
+
+    def get(self, key: str) -> bytes:
+        """Read a stored file."""
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError as err:
+            raise ObjectMissing(key) from err
+
+    def exists(self, key: str) -> bool:
+        """Whether the file exists."""
+        return self._path(key).is_file()
+
+    def url(self, key: str) -> str | None:
+        """Local files are served through the app."""
+        return None
+
+
+class S3Storage:
+    """Objects in an S3 bucket (any S3-compatible server through endpoint_url)."""
+
+    def __init__(
+        self, bucket: str, prefix: str = "", endpoint_url: str | None = None, client: Any = None
+    ) -> None:
+        import boto3  # imported here: only S3 deployments pay for it
+
+        self.bucket = bucket
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.client = client or boto3.client("s3", endpoint_url=endpoint_url or None)
+
+    def _key(self, key: str) -> str:
+        return self.prefix + key
+
+    def put(self, key: str, data: bytes) -> None:
+        """Conditional put (If-None-Match: *), so an existing object is never overwritten."""
+        from botocore.exceptions import ClientError
+
+        if self.exists(key):
+            raise ObjectExists(key)
+        try:
+            self.client.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*"
+            )
+        except ClientError as err:
+            code = err.response.get("Error", {}).get("Code", "")
+            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+                raise ObjectExists(key) from err
+            raise
+
+    def get(self, key: str) -> bytes:
+        """Download an object."""
+        from botocore.exceptions import ClientError
+
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise ObjectMissing(key) from err
+            raise
+        return response["Body"].read()
+
+    def exists(self, key: str) -> bool:
+        """HEAD the object."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
+
+    def url(self, key: str, expires: int = 300) -> str | None:
+        """A presigned GET URL."""
+        return self.client.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": self._key(key)}, ExpiresIn=expires
+        )
+
+
+def storage_from_config(config: Any) -> Storage:
+    """Build the configured storage (no network is touched until the first call)."""
+    kind = config.get("SEMBOARD_STORAGE", "local")
+    if kind == "local":
+        return LocalStorage(config["SEMBOARD_UPLOAD_DIR"])
+    if kind == "s3":
+        if not config.get("SEMBOARD_S3_BUCKET"):
+            raise ValueError("SEMBOARD_STORAGE=s3 needs SEMBOARD_S3_BUCKET")
+        return S3Storage(
+            config["SEMBOARD_S3_BUCKET"],
+            config.get("SEMBOARD_S3_PREFIX", ""),
+            config.get("SEMBOARD_S3_ENDPOINT_URL") or None,
+        )
+    raise ValueError(f"SEMBOARD_STORAGE must be 'local' or 's3', not {kind!r}")
+
+
+def get_storage() -> Storage:
+    """The current app's storage (tests may set app.extensions['semboard.storage'])."""
+    ext = current_app.extensions
+    if "semboard.storage" not in ext:
+        ext["semboard.storage"] = storage_from_config(current_app.config)
+    return ext["semboard.storage"]

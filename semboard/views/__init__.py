@@ -1,0 +1,15 @@
+"""HTML blueprints of the site."""
+
+from flask import Flask
+
+
+def register_blueprints(app: Flask) -> None:
+    """Register every HTML blueprint on the app."""
+    from semboard import login_manager
+    from semboard.views import auth, boards, organise, tasks  # noqa: F401  (routes register)
+    from semboard.views.common import bp
+
+    login_manager.login_view = "web.login"
+    login_manager.login_message = "Log in to see this page."
+    login_manager.login_message_category = "info"
+    app.register_blueprint(bp)

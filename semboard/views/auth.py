@@ -1,0 +1,148 @@
+"""Register, log in, log out, and the profile page with API tokens."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from flask import flash, redirect, render_template, request, url_for
+from flask_login import login_required, login_user, logout_user
+
+from semboard.errors import DomainError
+from semboard.forms import ActionForm, LoginForm, RegisterForm, TokenForm
+from semboard.services import accounts, teams
+from semboard.views.common import bp, db, flash_error, me, now
+
+
+def _safe_next(target: str | None) -> str | None:
+    """Only same-site paths are followed after log-in (no open redirect)."""
+    if not target:
+        return None
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
+        return None
+    return target
+
+
+@bp.route("/register", methods=["GET", "POST"])
+def register() -> Any:
+    """Create an account and log in."""
+    if me() is not None:
+        return redirect(url_for("web.tasks"))
+    form = RegisterForm()
+    if form.validate_on_submit():
+        session = db()
+        try:
+            user = accounts.register_user(
+                session, email=form.email.data, password=form.password.data,
+                display_name=form.display_name.data.strip(), now=now(),
+            )
+            session.commit()
+        except DomainError as err:
+            session.rollback()
+            flash_error(err)
+        else:
+            login_user(user)
+            flash(f"Welcome, {user.display_name}! Pick a task to join a team.", "success")
+            return redirect(url_for("web.tasks"))
+    return render_template("auth/register.html", form=form), 200 if request.method == "GET" else 422
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    """Log in (rate limited by the accounts service)."""
+    form = LoginForm()
+    if request.method == "GET":
+        form.next.data = request.args.get("next", "")
+    if form.validate_on_submit():
+        session = db()
+        try:
+            user = accounts.authenticate(
+                session, email=form.email.data, password=form.password.data, now=now(),
+                remote_addr=request.remote_addr,
+            )
+            session.commit()
+        except DomainError as err:
+            session.rollback()
+            flash_error(err)
+        else:
+            login_user(user)
+            flash(f"Logged in as {user.display_name}.", "success")
+            return redirect(_safe_next(form.next.data) or url_for("web.tasks"))
+    status = 200 if request.method == "GET" else 422
+    return render_template("auth/login.html", form=form), status
+
+
+@bp.post("/logout")
+def logout() -> Any:
+    """Log out (POST with CSRF, so no link can log anyone out)."""
+    if ActionForm().validate_on_submit():
+        logout_user()
+        flash("Logged out.", "info")
+    return redirect(url_for("web.tasks"))
+
+
+@bp.get("/profile")
+@login_required
+def profile() -> Any:
+    """The user's teams and API tokens."""
+    user = me()
+    session = db()
+    return render_template(
+        "auth/profile.html",
+        user=user,
+        tokens=accounts.list_api_tokens(session, user=user),
+        teams=teams.teams_of_user(session, user=user),
+        form=TokenForm(),
+        action=ActionForm(),
+        new_token=None,
+    )
+
+
+@bp.post("/profile/tokens")
+@login_required
+def create_token() -> Any:
+    """Create an API token; its plaintext is shown on this response only."""
+    user = me()
+    session = db()
+    form = TokenForm()
+    new_token = None
+    if form.validate_on_submit():
+        try:
+            new_token = accounts.create_api_token(
+                session, user=user, name=form.name.data.strip(), now=now()
+            )
+            session.commit()
+        except DomainError as err:
+            session.rollback()
+            flash_error(err)
+        else:
+            flash("Token created. Copy it now: it will not be shown again.", "success")
+            form = TokenForm(formdata=None)
+    response = render_template(
+        "auth/profile.html",
+        user=user,
+        tokens=accounts.list_api_tokens(session, user=user),
+        teams=teams.teams_of_user(session, user=user),
+        form=form,
+        action=ActionForm(),
+        new_token=new_token,
+    )
+    # The secret must not linger in caches.
+    return response, 201 if new_token else 422, {"Cache-Control": "no-store"}
+
+
+@bp.post("/profile/tokens/<int:token_id>/revoke")
+@login_required
+def revoke_token(token_id: int) -> Any:
+    """Revoke one of the user's tokens."""
+    if ActionForm().validate_on_submit():
+        session = db()
+        try:
+            accounts.revoke_api_token(session, user=me(), token_id=token_id, now=now())
+            session.commit()
+            flash("Token revoked.", "success")
+        except DomainError as err:
+            session.rollback()
+            flash_error(err)
+    return redirect(url_for("web.profile"))

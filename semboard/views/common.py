@@ -1,0 +1,178 @@
+"""The web blueprint and what every page module shares (session, storage, clock, filters)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import wraps
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any, TypeVar
+
+from flask import Blueprint, abort, current_app, flash
+from flask_login import current_user
+from sqlalchemy.orm import Session
+
+from semboard import utcnow
+from semboard.db import get_session
+from semboard.errors import DomainError
+from semboard.models import Task, User
+from semboard.services import access, tasks
+from semboard.storage import Storage, get_storage
+
+bp = Blueprint("web", __name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def db() -> Session:
+    """The request's database session."""
+    return get_session()
+
+
+def storage() -> Storage:
+    """The app's file storage."""
+    return get_storage()
+
+
+def now() -> datetime:
+    """The current time (UTC-aware); tests patch this to travel in time."""
+    return utcnow()
+
+
+def me() -> User | None:
+    """The logged-in user, or None."""
+    return access.viewer(current_user)
+
+
+def login_or_redirect() -> User:
+    """The current user, or stop here with a redirect to the log-in page."""
+    user = me()
+    if user is None:
+        abort(current_app.login_manager.unauthorized())  # type: ignore[attr-defined]
+    return user
+
+
+def flash_error(err: DomainError) -> None:
+    """Show a service's refusal to the user."""
+    flash(str(err), "error")
+
+
+def load_task(name: str) -> Task:
+    """The task or a 404 page."""
+    try:
+        return tasks.get_task(db(), name)
+    except DomainError:
+        abort(404)
+
+
+def require_organiser(task: Task) -> User:
+    """The current user if they organise the task, else 403 (404 would hide nothing here)."""
+    user = login_or_redirect()
+    if not access.can_manage_task(db(), user, task):
+        abort(403)
+    return user
+
+
+def admin_required(view: F) -> F:
+    """Only site admins."""
+
+    @wraps(view)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        user = login_or_redirect()
+        if not user.is_admin:
+            abort(403)
+        return view(*args, **kwargs)
+
+    return wrapped  # type: ignore[return-value]
+
+
+def uploaded_files(field_files: list[Any]) -> dict[str, bytes]:
+    """Uploaded files by base name; client paths are dropped, empty inputs skipped."""
+    found: dict[str, bytes] = {}
+    for item in field_files:
+        raw = getattr(item, "filename", None) or ""
+        base = PureWindowsPath(PurePosixPath(raw).name).name.strip()
+        if not base:
+            continue
+        if base in found:
+            raise ValueError(f"two uploaded files are called {base}")
+        found[base] = item.read()
+    return found
+
+
+# ---------------------------------------------------------------------------
+# Template filters: every time on the site is shown in UTC.
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+@bp.app_template_filter("utc")
+def utc_filter(value: datetime | None) -> str:
+    """`2012-05-01 14:00 UTC`."""
+    if value is None:
+        return "—"
+    return _aware(value).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@bp.app_template_filter("isoutc")
+def isoutc_filter(value: datetime | None) -> str:
+    """ISO 8601 with a Z, what the countdown script and <time> read."""
+    if value is None:
+        return ""
+    return _aware(value).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def describe_delta(seconds: float) -> str:
+    """A short human duration: '3 days 4 hours', '12 minutes'."""
+    s = int(abs(seconds))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+
+    def unit(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    if days:
+        return f"{unit(days, 'day')} {unit(hours, 'hour')}"
+    if hours:
+        return f"{unit(hours, 'hour')} {unit(minutes, 'minute')}"
+    if minutes:
+        return unit(minutes, "minute")
+    return unit(s, "second")
+
+
+@bp.app_template_filter("relative")
+def relative_filter(value: datetime | None) -> str:
+    """'in 3 days 4 hours' or '2 hours 5 minutes ago' (what pages show without JavaScript)."""
+    if value is None:
+        return ""
+    delta = (_aware(value) - now()).total_seconds()
+    text = describe_delta(delta)
+    return f"in {text}" if delta >= 0 else f"{text} ago"
+
+
+@bp.app_template_filter("metric")
+def metric_filter(value: float | None, digits: int = 4) -> str:
+    """A metric value with fixed digits, or a dash when undefined."""
+    if value is None:
+        return "—"
+    return f"{value:.{digits}f}"
+
+
+@bp.app_template_filter("filesize")
+def filesize_filter(size: int | None) -> str:
+    """Bytes as B/KB/MB."""
+    if size is None:
+        return "—"
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / 1024 / 1024:.1f} MB"
+
+
+@bp.app_context_processor
+def _globals() -> dict[str, Any]:
+    return {"now_utc": now}

@@ -1,0 +1,384 @@
+"""Organiser pages (per task) and the site admin page."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import abort, flash, redirect, render_template, request, url_for
+
+from semboard.errors import DomainError
+from semboard.forms import (
+    ActionForm,
+    DataUploadForm,
+    GrantForm,
+    LoadTaskForm,
+    OrganiserForm,
+    PhaseForm,
+)
+from semboard.models import Phase, Task
+from semboard.services import (
+    access,
+    accounts,
+    gold,
+    grants,
+    inputs,
+    submissions,
+    tasks,
+    teams,
+)
+from semboard.views.common import (
+    admin_required,
+    bp,
+    db,
+    flash_error,
+    load_task,
+    login_or_redirect,
+    now,
+    require_organiser,
+    storage,
+    uploaded_files,
+)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """Form datetimes are typed in UTC."""
+    return value.replace(tzinfo=UTC) if value is not None else None
+
+
+def _track_choices(task: Task) -> list[tuple[str, str]]:
+    definition = tasks.definition(task)
+    return [("", "All datasets")] + [(t, t) for t in definition.tracks]
+
+
+def _grant_form(task: Task) -> GrantForm:
+    form = GrantForm(prefix="grant")
+    form.team.choices = [(t.id, t.name) for t in teams.list_teams(db(), task=task)]
+    form.phase.choices = [(p.slug, p.name) for p in tasks.phases(db(), task)]
+    return form
+
+
+def _data_form(task: Task) -> DataUploadForm:
+    form = DataUploadForm(prefix="data")
+    form.dataset.choices = [(d, d) for d in tasks.definition(task).dataset_names]
+    return form
+
+
+def _overview(task: Task, **forms: Any) -> str:
+    session = db()
+    context: dict[str, Any] = {
+        "task": task,
+        "definition": tasks.definition(task),
+        "phases": tasks.phases(session, task),
+        "input_files": inputs.current_inputs(session, task=task),
+        "gold_files": gold.current_gold(session, task=task),
+        "teams": teams.list_teams(session, task=task),
+        "grants": grants.grants(session, task=task),
+        "organisers": tasks.organisers(session, task=task),
+        "data_issues": [],
+        "data_form": _data_form(task),
+        "grant_form": _grant_form(task),
+        "action": ActionForm(),
+    }
+    context.update(forms)
+    return render_template("organiser/task.html", **context)
+
+
+@bp.get("/tasks/<task_name>/organise")
+def organise(task_name: str) -> Any:
+    """Everything an organiser runs: phases, data, release/publish/rescore, teams, grants."""
+    task = load_task(task_name)
+    require_organiser(task)
+    return _overview(task)
+
+
+def _phase_form_page(task: Task, phase: Phase | None) -> Any:
+    require_organiser(task)
+    session = db()
+    form = PhaseForm(obj=phase if request.method == "GET" else None)
+    form.track.choices = _track_choices(task)
+    if request.method == "GET" and phase is not None:
+        form.track.data = phase.track or ""
+    if form.validate_on_submit():
+        values = {
+            "slug": form.slug.data, "name": form.name.data.strip(), "kind": form.kind.data,
+            "opens_at": _utc(form.opens_at.data), "closes_at": _utc(form.closes_at.data),
+            "team_window_hours": form.team_window_hours.data or None,
+            "max_runs": form.max_runs.data, "late_policy": form.late_policy.data,
+            "visibility": form.visibility.data, "track": form.track.data or None,
+        }
+        try:
+            if phase is None:
+                phase = tasks.add_phase(session, task, now=now(), **values)
+            else:
+                tasks.update_phase(session, phase, **values)
+            session.commit()
+        except DomainError as err:
+            session.rollback()
+            flash_error(err)
+        else:
+            flash(f"Phase {phase.name} saved.", "success")
+            return redirect(url_for("web.organise", task_name=task.name))
+    status = 200 if request.method == "GET" else 422
+    return render_template("organiser/phase.html", task=task, phase=phase, form=form), status
+
+
+@bp.route("/tasks/<task_name>/organise/phases/new", methods=["GET", "POST"])
+def new_phase(task_name: str) -> Any:
+    """Add a phase."""
+    return _phase_form_page(load_task(task_name), None)
+
+
+@bp.route("/tasks/<task_name>/organise/phases/<phase_slug>", methods=["GET", "POST"])
+def edit_phase(task_name: str, phase_slug: str) -> Any:
+    """Edit a phase."""
+    task = load_task(task_name)
+    require_organiser(task)
+    try:
+        phase = tasks.get_phase(db(), task, phase_slug)
+    except DomainError:
+        abort(404)
+    return _phase_form_page(task, phase)
+
+
+@bp.post("/tasks/<task_name>/organise/data")
+def upload_data(task_name: str) -> Any:
+    """Upload one dataset's inputs or gold (checked against the definition)."""
+    task = load_task(task_name)
+    user = require_organiser(task)
+    session = db()
+    form = _data_form(task)
+    issues: list[Any] = []
+    if form.validate_on_submit():
+        files = uploaded_files([form.file.data] if form.file.data else [])
+        if not files:
+            flash("Choose a file to upload.", "error")
+        else:
+            (filename, data), = files.items()
+            service = inputs.upload_inputs if form.kind.data == "inputs" else gold.upload_gold
+            try:
+                row = service(session, storage(), task=task, dataset=form.dataset.data,
+                              filename=filename, data=data, user=user, now=now())
+                session.commit()
+            except DomainError as err:
+                session.rollback()
+                flash_error(err)
+                issues = err.issues
+            else:
+                flash(f"{form.kind.data.capitalize()} of {form.dataset.data} stored as version "
+                      f"{row.version} ({row.n_items} items).", "success")
+                return redirect(url_for("web.organise", task_name=task.name))
+    return _overview(task, data_form=form, data_issues=issues), 422
+
+
+def _organiser_action(task: Task) -> Any:
+    user = require_organiser(task)
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    return user
+
+
+@bp.post("/tasks/<task_name>/organise/release-gold")
+def release_gold(task_name: str) -> Any:
+    """Release the task's gold to everyone."""
+    task = load_task(task_name)
+    user = _organiser_action(task)
+    session = db()
+    try:
+        gold.release_gold(session, task=task, user=user, now=now())
+        session.commit()
+        flash("Gold released: everyone can now download it.", "success")
+    except DomainError as err:
+        session.rollback()
+        flash_error(err)
+    return redirect(url_for("web.organise", task_name=task.name))
+
+
+@bp.post("/tasks/<task_name>/organise/rescore")
+def rescore(task_name: str) -> Any:
+    """Score every run against the current gold (history kept)."""
+    task = load_task(task_name)
+    _organiser_action(task)
+    session = db()
+    try:
+        changed = gold.rescore(session, storage(), task=task, now=now())
+        session.commit()
+        flash(f"Rescored: {changed} run(s) got a new score.", "success")
+    except DomainError as err:
+        session.rollback()
+        flash_error(err)
+    return redirect(url_for("web.organise", task_name=task.name))
+
+
+@bp.post("/tasks/<task_name>/organise/phases/<phase_slug>/publish")
+def publish(task_name: str, phase_slug: str) -> Any:
+    """Publish a phase's results."""
+    task = load_task(task_name)
+    user = _organiser_action(task)
+    session = db()
+    try:
+        phase = tasks.get_phase(session, task, phase_slug)
+        gold.publish_results(session, phase=phase, user=user, now=now())
+        session.commit()
+        flash(f"Results of {phase.name} published.", "success")
+    except DomainError as err:
+        session.rollback()
+        flash_error(err)
+    return redirect(url_for("web.organise", task_name=task.name))
+
+
+@bp.post("/tasks/<task_name>/organise/teams/<int:team_id>/organiser-team")
+def mark_team(task_name: str, team_id: int) -> Any:
+    """Mark or unmark a team as including organisers (‡)."""
+    task = load_task(task_name)
+    user = _organiser_action(task)
+    session = db()
+    try:
+        team = teams.get_team(session, team_id)
+        if team.task_id != task.id:
+            abort(404)
+        value = request.form.get("value") == "1"
+        grants.mark_organiser_team(session, team=team, by=user, value=value, now=now())
+        session.commit()
+        flash(f"{team.name} {'marked' if value else 'no longer marked'} ‡.", "success")
+    except DomainError as err:
+        session.rollback()
+        flash_error(err)
+    return redirect(url_for("web.organise", task_name=task.name) + "#teams")
+
+
+@bp.post("/tasks/<task_name>/organise/grants")
+def grant_fix(task_name: str) -> Any:
+    """Grant a team a post-deadline fix (†), with a reason."""
+    task = load_task(task_name)
+    user = require_organiser(task)
+    session = db()
+    form = _grant_form(task)
+    if form.validate_on_submit():
+        try:
+            team = teams.get_team(session, form.team.data)
+            phase = tasks.get_phase(session, task, form.phase.data)
+            if team.task_id != task.id:
+                abort(404)
+            grants.grant_post_deadline_fix(session, team=team, phase=phase, by=user,
+                                           reason=form.reason.data, until=_utc(form.until.data),
+                                           now=now())
+            session.commit()
+        except DomainError as err:
+            session.rollback()
+            flash_error(err)
+        else:
+            flash(f"{team.name} may fix runs of {phase.name} until "
+                  f"{_utc(form.until.data):%Y-%m-%d %H:%M} UTC (flagged †).", "success")
+            return redirect(url_for("web.organise", task_name=task.name) + "#grants")
+    return _overview(task, grant_form=form), 422
+
+
+@bp.get("/tasks/<task_name>/organise/runs")
+def all_runs(task_name: str) -> Any:
+    """Every run of every team, replaced versions included."""
+    task = load_task(task_name)
+    require_organiser(task)
+    session = db()
+    phase_runs = [(p, submissions.runs_for_phase(session, phase=p, include_replaced=True))
+                  for p in tasks.phases(session, task)]
+    return render_template("organiser/runs.html", task=task, phase_runs=phase_runs)
+
+
+@bp.get("/tasks/<task_name>/organise/log")
+def upload_log(task_name: str) -> Any:
+    """The full upload log, accepted and rejected."""
+    task = load_task(task_name)
+    require_organiser(task)
+    logs = submissions.upload_logs(db(), task=task)
+    return render_template("organiser/log.html", task=task, logs=logs)
+
+
+@bp.route("/organise/load", methods=["GET", "POST"])
+def load_definition() -> Any:
+    """Load a task from a shipped definition or an uploaded TOML (admins; organisers reload)."""
+    from evaluation import TaskDefinitionError, list_tasks, load_task, parse_task
+
+    user = login_or_redirect()
+    session = db()
+    manageable = [t for t in tasks.list_tasks(session) if access.can_manage_task(session, user, t)]
+    if not user.is_admin and not manageable:
+        abort(403)
+    form = LoadTaskForm()
+    form.shipped.choices = [("", "—")] + [(name, name) for name in list_tasks()]
+    if form.validate_on_submit():
+        try:
+            upload = form.definition.data
+            if upload and getattr(upload, "filename", ""):
+                text = upload.read().decode("utf-8-sig")
+                definition = parse_task(text, source=upload.filename)
+            elif form.shipped.data:
+                definition = load_task(form.shipped.data)
+            else:
+                flash("Pick a shipped definition or upload a TOML file.", "error")
+                definition = None
+        except (TaskDefinitionError, UnicodeDecodeError) as err:
+            flash(f"The definition could not be loaded: {err}", "error")
+            definition = None
+        if definition is not None:
+            existing = next((t for t in tasks.list_tasks(session)
+                             if t.name == definition.name), None)
+            if not user.is_admin and (existing is None
+                                      or not access.can_manage_task(session, user, existing)):
+                abort(403)
+            try:
+                task = tasks.load_task(session, definition, now=now())
+                if existing is None and not user.is_admin:
+                    tasks.add_organiser(session, task=task, user=user, now=now())
+                session.commit()
+            except DomainError as err:
+                session.rollback()
+                flash_error(err)
+            else:
+                flash(f"Task {task.name} loaded.", "success")
+                return redirect(url_for("web.organise", task_name=task.name))
+    status = 200 if request.method == "GET" else 422
+    return render_template("organiser/load.html", form=form), status
+
+
+@bp.route("/admin", methods=["GET", "POST"])
+@admin_required
+def admin() -> Any:
+    """Site admin: name (or remove) the organisers of each task."""
+    session = db()
+    form = OrganiserForm()
+    all_tasks = tasks.list_tasks(session)
+    form.task.choices = [(t.name, t.title) for t in all_tasks]
+    if form.validate_on_submit():
+        try:
+            task = tasks.get_task(session, form.task.data)
+            user = accounts.require_user(session, form.email.data.strip().lower())
+            tasks.add_organiser(session, task=task, user=user, now=now())
+            session.commit()
+        except DomainError as err:
+            session.rollback()
+            flash_error(err)
+        else:
+            flash(f"{user.display_name} now organises {task.name}.", "success")
+            return redirect(url_for("web.admin"))
+    rows = [(t, tasks.organisers(session, task=t)) for t in all_tasks]
+    status = 200 if request.method == "GET" or not form.errors else 422
+    return render_template("admin/index.html", form=form, rows=rows, action=ActionForm()), status
+
+
+@bp.post("/admin/tasks/<task_name>/organisers/<int:user_id>/remove")
+@admin_required
+def remove_organiser(task_name: str, user_id: int) -> Any:
+    """Remove an organiser from a task."""
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    session = db()
+    task = load_task(task_name)
+    user = accounts.get_user(session, user_id)
+    if user is None:
+        abort(404)
+    tasks.remove_organiser(session, task=task, user=user)
+    session.commit()
+    flash(f"{user.display_name} no longer organises {task.name}.", "success")
+    return redirect(url_for("web.admin"))
+

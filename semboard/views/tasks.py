@@ -1,0 +1,301 @@
+"""Participant pages: tasks, teams, downloads, run uploads, run pages."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from flask import Response, abort, flash, redirect, render_template, request, url_for
+from flask_login import login_required
+
+from semboard.errors import DomainError
+from semboard.forms import TeamCreateForm, TeamJoinForm, UploadRunForm
+from semboard.models import Phase, Task, Team
+from semboard.services import access, gold, inputs, submissions, tasks, teams
+from semboard.views.common import (
+    bp,
+    db,
+    flash_error,
+    load_task,
+    login_or_redirect,
+    me,
+    now,
+    storage,
+    uploaded_files,
+)
+
+
+def _file_response(filename: str, data: bytes) -> Response:
+    """An attachment; the stored name is reduced to safe characters for the header."""
+    safe = "".join(c for c in filename if c.isalnum() or c in "._-") or "download"
+    return Response(data, mimetype="text/plain",
+                    headers={"Content-Disposition": f'attachment; filename="{safe}"'})
+
+
+def _phase_state(phase: Phase) -> str:
+    """upcoming, open or closed (at the current time)."""
+    current = now()
+    if current < phase.opens_at:
+        return "upcoming"
+    return "open" if current < phase.closes_at else "closed"
+
+
+def _get_phase(task: Task, slug: str) -> Phase:
+    try:
+        return tasks.get_phase(db(), task, slug)
+    except DomainError:
+        abort(404)
+
+
+@bp.get("/")
+@bp.get("/tasks")
+def tasks_index() -> Any:
+    """Every task with its phases."""
+    session = db()
+    rows = [(task, tasks.phases(session, task)) for task in tasks.list_tasks(session)]
+    return render_template("tasks/index.html", rows=rows, phase_state=_phase_state)
+
+
+# `web.tasks` is the name the layout links to.
+bp.add_url_rule("/tasks", endpoint="tasks", view_func=tasks_index)
+
+
+@bp.get("/tasks/<task_name>")
+def task(task_name: str) -> Any:
+    """A task: description, datasets, phases with countdowns, the user's team and downloads."""
+    session = db()
+    task = load_task(task_name)
+    user = me()
+    definition = tasks.definition(task)
+    phases = tasks.phases(session, task)
+    team = teams.team_for_user(session, task=task, user=user) if user else None
+    windows = {}
+    deadlines = {}
+    runs_used = {}
+    if team is not None:
+        for phase in phases:
+            windows[phase.id] = inputs.team_window(session, team=team, phase=phase)
+            deadlines[phase.id] = inputs.team_deadline(session, team=team, phase=phase)
+            runs_used[phase.id] = len(submissions.runs_for_team(session, team=team, phase=phase))
+    is_organiser = access.is_organiser(session, user, task)
+    return render_template(
+        "tasks/show.html",
+        task=task,
+        definition=definition,
+        phases=phases,
+        phase_state=_phase_state,
+        team=team,
+        windows=windows,
+        deadlines=deadlines,
+        runs_used=runs_used,
+        input_files=inputs.current_inputs(session, task=task),
+        gold_files=gold.current_gold(session, task=task),
+        can_download_gold=access.can_download_gold(session, user, task),
+        can_see_board={p.id: access.can_view_leaderboard(session, user, p) for p in phases},
+        is_organiser=is_organiser,
+        create_form=TeamCreateForm(),
+        join_form=TeamJoinForm(),
+    )
+
+
+@bp.post("/tasks/<task_name>/teams")
+@login_required
+def create_team(task_name: str) -> Any:
+    """Create a team (the creator is its captain)."""
+    task = load_task(task_name)
+    form = TeamCreateForm()
+    if not form.validate_on_submit():
+        for field in form:
+            for error in field.errors:
+                flash(f"{field.label.text}: {error}", "error")
+        return redirect(url_for("web.task", task_name=task.name))
+    session = db()
+    try:
+        team = teams.create_team(session, task=task, captain=me(), name=form.name.data.strip(),
+                                 affiliation=(form.affiliation.data or "").strip(), now=now())
+        session.commit()
+    except DomainError as err:
+        session.rollback()
+        flash_error(err)
+        return redirect(url_for("web.task", task_name=task.name))
+    flash(f"Team {team.name} created. Share its invite code with your team mates.", "success")
+    return redirect(url_for("web.team", team_id=team.id))
+
+
+@bp.post("/tasks/<task_name>/teams/join")
+@login_required
+def join_team(task_name: str) -> Any:
+    """Join a team with its invite code."""
+    task = load_task(task_name)
+    form = TeamJoinForm()
+    if not form.validate_on_submit():
+        flash("Enter the invite code your captain gave you.", "error")
+        return redirect(url_for("web.task", task_name=task.name))
+    session = db()
+    try:
+        team = teams.join_team(session, task=task, user=me(),
+                               invite_code=form.invite_code.data.strip(), now=now())
+        session.commit()
+    except DomainError as err:
+        session.rollback()
+        flash_error(err)
+        return redirect(url_for("web.task", task_name=task.name))
+    flash(f"You joined {team.name}.", "success")
+    return redirect(url_for("web.team", team_id=team.id))
+
+
+@bp.get("/teams/<int:team_id>")
+@login_required
+def team(team_id: int) -> Any:
+    """A team: members, invite code (captain), runs and upload attempts (members, organisers)."""
+    session = db()
+    user = me()
+    try:
+        team = teams.get_team(session, team_id)
+    except DomainError:
+        abort(404)
+    organiser = access.is_organiser(session, user, team.task)
+    if not (organiser or access.is_member(session, user, team.id)):
+        # Other teams' pages do not exist for outsiders.
+        abort(404)
+    return render_template(
+        "teams/show.html",
+        team=team,
+        is_captain=user is not None and team.captain_id == user.id,
+        is_organiser=organiser,
+        runs=submissions.runs_for_team(session, team=team, include_replaced=True),
+        logs=submissions.upload_logs(session, task=team.task, team=team)[:50],
+    )
+
+
+@bp.get("/tasks/<task_name>/phases/<phase_slug>/inputs/<dataset>")
+@login_required
+def download_inputs(task_name: str, phase_slug: str, dataset: str) -> Any:
+    """A dataset's inputs; in a windowed phase the team's first download starts its window."""
+    session = db()
+    task = load_task(task_name)
+    phase = _get_phase(task, phase_slug)
+    try:
+        filename, data = inputs.download_inputs(
+            session, storage(), phase=phase, dataset=dataset, user=me(), now=now()
+        )
+        session.commit()
+    except DomainError as err:
+        session.rollback()
+        flash_error(err)
+        return redirect(url_for("web.task", task_name=task.name))
+    return _file_response(filename, data)
+
+
+@bp.get("/tasks/<task_name>/gold/<dataset>")
+def download_gold(task_name: str, dataset: str) -> Any:
+    """A dataset's gold, once released (organisers always)."""
+    task = load_task(task_name)
+    try:
+        filename, data = gold.download_gold(db(), storage(), task=task, dataset=dataset,
+                                            viewer=me())
+    except DomainError as err:
+        flash_error(err)
+        return redirect(url_for("web.task", task_name=task.name))
+    return _file_response(filename, data)
+
+
+def _upload_context(task: Task, team: Team, form: UploadRunForm) -> dict[str, Any]:
+    """What the upload page shows beside the form: deadlines and run slots per phase."""
+    session = db()
+    phases = [p for p in tasks.phases(session, task) if p.opens_at <= now()]
+    slots = {}
+    deadlines = {}
+    for phase in phases:
+        used = len(submissions.runs_for_team(session, team=team, phase=phase))
+        slots[phase.id] = (used, phase.max_runs)
+        deadlines[phase.id] = inputs.team_deadline(session, team=team, phase=phase)
+    definition = tasks.definition(task)
+    return {
+        "task": task, "team": team, "form": form, "phases": phases, "slots": slots,
+        "deadlines": deadlines, "definition": definition,
+        "expected": [definition.run_filename(d) for d in definition.dataset_names],
+        "current_runs": submissions.runs_for_team(session, team=team),
+    }
+
+
+@bp.route("/tasks/<task_name>/submit", methods=["GET", "POST"])
+@login_required
+def upload(task_name: str) -> Any:
+    """Upload a run: a name and its files (one per dataset, or one zip)."""
+    session = db()
+    task = load_task(task_name)
+    user = login_or_redirect()
+    team = teams.team_for_user(session, task=task, user=user)
+    if team is None:
+        flash("Create or join a team for this task before uploading runs.", "error")
+        return redirect(url_for("web.task", task_name=task.name))
+    form = UploadRunForm()
+    opened = [p for p in tasks.phases(session, task) if p.opens_at <= now()]
+    form.phase.choices = [(p.slug, f"{p.name} ({p.kind})") for p in opened]
+    if request.method == "GET" and not form.phase.data:
+        with contextlib.suppress(DomainError):
+            form.phase.data = tasks.phase_for_submission(session, task, now=now()).slug
+    issues: list[Any] = []
+    status = 200
+    if form.validate_on_submit():
+        try:
+            files = uploaded_files(form.files.data or [])
+        except ValueError as err:
+            files = None
+            flash(str(err), "error")
+        if files == {}:
+            flash("Choose the run's files (one per dataset) or one zip holding them.", "error")
+        if files:
+            phase = _get_phase(task, form.phase.data)
+            try:
+                run = submissions.submit(
+                    session, storage(), team=team, phase=phase, user=user,
+                    name=form.name.data.strip(), files=files, now=now(),
+                )
+            except DomainError as err:
+                issues = err.issues
+                flash_error(err)
+            else:
+                note = " (late: flagged *)" if run.is_late else ""
+                note += " (post-deadline fix: flagged †)" if run.is_fix else ""
+                flash(f"Run {run.name} accepted{note}.", "success")
+                return redirect(url_for("web.run", run_id=run.id))
+        status = 422
+    elif request.method == "POST":
+        status = 422
+    return render_template("runs/upload.html", issues=issues,
+                           **_upload_context(task, team, form)), status
+
+
+@bp.get("/runs/<int:run_id>")
+def run(run_id: int) -> Any:
+    """A run: status, issues, digests, scores when visible, history of replaced versions."""
+    session = db()
+    user = me()
+    try:
+        run = submissions.get_run(session, run_id)
+    except DomainError:
+        abort(404)
+    if not access.can_view_run(session, user, run):
+        # Someone else's run looks like a missing one.
+        abort(404)
+    show_scores = access.can_view_scores(session, user, run.phase)
+    member = access.is_member(session, user, run.team_id)
+    organiser = access.is_organiser(session, user, run.task)
+    history: list[Any] = []
+    if member or organiser:
+        history = [r for r in submissions.runs_for_team(session, team=run.team, phase=run.phase,
+                                                        include_replaced=True)
+                   if r.name == run.name and r.id != run.id]
+    record = run.current_score
+    return render_template(
+        "runs/show.html",
+        run=run,
+        definition=tasks.definition(run.task),
+        record=record if show_scores else None,
+        scored_hidden=record is not None and not show_scores,
+        history=history,
+        score_history=run.scores if show_scores else [],
+        show_private=member or organiser,
+    )

@@ -1,0 +1,96 @@
+/* semboard: sortable tables and deadline countdowns; the pages work without this file. */
+(function () {
+  "use strict";
+
+  function cellValue(row, index) {
+    var cell = row.cells[index];
+    if (!cell) { return null; }
+    var raw = cell.getAttribute("data-sort-value");
+    if (raw === null) { raw = cell.textContent.trim(); }
+    return raw;
+  }
+
+  function compare(a, b, numeric) {
+    // Empty / undefined values sort last whichever way the column goes.
+    var aEmpty = a === null || a === "" || a === "—";
+    var bEmpty = b === null || b === "" || b === "—";
+    if (aEmpty || bEmpty) { return aEmpty === bEmpty ? 0 : (aEmpty ? 1 : -1); }
+    if (numeric) { return parseFloat(a) - parseFloat(b); }
+    return a.localeCompare(b, undefined, { numeric: true, sensitivity: "base" });
+  }
+
+  function sortTable(table, th) {
+    var headerRow = th.parentNode;
+    var index = Array.prototype.indexOf.call(headerRow.cells, th);
+    var numeric = th.getAttribute("data-sort") === "number";
+    var current = th.getAttribute("aria-sort");
+    // Numbers start high-to-low (scores), ranks and text low-to-high.
+    var first = th.getAttribute("data-sort-first") || (numeric ? "descending" : "ascending");
+    var next = current === null || current === "none" ? first :
+      (current === "ascending" ? "descending" : "ascending");
+    Array.prototype.forEach.call(headerRow.cells, function (cell) {
+      if (cell.hasAttribute("data-sort")) { cell.setAttribute("aria-sort", "none"); }
+    });
+    th.setAttribute("aria-sort", next);
+    var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var sign = next === "ascending" ? 1 : -1;
+    rows.sort(function (r1, r2) {
+      var a = cellValue(r1, index), b = cellValue(r2, index);
+      var aEmpty = a === null || a === "" || a === "—";
+      var bEmpty = b === null || b === "" || b === "—";
+      if (aEmpty || bEmpty) { return compare(a, b, numeric); }
+      return sign * compare(a, b, numeric);
+    });
+    rows.forEach(function (row) { body.appendChild(row); });
+  }
+
+  function initSortable(table) {
+    var headers = table.querySelectorAll("thead th[data-sort]");
+    Array.prototype.forEach.call(headers, function (th) {
+      var label = th.innerHTML;
+      th.innerHTML = "";
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "sort";
+      button.innerHTML = label + '<span class="arrow" aria-hidden="true"></span>';
+      button.addEventListener("click", function () { sortTable(table, th); });
+      th.appendChild(button);
+      if (!th.hasAttribute("aria-sort")) { th.setAttribute("aria-sort", "none"); }
+    });
+  }
+
+  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
+
+  function describe(ms) {
+    var s = Math.floor(Math.abs(ms) / 1000);
+    var d = Math.floor(s / 86400); s -= d * 86400;
+    var h = Math.floor(s / 3600); s -= h * 3600;
+    var m = Math.floor(s / 60); s -= m * 60;
+    var parts = [];
+    if (d) { parts.push(plural(d, "day")); }
+    if (d || h) { parts.push(plural(h, "hour")); }
+    if (!d) { parts.push(plural(m, "minute")); }
+    if (!d && !h) { parts.push(plural(s, "second")); }
+    return parts.join(" ");
+  }
+
+  function tick(nodes) {
+    var now = Date.now();
+    nodes.forEach(function (node) {
+      var target = Date.parse(node.getAttribute("data-countdown"));
+      if (isNaN(target)) { return; }
+      var diff = target - now;
+      node.textContent = diff >= 0 ? "in " + describe(diff) : describe(diff) + " ago";
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    Array.prototype.forEach.call(document.querySelectorAll("table[data-sortable]"), initSortable);
+    var nodes = Array.prototype.slice.call(document.querySelectorAll("[data-countdown]"));
+    if (nodes.length) {
+      tick(nodes);
+      window.setInterval(function () { tick(nodes); }, 1000);
+    }
+  });
+})();

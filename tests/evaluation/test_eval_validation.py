@@ -1,0 +1,352 @@
+"""Run validation: one test per problem kind, asserting message, file and line."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import numpy as np
+import pytest
+
+from evaluation import (
+    Issue,
+    ValidationError,
+    parse_task,
+    read_run_files,
+    unpack_upload,
+    validate_run,
+    write_run,
+)
+
+GOOD = b"1.0\n2.5\n0\n5\n"
+
+
+def sts_files(task, **override: bytes) -> dict[str, bytes]:
+    files = {task.run_filename(d): GOOD for d in task.dataset_names}
+    files.update(override)
+    return files
+
+
+def only(run, code: str) -> Issue:
+    found = [i for i in run.issues if i.code == code]
+    assert len(found) == 1, run.issues
+    return found[0]
+
+
+def test_valid_run_has_no_issues(sts, make_sts_inputs):
+    run = validate_run(sts, sts_files(sts), make_sts_inputs(sts))
+    assert run.ok and run.issues == []
+    assert set(run.predictions) == set(sts.dataset_names)
+    np.testing.assert_array_equal(run.predictions["MSRpar"].scores, [1.0, 2.5, 0.0, 5.0])
+    assert run.digests["STS.output.MSRpar.txt"] == run.predictions["MSRpar"].digest
+
+
+def test_unknown_file_name_and_missing_expected_names(sts, make_sts_inputs):
+    files = sts_files(sts)
+    files["STS.output.MSRvid.txt.bak"] = files.pop("STS.output.MSRvid.txt")
+    run = validate_run(sts, files, make_sts_inputs(sts))
+    unknown = only(run, "unknown-file")
+    assert unknown.file == "STS.output.MSRvid.txt.bak" and unknown.line is None
+    assert "is not a run file name of task sts2012" in unknown.message
+    missing = only(run, "missing-file")
+    assert missing.message == "missing run file(s): STS.output.MSRvid.txt"
+    assert not run.ok and run.predictions == {}
+
+
+def test_team_token_that_is_not_the_uploaders(sts, make_sts_inputs):
+    files = sts_files(sts)
+    files["STS.output.MSRpar.otherteam.txt"] = files.pop("STS.output.MSRpar.txt")
+    inputs = make_sts_inputs(sts)
+    assert validate_run(sts, files, inputs).ok  # without a known uploader the token is fine
+    assert validate_run(sts, files, inputs, team="OtherTeam").ok  # case does not matter
+    run = validate_run(sts, files, inputs, team="myteam")
+    issue = only(run, "team-mismatch")
+    assert issue.file == "STS.output.MSRpar.otherteam.txt"
+    assert issue.message == "the team token 'otherteam' in the file name is not your team ('myteam')"
+    assert str(issue).startswith("STS.output.MSRpar.otherteam.txt: the team token")
+
+
+def test_too_few_lines(sts, make_sts_inputs):
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": b"1\n2\n3\n"}),
+                       make_sts_inputs(sts))
+    issue = only(run, "line-count")
+    assert (issue.file, issue.line) == ("STS.output.MSRpar.txt", 3)
+    assert issue.message.startswith("the file has 3 line(s) but the input has 4")
+
+
+def test_too_many_lines(sts, make_sts_inputs):
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": b"1\n2\n3\n4\n5\n"}),
+                       make_sts_inputs(sts))
+    issue = only(run, "line-count")
+    assert (issue.file, issue.line) == ("STS.output.MSRpar.txt", 5)
+
+
+def test_not_a_number(sts, make_sts_inputs):
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRvid.txt": b"1\nabc\n3\n4\n"}),
+                       make_sts_inputs(sts))
+    issue = only(run, "not-a-number")
+    assert str(issue) == "STS.output.MSRvid.txt, line 2: score 'abc' is not a number"
+
+
+def test_python_only_number_spellings_are_refused(sts, make_sts_inputs):
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRvid.txt": b"1\n1_0\n3\n4\n"}),
+                       make_sts_inputs(sts))
+    assert only(run, "not-a-number").line == 2
+
+
+def test_nan_rejected_by_default(sts, make_sts_inputs):
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": b"1\n2\nNaN\n4\n"}),
+                       make_sts_inputs(sts))
+    issue = only(run, "nan")
+    assert (issue.file, issue.line) == ("STS.output.MSRpar.txt", 3)
+    assert issue.message == "score is NaN (this task rejects NaN scores)"
+
+
+def test_inf(sts, make_sts_inputs):
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": b"1\n2\n3\n-inf\n"}),
+                       make_sts_inputs(sts))
+    issue = only(run, "inf")
+    assert (issue.line, issue.message) == (4, "score '-inf' is infinite")
+
+
+def test_empty_line(sts, make_sts_inputs):
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": b"1\n\n3\n4\n"}),
+                       make_sts_inputs(sts))
+    issue = only(run, "empty-line")
+    assert (issue.file, issue.line) == ("STS.output.MSRpar.txt", 2)
+    assert issue.message == "the line is empty; every pair needs a score"
+
+
+def test_out_of_range(sts, make_sts_inputs):
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": b"1\n2\n5.5\n-0.1\n"}),
+                       make_sts_inputs(sts))
+    issues = [i for i in run.issues if i.code == "out-of-range"]
+    assert [(i.line, i.message) for i in issues] == [
+        (3, "score 5.5 is outside [0, 5]"), (4, "score -0.1 is outside [0, 5]")]
+
+
+def test_confidence_out_of_range_and_not_a_number(sts, make_sts_inputs):
+    body = b"1\t100\n2\t0\n3\t101\n4\thigh\n"
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": body}),
+                       make_sts_inputs(sts))
+    rng = [i for i in run.issues if i.code == "confidence-out-of-range"]
+    assert [(i.line, i.message) for i in rng] == [
+        (2, "confidence 0 is outside [1, 100]"), (3, "confidence 101 is outside [1, 100]")]
+    bad = only(run, "bad-confidence")
+    assert (bad.line, bad.message) == (4, "confidence 'high' is not a number")
+
+
+def test_confidence_column_is_optional_and_kept(sts, make_sts_inputs):
+    body = b"1\t100\n2\t50\n3\t1\n4\t75.5\n"
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": body}),
+                       make_sts_inputs(sts))
+    assert run.ok
+    np.testing.assert_array_equal(run.predictions["MSRpar"].confidence, [100, 50, 1, 75.5])
+    assert run.predictions["MSRvid"].confidence is None
+
+
+def test_too_many_fields(sts, make_sts_inputs):
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": b"1\n2\t3\t4\n3\n4\n"}),
+                       make_sts_inputs(sts))
+    issue = only(run, "column-count")
+    assert (issue.line, issue.message) == (
+        2, "expected a score and an optional TAB + confidence, found 3 fields")
+
+
+def test_bom_and_crlf_are_accepted(sts, make_sts_inputs):
+    body = b"\xef\xbb\xbf1.0\r\n2\r\n3\r\n4\r\n"
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": body}),
+                       make_sts_inputs(sts))
+    assert run.ok, run.issues
+    np.testing.assert_array_equal(run.predictions["MSRpar"].scores, [1, 2, 3, 4])
+
+
+@pytest.mark.parametrize(("body", "code", "message"), [
+    ("1\n2\n3\n4\n".encode("utf-16"), "encoding", "the file is UTF-16; save it as UTF-8"),
+    ("1\n2\n3\n4\n".encode("utf-16-le"), "encoding",
+     "the file looks like UTF-16; save it as UTF-8"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary", "the file is binary, not a text file"),
+    (b"", "empty-file", "the file is empty"),
+    (b"1\n2\n\xe9\n4\n", "encoding", "byte 0xe9 is not valid UTF-8; save the file as UTF-8"),
+])
+def test_unreadable_files_get_a_clear_error(sts, make_sts_inputs, body, code, message):
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": body}),
+                       make_sts_inputs(sts))
+    issue = only(run, code)
+    assert (issue.file, issue.message) == ("STS.output.MSRpar.txt", message)
+
+
+def test_every_problem_is_reported_at_once(sts, make_sts_inputs):
+    files = sts_files(sts, **{
+        "STS.output.MSRpar.txt": b"1\nx\n3\n",
+        "STS.output.MSRvid.txt": b"1\n9\n3\n4\n",
+        "notes.txt": b"hello",
+    })
+    del files["STS.output.SMTeuroparl.txt"]
+    run = validate_run(sts, files, make_sts_inputs(sts))
+    assert {i.code for i in run.issues} == {
+        "not-a-number", "line-count", "out-of-range", "unknown-file", "missing-file"}
+
+
+def test_duplicate_file_for_one_dataset(sts, make_sts_inputs):
+    files = sts_files(sts, **{"STS.output.MSRpar.team.txt": GOOD})
+    issue = only(validate_run(sts, files, make_sts_inputs(sts)), "duplicate-file")
+    assert issue.message == "a second file for MSRpar (first: STS.output.MSRpar.team.txt)"
+
+
+def test_issue_lists_are_capped_per_kind(sts, make_sts_inputs):
+    inputs = make_sts_inputs(sts, {d: 100 for d in sts.dataset_names})
+    files = {sts.run_filename(d): b"1\n" * 100 for d in sts.dataset_names}
+    files["STS.output.MSRpar.txt"] = b"9\n" * 100
+    run = validate_run(sts, files, inputs)
+    issues = [i for i in run.issues if i.code == "out-of-range"]
+    assert len(issues) == 21
+    assert issues[-1].message == "... and 80 more line(s) with the same problem (out-of-range)"
+
+
+# ---------------------------------------------------------------- NaN policies
+
+def test_nan_policy_value_substitutes_and_records(make_sts_inputs):
+    from evaluation import load_task
+
+    text = load_task("sts2012").text.replace('nan_policy = "reject"', 'nan_policy = "value:0"')
+    task = parse_task(text)
+    body = b"1\nnan\n3\nNaN\n"
+    run = validate_run(task, sts_files(task, **{"STS.output.MSRpar.txt": body}),
+                       make_sts_inputs(task))
+    assert run.ok
+    np.testing.assert_array_equal(run.predictions["MSRpar"].scores, [1, 0, 3, 0])
+    (sub,) = run.substitutions
+    assert (sub.file, sub.lines, sub.value, sub.policy) == (
+        "STS.output.MSRpar.txt", [2, 4], 0.0, "value:0")
+    assert run.to_dict()["substitutions"][0]["lines"] == [2, 4]
+
+
+def test_nan_policy_mean(make_sts_inputs):
+    from evaluation import load_task
+
+    text = load_task("sts2012").text.replace('nan_policy = "reject"', 'nan_policy = "mean"')
+    task = parse_task(text)
+    run = validate_run(task, sts_files(task, **{"STS.output.MSRpar.txt": b"1\nnan\n3\n5\n"}),
+                       make_sts_inputs(task))
+    assert run.ok
+    np.testing.assert_allclose(run.predictions["MSRpar"].scores, [1, 3, 3, 5])
+    assert "1 NaN score(s) replaced by 3" in str(run.substitutions[0])
+
+
+# ---------------------------------------------------------------- CSV runs (SemRel)
+
+def semrel_run(semrel, make_semrel_inputs, body: bytes):
+    inputs = {"eng": make_semrel_inputs(semrel, "eng", 3)}
+    return validate_run(semrel, {"pred_eng.csv": body}, inputs)
+
+
+def test_csv_run_any_order(semrel, make_semrel_inputs):
+    run = semrel_run(semrel, make_semrel_inputs,
+                     b"PairID,Pred_Score\nENG-test-2,0.2\nENG-test-0,0\nENG-test-1,1\n")
+    assert run.ok, run.issues
+    np.testing.assert_array_equal(run.predictions["eng"].scores, [0, 1, 0.2])
+    assert run.skipped == [d for d in semrel.dataset_names if d != "eng"]
+
+
+def test_csv_unknown_id(semrel, make_semrel_inputs):
+    run = semrel_run(semrel, make_semrel_inputs,
+                     b"PairID,Pred_Score\nENG-test-0,0\nENG-test-1,1\nENG-test-2,1\nENG-x,1\n")
+    issue = only(run, "unknown-id")
+    assert (issue.file, issue.line) == ("pred_eng.csv", 5)
+    assert issue.message == "id 'ENG-x' is not in eng_test.csv"
+
+
+def test_csv_missing_id(semrel, make_semrel_inputs):
+    run = semrel_run(semrel, make_semrel_inputs, b"PairID,Pred_Score\nENG-test-0,0\n")
+    issue = only(run, "missing-id")
+    assert issue.file == "pred_eng.csv" and issue.line is None
+    assert issue.message == ("2 id(s) of eng_test.csv have no prediction: 'ENG-test-1', "
+                             "'ENG-test-2'")
+
+
+def test_csv_duplicate_id(semrel, make_semrel_inputs):
+    run = semrel_run(semrel, make_semrel_inputs,
+                     b"PairID,Pred_Score\nENG-test-0,0\nENG-test-1,1\nENG-test-0,1\n"
+                     b"ENG-test-2,1\n")
+    issue = only(run, "duplicate-id")
+    assert (issue.line, issue.message) == (4, "id 'ENG-test-0' also appears on line 2")
+
+
+def test_csv_header_mismatch(semrel, make_semrel_inputs):
+    run = semrel_run(semrel, make_semrel_inputs,
+                     b"id,score\nENG-test-0,0\nENG-test-1,1\nENG-test-2,1\n")
+    issue = only(run, "header")
+    assert (issue.file, issue.line) == ("pred_eng.csv", 1)
+    assert issue.message == "the header is 'id,score'; expected 'PairID,Pred_Score'"
+
+
+def test_csv_missing_header_is_reported_and_rows_still_checked(semrel, make_semrel_inputs):
+    run = semrel_run(semrel, make_semrel_inputs, b"ENG-test-0,0\nENG-test-1,1\nENG-test-2,7\n")
+    assert only(run, "header").message.endswith("(the file seems to have no header)")
+    assert only(run, "out-of-range").line == 3
+
+
+def test_csv_out_of_range_and_empty_line(semrel, make_semrel_inputs):
+    run = semrel_run(semrel, make_semrel_inputs,
+                     b"PairID,Pred_Score\nENG-test-0,0\n\nENG-test-1,1.5\nENG-test-2,x\n")
+    assert only(run, "empty-line").line == 3
+    rng = only(run, "out-of-range")
+    assert (rng.line, rng.message) == (4, "score 1.5 is outside [0, 1]")
+    assert only(run, "not-a-number").line == 5
+
+
+def test_dataset_outside_the_chosen_track(semrel, make_semrel_inputs):
+    inputs = {"mar": make_semrel_inputs(semrel, "mar", 2)}
+    body = b"PairID,Pred_Score\nMAR-test-0,0\nMAR-test-1,1\n"
+    run = validate_run(semrel, {"pred_mar.csv": body}, inputs, datasets=semrel.tracks["B"])
+    issue = only(run, "unexpected-dataset")
+    assert issue.file == "pred_mar.csv"
+    assert issue.message.startswith("dataset mar is not part of this submission")
+    assert validate_run(semrel, {"pred_mar.csv": body}, inputs, datasets=["mar"]).ok
+
+
+def test_no_run_files_at_all(semrel, make_semrel_inputs):
+    run = validate_run(semrel, {}, {"eng": make_semrel_inputs(semrel, "eng", 2)})
+    assert only(run, "no-run-files").message.startswith("no run file found")
+
+
+# ---------------------------------------------------------------- files and writing
+
+def test_unpack_upload_flattens_zip_and_ignores_macos_junk():
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("myrun/STS.output.MSRpar.txt", GOOD)
+        zf.writestr("__MACOSX/myrun/._STS.output.MSRpar.txt", b"junk")
+        zf.writestr("myrun/.DS_Store", b"junk")
+    files = unpack_upload({"run.zip": buf.getvalue(), "STS.output.MSRvid.txt": GOOD})
+    assert files == {"STS.output.MSRpar.txt": GOOD, "STS.output.MSRvid.txt": GOOD}
+
+
+def test_broken_zip_raises_validation_error():
+    with pytest.raises(ValidationError) as err:
+        unpack_upload({"run.zip": b"PK\x03\x04 not really"})
+    assert err.value.issues[0].file == "run.zip"
+    assert err.value.issues[0].message.startswith("not a readable zip archive")
+
+
+def test_read_run_files_from_folder_and_file(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "STS.output.MSRpar.txt").write_bytes(GOOD)
+    (tmp_path / "STS.output.MSRvid.txt").write_bytes(GOOD)
+    assert sorted(read_run_files(tmp_path)) == ["STS.output.MSRpar.txt", "STS.output.MSRvid.txt"]
+    assert read_run_files(tmp_path / "STS.output.MSRvid.txt") == {"STS.output.MSRvid.txt": GOOD}
+
+
+def test_write_run_round_trips(sts, semrel, make_sts_inputs, make_semrel_inputs):
+    inputs = make_sts_inputs(sts)
+    files = dict(write_run(sts, d, inputs[d].ids, [0.5, 1, 4.25, 5]) for d in sts.dataset_names)
+    run = validate_run(sts, files, inputs)
+    assert run.ok
+    np.testing.assert_allclose(run.predictions["MSRpar"].scores, [0.5, 1, 4.25, 5])
+    inp = make_semrel_inputs(semrel, "eng", 3)
+    name, data = write_run(semrel, "eng", inp.ids, [0.1, 0.2, 0.3])
+    assert name == "pred_eng.csv" and data.startswith(b"PairID,Pred_Score\nENG-test-0,0.1")
+    assert validate_run(semrel, {name: data}, {"eng": inp}).ok
+    with pytest.raises(ValueError, match="must lie in"):
+        write_run(sts, "MSRpar", ["1"], [7])

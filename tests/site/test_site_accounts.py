@@ -1,0 +1,207 @@
+"""Accounts, tokens, rate limits, teams, phases and windows (services)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from semboard.errors import (
+    AlreadyInTeam,
+    AuthenticationFailed,
+    Forbidden,
+    InvalidData,
+    NameTaken,
+    NotFound,
+    PhaseNotOpen,
+    RateLimited,
+)
+from semboard.models import User
+from semboard.services import accounts, inputs, ratelimit, tasks, teams
+
+
+def test_register_hashes_with_argon2_and_authenticates(session, now) -> None:
+    user = accounts.register_user(session, email=" Ada@Example.org ", password="correct horse",
+                                  display_name="Ada", now=now)
+    session.commit()
+    assert user.email == "ada@example.org"
+    assert user.password_hash.startswith("$argon2id$")
+    assert "correct horse" not in user.password_hash
+    assert accounts.authenticate(session, email="ADA@example.org", password="correct horse",
+                                 now=now) is user
+    with pytest.raises(AuthenticationFailed):
+        accounts.authenticate(session, email="ada@example.org", password="wrong", now=now)
+    with pytest.raises(AuthenticationFailed):
+        accounts.authenticate(session, email="nobody@example.org", password="x" * 9, now=now)
+
+
+def test_register_refuses_duplicates_and_short_passwords(session, now) -> None:
+    accounts.register_user(session, email="a@b.org", password="12345678", display_name="", now=now)
+    with pytest.raises(NameTaken):
+        accounts.register_user(session, email="A@B.org", password="12345678", display_name="",
+                               now=now)
+    with pytest.raises(InvalidData):
+        accounts.register_user(session, email="c@b.org", password="short", display_name="",
+                               now=now)
+    with pytest.raises(InvalidData):
+        accounts.register_user(session, email="not-an-email", password="12345678",
+                               display_name="", now=now)
+
+
+def test_login_is_rate_limited_across_sessions(session_factory, make, now) -> None:
+    make.user("victim@example.org")
+    for attempt in range(accounts.LOGIN_FAILURES_PER_EMAIL):
+        # A fresh session each time, as another gunicorn worker would have.
+        with session_factory() as other, pytest.raises(AuthenticationFailed):
+            accounts.authenticate(other, email="victim@example.org", password=f"guess{attempt}",
+                                  now=now)
+    with session_factory() as other, pytest.raises(RateLimited):
+        accounts.authenticate(other, email="victim@example.org", password="password123",
+                              now=now + timedelta(minutes=1))
+    with session_factory() as other:
+        later = now + accounts.LOGIN_WINDOW + timedelta(minutes=1)
+        user = accounts.authenticate(other, email="victim@example.org", password="password123",
+                                     now=later)
+        assert user.email == "victim@example.org"
+
+
+def test_ratelimit_hit_counts_within_window(session, now) -> None:
+    per = timedelta(minutes=10)
+    assert all(ratelimit.hit(session, key="k", limit=3, per=per, now=now) for _ in range(3))
+    assert not ratelimit.hit(session, key="k", limit=3, per=per, now=now)
+    assert ratelimit.hit(session, key="other", limit=3, per=per, now=now)
+    assert ratelimit.hit(session, key="k", limit=3, per=per, now=now + per + timedelta(seconds=1))
+
+
+def test_api_tokens_store_only_a_hash_and_can_be_revoked(session, make, now) -> None:
+    user = make.user()
+    token = accounts.create_api_token(session, user=user, name="laptop", now=now)
+    session.commit()
+    (row,) = accounts.list_api_tokens(session, user=user)
+    assert token not in (row.token_hash, row.prefix) and len(token) > 40
+    assert accounts.user_for_token(session, token, now=now) is user
+    assert accounts.user_for_token(session, token + "x") is None
+    assert accounts.user_for_token(session, "garbage") is None
+    accounts.revoke_api_token(session, user=user, token_id=row.id, now=now)
+    assert accounts.user_for_token(session, token) is None
+    with pytest.raises(NotFound):
+        accounts.revoke_api_token(session, user=make.user(), token_id=row.id, now=now)
+
+
+def test_teams_invite_codes_and_one_team_per_task(session, make, now) -> None:
+    task = make.task(with_inputs=False)
+    team, captain = make.team(task, "Alpha")
+    assert teams.team_for_user(session, task=task, user=captain) is team
+    member = make.user()
+    assert teams.join_team(session, task=task, user=member, invite_code=team.invite_code,
+                           now=now) is team
+    with pytest.raises(AlreadyInTeam):
+        teams.create_team(session, task=task, captain=member, name="Beta", affiliation="",
+                          now=now)
+    with pytest.raises(AlreadyInTeam):
+        teams.join_team(session, task=task, user=captain, invite_code=team.invite_code, now=now)
+    with pytest.raises(NotFound):
+        teams.join_team(session, task=task, user=make.user(), invite_code="nope", now=now)
+    with pytest.raises(NameTaken):
+        teams.create_team(session, task=task, captain=make.user(), name="Alpha",
+                          affiliation="", now=now)
+    with pytest.raises(NameTaken):
+        teams.create_team(session, task=task, captain=make.user(), name="baselines",
+                          affiliation="", now=now)
+    baseline = teams.baseline_team(session, task=task, now=now)
+    assert baseline.is_baseline and teams.baseline_team(session, task=task, now=now) is baseline
+    with pytest.raises(NotFound):
+        teams.join_team(session, task=task, user=make.user(), invite_code=baseline.invite_code,
+                        now=now)
+
+
+def test_phase_settings_are_checked(session, make, now) -> None:
+    task = make.task(with_inputs=False)
+    good = dict(name="Eval", kind="evaluation", opens_at=now, closes_at=now + timedelta(days=1),
+                now=now)
+    for bad in ({"kind": "final"}, {"closes_at": now - timedelta(hours=1)},
+                {"late_policy": "maybe"}, {"visibility": "secret"}, {"max_runs": 0},
+                {"team_window_hours": -5}, {"track": "nosuchtrack"},
+                {"opens_at": now.replace(tzinfo=None)}):
+        with pytest.raises(InvalidData):
+            tasks.add_phase(session, task, slug="eval", **{**good, **bad})
+    phase = tasks.add_phase(session, task, slug="eval", max_runs=3, team_window_hours=120, **good)
+    with pytest.raises(NameTaken):
+        tasks.add_phase(session, task, slug="eval", **good)
+    tasks.update_phase(session, phase, max_runs=5, late_policy="flag")
+    assert (phase.max_runs, phase.late_policy) == (5, "flag")
+    with pytest.raises(InvalidData):
+        tasks.update_phase(session, phase, colour="red")
+    assert tasks.current_phases(session, task, now=now + timedelta(hours=1)) == [phase]
+    assert tasks.current_phases(session, task, now=now + timedelta(days=2)) == []
+    assert tasks.phase_for_submission(session, task, now=now + timedelta(days=2)) is phase
+    with pytest.raises(PhaseNotOpen):
+        tasks.phase_for_submission(session, task, now=now - timedelta(days=2))
+
+
+def test_first_download_starts_a_window_that_never_passes_the_close(
+    session, storage, make, now
+) -> None:
+    task = make.task()
+    phase = make.phase(task, opens_at=now - timedelta(hours=1),
+                       closes_at=now + timedelta(hours=200), team_window_hours=120)
+    team, captain = make.team(task, members=2)
+    member = next(m.user for m in team.members if m.user_id != captain.id)
+    assert inputs.team_deadline(session, team=team, phase=phase) == phase.closes_at
+    name, data = inputs.download_inputs(session, storage, phase=phase, dataset="alpha",
+                                        user=member, now=now)
+    assert name == "STS.input.alpha.txt" and data.startswith(b"alpha sentence 0")
+    assert inputs.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=120)
+    # A later download by a teammate does not move the window.
+    inputs.download_inputs(session, storage, phase=phase, dataset="beta", user=captain,
+                           now=now + timedelta(hours=5))
+    assert inputs.team_window(session, team=team, phase=phase).started_by_id == member.id
+    late_team, late_captain = make.team(task)
+    inputs.download_inputs(session, storage, phase=phase, dataset="alpha", user=late_captain,
+                           now=now + timedelta(hours=150))
+    assert inputs.team_deadline(session, team=late_team, phase=phase) == phase.closes_at
+
+
+def test_inputs_need_a_team_and_an_open_phase(session, storage, make, now) -> None:
+    task = make.task()
+    phase = make.phase(task, opens_at=now + timedelta(days=1), closes_at=now + timedelta(days=2))
+    with pytest.raises(Forbidden):
+        inputs.download_inputs(session, storage, phase=phase, dataset="alpha",
+                               user=make.user(), now=now)
+    with pytest.raises(Forbidden):
+        inputs.download_inputs(session, storage, phase=phase, dataset="alpha", user=None,
+                               now=now)
+    _, captain = make.team(task)
+    with pytest.raises(PhaseNotOpen):
+        inputs.download_inputs(session, storage, phase=phase, dataset="alpha", user=captain,
+                               now=now)
+    with pytest.raises(NotFound):
+        inputs.download_inputs(session, storage, phase=phase, dataset="gamma", user=captain,
+                               now=now)
+
+
+def test_bad_inputs_are_refused_with_file_and_line(session, storage, make, now) -> None:
+    task = make.task(with_inputs=False)
+    with pytest.raises(InvalidData) as caught:
+        inputs.upload_inputs(session, storage, task=task, dataset="alpha", filename="in.txt",
+                             data=b"one\ttwo\nonly one column\n", user=None, now=now)
+    assert caught.value.issues and caught.value.issues[0].line == 2
+    row = inputs.upload_inputs(session, storage, task=task, dataset="alpha", filename="in.txt",
+                               data=b"a\tb\n", user=None, now=now)
+    again = inputs.upload_inputs(session, storage, task=task, dataset="alpha",
+                                 filename="in.txt", data=b"a\tb\n", user=None, now=now)
+    assert again is row and row.version == 1
+    newer = inputs.upload_inputs(session, storage, task=task, dataset="alpha",
+                                 filename="in.txt", data=b"a\tb\nc\td\n", user=None, now=now)
+    assert newer.version == 2 and newer.n_items == 2
+    assert inputs.current_inputs(session, task=task)["alpha"] is newer
+
+
+def test_models_store_utc_aware_times(session, make, now) -> None:
+    user = make.user()
+    session.expire_all()
+    loaded = session.get(User, user.id)
+    assert loaded.created_at == now and loaded.created_at.tzinfo is not None
+    loaded.created_at = now.replace(tzinfo=None)
+    with pytest.raises(Exception, match="naive datetime"):
+        session.flush()

@@ -1,0 +1,154 @@
+"""The JSON API: routes, token auth, JSON errors, and access rules tried through it."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+import pytest
+
+from semboard.services import accounts, gold, tasks
+
+API = "/api/v1"
+
+
+@pytest.fixture
+def world(app, session, make, now, monkeypatch):
+    """A task with inputs and gold, an open 3-run phase, two teams with API tokens."""
+    monkeypatch.setattr("semboard.api.utcnow", lambda: now)
+    task = make.task(with_gold=True)
+    phase = make.phase(task, "eval", max_runs=3)
+    team_a, captain_a = make.team(task, "A")
+    team_b, captain_b = make.team(task, "B")
+    tokens = {}
+    for key, user in (("a", captain_a), ("b", captain_b), ("stranger", make.user())):
+        token = accounts.create_api_token(session, user=user, name="t", now=now)
+        tokens[key] = {"Authorization": f"Bearer {token}"}
+    session.commit()
+    return {"task": task, "phase": phase, "tokens": tokens}
+
+
+def _post_run(client, headers, files: dict[str, bytes], name="run", **form):
+    data = {"name": name, **form,
+            "files": [(io.BytesIO(content), filename) for filename, content in files.items()]}
+    return client.post(f"{API}/tasks/tiny/runs", data=data, headers=headers,
+                       content_type="multipart/form-data")
+
+
+def test_tasks_routes(client, world):
+    listing = client.get(f"{API}/tasks").get_json()
+    assert [t["name"] for t in listing["tasks"]] == ["tiny"]
+    detail = client.get(f"{API}/tasks/tiny", headers=world["tokens"]["a"]).get_json()
+    assert [d["name"] for d in detail["datasets"]] == ["alpha", "beta"]
+    assert detail["phases"][0]["max_runs"] == 3 and detail["team"]["name"] == "A"
+    assert detail["aggregate_metrics"] == ["ALL", "ALLnorm", "Mean"]
+    missing = client.get(f"{API}/tasks/nope")
+    assert missing.status_code == 404 and "nope" in missing.get_json()["error"]
+
+
+def test_submit_fetch_and_leaderboard(client, world, tiny_data):
+    tokens = world["tokens"]
+    created = _post_run(client, tokens["a"], tiny_data.run(seed=1), name="first")
+    assert created.status_code == 201, created.get_json()
+    body = created.get_json()
+    assert body["status"] == "scored" and body["issues"] == [] and 0 < body["metrics"]["ALL"] < 1
+    fetched = client.get(f"{API}/runs/{body['id']}", headers=tokens["a"]).get_json()
+    assert fetched["metrics"] == body["metrics"] and fetched["team"] == "A"
+
+    _post_run(client, tokens["b"], tiny_data.run(seed=2, noise=2.0), name="second")
+    board = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert board["task"] == "tiny" and board["phase"] == "eval"
+    assert [(r["team"], r["run"], r["ranks"]["ALL"]) for r in board["rows"]] == [
+        ("A", "first", 1), ("B", "second", 2)]
+    assert set(board["rows"][0]) >= {"team", "run", "baseline", "flags", "metrics", "ranks"}
+    csv_text = client.get(f"{API}/tasks/tiny/leaderboard?format=csv").get_data(as_text=True)
+    assert csv_text.startswith("team,run,baseline,flags,ALL,rank")
+
+
+def test_invalid_run_gives_422_with_issues(client, world, tiny_data):
+    bad = tiny_data.run(seed=1, **{"STS.output.alpha.txt": b"1\n2\nNaN\n" + b"1\n" * 27})
+    response = _post_run(client, world["tokens"]["a"], bad)
+    assert response.status_code == 422
+    issues = response.get_json()["issues"]
+    assert {"file": "STS.output.alpha.txt", "line": 3} == {k: issues[0][k] for k in ("file", "line")}
+
+
+def test_run_limit_over_the_api(client, world, tiny_data):
+    for i in range(3):
+        assert _post_run(client, world["tokens"]["a"], tiny_data.run(seed=i),
+                         name=f"r{i}").status_code == 201
+    refused = _post_run(client, world["tokens"]["a"], tiny_data.run(seed=5), name="r3")
+    assert refused.status_code == 409 and "3 runs" in refused.get_json()["error"]
+
+
+def test_client_paths_in_file_names_are_dropped(client, world, tiny_data):
+    files = {f"../../etc/{name}": data for name, data in tiny_data.run(seed=1).items()}
+    body = _post_run(client, world["tokens"]["a"], files).get_json()
+    assert sorted(f["filename"] for f in body["files"]) == [
+        "STS.output.alpha.txt", "STS.output.beta.txt"]
+
+
+def test_auth_errors_are_json(client, world, tiny_data):
+    no_token = _post_run(client, {}, tiny_data.run(seed=1))
+    assert no_token.status_code == 401 and no_token.is_json
+    bad = client.get(f"{API}/tasks", headers={"Authorization": "Bearer sb_forged"})
+    assert bad.status_code == 401 and "token" in bad.get_json()["error"]
+    no_team = _post_run(client, world["tokens"]["stranger"], tiny_data.run(seed=1))
+    assert no_team.status_code == 404 and no_team.is_json
+
+
+def test_http_errors_under_api_are_json(app, client, world, monkeypatch):
+    for response, code in ((client.get(f"{API}/no/such/route"), 404),
+                           (client.get(f"{API}/tasks/tiny/runs"), 405),
+                           (client.delete(f"{API}/tasks"), 405)):
+        assert response.status_code == code and response.is_json
+        assert response.get_json()["error"]
+    app.config["MAX_CONTENT_LENGTH"] = 1000
+    big = _post_run(client, world["tokens"]["a"], {"STS.output.alpha.txt": b"1\n" * 5000})
+    assert big.status_code == 413 and big.is_json
+    app.config["PROPAGATE_EXCEPTIONS"] = False
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(tasks, "list_tasks", boom)
+    crashed = client.get(f"{API}/tasks")
+    assert crashed.status_code == 500 and crashed.is_json
+    assert "secret" not in crashed.get_data(as_text=True)
+
+
+def test_another_teams_runs_cannot_be_read(client, world, session, tiny_data):
+    world["phase"].visibility = "hidden"
+    session.commit()
+    run_id = _post_run(client, world["tokens"]["a"], tiny_data.run(seed=1)).get_json()["id"]
+    own = client.get(f"{API}/runs/{run_id}", headers=world["tokens"]["a"]).get_json()
+    assert "metrics" not in own  # hidden board: not even the team sees scores yet
+    for headers in (world["tokens"]["b"], world["tokens"]["stranger"], {}):
+        response = client.get(f"{API}/runs/{run_id}", headers=headers)
+        assert response.status_code == 404 and "metrics" not in response.get_json()
+    board = client.get(f"{API}/tasks/tiny/leaderboard", headers=world["tokens"]["b"])
+    assert board.status_code == 403 and board.is_json
+
+
+def test_unreleased_gold_cannot_be_read(client, world, session, now):
+    for headers in (world["tokens"]["a"], {}):
+        response = client.get(f"{API}/tasks/tiny/gold/alpha", headers=headers)
+        assert response.status_code == 403 and response.is_json
+    gold.release_gold(session, task=world["task"], user=None, now=now)
+    session.commit()
+    released = client.get(f"{API}/tasks/tiny/gold/alpha")
+    assert released.status_code == 200 and released.data.count(b"\n") == 30
+
+
+def test_inputs_download_starts_the_window(client, world, session, now):
+    tasks.update_phase(session, world["phase"], team_window_hours=120)
+    session.commit()
+    assert client.get(f"{API}/tasks/tiny/phases/eval/inputs/alpha").status_code == 401
+    response = client.get(f"{API}/tasks/tiny/phases/eval/inputs/alpha",
+                          headers=world["tokens"]["a"])
+    assert response.status_code == 200 and response.data.startswith(b"alpha sentence 0")
+    detail = client.get(f"{API}/tasks/tiny", headers=world["tokens"]["a"]).get_json()
+    assert detail["team"]["deadlines"]["eval"] == (now + timedelta(hours=120)).isoformat()
+    stranger = client.get(f"{API}/tasks/tiny/phases/eval/inputs/alpha",
+                          headers=world["tokens"]["stranger"])
+    assert stranger.status_code == 403
