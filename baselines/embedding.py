@@ -11,7 +11,6 @@ windows' means) so both engines agree on long paragraphs.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib.util import find_spec
@@ -158,29 +157,30 @@ def _build_encoder(model: E5File, device: str, dtype: torch.dtype) -> Any:
 
 
 @lru_cache(maxsize=2)
-def _encoder_cached(path: Path, device: str) -> tuple[Any, E5Tokenizer]:
+def _encoder_cached(path: Path, device: str, dtype_name: str) -> tuple[Any, E5Tokenizer]:
     import torch
 
     model = read_e5_file(path)
-    dtype = torch.float16 if device == "cuda" else torch.float32
-    return _build_encoder(model, device, dtype), E5Tokenizer(model)
+    return _build_encoder(model, device, getattr(torch, dtype_name)), E5Tokenizer(model)
 
 
 class E5Embedder:
     """multilingual-e5-small sentence embeddings in torch (fp16 batches on CUDA, fp32 on CPU)."""
 
     def __init__(self, *, device: str = "auto", model_path: Path | None = None,
-                 batch_tokens: int = 16384) -> None:
+                 batch_tokens: int = 16384, dtype: str | None = None) -> None:
         import torch
 
         self.device = resolve_device(device)
         self.file = read_e5_file(model_path)
-        self.encoder, self.tokenizer = _encoder_cached(self.file.path, self.device)
+        # fp16 halves memory traffic on a GPU; CPUs lack fast fp16 kernels
+        self.dtype = dtype or ("float16" if self.device == "cuda" else "float32")
+        if self.dtype not in ("float16", "float32", "bfloat16"):
+            raise ValueError(f"dtype must be float16, bfloat16 or float32, not {self.dtype!r}")
+        self.encoder, self.tokenizer = _encoder_cached(self.file.path, self.device, self.dtype)
         self.batch_tokens = batch_tokens
         self.device_name = (torch.cuda.get_device_name(torch.device(self.device))
                             if self.device == "cuda" else "cpu")
-        if self.device == "cpu":
-            torch.set_num_threads(max(1, torch.get_num_threads()))
 
     def embed(self, texts: Sequence[str], *, prefix: str = PREFIX,
               progress: Progress | None = None) -> np.ndarray:
@@ -194,6 +194,7 @@ class E5Embedder:
         for i, ids in enumerate(content):
             for a in range(0, max(len(ids), 1), width):
                 windows.append((i, [self.file.bos, *ids[a:a + width], self.file.eos]))
+        remaining = np.bincount([i for i, _ in windows], minlength=len(texts))
         # length-sorted batches under a token budget: little padding, bounded memory
         order = sorted(range(len(windows)), key=lambda j: len(windows[j][1]))
         sums = np.zeros((len(texts), cfg.hidden), dtype=np.float64)
@@ -201,7 +202,6 @@ class E5Embedder:
         start = 0
         with torch.inference_mode():
             while start < len(order):
-                longest = len(windows[order[start]][1])
                 stop = start
                 while stop < len(order):
                     longest = len(windows[order[stop]][1])
@@ -221,8 +221,11 @@ class E5Embedder:
                     sums[text_i] += w * means[r]
                     weights[text_i] += w
                 if progress is not None:
-                    done = {text_i for text_i, _ in batch}
-                    progress(len(done))
+                    finished = 0
+                    for text_i, _ in batch:
+                        remaining[text_i] -= 1
+                        finished += remaining[text_i] == 0
+                    progress(finished)
                 start = stop
         vecs = sums / weights[:, None]
         vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
@@ -264,7 +267,17 @@ class EmbeddingCosine(BaselineSystem):
         """Cosine of the two items' embeddings, clipped to [0, 1] (e5 cosines are positive)."""
         if not pairs:
             return np.zeros(0)
-        half = None if progress is None else (lambda k: progress(math.ceil(k / 2)))
+        half = None
+        if progress is not None:
+            texts_done = [0, 0]  # texts embedded, pairs reported
+
+            def half(k: int) -> None:
+                texts_done[0] += k
+                n_done = texts_done[0] // 2
+                if n_done > texts_done[1]:
+                    progress(n_done - texts_done[1])
+                    texts_done[1] = n_done
+
         texts = [a for a, _ in pairs] + [b for _, b in pairs]
         vecs = self.embedder.embed(texts, progress=half)
         n = len(pairs)

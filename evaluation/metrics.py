@@ -14,10 +14,29 @@ import numpy as np
 UNDEFINED_CONSTANT = "undefined: the {side} scores are constant, so the correlation has no value"
 
 
+def _average_ranks_1d(a: np.ndarray) -> np.ndarray:
+    order = np.argsort(a)
+    s = a[order]
+    n = a.size
+    ranks = np.empty(n, dtype=np.float64)
+    if n == 0:
+        return ranks
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    if starts.size == n:
+        ranks[order] = np.arange(1, n + 1, dtype=np.float64)
+        return ranks
+    counts = np.diff(np.r_[starts, n])
+    ranks[order] = np.repeat(starts + (counts + 1) / 2.0, counts)
+    return ranks
+
+
 def average_ranks(a: np.ndarray) -> np.ndarray:
     """1-based ranks along the last axis, ties sharing their average rank (like rankdata)."""
     a = np.asarray(a, dtype=np.float64)
-    order = np.argsort(a, axis=-1, kind="stable")
+    if a.ndim == 1:
+        return _average_ranks_1d(a)
+    # ties share an average rank, so the sort need not be stable (quicksort is ~2x faster)
+    order = np.argsort(a, axis=-1)
     s = np.take_along_axis(a, order, axis=-1)
     n = a.shape[-1]
     if n == 0:

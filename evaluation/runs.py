@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from evaluation.fastparse import arrow_float_columns
 from evaluation.inputs import DatasetInputs
 from evaluation.issues import Issue, ValidationError
 from evaluation.taskdef import TaskDefinition
@@ -244,9 +245,12 @@ def _check_values(task: TaskDefinition, col: _Collector, values: np.ndarray,
 
 
 def _parse_column(col: _Collector, tokens: list[str], lines: np.ndarray, what: str,
-                  raw_lines: list[str] | None = None) -> np.ndarray:
+                  raw_lines: list[str] | None = None, underscore: bool | None = None
+                  ) -> np.ndarray:
     """Floats for tokens; bad tokens become NaN and an issue (empty or not a number)."""
-    if not _has_underscore(tokens):
+    if underscore is None:
+        underscore = _has_underscore(tokens)
+    if not underscore:
         values = _fast_floats(tokens)
         if values is not None:
             return values
@@ -286,15 +290,34 @@ class _Parsed:
     bad: np.ndarray  # positions whose score is unusable (reported)
 
 
+def _fast_lines_run(task: TaskDefinition, data: bytes, n_expected: int) -> _Parsed | None:
+    """A big, plainly valid run parsed by pyarrow; None when anything needs a closer look."""
+    cols = arrow_float_columns(data, 2 if task.confidence else 1)
+    if cols is None or len(cols[0]) != n_expected:
+        return None
+    scores = cols[0]
+    if ((scores < task.score_min) | (scores > task.score_max)).any():
+        return None
+    conf = cols[1] if len(cols) == 2 else None
+    if conf is not None and ((conf < task.run.confidence_min)
+                             | (conf > task.run.confidence_max)).any():
+        return None
+    empty = np.empty(0, dtype=np.int64)
+    return _Parsed(scores, conf, empty, empty, empty)
+
+
 def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
-                     n_expected: int) -> _Parsed:
+                     n_expected: int, data: bytes = b"") -> _Parsed:
+    fast = _fast_lines_run(task, data, n_expected)
+    if fast is not None:
+        return fast
     lines = split_lines(text)
     n = len(lines)
     if n != n_expected:
         col.add(n_expected + 1 if n > n_expected else (n or None),
                 f"the file has {n} line(s) but the input has {n_expected}; a run needs one "
                 "line per input pair, in input order", "line-count")
-    line_no = np.arange(1, n + 1)
+    line_no = np.arange(1, n + 1, dtype=np.int64)
     conf: np.ndarray | None = None
     if "\t" in text:
         parts = [s.split("\t") for s in lines]
@@ -325,7 +348,7 @@ def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
                         col.add(j + 1, "the confidence is NaN", "bad-confidence")
     else:
         score_tokens = lines
-    scores = _parse_column(col, score_tokens, line_no, "score", lines)
+    scores = _parse_column(col, score_tokens, line_no, "score", lines, "_" in text)
     nan = _check_values(task, col, scores, line_no, score_tokens)
     is_token_nan = nan.copy()
     if is_token_nan.any():
@@ -345,12 +368,13 @@ def _parse_csv_run(task: TaskDefinition, col: _Collector, text: str,
     """Scores in input order from an id-keyed CSV run; also the file line of each input."""
     id_col, score_col = task.run.columns
     reader = csv.reader(io.StringIO(text, newline=""))
-    rows = list(reader)
-    # line numbers: csv.reader tracks physical lines; recompute per row for messages
-    line_of: list[int] = []
-    reader2 = csv.reader(io.StringIO(text, newline=""))
-    for _ in reader2:
-        line_of.append(reader2.line_num)
+    rows: list[list[str]] = []
+    line_of: list[int] = []  # the physical line each row starts on (quoted fields may span)
+    last = 0
+    for row in reader:
+        rows.append(row)
+        line_of.append(last + 1)
+        last = reader.line_num
     expected_header = f"{id_col},{score_col}"
     positions = (0, 1)
     start = 1
@@ -405,12 +429,13 @@ def _parse_csv_run(task: TaskDefinition, col: _Collector, text: str,
         shown = ", ".join(repr(inputs.ids[j]) for j in missing[:5])
         col.add(None, f"{len(missing)} id(s) of {inputs.filename or 'the inputs'} have no "
                 f"prediction: {shown}" + (" ..." if len(missing) > 5 else ""), "missing-id")
-    present = seen_line > 0
-    nan = _check_values(task, col, np.where(present, scores, 0.0), seen_line,
-                        [t or "0" for t in tokens])
-    spelled = nan & present & np.array([bool(_NAN.match(t.strip())) for t in tokens], dtype=bool)
+    present = np.flatnonzero(seen_line > 0)
+    nan = np.zeros(len(inputs), dtype=bool)
+    nan[present] = _check_values(task, col, scores[present], seen_line[present],
+                                 [tokens[j] for j in present])
+    spelled = nan & np.array([bool(_NAN.match(t.strip())) for t in tokens], dtype=bool)
     nan_index = np.flatnonzero(spelled)
-    bad = np.flatnonzero((nan & ~spelled) | ~present)
+    bad = np.flatnonzero((nan & ~spelled) | (seen_line == 0))
     return _Parsed(scores, None, seen_line[nan_index], nan_index, bad), seen_line
 
 
@@ -497,7 +522,7 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
             continue
         assert text is not None
         if task.run.format == "lines":
-            parsed = _parse_lines_run(task, col, text, len(inp))
+            parsed = _parse_lines_run(task, col, text, len(inp), files[filename])
         else:
             parsed, _ = _parse_csv_run(task, col, text, inp)
         sub = _apply_nan_policy(task, col, dataset, parsed)

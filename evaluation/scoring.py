@@ -224,18 +224,6 @@ def _metric(name: str, task: TaskDefinition, x: np.ndarray, y: np.ndarray,
     return fn(x, y)
 
 
-def _bootstrap_chunks(sizes: list[int], resamples: int,
-                      rng: np.random.Generator) -> Iterator[list[np.ndarray]]:
-    """Index matrices, one per dataset, drawn chunk by chunk (seeded, in dataset order)."""
-    total_n = max(1, sum(sizes))
-    per_chunk = max(1, min(resamples, _CHUNK_VALUES // total_n))
-    done = 0
-    while done < resamples:
-        b = min(per_chunk, resamples - done)
-        yield [rng.integers(0, n, size=(b, n)) for n in sizes]
-        done += b
-
-
 # ---------------------------------------------------------------- scoring
 
 def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, DatasetGold], *,
@@ -248,7 +236,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
         raise ValueError(f"the run was validated for task {run.task}, not {task.name}")
     boot = resamples if confidence_intervals and resamples > 0 else 0
     policy = run.nan_policy
-    warnings: list[str] = [str(s) for s in _substitutions(run)]
+    warnings: list[str] = [str(s) for s in run.substitutions]
     unscored: list[str] = []
     pairs: dict[str, _Pairs] = {}
     labels_of: dict[str, np.ndarray] = {}
@@ -331,7 +319,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
     for key, mv in _walk(aggregates, datasets):
         if mv.warning and mv.value is None and "no confidence column" not in mv.warning:
             warnings.append(f"{key}: {mv.warning}; it counts 0 for ranking")
-    skipped = [d for d in run.skipped]
+    skipped = list(run.skipped)
     signature = {
         "task": task.name,
         "task_digest": _short(task.digest),
@@ -345,10 +333,6 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
     }
     return RunScore(task.name, aggregates, datasets, unscored, skipped, warnings, signature,
                     [s.to_dict() for s in run.substitutions])
-
-
-def _substitutions(run: ValidatedRun) -> list[Any]:
-    return list(run.substitutions)
 
 
 def _walk(aggregates: dict[str, MetricValue],

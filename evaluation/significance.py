@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Hashable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -15,6 +15,8 @@ from evaluation.issues import ValidationError
 from evaluation.runs import ValidatedRun
 from evaluation.scoring import _aggregate, _align, _boot_aggregate, _boot_metric, _chunks, _metric
 from evaluation.taskdef import TaskDefinition
+
+K = TypeVar("K", bound=Hashable)
 
 
 def williams_test(r12: float, r13: float, r23: float, n: int) -> tuple[float, float]:
@@ -132,3 +134,31 @@ def compare_runs(task: TaskDefinition, a: ValidatedRun, b: ValidatedRun,
 
 def _finite(v: float) -> float | None:
     return v if np.isfinite(v) else None
+
+
+def group_runs(task: TaskDefinition, runs: Mapping[K, ValidatedRun],
+               gold: Mapping[str, DatasetGold], *, metric: str, alpha: float = 0.05,
+               resamples: int = 1000, seed: int = 12345) -> dict[K, int]:
+    """Significance groups (1 = best) on one metric, for leaderboards.
+
+    Runs are sorted by the metric (undefined counts 0); each run joins the current group unless
+    the paired bootstrap finds it significantly worse (p < alpha) than the group's best run,
+    in which case it starts the next group.
+    """
+    from evaluation.scoring import score_run
+
+    values = {}
+    for key, run in runs.items():
+        flat = score_run(task, run, gold, confidence_intervals=False).flat()
+        v = flat.get(metric)
+        values[key] = 0.0 if v is None else v
+    order = sorted(values, key=lambda k: values[k], reverse=True)
+    groups: dict[K, int] = {}
+    group, leader = 0, None
+    for key in order:
+        if leader is None or compare_runs(task, runs[leader], runs[key], gold, metric=metric,
+                                          resamples=resamples, seed=seed)["p_value"] < alpha:
+            group += 1
+            leader = key
+        groups[key] = group
+    return groups

@@ -101,6 +101,10 @@ class TaskDefinition:
     source: str = ""
     binary_threshold: float = 0.5
 
+    def __hash__(self) -> int:
+        # `tracks` is a dict, so the generated hash would fail; the digest identifies the text
+        return hash((self.name, self.digest))
+
     def dataset(self, name: str) -> DatasetSpec:
         """The dataset called `name`; KeyError when the task has none."""
         for spec in self.datasets:

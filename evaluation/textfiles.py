@@ -14,7 +14,7 @@ def sha256(data: bytes) -> str:
 
 def decode_text(data: bytes, filename: str) -> tuple[str | None, Issue | None]:
     """Text with LF line ends, or an Issue saying why the bytes are not a UTF-8 text file."""
-    if not data or not data.strip():
+    if not data or data.isspace():
         return None, Issue(filename, None, "the file is empty", "empty-file")
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return None, Issue(filename, None, "the file is UTF-16; save it as UTF-8", "encoding")

@@ -48,9 +48,18 @@ def _configure_sqlite(engine: Engine, *, wal: bool) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}".strip())
 
 
-def make_session_factory(url_or_engine: str | Engine) -> sessionmaker[Session]:
-    """A session factory; objects stay usable after commit (views render them afterwards)."""
+def make_session_factory(
+    url_or_engine: str | Engine, *, immediate: bool = False
+) -> sessionmaker[Session]:
+    """A session factory; objects stay usable after commit (views render them afterwards).
+
+    immediate=True makes every SQLite transaction BEGIN IMMEDIATE: a deferred transaction that
+    reads and then writes fails at once with "database is locked" when another worker wrote in
+    between, while an immediate one waits its turn (busy_timeout). PostgreSQL ignores it.
+    """
     engine = make_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
+    if immediate and engine.dialect.name == "sqlite":
+        engine = engine.execution_options(sqlite_begin="IMMEDIATE")
     return sessionmaker(bind=engine, expire_on_commit=False)
 
 
@@ -65,7 +74,9 @@ def session_factory() -> sessionmaker[Session]:
     """The current app's session factory (built on first use: create_app touches no database)."""
     ext = current_app.extensions
     if "semboard.sessions" not in ext:
-        ext["semboard.sessions"] = make_session_factory(current_app.config["DATABASE_URL"])
+        ext["semboard.sessions"] = make_session_factory(
+            current_app.config["DATABASE_URL"], immediate=True
+        )
     return ext["semboard.sessions"]
 
 

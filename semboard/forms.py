@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import Any
 
 from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, MultipleFileField
@@ -28,22 +30,35 @@ from wtforms.validators import (
     ValidationError,
 )
 
+try:  # WTForms 3.3 deprecates (value, label) tuples in favour of SelectChoice
+    from wtforms.fields.choices import SelectChoice
+except ImportError:  # pragma: no cover - older WTForms
+    SelectChoice = None
+
+
+def options(pairs: Iterable[tuple[Any, str]]) -> list[Any]:
+    """Select options from (value, label) pairs, in the form the installed WTForms prefers."""
+    if SelectChoice is None:
+        return list(pairs)
+    return [SelectChoice(value=value, label=label) for value, label in pairs]
+
+
 # A light shape check only: the accounts service owns the real rules.
 EMAIL_SHAPE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 UTC_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"]
 
-PHASE_KINDS = [
+PHASE_KINDS = options([
     ("trial", "Trial"),
     ("development", "Development"),
     ("evaluation", "Evaluation"),
     ("post-evaluation", "Post-evaluation"),
-]
-LATE_POLICIES = [("reject", "Reject late runs"), ("flag", "Accept and flag late (*)")]
-VISIBILITIES = [
+])
+LATE_POLICIES = options([("reject", "Reject late runs"), ("flag", "Accept and flag late (*)")])
+VISIBILITIES = options([
     ("public", "Public"),
     ("hidden", "Hidden until published"),
     ("organisers", "Organisers only"),
-]
+])
 
 
 def _email_shape(form: FlaskForm, field: StringField) -> None:
@@ -160,7 +175,7 @@ class PhaseForm(FlaskForm):
 class DataUploadForm(FlaskForm):
     """Upload inputs or gold for one dataset."""
 
-    kind = SelectField("What", choices=[("inputs", "Inputs"), ("gold", "Gold")])
+    kind = SelectField("What", choices=options([("inputs", "Inputs"), ("gold", "Gold")]))
     dataset = SelectField("Dataset", validators=[DataRequired()])
     file = FileField("File")
     submit = SubmitField("Upload")

@@ -75,19 +75,25 @@
     return parts.join(" ");
   }
 
+  // The server's clock decides deadlines: count from its time, not the visitor's.
+  var offset = 0;
+
   function tick(nodes) {
-    var now = Date.now();
+    var now = Date.now() + offset;
     nodes.forEach(function (node) {
       var target = Date.parse(node.getAttribute("data-countdown"));
       if (isNaN(target)) { return; }
       var diff = target - now;
       node.textContent = diff >= 0 ? "in " + describe(diff) : describe(diff) + " ago";
+      node.setAttribute("data-live", "1");
     });
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     Array.prototype.forEach.call(document.querySelectorAll("table[data-sortable]"), initSortable);
     var nodes = Array.prototype.slice.call(document.querySelectorAll("[data-countdown]"));
+    var serverNow = Date.parse(document.body.getAttribute("data-now") || "");
+    if (!isNaN(serverNow)) { offset = serverNow - Date.now(); }
     if (nodes.length) {
       tick(nodes);
       window.setInterval(function () { tick(nodes); }, 1000);

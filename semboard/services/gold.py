@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from semboard.db import begin_write
 from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import GoldFile, Phase, Run, RunScoreRecord, Task, User
 from semboard.services import access, inputs, tasks
@@ -171,9 +172,19 @@ def download_gold(
 
 
 def score_stored_run(
-    session: Session, storage: Storage, *, run: Run, now: datetime, force: bool = False
+    session: Session,
+    storage: Storage,
+    *,
+    run: Run,
+    now: datetime,
+    force: bool = False,
+    write_lock: bool = False,
 ) -> RunScoreRecord | None:
-    """Score a run against the current gold; append a record when the gold changed (or force)."""
+    """Score a run against the current gold; append a record when the gold changed (or force).
+
+    write_lock=True computes first, then commits and starts a writer transaction (BEGIN
+    IMMEDIATE on SQLite) for the writes, so several workers can score at the same time.
+    """
     from evaluation import score_run, validate_run
 
     task = run.task
@@ -192,14 +203,18 @@ def score_stored_run(
         definition, files, inputs.parsed_inputs(session, storage, task=task), team=team,
         datasets=datasets,
     )
-    if not validated.ok:
+    score = None
+    if validated.ok:
+        score = score_run(definition, validated, parsed_gold(session, storage, task=task),
+                          **SCORE_OPTIONS)
+    if write_lock:
+        begin_write(session)
+    if score is None:
         # Stored runs were valid when accepted; inputs changed since. Keep the run, record why.
         run.status = "error"
         run.issues = [i.to_dict() for i in validated.issues]
         session.flush()
         return None
-    score = score_run(definition, validated, parsed_gold(session, storage, task=task),
-                      **SCORE_OPTIONS)
     record = RunScoreRecord(
         run_id=run.id, gold_digest=digest, scores=score.to_dict(), flat=score.flat(),
         created_at=now,

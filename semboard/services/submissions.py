@@ -84,6 +84,7 @@ def _reject(
 ) -> DomainError:
     """Commit only an upload-log row (and the rate-limit count) for a refused upload."""
     session.rollback()
+    begin_write(session)  # SQLite: take the write lock before reading (see db.begin_write)
     _log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
                 outcome="rejected", message=str(err), issues=err.issues, now=now)
     if not isinstance(err, RateLimited):
@@ -197,7 +198,7 @@ def submit(
         metadata=metadata or {}, files=files,
     )
     try:
-        gold.score_stored_run(session, storage, run=run, now=now)
+        gold.score_stored_run(session, storage, run=run, now=now, write_lock=True)
         session.commit()
     except Exception:  # scoring must not lose an accepted run; it is rescored later
         log.exception("scoring run %s failed", run.id)

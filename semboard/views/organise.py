@@ -15,6 +15,7 @@ from semboard.forms import (
     LoadTaskForm,
     OrganiserForm,
     PhaseForm,
+    options,
 )
 from semboard.models import Phase, Task
 from semboard.services import (
@@ -53,14 +54,14 @@ def _track_choices(task: Task) -> list[tuple[str, str]]:
 
 def _grant_form(task: Task) -> GrantForm:
     form = GrantForm(prefix="grant")
-    form.team.choices = [(t.id, t.name) for t in teams.list_teams(db(), task=task)]
-    form.phase.choices = [(p.slug, p.name) for p in tasks.phases(db(), task)]
+    form.team.choices = options([(t.id, t.name) for t in teams.list_teams(db(), task=task)])
+    form.phase.choices = options([(p.slug, p.name) for p in tasks.phases(db(), task)])
     return form
 
 
 def _data_form(task: Task) -> DataUploadForm:
     form = DataUploadForm(prefix="data")
-    form.dataset.choices = [(d, d) for d in tasks.definition(task).dataset_names]
+    form.dataset.choices = options([(d, d) for d in tasks.definition(task).dataset_names])
     return form
 
 
@@ -96,7 +97,7 @@ def _phase_form_page(task: Task, phase: Phase | None) -> Any:
     require_organiser(task)
     session = db()
     form = PhaseForm(obj=phase if request.method == "GET" else None)
-    form.track.choices = _track_choices(task)
+    form.track.choices = options(_track_choices(task))
     if request.method == "GET" and phase is not None:
         form.track.data = phase.track or ""
     if form.validate_on_submit():
@@ -305,7 +306,7 @@ def load_definition() -> Any:
     if not user.is_admin and not manageable:
         abort(403)
     form = LoadTaskForm()
-    form.shipped.choices = [("", "—")] + [(name, name) for name in list_tasks()]
+    form.shipped.choices = options([("", "—")] + [(name, name) for name in list_tasks()])
     if form.validate_on_submit():
         try:
             upload = form.definition.data
@@ -348,7 +349,8 @@ def admin() -> Any:
     session = db()
     form = OrganiserForm()
     all_tasks = tasks.list_tasks(session)
-    form.task.choices = [(t.name, t.title) for t in all_tasks]
+    form.task.choices = options([(t.name, t.title) for t in all_tasks])
+    status = 200 if request.method == "GET" else 422
     if form.validate_on_submit():
         try:
             task = tasks.get_task(session, form.task.data)
@@ -362,7 +364,6 @@ def admin() -> Any:
             flash(f"{user.display_name} now organises {task.name}.", "success")
             return redirect(url_for("web.admin"))
     rows = [(t, tasks.organisers(session, task=t)) for t in all_tasks]
-    status = 200 if request.method == "GET" or not form.errors else 422
     return render_template("admin/index.html", form=form, rows=rows, action=ActionForm()), status
 
 

@@ -9,7 +9,7 @@ from flask import Response, abort, flash, redirect, render_template, request, ur
 from flask_login import login_required
 
 from semboard.errors import DomainError
-from semboard.forms import TeamCreateForm, TeamJoinForm, UploadRunForm
+from semboard.forms import TeamCreateForm, TeamJoinForm, UploadRunForm, options
 from semboard.models import Phase, Task, Team
 from semboard.services import access, gold, inputs, submissions, tasks, teams
 from semboard.views.common import (
@@ -78,6 +78,10 @@ def task(task_name: str) -> Any:
             deadlines[phase.id] = inputs.team_deadline(session, team=team, phase=phase)
             runs_used[phase.id] = len(submissions.runs_for_team(session, team=team, phase=phase))
     is_organiser = access.is_organiser(session, user, task)
+    # Inputs are offered for the open phases, else for the last phase that opened.
+    download_phases = [p for p in phases if _phase_state(p) == "open"]
+    if not download_phases:
+        download_phases = [p for p in phases if _phase_state(p) == "closed"][-1:]
     return render_template(
         "tasks/show.html",
         task=task,
@@ -93,6 +97,7 @@ def task(task_name: str) -> Any:
         can_download_gold=access.can_download_gold(session, user, task),
         can_see_board={p.id: access.can_view_leaderboard(session, user, p) for p in phases},
         is_organiser=is_organiser,
+        download_phases=download_phases,
         create_form=TeamCreateForm(),
         join_form=TeamJoinForm(),
     )
@@ -232,7 +237,7 @@ def upload(task_name: str) -> Any:
         return redirect(url_for("web.task", task_name=task.name))
     form = UploadRunForm()
     opened = [p for p in tasks.phases(session, task) if p.opens_at <= now()]
-    form.phase.choices = [(p.slug, f"{p.name} ({p.kind})") for p in opened]
+    form.phase.choices = options([(p.slug, f"{p.name} ({p.kind})") for p in opened])
     if request.method == "GET" and not form.phase.data:
         with contextlib.suppress(DomainError):
             form.phase.data = tasks.phase_for_submission(session, task, now=now()).slug

@@ -63,7 +63,7 @@ def test_to_dict_shape_signature_and_round_trip(sts_setup):
     task, inputs, gold = sts_setup
     score = score_run(task, noisy_run(task, inputs, gold, 1.0), gold, resamples=100, seed=7)
     d = json.loads(json.dumps(score.to_dict()))
-    assert list(d)[0] == "signature"
+    assert next(iter(d)) == "signature"
     assert d["task"] == "sts2012" and set(d["aggregates"]) == {"ALL", "ALLnorm", "Mean"}
     assert d["datasets"]["MSRpar"]["n"] == 60
     m = d["aggregates"]["ALL"]
@@ -159,6 +159,17 @@ def test_compare_runs_paired_bootstrap_and_williams(sts_setup):
     assert close["williams"]["p_value"] > 0.05 and close["williams"]["df"] == 57
     with pytest.raises(ValueError):
         compare_runs(task, good, bad, gold, metric="nope")
+
+
+def test_group_runs_puts_indistinguishable_runs_together(sts_setup):
+    from evaluation import group_runs
+
+    task, inputs, gold = sts_setup
+    runs = {"a": noisy_run(task, inputs, gold, 0.5, seed=1),
+            "b": noisy_run(task, inputs, gold, 0.5, seed=3),
+            "c": noisy_run(task, inputs, gold, 3.0, seed=2)}
+    groups = group_runs(task, runs, gold, metric="ALL", resamples=300)
+    assert groups["a"] == groups["b"] == 1 and groups["c"] == 2
 
 
 def test_williams_test_known_value():

@@ -62,7 +62,8 @@ def test_team_token_that_is_not_the_uploaders(sts, make_sts_inputs):
     run = validate_run(sts, files, inputs, team="myteam")
     issue = only(run, "team-mismatch")
     assert issue.file == "STS.output.MSRpar.otherteam.txt"
-    assert issue.message == "the team token 'otherteam' in the file name is not your team ('myteam')"
+    assert issue.message == (
+        "the team token 'otherteam' in the file name is not your team ('myteam')")
     assert str(issue).startswith("STS.output.MSRpar.otherteam.txt: the team token")
 
 
@@ -350,3 +351,76 @@ def test_write_run_round_trips(sts, semrel, make_sts_inputs, make_semrel_inputs)
     assert validate_run(semrel, {name: data}, {"eng": inp}).ok
     with pytest.raises(ValueError, match="must lie in"):
         write_run(sts, "MSRpar", ["1"], [7])
+
+
+# ---------------------------------------------------------------- fast paths agree
+
+@pytest.mark.parametrize("body", [
+    GOOD, b"1\t50\n2\t60\n3\t70\n4\t80\n", b"1\n2\n3\n", b"1\n2\nnan\n4\n", b"1\n 2\n3\n4\n",
+    b"1\n2\n9\n4\n", b'1\n"2"\n3\n4\n', b"1\n\n3\n4\n", b"1\n2\n3\n4", b"1\r\n2\r\n3\r\n4\r\n",
+])
+def test_pyarrow_fast_path_agrees_with_the_line_reader(sts, make_sts_inputs, monkeypatch, body):
+    from evaluation import fastparse
+
+    inputs = make_sts_inputs(sts)
+    files = sts_files(sts, **{"STS.output.MSRpar.txt": body})
+    slow = validate_run(sts, files, inputs)
+    monkeypatch.setattr(fastparse, "ARROW_MIN_BYTES", 0)
+    fast = validate_run(sts, files, inputs)
+    assert fast.issues == slow.issues
+    for d, p in slow.predictions.items():
+        np.testing.assert_array_equal(fast.predictions[d].scores, p.scores)
+        if p.confidence is None:
+            assert fast.predictions[d].confidence is None
+        else:
+            np.testing.assert_array_equal(fast.predictions[d].confidence, p.confidence)
+
+
+def test_light_inputs_count_lines_like_the_full_reader(sts, make_sts_inputs):
+    from evaluation import read_inputs
+
+    full = make_sts_inputs(sts)["MSRpar"]
+    data = b"a\tb\n" * 4
+    light = read_inputs(sts, "MSRpar", data, filename="x", texts=False)
+    assert len(light) == len(full) == 4 and light.texts == []
+    assert light.ids == full.ids and full.ids == light.ids and list(light.ids) == full.ids
+    assert "4" in light.ids and "5" not in light.ids and light.ids[-1] == "4"
+
+
+# ---------------------------------------------------------------- gold files
+
+def test_gold_csv_columns_found_by_name_ignoring_case(semrel, make_semrel_inputs):
+    from evaluation import read_gold
+
+    inp = make_semrel_inputs(semrel, "afr", 2)
+    body = b'Text,score,PairID\n"a\tb",0.5,AFR-test-1\n"c\td",0.25,AFR-test-0\n'
+    gold = read_gold(semrel, "afr", body, filename="afr_dev_with_labels.csv", inputs=inp)
+    assert gold.ids == ["AFR-test-0", "AFR-test-1"]  # put in input order
+    np.testing.assert_array_equal(gold.scores, [0.25, 0.5])
+
+
+def test_bad_gold_raises_with_every_problem(sts, make_sts_inputs):
+    from evaluation import read_gold
+
+    inp = make_sts_inputs(sts)["MSRpar"]
+    with pytest.raises(ValidationError) as err:
+        read_gold(sts, "MSRpar", b"1\nx\n3\ny\n", filename="STS.gs.MSRpar.txt", inputs=inp)
+    assert [str(i) for i in err.value.issues] == [
+        "STS.gs.MSRpar.txt, line 2: gold score 'x' is not a number",
+        "STS.gs.MSRpar.txt, line 4: gold score 'y' is not a number"]
+    with pytest.raises(ValidationError, match="gold has 3 pairs"):
+        read_gold(sts, "MSRpar", b"1\n2\n3\n", filename="STS.gs.MSRpar.txt", inputs=inp)
+
+
+def test_bad_input_file_is_explained(sts, semrel):
+    from evaluation import read_inputs
+
+    with pytest.raises(ValidationError) as err:
+        read_inputs(sts, "MSRpar", b"a\tb\nonly one\n", filename="STS.input.MSRpar.txt")
+    assert str(err.value.issues[0]) == ("STS.input.MSRpar.txt, line 2: expected 2 "
+                                        "tab-separated fields (sentence1, sentence2), found 1")
+    with pytest.raises(ValidationError) as err:
+        read_inputs(semrel, "eng", b"PairID,Text\nE-1,no separator\nE-1,\"a\nb\"\n",
+                    filename="eng_test.csv")
+    codes = [i.code for i in err.value.issues]
+    assert codes == ["text-split", "duplicate-id"]

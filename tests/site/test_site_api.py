@@ -18,8 +18,8 @@ def world(app, session, make, now, monkeypatch):
     monkeypatch.setattr("semboard.api.utcnow", lambda: now)
     task = make.task(with_gold=True)
     phase = make.phase(task, "eval", max_runs=3)
-    team_a, captain_a = make.team(task, "A")
-    team_b, captain_b = make.team(task, "B")
+    _, captain_a = make.team(task, "A")
+    _, captain_b = make.team(task, "B")
     tokens = {}
     for key, user in (("a", captain_a), ("b", captain_b), ("stranger", make.user())):
         token = accounts.create_api_token(session, user=user, name="t", now=now)
@@ -70,7 +70,7 @@ def test_invalid_run_gives_422_with_issues(client, world, tiny_data):
     response = _post_run(client, world["tokens"]["a"], bad)
     assert response.status_code == 422
     issues = response.get_json()["issues"]
-    assert {"file": "STS.output.alpha.txt", "line": 3} == {k: issues[0][k] for k in ("file", "line")}
+    assert (issues[0]["file"], issues[0]["line"]) == ("STS.output.alpha.txt", 3)
 
 
 def test_run_limit_over_the_api(client, world, tiny_data):

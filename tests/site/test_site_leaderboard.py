@@ -83,7 +83,7 @@ def _scored_board(session, storage, make, tiny_data, now, **phase_settings):
 
 
 def test_board_ranks_runs_marks_baselines_and_flags(session, storage, make, tiny_data, now):
-    task, phase, good, noisy = _scored_board(session, storage, make, tiny_data, now)
+    task, phase, _, noisy = _scored_board(session, storage, make, tiny_data, now)
     grants.mark_organiser_team(session, team=noisy, by=None, now=now)
     board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=None)
     assert [c.key for c in board.columns] == ["ALL", "ALLnorm", "Mean", "alpha/pearson",

@@ -219,7 +219,7 @@ def test_baseline_team_is_exempt_from_limits_and_windows(session, storage, make,
                                  now=now + timedelta(days=3),
                                  metadata={"system": f"system{i}", "device": "cpu"})
         assert run.slot is None and not run.is_late and run.meta["device"] == "cpu"
-    team, captain = make.team(task)
+    _, captain = make.team(task)
     with pytest.raises(Forbidden):
         submissions.submit(session, storage, team=baseline, phase=phase, user=captain,
                            name="sneaky", files=tiny_data.run(seed=1), now=now)

@@ -1,0 +1,155 @@
+"""Benchmark: validate and score a generated 1,000,000-pair run with the real CLI.
+
+Generates its data in a temporary folder (a one-dataset task in the STS 2012 format: Pearson,
+Spearman, ALL, ALLnorm, Mean), runs `python -m evaluation score` in a subprocess and prints the
+wall time of the whole command (imports included). Then times bootstrap CIs (1000 resamples)
+for a 3,000-pair run in process and through the CLI.
+
+    python benchmarks/bench_scoring.py [--pairs 1000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TASK = """
+name = "bench"
+title = "Benchmark task (STS 2012 format)"
+[layout]
+input = "STS.input.{dataset}.txt"
+gold = "STS.gs.{dataset}.txt"
+[scores]
+min = 0
+max = 5
+[inputs]
+format = "tsv"
+columns = ["sentence1", "sentence2"]
+id = "line"
+[gold]
+format = "lines"
+[run]
+format = "lines"
+filename = "STS.output.{dataset}.txt"
+confidence = true
+[metrics]
+dataset = ["pearson", "spearman"]
+aggregate = ["ALL", "ALLnorm", "Mean"]
+primary = "ALL"
+ranking = "aggregate"
+"""
+
+
+def make_release(folder: Path, sizes: dict[str, int], seed: int = 0) -> tuple[Path, Path]:
+    """Write a task definition, inputs, gold and a run; returns (definition, run folder)."""
+    rng = np.random.default_rng(seed)
+    run = folder / "run"
+    run.mkdir(parents=True)
+    datasets = "".join(f'\n[[datasets]]\nname = "{d}"\n' for d in sizes)
+    definition = folder / "bench.toml"
+    definition.write_text(TASK + datasets)
+    for d, n in sizes.items():
+        gold = np.round(rng.uniform(0, 5, n) * 5) / 5  # a 0.2 grid: many ties, as in STS gold
+        out = np.clip(gold + rng.normal(0, 1.2, n), 0, 5)
+        ids = np.arange(n)
+        (folder / f"STS.input.{d}.txt").write_text(
+            "\n".join(f"sentence a {i}\tsentence b {i}" for i in ids.tolist()) + "\n")
+        np.savetxt(folder / f"STS.gs.{d}.txt", gold, fmt="%.1f")
+        np.savetxt(run / f"STS.output.{d}.txt", out, fmt="%.3f")
+    return definition, run
+
+
+def time_cli(args: list[str], repeat: int) -> tuple[float, float, str]:
+    """Best wall time and best CPU time (user + sys) of the command, and its output."""
+    best, best_cpu, out = float("inf"), float("inf"), ""
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        res = subprocess.run([sys.executable, "-m", "evaluation", *args], cwd=ROOT,
+                             capture_output=True, text=True, check=False)
+        elapsed = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        if res.returncode != 0:
+            raise SystemExit(f"command failed ({res.returncode}): {res.stdout}{res.stderr}")
+        best, best_cpu, out = min(best, elapsed), min(best_cpu, cpu), res.stdout
+    return best, best_cpu, out
+
+
+def main() -> None:
+    """Run the benchmark and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "big"
+        t0 = time.perf_counter()
+        definition, run = make_release(folder, {"big": args.pairs})
+        print(f"generated {args.pairs:,} pairs in {time.perf_counter() - t0:.1f} s")
+        base = ["--task", str(definition), "--gold", str(folder), "--run"]
+        load = os.getloadavg()[0]
+        print(f"load average before timing: {load:.2f} on {os.cpu_count()} CPUs "
+              "(wall times include waiting for busy CPUs; CPU time does not)")
+        t_noop, c_noop, _ = time_cli(["tasks"], args.repeat)
+        t_val, c_val, _ = time_cli(["validate", "--task", str(definition), "--inputs",
+                                    str(folder), "--run", str(run / "STS.output.big.txt")],
+                                   args.repeat)
+        t_score, c_score, out = time_cli(
+            ["score", *base, str(run / "STS.output.big.txt"), "--no-ci"], args.repeat)
+        print(f"python -m evaluation tasks (start-up and imports): {t_noop:.2f} s wall, "
+              f"{c_noop:.2f} s CPU")
+        print(f"validate {args.pairs:,}-pair run (whole command): {t_val:.2f} s wall, "
+              f"{c_val:.2f} s CPU")
+        print(f"validate + score {args.pairs:,}-pair run, Pearson, Spearman, ALL, ALLnorm, "
+              f"Mean (whole command, best of {args.repeat}): {t_score:.2f} s wall, "
+              f"{c_score:.2f} s CPU")
+        print("  " + "\n  ".join(out.splitlines()[2:8]))
+
+        small = Path(tmp) / "small"
+        sizes = {"MSRpar": 750, "MSRvid": 750, "SMTeuroparl": 459, "OnWN": 750, "SMTnews": 291}
+        definition, run = make_release(small, sizes, seed=1)
+        from evaluation import (
+            load_gold,
+            load_inputs,
+            load_task,
+            read_run_files,
+            score_run,
+            validate_run,
+        )
+
+        task = load_task(definition)
+        inputs = load_inputs(task, small)
+        gold = load_gold(task, small, inputs)
+        validated = validate_run(task, read_run_files(run), inputs)
+        score_run(task, validated, gold, resamples=1000)  # warm-up
+        times, cpus = [], []
+        for _ in range(args.repeat):
+            t0, c0 = time.perf_counter(), time.process_time()
+            score = score_run(task, validated, gold, resamples=1000)
+            times.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+        n = sum(sizes.values())
+        print(f"bootstrap CIs, 1000 resamples, {n:,}-pair run in 5 datasets, every metric "
+              f"(in process, best of {args.repeat}): {min(times):.3f} s wall, "
+              f"{min(cpus):.3f} s CPU")
+        print(f"  ALL = {score.aggregates['ALL'].value:.4f} CI {score.aggregates['ALL'].ci}")
+        t_ci, c_ci, _ = time_cli(["score", "--task", str(definition), "--gold", str(small),
+                                  "--run", str(run)], args.repeat)
+        print(f"score {n:,}-pair run with 1000-resample CIs (whole command): {t_ci:.2f} s wall, "
+              f"{c_ci:.2f} s CPU")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The whole participant path in a real browser: register → team → download → upload → board.
+
+Playwright drives Debian's chromium (never a downloaded browser) against a real HTTP server.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import DemoTemplate, demo_run
+
+from semboard import create_app
+from semboard.storage import LocalStorage
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+pytestmark = pytest.mark.browser
+
+
+def _require_chromium() -> None:
+    if CHROMIUM.exists():
+        return
+    message = f"{CHROMIUM} is missing (apt-get install chromium)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def server(tmp_path: Path, demo_template: DemoTemplate) -> Iterator[str]:
+    """The site over a copy of the demo, served by werkzeug on a free port in a thread."""
+    from werkzeug.serving import make_server
+
+    database = tmp_path / "site.sqlite"
+    shutil.copy(demo_template.database, database)
+    shutil.copytree(demo_template.uploads, tmp_path / "uploads")
+    app = create_app({
+        "TESTING": True,
+        "SECRET_KEY": "browser-test",
+        "DATABASE_URL": f"sqlite:///{database}",
+        "SEMBOARD_UPLOAD_DIR": str(tmp_path / "uploads"),
+    })
+    app.extensions["semboard.storage"] = LocalStorage(tmp_path / "uploads")
+    httpd = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+    thread.join(timeout=10)
+    factory = app.extensions.get("semboard.sessions")
+    if factory is not None:
+        factory.kw["bind"].dispose()
+
+
+def test_register_team_download_upload_leaderboard(server: str, tmp_path: Path) -> None:
+    _require_chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    shots = Path(os.environ.get("SEMBOARD_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900},
+                                    accept_downloads=True)
+            page.set_default_timeout(15_000)
+
+            # Register (and so log in).
+            page.goto(f"{server}/register")
+            page.get_by_label("E-mail").fill("grace@example.org")
+            page.get_by_label("Display name").fill("Grace")
+            page.get_by_label("Password", exact=True).fill("a-long-password")
+            page.get_by_label("Repeat password").fill("a-long-password")
+            page.get_by_role("button", name="Create account").click()
+            expect(page.locator(".who")).to_have_text("Signed in as Grace")
+
+            # Create a team on the demo task.
+            page.get_by_role("link", name="Demo: Semantic Textual Similarity").first.click()
+            page.get_by_label("Team name").fill("Graceful Vectors")
+            page.get_by_label("Affiliation").fill("Browser University")
+            page.get_by_role("button", name="Create team").click()
+            expect(page.locator("h1")).to_have_text("Graceful Vectors")
+            assert re.fullmatch(r"\S{8,}", page.locator("#invite-code").inner_text())
+
+            # Download the inputs of the open phase.
+            page.get_by_role("link", name="Task page & downloads").click()
+            countdown = page.locator("[data-countdown]").first
+            expect(countdown).to_have_attribute("data-live", "1")
+            # Counted from the server's clock (frozen in this test), not the browser's.
+            assert re.fullmatch(r"in (59 days 23|60 days 0) hours", countdown.inner_text())
+            page.screenshot(path=str(shots / "task.png"), full_page=True)
+            for dataset, n_items in (("news", 80), ("forums", 60), ("captions", 50)):
+                with page.expect_download() as info:
+                    page.locator(f'a[href$="/phases/post-evaluation/inputs/{dataset}"]').click()
+                saved = tmp_path / info.value.suggested_filename
+                info.value.save_as(saved)
+                assert saved.name == f"demo.input.{dataset}.txt"
+                assert len(saved.read_text().splitlines()) == n_items
+
+            # Upload a run: one file per dataset through the multiple file input.
+            run_dir = tmp_path / "run"
+            run_dir.mkdir()
+            for name, data in demo_run(0.4, 99).items():
+                (run_dir / name).write_bytes(data)
+            page.get_by_role("link", name="Upload a run").first.click()
+            page.get_by_label("Phase").select_option("post-evaluation")
+            page.get_by_label("Run name").fill("grace-run1")
+            page.get_by_label("Run files").set_input_files(sorted(run_dir.iterdir()))
+            page.get_by_role("button", name="Upload run").click()
+            expect(page.locator("#run-status")).to_have_text("scored")
+            expect(page.locator(".flash-success")).to_contain_text("Run grace-run1 accepted")
+            all_score = page.locator("#aggregates tbody td").first.inner_text()
+            assert re.match(r"0\.\d{4}", all_score)
+
+            # The run is on the public board, ranked; sorting works on any column.
+            page.goto(f"{server}/tasks/demo/leaderboard/post-evaluation")
+            row = page.locator("#leaderboard tbody tr", has_text="Graceful Vectors")
+            expect(row).to_have_count(1)
+            assert row.locator("td.num").first.inner_text() == all_score.split()[0]
+            page.screenshot(path=str(shots / "leaderboard.png"), full_page=True)
+
+            def column(index: int) -> list[str]:
+                cells = page.locator(f"#leaderboard tbody tr td:nth-child({index})")
+                return cells.all_inner_texts()
+
+            page.locator("#leaderboard thead th", has_text="forums").click()
+            values = [float(v) for v in column(10)]
+            assert values == sorted(values, reverse=True)
+            page.locator("#leaderboard thead th", has_text="Team").click()
+            teams = column(1)
+            assert teams == sorted(teams, key=str.lower)
+            page.locator("#leaderboard thead th", has_text="Team").click()
+            assert column(1) == sorted(teams, key=str.lower, reverse=True)
+        finally:
+            browser.close()
