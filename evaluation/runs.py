@@ -245,12 +245,12 @@ def _check_values(task: TaskDefinition, col: _Collector, values: np.ndarray,
 
 
 def _parse_column(col: _Collector, tokens: list[str], lines: np.ndarray, what: str,
-                  raw_lines: list[str] | None = None, underscore: bool | None = None
+                  raw_lines: list[str] | None = None, strict: bool | None = None
                   ) -> np.ndarray:
     """Floats for tokens; bad tokens become NaN and an issue (empty or not a number)."""
-    if underscore is None:
-        underscore = _has_underscore(tokens)
-    if not underscore:
+    if strict is None:
+        strict = _needs_strict_parse("".join(tokens))
+    if not strict:
         values = _fast_floats(tokens)
         if values is not None:
             return values
@@ -274,9 +274,9 @@ def _parse_column(col: _Collector, tokens: list[str], lines: np.ndarray, what: s
     return values
 
 
-def _has_underscore(tokens: list[str]) -> bool:
-    # Python and numpy accept "1_000" as a number; the task formats do not.
-    return any("_" in t for t in tokens) if len(tokens) < 1000 else "_" in "".join(tokens)
+def _needs_strict_parse(text: str) -> bool:
+    # Python and numpy accept "1_000" and non-ASCII digits as numbers; the task formats do not.
+    return "_" in text or not text.isascii()
 
 
 # ---------------------------------------------------------------- formats
@@ -348,7 +348,7 @@ def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
                         col.add(j + 1, "the confidence is NaN", "bad-confidence")
     else:
         score_tokens = lines
-    scores = _parse_column(col, score_tokens, line_no, "score", lines, "_" in text)
+    scores = _parse_column(col, score_tokens, line_no, "score", lines, _needs_strict_parse(text))
     nan = _check_values(task, col, scores, line_no, score_tokens)
     is_token_nan = nan.copy()
     if is_token_nan.any():

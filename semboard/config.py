@@ -38,9 +38,6 @@ def defaults(instance_path: str | Path) -> dict[str, Any]:
         "REMEMBER_COOKIE_HTTPONLY": True,
         "REMEMBER_COOKIE_SAMESITE": "Lax",
         "REMEMBER_COOKIE_SECURE": True,
-        # Rejected uploads per team per hour before further uploads are refused.
-        "SEMBOARD_REJECTED_UPLOADS_PER_HOUR": 20,
-        "SEMBOARD_SCORE_RESAMPLES": 1000,
     }
 
 

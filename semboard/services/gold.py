@@ -179,11 +179,13 @@ def score_stored_run(
     now: datetime,
     force: bool = False,
     write_lock: bool = False,
+    validated: Any = None,
 ) -> RunScoreRecord | None:
     """Score a run against the current gold; append a record when the gold changed (or force).
 
     write_lock=True computes first, then commits and starts a writer transaction (BEGIN
     IMMEDIATE on SQLite) for the writes, so several workers can score at the same time.
+    `validated` may pass the ValidatedRun of the stored files to skip validating them again.
     """
     from evaluation import score_run, validate_run
 
@@ -196,13 +198,14 @@ def score_stored_run(
     if latest is not None and latest.gold_digest == digest and not force:
         return latest
     definition = tasks.definition(task)
-    files = {f.filename: storage.get(f.storage_key) for f in run.files}
-    datasets = definition.track_datasets(run.phase.track) if run.phase.track else None
-    team = None if run.team.is_baseline else run.team.name
-    validated = validate_run(
-        definition, files, inputs.parsed_inputs(session, storage, task=task), team=team,
-        datasets=datasets,
-    )
+    if validated is None:
+        files = {f.filename: storage.get(f.storage_key) for f in run.files}
+        datasets = definition.track_datasets(run.phase.track) if run.phase.track else None
+        team = None if run.team.is_baseline else run.team.name
+        validated = validate_run(
+            definition, files, inputs.parsed_inputs(session, storage, task=task), team=team,
+            datasets=datasets,
+        )
     score = None
     if validated.ok:
         score = score_run(definition, validated, parsed_gold(session, storage, task=task),

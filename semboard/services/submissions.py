@@ -198,7 +198,8 @@ def submit(
         metadata=metadata or {}, files=files,
     )
     try:
-        gold.score_stored_run(session, storage, run=run, now=now, write_lock=True)
+        gold.score_stored_run(session, storage, run=run, now=now, write_lock=True,
+                              validated=validated)
         session.commit()
     except Exception:  # scoring must not lose an accepted run; it is rescored later
         log.exception("scoring run %s failed", run.id)

@@ -283,7 +283,11 @@ def all_runs(task_name: str) -> Any:
     session = db()
     phase_runs = [(p, submissions.runs_for_phase(session, phase=p, include_replaced=True))
                   for p in tasks.phases(session, task)]
-    return render_template("organiser/runs.html", task=task, phase_runs=phase_runs)
+    definition = tasks.definition(task)
+    # The headline column: the first aggregate (ALL for STS 2012), when the task has one.
+    primary = definition.aggregate_metrics[0] if definition.aggregate_metrics else None
+    return render_template("organiser/runs.html", task=task, phase_runs=phase_runs,
+                           primary=primary)
 
 
 @bp.get("/tasks/<task_name>/organise/log")

@@ -47,17 +47,20 @@ def _get_phase(task: Task, slug: str) -> Phase:
         abort(404)
 
 
-@bp.get("/")
-@bp.get("/tasks")
+@bp.get("/tasks", endpoint="tasks")
 def tasks_index() -> Any:
     """Every task with its phases."""
     session = db()
+    user = me()
     rows = [(task, tasks.phases(session, task)) for task in tasks.list_tasks(session)]
-    return render_template("tasks/index.html", rows=rows, phase_state=_phase_state)
+    visible = {p.id for _, phases in rows for p in phases
+               if access.can_view_leaderboard(session, user, p)}
+    return render_template("tasks/index.html", rows=rows, phase_state=_phase_state,
+                           visible=visible)
 
 
-# `web.tasks` is the name the layout links to.
-bp.add_url_rule("/tasks", endpoint="tasks", view_func=tasks_index)
+# The home page is the list of tasks.
+bp.add_url_rule("/", endpoint="home", view_func=tasks_index)
 
 
 @bp.get("/tasks/<task_name>")

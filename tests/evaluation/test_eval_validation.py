@@ -7,6 +7,8 @@ import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evaluation import (
     Issue,
@@ -92,6 +94,10 @@ def test_not_a_number(sts, make_sts_inputs):
 def test_python_only_number_spellings_are_refused(sts, make_sts_inputs):
     run = validate_run(sts, sts_files(sts, **{"STS.output.MSRvid.txt": b"1\n1_0\n3\n4\n"}),
                        make_sts_inputs(sts))
+    assert only(run, "not-a-number").line == 2
+    arabic_indic_two = "\u0662".encode()
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRvid.txt": b"1\n" + arabic_indic_two
+                                              + b"\n3\n4\n"}), make_sts_inputs(sts))
     assert only(run, "not-a-number").line == 2
 
 
@@ -424,3 +430,28 @@ def test_bad_input_file_is_explained(sts, semrel):
                     filename="eng_test.csv")
     codes = [i.code for i in err.value.issues]
     assert codes == ["text-split", "duplicate-id"]
+
+
+# ---------------------------------------------------------------- robustness
+
+_tokens = st.sampled_from(["1", "2.5", "nan", "inf", "", "x", "\t", "\t50", "\t0", "-1", " ",
+                           "1e9", "5", "\r", "\ufeff", "\x00", "é", ",", '"', "PairID"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_tokens, max_size=3).map("".join), max_size=8).map("\n".join),
+       st.sampled_from(["STS.output.MSRpar.txt", "pred_eng.csv"]))
+def test_validation_never_raises_on_arbitrary_content(sts, semrel, make_sts_inputs,
+                                                      make_semrel_inputs, body, name):
+    task = sts if name.startswith("STS") else semrel
+    if task is sts:
+        inputs = make_sts_inputs(sts)
+        files = sts_files(sts, **{name: body.encode("utf-8", "surrogatepass")})
+    else:
+        inputs = {"eng": make_semrel_inputs(semrel, "eng", 3)}
+        files = {name: body.encode()}
+    run = validate_run(task, files, inputs)
+    assert run.ok == (not run.issues)
+    for issue in run.issues:
+        assert issue.message and issue.code
+        assert issue.file in (None, *files)

@@ -154,7 +154,7 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if as_postgres:
         shutil.chown(root, "postgres", "postgres")
     data, port = root / "data", free_port()
-    subprocess.run([*as_postgres, str(bindir / "initdb"), "-D", str(data), "-A", "trust",
+    subprocess.run([*as_postgres, str(bindir / "initdb"), "-N", "-D", str(data), "-A", "trust",
                     "-U", "postgres"], check=True, capture_output=True)
     subprocess.run([*as_postgres, str(bindir / "pg_ctl"), "-D", str(data), "-l",
                     str(root / "pg.log"), "-w", "start", "-o",

@@ -83,3 +83,46 @@ def test_parallel_uploads_under_one_name_replace_and_keep_history(
         total = check.scalar(select(func.count()).select_from(Run))
         current = check.scalars(select(Run).where(Run.is_current)).all()
         assert total == 5 and len(current) == 1 and current[0].slot == 1
+
+
+def _process_worker(url: str, upload_dir: str, ids: dict, files: dict, name: str, now, queue):
+    """One upload from a separate process (as a gunicorn worker would send it)."""
+    from semboard.db import make_session_factory
+    from semboard.storage import LocalStorage
+
+    factory = make_session_factory(url, immediate=True)
+    with factory() as session:
+        team = session.get(Team, ids["team"])
+        phase = session.get(Phase, ids["phase"])
+        user = session.get(User, ids["user"])
+        try:
+            submissions.submit(session, LocalStorage(upload_dir), team=team, phase=phase,
+                               user=user, name=name, files=files, now=now)
+            queue.put("accepted")
+        except RunLimitReached:
+            queue.put("limit")
+        except Exception as err:
+            queue.put(f"error: {err!r}")
+
+
+def test_parallel_uploads_from_processes_on_sqlite(database_url, make, tiny_data, now, session,
+                                                   tmp_path):
+    import multiprocessing
+
+    task = make.task(with_gold=True)
+    phase = make.phase(task, max_runs=2)
+    team, captain = make.team(task)
+    ids = {"team": team.id, "phase": phase.id, "user": captain.id}
+    session.close()
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    upload_dir = str(tmp_path / "uploads")  # the factories' LocalStorage folder
+    procs = [context.Process(target=_process_worker,
+                             args=(database_url, upload_dir, ids, tiny_data.run(seed=i),
+                                   f"p{i}", now, queue)) for i in range(5)]
+    for proc in procs:
+        proc.start()
+    outcomes = [queue.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=30)
+    assert Counter(outcomes) == {"accepted": 2, "limit": 3}, outcomes

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 
-from conftest import NOW, Browser, plain, text
+from conftest import NOW, Browser, as_uploads, demo_run, plain, text
 from sqlalchemy import select
 
 from semboard import create_app
@@ -158,3 +159,45 @@ def test_flask_demo_builds_an_empty_instance_and_runs_twice(tmp_path: Path) -> N
     page = client.get(f"/runs/{baselines[0]['run_id']}").get_data(as_text=True)
     assert 'id="baseline-meta"' in page and "Pairs per second" in page
     assert NOW  # the CLI uses the real clock; the pages above need none
+
+
+def test_run_page_shows_substitution_notes(browser: Browser, site, db_session) -> None:
+    from importlib import resources
+
+    from evaluation import parse_task
+    from semboard.demo import demo_files
+    from semboard.services import gold as gold_service
+    from semboard.services import inputs as input_service
+    from semboard.storage import get_storage
+
+    source = (resources.files("tasks") / "demo.toml").read_text(encoding="utf-8")
+    source = source.replace('name = "demo"', 'name = "nantask"', 1)
+    source = source.replace('nan_policy = "reject"', 'nan_policy = "value:2.5"', 1)
+    definition = parse_task(source)
+    with site.app_context():
+        storage = get_storage()
+    task = tasks.load_task(db_session, definition, now=NOW)
+    input_files, gold_files, _ = demo_files(definition)
+    for dataset in definition.dataset_names:
+        input_service.upload_inputs(db_session, storage, task=task, dataset=dataset,
+                                    filename="in.txt", data=input_files[dataset], user=None,
+                                    now=NOW)
+        gold_service.upload_gold(db_session, storage, task=task, dataset=dataset,
+                                 filename="gs.txt", data=gold_files[dataset], user=None, now=NOW)
+    tasks.add_phase(db_session, task, slug="open", name="Open", kind="development",
+                    opens_at=NOW - timedelta(days=1), closes_at=NOW + timedelta(days=1),
+                    max_runs=3, now=NOW)
+    db_session.commit()
+    browser.login(ALICE)
+    browser.submit("/tasks/nantask", "/tasks/nantask/teams", data={"name": "NaNs"})
+    files = demo_run(0.5, 5)
+    lines = files["demo.output.news.txt"].decode().splitlines()
+    lines[2] = "nan"
+    lines[6] = "NaN"
+    files["demo.output.news.txt"] = ("\n".join(lines) + "\n").encode()
+    response = browser.submit("/tasks/nantask/submit", data={
+        "phase": "open", "name": "with-nans", "files": as_uploads(files)})
+    assert response.status_code == 302, text(response)
+    page = plain(browser.get(response.headers["Location"]))
+    assert "Substitution notes" in page
+    assert "demo.output.news.txt news 3, 7 2.5 value" in page
