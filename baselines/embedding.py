@@ -203,9 +203,12 @@ class E5Embedder:
         with torch.inference_mode():
             while start < len(order):
                 stop = start
+                shortest = len(windows[order[start]][1])
                 while stop < len(order):
                     longest = len(windows[order[stop]][1])
-                    if stop > start and longest * (stop - start + 1) > self.batch_tokens:
+                    # cap the padded size, and start a new batch rather than pad to 2x
+                    if stop > start and (longest * (stop - start + 1) > self.batch_tokens
+                                         or longest > 2 * shortest + 16):
                         break
                     stop += 1
                 batch = [windows[j] for j in order[start:stop]]

@@ -56,6 +56,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         app.config.from_mapping(config.insecure_cookies())
         app.config.from_mapping(test_config)
     os.makedirs(app.instance_path, exist_ok=True)
+    if not app.config.get("SECRET_KEY"):
+        app.config["SECRET_KEY"] = config.instance_secret_key(app.instance_path)
 
     login_manager.init_app(app)
     csrf.init_app(app)
@@ -76,11 +78,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
 
     register_cli(app)
     app.cli.add_command(baselines_cli)
-    try:
-        from semboard.demo import demo_cli
-    except ModuleNotFoundError as err:
-        if err.name != "semboard.demo":
-            raise
-    else:
-        app.cli.add_command(demo_cli)
+    from semboard.demo import demo_cli
+
+    app.cli.add_command(demo_cli)
     return app

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,8 @@ def defaults(instance_path: str | Path) -> dict[str, Any]:
     """Settings used when nothing else is given: SQLite and local files in the instance folder."""
     instance = Path(instance_path)
     return {
-        "SECRET_KEY": "dev-only-change-me",
+        # None: create_app reads or creates a random key in the instance folder.
+        "SECRET_KEY": None,
         "DATABASE_URL": f"sqlite:///{instance / 'semboard.sqlite'}",
         "SEMBOARD_STORAGE": "local",
         "SEMBOARD_UPLOAD_DIR": str(instance / "uploads"),
@@ -50,6 +53,24 @@ def from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
     if environ.get("SEMBOARD_INSECURE_COOKIES") == "1":
         found.update(insecure_cookies())
     return found
+
+
+def instance_secret_key(instance_path: str | Path) -> str:
+    """A random key kept in the instance folder, so a site without SECRET_KEY is never guessable."""
+    key_file = Path(instance_path) / "secret_key"
+    try:
+        return key_file.read_text().strip()
+    except FileNotFoundError:
+        pass
+    key = secrets.token_hex(32)
+    # O_EXCL: when several workers start at once, the first writer wins and the others read its key.
+    try:
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return key_file.read_text().strip()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    return key
 
 
 def insecure_cookies() -> dict[str, Any]:

@@ -222,7 +222,8 @@ def _team(session: Session, task: Task, name: str, affiliation: str, members: li
 
 
 def build_demo(session: Session, storage: Storage, *, now: datetime,
-               with_baselines: bool = True) -> DemoSummary:
+               with_baselines: bool = True,
+               systems: tuple[str, ...] = BASELINE_SYSTEMS) -> DemoSummary:
     """Create (or complete) the demo task, users, teams, runs and boards; safe to run twice."""
     from evaluation import load_task, read_inputs
 
@@ -322,7 +323,7 @@ def build_demo(session: Session, storage: Storage, *, now: datetime,
 
     if with_baselines:
         summary.baselines = _baselines(session, storage, task=task, phases=[evaluation, post],
-                                       parsed=parsed, summary=summary, now=now)
+                                       parsed=parsed, summary=summary, now=now, systems=systems)
 
     gold.release_gold(session, task=task, user=organiser, now=now)
     gold.publish_results(session, phase=evaluation, user=organiser, now=now)
@@ -331,8 +332,9 @@ def build_demo(session: Session, storage: Storage, *, now: datetime,
 
 
 def _baselines(session: Session, storage: Storage, *, task: Task, phases: list[Phase],
-               parsed: dict[str, Any], summary: DemoSummary, now: datetime) -> list[str]:
-    """Submit the lexical reference systems as runs of the Baselines team (unranked rows)."""
+               parsed: dict[str, Any], summary: DemoSummary, now: datetime,
+               systems: tuple[str, ...]) -> list[str]:
+    """Submit reference systems as runs of the Baselines team (rows marked, never ranked)."""
     try:
         from baselines import run_system
     except ImportError as err:  # the baselines package is optional for the demo
@@ -342,27 +344,30 @@ def _baselines(session: Session, storage: Storage, *, task: Task, phases: list[P
     session.commit()
     done: list[str] = []
     existing = {(r.phase_id, r.name) for r in submissions.runs_for_team(session, team=team)}
-    for system in BASELINE_SYSTEMS:
-        for phase in phases:
-            if (phase.id, system) in existing:
-                continue
+    for system in systems:
+        missing = [p for p in phases if (p.id, system) not in existing]
+        if missing:
             try:
-                result = run_system(tasks.definition(task), parsed, system, device="cpu", seed=0)
-            except (KeyError, ValueError) as err:
+                result = run_system(tasks.definition(task), parsed, system, device="auto",
+                                    seed=0)
+            except (KeyError, ValueError, ImportError) as err:
                 summary.notes.append(f"baseline {system} skipped: {err}")
-                break
-            submissions.submit(session, storage, team=team, phase=phase, user=None,
-                               name=system, files=result.files, now=min(now, phase.closes_at)
-                               - timedelta(minutes=1), metadata=result.metadata)
-            summary.runs_added += 1
+                continue
+            for phase in missing:
+                submissions.submit(session, storage, team=team, phase=phase, user=None,
+                                   name=system, files=result.files, now=now,
+                                   metadata=result.metadata)
+                summary.runs_added += 1
         done.append(system)
     return done
 
 
 @click.command("demo")
 @click.option("--no-baselines", is_flag=True, help="Leave out the reference baselines.")
+@click.option("--system", "systems", multiple=True, default=BASELINE_SYSTEMS, show_default=True,
+              help="Baseline systems to run (repeat; 'embedding' needs the [gpu] extra).")
 @with_appcontext
-def demo_cli(no_baselines: bool) -> None:
+def demo_cli(no_baselines: bool, systems: tuple[str, ...]) -> None:
     """Create the database and a demo task with teams, runs and a published leaderboard."""
     from semboard.cli import upgrade_database
     from semboard.db import get_session
@@ -370,7 +375,8 @@ def demo_cli(no_baselines: bool) -> None:
 
     upgrade_database(current_app.config["DATABASE_URL"])
     session = get_session()
-    summary = build_demo(session, get_storage(), now=utcnow(), with_baselines=not no_baselines)
+    summary = build_demo(session, get_storage(), now=utcnow(), with_baselines=not no_baselines,
+                         systems=tuple(systems))
     click.echo(f"demo task '{summary.task}' ready: {summary.runs_added} run(s) added"
                + (f", baselines: {', '.join(summary.baselines)}" if summary.baselines else ""))
     for note in summary.notes:

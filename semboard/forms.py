@@ -9,7 +9,6 @@ from typing import Any
 from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, MultipleFileField
 from wtforms import (
-    BooleanField,
     DateTimeLocalField,
     HiddenField,
     IntegerField,
@@ -121,15 +120,8 @@ class UploadRunForm(FlaskForm):
     """Upload a run: a name and its files (one per dataset, or one zip)."""
 
     phase = SelectField("Phase", validators=[DataRequired()])
-    name = StringField(
-        "Run name",
-        validators=[
-            DataRequired(),
-            Length(max=64),
-            Regexp(r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-                   message="Letters, digits, dot, dash and underscore only."),
-        ],
-    )
+    # The submissions service owns the naming rules; the form only bounds the length.
+    name = StringField("Run name", validators=[DataRequired(), Length(max=100)])
     files = MultipleFileField("Run files")
     submit = SubmitField("Upload run")
 
@@ -179,14 +171,6 @@ class DataUploadForm(FlaskForm):
     dataset = SelectField("Dataset", validators=[DataRequired()])
     file = FileField("File")
     submit = SubmitField("Upload")
-
-
-class MarkTeamForm(FlaskForm):
-    """Mark a team as including organisers (‡)."""
-
-    team = SelectField("Team", coerce=int)
-    organiser_team = BooleanField("Team includes organisers (‡)")
-    submit = SubmitField("Save")
 
 
 class GrantForm(FlaskForm):

@@ -89,6 +89,12 @@
     });
   }
 
+  // Forms that undo nothing ask first (no inline handlers: the pages run under a strict CSP).
+  document.addEventListener("submit", function (event) {
+    var message = event.target.getAttribute && event.target.getAttribute("data-confirm");
+    if (message && !window.confirm(message)) { event.preventDefault(); }
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     Array.prototype.forEach.call(document.querySelectorAll("table[data-sortable]"), initSortable);
     var nodes = Array.prototype.slice.call(document.querySelectorAll("[data-countdown]"));

@@ -133,17 +133,18 @@ class Leaderboard:
         return "\n".join(lines)
 
 
-def _columns(definition: Any, flats: list[dict[str, Any]], ranked: set[str]) -> list[Column]:
+def _columns(
+    definition: Any, flats: list[dict[str, Any]], ranked: set[str], datasets: Any
+) -> list[Column]:
     """Aggregates, then each dataset's primary metric, then its genres (first-seen order)."""
     columns = [Column(m, m, "aggregate", m in ranked) for m in definition.aggregate_metrics]
     primary = definition.dataset_primary
     present: list[str] = []
     for flat in flats:
         present += [k for k in flat if k not in present]
-    for dataset in definition.dataset_names:
+    for dataset in datasets:
         key = f"{dataset}/{primary}"
-        if key in present:
-            columns.append(Column(key, dataset, "dataset", key in ranked))
+        columns.append(Column(key, dataset, "dataset", key in ranked))  # even on an empty board
         for other in present:
             parts = other.split("/")
             if len(parts) == 3 and parts[0] == dataset and parts[2] == primary:
@@ -173,7 +174,9 @@ def build_leaderboard(
     )
     ranked_keys = set(ranking_keys(definition))
     board = Leaderboard(task=task, phase=phase)
-    board.columns = _columns(definition, [r.current_score.flat for r in scored], ranked_keys)
+    datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
+    flats = [r.current_score.flat for r in scored]
+    board.columns = _columns(definition, flats, ranked_keys, datasets)
     for run in scored:
         flags = []
         if run.is_late:

@@ -10,7 +10,7 @@ from flask_login import login_required, login_user, logout_user
 
 from semboard.errors import DomainError
 from semboard.forms import ActionForm, LoginForm, RegisterForm, TokenForm
-from semboard.services import accounts, teams
+from semboard.services import access, accounts, tasks, teams
 from semboard.views.common import bp, db, flash_error, me, now
 
 
@@ -93,6 +93,8 @@ def profile() -> Any:
         user=user,
         tokens=accounts.list_api_tokens(session, user=user),
         teams=teams.teams_of_user(session, user=user),
+        organised=[t for t in tasks.list_tasks(session)
+                   if access.can_manage_task(session, user, t)],
         form=TokenForm(),
         action=ActionForm(),
         new_token=None,
@@ -124,6 +126,8 @@ def create_token() -> Any:
         user=user,
         tokens=accounts.list_api_tokens(session, user=user),
         teams=teams.teams_of_user(session, user=user),
+        organised=[t for t in tasks.list_tasks(session)
+                   if access.can_manage_task(session, user, t)],
         form=form,
         action=ActionForm(),
         new_token=new_token,

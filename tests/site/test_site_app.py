@@ -12,6 +12,17 @@ from semboard.db import make_engine
 from semboard.storage import LocalStorage, S3Storage, get_storage
 
 
+def test_without_secret_key_each_instance_gets_its_own_random_key(monkeypatch, tmp_path):
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    for name in ("a", "b"):
+        monkeypatch.setenv("SEMBOARD_INSTANCE_PATH", str(tmp_path / name))
+        first, again = create_app(), create_app()
+        assert first.config["SECRET_KEY"] == again.config["SECRET_KEY"], "workers must agree"
+        assert len(first.config["SECRET_KEY"]) == 64
+        assert (tmp_path / name / "secret_key").stat().st_mode & 0o077 == 0
+    assert (tmp_path / "a" / "secret_key").read_text() != (tmp_path / "b" / "secret_key").read_text()
+
+
 def test_config_comes_from_the_environment(monkeypatch, tmp_path: Path) -> None:
     db = tmp_path / "env.sqlite"
     monkeypatch.setenv("SEMBOARD_INSTANCE_PATH", str(tmp_path / "instance"))

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import DemoTemplate, demo_run
+from web_support import DemoTemplate, demo_run
 
 from semboard import create_app
 from semboard.storage import LocalStorage
@@ -74,6 +74,10 @@ def test_register_team_download_upload_leaderboard(server: str, tmp_path: Path) 
             page = browser.new_page(viewport={"width": 1280, "height": 900},
                                     accept_downloads=True)
             page.set_default_timeout(15_000)
+            problems: list[str] = []
+            page.on("pageerror", lambda err: problems.append(str(err)))
+            page.on("console", lambda msg: problems.append(msg.text)
+                    if msg.type == "error" else None)
 
             # Register (and so log in).
             page.goto(f"{server}/register")
@@ -141,5 +145,39 @@ def test_register_team_download_upload_leaderboard(server: str, tmp_path: Path) 
             assert teams == sorted(teams, key=str.lower)
             page.locator("#leaderboard thead th", has_text="Team").click()
             assert column(1) == sorted(teams, key=str.lower, reverse=True)
+            # No script error and nothing blocked by the Content-Security-Policy on the way.
+            assert problems == []
+        finally:
+            browser.close()
+
+
+def test_organiser_buttons_ask_before_acting(server: str) -> None:
+    _require_chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(f"{server}/login")
+            page.get_by_label("E-mail").fill("organiser@demo.semboard.org")
+            page.get_by_label("Password").fill("demo-password")
+            page.get_by_role("button", name="Log in").click()
+            page.goto(f"{server}/tasks/demo/organise")
+            button = page.get_by_role("button", name="Publish results")
+            # Dismissed: nothing is sent.
+            page.once("dialog", lambda dialog: dialog.dismiss())
+            button.click()
+            page.wait_for_timeout(500)
+            assert page.url.endswith("/tasks/demo/organise")
+            expect(page.locator(".flash-success")).to_have_count(0)
+            # Accepted: the POST (with its CSRF token) publishes the results.
+            page.once("dialog", lambda dialog: dialog.accept())
+            button.click()
+            expect(page.locator(".flash-success")).to_have_text(
+                "Results of Post-evaluation published.")
+            expect(page.get_by_role("button", name="Publish results")).to_have_count(0)
         finally:
             browser.close()

@@ -6,8 +6,8 @@ import io
 import re
 from datetime import timedelta
 
-from conftest import NOW, Browser, as_uploads, demo_run, plain, text
 from sqlalchemy import select
+from web_support import NOW, Browser, as_uploads, demo_run, plain, text
 
 from semboard.demo import demo_files
 from semboard.models import Grant, Phase, Task, TaskOrganiser, Team

@@ -7,8 +7,8 @@ import re
 import zipfile
 from datetime import timedelta
 
-from conftest import NOW, Browser, as_uploads, demo_run, plain, text
 from sqlalchemy import select
+from web_support import NOW, Browser, as_uploads, demo_run, plain, text
 
 from semboard.models import Phase, Run, TeamWindow, UploadLog
 

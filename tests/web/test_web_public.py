@@ -7,8 +7,8 @@ import re
 from datetime import timedelta
 from pathlib import Path
 
-from conftest import NOW, Browser, as_uploads, demo_run, plain, text
 from sqlalchemy import select
+from web_support import NOW, Browser, as_uploads, demo_run, plain, text
 
 from semboard import create_app
 from semboard.models import Run, Team
