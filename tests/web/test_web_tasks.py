@@ -75,7 +75,7 @@ def test_clss_board_and_run_page_show_genres(shared_data: Path, browser: Browser
     assert "baseline" in row
     # The task paper's LCS row: 0.527 for paragraph2sentence.
     p2s = headers.index("paragraph2sentence/pearson")
-    values = re.findall(r'<td class="num" data-sort-value="([^"]*)">', row)
+    values = re.findall(r'<td class="num" data-sort-value="([^"]*)"', row)
     assert round(float(values[p2s]), 3) == 0.527
     run_page = plain(browser.get(f"/runs/{run.id}"))
     assert "Genre" in run_page and "Newswire 125" in run_page and "Metaphoric 26" in run_page
