@@ -24,6 +24,14 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def request_now() -> datetime:
+    """Now for a request: the app's SEMBOARD_CLOCK if set (tests travel in time), else UTC now."""
+    from flask import current_app
+
+    clock = current_app.config.get("SEMBOARD_CLOCK")
+    return clock() if clock is not None else utcnow()
+
+
 @login_manager.user_loader
 def _load_user(user_id: str) -> Any:
     from semboard.db import get_session

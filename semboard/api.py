@@ -8,7 +8,7 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify, request
 from werkzeug.exceptions import Unauthorized
 
-from semboard import utcnow
+from semboard import request_now
 from semboard.db import get_session
 from semboard.errors import InvalidData, NotFound
 from semboard.models import Phase, Task, User
@@ -29,7 +29,7 @@ def _authenticate() -> None:
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("use 'Authorization: Bearer <token>'")
     session = get_session()
-    user = accounts.user_for_token(session, token.strip(), now=utcnow())
+    user = accounts.user_for_token(session, token.strip(), now=request_now())
     if user is None:
         raise Unauthorized("unknown or revoked API token")
     session.commit()  # last_used_at
@@ -66,7 +66,7 @@ def _phase_json(phase: Phase, now: Any) -> dict[str, Any]:
 
 def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
     session = get_session()
-    now = utcnow()
+    now = request_now()
     data: dict[str, Any] = {
         "name": task.name,
         "title": task.title,
@@ -135,7 +135,7 @@ def submit_run(task_name: str) -> Any:
     """Submit a run (multipart: name, files, optional phase)."""
     user = _require_user()
     session = get_session()
-    now = utcnow()
+    now = request_now()
     task = tasks.get_task(session, task_name)
     team = teams.team_for_user(session, task=task, user=user)
     if team is None:
@@ -164,7 +164,7 @@ def show_run(run_id: int) -> Any:
 def _default_phase(task: Task) -> Phase:
     """The latest phase that has opened (else the first one)."""
     session = get_session()
-    now = utcnow()
+    now = request_now()
     all_phases = tasks.phases(session, task)
     if not all_phases:
         raise NotFound(f"task {task.name} has no phases")
@@ -206,7 +206,7 @@ def download_inputs(task_name: str, phase_slug: str, dataset: str) -> Any:
     task = tasks.get_task(session, task_name)
     phase = tasks.get_phase(session, task, phase_slug)
     filename, data = inputs.download_inputs(
-        session, get_storage(), phase=phase, dataset=dataset, user=user, now=utcnow()
+        session, get_storage(), phase=phase, dataset=dataset, user=user, now=request_now()
     )
     session.commit()
     return _file_response(filename, data)

@@ -12,7 +12,7 @@ from flask import Blueprint, abort, current_app, flash, request
 from flask_login import current_user
 from sqlalchemy.orm import Session
 
-from semboard import utcnow
+from semboard import request_now
 from semboard.db import get_session
 from semboard.errors import DomainError
 from semboard.models import Task, User
@@ -35,8 +35,8 @@ def storage() -> Storage:
 
 
 def now() -> datetime:
-    """The current time (UTC-aware); tests patch this to travel in time."""
-    return utcnow()
+    """The current time (UTC-aware), from the app's clock."""
+    return request_now()
 
 
 def me() -> User | None:

@@ -15,7 +15,7 @@ API = "/api/v1"
 @pytest.fixture
 def world(app, session, make, now, monkeypatch):
     """A task with inputs and gold, an open 3-run phase, two teams with API tokens."""
-    monkeypatch.setattr("semboard.api.utcnow", lambda: now)
+    app.config["SEMBOARD_CLOCK"] = lambda: now
     task = make.task(with_gold=True)
     phase = make.phase(task, "eval", max_runs=3)
     _, captain_a = make.team(task, "A")

@@ -52,7 +52,7 @@ def _multipart(name: str, files: dict[str, bytes]) -> dict:
 def test_sts2012_pilot(app, client, shared_data, tmp_path, monkeypatch):
     test_dir = shared_data / "sts2012" / "test"
     clock = Clock()
-    monkeypatch.setattr("semboard.api.utcnow", clock)
+    app.config["SEMBOARD_CLOCK"] = clock
     runner = app.test_cli_runner()
 
     def cli(*args: str) -> str:

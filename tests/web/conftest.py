@@ -17,7 +17,6 @@ from semboard.demo import build_demo
 from semboard.models import Base
 from semboard.services import accounts, gold
 from semboard.storage import LocalStorage
-from semboard.views import common
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +48,6 @@ def _fast_and_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
     """Cheap password hashing, few bootstrap resamples, and pages living at NOW."""
     monkeypatch.setattr(accounts, "_hasher", cheap_hashing())
     monkeypatch.setitem(gold.SCORE_OPTIONS, "resamples", 50)
-    monkeypatch.setattr(common, "now", lambda: NOW)
 
 
 @pytest.fixture
@@ -64,6 +62,7 @@ def site(tmp_path: Path, demo_template: DemoTemplate) -> Iterator[Flask]:
         "DATABASE_URL": f"sqlite:///{database}",
         "SEMBOARD_UPLOAD_DIR": str(tmp_path / "uploads"),
         "WTF_CSRF_ENABLED": True,
+        "SEMBOARD_CLOCK": lambda: NOW,
     })
     app.extensions["semboard.storage"] = LocalStorage(tmp_path / "uploads")
     yield app

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from web_support import DemoTemplate, demo_run
+from web_support import NOW, DemoTemplate, demo_run
 
 from semboard import create_app
 from semboard.storage import LocalStorage
@@ -48,6 +48,7 @@ def server(tmp_path: Path, demo_template: DemoTemplate) -> Iterator[str]:
         "SECRET_KEY": "browser-test",
         "DATABASE_URL": f"sqlite:///{database}",
         "SEMBOARD_UPLOAD_DIR": str(tmp_path / "uploads"),
+        "SEMBOARD_CLOCK": lambda: NOW,
     })
     app.extensions["semboard.storage"] = LocalStorage(tmp_path / "uploads")
     httpd = make_server("127.0.0.1", 0, app, threaded=True)
