@@ -9,7 +9,7 @@ from pathlib import Path
 
 from baselines.runner import run_system
 from baselines.systems import SYSTEM_NAMES
-from evaluation import ValidationError, load_inputs, load_task, validate_run
+from evaluation import TaskDefinitionError, ValidationError, load_inputs, load_task, validate_run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         task = load_task(args.task)
+    except TaskDefinitionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
         inputs = load_inputs(task, args.inputs)
     except ValidationError as exc:
         for issue in exc.issues:

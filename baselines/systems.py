@@ -52,6 +52,17 @@ def _report(progress: Progress | None, n: int) -> None:
         progress(n)
 
 
+def _token_set_overlap(pairs: Pairs, measure: Callable[[int, int, int], float],
+                       progress: Progress | None) -> np.ndarray:
+    """measure(|A∩B|, |A|, |B|) over the white-space token sets A, B of each pair."""
+    out = np.empty(len(pairs))
+    for i, (a, b) in enumerate(pairs):
+        ta, tb = set(a.split()), set(b.split())
+        out[i] = measure(len(ta & tb), len(ta), len(tb))
+    _report(progress, len(pairs))
+    return out
+
+
 class TokenCosine(BaselineSystem):
     """STS 2012 official baseline: cosine of binary bag-of-token vectors (white-space split)."""
 
@@ -61,12 +72,8 @@ class TokenCosine(BaselineSystem):
 
     def similarity(self, pairs: Pairs, *, progress: Progress | None = None) -> np.ndarray:
         """Cosine of the two token sets (|A∩B| / sqrt(|A||B|)); 0 when either is empty."""
-        out = np.empty(len(pairs))
-        for i, (a, b) in enumerate(pairs):
-            ta, tb = set(a.split()), set(b.split())
-            out[i] = len(ta & tb) / math.sqrt(len(ta) * len(tb)) if ta and tb else 0.0
-        _report(progress, len(pairs))
-        return out
+        return _token_set_overlap(
+            pairs, lambda both, na, nb: both / math.sqrt(na * nb) if na and nb else 0.0, progress)
 
 
 class Dice(BaselineSystem):
@@ -78,13 +85,8 @@ class Dice(BaselineSystem):
 
     def similarity(self, pairs: Pairs, *, progress: Progress | None = None) -> np.ndarray:
         """Dice of the two token sets; 0 when both are empty."""
-        out = np.empty(len(pairs))
-        for i, (a, b) in enumerate(pairs):
-            ta, tb = set(a.split()), set(b.split())
-            total = len(ta) + len(tb)
-            out[i] = 2 * len(ta & tb) / total if total else 0.0
-        _report(progress, len(pairs))
-        return out
+        return _token_set_overlap(
+            pairs, lambda both, na, nb: 2 * both / (na + nb) if na + nb else 0.0, progress)
 
 
 def _codepoints(s: str) -> np.ndarray:

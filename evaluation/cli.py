@@ -7,7 +7,6 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from evaluation.inputs import load_gold, load_inputs
 from evaluation.issues import TaskDefinitionError, ValidationError
@@ -156,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as exc:
         return _usage(str(exc))
     except ValidationError as exc:
-        if any(i.code in ("no-inputs",) for i in exc.issues):
+        if any(i.code == "no-inputs" for i in exc.issues):
             return _usage(str(exc))
         print("\n".join(str(i) for i in exc.issues))
         return EXIT_INVALID
@@ -187,8 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     score = score_run(task, run, gold, resamples=args.resamples, seed=args.seed,
                       confidence_intervals=not args.no_ci)
     if args.json:
-        payload: dict[str, Any] = score.to_dict()
-        print(json.dumps(payload, indent=2))
+        print(json.dumps(score.to_dict(), indent=2))
     else:
         print(render_table(task, score))
     return EXIT_OK

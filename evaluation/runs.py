@@ -350,12 +350,10 @@ def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
         score_tokens = lines
     scores = _parse_column(col, score_tokens, line_no, "score", lines, _needs_strict_parse(text))
     nan = _check_values(task, col, scores, line_no, score_tokens)
-    is_token_nan = nan.copy()
-    if is_token_nan.any():
+    if nan.any():
         # NaN from a bad token was reported already; only spelled-out NaN follows the policy
-        spelled = np.array([bool(_NAN.match(score_tokens[j].strip()))
-                            for j in np.flatnonzero(is_token_nan)], dtype=bool)
-        idx = np.flatnonzero(is_token_nan)
+        idx = np.flatnonzero(nan)
+        spelled = np.array([bool(_NAN.match(score_tokens[j].strip())) for j in idx], dtype=bool)
         nan_index = idx[spelled]
         bad = idx[~spelled]
     else:
@@ -364,8 +362,8 @@ def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
 
 
 def _parse_csv_run(task: TaskDefinition, col: _Collector, text: str,
-                   inputs: DatasetInputs) -> tuple[_Parsed, np.ndarray]:
-    """Scores in input order from an id-keyed CSV run; also the file line of each input."""
+                   inputs: DatasetInputs) -> _Parsed:
+    """Scores in input order from an id-keyed CSV run."""
     id_col, score_col = task.run.columns
     reader = csv.reader(io.StringIO(text, newline=""))
     rows: list[list[str]] = []
@@ -376,21 +374,20 @@ def _parse_csv_run(task: TaskDefinition, col: _Collector, text: str,
         line_of.append(last + 1)
         last = reader.line_num
     expected_header = f"{id_col},{score_col}"
+    index = {k: j for j, k in enumerate(inputs.ids)}
     positions = (0, 1)
     start = 1
     header = [h.strip() for h in rows[0]] if rows else []
     names = [h.casefold() for h in header]
-    if len(header) == 2 and {n for n in names} == {id_col.casefold(), score_col.casefold()}:
+    if len(header) == 2 and set(names) == {id_col.casefold(), score_col.casefold()}:
         positions = (names.index(id_col.casefold()), names.index(score_col.casefold()))
     else:
-        pos = {k: j for j, k in enumerate(inputs.ids)}
-        looks_like_data = bool(header) and header[0] in pos
+        looks_like_data = bool(header) and header[0] in index
         col.add(1, f"the header is {','.join(header)!r}; expected {expected_header!r}"
                 + (" (the file seems to have no header)" if looks_like_data else ""),
                 "header")
         if looks_like_data:
             start = 0
-    index = {k: j for j, k in enumerate(inputs.ids)}
     scores = np.full(len(inputs), np.nan)
     seen_line = np.zeros(len(inputs), dtype=np.int64)
     tokens: list[str] = [""] * len(inputs)
@@ -436,7 +433,7 @@ def _parse_csv_run(task: TaskDefinition, col: _Collector, text: str,
     spelled = nan & np.array([bool(_NAN.match(t.strip())) for t in tokens], dtype=bool)
     nan_index = np.flatnonzero(spelled)
     bad = np.flatnonzero((nan & ~spelled) | (seen_line == 0))
-    return _Parsed(scores, None, seen_line[nan_index], nan_index, bad), seen_line
+    return _Parsed(scores, None, seen_line[nan_index], nan_index, bad)
 
 
 # ---------------------------------------------------------------- validation
@@ -524,7 +521,7 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
         if task.run.format == "lines":
             parsed = _parse_lines_run(task, col, text, len(inp), files[filename])
         else:
-            parsed, _ = _parse_csv_run(task, col, text, inp)
+            parsed = _parse_csv_run(task, col, text, inp)
         sub = _apply_nan_policy(task, col, dataset, parsed)
         file_issues = col.finish()
         issues.extend(file_issues)

@@ -125,14 +125,7 @@ class RunScore:
 
     def metric_values(self) -> Iterator[tuple[str, MetricValue]]:
         """(flat key, value) for every metric: aggregates, datasets, genres."""
-        for k, v in self.aggregates.items():
-            yield k, v
-        for ds, s in self.datasets.items():
-            for m, v in s.metrics.items():
-                yield f"{ds}/{m}", v
-            for g, gs in s.genres.items():
-                for m, v in gs.metrics.items():
-                    yield f"{ds}/{g}/{m}", v
+        return _flat_metrics(self.aggregates, self.datasets)
 
     def flat(self) -> dict[str, float | None]:
         """Leaderboard columns: "ALL", "MSRpar/pearson", "paragraph2sentence/Newswire/pearson"."""
@@ -316,7 +309,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
     if boot:
         _bootstrap(task, names, pairs, labels_of, genres_of, datasets, aggregates, boot, seed)
 
-    for key, mv in _walk(aggregates, datasets):
+    for key, mv in _flat_metrics(aggregates, datasets):
         if mv.warning and mv.value is None and "no confidence column" not in mv.warning:
             warnings.append(f"{key}: {mv.warning}; it counts 0 for ranking")
     skipped = list(run.skipped)
@@ -335,8 +328,9 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
                     [s.to_dict() for s in run.substitutions])
 
 
-def _walk(aggregates: dict[str, MetricValue],
-          datasets: dict[str, DatasetScore]) -> Iterator[tuple[str, MetricValue]]:
+def _flat_metrics(aggregates: dict[str, MetricValue],
+                  datasets: dict[str, DatasetScore]) -> Iterator[tuple[str, MetricValue]]:
+    """(flat key, value) for aggregates, then each dataset's metrics and its genres'."""
     yield from aggregates.items()
     for ds, s in datasets.items():
         for m, v in s.metrics.items():
@@ -353,8 +347,14 @@ def _aggregate(agg: str, task: TaskDefinition, names: list[str], xs: list[np.nda
         return M.concat_pearson(xs, ys)
     if agg == "ALLnorm":
         return M.allnorm(xs, ys)
+    return _from_dataset_values(agg, names, per, [x.shape[-1] for x in xs])
+
+
+def _from_dataset_values(agg: str, names: list[str], per: Mapping[str, Mapping[str, Any]],
+                         sizes: list[int]) -> np.ndarray:
+    """An aggregate of per-dataset metric values (points, or one array of resamples each)."""
     if agg == "Mean":
-        return M.weighted_mean([per[k]["pearson"] for k in names], [x.shape[-1] for x in xs])
+        return M.weighted_mean([per[k]["pearson"] for k in names], sizes)
     if agg == "sum_pearson":
         # a dataset the run skipped is simply absent here: it adds 0 to the sum
         return M.total([per[k]["pearson"] for k in names])
@@ -382,17 +382,12 @@ def _boot_metric(metric: str, task: TaskDefinition, c: np.ndarray, x: np.ndarray
 
 def _boot_aggregate(agg: str, names: list[str], ms: list[np.ndarray],
                     per: Mapping[str, Mapping[str, np.ndarray]], sizes: list[int]) -> np.ndarray:
+    """An aggregate over a chunk of resamples (ALL and ALLnorm from summed moments)."""
     if agg == "ALL":
         return R.boot_all(ms)
     if agg == "ALLnorm":
         return R.boot_allnorm(ms)
-    if agg == "Mean":
-        return M.weighted_mean([per[k]["pearson"] for k in names], sizes)
-    if agg == "sum_pearson":
-        return M.total([per[k]["pearson"] for k in names])
-    if agg == "mean_spearman":
-        return M.total([per[k]["spearman"] for k in names]) / len(names)
-    raise ValueError(f"unknown aggregate metric {agg}")
+    return _from_dataset_values(agg, names, per, sizes)
 
 
 _AGG_NEEDS = {"Mean": ("pearson",), "sum_pearson": ("pearson",), "mean_spearman": ("spearman",)}

@@ -1,9 +1,16 @@
-"""Paired significance tests between two runs on the same gold."""
+"""Paired significance tests between runs on the same gold, and leaderboard significance groups.
+
+Every run on a board is resampled with the same pair indices (one count matrix per dataset and
+chunk, drawn from one seeded generator), so any two runs' bootstrap values are paired. The
+count-weighted sums of all runs on a dataset come from one matrix product, so grouping a board
+costs about as much as scoring one run, whatever the number of runs.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -13,10 +20,15 @@ from evaluation import resampling as R
 from evaluation.inputs import DatasetGold
 from evaluation.issues import ValidationError
 from evaluation.runs import ValidatedRun
-from evaluation.scoring import _aggregate, _align, _boot_aggregate, _boot_metric, _chunks, _metric
+from evaluation.scoring import _aggregate, _align, _boot_metric, _chunks, _metric
 from evaluation.taskdef import TaskDefinition
 
 K = TypeVar("K", bound=Hashable)
+
+# rows of a count matrix handled at once by the Spearman loop: its arrays then stay in cache
+_BLOCK_VALUES = 131_072
+
+_AGGREGATES = ("ALL", "ALLnorm", "Mean", "sum_pearson", "mean_spearman")
 
 
 def williams_test(r12: float, r13: float, r23: float, n: int) -> tuple[float, float]:
@@ -38,102 +50,317 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> tuple[float, fl
     return float(t), min(1.0, p)
 
 
-def compare_runs(task: TaskDefinition, a: ValidatedRun, b: ValidatedRun,
-                 gold: Mapping[str, DatasetGold], *, metric: str, resamples: int = 1000,
-                 seed: int = 12345) -> dict[str, Any]:
-    """Paired bootstrap p-value for metric (a flat key: "ALL", "MSRpar/pearson") between runs.
+# ---------------------------------------------------------------- one board, every run at once
 
-    Both runs are resampled with the same pair indices. For Pearson on one dataset, Williams'
-    test for dependent correlations is reported too.
-    """
-    for run in (a, b):
-        if not run.ok:
-            raise ValidationError(run.issues)
+@dataclass
+class _Dataset:
+    """One dataset of a board: its gold in input order and the scores of every run covering it."""
+
+    name: str
+    n: int
+    y: np.ndarray
+    labels: np.ndarray
+    runs: np.ndarray  # positions (into the board's run list) of the runs covering the dataset
+    x: np.ndarray  # (n, len(runs))
+    w: list[np.ndarray | None]
+
+
+def _split_metric(task: TaskDefinition, metric: str) -> tuple[str, str]:
+    """("", aggregate) or (dataset, dataset metric); ValueError for a metric the task lacks."""
     if "/" in metric:
         ds, name = metric.split("/", 1)
         if name not in task.metrics:
             raise ValueError(f"task {task.name} has no dataset metric {name!r}")
-        names = [ds]
-    else:
-        if metric not in task.aggregate_metrics:
-            raise ValueError(f"task {task.name} has no aggregate metric {metric!r}")
-        ds, name = "", metric
-        names = [d for d in task.dataset_names
-                 if d in a.predictions and d in b.predictions and d in gold]
-    for d in names:
-        if d not in a.predictions or d not in b.predictions or d not in gold:
-            raise ValueError(f"both runs and the gold must cover {d}")
-    xa, xb, ys, wa, wb, ls = [], [], [], [], [], []
-    for d in names:
-        pa, pb = a.predictions[d], b.predictions[d]
-        y, labels = _align(pa, gold[d])
-        y2, _ = _align(pb, gold[d])
-        if not np.array_equal(y, y2):
-            raise ValueError(f"the runs' {d} files are not aligned with the same inputs")
-        xa.append(pa.scores)
-        xb.append(pb.scores)
-        ys.append(y)
-        wa.append(pa.confidence)
-        wb.append(pb.confidence)
-        ls.append(labels)
+        if ds not in task.dataset_names:
+            raise ValueError(f"task {task.name} has no dataset {ds!r}")
+        return ds, name
+    if metric not in task.aggregate_metrics:
+        raise ValueError(f"task {task.name} has no aggregate metric {metric!r}")
+    if metric not in _AGGREGATES:
+        raise ValueError(f"unknown aggregate metric {metric}")
+    return "", metric
 
-    def value(xs: list[np.ndarray], yl: list[np.ndarray], ws: list[np.ndarray | None],
-              ll: list[np.ndarray]) -> np.ndarray:
-        if ds:
-            return _metric(name, task, xs[0], yl[0], ll[0], ws[0])
-        per = {d: {"pearson": M.pearson(x, y), "spearman": M.spearman(x, y)}
-               for d, x, y in zip(names, xs, yl, strict=True)}
-        return _aggregate(name, task, names, xs, yl, per)
 
-    obs_a = float(value(xa, ys, wa, ls))
-    obs_b = float(value(xb, ys, wb, ls))
-    sizes = [len(y) for y in ys]
-    shift_y = float(np.mean([y.mean() for y in ys]))
+def _scored(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, DatasetGold]) -> list[str]:
+    """The datasets score_run scores for this run (the run has them and gold exists)."""
+    return [d for d in task.dataset_names if d in run.predictions and d in gold]
 
-    def boot_value(cs: list[np.ndarray], xs: list[np.ndarray],
-                   ws: list[np.ndarray | None]) -> np.ndarray:
-        if ds:
-            return _boot_metric(name, task, cs[0], xs[0], ys[0], ls[0], ws[0])
-        shift_x = float(np.mean([x.mean() for x in xs]))
-        per = {}
-        for d, c, x, y in zip(names, cs, xs, ys, strict=True):
-            per[d] = {"pearson": R.boot_pearson(c, x, y)}
-            if name == "mean_spearman":
-                per[d]["spearman"] = R.boot_spearman(c, x, y)
-        ms = [R.moments(c, x - shift_x, y - shift_y) for c, x, y in zip(cs, xs, ys, strict=True)]
-        return _boot_aggregate(name, names, ms, per, sizes)
 
+def _datasets(task: TaskDefinition, runs: Sequence[ValidatedRun],
+              gold: Mapping[str, DatasetGold]) -> dict[str, _Dataset]:
+    """Each gold dataset some run covers, with all covering runs' scores side by side."""
+    found = {}
+    for d in task.dataset_names:
+        if d not in gold:
+            continue
+        cover = [i for i, run in enumerate(runs) if d in run.predictions]
+        if not cover:
+            continue
+        y, labels = _align(runs[cover[0]].predictions[d], gold[d])
+        for i in cover[1:]:
+            if not np.array_equal(_align(runs[i].predictions[d], gold[d])[0], y):
+                raise ValueError(f"the runs' {d} files are not aligned with the same inputs")
+        preds = [runs[i].predictions[d] for i in cover]
+        found[d] = _Dataset(d, len(y), np.asarray(y, dtype=np.float64), labels,
+                            np.asarray(cover, dtype=np.int64),
+                            np.column_stack([p.scores for p in preds]).astype(np.float64),
+                            [p.confidence for p in preds])
+    return found
+
+
+def _observed(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, DatasetGold],
+              ds: str, name: str) -> float:
+    """The metric's value for one run, computed as score_run computes it (NaN when undefined)."""
+    if ds:
+        pred = run.predictions[ds]
+        if name == "weighted_pearson" and pred.confidence is None:
+            return math.nan
+        y, labels = _align(pred, gold[ds])
+        return float(_metric(name, task, pred.scores, y, labels, pred.confidence))
+    names = _scored(task, run, gold)
+    if not names:
+        return math.nan
+    xs = [run.predictions[d].scores for d in names]
+    ys = [_align(run.predictions[d], gold[d])[0] for d in names]
+    per = {d: {"pearson": M.pearson(x, y),
+               "spearman": M.spearman(x, y) if name == "mean_spearman" else math.nan}
+           for d, x, y in zip(names, xs, ys, strict=True)}
+    return float(_aggregate(name, task, names, xs, ys, per))
+
+
+def _boot_spearman_runs(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(B, runs) Spearman of each resample for each column of x, as resampling.boot_spearman.
+
+    The gold's resample ranks are made once; each run's ranks are summed per tie group of its
+    scores (drawn duplicates are ties), so only the sums the correlation needs are formed.
+    Pairs run along the first axis and resamples go in cache-sized blocks.
+    """
+    sorts = []
+    for j in range(x.shape[1]):
+        order = np.argsort(x[:, j], kind="stable")
+        s = x[order, j]
+        new = np.r_[True, s[1:] != s[:-1]]
+        ties = None if new.all() else (np.r_[np.flatnonzero(new)[1:], len(s)] - 1,
+                                       np.cumsum(new) - 1)
+        sorts.append((order, ties))
+    step = max(8, _BLOCK_VALUES // max(1, len(y)))
+    return np.concatenate([_spearman_block(c[i:i + step], sorts, y)
+                           for i in range(0, c.shape[0], step)])
+
+
+def _spearman_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
+                    y: np.ndarray) -> np.ndarray:
+    """_boot_spearman_runs on one block of resamples; sorts: each run's order and tie groups."""
+    half = (len(y) + 1) / 2.0
+    ry = R._resample_ranks(c, y) - half
+    n = c.sum(axis=1)
+    cry = c * ry
+    sy, syy = cry.sum(1), np.einsum("ij,ij->i", cry, ry)
+    ct, cryt = np.ascontiguousarray(c.T), np.ascontiguousarray(cry.T)
+    out = np.empty((c.shape[0], len(sorts)))
+    for j, (order, ties) in enumerate(sorts):
+        drawn = ct[order]
+        upto = np.cumsum(drawn, axis=0)  # counts are whole numbers: these sums are exact
+        if ties is None:
+            g = drawn
+            rank = upto - g + (g + 1.0) / 2.0 - half
+            sxy = np.einsum("ij,ij->j", rank, cryt[order])
+        else:
+            ends, group = ties
+            through = upto[ends]
+            g = np.diff(through, axis=0, prepend=0.0)  # draws per tie group
+            rank = through - g + (g + 1.0) / 2.0 - half  # each group's average rank
+            sxy = np.einsum("ij,ij->j", rank[group], cryt[order])
+        gr = g * rank
+        out[:, j] = R._corr(n, gr.sum(0), sy, np.einsum("ij,ij->j", gr, rank), syy, sxy)
+    return out
+
+
+def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
+               gold: Mapping[str, DatasetGold], data: Mapping[str, _Dataset],
+               draws: Sequence[str], wanted: Sequence[tuple[str, str]], resamples: int,
+               seed: int) -> dict[tuple[str, str], np.ndarray]:
+    """(resamples, runs) bootstrap values of each wanted metric, undefined values as 0.
+
+    draws: the datasets resampled, in task order, each drawn whether or not a run covers it,
+    so the resamples depend only on the gold, the seed and the metric, never on the board.
+    """
+    n_runs = len(runs)
+    aggs = {name for ds, name in wanted if not ds}
+    per_ds = {(ds, name) for ds, name in wanted if ds}
+    need_pearson = bool(aggs & {"Mean", "sum_pearson"}) or any(n == "pearson" for _, n in per_ds)
+    need_spearman = "mean_spearman" in aggs or any(n == "spearman" for _, n in per_ds)
+    # each run's frame for the summed moments of ALL / ALLnorm: the mean of its datasets' means
+    shift_x, shift_y = np.zeros(n_runs), np.zeros(n_runs)
+    count = np.zeros(n_runs)
+    for d in data.values():
+        shift_x[d.runs] += d.x.mean(axis=0)
+        shift_y[d.runs] += d.y.mean()
+        count[d.runs] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shift_x, shift_y = shift_x / np.maximum(count, 1), shift_y / np.maximum(count, 1)
+    weight = np.zeros(n_runs)  # Mean: pairs of each run's scored datasets
+    for d in data.values():
+        weight[d.runs] += d.n
+    sizes = [len(gold[d]) for d in draws]
     rng = np.random.default_rng(seed)
-    diffs = []
+    parts: dict[tuple[str, str], list[np.ndarray]] = {key: [] for key in wanted}
     for b in _chunks(sizes, resamples):
-        cs = [R.count_matrix(rng, n, b) for n in sizes]
-        va = np.nan_to_num(boot_value(cs, xa, wa), nan=0.0)
-        vb = np.nan_to_num(boot_value(cs, xb, wb), nan=0.0)
-        diffs.append(va - vb)
-    diff = np.concatenate(diffs)
-    delta = np.nan_to_num(obs_a, nan=0.0) - np.nan_to_num(obs_b, nan=0.0)
+        tot_all = np.zeros((6, b, n_runs))
+        tot_norm = np.zeros((6, b, n_runs))
+        acc_pearson = np.zeros((b, n_runs))
+        acc_mean = np.zeros((b, n_runs))
+        acc_spearman = np.zeros((b, n_runs))
+        for name, n in zip(draws, sizes, strict=True):
+            c = R.count_matrix(rng, n, b)
+            d = data.get(name)
+            if d is None:
+                continue  # drawn anyway: the next dataset's resamples must not depend on it
+            xc = d.x - d.x.mean(axis=0)
+            yc = d.y - d.y.mean()
+            k = d.x.shape[1]
+            m = c @ np.column_stack([np.ones(n), yc, yc * yc, xc, xc * xc, xc * yc[:, None]])
+            cn, sy, syy = m[:, :1], m[:, 1:2], m[:, 2:3]
+            sx, sxx, sxy = m[:, 3:3 + k], m[:, 3 + k:3 + 2 * k], m[:, 3 + 2 * k:]
+            pearson = R._corr(cn, sx, sy, sxx, syy, sxy) if need_pearson else None
+            spearman = _boot_spearman_runs(c, d.x, d.y) if need_spearman else None
+            if "ALL" in aggs or "ALLnorm" in aggs:
+                # moments about this dataset's means, moved to each run's frame (exact algebra)
+                a = d.x.mean(axis=0) - shift_x[d.runs]
+                e = d.y.mean() - shift_y[d.runs]
+            if "ALL" in aggs:
+                moved = (cn + 0 * sx, sx + cn * a, sy + cn * e, sxx + 2 * a * sx + cn * a * a,
+                         syy + 2 * e * sy + cn * e * e, sxy + a * sy + e * sx + cn * a * e)
+                for j, v in enumerate(moved):
+                    tot_all[j][:, d.runs] += v
+            if "ALLnorm" in aggs:
+                # as resampling.boot_allnorm: each run's output fitted to the gold by least squares
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    mx, my = sx / cn, sy / cn
+                    vx = sxx - cn * mx * mx
+                    slope = np.where(vx > 1e-12 * (sxx + 1.0), (sxy - cn * mx * my) / vx, 0.0)
+                sf = sy + 0 * sx
+                sff = cn * my * my + slope * slope * vx
+                sfy = my * sy + slope * (sxy - mx * sy)
+                moved = (cn + 0 * sx, sf + cn * e, sy + cn * e, sff + 2 * e * sf + cn * e * e,
+                         syy + 2 * e * sy + cn * e * e, sfy + e * sf + e * sy + cn * e * e)
+                for j, v in enumerate(moved):
+                    tot_norm[j][:, d.runs] += v
+            if pearson is not None:
+                acc_pearson[:, d.runs] += np.nan_to_num(pearson, nan=0.0)
+                acc_mean[:, d.runs] += np.nan_to_num(pearson, nan=0.0) * d.n
+            if spearman is not None:
+                acc_spearman[:, d.runs] += np.nan_to_num(spearman, nan=0.0)
+            for ds, metric in per_ds:
+                if ds != name:
+                    continue
+                if metric == "pearson":
+                    v = pearson
+                elif metric == "spearman":
+                    v = spearman
+                else:
+                    v = np.column_stack([
+                        np.full(b, np.nan) if metric == "weighted_pearson" and w is None
+                        else _boot_metric(metric, task, c, d.x[:, j], d.y, d.labels, w)
+                        for j, w in enumerate(d.w)])
+                full = np.full((b, n_runs), np.nan)
+                full[:, d.runs] = v
+                parts[(ds, metric)].append(full)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = {
+                "ALL": R._corr(*tot_all),
+                "ALLnorm": R._corr(*tot_norm),
+                "Mean": np.where(weight > 0, acc_mean / np.where(weight > 0, weight, 1), np.nan),
+                "sum_pearson": np.where(count > 0, acc_pearson, np.nan),
+                "mean_spearman": np.where(count > 0, acc_spearman / np.maximum(count, 1), np.nan),
+            }
+        for name in aggs:
+            parts[("", name)].append(values[name])
+    return {key: np.nan_to_num(np.concatenate(p), nan=0.0) for key, p in parts.items()}
+
+
+def _p_value(delta: float, diff: np.ndarray) -> float:
+    """Two-sided paired bootstrap p: how often the resampled difference crosses zero."""
     if delta > 0:
         p = 2 * float(np.mean(diff <= 0))
     elif delta < 0:
         p = 2 * float(np.mean(diff >= 0))
     else:
         p = 1.0
-    result: dict[str, Any] = {
-        "metric": metric, "a": _finite(obs_a), "b": _finite(obs_b), "difference": float(delta),
-        "p_value": min(1.0, p), "test": "paired bootstrap", "resamples": resamples,
-        "seed": seed, "williams": None,
-    }
-    if ds and name == "pearson":
-        r12, r13 = obs_a, obs_b
-        r23 = float(M.pearson(xa[0], xb[0]))
-        if all(np.isfinite([r12, r13, r23])):
-            t, pw = williams_test(r12, r13, r23, len(ys[0]))
-            result["williams"] = {"t": t, "df": len(ys[0]) - 3, "p_value": pw, "r_ab": r23}
-    return result
+    return min(1.0, p)
 
 
-def _finite(v: float) -> float | None:
-    return v if np.isfinite(v) else None
+def _board_samples(task: TaskDefinition, runs: Sequence[ValidatedRun],
+                   gold: Mapping[str, DatasetGold], metrics: Sequence[str], *, resamples: int,
+                   seed: int) -> dict[str, tuple[list[int], np.ndarray, np.ndarray]]:
+    """metric → (positions of the runs that have it, their values, their (resamples, k) values).
+
+    Metrics sharing the resampled datasets (all aggregates) share one pass over the draws;
+    each pass is seeded afresh, so a metric's resamples never depend on the other metrics.
+    """
+    for run in runs:
+        if not run.ok:
+            raise ValidationError(run.issues)
+    data = _datasets(task, runs, gold)
+    split = {m: _split_metric(task, m) for m in metrics}
+    passes: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+    for ds, name in split.values():
+        draws = (ds,) if ds else tuple(d for d in task.dataset_names if d in gold)
+        if ds and ds not in data:
+            continue  # no run has this dataset (or it has no gold): nobody is grouped on it
+        passes.setdefault(draws, []).append((ds, name))
+    samples: dict[tuple[str, str], np.ndarray] = {}
+    for draws, wanted in passes.items():
+        if draws:
+            samples.update(_bootstrap(task, runs, gold, data, draws, wanted, resamples, seed))
+    out = {}
+    for metric, (ds, name) in split.items():
+        if (ds, name) not in samples:
+            out[metric] = ([], np.zeros(0), np.zeros((resamples, 0)))
+            continue
+        members = list(data[ds].runs) if ds else list(range(len(runs)))
+        observed = np.array([_observed(task, runs[i], gold, ds, name) for i in members])
+        out[metric] = (members, observed, samples[(ds, name)][:, members])
+    return out
+
+
+def _groups(observed: np.ndarray, boot: np.ndarray, alpha: float) -> list[int]:
+    """Groups in input order: sorted by value, a run significantly below its group's best
+    run (p < alpha) starts the next group."""
+    values = np.nan_to_num(observed, nan=0.0)
+    order = sorted(range(len(values)), key=lambda i: -values[i])
+    groups = [0] * len(values)
+    group, leader = 0, -1
+    for i in order:
+        if leader < 0 or _p_value(float(values[leader] - values[i]),
+                                  boot[:, leader] - boot[:, i]) < alpha:
+            group += 1
+            leader = i
+        groups[i] = group
+    return groups
+
+
+def group_board(task: TaskDefinition, runs: Mapping[K, ValidatedRun],
+                gold: Mapping[str, DatasetGold], *, metrics: Sequence[str] | None = None,
+                alpha: float = 0.05, resamples: int = 1000, seed: int = 12345
+                ) -> dict[str, dict[K, int]]:
+    """Significance groups (1 = best) of a board on each metric (default: the ranking keys).
+
+    A run is grouped on a dataset metric only when it has that dataset; on an aggregate every
+    run is grouped, on its own scored datasets (a skipped CLSS type adds 0 to sum_pearson,
+    in every resample as in the score).
+    """
+    from evaluation.ranking import ranking_keys
+
+    keys = list(runs)
+    chosen = list(metrics) if metrics is not None else ranking_keys(task)
+    found = _board_samples(task, [runs[k] for k in keys], gold, chosen, resamples=resamples,
+                           seed=seed)
+    out: dict[str, dict[K, int]] = {}
+    for metric, (members, observed, boot) in found.items():
+        groups = _groups(observed, boot, alpha)
+        out[metric] = {keys[i]: g for i, g in zip(members, groups, strict=True)}
+    return out
 
 
 def group_runs(task: TaskDefinition, runs: Mapping[K, ValidatedRun],
@@ -143,22 +370,41 @@ def group_runs(task: TaskDefinition, runs: Mapping[K, ValidatedRun],
 
     Runs are sorted by the metric (undefined counts 0); each run joins the current group unless
     the paired bootstrap finds it significantly worse (p < alpha) than the group's best run,
-    in which case it starts the next group.
+    in which case it starts the next group. Runs without the metric's dataset are left out.
     """
-    from evaluation.scoring import score_run
+    return group_board(task, runs, gold, metrics=[metric], alpha=alpha, resamples=resamples,
+                       seed=seed)[metric]
 
-    values = {}
-    for key, run in runs.items():
-        flat = score_run(task, run, gold, confidence_intervals=False).flat()
-        v = flat.get(metric)
-        values[key] = 0.0 if v is None else v
-    order = sorted(values, key=lambda k: values[k], reverse=True)
-    groups: dict[K, int] = {}
-    group, leader = 0, None
-    for key in order:
-        if leader is None or compare_runs(task, runs[leader], runs[key], gold, metric=metric,
-                                          resamples=resamples, seed=seed)["p_value"] < alpha:
-            group += 1
-            leader = key
-        groups[key] = group
-    return groups
+
+def compare_runs(task: TaskDefinition, a: ValidatedRun, b: ValidatedRun,
+                 gold: Mapping[str, DatasetGold], *, metric: str, resamples: int = 1000,
+                 seed: int = 12345) -> dict[str, Any]:
+    """Paired bootstrap p-value for metric (a flat key: "ALL", "MSRpar/pearson") between runs.
+
+    Both runs are resampled with the same pair indices; an aggregate is each run's own (over
+    the datasets it was scored on). For Pearson on one dataset, Williams' test for dependent
+    correlations is reported too.
+    """
+    ds, name = _split_metric(task, metric)
+    if ds and (ds not in a.predictions or ds not in b.predictions or ds not in gold):
+        raise ValueError(f"both runs and the gold must cover {ds}")
+    _, observed, boot = _board_samples(task, [a, b], gold, [metric], resamples=resamples,
+                                             seed=seed)[metric]
+    obs_a, obs_b = float(observed[0]), float(observed[1])
+    delta = float(np.nan_to_num(obs_a, nan=0.0) - np.nan_to_num(obs_b, nan=0.0))
+    result: dict[str, Any] = {
+        "metric": metric, "a": _finite(obs_a), "b": _finite(obs_b), "difference": delta,
+        "p_value": _p_value(delta, boot[:, 0] - boot[:, 1]), "test": "paired bootstrap",
+        "resamples": resamples, "seed": seed, "williams": None,
+    }
+    if ds and name == "pearson":
+        r23 = float(M.pearson(a.predictions[ds].scores, b.predictions[ds].scores))
+        if all(np.isfinite([obs_a, obs_b, r23])):
+            n = len(a.predictions[ds])
+            t, pw = williams_test(obs_a, obs_b, r23, n)
+            result["williams"] = {"t": t, "df": n - 3, "p_value": pw, "r_ab": r23}
+    return result
+
+
+def _finite(v: float) -> float | None:
+    return v if np.isfinite(v) else None

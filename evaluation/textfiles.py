@@ -14,7 +14,10 @@ def sha256(data: bytes) -> str:
 
 def decode_text(data: bytes, filename: str) -> tuple[str | None, Issue | None]:
     """Text with LF line ends, or an Issue saying why the bytes are not a UTF-8 text file."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     if not data or data.isspace():
+        # a lone BOM is empty too: readers expecting a header must never see no line at all
         return None, Issue(filename, None, "the file is empty", "empty-file")
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return None, Issue(filename, None, "the file is UTF-16; save it as UTF-8", "encoding")
@@ -25,8 +28,6 @@ def decode_text(data: bytes, filename: str) -> tuple[str | None, Issue | None]:
             return None, Issue(filename, None, "the file looks like UTF-16; save it as UTF-8",
                                "encoding")
         return None, Issue(filename, None, "the file is binary, not a text file", "binary")
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
-from flask import Blueprint, Response, g, jsonify, request
+from flask import Blueprint, g, jsonify, request
 from werkzeug.exceptions import Unauthorized
 
 from semboard import request_now
@@ -14,6 +13,7 @@ from semboard.errors import InvalidData, NotFound
 from semboard.models import Phase, Task, User
 from semboard.services import access, accounts, gold, inputs, leaderboard, submissions, tasks, teams
 from semboard.storage import get_storage
+from semboard.webfiles import attachment, client_filename
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -117,14 +117,13 @@ def show_task(task_name: str) -> Any:
 def _uploaded_files() -> dict[str, bytes]:
     """Uploaded files by base name (client paths are dropped; names are never used as paths)."""
     found: dict[str, bytes] = {}
-    for storage in request.files.getlist("files"):
-        raw = storage.filename or ""
-        base = PureWindowsPath(PurePosixPath(raw).name).name.strip()
+    for upload in request.files.getlist("files"):
+        base = client_filename(upload.filename)
         if not base:
             raise InvalidData("every uploaded file needs a file name")
         if base in found:
             raise InvalidData(f"two uploaded files are called {base}")
-        found[base] = storage.read()
+        found[base] = upload.read()
     if not found:
         raise InvalidData("upload the run's files in the multipart field 'files'")
     return found
@@ -179,23 +178,13 @@ def show_leaderboard(task_name: str) -> Any:
     task = tasks.get_task(session, task_name)
     slug = request.args.get("phase")
     phase = tasks.get_phase(session, task, slug) if slug else _default_phase(task)
-    board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=_user())
+    board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=_user(),
+                                          storage=get_storage(), now=request_now())
+    session.commit()  # significance groups computed on a cache miss are kept
     if request.args.get("format") == "csv":
-        return Response(
-            board.to_csv(),
-            mimetype="text/csv",
-            headers={"Content-Disposition":
-                     f'attachment; filename="{task.name}-{phase.slug}-leaderboard.csv"'},
-        )
+        return attachment(board.to_csv(), f"{task.name}-{phase.slug}-leaderboard.csv",
+                          mimetype="text/csv")
     return jsonify(board.to_json())
-
-
-def _file_response(filename: str, data: bytes) -> Response:
-    safe = "".join(c for c in filename if c.isalnum() or c in "._-") or "download"
-    return Response(
-        data, mimetype="text/plain",
-        headers={"Content-Disposition": f'attachment; filename="{safe}"'},
-    )
 
 
 @bp.get("/tasks/<task_name>/phases/<phase_slug>/inputs/<dataset>")
@@ -209,7 +198,7 @@ def download_inputs(task_name: str, phase_slug: str, dataset: str) -> Any:
         session, get_storage(), phase=phase, dataset=dataset, user=user, now=request_now()
     )
     session.commit()
-    return _file_response(filename, data)
+    return attachment(data, filename)
 
 
 @bp.get("/tasks/<task_name>/gold/<dataset>")
@@ -220,4 +209,4 @@ def download_gold(task_name: str, dataset: str) -> Any:
     filename, data = gold.download_gold(
         session, get_storage(), task=task, dataset=dataset, viewer=_user()
     )
-    return _file_response(filename, data)
+    return attachment(data, filename)

@@ -20,7 +20,7 @@ from flask.cli import AppGroup
 from sqlalchemy.orm import Session
 
 from baselines import SYSTEM_NAMES, run_system, system_class
-from semboard.errors import DomainError, InvalidData
+from semboard.errors import InvalidData
 from semboard.models import Run
 from semboard.storage import Storage
 
@@ -147,7 +147,7 @@ def run_command(task_name: str, system: str, device: str, phase_slug: str | None
     from flask import current_app
 
     from semboard import utcnow
-    from semboard.db import session_factory
+    from semboard.cli import command_session
     from semboard.storage import get_storage
 
     systems = list(SYSTEM_NAMES) if system == "all" else [system]
@@ -167,20 +167,13 @@ def run_command(task_name: str, system: str, device: str, phase_slug: str | None
             click.echo(f"queued {job.description}: job {job.id} on queue {QUEUE_NAME!r}")
         click.echo(f"a worker runs them: rq worker -u {redis_url} {QUEUE_NAME}")
         return
-    session = session_factory()()
     try:
-        runs = run_baselines(session, get_storage(), task_name=task_name, systems=systems,
-                             now=utcnow(), device=device, phase_slug=phase_slug, seed=seed,
-                             progress=_tqdm_bar)
-    except DomainError as err:
-        session.rollback()
-        lines = [str(err)] + [f"  {issue}" for issue in err.issues]
-        raise click.ClickException("\n".join(lines)) from None
+        with command_session() as session:
+            runs = run_baselines(session, get_storage(), task_name=task_name, systems=systems,
+                                 now=utcnow(), device=device, phase_slug=phase_slug, seed=seed,
+                                 progress=_tqdm_bar)
     except (RuntimeError, ImportError) as err:  # --device cuda without a GPU, extra missing
-        session.rollback()
         raise click.ClickException(str(err)) from None
-    finally:
-        session.close()
     for run in runs:
         meta = run.meta or {}
         click.echo(f"{run.name}: run {run.id} {run.status}, {meta.get('n_pairs')} pairs, "

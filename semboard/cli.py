@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from flask import Flask, current_app
@@ -21,6 +22,9 @@ from semboard.models import PHASE_KINDS, VISIBILITIES, Phase, Task
 from semboard.services import accounts, gold, inputs, leaderboard, tasks
 from semboard.storage import get_storage
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 task_cli = AppGroup("task", help="Load tasks, set phases, name organisers.")
@@ -31,8 +35,13 @@ results_cli = AppGroup("results", help="Results tables for the task paper; publi
 db_cli = AppGroup("db", help="Database schema (alembic).")
 
 
+def click_error(err: DomainError) -> click.ClickException:
+    """A domain refusal as a CLI error: its message, then one indented line per issue."""
+    return click.ClickException("\n".join([str(err)] + [f"  {issue}" for issue in err.issues]))
+
+
 @contextmanager
-def _session() -> Iterator[Session]:
+def command_session() -> Iterator[Session]:
     """A session committed on success; domain errors become clean CLI errors."""
     session = session_factory()()
     try:
@@ -40,8 +49,7 @@ def _session() -> Iterator[Session]:
         session.commit()
     except DomainError as err:
         session.rollback()
-        lines = [str(err)] + [f"  {issue}" for issue in err.issues]
-        raise click.ClickException("\n".join(lines)) from None
+        raise click_error(err) from None
     finally:
         session.close()
 
@@ -55,7 +63,7 @@ def _utc(value: str) -> datetime:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
-def alembic_config(url: str | None = None) -> object:
+def alembic_config(url: str | None = None) -> Config:
     """An alembic Config pointing at migrations/ and the app's database."""
     from alembic.config import Config
 
@@ -101,7 +109,7 @@ def task_load(name_or_path: str, inputs_dir: Path | None) -> None:
         definition = load_task(name_or_path)
     except (TaskDefinitionError, FileNotFoundError, KeyError) as err:
         raise click.ClickException(str(err)) from None
-    with _session() as session:
+    with command_session() as session:
         task = tasks.load_task(session, definition, now=utcnow())
         click.echo(f"loaded task {task.name}: {task.title}")
         if inputs_dir is not None:
@@ -114,7 +122,7 @@ def task_load(name_or_path: str, inputs_dir: Path | None) -> None:
 @task_cli.command("list")
 def task_list() -> None:
     """List loaded tasks and their phases."""
-    with _session() as session:
+    with command_session() as session:
         for task in tasks.list_tasks(session):
             click.echo(f"{task.name}: {task.title}")
             for p in tasks.phases(session, task):
@@ -158,7 +166,7 @@ def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, op
         given["visibility"] = visibility
     if track is not None:
         given["track"] = track or None
-    with _session() as session:
+    with command_session() as session:
         task = tasks.get_task(session, task_name)
         existing = {p.slug: p for p in tasks.phases(session, task)}
         if slug in existing:
@@ -180,7 +188,7 @@ def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, op
 @click.option("--remove", is_flag=True, help="Remove instead of adding.")
 def task_organiser(task_name: str, email: str, remove: bool) -> None:
     """Name the account EMAIL an organiser of TASK_NAME."""
-    with _session() as session:
+    with command_session() as session:
         task = tasks.get_task(session, task_name)
         user = accounts.require_user(session, email)
         if remove:
@@ -196,7 +204,7 @@ def task_organiser(task_name: str, email: str, remove: bool) -> None:
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def gold_upload(task_name: str, folder: Path) -> None:
     """Upload the gold files found in FOLDER (official release layout or base names)."""
-    with _session() as session:
+    with command_session() as session:
         task = tasks.get_task(session, task_name)
         now = utcnow()
         rows = gold.load_release_gold(session, get_storage(), task=task, release_dir=folder,
@@ -211,7 +219,7 @@ def gold_upload(task_name: str, folder: Path) -> None:
 @click.argument("task_name")
 def gold_release(task_name: str) -> None:
     """Release TASK_NAME's gold to everyone."""
-    with _session() as session:
+    with command_session() as session:
         task = tasks.get_task(session, task_name)
         gold.release_gold(session, task=task, user=None, now=utcnow())
         click.echo(f"gold of {task.name} released")
@@ -221,7 +229,7 @@ def gold_release(task_name: str) -> None:
 @click.argument("task_name")
 def gold_rescore(task_name: str) -> None:
     """Score every run of TASK_NAME against its current gold (history kept)."""
-    with _session() as session:
+    with command_session() as session:
         task = tasks.get_task(session, task_name)
         changed = gold.rescore(session, get_storage(), task=task, now=utcnow())
         click.echo(f"{changed} run(s) rescored")
@@ -232,7 +240,7 @@ def gold_rescore(task_name: str) -> None:
 @click.option("--name", default="cli", help="A label for the token.")
 def token_create(email: str, name: str) -> None:
     """Create an API token for EMAIL and print it (shown only once)."""
-    with _session() as session:
+    with command_session() as session:
         user = accounts.require_user(session, email)
         click.echo(accounts.create_api_token(session, user=user, name=name, now=utcnow()))
 
@@ -247,7 +255,7 @@ def user_create(email: str, admin: bool, display_name: str, password: str | None
     """Create an account."""
     generated = password is None
     password = password or secrets.token_urlsafe(12)
-    with _session() as session:
+    with command_session() as session:
         user = accounts.register_user(session, email=email, password=password,
                                       display_name=display_name, now=utcnow(), is_admin=admin)
         click.echo(f"created {'admin ' if admin else ''}{user.email}")
@@ -260,7 +268,7 @@ def user_create(email: str, admin: bool, display_name: str, password: str | None
 @click.option("--revoke", is_flag=True)
 def user_admin(email: str, revoke: bool) -> None:
     """Make EMAIL a site admin (or revoke it)."""
-    with _session() as session:
+    with command_session() as session:
         user = accounts.require_user(session, email)
         user.is_admin = not revoke
         click.echo(f"{user.email} is {'no longer ' if revoke else ''}a site admin")
@@ -273,7 +281,7 @@ def user_admin(email: str, revoke: bool) -> None:
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path))
 def results_export(task_name: str, phase_slug: str | None, fmt: str, output: Path | None) -> None:
     """Print (or write) a phase's results table."""
-    with _session() as session:
+    with command_session() as session:
         task = tasks.get_task(session, task_name)
         phase = _pick_phase(session, task, phase_slug)
         board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=None,
@@ -296,7 +304,7 @@ def results_export(task_name: str, phase_slug: str | None, fmt: str, output: Pat
 @click.option("--phase", "phase_slug", help="Phase slug (default: the last evaluation phase).")
 def results_publish(task_name: str, phase_slug: str | None) -> None:
     """Publish a phase's results (its hidden board becomes public)."""
-    with _session() as session:
+    with command_session() as session:
         task = tasks.get_task(session, task_name)
         phase = _pick_phase(session, task, phase_slug)
         gold.publish_results(session, phase=phase, user=None, now=utcnow())
@@ -304,14 +312,14 @@ def results_publish(task_name: str, phase_slug: str | None) -> None:
 
 
 def _pick_phase(session: Session, task: Task, slug: str | None) -> Phase:
+    """The named phase, else the last evaluation phase, else the last phase."""
     if slug:
         return tasks.get_phase(session, task, slug)
     all_phases = tasks.phases(session, task)
-    evaluation = [p for p in all_phases if p.kind == "evaluation"]
-    chosen = (evaluation or all_phases)[-1:] if all_phases else []
-    if not chosen:
+    if not all_phases:
         raise click.ClickException("the task has no phases")
-    return chosen[0]
+    evaluation = [p for p in all_phases if p.kind == "evaluation"]
+    return (evaluation or all_phases)[-1]
 
 
 def register_cli(app: Flask) -> None:

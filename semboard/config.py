@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -62,15 +64,18 @@ def instance_secret_key(instance_path: str | Path) -> str:
         return key_file.read_text().strip()
     except FileNotFoundError:
         pass
-    key = secrets.token_hex(32)
-    # O_EXCL: when several workers start at once, the first writer wins and the others read its key.
+    # Written to a private (0600) temporary file, then hard-linked into place: the key file never
+    # exists half-written, and when several workers start at once the first link wins and every
+    # worker reads that key.
+    fd, tmp = tempfile.mkstemp(dir=key_file.parent, prefix=".secret_key-")
     try:
-        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return key_file.read_text().strip()
-    with os.fdopen(fd, "w") as handle:
-        handle.write(key)
-    return key
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(32))
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, key_file)
+    finally:
+        os.unlink(tmp)
+    return key_file.read_text().strip()
 
 
 def insecure_cookies() -> dict[str, Any]:

@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import current_app, g
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
@@ -68,6 +69,21 @@ def begin_write(session: Session) -> None:
     if session.in_transaction():
         session.commit()
     session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
+
+
+def insert_unless_refused(session: Session, row: object) -> bool:
+    """Add and flush row inside a savepoint; False when a constraint refuses it.
+
+    A refusal (e.g. a concurrent duplicate) rolls back only the savepoint, so the caller's
+    transaction goes on and can say why in its own words.
+    """
+    try:
+        with session.begin_nested():
+            session.add(row)
+            session.flush()
+    except IntegrityError:
+        return False
+    return True
 
 
 def session_factory() -> sessionmaker[Session]:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+
+def issue_dicts(issues: Iterable[Any]) -> list[Any]:
+    """JSON form of issues: evaluation.Issue objects converted, stored dicts kept as they are."""
+    return [i.to_dict() if hasattr(i, "to_dict") else i for i in issues]
 
 
 class DomainError(Exception):
@@ -20,10 +26,7 @@ class DomainError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: the message and any issues (each with file, line and message)."""
-        return {
-            "error": self.message,
-            "issues": [i.to_dict() if hasattr(i, "to_dict") else i for i in self.issues],
-        }
+        return {"error": self.message, "issues": issue_dicts(self.issues)}
 
 
 class NotFound(DomainError):

@@ -391,6 +391,25 @@ class RunScoreRecord(Base):
     run: Mapped[Run] = relationship(back_populates="scores")
 
 
+class SignificanceGroups(Base):
+    """A phase board's cached significance groups, for one digest of its runs, gold and settings.
+
+    Keyed by the digest so a new run, a rescore or new gold simply misses; `groups` maps a run id
+    (as text: JSON keys) to {metric: group}.
+    """
+
+    __tablename__ = "significance_groups"
+    __table_args__ = (UniqueConstraint("phase_id", "digest"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    digest: Mapped[str] = mapped_column(String(64))
+    settings: Mapped[dict[str, Any]] = mapped_column()
+    groups: Mapped[dict[str, Any]] = mapped_column()
+    elapsed_ms: Mapped[int] = mapped_column(Integer)
+    computed_at: Mapped[datetime]
+
+
 class UploadLog(Base):
     """Every upload attempt, accepted or rejected, with its issues."""
 

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from semboard.errors import Forbidden
 from semboard.models import Phase, Run, Task, TaskOrganiser, TeamMember, User
 
 
@@ -30,6 +31,12 @@ def is_organiser(session: Session, user: User | None, task: Task) -> bool:
         TaskOrganiser.task_id == task.id, TaskOrganiser.user_id == user.id
     )
     return session.scalar(query) is not None
+
+
+def require_organiser(session: Session, user: User | None, task: Task) -> None:
+    """Raise Forbidden unless user organises the task; user=None is the trusted command line."""
+    if user is not None and not is_organiser(session, user, task):
+        raise Forbidden("only the task's organisers may do this")
 
 
 def can_manage_task(session: Session, user: User | None, task: Task) -> bool:

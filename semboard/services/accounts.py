@@ -9,9 +9,9 @@ from datetime import datetime, timedelta
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from semboard.db import insert_unless_refused
 from semboard.errors import AuthenticationFailed, InvalidData, NameTaken, NotFound, RateLimited
 from semboard.models import ApiToken, User
 from semboard.services import ratelimit
@@ -63,12 +63,8 @@ def register_user(
         is_active_account=True,
         created_at=now,
     )
-    try:
-        with session.begin_nested():
-            session.add(user)
-            session.flush()
-    except IntegrityError as err:
-        raise NameTaken(f"an account for {email} already exists") from err
+    if not insert_unless_refused(session, user):  # registered concurrently
+        raise NameTaken(f"an account for {email} already exists")
     return user
 
 

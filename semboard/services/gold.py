@@ -8,25 +8,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from semboard.db import begin_write
 from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import GoldFile, Phase, Run, RunScoreRecord, Task, User
-from semboard.services import access, inputs, tasks
-from semboard.storage import Storage, keys, put_content, sha256
+from semboard.services import access, datafiles, inputs, tasks
+from semboard.storage import Storage, keys
 
 log = logging.getLogger(__name__)
 
 # Bootstrap settings for confidence intervals (metric values do not depend on them).
 SCORE_OPTIONS: dict[str, Any] = {"resamples": 1000, "seed": 12345}
-
-
-def _require_organiser(session: Session, user: User | None, task: Task) -> None:
-    """user=None is the trusted command line; anyone else must organise the task."""
-    if user is not None and not access.is_organiser(session, user, task):
-        raise Forbidden("only the task's organisers may do this")
 
 
 def upload_gold(
@@ -43,37 +37,19 @@ def upload_gold(
     """Check a gold file against the definition (and the stored inputs) and store a new version."""
     from evaluation import ValidationError, read_gold
 
-    _require_organiser(session, user, task)
+    access.require_organiser(session, user, task)
+    datafiles.dataset_spec(task, dataset)
     definition = tasks.definition(task)
-    try:
-        definition.dataset(dataset)
-    except KeyError as err:
-        raise NotFound(f"task {task.name} has no dataset {dataset!r}") from err
     known_inputs = inputs.parsed_inputs(session, storage, task=task).get(dataset)
     try:
         parsed = read_gold(definition, dataset, data, filename=filename, inputs=known_inputs)
     except ValidationError as err:
         raise InvalidData(f"{filename} is not valid gold for {dataset}", err.issues) from err
-    digest = sha256(data)
-    latest = current_gold(session, task=task).get(dataset)
-    if latest is not None and latest.sha256 == digest:
-        return latest
-    key = keys.gold(task.name, dataset, digest)
-    put_content(storage, key, data)
-    row = GoldFile(
-        task_id=task.id,
-        dataset=dataset,
-        version=(latest.version + 1) if latest else 1,
-        filename=definition.gold_filename(dataset) or filename,
-        storage_key=key,
-        sha256=digest,
-        n_items=len(parsed),
-        uploaded_by_id=user.id if user else None,
-        uploaded_at=now,
+    return datafiles.store_version(
+        session, storage, GoldFile, keys.gold, task=task, dataset=dataset,
+        filename=definition.gold_filename(dataset) or filename, data=data, n_items=len(parsed),
+        user=user, now=now,
     )
-    session.add(row)
-    session.flush()
-    return row
 
 
 def load_release_gold(
@@ -100,16 +76,7 @@ def load_release_gold(
 
 def current_gold(session: Session, *, task: Task) -> dict[str, GoldFile]:
     """The newest gold version of each dataset."""
-    newest = (
-        select(GoldFile.dataset, func.max(GoldFile.version).label("v"))
-        .where(GoldFile.task_id == task.id)
-        .group_by(GoldFile.dataset)
-        .subquery()
-    )
-    query = select(GoldFile).join(
-        newest, (GoldFile.dataset == newest.c.dataset) & (GoldFile.version == newest.c.v)
-    ).where(GoldFile.task_id == task.id)
-    return {row.dataset: row for row in session.scalars(query)}
+    return datafiles.newest_versions(session, GoldFile, task=task)
 
 
 def gold_digest(current: dict[str, GoldFile]) -> str:
@@ -118,43 +85,43 @@ def gold_digest(current: dict[str, GoldFile]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-_PARSED: dict[tuple[str, str, str, str], Any] = {}
+_PARSED = datafiles.ParsedCache()
 
 
 def parsed_gold(session: Session, storage: Storage, *, task: Task) -> dict[str, Any]:
     """DatasetGold of every dataset with gold (parsed once per digest)."""
-    from evaluation import read_gold
-
     definition = tasks.definition(task)
     known_inputs = inputs.parsed_inputs(session, storage, task=task)
     found = {}
     for dataset, row in current_gold(session, task=task).items():
         ds_inputs = known_inputs.get(dataset)
         cache_key = (definition.digest, dataset, row.sha256, ds_inputs.digest if ds_inputs else "")
-        if cache_key not in _PARSED:
-            if len(_PARSED) > 256:
-                _PARSED.clear()
-            data = storage.get(row.storage_key)
-            _PARSED[cache_key] = read_gold(
-                definition, dataset, data, filename=row.filename, inputs=ds_inputs
-            )
-        found[dataset] = _PARSED[cache_key]
+        found[dataset] = _PARSED.get(cache_key, _read_stored, storage, definition, row, ds_inputs)
     return found
+
+
+def _read_stored(storage: Storage, definition: Any, row: GoldFile, ds_inputs: Any) -> Any:
+    """Parse a stored gold file (it was checked on upload) against the current inputs."""
+    from evaluation import read_gold
+
+    return read_gold(definition, row.dataset, storage.get(row.storage_key),
+                     filename=row.filename, inputs=ds_inputs)
 
 
 def release_gold(session: Session, *, task: Task, user: User | None, now: datetime) -> None:
     """Make the task's gold downloadable by everyone."""
-    _require_organiser(session, user, task)
+    access.require_organiser(session, user, task)
     if not current_gold(session, task=task):
         raise InvalidData(f"task {task.name} has no gold to release")
-    task.gold_released_at = task.gold_released_at or now
-    task.gold_released_by_id = user.id if user else None
-    session.flush()
+    if task.gold_released_at is None:  # releasing again keeps who released it first, and when
+        task.gold_released_at = now
+        task.gold_released_by_id = user.id if user else None
+        session.flush()
 
 
 def publish_results(session: Session, *, phase: Phase, user: User | None, now: datetime) -> None:
     """Publish a phase's results (a 'hidden until published' board becomes public)."""
-    _require_organiser(session, user, phase.task)
+    access.require_organiser(session, user, phase.task)
     phase.results_published_at = phase.results_published_at or now
     session.flush()
 

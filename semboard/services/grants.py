@@ -7,22 +7,16 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from semboard.errors import Forbidden, InvalidData
+from semboard.errors import InvalidData
 from semboard.models import Grant, Phase, Task, Team, User
 from semboard.services import access
-
-
-def _require_organiser(session: Session, by: User | None, task: Task) -> None:
-    """by=None is the trusted command line; anyone else must organise the task."""
-    if by is not None and not access.is_organiser(session, by, task):
-        raise Forbidden("only the task's organisers may do this")
 
 
 def mark_organiser_team(
     session: Session, *, team: Team, by: User | None, value: bool = True, now: datetime
 ) -> Team:
     """Flag (or unflag) a team as including organisers (‡ on the leaderboard)."""
-    _require_organiser(session, by, team.task)
+    access.require_organiser(session, by, team.task)
     team.is_organiser_team = value
     session.flush()
     return team
@@ -39,7 +33,7 @@ def grant_post_deadline_fix(
     now: datetime,
 ) -> Grant:
     """Let a team submit or replace runs after its deadline until `until` (flagged †)."""
-    _require_organiser(session, by, team.task)
+    access.require_organiser(session, by, team.task)
     if phase.task_id != team.task_id:
         raise InvalidData("the team and the phase belong to different tasks")
     if not reason.strip():

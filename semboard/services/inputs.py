@@ -6,21 +6,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from semboard.db import insert_unless_refused
 from semboard.errors import Forbidden, InvalidData, NotFound, PhaseNotOpen
 from semboard.models import InputFile, Phase, Task, Team, TeamWindow, User
-from semboard.services import access, tasks, teams
-from semboard.storage import Storage, keys, put_content, sha256
-
-
-def _dataset_spec(task: Task, dataset: str) -> Any:
-    try:
-        return tasks.definition(task).dataset(dataset)
-    except KeyError as err:
-        raise NotFound(f"task {task.name} has no dataset {dataset!r}") from err
+from semboard.services import access, datafiles, tasks, teams
+from semboard.storage import Storage, keys
 
 
 def upload_inputs(
@@ -37,31 +30,18 @@ def upload_inputs(
     """Check a dataset's input file with the task definition and store it as a new version."""
     from evaluation import ValidationError, read_inputs
 
-    _dataset_spec(task, dataset)
+    access.require_organiser(session, user, task)
+    datafiles.dataset_spec(task, dataset)
+    definition = tasks.definition(task)
     try:
-        parsed = read_inputs(tasks.definition(task), dataset, data, filename=filename)
+        parsed = read_inputs(definition, dataset, data, filename=filename)
     except ValidationError as err:
         raise InvalidData(f"{filename} is not valid input for {dataset}", err.issues) from err
-    digest = sha256(data)
-    latest = current_inputs(session, task=task).get(dataset)
-    if latest is not None and latest.sha256 == digest:
-        return latest
-    key = keys.inputs(task.name, dataset, digest)
-    put_content(storage, key, data)
-    row = InputFile(
-        task_id=task.id,
-        dataset=dataset,
-        version=(latest.version + 1) if latest else 1,
-        filename=tasks.definition(task).input_filename(dataset),
-        storage_key=key,
-        sha256=digest,
-        n_items=len(parsed),
-        uploaded_by_id=user.id if user else None,
-        uploaded_at=now,
+    return datafiles.store_version(
+        session, storage, InputFile, keys.inputs, task=task, dataset=dataset,
+        filename=definition.input_filename(dataset), data=data, n_items=len(parsed), user=user,
+        now=now,
     )
-    session.add(row)
-    session.flush()
-    return row
 
 
 def load_release_inputs(
@@ -85,37 +65,28 @@ def load_release_inputs(
 
 def current_inputs(session: Session, *, task: Task) -> dict[str, InputFile]:
     """The newest input version of each dataset."""
-    newest = (
-        select(InputFile.dataset, func.max(InputFile.version).label("v"))
-        .where(InputFile.task_id == task.id)
-        .group_by(InputFile.dataset)
-        .subquery()
-    )
-    query = select(InputFile).join(
-        newest, (InputFile.dataset == newest.c.dataset) & (InputFile.version == newest.c.v)
-    ).where(InputFile.task_id == task.id)
-    return {row.dataset: row for row in session.scalars(query)}
+    return datafiles.newest_versions(session, InputFile, task=task)
 
 
-_PARSED: dict[tuple[str, str, str], Any] = {}
-_PARSED_MAX = 256
+_PARSED = datafiles.ParsedCache()
 
 
 def parsed_inputs(session: Session, storage: Storage, *, task: Task) -> dict[str, Any]:
     """DatasetInputs of every dataset with stored inputs (parsed once per digest)."""
-    from evaluation import read_inputs
-
     definition = tasks.definition(task)
     found = {}
     for dataset, row in current_inputs(session, task=task).items():
-        cache_key = (definition.digest, dataset, row.sha256)
-        if cache_key not in _PARSED:
-            if len(_PARSED) >= _PARSED_MAX:
-                _PARSED.clear()
-            data = storage.get(row.storage_key)
-            _PARSED[cache_key] = read_inputs(definition, dataset, data, filename=row.filename)
-        found[dataset] = _PARSED[cache_key]
+        found[dataset] = _PARSED.get((definition.digest, dataset, row.sha256), _read_stored,
+                                     storage, definition, row)
     return found
+
+
+def _read_stored(storage: Storage, definition: Any, row: InputFile) -> Any:
+    """Parse a stored input file (it was checked on upload)."""
+    from evaluation import read_inputs
+
+    return read_inputs(definition, row.dataset, storage.get(row.storage_key),
+                       filename=row.filename)
 
 
 def team_window(session: Session, *, team: Team, phase: Phase) -> TeamWindow | None:
@@ -147,11 +118,7 @@ def start_window(
         ends_at=tasks.phase_deadline(phase, now),
         started_by_id=user.id if user else None,
     )
-    try:
-        with session.begin_nested():
-            session.add(window)
-            session.flush()
-    except IntegrityError:
+    if not insert_unless_refused(session, window):
         # A teammate's concurrent download started it first; theirs stands.
         window = team_window(session, team=team, phase=phase)
     return window
@@ -163,7 +130,7 @@ def download_inputs(
 ) -> tuple[str, bytes]:
     """A dataset's input file; a team's first download in a windowed phase starts its window."""
     task = phase.task
-    _dataset_spec(task, dataset)
+    datafiles.dataset_spec(task, dataset)
     row = current_inputs(session, task=task).get(dataset)
     if access.is_organiser(session, user, task):
         if row is None:

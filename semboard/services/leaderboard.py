@@ -1,4 +1,8 @@
-"""Leaderboards from stored scores and evaluation.rank_runs (no metric is computed here)."""
+"""Leaderboards from stored scores, evaluation.rank_runs and cached significance groups.
+
+No metric is computed here: values and ranks come from the stored scores, and significance
+groups from the significance service (evaluation's paired bootstrap over the stored runs).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ from sqlalchemy.orm import Session, selectinload
 
 from semboard.errors import Forbidden
 from semboard.models import Phase, Run, Task, User
-from semboard.services import access, tasks
+from semboard.services import access, significance, tasks
+from semboard.storage import Storage
 
 FLAG_LATE = "*"
 FLAG_FIX = "†"
@@ -47,6 +52,8 @@ class Row:
     ranks: dict[str, int]
     submitted_at: datetime
     baseline_info: dict[str, Any] | None = None
+    # significance group on each ranked metric (1 = best); baselines and ungrouped runs: none
+    groups: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (the API's row)."""
@@ -60,6 +67,7 @@ class Row:
             "ranks": self.ranks,
             "submitted_at": self.submitted_at.isoformat(),
             "baseline_info": self.baseline_info,
+            "groups": self.groups,
         }
 
 
@@ -71,6 +79,8 @@ class Leaderboard:
     phase: Phase
     columns: list[Column] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
+    # how the rows' groups were made (test, resamples, seed, alpha, computed_at); None: no groups
+    significance: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The API's leaderboard object."""
@@ -79,6 +89,7 @@ class Leaderboard:
             "phase": self.phase.slug,
             "columns": [c.to_json() for c in self.columns],
             "rows": [r.to_json() for r in self.rows],
+            "significance": self.significance,
         }
 
     def _table(self) -> tuple[list[str], list[list[Any]]]:
@@ -98,8 +109,12 @@ class Leaderboard:
         return header, body
 
     def to_csv(self) -> str:
-        """CSV with one row per run (values unrounded)."""
+        """CSV with one row per run (values unrounded); group columns come last."""
         header, body = self._table()
+        ranked = [c for c in self.columns if c.ranked]
+        header = header + [f"{c.label} group" for c in ranked]
+        body = [line + [row.groups.get(c.key, "") for c in ranked]
+                for line, row in zip(body, self.rows, strict=True)]
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(header)
@@ -153,10 +168,23 @@ def _columns(
 
 
 def build_leaderboard(
-    session: Session, *, task: Task, phase: Phase, viewer: User | None, check_access: bool = True
+    session: Session,
+    *,
+    task: Task,
+    phase: Phase,
+    viewer: User | None,
+    check_access: bool = True,
+    storage: Storage | None = None,
+    now: datetime | None = None,
 ) -> Leaderboard:
-    """The phase's board for this viewer (Forbidden when not visible; the CLI skips the check)."""
+    """The phase's board for this viewer (Forbidden when not visible; the CLI skips the check).
+
+    Significance groups come from the cache; with a storage, a miss computes and stores them
+    (flushed: the caller commits, so the next request finds them). Without one, a miss leaves
+    the rows ungrouped.
+    """
     from evaluation import rank_runs, ranking_keys
+    from semboard import utcnow
 
     if check_access and not access.can_view_leaderboard(session, viewer, phase):
         raise Forbidden("this leaderboard is not public yet")
@@ -177,6 +205,18 @@ def build_leaderboard(
     datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
     flats = [r.current_score.flat for r in scored]
     board.columns = _columns(definition, flats, ranked_keys, datasets)
+    ranked_runs = [r for r in scored if not r.team.is_baseline]
+    groups: dict[str, dict[str, int]] = {}
+    metrics = [c.key for c in board.columns if c.ranked]
+    if ranked_runs and metrics:
+        found = significance.board_groups(session, storage, phase=phase, runs=ranked_runs,
+                                          metrics=metrics, now=now or utcnow())
+        # a failed grouping (noted in its settings) is cached too, but shows no groups
+        if found is not None and not found.settings.get("error"):
+            groups = found.groups
+            board.significance = {
+                key: found.settings.get(key) for key in ("test", "resamples", "seed", "alpha")
+            } | {"computed_at": found.computed_at.isoformat(), "metrics": metrics}
     for run in scored:
         flags = []
         if run.is_late:
@@ -195,6 +235,7 @@ def build_leaderboard(
             ranks=dict(ranks.get(run.id, {})),
             submitted_at=run.submitted_at,
             baseline_info=dict(run.meta) if run.team.is_baseline else None,
+            groups=dict(groups.get(str(run.id), {})),
         ))
     sort_key = board.columns[0].key if board.columns else None
 
@@ -204,3 +245,17 @@ def build_leaderboard(
 
     board.rows.sort(key=order)
     return board
+
+
+def refresh_significance(session: Session, storage: Storage, *, task: Task, now: datetime) -> int:
+    """Group every phase board of the task now (after a rescore or publication); flushes.
+
+    Returns how many boards have groups; the first visitor after a change is then spared
+    the computation. The caller commits.
+    """
+    count = 0
+    for phase in tasks.phases(session, task):
+        board = build_leaderboard(session, task=task, phase=phase, viewer=None,
+                                  check_access=False, storage=storage, now=now)
+        count += board.significance is not None
+    return count

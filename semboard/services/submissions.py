@@ -22,6 +22,7 @@ from semboard.errors import (
     RunLimitReached,
     RunRejected,
     WindowClosed,
+    issue_dicts,
 )
 from semboard.models import Phase, Run, RunFile, Task, Team, UploadLog, User
 from semboard.services import access, gold, grants, inputs, ratelimit, tasks
@@ -62,7 +63,7 @@ def _log_upload(
         run_name=name[:255],
         outcome=outcome,
         message=message,
-        issues=[i.to_dict() if hasattr(i, "to_dict") else i for i in (issues or [])],
+        issues=issue_dicts(issues or []),
         filenames=sorted(files)[:200],
         total_bytes=sum(len(v) for v in files.values()),
         created_at=now,

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from semboard.db import insert_unless_refused
 from semboard.errors import InvalidData, NameTaken, NotFound, PhaseNotOpen
 from semboard.models import (
     LATE_POLICIES,
@@ -132,12 +133,8 @@ def add_phase(
     )
     _check_phase(task, values)
     phase = Phase(task_id=task.id, created_at=now, **values)
-    try:
-        with session.begin_nested():
-            session.add(phase)
-            session.flush()
-    except IntegrityError as err:
-        raise NameTaken(f"task {task.name} already has a phase {slug!r}") from err
+    if not insert_unless_refused(session, phase):
+        raise NameTaken(f"task {task.name} already has a phase {slug!r}")
     session.refresh(task, ["phases"])
     return phase
 

@@ -6,9 +6,9 @@ import secrets
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from semboard.db import insert_unless_refused
 from semboard.errors import AlreadyInTeam, InvalidData, NameTaken, NotFound
 from semboard.models import Task, Team, TeamMember, User
 
@@ -51,14 +51,9 @@ def get_team(session: Session, team_id: int) -> Team:
 
 
 def _add_member(session: Session, team: Team, user: User, now: datetime) -> None:
-    try:
-        with session.begin_nested():
-            session.add(
-                TeamMember(task_id=team.task_id, team_id=team.id, user_id=user.id, joined_at=now)
-            )
-            session.flush()
-    except IntegrityError as err:
-        raise AlreadyInTeam("you already belong to a team for this task") from err
+    member = TeamMember(task_id=team.task_id, team_id=team.id, user_id=user.id, joined_at=now)
+    if not insert_unless_refused(session, member):  # joined another team concurrently
+        raise AlreadyInTeam("you already belong to a team for this task")
 
 
 def create_team(
@@ -82,12 +77,8 @@ def create_team(
         is_organiser_team=False,
         created_at=now,
     )
-    try:
-        with session.begin_nested():
-            session.add(team)
-            session.flush()
-    except IntegrityError as err:
-        raise NameTaken(f"a team called {name!r} already exists for this task") from err
+    if not insert_unless_refused(session, team):
+        raise NameTaken(f"a team called {name!r} already exists for this task")
     _add_member(session, team, captain, now)
     return team
 

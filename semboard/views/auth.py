@@ -8,10 +8,10 @@ from urllib.parse import urlsplit
 from flask import flash, redirect, render_template, request, url_for
 from flask_login import login_required, login_user, logout_user
 
-from semboard.errors import DomainError
 from semboard.forms import ActionForm, LoginForm, RegisterForm, TokenForm
+from semboard.models import User
 from semboard.services import access, accounts, tasks, teams
-from semboard.views.common import bp, db, flash_error, me, now
+from semboard.views.common import bp, committed, db, me, now
 
 
 def _safe_next(target: str | None) -> str | None:
@@ -31,17 +31,12 @@ def register() -> Any:
         return redirect(url_for("web.tasks"))
     form = RegisterForm()
     if form.validate_on_submit():
-        session = db()
-        try:
+        with committed() as done:
             user = accounts.register_user(
-                session, email=form.email.data, password=form.password.data,
+                db(), email=form.email.data, password=form.password.data,
                 display_name=form.display_name.data.strip(), now=now(),
             )
-            session.commit()
-        except DomainError as err:
-            session.rollback()
-            flash_error(err)
-        else:
+        if done:
             login_user(user)
             flash(f"Welcome, {user.display_name}! Pick a task to join a team.", "success")
             return redirect(url_for("web.tasks"))
@@ -55,17 +50,12 @@ def login() -> Any:
     if request.method == "GET":
         form.next.data = request.args.get("next", "")
     if form.validate_on_submit():
-        session = db()
-        try:
+        with committed() as done:
             user = accounts.authenticate(
-                session, email=form.email.data, password=form.password.data, now=now(),
+                db(), email=form.email.data, password=form.password.data, now=now(),
                 remote_addr=request.remote_addr,
             )
-            session.commit()
-        except DomainError as err:
-            session.rollback()
-            flash_error(err)
-        else:
+        if done:
             login_user(user)
             flash(f"Logged in as {user.display_name}.", "success")
             return redirect(_safe_next(form.next.data) or url_for("web.tasks"))
@@ -82,46 +72,10 @@ def logout() -> Any:
     return redirect(url_for("web.tasks"))
 
 
-@bp.get("/profile")
-@login_required
-def profile() -> Any:
-    """The user's teams and API tokens."""
-    user = me()
+def _profile_page(user: User, form: TokenForm, new_token: str | None = None) -> str:
+    """The profile page: teams, organised tasks, tokens (a new one's plaintext shown once)."""
     session = db()
     return render_template(
-        "auth/profile.html",
-        user=user,
-        tokens=accounts.list_api_tokens(session, user=user),
-        teams=teams.teams_of_user(session, user=user),
-        organised=[t for t in tasks.list_tasks(session)
-                   if access.can_manage_task(session, user, t)],
-        form=TokenForm(),
-        action=ActionForm(),
-        new_token=None,
-    )
-
-
-@bp.post("/profile/tokens")
-@login_required
-def create_token() -> Any:
-    """Create an API token; its plaintext is shown on this response only."""
-    user = me()
-    session = db()
-    form = TokenForm()
-    new_token = None
-    if form.validate_on_submit():
-        try:
-            new_token = accounts.create_api_token(
-                session, user=user, name=form.name.data.strip(), now=now()
-            )
-            session.commit()
-        except DomainError as err:
-            session.rollback()
-            flash_error(err)
-        else:
-            flash("Token created. Copy it now: it will not be shown again.", "success")
-            form = TokenForm(formdata=None)
-    response = render_template(
         "auth/profile.html",
         user=user,
         tokens=accounts.list_api_tokens(session, user=user),
@@ -132,8 +86,32 @@ def create_token() -> Any:
         action=ActionForm(),
         new_token=new_token,
     )
+
+
+@bp.get("/profile")
+@login_required
+def profile() -> Any:
+    """The user's teams and API tokens."""
+    return _profile_page(me(), TokenForm())
+
+
+@bp.post("/profile/tokens")
+@login_required
+def create_token() -> Any:
+    """Create an API token; its plaintext is shown on this response only."""
+    user = me()
+    form = TokenForm()
+    new_token = None
+    if form.validate_on_submit():
+        with committed() as done:
+            new_token = accounts.create_api_token(db(), user=user, name=form.name.data.strip(),
+                                                  now=now())
+        if done:
+            flash("Token created. Copy it now: it will not be shown again.", "success")
+            form = TokenForm(formdata=None)
     # The secret must not linger in caches.
-    return response, 201 if new_token else 422, {"Cache-Control": "no-store"}
+    return (_profile_page(user, form, new_token), 201 if new_token else 422,
+            {"Cache-Control": "no-store"})
 
 
 @bp.post("/profile/tokens/<int:token_id>/revoke")
@@ -141,12 +119,8 @@ def create_token() -> Any:
 def revoke_token(token_id: int) -> Any:
     """Revoke one of the user's tokens."""
     if ActionForm().validate_on_submit():
-        session = db()
-        try:
-            accounts.revoke_api_token(session, user=me(), token_id=token_id, now=now())
-            session.commit()
+        with committed() as done:
+            accounts.revoke_api_token(db(), user=me(), token_id=token_id, now=now())
+        if done:
             flash("Token revoked.", "success")
-        except DomainError as err:
-            session.rollback()
-            flash_error(err)
-    return redirect(url_for("web.profile"))
+    return redirect(url_for("web.profile") + "#tokens")

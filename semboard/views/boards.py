@@ -10,7 +10,7 @@ from flask import Response, abort, render_template, url_for
 from semboard.errors import DomainError, Forbidden
 from semboard.models import Phase, Run, Task
 from semboard.services import access, leaderboard, tasks
-from semboard.views.common import bp, db, load_task, me, now
+from semboard.views.common import bp, db, load_task, me, now, storage
 
 
 def _default_phase(task: Task) -> Phase:
@@ -38,9 +38,12 @@ def _board(task: Task, phase_slug: str | None) -> leaderboard.Leaderboard:
         except DomainError:
             abort(404)
     try:
-        return leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=me())
+        board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=me(),
+                                              storage=storage(), now=now())
     except Forbidden:
         abort(403)
+    session.commit()  # significance groups computed on a cache miss are kept
+    return board
 
 
 def stored_interval(scores: dict[str, Any], key: str) -> list[float] | None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import wraps
 from pathlib import PurePosixPath, PureWindowsPath
@@ -53,8 +54,41 @@ def login_or_redirect() -> User:
 
 
 def flash_error(err: DomainError) -> None:
-    """Show a service's refusal to the user."""
-    flash(str(err), "error")
+    """Show a service's refusal to the user (services write sentence fragments: capitalise)."""
+    message = str(err)
+    flash(message[:1].upper() + message[1:], "error")
+
+
+class Outcome:
+    """What `committed()` reports: whether the block's service calls went through."""
+
+    def __init__(self) -> None:
+        self.ok = False
+        self.error: DomainError | None = None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    @property
+    def issues(self) -> list[Any]:
+        """The refusal's issues (a rejected run's or data file's problems), else none."""
+        return list(getattr(self.error, "issues", None) or [])
+
+
+@contextmanager
+def committed() -> Iterator[Outcome]:
+    """Commit what the block did; on a service refusal roll back and flash it instead."""
+    outcome = Outcome()
+    session = db()
+    try:
+        yield outcome
+        session.commit()
+    except DomainError as err:
+        session.rollback()
+        flash_error(err)
+        outcome.error = err
+    else:
+        outcome.ok = True
 
 
 def load_task(name: str) -> Task:

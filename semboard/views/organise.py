@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +18,7 @@ from semboard.forms import (
     PhaseForm,
     options,
 )
-from semboard.models import Phase, Task
+from semboard.models import Phase, Task, User
 from semboard.services import (
     access,
     accounts,
@@ -31,8 +32,8 @@ from semboard.services import (
 from semboard.views.common import (
     admin_required,
     bp,
+    committed,
     db,
-    flash_error,
     load_task,
     login_or_redirect,
     now,
@@ -67,10 +68,12 @@ def _data_form(task: Task) -> DataUploadForm:
 
 def _overview(task: Task, **forms: Any) -> str:
     session = db()
+    phases = tasks.phases(session, task)
     context: dict[str, Any] = {
         "task": task,
         "definition": tasks.definition(task),
-        "phases": tasks.phases(session, task),
+        "phases": phases,
+        "phase_names": {p.id: p.name for p in phases},
         "input_files": inputs.current_inputs(session, task=task),
         "gold_files": gold.current_gold(session, task=task),
         "teams": teams.list_teams(session, task=task),
@@ -108,18 +111,14 @@ def _phase_form_page(task: Task, phase: Phase | None) -> Any:
             "max_runs": form.max_runs.data, "late_policy": form.late_policy.data,
             "visibility": form.visibility.data, "track": form.track.data or None,
         }
-        try:
+        with committed() as done:
             if phase is None:
                 phase = tasks.add_phase(session, task, now=now(), **values)
             else:
                 tasks.update_phase(session, phase, **values)
-            session.commit()
-        except DomainError as err:
-            session.rollback()
-            flash_error(err)
-        else:
+        if done:
             flash(f"Phase {phase.name} saved.", "success")
-            return redirect(url_for("web.organise", task_name=task.name))
+            return redirect(url_for("web.organise", task_name=task.name) + "#phases")
     status = 200 if request.method == "GET" else 422
     return render_template("organiser/phase.html", task=task, phase=phase, form=form), status
 
@@ -153,99 +152,82 @@ def upload_data(task_name: str) -> Any:
     if form.validate_on_submit():
         files = uploaded_files([form.file.data] if form.file.data else [])
         if not files:
-            flash("Choose a file to upload.", "error")
+            form.file.errors = ["Choose a file to upload."]
         else:
             (filename, data), = files.items()
             service = inputs.upload_inputs if form.kind.data == "inputs" else gold.upload_gold
-            try:
+            with committed() as done:
                 row = service(session, storage(), task=task, dataset=form.dataset.data,
                               filename=filename, data=data, user=user, now=now())
-                session.commit()
-            except DomainError as err:
-                session.rollback()
-                flash_error(err)
-                issues = err.issues
-            else:
+            if done:
                 flash(f"{form.kind.data.capitalize()} of {form.dataset.data} stored as version "
                       f"{row.version} ({row.n_items} items).", "success")
-                return redirect(url_for("web.organise", task_name=task.name))
+                return redirect(url_for("web.organise", task_name=task.name) + "#data")
+            issues = done.issues
     return _overview(task, data_form=form, data_issues=issues), 422
 
 
-def _organiser_action(task: Task) -> Any:
+def _organiser_action(task_name: str, act: Callable[[Task, User], str],
+                      anchor: str = "") -> Any:
+    """A POST button of the organiser page: run it, commit, say what happened, go back."""
+    task = load_task(task_name)
     user = require_organiser(task)
     if not ActionForm().validate_on_submit():
         abort(400)
-    return user
+    with committed() as done:
+        message = act(task, user)
+    if done:
+        flash(message, "success")
+    return redirect(url_for("web.organise", task_name=task.name) + anchor)
 
 
 @bp.post("/tasks/<task_name>/organise/release-gold")
 def release_gold(task_name: str) -> Any:
     """Release the task's gold to everyone."""
-    task = load_task(task_name)
-    user = _organiser_action(task)
-    session = db()
-    try:
-        gold.release_gold(session, task=task, user=user, now=now())
-        session.commit()
-        flash("Gold released: everyone can now download it.", "success")
-    except DomainError as err:
-        session.rollback()
-        flash_error(err)
-    return redirect(url_for("web.organise", task_name=task.name))
+
+    def act(task: Task, user: User) -> str:
+        gold.release_gold(db(), task=task, user=user, now=now())
+        return "Gold released: everyone can now download it."
+
+    return _organiser_action(task_name, act, "#release")
 
 
 @bp.post("/tasks/<task_name>/organise/rescore")
 def rescore(task_name: str) -> Any:
     """Score every run against the current gold (history kept)."""
-    task = load_task(task_name)
-    _organiser_action(task)
-    session = db()
-    try:
-        changed = gold.rescore(session, storage(), task=task, now=now())
-        session.commit()
-        flash(f"Rescored: {changed} run(s) got a new score.", "success")
-    except DomainError as err:
-        session.rollback()
-        flash_error(err)
-    return redirect(url_for("web.organise", task_name=task.name))
+
+    def act(task: Task, user: User) -> str:
+        changed = gold.rescore(db(), storage(), task=task, now=now())
+        return f"Rescored: {changed} run(s) got a new score."
+
+    return _organiser_action(task_name, act, "#release")
 
 
 @bp.post("/tasks/<task_name>/organise/phases/<phase_slug>/publish")
 def publish(task_name: str, phase_slug: str) -> Any:
     """Publish a phase's results."""
-    task = load_task(task_name)
-    user = _organiser_action(task)
-    session = db()
-    try:
-        phase = tasks.get_phase(session, task, phase_slug)
-        gold.publish_results(session, phase=phase, user=user, now=now())
-        session.commit()
-        flash(f"Results of {phase.name} published.", "success")
-    except DomainError as err:
-        session.rollback()
-        flash_error(err)
-    return redirect(url_for("web.organise", task_name=task.name))
+
+    def act(task: Task, user: User) -> str:
+        phase = tasks.get_phase(db(), task, phase_slug)
+        gold.publish_results(db(), phase=phase, user=user, now=now())
+        return f"Results of {phase.name} published."
+
+    return _organiser_action(task_name, act, "#phases")
 
 
 @bp.post("/tasks/<task_name>/organise/teams/<int:team_id>/organiser-team")
 def mark_team(task_name: str, team_id: int) -> Any:
     """Mark or unmark a team as including organisers (‡)."""
-    task = load_task(task_name)
-    user = _organiser_action(task)
-    session = db()
-    try:
-        team = teams.get_team(session, team_id)
+
+    def act(task: Task, user: User) -> str:
+        team = teams.get_team(db(), team_id)
         if team.task_id != task.id:
             abort(404)
         value = request.form.get("value") == "1"
-        grants.mark_organiser_team(session, team=team, by=user, value=value, now=now())
-        session.commit()
-        flash(f"{team.name} {'marked' if value else 'no longer marked'} ‡.", "success")
-    except DomainError as err:
-        session.rollback()
-        flash_error(err)
-    return redirect(url_for("web.organise", task_name=task.name) + "#teams")
+        grants.mark_organiser_team(db(), team=team, by=user, value=value, now=now())
+        return f"{team.name} {'marked' if value else 'no longer marked'} ‡."
+
+    return _organiser_action(task_name, act, "#teams")
 
 
 @bp.post("/tasks/<task_name>/organise/grants")
@@ -256,7 +238,7 @@ def grant_fix(task_name: str) -> Any:
     session = db()
     form = _grant_form(task)
     if form.validate_on_submit():
-        try:
+        with committed() as done:
             team = teams.get_team(session, form.team.data)
             phase = tasks.get_phase(session, task, form.phase.data)
             if team.task_id != task.id:
@@ -264,14 +246,13 @@ def grant_fix(task_name: str) -> Any:
             grants.grant_post_deadline_fix(session, team=team, phase=phase, by=user,
                                            reason=form.reason.data, until=_utc(form.until.data),
                                            now=now())
-            session.commit()
-        except DomainError as err:
-            session.rollback()
-            flash_error(err)
-        else:
+        if done:
             flash(f"{team.name} may fix runs of {phase.name} until "
                   f"{_utc(form.until.data):%Y-%m-%d %H:%M} UTC (flagged †).", "success")
             return redirect(url_for("web.organise", task_name=task.name) + "#grants")
+    else:
+        # The form sits at the bottom of a long page: say at the top why nothing happened.
+        flash("No fix granted: see the marked fields under Post-deadline fixes.", "error")
     return _overview(task, grant_form=form), 422
 
 
@@ -325,25 +306,26 @@ def load_definition() -> Any:
         except (TaskDefinitionError, UnicodeDecodeError) as err:
             flash(f"The definition could not be loaded: {err}", "error")
             definition = None
+        existing = None
         if definition is not None:
             existing = next((t for t in tasks.list_tasks(session)
                              if t.name == definition.name), None)
-            if not user.is_admin and (existing is None
-                                      or not access.can_manage_task(session, user, existing)):
-                abort(403)
-            try:
+        if definition is not None and not user.is_admin and (
+                existing is None or not access.can_manage_task(session, user, existing)):
+            # Organisers reload their own tasks; a new task is the site admins' decision.
+            flash(f"Only site admins can load the new task {definition.name}; you can reload "
+                  "the tasks you organise.", "error")
+            return render_template("organiser/load.html", form=form, manageable=manageable,
+                                   is_admin=user.is_admin), 403
+        if definition is not None:
+            with committed() as done:
                 task = tasks.load_task(session, definition, now=now())
-                if existing is None and not user.is_admin:
-                    tasks.add_organiser(session, task=task, user=user, now=now())
-                session.commit()
-            except DomainError as err:
-                session.rollback()
-                flash_error(err)
-            else:
+            if done:
                 flash(f"Task {task.name} loaded.", "success")
                 return redirect(url_for("web.organise", task_name=task.name))
     status = 200 if request.method == "GET" else 422
-    return render_template("organiser/load.html", form=form), status
+    return render_template("organiser/load.html", form=form, manageable=manageable,
+                           is_admin=user.is_admin), status
 
 
 @bp.route("/admin", methods=["GET", "POST"])
@@ -356,15 +338,11 @@ def admin() -> Any:
     form.task.choices = options([(t.name, t.title) for t in all_tasks])
     status = 200 if request.method == "GET" else 422
     if form.validate_on_submit():
-        try:
+        with committed() as done:
             task = tasks.get_task(session, form.task.data)
             user = accounts.require_user(session, form.email.data.strip().lower())
             tasks.add_organiser(session, task=task, user=user, now=now())
-            session.commit()
-        except DomainError as err:
-            session.rollback()
-            flash_error(err)
-        else:
+        if done:
             flash(f"{user.display_name} now organises {task.name}.", "success")
             return redirect(url_for("web.admin"))
     rows = [(t, tasks.organisers(session, task=t)) for t in all_tasks]

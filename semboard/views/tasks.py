@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from flask import Response, abort, flash, redirect, render_template, request, url_for
@@ -10,10 +11,11 @@ from flask_login import login_required
 
 from semboard.errors import DomainError
 from semboard.forms import TeamCreateForm, TeamJoinForm, UploadRunForm, options
-from semboard.models import Phase, Task, Team
+from semboard.models import Phase, Run, Task, Team
 from semboard.services import access, gold, inputs, submissions, tasks, teams
 from semboard.views.common import (
     bp,
+    committed,
     db,
     flash_error,
     load_task,
@@ -66,8 +68,13 @@ bp.add_url_rule("/", endpoint="home", view_func=tasks_index)
 @bp.get("/tasks/<task_name>")
 def task(task_name: str) -> Any:
     """A task: description, datasets, phases with countdowns, the user's team and downloads."""
+    return _task_page(load_task(task_name))
+
+
+def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
+               join_form: TeamJoinForm | None = None) -> str:
+    """The task page; a refused team form comes back filled in, with its errors."""
     session = db()
-    task = load_task(task_name)
     user = me()
     definition = tasks.definition(task)
     phases = tasks.phases(session, task)
@@ -101,9 +108,23 @@ def task(task_name: str) -> Any:
         can_see_board={p.id: access.can_view_leaderboard(session, user, p) for p in phases},
         is_organiser=is_organiser,
         download_phases=download_phases,
-        create_form=TeamCreateForm(),
-        join_form=TeamJoinForm(),
+        create_form=create_form or TeamCreateForm(formdata=None),
+        join_form=join_form or TeamJoinForm(formdata=None),
     )
+
+
+def _team_form(task: Task, form: TeamCreateForm | TeamJoinForm,
+               act: Callable[[], Team], success: str) -> Any:
+    """Create or join a team; on success go to its page, else show the task page again."""
+    if form.validate_on_submit():
+        with committed() as done:
+            team = act()
+        if done:
+            flash(success.format(team=team.name), "success")
+            return redirect(url_for("web.team", team_id=team.id))
+    forms = ({"create_form": form} if isinstance(form, TeamCreateForm)
+             else {"join_form": form})
+    return _task_page(task, **forms), 422
 
 
 @bp.post("/tasks/<task_name>/teams")
@@ -112,22 +133,12 @@ def create_team(task_name: str) -> Any:
     """Create a team (the creator is its captain)."""
     task = load_task(task_name)
     form = TeamCreateForm()
-    if not form.validate_on_submit():
-        for field in form:
-            for error in field.errors:
-                flash(f"{field.label.text}: {error}", "error")
-        return redirect(url_for("web.task", task_name=task.name))
-    session = db()
-    try:
-        team = teams.create_team(session, task=task, captain=me(), name=form.name.data.strip(),
-                                 affiliation=(form.affiliation.data or "").strip(), now=now())
-        session.commit()
-    except DomainError as err:
-        session.rollback()
-        flash_error(err)
-        return redirect(url_for("web.task", task_name=task.name))
-    flash(f"Team {team.name} created. Share its invite code with your team mates.", "success")
-    return redirect(url_for("web.team", team_id=team.id))
+    return _team_form(
+        task, form,
+        lambda: teams.create_team(db(), task=task, captain=me(), name=form.name.data.strip(),
+                                  affiliation=(form.affiliation.data or "").strip(), now=now()),
+        "Team {team} created. Share its invite code with your team mates.",
+    )
 
 
 @bp.post("/tasks/<task_name>/teams/join")
@@ -136,20 +147,12 @@ def join_team(task_name: str) -> Any:
     """Join a team with its invite code."""
     task = load_task(task_name)
     form = TeamJoinForm()
-    if not form.validate_on_submit():
-        flash("Enter the invite code your captain gave you.", "error")
-        return redirect(url_for("web.task", task_name=task.name))
-    session = db()
-    try:
-        team = teams.join_team(session, task=task, user=me(),
-                               invite_code=form.invite_code.data.strip(), now=now())
-        session.commit()
-    except DomainError as err:
-        session.rollback()
-        flash_error(err)
-        return redirect(url_for("web.task", task_name=task.name))
-    flash(f"You joined {team.name}.", "success")
-    return redirect(url_for("web.team", team_id=team.id))
+    return _team_form(
+        task, form,
+        lambda: teams.join_team(db(), task=task, user=me(),
+                                invite_code=form.invite_code.data.strip(), now=now()),
+        "You joined {team}.",
+    )
 
 
 @bp.get("/teams/<int:team_id>")
@@ -183,14 +186,11 @@ def download_inputs(task_name: str, phase_slug: str, dataset: str) -> Any:
     session = db()
     task = load_task(task_name)
     phase = _get_phase(task, phase_slug)
-    try:
+    with committed() as done:
         filename, data = inputs.download_inputs(
             session, storage(), phase=phase, dataset=dataset, user=me(), now=now()
         )
-        session.commit()
-    except DomainError as err:
-        session.rollback()
-        flash_error(err)
+    if not done:
         return redirect(url_for("web.task", task_name=task.name))
     return _file_response(filename, data)
 
@@ -227,6 +227,14 @@ def _upload_context(task: Task, team: Team, form: UploadRunForm) -> dict[str, An
     }
 
 
+def _run_notes(run: Run) -> str:
+    """What the acceptance message adds: a replaced version, a late or fix flag."""
+    note = " (replaces the earlier version of that name)" if run.replaces_id else ""
+    note += " (late: flagged *)" if run.is_late else ""
+    note += " (post-deadline fix: flagged †)" if run.is_fix else ""
+    return note
+
+
 @bp.route("/tasks/<task_name>/submit", methods=["GET", "POST"])
 @login_required
 def upload(task_name: str) -> Any:
@@ -251,24 +259,20 @@ def upload(task_name: str) -> Any:
             files = uploaded_files(form.files.data or [])
         except ValueError as err:
             files = None
-            flash(str(err), "error")
+            form.files.errors = [str(err)]
         if files == {}:
-            flash("Choose the run's files (one per dataset) or one zip holding them.", "error")
+            form.files.errors = ["Choose the run's files (one per dataset) or one zip."]
         if files:
             phase = _get_phase(task, form.phase.data)
-            try:
+            with committed() as done:
                 run = submissions.submit(
                     session, storage(), team=team, phase=phase, user=user,
                     name=form.name.data.strip(), files=files, now=now(),
                 )
-            except DomainError as err:
-                issues = err.issues
-                flash_error(err)
-            else:
-                note = " (late: flagged *)" if run.is_late else ""
-                note += " (post-deadline fix: flagged †)" if run.is_fix else ""
-                flash(f"Run {run.name} accepted{note}.", "success")
+            if done:
+                flash(f"Run {run.name} accepted{_run_notes(run)}.", "success")
                 return redirect(url_for("web.run", run_id=run.id))
+            issues = done.issues
         status = 422
     elif request.method == "POST":
         status = 422

@@ -50,6 +50,13 @@ def test_cli_reports_missing_inputs(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_cli_reports_an_unknown_task_without_a_traceback(tmp_path: Path, capsys) -> None:
+    code = main(["sts2099", "--inputs", str(tmp_path), "--system", "dice", "--out",
+                 str(tmp_path / "out"), "--no-progress"])
+    assert code == 2
+    assert "unknown task 'sts2099'" in capsys.readouterr().err
+
+
 def test_cli_reports_a_bad_input_line(tmp_path: Path, capsys) -> None:
     release = write_synthetic_release("sts2012", tmp_path / "release")
     (release / "STS.input.MSRvid.txt").write_text("one\ttwo\nonly one field\n")

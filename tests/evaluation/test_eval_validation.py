@@ -455,3 +455,39 @@ def test_validation_never_raises_on_arbitrary_content(sts, semrel, make_sts_inpu
     for issue in run.issues:
         assert issue.message and issue.code
         assert issue.file in (None, *files)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(["", "\ufeff", "PairID,Score\n", "PairID,Text\n"]),
+       st.lists(st.lists(_tokens, max_size=4).map("".join), max_size=6).map("\n".join),
+       st.sampled_from(["sts", "semrel"]), st.booleans())
+def test_gold_and_input_readers_only_ever_raise_validation_error(sts, semrel, make_sts_inputs,
+                                                                 make_semrel_inputs, head, body,
+                                                                 which, with_inputs):
+    from evaluation import read_gold, read_inputs
+
+    data = (head + body).encode("utf-8", "surrogatepass")
+    if which == "sts":
+        task, dataset, inp = sts, "MSRpar", make_sts_inputs(sts)["MSRpar"]
+    else:
+        task, dataset, inp = semrel, "eng", make_semrel_inputs(semrel, "eng", 3)
+    for read in (lambda: read_gold(task, dataset, data, filename="g",
+                                   inputs=inp if with_inputs else None),
+                 lambda: read_inputs(task, dataset, data, filename="i")):
+        try:
+            read()
+        except ValidationError as err:
+            assert err.issues and all(i.message and i.code for i in err.issues)
+
+
+def test_csv_gold_rows_that_are_short_or_not_finite_are_issues(semrel, make_semrel_inputs):
+    from evaluation import read_gold
+
+    inp = make_semrel_inputs(semrel, "afr", 3)
+    body = b"PairID,Score\nAFR-test-0,0.5\nAFR-test-1\nAFR-test-2,nan\n"
+    with pytest.raises(ValidationError) as err:
+        read_gold(semrel, "afr", body, filename="afr_test_with_labels.csv", inputs=inp)
+    assert [(i.line, i.code) for i in err.value.issues] == [(3, "column-count"), (4, "nan")]
+    with pytest.raises(ValidationError) as err:
+        read_gold(semrel, "afr", b"\xef\xbb\xbf", filename="afr_test_with_labels.csv")
+    assert err.value.issues[0].code == "empty-file"

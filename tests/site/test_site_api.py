@@ -138,6 +138,18 @@ def test_unreleased_gold_cannot_be_read(client, world, session, now):
     session.commit()
     released = client.get(f"{API}/tasks/tiny/gold/alpha")
     assert released.status_code == 200 and released.data.count(b"\n") == 30
+    assert released.headers["Content-Disposition"] == 'attachment; filename="STS.gs.alpha.txt"'
+
+
+def test_file_names_crossing_http_are_cut_down():
+    from semboard.webfiles import attachment, client_filename
+
+    assert client_filename("C:\\Users\\me\\STS.output.alpha.txt") == "STS.output.alpha.txt"
+    assert client_filename("../../etc/passwd ") == "passwd"
+    assert client_filename(None) == client_filename(" ") == ""
+    hostile = attachment(b"x", 'a"; b\r\nSet-Cookie: x=1.txt')
+    assert hostile.headers["Content-Disposition"] == 'attachment; filename="abSet-Cookiex1.txt"'
+    assert attachment(b"x", '""').headers["Content-Disposition"].endswith('filename="download"')
 
 
 def test_inputs_download_starts_the_window(client, world, session, now):

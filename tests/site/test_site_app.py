@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,28 @@ def test_without_secret_key_each_instance_gets_its_own_random_key(monkeypatch, t
         assert (tmp_path / name / "secret_key").stat().st_mode & 0o077 == 0
     keys = {(tmp_path / name / "secret_key").read_text() for name in ("a", "b")}
     assert len(keys) == 2
+
+
+def test_workers_starting_together_agree_on_the_generated_secret_key(monkeypatch, tmp_path):
+    from semboard import config
+
+    real_fdopen = os.fdopen
+    other_keys: list[str] = []
+    started = False
+
+    def fdopen_while_another_worker_starts(*args, **kwargs):
+        # the moment a worker has created its file but not written the key yet
+        nonlocal started
+        if not started:
+            started = True
+            other_keys.append(config.instance_secret_key(tmp_path))
+        return real_fdopen(*args, **kwargs)
+
+    monkeypatch.setattr(os, "fdopen", fdopen_while_another_worker_starts)
+    key = config.instance_secret_key(tmp_path)
+    assert len(key) == 64 and other_keys == [key]
+    assert (tmp_path / "secret_key").read_text() == key
+    assert [p.name for p in tmp_path.iterdir()] == ["secret_key"], "no temporary file left"
 
 
 def test_config_comes_from_the_environment(monkeypatch, tmp_path: Path) -> None:

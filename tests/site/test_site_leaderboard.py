@@ -43,6 +43,27 @@ def test_gold_is_private_until_released(session, storage, make, now):
         gold.release_gold(session, task=task, user=captain, now=now)
     gold.release_gold(session, task=task, user=organiser, now=now)
     assert gold.download_gold(session, storage, task=task, dataset="alpha", viewer=None)[1] == data
+    gold.release_gold(session, task=task, user=None, now=now + timedelta(days=1))
+    assert task.gold_released_by_id == organiser.id and task.gold_released_at == now
+
+
+def test_only_organisers_upload_inputs_and_gold(session, storage, make, tiny_data, now):
+    from semboard.services import inputs, tasks
+
+    task = make.task(with_inputs=False)
+    _, captain = make.team(task)
+    with pytest.raises(Forbidden):
+        inputs.upload_inputs(session, storage, task=task, dataset="alpha", filename="in.txt",
+                             data=tiny_data.inputs["alpha"], user=captain, now=now)
+    assert inputs.current_inputs(session, task=task) == {}
+    organiser = make.user()
+    tasks.add_organiser(session, task=task, user=organiser, now=now)
+    row = inputs.upload_inputs(session, storage, task=task, dataset="alpha", filename="in.txt",
+                               data=tiny_data.inputs["alpha"], user=organiser, now=now)
+    assert row.uploaded_by_id == organiser.id and row.filename == "STS.input.alpha.txt"
+    with pytest.raises(Forbidden):
+        gold.upload_gold(session, storage, task=task, dataset="alpha", filename="gs.txt",
+                         data=b"1\n" * 30, user=captain, now=now)
 
 
 def test_rescore_appends_history_when_gold_changes(session, storage, make, tiny_data, now):

@@ -193,7 +193,7 @@ def test_admin_names_and_removes_organisers(browser: Browser, db_session) -> Non
         TaskOrganiser.task_id == task.id, TaskOrganiser.user.has(email=ALICE)))
     assert alice_row is not None
     response = browser.submit("/admin", data={"task": "demo", "email": "nobody@example.org"})
-    assert response.status_code == 422 and "no account for nobody@example.org" in text(response)
+    assert response.status_code == 422 and "No account for nobody@example.org" in text(response)
     response = browser.submit(
         "/admin", f"/admin/tasks/demo/organisers/{alice_row.user_id}/remove", follow=True)
     assert "Alice no longer organises demo." in text(response)

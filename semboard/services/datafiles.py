@@ -1,0 +1,96 @@
+"""A task's versioned dataset files (inputs and gold): checked uploads stored as new versions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from semboard.errors import NotFound
+from semboard.models import GoldFile, InputFile, Task, User
+from semboard.services import tasks
+from semboard.storage import Storage, put_content, sha256
+
+DataFile = TypeVar("DataFile", InputFile, GoldFile)
+T = TypeVar("T")
+
+
+def dataset_spec(task: Task, dataset: str) -> Any:
+    """The DatasetSpec of one of the task's datasets, or NotFound."""
+    try:
+        return tasks.definition(task).dataset(dataset)
+    except KeyError as err:
+        raise NotFound(f"task {task.name} has no dataset {dataset!r}") from err
+
+
+def newest_versions(session: Session, model: type[DataFile], *, task: Task) -> dict[str, DataFile]:
+    """The newest version of each dataset's file of this kind."""
+    newest = (
+        select(model.dataset, func.max(model.version).label("v"))
+        .where(model.task_id == task.id)
+        .group_by(model.dataset)
+        .subquery()
+    )
+    query = select(model).join(
+        newest, (model.dataset == newest.c.dataset) & (model.version == newest.c.v)
+    ).where(model.task_id == task.id)
+    return {row.dataset: row for row in session.scalars(query)}
+
+
+def store_version(
+    session: Session,
+    storage: Storage,
+    model: type[DataFile],
+    make_key: Callable[[str, str, str], str],
+    *,
+    task: Task,
+    dataset: str,
+    filename: str,
+    data: bytes,
+    n_items: int,
+    user: User | None,
+    now: datetime,
+) -> DataFile:
+    """Store already checked bytes as the dataset's next version (the same bytes again: no-op).
+
+    `make_key(task, dataset, digest)` is the storage key maker of this kind (`storage.keys`).
+    """
+    digest = sha256(data)
+    latest = newest_versions(session, model, task=task).get(dataset)
+    if latest is not None and latest.sha256 == digest:
+        return latest
+    key = make_key(task.name, dataset, digest)
+    put_content(storage, key, data)
+    row = model(
+        task_id=task.id,
+        dataset=dataset,
+        version=(latest.version + 1) if latest else 1,
+        filename=filename,
+        storage_key=key,
+        sha256=digest,
+        n_items=n_items,
+        uploaded_by_id=user.id if user else None,
+        uploaded_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+class ParsedCache:
+    """Parsed files by a key naming their content; cleared wholesale when full (never stale)."""
+
+    def __init__(self, limit: int = 256) -> None:
+        self.limit = limit
+        self._items: dict[Hashable, Any] = {}
+
+    def get(self, key: Hashable, parse: Callable[..., T], *args: Any) -> T:
+        """The cached value for key, computed as parse(*args) when absent."""
+        if key not in self._items:
+            if len(self._items) >= self.limit:
+                self._items.clear()
+            self._items[key] = parse(*args)
+        return self._items[key]
