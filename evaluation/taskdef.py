@@ -161,7 +161,10 @@ def load_task(name_or_path: str | Path) -> TaskDefinition:
     if isinstance(name_or_path, Path) or candidate.suffix == ".toml" or "/" in str(name_or_path):
         if not candidate.is_file():
             raise TaskDefinitionError(f"task definition file not found: {candidate}")
-        text, source = candidate.read_text(encoding="utf-8"), str(candidate)
+        try:
+            text, source = candidate.read_text(encoding="utf-8"), str(candidate)
+        except UnicodeDecodeError as exc:
+            raise TaskDefinitionError(f"{candidate}: not a UTF-8 text file ({exc})") from exc
     else:
         res = resources.files("tasks") / f"{name_or_path}.toml"
         if not res.is_file():
@@ -184,6 +187,27 @@ def _get(table: dict[str, Any], key: str, kind: type | tuple[type, ...], source:
     return value
 
 
+def _strings(table: dict[str, Any], key: str, source: str, default: Any = ...,
+             where: str = "") -> tuple[str, ...]:
+    """A list of strings from the definition, as a tuple."""
+    values = _get(table, key, list, source, default, where)
+    if not all(isinstance(v, str) for v in values):
+        raise TaskDefinitionError(f"{source}: {where}{key} must list strings ({values!r})")
+    return tuple(values)
+
+
+def _template(value: str, fields: tuple[str, ...], what: str, source: str) -> str:
+    """A file name pattern that uses only the given {placeholders}."""
+    try:
+        value.format(**{f: f for f in fields})
+    except (KeyError, IndexError, ValueError) as exc:
+        allowed = ", ".join(f"{{{f}}}" for f in fields)
+        raise TaskDefinitionError(
+            f"{source}: {what} {value!r} may only use the placeholders {allowed}"
+        ) from exc
+    return value
+
+
 def _choice(value: str, allowed: tuple[str, ...], what: str, source: str) -> str:
     if value not in allowed:
         raise TaskDefinitionError(
@@ -195,10 +219,10 @@ def _choice(value: str, allowed: tuple[str, ...], what: str, source: str) -> str
 def _input_format(table: dict[str, Any], source: str, where: str) -> InputFormat:
     fmt = _choice(_get(table, "format", str, source, "tsv", where), INPUT_FORMATS,
                   f"{where}format", source)
-    columns = tuple(_get(table, "columns", list, source, ["text1", "text2"], where))
-    texts = tuple(_get(table, "texts", list, source, list(columns[:2]), where))
-    split = _get(table, "split", (str, list), source, [], where)
-    split = (split,) if isinstance(split, str) else tuple(split)
+    columns = _strings(table, "columns", source, ["text1", "text2"], where)
+    texts = _strings(table, "texts", source, list(columns[:2]), where)
+    split = ((table["split"],) if isinstance(table.get("split"), str)
+             else _strings(table, "split", source, [], where))
     ident = _get(table, "id", str, source, "line", where)
     genre = _choice(_get(table, "genre", str, source, "none", where), GENRE_RULES,
                     f"{where}genre", source)
@@ -272,17 +296,26 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     run_fmt = _choice(_get(run_table, "format", str, source, "lines", "run."), RUN_FORMATS,
                       "run.format", source)
     conf_range = _get(run_table, "confidence_range", list, source, [1, 100], "run.")
+    if (len(conf_range) != 2
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in conf_range)
+            or conf_range[0] >= conf_range[1]):
+        raise TaskDefinitionError(
+            f"{source}: run.confidence_range must be [min, max] with min below max"
+        )
     run = RunFormat(
         format=run_fmt,
         filename=_get(run_table, "filename", str, source, where="run."),
         team_filename=_get(run_table, "team_filename", str, source, None, "run."),
-        columns=tuple(_get(run_table, "columns", list, source, ["PairID", "Pred_Score"], "run.")),
+        columns=_strings(run_table, "columns", source, ["PairID", "Pred_Score"], "run."),
         confidence=_get(run_table, "confidence", bool, source, False, "run."),
         confidence_min=float(conf_range[0]),
         confidence_max=float(conf_range[1]),
     )
     if "{dataset}" not in run.filename:
         raise TaskDefinitionError(f"{source}: run.filename must contain {{dataset}}")
+    _template(run.filename, ("dataset",), "run.filename", source)
+    if run.team_filename:
+        _template(run.team_filename, ("dataset", "team"), "run.team_filename", source)
     if run.team_filename and not ("{dataset}" in run.team_filename
                                   and "{team}" in run.team_filename):
         raise TaskDefinitionError(
@@ -297,8 +330,10 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     if not raw_datasets:
         raise TaskDefinitionError(f"{source}: a task needs at least one dataset")
     tracks: dict[str, tuple[str, ...]] = {
-        str(t): tuple(_get(tracks_table, t, list, source, where="tracks.")) for t in tracks_table
+        str(t): _strings(tracks_table, t, source, where="tracks.") for t in tracks_table
     }
+    layout_input = _get(layout, "input", str, source, None, "layout.")
+    layout_gold = _get(layout, "gold", str, source, None, "layout.")
     datasets: list[DatasetSpec] = []
     seen: set[str] = set()
     for i, raw in enumerate(raw_datasets):
@@ -309,21 +344,25 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         if dname in seen:
             raise TaskDefinitionError(f"{source}: dataset {dname!r} is defined twice")
         seen.add(dname)
-        input_path = _get(raw, "input", str, source, layout.get("input"), where)
+        input_path = _get(raw, "input", str, source, layout_input, where)
         if input_path is None:
             raise TaskDefinitionError(f"{source}: {where}input (or layout.input) is missing")
-        gold_path = _get(raw, "gold", str, source, layout.get("gold"), where)
+        gold_path = _get(raw, "gold", str, source, layout_gold, where)
         if raw.get("no_gold", False):
             gold_path = None
-        inputs = _input_format({**inputs_table, **raw.get("inputs", {})}, source, where + "inputs.")
-        gold = _gold_format({**gold_table, **raw.get("gold_format", {})}, source, where + "gold.")
+        own_inputs = _get(raw, "inputs", dict, source, {}, where)
+        own_gold = _get(raw, "gold_format", dict, source, {}, where)
+        inputs = _input_format({**inputs_table, **own_inputs}, source, where + "inputs.")
+        gold = _gold_format({**gold_table, **own_gold}, source, where + "gold.")
         member_of = tuple(t for t, names in tracks.items() if dname in names)
         datasets.append(DatasetSpec(
             name=dname,
             track=_get(raw, "track", str, source, None, where),
             required=_get(raw, "required", bool, source, True, where),
-            input_path=input_path.format(dataset=dname),
-            gold_path=gold_path.format(dataset=dname) if gold_path else None,
+            input_path=_template(input_path, ("dataset",), f"{where}input", source).format(
+                dataset=dname),
+            gold_path=(_template(gold_path, ("dataset",), f"{where}gold", source).format(
+                dataset=dname) if gold_path else None),
             tracks=member_of,
             inputs=inputs,
             gold=gold,
@@ -333,13 +372,13 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         if unknown:
             raise TaskDefinitionError(f"{source}: track {t} names unknown datasets {unknown}")
 
-    metrics = tuple(_get(metrics_table, "dataset", list, source, where="metrics."))
+    metrics = _strings(metrics_table, "dataset", source, where="metrics.")
     for m in metrics:
         _choice(m, DATASET_METRICS, "metrics.dataset entry", source)
-    genre_metrics = tuple(_get(metrics_table, "genre", list, source, [], "metrics."))
+    genre_metrics = _strings(metrics_table, "genre", source, [], "metrics.")
     for m in genre_metrics:
         _choice(m, GENRE_METRICS, "metrics.genre entry", source)
-    aggregates = tuple(_get(metrics_table, "aggregate", list, source, [], "metrics."))
+    aggregates = _strings(metrics_table, "aggregate", source, [], "metrics.")
     for m in aggregates:
         _choice(m, AGGREGATE_METRICS, "metrics.aggregate entry", source)
     if not metrics:

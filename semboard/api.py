@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from flask import Blueprint, g, jsonify, request
@@ -47,7 +48,7 @@ def _require_user() -> User:
     return user
 
 
-def _phase_json(phase: Phase, now: Any) -> dict[str, Any]:
+def _phase_json(phase: Phase, now: datetime) -> dict[str, Any]:
     return {
         "slug": phase.slug,
         "name": phase.name,
@@ -67,11 +68,12 @@ def _phase_json(phase: Phase, now: Any) -> dict[str, Any]:
 def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
     session = get_session()
     now = request_now()
+    phases = tasks.phases(session, task)
     data: dict[str, Any] = {
         "name": task.name,
         "title": task.title,
         "gold_released": task.gold_released_at is not None,
-        "phases": [_phase_json(p, now) for p in tasks.phases(session, task)],
+        "phases": [_phase_json(p, now) for p in phases],
     }
     if detail:
         definition = tasks.definition(task)
@@ -95,7 +97,7 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
                 "name": team.name,
                 "deadlines": {
                     p.slug: inputs.team_deadline(session, team=team, phase=p).isoformat()
-                    for p in tasks.phases(session, task)
+                    for p in phases
                 },
             }
     return data

@@ -107,7 +107,7 @@ def task_load(name_or_path: str, inputs_dir: Path | None) -> None:
 
     try:
         definition = load_task(name_or_path)
-    except (TaskDefinitionError, FileNotFoundError, KeyError) as err:
+    except TaskDefinitionError as err:
         raise click.ClickException(str(err)) from None
     with command_session() as session:
         task = tasks.load_task(session, definition, now=utcnow())

@@ -10,6 +10,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
+from semboard.errors import InvalidData
+
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
@@ -69,6 +71,14 @@ def begin_write(session: Session) -> None:
     if session.in_transaction():
         session.commit()
     session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
+
+
+def require_fits(value: str, column: Any, what: str) -> str:
+    """value, unless it is longer than the model column holds (PostgreSQL would refuse it)."""
+    limit = column.property.columns[0].type.length
+    if len(value) > limit:
+        raise InvalidData(f"{what} has at most {limit} characters")
+    return value
 
 
 def insert_unless_refused(session: Session, row: object) -> bool:

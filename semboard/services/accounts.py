@@ -11,7 +11,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from semboard.db import insert_unless_refused
+from semboard.db import insert_unless_refused, require_fits
 from semboard.errors import AuthenticationFailed, InvalidData, NameTaken, NotFound, RateLimited
 from semboard.models import ApiToken, User
 from semboard.services import ratelimit
@@ -57,7 +57,9 @@ def register_user(
         raise NameTaken(f"an account for {email} already exists")
     user = User(
         email=email,
-        display_name=display_name.strip() or email.split("@")[0],
+        # a valid address's local part has at most 64 characters (RFC 5321): the cut is a guard
+        display_name=(require_fits(display_name.strip(), User.display_name, "a display name")
+                      or email.split("@")[0][:64]),
         password_hash=hash_password(password),
         is_admin=is_admin,
         is_active_account=True,
@@ -66,12 +68,6 @@ def register_user(
     if not insert_unless_refused(session, user):  # registered concurrently
         raise NameTaken(f"an account for {email} already exists")
     return user
-
-
-def set_password(session: Session, *, user: User, password: str) -> None:
-    """Replace a user's password."""
-    user.password_hash = hash_password(password)
-    session.flush()
 
 
 def get_user(session: Session, user_id: int) -> User | None:
@@ -130,7 +126,7 @@ def create_api_token(session: Session, *, user: User, name: str, now: datetime) 
     session.add(
         ApiToken(
             user_id=user.id,
-            name=name.strip() or "token",
+            name=require_fits(name.strip() or "token", ApiToken.name, "a token name"),
             token_hash=_token_hash(token),
             prefix=token[:10],
             created_at=now,

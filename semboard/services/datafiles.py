@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -14,11 +14,14 @@ from semboard.models import GoldFile, InputFile, Task, User
 from semboard.services import tasks
 from semboard.storage import Storage, put_content, sha256
 
+if TYPE_CHECKING:
+    from evaluation import DatasetSpec
+
 DataFile = TypeVar("DataFile", InputFile, GoldFile)
 T = TypeVar("T")
 
 
-def dataset_spec(task: Task, dataset: str) -> Any:
+def dataset_spec(task: Task, dataset: str) -> DatasetSpec:
     """The DatasetSpec of one of the task's datasets, or NotFound."""
     try:
         return tasks.definition(task).dataset(dataset)

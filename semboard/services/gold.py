@@ -6,7 +6,7 @@ import hashlib
 import logging
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -16,6 +16,9 @@ from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import GoldFile, Phase, Run, RunScoreRecord, Task, User
 from semboard.services import access, datafiles, inputs, tasks
 from semboard.storage import Storage, keys
+
+if TYPE_CHECKING:
+    from evaluation import DatasetGold, DatasetInputs, TaskDefinition, ValidatedRun
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +91,7 @@ def gold_digest(current: dict[str, GoldFile]) -> str:
 _PARSED = datafiles.ParsedCache()
 
 
-def parsed_gold(session: Session, storage: Storage, *, task: Task) -> dict[str, Any]:
+def parsed_gold(session: Session, storage: Storage, *, task: Task) -> dict[str, DatasetGold]:
     """DatasetGold of every dataset with gold (parsed once per digest)."""
     definition = tasks.definition(task)
     known_inputs = inputs.parsed_inputs(session, storage, task=task)
@@ -100,7 +103,8 @@ def parsed_gold(session: Session, storage: Storage, *, task: Task) -> dict[str, 
     return found
 
 
-def _read_stored(storage: Storage, definition: Any, row: GoldFile, ds_inputs: Any) -> Any:
+def _read_stored(storage: Storage, definition: TaskDefinition, row: GoldFile,
+                 ds_inputs: DatasetInputs | None) -> DatasetGold:
     """Parse a stored gold file (it was checked on upload) against the current inputs."""
     from evaluation import read_gold
 
@@ -146,7 +150,7 @@ def score_stored_run(
     now: datetime,
     force: bool = False,
     write_lock: bool = False,
-    validated: Any = None,
+    validated: ValidatedRun | None = None,
 ) -> RunScoreRecord | None:
     """Score a run against the current gold; append a record when the gold changed (or force).
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -14,6 +14,9 @@ from semboard.errors import Forbidden, InvalidData, NotFound, PhaseNotOpen
 from semboard.models import InputFile, Phase, Task, Team, TeamWindow, User
 from semboard.services import access, datafiles, tasks, teams
 from semboard.storage import Storage, keys
+
+if TYPE_CHECKING:
+    from evaluation import DatasetInputs, TaskDefinition
 
 
 def upload_inputs(
@@ -71,7 +74,7 @@ def current_inputs(session: Session, *, task: Task) -> dict[str, InputFile]:
 _PARSED = datafiles.ParsedCache()
 
 
-def parsed_inputs(session: Session, storage: Storage, *, task: Task) -> dict[str, Any]:
+def parsed_inputs(session: Session, storage: Storage, *, task: Task) -> dict[str, DatasetInputs]:
     """DatasetInputs of every dataset with stored inputs (parsed once per digest)."""
     definition = tasks.definition(task)
     found = {}
@@ -81,7 +84,7 @@ def parsed_inputs(session: Session, storage: Storage, *, task: Task) -> dict[str
     return found
 
 
-def _read_stored(storage: Storage, definition: Any, row: InputFile) -> Any:
+def _read_stored(storage: Storage, definition: TaskDefinition, row: InputFile) -> DatasetInputs:
     """Parse a stored input file (it was checked on upload)."""
     from evaluation import read_inputs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -27,6 +27,9 @@ from semboard.errors import (
 from semboard.models import Phase, Run, RunFile, Task, Team, UploadLog, User
 from semboard.services import access, gold, grants, inputs, ratelimit, tasks
 from semboard.storage import Storage, keys, put_content, sha256
+
+if TYPE_CHECKING:
+    from evaluation import TaskDefinition, ValidatedRun
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +97,7 @@ def _reject(
     return err
 
 
-def _dataset_of(definition: Any, filename: str) -> str | None:
+def _dataset_of(definition: TaskDefinition, filename: str) -> str | None:
     """Which dataset a run file answers (by the task's run file names)."""
     from evaluation import match_run_filename
 
@@ -219,8 +222,8 @@ def _insert_run(
     is_late: bool,
     is_fix: bool,
     stored: list[tuple[str, str, int, str]],
-    definition: Any,
-    validated: Any,
+    definition: TaskDefinition,
+    validated: ValidatedRun,
     metadata: dict[str, Any],
     files: Mapping[str, bytes],
 ) -> Run:

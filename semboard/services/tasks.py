@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from semboard.db import insert_unless_refused
+from semboard.db import insert_unless_refused, require_fits
 from semboard.errors import InvalidData, NameTaken, NotFound, PhaseNotOpen
 from semboard.models import (
     LATE_POLICIES,
@@ -21,6 +21,9 @@ from semboard.models import (
     TaskOrganiser,
     User,
 )
+
+if TYPE_CHECKING:
+    from evaluation import TaskDefinition
 
 PHASE_FIELDS = (
     "slug",
@@ -37,24 +40,24 @@ PHASE_FIELDS = (
 
 
 @lru_cache(maxsize=64)
-def _parse(text: str, digest: str, name: str) -> Any:
+def _parse(text: str, digest: str, name: str) -> TaskDefinition:
     from evaluation import parse_task
 
     return parse_task(text, source=f"<stored definition of {name}>")
 
 
-def definition(task: Task) -> Any:
+def definition(task: Task) -> TaskDefinition:
     """The task's TaskDefinition, parsed from its stored text (cached by digest)."""
     return _parse(task.definition_text, task.definition_digest, task.name)
 
 
-def load_task(session: Session, definition: Any, *, now: datetime) -> Task:
+def load_task(session: Session, definition: TaskDefinition, *, now: datetime) -> Task:
     """Create the task from a TaskDefinition, or update the stored definition of the same name."""
     task = session.scalar(select(Task).where(Task.name == definition.name))
     if task is None:
         task = Task(name=definition.name, created_at=now)
         session.add(task)
-    task.title = definition.title
+    task.title = require_fits(definition.title, Task.title, "a task title")
     task.description = definition.description.strip()
     task.definition_text = definition.text
     task.definition_digest = definition.digest
@@ -81,6 +84,7 @@ def _check_phase(task: Task, values: dict[str, Any]) -> None:
     slug = values["slug"]
     if not slug or not all(c.isalnum() or c in "-_" for c in slug) or len(slug) > 64:
         raise InvalidData(f"phase slug {slug!r}: use letters, digits, '-' and '_' only")
+    require_fits(values["name"], Phase.name, "a phase name")
     if values["kind"] not in PHASE_KINDS:
         raise InvalidData(f"phase kind must be one of {', '.join(PHASE_KINDS)}")
     if values["late_policy"] not in LATE_POLICIES:

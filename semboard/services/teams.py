@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from semboard.db import insert_unless_refused
+from semboard.db import insert_unless_refused, require_fits
 from semboard.errors import AlreadyInTeam, InvalidData, NameTaken, NotFound
 from semboard.models import Task, Team, TeamMember, User
 
@@ -70,7 +70,7 @@ def create_team(
     team = Team(
         task_id=task.id,
         name=name,
-        affiliation=affiliation.strip(),
+        affiliation=require_fits(affiliation.strip(), Team.affiliation, "an affiliation"),
         invite_code=_new_invite_code(),
         captain_id=captain.id,
         is_baseline=False,

@@ -53,10 +53,15 @@ def login_or_redirect() -> User:
     return user
 
 
+def sentence(text: str | None) -> str:
+    """Services write messages as fragments ('run x was rejected'); pages show sentences."""
+    text = text or ""
+    return text[:1].upper() + text[1:]
+
+
 def flash_error(err: DomainError) -> None:
-    """Show a service's refusal to the user (services write sentence fragments: capitalise)."""
-    message = str(err)
-    flash(message[:1].upper() + message[1:], "error")
+    """Show a service's refusal to the user."""
+    flash(sentence(str(err)), "error")
 
 
 class Outcome:
@@ -140,6 +145,9 @@ def uploaded_files(field_files: list[Any]) -> dict[str, bytes]:
 
 def _aware(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+bp.add_app_template_filter(sentence, "sentence")
 
 
 @bp.app_template_filter("utc")

@@ -55,7 +55,9 @@ def _track_choices(task: Task) -> list[tuple[str, str]]:
 
 def _grant_form(task: Task) -> GrantForm:
     form = GrantForm(prefix="grant")
-    form.team.choices = options([(t.id, t.name) for t in teams.list_teams(db(), task=task)])
+    # The Baselines team has no deadlines, so it never needs a fix.
+    form.team.choices = options([(t.id, t.name) for t in teams.list_teams(db(), task=task)
+                                 if not t.is_baseline])
     form.phase.choices = options([(p.slug, p.name) for p in tasks.phases(db(), task)])
     return form
 

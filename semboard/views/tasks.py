@@ -248,7 +248,10 @@ def upload(task_name: str) -> Any:
         return redirect(url_for("web.task", task_name=task.name))
     form = UploadRunForm()
     opened = [p for p in tasks.phases(session, task) if p.opens_at <= now()]
-    form.phase.choices = options([(p.slug, f"{p.name} ({p.kind})") for p in opened])
+    # A closed phase stays listed (late policy, granted fixes) but says it is closed.
+    form.phase.choices = options([
+        (p.slug, f"{p.name} ({p.kind}{', closed' if _phase_state(p) == 'closed' else ''})")
+        for p in opened])
     if request.method == "GET" and not form.phase.data:
         with contextlib.suppress(DomainError):
             form.phase.data = tasks.phase_for_submission(session, task, now=now()).slug

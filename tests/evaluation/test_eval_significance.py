@@ -1,4 +1,4 @@
-"""Significance: board-wide paired bootstrap (checked against metrics on resampled pairs), groups."""
+"""Significance: the board-wide paired bootstrap (against metrics on resampled pairs), groups."""
 
 from __future__ import annotations
 
@@ -184,8 +184,8 @@ def test_undefined_values_count_zero_and_bad_input_is_refused(setup):
     good = make_run(task, inputs, gold, 0.5, 1)
     files = dict(write_run(task, d, inputs[d].ids, np.full(len(g), 2.5)) for d, g in gold.items())
     constant = validate_run(task, files, inputs)
-    members, observed, boot = S._board_samples(task, [good, constant], gold, ["ALL"],
-                                               resamples=50, seed=1)["ALL"]
+    _, observed, boot = S._board_samples(task, [good, constant], gold, ["ALL"],
+                                         resamples=50, seed=1)["ALL"]
     assert np.isnan(observed[1]) and not np.isnan(boot).any() and (boot[:, 1] == 0).all()
     assert group_runs(task, {"c": constant, "g": good}, gold, metric="ALL",
                       resamples=50) == {"g": 1, "c": 2}

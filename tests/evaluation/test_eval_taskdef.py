@@ -49,6 +49,9 @@ def test_load_task_by_path_and_unknown_name(tmp_path):
     assert load_task(str(path)).name == "copy"
     with pytest.raises(TaskDefinitionError, match="unknown task 'nope'"):
         load_task("nope")
+    (tmp_path / "latin1.toml").write_bytes('name = "café"\n'.encode("latin-1"))
+    with pytest.raises(TaskDefinitionError, match="not a UTF-8 text file"):
+        load_task(tmp_path / "latin1.toml")
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [
@@ -60,6 +63,17 @@ def test_load_task_by_path_and_unknown_name(tmp_path):
     ("[[datasets]]\nname = \"MSRvid\"", "[[datasets]]\nname = \"MSRpar\"", "defined twice"),
     ('dataset = ["pearson", "weighted_pearson"]', 'dataset = ["kappa"]', "'kappa'"),
     ("[scores]", "[scores", "not valid TOML"),
+    ("confidence_range = [1, 100]", "confidence_range = [1]", "run.confidence_range must be"),
+    ("confidence_range = [1, 100]", "confidence_range = [100, 1]", "run.confidence_range must"),
+    ("confidence_range = [1, 100]", 'confidence_range = ["a", 2]', "run.confidence_range must"),
+    ('name = "MSRpar"', 'name = "MSRpar"\ninputs = 3', "datasets.0..inputs has the wrong type"),
+    ('input = "STS.input.{dataset}.txt"', 'input = "STS.input.{dataset}.{x}.txt"',
+     "input 'STS.input.{dataset}.{x}.txt' may only use the placeholders {dataset}"),
+    ('filename = "STS.output.{dataset}.txt"', 'filename = "STS.output.{dataset}.{x}.txt"',
+     "run.filename 'STS.output.{dataset}.{x}.txt' may only use"),
+    ('columns = ["sentence1", "sentence2"]', "columns = [1, 2]",
+     "inputs.columns must list strings"),
+    ('[layout]\ninput = "STS.input.{dataset}.txt"', "[layout]\ninput = 7", "layout.input has the"),
 ])
 def test_bad_definitions_are_explained(old, new, message):
     text = load_task("sts2012").text

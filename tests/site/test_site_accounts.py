@@ -197,6 +197,25 @@ def test_bad_inputs_are_refused_with_file_and_line(session, storage, make, now) 
     assert inputs.current_inputs(session, task=task)["alpha"] is newer
 
 
+def test_text_longer_than_its_column_is_refused_before_the_database(session, make, now) -> None:
+    task, user = make.task(with_inputs=False), make.user()
+    later = now + timedelta(days=1)
+    with pytest.raises(InvalidData, match="a phase name has at most 120 characters"):
+        tasks.add_phase(session, task, slug="p", name="x" * 121, kind="evaluation",
+                        opens_at=now, closes_at=later, now=now)
+    with pytest.raises(InvalidData, match="a display name has at most 120"):
+        accounts.register_user(session, email="long@example.org", password="12345678",
+                               display_name="x" * 121, now=now)
+    with pytest.raises(InvalidData, match="a token name has at most 120"):
+        accounts.create_api_token(session, user=user, name="t" * 121, now=now)
+    with pytest.raises(InvalidData, match="an affiliation has at most 255"):
+        teams.create_team(session, task=task, captain=user, name="T", affiliation="a" * 256,
+                          now=now)
+    phase = tasks.add_phase(session, task, slug="p", name="x" * 120, kind="evaluation",
+                            opens_at=now, closes_at=later, now=now)
+    assert phase.name == "x" * 120
+
+
 def test_models_store_utc_aware_times(session, make, now) -> None:
     user = make.user()
     session.expire_all()

@@ -123,7 +123,7 @@ def test_refresh_groups_every_board_eagerly(session, storage, board_world, now, 
 
 def test_runs_are_regrouped_from_the_stored_files(session, storage, board_world, now):
     """The groups come from the stored files, not from the stored scores."""
-    task, phase, runs = board_world
+    _, phase, runs = board_world
     good = runs["good"]
     values = significance.settings(session, phase=phase, runs=[good, runs["noisy"]],
                                    metrics=list(METRICS))
@@ -142,8 +142,8 @@ def test_runs_are_regrouped_from_the_stored_files(session, storage, board_world,
 
 
 def test_api_and_downloads_carry_groups(app, client, session, board_world, now):
+    """Rows gain `groups` (other keys unchanged); the CSV ends with group columns."""
     app.config["SEMBOARD_CLOCK"] = lambda: now
-    task, phase, runs = board_world
     body = client.get("/api/v1/tasks/tiny/leaderboard?phase=eval").get_json()
     assert body["significance"]["resamples"] == significance.SIGNIFICANCE_OPTIONS["resamples"]
     by_run = {row["run"]: row for row in body["rows"]}

@@ -138,8 +138,12 @@ def test_register_team_download_upload_leaderboard(server: str, tmp_path: Path) 
                 cells = page.locator(f"#leaderboard tbody tr td:nth-child({index})")
                 return cells.all_inner_texts()
 
+            # Find the column by its heading: other columns (ranks, groups) may come and go.
+            headings = [h.strip() for h in
+                        page.locator("#leaderboard thead th").all_inner_texts()]
+            forums = next(i for i, h in enumerate(headings) if h.startswith("forums")) + 1
             page.locator("#leaderboard thead th", has_text="forums").click()
-            values = [float(v) for v in column(10)]
+            values = [float(v) for v in column(forums)]
             assert values == sorted(values, reverse=True)
             page.locator("#leaderboard thead th", has_text="Team").click()
             teams = column(1)
@@ -166,6 +170,17 @@ def test_organiser_buttons_ask_before_acting(server: str) -> None:
             page.get_by_label("E-mail").fill("organiser@demo.semboard.org")
             page.get_by_label("Password").fill("demo-password")
             page.get_by_role("button", name="Log in").click()
+            # Only a board hidden until published has a Publish button: add one.
+            page.goto(f"{server}/tasks/demo/organise/phases/new")
+            page.fill("#slug", "final")
+            page.fill("#name", "Final")
+            page.select_option("#kind", "evaluation")
+            page.fill("#opens_at", "2026-03-01T12:00")
+            page.fill("#closes_at", "2026-03-09T12:00")
+            page.fill("#max_runs", "2")
+            page.select_option("#visibility", "hidden")
+            page.get_by_role("button", name="Save phase").click()
+            expect(page.locator(".flash-success")).to_have_text("Phase Final saved.")
             page.goto(f"{server}/tasks/demo/organise")
             button = page.get_by_role("button", name="Publish results")
             # Dismissed: nothing is sent.
@@ -177,8 +192,42 @@ def test_organiser_buttons_ask_before_acting(server: str) -> None:
             # Accepted: the POST (with its CSRF token) publishes the results.
             page.once("dialog", lambda dialog: dialog.accept())
             button.click()
-            expect(page.locator(".flash-success")).to_have_text(
-                "Results of Post-evaluation published.")
+            expect(page.locator(".flash-success")).to_have_text("Results of Final published.")
             expect(page.get_by_role("button", name="Publish results")).to_have_count(0)
+        finally:
+            browser.close()
+
+
+def test_phone_width_pages_fit_and_label_their_cells(server: str, tmp_path: Path) -> None:
+    _require_chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    shots = Path(os.environ.get("SEMBOARD_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                             args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
+            page.set_default_timeout(15_000)
+            page.goto(f"{server}/login")
+            page.get_by_label("E-mail").fill("alice@demo.semboard.org")
+            page.get_by_label("Password").fill("demo-password")
+            page.get_by_role("button", name="Log in").click()
+            expect(page.locator(".who")).to_be_visible()
+            for url in ("/tasks/demo", "/teams/1", "/tasks/demo/submit"):
+                page.goto(f"{server}{url}")
+                width = page.evaluate("document.documentElement.scrollWidth")
+                assert width <= 390, (url, width)
+            page.goto(f"{server}/tasks/demo")
+            page.screenshot(path=str(shots / "task-390.png"), full_page=True)
+            # The phase table stacks: the deadline column is on screen, labelled, not scrolled off.
+            cell = page.locator('#phases-table td[data-label="Your window"]').last
+            box = cell.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
+            # The navigation is a row under the brand, not a squeezed column beside it.
+            brand = page.locator(".brand").bounding_box()
+            tasks_link = page.locator(".site-nav a", has_text="Tasks").bounding_box()
+            assert tasks_link["y"] > brand["y"] + brand["height"] - 1
         finally:
             browser.close()

@@ -75,7 +75,7 @@ def test_login_errors_and_rate_limit(browser: Browser) -> None:
         assert "Wrong e-mail or password" in text(response)
     response = browser.submit("/login", data={"email": ALICE, "password": "demo-password"})
     assert response.status_code == 422
-    assert "too many failed log-ins" in text(response)
+    assert "Too many failed log-ins" in text(response)
 
 
 def test_login_never_redirects_off_site(browser: Browser) -> None:
@@ -177,7 +177,8 @@ def test_rejected_upload_lists_every_issue_with_file_and_line(browser: Browser,
     assert response.status_code == 422
     page = text(response)
     assert "The run was rejected" in page
-    rows = re.findall(r'<td class="mono"[^>]*>([^<]*)</td>\s*<td class="num"[^>]*>([^<]*)</td>', page)
+    rows = re.findall(r'<td class="mono"[^>]*>([^<]*)</td>\s*<td class="num"[^>]*>([^<]*)</td>',
+                      page)
     assert ("demo.output.news.txt", "12") in rows
     assert any(f == "demo.output.forum.txt" for f, _ in rows)
     assert 'value="broken"' in page  # the run name is kept
