@@ -21,7 +21,7 @@ from evaluation.runs import (
     write_run,
 )
 from evaluation.scoring import DatasetScore, GenreScore, MetricValue, RunScore, score_run
-from evaluation.significance import compare_runs, group_runs, williams_test
+from evaluation.significance import compare_runs, group_board, group_runs, williams_test
 from evaluation.taskdef import DatasetSpec, TaskDefinition, list_tasks, load_task, parse_task
 from evaluation.version import __version__
 
@@ -42,6 +42,7 @@ __all__ = [
     "ValidationError",
     "__version__",
     "compare_runs",
+    "group_board",
     "group_runs",
     "list_tasks",
     "load_gold",

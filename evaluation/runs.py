@@ -197,6 +197,8 @@ class _Collector:
             self.issues.append(Issue(self.filename, line, message, code))
 
     def finish(self) -> list[Issue]:
+        # File-level problems first, then line problems in line order, then the summaries.
+        self.issues.sort(key=lambda issue: (issue.line is not None, issue.line or 0))
         for code, n in self.counts.items():
             if n > MAX_ISSUES_PER_KIND:
                 self.issues.append(Issue(self.filename, None, f"... and {n - MAX_ISSUES_PER_KIND}"
@@ -334,8 +336,16 @@ def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
                     col.add(j + 1, "this task takes no confidence column", "column-count")
             else:
                 missing = np.flatnonzero(~with_conf & (widths == 1))
-                for j in missing:
-                    if lines[j].strip():
+                missing = missing[[bool(lines[j].strip()) for j in missing]]
+                having = np.flatnonzero(with_conf)
+                # Blame the minority: one stray TAB+confidence is the odd line, not the others.
+                if len(missing) >= len(having):
+                    for j in having:
+                        col.add(j + 1, f"the line has a confidence while {len(missing)} other "
+                                "line(s) have none; give one on every line or on none",
+                                "confidence-missing")
+                else:
+                    for j in missing:
                         col.add(j + 1, "the line has no confidence while other lines have one",
                                 "confidence-missing")
                 # lines without a confidence were reported above: parse them as NaN quietly

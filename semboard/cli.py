@@ -213,6 +213,7 @@ def gold_upload(task_name: str, folder: Path) -> None:
             click.echo(f"gold {row.dataset}: {row.n_items} items (v{row.version})")
         changed = gold.rescore(session, get_storage(), task=task, now=now)
         click.echo(f"{changed} run(s) scored against the new gold")
+        leaderboard.refresh_significance(session, get_storage(), task=task, now=now)
 
 
 @gold_cli.command("release")
@@ -231,8 +232,10 @@ def gold_rescore(task_name: str) -> None:
     """Score every run of TASK_NAME against its current gold (history kept)."""
     with command_session() as session:
         task = tasks.get_task(session, task_name)
-        changed = gold.rescore(session, get_storage(), task=task, now=utcnow())
+        now = utcnow()
+        changed = gold.rescore(session, get_storage(), task=task, now=now)
         click.echo(f"{changed} run(s) rescored")
+        leaderboard.refresh_significance(session, get_storage(), task=task, now=now)
 
 
 @token_cli.command("create")
@@ -284,8 +287,10 @@ def results_export(task_name: str, phase_slug: str | None, fmt: str, output: Pat
     with command_session() as session:
         task = tasks.get_task(session, task_name)
         phase = _pick_phase(session, task, phase_slug)
+        # With storage, significance groups missing from the cache are computed (and cached).
         board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=None,
-                                              check_access=False)
+                                              check_access=False, storage=get_storage(),
+                                              now=utcnow())
         if fmt == "json":
             text = json.dumps(board.to_json(), indent=2, ensure_ascii=False) + "\n"
         elif fmt == "latex":
@@ -307,7 +312,9 @@ def results_publish(task_name: str, phase_slug: str | None) -> None:
     with command_session() as session:
         task = tasks.get_task(session, task_name)
         phase = _pick_phase(session, task, phase_slug)
-        gold.publish_results(session, phase=phase, user=None, now=utcnow())
+        now = utcnow()
+        gold.publish_results(session, phase=phase, user=None, now=now)
+        leaderboard.refresh_significance(session, get_storage(), task=task, now=now)
         click.echo(f"results of {task.name}/{phase.slug} published")
 
 

@@ -152,6 +152,29 @@ def test_confidence_column_is_optional_and_kept(sts, make_sts_inputs):
     assert run.predictions["MSRvid"].confidence is None
 
 
+def test_a_mixed_confidence_column_blames_the_minority(sts, make_sts_inputs):
+    inputs = make_sts_inputs(sts)
+    stray = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": b"1\n2\t50\n3\n4\n"}),
+                         inputs)
+    issue = only(stray, "confidence-missing")
+    assert (issue.file, issue.line) == ("STS.output.MSRpar.txt", 2)
+    assert issue.message == ("the line has a confidence while 3 other line(s) have none; "
+                             "give one on every line or on none")
+    forgotten = validate_run(
+        sts, sts_files(sts, **{"STS.output.MSRpar.txt": b"1\t9\n2\t50\n3\n4\t7\n"}), inputs)
+    issue = only(forgotten, "confidence-missing")
+    assert issue.line == 3
+    assert issue.message == "the line has no confidence while other lines have one"
+
+
+def test_issues_of_a_file_come_in_line_order(sts, make_sts_inputs):
+    body = b"x\n2\t0\n9\nnan\n"
+    run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": body}),
+                       make_sts_inputs(sts))
+    lines = [i.line for i in run.issues if i.file == "STS.output.MSRpar.txt"]
+    assert lines == sorted(lines) and len(lines) >= 4
+
+
 def test_too_many_fields(sts, make_sts_inputs):
     run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": b"1\n2\t3\t4\n3\n4\n"}),
                        make_sts_inputs(sts))
