@@ -316,7 +316,8 @@ def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
     lines = split_lines(text)
     n = len(lines)
     if n != n_expected:
-        col.add(n_expected + 1 if n > n_expected else (n or None),
+        # Too many: point at the first extra line; too few: no line is at fault, the file is.
+        col.add(n_expected + 1 if n > n_expected else None,
                 f"the file has {n} line(s) but the input has {n_expected}; a run needs one "
                 "line per input pair, in input order", "line-count")
     line_no = np.arange(1, n + 1, dtype=np.int64)

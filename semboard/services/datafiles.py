@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from semboard.errors import NotFound
+from semboard.errors import InvalidData, NotFound
 from semboard.models import GoldFile, InputFile, Task, User
 from semboard.services import tasks
 from semboard.storage import Storage, put_content, sha256
@@ -27,6 +27,19 @@ def dataset_spec(task: Task, dataset: str) -> DatasetSpec:
         return tasks.definition(task).dataset(dataset)
     except KeyError as err:
         raise NotFound(f"task {task.name} has no dataset {dataset!r}") from err
+
+
+def refuse_other_datasets_file(
+    task: Task, dataset: str, filename: str, name_of: Callable[[str], str | None], kind: str
+) -> None:
+    """InvalidData when the file carries the official name of another dataset's file of this kind.
+
+    Uploading STS.input.MSRvid.txt as MSRpar would silently misalign everything scored later.
+    """
+    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    for spec in tasks.definition(task).datasets:
+        if spec.name != dataset and base and base == name_of(spec.name):
+            raise InvalidData(f"{base} is the {kind} file of {spec.name}, not of {dataset}")
 
 
 def newest_versions(session: Session, model: type[DataFile], *, task: Task) -> dict[str, DataFile]:

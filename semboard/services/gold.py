@@ -43,7 +43,12 @@ def upload_gold(
     access.require_organiser(session, user, task)
     datafiles.dataset_spec(task, dataset)
     definition = tasks.definition(task)
+    datafiles.refuse_other_datasets_file(task, dataset, filename, definition.gold_filename,
+                                         "gold")
     known_inputs = inputs.parsed_inputs(session, storage, task=task).get(dataset)
+    if known_inputs is None:
+        # Gold is checked against its inputs (ids, line count); without them nothing aligns it.
+        raise InvalidData(f"upload the inputs of {dataset} before its gold")
     try:
         parsed = read_gold(definition, dataset, data, filename=filename, inputs=known_inputs)
     except ValidationError as err:

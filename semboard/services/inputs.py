@@ -36,6 +36,8 @@ def upload_inputs(
     access.require_organiser(session, user, task)
     datafiles.dataset_spec(task, dataset)
     definition = tasks.definition(task)
+    datafiles.refuse_other_datasets_file(task, dataset, filename, definition.input_filename,
+                                         "input")
     try:
         parsed = read_inputs(definition, dataset, data, filename=filename)
     except ValidationError as err:

@@ -169,6 +169,14 @@ def submit(
             else:
                 raise refuse(WindowClosed(
                     f"your deadline for {phase.name} passed at {deadline:%Y-%m-%d %H:%M} UTC"))
+        # Once gold is public a run can be fitted to it: only post-evaluation phases (and fixes
+        # an organiser granted) still take runs, so a late run can never top the official board.
+        released = task.gold_released_at
+        if released is not None and now >= released and phase.kind != "post-evaluation" \
+                and not is_fix:
+            raise refuse(WindowClosed(
+                f"the gold of {task.name} was released at {released:%Y-%m-%d %H:%M} UTC; "
+                f"{phase.name} takes no new runs (submit to a post-evaluation phase)"))
 
     # Validation (every problem, with file and line).
     definition = tasks.definition(task)
@@ -237,6 +245,8 @@ def _insert_run(
                 update(Team).where(Team.id == team.id).values(last_upload_at=now)
                 .execution_options(synchronize_session=False)
             )
+            # A team that got the inputs elsewhere starts its window with its first accepted run.
+            inputs.start_window(session, team=team, phase=phase, user=user, now=now)
             current = list(session.scalars(
                 select(Run).where(Run.team_id == team.id, Run.phase_id == phase.id, Run.is_current)
             ))

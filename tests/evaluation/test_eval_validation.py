@@ -73,8 +73,9 @@ def test_too_few_lines(sts, make_sts_inputs):
     run = validate_run(sts, sts_files(sts, **{"STS.output.MSRpar.txt": b"1\n2\n3\n"}),
                        make_sts_inputs(sts))
     issue = only(run, "line-count")
-    assert (issue.file, issue.line) == ("STS.output.MSRpar.txt", 3)
+    assert (issue.file, issue.line) == ("STS.output.MSRpar.txt", None)
     assert issue.message.startswith("the file has 3 line(s) but the input has 4")
+    assert str(issue).startswith("STS.output.MSRpar.txt: the file has 3 line(s)")
 
 
 def test_too_many_lines(sts, make_sts_inputs):

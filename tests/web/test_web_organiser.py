@@ -203,7 +203,7 @@ def test_organiser_board_phase_is_hidden_from_participants(browser: Browser,
                                                            db_session) -> None:
     browser.login(ORGANISER)
     browser.submit("/tasks/demo/organise/phases/new", data={
-        "slug": "internal", "name": "Internal", "kind": "development",
+        "slug": "internal", "name": "Internal", "kind": "post-evaluation",
         "opens_at": "2026-03-01T00:00", "closes_at": "2026-03-09T00:00", "max_runs": "3",
         "late_policy": "reject", "visibility": "organisers", "track": ""})
     assert db_session.scalar(select(Phase).where(Phase.slug == "internal")) is not None

@@ -17,10 +17,13 @@ ALICE = "alice@demo.semboard.org"  # captain of Paraphrase Hunters
 
 
 def _add_sprint_phase(browser: Browser, **overrides: str) -> None:
-    """The organiser opens a windowed, hidden-until-published phase through the phase form."""
+    """The organiser opens a windowed, hidden-until-published phase through the phase form.
+
+    The demo's gold is already released, so only a post-evaluation phase still takes runs.
+    """
     browser.login(ORGANISER)
     data = {
-        "slug": "sprint", "name": "Sprint", "kind": "evaluation",
+        "slug": "sprint", "name": "Sprint", "kind": "post-evaluation",
         "opens_at": (NOW - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M"),
         "closes_at": (NOW + timedelta(days=5)).strftime("%Y-%m-%dT%H:%M"),
         "team_window_hours": "48", "max_runs": "2", "late_policy": "reject",
