@@ -260,40 +260,33 @@ class TeamWindow(Base):
     started_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
 
 
-class InputFile(Base):
+class DatasetFileColumns:
+    """The columns of one stored version of a dataset's file (inputs or gold)."""
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    dataset: Mapped[str] = mapped_column(String(120))
+    version: Mapped[int] = mapped_column(Integer)
+    filename: Mapped[str] = mapped_column(String(255))
+    storage_key: Mapped[str] = mapped_column(String(512))
+    sha256: Mapped[str] = mapped_column(String(64))
+    n_items: Mapped[int] = mapped_column(Integer)
+    uploaded_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    uploaded_at: Mapped[datetime]
+
+
+class InputFile(DatasetFileColumns, Base):
     """One version of a dataset's inputs; the newest version is the one served."""
 
     __tablename__ = "input_file"
     __table_args__ = (UniqueConstraint("task_id", "dataset", "version"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
-    dataset: Mapped[str] = mapped_column(String(120))
-    version: Mapped[int] = mapped_column(Integer)
-    filename: Mapped[str] = mapped_column(String(255))
-    storage_key: Mapped[str] = mapped_column(String(512))
-    sha256: Mapped[str] = mapped_column(String(64))
-    n_items: Mapped[int] = mapped_column(Integer)
-    uploaded_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
-    uploaded_at: Mapped[datetime]
 
-
-class GoldFile(Base):
+class GoldFile(DatasetFileColumns, Base):
     """One version of a dataset's gold; private until the task's gold is released."""
 
     __tablename__ = "gold_file"
     __table_args__ = (UniqueConstraint("task_id", "dataset", "version"),)
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
-    dataset: Mapped[str] = mapped_column(String(120))
-    version: Mapped[int] = mapped_column(Integer)
-    filename: Mapped[str] = mapped_column(String(255))
-    storage_key: Mapped[str] = mapped_column(String(512))
-    sha256: Mapped[str] = mapped_column(String(64))
-    n_items: Mapped[int] = mapped_column(Integer)
-    uploaded_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
-    uploaded_at: Mapped[datetime]
 
 
 class Run(Base):
