@@ -97,6 +97,7 @@ class TaskDefinition:
     ranking: str
     digest: str
     genre_metrics: tuple[str, ...] = ()
+    board_metrics: tuple[str, ...] = ()
     run: RunFormat = field(default_factory=RunFormat)
     source: str = ""
     binary_threshold: float = 0.5
@@ -123,6 +124,11 @@ class TaskDefinition:
         if self.primary_metric in self.metrics:
             return self.primary_metric
         return self.metrics[0]
+
+    @property
+    def board_dataset_metrics(self) -> tuple[str, ...]:
+        """The per-dataset metrics a leaderboard shows (metrics.board; default the primary)."""
+        return self.board_metrics or (self.dataset_primary,)
 
     def run_filename(self, dataset: str, team: str | None = None) -> str:
         """The file name a run must use for `dataset` (with a team token where allowed)."""
@@ -387,6 +393,12 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         raise TaskDefinitionError(f"{source}: Mean and sum_pearson need pearson in metrics")
     if "weighted_pearson" in metrics and not run.confidence:
         raise TaskDefinitionError(f"{source}: weighted_pearson needs run.confidence = true")
+    board = _strings(metrics_table, "board", source, [], "metrics.")
+    for m in board:
+        if m not in metrics:
+            raise TaskDefinitionError(
+                f"{source}: metrics.board entry {m!r} is not one of metrics.dataset {list(metrics)}"
+            )
     primary = _get(metrics_table, "primary", str, source, where="metrics.")
     if primary not in metrics and primary not in aggregates:
         raise TaskDefinitionError(
@@ -416,6 +428,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         ranking=ranking,
         digest=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         genre_metrics=genre_metrics,
+        board_metrics=board,
         run=run,
         source=_get(doc, "source", str, source, "").strip(),
         binary_threshold=float(_get(metrics_table, "binary_threshold", (int, float), source,

@@ -151,15 +151,18 @@ class Leaderboard:
 def _columns(
     definition: Any, flats: list[dict[str, Any]], ranked: set[str], datasets: Any
 ) -> list[Column]:
-    """Aggregates, then each dataset's primary metric, then its genres (first-seen order)."""
+    """Aggregates, then each dataset's board metrics, then its genres (first-seen order)."""
     columns = [Column(m, m, "aggregate", m in ranked) for m in definition.aggregate_metrics]
     primary = definition.dataset_primary
+    shown = definition.board_dataset_metrics
     present: list[str] = []
     for flat in flats:
         present += [k for k in flat if k not in present]
     for dataset in datasets:
-        key = f"{dataset}/{primary}"
-        columns.append(Column(key, dataset, "dataset", key in ranked))  # even on an empty board
+        for metric in shown:  # even on an empty board
+            key = f"{dataset}/{metric}"
+            label = dataset if len(shown) == 1 else f"{dataset} {metric}"
+            columns.append(Column(key, label, "dataset", key in ranked))
         for other in present:
             parts = other.split("/")
             if len(parts) == 3 and parts[0] == dataset and parts[2] == primary:

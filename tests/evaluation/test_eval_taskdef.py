@@ -74,6 +74,8 @@ def test_load_task_by_path_and_unknown_name(tmp_path):
     ('columns = ["sentence1", "sentence2"]', "columns = [1, 2]",
      "inputs.columns must list strings"),
     ('[layout]\ninput = "STS.input.{dataset}.txt"', "[layout]\ninput = 7", "layout.input has the"),
+    ('primary = "ALL"', 'primary = "ALL"\nboard = ["spearman"]',
+     "metrics.board entry 'spearman' is not one of metrics.dataset"),
 ])
 def test_bad_definitions_are_explained(old, new, message):
     text = load_task("sts2012").text
@@ -155,3 +157,9 @@ def test_an_organiser_can_host_a_new_task_from_a_copied_file(tmp_path):
     assert m["f1"].value == pytest.approx(2 * tp / (predicted + positives))
     assert score.aggregates["mean_spearman"].value == pytest.approx(m["spearman"].value)
     assert set(score.datasets["de-en"].genres) == {"news", "web"}
+
+
+def test_board_metrics_default_to_the_primary_and_follow_the_definition():
+    assert load_task("sts2012").board_dataset_metrics == ("pearson",)
+    assert load_task("clss2014").board_dataset_metrics == ("pearson", "spearman")
+    assert load_task("semrel2024").board_dataset_metrics == ("spearman",)

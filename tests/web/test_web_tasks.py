@@ -77,5 +77,8 @@ def test_clss_board_and_run_page_show_genres(shared_data: Path, browser: Browser
     p2s = headers.index("paragraph2sentence/pearson")
     values = re.findall(r'<td class="num" data-sort-value="([^"]*)"', row)
     assert round(float(values[p2s]), 3) == 0.527
+    # Spearman per type beside Pearson (metrics.board of clss2014), as the task paper reported.
+    assert headers[p2s + 1] == "paragraph2sentence/spearman"
+    assert round(float(values[p2s + 1]), 3) == 0.613
     run_page = plain(browser.get(f"/runs/{run.id}"))
     assert "Genre" in run_page and "Newswire 125" in run_page and "Metaphoric 26" in run_page
