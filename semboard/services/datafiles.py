@@ -11,11 +11,11 @@ from sqlalchemy.orm import Session
 
 from semboard.errors import InvalidData, NotFound
 from semboard.models import GoldFile, InputFile, Task, User
-from semboard.services import tasks
+from semboard.services import access, tasks
 from semboard.storage import Storage, put_content, sha256
 
 if TYPE_CHECKING:
-    from evaluation import DatasetSpec
+    from evaluation import DatasetSpec, TaskDefinition
 
 DataFile = TypeVar("DataFile", InputFile, GoldFile)
 T = TypeVar("T")
@@ -29,17 +29,24 @@ def dataset_spec(task: Task, dataset: str) -> DatasetSpec:
         raise NotFound(f"task {task.name} has no dataset {dataset!r}") from err
 
 
-def refuse_other_datasets_file(
-    task: Task, dataset: str, filename: str, name_of: Callable[[str], str | None], kind: str
-) -> None:
-    """InvalidData when the file carries the official name of another dataset's file of this kind.
+def check_upload(
+    session: Session, *, task: Task, dataset: str, filename: str, user: User | None, kind: str
+) -> TaskDefinition:
+    """What every inputs or gold upload must pass before its content is read; the definition.
 
-    Uploading STS.input.MSRvid.txt as MSRpar would silently misalign everything scored later.
+    An organiser (or the command line), a dataset of the task, and not a file carrying the
+    official name of another dataset's file of this kind: uploading STS.input.MSRvid.txt as
+    MSRpar would silently misalign everything scored later.
     """
+    access.require_organiser(session, user, task)
+    dataset_spec(task, dataset)
+    definition = tasks.definition(task)
+    name_of = definition.input_filename if kind == "input" else definition.gold_filename
     base = filename.replace("\\", "/").rsplit("/", 1)[-1]
-    for spec in tasks.definition(task).datasets:
+    for spec in definition.datasets:
         if spec.name != dataset and base and base == name_of(spec.name):
             raise InvalidData(f"{base} is the {kind} file of {spec.name}, not of {dataset}")
+    return definition
 
 
 def newest_versions(session: Session, model: type[DataFile], *, task: Task) -> dict[str, DataFile]:

@@ -40,11 +40,8 @@ def upload_gold(
     """Check a gold file against the definition (and the stored inputs) and store a new version."""
     from evaluation import ValidationError, read_gold
 
-    access.require_organiser(session, user, task)
-    datafiles.dataset_spec(task, dataset)
-    definition = tasks.definition(task)
-    datafiles.refuse_other_datasets_file(task, dataset, filename, definition.gold_filename,
-                                         "gold")
+    definition = datafiles.check_upload(session, task=task, dataset=dataset, filename=filename,
+                                        user=user, kind="gold")
     known_inputs = inputs.parsed_inputs(session, storage, task=task).get(dataset)
     if known_inputs is None:
         # Gold is checked against its inputs (ids, line count); without them nothing aligns it.

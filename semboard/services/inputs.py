@@ -33,11 +33,8 @@ def upload_inputs(
     """Check a dataset's input file with the task definition and store it as a new version."""
     from evaluation import ValidationError, read_inputs
 
-    access.require_organiser(session, user, task)
-    datafiles.dataset_spec(task, dataset)
-    definition = tasks.definition(task)
-    datafiles.refuse_other_datasets_file(task, dataset, filename, definition.input_filename,
-                                         "input")
+    definition = datafiles.check_upload(session, task=task, dataset=dataset, filename=filename,
+                                        user=user, kind="input")
     try:
         parsed = read_inputs(definition, dataset, data, filename=filename)
     except ValidationError as err:
