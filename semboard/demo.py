@@ -384,4 +384,6 @@ def demo_cli(no_baselines: bool, systems: tuple[str, ...]) -> None:
     click.echo("Log in with (all demo passwords are the same):")
     for email, password, role in summary.users:
         click.echo(f"  {email:32s} {password:16s} {role}")
-    click.echo("Start the site with `flask --app app run` and open http://127.0.0.1:5000/")
+    # Plain HTTP on localhost: session cookies are Secure unless told otherwise.
+    click.echo("Start the site with `SEMBOARD_INSECURE_COOKIES=1 flask --app app run` "
+               "and open http://127.0.0.1:5000/")
