@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--track", help="restrict the expected datasets to one track")
         sp.add_argument("--datasets", help="restrict the expected datasets (comma-separated)")
         sp.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        sp.add_argument("--split", help="the definition's split (default: its default split)")
 
     s = sub.add_parser("score", help="validate a run and score it against gold")
     common(s)
@@ -141,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     try:
         task = load_task(args.task)
+        if args.split:
+            task = task.for_split(args.split)
         datasets = _datasets_for(task, args.track, args.datasets)
     except TaskDefinitionError as exc:
         return _usage(str(exc))

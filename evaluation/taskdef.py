@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.issues import TaskDefinitionError
+from evaluation.splits import DEFAULT_SPLIT, SplitDef, for_split, parse_splits
 
 DATASET_METRICS = ("pearson", "spearman", "weighted_pearson", "accuracy", "f1")
 GENRE_METRICS = ("pearson", "spearman")
@@ -101,10 +102,16 @@ class TaskDefinition:
     run: RunFormat = field(default_factory=RunFormat)
     source: str = ""
     binary_threshold: float = 0.5
+    splits: dict[str, SplitDef] = field(default_factory=dict)
+    default_split: str = DEFAULT_SPLIT
 
     def __hash__(self) -> int:
         # `tracks` is a dict, so the generated hash would fail; the digest identifies the text
         return hash((self.name, self.digest))
+
+    def for_split(self, name: str) -> TaskDefinition:
+        """This definition restricted to split `name` (KeyError for an unknown split)."""
+        return for_split(self, name)
 
     def dataset(self, name: str) -> DatasetSpec:
         """The dataset called `name`; KeyError when the task has none."""
@@ -411,7 +418,10 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     if ranking == "aggregate" and not aggregates:
         raise TaskDefinitionError(f"{source}: ranking aggregate needs metrics.aggregate")
 
+    splits, default_split = parse_splits(doc, tuple(d.name for d in datasets), source)
     return TaskDefinition(
+        splits=splits,
+        default_split=default_split,
         name=name,
         title=_get(doc, "title", str, source, name),
         description=_get(doc, "description", str, source, "").strip(),
