@@ -13,6 +13,7 @@ from semboard.db import get_session
 from semboard.errors import InvalidData, NotFound
 from semboard.models import Phase, Task, User
 from semboard.services import access, accounts, gold, inputs, leaderboard, submissions, tasks, teams
+from semboard.services import splits as split_views
 from semboard.storage import get_storage
 from semboard.webfiles import attachment, client_filename
 
@@ -62,6 +63,8 @@ def _phase_json(phase: Phase, now: datetime) -> dict[str, Any]:
         "visibility": phase.visibility,
         "track": phase.track,
         "results_published": phase.results_published_at is not None,
+        "split": phase.split,
+        "max_per_day": phase.max_per_day,
     }
 
 
@@ -99,7 +102,10 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
                     p.slug: inputs.team_deadline(session, team=team, phase=p).isoformat()
                     for p in phases
                 },
+                "phases": split_views.team_phase_status(session, team=team, phases=phases,
+                                                        now=now),
             }
+        data["splits"] = split_views.splits_json(session, task=task)
     return data
 
 
@@ -209,6 +215,34 @@ def download_gold(task_name: str, dataset: str) -> Any:
     session = get_session()
     task = tasks.get_task(session, task_name)
     filename, data = gold.download_gold(
-        session, get_storage(), task=task, dataset=dataset, viewer=_user()
+        session, get_storage(), task=task, dataset=dataset, viewer=_user(),
+        split=request.args.get("split") or None,
     )
     return attachment(data, filename)
+
+
+@bp.post("/tasks/<task_name>/phases")
+def save_phase(task_name: str) -> Any:
+    """Add a phase or change one (organisers; JSON body with add_phase's fields, split too)."""
+    user = _require_user()
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    access.require_organiser(session, user, task)
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict) or not isinstance(body.get("slug"), str):
+        raise InvalidData("send a JSON object with at least a 'slug'")
+    fields = split_views.phase_fields(body)
+    existing = {p.slug: p for p in tasks.phases(session, task)}
+    slug = body["slug"]
+    if slug in existing:
+        phase = tasks.update_phase(session, existing[slug], **fields)
+        status = 200
+    else:
+        missing = [k for k in ("kind", "opens_at", "closes_at") if k not in fields]
+        if missing:
+            raise InvalidData(f"a new phase needs {', '.join(missing)}")
+        fields.setdefault("name", slug)
+        phase = tasks.add_phase(session, task, slug=slug, now=request_now(), **fields)
+        status = 201
+    session.commit()
+    return jsonify(_phase_json(phase, request_now())), status

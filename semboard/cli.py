@@ -101,7 +101,8 @@ def db_upgrade_alias() -> None:
 @click.option("--inputs", "inputs_dir",
               type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Official release folder to load the inputs from.")
-def task_load(name_or_path: str, inputs_dir: Path | None) -> None:
+@click.option("--split", help="The split whose inputs --inputs holds (default: the default one).")
+def task_load(name_or_path: str, inputs_dir: Path | None, split: str | None) -> None:
     """Load (or update) a task from its shipped name or a .toml path."""
     from evaluation import TaskDefinitionError, load_task
 
@@ -114,9 +115,11 @@ def task_load(name_or_path: str, inputs_dir: Path | None) -> None:
         click.echo(f"loaded task {task.name}: {task.title}")
         if inputs_dir is not None:
             rows = inputs.load_release_inputs(session, get_storage(), task=task,
-                                              release_dir=inputs_dir, user=None, now=utcnow())
+                                              release_dir=inputs_dir, user=None, now=utcnow(),
+                                              split=split)
             for row in rows:
-                click.echo(f"  inputs {row.dataset}: {row.n_items} items (v{row.version})")
+                click.echo(f"  inputs {row.dataset}: {row.n_items} items (v{row.version}), "
+                           f"split {row.split}")
 
 
 @task_cli.command("list")
@@ -128,7 +131,8 @@ def task_list() -> None:
             for p in tasks.phases(session, task):
                 click.echo(f"  {p.slug} ({p.kind}) {p.opens_at:%Y-%m-%d %H:%M} → "
                            f"{p.closes_at:%Y-%m-%d %H:%M} UTC, max runs {p.max_runs}, "
-                           f"window {p.team_window_hours}h, late {p.late_policy}, {p.visibility}")
+                           f"window {p.team_window_hours}h, late {p.late_policy}, {p.visibility}, "
+                           f"split {p.split}, max per day {p.max_per_day}")
 
 
 @task_cli.command("phase")
@@ -143,9 +147,13 @@ def task_list() -> None:
 @click.option("--late-policy", type=click.Choice(("reject", "flag")))
 @click.option("--visibility", type=click.Choice(VISIBILITIES))
 @click.option("--track", help="Restrict runs to one track's datasets ('' for none).")
+@click.option("--split", help="The split the phase serves and scores (default: the default one).")
+@click.option("--max-per-day", type=int,
+              help="Uploads per team in any 24 hours, replacements included (0: unlimited).")
 def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, opens: str | None,
                closes: str | None, window_hours: int | None, max_runs: int | None,
-               late_policy: str | None, visibility: str | None, track: str | None) -> None:
+               late_policy: str | None, visibility: str | None, track: str | None,
+               split: str | None = None, max_per_day: int | None = None) -> None:
     """Add phase SLUG to TASK_NAME, or update the settings given."""
     given: dict[str, object] = {}
     if name is not None:
@@ -166,6 +174,10 @@ def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, op
         given["visibility"] = visibility
     if track is not None:
         given["track"] = track or None
+    if split is not None:
+        given["split"] = split
+    if max_per_day is not None:
+        given["max_per_day"] = max_per_day or None
     with command_session() as session:
         task = tasks.get_task(session, task_name)
         existing = {p.slug: p for p in tasks.phases(session, task)}
@@ -202,15 +214,16 @@ def task_organiser(task_name: str, email: str, remove: bool) -> None:
 @gold_cli.command("upload")
 @click.argument("task_name")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
-def gold_upload(task_name: str, folder: Path) -> None:
+@click.option("--split", help="The split whose gold FOLDER holds (default: the default one).")
+def gold_upload(task_name: str, folder: Path, split: str | None) -> None:
     """Upload the gold files found in FOLDER (official release layout or base names)."""
     with command_session() as session:
         task = tasks.get_task(session, task_name)
         now = utcnow()
         rows = gold.load_release_gold(session, get_storage(), task=task, release_dir=folder,
-                                      user=None, now=now)
+                                      user=None, now=now, split=split)
         for row in rows:
-            click.echo(f"gold {row.dataset}: {row.n_items} items (v{row.version})")
+            click.echo(f"gold {row.dataset}: {row.n_items} items (v{row.version}), split {row.split}")
         changed = gold.rescore(session, get_storage(), task=task, now=now)
         click.echo(f"{changed} run(s) scored against the new gold")
         leaderboard.refresh_significance(session, get_storage(), task=task, now=now)
@@ -218,12 +231,13 @@ def gold_upload(task_name: str, folder: Path) -> None:
 
 @gold_cli.command("release")
 @click.argument("task_name")
-def gold_release(task_name: str) -> None:
-    """Release TASK_NAME's gold to everyone."""
+@click.option("--split", help="The split whose gold to release (default: the default one).")
+def gold_release(task_name: str, split: str | None) -> None:
+    """Release TASK_NAME's gold (of one split) to everyone."""
     with command_session() as session:
         task = tasks.get_task(session, task_name)
-        gold.release_gold(session, task=task, user=None, now=utcnow())
-        click.echo(f"gold of {task.name} released")
+        gold.release_gold(session, task=task, user=None, now=utcnow(), split=split)
+        click.echo(f"gold of {task.name} released" + (f" (split {split})" if split else ""))
 
 
 @gold_cli.command("rescore")

@@ -185,6 +185,7 @@ class Phase(Base):
         CheckConstraint(
             "team_window_hours IS NULL OR team_window_hours > 0", name="team_window_hours"
         ),
+        CheckConstraint("max_per_day IS NULL OR max_per_day > 0", name="max_per_day"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -201,6 +202,10 @@ class Phase(Base):
     track: Mapped[str | None] = mapped_column(String(64))
     results_published_at: Mapped[datetime | None]
     created_at: Mapped[datetime]
+    # The split whose inputs the phase serves and whose gold scores its runs.
+    split: Mapped[str] = mapped_column(String(64), server_default="test")
+    # Uploads (replacements included) per team in any 24 hours; None: no daily limit.
+    max_per_day: Mapped[int | None] = mapped_column(Integer)
 
     task: Mapped[Task] = relationship(back_populates="phases")
 
@@ -265,6 +270,8 @@ class DatasetFileColumns:
 
     id: Mapped[int] = mapped_column(primary_key=True)
     task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    # The definition's split the file belongs to (train, dev, test...).
+    split: Mapped[str] = mapped_column(String(64), server_default="test")
     dataset: Mapped[str] = mapped_column(String(120))
     version: Mapped[int] = mapped_column(Integer)
     filename: Mapped[str] = mapped_column(String(255))
@@ -279,14 +286,14 @@ class InputFile(DatasetFileColumns, Base):
     """One version of a dataset's inputs; the newest version is the one served."""
 
     __tablename__ = "input_file"
-    __table_args__ = (UniqueConstraint("task_id", "dataset", "version"),)
+    __table_args__ = (UniqueConstraint("task_id", "split", "dataset", "version"),)
 
 
 class GoldFile(DatasetFileColumns, Base):
     """One version of a dataset's gold; private until the task's gold is released."""
 
     __tablename__ = "gold_file"
-    __table_args__ = (UniqueConstraint("task_id", "dataset", "version"),)
+    __table_args__ = (UniqueConstraint("task_id", "split", "dataset", "version"),)
 
 
 class Run(Base):
@@ -456,3 +463,16 @@ class RateLimitEvent(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     key: Mapped[str] = mapped_column(String(255))
     at: Mapped[datetime]
+
+
+class GoldRelease(Base):
+    """The release of one split's gold to everyone (the default split's also sets the task's)."""
+
+    __tablename__ = "gold_release"
+    __table_args__ = (UniqueConstraint("task_id", "split"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    split: Mapped[str] = mapped_column(String(64))
+    released_at: Mapped[datetime]
+    released_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from semboard.errors import InvalidData, NotFound
 from semboard.models import GoldFile, InputFile, Task, User
-from semboard.services import access, tasks
+from semboard.services import access
 from semboard.storage import Storage, put_content, sha256
 
 if TYPE_CHECKING:
@@ -21,16 +21,20 @@ DataFile = TypeVar("DataFile", InputFile, GoldFile)
 T = TypeVar("T")
 
 
-def dataset_spec(task: Task, dataset: str) -> DatasetSpec:
-    """The DatasetSpec of one of the task's datasets, or NotFound."""
+def dataset_spec(task: Task, dataset: str, split: str | None = None) -> DatasetSpec:
+    """The DatasetSpec of one of the task's (or split's) datasets, or NotFound."""
+    from semboard.services import splits
+
     try:
-        return tasks.definition(task).dataset(dataset)
+        return splits.split_definition(task, split).dataset(dataset)
     except KeyError as err:
-        raise NotFound(f"task {task.name} has no dataset {dataset!r}") from err
+        where = f"split {split} of task {task.name}" if split else f"task {task.name}"
+        raise NotFound(f"{where} has no dataset {dataset!r}") from err
 
 
 def check_upload(
-    session: Session, *, task: Task, dataset: str, filename: str, user: User | None, kind: str
+    session: Session, *, task: Task, dataset: str, filename: str, user: User | None, kind: str,
+    split: str | None = None,
 ) -> TaskDefinition:
     """What every inputs or gold upload must pass before its content is read; the definition.
 
@@ -38,9 +42,11 @@ def check_upload(
     official name of another dataset's file of this kind: uploading STS.input.MSRvid.txt as
     MSRpar would silently misalign everything scored later.
     """
+    from semboard.services import splits
+
     access.require_organiser(session, user, task)
-    dataset_spec(task, dataset)
-    definition = tasks.definition(task)
+    dataset_spec(task, dataset, split)
+    definition = splits.split_definition(task, split)
     name_of = definition.input_filename if kind == "input" else definition.gold_filename
     base = filename.replace("\\", "/").rsplit("/", 1)[-1]
     for spec in definition.datasets:
@@ -49,17 +55,18 @@ def check_upload(
     return definition
 
 
-def newest_versions(session: Session, model: type[DataFile], *, task: Task) -> dict[str, DataFile]:
-    """The newest version of each dataset's file of this kind."""
+def newest_versions(session: Session, model: type[DataFile], *, task: Task,
+                    split: str) -> dict[str, DataFile]:
+    """The newest version of each dataset's file of this kind in one split."""
     newest = (
         select(model.dataset, func.max(model.version).label("v"))
-        .where(model.task_id == task.id)
+        .where(model.task_id == task.id, model.split == split)
         .group_by(model.dataset)
         .subquery()
     )
     query = select(model).join(
         newest, (model.dataset == newest.c.dataset) & (model.version == newest.c.v)
-    ).where(model.task_id == task.id)
+    ).where(model.task_id == task.id, model.split == split)
     return {row.dataset: row for row in session.scalars(query)}
 
 
@@ -70,6 +77,7 @@ def store_version(
     make_key: Callable[[str, str, str], str],
     *,
     task: Task,
+    split: str,
     dataset: str,
     filename: str,
     data: bytes,
@@ -82,13 +90,14 @@ def store_version(
     `make_key(task, dataset, digest)` is the storage key maker of this kind (`storage.keys`).
     """
     digest = sha256(data)
-    latest = newest_versions(session, model, task=task).get(dataset)
+    latest = newest_versions(session, model, task=task, split=split).get(dataset)
     if latest is not None and latest.sha256 == digest:
         return latest
     key = make_key(task.name, dataset, digest)
     put_content(storage, key, data)
     row = model(
         task_id=task.id,
+        split=split,
         dataset=dataset,
         version=(latest.version + 1) if latest else 1,
         filename=filename,

@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session
 
 from semboard.db import begin_write
 from semboard.errors import Forbidden, InvalidData, NotFound
-from semboard.models import GoldFile, Phase, Run, RunScoreRecord, Task, User
-from semboard.services import access, datafiles, inputs, tasks
+from semboard.models import GoldFile, GoldRelease, Phase, Run, RunScoreRecord, Task, User
+from semboard.services import access, datafiles, inputs, splits, tasks
 from semboard.storage import Storage, keys
 
 if TYPE_CHECKING:
@@ -36,13 +36,15 @@ def upload_gold(
     data: bytes,
     user: User | None,
     now: datetime,
+    split: str | None = None,
 ) -> GoldFile:
-    """Check a gold file against the definition (and the stored inputs) and store a new version."""
+    """Check a gold file against the split's definition and stored inputs; store a new version."""
     from evaluation import ValidationError, read_gold
 
+    split = splits.split_name(task, split)
     definition = datafiles.check_upload(session, task=task, dataset=dataset, filename=filename,
-                                        user=user, kind="gold")
-    known_inputs = inputs.parsed_inputs(session, storage, task=task).get(dataset)
+                                        user=user, kind="gold", split=split)
+    known_inputs = inputs.parsed_inputs(session, storage, task=task, split=split).get(dataset)
     if known_inputs is None:
         # Gold is checked against its inputs (ids, line count); without them nothing aligns it.
         raise InvalidData(f"upload the inputs of {dataset} before its gold")
@@ -51,7 +53,7 @@ def upload_gold(
     except ValidationError as err:
         raise InvalidData(f"{filename} is not valid gold for {dataset}", err.issues) from err
     return datafiles.store_version(
-        session, storage, GoldFile, keys.gold, task=task, dataset=dataset,
+        session, storage, GoldFile, keys.gold, task=task, split=split, dataset=dataset,
         filename=definition.gold_filename(dataset) or filename, data=data, n_items=len(parsed),
         user=user, now=now,
     )
@@ -59,12 +61,13 @@ def upload_gold(
 
 def load_release_gold(
     session: Session, storage: Storage, *, task: Task, release_dir: Path, user: User | None,
-    now: datetime,
+    now: datetime, split: str | None = None,
 ) -> list[GoldFile]:
-    """Upload every gold file found in a folder: the official layout, or files by base name."""
+    """Upload a split's gold files found in a folder: the official layout, or by base name."""
     release_dir = Path(release_dir)
     rows = []
-    for spec in tasks.definition(task).datasets:
+    split = splits.split_name(task, split)
+    for spec in splits.split_definition(task, split).datasets:
         candidates = []
         if spec.gold_path:
             candidates += [release_dir / spec.gold_path, release_dir / Path(spec.gold_path).name]
@@ -72,16 +75,17 @@ def load_release_gold(
         if path is not None:
             rows.append(
                 upload_gold(session, storage, task=task, dataset=spec.name, filename=path.name,
-                            data=path.read_bytes(), user=user, now=now)
+                            data=path.read_bytes(), user=user, now=now, split=split)
             )
     if not rows:
         raise InvalidData(f"no gold file of {task.name} found under {release_dir}")
     return rows
 
 
-def current_gold(session: Session, *, task: Task) -> dict[str, GoldFile]:
-    """The newest gold version of each dataset."""
-    return datafiles.newest_versions(session, GoldFile, task=task)
+def current_gold(session: Session, *, task: Task, split: str | None = None) -> dict[str, GoldFile]:
+    """The newest gold version of each dataset of a split (None: the default split)."""
+    return datafiles.newest_versions(session, GoldFile, task=task,
+                                     split=splits.split_name(task, split))
 
 
 def gold_digest(current: dict[str, GoldFile]) -> str:
@@ -93,12 +97,13 @@ def gold_digest(current: dict[str, GoldFile]) -> str:
 _PARSED = datafiles.ParsedCache()
 
 
-def parsed_gold(session: Session, storage: Storage, *, task: Task) -> dict[str, DatasetGold]:
-    """DatasetGold of every dataset with gold (parsed once per digest)."""
-    definition = tasks.definition(task)
-    known_inputs = inputs.parsed_inputs(session, storage, task=task)
+def parsed_gold(session: Session, storage: Storage, *, task: Task,
+                split: str | None = None) -> dict[str, DatasetGold]:
+    """DatasetGold of every dataset of a split with gold (parsed once per digest)."""
+    definition = splits.split_definition(task, split)
+    known_inputs = inputs.parsed_inputs(session, storage, task=task, split=split)
     found = {}
-    for dataset, row in current_gold(session, task=task).items():
+    for dataset, row in current_gold(session, task=task, split=split).items():
         ds_inputs = known_inputs.get(dataset)
         cache_key = (definition.digest, dataset, row.sha256, ds_inputs.digest if ds_inputs else "")
         found[dataset] = _PARSED.get(cache_key, _read_stored, storage, definition, row, ds_inputs)
@@ -114,15 +119,21 @@ def _read_stored(storage: Storage, definition: TaskDefinition, row: GoldFile,
                      filename=row.filename, inputs=ds_inputs)
 
 
-def release_gold(session: Session, *, task: Task, user: User | None, now: datetime) -> None:
-    """Make the task's gold downloadable by everyone."""
+def release_gold(session: Session, *, task: Task, user: User | None, now: datetime,
+                 split: str | None = None) -> None:
+    """Make one split's gold (default: the default split's) downloadable by everyone."""
     access.require_organiser(session, user, task)
-    if not current_gold(session, task=task):
-        raise InvalidData(f"task {task.name} has no gold to release")
-    if task.gold_released_at is None:  # releasing again keeps who released it first, and when
+    split = splits.split_name(task, split)
+    if not current_gold(session, task=task, split=split):
+        raise InvalidData(f"task {task.name} has no gold of split {split} to release")
+    # Releasing again keeps who released it first, and when.
+    if splits.release_row(session, task=task, split=split) is None:
+        session.add(GoldRelease(task_id=task.id, split=split, released_at=now,
+                                released_by_id=user.id if user else None))
+    if split == tasks.definition(task).default_split and task.gold_released_at is None:
         task.gold_released_at = now
         task.gold_released_by_id = user.id if user else None
-        session.flush()
+    session.flush()
 
 
 def publish_results(session: Session, *, phase: Phase, user: User | None, now: datetime) -> None:
@@ -133,12 +144,15 @@ def publish_results(session: Session, *, phase: Phase, user: User | None, now: d
 
 
 def download_gold(
-    session: Session, storage: Storage, *, task: Task, dataset: str, viewer: User | None
+    session: Session, storage: Storage, *, task: Task, dataset: str, viewer: User | None,
+    split: str | None = None,
 ) -> tuple[str, bytes]:
-    """A dataset's gold file: only after release, except for organisers."""
-    if not access.can_download_gold(session, viewer, task):
-        raise Forbidden("the gold of this task has not been released")
-    row = current_gold(session, task=task).get(dataset)
+    """A dataset's gold file: public gold (training, trial, released) for all, else organisers."""
+    split = splits.split_name(task, split)
+    if not (splits.gold_is_public(session, task=task, split=split)
+            or access.is_organiser(session, viewer, task)):
+        raise Forbidden(f"the {split} gold of this task has not been released")
+    row = current_gold(session, task=task, split=split).get(dataset)
     if row is None:
         raise NotFound(f"no gold for {dataset}")
     return row.filename, storage.get(row.storage_key)
@@ -163,25 +177,28 @@ def score_stored_run(
     from evaluation import score_run, validate_run
 
     task = run.task
-    current = current_gold(session, task=task)
+    split = run.phase.split
+    current = current_gold(session, task=task, split=split)
     if not current:
         return None
     digest = gold_digest(current)
     latest = run.current_score
     if latest is not None and latest.gold_digest == digest and not force:
         return latest
-    definition = tasks.definition(task)
+    definition = splits.phase_definition(run.phase)
     if validated is None:
         files = {f.filename: storage.get(f.storage_key) for f in run.files}
         datasets = definition.track_datasets(run.phase.track) if run.phase.track else None
         team = None if run.team.is_baseline else run.team.name
         validated = validate_run(
-            definition, files, inputs.parsed_inputs(session, storage, task=task), team=team,
+            definition, files, inputs.parsed_inputs(session, storage, task=task, split=split),
+            team=team,
             datasets=datasets,
         )
     score = None
     if validated.ok:
-        score = score_run(definition, validated, parsed_gold(session, storage, task=task),
+        score = score_run(definition, validated,
+                          parsed_gold(session, storage, task=task, split=split),
                           **SCORE_OPTIONS)
     if write_lock:
         begin_write(session)

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from semboard.db import insert_unless_refused
 from semboard.errors import Forbidden, InvalidData, NotFound, PhaseNotOpen
 from semboard.models import InputFile, Phase, Task, Team, TeamWindow, User
-from semboard.services import access, datafiles, tasks, teams
+from semboard.services import access, datafiles, splits, tasks, teams
 from semboard.storage import Storage, keys
 
 if TYPE_CHECKING:
@@ -29,18 +29,20 @@ def upload_inputs(
     data: bytes,
     user: User | None,
     now: datetime,
+    split: str | None = None,
 ) -> InputFile:
-    """Check a dataset's input file with the task definition and store it as a new version."""
+    """Check a dataset's input file with the split's definition and store it as a new version."""
     from evaluation import ValidationError, read_inputs
 
+    split = splits.split_name(task, split)
     definition = datafiles.check_upload(session, task=task, dataset=dataset, filename=filename,
-                                        user=user, kind="input")
+                                        user=user, kind="input", split=split)
     try:
         parsed = read_inputs(definition, dataset, data, filename=filename)
     except ValidationError as err:
         raise InvalidData(f"{filename} is not valid input for {dataset}", err.issues) from err
     return datafiles.store_version(
-        session, storage, InputFile, keys.inputs, task=task, dataset=dataset,
+        session, storage, InputFile, keys.inputs, task=task, split=split, dataset=dataset,
         filename=definition.input_filename(dataset), data=data, n_items=len(parsed), user=user,
         now=now,
     )
@@ -48,36 +50,42 @@ def upload_inputs(
 
 def load_release_inputs(
     session: Session, storage: Storage, *, task: Task, release_dir: Path, user: User | None,
-    now: datetime,
+    now: datetime, split: str | None = None,
 ) -> list[InputFile]:
-    """Upload every dataset's inputs found in an official release folder (as the layout says)."""
+    """Upload one split's inputs found in an official release folder (as the layout says)."""
     rows = []
     release_dir = Path(release_dir)
-    for spec in tasks.definition(task).datasets:
+    split = splits.split_name(task, split)
+    for spec in splits.split_definition(task, split).datasets:
         path = release_dir / spec.input_path
         if path.is_file():
             rows.append(
                 upload_inputs(session, storage, task=task, dataset=spec.name,
-                              filename=path.name, data=path.read_bytes(), user=user, now=now)
+                              filename=path.name, data=path.read_bytes(), user=user, now=now,
+                              split=split)
             )
     if not rows:
-        raise InvalidData(f"no input file of {task.name} found under {release_dir}")
+        raise InvalidData(f"no input file of {task.name} (split {split}) found under "
+                          f"{release_dir}")
     return rows
 
 
-def current_inputs(session: Session, *, task: Task) -> dict[str, InputFile]:
-    """The newest input version of each dataset."""
-    return datafiles.newest_versions(session, InputFile, task=task)
+def current_inputs(session: Session, *, task: Task,
+                   split: str | None = None) -> dict[str, InputFile]:
+    """The newest input version of each dataset of a split (None: the default split)."""
+    return datafiles.newest_versions(session, InputFile, task=task,
+                                     split=splits.split_name(task, split))
 
 
 _PARSED = datafiles.ParsedCache()
 
 
-def parsed_inputs(session: Session, storage: Storage, *, task: Task) -> dict[str, DatasetInputs]:
-    """DatasetInputs of every dataset with stored inputs (parsed once per digest)."""
-    definition = tasks.definition(task)
+def parsed_inputs(session: Session, storage: Storage, *, task: Task,
+                  split: str | None = None) -> dict[str, DatasetInputs]:
+    """DatasetInputs of every dataset of a split with stored inputs (parsed once per digest)."""
+    definition = splits.split_definition(task, split)
     found = {}
-    for dataset, row in current_inputs(session, task=task).items():
+    for dataset, row in current_inputs(session, task=task, split=split).items():
         found[dataset] = _PARSED.get((definition.digest, dataset, row.sha256), _read_stored,
                                      storage, definition, row)
     return found
@@ -130,10 +138,11 @@ def download_inputs(
     session: Session, storage: Storage, *, phase: Phase, dataset: str, user: User | None,
     now: datetime,
 ) -> tuple[str, bytes]:
-    """A dataset's input file; a team's first download in a windowed phase starts its window."""
+    """A dataset's input file of the phase's split; a team's first download in a windowed phase
+    starts its window (and only such a phase serves the inputs its window guards)."""
     task = phase.task
-    datafiles.dataset_spec(task, dataset)
-    row = current_inputs(session, task=task).get(dataset)
+    datafiles.dataset_spec(task, dataset, phase.split)
+    row = current_inputs(session, task=task, split=phase.split).get(dataset)
     if access.is_organiser(session, user, task):
         if row is None:
             raise NotFound(f"no inputs uploaded for {dataset} yet")
@@ -145,6 +154,11 @@ def download_inputs(
         raise PhaseNotOpen(f"phase {phase.name} opens at {phase.opens_at:%Y-%m-%d %H:%M} UTC")
     if row is None:
         raise NotFound(f"no inputs uploaded for {dataset} yet")
+    guard = splits.window_phase_for(session, phase=phase, user=user, now=now)
+    if guard is not None:
+        raise Forbidden(
+            f"the {phase.split} inputs are served only through phase {guard.slug}, where your "
+            f"first download starts your {guard.team_window_hours}-hour window")
     if now < phase.closes_at:
         start_window(session, team=team, phase=phase, user=user, now=now)
     return row.filename, storage.get(row.storage_key)

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from semboard.errors import Forbidden
 from semboard.models import Phase, Run, Task, User
-from semboard.services import access, significance, tasks
+from semboard.services import access, significance, splits, tasks
 from semboard.storage import Storage
 
 FLAG_LATE = "*"
@@ -191,7 +191,7 @@ def build_leaderboard(
 
     if check_access and not access.can_view_leaderboard(session, viewer, phase):
         raise Forbidden("this leaderboard is not public yet")
-    definition = tasks.definition(task)
+    definition = splits.phase_definition(phase)
     runs = list(session.scalars(
         select(Run)
         .where(Run.phase_id == phase.id, Run.is_current, Run.status == "scored")

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from semboard.db import insert_unless_refused
 from semboard.models import Phase, Run, SignificanceGroups
-from semboard.services import gold, inputs, tasks
+from semboard.services import gold, inputs, splits
 from semboard.storage import ObjectMissing, Storage
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def settings(session: Session, *, phase: Phase, runs: Sequence[Run],
         "phase": phase.id,
         "runs": sorted([run.id, run.current_score.id] for run in runs
                        if run.current_score is not None),
-        "gold": gold.gold_digest(gold.current_gold(session, task=task)),
+        "gold": gold.gold_digest(gold.current_gold(session, task=task, split=phase.split)),
         "task": task.definition_digest,
         "metrics": list(metrics),
         "test": TEST_NAME,
@@ -69,8 +69,8 @@ def _validated_runs(session: Session, storage: Storage, *, phase: Phase,
     """Each run re-read from storage and re-validated as the scorer does; (valid, left out)."""
     from evaluation import validate_run
 
-    definition = tasks.definition(phase.task)
-    known_inputs = inputs.parsed_inputs(session, storage, task=phase.task)
+    definition = splits.phase_definition(phase)
+    known_inputs = inputs.parsed_inputs(session, storage, task=phase.task, split=phase.split)
     datasets = definition.track_datasets(phase.track) if phase.track else None
     ids = [run.id for run in runs]
     loaded = session.scalars(select(Run).where(Run.id.in_(ids))
@@ -103,13 +103,13 @@ def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[
 
     started = time.perf_counter()
     valid, left_out = _validated_runs(session, storage, phase=phase, runs=runs)
-    parsed_gold = gold.parsed_gold(session, storage, task=phase.task)
+    parsed_gold = gold.parsed_gold(session, storage, task=phase.task, split=phase.split)
     notes: dict[str, Any] = {"left_out": left_out, "error": None}
     by_metric: dict[str, dict[int, int]] = {}
     if valid and parsed_gold and metrics:
         try:
             by_metric = group_board(
-                tasks.definition(phase.task), valid, parsed_gold, metrics=list(metrics),
+                splits.phase_definition(phase), valid, parsed_gold, metrics=list(metrics),
                 alpha=SIGNIFICANCE_OPTIONS["alpha"], resamples=SIGNIFICANCE_OPTIONS["resamples"],
                 seed=SIGNIFICANCE_OPTIONS["seed"],
             )

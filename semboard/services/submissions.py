@@ -25,7 +25,7 @@ from semboard.errors import (
     issue_dicts,
 )
 from semboard.models import Phase, Run, RunFile, Task, Team, UploadLog, User
-from semboard.services import access, gold, grants, inputs, ratelimit, tasks
+from semboard.services import access, gold, grants, inputs, ratelimit, splits
 from semboard.storage import Storage, keys, put_content, sha256
 
 if TYPE_CHECKING:
@@ -169,18 +169,28 @@ def submit(
             else:
                 raise refuse(WindowClosed(
                     f"your deadline for {phase.name} passed at {deadline:%Y-%m-%d %H:%M} UTC"))
-        # Once gold is public a run can be fitted to it: only post-evaluation phases (and fixes
+        # Once gold is released a run can be fitted to it: only post-evaluation phases (and fixes
         # an organiser granted) still take runs, so a late run can never top the official board.
-        released = task.gold_released_at
+        # Gold public from the start (training, trial) is practice data and takes runs.
+        release = splits.release_row(session, task=task, split=phase.split)
+        released = release.released_at if release is not None else None
         if released is not None and now >= released and phase.kind != "post-evaluation" \
                 and not is_fix:
             raise refuse(WindowClosed(
                 f"the gold of {task.name} was released at {released:%Y-%m-%d %H:%M} UTC; "
                 f"{phase.name} takes no new runs (submit to a post-evaluation phase)"))
 
-    # Validation (every problem, with file and line).
-    definition = tasks.definition(task)
-    stored_inputs = inputs.parsed_inputs(session, storage, task=task)
+        # Scores shown against private gold: a per-team daily limit (replacements count).
+        quota = splits.daily_quota(session, team=team, phase=phase, now=now)
+        if quota.next_allowed_at is not None:
+            raise refuse(RateLimited(
+                f"your team has made {quota.used} uploads to {phase.name} in the last 24 hours "
+                f"(at most {quota.limit}); next upload allowed at "
+                f"{quota.next_allowed_at:%Y-%m-%d %H:%M} UTC"))
+
+    # Validation (every problem, with file and line) against the phase's split.
+    definition = splits.phase_definition(phase)
+    stored_inputs = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
     if not stored_inputs:
         raise refuse(PhaseNotOpen(f"no inputs of {task.name} have been published yet"))
     try:

@@ -36,6 +36,8 @@ PHASE_FIELDS = (
     "late_policy",
     "visibility",
     "track",
+    "split",
+    "max_per_day",
 )
 
 
@@ -96,7 +98,7 @@ def _check_phase(task: Task, values: dict[str, Any]) -> None:
             raise InvalidData(f"{key} must carry a timezone (times are UTC)")
     if values["closes_at"] <= values["opens_at"]:
         raise InvalidData("a phase must close after it opens")
-    for key in ("team_window_hours", "max_runs"):
+    for key in ("team_window_hours", "max_runs", "max_per_day"):
         if values[key] is not None and values[key] <= 0:
             raise InvalidData(f"{key} must be positive (or empty for none)")
     track = values["track"]
@@ -104,6 +106,20 @@ def _check_phase(task: Task, values: dict[str, Any]) -> None:
         tracks = definition(task).tracks
         if track not in tracks:
             raise InvalidData(f"task {task.name} has no track {track!r}")
+    splits = definition(task).splits
+    if values["split"] not in splits:
+        raise InvalidData(f"task {task.name} has no split {values['split']!r}; its splits: "
+                          f"{', '.join(splits)}")
+
+
+def _check_split_rules(session: Session, task: Task, values: dict[str, Any],
+                       phase_id: int | None) -> None:
+    """The no-oracle rule, and a daily limit for scores shown against private gold."""
+    from semboard.services import splits
+
+    splits.check_no_oracle(session, task, values, phase_id)
+    if values["max_per_day"] is None and splits.needs_daily_limit(session, task, values):
+        values["max_per_day"] = splits.DEFAULT_MAX_PER_DAY
 
 
 def add_phase(
@@ -120,9 +136,11 @@ def add_phase(
     late_policy: str = "reject",
     visibility: str = "public",
     track: str | None = None,
+    split: str | None = None,
+    max_per_day: int | None = None,
     now: datetime,
 ) -> Phase:
-    """Add a phase to the task."""
+    """Add a phase to the task (split: the definition's default when None)."""
     values = dict(
         slug=slug.strip(),
         name=name.strip() or slug,
@@ -134,8 +152,11 @@ def add_phase(
         late_policy=late_policy,
         visibility=visibility,
         track=track or None,
+        split=split or definition(task).default_split,
+        max_per_day=max_per_day,
     )
     _check_phase(task, values)
+    _check_split_rules(session, task, values, None)
     phase = Phase(task_id=task.id, created_at=now, **values)
     if not insert_unless_refused(session, phase):
         raise NameTaken(f"task {task.name} already has a phase {slug!r}")
@@ -151,7 +172,12 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
     values = {key: getattr(phase, key) for key in PHASE_FIELDS}
     values.update(fields)
     values["track"] = values["track"] or None
+    values["split"] = values["split"] or definition(phase.task).default_split
     _check_phase(phase.task, values)
+    _check_split_rules(session, phase.task, {**values, "results_published_at":
+                                             phase.results_published_at}, phase.id)
+    # Scores shown against private gold always come with a daily limit.
+    values["max_per_day"] = values["max_per_day"] or _default_limit(session, phase.task, values)
     try:
         with session.begin_nested():  # flushes pending changes first, so assign inside it
             for key, value in values.items():
@@ -160,6 +186,15 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
     except IntegrityError as err:
         raise NameTaken(f"task {phase.task.name} already has a phase {values['slug']!r}") from err
     return phase
+
+
+def _default_limit(session: Session, task: Task, values: dict[str, Any]) -> int | None:
+    """The daily limit a phase gets when it starts showing scores against private gold."""
+    from semboard.services import splits
+
+    if splits.needs_daily_limit(session, task, values):
+        return splits.DEFAULT_MAX_PER_DAY
+    return None
 
 
 def get_phase(session: Session, task: Task, slug: str) -> Phase:
