@@ -223,7 +223,8 @@ def gold_upload(task_name: str, folder: Path, split: str | None) -> None:
         rows = gold.load_release_gold(session, get_storage(), task=task, release_dir=folder,
                                       user=None, now=now, split=split)
         for row in rows:
-            click.echo(f"gold {row.dataset}: {row.n_items} items (v{row.version}), split {row.split}")
+            click.echo(f"gold {row.dataset}: {row.n_items} items (v{row.version}), "
+                       f"split {row.split}")
         changed = gold.rescore(session, get_storage(), task=task, now=now)
         click.echo(f"{changed} run(s) scored against the new gold")
         leaderboard.refresh_significance(session, get_storage(), task=task, now=now)

@@ -156,6 +156,10 @@ class PhaseForm(FlaskForm):
     late_policy = SelectField("Late policy", choices=LATE_POLICIES)
     visibility = SelectField("Leaderboard visibility", choices=VISIBILITIES)
     track = SelectField("Track", validators=[Optional()])
+    split = SelectField("Split", validators=[Optional()])
+    max_per_day = IntegerField(
+        "Uploads per team per day", validators=[Optional(), NumberRange(min=1, max=10000)]
+    )
     submit = SubmitField("Save phase")
 
     def validate_closes_at(self, field: DateTimeLocalField) -> None:
@@ -169,6 +173,7 @@ class DataUploadForm(FlaskForm):
 
     kind = SelectField("What", choices=options([("inputs", "Inputs"), ("gold", "Gold")]))
     dataset = SelectField("Dataset", validators=[DataRequired()])
+    split = SelectField("Split", validators=[Optional()])
     file = FileField("File")
     submit = SubmitField("Upload")
 

@@ -73,7 +73,8 @@ def check_no_oracle(session: Session, task: Task, values: dict[str, object],
     """Refuse a phase setting that would turn visible scores into an oracle for private gold.
 
     Scores shown against a split's private gold leak it (one line at a time, through Pearson);
-    that is refused while another phase scored against the same gold keeps its results hidden.
+    that is refused while another phase scored against the same gold keeps its results hidden
+    and still takes runs on time (a post-evaluation board opening after the close is fine).
     Hidden phases alone are unaffected, and so are public phases side by side (nothing hidden).
     """
     split = str(values["split"])
@@ -84,13 +85,13 @@ def check_no_oracle(session: Session, task: Task, values: dict[str, object],
         if other.id == phase_id or other.split != split:
             continue
         theirs = results_visible(other.visibility, other.results_published_at)
-        if mine and not theirs:
+        if mine and not theirs and values["opens_at"] < other.closes_at:  # type: ignore[operator]
             raise InvalidData(
                 f"phase {values['slug']} would show scores against the private gold of split "
                 f"{split!r}, which also scores phase {other.slug} (results not published): a "
                 "participant could read that gold through the scores. Use another split (a dev "
                 "split) for scored feedback, or make this phase hidden.")
-        if theirs and not mine:
+        if theirs and not mine and other.opens_at < values["closes_at"]:  # type: ignore[operator]
             raise InvalidData(
                 f"phase {other.slug} shows scores against the private gold of split {split!r}; "
                 f"a phase {values['slug']} with hidden results on the same split would make it "

@@ -25,6 +25,7 @@ from semboard.services import (
     gold,
     grants,
     inputs,
+    splits,
     submissions,
     tasks,
     teams,
@@ -65,7 +66,15 @@ def _grant_form(task: Task) -> GrantForm:
 def _data_form(task: Task) -> DataUploadForm:
     form = DataUploadForm(prefix="data")
     form.dataset.choices = options([(d, d) for d in tasks.definition(task).dataset_names])
+    form.split.choices = options(_split_choices(task))
     return form
+
+
+def _split_choices(task: Task) -> list[tuple[str, str]]:
+    definition = tasks.definition(task)
+    return [(name, name + (" (default)" if name == definition.default_split else "")
+             + (", public gold" if split.gold_public else ""))
+            for name, split in definition.splits.items()]
 
 
 def _overview(task: Task, **forms: Any) -> str:
@@ -83,6 +92,12 @@ def _overview(task: Task, **forms: Any) -> str:
         "organisers": tasks.organisers(session, task=task),
         "data_issues": [],
         "data_form": _data_form(task),
+        "split_files": {
+            name: (inputs.current_inputs(session, task=task, split=name),
+                   gold.current_gold(session, task=task, split=name))
+            for name in tasks.definition(task).splits
+        },
+        "split_info": splits.splits_json(session, task=task),
         "grant_form": _grant_form(task),
         "action": ActionForm(),
     }
@@ -103,8 +118,11 @@ def _phase_form_page(task: Task, phase: Phase | None) -> Any:
     session = db()
     form = PhaseForm(obj=phase if request.method == "GET" else None)
     form.track.choices = options(_track_choices(task))
+    form.split.choices = options(_split_choices(task))
     if request.method == "GET" and phase is not None:
         form.track.data = phase.track or ""
+    if request.method == "GET" and phase is None:
+        form.split.data = tasks.definition(task).default_split
     if form.validate_on_submit():
         values = {
             "slug": form.slug.data, "name": form.name.data.strip(), "kind": form.kind.data,
@@ -112,6 +130,7 @@ def _phase_form_page(task: Task, phase: Phase | None) -> Any:
             "team_window_hours": form.team_window_hours.data or None,
             "max_runs": form.max_runs.data, "late_policy": form.late_policy.data,
             "visibility": form.visibility.data, "track": form.track.data or None,
+            "split": form.split.data or None, "max_per_day": form.max_per_day.data or None,
         }
         with committed() as done:
             if phase is None:
@@ -160,7 +179,8 @@ def upload_data(task_name: str) -> Any:
             service = inputs.upload_inputs if form.kind.data == "inputs" else gold.upload_gold
             with committed() as done:
                 row = service(session, storage(), task=task, dataset=form.dataset.data,
-                              filename=filename, data=data, user=user, now=now())
+                              filename=filename, data=data, user=user, now=now(),
+                              split=form.split.data or None)
             if done:
                 flash(f"{form.kind.data.capitalize()} of {form.dataset.data} stored as version "
                       f"{row.version} ({row.n_items} items).", "success")
@@ -187,9 +207,12 @@ def _organiser_action(task_name: str, act: Callable[[Task, User], str],
 def release_gold(task_name: str) -> Any:
     """Release the task's gold to everyone."""
 
+    split = request.form.get("split") or None
+
     def act(task: Task, user: User) -> str:
-        gold.release_gold(db(), task=task, user=user, now=now())
-        return "Gold released: everyone can now download it."
+        gold.release_gold(db(), task=task, user=user, now=now(), split=split)
+        return (f"Gold of split {split} released" if split else "Gold released") + \
+            ": everyone can now download it."
 
     return _organiser_action(task_name, act, "#release")
 

@@ -12,7 +12,7 @@ from flask_login import login_required
 from semboard.errors import DomainError
 from semboard.forms import TeamCreateForm, TeamJoinForm, UploadRunForm, options
 from semboard.models import Phase, Run, Task, Team
-from semboard.services import access, gold, inputs, submissions, tasks, teams
+from semboard.services import access, gold, inputs, splits, submissions, tasks, teams
 from semboard.views.common import (
     bp,
     committed,
@@ -88,10 +88,25 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
             deadlines[phase.id] = inputs.team_deadline(session, team=team, phase=phase)
             runs_used[phase.id] = len(submissions.runs_for_team(session, team=team, phase=phase))
     is_organiser = access.is_organiser(session, user, task)
-    # Inputs are offered for the open phases, else for the last phase that opened.
-    download_phases = [p for p in phases if _phase_state(p) == "open"]
+    quotas = {p.id: splits.daily_quota(session, team=team, phase=p, now=now())
+              for p in phases} if team is not None else {}
+    # Inputs are offered for the open phases, else for the last phase that opened; a split's
+    # inputs only through its own phases, and windowed inputs only where the window starts.
+    serving = [p for p in phases if is_organiser
+               or splits.window_phase_for(session, phase=p, user=user, now=now()) is None]
+    download_phases = [p for p in serving if _phase_state(p) == "open"]
     if not download_phases:
-        download_phases = [p for p in phases if _phase_state(p) == "closed"][-1:]
+        download_phases = [p for p in serving if _phase_state(p) == "closed"][-1:]
+    split_info = splits.splits_json(session, task=task)
+    split_sections = [
+        {"name": name, "info": info,
+         "definition": definition.for_split(name),
+         "inputs": inputs.current_inputs(session, task=task, split=name),
+         "gold": gold.current_gold(session, task=task, split=name),
+         "phases": [p for p in download_phases if p.split == name],
+         "can_download_gold": info["gold_public"] or is_organiser}
+        for name, info in split_info.items() if name != definition.default_split
+    ]
     return render_template(
         "tasks/show.html",
         task=task,
@@ -107,7 +122,9 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
         can_download_gold=access.can_download_gold(session, user, task),
         can_see_board={p.id: access.can_view_leaderboard(session, user, p) for p in phases},
         is_organiser=is_organiser,
-        download_phases=download_phases,
+        download_phases=[p for p in download_phases if p.split == definition.default_split],
+        split_sections=split_sections,
+        quotas=quotas,
         create_form=create_form or TeamCreateForm(formdata=None),
         join_form=join_form or TeamJoinForm(formdata=None),
     )
@@ -176,6 +193,8 @@ def team(team_id: int) -> Any:
         is_organiser=organiser,
         runs=submissions.runs_for_team(session, team=team, include_replaced=True),
         logs=submissions.upload_logs(session, task=team.task, team=team)[:50],
+        phase_status=splits.team_phase_status(
+            session, team=team, phases=tasks.phases(session, team.task), now=now()),
     )
 
 
@@ -201,7 +220,7 @@ def download_gold(task_name: str, dataset: str) -> Any:
     task = load_task(task_name)
     try:
         filename, data = gold.download_gold(db(), storage(), task=task, dataset=dataset,
-                                            viewer=me())
+                                            viewer=me(), split=request.args.get("split") or None)
     except DomainError as err:
         flash_error(err)
         return redirect(url_for("web.task", task_name=task.name))
