@@ -37,11 +37,17 @@ def upgrade() -> None:
             batch.drop_constraint(f"uq_{table}_task_id_dataset_version", type_="unique")
             batch.create_unique_constraint(f"uq_{table}_task_id_split_dataset_version",
                                            ["task_id", "split", "dataset", "version"])
-    with op.batch_alter_table("phase") as batch:
-        batch.add_column(sa.Column("split", sa.String(length=64), server_default="test",
-                                   nullable=False))
-        batch.add_column(sa.Column("max_per_day", sa.Integer(), nullable=True))
-        batch.create_check_constraint("max_per_day", "max_per_day IS NULL OR max_per_day > 0")
+    # Never rebuild `phase` on SQLite: dropping the old copy would cascade-delete every run,
+    # window and grant under it (foreign keys are on). Plain ADD COLUMN keeps the rows.
+    op.add_column("phase", sa.Column("split", sa.String(length=64), server_default="test",
+                                     nullable=False))
+    if op.get_bind().dialect.name == "sqlite":
+        op.execute("ALTER TABLE phase ADD COLUMN max_per_day INTEGER CONSTRAINT "
+                   "ck_phase_max_per_day CHECK (max_per_day IS NULL OR max_per_day > 0)")
+    else:
+        op.add_column("phase", sa.Column("max_per_day", sa.Integer(), nullable=True))
+        op.create_check_constraint("max_per_day", "phase",
+                                   "max_per_day IS NULL OR max_per_day > 0")
     op.create_table(
         "gold_release",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -75,10 +81,13 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Revert this revision (files of other splits than a task's default would collide)."""
     op.drop_table("gold_release")
-    with op.batch_alter_table("phase") as batch:
-        batch.drop_constraint("max_per_day", type_="check")
-        batch.drop_column("max_per_day")
-        batch.drop_column("split")
+    if op.get_bind().dialect.name == "sqlite":  # no table rebuild: see upgrade()
+        op.execute("ALTER TABLE phase DROP COLUMN max_per_day")
+        op.execute("ALTER TABLE phase DROP COLUMN split")
+    else:
+        op.drop_constraint("max_per_day", "phase", type_="check")
+        op.drop_column("phase", "max_per_day")
+        op.drop_column("phase", "split")
     for table in ("input_file", "gold_file"):
         with op.batch_alter_table(table) as batch:
             batch.drop_constraint(f"uq_{table}_task_id_split_dataset_version", type_="unique")

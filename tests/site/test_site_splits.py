@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import shutil
 from datetime import timedelta
 
@@ -157,7 +156,8 @@ def test_daily_limit_counts_replacements_and_names_the_next_time(session, storag
     quota = splits.daily_quota(session, team=team, phase=dev, now=NOW + timedelta(hours=5))
     assert (quota.used, quota.next_allowed_at) == (3, NOW + timedelta(hours=24))
     run = submissions.submit(session, storage, team=team, phase=dev, user=captain, name="same",
-                             files=_probe(SIZES["dev"], 3), now=NOW + timedelta(hours=24, seconds=1))
+                             files=_probe(SIZES["dev"], 3),
+                             now=NOW + timedelta(hours=24, seconds=1))
     assert run.status == "scored"
     assert session.query(Run).filter(Run.phase_id == dev.id).count() == 4
 
@@ -173,12 +173,12 @@ def test_window_cannot_be_sidestepped_through_another_phase(session, storage, ta
     assert inputs.team_window(session, team=team, phase=evaluation) is None
     # The practice split is served by its own phase; the evaluation download starts the window.
     practice = _phase(session, task, "practice", kind="trial", split="train")
-    name, data = inputs.download_inputs(session, storage, phase=practice, dataset="alpha",
+    _, data = inputs.download_inputs(session, storage, phase=practice, dataset="alpha",
                                         user=captain, now=NOW)
     assert data.decode().startswith("train alpha 0")
     assert inputs.team_window(session, team=team, phase=evaluation) is None
-    name, data = inputs.download_inputs(session, storage, phase=evaluation, dataset="alpha",
-                                        user=captain, now=NOW)
+    inputs.download_inputs(session, storage, phase=evaluation, dataset="alpha", user=captain,
+                           now=NOW)
     session.commit()
     window = inputs.team_window(session, team=team, phase=evaluation)
     assert (window.started_at, window.ends_at) == (NOW, NOW + timedelta(hours=120))
@@ -254,6 +254,3 @@ def test_cli_and_api_refuse_an_oracle_phase(session, task, app, client, make):
     assert (phases["dev"]["split"], phases["dev"]["max_per_day"]) == ("dev", 4)
     assert phases["evaluation"]["split"] == "test"
 
-
-def _multipart(name: str, files: dict[str, bytes]) -> dict:
-    return {"name": name, "files": [(io.BytesIO(data), fn) for fn, data in files.items()]}
