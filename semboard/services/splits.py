@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -161,9 +161,9 @@ _PHASE_INPUT = {"name": str, "kind": str, "opens_at": str, "closes_at": str,
                 "visibility": str, "track": str, "split": str, "max_per_day": int}
 
 
-def phase_fields(body: dict[str, object]) -> dict[str, object]:
+def phase_fields(body: dict[str, Any]) -> dict[str, Any]:
     """Phase settings from a JSON body (ISO times; 0 or null clears a number)."""
-    fields: dict[str, object] = {}
+    fields: dict[str, Any] = {}
     for key, kind in _PHASE_INPUT.items():
         if key not in body:
             continue
