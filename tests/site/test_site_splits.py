@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import io
 from datetime import timedelta
 
 import numpy as np
@@ -254,3 +255,40 @@ def test_cli_and_api_refuse_an_oracle_phase(session, task, app, client, make):
     assert (phases["dev"]["split"], phases["dev"]["max_per_day"]) == ("dev", 4)
     assert phases["evaluation"]["split"] == "test"
 
+
+
+def test_organiser_pages_take_the_split(session, task, client, make):
+    admin = make.user("admin@example.org", admin=True)
+    assert admin.is_admin
+    login = client.post("/login", data={"email": "admin@example.org", "password": "password123"})
+    assert login.status_code == 302
+    _phase(session, task, "evaluation", visibility="hidden")
+    page = client.get("/tasks/tinysplit/organise").get_data(as_text=True)
+    assert "Release dev gold" in page and "Release train gold" not in page
+    assert 'name="data-split"' in page
+    form = {"slug": "dev", "name": "Dev", "kind": "development",
+            "opens_at": "2012-04-01T00:00", "closes_at": "2012-04-20T00:00", "max_runs": "3",
+            "late_policy": "reject", "visibility": "public", "track": "", "split": "test"}
+    refused = client.post("/tasks/tinysplit/organise/phases/new", data=form)
+    assert refused.status_code == 422
+    assert "read that gold through the scores" in refused.get_data(as_text=True)
+    saved = client.post("/tasks/tinysplit/organise/phases/new", data={**form, "split": "dev"})
+    assert saved.status_code == 302
+    session.rollback()
+    dev = tasks.get_phase(session, task, "dev")
+    assert (dev.split, dev.max_per_day) == ("dev", splits.DEFAULT_MAX_PER_DAY)
+    edit = client.get("/tasks/tinysplit/organise/phases/dev").get_data(as_text=True)
+    assert '<option selected value="dev">' in edit or 'value="dev" selected' in edit
+    upload = client.post("/tasks/tinysplit/organise/data", content_type="multipart/form-data",
+                         data={"data-kind": "inputs", "data-dataset": "alpha",
+                               "data-split": "train",
+                               "data-file": (io.BytesIO(b"x\ty\n" * 12), "STS.input.alpha.txt")})
+    assert upload.status_code == 302
+    session.rollback()
+    assert inputs.current_inputs(session, task=task, split="train")["alpha"].version == 2
+    released = client.post("/tasks/tinysplit/organise/release-gold", data={"split": "dev"})
+    assert released.status_code == 302
+    session.rollback()
+    assert splits.release_row(session, task=task, split="dev") is not None
+    assert splits.release_row(session, task=task, split="test") is None
+    assert task.gold_released_at is None
