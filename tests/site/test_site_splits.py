@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
 import io
+import shutil
 from datetime import timedelta
 
 import numpy as np
