@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from evaluation.issues import TaskDefinitionError
@@ -107,6 +108,12 @@ def parse_splits(doc: dict[str, Any], datasets: tuple[str, ...],
 
 def for_split(definition: TaskDefinition, name: str) -> TaskDefinition:
     """The definition restricted to one split: its datasets and file layout (KeyError if none)."""
+    return _for_split(definition, name)
+
+
+@lru_cache(maxsize=256)
+def _for_split(definition: TaskDefinition, name: str) -> TaskDefinition:
+    """for_split, computed once per definition digest and split (the site asks per request)."""
     if name not in definition.splits:
         raise KeyError(
             f"task {definition.name} has no split {name!r} (splits: "

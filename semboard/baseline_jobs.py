@@ -38,7 +38,7 @@ def run_baselines(session: Session, storage: Storage, *, task_name: str,
                   phase_slug: str | None = None, seed: int = 0,
                   progress: ProgressFactory | None = None) -> list[Run]:
     """Score the task's stored inputs with each system and submit as the Baselines team."""
-    from semboard.services import inputs, submissions, tasks, teams
+    from semboard.services import inputs, splits, submissions, tasks, teams
 
     unknown = [s for s in systems if s not in SYSTEM_NAMES]
     if unknown:
@@ -46,8 +46,8 @@ def run_baselines(session: Session, storage: Storage, *, task_name: str,
                           f"{', '.join(SYSTEM_NAMES)}")
     task = tasks.get_task(session, task_name)
     phase = tasks.phase_for_submission(session, task, now=now, slug=phase_slug)
-    definition = tasks.definition(task)
-    stored = inputs.parsed_inputs(session, storage, task=task)
+    definition = splits.phase_definition(phase)  # the phase's split: its datasets and inputs
+    stored = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
     if not stored:
         raise InvalidData(f"no inputs of {task.name} have been published yet")
     if phase.track:
