@@ -105,6 +105,16 @@ def _dataset_of(definition: TaskDefinition, filename: str) -> str | None:
     return found[0] if found else None
 
 
+def _check_daily(session: Session, *, team: Team, phase: Phase, now: datetime) -> None:
+    """RateLimited, naming the next allowed time, when the team used its uploads of the day."""
+    quota = splits.daily_quota(session, team=team, phase=phase, now=now)
+    if quota.next_allowed_at is not None:
+        raise RateLimited(
+            f"your team has made {quota.used} uploads to {phase.name} in the last 24 hours "
+            f"(at most {quota.limit}); next upload allowed at "
+            f"{quota.next_allowed_at:%Y-%m-%d %H:%M} UTC")
+
+
 def _check_name(name: str) -> str:
     name = name.strip()
     if not name:
@@ -181,12 +191,10 @@ def submit(
                 f"{phase.name} takes no new runs (submit to a post-evaluation phase)"))
 
         # Scores shown against private gold: a per-team daily limit (replacements count).
-        quota = splits.daily_quota(session, team=team, phase=phase, now=now)
-        if quota.next_allowed_at is not None:
-            raise refuse(RateLimited(
-                f"your team has made {quota.used} uploads to {phase.name} in the last 24 hours "
-                f"(at most {quota.limit}); next upload allowed at "
-                f"{quota.next_allowed_at:%Y-%m-%d %H:%M} UTC"))
+        try:
+            _check_daily(session, team=team, phase=phase, now=now)
+        except RateLimited as err:
+            raise refuse(err) from None
 
     # Validation (every problem, with file and line) against the phase's split.
     definition = splits.phase_definition(phase)
@@ -257,6 +265,9 @@ def _insert_run(
             )
             # A team that got the inputs elsewhere starts its window with its first accepted run.
             inputs.start_window(session, team=team, phase=phase, user=user, now=now)
+            # The daily limit again, under the team's lock: concurrent uploads cannot both pass.
+            if not team.is_baseline:
+                _check_daily(session, team=team, phase=phase, now=now)
             current = list(session.scalars(
                 select(Run).where(Run.team_id == team.id, Run.phase_id == phase.id, Run.is_current)
             ))
@@ -298,7 +309,7 @@ def _insert_run(
                         issues=validated.issues, run=run, now=now)
             session.commit()
             return run
-        except (RunLimitReached, WindowClosed) as err:
+        except (RunLimitReached, WindowClosed, RateLimited) as err:
             raise _reject(session, err, team=team, phase=phase, user=user, name=name,
                           files=files, now=now) from None
         except (IntegrityError, OperationalError):
