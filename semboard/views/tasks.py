@@ -242,6 +242,11 @@ def _upload_context(task: Task, team: Team, form: UploadRunForm) -> dict[str, An
         "task": task, "team": team, "form": form, "phases": phases, "slots": slots,
         "deadlines": deadlines, "definition": definition,
         "expected": [definition.run_filename(d) for d in definition.dataset_names],
+        "quotas": {p.id: splits.daily_quota(session, team=team, phase=p, now=now())
+                   for p in phases},
+        "expected_by_phase": {p.id: [splits.phase_definition(p).run_filename(d)
+                                     for d in splits.phase_definition(p).dataset_names]
+                              for p in phases},
         "current_runs": submissions.runs_for_team(session, team=team),
     }
 

@@ -239,6 +239,13 @@ def test_semrel2024_dev_phase_with_daily_limit_and_windowed_test(site, client, s
     daily = client.get("/api/v1/tasks/semrel2024", headers=headers).get_json()["team"]
     assert daily["phases"]["dev"]["daily"]["next_allowed_at"] == (
         T0 + timedelta(hours=25)).isoformat()
+    # The pages show it too: the upload page and the task page.
+    login = client.post("/login", data={"email": "team1@example.org",
+                                        "password": "team1-password"})
+    assert login.status_code == 302
+    for url in ("/tasks/semrel2024/submit", "/tasks/semrel2024"):
+        page = client.get(url).get_data(as_text=True)
+        assert "next upload allowed" in page and "2012-04-02 01:00" in page, url
 
     # The test inputs come only through the evaluation phase, whose download starts the window.
     clock.now = T0 + timedelta(days=11)
