@@ -292,3 +292,21 @@ def test_organiser_pages_take_the_split(session, task, client, make):
     assert splits.release_row(session, task=task, split="dev") is not None
     assert splits.release_row(session, task=task, split="test") is None
     assert task.gold_released_at is None
+
+
+def test_cli_names_an_unknown_split(app, release):
+    folder, _ = release
+    runner = app.test_cli_runner()
+    toml = str(folder / "tinysplit.toml")
+    bad = runner.invoke(args=["task", "load", toml, "--split", "nope", "--inputs", str(folder)])
+    assert bad.exit_code != 0 and "no split 'nope'" in bad.output
+    loaded = runner.invoke(args=["task", "load", toml, "--split", "dev", "--inputs",
+                                 str(folder)])
+    assert loaded.exit_code == 0 and "alpha: 10 items (v1), split dev" in loaded.output
+    bad = runner.invoke(args=["gold", "upload", "tinysplit", str(folder), "--split", "nope"])
+    assert bad.exit_code != 0 and "no split 'nope'" in bad.output
+    bad = runner.invoke(args=["gold", "release", "tinysplit", "--split", "train"])
+    assert bad.exit_code != 0 and "no gold of split train" in bad.output
+    bad = runner.invoke(args=["task", "phase", "tinysplit", "p", "--kind", "trial", "--opens",
+                              "2012-04-01", "--closes", "2012-04-09", "--split", "nope"])
+    assert bad.exit_code != 0 and "no split 'nope'" in bad.output

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from alembic import command
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from semboard.cli import alembic_config
 from semboard.db import make_engine, make_session_factory
@@ -21,8 +22,16 @@ def _board(session, task, phase) -> dict:
                                          check_access=False).to_json()
 
 
-def test_upgrade_from_0002_keeps_runs_scores_and_boards(tmp_path: Path, storage, tiny_data):
-    url = f"sqlite:///{tmp_path / 'site.sqlite'}"
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database of each backend (no schema yet)."""
+    if request.param == "postgres":
+        return request.getfixturevalue("postgres_url")
+    return f"sqlite:///{tmp_path / 'site.sqlite'}"
+
+
+def test_upgrade_from_0002_keeps_runs_scores_and_boards(empty_url: str, storage, tiny_data):
+    url = empty_url
     cfg = alembic_config(url)
     command.upgrade(cfg, "head")
     factory = make_session_factory(url)
@@ -49,8 +58,8 @@ def test_upgrade_from_0002_keeps_runs_scores_and_boards(tmp_path: Path, storage,
     command.downgrade(cfg, BEFORE)
     engine = make_engine(url)
     with engine.connect() as conn:
-        columns = {row[1] for row in conn.exec_driver_sql("PRAGMA table_info(phase)")}
-        assert "split" not in columns
+        columns = {c["name"] for c in inspect(conn).get_columns("phase")}
+        assert "split" not in columns and "max_per_day" not in columns
         assert conn.exec_driver_sql("SELECT count(*) FROM run").scalar() == 3
     engine.dispose()
     command.upgrade(cfg, "head")
