@@ -137,6 +137,8 @@ def test_sts2012_practice_on_train_and_windowed_hidden_evaluation(site, client, 
         capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert official.returncode == 0, official.stderr
     assert accepted.get_json()["scores"] == json.loads(official.stdout)
+    board = client.get("/api/v1/tasks/sts2012/leaderboard?phase=practice").get_json()
+    assert [c["label"] for c in board["columns"]] == ["ALL", "ALLnorm", "Mean", *TRAIN]
 
     # The pages: log in; the task page offers the training files through the practice phase.
     login = client.post("/login", data={"email": "ntnu@example.org",
