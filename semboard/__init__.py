@@ -70,8 +70,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     login_manager.init_app(app)
     csrf.init_app(app)
 
-    from semboard import api, db, errors_http
-    from semboard import api_participant, mail  # noqa: F401  (routes on api.bp; mail listeners)
+    from semboard import api, api_participant, db, errors_http, mail  # noqa: F401  (routes on api.bp; mail listeners)
 
     app.teardown_appcontext(db.close_session)
     csrf.exempt(api.bp)
