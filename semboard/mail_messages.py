@@ -1,4 +1,4 @@
-"""The text of every e-mail: committed events turned into (to, subject, body), honouring switches."""
+"""The text of every e-mail: committed events become (to, subject, body), honouring switches."""
 
 from __future__ import annotations
 
