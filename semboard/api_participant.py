@@ -285,4 +285,7 @@ def healthz() -> Any:
 
 def register(app: Flask) -> None:
     """Register the routes outside /api/v1 (the /api/v1 ones ride on the API blueprint)."""
+    from semboard.mail_cli import notify_deadlines_cli
+
     app.register_blueprint(site_bp)
+    app.cli.add_command(notify_deadlines_cli)
