@@ -29,7 +29,7 @@ class Inbox:
         self.messages: list[Message] = []
         self.logins: list[str] = []
 
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802  (aiosmtpd hook)
+    async def handle_DATA(self, server, session, envelope):
         message = message_from_bytes(envelope.content)
         message["X-Rcpt"] = ",".join(envelope.rcpt_tos)
         self.messages.append(message)
