@@ -99,7 +99,8 @@ def test_cli_against_gunicorn(make, session, database_url, tmp_path, tiny_data):
         assert "STS.output.alpha.txt:3" in invalid.stderr and "STS.output.beta.txt" in \
             invalid.stderr
 
-        submitted = cli("submit", "tiny", str(good), "--name", "first run")
+        submitted = cli("submit", "tiny", str(good), "--name", "first run", "--description",
+                        "noisy gold")
         assert submitted.returncode == 0, submitted.stderr
         assert "accepted" in submitted.stdout and "ALL:" in submitted.stdout
         rejected = cli("submit", "tiny", str(bad), "--name", "broken")
@@ -112,6 +113,7 @@ def test_cli_against_gunicorn(make, session, database_url, tmp_path, tiny_data):
         assert runs.returncode == 0 and "first run" in runs.stdout and "broken" not in runs.stdout
         as_json = json.loads(cli("runs", "tiny", "--format", "json").stdout)
         assert [r["name"] for r in as_json["runs"]] == ["first run"]
+        assert as_json["runs"][0]["metadata"] == {"description": "noisy gold"}
 
         table = cli("leaderboard", "tiny")
         assert table.returncode == 0 and "Alpha" in table.stdout and "first run" in table.stdout
