@@ -120,7 +120,8 @@ def _collect(session: Session, _context: Any) -> None:
     for obj in session.dirty:
         if isinstance(obj, Task | Phase):
             name = "gold_released_at" if isinstance(obj, Task) else "results_published_at"
-            history = inspect(obj).attrs[name].history
+            state: Any = inspect(obj)
+            history = state.attrs[name].history
             if history.added and history.added[0] is not None and not any(history.deleted):
                 kind = "gold_released" if isinstance(obj, Task) else "results_published"
                 queue_event(session, kind, **{"task_id" if isinstance(obj, Task)

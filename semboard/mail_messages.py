@@ -100,11 +100,11 @@ def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: 
                                 f"{base_url}/tasks/{phase.task.name}/leaderboard/{phase.slug}"
                                 + sign))
         elif kind == "deadline":
-            user = session.get(User, ev["user_id"])
+            recipient = session.get(User, ev["user_id"])
             phase = session.get(Phase, ev["phase_id"])
-            if user is None or phase is None or not user.notify_deadlines:
+            if recipient is None or phase is None or not recipient.notify_deadlines:
                 continue
-            out.append((user.email,
+            out.append((recipient.email,
                         f"[semboard] {phase.task.name} {phase.name}: deadline in 24 hours",
                         f"Your team's deadline for {phase.name} of {phase.task.title} is "
                         f"{ev['deadline']} (UTC).\n\n{base_url}/tasks/{phase.task.name}" + sign))

@@ -19,7 +19,7 @@ from semboard.errors import DomainError
 from semboard.forms import ActionForm
 from semboard.mail import mail_available
 from semboard.services import account_links, ratelimit, team_rules, teams
-from semboard.views.common import bp, committed, db, flash_error, me, now
+from semboard.views.common import bp, committed, db, flash_error, login_or_redirect, me, now
 
 RESETS_PER_HOUR = 3
 
@@ -107,7 +107,7 @@ def change_password() -> Any:
     form = ChangePasswordForm()
     if form.validate_on_submit():
         with committed() as done:
-            account_links.change_password(db(), user=me(), current=form.current.data,
+            account_links.change_password(db(), user=login_or_redirect(), current=form.current.data,
                                           new=form.password.data)
         if done:
             flash("Password changed.", "success")
@@ -122,7 +122,7 @@ def change_email() -> Any:
     form = ChangeEmailForm()
     if form.validate_on_submit():
         with committed() as done:
-            account_links.change_email(db(), user=me(), password=form.password.data,
+            account_links.change_email(db(), user=login_or_redirect(), password=form.password.data,
                                        email=form.email.data, now=now())
         if done:
             flash("E-mail changed." + (" Confirm it with the link we sent."
@@ -139,7 +139,7 @@ def save_notifications() -> Any:
     if form.validate_on_submit():
         with committed() as done:
             account_links.set_notifications(
-                db(), user=me(), **{k: getattr(form, k).data
+                db(), user=login_or_redirect(), **{k: getattr(form, k).data
                                     for k in account_links.NOTIFICATION_SWITCHES})
         if done:
             flash("Notifications saved.", "success")
@@ -153,7 +153,7 @@ def resend_verification() -> Any:
     """Send a new confirmation link."""
     if ActionForm().validate_on_submit() and mail_available():
         with committed() as done:
-            account_links.send_verification(db(), user=me(), now=now())
+            account_links.send_verification(db(), user=login_or_redirect(), now=now())
         if done:
             flash("A confirmation link is on its way.", "info")
     return redirect(url_for("web.account_settings"))
@@ -163,7 +163,7 @@ def resend_verification() -> Any:
 
 
 def _team_action(team_id: int, action: str) -> Any:
-    user = me()
+    user = login_or_redirect()
     team = teams.get_team(db(), team_id)
     with committed() as done:
         if action == "leave":
