@@ -59,15 +59,19 @@ def test_cli_against_gunicorn(make, session, database_url, tmp_path, tiny_data):
     env.pop("SEMBOARD_TOKEN", None)
     env.pop("SEMBOARD_URL", None)
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        # A new session has no terminal, so a token prompt reads stdin.
         return subprocess.run([sys.executable, "-m", "semboard_cli", *args], env=env,
-                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                              input=stdin, start_new_session=True)
 
     try:
         refused = cli("login", "--url", base, "--token", "sb_wrong")
         assert refused.returncode == 3, refused.stderr
         assert cli("runs", "tiny").returncode == 3  # not logged in
 
+        prompted = cli("login", "--url", base, stdin=token + "\n")
+        assert prompted.returncode == 0 and "/profile" in prompted.stderr, prompted.stderr
         login = cli("login", "--url", base, "--token", token)
         assert login.returncode == 0 and "User" in login.stdout, login.stderr
         assert os.stat(tmp_path / "cli" / "config.json").st_mode & 0o077 == 0

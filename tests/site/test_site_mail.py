@@ -240,3 +240,61 @@ def test_account_settings_change_password_email_and_switches(mail_app, client, i
     fresh = session.get(User, user.id)
     assert fresh.email == "eve2@example.org" and fresh.email_verified_at is None
     assert (fresh.notify_runs, fresh.notify_gold, fresh.notify_deadlines) == (True, False, False)
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A throw-away redis-server on a free port, stopped by its pid."""
+    import shutil
+    import subprocess
+
+    import redis
+
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip("redis-server is not installed")
+    port = free_port()
+    pidfile = tmp_path / "redis.pid"
+    subprocess.run([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--daemonize", "yes", "--pidfile", str(pidfile),
+                    "--dir", str(tmp_path)], check=True, timeout=30)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    yield url
+    client.close()
+    for _ in range(100):
+        if pidfile.exists():
+            break
+        time.sleep(0.05)
+    import os
+    import signal
+
+    if pidfile.exists():
+        os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
+
+
+@pytest.mark.redis
+def test_with_redis_mail_waits_in_the_rq_queue_for_a_worker(mail_app, client, inbox,
+                                                            redis_server):
+    from redis import Redis
+    from rq import Queue, SimpleWorker
+
+    mail_app.config["REDIS_URL"] = redis_server
+    client.post("/register", data={"email": "q@example.org", "display_name": "Q",
+                                   "password": "password123", "confirm": "password123"})
+    connection = Redis.from_url(redis_server)
+    queue = Queue("mail", connection=connection)
+    assert queue.count == 1
+    time.sleep(0.3)
+    assert inbox.messages == []  # nothing leaves from the web process
+    SimpleWorker([queue], connection=connection).work(burst=True)
+    assert inbox.wait(1)[0]["To"] == "q@example.org"
