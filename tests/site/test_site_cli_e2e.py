@@ -14,7 +14,8 @@ from pathlib import Path
 
 from conftest import free_port
 
-from semboard.services import accounts
+from semboard.models import Task
+from semboard.services import accounts, gold
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,6 +52,7 @@ def test_cli_against_gunicorn(make, session, database_url, tmp_path, tiny_data):
     _team, captain = make.team(task, "Alpha")
     token = accounts.create_api_token(session, user=captain, name="cli", now=real_now)
     session.commit()
+    task_id = task.id
     session.close()
 
     server, base = _serve(database_url, tmp_path)
@@ -127,6 +129,14 @@ def test_cli_against_gunicorn(make, session, database_url, tmp_path, tiny_data):
         csv_text = cli("leaderboard", "tiny", "--format", "csv").stdout
         assert csv_text.startswith("team,run") and "Alpha,first run" in csv_text
         assert cli("leaderboard", "nope").returncode == 5
+
+        # Once gold is released, download fetches it too.
+        with make.session.begin():
+            gold.release_gold(make.session, task=make.session.get(Task, task_id), user=None,
+                              now=datetime.now(UTC))
+        again = cli("download", "tiny", "-o", "with-gold")
+        assert again.returncode == 0, again.stderr
+        assert (tmp_path / "with-gold" / "STS.gs.alpha.txt").is_file()
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
