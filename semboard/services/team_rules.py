@@ -63,6 +63,10 @@ def check_can_join(session: Session, *, team: Team, now: datetime) -> None:
     """Raise unless one more member may join now (size limit, lock)."""
     _require_unlocked(session, team, now)
     size = limits(team.task).max_members
+    if size is not None:
+        # PostgreSQL: concurrent joins of one team queue on its row, so the count stays true
+        # (SQLite sessions of the site already write one at a time: BEGIN IMMEDIATE).
+        session.execute(select(Team.id).where(Team.id == team.id).with_for_update())
     if size is not None and member_count(session, team) >= size:
         raise Conflict(f"team {team.name} is full: teams of {team.task.name} have at most "
                        f"{size} members")
