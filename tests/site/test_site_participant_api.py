@@ -13,6 +13,10 @@ from semboard.openapi import spec
 from semboard.services import accounts, tasks
 
 API = "/api/v1"
+databases = pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True,
+)
 
 
 class CheckedClient:
@@ -84,6 +88,7 @@ def test_401_says_how_to_authenticate(api, world):
     assert bad.status_code == 401 and "WWW-Authenticate" in bad.headers
 
 
+@databases
 def test_my_runs_and_their_files(api, world, tiny_data):
     h = world["h"]
     files = tiny_data.run(seed=1)
@@ -105,6 +110,7 @@ def test_my_runs_and_their_files(api, world, tiny_data):
     assert definition.status_code == 200 and b'name = "tiny"' in definition.data
 
 
+@databases
 def test_team_lifecycle(api, world, session):
     h, users = world["h"], world["users"]
     created = api.post(f"{API}/tasks/tiny/team", json={"name": "B", "affiliation": "Lab"},
@@ -137,6 +143,7 @@ def test_team_lifecycle(api, world, session):
     assert left == {"left": "B", "team_deleted": True}
 
 
+@databases
 def test_team_size_limit_and_lock_from_the_task_definition(api, world, session, now):
     from datetime import timedelta
 
