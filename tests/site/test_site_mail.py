@@ -298,3 +298,48 @@ def test_with_redis_mail_waits_in_the_rq_queue_for_a_worker(mail_app, client, in
     assert inbox.messages == []  # nothing leaves from the web process
     SimpleWorker([queue], connection=connection).work(burst=True)
     assert inbox.wait(1)[0]["To"] == "q@example.org"
+
+
+@pytest.fixture
+def certificate(tmp_path, monkeypatch):
+    """A self-signed certificate for localhost, trusted through SSL_CERT_FILE."""
+    import subprocess
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    return key, cert
+
+
+@pytest.mark.parametrize("mode", ["starttls", "smtps"])
+def test_tls_and_login_options(mode, certificate, make, app, client, now):
+    import ssl
+
+    key, cert = certificate
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    box = Inbox()
+
+    def authenticate(server, session, envelope, mechanism, auth_data):
+        box.logins.append(auth_data.login.decode())
+        return AuthResult(success=(auth_data.login, auth_data.password) == (b"u", b"p"))
+
+    port = free_port()
+    options = ({"tls_context": context, "require_starttls": True} if mode == "starttls"
+               else {"ssl_context": context})
+    # aiosmtpd only counts STARTTLS as TLS for AUTH; smtps is encrypted from the first byte.
+    controller = Controller(box, hostname="localhost", port=port, authenticator=authenticate,
+                            auth_require_tls=mode == "starttls", **options)
+    controller.start()
+    try:
+        url = (f"smtp://u:p@localhost:{port}?starttls=1" if mode == "starttls"
+               else f"smtps://u:p@localhost:{port}")
+        app.config.update(SEMBOARD_MAIL_URL=url, SEMBOARD_CLOCK=lambda: now)
+        make.user("tls@example.org")
+        client.post("/forgot-password", data={"email": "tls@example.org"})
+        assert box.wait(1)[0]["To"] == "tls@example.org"
+        assert box.logins == ["u"]
+    finally:
+        controller.stop()
