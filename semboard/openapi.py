@@ -133,7 +133,7 @@ def _paths() -> dict[str, dict[str, Any]]:
     t = "/tasks/{task_name}"
     upload = {"required": True, "content": {"multipart/form-data": {"schema": {
         "type": "object", "required": ["name", "files"],
-        "properties": {"name": STR, "phase": STR,
+        "properties": {"name": STR, "phase": STR, "description": STR,
                        "files": {"type": "array", "items": {"type": "string",
                                                             "format": "binary"}}}}}}}
     return {
