@@ -23,6 +23,10 @@ USER semboard
 VOLUME ["/data"]
 EXPOSE 8000
 
+# Load balancers and Docker ask /healthz (database and storage reachable); no curl in the image.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+  CMD python -c "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status != 200)"
+
 # A single container migrates its database on start. With several replicas sharing PostgreSQL,
 # run `flask --app app db-upgrade` once as a release step and start them with SEMBOARD_SKIP_MIGRATE=1.
 CMD ["sh", "-c", "if [ -z \"$SEMBOARD_SKIP_MIGRATE\" ]; then flask --app app db-upgrade || exit 1; fi; exec gunicorn --workers ${WEB_CONCURRENCY:-4} --bind 0.0.0.0:8000 --access-logfile - 'app:app'"]

@@ -70,11 +70,12 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     login_manager.init_app(app)
     csrf.init_app(app)
 
-    from semboard import api, db, errors_http
+    from semboard import api, api_participant, db, errors_http, mail  # noqa: F401  (routes on api.bp; mail listeners)
 
     app.teardown_appcontext(db.close_session)
     csrf.exempt(api.bp)
     app.register_blueprint(api.bp)
+    api_participant.register(app)
     errors_http.register(app)
 
     from semboard.views import register_blueprints

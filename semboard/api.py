@@ -137,6 +137,14 @@ def _uploaded_files() -> dict[str, bytes]:
     return found
 
 
+def _description_metadata() -> dict[str, Any] | None:
+    """The optional 'description' field of an upload, kept in the run's metadata."""
+    text = request.form.get("description", "").strip()
+    if len(text) > 5000:
+        raise InvalidData("a run description has at most 5000 characters")
+    return {"description": text} if text else None
+
+
 @bp.post("/tasks/<task_name>/runs")
 def submit_run(task_name: str) -> Any:
     """Submit a run (multipart: name, files, optional phase)."""
@@ -151,6 +159,7 @@ def submit_run(task_name: str) -> Any:
     run = submissions.submit(
         session, get_storage(), team=team, phase=phase, user=user,
         name=request.form.get("name", ""), files=_uploaded_files(), now=now,
+        metadata=_description_metadata(),
     )
     show = access.can_view_scores(session, user, run.phase)
     return jsonify(submissions.run_summary(run, show_scores=show)), 201

@@ -20,6 +20,9 @@ ENV_KEYS = {
     "SEMBOARD_S3_PREFIX": str,
     "SEMBOARD_S3_ENDPOINT_URL": str,
     "MAX_CONTENT_LENGTH": int,
+    "SEMBOARD_MAIL_URL": str,
+    "SEMBOARD_MAIL_FROM": str,
+    "SEMBOARD_BASE_URL": str,
 }
 
 
@@ -37,6 +40,10 @@ def defaults(instance_path: str | Path) -> dict[str, Any]:
         "SEMBOARD_S3_ENDPOINT_URL": "",
         "REDIS_URL": "",
         "MAX_CONTENT_LENGTH": 64 * 1024 * 1024,
+        # E-mail (semboard.mail): unset means no mail, and password reset says it is unavailable.
+        "SEMBOARD_MAIL_URL": "",
+        "SEMBOARD_MAIL_FROM": "",
+        "SEMBOARD_BASE_URL": "",
         "SESSION_COOKIE_HTTPONLY": True,
         "SESSION_COOKIE_SAMESITE": "Lax",
         "SESSION_COOKIE_SECURE": True,

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     text,
+    true,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -91,6 +92,12 @@ class User(Base):
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     is_active_account: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime]
+    # Accounts and e-mail (issue 12): verification, and each notification switchable.
+    email_verified_at: Mapped[datetime | None]
+    notify_runs: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    notify_deadlines: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    notify_gold: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    notify_results: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
 
     tokens: Mapped[list[ApiToken]] = relationship(back_populates="user")
 
@@ -476,3 +483,36 @@ class GoldRelease(Base):
     split: Mapped[str] = mapped_column(String(64))
     released_at: Mapped[datetime]
     released_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+
+
+ACCOUNT_TOKEN_PURPOSES = ("verify", "reset")
+
+
+class AccountToken(Base):
+    """A single-use, expiring e-mail link (verification or password reset); only its sha256."""
+
+    __tablename__ = "account_token"
+    __table_args__ = (CheckConstraint(_in("purpose", ACCOUNT_TOKEN_PURPOSES), name="purpose"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"))
+    purpose: Mapped[str] = mapped_column(String(10))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    email: Mapped[str] = mapped_column(String(254))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    used_at: Mapped[datetime | None]
+
+    user: Mapped[User] = relationship()
+
+
+class NotificationSent(Base):
+    """A notification already sent to a user (the key makes reminders idempotent)."""
+
+    __tablename__ = "notification_sent"
+    __table_args__ = (UniqueConstraint("user_id", "key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(255))
+    sent_at: Mapped[datetime]

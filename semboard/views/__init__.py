@@ -1,5 +1,7 @@
 """HTML blueprints of the site."""
 
+from importlib import import_module
+
 from flask import Flask
 
 
@@ -8,6 +10,8 @@ def register_blueprints(app: Flask) -> None:
     from semboard import login_manager
     from semboard.views import auth, boards, organise, tasks  # noqa: F401  (routes register)
     from semboard.views.common import bp
+
+    import_module("semboard.views.account")  # issue 12: account and team pages
 
     login_manager.login_view = "web.login"
     login_manager.login_message = "Log in to see this page."

@@ -9,8 +9,9 @@ from flask import flash, redirect, render_template, request, url_for
 from flask_login import login_required, login_user, logout_user
 
 from semboard.forms import ActionForm, LoginForm, RegisterForm, TokenForm
+from semboard.mail import mail_available
 from semboard.models import User
-from semboard.services import access, accounts, tasks, teams
+from semboard.services import access, account_links, accounts, tasks, teams
 from semboard.views.common import bp, committed, db, me, now
 
 
@@ -36,6 +37,8 @@ def register() -> Any:
                 db(), email=form.email.data, password=form.password.data,
                 display_name=form.display_name.data.strip(), now=now(),
             )
+            if mail_available():
+                account_links.send_verification(db(), user=user, now=now())
         if done:
             login_user(user)
             flash(f"Welcome, {user.display_name}! Pick a task to join a team.", "success")

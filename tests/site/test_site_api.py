@@ -99,7 +99,7 @@ def test_auth_errors_are_json(client, world, tiny_data):
 
 def test_http_errors_under_api_are_json(app, client, world, monkeypatch):
     for response, code in ((client.get(f"{API}/no/such/route"), 404),
-                           (client.get(f"{API}/tasks/tiny/runs"), 405),
+                           (client.put(f"{API}/tasks/tiny/runs"), 405),  # GET lists my runs
                            (client.delete(f"{API}/tasks"), 405)):
         assert response.status_code == code and response.is_json
         assert response.get_json()["error"]

@@ -1,0 +1,291 @@
+"""Participant API (on the /api/v1 blueprint): my runs and their files, my team, my tokens,
+the task definition, the OpenAPI description and its page, and /healthz for load balancers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Flask, Response, jsonify, render_template, request
+from sqlalchemy import text
+
+from semboard import request_now
+from semboard.api import _require_user, _user, bp
+from semboard.db import get_session
+from semboard.errors import InvalidData, NotFound
+from semboard.models import ApiToken, Task, Team
+from semboard.services import access, accounts, submissions, tasks, team_rules, teams
+from semboard.storage import get_storage
+from semboard.webfiles import attachment
+
+site_bp = Blueprint("site_extra", __name__)
+
+
+@bp.after_request
+def _challenge(response: Response) -> Response:
+    """Every 401 of the API says how to authenticate (RFC 6750)."""
+    if response.status_code == 401 and "WWW-Authenticate" not in response.headers:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="semboard"'
+    return response
+
+
+def _body() -> dict[str, Any]:
+    """The request's fields, from a JSON object or a form."""
+    data = request.get_json(silent=True)
+    if data is None:
+        return dict(request.form)
+    if not isinstance(data, dict):
+        raise InvalidData("send a JSON object")
+    return data
+
+
+def _field(data: dict[str, Any], name: str, *, required: bool = True) -> str:
+    value = data.get(name, "")
+    if not isinstance(value, str | int) or (required and str(value).strip() == ""):
+        raise InvalidData(f"the field {name!r} is required")
+    return str(value)
+
+
+@bp.get("/me")
+def who_am_i() -> Any:
+    """The token's account."""
+    user = _require_user()
+    return jsonify({"id": user.id, "email": user.email, "display_name": user.display_name,
+                    "email_verified": user.email_verified_at is not None})
+
+
+@bp.get("/tasks/<task_name>/definition")
+def task_definition(task_name: str) -> Any:
+    """The task definition (TOML) the site validates runs with (for offline validation)."""
+    task = tasks.get_task(get_session(), task_name)
+    return attachment(task.definition_text, f"{task.name}.toml", mimetype="application/toml")
+
+
+def _my_team(task: Task) -> Team:
+    team = teams.team_for_user(get_session(), task=task, user=_require_user())
+    if team is None:
+        raise NotFound(f"you have no team on {task.name}; create or join one first")
+    return team
+
+
+@bp.get("/tasks/<task_name>/runs")
+def my_runs(task_name: str) -> Any:
+    """My team's runs in a task, newest first (?phase=slug; ?all=1 includes replaced runs)."""
+    user = _require_user()
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    team = _my_team(task)
+    slug = request.args.get("phase")
+    phase = tasks.get_phase(session, task, slug) if slug else None
+    runs = submissions.runs_for_team(session, team=team, phase=phase,
+                                     include_replaced=request.args.get("all") == "1")
+    shown = {p.id: access.can_view_scores(session, user, p) for p in tasks.phases(session, task)}
+    return jsonify({"task": task.name, "team": team.name,
+                    "runs": [submissions.run_summary(r, show_scores=shown[r.phase_id])
+                             for r in runs]})
+
+
+@bp.get("/runs/<int:run_id>/files/<filename>")
+def run_file(run_id: int, filename: str) -> Any:
+    """A file of one of my team's runs, as uploaded (organisers may fetch any run's files)."""
+    user = _require_user()
+    session = get_session()
+    run = submissions.get_run(session, run_id)
+    if not (access.is_member(session, user, run.team_id)
+            or access.is_organiser(session, user, run.task)):
+        raise NotFound(f"no run {run_id}")
+    found = next((f for f in run.files if f.filename == filename), None)
+    if found is None:
+        raise NotFound(f"run {run_id} has no file {filename}")
+    return attachment(get_storage().get(found.storage_key), found.filename)
+
+
+def _team_json(team: Team, *, member: bool) -> dict[str, Any]:
+    session = get_session()
+    limits = team_rules.limits(team.task)
+    data: dict[str, Any] = {
+        "id": team.id,
+        "task": team.task.name,
+        "name": team.name,
+        "affiliation": team.affiliation,
+        "captain_id": team.captain_id,
+        "members": [{"user_id": m.user_id, "display_name": m.user.display_name,
+                     "joined_at": m.joined_at.isoformat(),
+                     "captain": m.user_id == team.captain_id}
+                    for m in team_rules.members(session, team=team)],
+        "max_members": limits.max_members,
+        "locked": team_rules.is_locked(session, task=team.task, now=request_now()),
+    }
+    if member:
+        data["invite_code"] = team.invite_code
+    return data
+
+
+@bp.get("/tasks/<task_name>/team")
+def my_team(task_name: str) -> Any:
+    """My team on a task, with its members and invite code."""
+    return jsonify(_team_json(_my_team(tasks.get_task(get_session(), task_name)), member=True))
+
+
+@bp.post("/tasks/<task_name>/team")
+def create_team(task_name: str) -> Any:
+    """Create a team (JSON or form: name, affiliation); I become its captain."""
+    user = _require_user()
+    session = get_session()
+    data = _body()
+    task = tasks.get_task(session, task_name)
+    team = teams.create_team(session, task=task, captain=user, name=_field(data, "name"),
+                             affiliation=_field(data, "affiliation", required=False),
+                             now=request_now())
+    session.commit()
+    return jsonify(_team_json(team, member=True)), 201
+
+
+@bp.post("/tasks/<task_name>/team/join")
+def join_team(task_name: str) -> Any:
+    """Join a team with its invite code."""
+    user = _require_user()
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    team = teams.join_team(session, task=task, user=user,
+                           invite_code=_field(_body(), "invite_code"), now=request_now())
+    session.commit()
+    return jsonify(_team_json(team, member=True))
+
+
+@bp.post("/tasks/<task_name>/team/leave")
+def leave_team(task_name: str) -> Any:
+    """Leave my team (the captain hands over first; a last member's empty team is deleted)."""
+    user = _require_user()
+    session = get_session()
+    team = _my_team(tasks.get_task(session, task_name))
+    deleted = team_rules.leave(session, team=team, user=user, now=request_now())
+    session.commit()
+    return jsonify({"left": team.name, "team_deleted": deleted})
+
+
+@bp.delete("/tasks/<task_name>/team/members/<int:user_id>")
+def remove_member(task_name: str, user_id: int) -> Any:
+    """The captain removes a member."""
+    user = _require_user()
+    session = get_session()
+    team = _my_team(tasks.get_task(session, task_name))
+    team_rules.remove_member(session, team=team, captain=user, user_id=user_id,
+                             now=request_now())
+    session.commit()
+    return jsonify(_team_json(team, member=True))
+
+
+@bp.post("/tasks/<task_name>/team/invite-code")
+def new_invite_code(task_name: str) -> Any:
+    """The captain replaces the invite code (the old one stops working)."""
+    user = _require_user()
+    session = get_session()
+    team = _my_team(tasks.get_task(session, task_name))
+    team_rules.regenerate_invite_code(session, team=team, captain=user, now=request_now())
+    session.commit()
+    return jsonify(_team_json(team, member=True))
+
+
+@bp.post("/tasks/<task_name>/team/captain")
+def hand_over_captaincy(task_name: str) -> Any:
+    """The captain hands the captaincy to another member (field user_id)."""
+    user = _require_user()
+    session = get_session()
+    team = _my_team(tasks.get_task(session, task_name))
+    try:
+        new_captain = int(_field(_body(), "user_id"))
+    except ValueError:
+        raise InvalidData("user_id must be a number") from None
+    team_rules.transfer_captaincy(session, team=team, captain=user, user_id=new_captain,
+                                  now=request_now())
+    session.commit()
+    return jsonify(_team_json(team, member=True))
+
+
+def _token_json(row: ApiToken) -> dict[str, Any]:
+    return {"id": row.id, "name": row.name, "prefix": row.prefix,
+            "created_at": row.created_at.isoformat(),
+            "last_used_at": row.last_used_at.isoformat() if row.last_used_at else None,
+            "revoked": row.revoked_at is not None}
+
+
+@bp.get("/tokens")
+def list_tokens() -> Any:
+    """My API tokens (never their secrets)."""
+    user = _require_user()
+    rows = accounts.list_api_tokens(get_session(), user=user)
+    return jsonify({"tokens": [_token_json(r) for r in rows]})
+
+
+@bp.post("/tokens")
+def create_token() -> Any:
+    """A new API token (field name); its secret is in this response only."""
+    user = _require_user()
+    session = get_session()
+    secret = accounts.create_api_token(session, user=user,
+                                       name=_field(_body(), "name", required=False),
+                                       now=request_now())
+    session.commit()
+    row = accounts.list_api_tokens(session, user=user)[0]
+    response = jsonify({**_token_json(row), "token": secret})
+    response.headers["Cache-Control"] = "no-store"
+    return response, 201
+
+
+@bp.delete("/tokens/<int:token_id>")
+def revoke_token(token_id: int) -> Any:
+    """Revoke one of my tokens."""
+    user = _require_user()
+    session = get_session()
+    accounts.revoke_api_token(session, user=user, token_id=token_id, now=request_now())
+    session.commit()
+    row = session.get(ApiToken, token_id)
+    assert row is not None
+    return jsonify(_token_json(row))
+
+
+@bp.get("/openapi.json")
+def openapi_json() -> Any:
+    """The OpenAPI 3.1 description of this API."""
+    from semboard.openapi import spec
+
+    return jsonify(spec())
+
+
+# ----------------------------------------------------------------------------- outside /api/v1
+
+
+@site_bp.get("/api/docs")
+def api_docs() -> Any:
+    """The API page, rendered from the OpenAPI description."""
+    from semboard.openapi import spec
+
+    return render_template("api_docs.html", spec=spec(), user=_user())
+
+
+@site_bp.get("/healthz")
+def healthz() -> Any:
+    """Load-balancer health: the database answers and the storage is reachable (503 if not)."""
+    checks: dict[str, str] = {}
+    try:
+        get_session().execute(text("SELECT 1"))
+        checks["database"] = "ok"
+    except Exception as err:  # a health check reports, never raises
+        checks["database"] = f"error: {type(err).__name__}"
+    try:
+        get_storage().exists("healthz/probe")
+        checks["storage"] = "ok"
+    except Exception as err:
+        checks["storage"] = f"error: {type(err).__name__}"
+    healthy = all(v == "ok" for v in checks.values())
+    response = jsonify({"status": "ok" if healthy else "unavailable", "checks": checks})
+    response.headers["Cache-Control"] = "no-store"
+    return response, 200 if healthy else 503
+
+
+def register(app: Flask) -> None:
+    """Register the routes outside /api/v1 (the /api/v1 ones ride on the API blueprint)."""
+    from semboard.mail_cli import notify_deadlines_cli
+
+    app.register_blueprint(site_bp)
+    app.cli.add_command(notify_deadlines_cli)

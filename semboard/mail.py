@@ -1,0 +1,202 @@
+"""E-mail through a real SMTP server (SEMBOARD_MAIL_URL), sent after commit and off the request.
+
+Services never send mail themselves. A commit that recorded something worth telling (a run scored
+or rejected, gold released, results published) or that created an e-mail link leaves events in
+`session.info`; after the commit they are handed to an rq job on the `mail` queue when REDIS_URL is
+set, else to a background thread. A rolled-back transaction sends nothing.
+
+SEMBOARD_MAIL_URL examples: smtp://localhost:25, smtp://user:pass@host:587?starttls=1,
+smtps://user:pass@host:465?from=noreply@example.org
+"""
+
+from __future__ import annotations
+
+import logging
+import smtplib
+import ssl
+import threading
+from dataclasses import dataclass
+from email.message import EmailMessage
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
+
+from semboard.errors import InvalidData
+
+log = logging.getLogger(__name__)
+
+EVENTS_KEY = "semboard.mail_events"
+QUEUE_NAME = "mail"
+_TRUE = {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class MailSettings:
+    """Where and how to send: host, port, TLS mode, login and sender address."""
+
+    host: str
+    port: int
+    tls: str  # "none", "ssl" (smtps) or "starttls"
+    username: str | None
+    password: str | None
+    sender: str
+    timeout: float = 20.0
+
+
+def parse_mail_url(url: str) -> MailSettings:
+    """Settings from smtp://[user:pass@]host[:port][?starttls=1&from=addr] or smtps://..."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
+        raise InvalidData(f"SEMBOARD_MAIL_URL {url!r} must look like smtp://host:port or "
+                          "smtps://user:pass@host:465")
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    tls = "ssl" if parts.scheme == "smtps" else (
+        "starttls" if query.get("starttls", "").lower() in _TRUE else "none")
+    port = parts.port or (465 if tls == "ssl" else 587 if tls == "starttls" else 25)
+    sender = query.get("from") or f"semboard@{parts.hostname}"
+    return MailSettings(
+        host=parts.hostname, port=port, tls=tls,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        sender=sender,
+    )
+
+
+def send_messages(settings: MailSettings, messages: list[tuple[str, str, str]]) -> None:
+    """Send (to, subject, body) messages over one SMTP connection."""
+    if not messages:
+        return
+    context = ssl.create_default_context()
+    smtp: smtplib.SMTP
+    if settings.tls == "ssl":
+        smtp = smtplib.SMTP_SSL(settings.host, settings.port, timeout=settings.timeout,
+                                context=context)
+    else:
+        smtp = smtplib.SMTP(settings.host, settings.port, timeout=settings.timeout)
+    with smtp:
+        if settings.tls == "starttls":
+            smtp.starttls(context=context)
+        if settings.username:
+            smtp.login(settings.username, settings.password or "")
+        for to, subject, body in messages:
+            message = EmailMessage()
+            message["From"] = settings.sender
+            message["To"] = to
+            message["Subject"] = subject
+            message.set_content(body)
+            smtp.send_message(message)
+
+
+# ----------------------------------------------------------------------------- events
+
+
+def queue_event(session: Session, kind: str, **data: Any) -> None:
+    """Remember an event to mail about once this session's transaction commits."""
+    session.info.setdefault(EVENTS_KEY, []).append({"kind": kind, **data})
+
+
+def _mail_configured() -> bool:
+    from flask import current_app, has_app_context
+
+    return has_app_context() and bool(current_app.config.get("SEMBOARD_MAIL_URL"))
+
+
+@event.listens_for(Session, "after_flush")
+def _collect(session: Session, _context: Any) -> None:
+    """Note flushed rows that participants are told about (only when mail is configured)."""
+    if not _mail_configured():
+        return
+    from sqlalchemy import inspect
+
+    from semboard.models import Phase, RunScoreRecord, Task, UploadLog
+
+    for obj in session.new:
+        if isinstance(obj, RunScoreRecord):
+            queue_event(session, "run_scored", run_id=obj.run_id)
+        elif isinstance(obj, UploadLog) and obj.outcome == "rejected":
+            queue_event(session, "run_rejected", log_id=obj.id)
+    for obj in session.dirty:
+        if isinstance(obj, Task | Phase):
+            name = "gold_released_at" if isinstance(obj, Task) else "results_published_at"
+            state: Any = inspect(obj)
+            history = state.attrs[name].history
+            if history.added and history.added[0] is not None and not any(history.deleted):
+                kind = "gold_released" if isinstance(obj, Task) else "results_published"
+                queue_event(session, kind, **{"task_id" if isinstance(obj, Task)
+                                              else "phase_id": obj.id})
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget(session: Session) -> None:
+    """A rolled-back transaction tells nobody anything."""
+    session.info.pop(EVENTS_KEY, None)
+
+
+@event.listens_for(Session, "after_commit")
+def _dispatch(session: Session) -> None:
+    """Hand the committed transaction's events to the queue or a background thread."""
+    events = session.info.pop(EVENTS_KEY, None)
+    if not events or not _mail_configured():
+        return
+    from flask import current_app, has_request_context, request
+
+    config = current_app.config
+    base_url = config.get("SEMBOARD_BASE_URL") or (
+        request.url_root if has_request_context() else "http://localhost:5000/")
+    payload = {
+        "database_url": config["DATABASE_URL"],
+        "mail_url": config["SEMBOARD_MAIL_URL"],
+        "mail_from": config.get("SEMBOARD_MAIL_FROM") or "",
+        "base_url": base_url.rstrip("/"),
+        "events": events,
+    }
+    redis_url = config.get("REDIS_URL")
+    try:
+        if redis_url:
+            from redis import Redis
+            from rq import Queue
+
+            Queue(QUEUE_NAME, connection=Redis.from_url(redis_url)).enqueue(deliver, payload)
+        else:
+            threading.Thread(target=deliver, args=(payload,), name="semboard-mail",
+                             daemon=True).start()
+    except Exception:  # mail must never break a committed request
+        log.exception("could not hand %d mail event(s) over", len(events))
+
+
+# ----------------------------------------------------------------------------- delivery
+
+
+def deliver(payload: dict[str, Any]) -> int:
+    """Build and send the messages of committed events (an rq job, or a thread); the count."""
+    from semboard.db import make_session_factory
+    from semboard.mail_messages import build_messages
+
+    settings = parse_mail_url(payload["mail_url"])
+    if payload.get("mail_from"):
+        settings = MailSettings(**{**settings.__dict__, "sender": payload["mail_from"]})
+    factory = make_session_factory(payload["database_url"])
+    try:
+        with factory() as session:
+            messages = build_messages(session, payload["events"], base_url=payload["base_url"])
+        send_messages(settings, messages)
+        return len(messages)
+    except Exception:
+        log.exception("sending mail failed")
+        raise
+    finally:
+        factory.kw["bind"].dispose()
+
+
+def mail_available() -> bool:
+    """Whether the site can send mail (password reset needs it)."""
+    return _mail_configured()
+
+
+def users_by_id(session: Session, ids: set[int]) -> dict[int, Any]:
+    """Users by id, in one query."""
+    from semboard.models import User
+
+    return {u.id: u for u in session.scalars(select(User).where(User.id.in_(ids)))} if ids else {}

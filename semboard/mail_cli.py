@@ -1,0 +1,24 @@
+"""`flask notify-deadlines`: queue the 'deadline in 24 hours' mails (run it hourly from cron)."""
+
+from __future__ import annotations
+
+import click
+from flask.cli import with_appcontext
+
+from semboard import utcnow
+
+
+@click.command("notify-deadlines")
+@with_appcontext
+def notify_deadlines_cli() -> None:
+    """Mail every member whose team deadline is within 24 hours (once per deadline)."""
+    from semboard.db import get_session
+    from semboard.mail import mail_available
+    from semboard.services import account_links
+
+    if not mail_available():
+        raise click.ClickException("SEMBOARD_MAIL_URL is not set: no mail can be sent")
+    session = get_session()
+    queued = account_links.queue_deadline_reminders(session, now=utcnow())
+    session.commit()  # the mails leave after this commit
+    click.echo(f"{queued} reminder(s) queued")

@@ -1,0 +1,221 @@
+"""The OpenAPI 3.1 description of /api/v1, kept in code next to the routes.
+
+tests/site/test_site_openapi.py checks that every /api/v1 route of the app is described here and
+validates the real responses of the API against these schemas, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+STR = {"type": "string"}
+INT = {"type": "integer"}
+BOOL = {"type": "boolean"}
+TIME = {"type": "string", "format": "date-time"}
+NULL_TIME = {"type": ["string", "null"], "format": "date-time"}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"type": "object", "required": sorted(required),
+            "properties": {**required, **(optional or {})}}
+
+
+SCHEMAS: dict[str, Any] = {
+    "Error": _obj({"error": STR}, {"issues": {"type": "array", "items": _ref("Issue")},
+                                   "status": INT}),
+    "Issue": {"type": "object", "properties": {"file": {"type": ["string", "null"]},
+                                               "line": {"type": ["integer", "null"]},
+                                               "message": STR}},
+    "Phase": _obj({"slug": STR, "name": STR, "kind": STR, "opens_at": TIME, "closes_at": TIME,
+                   "open": BOOL, "team_window_hours": {"type": ["integer", "null"]},
+                   "max_runs": {"type": ["integer", "null"]}, "late_policy": STR,
+                   "visibility": STR, "track": {"type": ["string", "null"]},
+                   "results_published": BOOL}),
+    "Task": _obj({"name": STR, "title": STR, "gold_released": BOOL,
+                  "phases": {"type": "array", "items": _ref("Phase")}},
+                 {"description": STR,
+                  "datasets": {"type": "array", "items": _obj(
+                      {"name": STR, "track": {"type": ["string", "null"]}, "required": BOOL,
+                       "run_filename": STR, "inputs_available": BOOL})},
+                  "aggregate_metrics": {"type": "array", "items": STR},
+                  "team": _obj({"name": STR, "deadlines": {"type": "object",
+                                                           "additionalProperties": TIME}})}),
+    "TaskList": _obj({"tasks": {"type": "array", "items": _ref("Task")}}),
+    "Run": _obj({"id": INT, "task": STR, "phase": STR, "team": STR, "name": STR,
+                 "status": {"enum": ["received", "valid", "scored", "error"]}, "current": BOOL,
+                 "late": BOOL, "post_deadline_fix": BOOL, "baseline": BOOL,
+                 "submitted_at": TIME, "replaced_at": NULL_TIME,
+                 "files": {"type": "array", "items": _obj(
+                     {"filename": STR, "dataset": {"type": ["string", "null"]}, "sha256": STR,
+                      "size": INT})},
+                 "issues": {"type": "array"}, "metadata": {"type": "object"}},
+                {"metrics": {"type": "object"}, "scores": {"type": "object"}}),
+    "RunList": _obj({"task": STR, "team": STR, "runs": {"type": "array", "items": _ref("Run")}}),
+    "Leaderboard": _obj({"task": STR, "phase": STR, "rows": {"type": "array", "items": _obj(
+        {"run_id": INT, "team": STR, "run": STR, "baseline": BOOL,
+         "flags": {"type": "array", "items": STR}, "metrics": {"type": "object"},
+         "ranks": {"type": "object"}, "submitted_at": TIME})}}),
+    "Team": _obj({"id": INT, "task": STR, "name": STR, "affiliation": STR,
+                  "captain_id": {"type": ["integer", "null"]},
+                  "members": {"type": "array", "items": _obj(
+                      {"user_id": INT, "display_name": STR, "joined_at": TIME,
+                       "captain": BOOL})},
+                  "max_members": {"type": ["integer", "null"]}, "locked": BOOL},
+                 {"invite_code": STR}),
+    "LeftTeam": _obj({"left": STR, "team_deleted": BOOL}),
+    "Token": _obj({"id": INT, "name": STR, "prefix": STR, "created_at": TIME,
+                   "last_used_at": NULL_TIME, "revoked": BOOL}, {"token": STR}),
+    "TokenList": _obj({"tokens": {"type": "array", "items": _ref("Token")}}),
+    "Me": _obj({"id": INT, "email": STR, "display_name": STR, "email_verified": BOOL}),
+}
+
+ERRORS = {
+    "400": "Bad request",
+    "401": "No or bad token (the response carries WWW-Authenticate: Bearer)",
+    "403": "Not allowed now (phase closed, not the captain, teams locked)",
+    "404": "No such object, or not yours to see",
+    "409": "Clashes with the current state (run limit, already in a team, team full)",
+    "422": "Invalid data; `issues` names file, line and problem",
+}
+
+
+def _json(schema: str, description: str = "OK") -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": _ref(schema)}}}
+
+
+def _file(description: str, mimetype: str = "text/plain") -> dict[str, Any]:
+    return {"description": description,
+            "headers": {"Content-Disposition": {"schema": STR}},
+            "content": {mimetype: {"schema": STR}}}
+
+
+def _params(path: str, query: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    found = []
+    for part in path.split("/"):
+        if part.startswith("{"):
+            name = part[1:-1]
+            kind = INT if name.endswith("_id") else STR
+            found.append({"name": name, "in": "path", "required": True, "schema": kind})
+    for name, description in (query or {}).items():
+        found.append({"name": name, "in": "query", "required": False, "schema": STR,
+                      "description": description})
+    return found
+
+
+def _op(path: str, summary: str, ok: dict[str, Any], *, status: str = "200", auth: bool = True,
+        query: dict[str, str] | None = None, body: dict[str, Any] | None = None,
+        errors: tuple[str, ...] = ("401", "404")) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "parameters": _params(path, query),
+        "responses": {status: ok, **{code: _json("Error", ERRORS[code]) for code in errors}},
+    }
+    if auth:
+        operation["security"] = [{"bearer": []}]
+    if body is not None:
+        operation["requestBody"] = body
+    return operation
+
+
+def _fields(**props: Any) -> dict[str, Any]:
+    schema = {"type": "object", "properties": props}
+    return {"required": True, "content": {"application/json": {"schema": schema},
+                                          "application/x-www-form-urlencoded": {"schema": schema}}}
+
+
+def _paths() -> dict[str, dict[str, Any]]:
+    t = "/tasks/{task_name}"
+    upload = {"required": True, "content": {"multipart/form-data": {"schema": {
+        "type": "object", "required": ["name", "files"],
+        "properties": {"name": STR, "phase": STR, "description": STR,
+                       "files": {"type": "array", "items": {"type": "string",
+                                                            "format": "binary"}}}}}}}
+    return {
+        "/tasks": {"get": _op("/tasks", "Every task with its phases", _json("TaskList"),
+                              auth=False, errors=())},
+        t: {"get": _op(t, "One task: phases, datasets and (with a token) my team's deadlines",
+                       _json("Task"), auth=False, errors=("404",))},
+        f"{t}/definition": {"get": _op(f"{t}/definition", "The task definition (TOML)",
+                                       _file("TOML text", "application/toml"), auth=False,
+                                       errors=("404",))},
+        f"{t}/runs": {
+            "get": _op(f"{t}/runs", "My team's runs in the task", _json("RunList"),
+                       query={"phase": "phase slug", "all": "1 to include replaced runs"}),
+            "post": _op(f"{t}/runs", "Submit a run (every problem listed on 422)",
+                        _json("Run", "Accepted"), status="201", body=upload,
+                        errors=("401", "403", "404", "409", "422")),
+        },
+        "/runs/{run_id}": {"get": _op("/runs/{run_id}", "A run I may see", _json("Run"))},
+        "/runs/{run_id}/files/{filename}": {"get": _op(
+            "/runs/{run_id}/files/{filename}", "A file of my team's run, as uploaded",
+            _file("The file"))},
+        f"{t}/leaderboard": {"get": _op(
+            f"{t}/leaderboard", "A phase's leaderboard", _json("Leaderboard"), auth=False,
+            query={"phase": "phase slug (default: the latest opened)",
+                   "format": "csv for CSV"}, errors=("404",))},
+        f"{t}/phases/{{phase_slug}}/inputs/{{dataset}}": {"get": _op(
+            f"{t}/phases/{{phase_slug}}/inputs/{{dataset}}",
+            "A dataset's inputs (starts a windowed phase's team window)", _file("Inputs"),
+            errors=("401", "403", "404"))},
+        f"{t}/gold/{{dataset}}": {"get": _op(
+            f"{t}/gold/{{dataset}}", "A dataset's gold, once released", _file("Gold"),
+            auth=False, errors=("403", "404"))},
+        "/me": {"get": _op("/me", "The token's account", _json("Me"), errors=("401",))},
+        f"{t}/team": {
+            "get": _op(f"{t}/team", "My team", _json("Team")),
+            "post": _op(f"{t}/team", "Create a team; I am its captain",
+                        _json("Team", "Created"), status="201",
+                        body=_fields(name=STR, affiliation=STR),
+                        errors=("401", "404", "409", "422")),
+        },
+        f"{t}/team/join": {"post": _op(f"{t}/team/join", "Join with an invite code",
+                                       _json("Team"), body=_fields(invite_code=STR),
+                                       errors=("401", "403", "404", "409", "422"))},
+        f"{t}/team/leave": {"post": _op(f"{t}/team/leave", "Leave my team", _json("LeftTeam"),
+                                        errors=("401", "403", "404", "409"))},
+        f"{t}/team/members/{{user_id}}": {"delete": _op(
+            f"{t}/team/members/{{user_id}}", "The captain removes a member", _json("Team"),
+            errors=("401", "403", "404", "409"))},
+        f"{t}/team/invite-code": {"post": _op(f"{t}/team/invite-code",
+                                              "The captain replaces the invite code",
+                                              _json("Team"), errors=("401", "403", "404"))},
+        f"{t}/team/captain": {"post": _op(f"{t}/team/captain",
+                                          "The captain hands the captaincy over", _json("Team"),
+                                          body=_fields(user_id=INT),
+                                          errors=("401", "403", "404", "422"))},
+        "/tokens": {
+            "get": _op("/tokens", "My API tokens", _json("TokenList"), errors=("401",)),
+            "post": _op("/tokens", "A new token (the secret is shown once)",
+                        _json("Token", "Created"), status="201", body=_fields(name=STR),
+                        errors=("401", "422")),
+        },
+        "/tokens/{token_id}": {"delete": _op("/tokens/{token_id}", "Revoke one of my tokens",
+                                             _json("Token"))},
+        "/openapi.json": {"get": _op("/openapi.json", "This description",
+                                     {"description": "OpenAPI 3.1",
+                                      "content": {"application/json": {"schema": {
+                                          "type": "object"}}}}, auth=False, errors=())},
+    }
+
+
+@cache
+def spec() -> dict[str, Any]:
+    """The OpenAPI document (built once)."""
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "semboard API", "version": "1",
+                 "description": "Tasks, runs, leaderboards, teams and tokens. Authenticate with "
+                                "'Authorization: Bearer <token>' (tokens: profile page)."},
+        "servers": [{"url": "/api/v1"}],
+        "paths": _paths(),
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

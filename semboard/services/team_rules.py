@@ -1,0 +1,140 @@
+"""Team management: leave, remove, new invite code, hand captaincy over, size limits and locks.
+
+The limits come from an optional `[teams]` table of the task definition (read from the stored
+text, so the evaluation library needs no change):
+
+    [teams]
+    max_members = 4          # a team never grows beyond this
+    lock_when_closed = true  # no changes once an evaluation phase has closed
+"""
+
+from __future__ import annotations
+
+import secrets
+import tomllib
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from semboard.errors import Conflict, Forbidden, InvalidData, NotFound
+from semboard.models import Phase, Run, Task, Team, TeamMember, User
+
+
+@dataclass(frozen=True)
+class TeamLimits:
+    """The `[teams]` settings of a task."""
+
+    max_members: int | None = None
+    lock_when_closed: bool = False
+
+
+def limits(task: Task) -> TeamLimits:
+    """The task's team limits (none when the definition has no `[teams]` table)."""
+    table = tomllib.loads(task.definition_text).get("teams", {})
+    size = table.get("max_members")
+    if size is not None and (not isinstance(size, int) or size < 1):
+        raise InvalidData(f"task {task.name}: teams.max_members must be a positive integer")
+    return TeamLimits(max_members=size, lock_when_closed=bool(table.get("lock_when_closed")))
+
+
+def is_locked(session: Session, *, task: Task, now: datetime) -> bool:
+    """Whether teams are frozen: the task says so and an evaluation phase has closed."""
+    if not limits(task).lock_when_closed:
+        return False
+    closed = select(Phase.id).where(Phase.task_id == task.id, Phase.kind == "evaluation",
+                                    Phase.closes_at <= now)
+    return session.scalar(closed.limit(1)) is not None
+
+
+def _require_unlocked(session: Session, team: Team, now: datetime) -> None:
+    if is_locked(session, task=team.task, now=now):
+        raise Forbidden(f"teams of {team.task.name} are locked: the evaluation phase has closed")
+
+
+def member_count(session: Session, team: Team) -> int:
+    """How many members the team has."""
+    query = select(func.count()).select_from(TeamMember).where(TeamMember.team_id == team.id)
+    return session.scalar(query) or 0
+
+
+def check_can_join(session: Session, *, team: Team, now: datetime) -> None:
+    """Raise unless one more member may join now (size limit, lock)."""
+    _require_unlocked(session, team, now)
+    size = limits(team.task).max_members
+    if size is not None:
+        # PostgreSQL: concurrent joins of one team queue on its row, so the count stays true
+        # (SQLite sessions of the site already write one at a time: BEGIN IMMEDIATE).
+        session.execute(select(Team.id).where(Team.id == team.id).with_for_update())
+    if size is not None and member_count(session, team) >= size:
+        raise Conflict(f"team {team.name} is full: teams of {team.task.name} have at most "
+                       f"{size} members")
+
+
+def members(session: Session, *, team: Team) -> list[TeamMember]:
+    """The team's memberships (with users), oldest first."""
+    query = select(TeamMember).where(TeamMember.team_id == team.id).order_by(TeamMember.id)
+    return list(session.scalars(query))
+
+
+def _membership(session: Session, team: Team, user_id: int) -> TeamMember:
+    row = session.scalar(select(TeamMember).where(TeamMember.team_id == team.id,
+                                                  TeamMember.user_id == user_id))
+    if row is None:
+        raise NotFound("that user is not a member of the team")
+    return row
+
+
+def _require_captain(team: Team, user: User) -> None:
+    if team.captain_id != user.id:
+        raise Forbidden("only the team's captain may do this")
+
+
+def leave(session: Session, *, team: Team, user: User, now: datetime) -> bool:
+    """The user leaves; the last member's team is deleted if it has no runs. True if deleted."""
+    _require_unlocked(session, team, now)
+    row = _membership(session, team, user.id)
+    others = member_count(session, team) - 1
+    if team.captain_id == user.id and others > 0:
+        raise Conflict("hand the captaincy to another member before leaving")
+    if others == 0:
+        has_runs = session.scalar(select(Run.id).where(Run.team_id == team.id).limit(1))
+        if has_runs is not None:
+            raise Conflict("the last member cannot leave a team that has submitted runs")
+        session.delete(team)
+        session.flush()
+        return True
+    session.delete(row)
+    session.flush()
+    return False
+
+
+def remove_member(session: Session, *, team: Team, captain: User, user_id: int,
+                  now: datetime) -> None:
+    """The captain removes another member."""
+    _require_captain(team, captain)
+    _require_unlocked(session, team, now)
+    if user_id == captain.id:
+        raise Conflict("the captain leaves with 'leave', after handing the captaincy over")
+    session.delete(_membership(session, team, user_id))
+    session.flush()
+
+
+def regenerate_invite_code(session: Session, *, team: Team, captain: User, now: datetime) -> str:
+    """A new invite code (the old one stops working)."""
+    _require_captain(team, captain)
+    _require_unlocked(session, team, now)
+    team.invite_code = secrets.token_urlsafe(12)
+    session.flush()
+    return team.invite_code
+
+
+def transfer_captaincy(session: Session, *, team: Team, captain: User, user_id: int,
+                       now: datetime) -> None:
+    """Hand the captaincy to another member."""
+    _require_captain(team, captain)
+    _require_unlocked(session, team, now)
+    _membership(session, team, user_id)
+    team.captain_id = user_id
+    session.flush()

@@ -1,0 +1,358 @@
+"""The `semboard` command: login, tasks, download, validate, submit, runs, leaderboard."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from semboard_cli.client import (
+    EXIT_AUTH,
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    Api,
+    CliError,
+    ProgressBody,
+    attachment_name,
+    draw_progress,
+    load_config,
+    multipart,
+    save_config,
+)
+
+EXIT_CODES_HELP = """exit codes:
+  0 ok                  5 not found (task, phase, run)
+  1 other error         6 invalid run (every problem is printed)
+  2 bad command line    7 conflict (run limit reached, already in a team)
+  3 not logged in / token refused   8 rate limited
+  4 not allowed now (phase closed)  9 site unreachable
+"""
+
+
+def _out(text: str = "") -> None:
+    print(text)
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _api(args: argparse.Namespace, *, need_token: bool = True) -> Api:
+    config = load_config()
+    url = args.url or os.environ.get("SEMBOARD_URL") or config.get("url")
+    token = args.token or os.environ.get("SEMBOARD_TOKEN") or config.get("token")
+    if not url:
+        raise CliError("no site: run 'semboard login --url URL' first", EXIT_AUTH)
+    if need_token and not token:
+        raise CliError("not logged in: run 'semboard login --url URL' first", EXIT_AUTH)
+    return Api(url, token)
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+             for row in [header, ["-" * w for w in widths], *rows]]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    """Store the site's URL and an API token (checked against the site)."""
+    if not args.url:
+        raise CliError("give the site: semboard login --url https://...", 2)
+    token = args.token or os.environ.get("SEMBOARD_TOKEN")
+    if not token:
+        _err(f"Create a token on {args.url.rstrip('/')}/profile#tokens and paste it here.")
+        token = getpass.getpass("API token: ").strip()
+    api = Api(args.url, token)
+    me = api.get_json("/me")
+    config = load_config()
+    config.update({"url": args.url.rstrip("/"), "token": token})
+    save_config(config)
+    _out(f"Logged in to {args.url.rstrip('/')} as {me['display_name']} <{me['email']}>.")
+    return EXIT_OK
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    """List the tasks and their phases."""
+    api = _api(args, need_token=False)
+    tasks = api.get_json("/tasks", auth=bool(api.token))["tasks"]
+    rows = []
+    for task in tasks:
+        phases = ", ".join(f"{p['slug']}{' (open)' if p['open'] else ''}" for p in task["phases"])
+        rows.append([task["name"], task["title"], phases or "-",
+                     "yes" if task["gold_released"] else "no"])
+    _out(_table(rows, ["TASK", "TITLE", "PHASES", "GOLD"]))
+    return EXIT_OK
+
+
+def _pick_phase(task: dict[str, Any], slug: str | None) -> dict[str, Any]:
+    phases = task["phases"]
+    if slug:
+        for phase in phases:
+            if phase["slug"] == slug:
+                return phase
+        known = ", ".join(p["slug"] for p in phases) or "none"
+        raise CliError(f"task {task['name']} has no phase {slug!r} (phases: {known})",
+                       EXIT_NOT_FOUND)
+    open_now = [p for p in phases if p["open"]]
+    if open_now:
+        return open_now[-1]
+    if not phases:
+        raise CliError(f"task {task['name']} has no phases yet", EXIT_NOT_FOUND)
+    return phases[-1]
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    """Inputs of a phase (and gold once released) and the task definition, into a folder."""
+    api = _api(args)
+    task = api.get_json(f"/tasks/{args.task}")
+    phase = _pick_phase(task, args.phase)
+    folder = Path(args.output)
+    folder.mkdir(parents=True, exist_ok=True)
+    definition = api.request("GET", f"/tasks/{args.task}/definition")
+    (folder / f"{args.task}.toml").write_bytes(definition.content)
+    written = [f"{args.task}.toml"]
+    for dataset in task["datasets"]:
+        if not dataset["inputs_available"]:
+            continue
+        if phase.get("track") and dataset.get("track") not in (None, phase["track"]):
+            continue
+        response = api.request(
+            "GET", f"/tasks/{args.task}/phases/{phase['slug']}/inputs/{dataset['name']}")
+        name = attachment_name(response, f"{dataset['name']}.input.txt")
+        (folder / name).write_bytes(response.content)
+        written.append(name)
+        if task["gold_released"]:
+            gold = api.request("GET", f"/tasks/{args.task}/gold/{dataset['name']}")
+            gold_name = attachment_name(gold, f"{dataset['name']}.gold.txt")
+            (folder / gold_name).write_bytes(gold.content)
+            written.append(gold_name)
+    config = load_config()
+    config.setdefault("downloads", {})[args.task] = {
+        "folder": str(folder.resolve()), "team": (task.get("team") or {}).get("name")}
+    save_config(config)
+    for name in written:
+        _out(f"  {folder / name}")
+    _out(f"Downloaded {len(written)} file(s) of {args.task} ({phase['slug']}) to {folder}.")
+    return EXIT_OK
+
+
+def _print_issues(issues: list[Any]) -> None:
+    for issue in issues:
+        if isinstance(issue, dict):
+            where = ":".join(str(v) for v in (issue.get("file"), issue.get("line")) if v)
+            _err(f"  {where + ': ' if where else ''}{issue.get('message', issue)}")
+        else:
+            _err(f"  {issue}")
+
+
+def _read_run(path: Path) -> dict[str, bytes]:
+    """The files of a run folder (top level and below) or a single file/zip, by base name."""
+    if path.is_dir():
+        found = {}
+        for p in sorted(path.rglob("*")):
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts):
+                if p.name in found:
+                    raise CliError(f"{path}: two files are called {p.name}")
+                found[p.name] = p.read_bytes()
+        if not found:
+            raise CliError(f"{path}: the folder has no files")
+        return found
+    if path.is_file():
+        return {path.name: path.read_bytes()}
+    raise CliError(f"{path}: no such file or folder", EXIT_NOT_FOUND)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Check a run offline with the same library checks as the site."""
+    from evaluation import (
+        TaskDefinitionError,
+        ValidationError,
+        parse_task,
+        read_inputs,
+        unpack_upload,
+        validate_run,
+    )
+
+    saved = load_config().get("downloads", {}).get(args.task, {})
+    inputs_dir = Path(args.inputs or saved.get("folder") or "")
+    if not (args.inputs or saved.get("folder")):
+        raise CliError(f"no inputs of {args.task}: run 'semboard download {args.task} -o DIR' "
+                       "first or give --inputs DIR", EXIT_NOT_FOUND)
+    toml_path = inputs_dir / f"{args.task}.toml"
+    try:
+        definition = parse_task(toml_path.read_text(), source=str(toml_path))
+    except FileNotFoundError:
+        raise CliError(f"{toml_path} is missing: download the task again", EXIT_NOT_FOUND) \
+            from None
+    except TaskDefinitionError as err:
+        raise CliError(str(err)) from None
+    stored = {}
+    for name in definition.dataset_names:
+        path = inputs_dir / definition.input_filename(name)
+        if path.is_file():
+            stored[name] = read_inputs(definition, name, path.read_bytes(), filename=path.name)
+    try:
+        files = unpack_upload(_read_run(Path(args.run)))
+    except ValidationError as err:
+        _err(f"{args.run}: the run could not be read")
+        _print_issues([i.to_dict() for i in err.issues])
+        return EXIT_INVALID
+    datasets = definition.track_datasets(args.track) if args.track else None
+    team = args.team or saved.get("team")
+    result = validate_run(definition, files, stored, team=team, datasets=datasets)
+    if not result.ok:
+        _err(f"{args.run}: {len(result.issues)} problem(s)")
+        _print_issues([i.to_dict() for i in result.issues])
+        return EXIT_INVALID
+    for issue in result.issues:  # warnings of an accepted run
+        _err(f"  note: {issue}")
+    _out(f"{args.run}: valid for {args.task} ({len(files)} file(s)).")
+    return EXIT_OK
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """Upload a run (folder, file or zip); every problem is printed when it is refused."""
+    api = _api(args)
+    path = Path(args.run)
+    files = _read_run(path)
+    fields = {"name": args.name}
+    if args.phase:
+        fields["phase"] = args.phase
+    if args.description:
+        fields["description"] = args.description
+    body, content_type = multipart(fields, files)
+    try:
+        response = api.request("POST", f"/tasks/{args.task}/runs",
+                               data=ProgressBody(body, draw_progress),
+                               headers={"Content-Type": content_type})
+    except CliError as err:
+        _err(f"error: {err.message}")
+        _print_issues(err.issues)
+        return err.code
+    run = response.json()
+    _out(f"Run {run['name']!r} accepted as #{run['id']} ({run['status']}) in phase "
+         f"{run['phase']} of {run['task']}.")
+    for key, value in (run.get("metrics") or {}).items():
+        _out(f"  {key}: {value}")
+    for issue in run.get("issues") or []:
+        _err(f"  note: {issue.get('message', issue)}")
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """My team's runs in a task."""
+    api = _api(args)
+    query = {"phase": args.phase} if args.phase else {}
+    if args.all:
+        query["all"] = "1"
+    data = api.get_json(f"/tasks/{args.task}/runs", params=query)
+    if args.format == "json":
+        _out(json.dumps(data, indent=2))
+        return EXIT_OK
+    rows = []
+    for run in data["runs"]:
+        metrics = run.get("metrics") or {}
+        primary = next(iter(metrics.items()), None)
+        rows.append([str(run["id"]), run["phase"], run["name"], run["status"],
+                     run["submitted_at"][:16].replace("T", " "),
+                     f"{primary[0]}={primary[1]:.4f}" if primary and primary[1] is not None
+                     else "-", "" if run["current"] else "replaced"])
+    _out(f"Team {data['team']} on {data['task']}:")
+    _out(_table(rows, ["ID", "PHASE", "NAME", "STATUS", "SUBMITTED (UTC)", "SCORE", ""]))
+    return EXIT_OK
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """A phase's leaderboard as a table, CSV or JSON."""
+    api = _api(args, need_token=False)
+    params = {"phase": args.phase} if args.phase else {}
+    if args.format == "csv":
+        response = api.request("GET", f"/tasks/{args.task}/leaderboard",
+                               params={**params, "format": "csv"}, auth=bool(api.token))
+        sys.stdout.write(response.text)
+        return EXIT_OK
+    board = api.get_json(f"/tasks/{args.task}/leaderboard", params=params,
+                         auth=bool(api.token))
+    if args.format == "json":
+        _out(json.dumps(board, indent=2))
+        return EXIT_OK
+    metrics = list(board["rows"][0]["metrics"]) if board["rows"] else []
+    rows = []
+    for row in board["rows"]:
+        rows.append([row["team"], row["run"], *(
+            "-" if row["metrics"].get(m) is None else f"{row['metrics'][m]:.4f}"
+            for m in metrics), " ".join(row["flags"])])
+    _out(f"{board['task']} · {board['phase']}")
+    _out(_table(rows, ["TEAM", "RUN", *metrics, "FLAGS"]))
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    parser = argparse.ArgumentParser(
+        prog="semboard", description="Take part in semboard shared tasks from the command line.",
+        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", help="the site (default: the one you logged in to)")
+    parser.add_argument("--token", help="an API token (default: the stored one, $SEMBOARD_TOKEN)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Any, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("login", cmd_login, "store the site and an API token (from your profile page)")
+    p.add_argument("--url", dest="url", default=argparse.SUPPRESS)
+    p.add_argument("--token", dest="token", default=argparse.SUPPRESS)
+    add("tasks", cmd_tasks, "list tasks and their phases")
+    p = add("download", cmd_download, "download a phase's inputs (and gold once released)")
+    p.add_argument("task")
+    p.add_argument("--phase", help="phase slug (default: the open one)")
+    p.add_argument("-o", "--output", required=True, help="folder to write to")
+    p = add("validate", cmd_validate, "check a run offline, as the site will")
+    p.add_argument("task")
+    p.add_argument("run", help="run folder, file or zip")
+    p.add_argument("--inputs", help="folder of downloaded inputs (default: the last download)")
+    p.add_argument("--team", help="team name, for team-named run files")
+    p.add_argument("--track", help="only this track's datasets (for a track's phase)")
+    p = add("submit", cmd_submit, "upload a run")
+    p.add_argument("task")
+    p.add_argument("run", help="run folder, file or zip")
+    p.add_argument("--name", required=True, help="run name (the same name replaces a run)")
+    p.add_argument("--phase", help="phase slug (default: the open one)")
+    p.add_argument("--description", help="a description of the system")
+    p = add("runs", cmd_runs, "list your team's runs")
+    p.add_argument("task")
+    p.add_argument("--phase")
+    p.add_argument("--all", action="store_true", help="include replaced runs")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p = add("leaderboard", cmd_leaderboard, "show a leaderboard")
+    p.add_argument("task")
+    p.add_argument("--phase")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; the exit code says how it went (see --help)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CliError as err:
+        _err(f"error: {err.message}")
+        _print_issues(err.issues)
+        return err.code
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,65 @@
+"""Pieces of the participant CLI that need no server: progress bar, multipart, run folders."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+
+from semboard_cli import client, main
+
+
+class FakeTty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_follows_the_upload(monkeypatch):
+    seen: list[tuple[int, int]] = []
+    body = client.ProgressBody(b"x" * 20_000, lambda sent, total: seen.append((sent, total)))
+    assert len(body) == 20_000
+    chunks = []
+    while block := body.read(8192):
+        chunks.append(block)
+    assert b"".join(chunks) == b"x" * 20_000
+    assert [s for s, _ in seen][:3] == [8192, 16384, 20_000]
+    tty = FakeTty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    client.draw_progress(10, 20)
+    client.draw_progress(20, 20)
+    assert " 50%" in tty.getvalue() and "100%" in tty.getvalue() and tty.getvalue().endswith("\n")
+
+
+def test_multipart_body_carries_fields_and_files():
+    body, content_type = client.multipart({"name": "r1"}, {"a.txt": b"1\n", "b.txt": b"2\n"})
+    boundary = content_type.split("boundary=")[1]
+    assert body.count(f"--{boundary}".encode()) == 4
+    assert b'name="files"; filename="a.txt"' in body and b"\r\n1\n\r\n" in body
+
+
+def test_run_folder_reading(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "a.txt").write_text("1\n")
+    (tmp_path / "run" / ".hidden").write_text("x")
+    assert main._read_run(tmp_path / "run") == {"a.txt": b"1\n"}
+    with pytest.raises(client.CliError) as err:
+        main._read_run(tmp_path / "missing")
+    assert err.value.code == client.EXIT_NOT_FOUND
+
+
+def test_usage_errors_exit_2_and_help_lists_exit_codes(capsys):
+    with pytest.raises(SystemExit) as err:
+        main.main(["submit", "tiny"])
+    assert err.value.code == 2
+    with pytest.raises(SystemExit):
+        main.main(["--help"])
+    assert "exit codes" in capsys.readouterr().out
+
+
+def test_unreachable_site_exits_9(tmp_path, monkeypatch):
+    from conftest import free_port
+
+    monkeypatch.setenv("SEMBOARD_CONFIG", str(tmp_path / "c.json"))
+    code = main.main(["--url", f"http://127.0.0.1:{free_port()}", "tasks"])
+    assert code == client.EXIT_NETWORK
