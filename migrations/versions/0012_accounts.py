@@ -1,7 +1,7 @@
 """Accounts: e-mail verification, per-user notification switches, single-use e-mail links.
 
 Revision ID: 0012_accounts
-Revises: 0002_significance_groups
+Revises: 0015_splits
 """
 
 from collections.abc import Sequence
@@ -20,11 +20,13 @@ _SWITCHES = ('notify_runs', 'notify_deadlines', 'notify_gold', 'notify_results')
 
 def upgrade() -> None:
     """Apply this revision."""
-    with op.batch_alter_table('user_account') as batch:
-        batch.add_column(sa.Column('email_verified_at', sa.DateTime(timezone=True), nullable=True))
-        for name in _SWITCHES:
-            batch.add_column(sa.Column(name, sa.Boolean(), server_default=sa.true(),
-                                       nullable=False))
+    # Plain ADD/DROP COLUMN, never a batch table copy: on SQLite, copying user_account would
+    # drop a table that every other table references.
+    op.add_column('user_account',
+                  sa.Column('email_verified_at', sa.DateTime(timezone=True), nullable=True))
+    for name in _SWITCHES:
+        op.add_column('user_account',
+                      sa.Column(name, sa.Boolean(), server_default=sa.true(), nullable=False))
     op.create_table('account_token',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('user_id', sa.Integer(), nullable=False),
@@ -54,7 +56,6 @@ def downgrade() -> None:
     """Revert this revision."""
     op.drop_table('notification_sent')
     op.drop_table('account_token')
-    with op.batch_alter_table('user_account') as batch:
-        for name in reversed(_SWITCHES):
-            batch.drop_column(name)
-        batch.drop_column('email_verified_at')
+    for name in reversed(_SWITCHES):
+        op.drop_column('user_account', name)
+    op.drop_column('user_account', 'email_verified_at')
