@@ -1,0 +1,80 @@
+"""Closing workflow: run descriptions, audit log, team merges, scheduled publication.
+
+Revision ID: 0010_closing
+Revises: 0002_significance_groups
+Create Date: 2026-11-23 10:43:12.297138
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+
+revision: str = '0010_closing'
+down_revision: str | None = '0002_significance_groups'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    """Apply this revision."""
+
+    op.create_table('audit_entry',
+    sa.Column('id', sa.Integer(), nullable=False),
+    sa.Column('task_id', sa.Integer(), nullable=False),
+    sa.Column('user_id', sa.Integer(), nullable=True),
+    sa.Column('action', sa.String(length=40), nullable=False),
+    sa.Column('run_id', sa.Integer(), nullable=True),
+    sa.Column('team_id', sa.Integer(), nullable=True),
+    sa.Column('reason', sa.Text(), nullable=False),
+    sa.Column('details', sa.JSON(), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.ForeignKeyConstraint(['run_id'], ['run.id'], name=op.f('fk_audit_entry_run_id_run'), ondelete='SET NULL'),
+    sa.ForeignKeyConstraint(['task_id'], ['task.id'], name=op.f('fk_audit_entry_task_id_task'), ondelete='CASCADE'),
+    sa.ForeignKeyConstraint(['team_id'], ['team.id'], name=op.f('fk_audit_entry_team_id_team'), ondelete='SET NULL'),
+    sa.ForeignKeyConstraint(['user_id'], ['user_account.id'], name=op.f('fk_audit_entry_user_id_user_account')),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_audit_entry'))
+    )
+    with op.batch_alter_table('audit_entry', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_audit_entry_run_id'), ['run_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_audit_entry_task_id_created_at'), ['task_id', 'created_at'], unique=False)
+
+    with op.batch_alter_table('phase', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('publish_at', sa.DateTime(timezone=True), nullable=True))
+        batch_op.add_column(sa.Column('release_gold_at', sa.DateTime(timezone=True), nullable=True))
+
+    with op.batch_alter_table('run', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('description', sa.Text(), server_default='', nullable=False))
+        batch_op.add_column(sa.Column('answers', sa.JSON(), server_default='{}', nullable=False))
+
+    with op.batch_alter_table('team', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('closed_at', sa.DateTime(timezone=True), nullable=True))
+        batch_op.add_column(sa.Column('merged_into_id', sa.Integer(), nullable=True))
+        batch_op.create_foreign_key(batch_op.f('fk_team_merged_into_id_team'), 'team', ['merged_into_id'], ['id'])
+
+
+
+
+def downgrade() -> None:
+    """Revert this revision."""
+
+    with op.batch_alter_table('team', schema=None) as batch_op:
+        batch_op.drop_constraint(batch_op.f('fk_team_merged_into_id_team'), type_='foreignkey')
+        batch_op.drop_column('merged_into_id')
+        batch_op.drop_column('closed_at')
+
+    with op.batch_alter_table('run', schema=None) as batch_op:
+        batch_op.drop_column('answers')
+        batch_op.drop_column('description')
+
+    with op.batch_alter_table('phase', schema=None) as batch_op:
+        batch_op.drop_column('release_gold_at')
+        batch_op.drop_column('publish_at')
+
+    with op.batch_alter_table('audit_entry', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_audit_entry_task_id_created_at'))
+        batch_op.drop_index(batch_op.f('ix_audit_entry_run_id'))
+
+    op.drop_table('audit_entry')
+
