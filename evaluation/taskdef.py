@@ -411,6 +411,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     if ranking == "aggregate" and not aggregates:
         raise TaskDefinitionError(f"{source}: ranking aggregate needs metrics.aggregate")
 
+    _check_closing_settings(doc, source)
     return TaskDefinition(
         name=name,
         title=_get(doc, "title", str, source, name),
@@ -434,3 +435,12 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         binary_threshold=float(_get(metrics_table, "binary_threshold", (int, float), source,
                                     0.5, "metrics.")),
     )
+
+
+def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
+    """Description questions and board rules are read on use; a bad one fails the load here."""
+    from evaluation.descriptions import parse_questions
+    from evaluation.rules import parse_rules
+
+    parse_questions(doc, source)
+    parse_rules(doc, source)
