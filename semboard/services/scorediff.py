@@ -41,8 +41,8 @@ class RunDiff:
         for key, (before, after) in self.ranks.items():
             out.append(f"  rank {key}: {before if before is not None else '-'} -> "
                        f"{after if after is not None else '-'}")
-        for key, (before, after) in self.values.items():
-            out.append(f"  {key}: {_num(before)} -> {_num(after)}")
+        for key, (old, new) in self.values.items():
+            out.append(f"  {key}: {_num(old)} -> {_num(new)}")
         return out
 
 

@@ -1,0 +1,284 @@
+"""The closing workflow: descriptions, audit-logged moves and merges, tables, diff, bundle,
+schedule and the CLSS board rules."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from datetime import timedelta
+
+import pytest
+
+from semboard.errors import Conflict, Forbidden, InvalidData, RunLimitReached
+from semboard.models import Team, TeamMember
+from semboard.services import (
+    audit,
+    bundle,
+    descriptions,
+    gold,
+    inputs,
+    papertables,
+    schedule,
+    scorediff,
+    submissions,
+    tasks,
+    teams,
+)
+from tests.site.conftest import TINY_TOML
+
+QUESTIONS = """
+[[system_description.questions]]
+key = "resources"
+label = "Resources"
+kind = "choices"
+options = ["WordNet", "Wikipedia", "stop words"]
+
+[[system_description.questions]]
+key = "paper"
+kind = "text"
+"""
+
+
+@pytest.fixture
+def closing(session, storage, make, tiny_data, now):
+    """The tiny task with description questions, gold, a phase of 2 runs and two teams."""
+    from evaluation import parse_task
+
+    task = tasks.load_task(session, parse_task(TINY_TOML + QUESTIONS), now=now)
+    inputs.load_release_inputs(session, storage, task=task, release_dir=tiny_data.folder,
+                               user=None, now=now)
+    gold.load_release_gold(session, storage, task=task, release_dir=tiny_data.folder, user=None,
+                           now=now)
+    session.commit()
+    phase = make.phase(task, max_runs=2)
+    a, cap_a = make.team(task, "A")
+    b, cap_b = make.team(task, "B", members=2)
+    organiser = make.user()
+    tasks.add_organiser(session, task=task, user=organiser, now=now)
+    session.commit()
+    return task, phase, (a, cap_a), (b, cap_b), organiser
+
+
+def _submit(session, storage, tiny_data, now, team, user, phase, name, seed, noise=1.0):
+    return submissions.submit(session, storage, team=team, phase=phase, user=user, name=name,
+                              files=tiny_data.run(seed=seed, noise=noise), now=now)
+
+
+def test_description_answers_are_checked_and_frozen_after_close(session, storage, tiny_data,
+                                                                 now, closing):
+    _task, phase, (a, cap_a), (_b, cap_b), _organiser = closing
+    run = _submit(session, storage, tiny_data, now, a, cap_a, phase, "r1", 1)
+    with pytest.raises(InvalidData) as caught:
+        descriptions.edit(session, run=run, user=cap_a, description="x",
+                          given={"resources": ["WordNet", "Babelnet"], "papr": "y"}, now=now)
+    assert len(caught.value.issues) == 2 and "Babelnet" in str(caught.value.issues[1])
+    assert run.answers == {} and run.description == ""
+    with pytest.raises(Forbidden):
+        descriptions.edit(session, run=run, user=cap_b, description="mine", given={}, now=now)
+    descriptions.edit(session, run=run, user=cap_a, description=" Lexical overlap. ",
+                      given={"resources": "stop words, WordNet", "paper": "http://p"}, now=now)
+    assert descriptions.to_json(run) == {
+        "text": "Lexical overlap.",
+        "answers": {"resources": ["WordNet", "stop words"], "paper": "http://p"}}
+    with pytest.raises(Forbidden, match="frozen"):
+        descriptions.edit(session, run=run, user=cap_a, description="late", given={},
+                          now=phase.closes_at)
+    assert run.description == "Lexical overlap."
+
+
+def test_move_run_is_audited_and_refused_when_unsafe(session, storage, tiny_data, now, closing):
+    task, phase, (a, cap_a), (b, cap_b), organiser = closing
+    first = _submit(session, storage, tiny_data, now, a, cap_a, phase, "r1", 1)
+    second = _submit(session, storage, tiny_data, now, a, cap_a, phase, "r1", 2)  # replaces
+    with pytest.raises(Forbidden):
+        audit.move_run(session, run=second, to_team=b, by=cap_a, reason="x", now=now)
+    with pytest.raises(InvalidData, match="reason"):
+        audit.move_run(session, run=second, to_team=b, by=organiser, reason=" ", now=now)
+    with pytest.raises(InvalidData, match="replaced"):
+        audit.move_run(session, run=first, to_team=b, by=organiser, reason="x", now=now)
+    for n in (1, 2):
+        _submit(session, storage, tiny_data, now, b, cap_b, phase, f"b{n}", 10 + n)
+    with pytest.raises(RunLimitReached):
+        audit.move_run(session, run=second, to_team=b, by=organiser, reason="x", now=now)
+    assert audit.entries(session, task=task) == []
+    c, cap_c = _team(session, task, "C", now)
+    _submit(session, storage, tiny_data, now, c, cap_c, phase, "r1", 5)
+    with pytest.raises(Conflict, match="already has a run"):
+        audit.move_run(session, run=second, to_team=c, by=organiser, reason="x", now=now)
+    d, _ = _team(session, task, "D", now)
+    entry = audit.move_run(session, run=second, to_team=d, by=organiser,
+                           reason="uploaded from the wrong account", now=now)
+    session.commit()
+    session.expire_all()
+    assert first.team_id == second.team_id == d.id and second.slot == 1
+    assert entry.details["from_team"] == "A" and entry.user_id == organiser.id
+    [logged] = audit.entries(session, task=task, run=second)
+    assert logged.details["versions"] == [second.id, first.id]  # the history travels with it
+    assert logged.reason == "uploaded from the wrong account"
+    assert "moved from A to D" in audit.describe(logged)
+
+
+def _team(session, task, name, now):
+    from semboard.services import accounts
+
+    user = accounts.register_user(session, email=f"{name.lower()}@example.org",
+                                  password="password123", display_name=name, now=now)
+    team = teams.create_team(session, task=task, captain=user, name=name, affiliation="",
+                             now=now)
+    session.commit()
+    return team, user
+
+
+def test_merge_teams_moves_members_and_runs(session, storage, tiny_data, now, closing):
+    task, phase, (a, cap_a), (b, cap_b), organiser = closing
+    _submit(session, storage, tiny_data, now, a, cap_a, phase, "a1", 1)
+    _submit(session, storage, tiny_data, now, b, cap_b, phase, "a1", 2)
+    with pytest.raises(Conflict, match="'a1'"):
+        audit.merge_teams(session, source=b, target=a, by=organiser, reason="same lab", now=now)
+    with pytest.raises(InvalidData):
+        audit.merge_teams(session, source=a, target=a, by=organiser, reason="x", now=now)
+    c, cap_c = _team(session, task, "C", now)
+    _submit(session, storage, tiny_data, now, c, cap_c, phase, "c1", 3)
+    _submit(session, storage, tiny_data, now, c, cap_c, phase, "c2", 4)
+    with pytest.raises(RunLimitReached):  # A has one free slot of two
+        audit.merge_teams(session, source=c, target=a, by=organiser, reason="x", now=now)
+    d, _cap_d = _team(session, task, "D", now)
+    entry = audit.merge_teams(session, source=b, target=d, by=organiser,
+                              reason="one group registered twice", now=now)
+    session.commit()
+    session.expire_all()
+    assert b.closed_at is not None and b.merged_into_id == d.id
+    members = session.query(TeamMember).filter_by(team_id=d.id).count()
+    assert members == 3
+    assert [r.name for r in submissions.runs_for_team(session, team=d)] == ["a1"]
+    assert teams.team_for_user(session, task=task, user=cap_b).id == d.id
+    with pytest.raises(Conflict, match="closed"):
+        audit.move_run(session, run=submissions.runs_for_team(session, team=d)[0], to_team=b,
+                       by=organiser, reason="x", now=now)
+    assert entry.action == "teams-merged" and "merged into D" in entry.details["summary"]
+    assert session.get(Team, b.id).closed_at is not None
+
+
+def test_paper_tables_and_gold_diff(session, storage, tiny_data, now, closing):
+    task, phase, (a, cap_a), (b, cap_b), _organiser = closing
+    good = _submit(session, storage, tiny_data, now, a, cap_a, phase, "good", 1, 0.3)
+    descriptions.edit(session, run=good, user=cap_a, description="d",
+                      given={"resources": ["WordNet", "Wikipedia"]}, now=now)
+    # a constant confidence column (uniform) and a varying one
+    uniform = {k: v.replace(b"\n", b"\t50\n") for k, v in tiny_data.run(seed=2).items()}
+    submissions.submit(session, storage, team=b, phase=phase, user=cap_b, name="uniform",
+                       files=uniform, now=now)
+    varied = {}
+    for k, v in tiny_data.run(seed=3, noise=2.0).items():
+        lines = v.decode().splitlines()
+        varied[k] = "".join(f"{x}\t{1 + i % 100}\n" for i, x in enumerate(lines)).encode()
+    noisy = submissions.submit(session, storage, team=b, phase=phase, user=cap_b, name="varied",
+                               files=varied, now=now)
+    descriptions.edit(session, run=noisy, user=cap_b, description="", given={
+        "resources": ["WordNet"]}, now=now)
+    base = teams.baseline_team(session, task=task, now=now)
+    session.commit()
+    submissions.submit(session, storage, team=base, phase=phase, user=None, name="oracle",
+                       files=tiny_data.run(seed=4, noise=0.0), now=now)
+    session.commit()
+    runs = papertables.runs_table(session, task=task, phase=phase, now=now)
+    col = runs.header.index("rank ALL")
+    rows = {r[0]: r for r in runs.rows}
+    assert rows["Baselines-oracle"][col] is None and rows["A-good"][col] == 1
+    ranked = papertables.runs_table(session, task=task, phase=phase, rank_baselines=True,
+                                    now=now)
+    rows = {r[0]: r for r in ranked.rows}
+    assert rows["Baselines-oracle"][col] == 1 and rows["A-good"][col] == 2
+    assert ranked.rows[0][0] == "Baselines-oracle"
+    resources = papertables.resources_table(session, task=task, phase=phase)
+    assert resources.header == ["run", "resources: WordNet", "resources: Wikipedia",
+                                "resources: stop words"]
+    assert resources.rows[-1] == ["total", 2, 1, 0]
+    assert ["A-good", "x", "x", ""] in resources.rows
+    assert "\\begin{tabular}" in resources.render("latex")
+    confidence = papertables.confidence_table(session, storage, task=task, phase=phase)
+    assert [r[0] for r in confidence.rows] == ["B-varied"]
+    assert confidence.rows[0][1] != confidence.rows[0][2]  # pearson vs weighted pearson
+    assert json.loads(confidence.render("json"))["rows"][0]["run"] == "B-varied"
+
+    assert scorediff.task_diff(session, task=task) == []
+    # a gold correction that swaps which run is best: A's good run against reversed gold
+    corrected = "".join(f"{v}\n" for v in tiny_data.gold["alpha"][::-1]).encode()
+    later = now + timedelta(days=1)
+    gold.upload_gold(session, storage, task=task, dataset="alpha", filename="STS.gs.alpha.txt",
+                     data=corrected, user=None, now=later)
+    gold.rescore(session, storage, task=task, now=later)
+    session.commit()
+    diffs = {d.run: d for d in scorediff.task_diff(session, task=task)}
+    assert set(diffs) == {"good", "uniform", "varied", "oracle"}
+    before, after = diffs["good"].values["ALL"]
+    assert before == good.scores[0].flat["ALL"] and after == good.scores[1].flat["ALL"]
+    assert diffs["good"].ranks["ALL"][0] == 1 and diffs["oracle"].ranks == {}
+    assert scorediff.run_diff(session, good).to_json()["metrics"]["ALL"]["after"] == after
+    assert len(scorediff.history(good)) == 2
+
+
+def test_bundle_streams_every_run_and_gold_once_released(session, storage, tiny_data, now,
+                                                         closing):
+    task, phase, (a, cap_a), (_b, _cap_b), _organiser = closing
+    _submit(session, storage, tiny_data, now, a, cap_a, phase, "r1", 1)
+    run = _submit(session, storage, tiny_data, now, a, cap_a, phase, "r1", 2)  # replaces
+    descriptions.edit(session, run=run, user=cap_a, description="text", given={}, now=now)
+    session.commit()
+    chunks = list(bundle.stream(session, storage, task=task, phase=None, now=now))
+    assert len(chunks) > 5  # written and handed out piece by piece
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(chunks)))
+    names = archive.namelist()
+    assert "README.txt" in names and "boards/eval.csv" in names and "boards/eval.tex" in names
+    assert "runs/eval/A/r1/STS.output.alpha.txt" in names
+    assert f"runs/eval/A/r1~v{run.replaces_id}/scores.json" in names
+    assert json.loads(archive.read("runs/eval/A/r1/description.json"))["text"] == "text"
+    scores = json.loads(archive.read("runs/eval/A/r1/scores.json"))
+    assert scores["scores"][0]["scores"]["signature"]
+    assert not [n for n in names if n.startswith("gold/")]
+    gold.release_gold(session, task=task, user=None, now=now)
+    out = io.BytesIO()
+    bundle.write(session, storage, task=task, phase=phase, out=out, now=now)
+    archive = zipfile.ZipFile(out)
+    assert archive.read("gold/STS.gs.alpha.txt") == (tiny_data.folder / "STS.gs.alpha.txt"
+                                                     ).read_bytes()
+
+
+def test_schedule_publishes_and_releases_when_due(session, storage, now, closing):
+    task, phase, _, _, organiser = closing
+    phase.visibility = "hidden"
+    schedule.set_schedule(session, phase=phase, user=organiser, publish_at=now + timedelta(hours=1),
+                          release_gold_at=now + timedelta(hours=2), now=now)
+    session.commit()
+    assert schedule.tick(session, now=now) == []
+    assert schedule.tick(session, now=now + timedelta(hours=1)) == ["published tiny/eval"]
+    assert phase.results_published_at == now + timedelta(hours=1)
+    assert task.gold_released_at is None
+    assert schedule.tick(session, now=now + timedelta(hours=3)) == ["released the gold of tiny"]
+    assert schedule.tick(session, now=now + timedelta(hours=4)) == []
+    actions = [e.action for e in audit.entries(session, task=task)]
+    assert actions == ["gold-released", "published"]
+    with pytest.raises(Forbidden):
+        schedule.set_schedule(session, phase=phase, user=_team(session, task, "X", now)[1],
+                              publish_at=None, release_gold_at=None, now=now)
+
+
+def test_ticker_thread_publishes_without_a_command(app, session, now, closing):
+    import time
+
+    from semboard import utcnow
+
+    _task, phase, _, _, _ = closing
+    phase.visibility = "hidden"
+    phase.publish_at = utcnow() - timedelta(seconds=1)
+    session.commit()
+    thread = schedule.start_ticker(app, 0.1)
+    assert thread.daemon
+    for _ in range(100):
+        session.rollback()
+        session.expire_all()
+        if phase.results_published_at is not None:
+            break
+        time.sleep(0.1)
+    assert phase.results_published_at is not None
