@@ -106,9 +106,11 @@ def move_run(session: Session, *, run: Run, to_team: Team, by: User | None, reas
                        f"{run.phase.name}")
     (slot,) = _free_slots(session, to_team, run.phase_id, run.phase.max_runs, 1)
     versions = _versions(session, run)
-    session.execute(update(Run).where(Run.id.in_(versions)).values(team_id=to_team.id)
+    # The current version takes its new slot as it moves (the partial unique index is per
+    # team, phase and slot); replaced versions hold no slot that counts.
+    session.execute(update(Run).where(Run.id == run.id).values(team_id=to_team.id, slot=slot)
                     .execution_options(synchronize_session=False))
-    session.execute(update(Run).where(Run.id == run.id).values(slot=slot)
+    session.execute(update(Run).where(Run.id.in_(versions)).values(team_id=to_team.id)
                     .execution_options(synchronize_session=False))
     session.expire(run)
     return record(session, task=task, user=by, action="run-moved", reason=reason, now=now,

@@ -68,7 +68,7 @@ def stream(session: Session, storage: Storage, *, task: Task, phase: Phase | Non
     """The zip's bytes, chunk by chunk (one stored file in memory at a time)."""
     sink = _Sink()
     phases = _phases(session, task, phase)
-    released = task.gold_released_at is not None and task.gold_released_at <= now
+    released = task.gold_released_at is not None
     with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("README.txt", README.format(
             title=task.title, scope=f"phase {phase.slug}" if phase else "all phases",
