@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 from pathlib import Path
 
 import click
 from flask import Flask
 from flask.cli import AppGroup
+from sqlalchemy.orm import Session
 
 from semboard import utcnow
 from semboard.cli import _utc, command_session, gold_cli, results_cli
+from semboard.models import Team
 from semboard.services import audit, bundle, descriptions, schedule, scorediff, submissions, tasks
 from semboard.services import teams as team_service
 from semboard.storage import get_storage
@@ -65,9 +68,10 @@ def audit_list(task_name: str) -> None:
             click.echo(audit.describe(entry))
 
 
-def _team(session: object, task_name: str, name: str) -> object:
-    task = tasks.get_task(session, task_name)  # type: ignore[arg-type]
-    found = [t for t in team_service.list_teams(session, task=task) if t.name == name]  # type: ignore[arg-type]
+def _team(session: Session, task_name: str, name: str) -> Team:
+    """A team of the task by name (a CLI error when there is none)."""
+    task = tasks.get_task(session, task_name)
+    found = [t for t in team_service.list_teams(session, task=task) if t.name == name]
     if not found:
         raise click.ClickException(f"{task.name} has no team {name!r}")
     return found[0]
@@ -82,7 +86,7 @@ def audit_move_run(run_id: int, team_name: str, reason: str) -> None:
     with command_session() as session:
         run = submissions.get_run(session, run_id)
         target = _team(session, run.task.name, team_name)
-        entry = audit.move_run(session, run=run, to_team=target, by=None,  # type: ignore[arg-type]
+        entry = audit.move_run(session, run=run, to_team=target, by=None,
                                reason=reason, now=utcnow())
         click.echo(entry.details["summary"])
 
@@ -95,8 +99,8 @@ def audit_move_run(run_id: int, team_name: str, reason: str) -> None:
 def audit_merge(task_name: str, source: str, target: str, reason: str) -> None:
     """Merge team SOURCE into TARGET: members and runs move, SOURCE is closed."""
     with command_session() as session:
-        entry = audit.merge_teams(session, source=_team(session, task_name, source),  # type: ignore[arg-type]
-                                  target=_team(session, task_name, target),  # type: ignore[arg-type]
+        entry = audit.merge_teams(session, source=_team(session, task_name, source),
+                                  target=_team(session, task_name, target),
                                   by=None, reason=reason, now=utcnow())
         click.echo(entry.details["summary"])
 
@@ -131,14 +135,14 @@ def schedule_set(task_name: str, phase_slug: str, publish_at: str | None,
         task = tasks.get_task(session, task_name)
         phase = tasks.get_phase(session, task, phase_slug)
 
-        def pick(value: str | None, current: object) -> object:
+        def pick(value: str | None, current: datetime | None) -> datetime | None:
             if value is None:
                 return current
             return _utc(value) if value else None
 
         schedule.set_schedule(session, phase=phase, user=None,
-                              publish_at=pick(publish_at, phase.publish_at),  # type: ignore[arg-type]
-                              release_gold_at=pick(release_gold_at, phase.release_gold_at),  # type: ignore[arg-type]
+                              publish_at=pick(publish_at, phase.publish_at),
+                              release_gold_at=pick(release_gold_at, phase.release_gold_at),
                               now=utcnow())
         click.echo(f"{task.name}/{phase.slug}: publish at {phase.publish_at or '-'}, "
                    f"release gold at {phase.release_gold_at or '-'}")
