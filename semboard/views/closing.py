@@ -44,6 +44,7 @@ from semboard.views.common import (
     me,
     now,
     require_organiser,
+    sentence,
     storage,
 )
 from semboard.webfiles import attachment
@@ -164,7 +165,7 @@ def move_run(task_name: str) -> Any:
             abort(404)
         entry = audit.move_run(db(), run=run, to_team=target, by=user,
                                reason=request.form.get("reason", ""), now=now())
-        return str(entry.details["summary"]).capitalize() + "."
+        return sentence(str(entry.details["summary"])) + "."
 
     return _closing_action(task_name, act)
 
@@ -180,7 +181,7 @@ def merge_teams(task_name: str) -> Any:
             abort(404)
         entry = audit.merge_teams(db(), source=source, target=target, by=user,
                                   reason=request.form.get("reason", ""), now=now())
-        return str(entry.details["summary"]).capitalize() + "."
+        return sentence(str(entry.details["summary"])) + "."
 
     return _closing_action(task_name, act)
 

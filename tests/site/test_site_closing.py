@@ -40,6 +40,11 @@ kind = "text"
 """
 
 
+BOTH_DATABASES = pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
+
+
 @pytest.fixture
 def closing(session, storage, make, tiny_data, now):
     """The tiny task with description questions, gold, a phase of 2 runs and two teams."""
@@ -87,6 +92,7 @@ def test_description_answers_are_checked_and_frozen_after_close(session, storage
     assert run.description == "Lexical overlap."
 
 
+@BOTH_DATABASES
 def test_move_run_is_audited_and_refused_when_unsafe(session, storage, tiny_data, now, closing):
     task, phase, (a, cap_a), (b, cap_b), organiser = closing
     first = _submit(session, storage, tiny_data, now, a, cap_a, phase, "r1", 1)
@@ -130,6 +136,7 @@ def _team(session, task, name, now):
     return team, user
 
 
+@BOTH_DATABASES
 def test_merge_teams_moves_members_and_runs(session, storage, tiny_data, now, closing):
     task, phase, (a, cap_a), (b, cap_b), organiser = closing
     _submit(session, storage, tiny_data, now, a, cap_a, phase, "a1", 1)
@@ -245,6 +252,7 @@ def test_bundle_streams_every_run_and_gold_once_released(session, storage, tiny_
                                                      ).read_bytes()
 
 
+@BOTH_DATABASES
 def test_schedule_publishes_and_releases_when_due(session, storage, now, closing):
     task, phase, _, _, organiser = closing
     phase.visibility = "hidden"
@@ -282,3 +290,55 @@ def test_ticker_thread_publishes_without_a_command(app, session, now, closing):
             break
         time.sleep(0.1)
     assert phase.results_published_at is not None
+
+
+def _login(client, user):
+    response = client.post("/login", data={"email": user.email, "password": "password123"})
+    assert response.status_code == 302
+
+
+def test_closing_pages_move_merge_and_refuse(app, client, session, storage, tiny_data, now,
+                                             closing):
+    task, phase, (a, cap_a), (b, _cap_b), organiser = closing
+    app.config["SEMBOARD_CLOCK"] = lambda: now
+    run = _submit(session, storage, tiny_data, now, a, cap_a, phase, "r1", 1)
+    _login(client, cap_a)
+    assert client.get("/tasks/tiny/organise/closing").status_code == 403
+    assert client.post("/tasks/tiny/organise/closing/move-run",
+                       data={"run": run.id, "team": b.id, "reason": "x"}).status_code == 403
+    # the team edits its description on the web, with a refusal first
+    page = client.get(f"/runs/{run.id}/description").get_data(as_text=True)
+    assert 'name="resources" value="WordNet"' in page
+    refused = client.post(f"/runs/{run.id}/description",
+                          data={"description": "d", "paper": "x" * 2001})
+    assert refused.status_code == 422
+    saved = client.post(f"/runs/{run.id}/description", data={
+        "description": "Overlap.", "resources": ["WordNet", "stop words"]})
+    assert saved.status_code == 302
+    shown = client.get(f"/runs/{run.id}").get_data(as_text=True)
+    assert "Overlap." in shown and "WordNet, stop words" in shown
+    client.post("/logout")
+    _login(client, organiser)
+    no_reason = client.post("/tasks/tiny/organise/closing/move-run",
+                            data={"run": run.id, "team": b.id, "reason": ""},
+                            follow_redirects=True)
+    assert "needs a reason" in no_reason.get_data(as_text=True)
+    assert audit.entries(session, task=task) == []
+    moved = client.post("/tasks/tiny/organise/closing/move-run",
+                        data={"run": run.id, "team": b.id, "reason": "wrong account"},
+                        follow_redirects=True)
+    assert f"Run {run.id} &#39;r1&#39; moved from A to B" in moved.get_data(as_text=True)
+    merged = client.post("/tasks/tiny/organise/closing/merge-teams",
+                         data={"source": a.id, "target": b.id, "reason": "same lab"},
+                         follow_redirects=True)
+    body = merged.get_data(as_text=True)
+    assert "Team A merged into B" in body and "same lab" in body and "wrong account" in body
+    table = client.get("/tasks/tiny/organise/tables/resources.csv?phase=eval")
+    assert table.get_data(as_text=True).splitlines()[1] == "B-r1,x,,x"
+    scheduled = client.post("/tasks/tiny/organise/closing/schedule",
+                            data={"phase": "eval", "publish_at": "2012-04-20T12:00",
+                                  "release_gold_at": ""}, follow_redirects=True)
+    assert "Schedule of eval saved." in scheduled.get_data(as_text=True)
+    session.rollback()  # end the test session's snapshot to see the request's write
+    session.expire_all()
+    assert phase.publish_at.isoformat() == "2012-04-20T12:00:00+00:00"
