@@ -342,3 +342,28 @@ def test_closing_pages_move_merge_and_refuse(app, client, session, storage, tiny
     session.rollback()  # end the test session's snapshot to see the request's write
     session.expire_all()
     assert phase.publish_at.isoformat() == "2012-04-20T12:00:00+00:00"
+
+
+def test_upload_form_takes_the_description(app, client, session, tiny_data, now, closing):
+    _, _, (a, cap_a), _, _ = closing
+    app.config["SEMBOARD_CLOCK"] = lambda: now
+    _login(client, cap_a)
+    form = client.get("/tasks/tiny/submit").get_data(as_text=True)
+    assert 'name="description"' in form and 'value="stop words"' in form
+
+    def upload(**fields):
+        data = {"phase": "eval", "name": "web",
+                "files": [(io.BytesIO(d), n) for n, d in tiny_data.run(seed=1).items()]}
+        data.update(fields)
+        return client.post("/tasks/tiny/submit", data=data, content_type="multipart/form-data")
+
+    refused = upload(description="x", resources=["Freebase"])
+    assert refused.status_code == 422 and "Freebase" in refused.get_data(as_text=True)
+    assert submissions.runs_for_team(session, team=a) == []
+    accepted = upload(description="From the form.", resources=["Wikipedia"], paper="http://x")
+    assert accepted.status_code == 302
+    session.rollback()  # see the request's writes
+    [run] = submissions.runs_for_team(session, team=a)
+    assert descriptions.to_json(run) == {"text": "From the form.",
+                                         "answers": {"resources": ["Wikipedia"],
+                                                     "paper": "http://x"}}
