@@ -154,12 +154,13 @@ def submit_run(task_name: str) -> Any:
     if team is None:
         raise NotFound(f"you have no team on {task.name}; create or join one first")
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
-    text = request.form.get("description", "")
-    answers = descriptions.check(task, text, descriptions.given_from_form(task, request.form))
-    run = submissions.submit(
-        session, get_storage(), team=team, phase=phase, user=user,
-        name=request.form.get("name", ""), files=_uploaded_files(), now=now,
-    )
+    text, name, files = request.form.get("description", ""), request.form.get("name", ""), \
+        _uploaded_files()
+    answers = descriptions.check_upload(
+        session, team=team, phase=phase, user=user, name=name, files=files, description=text,
+        given=descriptions.given_from_form(task, request.form), now=now)
+    run = submissions.submit(session, get_storage(), team=team, phase=phase, user=user,
+                             name=name, files=files, now=now)
     descriptions.apply(run, text, answers)
     session.commit()
     show = access.can_view_scores(session, user, run.phase)

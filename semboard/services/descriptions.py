@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy.orm import Session
+
 from semboard.errors import Forbidden, InvalidData
-from semboard.models import Run, Task, User
+from semboard.models import Phase, Run, Task, Team, User
 from semboard.services import access, tasks
 
 if TYPE_CHECKING:
@@ -39,6 +41,20 @@ def check(task: Task, description: str, given: Mapping[str, Any]) -> dict[str, A
     if issues:
         raise InvalidData(f"the system description has {len(issues)} problem(s)", issues)
     return answers
+
+
+def check_upload(session: Session, *, team: Team, phase: Phase, user: User | None, name: str,
+                 files: Mapping[str, bytes], description: str, given: Mapping[str, Any],
+                 now: datetime) -> dict[str, Any]:
+    """Check an upload's description; a refusal is logged like any rejected upload (commits)."""
+    from semboard.services import submissions
+
+    try:
+        return check(phase.task, description, given)
+    except InvalidData as err:
+        # the submissions service's own refusal path: only the upload-log row is kept
+        raise submissions._reject(session, err, team=team, phase=phase, user=user, name=name,
+                                  files=files, now=now) from None
 
 
 def apply(run: Run, description: str, answers: dict[str, Any]) -> None:

@@ -269,8 +269,10 @@ def upload(task_name: str) -> Any:
             phase = _get_phase(task, form.phase.data)
             text = request.form.get("description", "")
             with committed() as done:
-                answers = descriptions.check(task, text,
-                                             descriptions.given_from_form(task, request.form))
+                answers = descriptions.check_upload(
+                    session, team=team, phase=phase, user=user, name=form.name.data.strip(),
+                    files=files, description=text,
+                    given=descriptions.given_from_form(task, request.form), now=now())
                 run = submissions.submit(
                     session, storage(), team=team, phase=phase, user=user,
                     name=form.name.data.strip(), files=files, now=now(),

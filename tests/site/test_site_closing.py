@@ -360,6 +360,8 @@ def test_upload_form_takes_the_description(app, client, session, tiny_data, now,
     refused = upload(description="x", resources=["Freebase"])
     assert refused.status_code == 422 and "Freebase" in refused.get_data(as_text=True)
     assert submissions.runs_for_team(session, team=a) == []
+    [logged] = submissions.upload_logs(session, task=a.task)  # logged like any refusal
+    assert logged.outcome == "rejected" and "Freebase" in json.dumps(logged.issues)
     accepted = upload(description="From the form.", resources=["Wikipedia"], paper="http://x")
     assert accepted.status_code == 302
     session.rollback()  # see the request's writes
