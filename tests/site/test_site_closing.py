@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from semboard.errors import Conflict, Forbidden, InvalidData, RunLimitReached
+from semboard.errors import Conflict, Forbidden, InvalidData, NotFound, RunLimitReached
 from semboard.models import Team, TeamMember
 from semboard.services import (
     audit,
@@ -125,11 +125,15 @@ def test_move_run_is_audited_and_refused_when_unsafe(session, storage, tiny_data
     assert "moved from A to D" in audit.describe(logged)
 
 
-def _team(session, task, name, now):
+def _user(session, name, now):
     from semboard.services import accounts
 
-    user = accounts.register_user(session, email=f"{name.lower()}@example.org",
+    return accounts.register_user(session, email=f"{name.lower()}@example.org",
                                   password="password123", display_name=name, now=now)
+
+
+def _team(session, task, name, now):
+    user = _user(session, name, now)
     team = teams.create_team(session, task=task, captain=user, name=name, affiliation="",
                              now=now)
     session.commit()
@@ -165,6 +169,9 @@ def test_merge_teams_moves_members_and_runs(session, storage, tiny_data, now, cl
                        by=organiser, reason="x", now=now)
     assert entry.action == "teams-merged" and "merged into D" in entry.details["summary"]
     assert session.get(Team, b.id).closed_at is not None
+    with pytest.raises(NotFound):  # a closed team takes no new members
+        teams.join_team(session, task=task, user=_user(session, "newcomer", now),
+                        invite_code=b.invite_code, now=now)
 
 
 def test_paper_tables_and_gold_diff(session, storage, tiny_data, now, closing):
