@@ -37,6 +37,15 @@ def entries(session: Session, *, task: Task, run: Run | None = None) -> list[Aud
                                 .order_by(AuditEntry.id.desc())))
 
 
+def movable_runs(session: Session, *, task: Task) -> list[Run]:
+    """The task's current runs of participant teams, with team and phase (one query)."""
+    query = (select(Run).join(Team, Run.team_id == Team.id)
+             .where(Run.task_id == task.id, Run.is_current, Team.is_baseline.is_(False))
+             .options(selectinload(Run.team), selectinload(Run.phase))
+             .order_by(Run.phase_id, Team.name, Run.name))
+    return list(session.scalars(query))
+
+
 def describe(entry: AuditEntry) -> str:
     """One line: when, who, what, why."""
     who = entry.user.email if entry.user else "command line"

@@ -77,7 +77,8 @@ def _runs(session: Session, phase: Phase) -> list[Run]:
     """The phase's current scored runs with scores and teams (two queries)."""
     return list(session.scalars(
         select(Run).where(Run.phase_id == phase.id, Run.is_current, Run.status == "scored")
-        .options(selectinload(Run.scores), selectinload(Run.team)).order_by(Run.id)))
+        .options(selectinload(Run.scores), selectinload(Run.team), selectinload(Run.files))
+        .order_by(Run.id)))
 
 
 def runs_table(session: Session, *, task: Task, phase: Phase, rank_baselines: bool = False,

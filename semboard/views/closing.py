@@ -126,8 +126,7 @@ def closing(task_name: str) -> Any:
     require_organiser(task)
     session = db()
     all_teams = [t for t in teams.list_teams(session, task=task) if not t.is_baseline]
-    runs = [r for p in tasks.phases(session, task)
-            for r in submissions.runs_for_phase(session, phase=p) if not r.team.is_baseline]
+    runs = audit.movable_runs(session, task=task)
     return render_template(
         "organiser/closing.html", task=task, phases=tasks.phases(session, task),
         entries=audit.entries(session, task=task), teams=all_teams, runs=runs,
