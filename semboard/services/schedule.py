@@ -61,17 +61,27 @@ def tick(session: Session, *, now: datetime) -> list[str]:
     return done
 
 
-def start_ticker(app: object, interval: float) -> threading.Thread:
-    """A daemon thread calling tick every `interval` seconds in this process."""
-    from semboard import utcnow
-    from semboard.db import session_factory
+class Ticker(threading.Thread):
+    """A daemon thread calling tick every `interval` seconds in this process until stopped."""
 
-    stop = threading.Event()
+    def __init__(self, app: object, interval: float) -> None:
+        super().__init__(name="semboard-schedule", daemon=True)
+        self.app = app
+        self.interval = interval
+        self.stopped = threading.Event()
 
-    def loop() -> None:
-        while not stop.wait(interval):
+    def stop(self) -> None:
+        """End the loop (it finishes a tick in progress first)."""
+        self.stopped.set()
+
+    def run(self) -> None:
+        """Tick, commit, wait; a failed tick is logged and retried on the next one."""
+        from semboard import utcnow
+        from semboard.db import session_factory
+
+        while not self.stopped.wait(self.interval):
             try:
-                with app.app_context():  # type: ignore[attr-defined]
+                with self.app.app_context():  # type: ignore[attr-defined]
                     session = session_factory()()
                     try:
                         for line in tick(session, now=utcnow()):
@@ -79,9 +89,12 @@ def start_ticker(app: object, interval: float) -> threading.Thread:
                         session.commit()
                     finally:
                         session.close()
-            except Exception:  # a failed tick is retried on the next one
+            except Exception:
                 log.exception("scheduled publication failed")
 
-    thread = threading.Thread(target=loop, name="semboard-schedule", daemon=True)
-    thread.start()
-    return thread
+
+def start_ticker(app: object, interval: float) -> Ticker:
+    """Start the in-process ticker."""
+    ticker = Ticker(app, interval)
+    ticker.start()
+    return ticker

@@ -288,15 +288,20 @@ def test_ticker_thread_publishes_without_a_command(app, session, now, closing):
     phase.visibility = "hidden"
     phase.publish_at = utcnow() - timedelta(seconds=1)
     session.commit()
-    thread = schedule.start_ticker(app, 0.1)
-    assert thread.daemon
-    for _ in range(100):
-        session.rollback()
-        session.expire_all()
-        if phase.results_published_at is not None:
-            break
-        time.sleep(0.1)
-    assert phase.results_published_at is not None
+    ticker = schedule.start_ticker(app, 0.1)
+    try:
+        assert ticker.daemon
+        for _ in range(100):
+            session.rollback()
+            session.expire_all()
+            if phase.results_published_at is not None:
+                break
+            time.sleep(0.1)
+        assert phase.results_published_at is not None
+    finally:
+        ticker.stop()
+        ticker.join(5)
+    assert not ticker.is_alive()
 
 
 def _login(client, user):
