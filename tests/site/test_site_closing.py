@@ -381,3 +381,36 @@ def test_upload_form_takes_the_description(app, client, session, tiny_data, now,
     assert descriptions.to_json(run) == {"text": "From the form.",
                                          "answers": {"resources": ["Wikipedia"],
                                                      "paper": "http://x"}}
+
+
+def test_board_rules_rank_per_dataset_and_need_complete_runs(session, storage, make, tiny_data,
+                                                              now):
+    from evaluation import parse_task
+    from semboard.services import leaderboard
+
+    text = TINY_TOML.replace("required = true", "required = false").replace(
+        'ranking = "aggregate"',
+        'ranking = "aggregate"\nrank_datasets = true\noverall_needs_all_datasets = true')
+    task = tasks.load_task(session, parse_task(text), now=now)
+    inputs.load_release_inputs(session, storage, task=task, release_dir=tiny_data.folder,
+                               user=None, now=now)
+    gold.load_release_gold(session, storage, task=task, release_dir=tiny_data.folder, user=None,
+                           now=now)
+    session.commit()
+    phase = make.phase(task)
+    full, cap_full = make.team(task, "Full")
+    part, cap_part = make.team(task, "Partial")
+    _submit(session, storage, tiny_data, now, full, cap_full, phase, "f", 1, 1.5)
+    files = {k: v for k, v in tiny_data.run(seed=2, noise=0.1).items() if "alpha" in k}
+    submissions.submit(session, storage, team=part, phase=phase, user=cap_part, name="p",
+                       files=files, now=now)
+    session.commit()
+    board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=None,
+                                          storage=storage, now=now)
+    rows = {r.team: r for r in board.rows}
+    assert [c.key for c in board.columns if c.ranked] == [
+        "ALL", "ALLnorm", "Mean", "alpha/pearson", "beta/pearson"]
+    assert rows["Full"].ranks == {"ALL": 1, "ALLnorm": 1, "Mean": 1, "alpha/pearson": 2,
+                                  "beta/pearson": 1}
+    assert rows["Partial"].ranks == {"alpha/pearson": 1}
+    assert set(rows["Partial"].groups) <= {"alpha/pearson"}
