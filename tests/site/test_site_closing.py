@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -414,3 +414,29 @@ def test_board_rules_rank_per_dataset_and_need_complete_runs(session, storage, m
                                   "beta/pearson": 1}
     assert rows["Partial"].ranks == {"alpha/pearson": 1}
     assert set(rows["Partial"].groups) <= {"alpha/pearson"}
+
+
+def test_cli_describe_merge_and_refusals(app, session, storage, tiny_data, now, closing):
+    _, phase, (a, cap_a), _, _ = closing
+    run = _submit(session, storage, tiny_data, now, a, cap_a, phase, "r1", 1)
+    runner = app.test_cli_runner()
+
+    def cli(*args):
+        return runner.invoke(args=[str(a) for a in args])
+
+    frozen = cli("results", "describe", run.id, "--text", "late")  # the CLI clock: today
+    assert frozen.exit_code == 1 and "frozen" in frozen.output
+    phase.closes_at = datetime(2100, 1, 1, tzinfo=UTC)
+    session.commit()
+    refused = cli("results", "describe", run.id, "--answer", "resources=Freebase")
+    assert refused.exit_code == 1 and "Freebase" in refused.output
+    described = cli("results", "describe", run.id, "--text", "Overlap",
+                    "--answer", "resources=WordNet", "--answer", "resources=stop words")
+    assert described.exit_code == 0, described.output
+    assert json.loads(described.output)["answers"] == {"resources": ["WordNet", "stop words"]}
+    assert cli("audit", "merge-teams", "tiny", "A", "B").exit_code == 2  # --reason required
+    assert "no team 'Z'" in cli("audit", "merge-teams", "tiny", "A", "Z", "--reason", "x").output
+    merged = cli("audit", "merge-teams", "tiny", "A", "B", "--reason", "same group")
+    assert merged.exit_code == 0 and "team A merged into B" in merged.output
+    listed = cli("audit", "list", "tiny").output
+    assert "command line" in listed and "(reason: same group)" in listed
