@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any, TypeVar
 
+from evaluation.rules import board_rules
 from evaluation.scoring import RunScore
 from evaluation.taskdef import TaskDefinition
 
@@ -12,10 +13,12 @@ K = TypeVar("K", bound=Hashable)
 
 
 def ranking_keys(task: TaskDefinition) -> list[str]:
-    """Flat metric keys a task ranks on: aggregates, or each dataset's primary metric."""
+    """Flat metric keys a task ranks on: aggregates (then each dataset's primary metric when
+    the definition sets metrics.rank_datasets), or each dataset's primary metric."""
+    per_dataset = [f"{d}/{task.dataset_primary}" for d in task.dataset_names]
     if task.ranking == "per_dataset":
-        return [f"{d}/{task.dataset_primary}" for d in task.dataset_names]
-    return list(task.aggregate_metrics)
+        return per_dataset
+    return list(task.aggregate_metrics) + (per_dataset if board_rules(task).rank_datasets else [])
 
 
 def _lookup(score: RunScore, key: str) -> tuple[bool, float]:
@@ -47,9 +50,12 @@ def rank_runs(task: TaskDefinition, scores: Mapping[K, RunScore | dict[str, Any]
     parsed = {k: s if isinstance(s, RunScore) else RunScore.from_dict(s)
               for k, s in scores.items()}
     out: dict[K, dict[str, int]] = {k: {} for k in parsed}
+    needs_all = board_rules(task).overall_needs_all_datasets
     for key in ranking_keys(task):
         values = {}
         for k, s in parsed.items():
+            if needs_all and "/" not in key and s.skipped:
+                continue  # a run that left a dataset out takes no overall rank
             present, v = _lookup(s, key)
             if present:
                 values[k] = v

@@ -419,6 +419,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         raise TaskDefinitionError(f"{source}: ranking aggregate needs metrics.aggregate")
 
     splits, default_split = parse_splits(doc, tuple(d.name for d in datasets), source)
+    _check_closing_settings(doc, source)
     return TaskDefinition(
         splits=splits,
         default_split=default_split,
@@ -444,3 +445,12 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         binary_threshold=float(_get(metrics_table, "binary_threshold", (int, float), source,
                                     0.5, "metrics.")),
     )
+
+
+def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
+    """Description questions and board rules are read on use; a bad one fails the load here."""
+    from evaluation.descriptions import parse_questions
+    from evaluation.rules import parse_rules
+
+    parse_questions(doc, source)
+    parse_rules(doc, source)

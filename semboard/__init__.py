@@ -90,4 +90,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     from semboard.demo import demo_cli
 
     app.cli.add_command(demo_cli)
+    from semboard.closing_cli import register_closing
+
+    register_closing(app)
     return app

@@ -12,8 +12,20 @@ from semboard import request_now
 from semboard.db import get_session
 from semboard.errors import InvalidData, NotFound
 from semboard.models import Phase, Task, User
-from semboard.services import access, accounts, gold, inputs, leaderboard, submissions, tasks, teams
-from semboard.services import splits as split_views
+from semboard.services import (
+    access,
+    accounts,
+    audit,
+    descriptions,
+    gold,
+    inputs,
+    leaderboard,
+    scorediff,
+    splits as split_views,
+    submissions,
+    tasks,
+    teams,
+)
 from semboard.storage import get_storage
 from semboard.webfiles import attachment, client_filename
 
@@ -137,14 +149,6 @@ def _uploaded_files() -> dict[str, bytes]:
     return found
 
 
-def _description_metadata() -> dict[str, Any] | None:
-    """The optional 'description' field of an upload, kept in the run's metadata."""
-    text = request.form.get("description", "").strip()
-    if len(text) > 5000:
-        raise InvalidData("a run description has at most 5000 characters")
-    return {"description": text} if text else None
-
-
 @bp.post("/tasks/<task_name>/runs")
 def submit_run(task_name: str) -> Any:
     """Submit a run (multipart: name, files, optional phase)."""
@@ -156,13 +160,50 @@ def submit_run(task_name: str) -> Any:
     if team is None:
         raise NotFound(f"you have no team on {task.name}; create or join one first")
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
-    run = submissions.submit(
-        session, get_storage(), team=team, phase=phase, user=user,
-        name=request.form.get("name", ""), files=_uploaded_files(), now=now,
-        metadata=_description_metadata(),
-    )
+    text, name, files = request.form.get("description", ""), request.form.get("name", ""), \
+        _uploaded_files()
+    answers = descriptions.check_upload(
+        session, team=team, phase=phase, user=user, name=name, files=files, description=text,
+        given=descriptions.given_from_form(task, request.form), now=now)
+    run = submissions.submit(session, get_storage(), team=team, phase=phase, user=user,
+                             name=name, files=files, now=now)
+    descriptions.apply(run, text, answers)
+    session.commit()
     show = access.can_view_scores(session, user, run.phase)
-    return jsonify(submissions.run_summary(run, show_scores=show)), 201
+    return jsonify(_run_json(run, show)), 201
+
+
+def _run_json(run: Any, show: bool) -> dict[str, Any]:
+    """A run's JSON with its description, score history and audit history."""
+    data = submissions.run_summary(run, show_scores=show)
+    data["description"] = descriptions.to_json(run)
+    if show:
+        data["score_history"] = scorediff.history(run)
+    data["audit"] = [{"action": e.action, "at": e.created_at.isoformat(), "reason": e.reason,
+                      "summary": e.details.get("summary")}
+                     for e in audit.entries(get_session(), task=run.task, run=run)]
+    return data
+
+
+@bp.route("/runs/<int:run_id>/description", methods=["PUT", "POST"])
+def edit_description(run_id: int) -> Any:
+    """Edit a run's description (multipart or JSON: description and one field per question)."""
+    user = _require_user()
+    session = get_session()
+    run = submissions.get_run(session, run_id)
+    if not access.can_view_run(session, user, run):
+        raise NotFound(f"no run {run_id}")
+    if request.is_json:
+        body = request.get_json(silent=True) or {}
+        text = str(body.get("description", ""))
+        given = {k: v for k, v in body.items() if k != "description"}
+    else:
+        text = request.form.get("description", "")
+        given = descriptions.given_from_form(run.task, request.form)
+    descriptions.edit(session, run=run, user=user, description=text, given=given,
+                      now=request_now())
+    session.commit()
+    return jsonify(descriptions.to_json(run))
 
 
 @bp.get("/runs/<int:run_id>")
@@ -174,7 +215,7 @@ def show_run(run_id: int) -> Any:
     if not access.can_view_run(session, user, run):
         raise NotFound(f"no run {run_id}")
     show = access.can_view_scores(session, user, run.phase)
-    return jsonify(submissions.run_summary(run, show_scores=show))
+    return jsonify(_run_json(run, show))
 
 
 def _default_phase(task: Task) -> Phase:

@@ -12,8 +12,8 @@ from semboard import request_now
 from semboard.api import _require_user, _user, bp
 from semboard.db import get_session
 from semboard.errors import InvalidData, NotFound
-from semboard.models import ApiToken, Task, Team
-from semboard.services import access, accounts, submissions, tasks, team_rules, teams
+from semboard.models import ApiToken, Run, Task, Team
+from semboard.services import access, accounts, descriptions, submissions, tasks, team_rules, teams
 from semboard.storage import get_storage
 from semboard.webfiles import attachment
 
@@ -80,8 +80,14 @@ def my_runs(task_name: str) -> Any:
                                      include_replaced=request.args.get("all") == "1")
     shown = {p.id: access.can_view_scores(session, user, p) for p in tasks.phases(session, task)}
     return jsonify({"task": task.name, "team": team.name,
-                    "runs": [submissions.run_summary(r, show_scores=shown[r.phase_id])
-                             for r in runs]})
+                    "runs": [_with_description(r, shown[r.phase_id]) for r in runs]})
+
+
+def _with_description(run: Run, show: bool) -> dict[str, Any]:
+    """A run's summary with its system description."""
+    data = submissions.run_summary(run, show_scores=show)
+    data["description"] = descriptions.to_json(run)
+    return data
 
 
 @bp.get("/runs/<int:run_id>/files/<filename>")

@@ -297,11 +297,22 @@ def user_admin(email: str, revoke: bool) -> None:
 @click.option("--phase", "phase_slug", help="Phase slug (default: the last evaluation phase).")
 @click.option("--format", "fmt", type=click.Choice(("csv", "latex", "json")), default="csv")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path))
-def results_export(task_name: str, phase_slug: str | None, fmt: str, output: Path | None) -> None:
+@click.option("--table", type=click.Choice(("runs", "resources", "confidence")),
+              help="A paper table instead of the board (STS 2012 Tables 1, 3, 2).")
+@click.option("--rank-baselines", is_flag=True, help="--table runs: rank baselines too.")
+def results_export(task_name: str, phase_slug: str | None, fmt: str, output: Path | None,
+                   table: str | None = None, rank_baselines: bool = False) -> None:
     """Print (or write) a phase's results table."""
     with command_session() as session:
         task = tasks.get_task(session, task_name)
         phase = _pick_phase(session, task, phase_slug)
+        if table is not None:  # the paper tables live in their own service
+            from semboard.services import papertables
+
+            text = papertables.export(session, get_storage(), task=task, phase=phase, table=table,
+                                      rank_baselines=rank_baselines, now=utcnow()).render(fmt)
+            _emit(text, output)
+            return
         # With storage, significance groups missing from the cache are computed (and cached).
         board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=None,
                                               check_access=False, storage=get_storage(),
@@ -331,6 +342,15 @@ def results_publish(task_name: str, phase_slug: str | None) -> None:
         gold.publish_results(session, phase=phase, user=None, now=now)
         leaderboard.refresh_significance(session, get_storage(), task=task, now=now)
         click.echo(f"results of {task.name}/{phase.slug} published")
+
+
+def _emit(text: str, output: Path | None) -> None:
+    """Write text to a file (saying so) or print it."""
+    if output:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}")
+    else:
+        click.echo(text, nl=False)
 
 
 def _pick_phase(session: Session, task: Task, slug: str | None) -> Phase:

@@ -213,6 +213,9 @@ class Phase(Base):
     split: Mapped[str] = mapped_column(String(64), server_default="test")
     # Uploads (replacements included) per team in any 24 hours; None: no daily limit.
     max_per_day: Mapped[int | None] = mapped_column(Integer)
+    # Scheduled publication of the board and release of the task's gold (done by the ticker).
+    publish_at: Mapped[datetime | None]
+    release_gold_at: Mapped[datetime | None]
 
     task: Mapped[Task] = relationship(back_populates="phases")
 
@@ -234,6 +237,9 @@ class Team(Base):
     # Touched first in every submission transaction: it serialises a team's uploads.
     last_upload_at: Mapped[datetime | None]
     created_at: Mapped[datetime]
+    # Set when the team was merged into another (its members and runs moved there).
+    closed_at: Mapped[datetime | None]
+    merged_into_id: Mapped[int | None] = mapped_column(ForeignKey("team.id"))
 
     task: Mapped[Task] = relationship()
     captain: Mapped[User | None] = relationship()
@@ -348,6 +354,9 @@ class Run(Base):
     meta: Mapped[dict[str, Any]] = mapped_column(default=dict)
     submitted_at: Mapped[datetime]
     replaced_at: Mapped[datetime | None]
+    # The system description: free text and answers to the definition's questions.
+    description: Mapped[str] = mapped_column(Text, default="", server_default="")
+    answers: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
 
     phase: Mapped[Phase] = relationship()
     team: Mapped[Team] = relationship()
@@ -516,3 +525,22 @@ class NotificationSent(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"))
     key: Mapped[str] = mapped_column(String(255))
     sent_at: Mapped[datetime]
+
+
+class AuditEntry(Base):
+    """An organiser action on a task (run moved, teams merged, ...): who, when, what and why."""
+
+    __tablename__ = "audit_entry"
+    __table_args__ = (Index(None, "task_id", "created_at"), Index(None, "run_id"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    action: Mapped[str] = mapped_column(String(40))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id", ondelete="SET NULL"))
+    team_id: Mapped[int | None] = mapped_column(ForeignKey("team.id", ondelete="SET NULL"))
+    reason: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict[str, Any]] = mapped_column()
+    created_at: Mapped[datetime]
+
+    user: Mapped[User | None] = relationship()

@@ -54,7 +54,9 @@ SCHEMAS: dict[str, Any] = {
                      {"filename": STR, "dataset": {"type": ["string", "null"]}, "sha256": STR,
                       "size": INT})},
                  "issues": {"type": "array"}, "metadata": {"type": "object"}},
-                {"metrics": {"type": "object"}, "scores": {"type": "object"}}),
+                {"metrics": {"type": "object"}, "scores": {"type": "object"},
+                 "description": _obj({"text": STR, "answers": {"type": "object"}}),
+                 "score_history": {"type": "array"}, "audit": {"type": "array"}}),
     "RunList": _obj({"task": STR, "team": STR, "runs": {"type": "array", "items": _ref("Run")}}),
     "Leaderboard": _obj({"task": STR, "phase": STR, "rows": {"type": "array", "items": _obj(
         {"run_id": INT, "team": STR, "run": STR, "baseline": BOOL,

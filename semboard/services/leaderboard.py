@@ -238,7 +238,9 @@ def build_leaderboard(
             ranks=dict(ranks.get(run.id, {})),
             submitted_at=run.submitted_at,
             baseline_info=dict(run.meta) if run.team.is_baseline else None,
-            groups=dict(groups.get(str(run.id), {})),
+            # no group where the run takes no rank (CLSS: an incomplete run overall)
+            groups={m: g for m, g in groups.get(str(run.id), {}).items()
+                    if m in ranks.get(run.id, {})},
         ))
     sort_key = board.columns[0].key if board.columns else None
 

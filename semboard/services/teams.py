@@ -88,7 +88,7 @@ def join_team(session: Session, *, task: Task, user: User, invite_code: str, now
     team = session.scalar(
         select(Team).where(Team.task_id == task.id, Team.invite_code == invite_code.strip())
     )
-    if team is None or team.is_baseline:
+    if team is None or team.is_baseline or team.closed_at is not None:  # closed: merged away
         raise NotFound("no team of this task has that invite code")
     if team_for_user(session, task=task, user=user) is not None:
         raise AlreadyInTeam("you already belong to a team for this task")

@@ -8,7 +8,7 @@ from flask import Flask
 def register_blueprints(app: Flask) -> None:
     """Register every HTML blueprint on the app."""
     from semboard import login_manager
-    from semboard.views import auth, boards, organise, tasks  # noqa: F401  (routes register)
+    from semboard.views import auth, boards, closing, organise, tasks  # noqa: F401  (routes register)
     from semboard.views.common import bp
 
     import_module("semboard.views.account")  # issue 12: account and team pages

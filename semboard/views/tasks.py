@@ -12,7 +12,7 @@ from flask_login import login_required
 from semboard.errors import DomainError
 from semboard.forms import TeamCreateForm, TeamJoinForm, UploadRunForm, options
 from semboard.models import Phase, Run, Task, Team
-from semboard.services import access, gold, inputs, splits, submissions, tasks, teams
+from semboard.services import access, descriptions, gold, inputs, splits, submissions, tasks, teams
 from semboard.views.common import (
     bp,
     committed,
@@ -291,11 +291,17 @@ def upload(task_name: str) -> Any:
             form.files.errors = ["Choose the run's files (one per dataset) or one zip."]
         if files:
             phase = _get_phase(task, form.phase.data)
+            text = request.form.get("description", "")
             with committed() as done:
+                answers = descriptions.check_upload(
+                    session, team=team, phase=phase, user=user, name=form.name.data.strip(),
+                    files=files, description=text,
+                    given=descriptions.given_from_form(task, request.form), now=now())
                 run = submissions.submit(
                     session, storage(), team=team, phase=phase, user=user,
                     name=form.name.data.strip(), files=files, now=now(),
                 )
+                descriptions.apply(run, text, answers)
             if done:
                 flash(f"Run {run.name} accepted{_run_notes(run)}.", "success")
                 return redirect(url_for("web.run", run_id=run.id))

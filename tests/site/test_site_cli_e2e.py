@@ -119,7 +119,7 @@ def test_cli_against_gunicorn(make, session, database_url, tmp_path, tiny_data):
         assert runs.returncode == 0 and "first run" in runs.stdout and "broken" not in runs.stdout
         as_json = json.loads(cli("runs", "tiny", "--format", "json").stdout)
         assert [r["name"] for r in as_json["runs"]] == ["first run"]
-        assert as_json["runs"][0]["metadata"] == {"description": "noisy gold"}
+        assert as_json["runs"][0]["description"]["text"] == "noisy gold"
 
         table = cli("leaderboard", "tiny")
         assert table.returncode == 0 and "Alpha" in table.stdout and "first run" in table.stdout

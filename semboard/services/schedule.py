@@ -1,0 +1,100 @@
+"""Scheduled publication: a phase's board is published and the task's gold released at set times.
+
+`tick` carries out whatever is due; it is idempotent, so the in-process ticker of every web
+worker, `flask schedule tick` from cron and the rq worker can all call it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from semboard.errors import InvalidData
+from semboard.models import Phase, Task, User
+from semboard.services import access, audit, gold
+
+log = logging.getLogger(__name__)
+
+
+def set_schedule(session: Session, *, phase: Phase, user: User | None,
+                 publish_at: datetime | None, release_gold_at: datetime | None,
+                 now: datetime) -> Phase:
+    """Set (or clear, with None) when the phase's board is published and the gold released."""
+    access.require_organiser(session, user, phase.task)
+    for when in (publish_at, release_gold_at):
+        if when is not None and when.tzinfo is None:
+            raise InvalidData("scheduled times must carry a time zone (UTC)")
+    phase.publish_at = publish_at
+    phase.release_gold_at = release_gold_at
+    session.flush()
+    return phase
+
+
+def tick(session: Session, *, now: datetime) -> list[str]:
+    """Publish the boards and release the gold that are due; returns what was done (flushed)."""
+    done: list[str] = []
+    due = session.scalars(select(Phase).where(or_(
+        (Phase.publish_at <= now) & Phase.results_published_at.is_(None),
+        Phase.release_gold_at <= now)).order_by(Phase.id))
+    for phase in list(due):
+        task: Task = phase.task
+        if phase.publish_at is not None and phase.publish_at <= now \
+                and phase.results_published_at is None:
+            gold.publish_results(session, phase=phase, user=None, now=now)
+            audit.record(session, task=task, user=None, action="published", now=now,
+                         reason=f"scheduled for {phase.publish_at:%Y-%m-%d %H:%M} UTC",
+                         details={"summary": f"results of {phase.slug} published on schedule"})
+            done.append(f"published {task.name}/{phase.slug}")
+        if phase.release_gold_at is not None and phase.release_gold_at <= now \
+                and task.gold_released_at is None:
+            if not gold.current_gold(session, task=task):
+                continue  # nothing to release yet; tried again on the next tick
+            gold.release_gold(session, task=task, user=None, now=now)
+            audit.record(session, task=task, user=None, action="gold-released", now=now,
+                         reason=f"scheduled for {phase.release_gold_at:%Y-%m-%d %H:%M} UTC",
+                         details={"summary": f"gold of {task.name} released on schedule"})
+            done.append(f"released the gold of {task.name}")
+    return done
+
+
+class Ticker(threading.Thread):
+    """A daemon thread calling tick every `interval` seconds in this process until stopped."""
+
+    def __init__(self, app: object, interval: float) -> None:
+        super().__init__(name="semboard-schedule", daemon=True)
+        self.app = app
+        self.interval = interval
+        self.stopped = threading.Event()
+
+    def stop(self) -> None:
+        """End the loop (it finishes a tick in progress first)."""
+        self.stopped.set()
+
+    def run(self) -> None:
+        """Tick, commit, wait; a failed tick is logged and retried on the next one."""
+        from semboard import utcnow
+        from semboard.db import session_factory
+
+        while not self.stopped.wait(self.interval):
+            try:
+                with self.app.app_context():  # type: ignore[attr-defined]
+                    session = session_factory()()
+                    try:
+                        for line in tick(session, now=utcnow()):
+                            log.info("schedule: %s", line)
+                        session.commit()
+                    finally:
+                        session.close()
+            except Exception:
+                log.exception("scheduled publication failed")
+
+
+def start_ticker(app: object, interval: float) -> Ticker:
+    """Start the in-process ticker."""
+    ticker = Ticker(app, interval)
+    ticker.start()
+    return ticker
