@@ -21,10 +21,12 @@ from semboard.services import (
     inputs,
     leaderboard,
     scorediff,
-    splits as split_views,
     submissions,
     tasks,
     teams,
+)
+from semboard.services import (
+    splits as split_views,
 )
 from semboard.storage import get_storage
 from semboard.webfiles import attachment, client_filename

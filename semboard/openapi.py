@@ -57,6 +57,7 @@ SCHEMAS: dict[str, Any] = {
                 {"metrics": {"type": "object"}, "scores": {"type": "object"},
                  "description": _obj({"text": STR, "answers": {"type": "object"}}),
                  "score_history": {"type": "array"}, "audit": {"type": "array"}}),
+    "Description": _obj({"text": STR, "answers": {"type": "object"}}),
     "RunList": _obj({"task": STR, "team": STR, "runs": {"type": "array", "items": _ref("Run")}}),
     "Leaderboard": _obj({"task": STR, "phase": STR, "rows": {"type": "array", "items": _obj(
         {"run_id": INT, "team": STR, "run": STR, "baseline": BOOL,
@@ -131,6 +132,18 @@ def _fields(**props: Any) -> dict[str, Any]:
                                           "application/x-www-form-urlencoded": {"schema": schema}}}
 
 
+def _phase_op(path: str) -> dict[str, Any]:
+    """Organisers add (201) or change (200) a phase."""
+    operation = _op(path, "Add or change a phase (organisers); refused when it would be an "
+                    "oracle on private gold", _json("Phase", "Created"), status="201",
+                    body=_fields(slug=STR, name=STR, kind=STR, opens_at=TIME, closes_at=TIME,
+                                 split=STR, max_per_day=INT, max_runs=INT,
+                                 team_window_hours=INT, visibility=STR, track=STR),
+                    errors=("401", "403", "404", "422"))
+    operation["responses"]["200"] = _json("Phase", "Changed")
+    return operation
+
+
 def _paths() -> dict[str, dict[str, Any]]:
     t = "/tasks/{task_name}"
     upload = {"required": True, "content": {"multipart/form-data": {"schema": {
@@ -154,6 +167,14 @@ def _paths() -> dict[str, dict[str, Any]]:
                         errors=("401", "403", "404", "409", "422")),
         },
         "/runs/{run_id}": {"get": _op("/runs/{run_id}", "A run I may see", _json("Run"))},
+        "/runs/{run_id}/description": {
+            method: _op("/runs/{run_id}/description",
+                        "Edit my run's system description until its phase closes",
+                        _json("Description"),
+                        body=_fields(description=STR, **{"<question key>": STR}),
+                        errors=("401", "403", "404", "422"))
+            for method in ("put", "post")},
+        f"{t}/phases": {"post": _phase_op(f"{t}/phases")},
         "/runs/{run_id}/files/{filename}": {"get": _op(
             "/runs/{run_id}/files/{filename}", "A file of my team's run, as uploaded",
             _file("The file"))},

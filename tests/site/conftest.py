@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from flask import Flask
+from site_net import free_port
 from sqlalchemy.orm import Session
 
 from semboard import create_app
@@ -68,13 +68,6 @@ name = "beta"
 required = true
 """
 TINY_SIZES = {"alpha": 30, "beta": 20}
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # ----------------------------------------------------------------------------- tiny task data

@@ -12,7 +12,7 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from conftest import free_port
+from site_net import free_port
 
 from semboard.models import Task
 from semboard.services import accounts, gold

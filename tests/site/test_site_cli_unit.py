@@ -58,7 +58,7 @@ def test_usage_errors_exit_2_and_help_lists_exit_codes(capsys):
 
 
 def test_unreachable_site_exits_9(tmp_path, monkeypatch):
-    from conftest import free_port
+    from site_net import free_port
 
     monkeypatch.setenv("SEMBOARD_CONFIG", str(tmp_path / "c.json"))
     code = main.main(["--url", f"http://127.0.0.1:{free_port()}", "tasks"])

@@ -12,7 +12,7 @@ from email.message import Message
 import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
-from conftest import free_port
+from site_net import free_port
 
 from semboard.db import get_session
 from semboard.mail import parse_mail_url
