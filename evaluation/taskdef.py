@@ -516,7 +516,8 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     aggregates, aggregate_specs = _aggregates(metrics_table, source)
     if not metrics:
         raise TaskDefinitionError(f"{source}: metrics.dataset must name at least one metric")
-    if ("pearson" not in metrics) and any(a in ("Mean", "sum_pearson") for a in aggregates):
+    builtin = [a for a in aggregates if a not in {spec.name for spec in aggregate_specs}]
+    if ("pearson" not in metrics) and any(a in ("Mean", "sum_pearson") for a in builtin):
         raise TaskDefinitionError(f"{source}: Mean and sum_pearson need pearson in metrics")
     if "weighted_pearson" in metrics and not run.confidence:
         raise TaskDefinitionError(f"{source}: weighted_pearson needs run.confidence = true")
@@ -590,6 +591,10 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
             raise TaskDefinitionError(f"{source}: metrics.aggregate {agg.name!r} averages "
                                       f"{agg.of}, which datasets {lacking} do not compute")
     every_metric = set(metrics).union(*(d.metrics for d in datasets))
+    breakdown_sets = [d.name for d in datasets if d.inputs.breakdowns]
+    if breakdown_sets and not genre_metrics:
+        raise TaskDefinitionError(f"{source}: inputs.breakdowns needs metrics.genre (the "
+                                  "metrics computed per group)")
 
     board = _strings(metrics_table, "board", source, [], "metrics.")
     for m in board:
