@@ -434,3 +434,46 @@ def _try_inputs(task: TaskDefinition, spec: DatasetSpec, release_dir: Path) -> D
     if path is None:
         return None
     return read_inputs(task, spec.name, path.read_bytes(), filename=path.name, texts=False)
+
+
+def gold_columns(task: TaskDefinition, dataset: str) -> tuple[str, ...]:
+    """Columns of the dataset's input file that hold gold (from every dataset reading it)."""
+    path = task.dataset(dataset).input_path
+    cols: list[str] = []
+    for spec in task.datasets:
+        if spec.input_path == path and spec.gold.format == "inline":
+            cols += [spec.gold.score_column] + (
+                [spec.gold.label_column] if spec.gold.label_column else [])
+    return tuple(dict.fromkeys(cols))
+
+
+def participant_inputs(task: TaskDefinition, dataset: str, data: bytes, *,
+                       filename: str) -> bytes:
+    """The participants' copy of a release file that holds gold: the gold columns removed.
+
+    With a header the gold columns are dropped; without one their fields are emptied, so the
+    remaining columns keep their positions and the same definition reads both copies.
+    """
+    fmt = task.dataset(dataset).inputs
+    drop = gold_columns(task, dataset)
+    if not drop:
+        return data
+    text, problem = decode_text(data, filename)
+    if problem:
+        raise ValidationError(problem)
+    assert text is not None
+    records = list(_records(fmt, text))
+    if not records:
+        raise ValidationError(Issue(filename, None, "the file holds no pairs", "empty-file"))
+    if fmt.header:
+        names = [h.strip().lstrip("\ufeff").casefold() for h in records[0][1]]
+        positions = {names.index(c.casefold()) for c in drop if c.casefold() in names}
+        rows = [[v for j, v in enumerate(row) if j not in positions] for _, row in records]
+    else:
+        positions = {fmt.columns.index(c) for c in drop}
+        rows = [[("" if j in positions else v) for j, v in enumerate(row)] for _, row in records]
+    if fmt.quoted:
+        out = io.StringIO()
+        csv.writer(out, delimiter=fmt.delimiter, lineterminator="\n").writerows(rows)
+        return out.getvalue().encode("utf-8")
+    return "".join(fmt.delimiter.join(row) + "\n" for row in rows).encode("utf-8")
