@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -211,6 +211,42 @@ def _align(pred: DatasetPrediction, gold: DatasetGold) -> tuple[np.ndarray, np.n
     return gold.scores[order], labels[order]
 
 
+def without_unscored(runs: Sequence[ValidatedRun], gold: Mapping[str, DatasetGold]
+                     ) -> tuple[list[ValidatedRun], dict[str, DatasetGold]]:
+    """Runs and gold without the pairs that have no gold score (as score_run leaves them out).
+
+    Returns the same objects when every pair is scored.
+    """
+    masks = {d: g.scored for d, g in gold.items()}
+    if all(m.all() for m in masks.values()):
+        return list(runs), dict(gold)
+    new_gold = dict(gold)
+    for d, g in gold.items():
+        m = masks[d]
+        if m.all():
+            continue
+        keep = np.flatnonzero(m)
+        kept = keep.tolist()
+        new_gold[d] = replace(g, ids=[g.ids[j] for j in kept], scores=g.scores[keep],
+                              genres=[g.genres[j] for j in kept],
+                              labels=g.labels[keep] if g.labels is not None else None)
+    out = []
+    for run in runs:
+        preds = dict(run.predictions)
+        for d, pred in run.predictions.items():
+            if d not in gold or masks[d].all():
+                continue
+            keep = np.flatnonzero(np.isfinite(_align(pred, gold[d])[0]))
+            kept = keep.tolist()
+            preds[d] = replace(
+                pred, ids=[pred.ids[j] for j in kept], scores=pred.scores[keep],
+                confidence=pred.confidence[keep] if pred.confidence is not None else None,
+                genres=[pred.genres[j] for j in kept],
+                breakdowns={b: [col[j] for j in kept] for b, col in pred.breakdowns.items()})
+        out.append(replace(run, predictions=preds))
+    return out, new_gold
+
+
 def _metric(name: str, task: TaskDefinition, x: np.ndarray, y: np.ndarray,
             labels: np.ndarray, w: np.ndarray | None, n_classes: int = 0) -> np.ndarray:
     if n_classes:
@@ -267,8 +303,9 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
             keep = np.flatnonzero(scored)
             x, y, labels = x[keep], y[keep], labels[keep]
             w = w[keep] if w is not None else None
-            genre_list = [genre_list[j] for j in keep]
-            breakdowns = {b: [v[j] for j in keep] for b, v in breakdowns.items()}
+            kept = keep.tolist()
+            genre_list = [genre_list[j] for j in kept]
+            breakdowns = {b: [col[j] for j in kept] for b, col in breakdowns.items()}
         pairs[spec.name] = _Pairs(x, y, w, g.digest, pred.digest)
         labels_of[spec.name] = labels
         files[spec.name] = pred.filename
@@ -278,10 +315,10 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
                 if genre is not None:
                     groups.setdefault(genre, []).append(j)
             # several breakdowns at once: each group is keyed "breakdown=value"
-            for b, values in breakdowns.items():
-                for j, v in enumerate(values):
-                    if v is not None:
-                        groups.setdefault(f"{b}={v}", []).append(j)
+            for b, column in breakdowns.items():
+                for j, group in enumerate(column):
+                    if group is not None:
+                        groups.setdefault(f"{b}={group}", []).append(j)
             genres_of[spec.name] = {k: np.asarray(v) for k, v in groups.items()}
 
     names = list(pairs)

@@ -336,7 +336,8 @@ def test_definition_errors_name_the_key(old, new, message):
     ("sts2013", 'of = "weighted_pearson"', 'of = "spearman"',
      "averages spearman, which datasets .* do not compute"),
     ("sts2017", 'weights = "equal" }', 'weights = "median" }', "weights 'median' is not one of"),
-    ("sts2015", 'unscored = "blank"\n\n', 'unscored = "skip"\n\n', "gold.unscored 'skip' is not one of"),
+    ("sts2015", 'unscored = "blank"\n\n', 'unscored = "skip"\n\n',
+     "gold.unscored 'skip' is not one of"),
 ])
 def test_shipped_definitions_refuse_inconsistent_edits(task, old, new, message):
     text = load_task(task).text
