@@ -344,3 +344,44 @@ def test_shipped_definitions_refuse_inconsistent_edits(task, old, new, message):
     assert old in text
     with pytest.raises(TaskDefinitionError, match=message):
         parse_task(text.replace(old, new, 1), source=f"{task}.toml")
+
+
+def test_significance_skips_unscored_pairs_and_knows_declared_aggregates(tmp_path):
+    from evaluation import compare_runs, group_board
+
+    task = load_task("sts2015")
+    sizes = {d: 40 for d in task.dataset_names}
+    gold = _release(tmp_path, "sts2015", sizes, blank_every=4)
+    inputs = load_inputs(task, tmp_path)
+    golds = load_gold(task, tmp_path, inputs)
+    runs = {}
+    for seed in (1, 2):
+        files = {f"STS.output.{d}.txt": "".join(f"{v:.4f}\n" for v in _noisy(g, seed)).encode()
+                 for d, g in gold.items()}
+        runs[seed] = validate_run(task, files, inputs)
+    result = compare_runs(task, runs[1], runs[2], golds, metric="belief/pearson", resamples=200)
+    keep = np.isfinite(gold["belief"])
+    x1 = np.round(_noisy(gold["belief"], 1), 4)
+    assert result["a"] == pytest.approx(stats.pearsonr(x1[keep], gold["belief"][keep])[0])
+    assert result["williams"]["df"] == keep.sum() - 3
+    # the unscored pairs' run scores have no influence on any test
+    for seed in (1, 2):
+        for d in gold:
+            p = runs[seed].predictions[d]
+            p.scores[~np.isfinite(gold[d])] = 5.0 * (seed - 1)
+    again = compare_runs(task, runs[1], runs[2], golds, metric="belief/pearson", resamples=200)
+    assert again["p_value"] == result["p_value"]
+
+    task13 = load_task("sts2013")
+    (tmp_path / "13").mkdir()
+    gold13 = _release(tmp_path / "13", "sts2013", {d: 30 for d in task13.dataset_names})
+    inputs13 = load_inputs(task13, tmp_path / "13")
+    golds13 = load_gold(task13, tmp_path / "13", inputs13)
+    runs13 = {name: validate_run(task13, {f"STS.output.{d}.txt": "".join(
+        f"{v:.3f}\n" for v in _noisy(g, seed)).encode() for d, g in gold13.items()}, inputs13)
+        for name, seed in (("a", 1), ("b", 2))}
+    groups = group_board(task13, runs13, golds13, resamples=200)
+    assert set(groups) == {"Mean"} and set(groups["Mean"]) == {"a", "b"}
+    scores = {k: score_run(task13, r, golds13, resamples=0) for k, r in runs13.items()}
+    best = max(scores, key=lambda k: scores[k].aggregates["Mean"].value or 0)
+    assert groups["Mean"][best] == 1
