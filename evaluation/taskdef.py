@@ -192,6 +192,12 @@ class TaskDefinition:
         """The per-dataset metrics a leaderboard shows (metrics.board; default the primary)."""
         return self.board_metrics or (self.dataset_primary,)
 
+    def board_metrics_for(self, dataset: str) -> tuple[str, ...]:
+        """The board columns of one dataset: metrics.board it computes, else its primary."""
+        own = self.dataset_metrics(dataset)
+        shown = tuple(m for m in self.board_dataset_metrics if m in own)
+        return shown or (self.primary_for(dataset),)
+
     def run_filename(self, dataset: str, team: str | None = None) -> str:
         """The file name a run must use for `dataset` (with a team token where allowed)."""
         self.dataset(dataset)

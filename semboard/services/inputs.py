@@ -30,12 +30,18 @@ def upload_inputs(
     user: User | None,
     now: datetime,
 ) -> InputFile:
-    """Check a dataset's input file with the task definition and store it as a new version."""
+    """Check a dataset's input file with the task definition and store it as a new version.
+
+    A release file that holds gold too (gold.format inline) is stored as the participants'
+    copy, without the gold columns: inputs are served to teams, gold never before release.
+    """
     from evaluation import ValidationError, read_inputs
+    from evaluation.inputs import participant_inputs
 
     definition = datafiles.check_upload(session, task=task, dataset=dataset, filename=filename,
                                         user=user, kind="input")
     try:
+        data = participant_inputs(definition, dataset, data, filename=filename)
         parsed = read_inputs(definition, dataset, data, filename=filename)
     except ValidationError as err:
         raise InvalidData(f"{filename} is not valid input for {dataset}", err.issues) from err
