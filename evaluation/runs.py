@@ -673,6 +673,17 @@ def write_run(task: TaskDefinition, dataset: str, ids: Sequence[str],
     if ((values < lo) | (values > hi)).any():
         raise ValueError(f"scores must lie in [{lo:g}, {hi:g}]")
     formatted = [f"{v:.6f}" for v in values.tolist()]
+    if task.run.format == "table":
+        if task.dataset(dataset).gold.classes:
+            raise ValueError(f"{dataset} takes class labels, not scores")
+        # one file, every dataset's column: this dataset answered, the others NA
+        fields = [s.run_field or "" for s in task.datasets]
+        mine = task.dataset(dataset).run_field
+        head = "\t".join([task.run.id_column or "", *fields]) + "\n"
+        body = head + "".join(
+            "\t".join([i, *(v if f == mine else task.run.na for f in fields)]) + "\n"
+            for i, v in zip(ids, formatted, strict=True))
+        return task.run_filename(dataset), body.encode("utf-8")
     if task.run.format == "lines":
         body = "\n".join(formatted) + "\n"
     else:

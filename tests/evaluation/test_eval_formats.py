@@ -385,3 +385,84 @@ def test_significance_skips_unscored_pairs_and_knows_declared_aggregates(tmp_pat
     scores = {k: score_run(task13, r, golds13, resamples=0) for k, r in runs13.items()}
     best = max(scores, key=lambda k: scores[k].aggregates["Mean"].value or 0)
     assert groups["Mean"][best] == 1
+
+
+@pytest.mark.parametrize(("fmt", "header", "quoted"), [
+    ("tsv", False, False), ("tsv", True, False), ("tsv", True, True), ("csv", True, True),
+    ("csv", False, True), ("csv", False, False)])
+def test_columns_by_name_or_position_tab_or_comma_quoted_or_not(fmt, header, quoted):
+    sep = "\t" if fmt == "tsv" else ","
+    rows = [["k1", "one text", "other"], ["k2", "second", "pair"]]
+    if quoted:
+        rows[1][1] = f'"has {sep} inside"'
+    lines = ([sep.join(["txt_b", "key", "txt_a"])] if header else []) + [
+        sep.join([r[2], r[0], r[1]]) for r in rows]
+    text = f'''
+name = "variants"
+[layout]
+input = "{{dataset}}.in"
+[scores]
+min = 0
+max = 1
+[inputs]
+format = "{fmt}"
+header = {str(header).lower()}
+quoted = {str(quoted).lower()}
+columns = ["txt_b", "key", "txt_a"]
+texts = ["txt_a", "txt_b"]
+id = "key"
+[run]
+filename = "{{dataset}}.out"
+[metrics]
+dataset = ["pearson"]
+primary = "pearson"
+ranking = "per_dataset"
+[[datasets]]
+name = "d"
+'''
+    from evaluation import read_inputs
+    got = read_inputs(parse_task(text), "d", ("\n".join(lines) + "\n").encode(), filename="d.in")
+    assert got.ids == ["k1", "k2"] and got.texts[0] == ("one text", "other")
+    assert got.texts[1] == ((f"has {sep} inside" if quoted else "second"), "pair")
+
+
+def test_unscored_pairs_leave_all_and_allnorm_untouched(tmp_path):
+    text = load_task("sts2012").text.replace('[gold]\nformat = "lines"',
+                                             '[gold]\nformat = "lines"\nunscored = "blank"')
+    task = parse_task(text.replace('name = "sts2012"', 'name = "sts2012b"', 1))
+    plain = load_task("sts2012")
+    rng = np.random.default_rng(9)
+    (tmp_path / "with").mkdir()
+    (tmp_path / "without").mkdir()
+    files_with, files_without = {}, {}
+    for d in task.dataset_names:
+        g = np.round(rng.uniform(0, 5, 30), 2)
+        x = np.clip(g + rng.normal(0, 1, 30), 0, 5)
+        blank = np.arange(30) % 4 == 0
+        (tmp_path / "with" / f"STS.input.{d}.txt").write_text("a\tb\n" * 30)
+        (tmp_path / "with" / f"STS.gs.{d}.txt").write_text("".join(
+            "\n" if b else f"{v}\n" for v, b in zip(g, blank, strict=True)))
+        (tmp_path / "without" / f"STS.input.{d}.txt").write_text("a\tb\n" * int((~blank).sum()))
+        (tmp_path / "without" / f"STS.gs.{d}.txt").write_text("".join(f"{v}\n" for v in g[~blank]))
+        files_with[f"STS.output.{d}.txt"] = "".join(f"{v:.3f}\n" for v in x).encode()
+        files_without[f"STS.output.{d}.txt"] = "".join(f"{v:.3f}\n" for v in x[~blank]).encode()
+    a_inputs = load_inputs(task, tmp_path / "with")
+    a = score_run(task, validate_run(task, files_with, a_inputs),
+                  load_gold(task, tmp_path / "with", a_inputs), resamples=0)
+    b_inputs = load_inputs(plain, tmp_path / "without")
+    b = score_run(plain, validate_run(plain, files_without, b_inputs),
+                  load_gold(plain, tmp_path / "without", b_inputs), resamples=0)
+    for agg in ("ALL", "ALLnorm", "Mean"):
+        assert a.aggregates[agg].value == pytest.approx(b.aggregates[agg].value, abs=1e-12)
+
+
+def test_write_run_for_a_table_task_answers_one_field():
+    from evaluation import write_run
+
+    task = load_task("sick2014")
+    name, body = write_run(task, "relatedness", ["1", "2"], [1.5, 4.0])
+    assert name == "SICK.output.txt"
+    assert body.decode() == ("pair_ID\trelatedness_score\tentailment_judgment\n"
+                             "1\t1.500000\tNA\n2\t4.000000\tNA\n")
+    with pytest.raises(ValueError, match="class labels"):
+        write_run(task, "entailment", ["1"], [1.0])
