@@ -212,6 +212,13 @@ def test_sick_one_run_file_two_subtasks_each_with_its_metrics(tmp_path):
     assert e["accuracy"].ci is not None and e["macro_f1"].ci is not None
     assert rank_runs(task, {"a": score}) == {"a": {"relatedness/pearson": 1,
                                                    "entailment/accuracy": 1}}
+    from evaluation import group_board
+
+    other = body.replace("\tNEUTRAL\t", "\tENTAILMENT\t")
+    runs = {"a": run, "b": validate_run(task, {"SICK.output.txt": other.encode()}, inputs)}
+    groups = group_board(task, runs, load_gold(task, tmp_path, inputs), resamples=100)
+    assert set(groups) == {"relatedness/pearson", "entailment/accuracy"}
+    assert groups["entailment/accuracy"]["a"] == 1
 
 
 def test_sick_na_leaves_a_subtask_unanswered_and_bad_labels_are_named(tmp_path):
