@@ -473,3 +473,22 @@ def test_write_run_for_a_table_task_answers_one_field():
                              "1\t1.500000\tNA\n2\t4.000000\tNA\n")
     with pytest.raises(ValueError, match="class labels"):
         write_run(task, "entailment", ["1"], [1.0])
+
+
+def test_cli_table_shows_each_subtask_metric_and_unscored_pairs(tmp_path, capsys):
+    rel, ent = _sick(tmp_path, 12)
+    run = tmp_path / "SICK.output.txt"
+    run.write_text("pair_ID\trelatedness_score\tentailment_judgment\n" + "".join(
+        f"{100 + i}\t{v}\t{e}\n" for i, (v, e) in enumerate(zip(rel, ent, strict=True))))
+    assert main(["score", "--task", "sick2014", "--gold", str(tmp_path), "--run", str(run),
+                 "--no-ci"]) == 0
+    out = capsys.readouterr().out
+    assert "mse" in out and "macro_f1" in out and "accuracy" in out
+    release = tmp_path / "sts2015"
+    release.mkdir()
+    gold = _release(release, "sts2015", {"belief": 9}, blank_every=3)
+    (release / "STS.output.belief.txt").write_text("".join(f"{v:.2f}\n" for v in _noisy(gold[
+        "belief"], 1)))
+    assert main(["score", "--task", "sts2015", "--gold", str(release), "--run",
+                 str(release / "STS.output.belief.txt"), "--no-ci", "--datasets", "belief"]) == 0
+    assert "pairs without gold left out: belief (3)" in capsys.readouterr().out
