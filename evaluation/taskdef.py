@@ -414,7 +414,7 @@ def _aggregates(metrics_table: dict[str, Any], source: str
 
 
 def _check_dataset(name: str, inputs: InputFormat, gold: GoldFormat, metrics: tuple[str, ...],
-                   run: RunFormat, source: str, where: str, has_gold: bool) -> None:
+                   run: RunFormat, source: str, where: str) -> None:
     """Refuse a dataset whose metrics or gold need a column its formats lack."""
     if gold.format == "inline":
         wanted = (gold.score_column,) + ((gold.label_column,) if gold.label_column else ())
@@ -570,8 +570,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         if run.format == "table" and run_field is None:
             raise TaskDefinitionError(f"{source}: {where}run_field is missing (run.format "
                                       "table takes each dataset from its own run column)")
-        _check_dataset(dname, inputs, gold, own_metrics or metrics, run, source, where,
-                       gold_path is not None)
+        _check_dataset(dname, inputs, gold, own_metrics or metrics, run, source, where)
         datasets.append(DatasetSpec(
             name=dname,
             track=_get(raw, "track", str, source, None, where),
