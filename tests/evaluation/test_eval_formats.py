@@ -492,3 +492,17 @@ def test_cli_table_shows_each_subtask_metric_and_unscored_pairs(tmp_path, capsys
     assert main(["score", "--task", "sts2015", "--gold", str(release), "--run",
                  str(release / "STS.output.belief.txt"), "--no-ci", "--datasets", "belief"]) == 0
     assert "pairs without gold left out: belief (3)" in capsys.readouterr().out
+
+
+def test_a_sick_track_validates_and_scores_its_own_field_only(tmp_path):
+    task = load_task("sick2014")
+    _, ent = _sick(tmp_path, 8)
+    inputs = load_inputs(task, tmp_path)
+    body = "pair_ID\trelatedness_score\tentailment_judgment\n" + "".join(
+        f"{100 + i}\t9.9\t{e}\n" for i, e in enumerate(ent))  # relatedness out of range
+    assert not validate_run(task, {"SICK.output.txt": body.encode()}, inputs).ok
+    run = validate_run(task, {"SICK.output.txt": body.encode()}, inputs,
+                       datasets=task.track_datasets("entailment"))
+    assert run.ok and list(run.predictions) == ["entailment"]
+    score = score_run(task, run, load_gold(task, tmp_path, inputs), resamples=0)
+    assert score.datasets["entailment"].metrics["accuracy"].value == 1.0
