@@ -475,7 +475,7 @@ def _parse_table_run(task: TaskDefinition, col: _Collector, text: str, inputs: D
     names = [h.casefold() for h in header]
     missing = [c for c in (id_col, field_col) if c.casefold() not in names]
     if missing:
-        col.add(1, f"the header {'  '.join(header)!r} lacks the column(s) {', '.join(missing)}"
+        col.add(1, f"the header ({', '.join(header)}) lacks the column(s) {', '.join(missing)}"
                 " (a run starts with a TAB-separated header naming its columns)", "header")
         return _Parsed(np.full(len(inputs), np.nan), None, _EMPTY, _EMPTY, _EMPTY)
     at_id, at_field = names.index(id_col.casefold()), names.index(field_col.casefold())
@@ -656,6 +656,14 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
             predictions[dataset] = DatasetPrediction(
                 dataset, filename, inp.ids, parsed.scores, parsed.confidence, inp.genres,
                 digests[filename], inp.breakdowns)
+    for dataset in not_answered:
+        if task.dataset(dataset).required:
+            issues.append(Issue(by_dataset[dataset], None, f"{task.dataset(dataset).run_field} "
+                                f"is {task.run.na} on every line, but {dataset} is required",
+                                "missing-field"))
+    if by_dataset and set(not_answered) == set(by_dataset):
+        issues.append(Issue(next(iter(by_dataset.values())), None, "the run answers no "
+                            f"dataset: every predicted column is {task.run.na}", "no-answers"))
     skipped = [d for d in expected if d not in by_dataset or d in not_answered]
     return ValidatedRun(task.name, issues, predictions if not issues else {}, substitutions,
                         digests, skipped, task.nan_policy)

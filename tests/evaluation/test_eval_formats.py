@@ -238,6 +238,15 @@ def test_sick_na_leaves_a_subtask_unanswered_and_bad_labels_are_named(tmp_path):
                for m in messages)
     run = validate_run(task, {"SICK.output.txt": b"id\tscore\n100\t1\n"}, inputs)
     assert "lacks the column(s) pair_ID, relatedness_score" in str(run.issues[0])
+    nothing = "pair_ID\trelatedness_score\tentailment_judgment\n" + "".join(
+        f"{100 + i}\tNA\tNA\n" for i in range(10))
+    run = validate_run(task, {"SICK.output.txt": nothing.encode()}, inputs)
+    assert [i.code for i in run.issues] == ["no-answers"]
+    required = parse_task(task.text.replace('required = false\nrun_field = "relatedness_score"',
+                                            'required = true\nrun_field = "relatedness_score"'))
+    run = validate_run(required, {"SICK.output.txt": nothing.encode()}, inputs)
+    assert "relatedness_score is NA on every line, but relatedness is required" in str(
+        run.issues[0])
 
 
 def test_participant_copy_drops_gold_columns_and_reads_back(tmp_path):
