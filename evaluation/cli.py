@@ -83,7 +83,9 @@ def render_table(task: TaskDefinition, score: RunScore) -> str:
         for k, mv in score.aggregates.items():
             out.append(f"  {k:<{width}}  {_fmt(mv)}")
     out.append("")
-    metric_names = list(task.metrics)
+    # every dataset's own metrics (SICK's subtasks differ), in first-seen order
+    metric_names = list(dict.fromkeys(m for d in task.dataset_names
+                                      for m in task.dataset_metrics(d)))
     name_w = max([len("dataset")] + [len(d) + 2 for d in score.datasets]
                  + [len(g) + 4 for s in score.datasets.values() for g in s.genres])
     col_w = 28
@@ -95,6 +97,9 @@ def render_table(task: TaskDefinition, score: RunScore) -> str:
         for g, gs in sorted(s.genres.items()):
             cells = "".join(f"{_fmt(gs.metrics.get(m)):<{col_w}}" for m in metric_names)
             out.append(f"    {g:<{name_w - 2}} {gs.n:>6}  {cells}".rstrip())
+    partly = [f"{d} ({s.unscored_pairs})" for d, s in score.datasets.items() if s.unscored_pairs]
+    if partly:
+        out.append(f"\n  n counts scored pairs; pairs without gold left out: {', '.join(partly)}")
     if score.unscored:
         out.append(f"\n  unscored (no gold): {', '.join(score.unscored)}")
     if score.skipped:

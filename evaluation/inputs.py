@@ -12,7 +12,7 @@ import numpy as np
 
 from evaluation.fastparse import arrow_float_columns
 from evaluation.issues import Issue, ValidationError
-from evaluation.taskdef import DatasetSpec, InputFormat, TaskDefinition
+from evaluation.taskdef import DatasetSpec, GoldFormat, InputFormat, TaskDefinition
 from evaluation.textfiles import decode_text, sha256, split_lines
 
 
@@ -65,6 +65,7 @@ class DatasetInputs:
     genres: Sequence[str | None]
     filename: str = ""
     digest: str = ""
+    breakdowns: dict[str, list[str | None]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -85,48 +86,76 @@ class DatasetGold:
     def __len__(self) -> int:
         return len(self.ids)
 
+    @property
+    def scored(self) -> np.ndarray:
+        """Mask of the pairs that have a gold score (blank gold means not scored)."""
+        return np.isfinite(self.scores)
+
+    @property
+    def n_scored(self) -> int:
+        """How many pairs have a gold score."""
+        return int(self.scored.sum())
+
 
 def _lemma(item: str) -> str:
     """`Daniel_Bernoulli#n#1` → `Daniel Bernoulli`: the lemma of a WordNet-style item."""
     return item.split("#", 1)[0].replace("_", " ").strip()
 
 
-def _rows(fmt: InputFormat, text: str, filename: str) -> tuple[list[dict[str, str]], list[int]]:
-    """Rows as column → value, and each row's 1-based line number in the file."""
+def _records(fmt: InputFormat, text: str) -> Iterator[tuple[int, list[str]]]:
+    """(1-based line, fields) of each record; quoted formats may span lines."""
+    if fmt.quoted:
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=fmt.delimiter)
+        last = 0
+        for row in reader:
+            yield last + 1, row
+            last = reader.line_num
+        return
+    for i, line in enumerate(split_lines(text), start=1):
+        yield i, line.split(fmt.delimiter)
+
+
+def _rows(fmt: InputFormat, text: str, filename: str,
+          wanted: tuple[str, ...] | None = None) -> tuple[list[dict[str, str]], list[int]]:
+    """Rows as column → value, and each row's 1-based line number in the file.
+
+    Columns are found by name in the header row when the format has one (then only `wanted`
+    ones are required), else by position in `columns`; `extra_columns` trailing fields are
+    tolerated.
+    """
     issues: list[Issue] = []
     rows: list[dict[str, str]] = []
     lines: list[int] = []
-    if fmt.format == "tsv":
-        raw = split_lines(text)
-        start = 0
-        if fmt.header:
-            start = 1
-        for i, line in enumerate(raw[start:], start=start + 1):
-            parts = line.split("\t")
-            if len(parts) != len(fmt.columns):
-                issues.append(Issue(filename, i, f"expected {len(fmt.columns)} tab-separated "
-                                    f"fields ({', '.join(fmt.columns)}), found {len(parts)}",
-                                    "column-count"))
-                continue
-            rows.append(dict(zip(fmt.columns, parts, strict=True)))
-            lines.append(i)
-    else:
-        reader = csv.reader(io.StringIO(text, newline=""))
+    records = _records(fmt, text)
+    n_cols = len(fmt.columns)
+    if fmt.header:
         try:
-            header = next(reader)
+            _, header = next(records)
         except StopIteration:
             empty = Issue(filename, None, "the file is empty", "empty-file")
             raise ValidationError(empty) from None
-        index = _header_index(header, fmt.columns, filename)
-        for row in reader:
-            line = reader.line_num
-            if not row:
+        index = _header_index(header, wanted if wanted is not None else fmt.columns, filename)
+        need = max(index.values()) + 1
+        for line, row in records:
+            if not row or (len(row) == 1 and not row[0].strip() and fmt.format == "csv"):
                 continue
-            if len(row) <= max(index.values()):
+            if len(row) < need:
                 issues.append(Issue(filename, line, f"expected {len(header)} fields, found "
                                     f"{len(row)}", "column-count"))
                 continue
             rows.append({c: row[j] for c, j in index.items()})
+            lines.append(line)
+    else:
+        what = "tab-separated" if fmt.format == "tsv" else "comma-separated"
+        span = (f"{n_cols}" if not fmt.extra_columns
+                else f"{n_cols} to {n_cols + fmt.extra_columns}")
+        for line, row in records:
+            if not n_cols <= len(row) <= n_cols + fmt.extra_columns:
+                issues.append(Issue(filename, line, f"expected {span} {what} "
+                                    f"fields ({', '.join(fmt.columns)}), found {len(row)}",
+                                    "column-count"))
+                continue
+            rows.append(dict(zip(fmt.columns, row[:n_cols], strict=True)))
             lines.append(line)
     if issues:
         raise ValidationError(issues)
@@ -170,6 +199,7 @@ def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: st
     # Counting lines is all a line-aligned run needs: no need to decode a million pairs. CR line
     # ends or a suspicious head go through the full reader, which explains the problem.
     if (not texts and fmt.id == "line" and fmt.genre == "none" and fmt.format == "tsv"
+            and not fmt.breakdowns and not fmt.quoted and not fmt.extra_columns
             and b"\r" not in data and decode_text(data[:4096], filename)[1] is None):
         n = data.count(b"\n") + (0 if data.endswith(b"\n") else 1) - int(fmt.header)
         if n <= 0:
@@ -179,11 +209,15 @@ def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: st
     if problem:
         raise ValidationError(problem)
     assert text is not None
-    rows, lines = _rows(fmt, text, filename)
+    wanted = tuple(dict.fromkeys(
+        (*fmt.texts, *([fmt.id] if fmt.id != "line" else []), *fmt.breakdowns,
+         *([fmt.genre_column] if fmt.genre == "column" and fmt.genre_column else []))))
+    rows, lines = _rows(fmt, text, filename, wanted)
     issues: list[Issue] = []
     ids: list[str] = []
     pairs: list[tuple[str, str]] = []
     genres: list[str | None] = []
+    breakdowns: dict[str, list[str | None]] = {b: [] for b in fmt.breakdowns}
     for n, (row, line) in enumerate(zip(rows, lines, strict=True), start=1):
         ident = str(n) if fmt.id == "line" else row[fmt.id].strip()
         if len(fmt.texts) == 1:
@@ -205,6 +239,8 @@ def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: st
         ids.append(ident)
         pairs.append(pair)
         genres.append(genre)
+        for b in fmt.breakdowns:
+            breakdowns[b].append(row[b].strip() or None)
     seen: dict[str, int] = {}
     row_ids = ([str(n) for n in range(1, len(rows) + 1)] if fmt.id == "line"
                else [row[fmt.id].strip() for row in rows])
@@ -217,7 +253,7 @@ def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: st
         issues.append(Issue(filename, None, "the file holds no pairs", "empty-file"))
     if issues:
         raise ValidationError(issues)
-    return DatasetInputs(dataset, ids, pairs, genres, filename, sha256(data))
+    return DatasetInputs(dataset, ids, pairs, genres, filename, sha256(data), breakdowns)
 
 
 def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
@@ -250,10 +286,12 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
             scores = None
         if scores is None:
             for i, token in enumerate(tokens, start=1):
-                v = _gold_number(token, "gold score", filename, i, issues)
+                v = _gold_number(token, "gold score", filename, i, issues, gfmt)
                 if v is not None:
                     values.append(v)
         ids = _line_ids(len(tokens), inputs)
+    elif gfmt.format == "inline":
+        ids, values = _inline_gold(spec, text, filename, issues)
     else:
         reader = csv.reader(io.StringIO(text, newline=""))
         header = next(reader)
@@ -270,7 +308,8 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
                 issues.append(Issue(filename, line, f"expected {len(header)} fields, found "
                                     f"{len(row)}", "column-count"))
                 continue
-            v = _gold_number(row[index[gfmt.score_column]], "gold score", filename, line, issues)
+            v = _gold_number(row[index[gfmt.score_column]], "gold score", filename, line, issues,
+                             gfmt)
             label = (_gold_number(row[index[gfmt.label_column]], "gold label", filename, line,
                                   issues) if gfmt.label_column else None)
             if v is None or (gfmt.label_column and label is None):
@@ -303,10 +342,36 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
     return DatasetGold(dataset, ids, scores, genres, sha256(data), filename, label_arr)
 
 
+def _inline_gold(spec: DatasetSpec, text: str, filename: str,
+                 issues: list[Issue]) -> tuple[Sequence[str], list[float]]:
+    """Ids and gold values read from a gold column of the input file itself."""
+    fmt, gfmt = spec.inputs, spec.gold
+    wanted = tuple(dict.fromkeys((gfmt.score_column, *([fmt.id] if fmt.id != "line" else []))))
+    rows, lines = _rows(fmt, text, filename, wanted)
+    ids = (LineIds(len(rows)) if fmt.id == "line" else [row[fmt.id].strip() for row in rows])
+    values: list[float] = []
+    for row, line in zip(rows, lines, strict=True):
+        v = _gold_number(row[gfmt.score_column], "gold score", filename, line, issues, gfmt)
+        values.append(float("nan") if v is None else v)
+    return ids, values
+
+
 def _gold_number(token: str, what: str, filename: str, line: int,
-                 issues: list[Issue]) -> float | None:
-    """A finite number from a gold file, else None with the problem added to `issues`."""
+                 issues: list[Issue], gfmt: GoldFormat | None = None) -> float | None:
+    """A finite number from a gold file, else None with the problem added to `issues`.
+
+    With gold.unscored = "blank" an empty token is NaN: the pair was not scored. With
+    gold.classes the token is a class label and its value is the label's position.
+    """
     raw = token.strip()
+    if gfmt is not None and not raw and gfmt.unscored == "blank":
+        return float("nan")
+    if gfmt is not None and gfmt.classes:
+        if raw in gfmt.classes:
+            return float(gfmt.classes.index(raw))
+        issues.append(Issue(filename, line, f"{what} {raw!r} is not one of the classes "
+                            f"{', '.join(gfmt.classes)}", "bad-label"))
+        return None
     try:
         value = float(raw)
     except ValueError:
@@ -369,3 +434,46 @@ def _try_inputs(task: TaskDefinition, spec: DatasetSpec, release_dir: Path) -> D
     if path is None:
         return None
     return read_inputs(task, spec.name, path.read_bytes(), filename=path.name, texts=False)
+
+
+def gold_columns(task: TaskDefinition, dataset: str) -> tuple[str, ...]:
+    """Columns of the dataset's input file that hold gold (from every dataset reading it)."""
+    path = task.dataset(dataset).input_path
+    cols: list[str] = []
+    for spec in task.datasets:
+        if spec.input_path == path and spec.gold.format == "inline":
+            cols += [spec.gold.score_column] + (
+                [spec.gold.label_column] if spec.gold.label_column else [])
+    return tuple(dict.fromkeys(cols))
+
+
+def participant_inputs(task: TaskDefinition, dataset: str, data: bytes, *,
+                       filename: str) -> bytes:
+    """The participants' copy of a release file that holds gold: the gold columns removed.
+
+    With a header the gold columns are dropped; without one their fields are emptied, so the
+    remaining columns keep their positions and the same definition reads both copies.
+    """
+    fmt = task.dataset(dataset).inputs
+    drop = gold_columns(task, dataset)
+    if not drop:
+        return data
+    text, problem = decode_text(data, filename)
+    if problem:
+        raise ValidationError(problem)
+    assert text is not None
+    records = list(_records(fmt, text))
+    if not records:
+        raise ValidationError(Issue(filename, None, "the file holds no pairs", "empty-file"))
+    if fmt.header:
+        names = [h.strip().lstrip("\ufeff").casefold() for h in records[0][1]]
+        positions = {names.index(c.casefold()) for c in drop if c.casefold() in names}
+        rows = [[v for j, v in enumerate(row) if j not in positions] for _, row in records]
+    else:
+        positions = {fmt.columns.index(c) for c in drop}
+        rows = [[("" if j in positions else v) for j, v in enumerate(row)] for _, row in records]
+    if fmt.quoted:
+        out = io.StringIO()
+        csv.writer(out, delimiter=fmt.delimiter, lineterminator="\n").writerows(rows)
+        return out.getvalue().encode("utf-8")
+    return "".join(fmt.delimiter.join(row) + "\n" for row in rows).encode("utf-8")

@@ -124,6 +124,38 @@ def f1(pred: np.ndarray, gold: np.ndarray, threshold: float = 0.5) -> np.ndarray
         return np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1), np.nan)
 
 
+def mse(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Mean squared error (lower is better)."""
+    d = np.asarray(pred, dtype=np.float64) - np.asarray(gold, dtype=np.float64)
+    return (d * d).mean(axis=-1) if d.shape[-1] else np.full(d.shape[:-1], np.nan)
+
+
+def class_accuracy(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Share of pairs whose predicted class (a label's index) is the gold class."""
+    return (np.asarray(pred) == np.asarray(gold)).mean(axis=-1)
+
+
+def macro_f1(pred: np.ndarray, gold: np.ndarray, n_classes: int) -> np.ndarray:
+    """Unweighted mean of per-class F1 over the classes present in gold or predictions."""
+    p, g = np.asarray(pred), np.asarray(gold)
+    total = np.zeros(p.shape[:-1])
+    present = np.zeros(p.shape[:-1])
+    for k in range(n_classes):
+        pk, gk = p == k, g == k
+        tp = (pk & gk).sum(axis=-1).astype(np.float64)
+        denom = pk.sum(axis=-1) + gk.sum(axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            total += np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1), 0.0)
+        present += denom > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(present > 0, total / np.where(present > 0, present, 1), np.nan)
+
+
+def plain_mean(values: Sequence[np.ndarray]) -> np.ndarray:
+    """Unweighted mean of per-dataset values; undefined values count 0."""
+    return total(values) / len(values)
+
+
 def concat_pearson(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> np.ndarray:
     """ALL: Pearson over the datasets joined."""
     return pearson(np.concatenate(xs, axis=-1), np.concatenate(ys, axis=-1))
@@ -157,6 +189,7 @@ DATASET_REGISTRY: dict[str, tuple[PairMetric, bool, bool]] = {
     "weighted_pearson": (weighted_pearson, True, False),
     "accuracy": (accuracy, False, True),
     "f1": (f1, False, True),
+    "mse": (mse, False, False),
 }
 
 CORRELATIONS = frozenset({"pearson", "spearman", "weighted_pearson"})

@@ -15,7 +15,7 @@ K = TypeVar("K", bound=Hashable)
 def ranking_keys(task: TaskDefinition) -> list[str]:
     """Flat metric keys a task ranks on: aggregates (then each dataset's primary metric when
     the definition sets metrics.rank_datasets), or each dataset's primary metric."""
-    per_dataset = [f"{d}/{task.dataset_primary}" for d in task.dataset_names]
+    per_dataset = [f"{d}/{task.primary_for(d)}" for d in task.dataset_names]
     if task.ranking == "per_dataset":
         return per_dataset
     return list(task.aggregate_metrics) + (per_dataset if board_rules(task).rank_datasets else [])
@@ -35,9 +35,17 @@ def _lookup(score: RunScore, key: str) -> tuple[bool, float]:
     return True, mv.rank_value
 
 
-def competition_ranks(values: Mapping[K, float]) -> dict[K, int]:
-    """1, 2, 2, 4 ranking, highest value first."""
-    ordered = sorted(values.values(), reverse=True)
+def _undefined(score: RunScore, key: str) -> bool:
+    """Whether the run's value for a present key is undefined."""
+    if "/" in key:
+        ds, metric = key.split("/", 1)
+        return score.datasets[ds].metrics[metric].value is None
+    return score.aggregates[key].value is None
+
+
+def competition_ranks(values: Mapping[K, float], ascending: bool = False) -> dict[K, int]:
+    """1, 2, 2, 4 ranking, highest value first (lowest first when `ascending`)."""
+    ordered = sorted(values.values(), reverse=not ascending)
     first = {}
     for pos, v in enumerate(ordered, start=1):
         first.setdefault(v, pos)
@@ -53,12 +61,14 @@ def rank_runs(task: TaskDefinition, scores: Mapping[K, RunScore | dict[str, Any]
     needs_all = board_rules(task).overall_needs_all_datasets
     for key in ranking_keys(task):
         values = {}
+        ascending = task.lower_is_better(key)
         for k, s in parsed.items():
             if needs_all and "/" not in key and s.skipped:
                 continue  # a run that left a dataset out takes no overall rank
             present, v = _lookup(s, key)
             if present:
-                values[k] = v
-        for k, r in competition_ranks(values).items():
+                # an undefined error (counted 0 by _lookup) must not rank first
+                values[k] = float("inf") if ascending and _undefined(s, key) else v
+        for k, r in competition_ranks(values, task.lower_is_better(key)).items():
             out[k][key] = r
     return out

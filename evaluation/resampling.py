@@ -101,6 +101,34 @@ def boot_f1(c: np.ndarray, pred: np.ndarray, gold: np.ndarray, threshold: float)
         return np.where(pp + gp > 0, 2 * tp / np.where(pp + gp > 0, pp + gp, 1.0), np.nan)
 
 
+def boot_mse(c: np.ndarray, pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Mean squared error of each resample."""
+    d = pred - gold
+    return (c @ (d * d)) / c.sum(axis=1)
+
+
+def boot_class_accuracy(c: np.ndarray, pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Exact-class accuracy of each resample."""
+    return (c @ (pred == gold).astype(np.float64)) / c.sum(axis=1)
+
+
+def boot_macro_f1(c: np.ndarray, pred: np.ndarray, gold: np.ndarray,
+                  n_classes: int) -> np.ndarray:
+    """Macro-F1 (classes present in the resample's gold or predictions) of each resample."""
+    total = np.zeros(c.shape[0])
+    present = np.zeros(c.shape[0])
+    for k in range(n_classes):
+        p = (pred == k).astype(np.float64)
+        g = (gold == k).astype(np.float64)
+        tp, pp, gp = (c @ np.column_stack([p * g, p, g])).T
+        denom = pp + gp
+        with np.errstate(invalid="ignore", divide="ignore"):
+            total += np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1.0), 0.0)
+        present += denom > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(present > 0, total / np.where(present > 0, present, 1.0), np.nan)
+
+
 def boot_all(ms: Sequence[np.ndarray]) -> np.ndarray:
     """ALL from each dataset's moments (computed with one shared shift of x and of y)."""
     return pearson_from_moments(np.sum(ms, axis=0))

@@ -40,6 +40,7 @@ class DatasetPrediction:
     confidence: np.ndarray | None
     genres: Sequence[str | None]
     digest: str
+    breakdowns: Mapping[str, Sequence[str | None]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -168,8 +169,20 @@ def _name_regex(pattern: str, names: Sequence[str]) -> re.Pattern[str]:
 
 
 def match_run_filename(task: TaskDefinition, filename: str) -> tuple[str, str | None] | None:
-    """(dataset, team token or None) for a run file name of the task, else None."""
+    """(dataset, team token or None) for a run file name of the task, else None.
+
+    When one file answers every dataset (run.filename without {dataset}), the dataset
+    returned is the first one.
+    """
     names = task.dataset_names
+    if task.single_run_file:
+        if _name_regex(task.run.filename, names).match(filename):
+            return names[0], None
+        if task.run.team_filename:
+            m = _name_regex(task.run.team_filename, names).match(filename)
+            if m:
+                return names[0], m.group("team")
+        return None
     m = _name_regex(task.run.filename, names).match(filename)
     if m:
         return m.group("dataset"), None
@@ -447,6 +460,92 @@ def _parse_csv_run(task: TaskDefinition, col: _Collector, text: str,
     return _Parsed(scores, None, seen_line[nan_index], nan_index, bad)
 
 
+def _parse_table_run(task: TaskDefinition, col: _Collector, text: str, inputs: DatasetInputs,
+                     dataset: str) -> _Parsed | None:
+    """One dataset's column of a TAB-separated run with a header naming its columns.
+
+    Rows are matched to the inputs by the id column, in any order. `run.na` in every row
+    means the run does not answer this dataset: None (it is skipped, not an error).
+    """
+    spec = task.dataset(dataset)
+    id_col, field_col = task.run.id_column or "", spec.run_field or ""
+    classes = spec.gold.classes
+    lines = split_lines(text)
+    header = [h.strip().lstrip("\ufeff") for h in lines[0].split("\t")] if lines else []
+    names = [h.casefold() for h in header]
+    missing = [c for c in (id_col, field_col) if c.casefold() not in names]
+    if missing:
+        col.add(1, f"the header ({', '.join(header)}) lacks the column(s) {', '.join(missing)}"
+                " (a run starts with a TAB-separated header naming its columns)", "header")
+        return _Parsed(np.full(len(inputs), np.nan), None, _EMPTY, _EMPTY, _EMPTY)
+    at_id, at_field = names.index(id_col.casefold()), names.index(field_col.casefold())
+    index = {k: j for j, k in enumerate(inputs.ids)}
+    scores = np.full(len(inputs), np.nan)
+    seen_line = np.zeros(len(inputs), dtype=np.int64)
+    tokens: list[str] = [""] * len(inputs)
+    na_lines: list[int] = []
+    for line, raw in enumerate(lines[1:], start=2):
+        if not raw.strip():
+            col.add(line, "the line is empty", "empty-line")
+            continue
+        row = raw.split("\t")
+        if len(row) != len(header):
+            col.add(line, f"expected {len(header)} TAB-separated fields like the header, found "
+                    f"{len(row)}", "column-count")
+            continue
+        ident, token = row[at_id].strip(), row[at_field].strip()
+        j = index.get(ident)
+        if j is None:
+            col.add(line, f"id {ident!r} is not in {inputs.filename or 'the inputs'}",
+                    "unknown-id")
+            continue
+        if seen_line[j]:
+            col.add(line, f"id {ident!r} also appears on line {seen_line[j]}", "duplicate-id")
+            continue
+        seen_line[j] = line
+        tokens[j] = token
+        if token == task.run.na:
+            na_lines.append(line)
+            continue
+        if classes:
+            if token in classes:
+                scores[j] = float(classes.index(token))
+            else:
+                col.add(line, f"{field_col} {token!r} is not one of {', '.join(classes)}",
+                        "bad-label")
+            continue
+        v = _parse_token(token)
+        if v is None:
+            col.add(line, f"{field_col} {token!r} is not a number" if token
+                    else f"the {field_col} is empty", "not-a-number")
+        else:
+            scores[j] = v
+    present = np.flatnonzero(seen_line > 0)
+    if len(na_lines) == len(present) and len(present):
+        return None
+    for line in na_lines[:MAX_ISSUES_PER_KIND]:
+        col.add(line, f"{field_col} is {task.run.na} here but answered on other lines; "
+                f"{task.run.na} means the run does not answer {field_col} at all", "partial-na")
+    missing_ids = np.flatnonzero(seen_line == 0)
+    if len(missing_ids):
+        shown = ", ".join(repr(inputs.ids[j]) for j in missing_ids[:5])
+        col.add(None, f"{len(missing_ids)} id(s) of {inputs.filename or 'the inputs'} have no "
+                f"line: {shown}" + (" ..." if len(missing_ids) > 5 else ""), "missing-id")
+    if classes:
+        return _Parsed(scores, None, _EMPTY, _EMPTY, _EMPTY)
+    answered = np.array([t != task.run.na for t in tokens], dtype=bool)
+    keep = present[answered[present]]
+    nan = np.zeros(len(inputs), dtype=bool)
+    nan[keep] = _check_values(task, col, scores[keep], seen_line[keep],
+                              [tokens[j] for j in keep])
+    spelled = nan & np.array([bool(_NAN.match(t)) for t in tokens], dtype=bool)
+    nan_index = np.flatnonzero(spelled)
+    return _Parsed(scores, None, seen_line[nan_index], nan_index, np.flatnonzero(nan & ~spelled))
+
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
 # ---------------------------------------------------------------- validation
 
 def _apply_nan_policy(task: TaskDefinition, col: _Collector, dataset: str,
@@ -487,6 +586,7 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
         issues.append(Issue(None, None, f"task {task.name} has no dataset(s) "
                             f"{', '.join(unknown_expected)}", "unknown-dataset"))
     by_dataset: dict[str, str] = {}
+    not_answered: list[str] = []
     example = ", ".join(task.run_filename(d) for d in expected[:3])
     for filename in sorted(files):
         data = files[filename]
@@ -497,7 +597,7 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
                                 f"{task.name}; expected names like {example}", "unknown-file"))
             continue
         dataset, token = match
-        if dataset not in expected:
+        if dataset not in expected and not task.single_run_file:
             issues.append(Issue(filename, None, f"dataset {dataset} is not part of this "
                                 f"submission (expected {', '.join(expected)})",
                                 "unexpected-dataset"))
@@ -510,6 +610,10 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
                                 f"{by_dataset[dataset]})", "duplicate-file"))
             continue
         by_dataset[dataset] = filename
+    if task.single_run_file and by_dataset:
+        # one file answers every dataset, each from its own column
+        only = next(iter(by_dataset.values()))
+        by_dataset = {d: only for d in expected}
     missing_required = [d for d in expected if task.dataset(d).required and d not in by_dataset]
     if missing_required:
         names = ", ".join(task.run_filename(d) for d in missing_required)
@@ -529,20 +633,38 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
             issues.append(problem)
             continue
         assert text is not None
+        table_parsed: _Parsed | None = None
         if task.run.format == "lines":
             parsed = _parse_lines_run(task, col, text, len(inp), files[filename])
+        elif task.run.format == "table":
+            table_parsed = _parse_table_run(task, col, text, inp, dataset)
+            if table_parsed is None:
+                not_answered.append(dataset)
+                issues.extend(i for i in col.finish() if i not in issues)
+                continue
+            parsed = table_parsed
         else:
             parsed = _parse_csv_run(task, col, text, inp)
-        sub = _apply_nan_policy(task, col, dataset, parsed)
+        sub = (_apply_nan_policy(task, col, dataset, parsed)
+               if not task.dataset(dataset).gold.classes else None)
         file_issues = col.finish()
-        issues.extend(file_issues)
+        # one table file feeds several datasets: report a problem of the file once
+        issues.extend(i for i in file_issues if i not in issues)
         if sub is not None:
             substitutions.append(sub)
         if not file_issues:
             predictions[dataset] = DatasetPrediction(
                 dataset, filename, inp.ids, parsed.scores, parsed.confidence, inp.genres,
-                digests[filename])
-    skipped = [d for d in expected if d not in by_dataset]
+                digests[filename], inp.breakdowns)
+    for dataset in not_answered:
+        if task.dataset(dataset).required:
+            issues.append(Issue(by_dataset[dataset], None, f"{task.dataset(dataset).run_field} "
+                                f"is {task.run.na} on every line, but {dataset} is required",
+                                "missing-field"))
+    if by_dataset and set(not_answered) == set(by_dataset):
+        issues.append(Issue(next(iter(by_dataset.values())), None, "the run answers no "
+                            f"dataset: every predicted column is {task.run.na}", "no-answers"))
+    skipped = [d for d in expected if d not in by_dataset or d in not_answered]
     return ValidatedRun(task.name, issues, predictions if not issues else {}, substitutions,
                         digests, skipped, task.nan_policy)
 
@@ -559,6 +681,17 @@ def write_run(task: TaskDefinition, dataset: str, ids: Sequence[str],
     if ((values < lo) | (values > hi)).any():
         raise ValueError(f"scores must lie in [{lo:g}, {hi:g}]")
     formatted = [f"{v:.6f}" for v in values.tolist()]
+    if task.run.format == "table":
+        if task.dataset(dataset).gold.classes:
+            raise ValueError(f"{dataset} takes class labels, not scores")
+        # one file, every dataset's column: this dataset answered, the others NA
+        fields = [s.run_field or "" for s in task.datasets]
+        mine = task.dataset(dataset).run_field
+        head = "\t".join([task.run.id_column or "", *fields]) + "\n"
+        body = head + "".join(
+            "\t".join([i, *(v if f == mine else task.run.na for f in fields)]) + "\n"
+            for i, v in zip(ids, formatted, strict=True))
+        return task.run_filename(dataset), body.encode("utf-8")
     if task.run.format == "lines":
         body = "\n".join(formatted) + "\n"
     else:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -70,12 +70,16 @@ class DatasetScore:
     metrics: dict[str, MetricValue]
     genres: dict[str, GenreScore] = field(default_factory=dict)
     file: str | None = None
+    unscored_pairs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
-        return {"n": self.n, "file": self.file,
-                "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
-                "genres": {g: s.to_dict() for g, s in self.genres.items()}}
+        out = {"n": self.n, "file": self.file,
+               "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
+               "genres": {g: s.to_dict() for g, s in self.genres.items()}}
+        if self.unscored_pairs:
+            out["unscored_pairs"] = self.unscored_pairs
+        return out
 
 
 @dataclass
@@ -114,7 +118,7 @@ class RunScore:
                       for g, gs in ds.get("genres", {}).items()}
             datasets[name] = DatasetScore(
                 ds["n"], {k: MetricValue.from_dict(v) for k, v in ds["metrics"].items()},
-                genres, ds.get("file"))
+                genres, ds.get("file"), int(ds.get("unscored_pairs", 0)))
         return cls(
             d["task"],
             {k: MetricValue.from_dict(v) for k, v in d.get("aggregates", {}).items()},
@@ -207,8 +211,49 @@ def _align(pred: DatasetPrediction, gold: DatasetGold) -> tuple[np.ndarray, np.n
     return gold.scores[order], labels[order]
 
 
+def without_unscored(runs: Sequence[ValidatedRun], gold: Mapping[str, DatasetGold]
+                     ) -> tuple[list[ValidatedRun], dict[str, DatasetGold]]:
+    """Runs and gold without the pairs that have no gold score (as score_run leaves them out).
+
+    Returns the same objects when every pair is scored.
+    """
+    masks = {d: g.scored for d, g in gold.items()}
+    if all(m.all() for m in masks.values()):
+        return list(runs), dict(gold)
+    new_gold = dict(gold)
+    for d, g in gold.items():
+        m = masks[d]
+        if m.all():
+            continue
+        keep = np.flatnonzero(m)
+        kept = keep.tolist()
+        new_gold[d] = replace(g, ids=[g.ids[j] for j in kept], scores=g.scores[keep],
+                              genres=[g.genres[j] for j in kept],
+                              labels=g.labels[keep] if g.labels is not None else None)
+    out = []
+    for run in runs:
+        preds = dict(run.predictions)
+        for d, pred in run.predictions.items():
+            if d not in gold or masks[d].all():
+                continue
+            keep = np.flatnonzero(np.isfinite(_align(pred, gold[d])[0]))
+            kept = keep.tolist()
+            preds[d] = replace(
+                pred, ids=[pred.ids[j] for j in kept], scores=pred.scores[keep],
+                confidence=pred.confidence[keep] if pred.confidence is not None else None,
+                genres=[pred.genres[j] for j in kept],
+                breakdowns={b: [col[j] for j in kept] for b, col in pred.breakdowns.items()})
+        out.append(replace(run, predictions=preds))
+    return out, new_gold
+
+
 def _metric(name: str, task: TaskDefinition, x: np.ndarray, y: np.ndarray,
-            labels: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+            labels: np.ndarray, w: np.ndarray | None, n_classes: int = 0) -> np.ndarray:
+    if n_classes:
+        # class labels arrive as each label's index in gold.classes
+        if name == "macro_f1":
+            return M.macro_f1(x, y, n_classes)
+        return M.class_accuracy(x, y)
     fn, weighted, binary = M.DATASET_REGISTRY[name]
     if weighted:
         return fn(x, y, w)
@@ -235,6 +280,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
     labels_of: dict[str, np.ndarray] = {}
     genres_of: dict[str, dict[str, np.ndarray]] = {}
     files: dict[str, str] = {}
+    not_scored: dict[str, int] = {}
     for spec in task.datasets:
         pred = run.predictions.get(spec.name)
         if pred is None:
@@ -245,14 +291,34 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
             warnings.append(f"{spec.name}: no gold is available; the dataset is not scored")
             continue
         y, labels = _align(pred, g)
-        pairs[spec.name] = _Pairs(pred.scores, y, pred.confidence, g.digest, pred.digest)
+        x, w = pred.scores, pred.confidence
+        if w is None and task.run.confidence_missing == "equal_weights":
+            w = np.ones(len(x))
+        genre_list: Sequence[str | None] = pred.genres
+        breakdowns: Mapping[str, Sequence[str | None]] = pred.breakdowns
+        scored = np.isfinite(y)
+        not_scored[spec.name] = int(len(y) - scored.sum())
+        if not_scored[spec.name]:
+            # a pair without gold is not scored: left out of every metric, CI and weight
+            keep = np.flatnonzero(scored)
+            x, y, labels = x[keep], y[keep], labels[keep]
+            w = w[keep] if w is not None else None
+            kept = keep.tolist()
+            genre_list = [genre_list[j] for j in kept]
+            breakdowns = {b: [col[j] for j in kept] for b, col in breakdowns.items()}
+        pairs[spec.name] = _Pairs(x, y, w, g.digest, pred.digest)
         labels_of[spec.name] = labels
         files[spec.name] = pred.filename
         if task.genre_metrics:
             groups: dict[str, list[int]] = {}
-            for j, genre in enumerate(pred.genres):
+            for j, genre in enumerate(genre_list):
                 if genre is not None:
                     groups.setdefault(genre, []).append(j)
+            # several breakdowns at once: each group is keyed "breakdown=value"
+            for b, column in breakdowns.items():
+                for j, group in enumerate(column):
+                    if group is not None:
+                        groups.setdefault(f"{b}={group}", []).append(j)
             genres_of[spec.name] = {k: np.asarray(v) for k, v in groups.items()}
 
     names = list(pairs)
@@ -263,7 +329,8 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
         n = len(p.x)
         ms: dict[str, MetricValue] = {}
         point[name] = {}
-        for metric in task.metrics:
+        n_classes = len(task.dataset(name).gold.classes)
+        for metric in task.dataset_metrics(name):
             sig = _signature(f"{name}/{metric}", policy, boot, seed, n, p.gold_digest,
                              p.run_digest)
             if metric == "weighted_pearson" and p.w is None:
@@ -271,7 +338,8 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
                                          "the weighted Pearson is not computed", sig)
                 point[name][metric] = np.nan
                 continue
-            v = _metric(metric, task, p.x, p.y, labels_of[name], p.w) if n else np.nan
+            v = (_metric(metric, task, p.x, p.y, labels_of[name], p.w, n_classes) if n
+                 else np.nan)
             value = _value(v)
             warn = None if value is not None else _undefined_warning(metric, p.x, p.y, n)
             ms[metric] = MetricValue(value, None, warn, sig)
@@ -279,7 +347,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
         genre_scores: dict[str, GenreScore] = {}
         for genre, idx in genres_of.get(name, {}).items():
             gm: dict[str, MetricValue] = {}
-            for metric in task.genre_metrics:
+            for metric in (task.genre_metrics if not n_classes else ()):
                 xg, yg = p.x[idx], p.y[idx]
                 value = _value(_metric(metric, task, xg, yg, labels_of[name][idx], None))
                 warn = None if value is not None else _undefined_warning(metric, xg, yg, len(idx))
@@ -287,9 +355,12 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
                     f"{name}/{genre}/{metric}", policy, boot, seed, len(idx), p.gold_digest,
                     p.run_digest))
             genre_scores[genre] = GenreScore(len(idx), gm)
-        datasets[name] = DatasetScore(n, ms, genre_scores, files[name])
+        datasets[name] = DatasetScore(n, ms, genre_scores, files[name], not_scored[name])
 
     aggregates: dict[str, MetricValue] = {}
+    # datasets of this scoring that have gold: a skipped one counts 0 in an equal mean
+    expected = set(run.predictions) | set(run.skipped)
+    n_with_gold = sum(1 for d in task.dataset_names if d in gold and d in expected)
     gold_all = _combined([pairs[k].gold_digest for k in names])
     run_all = _combined([pairs[k].run_digest for k in names])
     n_all = sum(len(pairs[k].x) for k in names)
@@ -299,7 +370,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
             aggregates[agg] = MetricValue(None, None, "undefined: no dataset was scored", sig)
             continue
         v = _aggregate(agg, task, names, [pairs[k].x for k in names],
-                       [pairs[k].y for k in names], {k: point[k] for k in names})
+                       [pairs[k].y for k in names], {k: point[k] for k in names}, n_with_gold)
         value = _value(v)
         warn = None
         if value is None:
@@ -307,7 +378,8 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
         aggregates[agg] = MetricValue(value, None, warn, sig)
 
     if boot:
-        _bootstrap(task, names, pairs, labels_of, genres_of, datasets, aggregates, boot, seed)
+        _bootstrap(task, names, pairs, labels_of, genres_of, datasets, aggregates, boot, seed,
+                   n_with_gold)
 
     for key, mv in _flat_metrics(aggregates, datasets):
         if mv.warning and mv.value is None and "no confidence column" not in mv.warning:
@@ -341,18 +413,28 @@ def _flat_metrics(aggregates: dict[str, MetricValue],
 
 
 def _aggregate(agg: str, task: TaskDefinition, names: list[str], xs: list[np.ndarray],
-               ys: list[np.ndarray], per: Mapping[str, Mapping[str, Any]]) -> np.ndarray:
+               ys: list[np.ndarray], per: Mapping[str, Mapping[str, Any]],
+               n_with_gold: int = 0) -> np.ndarray:
     """An aggregate metric over scored datasets; `per` holds per-dataset values (or samples)."""
     if agg == "ALL":
         return M.concat_pearson(xs, ys)
     if agg == "ALLnorm":
         return M.allnorm(xs, ys)
-    return _from_dataset_values(agg, names, per, [x.shape[-1] for x in xs])
+    return _from_dataset_values(agg, names, per, [x.shape[-1] for x in xs], task, n_with_gold)
 
 
 def _from_dataset_values(agg: str, names: list[str], per: Mapping[str, Mapping[str, Any]],
-                         sizes: list[int]) -> np.ndarray:
+                         sizes: list[int], task: TaskDefinition | None = None,
+                         n_with_gold: int = 0) -> np.ndarray:
     """An aggregate of per-dataset metric values (points, or one array of resamples each)."""
+    spec = task.aggregate_spec(agg) if task is not None else None
+    if spec is not None:
+        values = [per[k].get(spec.of, np.nan) for k in names]
+        # sizes are scored pairs: unscored pairs carry no weight
+        if spec.weights == "pairs":
+            return M.weighted_mean(values, sizes)
+        # equal weights: a dataset with gold that the run skipped counts 0, like sum_pearson
+        return M.total(values) / max(len(names), n_with_gold)
     if agg == "Mean":
         return M.weighted_mean([per[k]["pearson"] for k in names], sizes)
     if agg == "sum_pearson":
@@ -364,8 +446,15 @@ def _from_dataset_values(agg: str, names: list[str], per: Mapping[str, Mapping[s
 
 
 def _boot_metric(metric: str, task: TaskDefinition, c: np.ndarray, x: np.ndarray,
-                 y: np.ndarray, labels: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+                 y: np.ndarray, labels: np.ndarray, w: np.ndarray | None,
+                 n_classes: int = 0) -> np.ndarray:
     """A dataset metric over every resample of a count matrix."""
+    if n_classes:
+        if metric == "macro_f1":
+            return R.boot_macro_f1(c, x, y, n_classes)
+        return R.boot_class_accuracy(c, x, y)
+    if metric == "mse":
+        return R.boot_mse(c, x, y)
     if metric == "pearson":
         return R.boot_pearson(c, x, y)
     if metric == "spearman":
@@ -381,13 +470,14 @@ def _boot_metric(metric: str, task: TaskDefinition, c: np.ndarray, x: np.ndarray
 
 
 def _boot_aggregate(agg: str, names: list[str], ms: list[np.ndarray],
-                    per: Mapping[str, Mapping[str, np.ndarray]], sizes: list[int]) -> np.ndarray:
+                    per: Mapping[str, Mapping[str, np.ndarray]], sizes: list[int],
+                    task: TaskDefinition | None = None, n_with_gold: int = 0) -> np.ndarray:
     """An aggregate over a chunk of resamples (ALL and ALLnorm from summed moments)."""
     if agg == "ALL":
         return R.boot_all(ms)
     if agg == "ALLnorm":
         return R.boot_allnorm(ms)
-    return _from_dataset_values(agg, names, per, sizes)
+    return _from_dataset_values(agg, names, per, sizes, task, n_with_gold)
 
 
 _AGG_NEEDS = {"Mean": ("pearson",), "sum_pearson": ("pearson",), "mean_spearman": ("spearman",)}
@@ -405,7 +495,7 @@ def _chunks(sizes: list[int], resamples: int) -> Iterator[int]:
 def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
                labels_of: dict[str, np.ndarray], genres_of: dict[str, dict[str, np.ndarray]],
                datasets: dict[str, DatasetScore], aggregates: dict[str, MetricValue],
-               resamples: int, seed: int) -> None:
+               resamples: int, seed: int, n_with_gold: int = 0) -> None:
     """Fill in percentile CIs: pairs resampled within each dataset, one count matrix per
     dataset shared by every metric, so aggregates resample consistently with datasets."""
     rng = np.random.default_rng(seed)
@@ -415,27 +505,36 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
     # one shift for all datasets keeps the summed moments of ALL/ALLnorm precise
     shift_x = float(np.mean([pairs[k].x.mean() for k in names])) if names else 0.0
     shift_y = float(np.mean([pairs[k].y.mean() for k in names])) if names else 0.0
-    needed = {m for a in aggregates for m in _AGG_NEEDS.get(a, ())}
+    declared = {spec.name for spec in task.aggregate_specs}
+    needed = {m for a in aggregates if a not in declared for m in _AGG_NEEDS.get(a, ())}
+    needed |= {spec.of for spec in task.aggregate_specs if spec.name in aggregates}
     for b in _chunks(sizes, resamples):
         ms, per = [], {}
         for k in names:
             p = pairs[k]
             c = R.count_matrix(rng, len(p.x), b)
             per[k] = {}
-            for metric in task.metrics:
+            n_classes = len(task.dataset(k).gold.classes)
+            for metric in task.dataset_metrics(k):
                 if metric == "weighted_pearson" and p.w is None:
                     continue
-                v = _boot_metric(metric, task, c, p.x, p.y, labels_of[k], p.w)
+                v = _boot_metric(metric, task, c, p.x, p.y, labels_of[k], p.w, n_classes)
                 per[k][metric] = v
                 ds_samples[k].setdefault(metric, []).append(v)
             if any(a in ("ALL", "ALLnorm") for a in aggregates):
                 ms.append(R.moments(c, p.x - shift_x, p.y - shift_y))
             for metric in needed:
-                if metric not in per[k]:
-                    per[k][metric] = _boot_metric(metric, task, c, p.x, p.y, labels_of[k], None)
+                if metric in per[k]:
+                    continue
+                if metric == "weighted_pearson" and p.w is None:
+                    per[k][metric] = np.full(b, np.nan)  # not computed: counts 0, as the point
+                else:
+                    per[k][metric] = _boot_metric(metric, task, c, p.x, p.y, labels_of[k], None,
+                                                  n_classes)
         for agg in aggregates:
             if names:
-                agg_samples[agg].append(_boot_aggregate(agg, names, ms, per, sizes))
+                agg_samples[agg].append(_boot_aggregate(agg, names, ms, per, sizes, task,
+                                                        n_with_gold))
     for k in names:
         for metric, parts in ds_samples[k].items():
             datasets[k].metrics[metric].ci = _ci(np.concatenate(parts))
@@ -447,6 +546,6 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
         p = pairs[k]
         for genre, idx in genres_of.get(k, {}).items():
             c = R.count_matrix(rng, len(idx), resamples)
-            for metric in task.genre_metrics:
+            for metric in (task.genre_metrics if not task.dataset(k).gold.classes else ()):
                 v = _boot_metric(metric, task, c, p.x[idx], p.y[idx], labels_of[k][idx], None)
                 datasets[k].genres[genre].metrics[metric].ci = _ci(v)

@@ -19,8 +19,15 @@ from evaluation import metrics as M
 from evaluation import resampling as R
 from evaluation.inputs import DatasetGold
 from evaluation.issues import ValidationError
-from evaluation.runs import ValidatedRun
-from evaluation.scoring import _aggregate, _align, _boot_metric, _chunks, _metric
+from evaluation.runs import DatasetPrediction, ValidatedRun
+from evaluation.scoring import (
+    _aggregate,
+    _align,
+    _boot_metric,
+    _chunks,
+    _metric,
+    without_unscored,
+)
 from evaluation.taskdef import TaskDefinition
 
 K = TypeVar("K", bound=Hashable)
@@ -69,14 +76,14 @@ def _split_metric(task: TaskDefinition, metric: str) -> tuple[str, str]:
     """("", aggregate) or (dataset, dataset metric); ValueError for a metric the task lacks."""
     if "/" in metric:
         ds, name = metric.split("/", 1)
-        if name not in task.metrics:
-            raise ValueError(f"task {task.name} has no dataset metric {name!r}")
         if ds not in task.dataset_names:
             raise ValueError(f"task {task.name} has no dataset {ds!r}")
+        if name not in task.dataset_metrics(ds):
+            raise ValueError(f"task {task.name} has no dataset metric {name!r}")
         return ds, name
     if metric not in task.aggregate_metrics:
         raise ValueError(f"task {task.name} has no aggregate metric {metric!r}")
-    if metric not in _AGGREGATES:
+    if metric not in _AGGREGATES and task.aggregate_spec(metric) is None:
         raise ValueError(f"unknown aggregate metric {metric}")
     return "", metric
 
@@ -104,7 +111,7 @@ def _datasets(task: TaskDefinition, runs: Sequence[ValidatedRun],
         found[d] = _Dataset(d, len(y), np.asarray(y, dtype=np.float64), labels,
                             np.asarray(cover, dtype=np.int64),
                             np.column_stack([p.scores for p in preds]).astype(np.float64),
-                            [p.confidence for p in preds])
+                            [_weights(task, p) for p in preds])
     return found
 
 
@@ -116,7 +123,8 @@ def _observed(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
         if name == "weighted_pearson" and pred.confidence is None:
             return math.nan
         y, labels = _align(pred, gold[ds])
-        return float(_metric(name, task, pred.scores, y, labels, pred.confidence))
+        return float(_metric(name, task, pred.scores, y, labels, _weights(task, pred),
+                             len(task.dataset(ds).gold.classes)))
     names = _scored(task, run, gold)
     if not names:
         return math.nan
@@ -125,7 +133,23 @@ def _observed(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
     per = {d: {"pearson": M.pearson(x, y),
                "spearman": M.spearman(x, y) if name == "mean_spearman" else math.nan}
            for d, x, y in zip(names, xs, ys, strict=True)}
-    return float(_aggregate(name, task, names, xs, ys, per))
+    spec = task.aggregate_spec(name)
+    if spec is not None:
+        for d, y in zip(names, ys, strict=True):
+            pred = run.predictions[d]
+            w = _weights(task, pred)
+            per[d][spec.of] = (math.nan if spec.of == "weighted_pearson" and w is None else
+                               _metric(spec.of, task, pred.scores, y, _align(pred, gold[d])[1],
+                                       w, len(task.dataset(d).gold.classes)))
+    n_with_gold = sum(1 for d in task.dataset_names if d in gold)
+    return float(_aggregate(name, task, names, xs, ys, per, n_with_gold))
+
+
+def _weights(task: TaskDefinition, pred: DatasetPrediction) -> np.ndarray | None:
+    """A prediction's confidence weights, as score_run uses them."""
+    if pred.confidence is None and task.run.confidence_missing == "equal_weights":
+        return np.ones(len(pred.scores))
+    return pred.confidence
 
 
 def _boot_spearman_runs(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -188,8 +212,13 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
     n_runs = len(runs)
     aggs = {name for ds, name in wanted if not ds}
     per_ds = {(ds, name) for ds, name in wanted if ds}
-    need_pearson = bool(aggs & {"Mean", "sum_pearson"}) or any(n == "pearson" for _, n in per_ds)
-    need_spearman = "mean_spearman" in aggs or any(n == "spearman" for _, n in per_ds)
+    declared = {name: spec for name in aggs if (spec := task.aggregate_spec(name)) is not None}
+    builtin = aggs - set(declared)
+    of = {spec.of for spec in declared.values()}
+    need_pearson = (bool(builtin & {"Mean", "sum_pearson"}) or "pearson" in of
+                    or any(n == "pearson" for _, n in per_ds))
+    need_spearman = ("mean_spearman" in builtin or "spearman" in of
+                     or any(n == "spearman" for _, n in per_ds))
     # each run's frame for the summed moments of ALL / ALLnorm: the mean of its datasets' means
     shift_x, shift_y = np.zeros(n_runs), np.zeros(n_runs)
     count = np.zeros(n_runs)
@@ -211,6 +240,7 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
         acc_pearson = np.zeros((b, n_runs))
         acc_mean = np.zeros((b, n_runs))
         acc_spearman = np.zeros((b, n_runs))
+        acc_declared = {a: np.zeros((b, n_runs)) for a in declared}
         for name, n in zip(draws, sizes, strict=True):
             c = R.count_matrix(rng, n, b)
             d = data.get(name)
@@ -251,18 +281,17 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
                 acc_mean[:, d.runs] += np.nan_to_num(pearson, nan=0.0) * d.n
             if spearman is not None:
                 acc_spearman[:, d.runs] += np.nan_to_num(spearman, nan=0.0)
+            n_classes = len(task.dataset(name).gold.classes)
+
+            for agg, spec in declared.items():
+                weight_d = d.n if spec.weights == "pairs" else 1
+                acc_declared[agg][:, d.runs] += np.nan_to_num(_run_values(
+                    spec.of, task, c, d, pearson, spearman, n_classes), nan=0.0) \
+                    * weight_d
             for ds, metric in per_ds:
                 if ds != name:
                     continue
-                if metric == "pearson":
-                    v = pearson
-                elif metric == "spearman":
-                    v = spearman
-                else:
-                    v = np.column_stack([
-                        np.full(b, np.nan) if metric == "weighted_pearson" and w is None
-                        else _boot_metric(metric, task, c, d.x[:, j], d.y, d.labels, w)
-                        for j, w in enumerate(d.w)])
+                v = _run_values(metric, task, c, d, pearson, spearman, n_classes)
                 full = np.full((b, n_runs), np.nan)
                 full[:, d.runs] = v
                 parts[(ds, metric)].append(full)
@@ -274,9 +303,28 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
                 "sum_pearson": np.where(count > 0, acc_pearson, np.nan),
                 "mean_spearman": np.where(count > 0, acc_spearman / np.maximum(count, 1), np.nan),
             }
+            for agg, spec in declared.items():
+                # as scoring: pair-weighted over the run's datasets, or equal over all with gold
+                divisor = weight if spec.weights == "pairs" else np.maximum(count, len(draws))
+                values[agg] = np.where(count > 0, acc_declared[agg] / np.where(
+                    divisor > 0, divisor, 1), np.nan)
         for name in aggs:
             parts[("", name)].append(values[name])
     return {key: np.nan_to_num(np.concatenate(p), nan=0.0) for key, p in parts.items()}
+
+
+def _run_values(metric: str, task: TaskDefinition, c: np.ndarray, d: _Dataset,
+                pearson: np.ndarray | None, spearman: np.ndarray | None,
+                n_classes: int) -> np.ndarray:
+    """(resamples, covering runs) values of one dataset metric, reusing computed correlations."""
+    if metric == "pearson" and pearson is not None and not n_classes:
+        return pearson
+    if metric == "spearman" and spearman is not None and not n_classes:
+        return spearman
+    return np.column_stack([
+        np.full(c.shape[0], np.nan) if metric == "weighted_pearson" and w is None
+        else _boot_metric(metric, task, c, d.x[:, j], d.y, d.labels, w, n_classes)
+        for j, w in enumerate(d.w)])
 
 
 def _p_value(delta: float, diff: np.ndarray) -> float:
@@ -301,6 +349,7 @@ def _board_samples(task: TaskDefinition, runs: Sequence[ValidatedRun],
     for run in runs:
         if not run.ok:
             raise ValidationError(run.issues)
+    runs, gold = without_unscored(runs, gold)  # unscored pairs take no part in any test
     data = _datasets(task, runs, gold)
     split = {m: _split_metric(task, m) for m in metrics}
     passes: dict[tuple[str, ...], list[tuple[str, str]]] = {}
@@ -358,6 +407,10 @@ def group_board(task: TaskDefinition, runs: Mapping[K, ValidatedRun],
                            seed=seed)
     out: dict[str, dict[K, int]] = {}
     for metric, (members, observed, boot) in found.items():
+        if task.lower_is_better(metric):
+            # an error: smaller is better, so group on its negation (undefined still last)
+            observed = np.where(np.isnan(observed), -np.inf, -observed)
+            boot = -boot
         groups = _groups(observed, boot, alpha)
         out[metric] = {keys[i]: g for i, g in zip(members, groups, strict=True)}
     return out
@@ -388,6 +441,7 @@ def compare_runs(task: TaskDefinition, a: ValidatedRun, b: ValidatedRun,
     ds, name = _split_metric(task, metric)
     if ds and (ds not in a.predictions or ds not in b.predictions or ds not in gold):
         raise ValueError(f"both runs and the gold must cover {ds}")
+    (a, b), gold = without_unscored([a, b], gold)
     _, observed, boot = _board_samples(task, [a, b], gold, [metric], resamples=resamples,
                                              seed=seed)[metric]
     obs_a, obs_b = float(observed[0]), float(observed[1])

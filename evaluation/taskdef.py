@@ -13,13 +13,22 @@ from typing import Any
 from evaluation.issues import TaskDefinitionError
 from evaluation.splits import DEFAULT_SPLIT, SplitDef, for_split, parse_splits
 
-DATASET_METRICS = ("pearson", "spearman", "weighted_pearson", "accuracy", "f1")
-GENRE_METRICS = ("pearson", "spearman")
+DATASET_METRICS = ("pearson", "spearman", "weighted_pearson", "accuracy", "f1", "mse",
+                   "macro_f1")
+GENRE_METRICS = ("pearson", "spearman", "mse")
 AGGREGATE_METRICS = ("ALL", "ALLnorm", "Mean", "sum_pearson", "mean_spearman")
 RANKINGS = ("aggregate", "sum_pearson", "per_dataset")
 INPUT_FORMATS = ("tsv", "csv")
-GOLD_FORMATS = ("lines", "csv")
-RUN_FORMATS = ("lines", "csv")
+GOLD_FORMATS = ("lines", "csv", "inline")
+RUN_FORMATS = ("lines", "csv", "table")
+# metrics where a smaller value is better: ranked ascending
+LOWER_IS_BETTER = frozenset({"mse"})
+# metrics over string class labels (gold.classes); the others need numbers
+CLASS_METRICS = frozenset({"accuracy", "macro_f1"})
+NUMERIC_ONLY = frozenset({"pearson", "spearman", "weighted_pearson", "mse", "f1"})
+AGGREGATE_WEIGHTS = ("pairs", "equal")
+UNSCORED_RULES = ("error", "blank")
+CONFIDENCE_MISSING = ("not_computed", "equal_weights")
 GENRE_RULES = ("none", "id_prefix", "column")
 TRANSFORMS = ("none", "lemma")
 _NAN_POLICY = re.compile(r"^(reject|mean|value:[-+]?\d+(\.\d+)?)$")
@@ -39,6 +48,14 @@ class InputFormat:
     genre: str = "none"
     genre_separator: str = "-"
     genre_column: str | None = None
+    quoted: bool = False
+    extra_columns: int = 0
+    breakdowns: tuple[str, ...] = ()
+
+    @property
+    def delimiter(self) -> str:
+        """The field separator of the format."""
+        return "\t" if self.format == "tsv" else ","
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,17 @@ class GoldFormat:
     id_column: str = "PairID"
     score_column: str = "Score"
     label_column: str | None = None
+    unscored: str = "error"
+    classes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AggregateSpec:
+    """An aggregate over one per-dataset metric: a mean weighted by scored pairs or equal."""
+
+    name: str
+    of: str
+    weights: str = "pairs"
 
 
 @dataclass(frozen=True)
@@ -62,6 +90,9 @@ class RunFormat:
     confidence: bool = False
     confidence_min: float = 1.0
     confidence_max: float = 100.0
+    confidence_missing: str = "not_computed"
+    id_column: str | None = None
+    na: str = "NA"
 
 
 @dataclass(frozen=True)
@@ -76,6 +107,9 @@ class DatasetSpec:
     tracks: tuple[str, ...] = ()
     inputs: InputFormat = field(default_factory=InputFormat)
     gold: GoldFormat = field(default_factory=GoldFormat)
+    metrics: tuple[str, ...] = ()
+    primary: str | None = None
+    run_field: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +138,7 @@ class TaskDefinition:
     binary_threshold: float = 0.5
     splits: dict[str, SplitDef] = field(default_factory=dict)
     default_split: str = DEFAULT_SPLIT
+    aggregate_specs: tuple[AggregateSpec, ...] = ()
 
     def __hash__(self) -> int:
         # `tracks` is a dict, so the generated hash would fail; the digest identifies the text
@@ -132,14 +167,51 @@ class TaskDefinition:
             return self.primary_metric
         return self.metrics[0]
 
+    def dataset_metrics(self, dataset: str) -> tuple[str, ...]:
+        """The metrics computed for `dataset` (its own list, else metrics.dataset)."""
+        return self.dataset(dataset).metrics or self.metrics
+
+    def primary_for(self, dataset: str) -> str:
+        """The per-dataset metric `dataset` is ranked and tabled by."""
+        spec = self.dataset(dataset)
+        if spec.primary:
+            return spec.primary
+        own = self.dataset_metrics(dataset)
+        return self.dataset_primary if self.dataset_primary in own else own[0]
+
+    def aggregate_spec(self, name: str) -> AggregateSpec | None:
+        """The definition of a declared (table) aggregate, None for a built-in one."""
+        return next((a for a in self.aggregate_specs if a.name == name), None)
+
+    def lower_is_better(self, key: str) -> bool:
+        """Whether a flat metric key ranks ascending (an error, not an agreement)."""
+        metric = key.rsplit("/", 1)[-1]
+        spec = self.aggregate_spec(metric)
+        return (spec.of if spec else metric) in LOWER_IS_BETTER
+
+    @property
+    def single_run_file(self) -> bool:
+        """True when one run file answers every dataset (run.filename has no {dataset})."""
+        return "{dataset}" not in self.run.filename
+
     @property
     def board_dataset_metrics(self) -> tuple[str, ...]:
         """The per-dataset metrics a leaderboard shows (metrics.board; default the primary)."""
         return self.board_metrics or (self.dataset_primary,)
 
+    def board_metrics_for(self, dataset: str) -> tuple[str, ...]:
+        """The board columns of one dataset: metrics.board it computes, else its primary."""
+        own = self.dataset_metrics(dataset)
+        shown = tuple(m for m in self.board_dataset_metrics if m in own)
+        return shown or (self.primary_for(dataset),)
+
     def run_filename(self, dataset: str, team: str | None = None) -> str:
         """The file name a run must use for `dataset` (with a team token where allowed)."""
         self.dataset(dataset)
+        if self.single_run_file:
+            if team is not None and self.run.team_filename:
+                return self.run.team_filename.format(team=team)
+            return self.run.filename
         if team is not None and self.run.team_filename:
             return self.run.team_filename.format(dataset=dataset, team=team)
         return self.run.filename.format(dataset=dataset)
@@ -229,7 +301,37 @@ def _choice(value: str, allowed: tuple[str, ...], what: str, source: str) -> str
     return value
 
 
+_KEYS: dict[str, tuple[str, ...]] = {
+    "": ("name", "title", "description", "source", "layout", "scores", "inputs", "gold", "run",
+         "metrics", "tracks", "datasets", "default_split", "splits"),
+    "layout.": ("input", "gold"),
+    "scores.": ("min", "max", "nan_policy"),
+    "inputs.": ("format", "columns", "header", "id", "texts", "split", "transform", "genre",
+                "genre_separator", "genre_column", "quoted", "extra_columns", "breakdowns"),
+    "gold.": ("format", "id_column", "score_column", "label_column", "unscored", "classes"),
+    "run.": ("format", "filename", "team_filename", "columns", "confidence", "confidence_range",
+             "confidence_missing", "id_column", "na"),
+    "metrics.": ("dataset", "genre", "aggregate", "board", "primary", "ranking",
+                 "binary_threshold"),
+    "datasets[].": ("name", "track", "required", "input", "gold", "no_gold", "inputs",
+                    "gold_format", "metrics", "primary", "run_field"),
+    "aggregate.": ("name", "of", "weights"),
+}
+
+
+def _known(table: dict[str, Any], kind: str, source: str, where: str | None = None) -> None:
+    """Refuse a key the format does not define (a typo would otherwise be silently ignored)."""
+    allowed = _KEYS[kind]
+    for key in table:
+        if key not in allowed:
+            raise TaskDefinitionError(
+                f"{source}: unknown key {(where if where is not None else kind)}{key} "
+                f"(allowed: {', '.join(allowed)})"
+            )
+
+
 def _input_format(table: dict[str, Any], source: str, where: str) -> InputFormat:
+    _known(table, "inputs.", source, where)
     fmt = _choice(_get(table, "format", str, source, "tsv", where), INPUT_FORMATS,
                   f"{where}format", source)
     columns = _strings(table, "columns", source, ["text1", "text2"], where)
@@ -252,8 +354,13 @@ def _input_format(table: dict[str, Any], source: str, where: str) -> InputFormat
         genre=genre,
         genre_separator=_get(table, "genre_separator", str, source, "-", where),
         genre_column=_get(table, "genre_column", str, source, None, where),
+        quoted=_get(table, "quoted", bool, source, fmt == "csv", where),
+        extra_columns=_get(table, "extra_columns", int, source, 0, where),
+        breakdowns=_strings(table, "breakdowns", source, [], where),
     )
-    for col in (*texts, *([ident] if ident != "line" else [])):
+    if spec.extra_columns < 0:
+        raise TaskDefinitionError(f"{source}: {where}extra_columns must be 0 or more")
+    for col in (*texts, *([ident] if ident != "line" else []), *spec.breakdowns):
         if col not in columns:
             raise TaskDefinitionError(f"{source}: {where}column {col!r} is not in columns")
     if len(texts) == 1 and not split:
@@ -268,6 +375,7 @@ def _input_format(table: dict[str, Any], source: str, where: str) -> InputFormat
 
 
 def _gold_format(table: dict[str, Any], source: str, where: str) -> GoldFormat:
+    _known(table, "gold.", source, where)
     fmt = _choice(_get(table, "format", str, source, "lines", where), GOLD_FORMATS,
                   f"{where}format", source)
     return GoldFormat(
@@ -275,7 +383,68 @@ def _gold_format(table: dict[str, Any], source: str, where: str) -> GoldFormat:
         id_column=_get(table, "id_column", str, source, "PairID", where),
         score_column=_get(table, "score_column", str, source, "Score", where),
         label_column=_get(table, "label_column", str, source, None, where),
+        unscored=_choice(_get(table, "unscored", str, source, "error", where), UNSCORED_RULES,
+                         f"{where}unscored", source),
+        classes=_strings(table, "classes", source, [], where),
     )
+
+
+def _aggregates(metrics_table: dict[str, Any], source: str
+                ) -> tuple[tuple[str, ...], tuple[AggregateSpec, ...]]:
+    """Aggregate names, built-in (strings) or declared as {name, of, weights} tables."""
+    raw = _get(metrics_table, "aggregate", list, source, [], "metrics.")
+    names: list[str] = []
+    specs: list[AggregateSpec] = []
+    for i, entry in enumerate(raw):
+        where = f"metrics.aggregate[{i}]."
+        if isinstance(entry, str):
+            names.append(_choice(entry, AGGREGATE_METRICS, "metrics.aggregate entry", source))
+            continue
+        if not isinstance(entry, dict):
+            raise TaskDefinitionError(f"{source}: {where[:-1]} must be a name or a table")
+        _known(entry, "aggregate.", source, where)
+        spec = AggregateSpec(
+            name=_get(entry, "name", str, source, where=where),
+            of=_choice(_get(entry, "of", str, source, where=where), DATASET_METRICS,
+                       f"{where}of", source),
+            weights=_choice(_get(entry, "weights", str, source, "pairs", where),
+                            AGGREGATE_WEIGHTS, f"{where}weights", source),
+        )
+        if "/" in spec.name or not spec.name:
+            raise TaskDefinitionError(f"{source}: {where}name {spec.name!r} may not contain '/'")
+        names.append(spec.name)
+        specs.append(spec)
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise TaskDefinitionError(f"{source}: metrics.aggregate names {dupes} twice")
+    return tuple(names), tuple(specs)
+
+
+def _check_dataset(name: str, inputs: InputFormat, gold: GoldFormat, metrics: tuple[str, ...],
+                   run: RunFormat, source: str, where: str) -> None:
+    """Refuse a dataset whose metrics or gold need a column its formats lack."""
+    if gold.format == "inline":
+        wanted = (gold.score_column,) + ((gold.label_column,) if gold.label_column else ())
+        for col in wanted:
+            if col not in inputs.columns:
+                raise TaskDefinitionError(
+                    f"{source}: {where}gold.score_column {col!r} is not one of the input "
+                    f"columns {list(inputs.columns)} (gold.format inline reads the input file)")
+    if gold.classes:
+        numeric = [m for m in metrics if m in NUMERIC_ONLY]
+        if numeric:
+            raise TaskDefinitionError(
+                f"{source}: {where}metrics {numeric} need numeric gold, but dataset {name} has "
+                f"class labels (gold.classes)")
+        if run.format != "table":
+            raise TaskDefinitionError(f"{source}: {where}gold.classes needs run.format = table "
+                                      "(the run names each pair's label)")
+    elif "macro_f1" in metrics:
+        raise TaskDefinitionError(f"{source}: {where}metric macro_f1 needs class labels "
+                                  f"(gold.classes) for dataset {name}")
+    if "weighted_pearson" in metrics and not run.confidence:
+        raise TaskDefinitionError(f"{source}: {where}weighted_pearson needs run.confidence = "
+                                  "true (a confidence column in the run)")
 
 
 def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
@@ -285,6 +454,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     except tomllib.TOMLDecodeError as exc:
         raise TaskDefinitionError(f"{source}: not valid TOML: {exc}") from exc
 
+    _known(doc, "", source)
     name = _get(doc, "name", str, source)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise TaskDefinitionError(f"{source}: name {name!r} must be a simple identifier")
@@ -295,6 +465,9 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     run_table = _get(doc, "run", dict, source, {})
     metrics_table = _get(doc, "metrics", dict, source)
     tracks_table = _get(doc, "tracks", dict, source, {})
+    for kind, table in (("layout.", layout), ("scores.", scores), ("run.", run_table),
+                        ("metrics.", metrics_table)):
+        _known(table, kind, source)
 
     score_min = float(_get(scores, "min", (int, float), source, where="scores."))
     score_max = float(_get(scores, "max", (int, float), source, where="scores."))
@@ -323,20 +496,44 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         confidence=_get(run_table, "confidence", bool, source, False, "run."),
         confidence_min=float(conf_range[0]),
         confidence_max=float(conf_range[1]),
+        confidence_missing=_choice(
+            _get(run_table, "confidence_missing", str, source, "not_computed", "run."),
+            CONFIDENCE_MISSING, "run.confidence_missing", source),
+        id_column=_get(run_table, "id_column", str, source, None, "run."),
+        na=_get(run_table, "na", str, source, "NA", "run."),
     )
-    if "{dataset}" not in run.filename:
+    # a table run (one file, a column per dataset) may name a single file for every dataset
+    single = run.format == "table" and "{dataset}" not in run.filename
+    if "{dataset}" not in run.filename and not single:
         raise TaskDefinitionError(f"{source}: run.filename must contain {{dataset}}")
     _template(run.filename, ("dataset",), "run.filename", source)
     if run.team_filename:
         _template(run.team_filename, ("dataset", "team"), "run.team_filename", source)
-    if run.team_filename and not ("{dataset}" in run.team_filename
+    if run.team_filename and not (("{dataset}" in run.team_filename or single)
                                   and "{team}" in run.team_filename):
         raise TaskDefinitionError(
             f"{source}: run.team_filename must contain {{dataset}} and {{team}}"
         )
     if run.format == "csv" and len(run.columns) != 2:
         raise TaskDefinitionError(f"{source}: run.columns must name the id and score columns")
+    if run.format == "table" and not run.id_column:
+        raise TaskDefinitionError(f"{source}: run.id_column is missing (a table run needs the "
+                                  "column naming each pair)")
 
+    metrics = _strings(metrics_table, "dataset", source, where="metrics.")
+    for m in metrics:
+        _choice(m, DATASET_METRICS, "metrics.dataset entry", source)
+    genre_metrics = _strings(metrics_table, "genre", source, [], "metrics.")
+    for m in genre_metrics:
+        _choice(m, GENRE_METRICS, "metrics.genre entry", source)
+    aggregates, aggregate_specs = _aggregates(metrics_table, source)
+    if not metrics:
+        raise TaskDefinitionError(f"{source}: metrics.dataset must name at least one metric")
+    builtin = [a for a in aggregates if a not in {spec.name for spec in aggregate_specs}]
+    if ("pearson" not in metrics) and any(a in ("Mean", "sum_pearson") for a in builtin):
+        raise TaskDefinitionError(f"{source}: Mean and sum_pearson need pearson in metrics")
+    if "weighted_pearson" in metrics and not run.confidence:
+        raise TaskDefinitionError(f"{source}: weighted_pearson needs run.confidence = true")
     _input_format(inputs_table, source, "inputs.")
     _gold_format(gold_table, source, "gold.")
     raw_datasets = _get(doc, "datasets", list, source)
@@ -353,6 +550,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         where = f"datasets[{i}]."
         if not isinstance(raw, dict):
             raise TaskDefinitionError(f"{source}: {where[:-1]} must be a table")
+        _known(raw, "datasets[].", source, where)
         dname = _get(raw, "name", str, source, where=where)
         if dname in seen:
             raise TaskDefinitionError(f"{source}: dataset {dname!r} is defined twice")
@@ -368,6 +566,18 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         inputs = _input_format({**inputs_table, **own_inputs}, source, where + "inputs.")
         gold = _gold_format({**gold_table, **own_gold}, source, where + "gold.")
         member_of = tuple(t for t, names in tracks.items() if dname in names)
+        own_metrics = _strings(raw, "metrics", source, [], where)
+        for m in own_metrics:
+            _choice(m, DATASET_METRICS, f"{where}metrics entry", source)
+        own_primary = _get(raw, "primary", str, source, None, where)
+        if own_primary is not None and own_primary not in (own_metrics or metrics):
+            raise TaskDefinitionError(f"{source}: {where}primary {own_primary!r} is not one of "
+                                      f"its metrics {list(own_metrics or metrics)}")
+        run_field = _get(raw, "run_field", str, source, None, where)
+        if run.format == "table" and run_field is None:
+            raise TaskDefinitionError(f"{source}: {where}run_field is missing (run.format "
+                                      "table takes each dataset from its own run column)")
+        _check_dataset(dname, inputs, gold, own_metrics or metrics, run, source, where)
         datasets.append(DatasetSpec(
             name=dname,
             track=_get(raw, "track", str, source, None, where),
@@ -379,35 +589,33 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
             tracks=member_of,
             inputs=inputs,
             gold=gold,
+            metrics=own_metrics,
+            primary=own_primary,
+            run_field=run_field,
         ))
     for t, names in tracks.items():
         unknown = [n for n in names if n not in seen]
         if unknown:
             raise TaskDefinitionError(f"{source}: track {t} names unknown datasets {unknown}")
+    for agg in aggregate_specs:
+        lacking = [d.name for d in datasets if agg.of not in (d.metrics or metrics)]
+        if lacking:
+            raise TaskDefinitionError(f"{source}: metrics.aggregate {agg.name!r} averages "
+                                      f"{agg.of}, which datasets {lacking} do not compute")
+    every_metric = set(metrics).union(*(d.metrics for d in datasets))
+    breakdown_sets = [d.name for d in datasets if d.inputs.breakdowns]
+    if breakdown_sets and not genre_metrics:
+        raise TaskDefinitionError(f"{source}: inputs.breakdowns needs metrics.genre (the "
+                                  "metrics computed per group)")
 
-    metrics = _strings(metrics_table, "dataset", source, where="metrics.")
-    for m in metrics:
-        _choice(m, DATASET_METRICS, "metrics.dataset entry", source)
-    genre_metrics = _strings(metrics_table, "genre", source, [], "metrics.")
-    for m in genre_metrics:
-        _choice(m, GENRE_METRICS, "metrics.genre entry", source)
-    aggregates = _strings(metrics_table, "aggregate", source, [], "metrics.")
-    for m in aggregates:
-        _choice(m, AGGREGATE_METRICS, "metrics.aggregate entry", source)
-    if not metrics:
-        raise TaskDefinitionError(f"{source}: metrics.dataset must name at least one metric")
-    if ("pearson" not in metrics) and any(a in ("Mean", "sum_pearson") for a in aggregates):
-        raise TaskDefinitionError(f"{source}: Mean and sum_pearson need pearson in metrics")
-    if "weighted_pearson" in metrics and not run.confidence:
-        raise TaskDefinitionError(f"{source}: weighted_pearson needs run.confidence = true")
     board = _strings(metrics_table, "board", source, [], "metrics.")
     for m in board:
-        if m not in metrics:
+        if m not in every_metric:
             raise TaskDefinitionError(
                 f"{source}: metrics.board entry {m!r} is not one of metrics.dataset {list(metrics)}"
             )
     primary = _get(metrics_table, "primary", str, source, where="metrics.")
-    if primary not in metrics and primary not in aggregates:
+    if primary not in every_metric and primary not in aggregates:
         raise TaskDefinitionError(
             f"{source}: metrics.primary {primary!r} must be a dataset or aggregate metric"
         )
@@ -444,6 +652,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         source=_get(doc, "source", str, source, "").strip(),
         binary_threshold=float(_get(metrics_table, "binary_threshold", (int, float), source,
                                     0.5, "metrics.")),
+        aggregate_specs=aggregate_specs,
     )
 
 

@@ -45,6 +45,11 @@ def upload_gold(
     definition = datafiles.check_upload(session, task=task, dataset=dataset, filename=filename,
                                         user=user, kind="gold", split=split)
     known_inputs = inputs.parsed_inputs(session, storage, task=task, split=split).get(dataset)
+    if known_inputs is None and definition.dataset(dataset).gold.format == "inline":
+        # a single-file release: its participants' copy (gold columns removed) is the inputs
+        inputs.upload_inputs(session, storage, task=task, dataset=dataset, filename=filename,
+                             data=data, user=user, now=now, split=split)
+        known_inputs = inputs.parsed_inputs(session, storage, task=task, split=split).get(dataset)
     if known_inputs is None:
         # Gold is checked against its inputs (ids, line count); without them nothing aligns it.
         raise InvalidData(f"upload the inputs of {dataset} before its gold")

@@ -31,13 +31,19 @@ def upload_inputs(
     now: datetime,
     split: str | None = None,
 ) -> InputFile:
-    """Check a dataset's input file with the split's definition and store it as a new version."""
+    """Check a dataset's input file with the split's definition and store it as a new version.
+
+    A release file that holds gold too (gold.format inline) is stored as the participants'
+    copy, without the gold columns: inputs are served to teams, gold never before release.
+    """
     from evaluation import ValidationError, read_inputs
+    from evaluation.inputs import participant_inputs
 
     split = splits.split_name(task, split)
     definition = datafiles.check_upload(session, task=task, dataset=dataset, filename=filename,
                                         user=user, kind="input", split=split)
     try:
+        data = participant_inputs(definition, dataset, data, filename=filename)
         parsed = read_inputs(definition, dataset, data, filename=filename)
     except ValidationError as err:
         raise InvalidData(f"{filename} is not valid input for {dataset}", err.issues) from err

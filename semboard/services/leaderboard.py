@@ -154,11 +154,11 @@ def _columns(
     """Aggregates, then each dataset's board metrics, then its genres (first-seen order)."""
     columns = [Column(m, m, "aggregate", m in ranked) for m in definition.aggregate_metrics]
     primary = definition.dataset_primary
-    shown = definition.board_dataset_metrics
     present: list[str] = []
     for flat in flats:
         present += [k for k in flat if k not in present]
     for dataset in datasets:
+        shown = definition.board_metrics_for(dataset)  # a subtask may have its own metrics
         for metric in shown:  # even on an empty board
             key = f"{dataset}/{metric}"
             label = dataset if len(shown) == 1 else f"{dataset} {metric}"
@@ -246,7 +246,8 @@ def build_leaderboard(
 
     def order(row: Row) -> tuple[int, float, int]:
         value = row.metrics.get(sort_key) if sort_key else None
-        return (value is None, -(value or 0.0), row.run_id)
+        sign = 1.0 if sort_key and definition.lower_is_better(sort_key) else -1.0
+        return (value is None, sign * (value or 0.0), row.run_id)
 
     board.rows.sort(key=order)
     return board
