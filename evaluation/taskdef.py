@@ -303,7 +303,8 @@ def _choice(value: str, allowed: tuple[str, ...], what: str, source: str) -> str
 
 _KEYS: dict[str, tuple[str, ...]] = {
     "": ("name", "title", "description", "source", "layout", "scores", "inputs", "gold", "run",
-         "metrics", "tracks", "datasets", "default_split", "splits"),
+         "metrics", "tracks", "datasets", "default_split", "splits", "system_description",
+         "teams"),
     "layout.": ("input", "gold"),
     "scores.": ("min", "max", "nan_policy"),
     "inputs.": ("format", "columns", "header", "id", "texts", "split", "transform", "genre",
@@ -312,7 +313,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "run.": ("format", "filename", "team_filename", "columns", "confidence", "confidence_range",
              "confidence_missing", "id_column", "na"),
     "metrics.": ("dataset", "genre", "aggregate", "board", "primary", "ranking",
-                 "binary_threshold"),
+                 "binary_threshold", "rank_datasets", "overall_needs_all_datasets"),
     "datasets[].": ("name", "track", "required", "input", "gold", "no_gold", "inputs",
                     "gold_format", "metrics", "primary", "run_field"),
     "aggregate.": ("name", "of", "weights"),
