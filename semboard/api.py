@@ -212,3 +212,21 @@ def download_gold(task_name: str, dataset: str) -> Any:
         session, get_storage(), task=task, dataset=dataset, viewer=_user()
     )
     return attachment(data, filename)
+
+
+@bp.get("/tasks/<task_name>/compare")
+def compare_runs(task_name: str) -> Any:
+    """Two runs (?a=RUN&b=RUN) compared per metric: difference, paired bootstrap, Williams."""
+    from semboard.services import analysis
+
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    ids = []
+    for side in ("a", "b"):
+        raw = request.args.get(side, "").strip()
+        if not raw.isdigit():
+            raise InvalidData(f"query parameter {side}: give a run id (a number)")
+        ids.append(int(raw))
+    found = analysis.compare(session, get_storage(), task=task, a_id=ids[0], b_id=ids[1],
+                             viewer=_user())
+    return jsonify(found.to_json())

@@ -1,0 +1,237 @@
+"""Per-item analysis of a run and the comparison of two runs (who may see them, and their data).
+
+Nothing is computed here: pair errors and fitted lines come from `evaluation.items`, the
+comparison's differences and tests from `evaluation.compare_runs`, over the runs re-read from
+storage and re-validated as the scorer reads them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from semboard.errors import DomainError, Forbidden, NotFound
+from semboard.models import Run, Task, User
+from semboard.services import access, gold, inputs, significance, submissions, tasks
+from semboard.storage import Storage
+
+# How many of the largest errors a page lists by default, and at most (the CSV has them all).
+ITEMS_SHOWN = 50
+ITEMS_MAX = 1000
+# Pairs drawn per dataset in a scatter at most: more points than this are evenly thinned.
+SCATTER_MAX = 5000
+COMPARE_OPTIONS: dict[str, Any] = {"resamples": 1000, "seed": 12345}
+
+
+def can_view_items(session: Session, user: User | None, run: Run) -> bool:
+    """Pairs and gold side by side: own runs (and organisers) once gold is out, others' when public."""
+    if not access.can_view_run(session, user, run) or not access.can_view_scores(
+            session, user, run.phase):
+        return False
+    if access.is_organiser(session, user, run.task):
+        return True
+    return run.task.gold_released_at is not None
+
+
+def _validated(session: Session, storage: Storage, run: Run) -> Any:
+    """The run as the scorer reads it (DomainError when its files no longer validate)."""
+    valid, _ = significance._validated_runs(session, storage, phase=run.phase, runs=[run])
+    if run.id not in valid:
+        raise DomainError(f"run {run.id} could not be re-read from storage")
+    return valid[run.id]
+
+
+@dataclass
+class Item:
+    """One pair of a run with its texts, gold, the run's score and the error after the fit."""
+
+    dataset: str
+    id: str
+    genre: str | None
+    text1: str
+    text2: str
+    gold: float
+    score: float
+    fitted: float
+    error: float
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class RunItems:
+    """A run's pairs by dataset (evaluation.items) and the inputs' texts."""
+
+    run: Run
+    datasets: dict[str, Any]
+    texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+    def genres(self) -> list[str]:
+        """Every genre named by some pair, first-seen order."""
+        seen: dict[str, None] = {}
+        for items in self.datasets.values():
+            for genre in items.genres:
+                if genre:
+                    seen.setdefault(genre, None)
+        return list(seen)
+
+    def largest_errors(self, *, dataset: str | None = None, genre: str | None = None,
+                       limit: int | None = None) -> list[Item]:
+        """The pairs, largest absolute error first, optionally of one dataset / genre."""
+        found: list[Item] = []
+        for name, items in self.datasets.items():
+            if dataset and name != dataset:
+                continue
+            texts = self.texts.get(name) or []
+            for i in range(len(items)):
+                g = items.genres[i]
+                if genre and g != genre:
+                    continue
+                t1, t2 = texts[i] if i < len(texts) else ("", "")
+                found.append(Item(name, str(items.ids[i]), g, t1, t2, float(items.gold[i]),
+                                  float(items.scores[i]), float(items.fitted[i]),
+                                  float(items.error[i])))
+        found.sort(key=lambda item: (-abs(item.error), item.dataset, item.id))
+        return found if limit is None else found[:limit]
+
+
+def run_items(session: Session, storage: Storage, *, run: Run, viewer: User | None) -> RunItems:
+    """A run's pairs against the gold (Forbidden unless can_view_items; NotFound without gold)."""
+    from evaluation.items import dataset_items
+
+    if not can_view_items(session, viewer, run):
+        raise Forbidden("the pairs of this run are not visible to you")
+    task = run.task
+    parsed_gold = gold.parsed_gold(session, storage, task=task)
+    if not parsed_gold:
+        raise NotFound("this task has no gold yet")
+    definition = tasks.definition(task)
+    validated = _validated(session, storage, run)
+    found = dataset_items(definition, validated, parsed_gold)
+    known = inputs.parsed_inputs(session, storage, task=task)
+    texts = {name: known[name].texts for name in found if name in known}
+    return RunItems(run=run, datasets=found, texts=texts)
+
+
+def items_csv(items: list[Item]) -> str:
+    """The listed pairs as CSV (one line per pair, largest error first)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["dataset", "id", "genre", "text1", "text2", "gold", "score", "fitted",
+                     "error"])
+    for item in items:
+        writer.writerow([item.dataset, item.id, item.genre or "", item.text1, item.text2,
+                         item.gold, item.score, item.fitted, item.error])
+    return out.getvalue()
+
+
+def scatter_points(found: RunItems) -> list[dict[str, Any]]:
+    """Chart rows {dataset, gold, score, fitted} of each dataset (evenly thinned when large)."""
+    rows: list[dict[str, Any]] = []
+    for name, items in found.datasets.items():
+        step = max(1, -(-len(items) // SCATTER_MAX))
+        for i in range(0, len(items), step):
+            rows.append({"dataset": name, "gold": float(items.gold[i]),
+                         "score": float(items.scores[i]), "fitted": float(items.fitted[i])})
+    return rows
+
+
+def fit_lines(found: RunItems) -> list[dict[str, Any]]:
+    """Each dataset's least-squares line (evaluation's fit): slope, intercept and its two ends."""
+    import numpy as np
+
+    lines = []
+    for name, items in found.datasets.items():
+        if not len(items):
+            continue
+        lo, hi = int(np.argmin(items.scores)), int(np.argmax(items.scores))
+        lines.append({"dataset": name, "slope": items.slope, "intercept": items.intercept,
+                      "n": len(items),
+                      "ends": [[float(items.scores[i]), float(items.fitted[i])] for i in (lo, hi)]})
+    return lines
+
+
+# ---------------------------------------------------------------- comparing two runs
+
+@dataclass
+class Comparison:
+    """Two runs of a task compared on each metric they share, and their paired scores."""
+
+    task: Task
+    a: Run
+    b: Run
+    results: list[dict[str, Any]]
+    pairs: list[dict[str, Any]] | None  # per-pair scores of both (None: not visible)
+    options: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """The API's comparison object."""
+        def run_json(run: Run) -> dict[str, Any]:
+            return {"run_id": run.id, "team": run.team.name, "run": run.name,
+                    "phase": run.phase.slug, "baseline": run.team.is_baseline}
+        return {"task": self.task.name, "a": run_json(self.a), "b": run_json(self.b),
+                "metrics": self.results, "options": self.options}
+
+
+def compare_metrics(definition: Any, datasets: list[str]) -> list[str]:
+    """The flat metric keys compared: the task's aggregates, then each shared dataset's metrics."""
+    from evaluation.significance import _AGGREGATES
+
+    keys = [m for m in definition.aggregate_metrics if m in _AGGREGATES]
+    for name in datasets:
+        keys += [f"{name}/{m}" for m in definition.board_dataset_metrics]
+    return keys
+
+
+def _scored_run(session: Session, viewer: User | None, task: Task, run_id: int) -> Run:
+    try:
+        run = submissions.get_run(session, run_id)
+    except DomainError:
+        raise NotFound(f"no run {run_id}") from None
+    if run.task_id != task.id or not access.can_view_run(session, viewer, run):
+        raise NotFound(f"no run {run_id} on {task.name}")
+    if not access.can_view_scores(session, viewer, run.phase) or run.current_score is None:
+        raise Forbidden(f"run {run_id} has no visible scores")
+    return run
+
+
+def compare(session: Session, storage: Storage, *, task: Task, a_id: int, b_id: int,
+            viewer: User | None) -> Comparison:
+    """Runs a and b compared by evaluation.compare_runs on every metric both have."""
+    from evaluation import compare_runs
+    from evaluation.items import paired_scores
+
+    if a_id == b_id:
+        raise DomainError("choose two different runs")
+    a = _scored_run(session, viewer, task, a_id)
+    b = _scored_run(session, viewer, task, b_id)
+    parsed_gold = gold.parsed_gold(session, storage, task=task)
+    if not parsed_gold:
+        raise NotFound("this task has no gold yet")
+    definition = tasks.definition(task)
+    va, vb = _validated(session, storage, a), _validated(session, storage, b)
+    shared = [d for d in definition.dataset_names
+              if d in va.predictions and d in vb.predictions and d in parsed_gold]
+    results = []
+    for metric in compare_metrics(definition, shared):
+        try:
+            result = compare_runs(definition, va, vb, parsed_gold, metric=metric,
+                                  **COMPARE_OPTIONS)
+        except ValueError as err:
+            result = {"metric": metric, "error": str(err)}
+        results.append(result)
+    pairs = None
+    if can_view_items(session, viewer, a) and can_view_items(session, viewer, b):
+        pairs = []
+        for name, (xa, xb) in paired_scores(definition, va, vb, shared).items():
+            step = max(1, -(-len(xa) // SCATTER_MAX))
+            pairs += [{"dataset": name, "a": float(xa[i]), "b": float(xb[i])}
+                      for i in range(0, len(xa), step)]
+    return Comparison(task=task, a=a, b=b, results=results, pairs=pairs,
+                      options=dict(COMPARE_OPTIONS, test="paired bootstrap"))
