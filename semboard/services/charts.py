@@ -69,7 +69,7 @@ def board_ci_chart(board: Any, intervals: Mapping[int, Mapping[str, Sequence[flo
              "encoding": {
                  "x": {"field": "band_lo", "type": "quantitative", "scale": x_scale},
                  "x2": {"field": "band_hi"},
-                 "color": {"field": "shade", "type": "nominal", "legend": None,
+                 "fill": {"field": "shade", "type": "nominal", "legend": None,
                            "scale": {"domain": [0, 1, 2],
                                      "range": ["#2563eb", "#f59e0b", "#ffffff"]}}}},
             {"name": "intervals", "mark": {"type": "rule", "strokeWidth": 1.5},
@@ -113,6 +113,8 @@ def board_heatmap(board: Any) -> dict[str, Any] | None:
                           "kind": "baseline" if row.baseline else "run"})
     if not cells:
         return None
+    values = [c["score"] for c in cells]
+    middle = (min(values) + max(values)) / 2  # light text on the scale's dark half
     return _base(
         "each run's score on each dataset and genre as a coloured cell",
         title="Scores per dataset",
@@ -133,7 +135,7 @@ def board_heatmap(board: Any) -> dict[str, Any] | None:
                                       {"field": "score", "format": ".4f"}]}},
             {"name": "values", "mark": {"type": "text", "fontSize": 9},
              "encoding": {"text": {"field": "score", "format": ".2f"},
-                          "color": {"condition": {"test": "datum.score < 0.5",
+                          "color": {"condition": {"test": f"datum.score < {middle!r}",
                                                   "value": "white"}, "value": "black"}}},
         ],
     )
@@ -226,7 +228,7 @@ def distribution(points: list[dict[str, Any]]) -> dict[str, Any]:
         facet={"field": "dataset", "type": "nominal", "title": None},
         columns=3,
         spec={
-            "width": 200, "height": 140,
+            "width": 200, "height": 140, "name": "distribution",
             "mark": {"type": "bar", "opacity": 0.55, "binSpacing": 0},
             "encoding": {
                 "x": {"field": "value", "type": "quantitative", "bin": {"maxbins": 20},
