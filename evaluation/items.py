@@ -65,8 +65,9 @@ def _line(x: np.ndarray, fitted: np.ndarray) -> tuple[float, float]:
     return slope, float(fitted[lo] - slope * x[lo])
 
 
-def paired_scores(task: TaskDefinition, a: ValidatedRun, b: ValidatedRun,
-                  datasets: Sequence[str] | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def paired_scores(
+    task: TaskDefinition, a: ValidatedRun, b: ValidatedRun, datasets: Sequence[str] | None = None
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Both runs' scores on each dataset they both cover (same input order), in task order."""
     names = datasets if datasets is not None else task.dataset_names
     found = {}

@@ -28,7 +28,7 @@ COMPARE_OPTIONS: dict[str, Any] = {"resamples": 1000, "seed": 12345}
 
 
 def can_view_items(session: Session, user: User | None, run: Run) -> bool:
-    """Pairs and gold side by side: own runs (and organisers) once gold is out, others' when public."""
+    """Pairs beside gold: own runs once gold is out (organisers always), others' when public."""
     if not access.can_view_run(session, user, run) or not access.can_view_scores(
             session, user, run.phase):
         return False

@@ -95,7 +95,7 @@ def board_ci_chart(board: Any, intervals: Mapping[int, Mapping[str, Sequence[flo
 
 
 def heatmap_columns(board: Any) -> list[Any]:
-    """The board's per-dataset and per-genre columns of one metric each (what the heat map shows)."""
+    """The board's per-dataset and per-genre columns (what the heat map shows)."""
     return [c for c in board.columns if c.kind in ("dataset", "genre")]
 
 
@@ -171,7 +171,7 @@ def run_bars(run_row: Any, board: Any, intervals: Mapping[str, Sequence[float]],
         layer=[
             {"name": "bars", "data": {"values": bars}, "mark": {"type": "bar", "color": "#93c5fd"},
              "encoding": {"x": x, "y": {"field": "score", "type": "quantitative",
-                                        "title": "score"},
+                                        "title": "score", "scale": {"zero": False}},
                           "tooltip": [{"field": "column", "title": "dataset"},
                                       {"field": "score", "format": ".4f"},
                                       {"field": "lo", "format": ".4f"},
@@ -188,6 +188,12 @@ def run_bars(run_row: Any, board: Any, intervals: Mapping[str, Sequence[float]],
     )
 
 
+def _facet(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One panel per dataset, in the order the rows name them (the task's order)."""
+    order = list(dict.fromkeys(r["dataset"] for r in rows))
+    return {"field": "dataset", "type": "nominal", "title": None, "sort": order}
+
+
 def gold_scatter(points: list[dict[str, Any]], lines: list[dict[str, Any]]) -> dict[str, Any]:
     """Per dataset: each pair's run score against its gold, with the least-squares line."""
     # the line's two ends: evaluation's fitted values at the run's lowest and highest score
@@ -198,7 +204,7 @@ def gold_scatter(points: list[dict[str, Any]], lines: list[dict[str, Any]]) -> d
         "least-squares line ALLnorm fits",
         title="Run score against gold (least-squares line as ALLnorm fits it)",
         data={"values": points + ends},
-        facet={"field": "dataset", "type": "nominal", "title": None},
+        facet=_facet(points),
         columns=3,
         resolve={"scale": {"x": "independent"}},
         spec={
@@ -225,7 +231,7 @@ def distribution(points: list[dict[str, Any]]) -> dict[str, Any]:
         title="Score distribution: gold and run (mapped onto the gold scale)",
         data={"values": points},
         transform=[{"fold": ["gold", "fitted"], "as": ["source", "value"]}],
-        facet={"field": "dataset", "type": "nominal", "title": None},
+        facet=_facet(points),
         columns=3,
         spec={
             "width": 200, "height": 140, "name": "distribution",
@@ -250,7 +256,7 @@ def compare_scatter(pairs: list[dict[str, Any]], a_label: str,
         f"each pair's score from {a_label} against {b_label}, one panel per dataset",
         title=f"{a_label} against {b_label}",
         data={"values": pairs},
-        facet={"field": "dataset", "type": "nominal", "title": None},
+        facet=_facet(pairs),
         columns=3,
         resolve={"scale": {"x": "independent", "y": "independent"}},
         spec={

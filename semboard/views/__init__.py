@@ -7,7 +7,7 @@ def register_blueprints(app: Flask) -> None:
     """Register every HTML blueprint on the app."""
     from semboard import login_manager
     from semboard.views import auth, boards, organise, tasks  # noqa: F401  (routes register)
-    from semboard.views import charts  # noqa: F401  (chart, analysis and compare pages)
+    from semboard.views import charts as _charts  # noqa: F401  (chart and compare pages)
     from semboard.views.common import bp
 
     login_manager.login_view = "web.login"

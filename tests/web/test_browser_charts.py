@@ -1,4 +1,4 @@
-"""Every chart in real chromium under the site's CSP: wait for it, screenshot it, count its marks."""
+"""Every chart in real chromium under the site's CSP: wait, screenshot, count its marks."""
 
 from __future__ import annotations
 
