@@ -8,11 +8,13 @@ then opens each chart page in chromium and prints what each chart drew.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -107,11 +109,17 @@ def shoot(base: str) -> None:
         for figure in ("run-bars", "run-scatter", "run-distribution"):
             wait(page, figure)
         print(f"  run {best}: bars {marks(page, 'run-bars', 'bars')}, scatter points "
-              f"{marks(page, 'run-scatter', 'pairs')}, fit lines {marks(page, 'run-scatter', 'fit')}")
+              f"{marks(page, 'run-scatter', 'pairs')}, "
+              f"fit lines {marks(page, 'run-scatter', 'fit')}")
+        started = time.perf_counter()
         page.goto(f"{base}/runs/{best}/items?limit=15")
+        print(f"  items page (3108 pairs re-read, sorted): {time.perf_counter() - started:.2f} s")
         page.screenshot(path=str(SHOTS / "sts2012-items.png"), full_page=True)
         print(f"items: {SHOTS / 'sts2012-items.png'}")
+        started = time.perf_counter()
         page.goto(f"{base}/tasks/sts2012/compare?a={best}&b={second}")
+        print(f"  compare page (8 metrics, 1000 paired resamples each): "
+              f"{time.perf_counter() - started:.2f} s")
         wait(page, "compare-scatter")
         page.screenshot(path=str(SHOTS / "sts2012-compare.png"), full_page=True)
         print(f"  compare {best} vs {second}: points {marks(page, 'compare-scatter', 'pairs')}")
@@ -129,6 +137,7 @@ def main() -> None:
 
     from semboard import create_app
 
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     httpd = make_server("127.0.0.1", 0, create_app(), threaded=True)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:

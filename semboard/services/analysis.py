@@ -1,8 +1,8 @@
 """Per-item analysis of a run and the comparison of two runs (who may see them, and their data).
 
 Nothing is computed here: pair errors and fitted lines come from `evaluation.items`, the
-comparison's differences and tests from `evaluation.compare_runs`, over the runs re-read from
-storage and re-validated as the scorer reads them.
+comparison's differences and tests from `evaluation.compare` (compare_runs on each metric),
+over the runs re-read from storage and re-validated as the scorer reads them.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def _scored_run(session: Session, viewer: User | None, task: Task, run_id: int) 
 def compare(session: Session, storage: Storage, *, task: Task, a_id: int, b_id: int,
             viewer: User | None) -> Comparison:
     """Runs a and b compared by evaluation.compare_runs on every metric both have."""
-    from evaluation import compare_runs
+    from evaluation.compare import compare_runs_many
     from evaluation.items import paired_scores
 
     if a_id == b_id:
@@ -218,14 +218,12 @@ def compare(session: Session, storage: Storage, *, task: Task, a_id: int, b_id: 
     va, vb = _validated(session, storage, a), _validated(session, storage, b)
     shared = [d for d in definition.dataset_names
               if d in va.predictions and d in vb.predictions and d in parsed_gold]
-    results = []
-    for metric in compare_metrics(definition, shared):
-        try:
-            result = compare_runs(definition, va, vb, parsed_gold, metric=metric,
-                                  **COMPARE_OPTIONS)
-        except ValueError as err:
-            result = {"metric": metric, "error": str(err)}
-        results.append(result)
+    try:
+        results = compare_runs_many(definition, va, vb, parsed_gold,
+                                    metrics=compare_metrics(definition, shared),
+                                    **COMPARE_OPTIONS)
+    except ValueError as err:  # the runs' files and the gold disagree: no statistics
+        raise DomainError(f"these runs cannot be compared: {err}") from None
     pairs = None
     if can_view_items(session, viewer, a) and can_view_items(session, viewer, b):
         pairs = []

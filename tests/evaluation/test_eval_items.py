@@ -58,3 +58,21 @@ def test_paired_scores_only_shared_datasets(sts, make_sts_inputs, make_gold) -> 
     xa, xb = pairs[sts.dataset_names[0]]
     assert np.allclose(xa, gold[sts.dataset_names[0]].scores, atol=1e-4)
     assert np.allclose(xb, 2.5)
+
+
+def test_compare_many_equals_compare_runs_one_by_one(sts, make_sts_inputs, make_gold) -> None:
+    from evaluation import compare_runs
+    from evaluation.compare import compare_runs_many
+
+    inputs = make_sts_inputs(sts, {d: 40 for d in sts.dataset_names})
+    gold = make_gold(sts, inputs)
+    rng = np.random.default_rng(5)
+    a = _run(sts, inputs, lambda d, n: np.clip(gold[d].scores + rng.normal(0, 0.5, n), 0, 5))
+    b = _run(sts, inputs, lambda d, n: np.clip(gold[d].scores + rng.normal(0, 1.5, n), 0, 5))
+    metrics = ["ALL", "ALLnorm", "Mean"] + [f"{d}/pearson" for d in sts.dataset_names]
+    many = compare_runs_many(sts, a, b, gold, metrics=[*metrics, "nope/pearson"],
+                             resamples=200, seed=7)
+    for metric, found in zip(metrics, many, strict=False):
+        assert found == compare_runs(sts, a, b, gold, metric=metric, resamples=200, seed=7)
+    assert many[-1]["metric"] == "nope/pearson" and "error" in many[-1]
+    assert many[3]["williams"] is not None
