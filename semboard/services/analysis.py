@@ -83,22 +83,42 @@ class RunItems:
 
     def largest_errors(self, *, dataset: str | None = None, genre: str | None = None,
                        limit: int | None = None) -> list[Item]:
-        """The pairs, largest absolute error first, optionally of one dataset / genre."""
-        found: list[Item] = []
-        for name, items in self.datasets.items():
-            if dataset and name != dataset:
-                continue
+        """The pairs, largest absolute error first (then task and file order), optionally of
+        one dataset / genre; only the first `limit` are built (a dataset may hold 1M pairs)."""
+        import numpy as np
+
+        names = [n for n in self.datasets if not dataset or n == dataset]
+        picked = []
+        for k, name in enumerate(names):
+            items = self.datasets[name]
+            positions = np.arange(len(items))
+            if genre:
+                positions = positions[np.asarray([g == genre for g in items.genres], dtype=bool)]
+            picked.append((np.full(len(positions), k), positions,
+                           np.abs(items.error[positions])))
+        if not picked:
+            return []
+        which = np.concatenate([p[0] for p in picked])
+        where = np.concatenate([p[1] for p in picked])
+        size = np.concatenate([p[2] for p in picked])
+        order = np.lexsort((where, which, -size))
+        if limit is not None:
+            order = order[:limit]
+        found = []
+        for i in order:
+            name = names[int(which[i])]
+            items, at = self.datasets[name], int(where[i])
             texts = self.texts.get(name) or []
-            for i in range(len(items)):
-                g = items.genres[i]
-                if genre and g != genre:
-                    continue
-                t1, t2 = texts[i] if i < len(texts) else ("", "")
-                found.append(Item(name, str(items.ids[i]), g, t1, t2, float(items.gold[i]),
-                                  float(items.scores[i]), float(items.fitted[i]),
-                                  float(items.error[i])))
-        found.sort(key=lambda item: (-abs(item.error), item.dataset, item.id))
-        return found if limit is None else found[:limit]
+            t1, t2 = texts[at] if at < len(texts) else ("", "")
+            found.append(Item(name, str(items.ids[at]), items.genres[at], t1, t2,
+                              float(items.gold[at]), float(items.scores[at]),
+                              float(items.fitted[at]), float(items.error[at])))
+        return found
+
+    def count(self, *, dataset: str | None = None, genre: str | None = None) -> int:
+        """How many pairs the filters keep."""
+        return sum(len(items) if not genre else sum(g == genre for g in items.genres)
+                   for name, items in self.datasets.items() if not dataset or name == dataset)
 
 
 def run_items(session: Session, storage: Storage, *, run: Run, viewer: User | None) -> RunItems:

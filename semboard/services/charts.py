@@ -38,7 +38,7 @@ def board_ci_chart(board: Any, intervals: Mapping[int, Mapping[str, Sequence[flo
         ci = intervals.get(row.run_id, {}).get(metric)
         group = row.groups.get(metric)
         rows.append({
-            "run": _label(row), "order": order, "score": value,
+            "run": _label(row), "run_id": row.run_id, "order": order, "score": value,
             "lo": ci[0] if ci else value, "hi": ci[1] if ci else value,
             "rank": row.ranks.get(metric),
             "group": f"G{group}" if group is not None else ("baseline" if row.baseline else "—"),
@@ -80,6 +80,7 @@ def board_ci_chart(board: Any, intervals: Mapping[int, Mapping[str, Sequence[flo
             {"name": "points", "mark": {"type": "point", "filled": True, "size": 60},
              "encoding": {
                  "x": {"field": "score", "type": "quantitative", "scale": x_scale},
+                 "href": {"field": "url"},  # filled in by the view: the run's page
                  "shape": {"field": "kind", "type": "nominal", "title": None,
                            "scale": {"domain": ["run", "baseline"],
                                      "range": ["circle", "diamond"]}},

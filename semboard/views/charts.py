@@ -27,9 +27,16 @@ def board_charts(board: Any, intervals: Any) -> dict[str, Any]:
     primary = next((c for c in board.columns if c.ranked), board.columns[0] if board.columns
                    else None)
     if primary is None:
-        return {"metric": None, "ci": None, "heatmap": None}
-    return {"metric": primary, "ci": charts.board_ci_chart(board, intervals, primary.key),
-            "heatmap": charts.board_heatmap(board)}
+        return {"metric": None, "ci": None, "heatmap": None, "compare": {}}
+    ci = charts.board_ci_chart(board, intervals, primary.key)
+    for point in (ci or {}).get("data", {}).get("values", []):
+        point["url"] = url_for("web.run", run_id=point["run_id"])
+    leader = board.rows[0].run_id if board.rows else None
+    compare = {row.run_id: url_for("web.compare_runs", task_name=board.task.name, a=leader,
+                                   b=row.run_id)
+               for row in board.rows if leader is not None and row.run_id != leader}
+    return {"metric": primary, "ci": ci, "heatmap": charts.board_heatmap(board),
+            "compare": compare}
 
 
 @bp.app_template_global()
@@ -116,9 +123,10 @@ def run_items(run_id: int) -> Any:
                                                                    analysis.ITEMS_SHOWN))))
     except ValueError:
         limit = analysis.ITEMS_SHOWN
-    items = found.largest_errors(dataset=dataset, genre=genre)
+    items = found.largest_errors(dataset=dataset, genre=genre, limit=limit)
     return render_template(
-        "charts/items.html", run=run, items=items[:limit], total=len(items), limit=limit,
+        "charts/items.html", run=run, items=items,
+        total=found.count(dataset=dataset, genre=genre), limit=limit,
         datasets=list(found.datasets), genres=found.genres(), dataset=dataset, genre=genre,
         lines=analysis.fit_lines(found),
         csv_url=url_for("web.run_items_csv", run_id=run.id, dataset=dataset, genre=genre),

@@ -108,3 +108,25 @@ def test_items_hidden_before_gold_release(browser: Browser, db_session) -> None:
     assert "charts/scatter.json" not in page and "charts/bars.json" in page
     team = db_session.get(Team, run.team_id)
     assert team is not None
+
+
+def test_items_limit_keeps_the_largest_errors(browser: Browser, db_session) -> None:
+    run = _board_runs(db_session)[0]
+    everything = list(csv.DictReader(io.StringIO(text(browser.get(f"/runs/{run.id}/items.csv")))))
+    page = text(browser.get(f"/runs/{run.id}/items?limit=3"))
+    shown = re.findall(r'<td class="num">([+-]\d+\.\d\d)</td></tr>', page)
+    assert [float(v) for v in shown] == [round(float(e["error"]), 2) for e in everything[:3]]
+    assert "Showing 3 of 190 pairs" in page
+    assert browser.get(f"/runs/{run.id}/items?genre=nope").status_code == 200
+
+
+def test_board_rows_link_to_runs_and_comparisons(browser: Browser) -> None:
+    page = text(browser.get("/tasks/demo/leaderboard/evaluation"))
+    points = _specs(page)["board-ci"]["data"]["values"]
+    assert all(p["url"] == f"/runs/{p['run_id']}" for p in points)
+    links = re.findall(r'<a href="(/tasks/demo/compare\?a=(\d+)&amp;b=(\d+))" class="compare-link"',
+                       page)
+    assert len(links) == len(points) - 1
+    leader = points[0]["run_id"]
+    assert {int(a) for _, a, _ in links} == {leader}
+    assert browser.get(links[0][0].replace("&amp;", "&")).status_code == 200
