@@ -45,7 +45,7 @@ def run_chart_names(run: Run) -> list[str]:
     session = db()
     if run.current_score is None or not access.can_view_scores(session, me(), run.phase):
         return []
-    names = ["bars"]
+    names = ["bars"] if run.is_current else []  # a replaced run is on no board
     if analysis.can_view_items(session, me(), run):
         names += ["scatter", "distribution"]
     return names

@@ -60,9 +60,11 @@ def test_charts_render_under_csp(server: str, tmp_path: Path) -> None:  # noqa: 
                 assert saved.name == f"demo-evaluation-ci.{fmt}"
                 assert magic in saved.read_bytes()[:200]
 
-            # A run's page: bars per dataset, and (gold released) its pairs against the gold.
+            # A run's page (a click on the leader's point opens it): bars per dataset, and
+            # (gold released) its pairs against the gold.
             first = page.locator("#leaderboard tbody tr").first.get_attribute("data-run-id")
-            page.goto(f"{server}/runs/{first}")
+            page.locator("#board-ci svg g.points_marks > *").first.click()
+            page.wait_for_url(f"{server}/runs/{first}")
             for figure in ("run-bars", "run-scatter", "run-distribution"):
                 _rendered(page, figure, shots)
             assert _marks(page, "run-bars", "bars") == 3

@@ -130,3 +130,14 @@ def test_board_rows_link_to_runs_and_comparisons(browser: Browser) -> None:
     leader = points[0]["run_id"]
     assert {int(a) for _, a, _ in links} == {leader}
     assert browser.get(links[0][0].replace("&amp;", "&")).status_code == 200
+
+
+def test_hidden_runs_cannot_be_compared_or_charted(browser: Browser, db_session) -> None:
+    a, b = _board_runs(db_session)[:2]
+    phase = a.phase
+    phase.visibility = "organisers"
+    db_session.commit()
+    assert browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}").status_code == 404
+    assert browser.get(f"/tasks/demo/compare?a={a.id}&b={b.id}").status_code == 404
+    assert browser.get(f"/runs/{a.id}/charts/bars.json").status_code == 404
+    assert browser.get(f"/runs/{a.id}/items.csv").status_code == 404
