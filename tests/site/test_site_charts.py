@@ -92,3 +92,14 @@ def test_vendored_files_match_package_json_and_checksums() -> None:
     for name in versions:
         assert "BSD" in (vendor / f"LICENSE.{name}.txt").read_text()[:200] or (
             "Redistribution" in (vendor / f"LICENSE.{name}.txt").read_text())
+
+
+def test_heatmap_has_genre_columns_after_their_dataset() -> None:
+    board = _board()
+    board.columns.insert(2, Column("news/headlines/pearson", "news/headlines", "genre", False))
+    for row in board.rows:
+        row.metrics["news/headlines/pearson"] = 0.5
+    spec = charts.board_heatmap(board)
+    assert spec is not None
+    order = sorted({(c["position"], c["column"]) for c in spec["data"]["values"]})
+    assert [name for _, name in order] == ["news", "news/headlines", "forums"]
