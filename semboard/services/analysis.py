@@ -2,20 +2,25 @@
 
 Nothing is computed here: pair errors and fitted lines come from `evaluation.items`, the
 comparison's differences and tests from `evaluation.compare` (compare_runs on each metric),
-over the runs re-read from storage and re-validated as the scorer reads them.
+over the runs re-read from storage and re-validated as the scorer reads them. Those tests are
+stored (`RunComparison`) and computed only by `compute_comparison`, off the request path.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from semboard.db import insert_unless_refused
 from semboard.errors import DomainError, Forbidden, NotFound
-from semboard.models import Run, Task, User
+from semboard.models import Run, RunComparison, Task, User
 from semboard.services import access, gold, inputs, significance, submissions, tasks
 from semboard.storage import Storage
 
@@ -179,24 +184,45 @@ def fit_lines(found: RunItems) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- comparing two runs
 
+# The tests run off the request path (semboard.analysis_jobs): a GET shows a stored result or
+# the runs' stored scores only. A request still pending after this long is taken as lost.
+PENDING_STALE = timedelta(minutes=10)
+NOT_COMPUTED = "not computed"
+
+
 @dataclass
 class Comparison:
-    """Two runs of a task compared on each metric they share, and their paired scores."""
+    """Two runs of a task compared on each metric they share, and their paired scores.
+
+    `status` is the stored result's ("done", "pending", "failed") or NOT_COMPUTED; without a
+    done result `results` hold only the stored metric values and their differences.
+    """
 
     task: Task
     a: Run
     b: Run
     results: list[dict[str, Any]]
-    pairs: list[dict[str, Any]] | None  # per-pair scores of both (None: not visible)
+    pairs: list[dict[str, Any]] | None  # per-pair scores of both (None: not visible / not yet)
     options: dict[str, Any]
+    status: str = NOT_COMPUTED
+    stored: RunComparison | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the tests are computed for the runs' current scores and gold."""
+        return self.status == "done"
 
     def to_json(self) -> dict[str, Any]:
         """The API's comparison object."""
         def run_json(run: Run) -> dict[str, Any]:
             return {"run_id": run.id, "team": run.team.name, "run": run.name,
                     "phase": run.phase.slug, "baseline": run.team.is_baseline}
+        stored = self.stored
         return {"task": self.task.name, "a": run_json(self.a), "b": run_json(self.b),
-                "metrics": self.results, "options": self.options}
+                "status": self.status, "metrics": self.results, "options": self.options,
+                "error": stored.error if stored is not None else None,
+                "computed_at": (stored.computed_at.isoformat()
+                                if stored is not None and stored.computed_at else None)}
 
 
 def compare_metrics(definition: Any, datasets: list[str]) -> list[str]:
@@ -221,35 +247,162 @@ def _scored_run(session: Session, viewer: User | None, task: Task, run_id: int) 
     return run
 
 
-def compare(session: Session, storage: Storage, *, task: Task, a_id: int, b_id: int,
+def comparison_settings(session: Session, *, task: Task, a: Run, b: Run) -> dict[str, Any]:
+    """Everything the tests depend on (the stored result's key is its digest)."""
+    from evaluation import __version__
+
+    def score_id(run: Run) -> int | None:
+        return run.current_score.id if run.current_score is not None else None
+
+    return {
+        "runs": [[a.id, score_id(a)], [b.id, score_id(b)]],
+        "gold": gold.gold_digest(gold.current_gold(session, task=task)),
+        "task": task.definition_digest,
+        "test": "paired bootstrap",
+        **COMPARE_OPTIONS,
+        "evaluation": __version__,
+    }
+
+
+def _stored(session: Session, *, a: Run, b: Run, digest: str) -> RunComparison | None:
+    return session.scalar(select(RunComparison).where(
+        RunComparison.run_a_id == a.id, RunComparison.run_b_id == b.id,
+        RunComparison.digest == digest))
+
+
+def _shared_datasets(definition: Any, a: Run, b: Run) -> list[str]:
+    """Datasets both runs have stored scores for, in task order."""
+    flats = [(r.current_score.flat if r.current_score is not None else {}) for r in (a, b)]
+    return [d for d in definition.dataset_names
+            if all(any(k.startswith(f"{d}/") for k in flat) for flat in flats)]
+
+
+def stored_differences(definition: Any, a: Run, b: Run) -> list[dict[str, Any]]:
+    """The cheap part: both runs' stored metric values and A − B, no statistics."""
+    flat_a = a.current_score.flat if a.current_score is not None else {}
+    flat_b = b.current_score.flat if b.current_score is not None else {}
+    rows = []
+    for metric in compare_metrics(definition, _shared_datasets(definition, a, b)):
+        va, vb = flat_a.get(metric), flat_b.get(metric)
+        rows.append({"metric": metric, "a": va, "b": vb,
+                     "difference": va - vb if va is not None and vb is not None else None,
+                     "p_value": None, "williams": None})
+    return rows
+
+
+def _pair_runs(session: Session, *, task: Task, a_id: int, b_id: int,
+               viewer: User | None) -> tuple[Run, Run]:
+    if a_id == b_id:
+        raise DomainError("choose two different runs")
+    return (_scored_run(session, viewer, task, a_id), _scored_run(session, viewer, task, b_id))
+
+
+def compare(session: Session, *, task: Task, a_id: int, b_id: int,
             viewer: User | None) -> Comparison:
-    """Runs a and b compared by evaluation.compare_runs on every metric both have."""
+    """Runs a and b side by side from what is stored (read only: a GET may call it).
+
+    The tests come from a stored RunComparison for the current digest; without one the result
+    holds the stored metric values only and says so in `status`.
+    """
+    a, b = _pair_runs(session, task=task, a_id=a_id, b_id=b_id, viewer=viewer)
+    definition = tasks.definition(task)
+    digest = significance.digest_of(comparison_settings(session, task=task, a=a, b=b))
+    stored = _stored(session, a=a, b=b, digest=digest)
+    options = dict(COMPARE_OPTIONS, test="paired bootstrap")
+    if stored is None or stored.status != "done" or stored.results is None:
+        status = stored.status if stored is not None else NOT_COMPUTED
+        return Comparison(task=task, a=a, b=b, results=stored_differences(definition, a, b),
+                          pairs=None, options=options, status=status, stored=stored)
+    pairs = None
+    if can_view_items(session, viewer, a) and can_view_items(session, viewer, b):
+        pairs = stored.pairs
+    return Comparison(task=task, a=a, b=b, results=stored.results, pairs=pairs,
+                      options=options, status="done", stored=stored)
+
+
+def request_comparison(session: Session, *, task: Task, a_id: int, b_id: int,
+                       viewer: User | None, now: datetime) -> tuple[RunComparison, bool]:
+    """Ask for the tests of a and b: (the stored row, whether a computation must be started).
+
+    Nothing is computed here; a done or fresh pending result is returned as it is. A new row is
+    flushed as pending (older digests of the pair are deleted); the caller commits, then
+    starts `compute_comparison` off the request path.
+    """
+    a, b = _pair_runs(session, task=task, a_id=a_id, b_id=b_id, viewer=viewer)
+    if not gold.current_gold(session, task=task):
+        raise NotFound("this task has no gold yet")
+    values = comparison_settings(session, task=task, a=a, b=b)
+    digest = significance.digest_of(values)
+    row = _stored(session, a=a, b=b, digest=digest)
+    if row is not None:
+        if row.status == "done" or (row.status == "pending"
+                                    and now - row.requested_at < PENDING_STALE):
+            return row, False
+        # failed, or pending so long that its job was lost: ask again
+        row.status, row.error, row.requested_at = "pending", None, now
+        session.flush()
+        return row, True
+    row = RunComparison(task_id=task.id, run_a_id=a.id, run_b_id=b.id, digest=digest,
+                        settings=values, status="pending", requested_at=now)
+    if not insert_unless_refused(session, row):
+        # another request stored the same key meanwhile; its computation is on its way
+        found = _stored(session, a=a, b=b, digest=digest)
+        if found is not None:
+            return found, False
+    session.execute(delete(RunComparison).where(
+        RunComparison.run_a_id == a.id, RunComparison.run_b_id == b.id,
+        RunComparison.digest != digest))
+    return row, True
+
+
+def compute_comparison(session: Session, storage: Storage, *, comparison_id: int,
+                       now: datetime) -> RunComparison | None:
+    """Run the tests of a stored pending comparison and store them (the caller commits).
+
+    The heavy part: both runs re-read and re-validated, then evaluation.compare_runs_many and
+    the paired scores. None when the row is gone; a row whose runs or gold changed since it was
+    asked for is marked failed (its digest no longer names the inputs).
+    """
     from evaluation.compare import compare_runs_many
     from evaluation.items import paired_scores
 
-    if a_id == b_id:
-        raise DomainError("choose two different runs")
-    a = _scored_run(session, viewer, task, a_id)
-    b = _scored_run(session, viewer, task, b_id)
-    parsed_gold = gold.parsed_gold(session, storage, task=task)
-    if not parsed_gold:
-        raise NotFound("this task has no gold yet")
-    definition = tasks.definition(task)
-    va, vb = _validated(session, storage, a), _validated(session, storage, b)
-    shared = [d for d in definition.dataset_names
-              if d in va.predictions and d in vb.predictions and d in parsed_gold]
+    row = session.get(RunComparison, comparison_id)
+    if row is None:
+        return None
+    started = time.perf_counter()
+    a, b = session.get(Run, row.run_a_id), session.get(Run, row.run_b_id)
+    if a is None or b is None:
+        return None
+    task = a.task
+    values = comparison_settings(session, task=task, a=a, b=b)
     try:
-        results = compare_runs_many(definition, va, vb, parsed_gold,
-                                    metrics=compare_metrics(definition, shared),
-                                    **COMPARE_OPTIONS)
-    except ValueError as err:  # the runs' files and the gold disagree: no statistics
-        raise DomainError(f"these runs cannot be compared: {err}") from None
-    pairs = None
-    if can_view_items(session, viewer, a) and can_view_items(session, viewer, b):
+        if significance.digest_of(values) != row.digest:
+            raise DomainError("the runs' scores or the gold changed since; ask again")
+        parsed_gold = gold.parsed_gold(session, storage, task=task)
+        if not parsed_gold:
+            raise DomainError("this task has no gold yet")
+        definition = tasks.definition(task)
+        va, vb = _validated(session, storage, a), _validated(session, storage, b)
+        # end the read transaction before the long computation (SQLite: no lock held meanwhile)
+        session.commit()
+        shared = [d for d in definition.dataset_names
+                  if d in va.predictions and d in vb.predictions and d in parsed_gold]
+        try:
+            results = compare_runs_many(definition, va, vb, parsed_gold,
+                                        metrics=compare_metrics(definition, shared),
+                                        **COMPARE_OPTIONS)
+        except ValueError as err:  # the runs' files and the gold disagree: no statistics
+            raise DomainError(f"these runs cannot be compared: {err}") from None
         pairs = []
         for name, (xa, xb) in paired_scores(definition, va, vb, shared).items():
             step = max(1, -(-len(xa) // SCATTER_MAX))
             pairs += [{"dataset": name, "a": float(xa[i]), "b": float(xb[i])}
                       for i in range(0, len(xa), step)]
-    return Comparison(task=task, a=a, b=b, results=results, pairs=pairs,
-                      options=dict(COMPARE_OPTIONS, test="paired bootstrap"))
+    except DomainError as err:
+        row.status, row.error, row.results, row.pairs = "failed", str(err), None, None
+    else:
+        row.status, row.error, row.results, row.pairs = "done", None, results, pairs
+    row.elapsed_ms = round((time.perf_counter() - started) * 1000)
+    row.computed_at = now
+    session.flush()
+    return row

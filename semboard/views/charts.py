@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import Response, abort, render_template, request, url_for
+from flask import Response, abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
 from semboard.errors import DomainError, Forbidden, NotFound
@@ -155,15 +155,14 @@ def _run_id(name: str) -> int | None:
 
 @bp.get("/tasks/<task_name>/compare")
 def compare_runs(task_name: str) -> Any:
-    """Two runs side by side: per metric the difference and its tests, and a scatter of pairs."""
+    """Two runs side by side: the stored tests per metric and a scatter of pairs (read only)."""
     task = load_task(task_name)
     session = db()
     a_id, b_id = _run_id("a"), _run_id("b")
     choices = _choices(task)
     comparison = None
     if a_id is not None and b_id is not None:
-        comparison = analysis.compare(session, storage(), task=task, a_id=a_id, b_id=b_id,
-                                      viewer=me())
+        comparison = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=me())
     scatter = None
     if comparison is not None and comparison.pairs:
         scatter = charts.compare_scatter(
@@ -172,6 +171,30 @@ def compare_runs(task_name: str) -> Any:
     return render_template("charts/compare.html", task=task, comparison=comparison,
                            scatter=scatter, choices=choices, a_id=a_id, b_id=b_id,
                            definition=tasks.definition(task))
+
+
+@bp.post("/tasks/<task_name>/compare")
+def compute_comparison(task_name: str) -> Any:
+    """Ask for the tests of two runs: stored as pending, computed off the request path."""
+    from semboard.analysis_jobs import start_comparison
+
+    task = load_task(task_name)
+    session = db()
+    a_id, b_id = _form_run_id("a"), _form_run_id("b")
+    row, start = analysis.request_comparison(session, task=task, a_id=a_id, b_id=b_id,
+                                             viewer=me(), now=now())
+    session.commit()
+    if start:
+        start_comparison(row.id)
+        flash("The tests are being computed; reload this page in a moment.", "success")
+    return redirect(url_for("web.compare_runs", task_name=task.name, a=a_id, b=b_id))
+
+
+def _form_run_id(name: str) -> int:
+    raw = request.form.get(name, "").strip()
+    if not raw.isdigit():
+        raise DomainError(f"{name}: a run id is a number, not {raw[:20]!r}")
+    return int(raw)
 
 
 def _choices(task: Any) -> list[Any]:

@@ -74,26 +74,150 @@ def test_items_page_and_csv(browser: Browser, db_session) -> None:
     assert len(everything) == 190
 
 
-def test_compare_page_and_api_use_evaluation(browser: Browser, db_session) -> None:
-    from evaluation import compare_runs as evaluation_compare  # noqa: F401  (what it calls)
+def _count(db_session, model) -> int:
+    from sqlalchemy import func
+
+    db_session.commit()  # a fresh snapshot of what the site wrote
+    return db_session.scalar(select(func.count()).select_from(model))
+
+
+def test_compare_get_reads_only_stored_results(browser: Browser, db_session,
+                                               monkeypatch) -> None:
+    from semboard.models import RunComparison
 
     a, b = _board_runs(db_session)[:2]
+    calls: list[int] = []
+    monkeypatch.setattr("evaluation.compare.compare_runs_many",
+                        lambda *args, **kwargs: calls.append(1))  # a GET must never call it
     page = text(browser.get(f"/tasks/demo/compare?a={a.id}&b={b.id}"))
+    assert 'data-status="not computed"' in page and "Compute the tests" in page
+    assert 'data-metric="ALL"' in page and 'data-metric="news/pearson"' in page
+    assert "compare-scatter" not in _specs(page)
+    found = browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}").get_json()
+    assert found["status"] == "not computed"
+    assert found["status_url"] == f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}"
+    metrics = {m["metric"]: m for m in found["metrics"]}
+    # the cheap part: the runs' stored values and their difference, no statistics
+    assert metrics["ALL"]["a"] == a.current_score.flat["ALL"]
+    assert metrics["ALL"]["b"] == b.current_score.flat["ALL"]
+    assert abs(metrics["ALL"]["difference"] - (metrics["ALL"]["a"] - metrics["ALL"]["b"])) < 1e-12
+    assert all(m["p_value"] is None and m["williams"] is None for m in found["metrics"])
+    assert calls == [] and _count(db_session, RunComparison) == 0
+
+
+def _wait_done(browser: Browser, url: str) -> dict:
+    from semboard.analysis_jobs import wait_for_threads
+
+    wait_for_threads(60)
+    found = browser.get(url).get_json()
+    assert found["status"] == "done", found
+    return found
+
+
+def test_compare_computed_off_the_request_and_stored(browser: Browser, db_session) -> None:
+    a, b = _board_runs(db_session)[:2]
+    url = f"/tasks/demo/compare?a={a.id}&b={b.id}"
+    response = browser.submit(url, "/tasks/demo/compare", data={"a": a.id, "b": b.id})
+    assert response.status_code == 302 and response.headers["Location"].endswith(
+        f"/tasks/demo/compare?a={a.id}&b={b.id}")
+    found = _wait_done(browser, f"/api/v1{url}")
+    page = text(browser.get(url))
+    assert 'data-status="done"' in page and "Compute the tests" not in page
     assert 'data-metric="ALL"' in page and 'data-metric="news/pearson"' in page
     specs = _specs(page)
     assert len(specs["compare-scatter"]["data"]["values"]) == 190
-    found = browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}").get_json()
     metrics = {m["metric"]: m for m in found["metrics"]}
     assert set(metrics) >= {"ALL", "ALLnorm", "Mean", "news/pearson"}
     news = metrics["news/pearson"]
     assert news["williams"] is not None and 0 <= news["williams"]["p_value"] <= 1
     assert abs(news["difference"] - (news["a"] - news["b"])) < 1e-12
     assert 0 <= news["p_value"] <= 1
+    # the stored result is what evaluation gives for these runs, one metric at a time
+    from evaluation import compare_runs
+
+    from semboard.services import analysis, gold, tasks
+    from semboard.services.analysis import _validated
+
+    task = a.task
+    storage = browser.client.application.extensions["semboard.storage"]
+    with browser.client.application.app_context():
+        va, vb = _validated(db_session, storage, a), _validated(db_session, storage, b)
+        direct = compare_runs(tasks.definition(task), va, vb,
+                              gold.parsed_gold(db_session, storage, task=task),
+                              metric="news/pearson", **analysis.COMPARE_OPTIONS)
+    assert direct["p_value"] == news["p_value"]
+
+
+def test_compare_api_post_202_then_done(browser: Browser, db_session) -> None:
+    from semboard.models import RunComparison
+
+    a, b = _board_runs(db_session)[:2]
+    response = browser.client.post(f"/api/v1/tasks/demo/compare?a={b.id}&b={a.id}")
+    assert response.status_code == 202, response.get_json()
+    body = response.get_json()
+    assert body["status"] in ("pending", "done")
+    assert response.headers["Location"] == body["status_url"]
+    _wait_done(browser, body["status_url"])
+    again = browser.client.post(f"/api/v1/tasks/demo/compare?a={b.id}&b={a.id}")
+    assert again.status_code == 200 and again.get_json()["status"] == "done"
+    assert _count(db_session, RunComparison) == 1  # asked twice, computed once
     assert browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b=x").status_code == 422
+    assert browser.client.post(f"/api/v1/tasks/demo/compare?a={a.id}&b=x").status_code == 422
     assert browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b={a.id}").status_code == 400
+    assert browser.client.post(
+        f"/api/v1/tasks/demo/compare?a={a.id}&b={a.id}").status_code == 400
     assert browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b=999999").status_code == 404
     assert browser.get(f"/tasks/demo/compare?a={a.id}&b=zz").status_code == 400
     assert browser.get("/tasks/demo/compare").status_code == 200
+    assert browser.client.post(
+        "/tasks/demo/compare", data={"a": a.id, "b": b.id}).status_code == 400  # no CSRF
+    assert _count(db_session, RunComparison) == 1
+
+
+def test_rescore_or_new_gold_invalidates_stored_comparison(browser: Browser,
+                                                          db_session) -> None:
+    from semboard.models import RunScoreRecord
+
+    a, b = _board_runs(db_session)[:2]
+    url = f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}"
+    browser.client.post(url)
+    _wait_done(browser, url)
+    # a rescore gives run a a new current score: the stored tests no longer name its inputs
+    db_session.rollback()  # leave the snapshot read before the site wrote
+    old = a.current_score
+    db_session.add(RunScoreRecord(run_id=a.id, gold_digest=old.gold_digest, scores=old.scores,
+                                  flat=old.flat, created_at=old.created_at))
+    db_session.commit()
+    assert browser.get(url).get_json()["status"] == "not computed"
+    browser.client.post(url)
+    _wait_done(browser, url)
+
+
+def test_compare_queued_on_rq_when_redis_is_configured(browser: Browser, db_session,
+                                                       monkeypatch) -> None:
+    from semboard import analysis_jobs
+
+    a, b = _board_runs(db_session)[:2]
+    app = browser.client.application
+    enqueued: list[tuple] = []
+
+    class FakeQueue:
+        def __init__(self, name: str, connection: object) -> None:
+            self.name = name
+
+        def enqueue(self, func, *args, **kwargs) -> None:
+            enqueued.append((self.name, func, args))
+
+    monkeypatch.setattr("rq.Queue", FakeQueue)
+    monkeypatch.setitem(app.config, "REDIS_URL", "redis://127.0.0.1:1/0")
+    url = f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}"
+    assert browser.client.post(url).status_code == 202
+    ((queue, func, (comparison_id,)),) = enqueued
+    assert queue == "analysis" and func is analysis_jobs.comparison_job
+    assert browser.get(url).get_json()["status"] == "pending"  # no thread took it
+    assert "Tests pending" in text(browser.get(url.replace("/api/v1", "")))
+    assert analysis_jobs.run_comparison(app, comparison_id) == "done"  # what the worker runs
+    assert browser.get(url).get_json()["status"] == "done"
 
 
 def test_items_hidden_before_gold_release(browser: Browser, db_session) -> None:
