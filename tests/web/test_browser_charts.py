@@ -26,7 +26,7 @@ def _rendered(page: Any, figure: str, shots: Path) -> None:
 
 def test_charts_render_under_csp(server: str, tmp_path: Path) -> None:  # noqa: F811
     _require_chromium()
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     shots = Path(os.environ.get("SEMBOARD_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
@@ -83,6 +83,13 @@ def test_charts_render_under_csp(server: str, tmp_path: Path) -> None:  # noqa: 
             # Compare two runs from the board's form: the tests and a scatter of every pair.
             page.goto(f"{server}/tasks/demo/leaderboard/evaluation")
             page.get_by_role("button", name="Compare").click()
+            # the GET shows the stored scores only; the tests are asked for and computed
+            # off the request, and the pending page reloads itself until they are stored
+            expect(page.locator("#comparison")).to_have_attribute("data-status", "not computed")
+            assert page.locator("#compare-scatter").count() == 0
+            page.get_by_role("button", name="Compute the tests").click()
+            expect(page.locator("#comparison")).to_have_attribute("data-status", "done",
+                                                                   timeout=60_000)
             _rendered(page, "compare-scatter", shots)
             assert _marks(page, "compare-scatter", "pairs") == 80 + 60 + 50
             assert page.locator("#comparison tbody tr").count() >= 6

@@ -134,7 +134,6 @@ def test_compare_computed_off_the_request_and_stored(browser: Browser, db_sessio
     assert 0 <= news["p_value"] <= 1
     # the stored result is what evaluation gives for these runs, one metric at a time
     from evaluation import compare_runs
-
     from semboard.services import analysis, gold, tasks
     from semboard.services.analysis import _validated
 
@@ -191,6 +190,29 @@ def test_rescore_or_new_gold_invalidates_stored_comparison(browser: Browser,
     assert browser.get(url).get_json()["status"] == "not computed"
     browser.client.post(url)
     _wait_done(browser, url)
+
+
+def test_compare_asked_before_a_rescore_fails_and_can_be_asked_again(
+        browser: Browser, db_session, monkeypatch) -> None:
+    from semboard import analysis_jobs
+    from semboard.models import RunScoreRecord
+
+    a, b = _board_runs(db_session)[:2]
+    app = browser.client.application
+    started: list[int] = []
+    monkeypatch.setattr(analysis_jobs, "start_comparison", started.append)  # held back
+    url = f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}"
+    assert browser.client.post(url).status_code == 202
+    db_session.rollback()
+    old = a.current_score
+    db_session.add(RunScoreRecord(run_id=a.id, gold_digest=old.gold_digest, scores=old.scores,
+                                  flat=old.flat, created_at=old.created_at))
+    db_session.commit()
+    assert analysis_jobs.run_comparison(app, started[0]) == "failed"  # inputs moved meanwhile
+    assert browser.get(url).get_json()["status"] == "not computed"
+    assert browser.client.post(url).status_code == 202 and len(started) == 2
+    assert analysis_jobs.run_comparison(app, started[1]) == "done"
+    assert browser.get(url).get_json()["status"] == "done"
 
 
 def test_compare_queued_on_rq_when_redis_is_configured(browser: Browser, db_session,
@@ -263,5 +285,8 @@ def test_hidden_runs_cannot_be_compared_or_charted(browser: Browser, db_session)
     db_session.commit()
     assert browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}").status_code == 404
     assert browser.get(f"/tasks/demo/compare?a={a.id}&b={b.id}").status_code == 404
+    assert browser.client.post(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}").status_code == 404
+    assert browser.submit("/login", "/tasks/demo/compare",  # any page gives the token
+                          data={"a": a.id, "b": b.id}).status_code == 404
     assert browser.get(f"/runs/{a.id}/charts/bars.json").status_code == 404
     assert browser.get(f"/runs/{a.id}/items.csv").status_code == 404
