@@ -120,6 +120,7 @@ def shoot(base: str) -> None:
         page.goto(f"{base}/tasks/sts2012/compare?a={best}&b={second}")
         print(f"  compare page before the tests (stored scores only): "
               f"{time.perf_counter() - started:.2f} s")
+        page.screenshot(path=str(SHOTS / "sts2012-compare-not-computed.png"), full_page=True)
         started = time.perf_counter()
         page.get_by_role("button", name="Compute the tests").click()
         page.wait_for_selector('#comparison[data-status="done"]', timeout=120_000)
