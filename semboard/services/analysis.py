@@ -206,6 +206,7 @@ class Comparison:
     options: dict[str, Any]
     status: str = NOT_COMPUTED
     stored: RunComparison | None = None
+    gold_ready: bool = True  # whether the tests can be asked for (they need the gold)
 
     @property
     def done(self) -> bool:
@@ -306,13 +307,14 @@ def compare(session: Session, *, task: Task, a_id: int, b_id: int,
     """
     a, b = _pair_runs(session, task=task, a_id=a_id, b_id=b_id, viewer=viewer)
     definition = tasks.definition(task)
-    digest = significance.digest_of(comparison_settings(session, task=task, a=a, b=b))
-    stored = _stored(session, a=a, b=b, digest=digest)
+    values = comparison_settings(session, task=task, a=a, b=b)
+    stored = _stored(session, a=a, b=b, digest=significance.digest_of(values))
     options = dict(COMPARE_OPTIONS, test="paired bootstrap")
     if stored is None or stored.status != "done" or stored.results is None:
         status = stored.status if stored is not None else NOT_COMPUTED
         return Comparison(task=task, a=a, b=b, results=stored_differences(definition, a, b),
-                          pairs=None, options=options, status=status, stored=stored)
+                          pairs=None, options=options, status=status, stored=stored,
+                          gold_ready=values["gold"] != gold.gold_digest({}))
     pairs = None
     if can_view_items(session, viewer, a) and can_view_items(session, viewer, b):
         pairs = stored.pairs

@@ -290,3 +290,18 @@ def test_hidden_runs_cannot_be_compared_or_charted(browser: Browser, db_session)
                           data={"a": a.id, "b": b.id}).status_code == 404
     assert browser.get(f"/runs/{a.id}/charts/bars.json").status_code == 404
     assert browser.get(f"/runs/{a.id}/items.csv").status_code == 404
+
+
+def test_compare_without_gold_offers_no_tests(browser: Browser, db_session) -> None:
+    from sqlalchemy import delete
+
+    from semboard.models import GoldFile
+
+    a, b = _board_runs(db_session)[:2]
+    db_session.execute(delete(GoldFile))
+    db_session.commit()
+    page = text(browser.get(f"/tasks/demo/compare?a={a.id}&b={b.id}"))
+    assert "The tests need the gold" in page and "Compute the tests" not in page
+    assert 'data-metric="ALL"' in page  # the stored scores are still shown
+    response = browser.client.post(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}")
+    assert response.status_code == 404 and "no gold" in response.get_json()["error"]
