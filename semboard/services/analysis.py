@@ -349,8 +349,9 @@ def request_comparison(session: Session, *, task: Task, a_id: int, b_id: int,
     if not insert_unless_refused(session, row):
         # another request stored the same key meanwhile; its computation is on its way
         found = _stored(session, a=a, b=b, digest=digest)
-        if found is not None:
-            return found, False
+        if found is None:  # refused for another reason: say so rather than start nothing
+            raise DomainError("the comparison could not be stored; try again")
+        return found, False
     session.execute(delete(RunComparison).where(
         RunComparison.run_a_id == a.id, RunComparison.run_b_id == b.id,
         RunComparison.digest != digest))
