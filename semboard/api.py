@@ -298,3 +298,53 @@ def save_phase(task_name: str) -> Any:
         status = 201
     session.commit()
     return jsonify(_phase_json(phase, request_now())), status
+
+
+def _compare_ids() -> list[int]:
+    ids = []
+    for side in ("a", "b"):
+        raw = (request.values.get(side) or "").strip()
+        if not raw.isdigit():
+            raise InvalidData(f"parameter {side}: give a run id (a number)")
+        ids.append(int(raw))
+    return ids
+
+
+def _comparison_json(found: Any, task: Task) -> dict[str, Any]:
+    from flask import url_for
+
+    body = found.to_json()
+    body["status_url"] = url_for("api.compare_runs", task_name=task.name, a=found.a.id,
+                                 b=found.b.id)
+    return dict(body)
+
+
+@bp.get("/tasks/<task_name>/compare")
+def compare_runs(task_name: str) -> Any:
+    """Two runs (?a=RUN&b=RUN) per metric: the stored tests, else values and status only."""
+    from semboard.services import analysis
+
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    a_id, b_id = _compare_ids()
+    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=_user())
+    return jsonify(_comparison_json(found, task))
+
+
+@bp.post("/tasks/<task_name>/compare")
+def request_comparison(task_name: str) -> Any:
+    """Ask for the paired tests of a and b; 202 with the status URL (200 when already done)."""
+    from semboard.analysis_jobs import start_comparison
+    from semboard.services import analysis
+
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    a_id, b_id = _compare_ids()
+    row, start = analysis.request_comparison(session, task=task, a_id=a_id, b_id=b_id,
+                                             viewer=_user(), now=request_now())
+    session.commit()
+    if start:
+        start_comparison(row.id)
+    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=_user())
+    body = _comparison_json(found, task)
+    return jsonify(body), (200 if found.done else 202), {"Location": body["status_url"]}

@@ -544,3 +544,35 @@ class AuditEntry(Base):
     created_at: Mapped[datetime]
 
     user: Mapped[User | None] = relationship()
+
+
+COMPARISON_STATUSES = ("pending", "done", "failed")
+
+
+class RunComparison(Base):
+    """Two runs' stored comparison (tests per metric, paired scores), for one digest of inputs.
+
+    Keyed by the digest of both runs' current scores, the gold, the task definition and the
+    test's settings, so a rescore or new gold simply misses; computed off the request path.
+    """
+
+    __tablename__ = "run_comparison"
+    __table_args__ = (
+        UniqueConstraint("run_a_id", "run_b_id", "digest"),
+        CheckConstraint(_in("status", COMPARISON_STATUSES), name="status"),
+        CheckConstraint("run_a_id <> run_b_id", name="two_runs"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    run_a_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    run_b_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    digest: Mapped[str] = mapped_column(String(64))
+    settings: Mapped[dict[str, Any]] = mapped_column()
+    status: Mapped[str] = mapped_column(String(16))
+    results: Mapped[list[Any] | None] = mapped_column()
+    pairs: Mapped[list[Any] | None] = mapped_column()
+    error: Mapped[str | None] = mapped_column(Text)
+    elapsed_ms: Mapped[int | None] = mapped_column(Integer)
+    requested_at: Mapped[datetime]
+    computed_at: Mapped[datetime | None]

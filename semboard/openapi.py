@@ -57,6 +57,7 @@ SCHEMAS: dict[str, Any] = {
                 {"metrics": {"type": "object"}, "scores": {"type": "object"},
                  "description": _obj({"text": STR, "answers": {"type": "object"}}),
                  "score_history": {"type": "array"}, "audit": {"type": "array"}}),
+    "Comparison": _obj({"status_url": STR}, {"status": STR, "metrics": {"type": "array"}}),
     "Description": _obj({"text": STR, "answers": {"type": "object"}}),
     "RunList": _obj({"task": STR, "team": STR, "runs": {"type": "array", "items": _ref("Run")}}),
     "Leaderboard": _obj({"task": STR, "phase": STR, "rows": {"type": "array", "items": _obj(
@@ -175,6 +176,15 @@ def _paths() -> dict[str, dict[str, Any]]:
                         errors=("401", "403", "404", "422"))
             for method in ("put", "post")},
         f"{t}/phases": {"post": _phase_op(f"{t}/phases")},
+        f"{t}/compare": {
+            "get": _op(f"{t}/compare", "Two runs per metric: stored paired tests, else the "
+                       "values and the test's status", _json("Comparison"), auth=False,
+                       query={"a": "run id", "b": "run id"}, errors=("400", "404", "422")),
+            "post": _op(f"{t}/compare", "Ask for the paired tests of a and b (202 with "
+                        "status_url; 200 when done)", _json("Comparison", "Accepted"),
+                        status="202", auth=False, query={"a": "run id", "b": "run id"},
+                        errors=("400", "404", "422")),
+        },
         "/runs/{run_id}/files/{filename}": {"get": _op(
             "/runs/{run_id}/files/{filename}", "A file of my team's run, as uploaded",
             _file("The file"))},

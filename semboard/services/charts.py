@@ -1,0 +1,274 @@
+"""Vega-Lite specs of the site's charts, built from board and run data the services computed.
+
+Pure builders: they take values (stored scores, intervals, groups, evaluation's pair data) and
+return JSON-ready dicts that static/charts.js hands to vega-embed. They compute no metric; the
+only arithmetic is laying out what is drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
+WIDTH = 640
+ROW_HEIGHT = 18
+BASELINE_COLOUR = "#6b7280"
+BEST_COLOUR = "#b91c1c"
+
+
+def _base(description: str, **extra: Any) -> dict[str, Any]:
+    """Top-level spec fields every chart shares (description: its accessible name)."""
+    return {"$schema": SCHEMA, "description": description,
+            "config": {"view": {"stroke": None}, "font": "system-ui, sans-serif"}, **extra}
+
+
+def _label(row: Any) -> str:
+    return f"{row.team} / {row.run}"
+
+
+def board_ci_chart(board: Any, intervals: Mapping[int, Mapping[str, Sequence[float]]],
+                   metric: str) -> dict[str, Any] | None:
+    """Each run's primary-metric score and 95% CI in rank order, groups shaded, baselines marked."""
+    rows = []
+    for order, row in enumerate(board.rows):
+        value = row.metrics.get(metric)
+        if value is None:
+            continue
+        ci = intervals.get(row.run_id, {}).get(metric)
+        group = row.groups.get(metric)
+        rows.append({
+            "run": _label(row), "run_id": row.run_id, "order": order, "score": value,
+            "lo": ci[0] if ci else value, "hi": ci[1] if ci else value,
+            "rank": row.ranks.get(metric),
+            "group": f"G{group}" if group is not None else ("baseline" if row.baseline else "—"),
+            # alternate shading from one significance group to the next
+            "shade": (group % 2) if group is not None else 2,
+            "kind": "baseline" if row.baseline else "run",
+        })
+    if not rows:
+        return None
+    sort = {"field": "order", "op": "min"}
+    y = {"field": "run", "type": "nominal", "sort": sort, "title": None,
+         "axis": {"labelLimit": 260}}
+    lows = [r["lo"] for r in rows]
+    highs = [r["hi"] for r in rows]
+    span = (max(highs) - min(lows)) or 1.0
+    domain = [min(lows) - 0.02 * span, max(highs) + 0.02 * span]
+    for r in rows:
+        r["band_lo"], r["band_hi"] = domain
+    x_scale = {"domain": domain, "zero": False, "nice": False}
+    return _base(
+        f"{metric} of each run with its 95% confidence interval, in rank order",
+        title=f"{metric} with 95% confidence intervals",
+        width=WIDTH, height={"step": ROW_HEIGHT},
+        data={"values": rows},
+        encoding={"y": y},
+        layer=[
+            {"name": "groups", "mark": {"type": "bar", "opacity": 0.12},
+             "encoding": {
+                 "x": {"field": "band_lo", "type": "quantitative", "scale": x_scale},
+                 "x2": {"field": "band_hi"},
+                 "fill": {"field": "shade", "type": "nominal", "legend": None,
+                           "scale": {"domain": [0, 1, 2],
+                                     "range": ["#2563eb", "#f59e0b", "#ffffff"]}}}},
+            {"name": "intervals", "mark": {"type": "rule", "strokeWidth": 1.5},
+             "encoding": {"x": {"field": "lo", "type": "quantitative", "title": metric,
+                                "scale": x_scale},
+                          "x2": {"field": "hi"},
+                          "color": {"value": "#374151"}}},
+            {"name": "points", "mark": {"type": "point", "filled": True, "size": 60},
+             "encoding": {
+                 "x": {"field": "score", "type": "quantitative", "scale": x_scale},
+                 "href": {"field": "url"},  # filled in by the view: the run's page
+                 "shape": {"field": "kind", "type": "nominal", "title": None,
+                           "scale": {"domain": ["run", "baseline"],
+                                     "range": ["circle", "diamond"]}},
+                 "color": {"field": "kind", "type": "nominal", "title": None,
+                           "scale": {"domain": ["run", "baseline"],
+                                     "range": ["#1d4ed8", BASELINE_COLOUR]}},
+                 "tooltip": [{"field": "run"}, {"field": "score", "format": ".4f"},
+                             {"field": "lo", "title": "CI low", "format": ".4f"},
+                             {"field": "hi", "title": "CI high", "format": ".4f"},
+                             {"field": "rank"}, {"field": "group", "title": "group"}]}},
+        ],
+    )
+
+
+def heatmap_columns(board: Any) -> list[Any]:
+    """The board's per-dataset and per-genre columns (what the heat map shows)."""
+    return [c for c in board.columns if c.kind in ("dataset", "genre")]
+
+
+def board_heatmap(board: Any) -> dict[str, Any] | None:
+    """Runs × datasets (and genres): each cell the run's score, colour by value."""
+    columns = heatmap_columns(board)
+    cells = []
+    for order, row in enumerate(board.rows):
+        for position, column in enumerate(columns):
+            value = row.metrics.get(column.key)
+            if value is None:
+                continue
+            cells.append({"run": _label(row), "order": order, "column": column.label,
+                          "position": position, "score": value,
+                          "kind": "baseline" if row.baseline else "run"})
+    if not cells:
+        return None
+    values = [c["score"] for c in cells]
+    middle = (min(values) + max(values)) / 2  # light text on the scale's dark half
+    return _base(
+        "each run's score on each dataset and genre as a coloured cell",
+        title="Scores per dataset",
+        width={"step": max(28, min(60, WIDTH // max(1, len(columns))))},
+        height={"step": ROW_HEIGHT},
+        data={"values": cells},
+        encoding={
+            "y": {"field": "run", "type": "nominal", "sort": {"field": "order", "op": "min"},
+                  "title": None, "axis": {"labelLimit": 260}},
+            "x": {"field": "column", "type": "nominal", "sort": {"field": "position", "op": "min"},
+                  "title": None, "axis": {"orient": "top", "labelAngle": -45}},
+        },
+        layer=[
+            {"name": "cells", "mark": {"type": "rect"},
+             "encoding": {"color": {"field": "score", "type": "quantitative",
+                                    "scale": {"scheme": "viridis"}, "title": "score"},
+                          "tooltip": [{"field": "run"}, {"field": "column", "title": "dataset"},
+                                      {"field": "score", "format": ".4f"}]}},
+            {"name": "values", "mark": {"type": "text", "fontSize": 9},
+             "encoding": {"text": {"field": "score", "format": ".2f"},
+                          "color": {"condition": {"test": f"datum.score < {middle!r}",
+                                                  "value": "white"}, "value": "black"}}},
+        ],
+    )
+
+
+def run_bars(run_row: Any, board: Any, intervals: Mapping[str, Sequence[float]],
+             best: Mapping[str, float]) -> dict[str, Any] | None:
+    """A run's per-dataset (and per-genre) scores with CIs, beside the baselines and the best."""
+    bars, marks = [], []
+    for position, column in enumerate(heatmap_columns(board)):
+        value = run_row.metrics.get(column.key)
+        if value is None:
+            continue
+        ci = intervals.get(column.key)
+        bars.append({"column": column.label, "position": position, "score": value,
+                     "lo": ci[0] if ci else value, "hi": ci[1] if ci else value})
+        for row in board.rows:
+            other = row.metrics.get(column.key)
+            if row.baseline and other is not None and row.run_id != run_row.run_id:
+                marks.append({"column": column.label, "score": other,
+                              "who": f"baseline: {row.run}"})
+        if column.key in best:
+            marks.append({"column": column.label, "score": best[column.key],
+                          "who": "board's best"})
+    if not bars:
+        return None
+    x = {"field": "column", "type": "nominal", "title": None,
+         "sort": [b["column"] for b in bars], "axis": {"labelAngle": -30}}
+    return _base(
+        "the run's score on each dataset with its 95% CI, the baselines and the board's best",
+        title="Scores per dataset with 95% CIs",
+        width={"step": 44}, height=260,
+        layer=[
+            {"name": "bars", "data": {"values": bars}, "mark": {"type": "bar", "color": "#93c5fd"},
+             "encoding": {"x": x, "y": {"field": "score", "type": "quantitative",
+                                        "title": "score", "scale": {"zero": False}},
+                          "tooltip": [{"field": "column", "title": "dataset"},
+                                      {"field": "score", "format": ".4f"},
+                                      {"field": "lo", "format": ".4f"},
+                                      {"field": "hi", "format": ".4f"}]}},
+            {"name": "intervals", "data": {"values": bars}, "mark": {"type": "rule"},
+             "encoding": {"x": x, "y": {"field": "lo", "type": "quantitative"},
+                          "y2": {"field": "hi"}}},
+            {"name": "references", "data": {"values": marks},
+             "mark": {"type": "tick", "thickness": 2, "size": 30},
+             "encoding": {"x": x, "y": {"field": "score", "type": "quantitative"},
+                          "color": {"field": "who", "type": "nominal", "title": None},
+                          "tooltip": [{"field": "who"}, {"field": "score", "format": ".4f"}]}},
+        ],
+    )
+
+
+def _facet(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One panel per dataset, in the order the rows name them (the task's order)."""
+    order = list(dict.fromkeys(r["dataset"] for r in rows))
+    return {"field": "dataset", "type": "nominal", "title": None, "sort": order}
+
+
+def gold_scatter(points: list[dict[str, Any]], lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per dataset: each pair's run score against its gold, with the least-squares line."""
+    # the line's two ends: evaluation's fitted values at the run's lowest and highest score
+    ends = [{"dataset": line["dataset"], "score": x, "fit": y, "line": True}
+            for line in lines for x, y in line["ends"]]
+    return _base(
+        "each pair's run score against its gold score, one panel per dataset, with the "
+        "least-squares line ALLnorm fits",
+        title="Run score against gold (least-squares line as ALLnorm fits it)",
+        data={"values": points + ends},
+        facet=_facet(points),
+        columns=3,
+        resolve={"scale": {"x": "independent"}},
+        spec={
+            "width": 200, "height": 200,
+            "layer": [
+                {"name": "pairs", "transform": [{"filter": "!datum.line"}],
+                 "mark": {"type": "point", "filled": True, "size": 12, "opacity": 0.45},
+                 "encoding": {"x": {"field": "score", "type": "quantitative",
+                                    "title": "run score", "scale": {"zero": False}},
+                              "y": {"field": "gold", "type": "quantitative", "title": "gold"}}},
+                {"name": "fit", "transform": [{"filter": "datum.line"}],
+                 "mark": {"type": "line", "color": BEST_COLOUR},
+                 "encoding": {"x": {"field": "score", "type": "quantitative"},
+                              "y": {"field": "fit", "type": "quantitative"}}},
+            ],
+        },
+    )
+
+
+def distribution(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per dataset: histograms of the gold and of the run's scores mapped onto the gold's scale."""
+    return _base(
+        "distribution of gold scores and of the run's least-squares mapped scores per dataset",
+        title="Score distribution: gold and run (mapped onto the gold scale)",
+        data={"values": points},
+        transform=[{"fold": ["gold", "fitted"], "as": ["field", "value"]},
+                   {"calculate": "datum.field === 'gold' ? 'gold' : 'run (mapped)'",
+                    "as": "source"}],
+        facet=_facet(points),
+        columns=3,
+        spec={
+            "width": 200, "height": 140, "name": "distribution",
+            "mark": {"type": "bar", "opacity": 0.55, "binSpacing": 0},
+            "encoding": {
+                "x": {"field": "value", "type": "quantitative", "bin": {"maxbins": 20},
+                      "title": "score"},
+                "y": {"aggregate": "count", "type": "quantitative", "stack": None,
+                      "title": "pairs"},
+                "color": {"field": "source", "type": "nominal", "title": None,
+                          "scale": {"domain": ["gold", "run (mapped)"],
+                                    "range": ["#f59e0b", "#2563eb"]}},
+            },
+        },
+    )
+
+
+def compare_scatter(pairs: list[dict[str, Any]], a_label: str,
+                    b_label: str) -> dict[str, Any]:
+    """Per dataset: each pair's score from run a against run b."""
+    return _base(
+        f"each pair's score from {a_label} against {b_label}, one panel per dataset",
+        title=f"{a_label} against {b_label}",
+        data={"values": pairs},
+        facet=_facet(pairs),
+        columns=3,
+        resolve={"scale": {"x": "independent", "y": "independent"}},
+        spec={
+            "width": 200, "height": 200,
+            "layer": [{"name": "pairs",
+                       "mark": {"type": "point", "filled": True, "size": 12, "opacity": 0.45},
+                       "encoding": {"x": {"field": "a", "type": "quantitative", "title": a_label,
+                                          "scale": {"zero": False}},
+                                    "y": {"field": "b", "type": "quantitative", "title": b_label,
+                                          "scale": {"zero": False}}}}],
+        },
+    )

@@ -1,0 +1,307 @@
+"""Chart, per-item analysis and compare pages and their JSON (rendered in chromium elsewhere)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+from sqlalchemy import select
+from web_support import Browser, text
+
+from semboard.models import Run, Team
+
+SPEC_RE = re.compile(r'<script type="application/json" id="([\w-]+)-spec">(.*?)</script>', re.S)
+
+
+def _specs(page: str) -> dict[str, dict]:
+    return {name: json.loads(body) for name, body in SPEC_RE.findall(page)}
+
+
+def _board_runs(db_session) -> list[Run]:
+    return list(db_session.scalars(select(Run).join(Run.phase).where(
+        Run.is_current, Run.status == "scored").order_by(Run.id)).all())
+
+
+def test_board_page_carries_ci_and_heatmap_specs(browser: Browser) -> None:
+    page = text(browser.get("/tasks/demo/leaderboard/evaluation"))
+    specs = _specs(page)
+    assert set(specs) == {"board-ci", "board-heatmap"}
+    rows = re.findall(r'<tr class="[^"]*" data-run-id="(\d+)">', page)
+    ci = specs["board-ci"]
+    assert len(ci["data"]["values"]) == len(rows) == 8
+    assert [p["score"] for p in ci["data"]["values"]] == sorted(
+        (p["score"] for p in ci["data"]["values"]), reverse=True)
+    for point in ci["data"]["values"]:
+        assert point["lo"] <= point["score"] <= point["hi"]
+    heat = specs["board-heatmap"]
+    assert {c["column"] for c in heat["data"]["values"]} == {"news", "forums", "captions"}
+    assert len(heat["data"]["values"]) == 8 * 3
+    assert "vendor/vega-embed.min.js" in page and "cdn" not in page.lower()
+    assert 'action="/tasks/demo/compare"' in page
+
+
+def test_run_charts_follow_access_rules(browser: Browser, db_session) -> None:
+    run = _board_runs(db_session)[0]
+    page = text(browser.get(f"/runs/{run.id}"))
+    for name in ("bars", "scatter", "distribution"):
+        assert f"/runs/{run.id}/charts/{name}.json" in page
+    bars = browser.get(f"/runs/{run.id}/charts/bars.json").get_json()
+    assert {b["column"] for b in bars["layer"][0]["data"]["values"]} == {"news", "forums",
+                                                                           "captions"}
+    assert any(m["who"] == "board's best" for m in bars["layer"][2]["data"]["values"])
+    scatter = browser.get(f"/runs/{run.id}/charts/scatter.json").get_json()
+    pairs = [v for v in scatter["data"]["values"] if not v.get("line")]
+    assert len(pairs) == 80 + 60 + 50
+    ends = [v for v in scatter["data"]["values"] if v.get("line")]
+    assert len(ends) == 6
+    assert browser.get(f"/runs/{run.id}/charts/nope.json").status_code == 404
+
+
+def test_items_page_and_csv(browser: Browser, db_session) -> None:
+    run = _board_runs(db_session)[0]
+    page = text(browser.get(f"/runs/{run.id}/items?dataset=news&limit=5"))
+    rows = re.findall(r"<tr><td>news</td>", page)
+    assert len(rows) == 5
+    body = text(browser.get(f"/runs/{run.id}/items.csv?dataset=news"))
+    lines = list(csv.DictReader(io.StringIO(body)))
+    assert len(lines) == 80
+    errors = [abs(float(line["error"])) for line in lines]
+    assert errors == sorted(errors, reverse=True)
+    assert all(line["text1"] and line["text2"] for line in lines)
+    everything = list(csv.DictReader(io.StringIO(text(browser.get(f"/runs/{run.id}/items.csv")))))
+    assert len(everything) == 190
+
+
+def _count(db_session, model) -> int:
+    from sqlalchemy import func
+
+    db_session.commit()  # a fresh snapshot of what the site wrote
+    return db_session.scalar(select(func.count()).select_from(model))
+
+
+def test_compare_get_reads_only_stored_results(browser: Browser, db_session,
+                                               monkeypatch) -> None:
+    from semboard.models import RunComparison
+
+    a, b = _board_runs(db_session)[:2]
+    calls: list[int] = []
+    monkeypatch.setattr("evaluation.compare.compare_runs_many",
+                        lambda *args, **kwargs: calls.append(1))  # a GET must never call it
+    page = text(browser.get(f"/tasks/demo/compare?a={a.id}&b={b.id}"))
+    assert 'data-status="not computed"' in page and "Compute the tests" in page
+    assert 'data-metric="ALL"' in page and 'data-metric="news/pearson"' in page
+    assert "compare-scatter" not in _specs(page)
+    found = browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}").get_json()
+    assert found["status"] == "not computed"
+    assert found["status_url"] == f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}"
+    metrics = {m["metric"]: m for m in found["metrics"]}
+    # the cheap part: the runs' stored values and their difference, no statistics
+    assert metrics["ALL"]["a"] == a.current_score.flat["ALL"]
+    assert metrics["ALL"]["b"] == b.current_score.flat["ALL"]
+    assert abs(metrics["ALL"]["difference"] - (metrics["ALL"]["a"] - metrics["ALL"]["b"])) < 1e-12
+    assert all(m["p_value"] is None and m["williams"] is None for m in found["metrics"])
+    assert calls == [] and _count(db_session, RunComparison) == 0
+
+
+def _wait_done(browser: Browser, url: str) -> dict:
+    from semboard.analysis_jobs import wait_for_threads
+
+    wait_for_threads(60)
+    found = browser.get(url).get_json()
+    assert found["status"] == "done", found
+    return found
+
+
+def test_compare_computed_off_the_request_and_stored(browser: Browser, db_session) -> None:
+    a, b = _board_runs(db_session)[:2]
+    url = f"/tasks/demo/compare?a={a.id}&b={b.id}"
+    response = browser.submit(url, "/tasks/demo/compare", data={"a": a.id, "b": b.id})
+    assert response.status_code == 302 and response.headers["Location"].endswith(
+        f"/tasks/demo/compare?a={a.id}&b={b.id}")
+    found = _wait_done(browser, f"/api/v1{url}")
+    page = text(browser.get(url))
+    assert 'data-status="done"' in page and "Compute the tests" not in page
+    assert 'data-metric="ALL"' in page and 'data-metric="news/pearson"' in page
+    specs = _specs(page)
+    assert len(specs["compare-scatter"]["data"]["values"]) == 190
+    metrics = {m["metric"]: m for m in found["metrics"]}
+    assert set(metrics) >= {"ALL", "ALLnorm", "Mean", "news/pearson"}
+    news = metrics["news/pearson"]
+    assert news["williams"] is not None and 0 <= news["williams"]["p_value"] <= 1
+    assert abs(news["difference"] - (news["a"] - news["b"])) < 1e-12
+    assert 0 <= news["p_value"] <= 1
+    # the stored result is what evaluation gives for these runs, one metric at a time
+    from evaluation import compare_runs
+    from semboard.services import analysis, gold, tasks
+    from semboard.services.analysis import _validated
+
+    task = a.task
+    storage = browser.client.application.extensions["semboard.storage"]
+    with browser.client.application.app_context():
+        va, vb = _validated(db_session, storage, a), _validated(db_session, storage, b)
+        direct = compare_runs(tasks.definition(task), va, vb,
+                              gold.parsed_gold(db_session, storage, task=task),
+                              metric="news/pearson", **analysis.COMPARE_OPTIONS)
+    assert direct["p_value"] == news["p_value"]
+
+
+def test_compare_api_post_202_then_done(browser: Browser, db_session) -> None:
+    from semboard.models import RunComparison
+
+    a, b = _board_runs(db_session)[:2]
+    response = browser.client.post(f"/api/v1/tasks/demo/compare?a={b.id}&b={a.id}")
+    assert response.status_code == 202, response.get_json()
+    body = response.get_json()
+    assert body["status"] in ("pending", "done")
+    assert response.headers["Location"] == body["status_url"]
+    _wait_done(browser, body["status_url"])
+    again = browser.client.post(f"/api/v1/tasks/demo/compare?a={b.id}&b={a.id}")
+    assert again.status_code == 200 and again.get_json()["status"] == "done"
+    assert _count(db_session, RunComparison) == 1  # asked twice, computed once
+    assert browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b=x").status_code == 422
+    assert browser.client.post(f"/api/v1/tasks/demo/compare?a={a.id}&b=x").status_code == 422
+    assert browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b={a.id}").status_code == 400
+    assert browser.client.post(
+        f"/api/v1/tasks/demo/compare?a={a.id}&b={a.id}").status_code == 400
+    assert browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b=999999").status_code == 404
+    assert browser.get(f"/tasks/demo/compare?a={a.id}&b=zz").status_code == 400
+    assert browser.get("/tasks/demo/compare").status_code == 200
+    assert browser.client.post(
+        "/tasks/demo/compare", data={"a": a.id, "b": b.id}).status_code == 400  # no CSRF
+    assert _count(db_session, RunComparison) == 1
+
+
+def test_rescore_or_new_gold_invalidates_stored_comparison(browser: Browser,
+                                                          db_session) -> None:
+    from semboard.models import RunScoreRecord
+
+    a, b = _board_runs(db_session)[:2]
+    url = f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}"
+    browser.client.post(url)
+    _wait_done(browser, url)
+    # a rescore gives run a a new current score: the stored tests no longer name its inputs
+    db_session.rollback()  # leave the snapshot read before the site wrote
+    old = a.current_score
+    db_session.add(RunScoreRecord(run_id=a.id, gold_digest=old.gold_digest, scores=old.scores,
+                                  flat=old.flat, created_at=old.created_at))
+    db_session.commit()
+    assert browser.get(url).get_json()["status"] == "not computed"
+    browser.client.post(url)
+    _wait_done(browser, url)
+
+
+def test_compare_asked_before_a_rescore_fails_and_can_be_asked_again(
+        browser: Browser, db_session, monkeypatch) -> None:
+    from semboard import analysis_jobs
+    from semboard.models import RunScoreRecord
+
+    a, b = _board_runs(db_session)[:2]
+    app = browser.client.application
+    started: list[int] = []
+    monkeypatch.setattr(analysis_jobs, "start_comparison", started.append)  # held back
+    url = f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}"
+    assert browser.client.post(url).status_code == 202
+    db_session.rollback()
+    old = a.current_score
+    db_session.add(RunScoreRecord(run_id=a.id, gold_digest=old.gold_digest, scores=old.scores,
+                                  flat=old.flat, created_at=old.created_at))
+    db_session.commit()
+    assert analysis_jobs.run_comparison(app, started[0]) == "failed"  # inputs moved meanwhile
+    assert browser.get(url).get_json()["status"] == "not computed"
+    assert browser.client.post(url).status_code == 202 and len(started) == 2
+    assert analysis_jobs.run_comparison(app, started[1]) == "done"
+    assert browser.get(url).get_json()["status"] == "done"
+
+
+def test_compare_queued_on_rq_when_redis_is_configured(browser: Browser, db_session,
+                                                       monkeypatch) -> None:
+    from semboard import analysis_jobs
+
+    a, b = _board_runs(db_session)[:2]
+    app = browser.client.application
+    enqueued: list[tuple] = []
+
+    class FakeQueue:
+        def __init__(self, name: str, connection: object) -> None:
+            self.name = name
+
+        def enqueue(self, func, *args, **kwargs) -> None:
+            enqueued.append((self.name, func, args))
+
+    monkeypatch.setattr("rq.Queue", FakeQueue)
+    monkeypatch.setitem(app.config, "REDIS_URL", "redis://127.0.0.1:1/0")
+    url = f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}"
+    assert browser.client.post(url).status_code == 202
+    ((queue, func, (comparison_id,)),) = enqueued
+    assert queue == "analysis" and func is analysis_jobs.comparison_job
+    assert browser.get(url).get_json()["status"] == "pending"  # no thread took it
+    assert "Tests pending" in text(browser.get(url.replace("/api/v1", "")))
+    assert analysis_jobs.run_comparison(app, comparison_id) == "done"  # what the worker runs
+    assert browser.get(url).get_json()["status"] == "done"
+
+
+def test_items_hidden_before_gold_release(browser: Browser, db_session) -> None:
+    run = _board_runs(db_session)[0]
+    task = run.task
+    task.gold_released_at = None
+    db_session.commit()
+    assert browser.get(f"/runs/{run.id}/items").status_code == 403
+    assert browser.get(f"/runs/{run.id}/charts/scatter.json").status_code == 404
+    assert browser.get(f"/runs/{run.id}/charts/bars.json").status_code == 200
+    page = text(browser.get(f"/runs/{run.id}"))
+    assert "charts/scatter.json" not in page and "charts/bars.json" in page
+    team = db_session.get(Team, run.team_id)
+    assert team is not None
+
+
+def test_items_limit_keeps_the_largest_errors(browser: Browser, db_session) -> None:
+    run = _board_runs(db_session)[0]
+    everything = list(csv.DictReader(io.StringIO(text(browser.get(f"/runs/{run.id}/items.csv")))))
+    page = text(browser.get(f"/runs/{run.id}/items?limit=3"))
+    shown = re.findall(r'<td class="num">([+-]\d+\.\d\d)</td></tr>', page)
+    assert [float(v) for v in shown] == [round(float(e["error"]), 2) for e in everything[:3]]
+    assert "Showing 3 of 190 pairs" in page
+    assert browser.get(f"/runs/{run.id}/items?genre=nope").status_code == 200
+
+
+def test_board_rows_link_to_runs_and_comparisons(browser: Browser) -> None:
+    page = text(browser.get("/tasks/demo/leaderboard/evaluation"))
+    points = _specs(page)["board-ci"]["data"]["values"]
+    assert all(p["url"] == f"/runs/{p['run_id']}" for p in points)
+    links = re.findall(r'<a href="(/tasks/demo/compare\?a=(\d+)&amp;b=(\d+))" class="compare-link"',
+                       page)
+    assert len(links) == len(points) - 1
+    leader = points[0]["run_id"]
+    assert {int(a) for _, a, _ in links} == {leader}
+    assert browser.get(links[0][0].replace("&amp;", "&")).status_code == 200
+
+
+def test_hidden_runs_cannot_be_compared_or_charted(browser: Browser, db_session) -> None:
+    a, b = _board_runs(db_session)[:2]
+    phase = a.phase
+    phase.visibility = "organisers"
+    db_session.commit()
+    assert browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}").status_code == 404
+    assert browser.get(f"/tasks/demo/compare?a={a.id}&b={b.id}").status_code == 404
+    assert browser.client.post(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}").status_code == 404
+    assert browser.submit("/login", "/tasks/demo/compare",  # any page gives the token
+                          data={"a": a.id, "b": b.id}).status_code == 404
+    assert browser.get(f"/runs/{a.id}/charts/bars.json").status_code == 404
+    assert browser.get(f"/runs/{a.id}/items.csv").status_code == 404
+
+
+def test_compare_without_gold_offers_no_tests(browser: Browser, db_session) -> None:
+    from sqlalchemy import delete
+
+    from semboard.models import GoldFile
+
+    a, b = _board_runs(db_session)[:2]
+    db_session.execute(delete(GoldFile))
+    db_session.commit()
+    page = text(browser.get(f"/tasks/demo/compare?a={a.id}&b={b.id}"))
+    assert "The tests need the gold" in page and "Compute the tests" not in page
+    assert 'data-metric="ALL"' in page  # the stored scores are still shown
+    response = browser.client.post(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}")
+    assert response.status_code == 404 and "no gold" in response.get_json()["error"]
