@@ -6,8 +6,6 @@ groups from the significance service (evaluation's paired bootstrap over the sto
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from semboard import exportsafe
 from semboard.errors import Forbidden
 from semboard.models import Phase, Run, Task, User
 from semboard.services import access, significance, tasks
@@ -97,7 +96,7 @@ class Leaderboard:
         for column in self.columns:
             header.append(column.label)
             if column.ranked:
-                header.append("rank")
+                header.append(f"{column.label} rank")
         body = []
         for row in self.rows:
             line: list[Any] = [row.team, row.run, "yes" if row.baseline else "", "".join(row.flags)]
@@ -115,12 +114,7 @@ class Leaderboard:
         header = header + [f"{c.label} group" for c in ranked]
         body = [line + [row.groups.get(c.key, "") for c in ranked]
                 for line, row in zip(body, self.rows, strict=True)]
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(header)
-        for line in body:
-            writer.writerow(["" if v is None else v for v in line])
-        return out.getvalue()
+        return exportsafe.csv_text(header, body)
 
     def to_latex(self, digits: int = 4) -> str:
         """A LaTeX tabular like the task paper's results table."""
@@ -131,11 +125,7 @@ class Leaderboard:
                 return "--"
             if isinstance(value, float):
                 return f"{value:.{digits}f}"
-            text = str(value)
-            for char, escaped in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"),
-                                  ("_", r"\_"), ("#", r"\#"), ("$", r"\$")):
-                text = text.replace(char, escaped)
-            return text.replace("†", r"\dag{}").replace("‡", r"\ddag{}")
+            return exportsafe.latex_escape(str(value))
 
         lines = [
             r"\begin{tabular}{" + "ll" + "c" * (len(header) - 2) + "}",

@@ -74,3 +74,63 @@ def test_extra_columns_on_the_web_form_show_the_problems(client, world, tiny_dat
     assert response.status_code in (200, 422), response.status_code
     assert "has a confidence" in response.get_data(as_text=True)
     assert session.scalars(select(UploadLog.outcome)).all() == ["rejected"]
+
+
+# ------------------------------------------------------------------ 3, 4. hostile names in exports
+
+HOSTILE_TEAMS = ['=HYPERLINK("http://x","y")', r"\input{/etc/passwd}", "+cmd|' /C calc'!A0",
+                 "@SUM(1)", "-2+3", "\tTabbed", "x~y^z_{1}#$%&<>|"]
+
+
+def test_exports_neutralise_formulas_and_escape_latex(client, world, tiny_data, session, make,
+                                                      now):
+    from semboard import exportsafe
+    from semboard.services import leaderboard, submissions, teams
+
+    task, phase = world["task"], world["phase"]
+    for i, name in enumerate(HOSTILE_TEAMS):
+        captain = make.user()
+        team = teams.create_team(session, task=task, captain=captain, name=name, affiliation="U",
+                                 now=now)
+        session.commit()
+        submissions.submit(session, make.storage, team=team, phase=phase, user=captain,
+                           name="=SUM(1+1)" if i == 0 else f"@run{i}",
+                           files=tiny_data.run(seed=i), now=now)
+    board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=None)
+    served = {
+        "web": client.get("/tasks/tiny/leaderboard/eval.csv").get_data(as_text=True),
+        "api": client.get(f"{API}/tasks/tiny/leaderboard?phase=eval&format=csv")
+        .get_data(as_text=True),
+        "service": board.to_csv(),
+    }
+    import csv as csv_module
+
+    for where, text in served.items():
+        table = list(csv_module.reader(io.StringIO(text)))
+        assert table[0][4:6] == ["ALL", "ALL rank"], where
+        assert len(set(table[0])) == len(table[0]), f"{where}: duplicate column names"
+        cells = [c for row in table for c in row[:2]]
+        assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")], where
+        assert "'=HYPERLINK(\"http://x\",\"y\")" in cells and "'=SUM(1+1)" in cells, where
+    assert exportsafe.csv_cell(-0.5) == -0.5  # numbers are values, not formulas
+
+    latex = board.to_latex()
+    assert r"\input{" not in latex and r"\textbackslash{}input\{/etc/passwd\}" in latex
+    assert r"x\textasciitilde{}y\textasciicircum{}z\_\{1\}\#\$\%\&" in latex
+    body = latex.split(r"\hline")[2]
+    for line in body.strip().splitlines():
+        # every cell boundary is a real column: no unescaped & or braces from names
+        assert line.count(" & ") == latex.split(r"\hline")[1].strip().count(" & ")
+
+
+@pytest.mark.parametrize("text", [r"\input{x}", "{", "}", "~", "^", "\\", "a_b&c%d#e$f"])
+def test_latex_escape_leaves_no_command_or_group(text):
+    from semboard.exportsafe import latex_escape
+
+    escaped = latex_escape(text)
+    stripped = (escaped.replace(r"\textbackslash{}", "").replace(r"\textasciitilde{}", "")
+                .replace(r"\textasciicircum{}", "").replace("\\{", "").replace("\\}", ""))
+    for special in "{}~^":
+        assert special not in stripped
+    assert "\\" not in stripped.replace("\\&", "").replace("\\%", "").replace("\\#", "") \
+        .replace("\\$", "").replace("\\_", "")
