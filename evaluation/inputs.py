@@ -119,15 +119,15 @@ def _rows(fmt: InputFormat, text: str, filename: str) -> tuple[list[dict[str, st
             raise ValidationError(empty) from None
         index = _header_index(header, fmt.columns, filename)
         for row in reader:
-            line = reader.line_num
+            line_no = reader.line_num
             if not row:
                 continue
             if len(row) <= max(index.values()):
-                issues.append(Issue(filename, line, f"expected {len(header)} fields, found "
+                issues.append(Issue(filename, line_no, f"expected {len(header)} fields, found "
                                     f"{len(row)}", "column-count"))
                 continue
             rows.append({c: row[j] for c, j in index.items()})
-            lines.append(line)
+            lines.append(line_no)
     if issues:
         raise ValidationError(issues)
     return rows, lines

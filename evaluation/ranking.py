@@ -35,7 +35,7 @@ def _lookup(score: RunScore, key: str) -> tuple[bool, float]:
 def competition_ranks(values: Mapping[K, float]) -> dict[K, int]:
     """1, 2, 2, 4 ranking, highest value first."""
     ordered = sorted(values.values(), reverse=True)
-    first = {}
+    first: dict[float, int] = {}
     for pos, v in enumerate(ordered, start=1):
         first.setdefault(v, pos)
     return {k: first[v] for k, v in values.items()}

@@ -246,11 +246,12 @@ class _Collector:
         self.issues: list[Issue] = []
         self.counts: dict[str, int] = {}
 
-    def add(self, line: int | None, message: str, code: str) -> None:
+    def add(self, line: int | np.integer | None, message: str, code: str) -> None:
         n = self.counts.get(code, 0) + 1
         self.counts[code] = n
         if n <= MAX_ISSUES_PER_KIND:
-            self.issues.append(Issue(self.filename, line, message, code))
+            self.issues.append(Issue(self.filename, None if line is None else int(line),
+                                     message, code))
 
     def finish(self) -> list[Issue]:
         # File-level problems first, then line problems in line order, then the summaries.
@@ -293,12 +294,13 @@ def _check_values(task: TaskDefinition, col: _Collector, values: np.ndarray,
     code = "out-of-range" if what == "score" else "confidence-out-of-range"
     if not finite.all():
         for j in np.flatnonzero(~finite & ~nan):
-            col.add(int(lines[j]), f"{what} {tokens[j].strip()!r} is infinite", "inf")
+            col.add(int(lines[j]), f"{what} {tokens[int(j)].strip()!r} is infinite", "inf")
     with np.errstate(invalid="ignore"):
         out = finite & ((values < lo) | (values > hi))
     if out.any():
         for j in np.flatnonzero(out):
-            col.add(int(lines[j]), f"{what} {tokens[j].strip()} is outside [{lo:g}, {hi:g}]", code)
+            col.add(int(lines[j]), f"{what} {tokens[int(j)].strip()} is outside [{lo:g}, {hi:g}]",
+                    code)
     return nan
 
 

@@ -417,7 +417,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
     shift_y = float(np.mean([pairs[k].y.mean() for k in names])) if names else 0.0
     needed = {m for a in aggregates for m in _AGG_NEEDS.get(a, ())}
     for b in _chunks(sizes, resamples):
-        ms, per = [], {}
+        ms: list[Any] = []
+        per: dict[str, Any] = {}
         for k in names:
             p = pairs[k]
             c = R.count_matrix(rng, len(p.x), b)

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from semboard import exportsafe
 from semboard.errors import Forbidden
-from semboard.models import Phase, Run, Task, User
+from semboard.models import Phase, Run, RunScoreRecord, Task, User
 from semboard.services import access, significance, tasks
 from semboard.storage import Storage
 
@@ -138,6 +138,14 @@ class Leaderboard:
         return "\n".join(lines)
 
 
+def _record(run: Run) -> RunScoreRecord:
+    """The current score of a run already filtered to scored ones."""
+    record = run.current_score
+    if record is None:
+        raise ValueError(f"run {run.id} has no current score")
+    return record
+
+
 def _columns(
     definition: Any, flats: list[dict[str, Any]], ranked: set[str], datasets: Any
 ) -> list[Column]:
@@ -191,12 +199,12 @@ def build_leaderboard(
     scored = [r for r in runs if r.current_score is not None]
     # Baselines take no rank: rank the participants' runs only.
     ranks = rank_runs(
-        definition, {r.id: r.current_score.scores for r in scored if not r.team.is_baseline}
+        definition, {r.id: _record(r).scores for r in scored if not r.team.is_baseline}
     )
     ranked_keys = set(ranking_keys(definition))
     board = Leaderboard(task=task, phase=phase)
     datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
-    flats = [r.current_score.flat for r in scored]
+    flats = [_record(r).flat for r in scored]
     board.columns = _columns(definition, flats, ranked_keys, datasets)
     ranked_runs = [r for r in scored if not r.team.is_baseline]
     groups: dict[str, dict[str, int]] = {}
@@ -224,7 +232,7 @@ def build_leaderboard(
             run=run.name,
             baseline=run.team.is_baseline,
             flags=flags,
-            metrics=dict(run.current_score.flat),
+            metrics=dict(_record(run).flat),
             ranks=dict(ranks.get(run.id, {})),
             submitted_at=run.submitted_at,
             baseline_info=dict(run.meta) if run.team.is_baseline else None,

@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
-from semboard.errors import DomainError
+from semboard.errors import DomainError, InvalidData
 from semboard.forms import (
     ActionForm,
     DataUploadForm,
@@ -245,9 +245,11 @@ def grant_fix(task_name: str) -> Any:
             phase = tasks.get_phase(session, task, form.phase.data)
             if team.task_id != task.id:
                 abort(404)
+            until = _utc(form.until.data)
+            if until is None:  # InputRequired guards this; mypy cannot know it
+                raise InvalidData("a fix needs the time until which it is allowed")
             grants.grant_post_deadline_fix(session, team=team, phase=phase, by=user,
-                                           reason=form.reason.data, until=_utc(form.until.data),
-                                           now=now())
+                                           reason=form.reason.data, until=until, now=now())
         if done:
             flash(f"{team.name} may fix runs of {phase.name} until "
                   f"{_utc(form.until.data):%Y-%m-%d %H:%M} UTC (flagged †).", "success")

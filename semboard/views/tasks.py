@@ -135,7 +135,8 @@ def create_team(task_name: str) -> Any:
     form = TeamCreateForm()
     return _team_form(
         task, form,
-        lambda: teams.create_team(db(), task=task, captain=me(), name=form.name.data.strip(),
+        lambda: teams.create_team(db(), task=task, captain=login_or_redirect(),
+                                  name=form.name.data.strip(),
                                   affiliation=(form.affiliation.data or "").strip(), now=now()),
         "Team {team} created. Share its invite code with your team mates.",
     )
@@ -149,7 +150,7 @@ def join_team(task_name: str) -> Any:
     form = TeamJoinForm()
     return _team_form(
         task, form,
-        lambda: teams.join_team(db(), task=task, user=me(),
+        lambda: teams.join_team(db(), task=task, user=login_or_redirect(),
                                 invite_code=form.invite_code.data.strip(), now=now()),
         "You joined {team}.",
     )
