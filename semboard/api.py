@@ -14,6 +14,7 @@ from semboard.errors import InvalidData, NotFound
 from semboard.models import Phase, Task, User
 from semboard.services import access, accounts, gold, inputs, leaderboard, submissions, tasks, teams
 from semboard.storage import get_storage
+from semboard.timefmt import api_time
 from semboard.webfiles import attachment, client_filename
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -53,8 +54,8 @@ def _phase_json(phase: Phase, now: datetime) -> dict[str, Any]:
         "slug": phase.slug,
         "name": phase.name,
         "kind": phase.kind,
-        "opens_at": phase.opens_at.isoformat(),
-        "closes_at": phase.closes_at.isoformat(),
+        "opens_at": api_time(phase.opens_at),
+        "closes_at": api_time(phase.closes_at),
         "open": phase.opens_at <= now < phase.closes_at,
         "team_window_hours": phase.team_window_hours,
         "max_runs": phase.max_runs,
@@ -96,7 +97,7 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
             data["team"] = {
                 "name": team.name,
                 "deadlines": {
-                    p.slug: inputs.team_deadline(session, team=team, phase=p).isoformat()
+                    p.slug: api_time(inputs.team_deadline(session, team=team, phase=p))
                     for p in phases
                 },
             }

@@ -27,6 +27,7 @@ from semboard.errors import (
 from semboard.models import Phase, Run, RunFile, Task, Team, UploadLog, User
 from semboard.services import access, gold, grants, inputs, ratelimit, tasks
 from semboard.storage import Storage, keys, put_content, sha256
+from semboard.timefmt import api_time, clock_text
 
 if TYPE_CHECKING:
     from evaluation import TaskDefinition, ValidatedRun
@@ -159,7 +160,7 @@ def submit(
     if not team.is_baseline:
         if now < phase.opens_at:
             raise refuse(PhaseNotOpen(
-                f"phase {phase.name} opens at {phase.opens_at:%Y-%m-%d %H:%M} UTC"))
+                f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC"))
         deadline = inputs.team_deadline(session, team=team, phase=phase)
         if now >= deadline:
             if grants.active_grant(session, team=team, phase=phase, now=now) is not None:
@@ -168,14 +169,14 @@ def submit(
                 is_late = True
             else:
                 raise refuse(WindowClosed(
-                    f"your deadline for {phase.name} passed at {deadline:%Y-%m-%d %H:%M} UTC"))
+                    f"your deadline for {phase.name} passed at {clock_text(deadline)} UTC"))
         # Once gold is public a run can be fitted to it: only post-evaluation phases (and fixes
         # an organiser granted) still take runs, so a late run can never top the official board.
         released = task.gold_released_at
         if released is not None and now >= released and phase.kind != "post-evaluation" \
                 and not is_fix:
             raise refuse(WindowClosed(
-                f"the gold of {task.name} was released at {released:%Y-%m-%d %H:%M} UTC; "
+                f"the gold of {task.name} was released at {clock_text(released)} UTC; "
                 f"{phase.name} takes no new runs (submit to a post-evaluation phase)"))
 
     # Validation (every problem, with file and line).
@@ -349,8 +350,8 @@ def run_summary(run: Run, *, show_scores: bool) -> dict[str, Any]:
         "late": run.is_late,
         "post_deadline_fix": run.is_fix,
         "baseline": run.team.is_baseline,
-        "submitted_at": run.submitted_at.isoformat(),
-        "replaced_at": run.replaced_at.isoformat() if run.replaced_at else None,
+        "submitted_at": api_time(run.submitted_at),
+        "replaced_at": api_time(run.replaced_at),
         "files": [
             {"filename": f.filename, "dataset": f.dataset, "sha256": f.sha256, "size": f.size}
             for f in run.files

@@ -19,6 +19,7 @@ from semboard.models import (
     Phase,
     Task,
     TaskOrganiser,
+    TeamWindow,
     User,
 )
 
@@ -156,6 +157,10 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
         with session.begin_nested():  # flushes pending changes first, so assign inside it
             for key, value in values.items():
                 setattr(phase, key, value)
+            # Stored window ends follow the phase (deadlines are computed, these are a record).
+            for window in session.scalars(select(TeamWindow).where(
+                    TeamWindow.phase_id == phase.id)):
+                window.ends_at = phase_deadline(phase, window.started_at)
             session.flush()
     except IntegrityError as err:
         raise NameTaken(f"task {phase.task.name} already has a phase {values['slug']!r}") from err

@@ -134,3 +134,97 @@ def test_latex_escape_leaves_no_command_or_group(text):
         assert special not in stripped
     assert "\\" not in stripped.replace("\\&", "").replace("\\%", "").replace("\\#", "") \
         .replace("\\$", "").replace("\\_", "")
+
+
+# ------------------------------------------------------------------ 5. seconds survive an edit
+
+
+def _login(client, user):
+    response = client.post("/login", data={"email": user.email, "password": "password123"})
+    assert response.status_code in (200, 302)
+
+
+def _organiser(session, make, task, now):
+    from semboard.services import tasks
+
+    organiser = make.user()
+    tasks.add_organiser(session, task=task, user=organiser, now=now)
+    session.commit()
+    return organiser
+
+
+def test_editing_a_phase_keeps_the_seconds_of_its_times(client, world, session, make, now):
+    import re
+    from datetime import UTC, datetime
+
+    from semboard.services import tasks
+
+    phase = world["phase"]
+    close = datetime(2012, 4, 11, 23, 59, 59, tzinfo=UTC)
+    tasks.update_phase(session, phase, closes_at=close)
+    session.commit()
+    _login(client, _organiser(session, make, world["task"], now))
+    page = client.get("/tasks/tiny/organise/phases/eval").get_data(as_text=True)
+    values = dict(re.findall(r'name="(opens_at|closes_at)"[^>]*value="([^"]*)"', page)
+                  or [(n, v) for v, n in re.findall(
+                      r'value="([^"]*)"[^>]*name="(opens_at|closes_at)"', page)])
+    assert values["closes_at"] == "2012-04-11T23:59:59", values
+    assert 'step="1"' in page
+    form = {"slug": "eval", "name": phase.name, "kind": phase.kind, "max_runs": "3",
+            "late_policy": phase.late_policy, "visibility": phase.visibility, "track": "",
+            "team_window_hours": "", **values}
+    response = client.post("/tasks/tiny/organise/phases/eval", data=form)
+    assert response.status_code == 302, response.get_data(as_text=True)
+    session.expire_all()
+    assert tasks.get_phase(session, world["task"], "eval").closes_at.replace(tzinfo=UTC) == close
+    shown = client.get("/tasks/tiny").get_data(as_text=True)
+    assert "2012-04-11 23:59:59 UTC" in shown
+    api = client.get(f"{API}/tasks/tiny").get_json()["phases"][0]
+    assert api["closes_at"] == "2012-04-11T23:59:59+00:00"
+
+
+def test_api_times_have_no_microseconds(client, world, session):
+    from datetime import timedelta
+
+    from semboard.services import tasks
+
+    phase = world["phase"]
+    tasks.update_phase(session, phase, opens_at=phase.opens_at + timedelta(microseconds=123456))
+    session.commit()
+    data = client.get(f"{API}/tasks/tiny", headers=world["tokens"]["a"]).get_json()
+    assert "." not in data["phases"][0]["opens_at"]
+    assert "." not in data["team"]["deadlines"]["eval"]
+
+
+# ------------------------------------------------------------------ 6. windows follow the close
+
+
+def test_team_deadlines_follow_later_changes_of_the_close(session, make, now, tiny_data):
+    from datetime import timedelta
+
+    from semboard.errors import WindowClosed
+    from semboard.services import inputs, submissions, tasks
+
+    task = make.task(with_gold=True)
+    phase = make.phase(task, "win", closes_at=now + timedelta(hours=2), team_window_hours=24)
+    team, captain = make.team(task, "W")
+    inputs.download_inputs(session, make.storage, phase=phase, dataset="alpha", user=captain,
+                           now=now)
+    session.commit()
+    assert inputs.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=2)
+    # Extended: the window's own length now limits the team, not the old close.
+    tasks.update_phase(session, phase, closes_at=now + timedelta(days=5))
+    session.commit()
+    assert inputs.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=24)
+    run = submissions.submit(session, make.storage, team=team, phase=phase, user=captain,
+                             name="in-time", files=tiny_data.run(seed=1),
+                             now=now + timedelta(hours=10))
+    assert not run.is_late
+    # Shortened: a run after the new close is not on time any more.
+    tasks.update_phase(session, phase, closes_at=now + timedelta(hours=12))
+    session.commit()
+    assert inputs.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=12)
+    with pytest.raises(WindowClosed):
+        submissions.submit(session, make.storage, team=team, phase=phase, user=captain,
+                           name="too-late", files=tiny_data.run(seed=2),
+                           now=now + timedelta(hours=13))
