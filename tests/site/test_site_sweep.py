@@ -228,3 +228,35 @@ def test_team_deadlines_follow_later_changes_of_the_close(session, make, now, ti
         submissions.submit(session, make.storage, team=team, phase=phase, user=captain,
                            name="too-late", files=tiny_data.run(seed=2),
                            now=now + timedelta(hours=13))
+
+
+# ------------------------------------------------------------------ 9. several open phases
+
+
+def test_several_open_phases_are_never_guessed(app, client, world, session, make, now,
+                                               tiny_data):
+    from datetime import UTC, datetime, timedelta
+
+    from semboard.services import tasks
+
+    task = world["task"]
+    make.phase(task, "track-b", max_runs=3)
+    response = post_run(client, world["tokens"]["a"], tiny_data.run(seed=1))
+    assert response.status_code == 422
+    error = response.get_json()["error"]
+    assert "eval" in error and "track-b" in error and "phase" in error
+    assert post_run(client, world["tokens"]["a"], tiny_data.run(seed=1),
+                    phase="track-b").status_code == 201
+
+    # The baselines command runs on the real clock: both phases open around it.
+    real = datetime.now(UTC)
+    for phase in tasks.phases(session, task):
+        tasks.update_phase(session, phase, opens_at=real - timedelta(days=1),
+                           closes_at=real + timedelta(days=1))
+    session.commit()
+    result = app.test_cli_runner().invoke(args=["baselines", "run", "tiny", "--system", "random",
+                                                "--no-queue"])
+    assert result.exit_code != 0 and "eval" in result.output and "track-b" in result.output
+    result = app.test_cli_runner().invoke(args=["baselines", "run", "tiny", "--system", "random",
+                                                "--no-queue", "--phase", "track-b"])
+    assert result.exit_code == 0, result.output
