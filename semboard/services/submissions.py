@@ -92,7 +92,9 @@ def _reject(
     begin_write(session)  # SQLite: take the write lock before reading (see db.begin_write)
     _log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
                 outcome="rejected", message=str(err), issues=err.issues, now=now)
-    if not isinstance(err, RateLimited):
+    # Only invalid files count towards the limit: a refusal for timing, slots or rights is the
+    # site's rule, not a participant probing the validator.
+    if isinstance(err, RunRejected):
         ratelimit.record(session, key=_rate_key(team), now=now)
     session.commit()
     return err
@@ -143,13 +145,21 @@ def submit(
         return _reject(session, err, team=team, phase=phase, user=user, name=name, files=files,
                        now=now)
 
-    limit_per_hour = REJECTED_UPLOADS_PER_HOUR
-    if not team.is_baseline and ratelimit.count(
-        session, key=_rate_key(team), per=timedelta(hours=1), now=now
-    ) >= limit_per_hour:
-        raise refuse(RateLimited(
-            f"{limit_per_hour} rejected uploads in the last hour; wait before uploading again"
-        ))
+    def invalid(err: RunRejected) -> DomainError:
+        """A run with problems; past the hourly limit of invalid uploads, a 429 saying when
+        it lifts (a valid run is never refused for earlier mistakes: this comes after checks)."""
+        if team.is_baseline:
+            return refuse(err)
+        per = timedelta(hours=1)
+        lifts = ratelimit.lifts_at(session, key=_rate_key(team), limit=REJECTED_UPLOADS_PER_HOUR,
+                                   per=per, now=now)
+        if lifts is None:
+            return refuse(err)
+        return refuse(RateLimited(
+            f"{err.message}. {REJECTED_UPLOADS_PER_HOUR} invalid uploads in the last hour: "
+            f"check your files before uploading again; the limit lifts at {clock_text(lifts)} "
+            "UTC (valid runs are always accepted)", err.issues))
+
     try:
         name = _check_name(name)
     except InvalidData as err:
@@ -187,14 +197,14 @@ def submit(
     try:
         unpacked = unpack_upload(files)
     except ValidationError as err:
-        raise refuse(RunRejected("the upload could not be read", err.issues)) from None
+        raise invalid(RunRejected("the upload could not be read", err.issues)) from None
     datasets = definition.track_datasets(phase.track) if phase.track else None
     validated = validate_run(
         definition, unpacked, stored_inputs, team=None if team.is_baseline else team.name,
         datasets=datasets,
     )
     if not validated.ok:
-        raise refuse(RunRejected(
+        raise invalid(RunRejected(
             f"run {name!r} was rejected: {len(validated.issues)} problem(s)", validated.issues))
 
     # Files first (content-addressed, never overwritten); a refused insert leaves only orphans.

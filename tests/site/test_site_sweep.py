@@ -260,3 +260,28 @@ def test_several_open_phases_are_never_guessed(app, client, world, session, make
     result = app.test_cli_runner().invoke(args=["baselines", "run", "tiny", "--system", "random",
                                                 "--no-queue", "--phase", "track-b"])
     assert result.exit_code == 0, result.output
+
+
+# ------------------------------------------------------------------ 10. the rejected-upload limiter
+
+
+def test_only_invalid_files_count_towards_the_upload_limit(client, world, tiny_data, session,
+                                                           monkeypatch):
+    from semboard.services import submissions
+
+    monkeypatch.setattr(submissions, "REJECTED_UPLOADS_PER_HOUR", 3)
+    headers = world["tokens"]["a"]
+    for i in range(3):  # 201, then run-limit 409s: refusals by rule, not invalid files
+        post_run(client, headers, tiny_data.run(seed=i), name=f"r{i}")
+    for _ in range(4):
+        assert post_run(client, headers, tiny_data.run(seed=9), name="r9").status_code == 409
+    bad = {"STS.output.alpha.txt": b"x\n"}
+    for _ in range(3):
+        assert post_run(client, headers, bad, name="bad").status_code == 422
+    limited = post_run(client, headers, bad, name="bad")
+    assert limited.status_code == 429
+    body = limited.get_json()
+    assert "the limit lifts at 2012-04-02 13:00 UTC" in body["error"]
+    assert any(i["file"] == "STS.output.alpha.txt" for i in body["issues"])
+    # valid runs still go through (replacing an existing name: no free slot needed)
+    assert post_run(client, headers, tiny_data.run(seed=5), name="r0").status_code == 201
