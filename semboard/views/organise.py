@@ -198,8 +198,10 @@ def release_gold(task_name: str) -> Any:
 def rescore(task_name: str) -> Any:
     """Score every run against the current gold (history kept)."""
 
+    force = request.form.get("force") == "1"
+
     def act(task: Task, user: User) -> str:
-        changed = gold.rescore(db(), storage(), task=task, now=now())
+        changed = gold.rescore(db(), storage(), task=task, now=now(), force=force)
         return f"Rescored: {changed} run(s) got a new score."
 
     return _organiser_action(task_name, act, "#release")

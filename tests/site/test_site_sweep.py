@@ -285,3 +285,49 @@ def test_only_invalid_files_count_towards_the_upload_limit(client, world, tiny_d
     assert any(i["file"] == "STS.output.alpha.txt" for i in body["issues"])
     # valid runs still go through (replacing an existing name: no free slot needed)
     assert post_run(client, headers, tiny_data.run(seed=5), name="r0").status_code == 201
+
+
+# ------------------------------------------------------------------ 7. rescore on any change
+
+
+def test_a_new_metric_in_the_definition_leads_to_a_rescore(app, client, world, tiny_data,
+                                                           session, make, now, tmp_path):
+    from conftest import TINY_TOML
+
+    from semboard.services import gold, submissions
+
+    team, _ = world["teams"]
+    run = submissions.submit(session, make.storage, team=team, phase=world["phase"],
+                             user=world["captains"][0], name="r", files=tiny_data.run(seed=1),
+                             now=now)
+    assert "spearman" not in json.dumps(run.current_score.scores)
+    assert gold.rescore(session, make.storage, task=world["task"], now=now) == 0
+    toml = tmp_path / "tiny.toml"
+    toml.write_text(TINY_TOML.replace('dataset = ["pearson", "weighted_pearson"]',
+                                      'dataset = ["pearson", "weighted_pearson", "spearman"]'))
+    result = app.test_cli_runner().invoke(args=["task", "load", str(toml)])
+    assert result.exit_code == 0 and "1 run(s) rescored" in result.output, result.output
+    session.commit()  # end the read snapshot taken before the command wrote
+    session.expire_all()
+    assert "spearman" in json.dumps(submissions.get_run(session, run.id).current_score.scores)
+    # Up to date: a plain rescore does nothing, a forced one redoes every run.
+    assert gold.rescore(session, make.storage, task=world["task"], now=now) == 0
+    assert gold.rescore(session, make.storage, task=world["task"], now=now, force=True) == 1
+    organiser = _organiser(session, make, world["task"], now)
+    _login(client, organiser)
+    client.post("/tasks/tiny/organise/rescore", data={"force": "1"})
+    session.commit()
+    session.expire_all()
+    assert len(submissions.get_run(session, run.id).scores) == 4
+
+
+def test_a_new_evaluation_version_leads_to_a_rescore(world, tiny_data, session, make, now,
+                                                      monkeypatch):
+    import evaluation
+    from semboard.services import gold, submissions
+
+    team, _ = world["teams"]
+    submissions.submit(session, make.storage, team=team, phase=world["phase"],
+                       user=world["captains"][0], name="r", files=tiny_data.run(seed=1), now=now)
+    monkeypatch.setattr(evaluation, "__version__", "999.0")
+    assert gold.rescore(session, make.storage, task=world["task"], now=now) == 1
