@@ -23,6 +23,11 @@ FLAG_LATE = "*"
 FLAG_FIX = "†"
 FLAG_ORGANISER = "‡"
 
+# Why a cell has no value; boards and exports show each differently ("—" only for undefined).
+MISSING_UNDEFINED = "undefined"
+MISSING_NOT_SUBMITTED = "not submitted"
+MISSING_NO_GOLD = "no gold"
+
 
 @dataclass
 class Column:
@@ -53,6 +58,8 @@ class Row:
     baseline_info: dict[str, Any] | None = None
     # significance group on each ranked metric (1 = best); baselines and ungrouped runs: none
     groups: dict[str, int] = field(default_factory=dict)
+    # column key → MISSING_* for each metric without a value
+    missing: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (the API's row)."""
@@ -67,6 +74,7 @@ class Row:
             "submitted_at": self.submitted_at.isoformat(),
             "baseline_info": self.baseline_info,
             "groups": self.groups,
+            "missing": self.missing,
         }
 
 
@@ -101,7 +109,11 @@ class Leaderboard:
         for row in self.rows:
             line: list[Any] = [row.team, row.run, "yes" if row.baseline else "", "".join(row.flags)]
             for column in self.columns:
-                line.append(row.metrics.get(column.key))
+                value = row.metrics.get(column.key)
+                reason = row.missing.get(column.key, MISSING_UNDEFINED)
+                # an undefined value stays empty (CSV) / "--" (LaTeX); the others say why
+                line.append(value if value is not None or reason == MISSING_UNDEFINED
+                            else reason)
                 if column.ranked:
                     line.append(row.ranks.get(column.key, ""))
             body.append(line)
@@ -136,6 +148,24 @@ class Leaderboard:
         lines += [" & ".join(cell(v) for v in line) + r" \\" for line in body]
         lines += [r"\hline", r"\end{tabular}", ""]
         return "\n".join(lines)
+
+
+def _missing(record: RunScoreRecord, columns: list[Column]) -> dict[str, str]:
+    """Why each empty cell of a row is empty: not submitted, no gold yet, or undefined."""
+    skipped = set(record.scores.get("skipped", []))
+    unscored = set(record.scores.get("unscored", []))
+    out = {}
+    for column in columns:
+        if record.flat.get(column.key) is not None:
+            continue
+        dataset = column.key.split("/", 1)[0] if column.kind != "aggregate" else None
+        if dataset in skipped:
+            out[column.key] = MISSING_NOT_SUBMITTED
+        elif dataset in unscored:
+            out[column.key] = MISSING_NO_GOLD
+        else:
+            out[column.key] = MISSING_UNDEFINED
+    return out
 
 
 def _record(run: Run) -> RunScoreRecord:
@@ -233,6 +263,7 @@ def build_leaderboard(
             baseline=run.team.is_baseline,
             flags=flags,
             metrics=dict(_record(run).flat),
+            missing=_missing(_record(run), board.columns),
             ranks=dict(ranks.get(run.id, {})),
             submitted_at=run.submitted_at,
             baseline_info=dict(run.meta) if run.team.is_baseline else None,

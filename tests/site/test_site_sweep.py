@@ -331,3 +331,54 @@ def test_a_new_evaluation_version_leads_to_a_rescore(world, tiny_data, session, 
                        user=world["captains"][0], name="r", files=tiny_data.run(seed=1), now=now)
     monkeypatch.setattr(evaluation, "__version__", "999.0")
     assert gold.rescore(session, make.storage, task=world["task"], now=now) == 1
+
+
+# ------------------------------------------------------------------ 8. three kinds of empty cell
+
+
+def test_boards_tell_undefined_not_submitted_and_no_gold_apart(app, client, session, make, now,
+                                                              tiny_data):
+    import csv as csv_module
+
+    from conftest import TINY_TOML
+
+    from evaluation import parse_task
+    from semboard.services import gold, inputs, leaderboard, submissions, tasks
+
+    app.config["SEMBOARD_CLOCK"] = lambda: now
+    toml = TINY_TOML.replace('name = "beta"\nrequired = true', 'name = "beta"\nrequired = false')
+    toml = toml.replace('name = "alpha"\nrequired = true', 'name = "alpha"\nrequired = false')
+    task = tasks.load_task(session, parse_task(toml), now=now)
+    inputs.load_release_inputs(session, make.storage, task=task, release_dir=tiny_data.folder,
+                               user=None, now=now)
+    gold.upload_gold(session, make.storage, task=task, dataset="alpha",
+                     filename="STS.gs.alpha.txt",
+                     data=(tiny_data.folder / "STS.gs.alpha.txt").read_bytes(), user=None, now=now)
+    session.commit()
+    phase = make.phase(task)
+    full = tiny_data.run(seed=1)
+    uploads = {
+        "skips-beta": {"STS.output.alpha.txt": full["STS.output.alpha.txt"]},
+        "both": full,
+        "constant": {**full, "STS.output.alpha.txt": b"2.5\n" * 30},
+    }
+    for name, files in uploads.items():
+        team, captain = make.team(task, name)
+        submissions.submit(session, make.storage, team=team, phase=phase, user=captain,
+                           name=name, files=files, now=now)
+    board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=None)
+    rows = {r.run: r for r in board.rows}
+    assert rows["skips-beta"].missing["beta/pearson"] == "not submitted"
+    assert rows["both"].missing["beta/pearson"] == "no gold"
+    assert rows["constant"].missing["alpha/pearson"] == "undefined"
+
+    table = list(csv_module.reader(io.StringIO(board.to_csv())))
+    at = table[0].index("beta")
+    cells = {line[1]: line[at] for line in table[1:]}
+    assert cells["skips-beta"] == "not submitted" and cells["both"] == "no gold"
+    assert table[1:][[r[1] for r in table[1:]].index("constant")][table[0].index("alpha")] == ""
+
+    page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
+    assert ">n/s</abbr>" in page and ">n/g</abbr>" in page and "not submitted" in page
+    api = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert {r["run"]: r["missing"].get("beta/pearson") for r in api["rows"]}["both"] == "no gold"
