@@ -100,6 +100,17 @@ def _reject(
     return err
 
 
+def offered_phases(session: Session, *, task: Task, team: Team, now: datetime) -> list[Phase]:
+    """The phases an upload form offers the team: opened ones that can still take its runs."""
+    opened = [p for p in tasks.phases(session, task) if p.opens_at <= now]
+    released = task.gold_released_at
+    if team.is_baseline or released is None or now < released:
+        return opened
+    # After the gold release only post-evaluation phases take runs, and phases with a fix.
+    return [p for p in opened if p.kind == "post-evaluation"
+            or grants.active_grant(session, team=team, phase=p, now=now) is not None]
+
+
 def _dataset_of(definition: TaskDefinition, filename: str) -> str | None:
     """Which dataset a run file answers (by the task's run file names)."""
     from evaluation import match_run_filename

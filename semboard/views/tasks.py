@@ -212,7 +212,7 @@ def download_gold(task_name: str, dataset: str) -> Any:
 def _upload_context(task: Task, team: Team, form: UploadRunForm) -> dict[str, Any]:
     """What the upload page shows beside the form: deadlines and run slots per phase."""
     session = db()
-    phases = [p for p in tasks.phases(session, task) if p.opens_at <= now()]
+    phases = submissions.offered_phases(session, task=task, team=team, now=now())
     slots = {}
     deadlines = {}
     for phase in phases:
@@ -248,14 +248,16 @@ def upload(task_name: str) -> Any:
         flash("Create or join a team for this task before uploading runs.", "error")
         return redirect(url_for("web.task", task_name=task.name))
     form = UploadRunForm()
-    opened = [p for p in tasks.phases(session, task) if p.opens_at <= now()]
+    opened = submissions.offered_phases(session, task=task, team=team, now=now())
     # A closed phase stays listed (late policy, granted fixes) but says it is closed.
     form.phase.choices = options([
         (p.slug, f"{p.name} ({p.kind}{', closed' if _phase_state(p) == 'closed' else ''})")
         for p in opened])
     if request.method == "GET" and not form.phase.data:
         with contextlib.suppress(DomainError):
-            form.phase.data = tasks.phase_for_submission(session, task, now=now()).slug
+            default = tasks.phase_for_submission(session, task, now=now())
+            if default in opened:
+                form.phase.data = default.slug
     issues: list[Any] = []
     status = 200
     if form.validate_on_submit():

@@ -382,3 +382,70 @@ def test_boards_tell_undefined_not_submitted_and_no_gold_apart(app, client, sess
     assert ">n/s</abbr>" in page and ">n/g</abbr>" in page and "not submitted" in page
     api = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
     assert {r["run"]: r["missing"].get("beta/pearson") for r in api["rows"]}["both"] == "no gold"
+
+
+# ------------------------------------------------------------------ 11. pages and docs that misled
+
+
+def test_after_gold_release_the_submit_page_offers_only_phases_that_take_runs(
+        client, world, session, make, now):
+    from datetime import timedelta
+
+    from semboard.services import gold, grants
+
+    make.phase(world["task"], "post", kind="post-evaluation", opens_at=now - timedelta(hours=1))
+    gold.release_gold(session, task=world["task"], user=None, now=now - timedelta(minutes=1))
+    session.commit()
+    _login(client, world["captains"][0])
+    page = client.get("/tasks/tiny/submit").get_data(as_text=True)
+    assert 'value="post"' in page and 'value="eval"' not in page
+    organiser = _organiser(session, make, world["task"], now)
+    grants.grant_post_deadline_fix(session, team=world["teams"][0], phase=world["phase"],
+                                   by=organiser, reason="our bug", until=now + timedelta(days=1),
+                                   now=now)
+    session.commit()
+    assert 'value="eval"' in client.get("/tasks/tiny/submit").get_data(as_text=True)
+
+
+def test_the_baselines_team_shows_no_invite_code(client, world, session, make, now):
+    from semboard.services import teams
+
+    baseline = teams.baseline_team(session, task=world["task"], now=now)
+    session.commit()
+    _login(client, _organiser(session, make, world["task"], now))
+    page = client.get(f"/teams/{baseline.id}").get_data(as_text=True)
+    assert baseline.invite_code not in page and "Invite code" not in page
+    own = world["teams"][0]
+    client.get("/logout")
+    _login(client, world["captains"][0])
+    assert own.invite_code in client.get(f"/teams/{own.id}").get_data(as_text=True)
+
+
+def test_the_readme_board_downloads_answer(client, world):
+    csv_response = client.get("/tasks/tiny/leaderboard.csv")
+    json_response = client.get("/tasks/tiny/leaderboard.json")
+    assert csv_response.status_code == 200 and csv_response.mimetype == "text/csv"
+    assert json_response.status_code == 200 and json.loads(json_response.data)["phase"] == "eval"
+    assert client.get("/tasks/nope/leaderboard.csv").status_code == 404
+
+
+def test_the_readme_curl_example_targets_the_demo_task():
+    import re
+    from pathlib import Path
+
+    from evaluation import load_task
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme[readme.index("curl -H"):]
+    block = block[:block.index("```")]
+    task_name = re.search(r"/api/v1/tasks/([\w-]+)/runs", block).group(1)
+    demo = load_task("demo")
+    assert task_name == demo.name
+    assert sorted(re.findall(r"files=@(\S+)", block)) == sorted(
+        demo.run_filename(d) for d in demo.dataset_names)
+    phase = re.search(r"-F phase=([\w-]+)", block).group(1)
+    from semboard.demo import POST_SLUG
+
+    assert phase == POST_SLUG
+    first = readme.index(".venv/bin/flask --app app demo")
+    assert "SEMBOARD_INSECURE_COOKIES=1 .venv/bin/flask --app app run" in readme[first:first + 200]
