@@ -449,3 +449,66 @@ def test_the_readme_curl_example_targets_the_demo_task():
     assert phase == POST_SLUG
     first = readme.index(".venv/bin/flask --app app demo")
     assert "SEMBOARD_INSECURE_COOKIES=1 .venv/bin/flask --app app run" in readme[first:first + 200]
+
+
+# ------------------------------------------------------------------ 12. rules the tests missed
+
+
+@pytest.mark.parametrize("kind", ["trial", "development", "evaluation", "post-evaluation"])
+def test_after_gold_release_only_post_evaluation_phases_take_runs(session, make, now, kind):
+    from datetime import timedelta
+
+    from semboard.errors import WindowClosed
+    from semboard.models import Run
+    from semboard.services import gold, submissions
+
+    task = make.task(with_gold=True)
+    phase = make.phase(task, "open", kind=kind)  # open, long before its close
+    team, captain = make.team(task)
+    gold.release_gold(session, task=task, user=None, now=now - timedelta(hours=1))
+    session.commit()
+    if kind == "post-evaluation":
+        run = submissions.submit(session, make.storage, team=team, phase=phase, user=captain,
+                                 name="after", files=make.tiny.run(seed=1), now=now)
+        assert run.is_current
+    else:
+        with pytest.raises(WindowClosed, match="gold of tiny was released"):
+            submissions.submit(session, make.storage, team=team, phase=phase, user=captain,
+                               name="after", files=make.tiny.run(seed=1), now=now)
+        assert session.scalars(select(Run)).all() == []
+
+
+def test_an_upload_at_the_deadline_second_is_late(session, make, now):
+    from datetime import timedelta
+
+    from semboard.errors import WindowClosed
+    from semboard.services import submissions
+
+    task = make.task(with_gold=True)
+    close = now + timedelta(hours=1, seconds=59)
+    phase = make.phase(task, "tight", closes_at=close)
+    team, captain = make.team(task)
+    just = submissions.submit(session, make.storage, team=team, phase=phase, user=captain,
+                              name="just", files=make.tiny.run(seed=1),
+                              now=close - timedelta(microseconds=1))
+    assert not just.is_late
+    with pytest.raises(WindowClosed, match="passed at 2012-04-02 13:00:59 UTC"):
+        submissions.submit(session, make.storage, team=team, phase=phase, user=captain,
+                           name="at", files=make.tiny.run(seed=2), now=close)
+
+
+def test_another_teams_token_in_a_file_name_is_refused_over_http(client, world, tiny_data,
+                                                                 session):
+    files = tiny_data.run(seed=1)
+    named = {"STS.output.alpha.B.txt": files["STS.output.alpha.txt"],
+             "STS.output.beta.A.txt": files["STS.output.beta.txt"]}
+    response = post_run(client, world["tokens"]["a"], named)
+    assert response.status_code == 422
+    issues = response.get_json()["issues"]
+    assert [(i["file"], i["code"]) for i in issues] == [("STS.output.alpha.B.txt",
+                                                         "team-mismatch")]
+    assert session.scalars(select(UploadLog.outcome)).all() == ["rejected"]
+    # its own token is fine
+    own = {"STS.output.alpha.A.txt": files["STS.output.alpha.txt"],
+           "STS.output.beta.a.txt": files["STS.output.beta.txt"]}
+    assert post_run(client, world["tokens"]["a"], own).status_code == 201
