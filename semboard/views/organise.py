@@ -161,6 +161,8 @@ def upload_data(task_name: str) -> Any:
             with committed() as done:
                 row = service(session, storage(), task=task, dataset=form.dataset.data,
                               filename=filename, data=data, user=user, now=now())
+                if form.kind.data == "gold":  # new gold moves numbers: rescore now
+                    gold.rescore(session, storage(), task=task, now=now())
             if done:
                 flash(f"{form.kind.data.capitalize()} of {form.dataset.data} stored as version "
                       f"{row.version} ({row.n_items} items).", "success")
@@ -326,8 +328,11 @@ def load_definition() -> Any:
         if definition is not None:
             with committed() as done:
                 task = tasks.load_task(session, definition, now=now())
+                # a changed definition can move numbers: out-of-date scores are redone
+                changed = gold.rescore(session, storage(), task=task, now=now())
             if done:
-                flash(f"Task {task.name} loaded.", "success")
+                flash(f"Task {task.name} loaded" + (f"; {changed} run(s) rescored." if changed
+                                                    else "."), "success")
                 return redirect(url_for("web.organise", task_name=task.name))
     status = 200 if request.method == "GET" else 422
     return render_template("organiser/load.html", form=form, manageable=manageable,

@@ -512,3 +512,36 @@ def test_another_teams_token_in_a_file_name_is_refused_over_http(client, world, 
     own = {"STS.output.alpha.A.txt": files["STS.output.alpha.txt"],
            "STS.output.beta.a.txt": files["STS.output.beta.txt"]}
     assert post_run(client, world["tokens"]["a"], own).status_code == 201
+
+
+def test_web_definition_reload_and_gold_upload_rescore(client, world, tiny_data, session, make,
+                                                       now):
+    from conftest import TINY_TOML
+
+    from semboard.services import submissions
+
+    team, _ = world["teams"]
+    run = submissions.submit(session, make.storage, team=team, phase=world["phase"],
+                             user=world["captains"][0], name="r", files=tiny_data.run(seed=1),
+                             now=now)
+    organiser = _organiser(session, make, world["task"], now)
+    _login(client, organiser)
+    toml = TINY_TOML.replace('dataset = ["pearson", "weighted_pearson"]',
+                             'dataset = ["pearson", "weighted_pearson", "spearman"]')
+    response = client.post("/organise/load", data={
+        "definition": (io.BytesIO(toml.encode()), "tiny.toml"), "shipped": ""},
+        content_type="multipart/form-data")
+    assert response.status_code == 302, response.get_data(as_text=True)[:2000]
+    session.commit()
+    session.expire_all()
+    assert len(submissions.get_run(session, run.id).scores) == 2
+    gold_alpha = (tiny_data.folder / "STS.gs.alpha.txt").read_text().splitlines()
+    gold_alpha[0] = "4.99"
+    response = client.post("/tasks/tiny/organise/data", data={
+        "data-kind": "gold", "data-dataset": "alpha",
+        "data-file": (io.BytesIO(("\n".join(gold_alpha) + "\n").encode()), "STS.gs.alpha.txt")},
+        content_type="multipart/form-data")
+    assert response.status_code == 302, response.get_data(as_text=True)[:2000]
+    session.commit()
+    session.expire_all()
+    assert len(submissions.get_run(session, run.id).scores) == 3
