@@ -18,6 +18,7 @@ from semboard.errors import Forbidden
 from semboard.models import Phase, Run, RunScoreRecord, Task, User
 from semboard.services import access, significance, tasks
 from semboard.storage import Storage
+from semboard.timefmt import api_time
 
 FLAG_LATE = "*"
 FLAG_FIX = "†"
@@ -71,7 +72,7 @@ class Row:
             "flags": self.flags,
             "metrics": self.metrics,
             "ranks": self.ranks,
-            "submitted_at": self.submitted_at.isoformat(),
+            "submitted_at": api_time(self.submitted_at),
             "baseline_info": self.baseline_info,
             "groups": self.groups,
             "missing": self.missing,
