@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from conftest import free_port
 from sqlalchemy import func, select
-from test_site_gunicorn import PROJECT_ROOT, _wait_until_serving
+from test_site_gunicorn import PROJECT_ROOT, _free_port, _wait_until_serving, databases
 
 from semboard.models import Run, RunFile, UploadLog
 from semboard.services import accounts
@@ -202,6 +201,7 @@ def _peak_rss(pid: int) -> int:
     return 0
 
 
+@databases
 def test_malformed_uploads_over_http_get_clear_4xx_and_change_nothing(
         make, session, tmp_path, database_url):
     real_now = datetime.now(UTC)
@@ -215,7 +215,7 @@ def test_malformed_uploads_over_http_get_clear_4xx_and_change_nothing(
     assert len(cases) >= 200
     session.close()
 
-    port = free_port()
+    port = _free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "gunicorn.log"
     uploads_dir = tmp_path / "uploads"

@@ -36,6 +36,13 @@ def world(app, session, make, now):
             "captains": (captain_a, captain_b)}
 
 
+def _with_spearman(tiny_data) -> str:
+    """The tiny task's definition with one more dataset metric."""
+    return (tiny_data.folder / "tiny.toml").read_text().replace(
+        'dataset = ["pearson", "weighted_pearson"]',
+        'dataset = ["pearson", "weighted_pearson", "spearman"]')
+
+
 def post_run(client, headers, files: dict[str, bytes], name="run", **form):
     """POST a run to the API as multipart."""
     data = {"name": name, **form,
@@ -301,8 +308,6 @@ def test_only_invalid_files_count_towards_the_upload_limit(client, world, tiny_d
 
 def test_a_new_metric_in_the_definition_leads_to_a_rescore(app, client, world, tiny_data,
                                                            session, make, now, tmp_path):
-    from conftest import TINY_TOML
-
     from semboard.services import gold, submissions
 
     team, _ = world["teams"]
@@ -312,8 +317,7 @@ def test_a_new_metric_in_the_definition_leads_to_a_rescore(app, client, world, t
     assert "spearman" not in json.dumps(run.current_score.scores)
     assert gold.rescore(session, make.storage, task=world["task"], now=now) == 0
     toml = tmp_path / "tiny.toml"
-    toml.write_text(TINY_TOML.replace('dataset = ["pearson", "weighted_pearson"]',
-                                      'dataset = ["pearson", "weighted_pearson", "spearman"]'))
+    toml.write_text(_with_spearman(tiny_data))
     result = app.test_cli_runner().invoke(args=["task", "load", str(toml)])
     assert result.exit_code == 0 and "1 run(s) rescored" in result.output, result.output
     session.commit()  # end the read snapshot taken before the command wrote
@@ -349,13 +353,12 @@ def test_boards_tell_undefined_not_submitted_and_no_gold_apart(app, client, sess
                                                               tiny_data):
     import csv as csv_module
 
-    from conftest import TINY_TOML
-
     from evaluation import parse_task
     from semboard.services import gold, inputs, leaderboard, submissions, tasks
 
     app.config["SEMBOARD_CLOCK"] = lambda: now
-    toml = TINY_TOML.replace('name = "beta"\nrequired = true', 'name = "beta"\nrequired = false')
+    toml = (tiny_data.folder / "tiny.toml").read_text()
+    toml = toml.replace('name = "beta"\nrequired = true', 'name = "beta"\nrequired = false')
     toml = toml.replace('name = "alpha"\nrequired = true', 'name = "alpha"\nrequired = false')
     task = tasks.load_task(session, parse_task(toml), now=now)
     inputs.load_release_inputs(session, make.storage, task=task, release_dir=tiny_data.folder,
@@ -525,8 +528,6 @@ def test_another_teams_token_in_a_file_name_is_refused_over_http(client, world, 
 
 def test_web_definition_reload_and_gold_upload_rescore(client, world, tiny_data, session, make,
                                                        now):
-    from conftest import TINY_TOML
-
     from semboard.services import submissions
 
     team, _ = world["teams"]
@@ -535,8 +536,7 @@ def test_web_definition_reload_and_gold_upload_rescore(client, world, tiny_data,
                              now=now)
     organiser = _organiser(session, make, world["task"], now)
     _login(client, organiser)
-    toml = TINY_TOML.replace('dataset = ["pearson", "weighted_pearson"]',
-                             'dataset = ["pearson", "weighted_pearson", "spearman"]')
+    toml = _with_spearman(tiny_data)
     response = client.post("/organise/load", data={
         "definition": (io.BytesIO(toml.encode()), "tiny.toml"), "shipped": ""},
         content_type="multipart/form-data")
