@@ -250,9 +250,13 @@ def upload(task_name: str) -> Any:
     form = UploadRunForm()
     opened = submissions.offered_phases(session, task=task, team=team, now=now())
     # A closed phase stays listed (late policy, granted fixes) but says it is closed.
-    form.phase.choices = options([
+    choices = [
         (p.slug, f"{p.name} ({p.kind}{', closed' if _phase_state(p) == 'closed' else ''})")
-        for p in opened])
+        for p in opened]
+    if sum(_phase_state(p) == "open" for p in opened) > 1:
+        # Several open phases (tracks): the participant picks one, none is guessed.
+        choices.insert(0, ("", "Choose a phase (several are open)"))
+    form.phase.choices = options(choices)
     if request.method == "GET" and not form.phase.data:
         with contextlib.suppress(DomainError):
             default = tasks.phase_for_submission(session, task, now=now())

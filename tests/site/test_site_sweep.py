@@ -554,3 +554,17 @@ def test_web_definition_reload_and_gold_upload_rescore(client, world, tiny_data,
     session.commit()
     session.expire_all()
     assert len(submissions.get_run(session, run.id).scores) == 3
+
+
+def test_the_upload_form_asks_for_the_phase_when_several_are_open(client, world, make,
+                                                                   tiny_data, session):
+    make.phase(world["task"], "track-b", max_runs=3)
+    _login(client, world["captains"][0])
+    page = client.get("/tasks/tiny/submit").get_data(as_text=True)
+    assert '<option selected value="">' in page or 'value="" selected' in page \
+        or '<option value="">Choose a phase' in page
+    files = tiny_data.run(seed=1)
+    data = {"name": "web", "phase": "", "files": [(io.BytesIO(c), f) for f, c in files.items()]}
+    response = client.post("/tasks/tiny/submit", data=data, content_type="multipart/form-data")
+    assert response.status_code == 422
+    assert session.scalars(select(UploadLog)).all() == []
