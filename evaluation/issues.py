@@ -15,6 +15,15 @@ class Issue:
     message: str
     code: str
 
+    def __post_init__(self) -> None:
+        # numpy integers (line numbers from array indices) are not JSON: keep plain Python values.
+        if self.line is not None:
+            object.__setattr__(self, "line", int(self.line))
+        for name in ("file", "message", "code"):
+            value = getattr(self, name)
+            if value is not None and type(value) is not str:
+                object.__setattr__(self, name, str(value))
+
     def __str__(self) -> str:
         if self.file is None:
             return self.message

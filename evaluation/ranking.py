@@ -46,7 +46,7 @@ def _undefined(score: RunScore, key: str) -> bool:
 def competition_ranks(values: Mapping[K, float], ascending: bool = False) -> dict[K, int]:
     """1, 2, 2, 4 ranking, highest value first (lowest first when `ascending`)."""
     ordered = sorted(values.values(), reverse=not ascending)
-    first = {}
+    first: dict[float, int] = {}
     for pos, v in enumerate(ordered, start=1):
         first.setdefault(v, pos)
     return {k: first[v] for k, v in values.items()}

@@ -6,6 +6,7 @@ import csv
 import io
 import re
 import zipfile
+import zlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -22,7 +23,13 @@ from evaluation.textfiles import decode_text, sha256, split_lines
 # Per file and problem kind, list this many lines, then one summary issue: a run in the wrong
 # scale would otherwise produce a million identical messages.
 MAX_ISSUES_PER_KIND = 20
-MAX_UNPACKED_BYTES = 1 << 30
+# Archive bounds: a small zip must not expand into a worker-killing amount of memory.
+MAX_UNPACKED_BYTES = 128 << 20
+MAX_ENTRY_BYTES = 64 << 20
+MAX_ARCHIVE_ENTRIES = 1000
+# Applied to the archive's size, counted as at least 1 MiB: a small zip of a constant run
+# ("0\n" a million times) compresses far better than 100x and is still fine.
+MAX_COMPRESSION_RATIO = 100
 
 _NUMBER = re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")
 _NAN = re.compile(r"^[-+]?nan$", re.IGNORECASE)
@@ -107,24 +114,73 @@ def _skip_member(name: str) -> bool:
     return not parts or parts[0] == "__MACOSX" or any(p.startswith(".") for p in parts)
 
 
+def _unsafe_member(name: str) -> bool:
+    """An absolute path, a drive letter or a `..` part: never a plain file of the run."""
+    path = name.replace("\\", "/")
+    if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
+        return True
+    return ".." in PurePosixPath(path).parts
+
+
+def _read_bounded(zf: zipfile.ZipFile, member: zipfile.ZipInfo, limit: int) -> bytes | None:
+    """The member's bytes, or None once more than `limit` come out (declared sizes can lie)."""
+    chunks: list[bytes] = []
+    size = 0
+    with zf.open(member) as stream:
+        while True:
+            chunk = stream.read(1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+
+
 def _unzip(name: str, data: bytes) -> dict[str, bytes]:
+    """An archive's files by base name, decompression bounded in entries, size and ratio."""
+
+    def refuse(message: str, code: str = "archive") -> ValidationError:
+        return ValidationError(Issue(name, None, message, code))
+
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
-        members = [m for m in zf.infolist() if not m.is_dir() and not _skip_member(m.filename)]
-        if sum(m.file_size for m in members) > MAX_UNPACKED_BYTES:
-            raise ValidationError(Issue(name, None, "the archive unpacks to more than 1 GiB",
-                                        "archive"))
+        entries = zf.infolist()
+        if len(entries) > MAX_ARCHIVE_ENTRIES:
+            raise refuse(f"the archive holds {len(entries)} entries; at most "
+                         f"{MAX_ARCHIVE_ENTRIES} are accepted", "archive-too-large")
+        for m in entries:
+            if _unsafe_member(m.filename):
+                raise refuse(f"the archive entry {m.filename!r} has an absolute or parent "
+                             "(..) path; put the run files at the top of the archive",
+                             "unsafe-path")
+        members = [m for m in entries if not m.is_dir() and not _skip_member(m.filename)]
+        # A budget for the whole archive: the declared sizes first, the real output as read.
+        budget = min(MAX_UNPACKED_BYTES, max(len(data), 1 << 20) * MAX_COMPRESSION_RATIO)
+        limit_text = (f"{MAX_UNPACKED_BYTES >> 20} MiB in all, {MAX_ENTRY_BYTES >> 20} MiB per "
+                      f"file and {MAX_COMPRESSION_RATIO}x compression")
+        if sum(m.file_size for m in members) > budget or any(
+                m.file_size > MAX_ENTRY_BYTES for m in members):
+            raise refuse(f"the archive unpacks to more than the limits ({limit_text})",
+                         "archive-too-large")
         out: dict[str, bytes] = {}
+        used = 0
         for m in members:
             base = PurePosixPath(m.filename.replace("\\", "/")).name
             if base in out:
-                raise ValidationError(Issue(name, None, f"the archive holds two files named "
-                                            f"{base!r} (folders are flattened)", "duplicate-file"))
-            out[base] = zf.read(m)
+                raise refuse(f"the archive holds two files named {base!r} (folders are "
+                             "flattened)", "duplicate-file")
+            content = _read_bounded(zf, m, min(MAX_ENTRY_BYTES, budget - used))
+            if content is None:
+                raise refuse(f"{m.filename!r} unpacks to more than the limits ({limit_text})",
+                             "archive-too-large")
+            used += len(content)
+            out[base] = content
         return out
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
-        raise ValidationError(Issue(name, None, f"not a readable zip archive ({exc})",
-                                    "archive")) from exc
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError,
+            NotImplementedError, ValueError, zlib.error) as exc:
+        # RuntimeError: encrypted entries; NotImplementedError: unknown compression methods.
+        raise refuse(f"not a readable zip archive ({exc})") from exc
 
 
 def unpack_upload(files: Mapping[str, bytes]) -> dict[str, bytes]:
@@ -203,11 +259,12 @@ class _Collector:
         self.issues: list[Issue] = []
         self.counts: dict[str, int] = {}
 
-    def add(self, line: int | None, message: str, code: str) -> None:
+    def add(self, line: int | np.integer | None, message: str, code: str) -> None:
         n = self.counts.get(code, 0) + 1
         self.counts[code] = n
         if n <= MAX_ISSUES_PER_KIND:
-            self.issues.append(Issue(self.filename, line, message, code))
+            self.issues.append(Issue(self.filename, None if line is None else int(line),
+                                     message, code))
 
     def finish(self) -> list[Issue]:
         # File-level problems first, then line problems in line order, then the summaries.
@@ -250,12 +307,13 @@ def _check_values(task: TaskDefinition, col: _Collector, values: np.ndarray,
     code = "out-of-range" if what == "score" else "confidence-out-of-range"
     if not finite.all():
         for j in np.flatnonzero(~finite & ~nan):
-            col.add(int(lines[j]), f"{what} {tokens[j].strip()!r} is infinite", "inf")
+            col.add(int(lines[j]), f"{what} {tokens[int(j)].strip()!r} is infinite", "inf")
     with np.errstate(invalid="ignore"):
         out = finite & ((values < lo) | (values > hi))
     if out.any():
         for j in np.flatnonzero(out):
-            col.add(int(lines[j]), f"{what} {tokens[j].strip()} is outside [{lo:g}, {hi:g}]", code)
+            col.add(int(lines[j]), f"{what} {tokens[int(j)].strip()} is outside [{lo:g}, {hi:g}]",
+                    code)
     return nan
 
 

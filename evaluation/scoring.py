@@ -509,7 +509,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
     needed = {m for a in aggregates if a not in declared for m in _AGG_NEEDS.get(a, ())}
     needed |= {spec.of for spec in task.aggregate_specs if spec.name in aggregates}
     for b in _chunks(sizes, resamples):
-        ms, per = [], {}
+        ms: list[Any] = []
+        per: dict[str, Any] = {}
         for k in names:
             p = pairs[k]
             c = R.count_matrix(rng, len(p.x), b)

@@ -243,9 +243,10 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
         acc_declared = {a: np.zeros((b, n_runs)) for a in declared}
         for name, n in zip(draws, sizes, strict=True):
             c = R.count_matrix(rng, n, b)
-            d = data.get(name)
-            if d is None:
+            found = data.get(name)
+            if found is None:
                 continue  # drawn anyway: the next dataset's resamples must not depend on it
+            d = found
             xc = d.x - d.x.mean(axis=0)
             yc = d.y - d.y.mean()
             k = d.x.shape[1]
@@ -362,7 +363,7 @@ def _board_samples(task: TaskDefinition, runs: Sequence[ValidatedRun],
     for draws, wanted in passes.items():
         if draws:
             samples.update(_bootstrap(task, runs, gold, data, draws, wanted, resamples, seed))
-    out = {}
+    out: dict[str, Any] = {}
     for metric, (ds, name) in split.items():
         if (ds, name) not in samples:
             out[metric] = ([], np.zeros(0), np.zeros((resamples, 0)))

@@ -29,6 +29,7 @@ from semboard.services import (
     splits as split_views,
 )
 from semboard.storage import get_storage
+from semboard.timefmt import api_time
 from semboard.webfiles import attachment, client_filename
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -68,8 +69,8 @@ def _phase_json(phase: Phase, now: datetime) -> dict[str, Any]:
         "slug": phase.slug,
         "name": phase.name,
         "kind": phase.kind,
-        "opens_at": phase.opens_at.isoformat(),
-        "closes_at": phase.closes_at.isoformat(),
+        "opens_at": api_time(phase.opens_at),
+        "closes_at": api_time(phase.closes_at),
         "open": phase.opens_at <= now < phase.closes_at,
         "team_window_hours": phase.team_window_hours,
         "max_runs": phase.max_runs,
@@ -113,7 +114,7 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
             data["team"] = {
                 "name": team.name,
                 "deadlines": {
-                    p.slug: inputs.team_deadline(session, team=team, phase=p).isoformat()
+                    p.slug: api_time(inputs.team_deadline(session, team=team, phase=p))
                     for p in phases
                 },
                 "phases": split_views.team_phase_status(session, team=team, phases=phases,

@@ -162,6 +162,13 @@ def run_command(task_name: str, system: str, device: str, phase_slug: str | None
         redis_url = current_app.config.get("REDIS_URL")
         if not redis_url:
             raise click.ClickException("--queue needs REDIS_URL to be configured")
+        if phase_slug is None:
+            # Pick the phase now (several open ones are refused here, not in a worker's log).
+            from semboard.services import tasks
+
+            with command_session() as session:
+                phase_slug = tasks.phase_for_submission(
+                    session, tasks.get_task(session, task_name), now=utcnow()).slug
         for job in enqueue_baselines(redis_url, task_name=task_name, systems=systems,
                                      device=device, phase_slug=phase_slug, seed=seed):
             click.echo(f"queued {job.description}: job {job.id} on queue {QUEUE_NAME!r}")

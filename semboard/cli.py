@@ -113,6 +113,10 @@ def task_load(name_or_path: str, inputs_dir: Path | None, split: str | None) -> 
     with command_session() as session:
         task = tasks.load_task(session, definition, now=utcnow())
         click.echo(f"loaded task {task.name}: {task.title}")
+        # A new definition can move numbers (a new metric, another aggregate): rescore.
+        changed = gold.rescore(session, get_storage(), task=task, now=utcnow())
+        if changed:
+            click.echo(f"{changed} run(s) rescored under the new definition")
         if inputs_dir is not None:
             rows = inputs.load_release_inputs(session, get_storage(), task=task,
                                               release_dir=inputs_dir, user=None, now=utcnow(),
@@ -243,12 +247,13 @@ def gold_release(task_name: str, split: str | None) -> None:
 
 @gold_cli.command("rescore")
 @click.argument("task_name")
-def gold_rescore(task_name: str) -> None:
+@click.option("--force", is_flag=True, help="Rescore every run, even those up to date.")
+def gold_rescore(task_name: str, force: bool) -> None:
     """Score every run of TASK_NAME against its current gold (history kept)."""
     with command_session() as session:
         task = tasks.get_task(session, task_name)
         now = utcnow()
-        changed = gold.rescore(session, get_storage(), task=task, now=now)
+        changed = gold.rescore(session, get_storage(), task=task, now=now, force=force)
         click.echo(f"{changed} run(s) rescored")
         leaderboard.refresh_significance(session, get_storage(), task=task, now=now)
 

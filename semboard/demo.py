@@ -385,5 +385,5 @@ def demo_cli(no_baselines: bool, systems: tuple[str, ...]) -> None:
     for email, password, role in summary.users:
         click.echo(f"  {email:32s} {password:16s} {role}")
     # Plain HTTP on localhost: session cookies are Secure unless told otherwise.
-    click.echo("Start the site with `SEMBOARD_INSECURE_COOKIES=1 flask --app app run` "
+    click.echo("Start the site with `SEMBOARD_INSECURE_COOKIES=1 .venv/bin/flask --app app run` "
                "and open http://127.0.0.1:5000/")

@@ -44,7 +44,10 @@ def options(pairs: Iterable[tuple[Any, str]]) -> list[Any]:
 
 # A light shape check only: the accounts service owns the real rules.
 EMAIL_SHAPE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-UTC_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M"]
+# The first format renders the field: with seconds, so a 23:59:59 close survives an edit.
+UTC_FORMATS = ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"]
+# Browsers offer seconds in a datetime-local input only with a step below a minute.
+SECONDS = {"step": "1"}
 
 PHASE_KINDS = options([
     ("trial", "Trial"),
@@ -145,8 +148,10 @@ class PhaseForm(FlaskForm):
     )
     name = StringField("Name", validators=[DataRequired(), Length(max=120)])
     kind = SelectField("Kind", choices=PHASE_KINDS)
-    opens_at = DateTimeLocalField("Opens (UTC)", format=UTC_FORMATS, validators=[InputRequired()])
-    closes_at = DateTimeLocalField("Closes (UTC)", format=UTC_FORMATS, validators=[InputRequired()])
+    opens_at = DateTimeLocalField("Opens (UTC)", format=UTC_FORMATS, validators=[InputRequired()],
+                                  render_kw=SECONDS)
+    closes_at = DateTimeLocalField("Closes (UTC)", format=UTC_FORMATS,
+                                   validators=[InputRequired()], render_kw=SECONDS)
     team_window_hours = IntegerField(
         "Per-team window (hours)", validators=[Optional(), NumberRange(min=1, max=10000)]
     )
@@ -185,7 +190,8 @@ class GrantForm(FlaskForm):
     phase = SelectField("Phase")
     reason = TextAreaField("Reason", validators=[DataRequired(), Length(max=1000)])
     until = DateTimeLocalField(
-        "Fix allowed until (UTC)", format=UTC_FORMATS, validators=[InputRequired()]
+        "Fix allowed until (UTC)", format=UTC_FORMATS, validators=[InputRequired()],
+        render_kw=SECONDS,
     )
     submit = SubmitField("Grant fix")
 

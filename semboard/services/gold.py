@@ -99,6 +99,16 @@ def gold_digest(current: dict[str, GoldFile]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def scoring_digest(task: Task, current: dict[str, GoldFile]) -> str:
+    """Everything a stored score depends on: the gold, the task definition, the evaluation code."""
+    # Kept in RunScoreRecord.gold_digest: a change of any of them makes the next rescore redo
+    # the run (a definition reloaded with a new metric, a metric fixed in a new version).
+    from evaluation import __version__
+
+    text = f"gold:{gold_digest(current)}\ntask:{task.definition_digest}\nevaluation:{__version__}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 _PARSED = datafiles.ParsedCache()
 
 
@@ -173,7 +183,7 @@ def score_stored_run(
     write_lock: bool = False,
     validated: ValidatedRun | None = None,
 ) -> RunScoreRecord | None:
-    """Score a run against the current gold; append a record when the gold changed (or force).
+    """Score a run; append a record when gold, definition or evaluation changed (or force).
 
     write_lock=True computes first, then commits and starts a writer transaction (BEGIN
     IMMEDIATE on SQLite) for the writes, so several workers can score at the same time.
@@ -186,7 +196,7 @@ def score_stored_run(
     current = current_gold(session, task=task, split=split)
     if not current:
         return None
-    digest = gold_digest(current)
+    digest = scoring_digest(task, current)
     latest = run.current_score
     if latest is not None and latest.gold_digest == digest and not force:
         return latest
@@ -224,8 +234,9 @@ def score_stored_run(
     return record
 
 
-def rescore(session: Session, storage: Storage, *, task: Task, now: datetime) -> int:
-    """Score every run of the task against the current gold; return how many got a new score."""
+def rescore(session: Session, storage: Storage, *, task: Task, now: datetime,
+            force: bool = False) -> int:
+    """Rescore every run whose score is out of date (all with force); return how many changed."""
     runs = session.scalars(
         select(Run).where(Run.task_id == task.id, Run.status.in_(("valid", "scored")))
         .order_by(Run.id)
@@ -233,7 +244,7 @@ def rescore(session: Session, storage: Storage, *, task: Task, now: datetime) ->
     changed = 0
     for run in runs:
         before = run.current_score
-        record = score_stored_run(session, storage, run=run, now=now)
+        record = score_stored_run(session, storage, run=run, now=now, force=force)
         if record is not None and record is not before:
             changed += 1
     return changed

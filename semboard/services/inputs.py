@@ -14,6 +14,7 @@ from semboard.errors import Forbidden, InvalidData, NotFound, PhaseNotOpen
 from semboard.models import InputFile, Phase, Task, Team, TeamWindow, User
 from semboard.services import access, datafiles, splits, tasks, teams
 from semboard.storage import Storage, keys
+from semboard.timefmt import clock_text
 
 if TYPE_CHECKING:
     from evaluation import DatasetInputs, TaskDefinition
@@ -113,9 +114,13 @@ def team_window(session: Session, *, team: Team, phase: Phase) -> TeamWindow | N
 
 
 def team_deadline(session: Session, *, team: Team, phase: Phase) -> datetime:
-    """When the team's submissions stop being on time: window end, never past the phase close."""
+    """When the team's submissions stop being on time: window end, never past the phase close.
+
+    Computed from the window's start and the phase's current settings, so a later change of the
+    close (or of the window length) moves every team's deadline with it.
+    """
     window = team_window(session, team=team, phase=phase)
-    return window.ends_at if window else phase.closes_at
+    return tasks.phase_deadline(phase, window.started_at if window else None)
 
 
 def start_window(
@@ -157,7 +162,7 @@ def download_inputs(
     if team is None:
         raise Forbidden("join or create a team for this task to download its inputs")
     if now < phase.opens_at:
-        raise PhaseNotOpen(f"phase {phase.name} opens at {phase.opens_at:%Y-%m-%d %H:%M} UTC")
+        raise PhaseNotOpen(f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC")
     if row is None:
         raise NotFound(f"no inputs uploaded for {dataset} yet")
     guard = splits.window_phase_for(session, phase=phase, user=user, now=now)

@@ -6,8 +6,6 @@ groups from the significance service (evaluation's paired bootstrap over the sto
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -15,14 +13,21 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from semboard import exportsafe
 from semboard.errors import Forbidden
-from semboard.models import Phase, Run, Task, User
+from semboard.models import Phase, Run, RunScoreRecord, Task, User
 from semboard.services import access, significance, splits, tasks
 from semboard.storage import Storage
+from semboard.timefmt import api_time
 
 FLAG_LATE = "*"
 FLAG_FIX = "†"
 FLAG_ORGANISER = "‡"
+
+# Why a cell has no value; boards and exports show each differently ("—" only for undefined).
+MISSING_UNDEFINED = "undefined"
+MISSING_NOT_SUBMITTED = "not submitted"
+MISSING_NO_GOLD = "no gold"
 
 
 @dataclass
@@ -54,6 +59,8 @@ class Row:
     baseline_info: dict[str, Any] | None = None
     # significance group on each ranked metric (1 = best); baselines and ungrouped runs: none
     groups: dict[str, int] = field(default_factory=dict)
+    # column key → MISSING_* for each metric without a value
+    missing: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (the API's row)."""
@@ -65,9 +72,10 @@ class Row:
             "flags": self.flags,
             "metrics": self.metrics,
             "ranks": self.ranks,
-            "submitted_at": self.submitted_at.isoformat(),
+            "submitted_at": api_time(self.submitted_at),
             "baseline_info": self.baseline_info,
             "groups": self.groups,
+            "missing": self.missing,
         }
 
 
@@ -97,12 +105,16 @@ class Leaderboard:
         for column in self.columns:
             header.append(column.label)
             if column.ranked:
-                header.append("rank")
+                header.append(f"{column.label} rank")
         body = []
         for row in self.rows:
             line: list[Any] = [row.team, row.run, "yes" if row.baseline else "", "".join(row.flags)]
             for column in self.columns:
-                line.append(row.metrics.get(column.key))
+                value = row.metrics.get(column.key)
+                reason = row.missing.get(column.key, MISSING_UNDEFINED)
+                # an undefined value stays empty (CSV) / "--" (LaTeX); the others say why
+                line.append(value if value is not None or reason == MISSING_UNDEFINED
+                            else reason)
                 if column.ranked:
                     line.append(row.ranks.get(column.key, ""))
             body.append(line)
@@ -115,12 +127,7 @@ class Leaderboard:
         header = header + [f"{c.label} group" for c in ranked]
         body = [line + [row.groups.get(c.key, "") for c in ranked]
                 for line, row in zip(body, self.rows, strict=True)]
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(header)
-        for line in body:
-            writer.writerow(["" if v is None else v for v in line])
-        return out.getvalue()
+        return exportsafe.csv_text(header, body)
 
     def to_latex(self, digits: int = 4) -> str:
         """A LaTeX tabular like the task paper's results table."""
@@ -131,11 +138,7 @@ class Leaderboard:
                 return "--"
             if isinstance(value, float):
                 return f"{value:.{digits}f}"
-            text = str(value)
-            for char, escaped in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"),
-                                  ("_", r"\_"), ("#", r"\#"), ("$", r"\$")):
-                text = text.replace(char, escaped)
-            return text.replace("†", r"\dag{}").replace("‡", r"\ddag{}")
+            return exportsafe.latex_escape(str(value))
 
         lines = [
             r"\begin{tabular}{" + "ll" + "c" * (len(header) - 2) + "}",
@@ -146,6 +149,32 @@ class Leaderboard:
         lines += [" & ".join(cell(v) for v in line) + r" \\" for line in body]
         lines += [r"\hline", r"\end{tabular}", ""]
         return "\n".join(lines)
+
+
+def _missing(record: RunScoreRecord, columns: list[Column]) -> dict[str, str]:
+    """Why each empty cell of a row is empty: not submitted, no gold yet, or undefined."""
+    skipped = set(record.scores.get("skipped", []))
+    unscored = set(record.scores.get("unscored", []))
+    out = {}
+    for column in columns:
+        if record.flat.get(column.key) is not None:
+            continue
+        dataset = column.key.split("/", 1)[0] if column.kind != "aggregate" else None
+        if dataset in skipped:
+            out[column.key] = MISSING_NOT_SUBMITTED
+        elif dataset in unscored:
+            out[column.key] = MISSING_NO_GOLD
+        else:
+            out[column.key] = MISSING_UNDEFINED
+    return out
+
+
+def _record(run: Run) -> RunScoreRecord:
+    """The current score of a run already filtered to scored ones."""
+    record = run.current_score
+    if record is None:
+        raise ValueError(f"run {run.id} has no current score")
+    return record
 
 
 def _columns(
@@ -201,12 +230,12 @@ def build_leaderboard(
     scored = [r for r in runs if r.current_score is not None]
     # Baselines take no rank: rank the participants' runs only.
     ranks = rank_runs(
-        definition, {r.id: r.current_score.scores for r in scored if not r.team.is_baseline}
+        definition, {r.id: _record(r).scores for r in scored if not r.team.is_baseline}
     )
     ranked_keys = set(ranking_keys(definition))
     board = Leaderboard(task=task, phase=phase)
     datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
-    flats = [r.current_score.flat for r in scored]
+    flats = [_record(r).flat for r in scored]
     board.columns = _columns(definition, flats, ranked_keys, datasets)
     ranked_runs = [r for r in scored if not r.team.is_baseline]
     groups: dict[str, dict[str, int]] = {}
@@ -234,7 +263,8 @@ def build_leaderboard(
             run=run.name,
             baseline=run.team.is_baseline,
             flags=flags,
-            metrics=dict(run.current_score.flat),
+            metrics=dict(_record(run).flat),
+            missing=_missing(_record(run), board.columns),
             ranks=dict(ranks.get(run.id, {})),
             submitted_at=run.submitted_at,
             baseline_info=dict(run.meta) if run.team.is_baseline else None,

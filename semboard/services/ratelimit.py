@@ -19,6 +19,20 @@ def count(session: Session, *, key: str, per: timedelta, now: datetime) -> int:
     return session.scalar(query) or 0
 
 
+def lifts_at(session: Session, *, key: str, limit: int, per: timedelta,
+             now: datetime) -> datetime | None:
+    """When the key drops back under its limit, or None when it is under it now."""
+    times = list(session.scalars(
+        select(RateLimitEvent.at).where(RateLimitEvent.key == key, RateLimitEvent.at > now - per)
+        .order_by(RateLimitEvent.at)
+    ))
+    if len(times) < limit:
+        return None
+    at = times[len(times) - limit]
+    at = at if at.tzinfo else at.replace(tzinfo=now.tzinfo)
+    return at + per
+
+
 def record(session: Session, *, key: str, now: datetime) -> None:
     """Count one event under key (and drop expired events of that key)."""
     session.execute(

@@ -50,6 +50,11 @@ def release_row(session: Session, *, task: Task, split: str) -> GoldRelease | No
                                                     GoldRelease.split == split))
 
 
+def releases(session: Session, *, task: Task) -> list[GoldRelease]:
+    """Every split release of a task."""
+    return list(session.scalars(select(GoldRelease).where(GoldRelease.task_id == task.id)))
+
+
 def gold_is_public(session: Session, *, task: Task, split: str) -> bool:
     """Public from the start (training, trial data) or released since."""
     split_def = tasks.definition(task).splits.get(split)

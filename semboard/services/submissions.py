@@ -26,7 +26,9 @@ from semboard.errors import (
 )
 from semboard.models import Phase, Run, RunFile, Task, Team, UploadLog, User
 from semboard.services import access, gold, grants, inputs, ratelimit, splits
+from semboard.services import tasks as task_services
 from semboard.storage import Storage, keys, put_content, sha256
+from semboard.timefmt import api_time, clock_text
 
 if TYPE_CHECKING:
     from evaluation import TaskDefinition, ValidatedRun
@@ -91,10 +93,28 @@ def _reject(
     begin_write(session)  # SQLite: take the write lock before reading (see db.begin_write)
     _log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
                 outcome="rejected", message=str(err), issues=err.issues, now=now)
-    if not isinstance(err, RateLimited):
+    # Only invalid files count towards the limit: a refusal for timing, slots or rights is the
+    # site's rule, not a participant probing the validator.
+    if isinstance(err, RunRejected):
         ratelimit.record(session, key=_rate_key(team), now=now)
     session.commit()
     return err
+
+
+def offered_phases(session: Session, *, task: Task, team: Team, now: datetime) -> list[Phase]:
+    """The phases an upload form offers the team: opened ones that can still take its runs."""
+    opened = [p for p in task_services.phases(session, task) if p.opens_at <= now]
+    if team.is_baseline:
+        return opened
+    released = {r.split: r.released_at for r in splits.releases(session, task=task)}
+
+    def takes_runs(phase: Phase) -> bool:
+        # After its split's gold release only a post-evaluation phase, or a fix, takes runs.
+        at = released.get(phase.split)
+        return (at is None or now < at or phase.kind == "post-evaluation"
+                or grants.active_grant(session, team=team, phase=phase, now=now) is not None)
+
+    return [p for p in opened if takes_runs(p)]
 
 
 def _dataset_of(definition: TaskDefinition, filename: str) -> str | None:
@@ -152,13 +172,21 @@ def submit(
         return _reject(session, err, team=team, phase=phase, user=user, name=name, files=files,
                        now=now)
 
-    limit_per_hour = REJECTED_UPLOADS_PER_HOUR
-    if not team.is_baseline and ratelimit.count(
-        session, key=_rate_key(team), per=timedelta(hours=1), now=now
-    ) >= limit_per_hour:
-        raise refuse(RateLimited(
-            f"{limit_per_hour} rejected uploads in the last hour; wait before uploading again"
-        ))
+    def invalid(err: RunRejected) -> DomainError:
+        """A run with problems; past the hourly limit of invalid uploads, a 429 saying when
+        it lifts (a valid run is never refused for earlier mistakes: this comes after checks)."""
+        if team.is_baseline:
+            return refuse(err)
+        per = timedelta(hours=1)
+        lifts = ratelimit.lifts_at(session, key=_rate_key(team), limit=REJECTED_UPLOADS_PER_HOUR,
+                                   per=per, now=now)
+        if lifts is None:
+            return refuse(err)
+        return refuse(RateLimited(
+            f"{err.message}. {REJECTED_UPLOADS_PER_HOUR} invalid uploads in the last hour: "
+            f"check your files before uploading again; the limit lifts at {clock_text(lifts)} "
+            "UTC (valid runs are always accepted)", err.issues))
+
     try:
         name = _check_name(name)
     except InvalidData as err:
@@ -169,7 +197,7 @@ def submit(
     if not team.is_baseline:
         if now < phase.opens_at:
             raise refuse(PhaseNotOpen(
-                f"phase {phase.name} opens at {phase.opens_at:%Y-%m-%d %H:%M} UTC"))
+                f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC"))
         deadline = inputs.team_deadline(session, team=team, phase=phase)
         if now >= deadline:
             if grants.active_grant(session, team=team, phase=phase, now=now) is not None:
@@ -178,7 +206,7 @@ def submit(
                 is_late = True
             else:
                 raise refuse(WindowClosed(
-                    f"your deadline for {phase.name} passed at {deadline:%Y-%m-%d %H:%M} UTC"))
+                    f"your deadline for {phase.name} passed at {clock_text(deadline)} UTC"))
         # Once gold is released a run can be fitted to it: only post-evaluation phases (and fixes
         # an organiser granted) still take runs, so a late run can never top the official board.
         # Gold public from the start (training, trial) is practice data and takes runs.
@@ -187,7 +215,7 @@ def submit(
         if released is not None and now >= released and phase.kind != "post-evaluation" \
                 and not is_fix:
             raise refuse(WindowClosed(
-                f"the gold of {task.name} was released at {released:%Y-%m-%d %H:%M} UTC; "
+                f"the gold of {task.name} was released at {clock_text(released)} UTC; "
                 f"{phase.name} takes no new runs (submit to a post-evaluation phase)"))
 
         # Scores shown against private gold: a per-team daily limit (replacements count).
@@ -204,14 +232,14 @@ def submit(
     try:
         unpacked = unpack_upload(files)
     except ValidationError as err:
-        raise refuse(RunRejected("the upload could not be read", err.issues)) from None
+        raise invalid(RunRejected("the upload could not be read", err.issues)) from None
     datasets = definition.track_datasets(phase.track) if phase.track else None
     validated = validate_run(
         definition, unpacked, stored_inputs, team=None if team.is_baseline else team.name,
         datasets=datasets,
     )
     if not validated.ok:
-        raise refuse(RunRejected(
+        raise invalid(RunRejected(
             f"run {name!r} was rejected: {len(validated.issues)} problem(s)", validated.issues))
 
     # Files first (content-addressed, never overwritten); a refused insert leaves only orphans.
@@ -370,8 +398,8 @@ def run_summary(run: Run, *, show_scores: bool) -> dict[str, Any]:
         "late": run.is_late,
         "post_deadline_fix": run.is_fix,
         "baseline": run.team.is_baseline,
-        "submitted_at": run.submitted_at.isoformat(),
-        "replaced_at": run.replaced_at.isoformat() if run.replaced_at else None,
+        "submitted_at": api_time(run.submitted_at),
+        "replaced_at": api_time(run.replaced_at),
         "files": [
             {"filename": f.filename, "dataset": f.dataset, "sha256": f.sha256, "size": f.size}
             for f in run.files

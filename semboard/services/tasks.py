@@ -19,6 +19,7 @@ from semboard.models import (
     Phase,
     Task,
     TaskOrganiser,
+    TeamWindow,
     User,
 )
 
@@ -182,6 +183,10 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
         with session.begin_nested():  # flushes pending changes first, so assign inside it
             for key, value in values.items():
                 setattr(phase, key, value)
+            # Stored window ends follow the phase (deadlines are computed, these are a record).
+            for window in session.scalars(select(TeamWindow).where(
+                    TeamWindow.phase_id == phase.id)):
+                window.ends_at = phase_deadline(phase, window.started_at)
             session.flush()
     except IntegrityError as err:
         raise NameTaken(f"task {phase.task.name} already has a phase {values['slug']!r}") from err
@@ -219,13 +224,19 @@ def current_phases(session: Session, task: Task, *, now: datetime) -> list[Phase
 def phase_for_submission(
     session: Session, task: Task, *, now: datetime, slug: str | None = None
 ) -> Phase:
-    """The named phase; else the open one; else the last closed one (its late policy decides)."""
+    """The named phase; else the open one; else the last closed one (its late policy decides).
+
+    Several open phases (tracks) are never guessed between: InvalidData lists them.
+    """
     if slug:
         return get_phase(session, task, slug)
     open_now = current_phases(session, task, now=now)
+    if len(open_now) > 1:
+        listed = ", ".join(f"{p.slug} ({p.name})" for p in open_now)
+        raise InvalidData(f"{len(open_now)} phases of {task.name} are open: {listed}; "
+                          "name the phase to submit to (API field 'phase', CLI --phase)")
     if open_now:
-        # Several open phases: the one closing first is the one with the nearest deadline.
-        return min(open_now, key=lambda p: (p.closes_at, p.id))
+        return open_now[0]
     closed = [p for p in phases(session, task) if p.closes_at <= now]
     if closed:
         return max(closed, key=lambda p: (p.closes_at, p.id))

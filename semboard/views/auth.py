@@ -12,7 +12,7 @@ from semboard.forms import ActionForm, LoginForm, RegisterForm, TokenForm
 from semboard.mail import mail_available
 from semboard.models import User
 from semboard.services import access, account_links, accounts, tasks, teams
-from semboard.views.common import bp, committed, db, me, now
+from semboard.views.common import bp, committed, db, login_or_redirect, me, now
 
 
 def _safe_next(target: str | None) -> str | None:
@@ -95,14 +95,14 @@ def _profile_page(user: User, form: TokenForm, new_token: str | None = None) -> 
 @login_required
 def profile() -> Any:
     """The user's teams and API tokens."""
-    return _profile_page(me(), TokenForm())
+    return _profile_page(login_or_redirect(), TokenForm())
 
 
 @bp.post("/profile/tokens")
 @login_required
 def create_token() -> Any:
     """Create an API token; its plaintext is shown on this response only."""
-    user = me()
+    user = login_or_redirect()
     form = TokenForm()
     new_token = None
     if form.validate_on_submit():
@@ -123,7 +123,8 @@ def revoke_token(token_id: int) -> Any:
     """Revoke one of the user's tokens."""
     if ActionForm().validate_on_submit():
         with committed() as done:
-            accounts.revoke_api_token(db(), user=me(), token_id=token_id, now=now())
+            accounts.revoke_api_token(db(), user=login_or_redirect(), token_id=token_id,
+                                      now=now())
         if done:
             flash("Token revoked.", "success")
     return redirect(url_for("web.profile") + "#tokens")

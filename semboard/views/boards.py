@@ -105,8 +105,9 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
     )
 
 
+@bp.get("/tasks/<task_name>/leaderboard.csv")
 @bp.get("/tasks/<task_name>/leaderboard/<phase_slug>.csv")
-def leaderboard_csv(task_name: str, phase_slug: str) -> Any:
+def leaderboard_csv(task_name: str, phase_slug: str | None = None) -> Any:
     """The board as CSV (the service's to_csv)."""
     task = load_task(task_name)
     board = _board(task, phase_slug)
@@ -117,8 +118,9 @@ def leaderboard_csv(task_name: str, phase_slug: str) -> Any:
     )
 
 
+@bp.get("/tasks/<task_name>/leaderboard.json")
 @bp.get("/tasks/<task_name>/leaderboard/<phase_slug>.json")
-def leaderboard_json(task_name: str, phase_slug: str) -> Any:
+def leaderboard_json(task_name: str, phase_slug: str | None = None) -> Any:
     """The board as JSON (the service's to_json, the API's shape)."""
     task = load_task(task_name)
     board = _board(task, phase_slug)

@@ -19,6 +19,7 @@ from semboard.errors import DomainError
 from semboard.models import Task, User
 from semboard.services import access, tasks
 from semboard.storage import Storage, get_storage
+from semboard.timefmt import clock_text
 
 bp = Blueprint("web", __name__)
 
@@ -152,10 +153,10 @@ bp.add_app_template_filter(sentence, "sentence")
 
 @bp.app_template_filter("utc")
 def utc_filter(value: datetime | None) -> str:
-    """`2012-05-01 14:00 UTC`."""
+    """`2012-05-01 14:00 UTC`, with seconds when they are not zero (a 23:59:59 deadline)."""
     if value is None:
         return "—"
-    return _aware(value).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return clock_text(_aware(value).astimezone(UTC)) + " UTC"
 
 
 @bp.app_template_filter("isoutc")

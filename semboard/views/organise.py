@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
-from semboard.errors import DomainError
+from semboard.errors import DomainError, InvalidData
 from semboard.forms import (
     ActionForm,
     DataUploadForm,
@@ -181,6 +181,8 @@ def upload_data(task_name: str) -> Any:
                 row = service(session, storage(), task=task, dataset=form.dataset.data,
                               filename=filename, data=data, user=user, now=now(),
                               split=form.split.data or None)
+                if form.kind.data == "gold":  # new gold moves numbers: rescore now
+                    gold.rescore(session, storage(), task=task, now=now())
             if done:
                 flash(f"{form.kind.data.capitalize()} of {form.dataset.data} stored as version "
                       f"{row.version} ({row.n_items} items).", "success")
@@ -221,8 +223,10 @@ def release_gold(task_name: str) -> Any:
 def rescore(task_name: str) -> Any:
     """Score every run against the current gold (history kept)."""
 
+    force = request.form.get("force") == "1"
+
     def act(task: Task, user: User) -> str:
-        changed = gold.rescore(db(), storage(), task=task, now=now())
+        changed = gold.rescore(db(), storage(), task=task, now=now(), force=force)
         return f"Rescored: {changed} run(s) got a new score."
 
     return _organiser_action(task_name, act, "#release")
@@ -268,9 +272,11 @@ def grant_fix(task_name: str) -> Any:
             phase = tasks.get_phase(session, task, form.phase.data)
             if team.task_id != task.id:
                 abort(404)
+            until = _utc(form.until.data)
+            if until is None:  # InputRequired guards this; mypy cannot know it
+                raise InvalidData("a fix needs the time until which it is allowed")
             grants.grant_post_deadline_fix(session, team=team, phase=phase, by=user,
-                                           reason=form.reason.data, until=_utc(form.until.data),
-                                           now=now())
+                                           reason=form.reason.data, until=until, now=now())
         if done:
             flash(f"{team.name} may fix runs of {phase.name} until "
                   f"{_utc(form.until.data):%Y-%m-%d %H:%M} UTC (flagged †).", "success")
@@ -345,8 +351,11 @@ def load_definition() -> Any:
         if definition is not None:
             with committed() as done:
                 task = tasks.load_task(session, definition, now=now())
+                # a changed definition can move numbers: out-of-date scores are redone
+                changed = gold.rescore(session, storage(), task=task, now=now())
             if done:
-                flash(f"Task {task.name} loaded.", "success")
+                flash(f"Task {task.name} loaded" + (f"; {changed} run(s) rescored." if changed
+                                                    else "."), "success")
                 return redirect(url_for("web.organise", task_name=task.name))
     status = 200 if request.method == "GET" else 422
     return render_template("organiser/load.html", form=form, manageable=manageable,

@@ -152,7 +152,8 @@ def create_team(task_name: str) -> Any:
     form = TeamCreateForm()
     return _team_form(
         task, form,
-        lambda: teams.create_team(db(), task=task, captain=me(), name=form.name.data.strip(),
+        lambda: teams.create_team(db(), task=task, captain=login_or_redirect(),
+                                  name=form.name.data.strip(),
                                   affiliation=(form.affiliation.data or "").strip(), now=now()),
         "Team {team} created. Share its invite code with your team mates.",
     )
@@ -166,7 +167,7 @@ def join_team(task_name: str) -> Any:
     form = TeamJoinForm()
     return _team_form(
         task, form,
-        lambda: teams.join_team(db(), task=task, user=me(),
+        lambda: teams.join_team(db(), task=task, user=login_or_redirect(),
                                 invite_code=form.invite_code.data.strip(), now=now()),
         "You joined {team}.",
     )
@@ -230,7 +231,7 @@ def download_gold(task_name: str, dataset: str) -> Any:
 def _upload_context(task: Task, team: Team, form: UploadRunForm) -> dict[str, Any]:
     """What the upload page shows beside the form: deadlines and run slots per phase."""
     session = db()
-    phases = [p for p in tasks.phases(session, task) if p.opens_at <= now()]
+    phases = submissions.offered_phases(session, task=task, team=team, now=now())
     slots = {}
     deadlines = {}
     for phase in phases:
@@ -271,14 +272,20 @@ def upload(task_name: str) -> Any:
         flash("Create or join a team for this task before uploading runs.", "error")
         return redirect(url_for("web.task", task_name=task.name))
     form = UploadRunForm()
-    opened = [p for p in tasks.phases(session, task) if p.opens_at <= now()]
+    opened = submissions.offered_phases(session, task=task, team=team, now=now())
     # A closed phase stays listed (late policy, granted fixes) but says it is closed.
-    form.phase.choices = options([
+    choices = [
         (p.slug, f"{p.name} ({p.kind}{', closed' if _phase_state(p) == 'closed' else ''})")
-        for p in opened])
+        for p in opened]
+    if sum(_phase_state(p) == "open" for p in opened) > 1:
+        # Several open phases (tracks): the participant picks one, none is guessed.
+        choices.insert(0, ("", "Choose a phase (several are open)"))
+    form.phase.choices = options(choices)
     if request.method == "GET" and not form.phase.data:
         with contextlib.suppress(DomainError):
-            form.phase.data = tasks.phase_for_submission(session, task, now=now()).slug
+            default = tasks.phase_for_submission(session, task, now=now())
+            if default in opened:
+                form.phase.data = default.slug
     issues: list[Any] = []
     status = 200
     if form.validate_on_submit():

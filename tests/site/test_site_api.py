@@ -62,7 +62,7 @@ def test_submit_fetch_and_leaderboard(client, world, tiny_data):
         ("A", "first", 1), ("B", "second", 2)]
     assert set(board["rows"][0]) >= {"team", "run", "baseline", "flags", "metrics", "ranks"}
     csv_text = client.get(f"{API}/tasks/tiny/leaderboard?format=csv").get_data(as_text=True)
-    assert csv_text.startswith("team,run,baseline,flags,ALL,rank")
+    assert csv_text.startswith("team,run,baseline,flags,ALL,ALL rank")
 
 
 def test_invalid_run_gives_422_with_issues(client, world, tiny_data):

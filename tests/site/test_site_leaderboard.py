@@ -119,7 +119,8 @@ def test_board_ranks_runs_marks_baselines_and_flags(session, storage, make, tiny
     data = board.to_json()
     assert data["rows"][1]["metrics"]["ALL"] == rows["a"].metrics["ALL"]
     table = list(csv.reader(io.StringIO(board.to_csv())))
-    assert table[0][:8] == ["team", "run", "baseline", "flags", "ALL", "rank", "ALLnorm", "rank"]
+    assert table[0][:8] == ["team", "run", "baseline", "flags", "ALL", "ALL rank", "ALLnorm",
+                            "ALLnorm rank"]
     assert table[2][:6] == ["Good", "a", "", "", repr(rows["a"].metrics["ALL"]), "1"]
     latex = board.to_latex()
     assert r"\begin{tabular}" in latex and r"\ddag{}" in latex

@@ -149,7 +149,7 @@ def test_api_and_downloads_carry_groups(app, client, session, board_world, now):
     by_run = {row["run"]: row for row in body["rows"]}
     for row in body["rows"]:
         assert set(row) == {"run_id", "team", "run", "baseline", "flags", "metrics", "ranks",
-                            "submitted_at", "baseline_info", "groups"}
+                            "submitted_at", "baseline_info", "groups", "missing"}
     assert by_run["good"]["groups"] == dict.fromkeys(METRICS, 1)
     assert by_run["noisy"]["groups"] == dict.fromkeys(METRICS, 2)
     assert by_run["oracle"]["groups"] == {}
@@ -158,7 +158,7 @@ def test_api_and_downloads_carry_groups(app, client, session, board_world, now):
 
     table = list(csv.reader(io.StringIO(
         client.get("/api/v1/tasks/tiny/leaderboard?format=csv").get_data(as_text=True))))
-    assert table[0][:6] == ["team", "run", "baseline", "flags", "ALL", "rank"]
+    assert table[0][:6] == ["team", "run", "baseline", "flags", "ALL", "ALL rank"]
     assert table[0][-3:] == ["ALL group", "ALLnorm group", "Mean group"]
     groups_of = {line[1]: line[-3:] for line in table[1:]}
     assert groups_of["noisy"] == ["2", "2", "2"] and groups_of["oracle"] == ["", "", ""]

@@ -199,13 +199,18 @@ def test_rejected_uploads_are_rate_limited(session, storage, make, tiny_data, no
         with pytest.raises(RunRejected):
             submissions.submit(session, storage, team=team, phase=phase, user=captain, name="b",
                                files=bad, now=now)
-    with pytest.raises(RateLimited):
-        submissions.submit(session, storage, team=team, phase=phase, user=captain, name="good",
-                           files=tiny_data.run(seed=1), now=now + timedelta(minutes=5))
+    with pytest.raises(RateLimited, match="lifts at 2012-04-02 13:00 UTC"):
+        submissions.submit(session, storage, team=team, phase=phase, user=captain, name="b",
+                           files=bad, now=now + timedelta(minutes=5))
+    # A valid run is never refused for earlier mistakes.
     run = submissions.submit(session, storage, team=team, phase=phase, user=captain, name="good",
-                             files=tiny_data.run(seed=1), now=now + timedelta(minutes=61))
+                             files=tiny_data.run(seed=1), now=now + timedelta(minutes=6))
     assert run.is_current
-    assert [log.outcome for log in _logs(session, team)].count("rejected") == 4
+    with pytest.raises(RunRejected) as after:
+        submissions.submit(session, storage, team=team, phase=phase, user=captain, name="b",
+                           files=bad, now=now + timedelta(minutes=61))
+    assert not isinstance(after.value, RateLimited)
+    assert [log.outcome for log in _logs(session, team)].count("rejected") == 5
 
 
 def test_baseline_team_is_exempt_from_limits_and_windows(session, storage, make, tiny_data, now):

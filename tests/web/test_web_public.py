@@ -154,6 +154,7 @@ def test_flask_demo_builds_an_empty_instance_and_runs_twice(tmp_path: Path) -> N
     assert first.exit_code == 0, first.output
     assert "admin@demo.semboard.org" in first.output and "demo-password" in first.output
     assert "baselines: tokencos, dice, lcs" in first.output
+    assert "SEMBOARD_INSECURE_COOKIES=1 .venv/bin/flask --app app run" in first.output
     added = int(re.search(r"(\d+) run\(s\) added", first.output).group(1))
     assert added >= 10
     second = runner.invoke(args=["demo"])

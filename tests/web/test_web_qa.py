@@ -116,7 +116,8 @@ def test_upload_errors_sit_on_the_files_field_and_replacing_is_announced(
     page = text(response)
     assert re.search(r'<ul class="errors"><li>Choose the run&#39;s files', page)
     assert 'aria-invalid="true"' in page and 'value="after-the-deadline"' in page
-    assert ">Evaluation (evaluation, closed)</option>" in page
+    # the gold is released: the closed evaluation phase takes no runs, so it is not offered
+    assert ">Evaluation (evaluation, closed)</option>" not in page
     assert ">Post-evaluation (post-evaluation)</option>" in page
     response = browser.submit("/tasks/demo/submit", data={
         "phase": "post-evaluation", "name": "after-the-deadline",

@@ -1,0 +1,154 @@
+"""Route sweep: every route, anonymously, as another team's member and as a participant on
+organiser routes; the expected status each time, and nothing private in any answer."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from semboard.services import accounts, submissions, tasks, teams
+
+LOGIN = "login"  # a redirect to the log-in page
+
+
+@pytest.fixture
+def sweep(app, session, make, now, tiny_data):
+    """A task with unreleased gold and a hidden board; team A has a run; B and an organiser."""
+    app.config["SEMBOARD_CLOCK"] = lambda: now
+    task = make.task(with_gold=True)
+    phase = make.phase(task, "eval", visibility="hidden")
+    team_a, captain_a = make.team(task, "Alpha Team")
+    team_b, captain_b = make.team(task, "Beta Team")
+    organiser = make.user()
+    tasks.add_organiser(session, task=task, user=organiser, now=now)
+    session.commit()
+    run = submissions.submit(session, make.storage, team=team_a, phase=phase, user=captain_a,
+                             name="private-run-name", files=tiny_data.run(seed=1), now=now)
+    baseline = teams.baseline_team(session, task=task, now=now)
+    token_a = accounts.create_api_token(session, user=captain_a, name="a", now=now)
+    token_b = accounts.create_api_token(session, user=captain_b, name="b", now=now)
+    session.commit()
+    return {
+        "ids": {"run": run.id, "team_a": team_a.id, "team_b": team_b.id,
+                "baseline": baseline.id, "organiser": organiser.id,
+                "token_a": accounts.list_api_tokens(session, user=captain_a)[0].id},
+        "secrets": [run.name, team_a.invite_code, baseline.invite_code, token_a, token_b,
+                    "private-run-name"],
+        "users": {"b": captain_b, "organiser": organiser},
+        "tokens": {"b": token_b},
+    }
+
+
+# (method, path template, anonymous, other team's member B); organiser routes expect a
+# participant's 403. LOGIN: a redirect to the log-in page.
+ROUTES: list[tuple[str, str, object, object]] = [
+    ("GET", "/", 200, 200),
+    ("GET", "/tasks", 200, 200),
+    ("GET", "/tasks/tiny", 200, 200),
+    ("GET", "/login", 200, 200),
+    ("GET", "/register", 200, 302),
+    ("POST", "/register", 422, 302),
+    ("POST", "/login", 422, 422),
+    ("GET", "/profile", LOGIN, 200),
+    ("POST", "/profile/tokens", LOGIN, 422),
+    ("POST", "/profile/tokens/{token_a}/revoke", LOGIN, 302),
+    ("GET", "/runs/{run}", 404, 404),
+    ("GET", "/teams/{team_a}", LOGIN, 404),  # another team's page looks missing
+    ("GET", "/teams/{baseline}", LOGIN, 404),
+    ("GET", "/tasks/tiny/submit", LOGIN, 200),
+    ("POST", "/tasks/tiny/submit", LOGIN, 422),
+    ("POST", "/tasks/tiny/teams", LOGIN, 422),
+    ("POST", "/tasks/tiny/teams/join", LOGIN, 422),
+    ("GET", "/tasks/tiny/phases/eval/inputs/alpha", LOGIN, 200),
+    ("GET", "/tasks/tiny/gold/alpha", 302, 302),
+    ("GET", "/tasks/tiny/leaderboard", 403, 403),
+    ("GET", "/tasks/tiny/leaderboard.csv", 403, 403),
+    ("GET", "/tasks/tiny/leaderboard.json", 403, 403),
+    ("GET", "/tasks/tiny/leaderboard/eval", 403, 403),
+    ("GET", "/tasks/tiny/leaderboard/eval.csv", 403, 403),
+    ("GET", "/tasks/tiny/leaderboard/eval.json", 403, 403),
+    ("GET", "/tasks/tiny/leaderboard/nope", 404, 404),
+    ("GET", "/tasks/nope", 404, 404),
+    ("GET", "/api/v1/tasks", 200, 200),
+    ("GET", "/api/v1/tasks/tiny", 200, 200),
+    ("GET", "/api/v1/tasks/nope", 404, 404),
+    ("GET", "/api/v1/runs/{run}", 404, 404),
+    ("GET", "/api/v1/tasks/tiny/gold/alpha", 403, 403),
+    ("GET", "/api/v1/tasks/tiny/leaderboard?phase=eval", 403, 403),
+    ("GET", "/api/v1/tasks/tiny/phases/eval/inputs/alpha", 401, 200),
+    ("POST", "/api/v1/tasks/tiny/runs", 401, 422),
+    # organiser and admin routes: a participant is refused
+    ("GET", "/admin", LOGIN, 403),
+    ("POST", "/admin", LOGIN, 403),
+    ("POST", "/admin/tasks/tiny/organisers/{organiser}/remove", LOGIN, 403),
+    ("GET", "/organise/load", LOGIN, 403),
+    ("POST", "/organise/load", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/data", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/grants", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise/log", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise/phases/eval", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/phases/eval", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/phases/eval/publish", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise/phases/new", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/phases/new", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/release-gold", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/rescore", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise/runs", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/teams/{team_a}/organiser-team", LOGIN, 403),
+    ("POST", "/logout", 302, 302),  # last: it ends B's session
+]
+
+
+def test_every_route_is_in_the_sweep(app):
+    listed = [(method, path.split("?")[0]) for method, path, _, _ in ROUTES]
+    missing = []
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint == "static":
+            continue
+        pattern = re.compile("".join(
+            "[^/]+" if part.startswith("<") else re.escape(part)
+            for part in re.split(r"(<[^>]+>)", rule.rule)))
+        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
+            if not any(m == method and pattern.fullmatch(p) for m, p in listed):
+                missing.append(f"{method} {rule.rule}")
+    assert not missing, f"routes missing from the sweep (add an expectation): {missing}"
+
+
+def _check(client, sweep, role, headers_for):
+    problems = []
+    for method, template, anonymous, member in ROUTES:
+        expected = anonymous if role == "anonymous" else member
+        path = template.format(**sweep["ids"])
+        response = client.open(path, method=method, headers=headers_for(path))
+        body = response.get_data(as_text=True)
+        location = response.headers.get("Location", "")
+        if expected == LOGIN:
+            ok = response.status_code == 302 and "/login" in location
+        else:
+            ok = response.status_code == expected
+        if not ok:
+            problems.append(f"{role} {method} {path}: {response.status_code} {location} "
+                            f"(expected {expected})")
+        leaked = [s for s in sweep["secrets"] if s in body or s in location]
+        if leaked:
+            problems.append(f"{role} {method} {path} leaks {leaked}")
+    return problems
+
+
+def test_routes_anonymously(app, sweep):
+    problems = _check(app.test_client(), sweep, "anonymous", lambda path: {})
+    assert not problems, "\n".join(problems)
+
+
+def test_routes_as_another_teams_member_and_participant_on_organiser_routes(app, sweep):
+    client = app.test_client()
+    client.post("/login", data={"email": sweep["users"]["b"].email, "password": "password123"})
+    token = sweep["tokens"]["b"]
+    # B's own token is B's secret, not a leak on B's own pages
+    sweep = {**sweep, "secrets": [s for s in sweep["secrets"] if s != token]}
+    problems = _check(client, sweep, "member of another team",
+                      lambda path: {"Authorization": f"Bearer {token}"}
+                      if path.startswith("/api/") else {})
+    assert not problems, "\n".join(problems)
