@@ -25,14 +25,17 @@ def sweep(app, session, make, now, tiny_data):
     session.commit()
     run = submissions.submit(session, make.storage, team=team_a, phase=phase, user=captain_a,
                              name="private-run-name", files=tiny_data.run(seed=1), now=now)
+    run2 = submissions.submit(session, make.storage, team=team_a, phase=phase, user=captain_a,
+                              name="private-run-name-2", files=tiny_data.run(seed=2), now=now)
     baseline = teams.baseline_team(session, task=task, now=now)
     token_a = accounts.create_api_token(session, user=captain_a, name="a", now=now)
     token_b = accounts.create_api_token(session, user=captain_b, name="b", now=now)
     session.commit()
     return {
-        "ids": {"run": run.id, "team_a": team_a.id, "team_b": team_b.id,
+        "ids": {"run": run.id, "run2": run2.id, "team_a": team_a.id, "team_b": team_b.id,
                 "baseline": baseline.id, "organiser": organiser.id,
-                "token_a": accounts.list_api_tokens(session, user=captain_a)[0].id},
+                "token_a": accounts.list_api_tokens(session, user=captain_a)[0].id,
+                "run_file": run.files[0].filename},
         "secrets": [run.name, team_a.invite_code, baseline.invite_code, token_a, token_b,
                     "private-run-name"],
         "users": {"b": captain_b, "organiser": organiser},
@@ -97,6 +100,57 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("POST", "/tasks/tiny/organise/rescore", LOGIN, 403),
     ("GET", "/tasks/tiny/organise/runs", LOGIN, 403),
     ("POST", "/tasks/tiny/organise/teams/{team_a}/organiser-team", LOGIN, 403),
+    # participant API and accounts (issue 12)
+    ("GET", "/api/v1/me", 401, 200),
+    ("GET", "/api/v1/tasks/tiny/definition", 200, 200),
+    ("GET", "/api/v1/tasks/tiny/runs", 401, 200),  # B's own team's runs
+    ("GET", "/api/v1/runs/{run}/files/{run_file}", 401, 404),
+    ("GET", "/api/v1/tasks/tiny/team", 401, 200),
+    ("POST", "/api/v1/tasks/tiny/team", 401, 422),
+    ("POST", "/api/v1/tasks/tiny/team/join", 401, 422),
+    ("DELETE", "/api/v1/tasks/tiny/team/members/{organiser}", 401, 404),
+    ("POST", "/api/v1/tasks/tiny/team/invite-code", 401, 200),  # B's own team
+    ("POST", "/api/v1/tasks/tiny/team/captain", 401, 422),
+    ("GET", "/api/v1/tokens", 401, 200),
+    ("POST", "/api/v1/tokens", 401, 201),
+    ("DELETE", "/api/v1/tokens/{token_a}", 401, 404),  # A's token is not B's to revoke
+    ("GET", "/api/v1/openapi.json", 200, 200),
+    ("GET", "/api/docs", 200, 200),
+    ("GET", "/healthz", 200, 200),
+    ("GET", "/forgot-password", 200, 200),
+    ("POST", "/forgot-password", 200, 200),
+    ("GET", "/reset-password/not-a-token", 410, 410),
+    ("POST", "/reset-password/not-a-token", 410, 410),
+    ("GET", "/verify-email/not-a-token", 200, 200),  # a confirm button, no change
+    ("POST", "/verify-email/not-a-token", LOGIN, 302),
+    ("GET", "/profile/account", LOGIN, 200),
+    ("POST", "/profile/password", LOGIN, 422),
+    ("POST", "/profile/email", LOGIN, 422),
+    ("POST", "/profile/notifications", LOGIN, 302),
+    ("POST", "/profile/verify", LOGIN, 302),
+    ("POST", "/teams/{team_a}/manage/code", LOGIN, 302),  # refused, back to a 404 page
+    # descriptions, charts, items and comparisons of a hidden run (issues 10, 11)
+    ("POST", "/api/v1/runs/{run}/description", 401, 404),
+    ("PUT", "/api/v1/runs/{run}/description", 401, 404),
+    ("GET", "/runs/{run}/description", LOGIN, 404),
+    ("POST", "/runs/{run}/description", LOGIN, 404),
+    ("GET", "/runs/{run}/charts/bars.json", 404, 404),
+    ("GET", "/runs/{run}/items", 404, 404),
+    ("GET", "/runs/{run}/items.csv", 404, 404),
+    ("GET", "/tasks/tiny/compare?a={run}&b={run2}", 404, 404),
+    ("POST", "/tasks/tiny/compare?a={run}&b={run2}", 400, 400),  # no CSRF token: refused first
+    ("GET", "/api/v1/tasks/tiny/compare?a={run}&b={run2}", 404, 404),
+    ("POST", "/api/v1/tasks/tiny/compare?a={run}&b={run2}", 404, 404),
+    # organiser routes of the closing workflow and phases (issues 10, 15)
+    ("POST", "/api/v1/tasks/tiny/phases", 401, 403),
+    ("GET", "/tasks/tiny/organise/closing", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/closing/move-run", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/closing/merge-teams", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/closing/schedule", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise/tables/runs.csv", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise/bundle.zip", LOGIN, 403),
+    # last but one: B leaves (its team, without runs, goes away)
+    ("POST", "/api/v1/tasks/tiny/team/leave", 401, 200),
     ("POST", "/logout", 302, 302),  # last: it ends B's session
 ]
 
