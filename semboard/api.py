@@ -180,13 +180,14 @@ def show_leaderboard(task_name: str) -> Any:
     task = tasks.get_task(session, task_name)
     slug = request.args.get("phase")
     phase = tasks.get_phase(session, task, slug) if slug else _default_phase(task)
-    board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=_user(),
-                                          storage=get_storage(), now=request_now())
-    session.commit()  # significance groups computed on a cache miss are kept
+    # the prepared board (never written here), with ETag/304 and gzip like the pages
+    from semboard.views.boards import send_prepared
+
+    prepared = leaderboard.served_board(session, phase=phase, viewer=_user(), now=request_now())
     if request.args.get("format") == "csv":
-        return attachment(board.to_csv(), f"{task.name}-{phase.slug}-leaderboard.csv",
-                          mimetype="text/csv")
-    return jsonify(board.to_json())
+        return send_prepared(prepared, "csv", phase=phase,
+                             filename=f"{task.name}-{phase.slug}-leaderboard.csv")
+    return send_prepared(prepared, "json", phase=phase)
 
 
 @bp.get("/tasks/<task_name>/phases/<phase_slug>/inputs/<dataset>")

@@ -456,3 +456,22 @@ class RateLimitEvent(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     key: Mapped[str] = mapped_column(String(255))
     at: Mapped[datetime]
+
+
+class PreparedBoard(Base):
+    """A phase board built once for one version of what it shows, served to every viewer.
+
+    `version` is leaderboard.board_version()'s digest of everything the board shows, so a change
+    simply misses; `data` is the board's JSON form plus what pages need (intervals, pending).
+    """
+
+    __tablename__ = "prepared_board"
+    __table_args__ = (UniqueConstraint("phase_id", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    version: Mapped[str] = mapped_column(String(64))
+    data: Mapped[dict[str, Any]] = mapped_column()
+    csv_text: Mapped[str] = mapped_column(Text)
+    built_at: Mapped[datetime]
+    elapsed_ms: Mapped[int] = mapped_column(Integer)

@@ -1,0 +1,231 @@
+"""After a change: prepared boards stored at once, significance groups off the request.
+
+A post-commit hook on the web app's sessions notes which tasks a commit touched (runs, scores,
+phases, tasks, gold files, teams) and, once the commit is done:
+
+1. stores each of their phase boards at its new version (one build, in the writing request);
+2. computes significance groups off the request: an rq job on the ``semboard`` queue when
+   ``REDIS_URL`` is set, otherwise a background thread of the process
+   (``SEMBOARD_BOARD_JOBS = "inline"`` runs it right there instead: tests, the CLI).
+
+GET requests never write: they serve the stored board (or build one in memory) and say groups
+are pending; a pending board whose job is lost (a crashed worker or thread) gets a new job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from flask import Flask
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from semboard import utcnow
+from semboard.db import begin_write, make_session_factory
+from semboard.models import GoldFile, Phase, Run, RunScoreRecord, Task, Team
+
+log = logging.getLogger(__name__)
+
+QUEUE_NAME = "semboard"
+INFO_KEY = "semboard.board_jobs"
+_PENDING = "semboard.board_jobs.pending"
+
+
+def mode(app: Flask) -> str:
+    """How groups are computed after a change: "rq", "thread" or "inline"."""
+    chosen = app.config.get("SEMBOARD_BOARD_JOBS")
+    if chosen:
+        return str(chosen)
+    return "rq" if app.config.get("REDIS_URL") else "thread"
+
+
+# ----------------------------------------------------------------------------- the hook
+
+
+def _touched(obj: Any) -> tuple[str, int] | None:
+    """Which task (or run, for a score) a changed object's board depends on."""
+    if isinstance(obj, RunScoreRecord):
+        return ("run", obj.run_id)
+    if isinstance(obj, Task):
+        return ("task", obj.id)
+    if isinstance(obj, Run | Phase | GoldFile | Team):
+        return ("task", obj.task_id)
+    return None
+
+
+@event.listens_for(Session, "after_flush")
+def _collect(session: Session, _context: Any) -> None:
+    if INFO_KEY not in session.info:
+        return
+    found = session.info.setdefault(_PENDING, set())
+    for obj in (*session.new, *session.deleted):
+        if (key := _touched(obj)) is not None:
+            found.add(key)
+    for obj in session.dirty:
+        if session.is_modified(obj) and (key := _touched(obj)) is not None:
+            found.add(key)
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _forget(session: Session, _previous: Any) -> None:
+    session.info.pop(_PENDING, None)
+
+
+@event.listens_for(Session, "after_commit")
+def _after_commit(session: Session) -> None:
+    app = session.info.get(INFO_KEY)
+    touched = session.info.pop(_PENDING, None)
+    if app is None or not touched:
+        return
+    try:
+        after_change(app, touched)
+    except Exception:  # the change is committed; a failed rebuild must not turn it into a 500
+        log.exception("preparing boards after a change failed")
+
+
+def attach(factory: sessionmaker[Session], app: Flask) -> None:
+    """Make the app's request sessions run the post-commit step."""
+    factory.configure(info={INFO_KEY: app})
+
+
+# ----------------------------------------------------------------------------- the work
+
+
+def _sessions(app: Flask) -> sessionmaker[Session]:
+    """Sessions for the background step: deferred reads, explicit writer transactions."""
+    ext = app.extensions
+    if "semboard.job_sessions" not in ext:
+        ext["semboard.job_sessions"] = make_session_factory(app.config["DATABASE_URL"])
+    return ext["semboard.job_sessions"]
+
+
+def _task_ids(session: Session, touched: Iterable[tuple[str, int]]) -> set[int]:
+    touched = list(touched)
+    ids = {i for kind, i in touched if kind == "task"}
+    runs = [i for kind, i in touched if kind == "run"]
+    if runs:
+        ids |= set(session.scalars(select(Run.task_id).where(Run.id.in_(runs))))
+    return ids
+
+
+def after_change(app: Flask, touched: Iterable[tuple[str, int]]) -> None:
+    """Store the touched tasks' boards now, then have their groups computed off the request."""
+    with _sessions(app)() as session:
+        task_ids = _task_ids(session, touched)
+        for task_id in sorted(task_ids):
+            task = session.get(Task, task_id)
+            if task is None:
+                continue
+            for phase in task.phases:
+                prepare_phase(session, phase)
+        session.commit()
+    for task_id in sorted(task_ids):
+        schedule_groups(app, task_id)
+
+
+def prepare_phase(session: Session, phase: Phase) -> bool:
+    """Build the phase's board outside the write lock, then store it (commits)."""
+    from semboard.services import leaderboard
+
+    version = leaderboard.board_version(session, phase)
+    if leaderboard.is_stored(session, phase=phase, version=version):
+        return False
+    prepared = leaderboard.prepared_board(session, phase=phase, now=utcnow())
+    begin_write(session)
+    stored = leaderboard.store_built(session, prepared=prepared)
+    session.commit()
+    return stored
+
+
+def compute_groups(app: Flask, task_id: int) -> int:
+    """Significance groups of every phase board of a task, then its boards (the job's body)."""
+    from semboard.services import leaderboard
+    from semboard.storage import get_storage
+
+    with app.app_context(), _sessions(app)() as session:
+        task = session.get(Task, task_id)
+        if task is None:
+            return 0
+        count = leaderboard.refresh_significance(session, get_storage(), task=task, now=utcnow(),
+                                                 write_lock=True)
+        session.commit()
+        return count
+
+
+_threads: dict[tuple[int, int], bool] = {}  # (app, task) -> run again when done
+_threads_lock = threading.Lock()
+
+
+def _thread_body(app: Flask, task_id: int) -> None:
+    key = (id(app), task_id)
+    while True:
+        try:
+            compute_groups(app, task_id)
+        except Exception:
+            log.exception("significance groups of task %s failed", task_id)
+        with _threads_lock:
+            if not _threads.get(key):
+                _threads.pop(key, None)
+                return
+            _threads[key] = False  # a change arrived meanwhile: once more
+
+
+def running_threads() -> int:
+    """Background group computations in flight in this process."""
+    with _threads_lock:
+        return len(_threads)
+
+
+def schedule_groups(app: Flask, task_id: int) -> str:
+    """Have a task's significance groups computed off the request; says how."""
+    how = mode(app)
+    if how == "inline":
+        compute_groups(app, task_id)
+    elif how == "rq":
+        from semboard import job_queue
+
+        job_queue.enqueue(app, "semboard.board_jobs.groups_job", task_id,
+                          description=f"significance groups of task {task_id}")
+    else:
+        key = (id(app), task_id)
+        with _threads_lock:
+            if key in _threads:
+                _threads[key] = True
+                return how
+            _threads[key] = False
+        threading.Thread(target=_thread_body, args=(app, task_id), daemon=True,
+                         name=f"groups-{task_id}").start()
+    return how
+
+
+_requeued: set[tuple[int, str]] = set()
+
+
+def recover_pending(app: Flask, task_id: int, version: str) -> None:
+    """A GET saw groups pending: if no job of this process covers it, schedule one (no writes).
+
+    Covers a thread or rq job that died; each version is re-queued once per process.
+    """
+    how = mode(app)
+    if how == "inline":
+        return
+    if how == "thread":
+        with _threads_lock:
+            if (id(app), task_id) in _threads:
+                return
+    key = (task_id, version)
+    if key in _requeued:
+        return
+    _requeued.add(key)
+    schedule_groups(app, task_id)
+
+
+def groups_job(task_id: int) -> int:
+    """The rq job: an app from the environment (the worker's), then compute_groups."""
+    from semboard import create_app
+
+    app = create_app()
+    return compute_groups(app, task_id)
