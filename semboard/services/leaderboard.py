@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String, cast, delete, func, select
+from sqlalchemy import Integer, String, bindparam, cast, delete, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from semboard.db import insert_unless_refused
@@ -335,14 +335,13 @@ _memo: OrderedDict[tuple[str, int, str], Prepared] = OrderedDict()
 _memo_lock = threading.Lock()
 
 
-def board_version(session: Session, phase: Phase) -> str:
-    """The one place that decides a board's version: a digest of everything the board shows.
-
-    Current scored runs (id, newest score, late, fix, team name and flags), the phase's settings,
-    the task definition, the gold versions and the phase's stored significance groups: any
-    change to what a board shows changes this, so no write path has to invalidate anything.
-    Two queries whatever the number of runs (the run list is folded inside the database).
-    """
+def _version_statements(dialect: str) -> tuple[Any, Any]:
+    """The two queries behind board_version, built once per dialect (building costs more than
+    running them): the folded run list, and the gold and groups stamps."""
+    found = _statements.get(dialect)
+    if found is not None:
+        return found
+    phase_id, task_id = bindparam("phase_id"), bindparam("task_id")
     newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
               .group_by(RunScoreRecord.run_id).subquery())
     line = (cast(Run.id, String) + ":" + cast(newest.c.score_id, String) + ":"
@@ -351,24 +350,41 @@ def board_version(session: Session, phase: Phase) -> str:
             + cast(cast(Team.is_organiser_team, Integer), String) + ":" + Team.name)
     rows = (select(line.label("line"), Run.id.label("id"))
             .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
-            .where(Run.phase_id == phase.id, Run.is_current, Run.status == "scored")
+            .where(Run.phase_id == phase_id, Run.is_current, Run.status == "scored")
             .order_by(Run.id).subquery())
-    if session.get_bind().dialect.name == "postgresql":
+    if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import aggregate_order_by
 
         folded = func.string_agg(rows.c.line, aggregate_order_by("\n", rows.c.id))
     else:
         folded = func.group_concat(rows.c.line, "\n")  # rows arrive in the subquery's order
-    runs_text, n_runs = session.execute(select(folded, func.count(rows.c.id))).one()
+    runs = select(folded, func.count(rows.c.id))
     # gold versions are only ever added: their count and newest id name the current set
-    gold_count, gold_newest, groups = session.execute(select(
-        select(func.count(GoldFile.id)).where(GoldFile.task_id == phase.task_id)
+    stamps = select(
+        select(func.count(GoldFile.id)).where(GoldFile.task_id == task_id).scalar_subquery(),
+        select(func.max(GoldFile.id)).where(GoldFile.task_id == task_id).scalar_subquery(),
+        select(func.max(SignificanceGroups.id)).where(SignificanceGroups.phase_id == phase_id)
         .scalar_subquery(),
-        select(func.max(GoldFile.id)).where(GoldFile.task_id == phase.task_id)
-        .scalar_subquery(),
-        select(func.max(SignificanceGroups.id)).where(SignificanceGroups.phase_id == phase.id)
-        .scalar_subquery(),
-    )).one()
+    )
+    _statements[dialect] = (runs, stamps)
+    return runs, stamps
+
+
+_statements: dict[str, tuple[Any, Any]] = {}
+
+
+def board_version(session: Session, phase: Phase) -> str:
+    """The one place that decides a board's version: a digest of everything the board shows.
+
+    Current scored runs (id, newest score, late, fix, team name and flags), the phase's settings,
+    the task definition, the gold versions and the phase's stored significance groups: any
+    change to what a board shows changes this, so no write path has to invalidate anything.
+    Two queries whatever the number of runs (the run list is folded inside the database).
+    """
+    runs, stamps = _version_statements(session.get_bind().dialect.name)
+    params = {"phase_id": phase.id, "task_id": phase.task_id}
+    runs_text, n_runs = session.execute(runs, params).one()
+    gold_count, gold_newest, groups = session.execute(stamps, params).one()
     task = phase.task
     shown = {
         "format": BOARD_FORMAT,
