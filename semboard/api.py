@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from flask import Blueprint, g, jsonify, request
+from flask import Blueprint, current_app, g, jsonify, request, url_for
 from werkzeug.exceptions import Unauthorized
 
 from semboard import request_now
@@ -142,11 +142,21 @@ def submit_run(task_name: str) -> Any:
     if team is None:
         raise NotFound(f"you have no team on {task.name}; create or join one first")
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
+    # with a queue (REDIS_URL) the run is validated and stored here, scored by a worker: 202
+    from semboard import board_jobs
+
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    queued = board_jobs.scoring_queued(app)
     run = submissions.submit(
         session, get_storage(), team=team, phase=phase, user=user,
-        name=request.form.get("name", ""), files=_uploaded_files(), now=now,
+        name=request.form.get("name", ""), files=_uploaded_files(), now=now, score=not queued,
     )
     show = access.can_view_scores(session, user, run.phase)
+    if queued:
+        board_jobs.queue_scoring(app, run.id)
+        status_url = url_for("api.show_run", run_id=run.id)
+        body = submissions.run_summary(run, show_scores=show) | {"status_url": status_url}
+        return jsonify(body), 202, {"Location": status_url}
     return jsonify(submissions.run_summary(run, show_scores=show)), 201
 
 

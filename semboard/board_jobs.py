@@ -113,6 +113,7 @@ def _task_ids(session: Session, touched: Iterable[tuple[str, int]]) -> set[int]:
 
 def after_change(app: Flask, touched: Iterable[tuple[str, int]]) -> None:
     """Store the touched tasks' boards now, then have their groups computed off the request."""
+    pending: set[int] = set()
     with _sessions(app)() as session:
         task_ids = _task_ids(session, touched)
         for task_id in sorted(task_ids):
@@ -120,24 +121,23 @@ def after_change(app: Flask, touched: Iterable[tuple[str, int]]) -> None:
             if task is None:
                 continue
             for phase in task.phases:
-                prepare_phase(session, phase)
+                if prepare_phase(session, phase):
+                    pending.add(task_id)
         session.commit()
-    for task_id in sorted(task_ids):
+    for task_id in sorted(pending):  # only boards whose runs changed need new groups
         schedule_groups(app, task_id)
 
 
 def prepare_phase(session: Session, phase: Phase) -> bool:
-    """Build the phase's board outside the write lock, then store it (commits)."""
+    """Build the phase's board outside the write lock and store it (commits); groups pending?"""
     from semboard.services import leaderboard
 
-    version = leaderboard.board_version(session, phase)
-    if leaderboard.is_stored(session, phase=phase, version=version):
-        return False
     prepared = leaderboard.prepared_board(session, phase=phase, now=utcnow())
-    begin_write(session)
-    stored = leaderboard.store_built(session, prepared=prepared)
-    session.commit()
-    return stored
+    if not prepared.stored:
+        begin_write(session)
+        leaderboard.store_built(session, prepared=prepared)
+        session.commit()
+    return prepared.groups_pending
 
 
 def compute_groups(app: Flask, task_id: int) -> int:
@@ -229,3 +229,76 @@ def groups_job(task_id: int) -> int:
 
     app = create_app()
     return compute_groups(app, task_id)
+
+
+# ----------------------------------------------------------------------------- queued scoring
+
+# A run accepted this long ago and still unscored (gold present) is taken as a lost job.
+STUCK_AFTER_S = 300
+
+
+def scoring_queued(app: Flask) -> bool:
+    """Whether accepted runs are scored by a queue worker (REDIS_URL set) instead of in-process."""
+    return mode(app) == "rq"
+
+
+def queue_scoring(app: Flask, run_id: int) -> str:
+    """Put a run's scoring on the queue (retried when it crashes); returns the job id."""
+    from semboard import job_queue
+
+    return job_queue.enqueue(app, "semboard.board_jobs.score_job", run_id,
+                             description=f"score run {run_id}")
+
+
+def score_run_now(app: Flask, run_id: int) -> str:
+    """Score one accepted run against the current gold (the queue job's body); its status."""
+    from semboard.services import gold
+    from semboard.storage import get_storage
+
+    with app.app_context():
+        from semboard.db import get_session
+
+        session = get_session()  # a request-like session: the post-commit step prepares boards
+        run = session.get(Run, run_id)
+        if run is None:
+            return "missing"
+        if run.status == "valid":
+            gold.score_stored_run(session, get_storage(), run=run, now=utcnow(), write_lock=True)
+            session.commit()
+        return run.status
+
+
+def score_job(run_id: int) -> str:
+    """The rq job: an app from the environment (the worker's), then score_run_now."""
+    from semboard import create_app
+
+    return score_run_now(create_app(), run_id)
+
+
+def stuck_runs(session: Session, *, now: Any, older_than_s: int = STUCK_AFTER_S) -> list[Run]:
+    """Accepted current runs still waiting for a score well after upload (gold present)."""
+    from datetime import timedelta
+
+    from semboard.models import GoldFile as Gold
+
+    has_gold = select(Gold.id).where(Gold.task_id == Run.task_id).exists()
+    return list(session.scalars(
+        select(Run).where(Run.status == "valid", Run.is_current, has_gold,
+                          Run.submitted_at < now - timedelta(seconds=older_than_s))
+        .order_by(Run.id)))
+
+
+def recover_stuck(app: Flask, session: Session, *, now: Any,
+                  older_than_s: int = STUCK_AFTER_S) -> list[int]:
+    """Score again every stuck run: on the queue when configured, else right here.
+
+    Ends the session's transaction first (scoring takes the write lock in its own session).
+    """
+    ids = [run.id for run in stuck_runs(session, now=now, older_than_s=older_than_s)]
+    session.commit()
+    for run_id in ids:
+        if scoring_queued(app):
+            queue_scoring(app, run_id)
+        else:
+            score_run_now(app, run_id)
+    return ids

@@ -125,8 +125,12 @@ def submit(
     files: Mapping[str, bytes],
     now: datetime,
     metadata: dict[str, Any] | None = None,
+    score: bool = True,
 ) -> Run:
-    """Validate, store and record a run, then score it when gold exists (commits)."""
+    """Validate, store and record a run, then score it when gold exists (commits).
+
+    score=False leaves the accepted run "valid" for a queue worker to score (board_jobs).
+    """
     from evaluation import ValidationError, unpack_upload, validate_run
 
     task = phase.task
@@ -209,6 +213,8 @@ def submit(
         is_fix=is_fix, stored=stored, definition=definition, validated=validated,
         metadata=metadata or {}, files=files,
     )
+    if not score:
+        return run
     try:
         gold.score_stored_run(session, storage, run=run, now=now, write_lock=True,
                               validated=validated)

@@ -16,11 +16,11 @@ from typing import Any
 from flask import Response, abort, current_app, render_template, request, session, url_for
 from markupsafe import Markup
 
-from semboard import board_jobs
+from semboard import board_jobs, job_queue
 from semboard.errors import DomainError, Forbidden
 from semboard.models import Phase, Task
 from semboard.services import access, leaderboard, tasks
-from semboard.views.common import bp, db, load_task, me, now
+from semboard.views.common import admin_required, bp, db, load_task, me, now
 
 PER_PAGE = 100
 # Rendered table fragments per (database, phase, version, page, search): the version comes from
@@ -201,3 +201,33 @@ def leaderboard_json(task_name: str, phase_slug: str) -> Any:
     phase = _phase(task, phase_slug)
     return send_prepared(_prepared(task, phase), "json", phase=phase,
                          filename=f"{task.name}-{phase.slug}-leaderboard.json")
+
+
+@bp.get("/admin/queue")
+@admin_required
+def queue_health() -> Any:
+    """Site admin: queue depth, worker health and runs waiting for a score (read-only)."""
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    waiting = board_jobs.stuck_runs(db(), now=now(), older_than_s=0)
+    stuck = [r for r in waiting
+             if (now() - r.submitted_at).total_seconds() >= board_jobs.STUCK_AFTER_S]
+    return render_template("admin/queue.html", mode=board_jobs.mode(app),
+                           health=job_queue.health(app), waiting=waiting, stuck=stuck,
+                           stuck_after=board_jobs.STUCK_AFTER_S,
+                           threads=board_jobs.running_threads())
+
+
+@bp.post("/admin/queue/recover")
+@admin_required
+def queue_recover() -> Any:
+    """Site admin: score again every run stuck waiting for its score."""
+    from flask import flash, redirect
+
+    from semboard.forms import ActionForm
+
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    ids = board_jobs.recover_stuck(app, db(), now=now())
+    flash(f"{len(ids)} stuck run(s) sent to scoring again.", "success")
+    return redirect(url_for("web.queue_health"))

@@ -267,11 +267,22 @@ def upload(task_name: str) -> Any:
             form.files.errors = ["Choose the run's files (one per dataset) or one zip."]
         if files:
             phase = _get_phase(task, form.phase.data)
+            from flask import current_app
+
+            from semboard import board_jobs
+
+            app = current_app._get_current_object()  # type: ignore[attr-defined]
+            queued = board_jobs.scoring_queued(app)
             with committed() as done:
                 run = submissions.submit(
                     session, storage(), team=team, phase=phase, user=user,
-                    name=form.name.data.strip(), files=files, now=now(),
+                    name=form.name.data.strip(), files=files, now=now(), score=not queued,
                 )
+            if done and queued:  # stored and valid; a queue worker scores it
+                board_jobs.queue_scoring(app, run.id)
+                flash(f"Run {run.name} accepted{_run_notes(run)}; it is being scored.",
+                      "success")
+                return redirect(url_for("web.run", run_id=run.id))
             if done:
                 flash(f"Run {run.name} accepted{_run_notes(run)}.", "success")
                 return redirect(url_for("web.run", run_id=run.id))
