@@ -15,6 +15,7 @@ are pending; a pending board whose job is lost (a crashed worker or thread) gets
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -35,11 +36,17 @@ _PENDING = "semboard.board_jobs.pending"
 
 
 def mode(app: Flask) -> str:
-    """How groups are computed after a change: "rq", "thread" or "inline"."""
+    """How groups are computed after a change: "rq", "process", "thread" or "inline".
+
+    Without Redis a forked child process computes them (its CPU-bound resampling then never
+    holds the web worker's GIL while it serves requests); "thread" where fork is missing.
+    """
     chosen = app.config.get("SEMBOARD_BOARD_JOBS")
     if chosen:
         return str(chosen)
-    return "rq" if app.config.get("REDIS_URL") else "thread"
+    if app.config.get("REDIS_URL"):
+        return "rq"
+    return "process" if hasattr(os, "fork") else "thread"
 
 
 # ----------------------------------------------------------------------------- the hook
@@ -196,9 +203,41 @@ def schedule_groups(app: Flask, task_id: int) -> str:
                 _threads[key] = True
                 return how
             _threads[key] = False
-        threading.Thread(target=_thread_body, args=(app, task_id), daemon=True,
+        body = _process_body if how == "process" else _thread_body
+        threading.Thread(target=body, args=(app, task_id), daemon=True,
                          name=f"groups-{task_id}").start()
     return how
+
+
+def _forked_groups(app: Flask, task_id: int) -> None:
+    """In the forked child: fresh database connections, compute, exit without cleanup."""
+    code = 0
+    try:
+        for name in ("semboard.sessions", "semboard.job_sessions"):
+            factory = app.extensions.get(name)
+            if factory is not None:  # never reuse the parent's pooled connections
+                factory.kw["bind"].dispose(close=False)
+        compute_groups(app, task_id)
+    except BaseException:
+        log.exception("significance groups of task %s failed", task_id)
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _process_body(app: Flask, task_id: int) -> None:
+    """A watcher thread: fork a child for the groups, reap it, again if changes came meanwhile."""
+    key = (id(app), task_id)
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            _forked_groups(app, task_id)
+        os.waitpid(pid, 0)
+        with _threads_lock:
+            if not _threads.get(key):
+                _threads.pop(key, None)
+                return
+            _threads[key] = False
 
 
 _requeued: set[tuple[int, str]] = set()
@@ -212,7 +251,7 @@ def recover_pending(app: Flask, task_id: int, version: str) -> None:
     how = mode(app)
     if how == "inline":
         return
-    if how == "thread":
+    if how in ("thread", "process"):
         with _threads_lock:
             if (id(app), task_id) in _threads:
                 return

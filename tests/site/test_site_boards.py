@@ -168,8 +168,9 @@ def test_the_version_follows_everything_the_board_shows(app, session, storage, m
     assert not changed()
 
 
-def test_thread_mode_computes_groups_after_the_upload(app, client, session, world, tiny_data):
-    app.config["SEMBOARD_BOARD_JOBS"] = "thread"
+@pytest.mark.parametrize("how", ["thread", "process"])
+def test_background_groups_after_the_upload(app, client, session, world, tiny_data, how):
+    app.config["SEMBOARD_BOARD_JOBS"] = how
     _post_run(client, world["tokens"]["a"], tiny_data.run(seed=1), name="first")
     deadline = time.monotonic() + 30
     while board_jobs.running_threads() and time.monotonic() < deadline:
