@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String, bindparam, cast, delete, func, select
+from sqlalchemy import Integer, String, bindparam, cast, delete, func, literal, select
 from sqlalchemy.orm import Session, selectinload
 
 from semboard.db import insert_unless_refused
@@ -293,9 +293,10 @@ def build_leaderboard(
             baseline_info=dict(run.meta) if run.team.is_baseline else None,
             groups=dict(groups.get(str(run.id), {})),
         ))
+        stored_scores = run.current_score.scores if run.current_score is not None else {}
         board.intervals[run.id] = {
             c.key: ci for c in board.columns
-            if (ci := stored_interval(run.current_score.scores, c.key)) is not None
+            if (ci := stored_interval(stored_scores, c.key)) is not None
         }
     sort_key = board.columns[0].key if board.columns else None
 
@@ -341,7 +342,8 @@ def _version_statements(dialect: str) -> tuple[Any, Any]:
     found = _statements.get(dialect)
     if found is not None:
         return found
-    phase_id, task_id = bindparam("phase_id"), bindparam("task_id")
+    phase_id = bindparam("phase_id", type_=Integer)
+    task_id = bindparam("task_id", type_=Integer)
     newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
               .group_by(RunScoreRecord.run_id).subquery())
     line = (cast(Run.id, String) + ":" + cast(newest.c.score_id, String) + ":"
@@ -355,7 +357,7 @@ def _version_statements(dialect: str) -> tuple[Any, Any]:
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import aggregate_order_by
 
-        folded = func.string_agg(rows.c.line, aggregate_order_by("\n", rows.c.id))
+        folded = func.string_agg(rows.c.line, aggregate_order_by(literal("\n"), rows.c.id))
     else:
         folded = func.group_concat(rows.c.line, "\n")  # rows arrive in the subquery's order
     runs = select(folded, func.count(rows.c.id))
@@ -448,7 +450,7 @@ class Prepared:
 
 
 def _memo_key(session: Session, phase_id: int, version: str) -> tuple[str, int, str]:
-    return (str(session.get_bind().url), phase_id, version)
+    return (str(session.get_bind().engine.url), phase_id, version)
 
 
 def _remember(session: Session, prepared: Prepared) -> Prepared:

@@ -117,7 +117,7 @@ def _intervals(board: leaderboard.Leaderboard) -> dict[int, dict[str, list[float
 def _table(board: leaderboard.Leaderboard, prepared: leaderboard.Prepared,
            rows: list[leaderboard.Row], key: tuple[Any, ...]) -> Markup:
     """The rendered table of one page of rows, once per version and page in this process."""
-    key = (str(db().get_bind().url), prepared.phase_id, prepared.version, *key)
+    key = (str(db().get_bind().engine.url), prepared.phase_id, prepared.version, *key)
     with _fragments_lock:
         found = _FRAGMENTS.get(key)
     if found is not None:

@@ -71,6 +71,9 @@ def _writes(statements: list[str]) -> list[str]:
             if s.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE")]
 
 
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
 def test_an_upload_is_on_the_stored_board_and_gets_never_write(app, client, session, world,
                                                                tiny_data):
     tokens = world["tokens"]
@@ -130,6 +133,9 @@ def test_etag_304_and_gzip(app, client, world, tiny_data):
     assert "second" in fresh.get_data(as_text=True)
 
 
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
 def test_the_version_follows_everything_the_board_shows(app, session, storage, make, world,
                                                         tiny_data, now):
     phase = world["phase"]
