@@ -1,7 +1,7 @@
 """Board serving under load: real gunicorn (2 workers), STS 2012 boards of 20 and 500 runs.
 
     python benchmarks/bench_boards.py [--data ../shared/data] [--runs 20 500] [--seconds 5]
-                                      [--clients 4] [--uploads 10]
+                                      [--clients 4] [--uploads 10] [--site-dir DIR ...]
 
 For each board size: a scratch SQLite database with the real sts2012 task, one public phase and
 N teams with one run each, submitted through the real `submit` service (CIs with
@@ -67,19 +67,26 @@ def _free_port() -> int:
 def build_site(folder: Path, release: Path, runs: int, ci_resamples: int) -> dict[str, Any]:
     """A scratch site with `runs` scored runs, groups computed and boards prepared."""
     url = f"sqlite:///{folder / 'bench.sqlite'}"
+    reuse = (folder / "bench.sqlite").exists()  # --site-dir of an earlier run: runs kept
     Base.metadata.create_all(make_engine(url))
     session = make_session_factory(url)()
     storage = LocalStorage(folder / "uploads")
     gold.SCORE_OPTIONS["resamples"] = ci_resamples
     definition = load_task("sts2012")
-    task = tasks.load_task(session, definition, now=NOW)
-    inputs.load_release_inputs(session, storage, task=task, release_dir=release, user=None,
+    if reuse:
+        task = tasks.get_task(session, "sts2012")
+        phase = tasks.get_phase(session, task, "eval")
+        runs = 0
+    else:
+        task = tasks.load_task(session, definition, now=NOW)
+        inputs.load_release_inputs(session, storage, task=task, release_dir=release, user=None,
+                                   now=NOW)
+        gold.load_release_gold(session, storage, task=task, release_dir=release, user=None,
                                now=NOW)
-    gold.load_release_gold(session, storage, task=task, release_dir=release, user=None, now=NOW)
-    phase = tasks.add_phase(session, task, slug="eval", name="eval", kind="evaluation",
-                            opens_at=NOW - timedelta(days=1), closes_at=NOW + timedelta(days=9),
-                            now=NOW)
-    session.commit()
+        phase = tasks.add_phase(session, task, slug="eval", name="eval", kind="evaluation",
+                                opens_at=NOW - timedelta(days=1),
+                                closes_at=NOW + timedelta(days=9), now=NOW)
+        session.commit()
     parsed_gold = gold.parsed_gold(session, storage, task=task)
     known = inputs.parsed_inputs(session, storage, task=task)
 
@@ -107,9 +114,10 @@ def build_site(folder: Path, release: Path, runs: int, ci_resamples: int) -> dic
     # uploaders for the upload-to-visible figure
     tokens = []
     for i in range(3):
-        user = accounts.register_user(session, email=f"up{i}@example.org",
+        tag = uuid.uuid4().hex[:8]
+        user = accounts.register_user(session, email=f"up{tag}@example.org",
                                       password="password123", display_name=f"up{i}", now=NOW)
-        teams.create_team(session, task=task, captain=user, name=f"uploader {i}",
+        teams.create_team(session, task=task, captain=user, name=f"uploader {tag}",
                           affiliation="", now=NOW)
         tokens.append(accounts.create_api_token(session, user=user, name="bench", now=NOW))
     session.commit()
@@ -264,14 +272,17 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--uploads", type=int, default=10)
     parser.add_argument("--ci-resamples", type=int, default=50)
+    parser.add_argument("--site-dir", type=Path, nargs="*",
+                        help="folders of an earlier run (one per --runs entry) to serve again")
     args = parser.parse_args()
     release = args.data / "sts2012" / "test"
     results = {}
-    for runs in args.runs:
-        folder = Path(tempfile.mkdtemp(prefix=f"semboard-boards-{runs}-"))
+    for k, runs in enumerate(args.runs):
+        folder = (args.site_dir[k] if args.site_dir and k < len(args.site_dir) else
+                  Path(tempfile.mkdtemp(prefix=f"semboard-boards-{runs}-")))
         site = build_site(folder, release, runs, args.ci_resamples)
-        print(f"[{runs} runs] set up: submit {site['submit_s']:.1f} s, significance groups "
-              f"{site['groups_s']:.1f} s", flush=True)
+        print(f"[{runs} runs] {folder}: set up: submit {site['submit_s']:.1f} s, "
+              f"significance groups {site['groups_s']:.1f} s", flush=True)
         results[runs] = found = measure(site, folder, args, runs)
         task = found["task list"]
         print(f"[{runs} runs] requests/s, 2 gunicorn workers, {args.clients} clients, gzip:")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -23,6 +24,11 @@ from semboard.services import access, leaderboard, tasks
 from semboard.views.common import admin_required, bp, db, load_task, me, now
 
 PER_PAGE = 100
+# Whole anonymous pages (plain and gzip) by ETag, kept a minute: the ETag holds the version, so
+# an entry is never stale in content; the minute bounds the age of the page's clock (data-now,
+# which only countdowns read, and a board page has none).
+_PAGES: OrderedDict[str, tuple[float, bytes, bytes]] = OrderedDict()
+PAGE_TTL_S = 60.0
 # Rendered table fragments per (database, phase, version, page, search): the version comes from
 # the database, so a fragment is never stale; this spares re-rendering the same rows.
 _FRAGMENTS: OrderedDict[tuple[Any, ...], Markup] = OrderedDict()
@@ -156,6 +162,12 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
                               ).hexdigest()[:32]
         if request.if_none_match.contains(etag):
             return _respond(b"", etag=etag, mimetype="text/html", compressed=False)
+        with _fragments_lock:
+            kept = _PAGES.get(etag)
+        if kept is not None and time.monotonic() - kept[0] < PAGE_TTL_S:
+            compressed = _gzip_ok()
+            return _respond(kept[2] if compressed else kept[1], etag=etag, mimetype="text/html",
+                            compressed=compressed, public=phase.visibility == "public")
     definition = tasks.definition(task)
     flags_present = {f for row in board.rows for f in row.flags}
     html = render_template(
@@ -179,7 +191,14 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
     )
     compressed = _gzip_ok()
     body = html.encode()
-    if compressed:
+    if etag is not None:
+        packed = gzip.compress(body, compresslevel=6, mtime=0)
+        with _fragments_lock:
+            _PAGES[etag] = (time.monotonic(), body, packed)
+            while len(_PAGES) > _FRAGMENTS_SIZE:
+                _PAGES.popitem(last=False)
+        body = packed if compressed else body
+    elif compressed:
         body = gzip.compress(body, compresslevel=5, mtime=0)
     return _respond(body, etag=etag, mimetype="text/html", compressed=compressed,
                     public=etag is not None and phase.visibility == "public")
