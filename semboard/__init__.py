@@ -89,4 +89,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     from semboard.demo import demo_cli
 
     app.cli.add_command(demo_cli)
+    from semboard.board_jobs import boards_cli
+
+    app.cli.add_command(boards_cli)
     return app

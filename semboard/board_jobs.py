@@ -341,3 +341,46 @@ def recover_stuck(app: Flask, session: Session, *, now: Any,
         else:
             score_run_now(app, run_id)
     return ids
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def _cli_group() -> Any:
+    import click
+    from flask.cli import AppGroup
+
+    group = AppGroup("boards", help="Prepared boards, significance groups, stuck scoring jobs.")
+
+    @group.command("refresh")
+    @click.argument("task_name")
+    def refresh(task_name: str) -> None:
+        """Compute TASK_NAME's significance groups and store its prepared boards now."""
+        from flask import current_app
+
+        from semboard.db import get_session
+        from semboard.services import tasks
+
+        session = get_session()
+        task_id = tasks.get_task(session, task_name).id
+        session.commit()  # the computation stores from its own session
+        count = compute_groups(current_app._get_current_object(),  # type: ignore[attr-defined]
+                               task_id)
+        click.echo(f"{count} board(s) of {task_name} grouped and prepared")
+
+    @group.command("recover")
+    @click.option("--older-than", "older_than", type=int, default=STUCK_AFTER_S,
+                  help="Seconds after upload a run still unscored counts as stuck.")
+    def recover(older_than: int) -> None:
+        """Score again every run stuck waiting for its score (a lost or crashed job)."""
+        from flask import current_app
+
+        from semboard.db import get_session
+
+        ids = recover_stuck(current_app._get_current_object(),  # type: ignore[attr-defined]
+                            get_session(), now=utcnow(), older_than_s=older_than)
+        click.echo(f"{len(ids)} stuck run(s) sent to scoring again")
+
+    return group
+
+
+boards_cli = _cli_group()

@@ -259,3 +259,21 @@ def test_page_queries_do_not_grow_with_the_runs(app, session, make, world, tiny_
             _login(client, world["team_a"].captain.email)
         counts.append(_queries(app, client, urls))
     assert counts[0] == counts[1]
+
+
+def test_cli_refreshes_boards_and_recovers_stuck_runs(app, session, make, world, tiny_data, now):
+    storage = app.extensions["semboard.storage"]
+    run = submissions.submit(session, storage, team=world["team_a"], phase=world["phase"],
+                             user=world["team_a"].captain, name="lost",
+                             files=tiny_data.run(seed=1), now=now - timedelta(hours=1),
+                             score=False)
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["boards", "recover"])
+    assert result.exit_code == 0 and "1 stuck run(s)" in result.output, result.output
+    session.expire_all()
+    assert session.get(type(run), run.id).status == "scored"
+    result = runner.invoke(args=["boards", "refresh", "tiny"])
+    assert result.exit_code == 0 and "1 board(s) of tiny" in result.output, result.output
+    board = session.scalars(select(PreparedBoard)).one()
+    assert board.version == leaderboard.board_version(session, world["phase"])
+    assert not board.data["board"]["groups_pending"]
