@@ -213,6 +213,7 @@ def _forked_groups(app: Flask, task_id: int) -> None:
     """In the forked child: fresh database connections, compute, exit without cleanup."""
     code = 0
     try:
+        os.nice(10)  # requests come first: the resampling takes the CPU they leave
         for name in ("semboard.sessions", "semboard.job_sessions"):
             factory = app.extensions.get(name)
             if factory is not None:  # never reuse the parent's pooled connections
