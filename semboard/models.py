@@ -473,5 +473,7 @@ class PreparedBoard(Base):
     version: Mapped[str] = mapped_column(String(64))
     data: Mapped[dict[str, Any]] = mapped_column()
     csv_text: Mapped[str] = mapped_column(Text)
+    # the JSON download as served, so a worker's first view of a version need not re-encode it
+    json_text: Mapped[str] = mapped_column(Text)
     built_at: Mapped[datetime]
     elapsed_ms: Mapped[int] = mapped_column(Integer)

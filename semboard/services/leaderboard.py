@@ -488,7 +488,7 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime) -> Prepared
     if row is not None:
         return _remember(session, Prepared(phase_id=phase.id, version=version, data=row.data,
                                            csv_text=row.csv_text, built_at=row.built_at,
-                                           stored=True))
+                                           stored=True, _bodies={"json": row.json_text.encode()}))
     return _remember(session, _build(session, phase=phase, version=version, now=now))
 
 
@@ -503,8 +503,8 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
     if prepared.stored:
         return False
     row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version, data=prepared.data,
-                        csv_text=prepared.csv_text, built_at=prepared.built_at,
-                        elapsed_ms=prepared.elapsed_ms)
+                        csv_text=prepared.csv_text, json_text=prepared.body("json").decode(),
+                        built_at=prepared.built_at, elapsed_ms=prepared.elapsed_ms)
     if not insert_unless_refused(session, row):
         return False
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
