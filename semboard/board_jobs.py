@@ -195,7 +195,8 @@ def schedule_groups(app: Flask, task_id: int) -> str:
         from semboard import job_queue
 
         job_queue.enqueue(app, "semboard.board_jobs.groups_job", task_id,
-                          description=f"significance groups of task {task_id}")
+                          description=f"significance groups of task {task_id}",
+                          unique=f"groups-{task_id}")
     else:
         key = (id(app), task_id)
         with _threads_lock:

@@ -26,13 +26,33 @@ def _queue(app: Flask) -> Any:
     return ext["semboard.queue"]
 
 
-def enqueue(app: Flask, func: str, *args: Any, description: str = "") -> str:
-    """Put a job on the queue with retries; returns its id."""
-    from rq import Retry
+def enqueue(app: Flask, func: str, *args: Any, description: str = "",
+            unique: str | None = None) -> str:
+    """Put a job on the queue with retries; returns its id.
 
-    job = _queue(app).enqueue(func, *args, retry=Retry(max=len(RETRY_INTERVALS),
-                                                       interval=RETRY_INTERVALS),
-                              job_timeout=JOB_TIMEOUT_S, description=description or func)
+    unique: a name; while the last job enqueued under it still waits in the queue no second
+    one is added (a burst of changes then costs one recomputation, which reads the newest state).
+    """
+    from rq import Retry
+    from rq.exceptions import NoSuchJobError
+    from rq.job import Job, JobStatus
+
+    queue = _queue(app)
+    marker = f"semboard:unique-job:{unique}"
+    if unique is not None:
+        last = queue.connection.get(marker)
+        if last is not None:
+            try:
+                waiting = Job.fetch(last.decode(), connection=queue.connection)
+                if waiting.get_status(refresh=True) == JobStatus.QUEUED:
+                    return str(waiting.id)
+            except NoSuchJobError:
+                pass
+    job = queue.enqueue(func, *args, retry=Retry(max=len(RETRY_INTERVALS),
+                                                 interval=RETRY_INTERVALS),
+                        job_timeout=JOB_TIMEOUT_S, description=description or func)
+    if unique is not None:
+        queue.connection.set(marker, job.id, ex=JOB_TIMEOUT_S * 4)
     return str(job.id)
 
 

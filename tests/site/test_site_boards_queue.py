@@ -150,3 +150,12 @@ def test_a_lost_job_is_recovered_and_the_admin_page_shows_the_queue(app, client,
     assert run.status == "scored"
     page = client.get("/admin/queue").get_data(as_text=True)
     assert "0 for more than" in page
+
+
+def test_a_burst_of_changes_queues_one_groups_job(app, queued):
+    for _ in range(5):
+        board_jobs.schedule_groups(app, queued["task"].id)
+    assert job_queue.health(app)["queued"] == 1
+    _worker(queued["env"])
+    board_jobs.schedule_groups(app, queued["task"].id)  # the last one ran: a new one is queued
+    assert job_queue.health(app)["queued"] == 1
