@@ -231,10 +231,20 @@ def _process_body(app: Flask, task_id: int) -> None:
     """A watcher thread: fork a child for the groups, reap it, again if changes came meanwhile."""
     key = (id(app), task_id)
     while True:
-        pid = os.fork()
-        if pid == 0:
-            _forked_groups(app, task_id)
-        os.waitpid(pid, 0)
+        with _threads_lock:
+            ours = len(_threads)
+        if threading.active_count() > ours + 1:
+            # other threads (a threaded server, a browser driver) could hold locks a child
+            # would inherit locked: compute here instead
+            try:
+                compute_groups(app, task_id)
+            except Exception:
+                log.exception("significance groups of task %s failed", task_id)
+        else:
+            pid = os.fork()
+            if pid == 0:
+                _forked_groups(app, task_id)
+            os.waitpid(pid, 0)
         with _threads_lock:
             if not _threads.get(key):
                 _threads.pop(key, None)
