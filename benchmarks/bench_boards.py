@@ -218,6 +218,31 @@ def timed_get(port: int, path: str) -> tuple[float, bytes]:
     return time.perf_counter() - started, body
 
 
+SERVED = {"task list": "/tasks", "board page": "/tasks/sts2012/leaderboard/eval",
+          "board JSON": "/tasks/sts2012/leaderboard/eval.json",
+          "board CSV": "/tasks/sts2012/leaderboard/eval.csv",
+          "API board": "/api/v1/tasks/sts2012/leaderboard?phase=eval"}
+
+
+def in_process(site: dict[str, Any], folder: Path) -> dict[str, float]:
+    """Median server-side milliseconds per request (Flask test client, gzip): no client cost."""
+    from semboard import create_app
+
+    app = create_app({"DATABASE_URL": site["url"], "SECRET_KEY": "bench",
+                      "SEMBOARD_UPLOAD_DIR": site["uploads"],
+                      "SEMBOARD_INSTANCE_PATH": str(folder / "instance")})
+    client = app.test_client()
+    found = {}
+    for label, path in SERVED.items():
+        times = []
+        for _ in range(25):
+            started = time.perf_counter()
+            assert client.get(path, headers={"Accept-Encoding": "gzip"}).status_code == 200
+            times.append((time.perf_counter() - started) * 1000)
+        found[label] = statistics.median(times[5:])
+    return found
+
+
 def measure(site: dict[str, Any], folder: Path, args: argparse.Namespace,
             runs: int) -> dict[str, Any]:
     server = Server(site, folder)
@@ -283,7 +308,11 @@ def main() -> None:
         site = build_site(folder, release, runs, args.ci_resamples)
         print(f"[{runs} runs] {folder}: set up: submit {site['submit_s']:.1f} s, "
               f"significance groups {site['groups_s']:.1f} s", flush=True)
+        served = in_process(site, folder)
+        print(f"[{runs} runs] median ms per request in one process (server side only): "
+              + ", ".join(f"{k} {v:.1f}" for k, v in served.items()), flush=True)
         results[runs] = found = measure(site, folder, args, runs)
+        found["in-process ms"] = served
         task = found["task list"]
         print(f"[{runs} runs] requests/s, 2 gunicorn workers, {args.clients} clients, gzip:")
         for label in ("task list", "board page", "board JSON", "board CSV", "API board"):
@@ -303,7 +332,7 @@ def main() -> None:
             ratio = results[small][label] / results[large][label]
             print(f"{label}: {small} runs {results[small][label]:.1f}/s vs {large} runs "
                   f"{results[large][label]:.1f}/s ({ratio:.2f}x)")
-    print(json.dumps({str(k): {key: v for key, v in r.items() if not isinstance(v, list)}
+    print(json.dumps({str(k): {key: v for key, v in r.items() if isinstance(v, float | int)}
                       for k, r in results.items()}))
 
 
