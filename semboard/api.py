@@ -193,7 +193,8 @@ def show_leaderboard(task_name: str) -> Any:
     # the prepared board (never written here), with ETag/304 and gzip like the pages
     from semboard.views.boards import send_prepared
 
-    prepared = leaderboard.served_board(session, phase=phase, viewer=_user(), now=request_now())
+    prepared = leaderboard.served_board(session, phase=phase, viewer=_user(), now=request_now(),
+                                        with_data=False)
     if request.args.get("format") == "csv":
         return send_prepared(prepared, "csv", phase=phase,
                              filename=f"{task.name}-{phase.slug}-leaderboard.csv")

@@ -475,5 +475,6 @@ class PreparedBoard(Base):
     csv_text: Mapped[str] = mapped_column(Text)
     # the JSON download as served, so a worker's first view of a version need not re-encode it
     json_text: Mapped[str] = mapped_column(Text)
+    groups_pending: Mapped[bool] = mapped_column(Boolean)
     built_at: Mapped[datetime]
     elapsed_ms: Mapped[int] = mapped_column(Integer)

@@ -26,6 +26,7 @@ def upgrade() -> None:
     sa.Column('data', sa.JSON(), nullable=False),
     sa.Column('csv_text', sa.Text(), nullable=False),
     sa.Column('json_text', sa.Text(), nullable=False),
+    sa.Column('groups_pending', sa.Boolean(), nullable=False),
     sa.Column('built_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('elapsed_ms', sa.Integer(), nullable=False),
     sa.ForeignKeyConstraint(['phase_id'], ['phase.id'], name=op.f('fk_prepared_board_phase_id_phase'), ondelete='CASCADE'),

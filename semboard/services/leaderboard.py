@@ -406,11 +406,13 @@ class Prepared:
 
     phase_id: int
     version: str
-    data: dict[str, Any]
+    # None until a page needs it: downloads are served from the stored texts without parsing
+    data: dict[str, Any] | None
     csv_text: str
     built_at: datetime
     stored: bool
     elapsed_ms: int = 0
+    pending: bool = False
     _bodies: dict[str, bytes] = field(default_factory=dict, repr=False)
     _parsed: tuple[list[Column], list[Row], dict[int, Any]] | None = field(default=None,
                                                                           repr=False)
@@ -418,6 +420,8 @@ class Prepared:
     @property
     def groups_pending(self) -> bool:
         """Whether significance groups of these runs are still being computed."""
+        if self.data is None:
+            return self.pending
         return bool(self.data["board"].get("groups_pending"))
 
     def etag(self, kind: str) -> str:
@@ -433,12 +437,14 @@ class Prepared:
             elif kind == "csv":
                 self._bodies[key] = self.csv_text.encode()
             else:
+                assert self.data is not None  # stored boards come with their JSON text
                 self._bodies[key] = json.dumps(self.data["board"], ensure_ascii=False,
                                                indent=1).encode()
         return self._bodies[key]
 
     def board(self, task: Task, phase: Phase) -> Leaderboard:
         """The Leaderboard of this version (rows parsed once per process, shared read-only)."""
+        assert self.data is not None, "prepared_board(with_data=True) loads the data"
         if self._parsed is None:
             parsed = Leaderboard.from_json(task, phase, self.data["board"],
                                            self.data.get("intervals"))
@@ -473,22 +479,41 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime) -> Pr
                     elapsed_ms=round((time.perf_counter() - started) * 1000))
 
 
-def prepared_board(session: Session, *, phase: Phase, now: datetime) -> Prepared:
+def prepared_board(session: Session, *, phase: Phase, now: datetime,
+                   with_data: bool = True) -> Prepared:
     """The board's current version, read-only: memo, then the stored board, else built in memory.
 
+    with_data=False (downloads) reads only the stored CSV and JSON texts, not the board's data.
     Never writes (requests call it); the write path stores boards with store_prepared().
     """
     version = board_version(session, phase)
     with _memo_lock:
         found = _memo.get(_memo_key(session, phase.id, version))
+    where = (PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)
     if found is not None:
+        if with_data and found.data is None:
+            data = session.scalar(select(PreparedBoard.data).where(*where))
+            if data is None:  # replaced meanwhile: this version is built here
+                return _remember(session, _build(session, phase=phase, version=version,
+                                                 now=now))
+            found.data = data
         return found
-    row = session.scalar(select(PreparedBoard).where(PreparedBoard.phase_id == phase.id,
-                                                     PreparedBoard.version == version))
-    if row is not None:
-        return _remember(session, Prepared(phase_id=phase.id, version=version, data=row.data,
-                                           csv_text=row.csv_text, built_at=row.built_at,
-                                           stored=True, _bodies={"json": row.json_text.encode()}))
+    if with_data:
+        row = session.scalar(select(PreparedBoard).where(*where))
+        if row is not None:
+            return _remember(session, Prepared(
+                phase_id=phase.id, version=version, data=row.data, csv_text=row.csv_text,
+                built_at=row.built_at, stored=True, pending=row.groups_pending,
+                _bodies={"json": row.json_text.encode()}))
+    else:
+        texts = session.execute(select(PreparedBoard.csv_text, PreparedBoard.json_text,
+                                       PreparedBoard.built_at, PreparedBoard.groups_pending)
+                                .where(*where)).one_or_none()
+        if texts is not None:
+            return _remember(session, Prepared(
+                phase_id=phase.id, version=version, data=None, csv_text=texts[0],
+                built_at=texts[2], stored=True, pending=texts[3],
+                _bodies={"json": texts[1].encode()}))
     return _remember(session, _build(session, phase=phase, version=version, now=now))
 
 
@@ -504,6 +529,7 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         return False
     row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version, data=prepared.data,
                         csv_text=prepared.csv_text, json_text=prepared.body("json").decode(),
+                        groups_pending=prepared.groups_pending,
                         built_at=prepared.built_at, elapsed_ms=prepared.elapsed_ms)
     if not insert_unless_refused(session, row):
         return False
@@ -522,11 +548,11 @@ def store_prepared(session: Session, *, phase: Phase, now: datetime) -> bool:
 
 
 def served_board(session: Session, *, phase: Phase, viewer: User | None, now: datetime,
-                 check_access: bool = True) -> Prepared:
+                 check_access: bool = True, with_data: bool = True) -> Prepared:
     """The prepared board for this viewer (Forbidden when not visible); never writes."""
     if check_access and not access.can_view_leaderboard(session, viewer, phase):
         raise Forbidden("this leaderboard is not public yet")
-    return prepared_board(session, phase=phase, now=now)
+    return prepared_board(session, phase=phase, now=now, with_data=with_data)
 
 
 def prepare_task_boards(session: Session, *, task: Task, now: datetime) -> int:

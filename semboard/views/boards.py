@@ -60,10 +60,11 @@ def _phase(task: Task, phase_slug: str | None) -> Phase:
         abort(404)
 
 
-def _prepared(task: Task, phase: Phase) -> leaderboard.Prepared:
+def _prepared(task: Task, phase: Phase, *, with_data: bool = True) -> leaderboard.Prepared:
     """The board's prepared version for this viewer (403 when hidden); never writes."""
     try:
-        prepared = leaderboard.served_board(db(), phase=phase, viewer=me(), now=now())
+        prepared = leaderboard.served_board(db(), phase=phase, viewer=me(), now=now(),
+                                            with_data=with_data)
     except Forbidden:
         abort(403)
     if prepared.groups_pending:
@@ -209,7 +210,7 @@ def leaderboard_csv(task_name: str, phase_slug: str) -> Any:
     """The board as CSV (the service's to_csv, stored with the prepared board)."""
     task = load_task(task_name)
     phase = _phase(task, phase_slug)
-    return send_prepared(_prepared(task, phase), "csv", phase=phase,
+    return send_prepared(_prepared(task, phase, with_data=False), "csv", phase=phase,
                          filename=f"{task.name}-{phase.slug}-leaderboard.csv")
 
 
@@ -218,7 +219,7 @@ def leaderboard_json(task_name: str, phase_slug: str) -> Any:
     """The board as JSON (the service's to_json, the API's shape)."""
     task = load_task(task_name)
     phase = _phase(task, phase_slug)
-    return send_prepared(_prepared(task, phase), "json", phase=phase,
+    return send_prepared(_prepared(task, phase, with_data=False), "json", phase=phase,
                          filename=f"{task.name}-{phase.slug}-leaderboard.json")
 
 

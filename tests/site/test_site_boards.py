@@ -277,3 +277,14 @@ def test_cli_refreshes_boards_and_recovers_stuck_runs(app, session, make, world,
     board = session.scalars(select(PreparedBoard)).one()
     assert board.version == leaderboard.board_version(session, world["phase"])
     assert not board.data["board"]["groups_pending"]
+
+
+def test_downloads_read_only_the_stored_texts(app, client, world, tiny_data):
+    _post_run(client, world["tokens"]["a"], tiny_data.run(seed=1), name="first")
+    leaderboard._memo.clear()
+    body = client.get("/tasks/tiny/leaderboard/eval.json").get_json()
+    (kept,) = leaderboard._memo.values()
+    assert kept.stored and kept.data is None and not kept.groups_pending
+    assert [r["run"] for r in body["rows"]] == ["first"]
+    page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
+    assert kept.data is not None and 'data-run-id="' in page
