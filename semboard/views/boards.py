@@ -145,16 +145,12 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
     task = load_task(task_name)
     phase = _phase(task, phase_slug)
     prepared = _prepared(task, phase)
-    board = prepared.board(task, phase)
     session_ = db()
     user = me()
     phases = [p for p in tasks.phases(session_, task)
               if access.can_view_leaderboard(session_, user, p)]
     search = request.args.get("q", "").strip()[:120]
     page = request.args.get("page", 1, type=int) or 1
-    rows, matching, pages = leaderboard.page_rows(board.rows, page=page, per_page=PER_PAGE,
-                                                  search=search)
-    page = min(max(page, 1), pages)
     etag = None
     if user is None and not session.get("_flashes"):
         # anonymous pages differ only by version, page, search and the phases on offer
@@ -169,6 +165,10 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
             compressed = _gzip_ok()
             return _respond(kept[2] if compressed else kept[1], etag=etag, mimetype="text/html",
                             compressed=compressed, public=phase.visibility == "public")
+    board = prepared.board(task, phase)
+    rows, matching, pages = leaderboard.page_rows(board.rows, page=page, per_page=PER_PAGE,
+                                                  search=search)
+    page = min(max(page, 1), pages)
     definition = tasks.definition(task)
     flags_present = {f for row in board.rows for f in row.flags}
     html = render_template(
