@@ -460,8 +460,12 @@ def _memo_key(session: Session, phase_id: int, version: str) -> tuple[str, int, 
 
 
 def _remember(session: Session, prepared: Prepared) -> Prepared:
+    key = _memo_key(session, prepared.phase_id, prepared.version)
     with _memo_lock:
-        _memo[_memo_key(session, prepared.phase_id, prepared.version)] = prepared
+        # one version per board: during a rush every upload makes a new one
+        for old in [k for k in _memo if k[:2] == key[:2] and k != key]:
+            del _memo[old]
+        _memo[key] = prepared
         while len(_memo) > _MEMO_SIZE:
             _memo.popitem(last=False)
     return prepared

@@ -29,6 +29,7 @@ PER_PAGE = 100
 # which only countdowns read, and a board page has none).
 _PAGES: OrderedDict[str, tuple[float, bytes, bytes]] = OrderedDict()
 PAGE_TTL_S = 60.0
+_PAGES_SIZE = 64
 # Rendered table fragments per (database, phase, version, page, search): the version comes from
 # the database, so a fragment is never stale; this spares re-rendering the same rows.
 _FRAGMENTS: OrderedDict[tuple[Any, ...], Markup] = OrderedDict()
@@ -196,7 +197,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         packed = gzip.compress(body, compresslevel=6, mtime=0)
         with _fragments_lock:
             _PAGES[etag] = (time.monotonic(), body, packed)
-            while len(_PAGES) > _FRAGMENTS_SIZE:
+            while len(_PAGES) > _PAGES_SIZE:
                 _PAGES.popitem(last=False)
         body = packed if compressed else body
     elif compressed:
