@@ -93,4 +93,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     from semboard.closing_cli import register_closing
 
     register_closing(app)
+    from semboard.board_jobs import boards_cli
+
+    app.cli.add_command(boards_cli)
     return app

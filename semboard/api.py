@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from flask import Blueprint, g, jsonify, request
+from flask import Blueprint, current_app, g, jsonify, request, url_for
 from werkzeug.exceptions import Unauthorized
 
 from semboard import request_now
@@ -168,11 +168,21 @@ def submit_run(task_name: str) -> Any:
     answers = descriptions.check_upload(
         session, team=team, phase=phase, user=user, name=name, files=files, description=text,
         given=descriptions.given_from_form(task, request.form), now=now)
+    # with a queue (REDIS_URL) the run is validated and stored here, scored by a worker: 202
+    from semboard import board_jobs
+
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    queued = board_jobs.scoring_queued(app)
     run = submissions.submit(session, get_storage(), team=team, phase=phase, user=user,
-                             name=name, files=files, now=now)
+                             name=name, files=files, now=now, score=not queued)
     descriptions.apply(run, text, answers)
     session.commit()
     show = access.can_view_scores(session, user, run.phase)
+    if queued:
+        board_jobs.queue_scoring(app, run.id)
+        status_url = url_for("api.show_run", run_id=run.id)
+        return jsonify(_run_json(run, show) | {"status_url": status_url}), 202, \
+            {"Location": status_url}
     return jsonify(_run_json(run, show)), 201
 
 
@@ -239,13 +249,15 @@ def show_leaderboard(task_name: str) -> Any:
     task = tasks.get_task(session, task_name)
     slug = request.args.get("phase")
     phase = tasks.get_phase(session, task, slug) if slug else _default_phase(task)
-    board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=_user(),
-                                          storage=get_storage(), now=request_now())
-    session.commit()  # significance groups computed on a cache miss are kept
+    # the prepared board (never written here), with ETag/304 and gzip like the pages
+    from semboard.views.boards import send_prepared
+
+    prepared = leaderboard.served_board(session, phase=phase, viewer=_user(), now=request_now(),
+                                        with_data=False)
     if request.args.get("format") == "csv":
-        return attachment(board.to_csv(), f"{task.name}-{phase.slug}-leaderboard.csv",
-                          mimetype="text/csv")
-    return jsonify(board.to_json())
+        return send_prepared(prepared, "csv", phase=phase,
+                             filename=f"{task.name}-{phase.slug}-leaderboard.csv")
+    return send_prepared(prepared, "json", phase=phase)
 
 
 @bp.get("/tasks/<task_name>/phases/<phase_slug>/inputs/<dataset>")

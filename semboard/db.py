@@ -103,6 +103,9 @@ def session_factory() -> sessionmaker[Session]:
         ext["semboard.sessions"] = make_session_factory(
             current_app.config["DATABASE_URL"], immediate=True
         )
+        from semboard.board_jobs import attach  # prepared boards rebuilt after each commit
+
+        attach(ext["semboard.sessions"], current_app._get_current_object())  # type: ignore[attr-defined]
     return ext["semboard.sessions"]
 
 

@@ -328,6 +328,11 @@ def build_demo(session: Session, storage: Storage, *, now: datetime,
     gold.release_gold(session, task=task, user=organiser, now=now)
     gold.publish_results(session, phase=evaluation, user=organiser, now=now)
     session.commit()
+    # what the site does after a change: groups computed and boards prepared off the request
+    from semboard.services import leaderboard
+
+    leaderboard.refresh_significance(session, storage, task=task, now=now)
+    session.commit()
     return summary
 
 

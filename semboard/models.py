@@ -576,3 +576,25 @@ class RunComparison(Base):
     elapsed_ms: Mapped[int | None] = mapped_column(Integer)
     requested_at: Mapped[datetime]
     computed_at: Mapped[datetime | None]
+
+
+class PreparedBoard(Base):
+    """A phase board built once for one version of what it shows, served to every viewer.
+
+    `version` is leaderboard.board_version()'s digest of everything the board shows, so a change
+    simply misses; `data` is the board's JSON form plus what pages need (intervals, pending).
+    """
+
+    __tablename__ = "prepared_board"
+    __table_args__ = (UniqueConstraint("phase_id", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    version: Mapped[str] = mapped_column(String(64))
+    data: Mapped[dict[str, Any]] = mapped_column()
+    csv_text: Mapped[str] = mapped_column(Text)
+    # the JSON download as served, so a worker's first view of a version need not re-encode it
+    json_text: Mapped[str] = mapped_column(Text)
+    groups_pending: Mapped[bool] = mapped_column(Boolean)
+    built_at: Mapped[datetime]
+    elapsed_ms: Mapped[int] = mapped_column(Integer)

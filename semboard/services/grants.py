@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from semboard.errors import InvalidData
 from semboard.models import Grant, Phase, Task, Team, User
@@ -66,4 +66,4 @@ def active_grant(session: Session, *, team: Team, phase: Phase, now: datetime) -
 def grants(session: Session, *, task: Task) -> list[Grant]:
     """Every grant on the task's phases, newest first."""
     query = select(Grant).join(Phase, Grant.phase_id == Phase.id).where(Phase.task_id == task.id)
-    return list(session.scalars(query.order_by(Grant.id.desc())))
+    return list(session.scalars(query.order_by(Grant.id.desc()).options(selectinload(Grant.team))))

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, selectinload
 
-from semboard.db import insert_unless_refused
+from semboard.db import begin_write, insert_unless_refused
 from semboard.models import Phase, Run, SignificanceGroups
 from semboard.services import gold, inputs, splits
 from semboard.storage import ObjectMissing, Storage
@@ -124,11 +124,14 @@ def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[
 
 
 def board_groups(session: Session, storage: Storage | None, *, phase: Phase, runs: Sequence[Run],
-                 metrics: Sequence[str], now: datetime) -> SignificanceGroups | None:
+                 metrics: Sequence[str], now: datetime,
+                 write_lock: bool = False) -> SignificanceGroups | None:
     """The cached groups of a board's ranked runs; computed and stored (flushed) on a miss.
 
     With storage None only a cached result is returned (None on a miss). Older results of the
-    phase are deleted when a new one is stored. The caller commits.
+    phase are deleted when a new one is stored. write_lock=True computes first, then starts a
+    writer transaction (BEGIN IMMEDIATE on SQLite) to store: the seconds of resampling never
+    hold the database's write lock. The caller commits.
     """
     values = settings(session, phase=phase, runs=runs, metrics=metrics)
     digest = digest_of(values)
@@ -136,6 +139,11 @@ def board_groups(session: Session, storage: Storage | None, *, phase: Phase, run
     if found is not None or storage is None:
         return found
     groups, notes = compute(session, storage, phase=phase, runs=runs, metrics=metrics)
+    if write_lock:
+        begin_write(session)
+        found = cached(session, phase=phase, digest=digest)
+        if found is not None:  # another worker stored it while this one computed
+            return found
     row = SignificanceGroups(
         phase_id=phase.id, digest=digest, settings={**values, **notes}, groups=groups,
         elapsed_ms=notes["elapsed_ms"], computed_at=now,

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from semboard.db import begin_write
 from semboard.errors import (
@@ -155,8 +155,12 @@ def submit(
     files: Mapping[str, bytes],
     now: datetime,
     metadata: dict[str, Any] | None = None,
+    score: bool = True,
 ) -> Run:
-    """Validate, store and record a run, then score it when gold exists (commits)."""
+    """Validate, store and record a run, then score it when gold exists (commits).
+
+    score=False leaves the accepted run "valid" for a queue worker to score (board_jobs).
+    """
     from evaluation import ValidationError, unpack_upload, validate_run
 
     task = phase.task
@@ -255,6 +259,8 @@ def submit(
         is_fix=is_fix, stored=stored, definition=definition, validated=validated,
         metadata=metadata or {}, files=files,
     )
+    if not score:
+        return run
     try:
         gold.score_stored_run(session, storage, run=run, now=now, write_lock=True,
                               validated=validated)
@@ -368,20 +374,41 @@ def runs_for_team(
     return list(session.scalars(query.order_by(Run.id.desc())))
 
 
-def runs_for_phase(session: Session, *, phase: Phase, include_replaced: bool = False) -> list[Run]:
-    """A phase's runs, newest first."""
+def runs_for_phase(session: Session, *, phase: Phase, include_replaced: bool = False,
+                   limit: int | None = None, offset: int = 0) -> list[Run]:
+    """A phase's runs, newest first (a page of them with limit/offset); teams and scores loaded."""
     query = select(Run).where(Run.phase_id == phase.id)
     if not include_replaced:
         query = query.where(Run.is_current)
-    return list(session.scalars(query.order_by(Run.id.desc())))
+    query = query.order_by(Run.id.desc()).options(selectinload(Run.team), selectinload(Run.scores))
+    return list(session.scalars(query.limit(limit).offset(offset)))
 
 
-def upload_logs(session: Session, *, task: Task, team: Team | None = None) -> list[UploadLog]:
-    """Upload attempts on a task (or of one team), newest first."""
+def count_runs_for_phase(session: Session, *, phase: Phase, include_replaced: bool = False) -> int:
+    """How many runs runs_for_phase lists (for pagination)."""
+    query = select(func.count(Run.id)).where(Run.phase_id == phase.id)
+    if not include_replaced:
+        query = query.where(Run.is_current)
+    return int(session.scalar(query) or 0)
+
+
+def upload_logs(session: Session, *, task: Task, team: Team | None = None,
+                limit: int | None = None, offset: int = 0) -> list[UploadLog]:
+    """Upload attempts on a task (or of one team), newest first (a page with limit/offset)."""
     query = select(UploadLog).where(UploadLog.task_id == task.id)
     if team is not None:
         query = query.where(UploadLog.team_id == team.id)
-    return list(session.scalars(query.order_by(UploadLog.id.desc())))
+    query = query.order_by(UploadLog.id.desc()).options(selectinload(UploadLog.team),
+                                                        selectinload(UploadLog.user))
+    return list(session.scalars(query.limit(limit).offset(offset)))
+
+
+def count_upload_logs(session: Session, *, task: Task, team: Team | None = None) -> int:
+    """How many upload attempts upload_logs lists (for pagination)."""
+    query = select(func.count(UploadLog.id)).where(UploadLog.task_id == task.id)
+    if team is not None:
+        query = query.where(UploadLog.team_id == team.id)
+    return int(session.scalar(query) or 0)
 
 
 def run_summary(run: Run, *, show_scores: bool) -> dict[str, Any]:

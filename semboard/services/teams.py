@@ -6,7 +6,7 @@ import secrets
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from semboard.db import insert_unless_refused, require_fits
 from semboard.errors import AlreadyInTeam, InvalidData, NameTaken, NotFound
@@ -39,7 +39,8 @@ def teams_of_user(session: Session, *, user: User) -> list[Team]:
 
 def list_teams(session: Session, *, task: Task) -> list[Team]:
     """The task's teams by name."""
-    return list(session.scalars(select(Team).where(Team.task_id == task.id).order_by(Team.name)))
+    return list(session.scalars(select(Team).where(Team.task_id == task.id).order_by(Team.name)
+                                .options(selectinload(Team.members))))  # pages count members
 
 
 def get_team(session: Session, team_id: int) -> Team:

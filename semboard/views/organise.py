@@ -43,6 +43,8 @@ from semboard.views.common import (
     uploaded_files,
 )
 
+# Rows per page of the organiser's run lists and upload log.
+LIST_PAGE = 100
 
 def _utc(value: datetime | None) -> datetime | None:
     """Form datetimes are typed in UTC."""
@@ -293,13 +295,21 @@ def all_runs(task_name: str) -> Any:
     task = load_task(task_name)
     require_organiser(task)
     session = db()
-    phase_runs = [(p, submissions.runs_for_phase(session, phase=p, include_replaced=True))
-                  for p in tasks.phases(session, task)]
+    # a page of each phase's runs: the page stays usable (and its queries flat) at 500+ runs
+    page = max(1, request.args.get("page", 1, type=int) or 1)
+    phases = tasks.phases(session, task)
+    totals = {p.id: submissions.count_runs_for_phase(session, phase=p, include_replaced=True)
+              for p in phases}
+    pages = max([1] + [-(-n // LIST_PAGE) for n in totals.values()])
+    page = min(page, pages)
+    phase_runs = [(p, submissions.runs_for_phase(session, phase=p, include_replaced=True,
+                                                 limit=LIST_PAGE, offset=(page - 1) * LIST_PAGE))
+                  for p in phases]
     definition = tasks.definition(task)
     # The headline column: the first aggregate (ALL for STS 2012), when the task has one.
     primary = definition.aggregate_metrics[0] if definition.aggregate_metrics else None
     return render_template("organiser/runs.html", task=task, phase_runs=phase_runs,
-                           primary=primary)
+                           primary=primary, totals=totals, page=page, pages=pages)
 
 
 @bp.get("/tasks/<task_name>/organise/log")
@@ -307,8 +317,14 @@ def upload_log(task_name: str) -> Any:
     """The full upload log, accepted and rejected."""
     task = load_task(task_name)
     require_organiser(task)
-    logs = submissions.upload_logs(db(), task=task)
-    return render_template("organiser/log.html", task=task, logs=logs)
+    page = max(1, request.args.get("page", 1, type=int) or 1)
+    total = submissions.count_upload_logs(db(), task=task)
+    pages = max(1, -(-total // LIST_PAGE))
+    page = min(page, pages)
+    logs = submissions.upload_logs(db(), task=task, limit=LIST_PAGE,
+                                   offset=(page - 1) * LIST_PAGE)
+    return render_template("organiser/log.html", task=task, logs=logs, total=total, page=page,
+                           pages=pages)
 
 
 @bp.route("/organise/load", methods=["GET", "POST"])

@@ -299,6 +299,12 @@ def upload(task_name: str) -> Any:
         if files:
             phase = _get_phase(task, form.phase.data)
             text = request.form.get("description", "")
+            from flask import current_app
+
+            from semboard import board_jobs
+
+            app = current_app._get_current_object()  # type: ignore[attr-defined]
+            queued = board_jobs.scoring_queued(app)
             with committed() as done:
                 answers = descriptions.check_upload(
                     session, team=team, phase=phase, user=user, name=form.name.data.strip(),
@@ -306,9 +312,14 @@ def upload(task_name: str) -> Any:
                     given=descriptions.given_from_form(task, request.form), now=now())
                 run = submissions.submit(
                     session, storage(), team=team, phase=phase, user=user,
-                    name=form.name.data.strip(), files=files, now=now(),
+                    name=form.name.data.strip(), files=files, now=now(), score=not queued,
                 )
                 descriptions.apply(run, text, answers)
+            if done and queued:  # stored and valid; a queue worker scores it
+                board_jobs.queue_scoring(app, run.id)
+                flash(f"Run {run.name} accepted{_run_notes(run)}; it is being scored.",
+                      "success")
+                return redirect(url_for("web.run", run_id=run.id))
             if done:
                 flash(f"Run {run.name} accepted{_run_notes(run)}.", "success")
                 return redirect(url_for("web.run", run_id=run.id))

@@ -255,6 +255,7 @@ def app(database_url: str, storage: Storage, tmp_path: Path) -> Flask:
         "SEMBOARD_UPLOAD_DIR": str(tmp_path / "uploads"),
         "WTF_CSRF_ENABLED": False,
         "SEMBOARD_INSTANCE_PATH": str(tmp_path / "instance"),
+        "SEMBOARD_BOARD_JOBS": "inline",  # after-change work in the test's thread: no races
     })
     app.extensions["semboard.storage"] = storage
     yield app

@@ -143,8 +143,21 @@ def test_runs_are_regrouped_from_the_stored_files(session, storage, board_world,
 
 def test_api_and_downloads_carry_groups(app, client, session, board_world, now):
     """Rows gain `groups` (other keys unchanged); the CSV ends with group columns."""
+    from semboard import board_jobs
+
     app.config["SEMBOARD_CLOCK"] = lambda: now
+    app.config["SEMBOARD_BOARD_JOBS"] = "inline"
+    # a GET computes nothing: the board shows its scores at once and says groups are pending
     body = client.get("/api/v1/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert body["significance"] is None and body["groups_pending"]
+    assert all(row["groups"] == {} and row["ranks"] for row in body["rows"] if not row["baseline"])
+    assert session.scalar(select(func.count()).select_from(SignificanceGroups)) == 0
+    page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
+    assert 'id="groups-pending"' in page
+    session.rollback()
+    board_jobs.compute_groups(app, board_world[0].id)  # the step run after a change
+    body = client.get("/api/v1/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert not body["groups_pending"]
     assert body["significance"]["resamples"] == significance.SIGNIFICANCE_OPTIONS["resamples"]
     by_run = {row["run"]: row for row in body["rows"]}
     for row in body["rows"]:

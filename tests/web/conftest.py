@@ -63,6 +63,7 @@ def site(tmp_path: Path, demo_template: DemoTemplate) -> Iterator[Flask]:
         "SEMBOARD_UPLOAD_DIR": str(tmp_path / "uploads"),
         "WTF_CSRF_ENABLED": True,
         "SEMBOARD_CLOCK": lambda: NOW,
+        "SEMBOARD_BOARD_JOBS": "inline",  # groups computed after each change, in the test
     })
     app.extensions["semboard.storage"] = LocalStorage(tmp_path / "uploads")
     yield app

@@ -45,9 +45,9 @@ def test_board_values_come_from_the_leaderboard_service(browser: Browser, site,
                                                         db_session) -> None:
     task = tasks.get_task(db_session, "demo")
     phase = tasks.get_phase(db_session, task, "evaluation")
-    # The page first: it computes the significance groups once and caches them.
+    # The demo computed the groups after its last change; the page only reads them.
     page = text(browser.get("/tasks/demo/leaderboard/evaluation"))
-    db_session.rollback()  # a fresh snapshot, after the page's write
+    db_session.rollback()  # a fresh snapshot
     with site.app_context():
         storage = get_storage()
     board = leaderboard.build_leaderboard(db_session, task=task, phase=phase, viewer=None,

@@ -1,0 +1,398 @@
+"""After a change: prepared boards stored at once, significance groups off the request.
+
+A post-commit hook on the web app's sessions notes which tasks a commit touched (runs, scores,
+phases, tasks, gold files, teams) and, once the commit is done:
+
+1. stores each of their phase boards at its new version (one build, in the writing request);
+2. computes significance groups off the request: an rq job on the ``semboard`` queue when
+   ``REDIS_URL`` is set, otherwise a background thread of the process
+   (``SEMBOARD_BOARD_JOBS = "inline"`` runs it right there instead: tests, the CLI).
+
+GET requests never write: they serve the stored board (or build one in memory) and say groups
+are pending; a pending board whose job is lost (a crashed worker or thread) gets a new job.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from flask import Flask
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from semboard import utcnow
+from semboard.db import begin_write, make_session_factory
+from semboard.models import GoldFile, Phase, Run, RunScoreRecord, Task, Team
+
+log = logging.getLogger(__name__)
+
+QUEUE_NAME = "semboard"
+INFO_KEY = "semboard.board_jobs"
+_PENDING = "semboard.board_jobs.pending"
+
+
+def mode(app: Flask) -> str:
+    """How groups are computed after a change: "rq", "process", "thread" or "inline".
+
+    Without Redis a forked child process computes them (its CPU-bound resampling then never
+    holds the web worker's GIL while it serves requests); "thread" where fork is missing.
+    """
+    chosen = app.config.get("SEMBOARD_BOARD_JOBS")
+    if chosen:
+        return str(chosen)
+    if app.config.get("REDIS_URL"):
+        return "rq"
+    return "process" if hasattr(os, "fork") else "thread"
+
+
+# ----------------------------------------------------------------------------- the hook
+
+
+def _touched(obj: Any) -> tuple[str, int] | None:
+    """Which task (or run, for a score) a changed object's board depends on."""
+    if isinstance(obj, RunScoreRecord):
+        return ("run", obj.run_id)
+    if isinstance(obj, Task):
+        return ("task", obj.id)
+    if isinstance(obj, Run | Phase | GoldFile | Team):
+        return ("task", obj.task_id)
+    return None
+
+
+@event.listens_for(Session, "after_flush")
+def _collect(session: Session, _context: Any) -> None:
+    if INFO_KEY not in session.info:
+        return
+    found = session.info.setdefault(_PENDING, set())
+    for obj in (*session.new, *session.deleted):
+        if (key := _touched(obj)) is not None:
+            found.add(key)
+    for obj in session.dirty:
+        if session.is_modified(obj) and (key := _touched(obj)) is not None:
+            found.add(key)
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _forget(session: Session, _previous: Any) -> None:
+    session.info.pop(_PENDING, None)
+
+
+@event.listens_for(Session, "after_commit")
+def _after_commit(session: Session) -> None:
+    app = session.info.get(INFO_KEY)
+    touched = session.info.pop(_PENDING, None)
+    if app is None or not touched:
+        return
+    try:
+        after_change(app, touched)
+    except Exception:  # the change is committed; a failed rebuild must not turn it into a 500
+        log.exception("preparing boards after a change failed")
+
+
+def attach(factory: sessionmaker[Session], app: Flask) -> None:
+    """Make the app's request sessions run the post-commit step."""
+    factory.configure(info={INFO_KEY: app})
+
+
+# ----------------------------------------------------------------------------- the work
+
+
+def _sessions(app: Flask) -> sessionmaker[Session]:
+    """Sessions for the background step: deferred reads, explicit writer transactions."""
+    ext = app.extensions
+    if "semboard.job_sessions" not in ext:
+        ext["semboard.job_sessions"] = make_session_factory(app.config["DATABASE_URL"])
+    return ext["semboard.job_sessions"]
+
+
+def _task_ids(session: Session, touched: Iterable[tuple[str, int]]) -> set[int]:
+    touched = list(touched)
+    ids = {i for kind, i in touched if kind == "task"}
+    runs = [i for kind, i in touched if kind == "run"]
+    if runs:
+        ids |= set(session.scalars(select(Run.task_id).where(Run.id.in_(runs))))
+    return ids
+
+
+def after_change(app: Flask, touched: Iterable[tuple[str, int]]) -> None:
+    """Store the touched tasks' boards now, then have their groups computed off the request."""
+    pending: set[int] = set()
+    with _sessions(app)() as session:
+        task_ids = _task_ids(session, touched)
+        for task_id in sorted(task_ids):
+            task = session.get(Task, task_id)
+            if task is None:
+                continue
+            for phase in task.phases:
+                if prepare_phase(session, phase):
+                    pending.add(task_id)
+        session.commit()
+    for task_id in sorted(pending):  # only boards whose runs changed need new groups
+        schedule_groups(app, task_id)
+
+
+def prepare_phase(session: Session, phase: Phase) -> bool:
+    """Build the phase's board outside the write lock and store it (commits); groups pending?"""
+    from semboard.services import leaderboard
+
+    prepared = leaderboard.prepared_board(session, phase=phase, now=utcnow())
+    if not prepared.stored:
+        begin_write(session)
+        leaderboard.store_built(session, prepared=prepared)
+        session.commit()
+    return prepared.groups_pending
+
+
+def compute_groups(app: Flask, task_id: int) -> int:
+    """Significance groups of every phase board of a task, then its boards (the job's body)."""
+    from semboard.services import leaderboard
+    from semboard.storage import get_storage
+
+    with app.app_context(), _sessions(app)() as session:
+        task = session.get(Task, task_id)
+        if task is None:
+            return 0
+        count = leaderboard.refresh_significance(session, get_storage(), task=task, now=utcnow(),
+                                                 write_lock=True)
+        session.commit()
+        return count
+
+
+_threads: dict[tuple[int, int], bool] = {}  # (app, task) -> run again when done
+_threads_lock = threading.Lock()
+
+
+def _thread_body(app: Flask, task_id: int) -> None:
+    key = (id(app), task_id)
+    while True:
+        try:
+            compute_groups(app, task_id)
+        except Exception:
+            log.exception("significance groups of task %s failed", task_id)
+        with _threads_lock:
+            if not _threads.get(key):
+                _threads.pop(key, None)
+                return
+            _threads[key] = False  # a change arrived meanwhile: once more
+
+
+def running_threads() -> int:
+    """Background group computations in flight in this process."""
+    with _threads_lock:
+        return len(_threads)
+
+
+def schedule_groups(app: Flask, task_id: int) -> str:
+    """Have a task's significance groups computed off the request; says how."""
+    how = mode(app)
+    if how == "inline":
+        compute_groups(app, task_id)
+    elif how == "rq":
+        from semboard import job_queue
+
+        job_queue.enqueue(app, "semboard.board_jobs.groups_job", task_id,
+                          description=f"significance groups of task {task_id}",
+                          unique=f"groups-{task_id}")
+    else:
+        key = (id(app), task_id)
+        with _threads_lock:
+            if key in _threads:
+                _threads[key] = True
+                return how
+            _threads[key] = False
+        body = _process_body if how == "process" else _thread_body
+        threading.Thread(target=body, args=(app, task_id), daemon=True,
+                         name=f"groups-{task_id}").start()
+    return how
+
+
+def _forked_groups(app: Flask, task_id: int) -> None:
+    """In the forked child: fresh database connections, compute, exit without cleanup."""
+    code = 0
+    try:
+        os.nice(10)  # requests come first: the resampling takes the CPU they leave
+        for name in ("semboard.sessions", "semboard.job_sessions"):
+            factory = app.extensions.get(name)
+            if factory is not None:  # never reuse the parent's pooled connections
+                factory.kw["bind"].dispose(close=False)
+        compute_groups(app, task_id)
+    except BaseException:
+        log.exception("significance groups of task %s failed", task_id)
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _process_body(app: Flask, task_id: int) -> None:
+    """A watcher thread: fork a child for the groups, reap it, again if changes came meanwhile."""
+    key = (id(app), task_id)
+    while True:
+        with _threads_lock:
+            ours = len(_threads)
+        if threading.active_count() > ours + 1:
+            # other threads (a threaded server, a browser driver) could hold locks a child
+            # would inherit locked: compute here instead
+            try:
+                compute_groups(app, task_id)
+            except Exception:
+                log.exception("significance groups of task %s failed", task_id)
+        else:
+            pid = os.fork()
+            if pid == 0:
+                _forked_groups(app, task_id)
+            os.waitpid(pid, 0)
+        with _threads_lock:
+            if not _threads.get(key):
+                _threads.pop(key, None)
+                return
+            _threads[key] = False
+
+
+_requeued: set[tuple[int, str]] = set()
+
+
+def recover_pending(app: Flask, task_id: int, version: str) -> None:
+    """A GET saw groups pending: if no job of this process covers it, schedule one (no writes).
+
+    Covers a thread or rq job that died; each version is re-queued once per process.
+    """
+    how = mode(app)
+    if how == "inline":
+        return
+    if how in ("thread", "process"):
+        with _threads_lock:
+            if (id(app), task_id) in _threads:
+                return
+    key = (task_id, version)
+    if key in _requeued:
+        return
+    _requeued.add(key)
+    schedule_groups(app, task_id)
+
+
+def groups_job(task_id: int) -> int:
+    """The rq job: an app from the environment (the worker's), then compute_groups."""
+    from semboard import create_app
+
+    app = create_app()
+    return compute_groups(app, task_id)
+
+
+# ----------------------------------------------------------------------------- queued scoring
+
+# A run accepted this long ago and still unscored (gold present) is taken as a lost job.
+STUCK_AFTER_S = 300
+
+
+def scoring_queued(app: Flask) -> bool:
+    """Whether accepted runs are scored by a queue worker (REDIS_URL set) instead of in-process."""
+    return mode(app) == "rq"
+
+
+def queue_scoring(app: Flask, run_id: int) -> str:
+    """Put a run's scoring on the queue (retried when it crashes); returns the job id."""
+    from semboard import job_queue
+
+    return job_queue.enqueue(app, "semboard.board_jobs.score_job", run_id,
+                             description=f"score run {run_id}")
+
+
+def score_run_now(app: Flask, run_id: int) -> str:
+    """Score one accepted run against the current gold (the queue job's body); its status."""
+    from semboard.services import gold
+    from semboard.storage import get_storage
+
+    with app.app_context():
+        from semboard.db import get_session
+
+        session = get_session()  # a request-like session: the post-commit step prepares boards
+        run = session.get(Run, run_id)
+        if run is None:
+            return "missing"
+        if run.status == "valid":
+            gold.score_stored_run(session, get_storage(), run=run, now=utcnow(), write_lock=True)
+            session.commit()
+        return run.status
+
+
+def score_job(run_id: int) -> str:
+    """The rq job: an app from the environment (the worker's), then score_run_now."""
+    from semboard import create_app
+
+    return score_run_now(create_app(), run_id)
+
+
+def stuck_runs(session: Session, *, now: Any, older_than_s: int = STUCK_AFTER_S) -> list[Run]:
+    """Accepted current runs still waiting for a score well after upload (gold present)."""
+    from datetime import timedelta
+
+    from semboard.models import GoldFile as Gold
+
+    has_gold = select(Gold.id).where(Gold.task_id == Run.task_id).exists()
+    return list(session.scalars(
+        select(Run).where(Run.status == "valid", Run.is_current, has_gold,
+                          Run.submitted_at < now - timedelta(seconds=older_than_s))
+        .order_by(Run.id)))
+
+
+def recover_stuck(app: Flask, session: Session, *, now: Any,
+                  older_than_s: int = STUCK_AFTER_S) -> list[int]:
+    """Score again every stuck run: on the queue when configured, else right here.
+
+    Ends the session's transaction first (scoring takes the write lock in its own session).
+    """
+    ids = [run.id for run in stuck_runs(session, now=now, older_than_s=older_than_s)]
+    session.commit()
+    for run_id in ids:
+        if scoring_queued(app):
+            queue_scoring(app, run_id)
+        else:
+            score_run_now(app, run_id)
+    return ids
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def _cli_group() -> Any:
+    import click
+    from flask.cli import AppGroup
+
+    group = AppGroup("boards", help="Prepared boards, significance groups, stuck scoring jobs.")
+
+    @group.command("refresh")
+    @click.argument("task_name")
+    def refresh(task_name: str) -> None:
+        """Compute TASK_NAME's significance groups and store its prepared boards now."""
+        from flask import current_app
+
+        from semboard.db import get_session
+        from semboard.services import tasks
+
+        session = get_session()
+        task_id = tasks.get_task(session, task_name).id
+        session.commit()  # the computation stores from its own session
+        count = compute_groups(current_app._get_current_object(),  # type: ignore[attr-defined]
+                               task_id)
+        click.echo(f"{count} board(s) of {task_name} grouped and prepared")
+
+    @group.command("recover")
+    @click.option("--older-than", "older_than", type=int, default=STUCK_AFTER_S,
+                  help="Seconds after upload a run still unscored counts as stuck.")
+    def recover(older_than: int) -> None:
+        """Score again every run stuck waiting for its score (a lost or crashed job)."""
+        from flask import current_app
+
+        from semboard.db import get_session
+
+        ids = recover_stuck(current_app._get_current_object(),  # type: ignore[attr-defined]
+                            get_session(), now=utcnow(), older_than_s=older_than)
+        click.echo(f"{len(ids)} stuck run(s) sent to scoring again")
+
+    return group
+
+
+boards_cli = _cli_group()

@@ -1,0 +1,290 @@
+"""Prepared boards: one version function, stored after each change, served read-only with
+ETag/304 and gzip; groups off the request; page queries that do not grow with the runs."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import time
+from contextlib import contextmanager
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import event, func, select
+
+from semboard import board_jobs
+from semboard.models import PreparedBoard, SignificanceGroups
+from semboard.services import accounts, gold, grants, leaderboard, submissions, tasks
+
+API = "/api/v1"
+
+
+@pytest.fixture
+def world(app, session, make, now):
+    """A task with gold, an open public phase, two teams with API tokens; jobs run inline."""
+    app.config["SEMBOARD_CLOCK"] = lambda: now
+    app.config["SEMBOARD_BOARD_JOBS"] = "inline"
+    task = make.task(with_gold=True)
+    phase = make.phase(task, "eval", max_runs=3)
+    team_a, captain_a = make.team(task, "A")
+    _, captain_b = make.team(task, "B")
+    tokens = {}
+    for key, user in (("a", captain_a), ("b", captain_b)):
+        token = accounts.create_api_token(session, user=user, name="t", now=now)
+        tokens[key] = {"Authorization": f"Bearer {token}"}
+    session.commit()
+    return {"task": task, "phase": phase, "tokens": tokens, "team_a": team_a}
+
+
+def _post_run(client, headers, files, name="run"):
+    data = {"name": name,
+            "files": [(io.BytesIO(content), filename) for filename, content in files.items()]}
+    return client.post(f"{API}/tasks/tiny/runs", data=data, headers=headers,
+                       content_type="multipart/form-data")
+
+
+def _engine(app):
+    from semboard.db import session_factory
+
+    with app.app_context():
+        return session_factory().kw["bind"]
+
+
+@contextmanager
+def _statements(app):
+    """Every SQL statement the app's request sessions send meanwhile."""
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args):
+        seen.append(statement)
+
+    engine = _engine(app)
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def _writes(statements: list[str]) -> list[str]:
+    return [s for s in statements
+            if s.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE")]
+
+
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
+def test_an_upload_is_on_the_stored_board_and_gets_never_write(app, client, session, world,
+                                                               tiny_data):
+    tokens = world["tokens"]
+    assert _post_run(client, tokens["a"], tiny_data.run(seed=1), name="first").status_code == 201
+    assert _post_run(client, tokens["b"], tiny_data.run(seed=2, noise=2.0),
+                     name="second").status_code == 201
+    # the post-commit step stored the board at its current version, groups included (inline)
+    version = leaderboard.board_version(session, world["phase"])
+    stored = session.scalars(select(PreparedBoard)).all()
+    assert [(b.phase_id, b.version) for b in stored] == [(world["phase"].id, version)]
+    assert not stored[0].data["board"]["groups_pending"]
+    assert session.scalar(select(func.count()).select_from(SignificanceGroups)) == 1
+
+    with _statements(app) as seen:
+        for url in (f"{API}/tasks/tiny/leaderboard?phase=eval",
+                    f"{API}/tasks/tiny/leaderboard?phase=eval&format=csv",
+                    "/tasks/tiny/leaderboard/eval", "/tasks/tiny/leaderboard/eval.csv",
+                    "/tasks/tiny/leaderboard/eval.json", "/tasks/tiny/leaderboard"):
+            assert client.get(url).status_code == 200, url
+    assert seen and _writes(seen) == []
+    body = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert [(r["run"], r["ranks"]["ALL"]) for r in body["rows"]] == [("first", 1), ("second", 2)]
+    assert body["rows"][0]["groups"]
+
+
+def test_a_get_after_an_unprepared_change_builds_in_memory_without_writing(
+        app, client, session, make, world, tiny_data, now):
+    # a change made outside the web app (no post-commit step): the board still shows it at once
+    team, captain = make.team(world["task"], "C")
+    submissions.submit(session, app.extensions["semboard.storage"], team=team,
+                       phase=world["phase"], user=captain, name="outside",
+                       files=tiny_data.run(seed=4), now=now)
+    with _statements(app) as seen:
+        body = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert [r["run"] for r in body["rows"]] == ["outside"] and body["groups_pending"]
+    assert _writes(seen) == []
+    assert session.scalar(select(func.count()).select_from(PreparedBoard)) == 0
+
+
+def test_etag_304_and_gzip(app, client, world, tiny_data):
+    tokens = world["tokens"]
+    _post_run(client, tokens["a"], tiny_data.run(seed=1), name="first")
+    for url in (f"{API}/tasks/tiny/leaderboard?phase=eval", "/tasks/tiny/leaderboard/eval.csv",
+                "/tasks/tiny/leaderboard/eval.json", "/tasks/tiny/leaderboard/eval"):
+        plain = client.get(url)
+        etag = plain.headers["ETag"]
+        assert plain.status_code == 200 and etag and "Content-Encoding" not in plain.headers
+        packed = client.get(url, headers={"Accept-Encoding": "gzip"})
+        assert packed.headers["Content-Encoding"] == "gzip"
+        assert gzip.decompress(packed.data) == plain.data
+        again = client.get(url, headers={"If-None-Match": etag})
+        assert again.status_code == 304 and again.data == b""
+    old = client.get("/tasks/tiny/leaderboard/eval.json").headers["ETag"]
+    _post_run(client, tokens["b"], tiny_data.run(seed=2), name="second")
+    fresh = client.get("/tasks/tiny/leaderboard/eval.json", headers={"If-None-Match": old})
+    assert fresh.status_code == 200 and fresh.headers["ETag"] != old
+    assert "second" in fresh.get_data(as_text=True)
+
+
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
+def test_the_version_follows_everything_the_board_shows(app, session, storage, make, world,
+                                                        tiny_data, now):
+    phase = world["phase"]
+    seen = [leaderboard.board_version(session, phase)]
+
+    def changed() -> bool:
+        session.commit()
+        version = leaderboard.board_version(session, phase)
+        fresh = version not in seen
+        seen.append(version)
+        return fresh
+
+    assert not changed()  # nothing happened
+    team_a = world["team_a"]
+    captain = team_a.captain
+    submissions.submit(session, storage, team=team_a, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=1), now=now)
+    assert changed()  # a run accepted and scored
+    submissions.submit(session, storage, team=team_a, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=2), now=now)
+    assert changed()  # the run replaced
+    grants.mark_organiser_team(session, team=team_a, by=None, now=now)
+    assert changed()  # ‡
+    phase.visibility = "hidden"
+    assert changed()
+    phase.results_published_at = now
+    assert changed()
+    corrected = "".join(f"{v}\n" for v in tiny_data.gold["beta"][::-1]).encode()
+    gold.upload_gold(session, storage, task=world["task"], dataset="beta",
+                     filename="STS.gs.beta.txt", data=corrected, user=None, now=now)
+    assert changed()  # new gold
+    gold.rescore(session, storage, task=world["task"], now=now + timedelta(hours=1))
+    assert changed()  # rescored
+    leaderboard.refresh_significance(session, storage, task=world["task"], now=now)
+    assert changed()  # groups stored
+    assert not changed()
+
+
+@pytest.mark.parametrize("how", ["thread", "process"])
+def test_background_groups_after_the_upload(app, client, session, world, tiny_data, how):
+    app.config["SEMBOARD_BOARD_JOBS"] = how
+    _post_run(client, world["tokens"]["a"], tiny_data.run(seed=1), name="first")
+    deadline = time.monotonic() + 30
+    while board_jobs.running_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    body = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert not body["groups_pending"] and body["rows"][0]["groups"] == {
+        "ALL": 1, "ALLnorm": 1, "Mean": 1}
+
+
+def test_search_and_pages(app, client, session, make, world, tiny_data, now, monkeypatch):
+    from semboard.views import boards
+
+    monkeypatch.setattr(boards, "PER_PAGE", 2)
+    for i in range(5):
+        team, captain = make.team(world["task"], f"Team {i}")
+        submissions.submit(session, app.extensions["semboard.storage"], team=team,
+                           phase=world["phase"], user=captain, name=f"run{i}",
+                           files=tiny_data.run(seed=10 + i, noise=0.5 + i), now=now)
+    session.commit()
+    first = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
+    assert first.count("data-run-id=") == 2 and "page 1 of 3" in first
+    last = client.get("/tasks/tiny/leaderboard/eval?page=3").get_data(as_text=True)
+    assert last.count("data-run-id=") == 1
+    found = client.get("/tasks/tiny/leaderboard/eval?q=team 3").get_data(as_text=True)
+    assert found.count("data-run-id=") == 1 and "run3" in found and "1 of 5 runs" in found
+
+
+# ----------------------------------------------------------------------------- no N+1
+
+
+def _fill(app, session, make, world, tiny_data, now, count: int) -> None:
+    """count teams with one scored run each, plus rejected uploads in the log."""
+    storage = app.extensions["semboard.storage"]
+    for i in range(count):
+        team, captain = make.team(world["task"], f"T{count}-{i}")
+        submissions.submit(session, storage, team=team, phase=world["phase"], user=captain,
+                           name=f"r{i}", files=tiny_data.run(seed=i, noise=0.5 + i % 3), now=now)
+        with pytest.raises(Exception):  # noqa: B017 - any refusal; only its log row matters
+            submissions.submit(session, storage, team=team, phase=world["phase"], user=captain,
+                               name="", files=tiny_data.run(seed=i), now=now)
+    leaderboard.prepare_task_boards(session, task=world["task"], now=now)
+    session.commit()
+
+
+def _login(client, email: str) -> None:
+    response = client.post("/login", data={"email": email, "password": "password123"})
+    assert response.status_code in (302, 303), response.status_code
+
+
+def _queries(app, client, urls) -> dict[str, int]:
+    counts = {}
+    for url in urls:
+        client.get(url)  # warm (first-use caches)
+        with _statements(app) as seen:
+            assert client.get(url).status_code == 200, url
+        counts[url] = len(seen)
+    return counts
+
+
+@pytest.mark.parametrize("who", ["anonymous", "organiser", "captain"])
+def test_page_queries_do_not_grow_with_the_runs(app, session, make, world, tiny_data, now,
+                                                who):
+    organiser = make.user("org@example.org")
+    tasks.add_organiser(session, task=world["task"], user=organiser, now=now)
+    session.commit()
+    team_id = world["team_a"].id
+    urls = ["/tasks/tiny/leaderboard/eval", "/tasks/tiny/leaderboard/eval.csv",
+            f"{API}/tasks/tiny/leaderboard?phase=eval", "/tasks/tiny", "/"]
+    if who == "organiser":
+        urls += ["/tasks/tiny/organise", "/tasks/tiny/organise/runs", "/tasks/tiny/organise/log"]
+    if who == "captain":
+        urls += [f"/teams/{team_id}"]
+    counts = []
+    for size in (5, 50):
+        _fill(app, session, make, world, tiny_data, now, size - (5 if size == 50 else 0))
+        client = app.test_client()
+        if who == "organiser":
+            _login(client, "org@example.org")
+        elif who == "captain":
+            _login(client, world["team_a"].captain.email)
+        counts.append(_queries(app, client, urls))
+    assert counts[0] == counts[1]
+
+
+def test_cli_refreshes_boards_and_recovers_stuck_runs(app, session, make, world, tiny_data, now):
+    storage = app.extensions["semboard.storage"]
+    run = submissions.submit(session, storage, team=world["team_a"], phase=world["phase"],
+                             user=world["team_a"].captain, name="lost",
+                             files=tiny_data.run(seed=1), now=now - timedelta(hours=1),
+                             score=False)
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["boards", "recover"])
+    assert result.exit_code == 0 and "1 stuck run(s)" in result.output, result.output
+    session.expire_all()
+    assert session.get(type(run), run.id).status == "scored"
+    result = runner.invoke(args=["boards", "refresh", "tiny"])
+    assert result.exit_code == 0 and "1 board(s) of tiny" in result.output, result.output
+    board = session.scalars(select(PreparedBoard)).one()
+    assert board.version == leaderboard.board_version(session, world["phase"])
+    assert not board.data["board"]["groups_pending"]
+
+
+def test_downloads_read_only_the_stored_texts(app, client, world, tiny_data):
+    _post_run(client, world["tokens"]["a"], tiny_data.run(seed=1), name="first")
+    leaderboard._memo.clear()
+    body = client.get("/tasks/tiny/leaderboard/eval.json").get_json()
+    (kept,) = leaderboard._memo.values()
+    assert kept.stored and kept.data is None and not kept.groups_pending
+    assert [r["run"] for r in body["rows"]] == ["first"]
+    page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
+    assert kept.data is not None and 'data-run-id="' in page

@@ -1,0 +1,161 @@
+"""Scoring and groups on a real rq queue (REDIS_URL set): 202 + status URL, a separate worker
+process, stuck-run recovery, and the admin page with queue depth and worker health."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from semboard import board_jobs, job_queue
+from semboard.services import accounts, submissions
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+API = "/api/v1"
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    """A throw-away redis-server on a free port (skipped when redis-server is not installed)."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    folder = tmp_path_factory.mktemp("redis-boards")
+    pidfile = folder / "redis.pid"
+    subprocess.run([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--daemonize", "yes", "--pidfile", str(pidfile),
+                    "--dir", str(folder)], check=True, timeout=30)
+    import redis
+
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    yield url
+    client.close()
+    for _ in range(100):
+        if pidfile.exists():
+            break
+        time.sleep(0.05)
+    os.kill(int(pidfile.read_text()), 15)
+
+
+@pytest.fixture
+def queued(app, session, make, now, storage, database_url, redis_url):
+    """The app with REDIS_URL: a task with gold, a phase, a team with an API token."""
+    from redis import Redis
+
+    Redis.from_url(redis_url).flushdb()
+    app.config["SEMBOARD_CLOCK"] = lambda: now
+    app.config["REDIS_URL"] = redis_url
+    app.config.pop("SEMBOARD_BOARD_JOBS", None)  # REDIS_URL alone chooses the queue
+    task = make.task(with_gold=True)
+    phase = make.phase(task, "eval", max_runs=3)
+    team, captain = make.team(task, "A")
+    token = accounts.create_api_token(session, user=captain, name="t", now=now)
+    session.commit()
+    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url,
+           "SEMBOARD_UPLOAD_DIR": str(storage.root), "SECRET_KEY": "test",
+           "PYTHONPATH": str(PROJECT_ROOT)}
+    return {"task": task, "phase": phase, "team": team, "captain": captain, "env": env,
+            "headers": {"Authorization": f"Bearer {token}"}}
+
+
+def _worker(env) -> None:
+    """One rq worker process, until the queue is empty (jobs it enqueues included)."""
+    rq_exe = Path(sys.executable).parent / "rq"
+    proc = subprocess.run([str(rq_exe), "worker", "--burst", "-u", env["REDIS_URL"],
+                           job_queue.QUEUE_NAME], env=env, cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_upload_answers_202_and_a_worker_scores_it(app, client, queued, tiny_data):
+    assert board_jobs.mode(app) == "rq" and board_jobs.scoring_queued(app)
+    data = {"name": "first", "files": [(io.BytesIO(v), k) for k, v in
+                                       tiny_data.run(seed=1).items()]}
+    response = client.post(f"{API}/tasks/tiny/runs", data=data, headers=queued["headers"],
+                           content_type="multipart/form-data")
+    assert response.status_code == 202, response.get_json()
+    body = response.get_json()
+    assert body["status"] == "valid" and "metrics" not in body
+    assert response.headers["Location"] == body["status_url"] == f"{API}/runs/{body['id']}"
+    assert job_queue.health(app)["queued"] == 1
+    board = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert board["rows"] == []  # not scored yet
+
+    _worker(queued["env"])
+    status = client.get(body["status_url"], headers=queued["headers"]).get_json()
+    assert status["status"] == "scored" and 0 < status["metrics"]["ALL"] < 1
+    board = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert [r["run"] for r in board["rows"]] == ["first"]
+    assert not board["groups_pending"] and board["rows"][0]["groups"]  # the groups job ran too
+    assert job_queue.health(app)["queued"] == 0
+
+
+def test_invalid_uploads_are_still_refused_at_once(client, queued, tiny_data):
+    bad = tiny_data.run(seed=1, **{"STS.output.alpha.txt": b"1\n2\nNaN\n" + b"1\n" * 27})
+    data = {"name": "bad", "files": [(io.BytesIO(v), k) for k, v in bad.items()]}
+    response = client.post(f"{API}/tasks/tiny/runs", data=data, headers=queued["headers"],
+                           content_type="multipart/form-data")
+    assert response.status_code == 422
+    assert response.get_json()["issues"][0]["line"] == 3
+
+
+def test_a_lost_job_is_recovered_and_the_admin_page_shows_the_queue(app, client, session,
+                                                                    queued, make, storage,
+                                                                    tiny_data, now):
+    # a run accepted but whose scoring job was lost (never enqueued, or its worker died)
+    run = submissions.submit(session, storage, team=queued["team"], phase=queued["phase"],
+                             user=queued["captain"], name="lost",
+                             files=tiny_data.run(seed=2), now=now, score=False)
+    assert run.status == "valid"
+    later = now + timedelta(seconds=board_jobs.STUCK_AFTER_S + 1)
+    assert [r.id for r in board_jobs.stuck_runs(session, now=now)] == []
+    assert [r.id for r in board_jobs.stuck_runs(session, now=later)] == [run.id]
+
+    admin = make.user("admin@example.org", admin=True)
+    assert admin.is_admin
+    client.post("/login", data={"email": "admin@example.org", "password": "password123"})
+    app.config["SEMBOARD_CLOCK"] = lambda: later
+    page = client.get("/admin/queue").get_data(as_text=True)
+    assert 'id="queue-depth">0<' in page and "no worker" in page and "1 for more than" in page
+
+    assert client.post("/admin/queue/recover").status_code == 302
+    assert job_queue.health(app)["queued"] == 1
+    _worker(queued["env"])
+    session.expire_all()
+    session.refresh(run)
+    assert run.status == "scored"
+    page = client.get("/admin/queue").get_data(as_text=True)
+    assert "0 for more than" in page
+
+
+def test_a_burst_of_changes_queues_one_groups_job(app, queued):
+    for _ in range(5):
+        board_jobs.schedule_groups(app, queued["task"].id)
+    assert job_queue.health(app)["queued"] == 1
+    _worker(queued["env"])
+    board_jobs.schedule_groups(app, queued["task"].id)  # the last one ran: a new one is queued
+    assert job_queue.health(app)["queued"] == 1
