@@ -3,6 +3,7 @@ the array-built batching and the tokenise-ahead pipeline of the embedding baseli
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -22,10 +23,10 @@ KEYS = {"load_s", "encode_s", "pairs_per_s", "weights_sha256", "tokenizer", "tok
 def test_lexical_run_records_every_key(synthetic_inputs) -> None:
     run = run_system("sts2012", synthetic_inputs["sts2012"], "tokencos")
     meta = run.metadata
-    assert KEYS <= set(meta)
+    assert set(meta) >= KEYS
     assert meta["n_pairs"] == 30 and meta["encode_s"] > 0 and meta["load_s"] >= 0
     assert meta["pairs_per_s"] == pytest.approx(meta["n_pairs"] / meta["encode_s"], abs=0.06)
-    assert (meta["weights_sha256"], meta["torch"], meta["cuda"], meta["driver"]) == (None,) * 4
+    assert [meta[k] for k in ("weights_sha256", "torch", "cuda", "driver")] == [None] * 4
     assert meta["tokenizer"] == "whitespace" and meta["device"] == "cpu"
     assert meta["signature"] == ("tokencos|model:none|weights:none|tok:whitespace"
                                  "|dtype:float64|device:cpu")
@@ -73,14 +74,14 @@ def test_embedding_run_records_digests_and_software(synthetic_inputs, e5_embedde
     system = EmbeddingCosine(device="cpu")
     system._embedder = e5_embedder
     meta = run_system(load_task("sts2012"), synthetic_inputs["sts2012"], system).metadata
-    assert KEYS <= set(meta)
+    assert set(meta) >= KEYS
     assert meta["weights_sha256"] == file_sha256(e5_embedder.file.path)
     assert meta["weights_file"] == "e5-small-q4.bin"
     tok_file = tokenizer_json_path()
     if tok_file is not None:
         assert meta["tokenizer"] == "tokenizers:tokenizer.json"
         assert meta["tokenizer_sha256"] == file_sha256(tok_file)
-    assert (meta["dtype"], meta["batch_tokens"]) == ("float32", e5_embedder.batch_tokens)
+    assert meta["dtype"] == "float32" and meta["batch_tokens"] == e5_embedder.batch_tokens
     assert meta["torch"] == torch.__version__ and meta["cuda"] is None and meta["driver"] is None
     assert meta["load_s"] == round(e5_embedder.load_s, 3) and meta["load_source"] in (
         "built", "cache", "memory")
@@ -101,7 +102,7 @@ def test_token_budget_batches_cover_all_rows_within_the_budget() -> None:
     budget = 2048
     slices = list(token_budget_batches(lengths, budget))
     assert slices[0][0] == 0 and slices[-1][1] == len(lengths)
-    assert all(a == prev_b for (_, prev_b), (a, _) in zip(slices, slices[1:], strict=False))
+    assert all(a == prev_b for (_, prev_b), (a, _) in itertools.pairwise(slices))
     for a, b in slices:
         assert b > a
         if b - a > 1:  # a single over-long row is allowed its own batch
