@@ -165,6 +165,19 @@ def build_encoder(model: E5File, state: dict[str, np.ndarray], device: str,
         return nn.Parameter(torch.from_numpy(state[name]), requires_grad=False)
 
     class Layer(nn.Module):
+        qkv_w: torch.Tensor
+        qkv_b: torch.Tensor
+        out_w: torch.Tensor
+        out_b: torch.Tensor
+        ln1_w: torch.Tensor
+        ln1_b: torch.Tensor
+        fi_w: torch.Tensor
+        fi_b: torch.Tensor
+        fo_w: torch.Tensor
+        fo_b: torch.Tensor
+        ln2_w: torch.Tensor
+        ln2_b: torch.Tensor
+
         def __init__(self, prefix: str) -> None:
             super().__init__()
             for key in ("qkv", "out", "ln1", "fi", "fo", "ln2"):
@@ -183,6 +196,12 @@ def build_encoder(model: E5File, state: dict[str, np.ndarray], device: str,
             return F.layer_norm(x + ff, (h,), self.ln2_w, self.ln2_b, cfg.eps)
 
     class Encoder(nn.Module):
+        word_weight: torch.Tensor
+        pos_weight: torch.Tensor
+        type0: torch.Tensor
+        ln_weight: torch.Tensor
+        ln_bias: torch.Tensor
+
         def __init__(self) -> None:
             super().__init__()
             for key in ("word.weight", "pos.weight", "type0", "ln.weight", "ln.bias"):

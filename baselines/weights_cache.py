@@ -96,7 +96,7 @@ def write_cache(path: Path, tensors: Mapping[str, np.ndarray], *, layout: str,
         offset += arr.nbytes + _pad(arr.nbytes)
     payload_digest = hashlib.sha256()
     for arr in arrays.values():
-        payload_digest.update(memoryview(arr).cast("B"))
+        payload_digest.update(arr.data.cast("B"))
         payload_digest.update(bytes(_pad(arr.nbytes)))
     header = json.dumps({"format": FORMAT, "layout": layout, "source_sha256": source_sha256,
                          "dtype": "float32", "payload_bytes": offset,
@@ -111,7 +111,7 @@ def write_cache(path: Path, tensors: Mapping[str, np.ndarray], *, layout: str,
             fh.write(header)
             fh.write(bytes(_pad(len(prefix) + len(header))))
             for arr in arrays.values():
-                fh.write(memoryview(arr).cast("B"))
+                fh.write(arr.data.cast("B"))
                 fh.write(bytes(_pad(arr.nbytes)))
             fh.flush()
             os.fsync(fh.fileno())
@@ -155,9 +155,9 @@ def read_cache(path: Path, *, layout: str, source_sha256: str) -> dict[str, np.n
                                "(truncated or extended)")
         fh.seek(start)
         buf = np.empty(payload_bytes, dtype=np.uint8)
-        if fh.readinto(memoryview(buf)) != payload_bytes:
+        if fh.readinto(buf.data) != payload_bytes:
             raise CacheCorrupt(f"{path}: payload shorter than its header says")
-    if hashlib.sha256(memoryview(buf)).hexdigest() != header["payload_sha256"]:
+    if hashlib.sha256(buf.data).hexdigest() != header["payload_sha256"]:
         raise CacheCorrupt(f"{path}: payload does not match its digest")
     out: dict[str, np.ndarray] = {}
     for entry in header["tensors"]:
