@@ -25,7 +25,8 @@ def test_lexical_run_records_every_key(synthetic_inputs) -> None:
     meta = run.metadata
     assert set(meta) >= KEYS
     assert meta["n_pairs"] == 30 and meta["encode_s"] > 0 and meta["load_s"] >= 0
-    assert meta["pairs_per_s"] == pytest.approx(meta["n_pairs"] / meta["encode_s"], rel=0.01, abs=0.06)
+    assert meta["pairs_per_s"] == pytest.approx(meta["n_pairs"] / meta["encode_s"],
+                                                rel=0.01, abs=0.06)
     assert [meta[k] for k in ("weights_sha256", "torch", "cuda", "driver")] == [None] * 4
     assert meta["tokenizer"] == "whitespace" and meta["device"] == "cpu"
     assert meta["signature"] == ("tokencos|model:none|weights:none|tok:whitespace"
@@ -85,7 +86,8 @@ def test_embedding_run_records_digests_and_software(synthetic_inputs, e5_embedde
     assert meta["torch"] == torch.__version__ and meta["cuda"] is None and meta["driver"] is None
     assert meta["load_s"] == round(e5_embedder.load_s, 3) and meta["load_source"] in (
         "built", "cache", "memory")
-    assert meta["pairs_per_s"] == pytest.approx(meta["n_pairs"] / meta["encode_s"], rel=0.01, abs=0.06)
+    assert meta["pairs_per_s"] == pytest.approx(meta["n_pairs"] / meta["encode_s"],
+                                                rel=0.01, abs=0.06)
     sig = meta["signature"]
     assert sig.startswith(f"embedding|model:intfloat/multilingual-e5-small|weights:"
                           f"{meta['weights_sha256'][:12]}|tok:")
