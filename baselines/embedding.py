@@ -72,7 +72,7 @@ class E5Tokenizer:
             # preloaded: the same file already parsed by a thread (see _load)
             hf = preloaded if preloaded is not None else Tokenizer.from_file(str(path))
             # tokenizer.json belongs to the original vocabulary only (not a pruned file's)
-            if hf.get_vocab_size() == len(model.pieces):
+            if hf.get_vocab_size() == model.n_pieces:
                 self._hf = hf
                 self.source = f"tokenizers:{path.name}"
                 self.sha256 = file_sha256(path)
@@ -246,7 +246,8 @@ def _load(path: Path, device: str, dtype_name: str, cache_dir: Path | None) -> _
     """Weights (from the cache or dequantised), encoder on the device, and the tokenizer.
 
     tokenizer.json (about a second to parse, the longest step on a cache hit) is parsed by a
-    thread started first; `tokenizers` releases the GIL meanwhile.
+    thread started first. `Tokenizer.from_file` holds the GIL while it builds the vocabulary,
+    so only the GIL-free parts of the weights' path (file reads, hashing) overlap with it.
     """
     import torch
 
