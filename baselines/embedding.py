@@ -245,42 +245,46 @@ _loaded_lock = threading.Lock()
 def _load(path: Path, device: str, dtype_name: str, cache_dir: Path | None) -> _Loaded:
     """Weights (from the cache or dequantised), encoder on the device, and the tokenizer.
 
-    tokenizer.json (about a second to parse, the longest step on a cache hit) is parsed by a
-    thread started first. `Tokenizer.from_file` holds the GIL while it builds the vocabulary,
-    so only the GIL-free parts of the weights' path (file reads, hashing) overlap with it.
+    Parsing tokenizer.json (about a second, the longest step on a cache hit) holds the GIL in
+    `tokenizers`, so it runs here only once a thread reading the weights has entered a long
+    GIL-free stretch: hashing the mapped cache file, or dequantising.
     """
     import torch
 
-    tok_path = tokenizer_json_path()
-    parsed: dict[str, Any] = {}
+    model = read_e5_file(path)
+    result: dict[str, Any] = {}
+    go = threading.Event()
 
-    def parse_tokenizer() -> None:
+    def read_weights() -> None:
         try:
-            from tokenizers import Tokenizer
+            digest = file_sha256(model.path)
 
-            parsed["value"] = Tokenizer.from_file(str(tok_path))
+            def build() -> dict[str, np.ndarray]:
+                go.set()
+                return encoder_state(model)
+
+            result["value"] = digest, load_or_build(cache_dir, layout=CACHE_LAYOUT,
+                                                    source_sha256=digest, build=build,
+                                                    on_hash=go.set)
         except BaseException as exc:  # re-raised in the caller
-            parsed["error"] = exc
+            result["error"] = exc
+        finally:
+            go.set()
 
-    worker = None
-    if tok_path is not None and find_spec("tokenizers") is not None:
-        worker = threading.Thread(target=parse_tokenizer, name="e5-tokenizer", daemon=True)
-        worker.start()
+    worker = threading.Thread(target=read_weights, name="e5-weights", daemon=True)
+    worker.start()
+    go.wait(timeout=10)
     try:
-        model = read_e5_file(path)
-        digest = file_sha256(model.path)
-        state = load_or_build(cache_dir, layout=CACHE_LAYOUT, source_sha256=digest,
-                              build=lambda: encoder_state(model))
-        encoder = build_encoder(model, state.tensors, device, getattr(torch, dtype_name))
-        if device == "cuda":
-            torch.cuda.synchronize()
+        tokenizer = E5Tokenizer(model)
     finally:
-        if worker is not None:
-            worker.join()
-    if "error" in parsed:
-        raise parsed["error"]
-    return _Loaded(encoder, E5Tokenizer(model, preloaded=parsed.get("value")), digest,
-                   state.source)
+        worker.join()
+    if "error" in result:
+        raise result["error"]
+    digest, state = result["value"]
+    encoder = build_encoder(model, state.tensors, device, getattr(torch, dtype_name))
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return _Loaded(encoder, tokenizer, digest, state.source)
 
 
 @dataclass

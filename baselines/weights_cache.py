@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import mmap
 import os
 import struct
 import tempfile
@@ -122,10 +123,11 @@ def write_cache(path: Path, tensors: Mapping[str, np.ndarray], *, layout: str,
         raise
 
 
-def read_cache(path: Path, *, layout: str, source_sha256: str) -> dict[str, np.ndarray]:
-    """Verified tensors of a cache file (views into one buffer); CacheCorrupt if anything is off.
-
-    FileNotFoundError when there is no cache file.
+def read_cache(path: Path, *, layout: str, source_sha256: str,
+               on_hash: Callable[[], None] | None = None) -> dict[str, np.ndarray]:
+    """Verified tensors of a cache file (views into one mapping); CacheCorrupt if anything is
+    off. FileNotFoundError when there is no cache file. on_hash() is called as the long,
+    GIL-free digest of the payload starts.
     """
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
@@ -153,10 +155,13 @@ def read_cache(path: Path, *, layout: str, source_sha256: str) -> dict[str, np.n
         if size != start + payload_bytes:
             raise CacheCorrupt(f"{path}: {size} bytes, expected {start + payload_bytes} "
                                "(truncated or extended)")
-        fh.seek(start)
-        buf = np.empty(payload_bytes, dtype=np.uint8)
-        if fh.readinto(buf.data) != payload_bytes:
-            raise CacheCorrupt(f"{path}: payload shorter than its header says")
+        # mapped copy-on-write: no 470 MB copy, and hashing the mapping is one call that
+        # releases the GIL while it pages the file in (another thread can parse meanwhile).
+        # Writers only ever replace the file by rename, so the mapping never shrinks under us.
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+    buf = np.frombuffer(mapped, dtype=np.uint8, count=payload_bytes, offset=start)
+    if on_hash is not None:
+        on_hash()
     if hashlib.sha256(buf.data).hexdigest() != header["payload_sha256"]:
         raise CacheCorrupt(f"{path}: payload does not match its digest")
     out: dict[str, np.ndarray] = {}
@@ -171,7 +176,8 @@ def read_cache(path: Path, *, layout: str, source_sha256: str) -> dict[str, np.n
 
 
 def load_or_build(cache_dir: Path | None, *, layout: str, source_sha256: str,
-                  build: Callable[[], dict[str, np.ndarray]]) -> CacheLoad:
+                  build: Callable[[], dict[str, np.ndarray]],
+                  on_hash: Callable[[], None] | None = None) -> CacheLoad:
     """The cached tensors when a valid cache file exists, else build() (and cache the result).
 
     A cache that cannot be written (read-only folder, full disk) only costs the next process
@@ -182,8 +188,8 @@ def load_or_build(cache_dir: Path | None, *, layout: str, source_sha256: str,
     path = cache_path(cache_dir, layout, source_sha256)
     problem = None
     try:
-        return CacheLoad(read_cache(path, layout=layout, source_sha256=source_sha256),
-                         "cache", path)
+        return CacheLoad(read_cache(path, layout=layout, source_sha256=source_sha256,
+                                    on_hash=on_hash), "cache", path)
     except FileNotFoundError:
         pass
     except (CacheCorrupt, ValueError, KeyError, TypeError, OSError) as exc:
