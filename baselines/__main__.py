@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.metadata:
         args.metadata.write_text(text + "\n", encoding="utf-8")
     print(text)
+    # stdout stays one JSON document; the signature line is for the person at the terminal
+    print(f"signature: {run.metadata.get('signature')}", file=sys.stderr)
     return 0
 
 

