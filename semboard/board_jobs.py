@@ -83,6 +83,8 @@ def _forget(session: Session, _previous: Any) -> None:
 
 @event.listens_for(Session, "after_commit")
 def _after_commit(session: Session) -> None:
+    if session.in_nested_transaction():
+        return  # a SAVEPOINT released inside a transaction that still holds the write lock
     app = session.info.get(INFO_KEY)
     touched = session.info.pop(_PENDING, None)
     if app is None or not touched:

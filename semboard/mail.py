@@ -130,13 +130,16 @@ def _collect(session: Session, _context: Any) -> None:
 
 @event.listens_for(Session, "after_rollback")
 def _forget(session: Session) -> None:
-    """A rolled-back transaction tells nobody anything."""
-    session.info.pop(EVENTS_KEY, None)
+    """A rolled-back transaction tells nobody anything (a SAVEPOINT's rollback keeps the rest)."""
+    if not session.in_nested_transaction():
+        session.info.pop(EVENTS_KEY, None)
 
 
 @event.listens_for(Session, "after_commit")
 def _dispatch(session: Session) -> None:
     """Hand the committed transaction's events to the queue or a background thread."""
+    if session.in_nested_transaction():
+        return  # a SAVEPOINT released: the transaction that holds the events is still open
     events = session.info.pop(EVENTS_KEY, None)
     if not events or not _mail_configured():
         return

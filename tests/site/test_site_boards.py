@@ -288,3 +288,28 @@ def test_downloads_read_only_the_stored_texts(app, client, world, tiny_data):
     assert [r["run"] for r in body["rows"]] == ["first"]
     page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
     assert kept.data is not None and 'data-run-id="' in page
+
+
+def test_a_savepoint_does_not_run_the_post_commit_step(app, world, monkeypatch):
+    """Only the outer commit prepares boards: a SAVEPOINT's release leaves the write lock held,
+    so preparing then would wait out SQLite's busy timeout and fail."""
+    calls: list[bool] = []
+    real = board_jobs.after_change
+
+    def record(app_, touched):
+        from semboard.db import session_factory
+
+        with app.app_context():
+            probe = session_factory()()
+        try:  # the change must be visible to another connection: it was committed
+            calls.append(probe.get(type(world["phase"]), world["phase"].id).max_runs == 5)
+        finally:
+            probe.close()
+        return real(app_, touched)
+
+    monkeypatch.setattr(board_jobs, "after_change", record)
+    started = time.monotonic()
+    result = app.test_cli_runner().invoke(args=["task", "phase", "tiny", "eval", "--max-runs", "5"])
+    assert result.exit_code == 0, result.output
+    assert calls == [True]
+    assert time.monotonic() - started < 10
