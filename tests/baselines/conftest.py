@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +11,7 @@ import pytest
 from baseline_support import TASKS, missing, write_synthetic_release
 
 from evaluation import DatasetInputs, load_inputs, load_task
+from tests.servers import redis_server
 
 
 @pytest.fixture(scope="session")
@@ -28,50 +25,14 @@ def synthetic_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A throw-away redis-server on a free local port, stopped by its pid at session end."""
     exe = shutil.which("redis-server")
     if exe is None:
         missing("redis-server is not installed (apt-get install redis-server)")
-    folder = tmp_path_factory.mktemp("redis")
-    pidfile = folder / "redis.pid"
-    port = _free_port()
-    subprocess.run([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--daemonize", "yes", "--pidfile", str(pidfile),
-                    "--dir", str(folder), "--logfile", str(folder / "redis.log")],
-                   check=True, timeout=30)
-    import redis
-
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-    try:
+    with redis_server(exe, tmp_path_factory.mktemp("redis")) as url:
         yield url
-    finally:
-        client.close()
-        for _ in range(100):
-            if pidfile.exists():
-                break
-            time.sleep(0.05)
-        if pidfile.exists():
-            pid = int(pidfile.read_text().strip())
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 15)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -6,10 +6,8 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 
 from semboard import board_jobs, job_queue
 from semboard.services import accounts, submissions
+from tests.servers import redis_server
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 API = "/api/v1"
@@ -30,34 +29,8 @@ def redis_url(tmp_path_factory):
     exe = shutil.which("redis-server")
     if exe is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    folder = tmp_path_factory.mktemp("redis-boards")
-    pidfile = folder / "redis.pid"
-    subprocess.run([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--daemonize", "yes", "--pidfile", str(pidfile),
-                    "--dir", str(folder)], check=True, timeout=30)
-    import redis
-
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-    yield url
-    client.close()
-    for _ in range(100):
-        if pidfile.exists():
-            break
-        time.sleep(0.05)
-    os.kill(int(pidfile.read_text()), 15)
+    with redis_server(exe, tmp_path_factory.mktemp("redis-boards")) as url:
+        yield url
 
 
 @pytest.fixture

@@ -246,40 +246,14 @@ def test_account_settings_change_password_email_and_switches(mail_app, client, i
 def redis_server(tmp_path):
     """A throw-away redis-server on a free port, stopped by its pid."""
     import shutil
-    import subprocess
 
-    import redis
+    from tests.servers import redis_server as start
 
     exe = shutil.which("redis-server")
     if exe is None:
         pytest.skip("redis-server is not installed")
-    port = free_port()
-    pidfile = tmp_path / "redis.pid"
-    subprocess.run([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--daemonize", "yes", "--pidfile", str(pidfile),
-                    "--dir", str(tmp_path)], check=True, timeout=30)
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-    yield url
-    client.close()
-    for _ in range(100):
-        if pidfile.exists():
-            break
-        time.sleep(0.05)
-    import os
-    import signal
-
-    if pidfile.exists():
-        os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
+    with start(exe, tmp_path) as url:
+        yield url
 
 
 @pytest.mark.redis
