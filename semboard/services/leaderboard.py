@@ -332,10 +332,15 @@ def build_leaderboard(
         }
     sort_key = board.columns[0].key if board.columns else None
 
-    def order(row: Row) -> tuple[int, float, int]:
+    ranked_sort = any(c.ranked and c.key == sort_key for c in board.columns)
+
+    def order(row: Row) -> tuple[bool, bool, float, int]:
         value = row.metrics.get(sort_key) if sort_key else None
         sign = 1.0 if sort_key and definition.lower_is_better(sort_key) else -1.0
-        return (value is None, sign * (value or 0.0), row.run_id)
+        # a run the rules exclude from the ranking (CLSS: not all four types) follows the
+        # ranked runs; baselines take no rank but stand among the runs by their value
+        excluded = ranked_sort and not row.baseline and sort_key not in row.ranks
+        return (value is None, excluded, sign * (value or 0.0), row.run_id)
 
     board.rows.sort(key=order)
     return board

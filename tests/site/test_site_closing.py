@@ -414,6 +414,9 @@ def test_board_rules_rank_per_dataset_and_need_complete_runs(session, storage, m
                                   "beta/pearson": 1}
     assert rows["Partial"].ranks == {"alpha/pearson": 1}
     assert set(rows["Partial"].groups) <= {"alpha/pearson"}
+    # the incomplete run, better on what it answered, follows every ranked run on the board
+    assert rows["Partial"].metrics["ALL"] > rows["Full"].metrics["ALL"]
+    assert [r.team for r in board.rows] == ["Full", "Partial"]
 
 
 def test_cli_describe_merge_and_refusals(app, session, storage, tiny_data, now, closing):
