@@ -350,6 +350,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except BrokenPipeError:
+        # the reader stopped early (`semboard leaderboard demo | head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except CliError as err:
         _err(f"error: {err.message}")
         _print_issues(err.issues)

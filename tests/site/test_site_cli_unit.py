@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +65,22 @@ def test_unreachable_site_exits_9(tmp_path, monkeypatch):
     monkeypatch.setenv("SEMBOARD_CONFIG", str(tmp_path / "c.json"))
     code = main.main(["--url", f"http://127.0.0.1:{free_port()}", "tasks"])
     assert code == client.EXIT_NETWORK
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """`semboard leaderboard demo | head`: the reader leaving early is exit 0, no traceback."""
+    import subprocess
+    import sys
+
+    code = ("import semboard_cli.main as m\n"
+            "m.cmd_tasks = lambda args: [m._out('line') for _ in range(100000)] and 0\n"
+            "raise SystemExit(m.main(['tasks']))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2],
+                            env={**os.environ, "SEMBOARD_CONFIG": str(tmp_path / "c.json")})
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read() if proc.stderr else b""
+    assert proc.wait(timeout=60) == 0, err
+    assert b"Traceback" not in err
