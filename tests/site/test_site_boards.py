@@ -288,3 +288,35 @@ def test_downloads_read_only_the_stored_texts(app, client, world, tiny_data):
     assert [r["run"] for r in body["rows"]] == ["first"]
     page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
     assert kept.data is not None and 'data-run-id="' in page
+
+
+def test_a_build_reads_score_texts_and_parses_only_new_content(session, storage, world,
+                                                               tiny_data, now, monkeypatch):
+    # score records are parsed once per process, keyed by their stored text: a record whose
+    # text differs (another database reusing its id, a correction) is parsed again, never stale
+    from semboard.models import RunScoreRecord
+
+    phase, team_a = world["phase"], world["team_a"]
+    submissions.submit(session, storage, team=team_a, phase=phase, user=team_a.captain,
+                       name="r", files=tiny_data.run(seed=1), now=now)
+    session.commit()
+    board = leaderboard.build_leaderboard(session, task=world["task"], phase=phase, viewer=None)
+    before = board.rows[0].metrics["ALL"]
+    record = session.scalars(select(RunScoreRecord)).one()
+    parsed = []
+    original = leaderboard._ParsedScore.__init__
+
+    def counting(self, scores, flat):
+        parsed.append(flat.get("ALL"))
+        original(self, scores, flat)
+
+    monkeypatch.setattr(leaderboard._ParsedScore, "__init__", counting)
+    leaderboard.build_leaderboard(session, task=world["task"], phase=phase, viewer=None)
+    assert parsed == []  # same text: the parsed record is reused
+    record.flat = {**record.flat, "ALL": 0.123}
+    record.scores = {**record.scores, "aggregates": {
+        **record.scores["aggregates"], "ALL": {**record.scores["aggregates"]["ALL"],
+                                               "value": 0.123}}}
+    session.commit()
+    board = leaderboard.build_leaderboard(session, task=world["task"], phase=phase, viewer=None)
+    assert parsed == [0.123] and board.rows[0].metrics["ALL"] == 0.123 != before
