@@ -20,7 +20,7 @@ from sqlalchemy import Integer, String, Text, bindparam, cast, delete, func, lit
 from sqlalchemy.orm import Session, selectinload
 
 from semboard import exportsafe
-from semboard.db import insert_unless_refused
+from semboard.db import begin_write, insert_unless_refused
 from semboard.errors import Forbidden
 from semboard.models import (
     GoldFile,
@@ -412,7 +412,7 @@ def refresh_significance(session: Session, storage: Storage, *, task: Task, now:
     """Group every phase board of the task now and store its prepared board; flushes.
 
     Runs after a change (CLI, background step, rq job), never in a request. Returns how many
-    boards have groups. The caller commits.
+    boards have groups. The caller commits (write_lock=True commits each board as it goes).
     """
     count = 0
     for phase in tasks.phases(session, task):
@@ -420,7 +420,16 @@ def refresh_significance(session: Session, storage: Storage, *, task: Task, now:
                                   check_access=False, storage=storage, now=now,
                                   write_lock=write_lock)
         count += board.significance is not None
-        store_prepared(session, phase=phase, now=now)
+        if write_lock:
+            # groups stored: build the board without holding the write lock (uploads wait on it)
+            session.commit()
+            prepared = prepared_board(session, phase=phase, now=now)
+            if not prepared.stored:
+                begin_write(session)
+                store_built(session, prepared=prepared)
+                session.commit()
+        else:
+            store_prepared(session, phase=phase, now=now)
     return count
 
 
