@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -168,9 +169,28 @@ _threads: dict[tuple[int, int], bool] = {}  # (app, task) -> run again when done
 _threads_lock = threading.Lock()
 
 
+# Groups start once changes have paused this long (at most GROUPS_MAX_WAIT_S): during a rush the
+# uploads get the CPU, and one computation covers them all (SEMBOARD_GROUPS_DELAY_S overrides).
+GROUPS_DELAY_S = 1.0
+GROUPS_MAX_WAIT_S = 10.0
+
+
+def _settle(app: Flask, key: tuple[int, int]) -> None:
+    """Wait until no change of the task arrived for the delay (bounded), before computing."""
+    delay = float(app.config.get("SEMBOARD_GROUPS_DELAY_S", GROUPS_DELAY_S))
+    give_up = time.monotonic() + GROUPS_MAX_WAIT_S
+    while delay > 0 and time.monotonic() < give_up:
+        time.sleep(delay)
+        with _threads_lock:
+            if not _threads.get(key):
+                return
+            _threads[key] = False  # another change meanwhile: this computation covers it
+
+
 def _thread_body(app: Flask, task_id: int) -> None:
     key = (id(app), task_id)
     while True:
+        _settle(app, key)
         try:
             compute_groups(app, task_id)
         except Exception:
@@ -233,6 +253,7 @@ def _process_body(app: Flask, task_id: int) -> None:
     """A watcher thread: fork a child for the groups, reap it, again if changes came meanwhile."""
     key = (id(app), task_id)
     while True:
+        _settle(app, key)
         with _threads_lock:
             ours = len(_threads)
         if threading.active_count() > ours + 1:

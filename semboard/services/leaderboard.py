@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String, bindparam, cast, delete, func, literal, select
+from sqlalchemy import Integer, String, Text, bindparam, cast, delete, func, literal, select
 from sqlalchemy.orm import Session, selectinload
 
 from semboard import exportsafe
-from semboard.db import insert_unless_refused
+from semboard.db import begin_write, insert_unless_refused
 from semboard.errors import Forbidden
 from semboard.models import (
     GoldFile,
@@ -185,22 +185,88 @@ class Leaderboard:
         return "\n".join(lines)
 
 
-def _missing(record: RunScoreRecord, columns: list[Column]) -> dict[str, str]:
-    """Why each empty cell of a row is empty: not submitted, no gold yet, or undefined."""
-    skipped = set(record.scores.get("skipped", []))
-    unscored = set(record.scores.get("unscored", []))
-    out = {}
-    for column in columns:
-        if record.flat.get(column.key) is not None:
-            continue
-        dataset = column.key.split("/", 1)[0] if column.kind != "aggregate" else None
-        if dataset in skipped:
-            out[column.key] = MISSING_NOT_SUBMITTED
-        elif dataset in unscored:
-            out[column.key] = MISSING_NO_GOLD
-        else:
-            out[column.key] = MISSING_UNDEFINED
+class _ParsedScore:
+    """A stored score record parsed once per process: ranking form, flat values, CIs by column."""
+
+    def __init__(self, scores: dict[str, Any], flat: dict[str, Any]) -> None:
+        from evaluation import RunScore
+
+        self.scores = scores
+        self.flat = flat
+        self.score = RunScore.from_dict(scores)
+        self.skipped = set(scores.get("skipped", []))
+        self.unscored = set(scores.get("unscored", []))
+        self._intervals: dict[tuple[str, ...], dict[str, list[float]]] = {}
+        self._missing: dict[tuple[str, ...], dict[str, str]] = {}
+
+    def intervals(self, keys: tuple[str, ...]) -> dict[str, list[float]]:
+        """The stored 95% CI of each of these columns that has one."""
+        found = self._intervals.get(keys)
+        if found is None:
+            found = self._intervals[keys] = {
+                key: ci for key in keys if (ci := stored_interval(self.scores, key)) is not None}
+        return found
+
+    def missing(self, columns: list[Column], keys: tuple[str, ...]) -> dict[str, str]:
+        """Why each empty cell of a row is empty: not submitted, no gold yet, or undefined."""
+        found = self._missing.get(keys)
+        if found is None:
+            found = self._missing[keys] = {}
+            for column in columns:
+                if self.flat.get(column.key) is not None:
+                    continue
+                dataset = column.key.split("/", 1)[0] if column.kind != "aggregate" else None
+                if dataset in self.skipped:
+                    found[column.key] = MISSING_NOT_SUBMITTED
+                elif dataset in self.unscored:
+                    found[column.key] = MISSING_NO_GOLD
+                else:
+                    found[column.key] = MISSING_UNDEFINED
+        return dict(found)
+
+
+# Parsed score records per process, keyed by a digest of their stored JSON text: an entry is
+# found only for identical content, so it can never be stale (records are also append-only).
+_PARSED_SIZE = 4096
+_parsed: OrderedDict[bytes, _ParsedScore] = OrderedDict()
+_parsed_lock = threading.Lock()
+
+
+def _parsed_scores(session: Session, score_ids: list[int]) -> dict[int, _ParsedScore]:
+    """The parsed score records of these ids: their texts are read, only new ones parsed."""
+    out: dict[int, _ParsedScore] = {}
+    for start in range(0, len(score_ids), 500):
+        chunk = score_ids[start:start + 500]
+        for score_id, scores_text, flat_text in session.execute(
+                select(RunScoreRecord.id, cast(RunScoreRecord.scores, Text),
+                       cast(RunScoreRecord.flat, Text))
+                .where(RunScoreRecord.id.in_(chunk))):
+            key = hashlib.sha1(f"{scores_text}\0{flat_text}".encode()).digest()
+            with _parsed_lock:
+                entry = _parsed.get(key)
+                if entry is not None:
+                    _parsed.move_to_end(key)
+            if entry is None:
+                entry = _ParsedScore(json.loads(scores_text), json.loads(flat_text))
+                with _parsed_lock:
+                    _parsed[key] = entry
+                    while len(_parsed) > _PARSED_SIZE:
+                        _parsed.popitem(last=False)
+            out[score_id] = entry
     return out
+
+
+def _board_groups(session: Session, storage: Storage | None, *, phase: Phase,
+                  pairs: list[tuple[int, int]], metrics: list[str], now: datetime,
+                  write_lock: bool) -> SignificanceGroups | None:
+    """The board's groups: from the cache by (run, score) ids; computed only with a storage."""
+    if storage is None:
+        values = significance.settings_of(session, phase=phase, pairs=pairs, metrics=metrics)
+        return significance.cached(session, phase=phase, digest=significance.digest_of(values))
+    runs = list(session.scalars(select(Run).where(Run.id.in_([run_id for run_id, _ in pairs]))
+                                .options(selectinload(Run.scores)).order_by(Run.id)))
+    return significance.board_groups(session, storage, phase=phase, runs=runs, metrics=metrics,
+                                     now=now, write_lock=write_lock)
 
 
 def _record(run: Run) -> RunScoreRecord:
@@ -272,29 +338,30 @@ def build_leaderboard(
     if check_access and not access.can_view_leaderboard(session, viewer, phase):
         raise Forbidden("this leaderboard is not public yet")
     definition = splits.phase_definition(phase)
-    runs = list(session.scalars(
-        select(Run)
+    # one query of the columns the board shows, newest score only: no ORM object per run
+    newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
+              .group_by(RunScoreRecord.run_id).subquery())
+    listed = session.execute(
+        select(Run.id, Run.name, Run.is_late, Run.is_fix, Run.submitted_at, Run.meta,
+               Team.name, Team.is_baseline, Team.is_organiser_team, newest.c.score_id)
+        .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
         .where(Run.phase_id == phase.id, Run.is_current, Run.status == "scored")
-        .options(selectinload(Run.scores), selectinload(Run.team))
         .order_by(Run.id)
-    ))
-    scored = [r for r in runs if r.current_score is not None]
+    ).all()
+    parsed = _parsed_scores(session, [line[9] for line in listed])
+    scored = [(line, parsed[line[9]]) for line in listed]
     # Baselines take no rank: rank the participants' runs only.
-    ranks = rank_runs(
-        definition, {r.id: _record(r).scores for r in scored if not r.team.is_baseline}
-    )
+    ranks = rank_runs(definition, {line[0]: p.score for line, p in scored if not line[7]})
     ranked_keys = set(ranking_keys(definition))
     board = Leaderboard(task=task, phase=phase)
     datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
-    flats = [_record(r).flat for r in scored]
-    board.columns = _columns(definition, flats, ranked_keys, datasets)
-    ranked_runs = [r for r in scored if not r.team.is_baseline]
+    board.columns = _columns(definition, [p.flat for _, p in scored], ranked_keys, datasets)
+    ranked_pairs = [(line[0], line[9]) for line, _ in scored if not line[7]]
     groups: dict[str, dict[str, int]] = {}
     metrics = [c.key for c in board.columns if c.ranked]
-    if ranked_runs and metrics:
-        found = significance.board_groups(session, storage, phase=phase, runs=ranked_runs,
-                                          metrics=metrics, now=now or utcnow(),
-                                          write_lock=write_lock)
+    if ranked_pairs and metrics:
+        found = _board_groups(session, storage, phase=phase, pairs=ranked_pairs, metrics=metrics,
+                              now=now or utcnow(), write_lock=write_lock)
         # a failed grouping (noted in its settings) is cached too, but shows no groups
         if found is not None and not found.settings.get("error"):
             groups = found.groups
@@ -302,34 +369,33 @@ def build_leaderboard(
                 key: found.settings.get(key) for key in ("test", "resamples", "seed", "alpha")
             } | {"computed_at": found.computed_at.isoformat(), "metrics": metrics}
         board.groups_pending = found is None
-    for run in scored:
+    column_keys = tuple(c.key for c in board.columns)
+    for line, entry in scored:
+        run_id, run_name, is_late, is_fix, submitted_at, meta = line[:6]
+        team_name, is_baseline, is_organiser_team = line[6:9]
         flags = []
-        if run.is_late:
+        if is_late:
             flags.append(FLAG_LATE)
-        if run.is_fix:
+        if is_fix:
             flags.append(FLAG_FIX)
-        if run.team.is_organiser_team:
+        if is_organiser_team:
             flags.append(FLAG_ORGANISER)
         board.rows.append(Row(
-            run_id=run.id,
-            team=run.team.name,
-            run=run.name,
-            baseline=run.team.is_baseline,
+            run_id=run_id,
+            team=team_name,
+            run=run_name,
+            baseline=is_baseline,
             flags=flags,
-            metrics=dict(_record(run).flat),
-            missing=_missing(_record(run), board.columns),
-            ranks=dict(ranks.get(run.id, {})),
-            submitted_at=run.submitted_at,
-            baseline_info=dict(run.meta) if run.team.is_baseline else None,
+            metrics=dict(entry.flat),
+            missing=entry.missing(board.columns, column_keys),
+            ranks=dict(ranks.get(run_id, {})),
+            submitted_at=submitted_at,
+            baseline_info=dict(meta) if is_baseline else None,
             # no group where the run takes no rank (CLSS: an incomplete run overall)
-            groups={m: g for m, g in groups.get(str(run.id), {}).items()
-                    if m in ranks.get(run.id, {})},
+            groups={m: g for m, g in groups.get(str(run_id), {}).items()
+                    if m in ranks.get(run_id, {})},
         ))
-        stored_scores = run.current_score.scores if run.current_score is not None else {}
-        board.intervals[run.id] = {
-            c.key: ci for c in board.columns
-            if (ci := stored_interval(stored_scores, c.key)) is not None
-        }
+        board.intervals[run_id] = dict(entry.intervals(column_keys))
     sort_key = board.columns[0].key if board.columns else None
 
     ranked_sort = any(c.ranked and c.key == sort_key for c in board.columns)
@@ -351,7 +417,7 @@ def refresh_significance(session: Session, storage: Storage, *, task: Task, now:
     """Group every phase board of the task now and store its prepared board; flushes.
 
     Runs after a change (CLI, background step, rq job), never in a request. Returns how many
-    boards have groups. The caller commits.
+    boards have groups. The caller commits (write_lock=True commits each board as it goes).
     """
     count = 0
     for phase in tasks.phases(session, task):
@@ -359,7 +425,16 @@ def refresh_significance(session: Session, storage: Storage, *, task: Task, now:
                                   check_access=False, storage=storage, now=now,
                                   write_lock=write_lock)
         count += board.significance is not None
-        store_prepared(session, phase=phase, now=now)
+        if write_lock:
+            # groups stored: build the board without holding the write lock (uploads wait on it)
+            session.commit()
+            prepared = prepared_board(session, phase=phase, now=now)
+            if not prepared.stored:
+                begin_write(session)
+                store_built(session, prepared=prepared)
+                session.commit()
+        else:
+            store_prepared(session, phase=phase, now=now)
     return count
 
 
@@ -476,8 +551,8 @@ class Prepared:
                 self._bodies[key] = self.csv_text.encode()
             else:
                 assert self.data is not None  # stored boards come with their JSON text
-                self._bodies[key] = json.dumps(self.data["board"], ensure_ascii=False,
-                                               indent=1).encode()
+                # compact: the C encoder (an indent takes the pure-Python one, 10x slower)
+                self._bodies[key] = json.dumps(self.data["board"], ensure_ascii=False).encode()
         return self._bodies[key]
 
     def board(self, task: Task, phase: Phase) -> Leaderboard:

@@ -35,13 +35,20 @@ TEST_NAME = "paired bootstrap"
 def settings(session: Session, *, phase: Phase, runs: Sequence[Run],
              metrics: Sequence[str]) -> dict[str, Any]:
     """Everything the groups of these runs depend on (the cache key is its digest)."""
+    return settings_of(session, phase=phase, metrics=metrics,
+                       pairs=[(run.id, run.current_score.id) for run in runs
+                              if run.current_score is not None])
+
+
+def settings_of(session: Session, *, phase: Phase, pairs: Sequence[tuple[int, int]],
+                metrics: Sequence[str]) -> dict[str, Any]:
+    """settings() from (run id, current score id) pairs: boards read no Run objects."""
     from evaluation import __version__
 
     task = phase.task
     return {
         "phase": phase.id,
-        "runs": sorted([run.id, run.current_score.id] for run in runs
-                       if run.current_score is not None),
+        "runs": sorted([run_id, score_id] for run_id, score_id in pairs),
         "gold": gold.gold_digest(gold.current_gold(session, task=task, split=phase.split)),
         "task": task.definition_digest,
         "metrics": list(metrics),

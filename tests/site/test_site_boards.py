@@ -313,3 +313,54 @@ def test_a_savepoint_does_not_run_the_post_commit_step(app, world, monkeypatch):
     assert result.exit_code == 0, result.output
     assert calls == [True]
     assert time.monotonic() - started < 10
+
+
+def test_a_build_reads_score_texts_and_parses_only_new_content(session, storage, world,
+                                                               tiny_data, now, monkeypatch):
+    # score records are parsed once per process, keyed by their stored text: a record whose
+    # text differs (another database reusing its id, a correction) is parsed again, never stale
+    from semboard.models import RunScoreRecord
+
+    phase, team_a = world["phase"], world["team_a"]
+    submissions.submit(session, storage, team=team_a, phase=phase, user=team_a.captain,
+                       name="r", files=tiny_data.run(seed=1), now=now)
+    session.commit()
+    board = leaderboard.build_leaderboard(session, task=world["task"], phase=phase, viewer=None)
+    before = board.rows[0].metrics["ALL"]
+    record = session.scalars(select(RunScoreRecord)).one()
+    parsed = []
+    original = leaderboard._ParsedScore.__init__
+
+    def counting(self, scores, flat):
+        parsed.append(flat.get("ALL"))
+        original(self, scores, flat)
+
+    monkeypatch.setattr(leaderboard._ParsedScore, "__init__", counting)
+    leaderboard.build_leaderboard(session, task=world["task"], phase=phase, viewer=None)
+    assert parsed == []  # same text: the parsed record is reused
+    record.flat = {**record.flat, "ALL": 0.123}
+    record.scores = {**record.scores, "aggregates": {
+        **record.scores["aggregates"], "ALL": {**record.scores["aggregates"]["ALL"],
+                                               "value": 0.123}}}
+    session.commit()
+    board = leaderboard.build_leaderboard(session, task=world["task"], phase=phase, viewer=None)
+    assert parsed == [0.123] and board.rows[0].metrics["ALL"] == 0.123 != before
+
+
+@pytest.mark.parametrize("how", ["thread", "process"])
+def test_groups_wait_for_a_rush_to_pause_and_cover_it_once(app, world, monkeypatch, how):
+    app.config.update(SEMBOARD_BOARD_JOBS=how, SEMBOARD_GROUPS_DELAY_S=0.3)
+    computed = []
+    monkeypatch.setattr(board_jobs, "compute_groups",
+                        lambda _app, task_id: computed.append(task_id) or 0)
+    monkeypatch.setattr(board_jobs.os, "fork", lambda: pytest.fail("no fork: counted here"))
+    monkeypatch.setattr(board_jobs.threading, "active_count", lambda: 99)  # compute in-thread
+    task_id = world["task"].id
+    for _ in range(4):  # uploads of a rush, closer together than the delay
+        board_jobs.schedule_groups(app, task_id)
+        time.sleep(0.1)
+    assert computed == []  # nothing computed while the changes keep coming
+    deadline = time.monotonic() + 10
+    while board_jobs.running_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert computed == [task_id]
