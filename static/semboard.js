@@ -89,6 +89,44 @@
     });
   }
 
+  // Board breakdowns: show one breakdown's per-group columns; the server renders the same
+  // choice from ?breakdown= (the form works without this), here it switches in place.
+  function showBreakdown(name) {
+    var cells = document.querySelectorAll("#leaderboard [data-breakdown]");
+    Array.prototype.forEach.call(cells, function (cell) {
+      cell.hidden = cell.getAttribute("data-breakdown") !== name;
+    });
+    var url = new URL(window.location.href);
+    url.searchParams.set("breakdown", name);
+    if (window.history && window.history.replaceState) {
+      window.history.replaceState(null, "", url.toString());
+    }
+    // pages and searches keep the choice
+    Array.prototype.forEach.call(document.querySelectorAll(".pager a[href]"), function (a) {
+      var target = new URL(a.href);
+      target.searchParams.set("breakdown", name);
+      a.href = target.toString();
+    });
+    Array.prototype.forEach.call(document.querySelectorAll("form.board-search"), function (f) {
+      var input = f.querySelector("input[name=breakdown]");
+      if (!input) {
+        input = document.createElement("input");
+        input.type = "hidden";
+        input.name = "breakdown";
+        f.appendChild(input);
+      }
+      input.value = name;
+    });
+  }
+
+  function initBreakdown(form) {
+    var select = form.querySelector("select[name=breakdown]");
+    if (!select) { return; }
+    var button = form.querySelector("button[type=submit]");
+    if (button) { button.hidden = true; }
+    select.addEventListener("change", function () { showBreakdown(select.value); });
+  }
+
   // Forms that undo nothing ask first (no inline handlers: the pages run under a strict CSP).
   document.addEventListener("submit", function (event) {
     var message = event.target.getAttribute && event.target.getAttribute("data-confirm");
@@ -97,6 +135,8 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     Array.prototype.forEach.call(document.querySelectorAll("table[data-sortable]"), initSortable);
+    Array.prototype.forEach.call(document.querySelectorAll("form[data-breakdown-form]"),
+      initBreakdown);
     var nodes = Array.prototype.slice.call(document.querySelectorAll("[data-countdown]"));
     var serverNow = Date.parse(document.body.getAttribute("data-now") || "");
     if (!isNaN(serverNow)) { offset = serverNow - Date.now(); }

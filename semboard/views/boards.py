@@ -20,7 +20,7 @@ from markupsafe import Markup
 from semboard import board_jobs, job_queue
 from semboard.errors import DomainError, Forbidden
 from semboard.models import Phase, Task
-from semboard.services import access, leaderboard, tasks
+from semboard.services import access, breakdowns, leaderboard, tasks
 from semboard.views.common import admin_required, bp, db, load_task, me, now
 
 PER_PAGE = 100
@@ -123,15 +123,18 @@ def _intervals(board: leaderboard.Leaderboard) -> dict[int, dict[str, list[float
 
 
 def _table(board: leaderboard.Leaderboard, prepared: leaderboard.Prepared,
-           rows: list[leaderboard.Row], key: tuple[Any, ...]) -> Markup:
+           rows: list[leaderboard.Row], key: tuple[Any, ...],
+           shown: str = breakdowns.NONE) -> Markup:
     """The rendered table of one page of rows, once per version and page in this process."""
-    key = (str(db().get_bind().engine.url), prepared.phase_id, prepared.version, *key)
+    key = (str(db().get_bind().engine.url), prepared.phase_id, prepared.version, *key, shown)
     with _fragments_lock:
         found = _FRAGMENTS.get(key)
     if found is not None:
         return found
     html = Markup(render_template("leaderboard/_table.html", board=board, rows=rows,
-                                  intervals=board.intervals))
+                                  intervals=board.intervals, shown=shown,
+                                  breakdown_of=breakdowns.by_key(board.columns),
+                                  group_name=breakdowns.group_name))
     with _fragments_lock:
         _FRAGMENTS[key] = html
         while len(_FRAGMENTS) > _FRAGMENTS_SIZE:
@@ -152,11 +155,12 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
               if access.can_view_leaderboard(session_, user, p)]
     search = request.args.get("q", "").strip()[:120]
     page = request.args.get("page", 1, type=int) or 1
+    requested = request.args.get("breakdown", "").strip()[:60]
     etag = None
     if user is None and not session.get("_flashes"):
         # anonymous pages differ only by version, page, search and the phases on offer
         state = [(p.id, p.slug, p.visibility, p.results_published_at is not None) for p in phases]
-        etag = hashlib.sha256(repr((prepared.version, page, search, state)).encode()
+        etag = hashlib.sha256(repr((prepared.version, page, search, state, requested)).encode()
                               ).hexdigest()[:32]
         if request.if_none_match.contains(etag):
             return _respond(b"", etag=etag, mimetype="text/html", compressed=False)
@@ -172,6 +176,8 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
     page = min(max(page, 1), pages)
     definition = tasks.definition(task)
     flags_present = {f for row in board.rows for f in row.flags}
+    declared = breakdowns.declared(definition)
+    shown = breakdowns.chosen(requested, declared)
     html = render_template(
         "leaderboard/show.html",
         task=task,
@@ -181,7 +187,9 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         definition=definition,
         flags_present=flags_present,
         intervals=board.intervals,
-        table=_table(board, prepared, rows, (page, search)),
+        table=_table(board, prepared, rows, (page, search), shown),
+        breakdowns=declared,
+        breakdown=shown,
         rows=rows,
         page=page,
         pages=pages,
