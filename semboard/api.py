@@ -9,7 +9,7 @@ from flask import Blueprint, current_app, g, jsonify, request, url_for
 from werkzeug.exceptions import Unauthorized
 
 from semboard import request_now
-from semboard.db import get_session
+from semboard.db import SAFE_METHODS, get_session
 from semboard.errors import InvalidData, NotFound
 from semboard.models import Phase, Task, User
 from semboard.services import (
@@ -46,10 +46,13 @@ def _authenticate() -> None:
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("use 'Authorization: Bearer <token>'")
     session = get_session()
-    user = accounts.user_for_token(session, token.strip(), now=request_now())
+    # a token's last use is recorded by requests that change something: a GET never writes
+    writing = request.method not in SAFE_METHODS
+    user = accounts.user_for_token(session, token.strip(), now=request_now() if writing else None)
     if user is None:
         raise Unauthorized("unknown or revoked API token")
-    session.commit()  # last_used_at
+    if writing:
+        session.commit()  # last_used_at
     g.api_user = user
 
 

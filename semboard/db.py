@@ -2,32 +2,55 @@
 
 from __future__ import annotations
 
+import os
+import weakref
 from typing import Any
 
-from flask import current_app, g
+from flask import current_app, g, has_request_context, request
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import NullPool
 
 from semboard.errors import InvalidData
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Requests that only read: their sessions start deferred transactions and refuse to write.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+READ_ONLY = "semboard.read_only"
+
+# Every engine made here, so a forked child can drop the pooled connections it inherited.
+_engines: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+class WriteInReadOnlySession(RuntimeError):
+    """A GET (or another safe request) tried to change the database."""
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine; SQLite gets foreign keys, WAL and a busy timeout so several workers share it."""
+    """An engine; SQLite gets foreign keys, WAL and a busy timeout so several workers share it.
+
+    File databases keep a pool of open connections (opening one costs about as much as a board
+    request); a forked child never reuses them (see _after_fork).
+    """
     if url.startswith("sqlite"):
         memory = url in ("sqlite://", "sqlite:///:memory:")
         kwargs.setdefault("connect_args", {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-        if not memory:
-            # A file database needs no pooled connections; NullPool keeps forks and threads safe.
-            kwargs.setdefault("poolclass", NullPool)
         engine = create_engine(url, **kwargs)
         _configure_sqlite(engine, wal=not memory)
-        return engine
-    kwargs.setdefault("pool_pre_ping", True)
-    return create_engine(url, **kwargs)
+    else:
+        kwargs.setdefault("pool_pre_ping", True)
+        engine = create_engine(url, **kwargs)
+    _engines.add(engine)
+    return engine
+
+
+def _after_fork() -> None:
+    """In a forked child (a groups process, an rq work horse): forget the parent's connections."""
+    for engine in list(_engines):
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _configure_sqlite(engine: Engine, *, wal: bool) -> None:
@@ -96,23 +119,57 @@ def insert_unless_refused(session: Session, row: object) -> bool:
     return True
 
 
+def app_engine() -> Engine:
+    """The current app's engine (built on first use: create_app touches no database)."""
+    ext = current_app.extensions
+    if "semboard.engine" not in ext:
+        ext["semboard.engine"] = make_engine(current_app.config["DATABASE_URL"])
+    return ext["semboard.engine"]
+
+
+def dispose_app_engine(app: Any) -> None:
+    """Close the pooled connections of an app's engine (tests, shutdown); reopened on demand."""
+    engine = app.extensions.get("semboard.engine")
+    if engine is not None:
+        engine.dispose()
+
+
 def session_factory() -> sessionmaker[Session]:
-    """The current app's session factory (built on first use: create_app touches no database)."""
+    """The current app's writer sessions: BEGIN IMMEDIATE on SQLite, boards rebuilt on commit."""
     ext = current_app.extensions
     if "semboard.sessions" not in ext:
-        ext["semboard.sessions"] = make_session_factory(
-            current_app.config["DATABASE_URL"], immediate=True
-        )
+        ext["semboard.sessions"] = make_session_factory(app_engine(), immediate=True)
         from semboard.board_jobs import attach  # prepared boards rebuilt after each commit
 
         attach(ext["semboard.sessions"], current_app._get_current_object())  # type: ignore[attr-defined]
     return ext["semboard.sessions"]
 
 
+def read_session_factory() -> sessionmaker[Session]:
+    """The current app's reader sessions: deferred (WAL readers never wait), never flush a change.
+
+    Safe requests (GET, HEAD) use them: on SQLite an IMMEDIATE transaction per page view would
+    queue every reader of every worker on the one write lock.
+    """
+    ext = current_app.extensions
+    if "semboard.read_sessions" not in ext:
+        ext["semboard.read_sessions"] = sessionmaker(bind=app_engine(), expire_on_commit=False,
+                                                     info={READ_ONLY: True})
+    return ext["semboard.read_sessions"]
+
+
+@event.listens_for(Session, "before_flush")
+def _refuse_writes(session: Session, _context: Any, _instances: Any) -> None:
+    if session.info.get(READ_ONLY) and (session.new or session.deleted or any(
+            session.is_modified(obj) for obj in session.dirty)):
+        raise WriteInReadOnlySession("a GET request must not change the database")
+
+
 def get_session() -> Session:
-    """The session of the current app context (closed at teardown)."""
+    """The session of the current app context (closed at teardown); readers for safe requests."""
     if "semboard_session" not in g:
-        g.semboard_session = session_factory()()
+        reading = has_request_context() and request.method in SAFE_METHODS
+        g.semboard_session = (read_session_factory() if reading else session_factory())()
     return g.semboard_session
 
 

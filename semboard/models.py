@@ -582,7 +582,8 @@ class PreparedBoard(Base):
     """A phase board built once for one version of what it shows, served to every viewer.
 
     `version` is leaderboard.board_version()'s digest of everything the board shows, so a change
-    simply misses; `data` is the board's JSON form plus what pages need (intervals, pending).
+    simply misses; `json_text` is the board's JSON form as downloaded, `data` what pages need
+    beside it (intervals).
     """
 
     __tablename__ = "prepared_board"

@@ -441,7 +441,7 @@ def refresh_significance(session: Session, storage: Storage, *, task: Task, now:
 # ----------------------------------------------------------------------------- prepared boards
 
 # Bump when the prepared data's shape changes: every stored board then misses once.
-BOARD_FORMAT = 1
+BOARD_FORMAT = 2
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
 # the database, so a stale entry can never be served; this only spares re-parsing the JSON.
 _MEMO_SIZE = 64
@@ -568,6 +568,11 @@ class Prepared:
                            groups_pending=self.groups_pending, intervals=intervals)
 
 
+def _page_data(json_text: str | bytes, extra: dict[str, Any]) -> dict[str, Any]:
+    """A stored board's data for pages: the board from its JSON download, plus the extras."""
+    return {"board": json.loads(json_text), **extra}
+
+
 def _memo_key(session: Session, phase_id: int, version: str) -> tuple[str, int, str]:
     return (str(session.get_bind().engine.url), phase_id, version)
 
@@ -609,19 +614,19 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
     where = (PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)
     if found is not None:
         if with_data and found.data is None:
-            data = session.scalar(select(PreparedBoard.data).where(*where))
-            if data is None:  # replaced meanwhile: this version is built here
+            extra = session.scalar(select(PreparedBoard.data).where(*where))
+            if extra is None:  # replaced meanwhile: this version is built here
                 return _remember(session, _build(session, phase=phase, version=version,
                                                  now=now))
-            found.data = data
+            found.data = _page_data(found.body("json"), extra)
         return found
     if with_data:
         row = session.scalar(select(PreparedBoard).where(*where))
         if row is not None:
             return _remember(session, Prepared(
-                phase_id=phase.id, version=version, data=row.data, csv_text=row.csv_text,
-                built_at=row.built_at, stored=True, pending=row.groups_pending,
-                _bodies={"json": row.json_text.encode()}))
+                phase_id=phase.id, version=version, data=_page_data(row.json_text, row.data),
+                csv_text=row.csv_text, built_at=row.built_at, stored=True,
+                pending=row.groups_pending, _bodies={"json": row.json_text.encode()}))
     else:
         texts = session.execute(select(PreparedBoard.csv_text, PreparedBoard.json_text,
                                        PreparedBoard.built_at, PreparedBoard.groups_pending)
@@ -644,7 +649,10 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
     """Store a built board (unless another worker did); older versions are deleted. Flushes."""
     if prepared.stored:
         return False
-    row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version, data=prepared.data,
+    assert prepared.data is not None  # a built board has its data
+    # the board itself is stored once, as the JSON download; `data` holds what pages add to it
+    extra = {k: v for k, v in prepared.data.items() if k != "board"}
+    row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version, data=extra,
                         csv_text=prepared.csv_text, json_text=prepared.body("json").decode(),
                         groups_pending=prepared.groups_pending,
                         built_at=prepared.built_at, elapsed_ms=prepared.elapsed_ms)

@@ -10,7 +10,6 @@ from typing import Any
 from flask import (
     Response,
     abort,
-    current_app,
     flash,
     redirect,
     render_template,
@@ -19,7 +18,7 @@ from flask import (
     url_for,
 )
 
-from semboard.db import make_session_factory
+from semboard.db import read_session_factory
 from semboard.errors import DomainError
 from semboard.forms import ActionForm
 from semboard.models import Phase, Run, Task
@@ -253,7 +252,4 @@ def download_bundle(task_name: str) -> Any:
 
 def _read_sessions() -> Any:
     """Sessions whose SQLite transactions start deferred (readers never block writers in WAL)."""
-    ext = current_app.extensions
-    if "semboard.read_sessions" not in ext:
-        ext["semboard.read_sessions"] = make_session_factory(current_app.config["DATABASE_URL"])
-    return ext["semboard.read_sessions"]
+    return read_session_factory()

@@ -12,6 +12,7 @@ import pytest
 from baseline_support import write_synthetic_release
 
 from evaluation import load_task
+from semboard.db import dispose_app_engine
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 GOLD = [4.8, 0.2, 3.9, 4.1, 0.5, 5.0]  # the six synthetic pairs, by hand
@@ -59,9 +60,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         session.commit()
         session.close()
     yield app, env
-    engine = app.extensions.get("semboard.sessions")
-    if engine is not None:
-        engine.kw["bind"].dispose()
+    dispose_app_engine(app)
 
 
 def _baseline_runs(app) -> list:

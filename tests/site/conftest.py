@@ -22,7 +22,7 @@ from site_net import free_port
 from sqlalchemy.orm import Session
 
 from semboard import create_app
-from semboard.db import make_engine, make_session_factory
+from semboard.db import dispose_app_engine, make_engine, make_session_factory
 from semboard.models import Base, Phase, Task, Team, User
 from semboard.services import accounts, gold, inputs, tasks, teams
 from semboard.storage import LocalStorage, S3Storage, Storage
@@ -259,9 +259,7 @@ def app(database_url: str, storage: Storage, tmp_path: Path) -> Flask:
     })
     app.extensions["semboard.storage"] = storage
     yield app
-    engine = app.extensions.get("semboard.sessions")
-    if engine is not None:
-        engine.kw["bind"].dispose()
+    dispose_app_engine(app)
 
 
 @pytest.fixture

@@ -197,6 +197,7 @@ def test_healthz(client, app):
     assert ok.status_code == 200 and ok.get_json()["checks"] == {"database": "ok",
                                                                  "storage": "ok"}
     app.config["DATABASE_URL"] = "postgresql+psycopg://nobody@127.0.0.1:1/none"
-    app.extensions.pop("semboard.sessions", None)
+    for name in ("semboard.engine", "semboard.sessions", "semboard.read_sessions"):
+        app.extensions.pop(name, None)
     down = client.get("/healthz")
     assert down.status_code == 503 and down.get_json()["checks"]["database"].startswith("error")

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from web_support import NOW, Browser, DemoTemplate, cheap_hashing
 
 from semboard import create_app
-from semboard.db import make_engine, make_session_factory
+from semboard.db import dispose_app_engine, make_engine, make_session_factory
 from semboard.demo import build_demo
 from semboard.models import Base
 from semboard.services import accounts, gold
@@ -67,9 +67,7 @@ def site(tmp_path: Path, demo_template: DemoTemplate) -> Iterator[Flask]:
     })
     app.extensions["semboard.storage"] = LocalStorage(tmp_path / "uploads")
     yield app
-    factory = app.extensions.get("semboard.sessions")
-    if factory is not None:
-        factory.kw["bind"].dispose()
+    dispose_app_engine(app)
 
 
 @pytest.fixture

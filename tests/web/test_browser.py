@@ -16,6 +16,7 @@ import pytest
 from web_support import NOW, DemoTemplate, demo_run
 
 from semboard import create_app
+from semboard.db import dispose_app_engine
 from semboard.storage import LocalStorage
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -57,9 +58,7 @@ def server(tmp_path: Path, demo_template: DemoTemplate) -> Iterator[str]:
     yield f"http://127.0.0.1:{httpd.server_port}"
     httpd.shutdown()
     thread.join(timeout=10)
-    factory = app.extensions.get("semboard.sessions")
-    if factory is not None:
-        factory.kw["bind"].dispose()
+    dispose_app_engine(app)
 
 
 def test_register_team_download_upload_leaderboard(server: str, tmp_path: Path) -> None:
