@@ -182,6 +182,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         "leaderboard/show.html",
         task=task,
         board=board,
+        version=prepared.version,
         phase=phase,
         phases=phases,
         definition=definition,
@@ -232,6 +233,25 @@ def leaderboard_json(task_name: str, phase_slug: str | None = None) -> Any:
     phase = _phase(task, phase_slug)
     return send_prepared(_prepared(task, phase, with_data=False), "json", phase=phase,
                          filename=f"{task.name}-{phase.slug}-leaderboard.json")
+
+
+@bp.get("/tasks/<task_name>/leaderboard/<phase_slug>/charts/<name>.json")
+def leaderboard_chart(task_name: str, phase_slug: str, name: str) -> Any:
+    """One of a board's charts as a Vega-Lite spec over every run (the page fetches it)."""
+    from semboard.views.charts import BOARD_CHARTS, board_chart_body
+
+    task = load_task(task_name)
+    phase = _phase(task, phase_slug)
+    if name not in BOARD_CHARTS:
+        abort(404)
+    prepared = _prepared(task, phase)
+    compressed = _gzip_ok()
+    body = board_chart_body(prepared.board(task, phase), prepared.board(task, phase).intervals,
+                            prepared.version, name, compressed=compressed)
+    if body is None:
+        abort(404)
+    return _respond(body, etag=prepared.etag(f"chart-{name}"), mimetype="application/json",
+                    compressed=compressed, public=phase.visibility == "public")
 
 
 @bp.get("/admin/queue")

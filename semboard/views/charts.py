@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from flask import Response, abort, flash, redirect, render_template, request, url_for
@@ -21,22 +24,70 @@ def spec_json(spec: dict[str, Any] | None) -> Markup:
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
-@bp.app_template_global()
-def board_charts(board: Any, intervals: Any) -> dict[str, Any]:
-    """The board page's two charts (None when there is nothing to draw) and the primary metric."""
+# Board chart specs per (database, phase, version): a version never changes content, so an
+# entry is never stale; this spares rebuilding the specs of a large board for every view.
+_BOARD_SPECS: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+_BOARD_SPECS_SIZE = 32
+_board_specs_lock = threading.Lock()
+BOARD_CHARTS = ("ci", "heatmap")
+
+
+def board_chart_specs(board: Any, intervals: Any, version: str) -> dict[str, Any]:
+    """The board's chart specs {"metric", "ci", "heatmap"} (None: nothing to draw), per version."""
+    key = (str(db().get_bind().engine.url), board.phase.id, version)
+    with _board_specs_lock:
+        found = _BOARD_SPECS.get(key)
+    if found is not None:
+        return found
     primary = next((c for c in board.columns if c.ranked), board.columns[0] if board.columns
                    else None)
-    if primary is None:
-        return {"metric": None, "ci": None, "heatmap": None, "compare": {}}
-    ci = charts.board_ci_chart(board, intervals, primary.key)
-    for point in (ci or {}).get("data", {}).get("values", []):
-        point["url"] = url_for("web.run", run_id=point["run_id"])
+    found = {"metric": primary, "ci": None, "heatmap": None}
+    if primary is not None:
+        found["ci"] = charts.board_ci_chart(board, intervals, primary.key)
+        for point in (found["ci"] or {}).get("data", {}).get("values", []):
+            point["url"] = url_for("web.run", run_id=point["run_id"])
+        found["heatmap"] = charts.board_heatmap(board)
+    with _board_specs_lock:
+        _BOARD_SPECS[key] = found
+        while len(_BOARD_SPECS) > _BOARD_SPECS_SIZE:
+            _BOARD_SPECS.popitem(last=False)
+    return found
+
+
+def board_chart_body(board: Any, intervals: Any, version: str, name: str, *,
+                     compressed: bool) -> bytes | None:
+    """One board chart's spec as JSON bytes (gzip when asked), encoded once per version."""
+    specs = board_chart_specs(board, intervals, version)
+    if specs.get(name) is None:
+        return None
+    key = f"{name}.json.gz" if compressed else f"{name}.json"
+    body = specs.get(key)
+    if body is None:
+        plain = specs.get(f"{name}.json") or json.dumps(specs[name], allow_nan=False).encode()
+        body = gzip.compress(plain, compresslevel=6, mtime=0) if compressed else plain
+        with _board_specs_lock:
+            specs[f"{name}.json"] = plain
+            specs[key] = body
+    return body
+
+
+@bp.app_template_global()
+def board_charts(board: Any, intervals: Any, version: str, rows: list[Any]) -> dict[str, Any]:
+    """What the board page shows of its charts: which exist, and this page's text version.
+
+    The specs (every run of the board) are fetched from their own URL, so a page of a large
+    board stays small; the text version and the compare links follow the table's page.
+    """
+    specs = board_chart_specs(board, intervals, version)
+    shown = {row.run_id for row in rows}
     leader = board.rows[0].run_id if board.rows else None
     compare = {row.run_id: url_for("web.compare_runs", task_name=board.task.name, a=leader,
                                    b=row.run_id)
-               for row in board.rows if leader is not None and row.run_id != leader}
-    return {"metric": primary, "ci": ci, "heatmap": charts.board_heatmap(board),
-            "compare": compare}
+               for row in rows if leader is not None and row.run_id != leader}
+    points = [p for p in (specs["ci"] or {}).get("data", {}).get("values", [])
+              if p["run_id"] in shown]
+    return {"metric": specs["metric"], "ci": specs["ci"] is not None,
+            "heatmap": specs["heatmap"] is not None, "points": points, "compare": compare}
 
 
 @bp.app_template_global()

@@ -72,6 +72,8 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("GET", "/tasks/tiny/leaderboard/eval.csv", 403, 403),
     ("GET", "/tasks/tiny/leaderboard/eval.json", 403, 403),
     ("GET", "/tasks/tiny/leaderboard/nope", 404, 404),
+    ("GET", "/tasks/tiny/leaderboard/eval/charts/ci.json", 403, 403),
+    ("GET", "/tasks/tiny/leaderboard/nope/charts/ci.json", 404, 404),
     ("GET", "/tasks/nope", 404, 404),
     ("GET", "/api/v1/tasks", 200, 200),
     ("GET", "/api/v1/tasks/tiny", 200, 200),

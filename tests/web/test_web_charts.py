@@ -12,11 +12,24 @@ from web_support import Browser, text
 
 from semboard.models import Run, Team
 
-SPEC_RE = re.compile(r'<script type="application/json" id="([\w-]+)-spec">(.*?)</script>', re.S)
+SPEC_RE = re.compile(r'<figure class="chart" id="([\w-]+)"[^>]*data-spec-url="([^"]+)"', re.S)
 
 
-def _specs(page: str) -> dict[str, dict]:
-    return {name: json.loads(body) for name, body in SPEC_RE.findall(page)}
+INLINE_RE = re.compile(r'<script type="application/json" id="([\w-]+)-spec">(.*?)</script>', re.S)
+
+
+def _inline_specs(page: str) -> dict[str, dict]:
+    return {name: json.loads(body) for name, body in INLINE_RE.findall(page)}
+
+
+def _specs(browser: Browser, page: str) -> dict[str, dict]:
+    """The board page's charts: each fetched from its URL, as charts.js does."""
+    found = {}
+    for name, url in SPEC_RE.findall(page):
+        response = browser.get(url)
+        assert response.status_code == 200, url
+        found[name] = response.get_json()
+    return found
 
 
 def _board_runs(db_session) -> list[Run]:
@@ -26,8 +39,9 @@ def _board_runs(db_session) -> list[Run]:
 
 def test_board_page_carries_ci_and_heatmap_specs(browser: Browser) -> None:
     page = text(browser.get("/tasks/demo/leaderboard/evaluation"))
-    specs = _specs(page)
+    specs = _specs(browser, page)
     assert set(specs) == {"board-ci", "board-heatmap"}
+    assert "<script type=\"application/json\"" not in page  # specs are not inlined
     rows = re.findall(r'<tr class="[^"]*" data-run-id="(\d+)">', page)
     ci = specs["board-ci"]
     assert len(ci["data"]["values"]) == len(rows) == 8
@@ -92,7 +106,7 @@ def test_compare_get_reads_only_stored_results(browser: Browser, db_session,
     page = text(browser.get(f"/tasks/demo/compare?a={a.id}&b={b.id}"))
     assert 'data-status="not computed"' in page and "Compute the tests" in page
     assert 'data-metric="ALL"' in page and 'data-metric="news/pearson"' in page
-    assert "compare-scatter" not in _specs(page)
+    assert "compare-scatter" not in _inline_specs(page)
     found = browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}").get_json()
     assert found["status"] == "not computed"
     assert found["status_url"] == f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}"
@@ -124,7 +138,7 @@ def test_compare_computed_off_the_request_and_stored(browser: Browser, db_sessio
     page = text(browser.get(url))
     assert 'data-status="done"' in page and "Compute the tests" not in page
     assert 'data-metric="ALL"' in page and 'data-metric="news/pearson"' in page
-    specs = _specs(page)
+    specs = _inline_specs(page)
     assert len(specs["compare-scatter"]["data"]["values"]) == 190
     metrics = {m["metric"]: m for m in found["metrics"]}
     assert set(metrics) >= {"ALL", "ALLnorm", "Mean", "news/pearson"}
@@ -268,7 +282,7 @@ def test_items_limit_keeps_the_largest_errors(browser: Browser, db_session) -> N
 
 def test_board_rows_link_to_runs_and_comparisons(browser: Browser) -> None:
     page = text(browser.get("/tasks/demo/leaderboard/evaluation"))
-    points = _specs(page)["board-ci"]["data"]["values"]
+    points = _specs(browser, page)["board-ci"]["data"]["values"]
     assert all(p["url"] == f"/runs/{p['run_id']}" for p in points)
     links = re.findall(r'<a href="(/tasks/demo/compare\?a=(\d+)&amp;b=(\d+))" class="compare-link"',
                        page)
@@ -284,6 +298,7 @@ def test_hidden_runs_cannot_be_compared_or_charted(browser: Browser, db_session)
     phase.visibility = "organisers"
     db_session.commit()
     assert browser.get(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}").status_code == 404
+    assert browser.get(f"/tasks/demo/leaderboard/{phase.slug}/charts/ci.json").status_code == 403
     assert browser.get(f"/tasks/demo/compare?a={a.id}&b={b.id}").status_code == 404
     assert browser.client.post(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}").status_code == 404
     assert browser.submit("/login", "/tasks/demo/compare",  # any page gives the token
@@ -305,3 +320,25 @@ def test_compare_without_gold_offers_no_tests(browser: Browser, db_session) -> N
     assert 'data-metric="ALL"' in page  # the stored scores are still shown
     response = browser.client.post(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}")
     assert response.status_code == 404 and "no gold" in response.get_json()["error"]
+
+
+def test_board_chart_specs_hold_every_run_while_a_page_shows_its_own(browser: Browser,
+                                                                     monkeypatch) -> None:
+    from semboard.views import boards
+
+    monkeypatch.setattr(boards, "PER_PAGE", 3)
+    page = text(browser.get("/tasks/demo/leaderboard/evaluation?page=2"))
+    rows = re.findall(r'<tr class="[^"]*" data-run-id="(\d+)">', page)
+    assert len(rows) == 3
+    specs = _specs(browser, page)
+    assert len(specs["board-ci"]["data"]["values"]) == 8  # the chart: the whole board
+    figure = page.split('id="board-ci"')[1].split("</figure>")[0]
+    assert len(re.findall(r"<tr><td>", figure)) == 3  # its text version: this page's runs
+    assert "the chart shows all 8" in figure
+    assert set(re.findall(r'<option value="(\d+)"', page)) == set(rows)
+    url = "/tasks/demo/leaderboard/evaluation/charts/ci.json"
+    packed = browser.client.get(url, headers={"Accept-Encoding": "gzip"})
+    assert packed.headers["Content-Encoding"] == "gzip" and packed.headers["ETag"]
+    again = browser.client.get(url, headers={"If-None-Match": packed.headers["ETag"]})
+    assert again.status_code == 304
+    assert browser.get("/tasks/demo/leaderboard/evaluation/charts/nope.json").status_code == 404
