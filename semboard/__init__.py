@@ -96,4 +96,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     from semboard.board_jobs import boards_cli
 
     app.cli.add_command(boards_cli)
+    from semboard.job_queue import worker_cli
+
+    app.cli.add_command(worker_cli)
     return app

@@ -60,9 +60,9 @@ def _mark_failed(session: Any, comparison_id: int) -> None:
 
 def comparison_job(comparison_id: int) -> str | None:
     """rq job: build the app from the environment and compute one comparison."""
-    from semboard import create_app
+    from semboard.job_queue import job_app
 
-    return run_comparison(create_app(), comparison_id)
+    return run_comparison(job_app(), comparison_id)
 
 
 def start_comparison(comparison_id: int) -> str:

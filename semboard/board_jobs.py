@@ -299,10 +299,9 @@ def recover_pending(app: Flask, task_id: int, version: str) -> None:
 
 def groups_job(task_id: int) -> int:
     """The rq job: an app from the environment (the worker's), then compute_groups."""
-    from semboard import create_app
+    from semboard.job_queue import job_app
 
-    app = create_app()
-    return compute_groups(app, task_id)
+    return compute_groups(job_app(), task_id)
 
 
 # ----------------------------------------------------------------------------- queued scoring
@@ -344,9 +343,9 @@ def score_run_now(app: Flask, run_id: int) -> str:
 
 def score_job(run_id: int) -> str:
     """The rq job: an app from the environment (the worker's), then score_run_now."""
-    from semboard import create_app
+    from semboard.job_queue import job_app
 
-    return score_run_now(create_app(), run_id)
+    return score_run_now(job_app(), run_id)
 
 
 def stuck_runs(session: Session, *, now: Any, older_than_s: int = STUCK_AFTER_S) -> list[Run]:

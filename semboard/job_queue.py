@@ -15,6 +15,24 @@ JOB_TIMEOUT_S = 900
 HEARTBEAT_STALE_S = 120
 
 
+# The app jobs run in, per worker process: built once from the environment, so a worker that runs
+# jobs in its own process (`flask worker`) keeps parsed gold, inputs and scores between jobs.
+_job_app: Flask | None = None
+# What `flask worker` serves by default: scoring and groups, mail, run comparisons (baseline
+# jobs run on the GPU host's own worker).
+WORKER_QUEUES = ("semboard", "mail", "analysis")
+
+
+def job_app() -> Flask:
+    """The app an rq job runs in: the worker's own, else one built from the environment."""
+    global _job_app
+    if _job_app is None:
+        from semboard import create_app
+
+        _job_app = create_app()
+    return _job_app
+
+
 def _queue(app: Flask) -> Any:
     from redis import Redis
     from rq import Queue
@@ -87,3 +105,39 @@ def health(app: Flask, *, now: datetime | None = None) -> dict[str, Any]:
                      "alive": age is not None and age < HEARTBEAT_STALE_S})
     found["workers"] = rows
     return found
+
+
+def _worker_command() -> Any:
+    import click
+    from flask import current_app
+    from flask.cli import with_appcontext
+
+    @click.command("worker")
+    @click.argument("queues", nargs=-1)
+    @click.option("--burst", is_flag=True, help="Stop once the queues are empty.")
+    @with_appcontext
+    def worker(queues: tuple[str, ...], burst: bool) -> None:
+        """Run queued jobs in this process (default queues: semboard, mail, analysis).
+
+        Unlike `rq worker`, which forks a fresh process per job, jobs share this process's app
+        and caches (parsed gold, inputs and score records): a scoring job at 500 runs then
+        costs its scoring and one board build, not a cold start.
+        """
+        global _job_app
+        from redis import Redis
+        from rq import Queue, SimpleWorker
+
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        if not app.config.get("REDIS_URL"):
+            raise click.UsageError("set REDIS_URL: the worker serves the site's rq queues")
+        _job_app = app
+        connection = Redis.from_url(app.config["REDIS_URL"])
+        names = queues or WORKER_QUEUES
+        click.echo(f"serving queues {', '.join(names)} in process {__import__('os').getpid()}")
+        SimpleWorker([Queue(name, connection=connection) for name in names],
+                     connection=connection).work(burst=burst)
+
+    return worker
+
+
+worker_cli = _worker_command()

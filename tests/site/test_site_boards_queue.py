@@ -132,3 +132,27 @@ def test_a_burst_of_changes_queues_one_groups_job(app, queued):
     _worker(queued["env"])
     board_jobs.schedule_groups(app, queued["task"].id)  # the last one ran: a new one is queued
     assert job_queue.health(app)["queued"] == 1
+
+
+def test_flask_worker_runs_jobs_in_its_own_app(app, client, queued, tiny_data, monkeypatch):
+    """`flask worker` serves the queues in-process: every job reuses the worker's app."""
+    monkeypatch.setattr(job_queue, "_job_app", None)
+    for name, seed in (("one", 1), ("two", 2)):
+        data = {"name": name, "files": [(io.BytesIO(v), k) for k, v in
+                                        tiny_data.run(seed=seed).items()]}
+        assert client.post(f"{API}/tasks/tiny/runs", data=data, headers=queued["headers"],
+                           content_type="multipart/form-data").status_code == 202
+    assert job_queue.health(app)["queued"] == 2
+    result = app.test_cli_runner().invoke(args=["worker", "--burst"])
+    assert result.exit_code == 0, result.output
+    assert job_queue._job_app is app  # the jobs ran in the worker's app, not a new one each
+    board = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert sorted(r["run"] for r in board["rows"]) == ["one", "two"]
+    assert not board["groups_pending"]  # the groups job it enqueued ran in the same burst
+    assert job_queue.health(app)["queued"] == 0
+
+
+def test_flask_worker_needs_redis(app):
+    app.config.pop("REDIS_URL", None)
+    result = app.test_cli_runner().invoke(args=["worker", "--burst"])
+    assert result.exit_code != 0 and "REDIS_URL" in result.output
