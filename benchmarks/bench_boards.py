@@ -13,7 +13,9 @@ gunicorn with 2 sync workers serves it and, side by side in the same run:
   browser does), with --clients concurrent clients for --seconds each;
 - upload to visible: --uploads runs posted to the API (validated, stored and scored in the
   request, no queue), each timed until the board's JSON lists it; and the first board view
-  after each upload against the median task-list view.
+  after each upload against the median task-list view;
+- with --queue, upload to visible again with REDIS_URL set: the API answers 202 and one
+  `flask worker` scores the run and prepares the board.
 
 Prints the figures; nothing is asserted (targets are read off the output).
 """
@@ -21,6 +23,7 @@ Prints the figures; nothing is asserted (targets are read off the output).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -129,18 +132,25 @@ def build_site(folder: Path, release: Path, runs: int, ci_resamples: int) -> dic
 class Server:
     """gunicorn with 2 sync workers on a loopback port, over the scratch site."""
 
-    def __init__(self, site: dict[str, Any], folder: Path) -> None:
+    def __init__(self, site: dict[str, Any], folder: Path, redis_url: str | None = None) -> None:
         self.port = _free_port()
         env = {**os.environ, "DATABASE_URL": site["url"], "SECRET_KEY": "bench",
                "SEMBOARD_UPLOAD_DIR": site["uploads"], "SEMBOARD_INSECURE_COOKIES": "1",
                "SEMBOARD_INSTANCE_PATH": str(folder / "instance"),
                "PYTHONPATH": str(PROJECT_ROOT)}
         env.pop("REDIS_URL", None)
+        if redis_url:
+            env["REDIS_URL"] = redis_url
         self.log = open(folder / "gunicorn.log", "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-w", "2", "-b", f"127.0.0.1:{self.port}",
              "--timeout", "120", "semboard:create_app()"],
             env=env, cwd=PROJECT_ROOT, stdout=self.log, stderr=subprocess.STDOUT)
+        self.worker = None
+        if redis_url:  # one queue worker, as `flask worker` runs in production
+            self.worker = subprocess.Popen(
+                [sys.executable, "-m", "flask", "--app", "semboard:create_app()", "worker"],
+                env=env, cwd=PROJECT_ROOT, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -151,8 +161,10 @@ class Server:
         raise RuntimeError("gunicorn did not start")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
+        for proc in (self.proc, self.worker):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=30)
         self.log.close()
 
 
@@ -244,8 +256,8 @@ def in_process(site: dict[str, Any], folder: Path) -> dict[str, float]:
 
 
 def measure(site: dict[str, Any], folder: Path, args: argparse.Namespace,
-            runs: int) -> dict[str, Any]:
-    server = Server(site, folder)
+            runs: int, redis_url: str | None = None) -> dict[str, Any]:
+    server = Server(site, folder, redis_url)
     port = server.port
     found: dict[str, Any] = {}
     try:
@@ -269,7 +281,7 @@ def measure(site: dict[str, Any], folder: Path, args: argparse.Namespace,
             started = time.perf_counter()
             status = post_run(port, site["tokens"][k % len(site["tokens"])], name,
                               site["files_for"](10_000 + k))
-            if status != 201:
+            if status != (202 if redis_url else 201):
                 raise RuntimeError(f"upload answered {status}")
             posted.append((time.perf_counter() - started) * 1000)
             first = True
@@ -280,6 +292,8 @@ def measure(site: dict[str, Any], folder: Path, args: argparse.Namespace,
                     first = False
                 if f'"run": "{name}"' in body.decode():
                     break
+                if redis_url:
+                    time.sleep(0.01)  # poll as a client would, leaving the CPU to the worker
             visible.append((time.perf_counter() - started) * 1000)
             time.sleep(0.2)
         found["task ms"] = task_ms
@@ -291,6 +305,20 @@ def measure(site: dict[str, Any], folder: Path, args: argparse.Namespace,
     return found
 
 
+@contextlib.contextmanager
+def _redis(folder: Path) -> Any:
+    """A throw-away redis-server on a free port."""
+    port = _free_port()
+    subprocess.run(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                    "--daemonize", "yes", "--pidfile", str(folder / "redis.pid"),
+                    "--dir", str(folder)], check=True)
+    time.sleep(0.3)
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        subprocess.run(["kill", (folder / "redis.pid").read_text().strip()], check=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=PROJECT_ROOT.parent / "shared" / "data")
@@ -299,6 +327,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--uploads", type=int, default=10)
     parser.add_argument("--ci-resamples", type=int, default=50)
+    parser.add_argument("--queue", action="store_true",
+                        help="also measure upload to visible with REDIS_URL set and one "
+                             "`flask worker` (starts a throw-away redis-server)")
     parser.add_argument("--site-dir", type=Path, nargs="*",
                         help="folders of an earlier run (one per --runs entry) to serve again")
     args = parser.parse_args()
@@ -325,6 +356,14 @@ def main() -> None:
               f"{args.uploads} uploads: p50 {statistics.median(found['visible ms']):.0f} ms, "
               f"max {max(found['visible ms']):.0f} ms; the upload request alone "
               f"p50 {statistics.median(found['upload ms']):.0f} ms")
+        if args.queue:
+            with _redis(folder) as redis_url:
+                queued = measure(site, folder, args, runs, redis_url)
+            print(f"[{runs} runs] upload to visible with the queue (202, scored by one "
+                  f"`flask worker`), {args.uploads} uploads: p50 "
+                  f"{statistics.median(queued['visible ms']):.0f} ms, max "
+                  f"{max(queued['visible ms']):.0f} ms; the upload request alone p50 "
+                  f"{statistics.median(queued['upload ms']):.0f} ms", flush=True)
         first = statistics.median(found["first view ms"])
         print(f"[{runs} runs] first board JSON view after an upload: median {first:.1f} ms; "
               f"task list view {found['task ms']:.1f} ms ({first / found['task ms']:.1f}x)",

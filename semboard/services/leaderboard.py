@@ -20,7 +20,7 @@ from sqlalchemy import Integer, String, Text, bindparam, cast, delete, func, lit
 from sqlalchemy.orm import Session, selectinload
 
 from semboard import exportsafe
-from semboard.db import begin_write, insert_unless_refused
+from semboard.db import READ_ONLY, begin_write, insert_unless_refused
 from semboard.errors import Forbidden
 from semboard.models import (
     GoldFile,
@@ -494,8 +494,45 @@ def board_version(session: Session, phase: Phase) -> str:
     Current scored runs (id, newest score, late, fix, team name and flags), the phase's settings,
     the task definition, the gold versions and the phase's stored significance groups: any
     change to what a board shows changes this, so no write path has to invalidate anything.
-    Two queries whatever the number of runs (the run list is folded inside the database).
+    Two queries whatever the number of runs (the run list is folded inside the database); on
+    SQLite none while the connection sees no commit since it last computed the version.
     """
+    stamp = _sqlite_stamp(session)
+    if stamp is not None:
+        known = stamp[0].setdefault(_VERSIONS, {})
+        if known.get("stamp") != stamp[1]:
+            known.clear()
+            known["stamp"] = stamp[1]
+        elif phase.id in known:
+            return str(known[phase.id])
+    version = _board_version(session, phase)
+    if stamp is not None:
+        stamp[0][_VERSIONS][phase.id] = version
+    return version
+
+
+_VERSIONS = "semboard.board_versions"
+
+
+def _sqlite_stamp(session: Session) -> tuple[dict[Any, Any], tuple[int, int]] | None:
+    """For a reader on SQLite: the pooled connection's info and a stamp that moves with commits.
+
+    `PRAGMA data_version` changes when another connection commits (and is that of the read
+    transaction's snapshot), `total_changes` when this one writes: while both stand still the
+    database is unchanged, and so are its board versions.
+    """
+    if not session.info.get(READ_ONLY):
+        return None  # a writer's own uncommitted (perhaps rolled back) changes are not a state
+    conn = session.connection()
+    if conn.dialect.name != "sqlite":
+        return None
+    data_version = conn.exec_driver_sql("PRAGMA data_version").scalar()
+    raw = conn.connection.dbapi_connection
+    return conn.info, (int(data_version or 0), int(getattr(raw, "total_changes", -1)))
+
+
+def _board_version(session: Session, phase: Phase) -> str:
+    """board_version() computed from the database (two queries)."""
     runs, stamps = _version_statements(session.get_bind().dialect.name)
     params = {"phase_id": phase.id, "task_id": phase.task_id}
     runs_text, n_runs = session.execute(runs, params).one()

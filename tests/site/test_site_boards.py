@@ -365,3 +365,32 @@ def test_groups_wait_for_a_rush_to_pause_and_cover_it_once(app, world, monkeypat
     while board_jobs.running_threads() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert computed == [task_id]
+
+
+def test_readers_reuse_the_board_version_until_a_commit(app, client, session, world, tiny_data):
+    """SQLite readers skip the version queries while nothing was committed, never longer."""
+    assert _post_run(client, world["tokens"]["a"], tiny_data.run(seed=1), name="first"
+                     ).status_code == 201
+    url = "/tasks/tiny/leaderboard/eval.json"
+    client.get(url)
+    with _statements(app) as seen:
+        client.get(url)
+    assert not any("group_concat" in s.lower() for s in seen)  # the version was reused
+
+    team = world["team_a"]
+    team.name = "Renamed elsewhere"  # another connection (another worker) commits
+    session.commit()
+    assert "Renamed elsewhere" in client.get(url).get_data(as_text=True)
+
+    from semboard.db import app_engine
+
+    with app.app_context():
+        engine = app_engine()
+    with engine.connect() as conn:  # a writer on the app's own pool, rolled back
+        conn.exec_driver_sql(f"UPDATE team SET name = 'Never committed' WHERE id = {team.id}")
+        assert "Renamed elsewhere" in client.get(url).get_data(as_text=True)
+        conn.rollback()
+    assert "Renamed elsewhere" in client.get(url).get_data(as_text=True)
+    assert _post_run(client, world["tokens"]["b"], tiny_data.run(seed=2), name="second"
+                     ).status_code == 201  # a commit through the app's own connections
+    assert [r["run"] for r in client.get(url).get_json()["rows"]] == ["first", "second"]
