@@ -195,7 +195,7 @@ def test_who_may_start_a_window_and_when(session, storage, make, now) -> None:
                        closes_at=now + timedelta(hours=200), team_window_hours=24)
     plain = make.phase(task, "plain", opens_at=now - timedelta(hours=1),
                        closes_at=now + timedelta(hours=200))
-    team, captain = make.team(task)
+    _team, captain = make.team(task)
     outsider = make.user()
     organiser = make.user()
     tasks.add_organiser(session, task=task, user=organiser, now=now)
