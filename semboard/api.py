@@ -11,7 +11,7 @@ from werkzeug.exceptions import Unauthorized
 from semboard import request_now
 from semboard.db import SAFE_METHODS, get_session
 from semboard.errors import InvalidData, NotFound
-from semboard.models import Phase, Task, User
+from semboard.models import Phase, Task, Team, TeamWindow, User
 from semboard.services import (
     access,
     accounts,
@@ -263,9 +263,36 @@ def show_leaderboard(task_name: str) -> Any:
     return send_prepared(prepared, "json", phase=phase)
 
 
+def _window_json(phase: Phase, team: Team, window: TeamWindow) -> dict[str, Any]:
+    return {"phase": phase.slug, "team": team.name, "started_at": api_time(window.started_at),
+            "ends_at": api_time(window.ends_at)}
+
+
+@bp.get("/tasks/<task_name>/phases/<phase_slug>/window")
+def show_window(task_name: str, phase_slug: str) -> Any:
+    """The team's window in a windowed phase (404 until the team starts it)."""
+    user = _require_user()
+    session = get_session()
+    phase = tasks.get_phase(session, tasks.get_task(session, task_name), phase_slug)
+    team, window = inputs.started_team_window(session, phase=phase, user=user)
+    return jsonify(_window_json(phase, team, window))
+
+
+@bp.post("/tasks/<task_name>/phases/<phase_slug>/window")
+def start_window(task_name: str, phase_slug: str) -> Any:
+    """Start the team's window now (201); one that already started comes back as it is (200)."""
+    user = _require_user()
+    session = get_session()
+    phase = tasks.get_phase(session, tasks.get_task(session, task_name), phase_slug)
+    team, window, started = inputs.start_team_window(session, phase=phase, user=user,
+                                                     now=request_now())
+    session.commit()
+    return jsonify(_window_json(phase, team, window)), 201 if started else 200
+
+
 @bp.get("/tasks/<task_name>/phases/<phase_slug>/inputs/<dataset>")
 def download_inputs(task_name: str, phase_slug: str, dataset: str) -> Any:
-    """A dataset's inputs (a team's first download in a windowed phase starts its window)."""
+    """A dataset's inputs (read only: a windowed phase needs the team's window started)."""
     user = _require_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
@@ -273,7 +300,6 @@ def download_inputs(task_name: str, phase_slug: str, dataset: str) -> Any:
     filename, data = inputs.download_inputs(
         session, get_storage(), phase=phase, dataset=dataset, user=user, now=request_now()
     )
-    session.commit()
     return attachment(data, filename)
 
 

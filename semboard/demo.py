@@ -274,8 +274,9 @@ def build_demo(session: Session, storage: Storage, *, now: datetime,
         session.commit()
         if submissions.runs_for_team(session, team=team, include_replaced=True):
             continue  # this team's runs were made by an earlier `flask demo`
-        # The first download starts the team's window a day (or two) after the phase opened.
+        # The team starts its window a day (or two) after the phase opened, then downloads.
         t = evaluation.opens_at + (1 + index) * day
+        inputs.start_team_window(session, phase=evaluation, user=members[0], now=t)
         for dataset in definition.dataset_names:
             inputs.download_inputs(session, storage, phase=evaluation, dataset=dataset,
                                    user=members[0], now=t)

@@ -265,7 +265,7 @@ class TeamMember(Base):
 
 
 class TeamWindow(Base):
-    """A team's personal window in a phase, started by its first download of the inputs."""
+    """A team's personal window in a phase, started on request (or by its first accepted run)."""
 
     __tablename__ = "team_window"
     __table_args__ = (UniqueConstraint("team_id", "phase_id"),)

@@ -75,6 +75,7 @@ SCHEMAS: dict[str, Any] = {
     "Token": _obj({"id": INT, "name": STR, "prefix": STR, "created_at": TIME,
                    "last_used_at": NULL_TIME, "revoked": BOOL}, {"token": STR}),
     "TokenList": _obj({"tokens": {"type": "array", "items": _ref("Token")}}),
+    "Window": _obj({"phase": STR, "team": STR, "started_at": TIME, "ends_at": TIME}),
     "Me": _obj({"id": INT, "email": STR, "display_name": STR, "email_verified": BOOL}),
 }
 
@@ -145,6 +146,16 @@ def _phase_op(path: str) -> dict[str, Any]:
     return operation
 
 
+def _window_op(path: str) -> dict[str, Any]:
+    """A team starts its window (201), or gets the one it started (200)."""
+    operation = _op(path, "Start my team's window now (201); it ends team_window_hours later, "
+                    "never past the close. One already started comes back as it is (200)",
+                    _json("Window", "Started"), status="201",
+                    errors=("401", "403", "404", "422"))
+    operation["responses"]["200"] = _json("Window", "Already started")
+    return operation
+
+
 def _paths() -> dict[str, dict[str, Any]]:
     t = "/tasks/{task_name}"
     upload = {"required": True, "content": {"multipart/form-data": {"schema": {
@@ -194,8 +205,15 @@ def _paths() -> dict[str, dict[str, Any]]:
                    "format": "csv for CSV"}, errors=("404",))},
         f"{t}/phases/{{phase_slug}}/inputs/{{dataset}}": {"get": _op(
             f"{t}/phases/{{phase_slug}}/inputs/{{dataset}}",
-            "A dataset's inputs (starts a windowed phase's team window)", _file("Inputs"),
+            "A dataset's inputs (never starts a window: in an open windowed phase 403 until "
+            "my team starts its window)", _file("Inputs"),
             errors=("401", "403", "404"))},
+        f"{t}/phases/{{phase_slug}}/window": {
+            "get": _op(f"{t}/phases/{{phase_slug}}/window",
+                       "My team's window in a windowed phase (404 until it starts)",
+                       _json("Window"), errors=("401", "403", "404")),
+            "post": _window_op(f"{t}/phases/{{phase_slug}}/window"),
+        },
         f"{t}/gold/{{dataset}}": {"get": _op(
             f"{t}/gold/{{dataset}}", "A dataset's gold, once released", _file("Gold"),
             auth=False, errors=("403", "404"))},

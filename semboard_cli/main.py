@@ -12,6 +12,7 @@ from typing import Any
 
 from semboard_cli.client import (
     EXIT_AUTH,
+    EXIT_FORBIDDEN,
     EXIT_INVALID,
     EXIT_NOT_FOUND,
     EXIT_OK,
@@ -110,11 +111,35 @@ def _pick_phase(task: dict[str, Any], slug: str | None) -> dict[str, Any]:
     return phases[-1]
 
 
+def _window_to_start(task: dict[str, Any], phase: dict[str, Any]) -> bool:
+    """Whether my team must start its window in this open windowed phase before downloading."""
+    status = ((task.get("team") or {}).get("phases") or {}).get(phase["slug"]) or {}
+    return bool(phase.get("team_window_hours") and phase["open"] and task.get("team")
+                and not status.get("window_started_at"))
+
+
+def _start_window(api: Api, args: argparse.Namespace,
+                  phase: dict[str, Any]) -> None:
+    """--start-window: start the team's window now (or say when the started one ends)."""
+    hours, slug = phase.get("team_window_hours"), phase["slug"]
+    if not hours:
+        _err(f"note: phase {slug} has no per-team windows; nothing to start")
+        return
+    response = api.request("POST", f"/tasks/{args.task}/phases/{slug}/window")
+    window = response.json()
+    what = "started now" if response.status_code == 201 else "had already started"
+    _out(f"Team {window['team']}'s {hours}-hour window in phase {slug} {what}; "
+         f"it ends {window['ends_at']}.")
+
+
 def cmd_download(args: argparse.Namespace) -> int:
     """Inputs of a phase (and gold once released) and the task definition, into a folder."""
     api = _api(args)
     task = api.get_json(f"/tasks/{args.task}")
     phase = _pick_phase(task, args.phase)
+    to_start = _window_to_start(task, phase)
+    if args.start_window:
+        _start_window(api, args, phase)
     folder = Path(args.output)
     folder.mkdir(parents=True, exist_ok=True)
     definition = api.request("GET", f"/tasks/{args.task}/definition")
@@ -125,8 +150,18 @@ def cmd_download(args: argparse.Namespace) -> int:
             continue
         if phase.get("track") and dataset.get("track") not in (None, phase["track"]):
             continue
-        response = api.request(
-            "GET", f"/tasks/{args.task}/phases/{phase['slug']}/inputs/{dataset['name']}")
+        try:
+            response = api.request(
+                "GET", f"/tasks/{args.task}/phases/{phase['slug']}/inputs/{dataset['name']}")
+        except CliError as err:
+            if to_start and not args.start_window and err.code == EXIT_FORBIDDEN:
+                hours = phase["team_window_hours"]
+                raise CliError(
+                    f"your team's {hours}-hour window in phase {phase['slug']} has not started, "
+                    f"and its inputs come only after it starts: run again with --start-window "
+                    f"to start it now (it ends {hours} h later, never past the close, "
+                    f"{phase['closes_at']})", EXIT_FORBIDDEN) from None
+            raise
         name = attachment_name(response, f"{dataset['name']}.input.txt")
         (folder / name).write_bytes(response.content)
         written.append(name)
@@ -317,10 +352,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", dest="url", default=argparse.SUPPRESS)
     p.add_argument("--token", dest="token", default=argparse.SUPPRESS)
     add("tasks", cmd_tasks, "list tasks and their phases")
-    p = add("download", cmd_download, "download a phase's inputs (and gold once released)")
+    p = add("download", cmd_download, "download a phase's inputs (and gold once released); "
+            "in a phase with per-team windows, the team starts its window first "
+            "(--start-window)")
     p.add_argument("task")
     p.add_argument("--phase", help="phase slug (default: the open one)")
     p.add_argument("-o", "--output", required=True, help="folder to write to")
+    p.add_argument("--start-window", action="store_true",
+                   help="start your team's window in the phase now, then download: it ends "
+                        "the phase's window hours later, never past its close (downloads "
+                        "never start it on their own)")
     p = add("validate", cmd_validate, "check a run offline, as the site will")
     p.add_argument("task")
     p.add_argument("run", help="run folder, file or zip")

@@ -1,4 +1,5 @@
-"""Input files of a task: organiser uploads (checked), team downloads that start windows."""
+"""Input files of a task: organiser uploads (checked), team windows started on request, and
+downloads (which never write)."""
 
 from __future__ import annotations
 
@@ -107,7 +108,7 @@ def _read_stored(storage: Storage, definition: TaskDefinition, row: InputFile) -
 
 
 def team_window(session: Session, *, team: Team, phase: Phase) -> TeamWindow | None:
-    """The team's window in the phase, if its first download has happened."""
+    """The team's window in the phase, if the team has started it."""
     return session.scalar(
         select(TeamWindow).where(TeamWindow.team_id == team.id, TeamWindow.phase_id == phase.id)
     )
@@ -140,17 +141,71 @@ def start_window(
         started_by_id=user.id if user else None,
     )
     if not insert_unless_refused(session, window):
-        # A teammate's concurrent download started it first; theirs stands.
+        # A teammate's concurrent start (or upload) came first; theirs stands.
         window = team_window(session, team=team, phase=phase)
     return window
+
+
+def _window_text(phase: Phase) -> str:
+    """How a team starts its window, for refusals and hints."""
+    hours = phase.team_window_hours
+    return (f"start it on the task page (or `POST /api/v1/tasks/{phase.task.name}/phases/"
+            f"{phase.slug}/window`, or `semboard download --start-window`); it ends {hours} h "
+            f"later, never past the close")
+
+
+def start_team_window(session: Session, *, phase: Phase, user: User | None,
+                      now: datetime) -> tuple[Team, TeamWindow, bool]:
+    """Start the user's team's window in an open windowed phase: (team, window, started now).
+
+    Idempotent: a window that already started is returned unchanged.
+    """
+    task = phase.task
+    team = teams.team_for_user(session, task=task, user=user)
+    if team is None:
+        raise Forbidden(f"join or create a team for {task.name} to start a window")
+    if not phase.team_window_hours:
+        raise InvalidData(f"phase {phase.name} has no per-team windows: its deadline is the "
+                          f"close, {clock_text(phase.closes_at)} UTC")
+    if team.is_baseline:
+        raise InvalidData("the Baselines team has no windows")
+    # No splits.window_phase_for check: it guards only phases without windows, never this one.
+    existing = team_window(session, team=team, phase=phase)
+    if existing is not None:
+        return team, existing, False
+    if now < phase.opens_at:
+        raise PhaseNotOpen(f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC")
+    if now >= phase.closes_at:
+        raise PhaseNotOpen(f"phase {phase.name} closed at {clock_text(phase.closes_at)} UTC")
+    window = start_window(session, team=team, phase=phase, user=user, now=now)
+    assert window is not None  # a windowed phase and a participant team
+    return team, window, window.started_at == now
+
+
+def started_team_window(session: Session, *, phase: Phase, user: User | None
+                        ) -> tuple[Team, TeamWindow]:
+    """The user's team and its started window in the phase (read only; NotFound if none)."""
+    team = teams.team_for_user(session, task=phase.task, user=user)
+    if team is None:
+        raise Forbidden(f"join or create a team for {phase.task.name} to have a window")
+    if not phase.team_window_hours:
+        raise NotFound(f"phase {phase.name} has no per-team windows")
+    window = team_window(session, team=team, phase=phase)
+    if window is None:
+        raise NotFound(f"your team's {phase.team_window_hours}-hour window in phase "
+                       f"{phase.name} has not started: {_window_text(phase)}")
+    return team, window
 
 
 def download_inputs(
     session: Session, storage: Storage, *, phase: Phase, dataset: str, user: User | None,
     now: datetime,
 ) -> tuple[str, bytes]:
-    """A dataset's input file of the phase's split; a team's first download in a windowed phase
-    starts its window (and only such a phase serves the inputs its window guards)."""
+    """A dataset's input file of the phase's split; never writes.
+
+    In an open windowed phase a team downloads once it has started its window (and only such a
+    phase serves the inputs its window guards).
+    """
     task = phase.task
     datafiles.dataset_spec(task, dataset, phase.split)
     row = current_inputs(session, task=task, split=phase.split).get(dataset)
@@ -168,8 +223,11 @@ def download_inputs(
     guard = splits.window_phase_for(session, phase=phase, user=user, now=now)
     if guard is not None:
         raise Forbidden(
-            f"the {phase.split} inputs are served only through phase {guard.slug}, where your "
-            f"first download starts your {guard.team_window_hours}-hour window")
-    if now < phase.closes_at:
-        start_window(session, team=team, phase=phase, user=user, now=now)
+            f"the {phase.split} inputs are served only through phase {guard.slug}, once your "
+            f"team has started its {guard.team_window_hours}-hour window there")
+    if (phase.team_window_hours and not team.is_baseline and now < phase.closes_at
+            and team_window(session, team=team, phase=phase) is None):
+        raise Forbidden(
+            f"your team's {phase.team_window_hours}-hour window in phase {phase.name} has not "
+            f"started: {_window_text(phase)}")
     return row.filename, storage.get(row.storage_key)

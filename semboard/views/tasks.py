@@ -10,9 +10,10 @@ from flask import Response, abort, flash, redirect, render_template, request, ur
 from flask_login import login_required
 
 from semboard.errors import DomainError
-from semboard.forms import TeamCreateForm, TeamJoinForm, UploadRunForm, options
+from semboard.forms import ActionForm, TeamCreateForm, TeamJoinForm, UploadRunForm, options
 from semboard.models import Phase, Run, Task, Team
 from semboard.services import access, descriptions, gold, inputs, splits, submissions, tasks, teams
+from semboard.timefmt import clock_text
 from semboard.views.common import (
     bp,
     committed,
@@ -88,6 +89,9 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
             deadlines[phase.id] = inputs.team_deadline(session, team=team, phase=phase)
             runs_used[phase.id] = len(submissions.runs_for_team(session, team=team, phase=phase))
     is_organiser = access.is_organiser(session, user, task)
+    # Open windowed phases where the team must start its window before it may download.
+    to_start = {p.id for p in phases if team is not None and not team.is_baseline
+                and p.team_window_hours and _phase_state(p) == "open" and windows[p.id] is None}
     quotas = {p.id: splits.daily_quota(session, team=team, phase=p, now=now())
               for p in phases} if team is not None else {}
     # Inputs are offered for the open phases, else for the last phase that opened; a split's
@@ -115,6 +119,7 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
         phase_state=_phase_state,
         team=team,
         windows=windows,
+        to_start=to_start,
         deadlines=deadlines,
         runs_used=runs_used,
         input_files=inputs.current_inputs(session, task=task),
@@ -199,18 +204,38 @@ def team(team_id: int) -> Any:
     )
 
 
+@bp.post("/tasks/<task_name>/phases/<phase_slug>/window")
+@login_required
+def start_window(task_name: str, phase_slug: str) -> Any:
+    """Start the team's window in a windowed phase (the explicit start; downloads never do)."""
+    task = load_task(task_name)
+    phase = _get_phase(task, phase_slug)
+    back = redirect(url_for("web.task", task_name=task.name, _anchor="phases"))
+    if not ActionForm().validate_on_submit():
+        flash_error(DomainError("the form expired; try again"))
+        return back
+    with committed() as done:
+        _, window, started = inputs.start_team_window(
+            db(), phase=phase, user=login_or_redirect(), now=now())
+    if done:
+        what = "started" if started else "had already started"
+        flash(f"Your team's {phase.team_window_hours}-hour window in {phase.name} {what}; it "
+              f"ends {clock_text(window.ends_at)} UTC.", "success")
+    return back
+
+
 @bp.get("/tasks/<task_name>/phases/<phase_slug>/inputs/<dataset>")
 @login_required
 def download_inputs(task_name: str, phase_slug: str, dataset: str) -> Any:
-    """A dataset's inputs; in a windowed phase the team's first download starts its window."""
-    session = db()
+    """A dataset's inputs (read only: a windowed phase needs the team's window started)."""
     task = load_task(task_name)
     phase = _get_phase(task, phase_slug)
-    with committed() as done:
+    try:
         filename, data = inputs.download_inputs(
-            session, storage(), phase=phase, dataset=dataset, user=me(), now=now()
+            db(), storage(), phase=phase, dataset=dataset, user=me(), now=now()
         )
-    if not done:
+    except DomainError as err:
+        flash_error(err)
         return redirect(url_for("web.task", task_name=task.name))
     return _file_response(filename, data)
 

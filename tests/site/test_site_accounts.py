@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import func, select
 
 from semboard.errors import (
     AlreadyInTeam,
@@ -16,7 +17,7 @@ from semboard.errors import (
     PhaseNotOpen,
     RateLimited,
 )
-from semboard.models import User
+from semboard.models import Base, TeamWindow, User
 from semboard.services import accounts, inputs, ratelimit, tasks, teams
 
 
@@ -139,7 +140,13 @@ def test_phase_settings_are_checked(session, make, now) -> None:
         tasks.phase_for_submission(session, task, now=now - timedelta(days=2))
 
 
-def test_first_download_starts_a_window_that_never_passes_the_close(
+def _table_counts(session) -> dict[str, int]:
+    """Rows per table: a read-only call leaves every count as it was."""
+    return {t.name: session.scalar(select(func.count()).select_from(t))
+            for t in Base.metadata.sorted_tables}
+
+
+def test_a_download_never_starts_a_window_an_explicit_start_does(
     session, storage, make, now
 ) -> None:
     task = make.task()
@@ -147,19 +154,71 @@ def test_first_download_starts_a_window_that_never_passes_the_close(
                        closes_at=now + timedelta(hours=200), team_window_hours=120)
     team, captain = make.team(task, members=2)
     member = next(m.user for m in team.members if m.user_id != captain.id)
+    session.commit()
     assert inputs.team_deadline(session, team=team, phase=phase) == phase.closes_at
+    before = _table_counts(session)
+    with pytest.raises(Forbidden, match=r"120-hour window in phase .* has not started: start it "
+                                        r"on the task page .*--start-window.*120 h later"):
+        inputs.download_inputs(session, storage, phase=phase, dataset="alpha", user=member,
+                               now=now)
+    assert not session.new and not session.dirty, "a download writes nothing"
+    assert _table_counts(session) == before
+    assert session.scalar(select(func.count()).select_from(TeamWindow)) == 0
+    # The explicit start: 120 h from now (the close is later).
+    started_team, window, started = inputs.start_team_window(session, phase=phase, user=member,
+                                                             now=now)
+    session.commit()
+    assert (started_team, started) == (team, True)
+    assert (window.started_at, window.started_by_id) == (now, member.id)
+    assert inputs.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=120)
+    before = _table_counts(session)
     name, data = inputs.download_inputs(session, storage, phase=phase, dataset="alpha",
                                         user=member, now=now)
     assert name == "STS.input.alpha.txt" and data.startswith(b"alpha sentence 0")
-    assert inputs.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=120)
-    # A later download by a teammate does not move the window.
-    inputs.download_inputs(session, storage, phase=phase, dataset="beta", user=captain,
-                           now=now + timedelta(hours=5))
-    assert inputs.team_window(session, team=team, phase=phase).started_by_id == member.id
+    assert _table_counts(session) == before and not session.new and not session.dirty
+    # A teammate's later start returns the window unchanged.
+    _, again, started = inputs.start_team_window(session, phase=phase, user=captain,
+                                                 now=now + timedelta(hours=5))
+    assert (again.id, again.started_at, again.started_by_id, started) == (
+        window.id, now, member.id, False)
+    # A window started late never runs past the close.
     late_team, late_captain = make.team(task)
-    inputs.download_inputs(session, storage, phase=phase, dataset="alpha", user=late_captain,
-                           now=now + timedelta(hours=150))
+    _, late, _ = inputs.start_team_window(session, phase=phase, user=late_captain,
+                                          now=now + timedelta(hours=150))
+    assert late.ends_at == phase.closes_at
     assert inputs.team_deadline(session, team=late_team, phase=phase) == phase.closes_at
+
+
+def test_who_may_start_a_window_and_when(session, storage, make, now) -> None:
+    task = make.task()
+    phase = make.phase(task, "eval", opens_at=now - timedelta(hours=1),
+                       closes_at=now + timedelta(hours=200), team_window_hours=24)
+    plain = make.phase(task, "plain", opens_at=now - timedelta(hours=1),
+                       closes_at=now + timedelta(hours=200))
+    _team, captain = make.team(task)
+    outsider = make.user()
+    organiser = make.user()
+    tasks.add_organiser(session, task=task, user=organiser, now=now)
+    session.commit()
+    with pytest.raises(Forbidden, match="join or create a team"):
+        inputs.start_team_window(session, phase=phase, user=outsider, now=now)
+    with pytest.raises(Forbidden, match="join or create a team"):
+        inputs.start_team_window(session, phase=phase, user=None, now=now)
+    with pytest.raises(InvalidData, match="no per-team windows"):
+        inputs.start_team_window(session, phase=plain, user=captain, now=now)
+    with pytest.raises(PhaseNotOpen, match="opens at"):
+        inputs.start_team_window(session, phase=phase, user=captain,
+                                 now=now - timedelta(hours=2))
+    with pytest.raises(PhaseNotOpen, match="closed at"):
+        inputs.start_team_window(session, phase=phase, user=captain,
+                                 now=now + timedelta(hours=200))
+    assert session.scalar(select(func.count()).select_from(TeamWindow)) == 0
+    # Organisers download freely; a closed phase serves every team.
+    assert inputs.download_inputs(session, storage, phase=phase, dataset="alpha",
+                                  user=organiser, now=now)[1].startswith(b"alpha")
+    assert inputs.download_inputs(session, storage, phase=phase, dataset="alpha",
+                                  user=captain, now=now + timedelta(hours=200))[1]
+    assert session.scalar(select(func.count()).select_from(TeamWindow)) == 0
 
 
 def test_inputs_need_a_team_and_an_open_phase(session, storage, make, now) -> None:

@@ -6,7 +6,10 @@ import io
 from datetime import timedelta
 
 import pytest
+from openapi_support import check_response
+from sqlalchemy import func, select
 
+from semboard.models import TeamWindow
 from semboard.services import accounts, gold, tasks
 
 API = "/api/v1"
@@ -152,15 +155,62 @@ def test_file_names_crossing_http_are_cut_down():
     assert attachment(b"x", '""').headers["Content-Disposition"].endswith('filename="download"')
 
 
-def test_inputs_download_starts_the_window(client, world, session, now):
+def test_inputs_need_an_explicit_window_start(app, client, world, session, now):
     tasks.update_phase(session, world["phase"], team_window_hours=120)
     session.commit()
-    assert client.get(f"{API}/tasks/tiny/phases/eval/inputs/alpha").status_code == 401
-    response = client.get(f"{API}/tasks/tiny/phases/eval/inputs/alpha",
-                          headers=world["tokens"]["a"])
+    inputs_url = f"{API}/tasks/tiny/phases/eval/inputs/alpha"
+    window_url = f"{API}/tasks/tiny/phases/eval/window"
+    a = world["tokens"]["a"]
+    assert client.get(inputs_url).status_code == 401
+    refused = check_response(client.get(inputs_url, headers=a))
+    assert refused.status_code == 403
+    assert "window in phase eval has not started" in refused.get_json()["error"]
+    assert f"POST {window_url}" in refused.get_json()["error"]
+    assert session.scalar(select(func.count()).select_from(TeamWindow)) == 0
+    missing = check_response(client.get(window_url, headers=a))
+    assert missing.status_code == 404 and "has not started" in missing.get_json()["error"]
+
+    started = check_response(client.post(window_url, headers=a))
+    assert started.status_code == 201
+    ends = (now + timedelta(hours=120)).isoformat()
+    assert started.get_json() == {"phase": "eval", "team": "A", "started_at": now.isoformat(),
+                                  "ends_at": ends}
+    # A second start, later, changes nothing (200, the same window).
+    app.config["SEMBOARD_CLOCK"] = lambda: now + timedelta(hours=3)
+    again = check_response(client.post(window_url, headers=a))
+    assert again.status_code == 200 and again.get_json() == started.get_json()
+    shown = check_response(client.get(window_url, headers=a))
+    assert shown.status_code == 200 and shown.get_json() == started.get_json()
+
+    response = check_response(client.get(inputs_url, headers=a))
     assert response.status_code == 200 and response.data.startswith(b"alpha sentence 0")
-    detail = client.get(f"{API}/tasks/tiny", headers=world["tokens"]["a"]).get_json()
-    assert detail["team"]["deadlines"]["eval"] == (now + timedelta(hours=120)).isoformat()
-    stranger = client.get(f"{API}/tasks/tiny/phases/eval/inputs/alpha",
-                          headers=world["tokens"]["stranger"])
-    assert stranger.status_code == 403
+    detail = client.get(f"{API}/tasks/tiny", headers=a).get_json()
+    assert detail["team"]["deadlines"]["eval"] == ends
+    assert detail["team"]["phases"]["eval"]["window_started_at"] == now.isoformat()
+    stranger = world["tokens"]["stranger"]
+    assert check_response(client.get(inputs_url, headers=stranger)).status_code == 403
+    refused = check_response(client.post(window_url, headers=stranger))
+    assert refused.status_code == 403 and "join or create a team" in refused.get_json()["error"]
+    assert check_response(client.get(window_url, headers=stranger)).status_code == 403
+    assert check_response(client.post(window_url)).status_code == 401
+    session.rollback()  # end the test's read transaction: see what the requests wrote
+    assert session.scalar(select(func.count()).select_from(TeamWindow)) == 1
+
+
+def test_window_start_refused_outside_an_open_windowed_phase(app, client, world, session, now):
+    window_url = f"{API}/tasks/tiny/phases/eval/window"
+    b = world["tokens"]["b"]
+    plain = check_response(client.post(window_url, headers=b))
+    assert plain.status_code == 422 and "no per-team windows" in plain.get_json()["error"]
+    tasks.update_phase(session, world["phase"], team_window_hours=24,
+                       opens_at=now + timedelta(hours=1), closes_at=now + timedelta(days=2))
+    session.commit()
+    early = check_response(client.post(window_url, headers=b))
+    assert early.status_code == 403 and "opens at" in early.get_json()["error"]
+    app.config["SEMBOARD_CLOCK"] = lambda: now + timedelta(days=3)
+    late = check_response(client.post(window_url, headers=b))
+    assert late.status_code == 403 and "closed at" in late.get_json()["error"]
+    assert check_response(client.post(f"{API}/tasks/tiny/phases/nope/window",
+                                      headers=b)).status_code == 404
+    session.rollback()
+    assert session.scalar(select(func.count()).select_from(TeamWindow)) == 0

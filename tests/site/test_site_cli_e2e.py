@@ -13,9 +13,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from site_net import free_port
+from sqlalchemy import func, select
 
-from semboard.models import Task
-from semboard.services import accounts, gold
+from semboard.models import Task, TeamWindow
+from semboard.services import accounts, gold, tasks
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,6 +138,34 @@ def test_cli_against_gunicorn(make, session, database_url, tmp_path, tiny_data):
         again = cli("download", "tiny", "-o", "with-gold")
         assert again.returncode == 0, again.stderr
         assert (tmp_path / "with-gold" / "STS.gs.alpha.txt").is_file()
+
+        # A phase with per-team windows: a download alone never starts the team's window.
+        with make.session.begin():
+            tasks.add_phase(make.session, make.session.get(Task, task_id), slug="sprint",
+                            name="Sprint", kind="evaluation", now=real_now,
+                            opens_at=real_now - timedelta(hours=1),
+                            closes_at=real_now + timedelta(days=3), team_window_hours=24,
+                            max_runs=3, late_policy="reject", visibility="public")
+        refused = cli("download", "tiny", "--phase", "sprint", "-o", "sprint")
+        assert refused.returncode == 4, refused.stderr
+        assert "24-hour window in phase sprint has not started" in refused.stderr
+        assert "run again with --start-window" in refused.stderr
+        assert not (tmp_path / "sprint" / "STS.input.alpha.txt").exists()
+        with make.session.begin():
+            assert make.session.scalar(select(func.count()).select_from(TeamWindow)) == 0
+        started = cli("download", "tiny", "--phase", "sprint", "--start-window", "-o", "sprint")
+        assert started.returncode == 0, started.stderr
+        assert "Team Alpha's 24-hour window in phase sprint started now; it ends" in \
+            started.stdout
+        assert (tmp_path / "sprint" / "STS.input.alpha.txt").read_bytes() == \
+            tiny_data.inputs["alpha"]
+        with make.session.begin():
+            window = make.session.scalar(select(TeamWindow))
+            assert window.ends_at - window.started_at == timedelta(hours=24)
+        # Once started, plain downloads work; --start-window again changes nothing.
+        assert cli("download", "tiny", "--phase", "sprint", "-o", "sprint2").returncode == 0
+        again = cli("download", "tiny", "--phase", "sprint", "--start-window", "-o", "sprint3")
+        assert again.returncode == 0 and "had already started" in again.stdout, again.stderr
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)

@@ -172,15 +172,21 @@ def test_window_cannot_be_sidestepped_through_another_phase(session, storage, ta
                                now=NOW)
     session.rollback()
     assert inputs.team_window(session, team=team, phase=evaluation) is None
-    # The practice split is served by its own phase; the evaluation download starts the window.
+    # The practice split is served by its own phase; the evaluation serves its inputs once the
+    # team has started its window there (the download itself starts nothing).
     practice = _phase(session, task, "practice", kind="trial", split="train")
     _, data = inputs.download_inputs(session, storage, phase=practice, dataset="alpha",
                                         user=captain, now=NOW)
     assert data.decode().startswith("train alpha 0")
     assert inputs.team_window(session, team=team, phase=evaluation) is None
+    with pytest.raises(Forbidden, match="has not started"):
+        inputs.download_inputs(session, storage, phase=evaluation, dataset="alpha",
+                               user=captain, now=NOW)
+    assert inputs.team_window(session, team=team, phase=evaluation) is None
+    inputs.start_team_window(session, phase=evaluation, user=captain, now=NOW)
+    session.commit()
     inputs.download_inputs(session, storage, phase=evaluation, dataset="alpha", user=captain,
                            now=NOW)
-    session.commit()
     window = inputs.team_window(session, team=team, phase=evaluation)
     assert (window.started_at, window.ends_at) == (NOW, NOW + timedelta(hours=120))
     status = splits.team_phase_status(session, team=team, phases=[evaluation], now=NOW)

@@ -144,8 +144,7 @@ def test_window_and_late_policies(session, storage, make, tiny_data, now):
     strict = make.phase(task, "strict", team_window_hours=120,
                         closes_at=now + timedelta(days=30))
     team, captain = make.team(task)
-    inputs.download_inputs(session, storage, phase=strict, dataset="alpha", user=captain,
-                           now=now)
+    inputs.start_team_window(session, phase=strict, user=captain, now=now)
     session.commit()
     on_time = submissions.submit(session, storage, team=team, phase=strict, user=captain,
                                  name="a", files=tiny_data.run(seed=1),

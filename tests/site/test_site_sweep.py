@@ -224,8 +224,7 @@ def test_team_deadlines_follow_later_changes_of_the_close(session, make, now, ti
     task = make.task(with_gold=True)
     phase = make.phase(task, "win", closes_at=now + timedelta(hours=2), team_window_hours=24)
     team, captain = make.team(task, "W")
-    inputs.download_inputs(session, make.storage, phase=phase, dataset="alpha", user=captain,
-                           now=now)
+    inputs.start_team_window(session, phase=phase, user=captain, now=now)
     session.commit()
     assert inputs.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=2)
     # Extended: the window's own length now limits the team, not the old close.

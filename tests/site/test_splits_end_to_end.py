@@ -149,10 +149,22 @@ def test_sts2012_practice_on_train_and_windowed_hidden_evaluation(site, client, 
     assert "/tasks/sts2012/gold/MSRpar?split=train" in page
     assert "/phases/evaluation/inputs/" not in page  # not open yet
 
-    # The evaluation opens: the first download (a page link) starts the team's window.
+    # The evaluation opens: the page offers to start the team's window, and no download link
+    # until then; a download (a stray GET) is refused and starts nothing.
     clock.now = T0 + timedelta(days=6)
     page = client.get("/tasks/sts2012").get_data(as_text=True)
+    assert "Start our 120-hour window" in page
+    assert "/tasks/sts2012/phases/evaluation/window" in page
+    assert "/tasks/sts2012/phases/evaluation/inputs/surprise.OnWN" not in page
+    stray = client.get("/tasks/sts2012/phases/evaluation/inputs/surprise.OnWN")
+    assert stray.status_code == 302
+    team = client.get("/api/v1/tasks/sts2012", headers=headers).get_json()["team"]
+    assert team["phases"]["evaluation"]["window_started_at"] is None
+    started = client.post("/tasks/sts2012/phases/evaluation/window", follow_redirects=True)
+    assert "window in Evaluation started; it ends" in started.get_data(as_text=True)
+    page = client.get("/tasks/sts2012").get_data(as_text=True)
     assert "/tasks/sts2012/phases/evaluation/inputs/surprise.OnWN" in page
+    assert "Start our 120-hour window" not in page
     got = client.get("/tasks/sts2012/phases/evaluation/inputs/surprise.OnWN")
     assert got.status_code == 200
     assert got.data == (test_dir / "STS.input.surprise.OnWN.txt").read_bytes()
@@ -249,8 +261,13 @@ def test_semrel2024_dev_phase_with_daily_limit_and_windowed_test(site, client, s
         page = client.get(url).get_data(as_text=True)
         assert "next upload allowed" in page and "2012-04-02 01:00" in page, url
 
-    # The test inputs come only through the evaluation phase, whose download starts the window.
+    # The test inputs come only through the evaluation phase, once the team started its window.
     clock.now = T0 + timedelta(days=11)
+    refused = client.get("/api/v1/tasks/semrel2024/phases/evaluation/inputs/eng",
+                         headers=headers)
+    assert refused.status_code == 403 and "has not started" in refused.get_json()["error"]
+    assert client.post("/api/v1/tasks/semrel2024/phases/evaluation/window",
+                       headers=headers).status_code == 201
     got = client.get("/api/v1/tasks/semrel2024/phases/evaluation/inputs/eng", headers=headers)
     assert got.data == (folder / "eng/eng_test.csv").read_bytes()
     window = client.get("/api/v1/tasks/semrel2024",

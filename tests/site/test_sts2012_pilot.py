@@ -92,8 +92,10 @@ def test_sts2012_pilot(app, client, shared_data, tmp_path, monkeypatch):
         return client.post("/api/v1/tasks/sts2012/runs", data=_multipart(name, files),
                            headers=tokens[team], content_type="multipart/form-data")
 
-    # ntnu downloads the test inputs: its 120-hour window starts.
+    # ntnu starts its 120-hour window, then downloads the test inputs.
     clock.now = T0 + timedelta(hours=1)
+    assert client.post("/api/v1/tasks/sts2012/phases/evaluation/window",
+                       headers=tokens["ntnu"]).status_code == 201
     for name in DATASETS:
         response = client.get(f"/api/v1/tasks/sts2012/phases/evaluation/inputs/{name}",
                               headers=tokens["ntnu"])

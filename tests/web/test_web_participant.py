@@ -7,10 +7,10 @@ import re
 import zipfile
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from web_support import NOW, Browser, as_uploads, demo_run, plain, text
 
-from semboard.models import Phase, Run, TeamWindow, UploadLog
+from semboard.models import Base, Phase, Run, TeamWindow, UploadLog
 
 ORGANISER = "organiser@demo.semboard.org"
 ALICE = "alice@demo.semboard.org"  # captain of Paraphrase Hunters
@@ -142,22 +142,70 @@ def test_create_team_then_join_with_invite_code(browser: Browser, other_browser:
     assert "already belong to a team" in text(response)
 
 
-def test_first_download_starts_the_team_window(browser: Browser, db_session) -> None:
+def _row_counts(db_session) -> dict[str, int]:
+    """Rows per table, read afresh (a GET must leave every count as it was)."""
+    db_session.rollback()
+    return {t.name: db_session.scalar(select(func.count()).select_from(t))
+            for t in Base.metadata.sorted_tables}
+
+
+def _sprint_window(db_session) -> TeamWindow | None:
+    db_session.rollback()
+    return db_session.scalar(
+        select(TeamWindow).join(Phase, TeamWindow.phase_id == Phase.id)
+        .where(Phase.slug == "sprint"))
+
+
+def test_the_team_starts_its_window_with_a_button_not_a_download(browser: Browser,
+                                                                  db_session) -> None:
     _add_sprint_phase(browser)
     _new_team(browser, "win@example.org", "Windows")
-    page = text(browser.get("/tasks/demo"))
-    assert "48 h from your team's first download" in page
+    response = browser.get("/tasks/demo")
+    page = plain(response)
+    assert "Start our 48-hour window" in page
+    assert "your runs are due 48 h later, never past the close" in page
+    assert "window to download" in page
+    assert "/tasks/demo/phases/sprint/inputs/" not in text(response)
+    assert "data-starts-window" not in text(response)
+    # A download before the start (a prefetch, crawler, stray click) is refused, writes nothing.
+    before = _row_counts(db_session)
+    response = browser.get("/tasks/demo/phases/sprint/inputs/news", follow_redirects=True)
+    assert "window in phase Sprint has not started: start it on the task page" in plain(
+        response)
+    assert _row_counts(db_session) == before and _sprint_window(db_session) is None
+    # A POST without the form's CSRF token starts nothing.
+    response = browser.client.post("/tasks/demo/phases/sprint/window")
+    assert response.status_code == 400 and "CSRF token is missing" in plain(response)
+    assert _sprint_window(db_session) is None
+    # The button (a CSRF-protected form) starts it: 48 h from now, the close is later.
+    response = browser.submit("/tasks/demo", "/tasks/demo/phases/sprint/window", follow=True)
+    assert "48-hour window in Sprint started; it ends 2026-03-04 12:00 UTC." in plain(response)
+    window = _sprint_window(db_session)
+    assert window.started_at == NOW and window.ends_at == NOW + timedelta(hours=48)
+    page = plain(response)
+    assert "started 2026-03-02 12:00 UTC ends 2026-03-04 12:00 UTC" in page
+    assert "Start our 48-hour window" not in page
+    assert 'data-countdown="2026-03-04T12:00:00Z"' in text(response)
+    assert "/tasks/demo/phases/sprint/inputs/news" in text(response)
+    before = _row_counts(db_session)
     response = browser.get("/tasks/demo/phases/sprint/inputs/news")
     assert response.status_code == 200
     assert response.headers["Content-Disposition"] == 'attachment; filename="demo.input.news.txt"'
     assert response.data.count(b"\n") == 80
-    window = db_session.scalar(
-        select(TeamWindow).join(Phase, TeamWindow.phase_id == Phase.id)
-        .where(Phase.slug == "sprint"))
-    assert window.started_at == NOW and window.ends_at == NOW + timedelta(hours=48)
-    response = browser.get("/tasks/demo")
-    assert "started 2026-03-02 12:00 UTC ends 2026-03-04 12:00 UTC" in plain(response)
-    assert 'data-countdown="2026-03-04T12:00:00Z"' in text(response)
+    assert _row_counts(db_session) == before
+    # Pressing it again changes nothing.
+    response = browser.submit("/tasks/demo", "/tasks/demo/phases/sprint/window", follow=True)
+    assert "window in Sprint had already started; it ends 2026-03-04 12:00 UTC" in plain(response)
+    assert _sprint_window(db_session).started_at == NOW
+
+
+def test_a_window_started_near_the_close_ends_at_the_close(browser: Browser, db_session) -> None:
+    _add_sprint_phase(browser, closes_at=(NOW + timedelta(hours=30)).strftime("%Y-%m-%dT%H:%M"))
+    _new_team(browser, "late@example.org", "Late Starters")
+    response = browser.submit("/tasks/demo", "/tasks/demo/phases/sprint/window", follow=True)
+    assert "it ends 2026-03-03 18:00 UTC" in plain(response)
+    assert _sprint_window(db_session).ends_at == NOW + timedelta(hours=30)
+    assert browser.get("/tasks/demo/phases/sprint/inputs/news").status_code == 200
 
 
 def test_downloads_need_a_team(browser: Browser) -> None:

@@ -28,7 +28,7 @@ def test_every_shipped_task_renders(name: str, browser: Browser, site, db_sessio
     assert definition.title in page
     for dataset in definition.dataset_names:
         assert dataset in page
-    assert "120 h from your team's first download" not in page  # visitors have no team
+    assert "Start our 120-hour window" not in page  # visitors have no team
     board = browser.get(f"/tasks/{name}/leaderboard")
     assert board.status_code == 200 and "No scored runs" in text(board)
     browser.login("admin@demo.semboard.org")
