@@ -1,8 +1,13 @@
 """Fixtures shared by every test package."""
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Apps built by tests start no schedule ticker (a daemon thread that would outlive their
+# databases); the ticker's own test starts one explicitly.
+os.environ.setdefault("SEMBOARD_SCHEDULE_SECONDS", "0")
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
