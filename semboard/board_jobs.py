@@ -142,6 +142,11 @@ def prepare_phase(session: Session, phase: Phase) -> bool:
     """Build the phase's board outside the write lock and store it (commits); groups pending?"""
     from semboard.services import leaderboard
 
+    # a change the board does not show (an upload waiting for its score) leaves its version
+    # stored: answer from the row's flag, without loading the board
+    pending = leaderboard.stored_pending(session, phase=phase)
+    if pending is not None:
+        return pending
     prepared = leaderboard.prepared_board(session, phase=phase, now=utcnow())
     if not prepared.stored:
         begin_write(session)

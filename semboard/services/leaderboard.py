@@ -676,6 +676,13 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
     return _remember(session, _build(session, phase=phase, version=version, now=now))
 
 
+def stored_pending(session: Session, *, phase: Phase) -> bool | None:
+    """Whether the stored board of the current version awaits its groups; None: not stored."""
+    version = board_version(session, phase)
+    return session.scalar(select(PreparedBoard.groups_pending).where(
+        PreparedBoard.phase_id == phase.id, PreparedBoard.version == version))
+
+
 def is_stored(session: Session, *, phase: Phase, version: str) -> bool:
     """Whether this version of the phase's board is stored."""
     return session.scalar(select(PreparedBoard.id).where(
