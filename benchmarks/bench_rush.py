@@ -1,13 +1,15 @@
-"""A deadline rush on PostgreSQL: uploads from many teams against 2 gunicorn workers + 1 rq worker.
+"""A deadline rush on PostgreSQL: uploads from many teams against 2 gunicorn workers + 1 worker.
 
     python benchmarks/bench_rush.py [--data ../shared/data] [--teams 100] [--uploads 300]
                                     [--seconds 60] [--max-runs 2] [--drain 600]
+                                    [--worker flask|rq]
 
 A throw-away PostgreSQL cluster and redis-server; the real sts2012 task with a phase allowing
 --max-runs runs per team; --teams teams with API tokens. --uploads uploads (each team in turn,
 every one under a new run name, so a team's uploads past --max-runs must be refused) are spread
 evenly over --seconds through gunicorn (2 sync workers, REDIS_URL set: validated and stored in
-the request, 202) and scored by one `rq worker`. Then it waits for the queue to drain and checks:
+the request, 202) and scored by one queue worker (`flask worker`; `rq worker` with --worker rq).
+Then it waits for the queue to drain and checks:
 every upload answered 202 or 409, none lost (each 202 is a current run, scored), each team holds
 exactly min(uploads, max runs) runs, and the board lists exactly the scored current runs at the
 version the database gives. Prints the figures.
@@ -73,6 +75,9 @@ def main() -> None:
     parser.add_argument("--uploads", type=int, default=300)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--max-runs", type=int, default=2)
+    parser.add_argument("--worker", choices=["flask", "rq"], default="flask",
+                        help="`flask worker` (jobs in one warm process) or `rq worker` (a fork "
+                             "per job)")
     parser.add_argument("--drain", type=float, default=600.0)
     args = parser.parse_args()
     release = args.data / "sts2012" / "test"
@@ -126,9 +131,12 @@ def main() -> None:
              "--timeout", "120", "semboard:create_app()"], env=env, cwd=PROJECT_ROOT,
             stdout=log, stderr=subprocess.STDOUT))
         rq_log = open(root / "rq.log", "w")  # noqa: SIM115
-        procs.append(subprocess.Popen(
-            [str(Path(sys.executable).parent / "rq"), "worker", "-u", redis_url, "semboard"],
-            env=env, cwd=PROJECT_ROOT, stdout=rq_log, stderr=subprocess.STDOUT))
+        worker = ([sys.executable, "-m", "flask", "--app", "semboard:create_app()", "worker",
+                   "semboard"] if args.worker == "flask" else
+                  [str(Path(sys.executable).parent / "rq"), "worker", "-u", redis_url,
+                   "semboard"])
+        procs.append(subprocess.Popen(worker, env=env, cwd=PROJECT_ROOT, stdout=rq_log,
+                                      stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -177,7 +185,7 @@ def main() -> None:
             time.sleep(1)
         drained = time.monotonic() - drain_start
         print(f"every accepted run scored {'in' if waiting == 0 else 'NOT within'} "
-              f"{drained:.1f} s after the rush (1 rq worker; {waiting} still unscored)",
+              f"{drained:.1f} s after the rush (1 {args.worker} worker; {waiting} still unscored)",
               flush=True)
         from redis import Redis
         from rq import Queue

@@ -36,6 +36,9 @@ INFO_KEY = "semboard.board_jobs"
 _PENDING = "semboard.board_jobs.pending"
 
 
+MODES = ("rq", "process", "thread", "inline")
+
+
 def mode(app: Flask) -> str:
     """How groups are computed after a change: "rq", "process", "thread" or "inline".
 
@@ -44,6 +47,8 @@ def mode(app: Flask) -> str:
     """
     chosen = app.config.get("SEMBOARD_BOARD_JOBS")
     if chosen:
+        if chosen not in MODES:
+            raise ValueError(f"SEMBOARD_BOARD_JOBS is {chosen!r}; use one of {', '.join(MODES)}")
         return str(chosen)
     if app.config.get("REDIS_URL"):
         return "rq"

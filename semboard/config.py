@@ -23,6 +23,7 @@ ENV_KEYS = {
     "SEMBOARD_MAIL_URL": str,
     "SEMBOARD_MAIL_FROM": str,
     "SEMBOARD_BASE_URL": str,
+    "SEMBOARD_BOARD_JOBS": str,
 }
 
 
@@ -44,6 +45,8 @@ def defaults(instance_path: str | Path) -> dict[str, Any]:
         "SEMBOARD_MAIL_URL": "",
         "SEMBOARD_MAIL_FROM": "",
         "SEMBOARD_BASE_URL": "",
+        # where groups are computed after a change: "" chooses (rq with REDIS_URL, else a process)
+        "SEMBOARD_BOARD_JOBS": "",
         "SESSION_COOKIE_HTTPONLY": True,
         "SESSION_COOKIE_SAMESITE": "Lax",
         "SESSION_COOKIE_SECURE": True,

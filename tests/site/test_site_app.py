@@ -76,6 +76,20 @@ def test_config_comes_from_the_environment(monkeypatch, tmp_path: Path) -> None:
         assert isinstance(get_storage(), LocalStorage)
 
 
+def test_board_jobs_mode_comes_from_the_environment(monkeypatch, tmp_path: Path) -> None:
+    from semboard import board_jobs
+
+    monkeypatch.setenv("SEMBOARD_INSTANCE_PATH", str(tmp_path / "inst"))
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("SEMBOARD_BOARD_JOBS", "thread")
+    assert board_jobs.mode(create_app()) == "thread"
+    monkeypatch.setenv("SEMBOARD_BOARD_JOBS", "threads")
+    with pytest.raises(ValueError, match="SEMBOARD_BOARD_JOBS is 'threads'; use one of"):
+        board_jobs.mode(create_app())
+    monkeypatch.delenv("SEMBOARD_BOARD_JOBS")
+    assert board_jobs.mode(create_app()) in ("process", "thread")
+
+
 def test_default_database_is_sqlite_in_the_instance_folder(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.setenv("SEMBOARD_INSTANCE_PATH", str(tmp_path / "inst"))
