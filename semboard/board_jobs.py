@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from flask import Flask
-from sqlalchemy import event, select
+from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from semboard import utcnow
@@ -185,16 +185,33 @@ GROUPS_DELAY_S = 1.0
 GROUPS_MAX_WAIT_S = 10.0
 
 
+def _latest_change(app: Flask, task_id: int) -> tuple[Any, ...]:
+    """The task's newest run and score ids: they move with an upload or a score in any worker."""
+    with _sessions(app)() as session:
+        newest_run = select(func.max(Run.id)).where(Run.task_id == task_id).scalar_subquery()
+        newest_score = (select(func.max(RunScoreRecord.id))
+                        .join(Run, Run.id == RunScoreRecord.run_id)
+                        .where(Run.task_id == task_id).scalar_subquery())
+        return tuple(session.execute(select(newest_run, newest_score)).one())
+
+
 def _settle(app: Flask, key: tuple[int, int]) -> None:
-    """Wait until no change of the task arrived for the delay (bounded), before computing."""
+    """Wait until no change of the task arrived for the delay (bounded), before computing.
+
+    Changes count from every web worker and host (the newest run and score ids), not only this
+    process's: during a rush spread over several workers none of them computes groups early.
+    """
     delay = float(app.config.get("SEMBOARD_GROUPS_DELAY_S", GROUPS_DELAY_S))
     give_up = time.monotonic() + GROUPS_MAX_WAIT_S
+    seen = _latest_change(app, key[1]) if delay > 0 else None
     while delay > 0 and time.monotonic() < give_up:
         time.sleep(delay)
+        latest = _latest_change(app, key[1])
         with _threads_lock:
-            if not _threads.get(key):
+            if not _threads.get(key) and latest == seen:
                 return
             _threads[key] = False  # another change meanwhile: this computation covers it
+        seen = latest
 
 
 def _thread_body(app: Flask, task_id: int) -> None:

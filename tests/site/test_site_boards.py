@@ -367,6 +367,28 @@ def test_groups_wait_for_a_rush_to_pause_and_cover_it_once(app, world, monkeypat
     assert computed == [task_id]
 
 
+def test_groups_wait_for_uploads_taken_by_other_workers(app, session, storage, world, make,
+                                                        monkeypatch, tiny_data, now):
+    """Another web worker's uploads (no schedule in this process) also hold the groups back."""
+    app.config.update(SEMBOARD_BOARD_JOBS="thread", SEMBOARD_GROUPS_DELAY_S=0.3)
+    computed = []
+    monkeypatch.setattr(board_jobs, "compute_groups",
+                        lambda _app, task_id: computed.append(task_id) or 0)
+    task_id = world["task"].id
+    board_jobs.schedule_groups(app, task_id)
+    for k in range(4):  # uploads through another connection, closer together than the delay
+        team, captain = make.team(world["task"], f"elsewhere {k}")
+        session.commit()
+        submissions.submit(session, storage, team=team, phase=world["phase"], user=captain,
+                           name="run", files=tiny_data.run(seed=k), now=now)
+        time.sleep(0.15)
+    assert computed == []
+    deadline = time.monotonic() + 10
+    while board_jobs.running_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert computed == [task_id]
+
+
 def test_readers_reuse_the_board_version_until_a_commit(app, client, session, world, tiny_data):
     """SQLite readers skip the version queries while nothing was committed, never longer."""
     assert _post_run(client, world["tokens"]["a"], tiny_data.run(seed=1), name="first"
