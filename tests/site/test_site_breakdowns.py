@@ -14,8 +14,7 @@ from sqlalchemy import select
 from evaluation import load_task
 from semboard.models import Task
 from semboard.services import breakdowns, submissions
-
-CHROMIUM = Path("/usr/bin/chromium")
+from tests.chromium import launch, open_page, require_chromium
 
 
 def _stsb_board(app: Any, session: Any, storage: Any, make: Any, tmp_path: Path,
@@ -104,8 +103,7 @@ def test_board_selector_lists_breakdowns_and_shows_one(app, client, session, sto
 
 @pytest.mark.browser
 def test_browser_selector_switches_columns(app, session, storage, make, tmp_path, now) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    require_chromium()
     from playwright.sync_api import expect, sync_playwright
     from werkzeug.serving import make_server
 
@@ -115,17 +113,9 @@ def test_browser_selector_switches_columns(app, session, storage, make, tmp_path
     thread.start()
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=str(CHROMIUM), headless=True,
-                args=["--no-sandbox", "--disable-gpu", "--no-first-run",
-                      "--disable-background-networking", "--disable-component-update"])
+            browser = launch(playwright)
             try:
-                page = browser.new_page()
-                page.set_default_timeout(15_000)
-                problems: list[str] = []
-                page.on("pageerror", lambda err: problems.append(str(err)))
-                page.on("console", lambda msg: problems.append(msg.text)
-                        if msg.type == "error" else None)
+                page, problems = open_page(browser)
                 page.goto(f"http://127.0.0.1:{httpd.server_port}{url}")
                 genre = page.locator('th[data-column="stsb/genre=main-news/pearson"]')
                 year = page.locator('th[data-column="stsb/year=2014/pearson"]')

@@ -18,22 +18,10 @@ from web_support import NOW, DemoTemplate, demo_run
 from semboard import create_app
 from semboard.db import dispose_app_engine
 from semboard.storage import LocalStorage
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+from tests.chromium import launch, open_page
+from tests.chromium import require_chromium as _require_chromium
 
 pytestmark = pytest.mark.browser
-
-
-def _require_chromium() -> None:
-    if CHROMIUM.exists():
-        return
-    message = f"{CHROMIUM} is missing (apt-get install chromium)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @pytest.fixture
@@ -68,16 +56,10 @@ def test_register_team_download_upload_leaderboard(server: str, tmp_path: Path) 
     shots = Path(os.environ.get("SEMBOARD_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                             args=CHROMIUM_ARGS)
+        browser = launch(playwright)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900},
-                                    accept_downloads=True)
-            page.set_default_timeout(15_000)
-            problems: list[str] = []
-            page.on("pageerror", lambda err: problems.append(str(err)))
-            page.on("console", lambda msg: problems.append(msg.text)
-                    if msg.type == "error" else None)
+            page, problems = open_page(browser, viewport={"width": 1280, "height": 900},
+                                       accept_downloads=True)
 
             # Register (and so log in).
             page.goto(f"{server}/register")
@@ -162,11 +144,9 @@ def test_organiser_buttons_ask_before_acting(server: str) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                             args=CHROMIUM_ARGS)
+        browser = launch(playwright)
         try:
-            page = browser.new_page()
-            page.set_default_timeout(15_000)
+            page, _ = open_page(browser)
             page.goto(f"{server}/login")
             page.get_by_label("E-mail").fill("organiser@demo.semboard.org")
             page.get_by_label("Password").fill("demo-password")
@@ -206,11 +186,9 @@ def test_phone_width_pages_fit_and_label_their_cells(server: str, tmp_path: Path
     shots = Path(os.environ.get("SEMBOARD_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                             args=CHROMIUM_ARGS)
+        browser = launch(playwright)
         try:
-            page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
-            page.set_default_timeout(15_000)
+            page, _ = open_page(browser, viewport={"width": 390, "height": 844}, is_mobile=True)
             page.goto(f"{server}/login")
             page.get_by_label("E-mail").fill("alice@demo.semboard.org")
             page.get_by_label("Password").fill("demo-password")

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_ARGS, _require_chromium, server  # noqa: F401
+from test_browser import _require_chromium, server  # noqa: F401
+
+from tests.chromium import launch, open_page
 
 pytestmark = pytest.mark.browser
 
@@ -31,17 +33,12 @@ def test_charts_render_under_csp(server: str, tmp_path: Path) -> None:  # noqa: 
     shots = Path(os.environ.get("SEMBOARD_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                             args=CHROMIUM_ARGS)
+        browser = launch(playwright)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900},
-                                    accept_downloads=True)
-            page.set_default_timeout(20_000)
-            problems: list[str] = []
-            page.on("pageerror", lambda err: problems.append(str(err)))
             # CSP refusals, vega's warnings and failed loads all land on the console
-            page.on("console", lambda msg: problems.append(msg.text)
-                    if msg.type in ("error", "warning") else None)
+            page, problems = open_page(browser, timeout_ms=20_000, report=("error", "warning"),
+                                       viewport={"width": 1280, "height": 900},
+                                       accept_downloads=True)
 
             # Board: one point and one interval per run, one cell per run and dataset.
             page.goto(f"{server}/tasks/demo/leaderboard/evaluation")
