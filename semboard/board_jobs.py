@@ -325,10 +325,18 @@ def recover_pending(app: Flask, task_id: int, version: str) -> None:
 
 
 def groups_job(task_id: int) -> int:
-    """The rq job: an app from the environment (the worker's), then compute_groups."""
+    """The rq job: an app from the environment (the worker's), then compute_groups.
+
+    In `flask worker` (a long-lived process, mode "process") the job only hands the groups to
+    a background child and returns: the worker goes on scoring meanwhile.
+    """
     from semboard.job_queue import job_app
 
-    return compute_groups(job_app(), task_id)
+    app = job_app()
+    if mode(app) in ("process", "thread"):
+        schedule_groups(app, task_id)
+        return 0
+    return compute_groups(app, task_id)
 
 
 # ----------------------------------------------------------------------------- queued scoring

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from typing import Any
 
@@ -130,10 +131,14 @@ def _worker_command() -> Any:
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         if not app.config.get("REDIS_URL"):
             raise click.UsageError("set REDIS_URL: the worker serves the site's rq queues")
+        # Groups of the changes this worker makes (and groups jobs it takes) go to a niced
+        # background child of this long-lived process, after a pause: a score never waits
+        # seconds behind a board's groups.
+        app.config["SEMBOARD_BOARD_JOBS"] = "process" if hasattr(os, "fork") else "thread"
         _job_app = app
         connection = Redis.from_url(app.config["REDIS_URL"])
         names = queues or WORKER_QUEUES
-        click.echo(f"serving queues {', '.join(names)} in process {__import__('os').getpid()}")
+        click.echo(f"serving queues {', '.join(names)} in process {os.getpid()}")
         SimpleWorker([Queue(name, connection=connection) for name in names],
                      connection=connection).work(burst=burst)
 

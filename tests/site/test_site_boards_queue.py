@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -148,11 +149,42 @@ def test_flask_worker_runs_jobs_in_its_own_app(app, client, queued, tiny_data, m
     assert job_queue._job_app is app  # the jobs ran in the worker's app, not a new one each
     board = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
     assert sorted(r["run"] for r in board["rows"]) == ["one", "two"]
-    assert not board["groups_pending"]  # the groups job it enqueued ran in the same burst
     assert job_queue.health(app)["queued"] == 0
+    # groups were handed to a background step of the worker, off the queue: scoring never
+    # waits behind them; they follow once the changes pause
+    assert board_jobs.mode(app) in ("process", "thread")
+    deadline = time.monotonic() + 30
+    while board_jobs.running_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    board = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert not board["groups_pending"] and board["rows"][0]["groups"]
 
 
 def test_flask_worker_needs_redis(app):
     app.config.pop("REDIS_URL", None)
     result = app.test_cli_runner().invoke(args=["worker", "--burst"])
     assert result.exit_code != 0 and "REDIS_URL" in result.output
+
+
+def test_a_groups_job_in_flask_worker_never_holds_the_queue(app, queued, monkeypatch):
+    """In `flask worker` a groups job hands off and returns; under `rq worker` it computes."""
+    computed = []
+
+    def slow(_app, task_id):
+        time.sleep(0.5)
+        computed.append(task_id)
+        return 1
+
+    monkeypatch.setattr(board_jobs, "compute_groups", slow)
+    monkeypatch.setattr(job_queue, "_job_app", app)
+    app.config.update(SEMBOARD_BOARD_JOBS="thread", SEMBOARD_GROUPS_DELAY_S=0)
+    task_id = queued["task"].id
+    started = time.monotonic()
+    assert board_jobs.groups_job(task_id) == 0
+    assert time.monotonic() - started < 0.4 and computed == []  # the worker is free at once
+    deadline = time.monotonic() + 10
+    while board_jobs.running_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert computed == [task_id]
+    app.config["SEMBOARD_BOARD_JOBS"] = "rq"  # a forking `rq worker`: the job is the work
+    assert board_jobs.groups_job(task_id) == 1 and computed == [task_id, task_id]
