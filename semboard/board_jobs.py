@@ -339,6 +339,74 @@ def groups_job(task_id: int) -> int:
     return compute_groups(app, task_id)
 
 
+# ----------------------------------------------------------------------------- rescoring
+
+def rescore_now(app: Flask, task_id: int, force: bool = False) -> int:
+    """Rescore a task's out-of-date runs (all with force), one short write each; then its boards.
+
+    Each run is scored outside the write lock and committed on its own, so uploads go on
+    meanwhile; the boards and groups follow once, at the end. Returns how many changed.
+    """
+    from semboard.services import gold
+    from semboard.storage import get_storage
+
+    changed = 0
+    with app.app_context(), _sessions(app)() as session:
+        task = session.get(Task, task_id)
+        if task is None:
+            return 0
+        storage = get_storage()
+        ids = list(session.scalars(select(Run.id).where(
+            Run.task_id == task_id, Run.status.in_(("valid", "scored"))).order_by(Run.id)))
+        session.commit()
+        for run_id in ids:
+            run = session.get(Run, run_id)
+            if run is None:
+                continue
+            before = run.current_score
+            record = gold.score_stored_run(session, storage, run=run, now=utcnow(), force=force,
+                                           write_lock=True)
+            session.commit()
+            if record is not None and record is not before:
+                changed += 1
+    after_change(app, [("task", task_id)])
+    return changed
+
+
+def schedule_rescore(app: Flask, task_id: int, force: bool = False) -> int | None:
+    """Have a task's runs rescored off the request (after new gold or a new definition).
+
+    Returns how many runs changed when done at once (mode "inline"), else None.
+    """
+    how = mode(app)
+    if how == "inline":
+        return rescore_now(app, task_id, force)
+    if how == "rq":
+        from semboard import job_queue
+
+        job_queue.enqueue(app, "semboard.board_jobs.rescore_job", task_id, force,
+                          description=f"rescore the runs of task {task_id}",
+                          unique=f"rescore-{task_id}-{int(force)}")
+    else:  # a thread of this process: the scoring releases the GIL in numpy much of the time
+        threading.Thread(target=_rescore_body, args=(app, task_id, force), daemon=True,
+                         name=f"rescore-{task_id}").start()
+    return None
+
+
+def _rescore_body(app: Flask, task_id: int, force: bool) -> None:
+    try:
+        rescore_now(app, task_id, force)
+    except Exception:
+        log.exception("rescoring task %s failed", task_id)
+
+
+def rescore_job(task_id: int, force: bool = False) -> int:
+    """The rq job: rescore in the worker's app."""
+    from semboard.job_queue import job_app
+
+    return rescore_now(job_app(), task_id, force)
+
+
 # ----------------------------------------------------------------------------- queued scoring
 
 # A run accepted this long ago and still unscored (gold present) is taken as a lost job.

@@ -6,8 +6,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import abort, flash, redirect, render_template, request, url_for
+from flask import abort, current_app, flash, redirect, render_template, request, url_for
 
+from semboard import board_jobs
 from semboard.errors import DomainError, InvalidData
 from semboard.forms import (
     ActionForm,
@@ -183,11 +184,10 @@ def upload_data(task_name: str) -> Any:
                 row = service(session, storage(), task=task, dataset=form.dataset.data,
                               filename=filename, data=data, user=user, now=now(),
                               split=form.split.data or None)
-                if form.kind.data == "gold":  # new gold moves numbers: rescore now
-                    gold.rescore(session, storage(), task=task, now=now())
             if done:
                 flash(f"{form.kind.data.capitalize()} of {form.dataset.data} stored as version "
-                      f"{row.version} ({row.n_items} items).", "success")
+                      f"{row.version} ({row.n_items} items)."
+                      + (_rescoring(task) if form.kind.data == "gold" else ""), "success")
                 return redirect(url_for("web.organise", task_name=task.name) + "#data")
             issues = done.issues
     return _overview(task, data_form=form, data_issues=issues), 422
@@ -226,12 +226,23 @@ def rescore(task_name: str) -> Any:
     """Score every run against the current gold (history kept)."""
 
     force = request.form.get("force") == "1"
+    task = load_task(task_name)
+    require_organiser(task)
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    flash(_rescoring(task, force=force).strip(), "success")
+    return redirect(url_for("web.organise", task_name=task.name) + "#release")
 
-    def act(task: Task, user: User) -> str:
-        changed = gold.rescore(db(), storage(), task=task, now=now(), force=force)
-        return f"Rescored: {changed} run(s) got a new score."
 
-    return _organiser_action(task_name, act, "#release")
+def _rescoring(task: Task, *, force: bool = False) -> str:
+    """Start rescoring the task's runs off the request (new gold, definition, or asked)."""
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    db().commit()  # end this request's transaction: on SQLite it holds the write lock
+    changed = board_jobs.schedule_rescore(app, task.id, force=force)
+    if changed is not None:
+        return f" Rescored: {changed} run(s) got a new score."
+    return (" Runs are being rescored in the background" + (" (all of them)" if force else "")
+            + "; the boards update as soon as they are done.")
 
 
 @bp.post("/tasks/<task_name>/organise/phases/<phase_slug>/publish")
@@ -367,11 +378,9 @@ def load_definition() -> Any:
         if definition is not None:
             with committed() as done:
                 task = tasks.load_task(session, definition, now=now())
-                # a changed definition can move numbers: out-of-date scores are redone
-                changed = gold.rescore(session, storage(), task=task, now=now())
             if done:
-                flash(f"Task {task.name} loaded" + (f"; {changed} run(s) rescored." if changed
-                                                    else "."), "success")
+                # a changed definition can move numbers: out-of-date scores are redone
+                flash(f"Task {task.name} loaded." + _rescoring(task), "success")
                 return redirect(url_for("web.organise", task_name=task.name))
     status = 200 if request.method == "GET" else 422
     return render_template("organiser/load.html", form=form, manageable=manageable,

@@ -416,3 +416,60 @@ def test_readers_reuse_the_board_version_until_a_commit(app, client, session, wo
     assert _post_run(client, world["tokens"]["b"], tiny_data.run(seed=2), name="second"
                      ).status_code == 201  # a commit through the app's own connections
     assert [r["run"] for r in client.get(url).get_json()["rows"]] == ["first", "second"]
+
+
+def _corrected_gold(session, storage, world, tiny_data, now):
+    """A new gold version of dataset alpha: the first pair's score changed."""
+    values = list(tiny_data.gold["alpha"])
+    values[0] = 5.0 - values[0]
+    gold.upload_gold(session, storage, task=world["task"], dataset="alpha",
+                     filename="STS.gs.alpha.txt", data="".join(f"{v}\n" for v in values).encode(),
+                     user=None, now=now)
+    session.commit()
+
+
+def test_rescoring_after_new_gold_runs_off_the_request(app, client, session, storage, world,
+                                                       tiny_data, now, monkeypatch):
+    assert _post_run(client, world["tokens"]["a"], tiny_data.run(seed=1)).status_code == 201
+    url = "/tasks/tiny/leaderboard/eval.json"
+    before = client.get(url).get_json()["rows"][0]["metrics"]["ALL"]
+    _corrected_gold(session, storage, world, tiny_data, now)
+    app.config["SEMBOARD_BOARD_JOBS"] = "thread"
+    original = gold.score_stored_run
+
+    def slow(*args, **kwargs):
+        time.sleep(0.5)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(gold, "score_stored_run", slow)
+    started = time.monotonic()
+    assert board_jobs.schedule_rescore(app, world["task"].id) is None
+    assert time.monotonic() - started < 0.3  # the caller (a request) goes on at once
+    assert client.get(url).get_json()["rows"][0]["metrics"]["ALL"] == before
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        after = client.get(url).get_json()["rows"][0]["metrics"]["ALL"]
+        if after != before:
+            break
+        time.sleep(0.1)
+    assert after != before  # rescored against the corrected gold, and the board rebuilt
+
+
+def test_the_rescore_button_answers_before_the_rescoring(app, client, session, storage, world,
+                                                         make, tiny_data, now, monkeypatch):
+    assert _post_run(client, world["tokens"]["a"], tiny_data.run(seed=1)).status_code == 201
+    organiser = make.user("org@example.org")
+    tasks.add_organiser(session, task=world["task"], user=organiser, now=now)
+    session.commit()
+    client.post("/login", data={"email": "org@example.org", "password": "password123"})
+    app.config["SEMBOARD_BOARD_JOBS"] = "thread"
+    calls = []
+    monkeypatch.setattr(board_jobs, "rescore_now",
+                        lambda _app, task_id, force=False: calls.append((task_id, force)) or 0)
+    response = client.post("/tasks/tiny/organise/rescore", data={"force": "1"},
+                           follow_redirects=True)
+    assert "being rescored in the background (all of them)" in response.get_data(as_text=True)
+    deadline = time.monotonic() + 5
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert calls == [(world["task"].id, True)]
