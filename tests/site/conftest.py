@@ -343,6 +343,15 @@ class Factory:
         self.session.commit()
         return phase
 
+    def corrected_gold(self, task: Task, dataset: str = "alpha") -> None:
+        """A new gold version of a dataset: its first pair's score mirrored (5 - score)."""
+        values = list(self.tiny.gold[dataset])
+        values[0] = 5.0 - values[0]
+        gold.upload_gold(self.session, self.storage, task=task, dataset=dataset,
+                         filename=f"STS.gs.{dataset}.txt",
+                         data="".join(f"{v}\n" for v in values).encode(), user=None, now=NOW)
+        self.session.commit()
+
     def team(self, task: Task, name: str | None = None, *, members: int = 1) -> tuple[Team, User]:
         """A team with a captain (returned) and extra members."""
         captain = self.user()

@@ -418,22 +418,12 @@ def test_readers_reuse_the_board_version_until_a_commit(app, client, session, wo
     assert [r["run"] for r in client.get(url).get_json()["rows"]] == ["first", "second"]
 
 
-def _corrected_gold(session, storage, world, tiny_data, now):
-    """A new gold version of dataset alpha: the first pair's score changed."""
-    values = list(tiny_data.gold["alpha"])
-    values[0] = 5.0 - values[0]
-    gold.upload_gold(session, storage, task=world["task"], dataset="alpha",
-                     filename="STS.gs.alpha.txt", data="".join(f"{v}\n" for v in values).encode(),
-                     user=None, now=now)
-    session.commit()
-
-
-def test_rescoring_after_new_gold_runs_off_the_request(app, client, session, storage, world,
-                                                       tiny_data, now, monkeypatch):
+def test_rescoring_after_new_gold_runs_off_the_request(app, client, world, make, tiny_data,
+                                                       monkeypatch):
     assert _post_run(client, world["tokens"]["a"], tiny_data.run(seed=1)).status_code == 201
     url = "/tasks/tiny/leaderboard/eval.json"
     before = client.get(url).get_json()["rows"][0]["metrics"]["ALL"]
-    _corrected_gold(session, storage, world, tiny_data, now)
+    make.corrected_gold(world["task"])
     app.config["SEMBOARD_BOARD_JOBS"] = "thread"
     original = gold.score_stored_run
 

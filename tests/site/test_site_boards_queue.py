@@ -190,22 +190,16 @@ def test_a_groups_job_in_flask_worker_never_holds_the_queue(app, queued, monkeyp
     assert board_jobs.groups_job(task_id) == 1 and computed == [task_id, task_id]
 
 
-def test_rescoring_goes_to_the_queue(app, client, session, storage, queued, tiny_data, now,
+def test_rescoring_goes_to_the_queue(app, session, storage, queued, make, tiny_data, now,
                                      monkeypatch):
     from semboard.models import Run
-    from semboard.services import gold
 
     monkeypatch.setattr(job_queue, "_job_app", None)
     run = submissions.submit(session, storage, team=queued["team"], phase=queued["phase"],
                              user=queued["captain"], name="first",
                              files=tiny_data.run(seed=1), now=now)
     assert run.status == "scored" and len(run.scores) == 1
-    values = list(tiny_data.gold["alpha"])
-    values[0] = 5.0 - values[0]
-    gold.upload_gold(session, storage, task=queued["task"], dataset="alpha",
-                     filename="STS.gs.alpha.txt", data="".join(f"{v}\n" for v in values).encode(),
-                     user=None, now=now)
-    session.commit()
+    make.corrected_gold(queued["task"])
     assert board_jobs.schedule_rescore(app, queued["task"].id) is None
     assert job_queue.health(app)["queued"] == 1  # nothing rescored in the caller
     result = app.test_cli_runner().invoke(args=["worker", "--burst"])
