@@ -128,10 +128,13 @@ def app_engine() -> Engine:
 
 
 def dispose_app_engine(app: Any) -> None:
-    """Close the pooled connections of an app's engine (tests, shutdown); reopened on demand."""
+    """Close the pooled connections of an app's engines (tests, shutdown); reopened on demand."""
     engine = app.extensions.get("semboard.engine")
     if engine is not None:
         engine.dispose()
+    jobs = app.extensions.get("semboard.job_sessions")  # the background steps' own engine
+    if jobs is not None:
+        jobs.kw["bind"].dispose()
 
 
 def session_factory() -> sessionmaker[Session]:
