@@ -10,18 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
-from evaluation import metrics as M
 from evaluation.inputs import DatasetGold
 from evaluation.runs import ValidatedRun
-from evaluation.significance import (
-    _board_samples,
-    _finite,
-    _p_value,
-    _split_metric,
-    williams_test,
-)
+from evaluation.scoring import without_unscored
+from evaluation.significance import _board_samples, paired_result, uncovered
 from evaluation.taskdef import TaskDefinition
 
 
@@ -32,30 +24,18 @@ def compare_runs_many(task: TaskDefinition, a: ValidatedRun, b: ValidatedRun,
     usable, results = [], {}
     for metric in metrics:
         try:
-            ds, _ = _split_metric(task, metric)
-        except ValueError as err:
-            results[metric] = {"metric": metric, "error": str(err)}
-            continue
-        if ds and (ds not in a.predictions or ds not in b.predictions or ds not in gold):
-            results[metric] = {"metric": metric, "error": f"both runs and the gold must cover {ds}"}
-            continue
-        usable.append(metric)
+            missing = uncovered(task, a, b, gold, metric)
+        except ValueError as err:  # not a metric of this task
+            missing = str(err)
+        if missing:
+            results[metric] = {"metric": metric, "error": missing}
+        else:
+            usable.append(metric)
+    # as compare_runs does: unscored pairs take part in no test, Williams' included
+    (a, b), gold = without_unscored([a, b], gold)
     samples = _board_samples(task, [a, b], gold, usable, resamples=resamples, seed=seed)
     for metric in usable:
-        ds, name = _split_metric(task, metric)
         _, observed, boot = samples[metric]
-        obs_a, obs_b = float(observed[0]), float(observed[1])
-        delta = float(np.nan_to_num(obs_a, nan=0.0) - np.nan_to_num(obs_b, nan=0.0))
-        result: dict[str, Any] = {
-            "metric": metric, "a": _finite(obs_a), "b": _finite(obs_b), "difference": delta,
-            "p_value": _p_value(delta, boot[:, 0] - boot[:, 1]), "test": "paired bootstrap",
-            "resamples": resamples, "seed": seed, "williams": None,
-        }
-        if ds and name == "pearson":
-            r23 = float(M.pearson(a.predictions[ds].scores, b.predictions[ds].scores))
-            if all(np.isfinite([obs_a, obs_b, r23])):
-                n = len(a.predictions[ds])
-                t, pw = williams_test(obs_a, obs_b, r23, n)
-                result["williams"] = {"t": t, "df": n - 3, "p_value": pw, "r_ab": r23}
-        results[metric] = result
+        results[metric] = paired_result(task, a, b, metric, observed, boot,
+                                        resamples=resamples, seed=seed)
     return [results[m] for m in metrics]

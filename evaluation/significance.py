@@ -439,12 +439,32 @@ def compare_runs(task: TaskDefinition, a: ValidatedRun, b: ValidatedRun,
     the datasets it was scored on). For Pearson on one dataset, Williams' test for dependent
     correlations is reported too.
     """
-    ds, name = _split_metric(task, metric)
-    if ds and (ds not in a.predictions or ds not in b.predictions or ds not in gold):
-        raise ValueError(f"both runs and the gold must cover {ds}")
+    missing = uncovered(task, a, b, gold, metric)
+    if missing:
+        raise ValueError(missing)
     (a, b), gold = without_unscored([a, b], gold)
     _, observed, boot = _board_samples(task, [a, b], gold, [metric], resamples=resamples,
-                                             seed=seed)[metric]
+                                       seed=seed)[metric]
+    return paired_result(task, a, b, metric, observed, boot, resamples=resamples, seed=seed)
+
+
+def uncovered(task: TaskDefinition, a: ValidatedRun, b: ValidatedRun,
+              gold: Mapping[str, DatasetGold], metric: str) -> str | None:
+    """Why two runs cannot be compared on a dataset's metric (None: they can)."""
+    ds, _ = _split_metric(task, metric)
+    if ds and (ds not in a.predictions or ds not in b.predictions or ds not in gold):
+        return f"both runs and the gold must cover {ds}"
+    return None
+
+
+def paired_result(task: TaskDefinition, a: ValidatedRun, b: ValidatedRun, metric: str,
+                  observed: np.ndarray, boot: np.ndarray, *, resamples: int,
+                  seed: int) -> dict[str, Any]:
+    """One metric's comparison from its bootstrap sample (a, b already without unscored pairs).
+
+    The paired bootstrap p-value, and Williams' test for Pearson on one dataset.
+    """
+    ds, name = _split_metric(task, metric)
     obs_a, obs_b = float(observed[0]), float(observed[1])
     delta = float(np.nan_to_num(obs_a, nan=0.0) - np.nan_to_num(obs_b, nan=0.0))
     result: dict[str, Any] = {

@@ -515,3 +515,23 @@ def test_a_sick_track_validates_and_scores_its_own_field_only(tmp_path):
     assert run.ok and list(run.predictions) == ["entailment"]
     score = score_run(task, run, load_gold(task, tmp_path, inputs), resamples=0)
     assert score.datasets["entailment"].metrics["accuracy"].value == 1.0
+
+
+def test_comparing_many_metrics_leaves_unscored_pairs_out_as_one_metric_does(tmp_path):
+    from evaluation import compare_runs
+    from evaluation.compare import compare_runs_many
+
+    task = load_task("sts2015")
+    sizes = {d: 30 for d in task.dataset_names}
+    gold = _release(tmp_path, "sts2015", sizes, blank_every=3)
+    inputs = load_inputs(task, tmp_path, texts=False)
+    golds = load_gold(task, tmp_path, inputs)
+    a, b = (validate_run(task, {f"STS.output.{d}.txt": "".join(
+        f"{v:.4f}\n" for v in _noisy(g, seed)).encode() for d, g in gold.items()}, inputs)
+        for seed in (5, 6))
+    first = task.dataset_names[0]
+    metrics = ["Mean", f"{first}/pearson"]
+    many = compare_runs_many(task, a, b, golds, metrics=metrics, resamples=100, seed=3)
+    for metric, found in zip(metrics, many, strict=True):
+        assert found == compare_runs(task, a, b, golds, metric=metric, resamples=100, seed=3)
+    assert many[1]["williams"]["df"] == int(np.isfinite(gold[first]).sum()) - 3
