@@ -13,8 +13,8 @@ from markupsafe import Markup
 
 from semboard.errors import DomainError, Forbidden, NotFound
 from semboard.models import Run
-from semboard.services import access, analysis, charts, leaderboard, submissions, tasks
-from semboard.views.common import bp, db, load_task, me, now, storage
+from semboard.services import access, analysis, charts, leaderboard, tasks
+from semboard.views.common import bp, db, load_task, me, now, storage, visible_run
 
 
 @bp.app_template_filter("spec_json")
@@ -102,17 +102,6 @@ def run_chart_names(run: Run) -> list[str]:
     return names
 
 
-def _visible_run(run_id: int) -> Run:
-    session = db()
-    try:
-        run = submissions.get_run(session, run_id)
-    except DomainError:
-        abort(404)
-    if not access.can_view_run(session, me(), run):
-        abort(404)
-    return run
-
-
 def _run_bars(run: Run) -> dict[str, Any] | None:
     """The bars chart: the run against its board (cached groups only: a GET never writes)."""
     from semboard.views.boards import stored_interval
@@ -141,7 +130,7 @@ def _run_bars(run: Run) -> dict[str, Any] | None:
 @bp.get("/runs/<int:run_id>/charts/<name>.json")
 def run_chart(run_id: int, name: str) -> Any:
     """One chart of a run's page as a Vega-Lite spec (404 when the viewer may not see it)."""
-    run = _visible_run(run_id)
+    run = visible_run(run_id)
     if name not in run_chart_names(run):
         abort(404)
     if name == "bars":
@@ -166,7 +155,7 @@ def _item_filters() -> tuple[str | None, str | None]:
 @bp.get("/runs/<int:run_id>/items")
 def run_items(run_id: int) -> Any:
     """The run's pairs with the largest errors (after gold release), filterable, with a CSV."""
-    run = _visible_run(run_id)
+    run = visible_run(run_id)
     found = analysis.run_items(db(), storage(), run=run, viewer=me())
     dataset, genre = _item_filters()
     try:
@@ -187,7 +176,7 @@ def run_items(run_id: int) -> Any:
 @bp.get("/runs/<int:run_id>/items.csv")
 def run_items_csv(run_id: int) -> Any:
     """Every pair of the run (same filters), largest error first, as CSV."""
-    run = _visible_run(run_id)
+    run = visible_run(run_id)
     found = analysis.run_items(db(), storage(), run=run, viewer=me())
     dataset, genre = _item_filters()
     body = analysis.items_csv(found.largest_errors(dataset=dataset, genre=genre))

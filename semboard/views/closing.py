@@ -42,9 +42,11 @@ from semboard.views.common import (
     login_or_redirect,
     me,
     now,
+    organiser_action,
     require_organiser,
     sentence,
     storage,
+    visible_run,
 )
 from semboard.webfiles import attachment
 
@@ -80,12 +82,7 @@ def edit_description(run_id: int) -> Any:
     """The team edits its run's description until the phase closes."""
     session = db()
     user = login_or_redirect()
-    try:
-        run = submissions.get_run(session, run_id)
-    except DomainError:
-        abort(404)
-    if not access.can_view_run(session, user, run):
-        abort(404)
+    run = visible_run(run_id)
     status = 200
     if request.method == "POST":
         if not ActionForm().validate_on_submit():
@@ -133,18 +130,6 @@ def closing(task_name: str) -> Any:
         tables=papertables.TABLES, formats=papertables.FORMATS)
 
 
-def _closing_action(task_name: str, act: Any) -> Any:
-    task = load_task(task_name)
-    user = require_organiser(task)
-    if not ActionForm().validate_on_submit():
-        abort(400)
-    with committed() as done:
-        message = act(task, user)
-    if done:
-        flash(message, "success")
-    return redirect(url_for("web.closing", task_name=task.name))
-
-
 def _int(name: str) -> int:
     try:
         return int(request.form.get(name, ""))
@@ -165,7 +150,7 @@ def move_run(task_name: str) -> Any:
                                reason=request.form.get("reason", ""), now=now())
         return sentence(str(entry.details["summary"])) + "."
 
-    return _closing_action(task_name, act)
+    return organiser_action(task_name, act, endpoint="web.closing")
 
 
 @bp.post("/tasks/<task_name>/organise/closing/merge-teams")
@@ -181,7 +166,7 @@ def merge_teams(task_name: str) -> Any:
                                   reason=request.form.get("reason", ""), now=now())
         return sentence(str(entry.details["summary"])) + "."
 
-    return _closing_action(task_name, act)
+    return organiser_action(task_name, act, endpoint="web.closing")
 
 
 def _when(name: str) -> datetime | None:
@@ -205,7 +190,7 @@ def set_schedule(task_name: str) -> Any:
                               release_gold_at=_when("release_gold_at"), now=now())
         return f"Schedule of {phase.name} saved."
 
-    return _closing_action(task_name, act)
+    return organiser_action(task_name, act, endpoint="web.closing")
 
 
 @bp.get("/tasks/<task_name>/organise/tables/<table>.<fmt>")

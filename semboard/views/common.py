@@ -16,8 +16,8 @@ from sqlalchemy.orm import Session
 from semboard import request_now
 from semboard.db import get_session
 from semboard.errors import DomainError
-from semboard.models import Task, User
-from semboard.services import access, tasks
+from semboard.models import Run, Task, User
+from semboard.services import access, submissions, tasks
 from semboard.storage import Storage, get_storage
 from semboard.timefmt import clock_text
 
@@ -111,6 +111,36 @@ def require_organiser(task: Task) -> User:
     if not access.can_manage_task(db(), user, task):
         abort(403)
     return user
+
+
+def organiser_action(task_name: str, act: Callable[[Task, User], str], *,
+                     endpoint: str = "web.organise", anchor: str = "") -> Any:
+    """An organiser's POST button: check CSRF, run it, commit, say what happened, go back."""
+    from flask import redirect, url_for
+
+    from semboard.forms import ActionForm
+
+    task = load_task(task_name)
+    user = require_organiser(task)
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    with committed() as done:
+        message = act(task, user)
+    if done:
+        flash(message, "success")
+    return redirect(url_for(endpoint, task_name=task.name) + anchor)
+
+
+def visible_run(run_id: int) -> Run:
+    """The run if this viewer may see it; else 404, as for a run that does not exist."""
+    session = db()
+    try:
+        run = submissions.get_run(session, run_id)
+    except DomainError:
+        abort(404)
+    if not access.can_view_run(session, me(), run):
+        abort(404)
+    return run
 
 
 def admin_required(view: F) -> F:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +38,7 @@ from semboard.views.common import (
     load_task,
     login_or_redirect,
     now,
+    organiser_action,
     require_organiser,
     storage,
     uploaded_files,
@@ -193,20 +193,6 @@ def upload_data(task_name: str) -> Any:
     return _overview(task, data_form=form, data_issues=issues), 422
 
 
-def _organiser_action(task_name: str, act: Callable[[Task, User], str],
-                      anchor: str = "") -> Any:
-    """A POST button of the organiser page: run it, commit, say what happened, go back."""
-    task = load_task(task_name)
-    user = require_organiser(task)
-    if not ActionForm().validate_on_submit():
-        abort(400)
-    with committed() as done:
-        message = act(task, user)
-    if done:
-        flash(message, "success")
-    return redirect(url_for("web.organise", task_name=task.name) + anchor)
-
-
 @bp.post("/tasks/<task_name>/organise/release-gold")
 def release_gold(task_name: str) -> Any:
     """Release the task's gold to everyone."""
@@ -218,7 +204,7 @@ def release_gold(task_name: str) -> Any:
         return (f"Gold of split {split} released" if split else "Gold released") + \
             ": everyone can now download it."
 
-    return _organiser_action(task_name, act, "#release")
+    return organiser_action(task_name, act, anchor="#release")
 
 
 @bp.post("/tasks/<task_name>/organise/rescore")
@@ -254,7 +240,7 @@ def publish(task_name: str, phase_slug: str) -> Any:
         gold.publish_results(db(), phase=phase, user=user, now=now())
         return f"Results of {phase.name} published."
 
-    return _organiser_action(task_name, act, "#phases")
+    return organiser_action(task_name, act, anchor="#phases")
 
 
 @bp.post("/tasks/<task_name>/organise/teams/<int:team_id>/organiser-team")
@@ -269,7 +255,7 @@ def mark_team(task_name: str, team_id: int) -> Any:
         grants.mark_organiser_team(db(), team=team, by=user, value=value, now=now())
         return f"{team.name} {'marked' if value else 'no longer marked'} ‡."
 
-    return _organiser_action(task_name, act, "#teams")
+    return organiser_action(task_name, act, anchor="#teams")
 
 
 @bp.post("/tasks/<task_name>/organise/grants")

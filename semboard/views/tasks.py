@@ -25,6 +25,7 @@ from semboard.views.common import (
     now,
     storage,
     uploaded_files,
+    visible_run,
 )
 
 
@@ -361,13 +362,7 @@ def run(run_id: int) -> Any:
     """A run: status, issues, digests, scores when visible, history of replaced versions."""
     session = db()
     user = me()
-    try:
-        run = submissions.get_run(session, run_id)
-    except DomainError:
-        abort(404)
-    if not access.can_view_run(session, user, run):
-        # Someone else's run looks like a missing one.
-        abort(404)
+    run = visible_run(run_id)  # someone else's run looks like a missing one
     show_scores = access.can_view_scores(session, user, run.phase)
     member = access.is_member(session, user, run.team_id)
     organiser = access.is_organiser(session, user, run.task)
