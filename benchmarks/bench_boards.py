@@ -305,18 +305,27 @@ def measure(site: dict[str, Any], folder: Path, args: argparse.Namespace,
     return found
 
 
-@contextlib.contextmanager
-def _redis(folder: Path) -> Any:
-    """A throw-away redis-server on a free port."""
+def start_redis(folder: Path) -> str:
+    """A throw-away redis-server on a free port (pid file in folder); its URL."""
     port = _free_port()
     subprocess.run(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                    "--daemonize", "yes", "--pidfile", str(folder / "redis.pid"),
-                    "--dir", str(folder)], check=True)
+                    "--appendonly", "no", "--daemonize", "yes", "--pidfile",
+                    str(folder / "redis.pid"), "--dir", str(folder)], check=True)
     time.sleep(0.3)
+    return f"redis://127.0.0.1:{port}/0"
+
+
+def stop_redis(folder: Path) -> None:
+    """Stop the redis-server start_redis started in folder."""
+    subprocess.run(["kill", (folder / "redis.pid").read_text().strip()], check=False)
+
+
+@contextlib.contextmanager
+def _redis(folder: Path) -> Any:
     try:
-        yield f"redis://127.0.0.1:{port}/0"
+        yield start_redis(folder)
     finally:
-        subprocess.run(["kill", (folder / "redis.pid").read_text().strip()], check=False)
+        stop_redis(folder)
 
 
 def main() -> None:

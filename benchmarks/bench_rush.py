@@ -36,7 +36,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
 
-from bench_boards import _free_port, get, post_run  # noqa: E402
+from bench_boards import _free_port, get, post_run, start_redis, stop_redis  # noqa: E402
 
 from evaluation import load_task, write_run  # noqa: E402
 from semboard.db import make_engine, make_session_factory  # noqa: E402
@@ -83,11 +83,7 @@ def main() -> None:
     release = args.data / "sts2012" / "test"
     root = Path(tempfile.mkdtemp(prefix="semboard-rush-"))
     url, as_postgres, pg_ctl = start_postgres(root)
-    redis_port = _free_port()
-    subprocess.run(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save",
-                    "", "--appendonly", "no", "--daemonize", "yes", "--pidfile",
-                    str(root / "redis.pid"), "--dir", str(root)], check=True)
-    redis_url = f"redis://127.0.0.1:{redis_port}/0"
+    redis_url = start_redis(root)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         Base.metadata.create_all(make_engine(url))
@@ -221,7 +217,7 @@ def main() -> None:
         for proc in procs:
             proc.terminate()
             proc.wait(timeout=30)
-        subprocess.run(["kill", (root / "redis.pid").read_text().strip()], check=False)
+        stop_redis(root)
         subprocess.run([*as_postgres, str(pg_ctl), "-D", str(root / "data"), "-m", "immediate",
                         "stop"], capture_output=True)
 
