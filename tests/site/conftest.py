@@ -343,6 +343,12 @@ class Factory:
         self.session.commit()
         return phase
 
+    def bearer(self, user: User) -> dict[str, str]:
+        """An Authorization header with a new API token of the user."""
+        token = accounts.create_api_token(self.session, user=user, name="t", now=NOW)
+        self.session.commit()
+        return {"Authorization": f"Bearer {token}"}
+
     def corrected_gold(self, task: Task, dataset: str = "alpha") -> None:
         """A new gold version of a dataset: its first pair's score mirrored (5 - score)."""
         values = list(self.tiny.gold[dataset])
@@ -375,3 +381,20 @@ def now() -> datetime:
 def make(session: Session, storage: Storage, tiny_data: TinyData) -> Factory:
     """The factories on the test session and storage."""
     return Factory(session, storage, tiny_data)
+
+
+@pytest.fixture
+def world(app: Flask, make: Factory, now: datetime) -> dict[str, Any]:
+    """The tiny task with gold, an open 3-run phase "eval", teams A and B with API tokens.
+
+    tokens: "a" and "b" (the captains) and "stranger" (on no team), as Authorization headers.
+    """
+    app.config["SEMBOARD_CLOCK"] = lambda: now
+    task = make.task(with_gold=True)
+    phase = make.phase(task, "eval", max_runs=3)
+    team_a, captain_a = make.team(task, "A")
+    team_b, captain_b = make.team(task, "B")
+    tokens = {"a": make.bearer(captain_a), "b": make.bearer(captain_b),
+              "stranger": make.bearer(make.user())}
+    return {"task": task, "phase": phase, "tokens": tokens, "teams": (team_a, team_b),
+            "team_a": team_a, "captains": (captain_a, captain_b)}

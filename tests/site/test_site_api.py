@@ -5,30 +5,13 @@ from __future__ import annotations
 import io
 from datetime import timedelta
 
-import pytest
 from openapi_support import check_response
 from sqlalchemy import func, select
 
 from semboard.models import TeamWindow
-from semboard.services import accounts, gold, tasks
+from semboard.services import gold, tasks
 
 API = "/api/v1"
-
-
-@pytest.fixture
-def world(app, session, make, now, monkeypatch):
-    """A task with inputs and gold, an open 3-run phase, two teams with API tokens."""
-    app.config["SEMBOARD_CLOCK"] = lambda: now
-    task = make.task(with_gold=True)
-    phase = make.phase(task, "eval", max_runs=3)
-    _, captain_a = make.team(task, "A")
-    _, captain_b = make.team(task, "B")
-    tokens = {}
-    for key, user in (("a", captain_a), ("b", captain_b), ("stranger", make.user())):
-        token = accounts.create_api_token(session, user=user, name="t", now=now)
-        tokens[key] = {"Authorization": f"Bearer {token}"}
-    session.commit()
-    return {"task": task, "phase": phase, "tokens": tokens}
 
 
 def _post_run(client, headers, files: dict[str, bytes], name="run", **form):

@@ -15,26 +15,9 @@ from sqlalchemy import event, func, select
 
 from semboard import board_jobs
 from semboard.models import PreparedBoard, SignificanceGroups
-from semboard.services import accounts, gold, grants, leaderboard, submissions, tasks
+from semboard.services import gold, grants, leaderboard, submissions, tasks
 
 API = "/api/v1"
-
-
-@pytest.fixture
-def world(app, session, make, now):
-    """A task with gold, an open public phase, two teams with API tokens; jobs run inline."""
-    app.config["SEMBOARD_CLOCK"] = lambda: now
-    app.config["SEMBOARD_BOARD_JOBS"] = "inline"
-    task = make.task(with_gold=True)
-    phase = make.phase(task, "eval", max_runs=3)
-    team_a, captain_a = make.team(task, "A")
-    _, captain_b = make.team(task, "B")
-    tokens = {}
-    for key, user in (("a", captain_a), ("b", captain_b)):
-        token = accounts.create_api_token(session, user=user, name="t", now=now)
-        tokens[key] = {"Authorization": f"Bearer {token}"}
-    session.commit()
-    return {"task": task, "phase": phase, "tokens": tokens, "team_a": team_a}
 
 
 def _post_run(client, headers, files, name="run"):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from semboard import board_jobs, job_queue
-from semboard.services import accounts, submissions
+from semboard.services import submissions
 from tests.servers import redis_server
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -46,13 +46,12 @@ def queued(app, session, make, now, storage, database_url, redis_url):
     task = make.task(with_gold=True)
     phase = make.phase(task, "eval", max_runs=3)
     team, captain = make.team(task, "A")
-    token = accounts.create_api_token(session, user=captain, name="t", now=now)
-    session.commit()
+    headers = make.bearer(captain)
     env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url,
            "SEMBOARD_UPLOAD_DIR": str(storage.root), "SECRET_KEY": "test",
            "PYTHONPATH": str(PROJECT_ROOT)}
     return {"task": task, "phase": phase, "team": team, "captain": captain, "env": env,
-            "headers": {"Authorization": f"Bearer {token}"}}
+            "headers": headers}
 
 
 def _worker(env) -> None:

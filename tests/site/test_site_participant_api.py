@@ -10,7 +10,7 @@ from openapi_spec_validator import validate
 from openapi_support import check_response
 
 from semboard.openapi import spec
-from semboard.services import accounts, tasks
+from semboard.services import tasks
 
 API = "/api/v1"
 databases = pytest.mark.parametrize(
@@ -46,14 +46,9 @@ def world(app, session, make, now):
     make.phase(task, "eval", max_runs=3)
     team, captain = make.team(task, "A", members=2)
     users = {"captain": captain, "stranger": make.user(), "newbie": make.user()}
-    headers = {}
-    for key, user in users.items():
-        token = accounts.create_api_token(session, user=user, name="t", now=now)
-        headers[key] = {"Authorization": f"Bearer {token}"}
+    headers = {key: make.bearer(user) for key, user in users.items()}
     member = next(m.user for m in team.members if m.user_id != captain.id)
-    token = accounts.create_api_token(session, user=member, name="t", now=now)
-    headers["member"] = {"Authorization": f"Bearer {token}"}
-    session.commit()
+    headers["member"] = make.bearer(member)
     return {"task": task, "team": team, "h": headers, "users": users, "member": member}
 
 

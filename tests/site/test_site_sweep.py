@@ -9,7 +9,6 @@ import pytest
 from sqlalchemy import select
 
 from semboard.models import UploadLog
-from semboard.services import accounts
 
 API = "/api/v1"
 
@@ -17,23 +16,6 @@ databases = pytest.mark.parametrize(
     "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
     indirect=True,
 )
-
-
-@pytest.fixture
-def world(app, session, make, now):
-    """A task with inputs and gold, an open phase, two teams with API tokens."""
-    app.config["SEMBOARD_CLOCK"] = lambda: now
-    task = make.task(with_gold=True)
-    phase = make.phase(task, "eval", max_runs=3)
-    team_a, captain_a = make.team(task, "A")
-    team_b, captain_b = make.team(task, "B")
-    tokens = {}
-    for key, user in (("a", captain_a), ("b", captain_b)):
-        token = accounts.create_api_token(session, user=user, name="t", now=now)
-        tokens[key] = {"Authorization": f"Bearer {token}"}
-    session.commit()
-    return {"task": task, "phase": phase, "tokens": tokens, "teams": (team_a, team_b),
-            "captains": (captain_a, captain_b)}
 
 
 def _with_spearman(tiny_data) -> str:
