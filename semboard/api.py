@@ -206,9 +206,7 @@ def edit_description(run_id: int) -> Any:
     """Edit a run's description (multipart or JSON: description and one field per question)."""
     user = _require_user()
     session = get_session()
-    run = submissions.get_run(session, run_id)
-    if not access.can_view_run(session, user, run):
-        raise NotFound(f"no run {run_id}")
+    run = submissions.visible_run(session, viewer=user, run_id=run_id)
     if request.is_json:
         body = request.get_json(silent=True) or {}
         text = str(body.get("description", ""))
@@ -227,9 +225,7 @@ def show_run(run_id: int) -> Any:
     """A run, if the caller may see it (others' runs look like missing ones)."""
     session = get_session()
     user = _user()
-    run = submissions.get_run(session, run_id)
-    if not access.can_view_run(session, user, run):
-        raise NotFound(f"no run {run_id}")
+    run = submissions.visible_run(session, viewer=user, run_id=run_id)
     show = access.can_view_scores(session, user, run.phase)
     return jsonify(_run_json(run, show))
 

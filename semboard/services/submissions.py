@@ -362,6 +362,14 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
+def visible_run(session: Session, *, viewer: User | None, run_id: int) -> Run:
+    """A run this viewer may see, else NotFound: someone else's run looks like a missing one."""
+    run = get_run(session, run_id)
+    if not access.can_view_run(session, viewer, run):
+        raise NotFound(f"no run {run_id}")
+    return run
+
+
 def runs_for_team(
     session: Session, *, team: Team, phase: Phase | None = None, include_replaced: bool = False
 ) -> list[Run]:

@@ -133,14 +133,10 @@ def organiser_action(task_name: str, act: Callable[[Task, User], str], *,
 
 def visible_run(run_id: int) -> Run:
     """The run if this viewer may see it; else 404, as for a run that does not exist."""
-    session = db()
     try:
-        run = submissions.get_run(session, run_id)
+        return submissions.visible_run(db(), viewer=me(), run_id=run_id)
     except DomainError:
         abort(404)
-    if not access.can_view_run(session, me(), run):
-        abort(404)
-    return run
 
 
 def admin_required(view: F) -> F:
