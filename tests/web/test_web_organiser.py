@@ -177,6 +177,20 @@ def test_mark_team_grant_fix_and_logs(browser: Browser, db_session) -> None:
     assert "alice@demo.semboard.org" in log and "accepted" in log
 
 
+def test_organiser_lists_page_with_newer_and_older_links(browser: Browser, monkeypatch) -> None:
+    from semboard.views import organise
+
+    monkeypatch.setattr(organise, "LIST_PAGE", 1)
+    browser.login(ORGANISER)
+    for url in ("/tasks/demo/organise/runs", "/tasks/demo/organise/log"):
+        first = text(browser.get(url))
+        pages = int(re.search(r"page 1 of (\d+)", first).group(1))
+        assert pages > 1 and 'rel="next" href="?page=2"' in first and 'rel="prev"' not in first
+        last = text(browser.get(f"{url}?page={pages}"))
+        assert f"page {pages} of {pages}" in last and 'rel="next"' not in last
+        assert f'rel="prev" href="?page={pages - 1}"' in last
+
+
 def test_rescore_button(browser: Browser) -> None:
     browser.login(ORGANISER)
     response = browser.submit("/tasks/demo/organise", "/tasks/demo/organise/rescore",
