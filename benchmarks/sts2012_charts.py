@@ -18,6 +18,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from semboard.services import definitions
+
 DATA = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/data")
 SHOTS = Path(sys.argv[2] if len(sys.argv) > 2 else "sts2012-charts")
 SYSTEMS = ["tokencos", "dice", "lcs", "random"]
@@ -44,8 +46,8 @@ def build(instance: Path) -> None:
         flask("baselines", "run", "sts2012", "--system", system, "--phase", "test")
 
     from semboard import create_app
+    from semboard.cli.demo import noisy_run
     from semboard.db import get_session
-    from semboard.demo import noisy_run
     from semboard.services import accounts, gold, inputs, submissions, tasks, teams
     from semboard.storage import get_storage
 
@@ -54,7 +56,7 @@ def build(instance: Path) -> None:
         session, storage = get_session(), get_storage()
         task = tasks.get_task(session, "sts2012")
         phase = tasks.get_phase(session, task, "test")
-        definition = tasks.definition(task)
+        definition = definitions.definition(task)
         parsed = inputs.parsed_inputs(session, storage, task=task)
         gold_values = {name: list(g.scores) for name, g in
                        gold.parsed_gold(session, storage, task=task).items()}

@@ -18,6 +18,9 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 READ_ONLY = "semboard.read_only"
 
+# Where create_app puts the post-commit observers (jobs.hooks) that each app factory runs.
+OBSERVERS_KEY = "semboard.session_observers"
+
 # Every engine made here, so a forked child can drop the pooled connections it inherited.
 _engines: weakref.WeakSet[Engine] = weakref.WeakSet()
 
@@ -137,15 +140,30 @@ def dispose_app_engine(app: Any) -> None:
         jobs.kw["bind"].dispose()
 
 
+def _observed(factory: sessionmaker[Session], app: Any, role: str) -> sessionmaker[Session]:
+    """factory, with the app's post-commit observers attached (see jobs.hooks)."""
+    for observe in app.extensions.get(OBSERVERS_KEY, ()):
+        observe(factory, app, role)
+    return factory
+
+
 def session_factory() -> sessionmaker[Session]:
-    """The current app's writer sessions: BEGIN IMMEDIATE on SQLite, boards rebuilt on commit."""
+    """The current app's writer sessions: BEGIN IMMEDIATE on SQLite, observed after commit."""
     ext = current_app.extensions
     if "semboard.sessions" not in ext:
-        ext["semboard.sessions"] = make_session_factory(app_engine(), immediate=True)
-        from semboard.board_jobs import attach  # prepared boards rebuilt after each commit
-
-        attach(ext["semboard.sessions"], current_app._get_current_object())  # type: ignore[attr-defined]
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        ext["semboard.sessions"] = _observed(
+            make_session_factory(app_engine(), immediate=True), app, "writer")
     return ext["semboard.sessions"]
+
+
+def job_session_factory(app: Any) -> sessionmaker[Session]:
+    """Sessions for background steps: deferred reads, explicit writer transactions."""
+    ext = app.extensions
+    if "semboard.job_sessions" not in ext:
+        ext["semboard.job_sessions"] = _observed(
+            make_session_factory(app.config["DATABASE_URL"]), app, "job")
+    return ext["semboard.job_sessions"]
 
 
 def read_session_factory() -> sessionmaker[Session]:

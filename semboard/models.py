@@ -220,6 +220,14 @@ class Phase(Base):
     task: Mapped[Task] = relationship(back_populates="phases")
 
 
+    def state(self, now: datetime) -> str:
+        """The one phase-state rule: "upcoming" before it opens, "open" until it closes, then
+        "closed"."""
+        if now < self.opens_at:
+            return "upcoming"
+        return "open" if now < self.closes_at else "closed"
+
+
 class Team(Base):
     """A team on one task; the captain hands out the invite code."""
 

@@ -12,9 +12,9 @@ from sqlalchemy.orm import Session
 
 from semboard.db import insert_unless_refused
 from semboard.errors import AuthenticationFailed, InvalidData, NameTaken
-from semboard.mail import queue_event
+from semboard.mail.delivery import queue_event
 from semboard.models import AccountToken, NotificationSent, Phase, Team, TeamMember, User
-from semboard.services import accounts, inputs
+from semboard.services import accounts, windows
 
 VERIFY_HOURS = 48
 RESET_HOURS = 2
@@ -138,7 +138,7 @@ def queue_deadline_reminders(session: Session, *, now: datetime) -> int:
         teams = list(session.scalars(select(Team).where(Team.task_id == phase.task_id,
                                                         Team.is_baseline.is_(False))))
         for team in teams:
-            deadline = inputs.team_deadline(session, team=team, phase=phase)
+            deadline = windows.team_deadline(session, team=team, phase=phase)
             if not now < deadline <= now + timedelta(hours=24):
                 continue
             key = f"deadline:{phase.id}:{team.id}:{deadline.isoformat()}"

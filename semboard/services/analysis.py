@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from semboard.db import insert_unless_refused
 from semboard.errors import DomainError, Forbidden, NotFound
 from semboard.models import Run, RunComparison, Task, User
-from semboard.services import access, gold, inputs, significance, submissions, tasks
+from semboard.services import access, definitions, gold, inputs, significance, submissions
 from semboard.storage import Storage
 
 # How many of the largest errors a page lists by default, and at most (the CSV has them all).
@@ -136,7 +136,7 @@ def run_items(session: Session, storage: Storage, *, run: Run, viewer: User | No
     parsed_gold = gold.parsed_gold(session, storage, task=task)
     if not parsed_gold:
         raise NotFound("this task has no gold yet")
-    definition = tasks.definition(task)
+    definition = definitions.definition(task)
     validated = _validated(session, storage, run)
     found = dataset_items(definition, validated, parsed_gold)
     known = inputs.parsed_inputs(session, storage, task=task)
@@ -184,7 +184,7 @@ def fit_lines(found: RunItems) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- comparing two runs
 
-# The tests run off the request path (semboard.analysis_jobs): a GET shows a stored result or
+# The tests run off the request path (semboard.jobs.analysis): a GET shows a stored result or
 # the runs' stored scores only. A request still pending after this long is taken as lost.
 PENDING_STALE = timedelta(minutes=10)
 NOT_COMPUTED = "not computed"
@@ -306,7 +306,7 @@ def compare(session: Session, *, task: Task, a_id: int, b_id: int,
     holds the stored metric values only and says so in `status`.
     """
     a, b = _pair_runs(session, task=task, a_id=a_id, b_id=b_id, viewer=viewer)
-    definition = tasks.definition(task)
+    definition = definitions.definition(task)
     values = comparison_settings(session, task=task, a=a, b=b)
     stored = _stored(session, a=a, b=b, digest=significance.digest_of(values))
     options = dict(COMPARE_OPTIONS, test="paired bootstrap")
@@ -384,7 +384,7 @@ def compute_comparison(session: Session, storage: Storage, *, comparison_id: int
         parsed_gold = gold.parsed_gold(session, storage, task=task)
         if not parsed_gold:
             raise DomainError("this task has no gold yet")
-        definition = tasks.definition(task)
+        definition = definitions.definition(task)
         va, vb = _validated(session, storage, a), _validated(session, storage, b)
         # end the read transaction before the long computation (SQLite: no lock held meanwhile)
         session.commit()

@@ -9,27 +9,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from semboard.errors import InvalidData, NotFound
+from semboard.errors import InvalidData
 from semboard.models import GoldFile, InputFile, Task, User
-from semboard.services import access
+from semboard.services import access, definitions
 from semboard.storage import Storage, put_content, sha256
 
 if TYPE_CHECKING:
-    from evaluation import DatasetSpec, TaskDefinition
+    from evaluation import TaskDefinition
 
 DataFile = TypeVar("DataFile", InputFile, GoldFile)
 T = TypeVar("T")
-
-
-def dataset_spec(task: Task, dataset: str, split: str | None = None) -> DatasetSpec:
-    """The DatasetSpec of one of the task's (or split's) datasets, or NotFound."""
-    from semboard.services import splits
-
-    try:
-        return splits.split_definition(task, split).dataset(dataset)
-    except KeyError as err:
-        where = f"split {split} of task {task.name}" if split else f"task {task.name}"
-        raise NotFound(f"{where} has no dataset {dataset!r}") from err
 
 
 def check_upload(
@@ -42,11 +31,10 @@ def check_upload(
     official name of another dataset's file of this kind: uploading STS.input.MSRvid.txt as
     MSRpar would silently misalign everything scored later.
     """
-    from semboard.services import splits
 
     access.require_organiser(session, user, task)
-    dataset_spec(task, dataset, split)
-    definition = splits.split_definition(task, split)
+    definitions.dataset_spec(task, dataset, split)
+    definition = definitions.split_definition(task, split)
     name_of = definition.input_filename if kind == "input" else definition.gold_filename
     base = filename.replace("\\", "/").rsplit("/", 1)[-1]
     for spec in definition.datasets:

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from semboard.errors import Forbidden, InvalidData
 from semboard.models import Phase, Run, Task, Team, User
-from semboard.services import access, tasks
+from semboard.services import access, definitions
 
 if TYPE_CHECKING:
     from evaluation.descriptions import Question
@@ -20,7 +20,7 @@ def questions(task: Task) -> tuple[Question, ...]:
     """The questions of the task's definition."""
     from evaluation.descriptions import questions as declared
 
-    return declared(tasks.definition(task))
+    return declared(definitions.definition(task))
 
 
 def given_from_form(task: Task, form: Any) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def check(task: Task, description: str, given: Mapping[str, Any]) -> dict[str, A
     """Normalised answers, or InvalidData listing every problem (nothing is stored)."""
     from evaluation.descriptions import check_answers
 
-    answers, issues = check_answers(tasks.definition(task), description, given)
+    answers, issues = check_answers(definitions.definition(task), description, given)
     if issues:
         raise InvalidData(f"the system description has {len(issues)} problem(s)", issues)
     return answers
@@ -65,7 +65,7 @@ def apply(run: Run, description: str, answers: dict[str, Any]) -> None:
 
 def editable(run: Run, now: datetime) -> bool:
     """A description can be edited until the run's phase closes; then it is frozen."""
-    return run.is_current and now < run.phase.closes_at
+    return run.is_current and run.phase.state(now) != "closed"
 
 
 def edit(session: Any, *, run: Run, user: User | None, description: str,

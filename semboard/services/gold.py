@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from semboard.db import begin_write
 from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import GoldFile, GoldRelease, Phase, Run, RunScoreRecord, Task, User
-from semboard.services import access, datafiles, inputs, splits, tasks
+from semboard.services import access, datafiles, definitions, inputs, splits
 from semboard.storage import Storage, keys
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def upload_gold(
     """Check a gold file against the split's definition and stored inputs; store a new version."""
     from evaluation import ValidationError, read_gold
 
-    split = splits.split_name(task, split)
+    split = definitions.split_name(task, split)
     definition = datafiles.check_upload(session, task=task, dataset=dataset, filename=filename,
                                         user=user, kind="gold", split=split)
     known_inputs = inputs.parsed_inputs(session, storage, task=task, split=split).get(dataset)
@@ -71,8 +71,8 @@ def load_release_gold(
     """Upload a split's gold files found in a folder: the official layout, or by base name."""
     release_dir = Path(release_dir)
     rows = []
-    split = splits.split_name(task, split)
-    for spec in splits.split_definition(task, split).datasets:
+    split = definitions.split_name(task, split)
+    for spec in definitions.split_definition(task, split).datasets:
         candidates = []
         if spec.gold_path:
             candidates += [release_dir / spec.gold_path, release_dir / Path(spec.gold_path).name]
@@ -90,7 +90,7 @@ def load_release_gold(
 def current_gold(session: Session, *, task: Task, split: str | None = None) -> dict[str, GoldFile]:
     """The newest gold version of each dataset of a split (None: the default split)."""
     return datafiles.newest_versions(session, GoldFile, task=task,
-                                     split=splits.split_name(task, split))
+                                     split=definitions.split_name(task, split))
 
 
 def gold_digest(current: dict[str, GoldFile]) -> str:
@@ -115,7 +115,7 @@ _PARSED = datafiles.ParsedCache()
 def parsed_gold(session: Session, storage: Storage, *, task: Task,
                 split: str | None = None) -> dict[str, DatasetGold]:
     """DatasetGold of every dataset of a split with gold (parsed once per digest)."""
-    definition = splits.split_definition(task, split)
+    definition = definitions.split_definition(task, split)
     known_inputs = inputs.parsed_inputs(session, storage, task=task, split=split)
     found = {}
     for dataset, row in current_gold(session, task=task, split=split).items():
@@ -138,14 +138,14 @@ def release_gold(session: Session, *, task: Task, user: User | None, now: dateti
                  split: str | None = None) -> None:
     """Make one split's gold (default: the default split's) downloadable by everyone."""
     access.require_organiser(session, user, task)
-    split = splits.split_name(task, split)
+    split = definitions.split_name(task, split)
     if not current_gold(session, task=task, split=split):
         raise InvalidData(f"task {task.name} has no gold of split {split} to release")
     # Releasing again keeps who released it first, and when.
     if splits.release_row(session, task=task, split=split) is None:
         session.add(GoldRelease(task_id=task.id, split=split, released_at=now,
                                 released_by_id=user.id if user else None))
-    if split == tasks.definition(task).default_split and task.gold_released_at is None:
+    if split == definitions.definition(task).default_split and task.gold_released_at is None:
         task.gold_released_at = now
         task.gold_released_by_id = user.id if user else None
     session.flush()
@@ -163,7 +163,7 @@ def download_gold(
     split: str | None = None,
 ) -> tuple[str, bytes]:
     """A dataset's gold file: public gold (training, trial, released) for all, else organisers."""
-    split = splits.split_name(task, split)
+    split = definitions.split_name(task, split)
     if not (splits.gold_is_public(session, task=task, split=split)
             or access.is_organiser(session, viewer, task)):
         raise Forbidden(f"the {split} gold of this task has not been released")
@@ -200,7 +200,7 @@ def score_stored_run(
     latest = run.current_score
     if latest is not None and latest.gold_digest == digest and not force:
         return latest
-    definition = splits.phase_definition(run.phase)
+    definition = definitions.phase_definition(run.phase)
     if validated is None:
         files = {f.filename: storage.get(f.storage_key) for f in run.files}
         datasets = definition.track_datasets(run.phase.track) if run.phase.track else None

@@ -33,7 +33,7 @@ from semboard.models import (
     Team,
     User,
 )
-from semboard.services import access, significance, splits, tasks
+from semboard.services import access, definitions, significance, tasks
 from semboard.storage import Storage
 from semboard.timefmt import api_time
 
@@ -333,11 +333,11 @@ def build_leaderboard(
     background step does (write_lock: compute first, then take the write lock to store).
     """
     from evaluation import rank_runs, ranking_keys
-    from semboard import utcnow
+    from semboard.clock import utcnow
 
     if check_access and not access.can_view_leaderboard(session, viewer, phase):
         raise Forbidden("this leaderboard is not public yet")
-    definition = splits.phase_definition(phase)
+    definition = definitions.phase_definition(phase)
     # one query of the columns the board shows, newest score only: no ORM object per run
     newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
               .group_by(RunScoreRecord.run_id).subquery())

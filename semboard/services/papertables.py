@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from semboard.models import Phase, Run, Task
-from semboard.services import descriptions, inputs, leaderboard, tasks
+from semboard.services import definitions, descriptions, inputs, leaderboard
 from semboard.storage import Storage
 
 TABLES = ("runs", "resources", "confidence")
@@ -96,7 +96,7 @@ def runs_table(session: Session, *, task: Task, phase: Phase, rank_baselines: bo
     if rank_baselines:
         scored = {r.id: r.current_score.scores for r in _runs(session, phase)
                   if r.current_score is not None}
-        ranks = rank_runs(tasks.definition(task), scored)
+        ranks = rank_runs(definitions.definition(task), scored)
     header = ["run", "baseline", "flags"]
     for column in board.columns:
         header.append(column.label)
@@ -146,7 +146,7 @@ def confidence_table(session: Session, storage: Storage, *, task: Task, phase: P
     """
     from evaluation import validate_run
 
-    definition = tasks.definition(task)
+    definition = definitions.definition(task)
     known_inputs = inputs.parsed_inputs(session, storage, task=task)
     datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
     header = ["run"]

@@ -7,7 +7,6 @@ worker, `flask schedule tick` from cron and the rq worker can all call it.
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import datetime
 
 from sqlalchemy import or_, select
@@ -59,42 +58,3 @@ def tick(session: Session, *, now: datetime) -> list[str]:
                          details={"summary": f"gold of {task.name} released on schedule"})
             done.append(f"released the gold of {task.name}")
     return done
-
-
-class Ticker(threading.Thread):
-    """A daemon thread calling tick every `interval` seconds in this process until stopped."""
-
-    def __init__(self, app: object, interval: float) -> None:
-        super().__init__(name="semboard-schedule", daemon=True)
-        self.app = app
-        self.interval = interval
-        self.stopped = threading.Event()
-
-    def stop(self) -> None:
-        """End the loop (it finishes a tick in progress first)."""
-        self.stopped.set()
-
-    def run(self) -> None:
-        """Tick, commit, wait; a failed tick is logged and retried on the next one."""
-        from semboard import utcnow
-        from semboard.db import session_factory
-
-        while not self.stopped.wait(self.interval):
-            try:
-                with self.app.app_context():  # type: ignore[attr-defined]
-                    session = session_factory()()
-                    try:
-                        for line in tick(session, now=utcnow()):
-                            log.info("schedule: %s", line)
-                        session.commit()
-                    finally:
-                        session.close()
-            except Exception:
-                log.exception("scheduled publication failed")
-
-
-def start_ticker(app: object, interval: float) -> Ticker:
-    """Start the in-process ticker."""
-    ticker = Ticker(app, interval)
-    ticker.start()
-    return ticker

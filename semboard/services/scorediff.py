@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from semboard.models import Phase, Run, RunScoreRecord, Task
-from semboard.services import tasks
+from semboard.services import definitions, tasks
 
 
 @dataclass
@@ -80,7 +80,7 @@ def run_diff(session: Session, run: Run) -> RunDiff | None:
     if len(run.scores) < 2 or not run.is_current:
         return None
     runs = _scored(session, run.phase)
-    found = [d for d in _phase_diffs(tasks.definition(run.task), run.phase, runs)
+    found = [d for d in _phase_diffs(definitions.definition(run.task), run.phase, runs)
              if d.run_id == run.id]
     return found[0] if found else None
 
@@ -93,7 +93,7 @@ def _scored(session: Session, phase: Phase) -> list[Run]:
 
 def task_diff(session: Session, *, task: Task) -> list[RunDiff]:
     """Every rescored current run of every phase of the task."""
-    definition = tasks.definition(task)
+    definition = definitions.definition(task)
     found: list[RunDiff] = []
     for phase in tasks.phases(session, task):
         found += _phase_diffs(definition, phase, _scored(session, phase))

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from semboard.db import begin_write, insert_unless_refused
 from semboard.models import Phase, Run, SignificanceGroups
-from semboard.services import gold, inputs, splits
+from semboard.services import definitions, gold, inputs
 from semboard.storage import ObjectMissing, Storage
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ def _validated_runs(session: Session, storage: Storage, *, phase: Phase,
     """Each run re-read from storage and re-validated as the scorer does; (valid, left out)."""
     from evaluation import validate_run
 
-    definition = splits.phase_definition(phase)
+    definition = definitions.phase_definition(phase)
     known_inputs = inputs.parsed_inputs(session, storage, task=phase.task, split=phase.split)
     datasets = definition.track_datasets(phase.track) if phase.track else None
     ids = [run.id for run in runs]
@@ -116,7 +116,7 @@ def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[
     if valid and parsed_gold and metrics:
         try:
             by_metric = group_board(
-                splits.phase_definition(phase), valid, parsed_gold, metrics=list(metrics),
+                definitions.phase_definition(phase), valid, parsed_gold, metrics=list(metrics),
                 alpha=SIGNIFICANCE_OPTIONS["alpha"], resamples=SIGNIFICANCE_OPTIONS["resamples"],
                 seed=SIGNIFICANCE_OPTIONS["seed"],
             )

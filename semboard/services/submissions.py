@@ -25,7 +25,7 @@ from semboard.errors import (
     issue_dicts,
 )
 from semboard.models import Phase, Run, RunFile, Task, Team, UploadLog, User
-from semboard.services import access, gold, grants, inputs, ratelimit, splits
+from semboard.services import access, definitions, gold, grants, inputs, ratelimit, splits, windows
 from semboard.services import tasks as task_services
 from semboard.storage import Storage, keys, put_content, sha256
 from semboard.timefmt import api_time, clock_text
@@ -103,7 +103,7 @@ def _reject(
 
 def offered_phases(session: Session, *, task: Task, team: Team, now: datetime) -> list[Phase]:
     """The phases an upload form offers the team: opened ones that can still take its runs."""
-    opened = [p for p in task_services.phases(session, task) if p.opens_at <= now]
+    opened = [p for p in task_services.phases(session, task) if p.state(now) != "upcoming"]
     if team.is_baseline:
         return opened
     released = {r.split: r.released_at for r in splits.releases(session, task=task)}
@@ -127,7 +127,7 @@ def _dataset_of(definition: TaskDefinition, filename: str) -> str | None:
 
 def _check_daily(session: Session, *, team: Team, phase: Phase, now: datetime) -> None:
     """RateLimited, naming the next allowed time, when the team used its uploads of the day."""
-    quota = splits.daily_quota(session, team=team, phase=phase, now=now)
+    quota = windows.daily_quota(session, team=team, phase=phase, now=now)
     if quota.next_allowed_at is not None:
         raise RateLimited(
             f"your team has made {quota.used} uploads to {phase.name} in the last 24 hours "
@@ -199,10 +199,10 @@ def submit(
     # Timing: before the phase, on time, late (policy), or a post-deadline fix (†).
     is_late = is_fix = False
     if not team.is_baseline:
-        if now < phase.opens_at:
+        if phase.state(now) == "upcoming":
             raise refuse(PhaseNotOpen(
                 f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC"))
-        deadline = inputs.team_deadline(session, team=team, phase=phase)
+        deadline = windows.team_deadline(session, team=team, phase=phase)
         if now >= deadline:
             if grants.active_grant(session, team=team, phase=phase, now=now) is not None:
                 is_fix = True
@@ -229,7 +229,7 @@ def submit(
             raise refuse(err) from None
 
     # Validation (every problem, with file and line) against the phase's split.
-    definition = splits.phase_definition(phase)
+    definition = definitions.phase_definition(phase)
     stored_inputs = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
     if not stored_inputs:
         raise refuse(PhaseNotOpen(f"no inputs of {task.name} have been published yet"))
@@ -298,7 +298,7 @@ def _insert_run(
                 .execution_options(synchronize_session=False)
             )
             # A team that got the inputs elsewhere starts its window with its first accepted run.
-            inputs.start_window(session, team=team, phase=phase, user=user, now=now)
+            windows.start_window(session, team=team, phase=phase, user=user, now=now)
             # The daily limit again, under the team's lock: concurrent uploads cannot both pass.
             if not team.is_baseline:
                 _check_daily(session, team=team, phase=phase, now=now)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -22,6 +21,8 @@ from semboard.models import (
     TeamWindow,
     User,
 )
+from semboard.services import definitions
+from semboard.services import phases as phase_rules
 
 if TYPE_CHECKING:
     from evaluation import TaskDefinition
@@ -40,18 +41,6 @@ PHASE_FIELDS = (
     "split",
     "max_per_day",
 )
-
-
-@lru_cache(maxsize=64)
-def _parse(text: str, digest: str, name: str) -> TaskDefinition:
-    from evaluation import parse_task
-
-    return parse_task(text, source=f"<stored definition of {name}>")
-
-
-def definition(task: Task) -> TaskDefinition:
-    """The task's TaskDefinition, parsed from its stored text (cached by digest)."""
-    return _parse(task.definition_text, task.definition_digest, task.name)
 
 
 def load_task(session: Session, definition: TaskDefinition, *, now: datetime) -> Task:
@@ -104,10 +93,10 @@ def _check_phase(task: Task, values: dict[str, Any]) -> None:
             raise InvalidData(f"{key} must be positive (or empty for none)")
     track = values["track"]
     if track:
-        tracks = definition(task).tracks
+        tracks = definitions.definition(task).tracks
         if track not in tracks:
             raise InvalidData(f"task {task.name} has no track {track!r}")
-    splits = definition(task).splits
+    splits = definitions.definition(task).splits
     if values["split"] not in splits:
         raise InvalidData(f"task {task.name} has no split {values['split']!r}; its splits: "
                           f"{', '.join(splits)}")
@@ -116,11 +105,10 @@ def _check_phase(task: Task, values: dict[str, Any]) -> None:
 def _check_split_rules(session: Session, task: Task, values: dict[str, Any],
                        phase_id: int | None) -> None:
     """The no-oracle rule, and a daily limit for scores shown against private gold."""
-    from semboard.services import splits
 
-    splits.check_no_oracle(session, task, values, phase_id)
-    if values["max_per_day"] is None and splits.needs_daily_limit(session, task, values):
-        values["max_per_day"] = splits.DEFAULT_MAX_PER_DAY
+    phase_rules.check_no_oracle(session, task, values, phase_id)
+    if values["max_per_day"] is None and phase_rules.needs_daily_limit(session, task, values):
+        values["max_per_day"] = phase_rules.DEFAULT_MAX_PER_DAY
 
 
 def add_phase(
@@ -153,7 +141,7 @@ def add_phase(
         late_policy=late_policy,
         visibility=visibility,
         track=track or None,
-        split=split or definition(task).default_split,
+        split=split or definitions.definition(task).default_split,
         max_per_day=max_per_day,
     )
     _check_phase(task, values)
@@ -173,7 +161,7 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
     values = {key: getattr(phase, key) for key in PHASE_FIELDS}
     values.update(fields)
     values["track"] = values["track"] or None
-    values["split"] = values["split"] or definition(phase.task).default_split
+    values["split"] = values["split"] or definitions.definition(phase.task).default_split
     _check_phase(phase.task, values)
     _check_split_rules(session, phase.task, {**values, "results_published_at":
                                              phase.results_published_at}, phase.id)
@@ -195,10 +183,9 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
 
 def _default_limit(session: Session, task: Task, values: dict[str, Any]) -> int | None:
     """The daily limit a phase gets when it starts showing scores against private gold."""
-    from semboard.services import splits
 
-    if splits.needs_daily_limit(session, task, values):
-        return splits.DEFAULT_MAX_PER_DAY
+    if phase_rules.needs_daily_limit(session, task, values):
+        return phase_rules.DEFAULT_MAX_PER_DAY
     return None
 
 
@@ -218,7 +205,7 @@ def phases(session: Session, task: Task) -> list[Phase]:
 
 def current_phases(session: Session, task: Task, *, now: datetime) -> list[Phase]:
     """Phases open now."""
-    return [p for p in phases(session, task) if p.opens_at <= now < p.closes_at]
+    return [p for p in phases(session, task) if p.state(now) == "open"]
 
 
 def phase_for_submission(
@@ -237,7 +224,7 @@ def phase_for_submission(
                           "name the phase to submit to (API field 'phase', CLI --phase)")
     if open_now:
         return open_now[0]
-    closed = [p for p in phases(session, task) if p.closes_at <= now]
+    closed = [p for p in phases(session, task) if p.state(now) == "closed"]
     if closed:
         return max(closed, key=lambda p: (p.closes_at, p.id))
     raise PhaseNotOpen(f"no phase of {task.name} accepts runs yet")

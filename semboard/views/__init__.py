@@ -1,19 +1,37 @@
 """HTML blueprints of the site."""
 
-from importlib import import_module
+from __future__ import annotations
+
+from typing import Any
 
 from flask import Flask
 
+from semboard.db import get_session
+from semboard.extensions import login_manager
+from semboard.services.accounts import get_user
+from semboard.views import (  # noqa: F401  (each module adds its routes to common.bp)
+    account,
+    auth,
+    boards,
+    charts,
+    closing,
+    organise,
+    tasks,
+)
+from semboard.views.common import bp
 
-def register_blueprints(app: Flask) -> None:
-    """Register every HTML blueprint on the app."""
-    from semboard import login_manager
-    from semboard.views import auth, boards, closing, organise, tasks  # noqa: F401  (routes register)
-    from semboard.views import charts as _charts  # noqa: F401  (chart and compare pages)
-    from semboard.views.common import bp
 
-    import_module("semboard.views.account")  # issue 12: account and team pages
+def load_user(user_id: str) -> Any:
+    """The logged-in user of a session cookie (Flask-Login's user loader)."""
+    try:
+        return get_user(get_session(), int(user_id))
+    except ValueError:
+        return None
 
+
+def register(app: Flask) -> None:
+    """Register every HTML blueprint on the app, and how Flask-Login finds users."""
+    login_manager.user_loader(load_user)
     login_manager.login_view = "web.login"
     login_manager.login_message = "Log in to see this page."
     login_manager.login_message_category = "info"

@@ -8,18 +8,18 @@ from typing import Any
 from flask import flash, redirect, render_template, request, url_for
 from flask_login import login_required, login_user
 
-from semboard.account_forms import (
+from semboard.errors import DomainError
+from semboard.mail.delivery import mail_available
+from semboard.services import account_links, ratelimit, team_rules, teams
+from semboard.views.common import bp, committed, db, flash_error, login_or_redirect, me, now
+from semboard.web.account_forms import (
     ChangeEmailForm,
     ChangePasswordForm,
     ForgotPasswordForm,
     NotificationsForm,
     ResetPasswordForm,
 )
-from semboard.errors import DomainError
-from semboard.forms import ActionForm
-from semboard.mail import mail_available
-from semboard.services import account_links, ratelimit, team_rules, teams
-from semboard.views.common import bp, committed, db, flash_error, login_or_redirect, me, now
+from semboard.web.forms import ActionForm
 
 RESETS_PER_HOUR = 3
 

@@ -8,11 +8,11 @@ from urllib.parse import urlsplit
 from flask import flash, redirect, render_template, request, url_for
 from flask_login import login_required, login_user, logout_user
 
-from semboard.forms import ActionForm, LoginForm, RegisterForm, TokenForm
-from semboard.mail import mail_available
+from semboard.mail.delivery import mail_available
 from semboard.models import User
 from semboard.services import access, account_links, accounts, tasks, teams
 from semboard.views.common import bp, committed, db, login_or_redirect, me, now
+from semboard.web.forms import ActionForm, LoginForm, RegisterForm, TokenForm
 
 
 def _safe_next(target: str | None) -> str | None:

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import threading
 import time
 from collections import OrderedDict
 from typing import Any
 
-from flask import Response, abort, current_app, render_template, request, session, url_for
+from flask import abort, current_app, render_template, request, session, url_for
 from markupsafe import Markup
 
-from semboard import board_jobs, job_queue
-from semboard.errors import DomainError, Forbidden
+from semboard.errors import DomainError, Forbidden, NotFound
+from semboard.jobs import boards as board_jobs
+from semboard.jobs import queue as job_queue
 from semboard.models import Phase, Task
-from semboard.services import access, breakdowns, leaderboard, tasks
+from semboard.services import access, breakdowns, charts, definitions, leaderboard, phases, tasks
 from semboard.views.common import admin_required, bp, db, load_task, me, now
+from semboard.web import files
 
 PER_PAGE = 100
 # Whole anonymous pages (plain and gzip) by ETag, kept a minute: the ETag holds the version, so
@@ -38,18 +41,13 @@ _fragments_lock = threading.Lock()
 
 
 def _default_phase(task: Task) -> Phase:
-    """The latest phase that has opened whose board this viewer may see (else 404)."""
-    session = db()
-    user = me()
-    phases = tasks.phases(session, task)
-    visible = [p for p in phases if access.can_view_leaderboard(session, user, p)]
-    opened = [p for p in visible if p.opens_at <= now()]
-    # A finished evaluation with published results is what visitors come for.
-    if opened:
-        return opened[-1]
-    if visible:
-        return visible[0]
-    abort(404 if not phases else 403)
+    """The default board phase for this viewer (404 without phases, 403 when none is visible)."""
+    try:
+        return phases.default_board_phase(db(), task, viewer=me(), now=now())
+    except NotFound:
+        abort(404)
+    except Forbidden:
+        abort(403)
 
 
 def _phase(task: Task, phase_slug: str | None) -> Phase:
@@ -78,38 +76,6 @@ def _board(task: Task, phase_slug: str | None) -> leaderboard.Leaderboard:
     """The board as a Leaderboard (rows shared read-only with other requests)."""
     phase = _phase(task, phase_slug)
     return _prepared(task, phase).board(task, phase)
-
-
-def _gzip_ok() -> bool:
-    return request.accept_encodings["gzip"] > 0
-
-
-def _respond(body: bytes, *, etag: str | None, mimetype: str, compressed: bool,
-             headers: dict[str, str] | None = None, public: bool = True) -> Response:
-    """A response with validator, compression and cache headers (304 when the ETag matches)."""
-    if etag is not None and request.if_none_match.contains(etag):
-        response = Response(status=304)
-    else:
-        response = Response(body, mimetype=mimetype, headers=headers or {})
-        if compressed:
-            response.headers["Content-Encoding"] = "gzip"
-    if etag is not None:
-        response.set_etag(etag)
-    response.headers["Vary"] = "Accept-Encoding, Cookie"
-    # Browsers revalidate each time (cheap: a 304); shared caches keep only public boards.
-    response.headers["Cache-Control"] = "no-cache" if public else "private, no-cache"
-    return response
-
-
-def send_prepared(prepared: leaderboard.Prepared, kind: str, *, phase: Phase,
-                  filename: str | None = None) -> Response:
-    """A prepared board's CSV or JSON, with its ETag, gzip and 304 (shared with the API)."""
-    compressed = _gzip_ok()
-    headers = {"Content-Disposition": f'attachment; filename="{filename}"'} if filename else {}
-    mimetype = "text/csv" if kind == "csv" else "application/json"
-    return _respond(prepared.body(kind, compressed=compressed), etag=prepared.etag(kind),
-                    mimetype=mimetype, compressed=compressed, headers=headers,
-                    public=phase.visibility == "public")
 
 
 def stored_interval(scores: dict[str, Any], key: str) -> list[float] | None:
@@ -142,6 +108,60 @@ def _table(board: leaderboard.Leaderboard, prepared: leaderboard.Prepared,
     return html
 
 
+
+BOARD_CHARTS = ("ci", "heatmap")
+
+
+# Board chart specs per (database, phase, version): a version never changes content, so an
+# entry is never stale; this spares rebuilding the specs of a large board for every view.
+_BOARD_SPECS: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+
+
+_BOARD_SPECS_SIZE = 32
+
+
+_board_specs_lock = threading.Lock()
+
+
+def board_chart_specs(board: Any, intervals: Any, version: str) -> dict[str, Any]:
+    """The board's chart specs {"metric", "ci", "heatmap"} (None: nothing to draw), per version."""
+    key = (str(db().get_bind().engine.url), board.phase.id, version)
+    with _board_specs_lock:
+        found = _BOARD_SPECS.get(key)
+    if found is not None:
+        return found
+    primary = next((c for c in board.columns if c.ranked), board.columns[0] if board.columns
+                   else None)
+    found = {"metric": primary, "ci": None, "heatmap": None}
+    if primary is not None:
+        found["ci"] = charts.board_ci_chart(board, intervals, primary.key)
+        for point in (found["ci"] or {}).get("data", {}).get("values", []):
+            point["url"] = url_for("web.run", run_id=point["run_id"])
+        found["heatmap"] = charts.board_heatmap(board)
+    with _board_specs_lock:
+        _BOARD_SPECS[key] = found
+        while len(_BOARD_SPECS) > _BOARD_SPECS_SIZE:
+            _BOARD_SPECS.popitem(last=False)
+    return found
+
+
+def board_chart_body(board: Any, intervals: Any, version: str, name: str, *,
+                     compressed: bool) -> bytes | None:
+    """One board chart's spec as JSON bytes (gzip when asked), encoded once per version."""
+    specs = board_chart_specs(board, intervals, version)
+    if specs.get(name) is None:
+        return None
+    key = f"{name}.json.gz" if compressed else f"{name}.json"
+    body = specs.get(key)
+    if body is None:
+        plain = specs.get(f"{name}.json") or json.dumps(specs[name], allow_nan=False).encode()
+        body = gzip.compress(plain, compresslevel=6, mtime=0) if compressed else plain
+        with _board_specs_lock:
+            specs[f"{name}.json"] = plain
+            specs[key] = body
+    return body
+
+
 @bp.get("/tasks/<task_name>/leaderboard")
 @bp.get("/tasks/<task_name>/leaderboard/<phase_slug>")
 def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
@@ -163,18 +183,19 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         etag = hashlib.sha256(repr((prepared.version, page, search, state, requested)).encode()
                               ).hexdigest()[:32]
         if request.if_none_match.contains(etag):
-            return _respond(b"", etag=etag, mimetype="text/html", compressed=False)
+            return files.respond(b"", etag=etag, mimetype="text/html", compressed=False)
         with _fragments_lock:
             kept = _PAGES.get(etag)
         if kept is not None and time.monotonic() - kept[0] < PAGE_TTL_S:
-            compressed = _gzip_ok()
-            return _respond(kept[2] if compressed else kept[1], etag=etag, mimetype="text/html",
-                            compressed=compressed, public=phase.visibility == "public")
+            compressed = files.gzip_ok()
+            return files.respond(kept[2] if compressed else kept[1], etag=etag,
+                                 mimetype="text/html", compressed=compressed,
+                                 public=phase.visibility == "public")
     board = prepared.board(task, phase)
     rows, matching, pages = leaderboard.page_rows(board.rows, page=page, per_page=PER_PAGE,
                                                   search=search)
     page = min(max(page, 1), pages)
-    definition = tasks.definition(task)
+    definition = definitions.definition(task)
     flags_present = {f for row in board.rows for f in row.flags}
     declared = breakdowns.declared(definition)
     shown = breakdowns.chosen(requested, declared)
@@ -200,7 +221,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         csv_url=url_for("web.leaderboard_csv", task_name=task.name, phase_slug=phase.slug),
         json_url=url_for("web.leaderboard_json", task_name=task.name, phase_slug=phase.slug),
     )
-    compressed = _gzip_ok()
+    compressed = files.gzip_ok()
     body = html.encode()
     if etag is not None:
         packed = gzip.compress(body, compresslevel=6, mtime=0)
@@ -211,7 +232,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         body = packed if compressed else body
     elif compressed:
         body = gzip.compress(body, compresslevel=5, mtime=0)
-    return _respond(body, etag=etag, mimetype="text/html", compressed=compressed,
+    return files.respond(body, etag=etag, mimetype="text/html", compressed=compressed,
                     public=etag is not None and phase.visibility == "public")
 
 
@@ -221,7 +242,7 @@ def leaderboard_csv(task_name: str, phase_slug: str | None = None) -> Any:
     """The board as CSV (the service's to_csv, stored with the prepared board)."""
     task = load_task(task_name)
     phase = _phase(task, phase_slug)
-    return send_prepared(_prepared(task, phase, with_data=False), "csv", phase=phase,
+    return files.send_prepared(_prepared(task, phase, with_data=False), "csv", phase=phase,
                          filename=f"{task.name}-{phase.slug}-leaderboard.csv")
 
 
@@ -231,26 +252,24 @@ def leaderboard_json(task_name: str, phase_slug: str | None = None) -> Any:
     """The board as JSON (the service's to_json, the API's shape)."""
     task = load_task(task_name)
     phase = _phase(task, phase_slug)
-    return send_prepared(_prepared(task, phase, with_data=False), "json", phase=phase,
+    return files.send_prepared(_prepared(task, phase, with_data=False), "json", phase=phase,
                          filename=f"{task.name}-{phase.slug}-leaderboard.json")
 
 
 @bp.get("/tasks/<task_name>/leaderboard/<phase_slug>/charts/<name>.json")
 def leaderboard_chart(task_name: str, phase_slug: str, name: str) -> Any:
     """One of a board's charts as a Vega-Lite spec over every run (the page fetches it)."""
-    from semboard.views.charts import BOARD_CHARTS, board_chart_body
-
     task = load_task(task_name)
     phase = _phase(task, phase_slug)
     if name not in BOARD_CHARTS:
         abort(404)
     prepared = _prepared(task, phase)
-    compressed = _gzip_ok()
+    compressed = files.gzip_ok()
     body = board_chart_body(prepared.board(task, phase), prepared.board(task, phase).intervals,
                             prepared.version, name, compressed=compressed)
     if body is None:
         abort(404)
-    return _respond(body, etag=prepared.etag(f"chart-{name}"), mimetype="application/json",
+    return files.respond(body, etag=prepared.etag(f"chart-{name}"), mimetype="application/json",
                     compressed=compressed, public=phase.visibility == "public")
 
 
@@ -274,7 +293,7 @@ def queue_recover() -> Any:
     """Site admin: score again every run stuck waiting for its score."""
     from flask import flash, redirect
 
-    from semboard.forms import ActionForm
+    from semboard.web.forms import ActionForm
 
     if not ActionForm().validate_on_submit():
         abort(400)

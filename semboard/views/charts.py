@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import gzip
 import json
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from flask import Response, abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
 from semboard.errors import DomainError, Forbidden, NotFound
+from semboard.jobs import analysis as analysis_jobs
 from semboard.models import Run
-from semboard.services import access, analysis, charts, leaderboard, tasks
+from semboard.services import access, analysis, charts, definitions, leaderboard, phases
+from semboard.views.boards import board_chart_specs
 from semboard.views.common import bp, db, load_task, me, now, storage, visible_run
 
 
@@ -22,53 +21,6 @@ def spec_json(spec: dict[str, Any] | None) -> Markup:
     """A spec as JSON safe inside a <script type="application/json"> element."""
     text = json.dumps(spec, ensure_ascii=False, allow_nan=False)
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
-
-
-# Board chart specs per (database, phase, version): a version never changes content, so an
-# entry is never stale; this spares rebuilding the specs of a large board for every view.
-_BOARD_SPECS: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
-_BOARD_SPECS_SIZE = 32
-_board_specs_lock = threading.Lock()
-BOARD_CHARTS = ("ci", "heatmap")
-
-
-def board_chart_specs(board: Any, intervals: Any, version: str) -> dict[str, Any]:
-    """The board's chart specs {"metric", "ci", "heatmap"} (None: nothing to draw), per version."""
-    key = (str(db().get_bind().engine.url), board.phase.id, version)
-    with _board_specs_lock:
-        found = _BOARD_SPECS.get(key)
-    if found is not None:
-        return found
-    primary = next((c for c in board.columns if c.ranked), board.columns[0] if board.columns
-                   else None)
-    found = {"metric": primary, "ci": None, "heatmap": None}
-    if primary is not None:
-        found["ci"] = charts.board_ci_chart(board, intervals, primary.key)
-        for point in (found["ci"] or {}).get("data", {}).get("values", []):
-            point["url"] = url_for("web.run", run_id=point["run_id"])
-        found["heatmap"] = charts.board_heatmap(board)
-    with _board_specs_lock:
-        _BOARD_SPECS[key] = found
-        while len(_BOARD_SPECS) > _BOARD_SPECS_SIZE:
-            _BOARD_SPECS.popitem(last=False)
-    return found
-
-
-def board_chart_body(board: Any, intervals: Any, version: str, name: str, *,
-                     compressed: bool) -> bytes | None:
-    """One board chart's spec as JSON bytes (gzip when asked), encoded once per version."""
-    specs = board_chart_specs(board, intervals, version)
-    if specs.get(name) is None:
-        return None
-    key = f"{name}.json.gz" if compressed else f"{name}.json"
-    body = specs.get(key)
-    if body is None:
-        plain = specs.get(f"{name}.json") or json.dumps(specs[name], allow_nan=False).encode()
-        body = gzip.compress(plain, compresslevel=6, mtime=0) if compressed else plain
-        with _board_specs_lock:
-            specs[f"{name}.json"] = plain
-            specs[key] = body
-    return body
 
 
 @bp.app_template_global()
@@ -104,8 +56,6 @@ def run_chart_names(run: Run) -> list[str]:
 
 def _run_bars(run: Run) -> dict[str, Any] | None:
     """The bars chart: the run against its board (cached groups only: a GET never writes)."""
-    from semboard.views.boards import stored_interval
-
     session = db()
     try:
         board = leaderboard.build_leaderboard(session, task=run.task, phase=run.phase,
@@ -117,7 +67,7 @@ def _run_bars(run: Run) -> dict[str, Any] | None:
         return None
     scores = run.current_score.scores
     intervals = {c.key: ci for c in board.columns
-                 if (ci := stored_interval(scores, c.key)) is not None}
+                 if (ci := leaderboard.stored_interval(scores, c.key)) is not None}
     best: dict[str, float] = {}
     for column in charts.heatmap_columns(board):
         values = [v for r in board.rows if not r.baseline
@@ -210,14 +160,12 @@ def compare_runs(task_name: str) -> Any:
             f"{comparison.b.team.name} / {comparison.b.name}")
     return render_template("charts/compare.html", task=task, comparison=comparison,
                            scatter=scatter, choices=choices, a_id=a_id, b_id=b_id,
-                           definition=tasks.definition(task))
+                           definition=definitions.definition(task))
 
 
 @bp.post("/tasks/<task_name>/compare")
 def compute_comparison(task_name: str) -> Any:
     """Ask for the tests of two runs: stored as pending, computed off the request path."""
-    from semboard.analysis_jobs import start_comparison
-
     task = load_task(task_name)
     session = db()
     a_id, b_id = _form_run_id("a"), _form_run_id("b")
@@ -225,7 +173,7 @@ def compute_comparison(task_name: str) -> Any:
                                              viewer=me(), now=now())
     session.commit()
     if start:
-        start_comparison(row.id)
+        analysis_jobs.start_comparison(row.id)
         flash("The tests are being computed; reload this page in a moment.", "success")
     return redirect(url_for("web.compare_runs", task_name=task.name, a=a_id, b=b_id))
 
@@ -239,16 +187,11 @@ def _form_run_id(name: str) -> int:
 
 def _choices(task: Any) -> list[Any]:
     """The runs of the latest visible board, to pick from (empty when none is visible)."""
-    from semboard.views.boards import _default_phase
-
     session = db()
-    phases = [p for p in tasks.phases(session, task)
-              if access.can_view_leaderboard(session, me(), p)]
-    if not phases:
-        return []
     try:
-        board = leaderboard.build_leaderboard(session, task=task, phase=_default_phase(task),
+        phase = phases.default_board_phase(session, task, viewer=me(), now=now())
+        board = leaderboard.build_leaderboard(session, task=task, phase=phase,
                                               viewer=me(), storage=None, now=now())
-    except Forbidden:
+    except (Forbidden, NotFound):
         return []
     return board.rows

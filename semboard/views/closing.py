@@ -20,7 +20,6 @@ from flask import (
 
 from semboard.db import read_session_factory
 from semboard.errors import DomainError
-from semboard.forms import ActionForm
 from semboard.models import Phase, Run, Task
 from semboard.services import (
     access,
@@ -48,7 +47,8 @@ from semboard.views.common import (
     storage,
     visible_run,
 )
-from semboard.webfiles import attachment
+from semboard.web.files import attachment
+from semboard.web.forms import ActionForm
 
 MIMETYPES = {"csv": "text/csv", "latex": "application/x-tex", "json": "application/json"}
 EXTENSIONS = {"csv": "csv", "latex": "tex", "json": "json"}

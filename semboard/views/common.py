@@ -13,7 +13,7 @@ from flask import Blueprint, abort, current_app, flash, request
 from flask_login import current_user
 from sqlalchemy.orm import Session
 
-from semboard import request_now
+from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import DomainError
 from semboard.models import Run, Task, User
@@ -118,7 +118,7 @@ def organiser_action(task_name: str, act: Callable[[Task, User], str], *,
     """An organiser's POST button: check CSRF, run it, commit, say what happened, go back."""
     from flask import redirect, url_for
 
-    from semboard.forms import ActionForm
+    from semboard.web.forms import ActionForm
 
     task = load_task(task_name)
     user = require_organiser(task)

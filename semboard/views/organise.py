@@ -7,21 +7,13 @@ from typing import Any
 
 from flask import abort, current_app, flash, redirect, render_template, request, url_for
 
-from semboard import board_jobs
 from semboard.errors import DomainError, InvalidData
-from semboard.forms import (
-    ActionForm,
-    DataUploadForm,
-    GrantForm,
-    LoadTaskForm,
-    OrganiserForm,
-    PhaseForm,
-    options,
-)
+from semboard.jobs import boards as board_jobs
 from semboard.models import Phase, Task, User
 from semboard.services import (
     access,
     accounts,
+    definitions,
     gold,
     grants,
     inputs,
@@ -43,6 +35,15 @@ from semboard.views.common import (
     storage,
     uploaded_files,
 )
+from semboard.web.forms import (
+    ActionForm,
+    DataUploadForm,
+    GrantForm,
+    LoadTaskForm,
+    OrganiserForm,
+    PhaseForm,
+    options,
+)
 
 # Rows per page of the organiser's run lists and upload log.
 LIST_PAGE = 100
@@ -53,7 +54,7 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 def _track_choices(task: Task) -> list[tuple[str, str]]:
-    definition = tasks.definition(task)
+    definition = definitions.definition(task)
     return [("", "All datasets")] + [(t, t) for t in definition.tracks]
 
 
@@ -68,13 +69,13 @@ def _grant_form(task: Task) -> GrantForm:
 
 def _data_form(task: Task) -> DataUploadForm:
     form = DataUploadForm(prefix="data")
-    form.dataset.choices = options([(d, d) for d in tasks.definition(task).dataset_names])
+    form.dataset.choices = options([(d, d) for d in definitions.definition(task).dataset_names])
     form.split.choices = options(_split_choices(task))
     return form
 
 
 def _split_choices(task: Task) -> list[tuple[str, str]]:
-    definition = tasks.definition(task)
+    definition = definitions.definition(task)
     return [(name, name + (" (default)" if name == definition.default_split else "")
              + (", public gold" if split.gold_public else ""))
             for name, split in definition.splits.items()]
@@ -85,7 +86,7 @@ def _overview(task: Task, **forms: Any) -> str:
     phases = tasks.phases(session, task)
     context: dict[str, Any] = {
         "task": task,
-        "definition": tasks.definition(task),
+        "definition": definitions.definition(task),
         "phases": phases,
         "phase_names": {p.id: p.name for p in phases},
         "input_files": inputs.current_inputs(session, task=task),
@@ -98,7 +99,7 @@ def _overview(task: Task, **forms: Any) -> str:
         "split_files": {
             name: (inputs.current_inputs(session, task=task, split=name),
                    gold.current_gold(session, task=task, split=name))
-            for name in tasks.definition(task).splits
+            for name in definitions.definition(task).splits
         },
         "split_info": splits.splits_json(session, task=task),
         "grant_form": _grant_form(task),
@@ -125,7 +126,7 @@ def _phase_form_page(task: Task, phase: Phase | None) -> Any:
     if request.method == "GET" and phase is not None:
         form.track.data = phase.track or ""
     if request.method == "GET" and phase is None:
-        form.split.data = tasks.definition(task).default_split
+        form.split.data = definitions.definition(task).default_split
     if form.validate_on_submit():
         values = {
             "slug": form.slug.data, "name": form.name.data.strip(), "kind": form.kind.data,
@@ -302,7 +303,7 @@ def all_runs(task_name: str) -> Any:
     phase_runs = [(p, submissions.runs_for_phase(session, phase=p, include_replaced=True,
                                                  limit=LIST_PAGE, offset=(page - 1) * LIST_PAGE))
                   for p in phases]
-    definition = tasks.definition(task)
+    definition = definitions.definition(task)
     # The headline column: the first aggregate (ALL for STS 2012), when the task has one.
     primary = definition.aggregate_metrics[0] if definition.aggregate_metrics else None
     return render_template("organiser/runs.html", task=task, phase_runs=phase_runs,

@@ -10,9 +10,19 @@ from flask import Response, abort, flash, redirect, render_template, request, ur
 from flask_login import login_required
 
 from semboard.errors import DomainError
-from semboard.forms import ActionForm, TeamCreateForm, TeamJoinForm, UploadRunForm, options
 from semboard.models import Phase, Run, Task, Team
-from semboard.services import access, descriptions, gold, inputs, splits, submissions, tasks, teams
+from semboard.services import (
+    access,
+    definitions,
+    descriptions,
+    gold,
+    inputs,
+    splits,
+    submissions,
+    tasks,
+    teams,
+    windows,
+)
 from semboard.timefmt import clock_text
 from semboard.views.common import (
     bp,
@@ -27,6 +37,7 @@ from semboard.views.common import (
     uploaded_files,
     visible_run,
 )
+from semboard.web.forms import ActionForm, TeamCreateForm, TeamJoinForm, UploadRunForm, options
 
 
 def _file_response(filename: str, data: bytes) -> Response:
@@ -38,10 +49,7 @@ def _file_response(filename: str, data: bytes) -> Response:
 
 def _phase_state(phase: Phase) -> str:
     """upcoming, open or closed (at the current time)."""
-    current = now()
-    if current < phase.opens_at:
-        return "upcoming"
-    return "open" if current < phase.closes_at else "closed"
+    return phase.state(now())
 
 
 def _get_phase(task: Task, slug: str) -> Phase:
@@ -78,7 +86,7 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
     """The task page; a refused team form comes back filled in, with its errors."""
     session = db()
     user = me()
-    definition = tasks.definition(task)
+    definition = definitions.definition(task)
     phases = tasks.phases(session, task)
     team = teams.team_for_user(session, task=task, user=user) if user else None
     windows = {}
@@ -86,19 +94,19 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
     runs_used = {}
     if team is not None:
         for phase in phases:
-            windows[phase.id] = inputs.team_window(session, team=team, phase=phase)
-            deadlines[phase.id] = inputs.team_deadline(session, team=team, phase=phase)
+            windows[phase.id] = windows.team_window(session, team=team, phase=phase)
+            deadlines[phase.id] = windows.team_deadline(session, team=team, phase=phase)
             runs_used[phase.id] = len(submissions.runs_for_team(session, team=team, phase=phase))
     is_organiser = access.is_organiser(session, user, task)
     # Open windowed phases where the team must start its window before it may download.
     to_start = {p.id for p in phases if team is not None and not team.is_baseline
                 and p.team_window_hours and _phase_state(p) == "open" and windows[p.id] is None}
-    quotas = {p.id: splits.daily_quota(session, team=team, phase=p, now=now())
+    quotas = {p.id: windows.daily_quota(session, team=team, phase=p, now=now())
               for p in phases} if team is not None else {}
     # Inputs are offered for the open phases, else for the last phase that opened; a split's
     # inputs only through its own phases, and windowed inputs only where the window starts.
     serving = [p for p in phases if is_organiser
-               or splits.window_phase_for(session, phase=p, user=user, now=now()) is None]
+               or windows.window_phase_for(session, phase=p, user=user, now=now()) is None]
     download_phases = [p for p in serving if _phase_state(p) == "open"]
     if not download_phases:
         download_phases = [p for p in serving if _phase_state(p) == "closed"][-1:]
@@ -200,7 +208,7 @@ def team(team_id: int) -> Any:
         is_organiser=organiser,
         runs=submissions.runs_for_team(session, team=team, include_replaced=True),
         logs=submissions.upload_logs(session, task=team.task, team=team)[:50],
-        phase_status=splits.team_phase_status(
+        phase_status=windows.team_phase_status(
             session, team=team, phases=tasks.phases(session, team.task), now=now()),
     )
 
@@ -216,7 +224,7 @@ def start_window(task_name: str, phase_slug: str) -> Any:
         flash_error(DomainError("the form expired; try again"))
         return back
     with committed() as done:
-        _, window, started = inputs.start_team_window(
+        _, window, started = windows.start_team_window(
             db(), phase=phase, user=login_or_redirect(), now=now())
     if done:
         what = "started" if started else "had already started"
@@ -263,16 +271,16 @@ def _upload_context(task: Task, team: Team, form: UploadRunForm) -> dict[str, An
     for phase in phases:
         used = len(submissions.runs_for_team(session, team=team, phase=phase))
         slots[phase.id] = (used, phase.max_runs)
-        deadlines[phase.id] = inputs.team_deadline(session, team=team, phase=phase)
-    definition = tasks.definition(task)
+        deadlines[phase.id] = windows.team_deadline(session, team=team, phase=phase)
+    definition = definitions.definition(task)
     return {
         "task": task, "team": team, "form": form, "phases": phases, "slots": slots,
         "deadlines": deadlines, "definition": definition,
         "expected": [definition.run_filename(d) for d in definition.dataset_names],
-        "quotas": {p.id: splits.daily_quota(session, team=team, phase=p, now=now())
+        "quotas": {p.id: windows.daily_quota(session, team=team, phase=p, now=now())
                    for p in phases},
-        "expected_by_phase": {p.id: [splits.phase_definition(p).run_filename(d)
-                                     for d in splits.phase_definition(p).dataset_names]
+        "expected_by_phase": {p.id: [definitions.phase_definition(p).run_filename(d)
+                                     for d in definitions.phase_definition(p).dataset_names]
                               for p in phases},
         "current_runs": submissions.runs_for_team(session, team=team),
     }
@@ -327,7 +335,7 @@ def upload(task_name: str) -> Any:
             text = request.form.get("description", "")
             from flask import current_app
 
-            from semboard import board_jobs
+            from semboard.jobs import boards as board_jobs
 
             app = current_app._get_current_object()  # type: ignore[attr-defined]
             queued = board_jobs.scoring_queued(app)
@@ -375,7 +383,7 @@ def run(run_id: int) -> Any:
     return render_template(
         "runs/show.html",
         run=run,
-        definition=tasks.definition(run.task),
+        definition=definitions.definition(run.task),
         record=record if show_scores else None,
         scored_hidden=record is not None and not show_scores,
         history=history,

@@ -176,12 +176,15 @@ def test_queued_jobs_run_on_an_rq_worker(site, redis_url: str,
 @pytest.mark.redis
 def test_a_separate_rq_worker_process_runs_the_job(site, redis_url: str) -> None:
     from redis import Redis
+    from rq.job import Job
 
-    from semboard.baseline_jobs import enqueue_baselines
+    from semboard.jobs.baselines import enqueue_baselines
 
     app, env = site
     Redis.from_url(redis_url).flushdb()
-    (job,) = enqueue_baselines(redis_url, task_name="sts2012", systems=["dice"], seed=0)
+    app.config["REDIS_URL"] = redis_url
+    (job_id,) = enqueue_baselines(app, task_name="sts2012", systems=["dice"], seed=0)
+    job = Job.fetch(job_id, connection=Redis.from_url(redis_url))
     rq_exe = Path(sys.executable).parent / "rq"
     proc = subprocess.run(
         [str(rq_exe), "worker", "--burst", "-u", redis_url, "baselines"],
@@ -196,7 +199,7 @@ def test_a_separate_rq_worker_process_runs_the_job(site, redis_url: str) -> None
 
 
 def test_all_without_the_extra_runs_the_lexical_systems(site, monkeypatch) -> None:
-    from semboard import baseline_jobs
+    from semboard.jobs import baselines as baseline_jobs
 
     app, _env = site
     monkeypatch.setattr(baseline_jobs, "embedding_available", lambda: False)

@@ -14,7 +14,7 @@ OLD_META = {"system": "embedding", "description": "cosine of e5 embeddings",
 
 
 def _submit_old_run(app) -> int:
-    from semboard import utcnow
+    from semboard.clock import utcnow
     from semboard.db import session_factory
     from semboard.services import submissions, tasks, teams
     from semboard.storage import get_storage

@@ -1,4 +1,4 @@
-"""Checks real API responses against the OpenAPI description (semboard.openapi)."""
+"""Checks real API responses against the OpenAPI description (semboard.api.openapi)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from semboard.openapi import spec
+from semboard.api.openapi import spec
 
 PREFIX = "/api/v1"
 

@@ -18,7 +18,7 @@ from semboard.errors import (
     RateLimited,
 )
 from semboard.models import Base, TeamWindow, User
-from semboard.services import accounts, inputs, ratelimit, tasks, teams
+from semboard.services import accounts, inputs, ratelimit, tasks, teams, windows
 
 
 def test_register_hashes_with_argon2_and_authenticates(session, now) -> None:
@@ -155,7 +155,7 @@ def test_a_download_never_starts_a_window_an_explicit_start_does(
     team, captain = make.team(task, members=2)
     member = next(m.user for m in team.members if m.user_id != captain.id)
     session.commit()
-    assert inputs.team_deadline(session, team=team, phase=phase) == phase.closes_at
+    assert windows.team_deadline(session, team=team, phase=phase) == phase.closes_at
     before = _table_counts(session)
     with pytest.raises(Forbidden, match=r"120-hour window in phase .* has not started: start it "
                                         r"on the task page .*--start-window.*120 h later"):
@@ -165,28 +165,28 @@ def test_a_download_never_starts_a_window_an_explicit_start_does(
     assert _table_counts(session) == before
     assert session.scalar(select(func.count()).select_from(TeamWindow)) == 0
     # The explicit start: 120 h from now (the close is later).
-    started_team, window, started = inputs.start_team_window(session, phase=phase, user=member,
+    started_team, window, started = windows.start_team_window(session, phase=phase, user=member,
                                                              now=now)
     session.commit()
     assert (started_team, started) == (team, True)
     assert (window.started_at, window.started_by_id) == (now, member.id)
-    assert inputs.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=120)
+    assert windows.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=120)
     before = _table_counts(session)
     name, data = inputs.download_inputs(session, storage, phase=phase, dataset="alpha",
                                         user=member, now=now)
     assert name == "STS.input.alpha.txt" and data.startswith(b"alpha sentence 0")
     assert _table_counts(session) == before and not session.new and not session.dirty
     # A teammate's later start returns the window unchanged.
-    _, again, started = inputs.start_team_window(session, phase=phase, user=captain,
+    _, again, started = windows.start_team_window(session, phase=phase, user=captain,
                                                  now=now + timedelta(hours=5))
     assert (again.id, again.started_at, again.started_by_id, started) == (
         window.id, now, member.id, False)
     # A window started late never runs past the close.
     late_team, late_captain = make.team(task)
-    _, late, _ = inputs.start_team_window(session, phase=phase, user=late_captain,
+    _, late, _ = windows.start_team_window(session, phase=phase, user=late_captain,
                                           now=now + timedelta(hours=150))
     assert late.ends_at == phase.closes_at
-    assert inputs.team_deadline(session, team=late_team, phase=phase) == phase.closes_at
+    assert windows.team_deadline(session, team=late_team, phase=phase) == phase.closes_at
 
 
 def test_who_may_start_a_window_and_when(session, storage, make, now) -> None:
@@ -201,16 +201,16 @@ def test_who_may_start_a_window_and_when(session, storage, make, now) -> None:
     tasks.add_organiser(session, task=task, user=organiser, now=now)
     session.commit()
     with pytest.raises(Forbidden, match="join or create a team"):
-        inputs.start_team_window(session, phase=phase, user=outsider, now=now)
+        windows.start_team_window(session, phase=phase, user=outsider, now=now)
     with pytest.raises(Forbidden, match="join or create a team"):
-        inputs.start_team_window(session, phase=phase, user=None, now=now)
+        windows.start_team_window(session, phase=phase, user=None, now=now)
     with pytest.raises(InvalidData, match="no per-team windows"):
-        inputs.start_team_window(session, phase=plain, user=captain, now=now)
+        windows.start_team_window(session, phase=plain, user=captain, now=now)
     with pytest.raises(PhaseNotOpen, match="opens at"):
-        inputs.start_team_window(session, phase=phase, user=captain,
+        windows.start_team_window(session, phase=phase, user=captain,
                                  now=now - timedelta(hours=2))
     with pytest.raises(PhaseNotOpen, match="closed at"):
-        inputs.start_team_window(session, phase=phase, user=captain,
+        windows.start_team_window(session, phase=phase, user=captain,
                                  now=now + timedelta(hours=200))
     assert session.scalar(select(func.count()).select_from(TeamWindow)) == 0
     # Organisers download freely; a closed phase serves every team.

@@ -128,7 +128,7 @@ def test_unreleased_gold_cannot_be_read(client, world, session, now):
 
 
 def test_file_names_crossing_http_are_cut_down():
-    from semboard.webfiles import attachment, client_filename
+    from semboard.web.files import attachment, client_filename
 
     assert client_filename("C:\\Users\\me\\STS.output.alpha.txt") == "STS.output.alpha.txt"
     assert client_filename("../../etc/passwd ") == "passwd"

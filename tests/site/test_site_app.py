@@ -77,7 +77,7 @@ def test_config_comes_from_the_environment(monkeypatch, tmp_path: Path) -> None:
 
 
 def test_board_jobs_mode_comes_from_the_environment(monkeypatch, tmp_path: Path) -> None:
-    from semboard import board_jobs
+    from semboard.jobs import boards as board_jobs
 
     monkeypatch.setenv("SEMBOARD_INSTANCE_PATH", str(tmp_path / "inst"))
     monkeypatch.delenv("REDIS_URL", raising=False)

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, func, select
 
-from semboard import board_jobs
+from semboard.jobs import boards as board_jobs
 from semboard.models import PreparedBoard, SignificanceGroups
 from semboard.services import gold, grants, leaderboard, submissions, tasks
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from semboard import board_jobs, job_queue
+from semboard.jobs import boards as board_jobs
+from semboard.jobs import queue as job_queue
 from semboard.services import submissions
 from tests.servers import redis_server
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from semboard.errors import Conflict, Forbidden, InvalidData, NotFound, RunLimitReached
+from semboard.jobs import schedule as schedule_jobs
 from semboard.models import Team, TeamMember
 from semboard.services import (
     audit,
@@ -282,13 +283,13 @@ def test_schedule_publishes_and_releases_when_due(session, storage, now, closing
 def test_ticker_thread_publishes_without_a_command(app, session, now, closing):
     import time
 
-    from semboard import utcnow
+    from semboard.clock import utcnow
 
     _task, phase, _, _, _ = closing
     phase.visibility = "hidden"
     phase.publish_at = utcnow() - timedelta(seconds=1)
     session.commit()
-    ticker = schedule.start_ticker(app, 0.1)
+    ticker = schedule_jobs.start_ticker(app, 0.1)
     try:
         assert ticker.daemon
         for _ in range(100):

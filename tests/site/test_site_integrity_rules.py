@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from semboard.errors import InvalidData, WindowClosed
 from semboard.models import Run
-from semboard.services import gold, grants, inputs, submissions
+from semboard.services import gold, grants, inputs, submissions, windows
 
 
 def test_no_new_runs_once_gold_is_public_except_post_evaluation_and_fixes(
@@ -75,9 +75,9 @@ def test_an_accepted_upload_starts_the_team_window(session, storage, make, now):
     with pytest.raises(InvalidData):
         submissions.submit(session, storage, team=team, phase=phase, user=captain,
                            name="bad", files=rejected_files, now=now)
-    assert inputs.team_window(session, team=team, phase=phase) is None, "a refusal changes nothing"
+    assert windows.team_window(session, team=team, phase=phase) is None, "a refusal changes nothing"
     submissions.submit(session, storage, team=team, phase=phase, user=captain, name="good",
                        files=make.tiny.run(seed=2), now=now)
-    window = inputs.team_window(session, team=team, phase=phase)
+    window = windows.team_window(session, team=team, phase=phase)
     assert window is not None and window.started_at == now
     assert window.ends_at == now + timedelta(hours=120)

@@ -15,7 +15,7 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 from site_net import free_port
 
 from semboard.db import get_session
-from semboard.mail import parse_mail_url
+from semboard.mail.delivery import parse_mail_url
 from semboard.models import User
 from semboard.services import account_links, accounts, gold, tasks
 

@@ -10,7 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from semboard.cli import alembic_config
+from semboard.cli.core import alembic_config
 from semboard.db import make_engine
 from semboard.models import Base
 

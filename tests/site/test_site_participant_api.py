@@ -9,7 +9,7 @@ import pytest
 from openapi_spec_validator import validate
 from openapi_support import check_response
 
-from semboard.openapi import spec
+from semboard.api.openapi import spec
 from semboard.services import tasks
 
 API = "/api/v1"

@@ -143,7 +143,7 @@ def test_runs_are_regrouped_from_the_stored_files(session, storage, board_world,
 
 def test_api_and_downloads_carry_groups(app, client, session, board_world, now):
     """Rows gain `groups` (other keys unchanged); the CSV ends with group columns."""
-    from semboard import board_jobs
+    from semboard.jobs import boards as board_jobs
 
     app.config["SEMBOARD_CLOCK"] = lambda: now
     app.config["SEMBOARD_BOARD_JOBS"] = "inline"

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from semboard.errors import Forbidden, InvalidData, RateLimited, RunRejected
 from semboard.models import GoldFile, InputFile, Run
-from semboard.services import gold, inputs, splits, submissions, tasks, teams
+from semboard.services import gold, inputs, phases, splits, submissions, tasks, teams, windows
 from tests.site.conftest import NOW, TINY_TOML
 
 SPLIT_TOML = TINY_TOML.replace('name = "tiny"', 'name = "tinysplit"\ndefault_split = "test"') + """
@@ -120,7 +120,7 @@ def test_oracle_attack_on_hidden_gold_is_refused(session, storage, task, make):
     session.rollback()
     # On the dev split the same probe reads only dev gold, which is what dev is for.
     dev = _phase(session, task, "dev", kind="development", visibility="public", split="dev")
-    assert dev.max_per_day == splits.DEFAULT_MAX_PER_DAY
+    assert dev.max_per_day == phases.DEFAULT_MAX_PER_DAY
     team, captain = _team(session, make, task)
     run = submissions.submit(session, storage, team=team, phase=dev, user=captain, name="p",
                              files=_probe(SIZES["dev"], 0), now=NOW)
@@ -154,7 +154,7 @@ def test_daily_limit_counts_replacements_and_names_the_next_time(session, storag
     with pytest.raises(RateLimited, match="next upload allowed at 2012-04-03 12:00 UTC"):
         submissions.submit(session, storage, team=team, phase=dev, user=captain, name="same",
                            files=_probe(SIZES["dev"], 3), now=NOW + timedelta(hours=5))
-    quota = splits.daily_quota(session, team=team, phase=dev, now=NOW + timedelta(hours=5))
+    quota = windows.daily_quota(session, team=team, phase=dev, now=NOW + timedelta(hours=5))
     assert (quota.used, quota.next_allowed_at) == (3, NOW + timedelta(hours=24))
     run = submissions.submit(session, storage, team=team, phase=dev, user=captain, name="same",
                              files=_probe(SIZES["dev"], 3),
@@ -171,25 +171,25 @@ def test_window_cannot_be_sidestepped_through_another_phase(session, storage, ta
         inputs.download_inputs(session, storage, phase=side, dataset="alpha", user=captain,
                                now=NOW)
     session.rollback()
-    assert inputs.team_window(session, team=team, phase=evaluation) is None
+    assert windows.team_window(session, team=team, phase=evaluation) is None
     # The practice split is served by its own phase; the evaluation serves its inputs once the
     # team has started its window there (the download itself starts nothing).
     practice = _phase(session, task, "practice", kind="trial", split="train")
     _, data = inputs.download_inputs(session, storage, phase=practice, dataset="alpha",
                                         user=captain, now=NOW)
     assert data.decode().startswith("train alpha 0")
-    assert inputs.team_window(session, team=team, phase=evaluation) is None
+    assert windows.team_window(session, team=team, phase=evaluation) is None
     with pytest.raises(Forbidden, match="has not started"):
         inputs.download_inputs(session, storage, phase=evaluation, dataset="alpha",
                                user=captain, now=NOW)
-    assert inputs.team_window(session, team=team, phase=evaluation) is None
-    inputs.start_team_window(session, phase=evaluation, user=captain, now=NOW)
+    assert windows.team_window(session, team=team, phase=evaluation) is None
+    windows.start_team_window(session, phase=evaluation, user=captain, now=NOW)
     session.commit()
     inputs.download_inputs(session, storage, phase=evaluation, dataset="alpha", user=captain,
                            now=NOW)
-    window = inputs.team_window(session, team=team, phase=evaluation)
+    window = windows.team_window(session, team=team, phase=evaluation)
     assert (window.started_at, window.ends_at) == (NOW, NOW + timedelta(hours=120))
-    status = splits.team_phase_status(session, team=team, phases=[evaluation], now=NOW)
+    status = windows.team_phase_status(session, team=team, phases=[evaluation], now=NOW)
     assert status["evaluation"]["window_started_at"] == NOW.isoformat()
     assert status["evaluation"]["window_ends_at"] == (NOW + timedelta(hours=120)).isoformat()
 
@@ -282,7 +282,7 @@ def test_organiser_pages_take_the_split(session, task, client, make):
     assert saved.status_code == 302
     session.rollback()
     dev = tasks.get_phase(session, task, "dev")
-    assert (dev.split, dev.max_per_day) == ("dev", splits.DEFAULT_MAX_PER_DAY)
+    assert (dev.split, dev.max_per_day) == ("dev", phases.DEFAULT_MAX_PER_DAY)
     edit = client.get("/tasks/tinysplit/organise/phases/dev").get_data(as_text=True)
     assert '<option selected value="dev">' in edit or 'value="dev" selected' in edit
     upload = client.post("/tasks/tinysplit/organise/data", content_type="multipart/form-data",

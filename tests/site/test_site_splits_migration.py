@@ -9,7 +9,7 @@ import pytest
 from alembic import command
 from sqlalchemy import inspect, text
 
-from semboard.cli import alembic_config
+from semboard.cli.core import alembic_config
 from semboard.db import make_engine, make_session_factory
 from semboard.services import gold, leaderboard, submissions, tasks
 from tests.site.conftest import NOW, Factory

@@ -18,7 +18,7 @@ from semboard.errors import (
     WindowClosed,
 )
 from semboard.models import Run, UploadLog
-from semboard.services import grants, inputs, submissions, teams
+from semboard.services import grants, submissions, teams, windows
 from semboard.storage import keys
 
 both_storages = pytest.mark.parametrize(
@@ -144,7 +144,7 @@ def test_window_and_late_policies(session, storage, make, tiny_data, now):
     strict = make.phase(task, "strict", team_window_hours=120,
                         closes_at=now + timedelta(days=30))
     team, captain = make.team(task)
-    inputs.start_team_window(session, phase=strict, user=captain, now=now)
+    windows.start_team_window(session, phase=strict, user=captain, now=now)
     session.commit()
     on_time = submissions.submit(session, storage, team=team, phase=strict, user=captain,
                                  name="a", files=tiny_data.run(seed=1),

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from semboard.models import UploadLog
+from semboard.services import windows
 
 API = "/api/v1"
 
@@ -201,18 +202,18 @@ def test_team_deadlines_follow_later_changes_of_the_close(session, make, now, ti
     from datetime import timedelta
 
     from semboard.errors import WindowClosed
-    from semboard.services import inputs, submissions, tasks
+    from semboard.services import submissions, tasks
 
     task = make.task(with_gold=True)
     phase = make.phase(task, "win", closes_at=now + timedelta(hours=2), team_window_hours=24)
     team, captain = make.team(task, "W")
-    inputs.start_team_window(session, phase=phase, user=captain, now=now)
+    windows.start_team_window(session, phase=phase, user=captain, now=now)
     session.commit()
-    assert inputs.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=2)
+    assert windows.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=2)
     # Extended: the window's own length now limits the team, not the old close.
     tasks.update_phase(session, phase, closes_at=now + timedelta(days=5))
     session.commit()
-    assert inputs.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=24)
+    assert windows.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=24)
     run = submissions.submit(session, make.storage, team=team, phase=phase, user=captain,
                              name="in-time", files=tiny_data.run(seed=1),
                              now=now + timedelta(hours=10))
@@ -220,7 +221,7 @@ def test_team_deadlines_follow_later_changes_of_the_close(session, make, now, ti
     # Shortened: a run after the new close is not on time any more.
     tasks.update_phase(session, phase, closes_at=now + timedelta(hours=12))
     session.commit()
-    assert inputs.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=12)
+    assert windows.team_deadline(session, team=team, phase=phase) == now + timedelta(hours=12)
     with pytest.raises(WindowClosed):
         submissions.submit(session, make.storage, team=team, phase=phase, user=captain,
                            name="too-late", files=tiny_data.run(seed=2),
@@ -437,7 +438,7 @@ def test_the_readme_curl_example_targets_the_demo_task():
     assert sorted(re.findall(r"files=@(\S+)", block)) == sorted(
         demo.run_filename(d) for d in demo.dataset_names)
     phase = re.search(r"-F phase=([\w-]+)", block).group(1)
-    from semboard.demo import POST_SLUG
+    from semboard.cli.demo import POST_SLUG
 
     assert phase == POST_SLUG
     first = readme.index(".venv/bin/flask --app app demo")

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 from web_support import NOW, Browser, DemoTemplate, cheap_hashing
 
 from semboard import create_app
+from semboard.cli.demo import build_demo
 from semboard.db import dispose_app_engine, make_engine, make_session_factory
-from semboard.demo import build_demo
 from semboard.models import Base
 from semboard.services import accounts, gold
 from semboard.storage import LocalStorage

@@ -7,10 +7,12 @@ import io
 import json
 import re
 
+import pytest
 from sqlalchemy import select
 from web_support import Browser, text
 
 from semboard.models import Run, Team
+from semboard.services import definitions
 
 SPEC_RE = re.compile(r'<figure class="chart" id="([\w-]+)"[^>]*data-spec-url="([^"]+)"', re.S)
 
@@ -120,7 +122,7 @@ def test_compare_get_reads_only_stored_results(browser: Browser, db_session,
 
 
 def _wait_done(browser: Browser, url: str) -> dict:
-    from semboard.analysis_jobs import wait_for_threads
+    from semboard.jobs.queue import wait_for_threads
 
     wait_for_threads(60)
     found = browser.get(url).get_json()
@@ -148,14 +150,14 @@ def test_compare_computed_off_the_request_and_stored(browser: Browser, db_sessio
     assert 0 <= news["p_value"] <= 1
     # the stored result is what evaluation gives for these runs, one metric at a time
     from evaluation import compare_runs
-    from semboard.services import analysis, gold, tasks
+    from semboard.services import analysis, gold
     from semboard.services.analysis import _validated
 
     task = a.task
     storage = browser.client.application.extensions["semboard.storage"]
     with browser.client.application.app_context():
         va, vb = _validated(db_session, storage, a), _validated(db_session, storage, b)
-        direct = compare_runs(tasks.definition(task), va, vb,
+        direct = compare_runs(definitions.definition(task), va, vb,
                               gold.parsed_gold(db_session, storage, task=task),
                               metric="news/pearson", **analysis.COMPARE_OPTIONS)
     assert direct["p_value"] == news["p_value"]
@@ -208,7 +210,7 @@ def test_rescore_or_new_gold_invalidates_stored_comparison(browser: Browser,
 
 def test_compare_asked_before_a_rescore_fails_and_can_be_asked_again(
         browser: Browser, db_session, monkeypatch) -> None:
-    from semboard import analysis_jobs
+    from semboard.jobs import analysis as analysis_jobs
     from semboard.models import RunScoreRecord
 
     a, b = _board_runs(db_session)[:2]
@@ -229,31 +231,33 @@ def test_compare_asked_before_a_rescore_fails_and_can_be_asked_again(
     assert browser.get(url).get_json()["status"] == "done"
 
 
+@pytest.mark.redis
 def test_compare_queued_on_rq_when_redis_is_configured(browser: Browser, db_session,
-                                                       monkeypatch) -> None:
-    from semboard import analysis_jobs
+                                                       monkeypatch, tmp_path) -> None:
+    import shutil
 
+    from redis import Redis
+    from rq import Queue
+
+    from semboard.jobs import analysis as analysis_jobs
+    from tests.servers import redis_server
+
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.fail("redis-server is not installed (apt-get install redis-server)")
     a, b = _board_runs(db_session)[:2]
     app = browser.client.application
-    enqueued: list[tuple] = []
-
-    class FakeQueue:
-        def __init__(self, name: str, connection: object) -> None:
-            self.name = name
-
-        def enqueue(self, func, *args, **kwargs) -> None:
-            enqueued.append((self.name, func, args))
-
-    monkeypatch.setattr("rq.Queue", FakeQueue)
-    monkeypatch.setitem(app.config, "REDIS_URL", "redis://127.0.0.1:1/0")
-    url = f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}"
-    assert browser.client.post(url).status_code == 202
-    ((queue, func, (comparison_id,)),) = enqueued
-    assert queue == "analysis" and func is analysis_jobs.comparison_job
-    assert browser.get(url).get_json()["status"] == "pending"  # no thread took it
-    assert "Tests pending" in text(browser.get(url.replace("/api/v1", "")))
-    assert analysis_jobs.run_comparison(app, comparison_id) == "done"  # what the worker runs
-    assert browser.get(url).get_json()["status"] == "done"
+    with redis_server(exe, tmp_path) as redis_url:
+        monkeypatch.setitem(app.config, "REDIS_URL", redis_url)
+        url = f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}"
+        assert browser.client.post(url).status_code == 202
+        (job,) = Queue("analysis", connection=Redis.from_url(redis_url)).jobs
+        assert job.func_name == "semboard.jobs.analysis.comparison_job"
+        (comparison_id,) = job.args
+        assert browser.get(url).get_json()["status"] == "pending"  # no thread took it
+        assert "Tests pending" in text(browser.get(url.replace("/api/v1", "")))
+        assert analysis_jobs.run_comparison(app, comparison_id) == "done"  # what the worker runs
+        assert browser.get(url).get_json()["status"] == "done"
 
 
 def test_items_hidden_before_gold_release(browser: Browser, db_session) -> None:

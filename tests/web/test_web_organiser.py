@@ -9,7 +9,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from web_support import NOW, Browser, as_uploads, demo_run, plain, text
 
-from semboard.demo import demo_files
+from semboard.cli.demo import demo_files
 from semboard.models import Grant, Phase, Task, TaskOrganiser, Team
 
 ADMIN = "admin@demo.semboard.org"

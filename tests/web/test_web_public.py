@@ -175,7 +175,7 @@ def test_run_page_shows_substitution_notes(browser: Browser, site, db_session) -
     from importlib import resources
 
     from evaluation import parse_task
-    from semboard.demo import demo_files
+    from semboard.cli.demo import demo_files
     from semboard.services import gold as gold_service
     from semboard.services import inputs as input_service
     from semboard.storage import get_storage

@@ -12,7 +12,7 @@ from typing import Any
 from argon2 import PasswordHasher
 from flask.testing import FlaskClient
 
-from semboard.demo import PASSWORD
+from semboard.cli.demo import PASSWORD
 
 # The demo's evaluation phase closed two weeks before this; its post-evaluation phase is open.
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -83,7 +83,7 @@ def text(response: Any) -> str:
 def demo_run(noise: float = 0.8, seed: int = 1) -> dict[str, bytes]:
     """Valid run files for the demo task (gold plus seeded noise)."""
     from evaluation import load_task, read_inputs
-    from semboard.demo import demo_files, noisy_run
+    from semboard.cli.demo import demo_files, noisy_run
 
     definition = load_task("demo")
     input_files, _, gold_values = demo_files(definition)

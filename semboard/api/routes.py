@@ -8,29 +8,34 @@ from typing import Any
 from flask import Blueprint, current_app, g, jsonify, request, url_for
 from werkzeug.exceptions import Unauthorized
 
-from semboard import request_now
+from semboard.clock import request_now
 from semboard.db import SAFE_METHODS, get_session
 from semboard.errors import InvalidData, NotFound
+from semboard.jobs import analysis as analysis_jobs
 from semboard.models import Phase, Task, Team, TeamWindow, User
 from semboard.services import (
     access,
     accounts,
     audit,
+    definitions,
     descriptions,
     gold,
     inputs,
     leaderboard,
+    phases,
     scorediff,
     submissions,
     tasks,
     teams,
+    windows,
 )
 from semboard.services import (
     splits as split_views,
 )
 from semboard.storage import get_storage
 from semboard.timefmt import api_time
-from semboard.webfiles import attachment, client_filename
+from semboard.web import files
+from semboard.web.files import attachment, client_filename
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -74,7 +79,8 @@ def _phase_json(phase: Phase, now: datetime) -> dict[str, Any]:
         "kind": phase.kind,
         "opens_at": api_time(phase.opens_at),
         "closes_at": api_time(phase.closes_at),
-        "open": phase.opens_at <= now < phase.closes_at,
+        "open": phase.state(now) == "open",
+        "state": phase.state(now),
         "team_window_hours": phase.team_window_hours,
         "max_runs": phase.max_runs,
         "late_policy": phase.late_policy,
@@ -97,7 +103,7 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
         "phases": [_phase_json(p, now) for p in phases],
     }
     if detail:
-        definition = tasks.definition(task)
+        definition = definitions.definition(task)
         available = inputs.current_inputs(session, task=task)
         data["description"] = task.description
         data["datasets"] = [
@@ -117,7 +123,7 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
             data["team"] = {
                 "name": team.name,
                 "deadlines": {
-                    p.slug: api_time(inputs.team_deadline(session, team=team, phase=p))
+                    p.slug: api_time(windows.team_deadline(session, team=team, phase=p))
                     for p in phases
                 },
                 "phases": split_views.team_phase_status(session, team=team, phases=phases,
@@ -172,7 +178,7 @@ def submit_run(task_name: str) -> Any:
         session, team=team, phase=phase, user=user, name=name, files=files, description=text,
         given=descriptions.given_from_form(task, request.form), now=now)
     # with a queue (REDIS_URL) the run is validated and stored here, scored by a worker: 202
-    from semboard import board_jobs
+    from semboard.jobs import boards as board_jobs
 
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     queued = board_jobs.scoring_queued(app)
@@ -230,33 +236,21 @@ def show_run(run_id: int) -> Any:
     return jsonify(_run_json(run, show))
 
 
-def _default_phase(task: Task) -> Phase:
-    """The latest phase that has opened (else the first one)."""
-    session = get_session()
-    now = request_now()
-    all_phases = tasks.phases(session, task)
-    if not all_phases:
-        raise NotFound(f"task {task.name} has no phases")
-    opened = [p for p in all_phases if p.opens_at <= now]
-    return opened[-1] if opened else all_phases[0]
-
-
 @bp.get("/tasks/<task_name>/leaderboard")
 def show_leaderboard(task_name: str) -> Any:
     """The leaderboard of a phase (?phase=slug; ?format=csv for CSV)."""
     session = get_session()
     task = tasks.get_task(session, task_name)
     slug = request.args.get("phase")
-    phase = tasks.get_phase(session, task, slug) if slug else _default_phase(task)
+    phase = (tasks.get_phase(session, task, slug) if slug else
+             phases.default_board_phase(session, task, viewer=_user(), now=request_now()))
     # the prepared board (never written here), with ETag/304 and gzip like the pages
-    from semboard.views.boards import send_prepared
-
     prepared = leaderboard.served_board(session, phase=phase, viewer=_user(), now=request_now(),
                                         with_data=False)
     if request.args.get("format") == "csv":
-        return send_prepared(prepared, "csv", phase=phase,
+        return files.send_prepared(prepared, "csv", phase=phase,
                              filename=f"{task.name}-{phase.slug}-leaderboard.csv")
-    return send_prepared(prepared, "json", phase=phase)
+    return files.send_prepared(prepared, "json", phase=phase)
 
 
 def _window_json(phase: Phase, team: Team, window: TeamWindow) -> dict[str, Any]:
@@ -270,7 +264,7 @@ def show_window(task_name: str, phase_slug: str) -> Any:
     user = _require_user()
     session = get_session()
     phase = tasks.get_phase(session, tasks.get_task(session, task_name), phase_slug)
-    team, window = inputs.started_team_window(session, phase=phase, user=user)
+    team, window = windows.started_team_window(session, phase=phase, user=user)
     return jsonify(_window_json(phase, team, window))
 
 
@@ -280,7 +274,7 @@ def start_window(task_name: str, phase_slug: str) -> Any:
     user = _require_user()
     session = get_session()
     phase = tasks.get_phase(session, tasks.get_task(session, task_name), phase_slug)
-    team, window, started = inputs.start_team_window(session, phase=phase, user=user,
+    team, window, started = windows.start_team_window(session, phase=phase, user=user,
                                                      now=request_now())
     session.commit()
     return jsonify(_window_json(phase, team, window)), 201 if started else 200
@@ -372,7 +366,6 @@ def compare_runs(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/compare")
 def request_comparison(task_name: str) -> Any:
     """Ask for the paired tests of a and b; 202 with the status URL (200 when already done)."""
-    from semboard.analysis_jobs import start_comparison
     from semboard.services import analysis
 
     session = get_session()
@@ -382,7 +375,7 @@ def request_comparison(task_name: str) -> Any:
                                              viewer=_user(), now=request_now())
     session.commit()
     if start:
-        start_comparison(row.id)
+        analysis_jobs.start_comparison(row.id)
     found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=_user())
     body = _comparison_json(found, task)
     return jsonify(body), (200 if found.done else 202), {"Location": body["status_url"]}

@@ -18,10 +18,20 @@ from flask import current_app
 from flask.cli import with_appcontext
 from sqlalchemy.orm import Session
 
-from semboard import utcnow
+from semboard.clock import utcnow
 from semboard.errors import DomainError
 from semboard.models import Phase, Task, Team, User
-from semboard.services import accounts, gold, grants, inputs, submissions, tasks, teams
+from semboard.services import (
+    accounts,
+    definitions,
+    gold,
+    grants,
+    inputs,
+    submissions,
+    tasks,
+    teams,
+    windows,
+)
 from semboard.storage import Storage
 
 DEMO_TASK = "demo"
@@ -230,7 +240,7 @@ def build_demo(session: Session, storage: Storage, *, now: datetime,
     definition = load_task(DEMO_TASK)
     summary = DemoSummary(task=DEMO_TASK)
     task = tasks.load_task(session, definition, now=now)
-    definition = tasks.definition(task)
+    definition = definitions.definition(task)
 
     _user(session, ADMIN, now)
     organiser = _user(session, ORGANISER, now)
@@ -276,7 +286,7 @@ def build_demo(session: Session, storage: Storage, *, now: datetime,
             continue  # this team's runs were made by an earlier `flask demo`
         # The team starts its window a day (or two) after the phase opened, then downloads.
         t = evaluation.opens_at + (1 + index) * day
-        inputs.start_team_window(session, phase=evaluation, user=members[0], now=t)
+        windows.start_team_window(session, phase=evaluation, user=members[0], now=t)
         for dataset in definition.dataset_names:
             inputs.download_inputs(session, storage, phase=evaluation, dataset=dataset,
                                    user=members[0], now=t)
@@ -296,7 +306,7 @@ def build_demo(session: Session, storage: Storage, *, now: datetime,
             summary.runs_added += 1
         if index == 1:
             # A run after the team's window closed: accepted under the late policy, flagged *.
-            late = inputs.team_deadline(session, team=team, phase=evaluation) + timedelta(hours=3)
+            late = windows.team_deadline(session, team=team, phase=evaluation) + timedelta(hours=3)
             files = noisy_run(definition, gold_values, parsed, noise=1.0, seed=SEED + 11)
             submissions.submit(session, storage, team=team, phase=evaluation, user=members[0],
                                name="late-fix", files=files, now=late)
@@ -354,7 +364,7 @@ def _baselines(session: Session, storage: Storage, *, task: Task, phases: list[P
         missing = [p for p in phases if (p.id, system) not in existing]
         if missing:
             try:
-                result = run_system(tasks.definition(task), parsed, system, device="auto",
+                result = run_system(definitions.definition(task), parsed, system, device="auto",
                                     seed=0)
             except (KeyError, ValueError, ImportError) as err:
                 summary.notes.append(f"baseline {system} skipped: {err}")
@@ -375,7 +385,7 @@ def _baselines(session: Session, storage: Storage, *, task: Task, phases: list[P
 @with_appcontext
 def demo_cli(no_baselines: bool, systems: tuple[str, ...]) -> None:
     """Create the database and a demo task with teams, runs and a published leaderboard."""
-    from semboard.cli import upgrade_database
+    from semboard.cli.core import upgrade_database
     from semboard.db import get_session
     from semboard.storage import get_storage
 

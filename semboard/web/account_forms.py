@@ -6,7 +6,7 @@ from flask_wtf import FlaskForm
 from wtforms import BooleanField, PasswordField, StringField, SubmitField
 from wtforms.validators import DataRequired, EqualTo, Length
 
-from semboard.forms import _email_shape
+from semboard.web.forms import _email_shape
 
 _NEW_PASSWORD = [DataRequired(), Length(min=8, max=200, message="At least 8 characters.")]
 

@@ -14,16 +14,19 @@ from __future__ import annotations
 import logging
 import smtplib
 import ssl
-import threading
 from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from sqlalchemy import event, select
+from flask import Flask, current_app, has_app_context
+from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session
 
+from semboard.db import make_session_factory
 from semboard.errors import InvalidData
+from semboard.mail.messages import build_messages
+from semboard.models import Phase, RunScoreRecord, Task, UploadLog, User
 
 log = logging.getLogger(__name__)
 
@@ -97,21 +100,13 @@ def queue_event(session: Session, kind: str, **data: Any) -> None:
     session.info.setdefault(EVENTS_KEY, []).append({"kind": kind, **data})
 
 
-def _mail_configured() -> bool:
-    from flask import current_app, has_app_context
+def mail_configured(app: Flask) -> bool:
+    """Whether app sends mail (SEMBOARD_MAIL_URL set)."""
+    return bool(app.config.get("SEMBOARD_MAIL_URL"))
 
-    return has_app_context() and bool(current_app.config.get("SEMBOARD_MAIL_URL"))
 
-
-@event.listens_for(Session, "after_flush")
-def _collect(session: Session, _context: Any) -> None:
-    """Note flushed rows that participants are told about (only when mail is configured)."""
-    if not _mail_configured():
-        return
-    from sqlalchemy import inspect
-
-    from semboard.models import Phase, RunScoreRecord, Task, UploadLog
-
+def collect(session: Session, _context: Any = None) -> None:
+    """After a flush: note the rows that participants are told about."""
     for obj in session.new:
         if isinstance(obj, RunScoreRecord):
             queue_event(session, "run_scored", run_id=obj.run_id)
@@ -128,45 +123,34 @@ def _collect(session: Session, _context: Any) -> None:
                                               else "phase_id": obj.id})
 
 
-@event.listens_for(Session, "after_rollback")
-def _forget(session: Session) -> None:
-    """A rolled-back transaction tells nobody anything (a SAVEPOINT's rollback keeps the rest)."""
+def forget(session: Session) -> None:
+    """After a rollback: a rolled-back transaction tells nobody anything (a SAVEPOINT's keeps)."""
     if not session.in_nested_transaction():
         session.info.pop(EVENTS_KEY, None)
 
 
-@event.listens_for(Session, "after_commit")
-def _dispatch(session: Session) -> None:
-    """Hand the committed transaction's events to the queue or a background thread."""
+def take_events(session: Session) -> list[dict[str, Any]]:
+    """After a commit: the committed transaction's events, once (none for a SAVEPOINT)."""
     if session.in_nested_transaction():
-        return  # a SAVEPOINT released: the transaction that holds the events is still open
-    events = session.info.pop(EVENTS_KEY, None)
-    if not events or not _mail_configured():
-        return
-    from flask import current_app, has_request_context, request
+        return []  # a SAVEPOINT released: the transaction that holds the events is still open
+    return list(session.info.pop(EVENTS_KEY, None) or [])
 
-    config = current_app.config
-    base_url = config.get("SEMBOARD_BASE_URL") or (
-        request.url_root if has_request_context() else "http://localhost:5000/")
-    payload = {
+
+def payload(app: Flask, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a delivery job needs: where the database and the mail server are, and the events.
+
+    Links are built from the configured base URL only: a request's Host header never reaches a
+    mail (config refuses mail without SEMBOARD_BASE_URL).
+    """
+    config = app.config
+    base_url = config.get("SEMBOARD_BASE_URL") or "http://localhost:5000/"
+    return {
         "database_url": config["DATABASE_URL"],
         "mail_url": config["SEMBOARD_MAIL_URL"],
         "mail_from": config.get("SEMBOARD_MAIL_FROM") or "",
         "base_url": base_url.rstrip("/"),
         "events": events,
     }
-    redis_url = config.get("REDIS_URL")
-    try:
-        if redis_url:
-            from redis import Redis
-            from rq import Queue
-
-            Queue(QUEUE_NAME, connection=Redis.from_url(redis_url)).enqueue(deliver, payload)
-        else:
-            threading.Thread(target=deliver, args=(payload,), name="semboard-mail",
-                             daemon=True).start()
-    except Exception:  # mail must never break a committed request
-        log.exception("could not hand %d mail event(s) over", len(events))
 
 
 # ----------------------------------------------------------------------------- delivery
@@ -174,9 +158,6 @@ def _dispatch(session: Session) -> None:
 
 def deliver(payload: dict[str, Any]) -> int:
     """Build and send the messages of committed events (an rq job, or a thread); the count."""
-    from semboard.db import make_session_factory
-    from semboard.mail_messages import build_messages
-
     settings = parse_mail_url(payload["mail_url"])
     if payload.get("mail_from"):
         settings = MailSettings(**{**settings.__dict__, "sender": payload["mail_from"]})
@@ -194,12 +175,10 @@ def deliver(payload: dict[str, Any]) -> int:
 
 
 def mail_available() -> bool:
-    """Whether the site can send mail (password reset needs it)."""
-    return _mail_configured()
+    """Whether the current app can send mail (password reset needs it)."""
+    return has_app_context() and mail_configured(current_app)
 
 
 def users_by_id(session: Session, ids: set[int]) -> dict[int, Any]:
     """Users by id, in one query."""
-    from semboard.models import User
-
     return {u.id: u for u in session.scalars(select(User).where(User.id.in_(ids)))} if ids else {}

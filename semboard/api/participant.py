@@ -8,14 +8,14 @@ from typing import Any
 from flask import Blueprint, Flask, Response, jsonify, render_template, request
 from sqlalchemy import text
 
-from semboard import request_now
-from semboard.api import _require_user, _user, bp
+from semboard.api.routes import _require_user, _user, bp
+from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import InvalidData, NotFound
 from semboard.models import ApiToken, Run, Task, Team
 from semboard.services import access, accounts, descriptions, submissions, tasks, team_rules, teams
 from semboard.storage import get_storage
-from semboard.webfiles import attachment
+from semboard.web.files import attachment
 
 site_bp = Blueprint("site_extra", __name__)
 
@@ -253,7 +253,7 @@ def revoke_token(token_id: int) -> Any:
 @bp.get("/openapi.json")
 def openapi_json() -> Any:
     """The OpenAPI 3.1 description of this API."""
-    from semboard.openapi import spec
+    from semboard.api.openapi import spec
 
     return jsonify(spec())
 
@@ -264,7 +264,7 @@ def openapi_json() -> Any:
 @site_bp.get("/api/docs")
 def api_docs() -> Any:
     """The API page, rendered from the OpenAPI description."""
-    from semboard.openapi import spec
+    from semboard.api.openapi import spec
 
     return render_template("api_docs.html", spec=spec(), user=_user())
 
@@ -291,7 +291,4 @@ def healthz() -> Any:
 
 def register(app: Flask) -> None:
     """Register the routes outside /api/v1 (the /api/v1 ones ride on the API blueprint)."""
-    from semboard.mail_cli import notify_deadlines_cli
-
     app.register_blueprint(site_bp)
-    app.cli.add_command(notify_deadlines_cli)

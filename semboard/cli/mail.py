@@ -5,17 +5,16 @@ from __future__ import annotations
 import click
 from flask.cli import with_appcontext
 
-from semboard import utcnow
+from semboard.clock import utcnow
+from semboard.db import get_session
+from semboard.mail.delivery import mail_available
+from semboard.services import account_links
 
 
 @click.command("notify-deadlines")
 @with_appcontext
 def notify_deadlines_cli() -> None:
     """Mail every member whose team deadline is within 24 hours (once per deadline)."""
-    from semboard.db import get_session
-    from semboard.mail import mail_available
-    from semboard.services import account_links
-
     if not mail_available():
         raise click.ClickException("SEMBOARD_MAIL_URL is not set: no mail can be sent")
     session = get_session()

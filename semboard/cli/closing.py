@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime
 from pathlib import Path
 
@@ -12,8 +11,8 @@ from flask import Flask
 from flask.cli import AppGroup
 from sqlalchemy.orm import Session
 
-from semboard import utcnow
-from semboard.cli import _utc, command_session, gold_cli, results_cli
+from semboard.cli.core import _utc, command_session, gold_cli, results_cli
+from semboard.clock import utcnow
 from semboard.models import Team
 from semboard.services import audit, bundle, descriptions, schedule, scorediff, submissions, tasks
 from semboard.services import teams as team_service
@@ -157,12 +156,7 @@ def schedule_tick() -> None:
 
 
 def register_closing(app: Flask) -> None:
-    """Add the closing commands; start the in-process schedule ticker (off in tests by default)."""
+    """Add the closing commands."""
     app.cli.add_command(audit_cli)
     app.cli.add_command(schedule_cli)
-    configured = app.config.get("SEMBOARD_SCHEDULE_SECONDS",
-                                os.environ.get("SEMBOARD_SCHEDULE_SECONDS"))
-    seconds = float(configured if configured not in (None, "") else (0 if app.testing else 60))
-    if seconds > 0:
-        schedule.start_ticker(app, seconds)
 

@@ -19,21 +19,26 @@ import os
 import threading
 import time
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from flask import Flask
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from semboard import utcnow
-from semboard.db import begin_write, make_session_factory
+from semboard.clock import utcnow
+from semboard.db import begin_write, get_session, job_session_factory
+from semboard.jobs import queue as job_queue
+from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, Phase, Run, RunScoreRecord, Task, Team
+from semboard.services import gold, leaderboard
+from semboard.storage import get_storage
 
 log = logging.getLogger(__name__)
 
 QUEUE_NAME = "semboard"
-INFO_KEY = "semboard.board_jobs"
-_PENDING = "semboard.board_jobs.pending"
+INFO_KEY = "semboard.jobs.boards"
+_PENDING = "semboard.jobs.boards.pending"
 
 
 MODES = ("rq", "process", "thread", "inline")
@@ -69,8 +74,8 @@ def _touched(obj: Any) -> tuple[str, int] | None:
     return None
 
 
-@event.listens_for(Session, "after_flush")
-def _collect(session: Session, _context: Any) -> None:
+def collect(session: Session, _context: Any = None) -> None:
+    """After a flush: note which tasks' boards the flushed changes touch."""
     if INFO_KEY not in session.info:
         return
     found = session.info.setdefault(_PENDING, set())
@@ -82,13 +87,13 @@ def _collect(session: Session, _context: Any) -> None:
             found.add(key)
 
 
-@event.listens_for(Session, "after_soft_rollback")
-def _forget(session: Session, _previous: Any) -> None:
+def forget(session: Session, _previous: Any = None) -> None:
+    """After a rollback: the rolled-back changes touch no board."""
     session.info.pop(_PENDING, None)
 
 
-@event.listens_for(Session, "after_commit")
-def _after_commit(session: Session) -> None:
+def after_commit(session: Session) -> None:
+    """After the outermost commit: store the touched boards, then schedule their groups."""
     if session.in_nested_transaction():
         return  # a SAVEPOINT released inside a transaction that still holds the write lock
     app = session.info.get(INFO_KEY)
@@ -102,8 +107,11 @@ def _after_commit(session: Session) -> None:
 
 
 def attach(factory: sessionmaker[Session], app: Flask) -> None:
-    """Make the app's request sessions run the post-commit step."""
+    """Make the app's writer sessions run the post-commit step (jobs.hooks calls this)."""
     factory.configure(info={INFO_KEY: app})
+    event.listen(factory, "after_flush", collect)
+    event.listen(factory, "after_soft_rollback", forget)
+    event.listen(factory, "after_commit", after_commit)
 
 
 # ----------------------------------------------------------------------------- the work
@@ -111,10 +119,7 @@ def attach(factory: sessionmaker[Session], app: Flask) -> None:
 
 def _sessions(app: Flask) -> sessionmaker[Session]:
     """Sessions for the background step: deferred reads, explicit writer transactions."""
-    ext = app.extensions
-    if "semboard.job_sessions" not in ext:
-        ext["semboard.job_sessions"] = make_session_factory(app.config["DATABASE_URL"])
-    return ext["semboard.job_sessions"]
+    return job_session_factory(app)
 
 
 def _task_ids(session: Session, touched: Iterable[tuple[str, int]]) -> set[int]:
@@ -145,8 +150,6 @@ def after_change(app: Flask, touched: Iterable[tuple[str, int]]) -> None:
 
 def prepare_phase(session: Session, phase: Phase) -> bool:
     """Build the phase's board outside the write lock and store it (commits); groups pending?"""
-    from semboard.services import leaderboard
-
     # a change the board does not show (an upload waiting for its score) leaves its version
     # stored: answer from the row's flag, without loading the board
     pending = leaderboard.stored_pending(session, phase=phase)
@@ -162,9 +165,6 @@ def prepare_phase(session: Session, phase: Phase) -> bool:
 
 def compute_groups(app: Flask, task_id: int) -> int:
     """Significance groups of every phase board of a task, then its boards (the job's body)."""
-    from semboard.services import leaderboard
-    from semboard.storage import get_storage
-
     with app.app_context(), _sessions(app)() as session:
         task = session.get(Task, task_id)
         if task is None:
@@ -241,9 +241,7 @@ def schedule_groups(app: Flask, task_id: int) -> str:
     if how == "inline":
         compute_groups(app, task_id)
     elif how == "rq":
-        from semboard import job_queue
-
-        job_queue.enqueue(app, "semboard.board_jobs.groups_job", task_id,
+        job_queue.enqueue(app, "semboard.jobs.boards.groups_job", task_id,
                           description=f"significance groups of task {task_id}",
                           unique=f"groups-{task_id}")
     else:
@@ -330,8 +328,6 @@ def groups_job(task_id: int) -> int:
     In `flask worker` (a long-lived process, mode "process") the job only hands the groups to
     a background child and returns: the worker goes on scoring meanwhile.
     """
-    from semboard.job_queue import job_app
-
     app = job_app()
     if mode(app) in ("process", "thread"):
         schedule_groups(app, task_id)
@@ -347,9 +343,6 @@ def rescore_now(app: Flask, task_id: int, force: bool = False) -> int:
     Each run is scored outside the write lock and committed on its own, so uploads go on
     meanwhile; the boards and groups follow once, at the end. Returns how many changed.
     """
-    from semboard.services import gold
-    from semboard.storage import get_storage
-
     changed = 0
     with app.app_context(), _sessions(app)() as session:
         task = session.get(Task, task_id)
@@ -381,29 +374,16 @@ def schedule_rescore(app: Flask, task_id: int, force: bool = False) -> int | Non
     how = mode(app)
     if how == "inline":
         return rescore_now(app, task_id, force)
-    if how == "rq":
-        from semboard import job_queue
-
-        job_queue.enqueue(app, "semboard.board_jobs.rescore_job", task_id, force,
-                          description=f"rescore the runs of task {task_id}",
-                          unique=f"rescore-{task_id}-{int(force)}")
-    else:  # a thread of this process: the scoring releases the GIL in numpy much of the time
-        threading.Thread(target=_rescore_body, args=(app, task_id, force), daemon=True,
-                         name=f"rescore-{task_id}").start()
+    # in-process, a thread: the scoring releases the GIL in numpy much of the time
+    job_queue.dispatch(app, "semboard.jobs.boards.rescore_job", task_id, force,
+                       description=f"rescore the runs of task {task_id}",
+                       unique=f"rescore-{task_id}-{int(force)}", use_queue=how == "rq",
+                       local=lambda t, f: rescore_now(app, t, f))
     return None
-
-
-def _rescore_body(app: Flask, task_id: int, force: bool) -> None:
-    try:
-        rescore_now(app, task_id, force)
-    except Exception:
-        log.exception("rescoring task %s failed", task_id)
 
 
 def rescore_job(task_id: int, force: bool = False) -> int:
     """The rq job: rescore in the worker's app."""
-    from semboard.job_queue import job_app
-
     return rescore_now(job_app(), task_id, force)
 
 
@@ -420,20 +400,13 @@ def scoring_queued(app: Flask) -> bool:
 
 def queue_scoring(app: Flask, run_id: int) -> str:
     """Put a run's scoring on the queue (retried when it crashes); returns the job id."""
-    from semboard import job_queue
-
-    return job_queue.enqueue(app, "semboard.board_jobs.score_job", run_id,
+    return job_queue.enqueue(app, "semboard.jobs.boards.score_job", run_id,
                              description=f"score run {run_id}")
 
 
 def score_run_now(app: Flask, run_id: int) -> str:
     """Score one accepted run against the current gold (the queue job's body); its status."""
-    from semboard.services import gold
-    from semboard.storage import get_storage
-
     with app.app_context():
-        from semboard.db import get_session
-
         session = get_session()  # a request-like session: the post-commit step prepares boards
         run = session.get(Run, run_id)
         if run is None:
@@ -446,18 +419,12 @@ def score_run_now(app: Flask, run_id: int) -> str:
 
 def score_job(run_id: int) -> str:
     """The rq job: an app from the environment (the worker's), then score_run_now."""
-    from semboard.job_queue import job_app
-
     return score_run_now(job_app(), run_id)
 
 
 def stuck_runs(session: Session, *, now: Any, older_than_s: int = STUCK_AFTER_S) -> list[Run]:
     """Accepted current runs still waiting for a score well after upload (gold present)."""
-    from datetime import timedelta
-
-    from semboard.models import GoldFile as Gold
-
-    has_gold = select(Gold.id).where(Gold.task_id == Run.task_id).exists()
+    has_gold = select(GoldFile.id).where(GoldFile.task_id == Run.task_id).exists()
     return list(session.scalars(
         select(Run).where(Run.status == "valid", Run.is_current, has_gold,
                           Run.submitted_at < now - timedelta(seconds=older_than_s))
@@ -478,46 +445,3 @@ def recover_stuck(app: Flask, session: Session, *, now: Any,
         else:
             score_run_now(app, run_id)
     return ids
-
-
-# ----------------------------------------------------------------------------- CLI
-
-def _cli_group() -> Any:
-    import click
-    from flask.cli import AppGroup
-
-    group = AppGroup("boards", help="Prepared boards, significance groups, stuck scoring jobs.")
-
-    @group.command("refresh")
-    @click.argument("task_name")
-    def refresh(task_name: str) -> None:
-        """Compute TASK_NAME's significance groups and store its prepared boards now."""
-        from flask import current_app
-
-        from semboard.db import get_session
-        from semboard.services import tasks
-
-        session = get_session()
-        task_id = tasks.get_task(session, task_name).id
-        session.commit()  # the computation stores from its own session
-        count = compute_groups(current_app._get_current_object(),  # type: ignore[attr-defined]
-                               task_id)
-        click.echo(f"{count} board(s) of {task_name} grouped and prepared")
-
-    @group.command("recover")
-    @click.option("--older-than", "older_than", type=int, default=STUCK_AFTER_S,
-                  help="Seconds after upload a run still unscored counts as stuck.")
-    def recover(older_than: int) -> None:
-        """Score again every run stuck waiting for its score (a lost or crashed job)."""
-        from flask import current_app
-
-        from semboard.db import get_session
-
-        ids = recover_stuck(current_app._get_current_object(),  # type: ignore[attr-defined]
-                            get_session(), now=utcnow(), older_than_s=older_than)
-        click.echo(f"{len(ids)} stuck run(s) sent to scoring again")
-
-    return group
-
-
-boards_cli = _cli_group()

@@ -1,0 +1,15 @@
+"""The JSON API (`/api/v1`): public and participant routes and the OpenAPI document."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from semboard.api import participant, routes
+from semboard.extensions import csrf
+
+
+def register(app: Flask) -> None:
+    """Register the API blueprint (token-authenticated, so exempt from CSRF) and its companions."""
+    csrf.exempt(routes.bp)
+    app.register_blueprint(routes.bp)
+    participant.register(app)

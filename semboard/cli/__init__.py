@@ -1,0 +1,16 @@
+"""`flask` command groups: tasks, gold, users, closing, mail, demo, boards, worker, baselines."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from semboard.cli import baselines, boards, closing, core, demo, mail, worker
+
+
+def register(app: Flask) -> None:
+    """Add every command group to the app."""
+    core.register_cli(app)
+    closing.register_closing(app)
+    for command in (baselines.baselines_cli, boards.boards_cli, demo.demo_cli,
+                    mail.notify_deadlines_cli, worker.worker_cli):
+        app.cli.add_command(command)

@@ -1,0 +1,25 @@
+"""`flask worker`: serve the site's rq queues in this process."""
+
+from __future__ import annotations
+
+import os
+
+import click
+from flask import current_app
+from flask.cli import with_appcontext
+
+from semboard.jobs.worker import WORKER_QUEUES, serve
+
+
+@click.command("worker")
+@click.argument("queues", nargs=-1)
+@click.option("--burst", is_flag=True, help="Stop once the queues are empty.")
+@with_appcontext
+def worker_cli(queues: tuple[str, ...], burst: bool) -> None:
+    """Run queued jobs in this process (default queues: semboard, mail, analysis)."""
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    if not app.config.get("REDIS_URL"):
+        raise click.UsageError("set REDIS_URL: the worker serves the site's rq queues")
+    names = queues or WORKER_QUEUES
+    click.echo(f"serving queues {', '.join(names)} in process {os.getpid()}")
+    serve(app, names, burst=burst)

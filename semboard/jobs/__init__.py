@@ -1,0 +1,1 @@
+"""Work off the request: one dispatch, post-commit hooks, and the jobs behind them."""

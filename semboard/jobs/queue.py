@@ -1,0 +1,167 @@
+"""The one way to run work off the request: rq with REDIS_URL, else a thread; queue health."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Flask
+from flask.cli import ScriptInfo
+from redis import Redis
+from rq import Queue, Retry, Worker
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
+from rq.utils import import_attribute
+
+log = logging.getLogger(__name__)
+
+QUEUE_NAME = "semboard"
+# A job that crashes (or whose worker dies) is retried after these delays (seconds).
+RETRY_INTERVALS = [5, 30, 120]
+JOB_TIMEOUT_S = 900
+# A worker whose heartbeat is older than this is reported as not alive.
+HEARTBEAT_STALE_S = 120
+
+
+# The app jobs run in, per worker process: built once from the environment, so a worker that runs
+# jobs in its own process (`flask worker`) keeps parsed gold, inputs and scores between jobs.
+_job_app: Flask | None = None
+
+
+def job_app() -> Flask:
+    """The app an rq job runs in: the worker's own, else one built from the environment."""
+    global _job_app
+    if _job_app is None:
+        # A plain `rq worker` process: load the app as `flask --app` would (FLASK_APP, else the
+        # package's factory), by name, so no job module imports the package root.
+        target = os.environ.get("FLASK_APP") or "semboard:create_app"
+        _job_app = ScriptInfo(app_import_path=target).load_app()
+    return _job_app
+
+
+def set_job_app(app: Flask) -> None:
+    """Make app the one jobs of this process run in (`flask worker` serves its own app)."""
+    global _job_app
+    _job_app = app
+
+
+def _queue(app: Flask, name: str = QUEUE_NAME) -> Any:
+    ext = app.extensions.setdefault("semboard.queues", {})
+    if name not in ext:
+        ext[name] = Queue(name, connection=Redis.from_url(app.config["REDIS_URL"]))
+    return ext[name]
+
+
+def enqueue(app: Flask, func: str, *args: Any, description: str = "",
+            unique: str | None = None, queue_name: str = QUEUE_NAME,
+            timeout_s: int = JOB_TIMEOUT_S, retry: bool = True,
+            result_ttl: int | None = None) -> str:
+    """Put a job on the queue with retries; returns its id.
+
+    unique: a name; while the last job enqueued under it still waits in the queue no second
+    one is added (a burst of changes then costs one recomputation, which reads the newest state).
+    """
+    queue = _queue(app, queue_name)
+    marker = f"semboard:unique-job:{unique}"
+    if unique is not None:
+        last = queue.connection.get(marker)
+        if last is not None:
+            try:
+                waiting = Job.fetch(last.decode(), connection=queue.connection)
+                if waiting.get_status(refresh=True) == JobStatus.QUEUED:
+                    return str(waiting.id)
+            except NoSuchJobError:
+                pass
+    options: dict[str, Any] = {"job_timeout": timeout_s, "description": description or func}
+    if retry:
+        options["retry"] = Retry(max=len(RETRY_INTERVALS), interval=RETRY_INTERVALS)
+    if result_ttl is not None:
+        options["result_ttl"] = result_ttl
+    job = queue.enqueue(func, *args, **options)
+    if unique is not None:
+        queue.connection.set(marker, job.id, ex=timeout_s * 4)
+    return str(job.id)
+
+
+# Threads started by dispatch without a queue: tests and a graceful shutdown join them.
+_threads: set[threading.Thread] = set()
+_threads_lock = threading.Lock()
+
+
+def dispatch(app: Flask, func: str, *args: Any, queue_name: str = QUEUE_NAME,
+             description: str = "", unique: str | None = None,
+             timeout_s: int = JOB_TIMEOUT_S, retry: bool = True,
+             result_ttl: int | None = None, local: Callable[..., Any] | None = None,
+             use_queue: bool | None = None) -> str:
+    """Run func(*args) off the request: an rq job with REDIS_URL, else a daemon thread.
+
+    func names an importable function (rq stores the name); local, when given, is what the
+    thread runs instead (e.g. the body with this process's app rather than the worker's).
+    use_queue overrides the choice (a board mode can keep work in-process with Redis set).
+    Returns the job id, or "thread".
+    """
+    if use_queue if use_queue is not None else bool(app.config.get("REDIS_URL")):
+        return enqueue(app, func, *args, description=description, unique=unique,
+                       queue_name=queue_name, timeout_s=timeout_s, retry=retry,
+                       result_ttl=result_ttl)
+    target = local or import_attribute(func)
+    thread = threading.Thread(target=_thread_main, args=(target, args, description or func),
+                              daemon=True, name=f"semboard-{queue_name}")
+    with _threads_lock:
+        _threads.add(thread)
+    thread.start()
+    return "thread"
+
+
+def _thread_main(target: Callable[..., Any], args: tuple[Any, ...], what: str) -> None:
+    try:
+        target(*args)
+    except Exception:  # a background failure is logged, never raised into a request
+        log.exception("background job %s failed", what)
+    finally:
+        with _threads_lock:
+            _threads.discard(threading.current_thread())
+
+
+def wait_for_threads(timeout: float = 60.0) -> None:
+    """Join the dispatched threads still running (tests; a graceful shutdown)."""
+    with _threads_lock:
+        running = list(_threads)
+    for thread in running:
+        thread.join(timeout)
+
+
+def health(app: Flask, *, now: datetime | None = None) -> dict[str, Any]:
+    """Queue depth, failed and running jobs, and each worker's state and heartbeat age."""
+    if not app.config.get("REDIS_URL"):
+        return {"configured": False}
+
+    now = now or datetime.now(UTC)
+    queue = _queue(app)
+    try:
+        workers = Worker.all(queue=queue)
+        found: dict[str, Any] = {
+            "configured": True,
+            "reachable": True,
+            "queued": queue.count,
+            "started": queue.started_job_registry.count,
+            "failed": queue.failed_job_registry.count,
+            "scheduled": queue.scheduled_job_registry.count,
+        }
+    except Exception as err:  # an unreachable Redis is what the page must show, not a 500
+        return {"configured": True, "reachable": False, "error": str(err)}
+    rows = []
+    for worker in workers:
+        beat = worker.last_heartbeat
+        if beat is not None and beat.tzinfo is None:
+            beat = beat.replace(tzinfo=UTC)
+        age = (now - beat).total_seconds() if beat else None
+        rows.append({"name": worker.name, "state": str(worker.get_state()),
+                     "heartbeat_age_s": None if age is None else round(age, 1),
+                     "alive": age is not None and age < HEARTBEAT_STALE_S})
+    found["workers"] = rows
+    return found

@@ -1,0 +1,1 @@
+"""Mail: settings, delivery off the request, and the messages each event sends."""

@@ -1,0 +1,51 @@
+"""The definition of a hosted task, its splits and its phases, parsed from the stored text."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from evaluation import DatasetSpec, TaskDefinition, parse_task
+from semboard.errors import InvalidData, NotFound
+from semboard.models import Phase, Task
+
+
+@lru_cache(maxsize=64)
+def _parse(text: str, digest: str, name: str) -> TaskDefinition:
+
+    return parse_task(text, source=f"<stored definition of {name}>")
+
+
+def definition(task: Task) -> TaskDefinition:
+    """The task's TaskDefinition, parsed from its stored text (cached by digest)."""
+    return _parse(task.definition_text, task.definition_digest, task.name)
+
+
+def split_name(task: Task, split: str | None) -> str:
+    """The named split (InvalidData when the definition has none), or the default one."""
+    whole = definition(task)
+    name = split or whole.default_split
+    if name not in whole.splits:
+        raise InvalidData(f"task {task.name} has no split {name!r}; its splits: "
+                          f"{', '.join(whole.splits)}")
+    return name
+
+
+def split_definition(task: Task, split: str | None) -> TaskDefinition:
+    """The task's definition restricted to one split (None: the default split)."""
+    return definition(task).for_split(split_name(task, split))
+
+
+def phase_definition(phase: Phase) -> TaskDefinition:
+    """The definition a phase validates and scores with: its split's datasets and files."""
+    whole = definition(phase.task)
+    return whole.for_split(phase.split if phase.split in whole.splits else whole.default_split)
+
+
+def dataset_spec(task: Task, dataset: str, split: str | None = None) -> DatasetSpec:
+    """The DatasetSpec of one of the task's (or split's) datasets, or NotFound."""
+
+    try:
+        return split_definition(task, split).dataset(dataset)
+    except KeyError as err:
+        where = f"split {split} of task {task.name}" if split else f"task {task.name}"
+        raise NotFound(f"{where} has no dataset {dataset!r}") from err

@@ -1,0 +1,1 @@
+"""Web plumbing shared by views and API: forms, upload names, file responses, HTTP errors."""

@@ -1,0 +1,55 @@
+"""Files crossing HTTP: uploaded names cut to base names, downloads sent as attachments."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath, PureWindowsPath
+
+from flask import Response, request
+
+from semboard.models import Phase
+from semboard.services.leaderboard import Prepared
+
+
+def client_filename(raw: str | None) -> str:
+    """The base name of an uploaded file, whatever folders the client sent ('' when none)."""
+    return PureWindowsPath(PurePosixPath(raw or "").name).name.strip()
+
+
+def attachment(data: bytes | str, filename: str, *, mimetype: str = "text/plain") -> Response:
+    """A download; the name is cut to safe characters so it cannot break the header."""
+    safe = "".join(c for c in filename if c.isalnum() or c in "._-") or "download"
+    return Response(data, mimetype=mimetype,
+                    headers={"Content-Disposition": f'attachment; filename="{safe}"'})
+
+
+def gzip_ok() -> bool:
+    """Whether the client takes gzip."""
+    return request.accept_encodings["gzip"] > 0
+
+
+def respond(body: bytes, *, etag: str | None, mimetype: str, compressed: bool,
+             headers: dict[str, str] | None = None, public: bool = True) -> Response:
+    """A response with validator, compression and cache headers (304 when the ETag matches)."""
+    if etag is not None and request.if_none_match.contains(etag):
+        response = Response(status=304)
+    else:
+        response = Response(body, mimetype=mimetype, headers=headers or {})
+        if compressed:
+            response.headers["Content-Encoding"] = "gzip"
+    if etag is not None:
+        response.set_etag(etag)
+    response.headers["Vary"] = "Accept-Encoding, Cookie"
+    # Browsers revalidate each time (cheap: a 304); shared caches keep only public boards.
+    response.headers["Cache-Control"] = "no-cache" if public else "private, no-cache"
+    return response
+
+
+def send_prepared(prepared: Prepared, kind: str, *, phase: Phase,
+                  filename: str | None = None) -> Response:
+    """A prepared board's CSV or JSON, with its ETag, gzip and 304 (shared with the API)."""
+    compressed = gzip_ok()
+    headers = {"Content-Disposition": f'attachment; filename="{filename}"'} if filename else {}
+    mimetype = "text/csv" if kind == "csv" else "application/json"
+    return respond(prepared.body(kind, compressed=compressed), etag=prepared.etag(kind),
+                    mimetype=mimetype, compressed=compressed, headers=headers,
+                    public=phase.visibility == "public")
