@@ -8,6 +8,7 @@ from typing import Any
 from flask import Blueprint, Flask, Response, jsonify, render_template, request
 from sqlalchemy import text
 
+from semboard.api.openapi import spec
 from semboard.api.routes import _require_user, _user, bp
 from semboard.clock import request_now
 from semboard.db import get_session
@@ -105,8 +106,10 @@ def run_file(run_id: int, filename: str) -> Any:
     return attachment(get_storage().get(found.storage_key), found.filename)
 
 
-def _team_json(team: Team, *, member: bool) -> dict[str, Any]:
+def _team_json(team: Team) -> dict[str, Any]:
+    """A team as its member sees it (the invite code only where the page shows it)."""
     session = get_session()
+    user = _user()
     limits = team_rules.limits(team.task)
     data: dict[str, Any] = {
         "id": team.id,
@@ -121,7 +124,7 @@ def _team_json(team: Team, *, member: bool) -> dict[str, Any]:
         "max_members": limits.max_members,
         "locked": team_rules.is_locked(session, task=team.task, now=request_now()),
     }
-    if member:
+    if access.can_see_invite_code(session, user, team):
         data["invite_code"] = team.invite_code
     return data
 
@@ -129,7 +132,7 @@ def _team_json(team: Team, *, member: bool) -> dict[str, Any]:
 @bp.get("/tasks/<task_name>/team")
 def my_team(task_name: str) -> Any:
     """My team on a task, with its members and invite code."""
-    return jsonify(_team_json(_my_team(tasks.get_task(get_session(), task_name)), member=True))
+    return jsonify(_team_json(_my_team(tasks.get_task(get_session(), task_name))))
 
 
 @bp.post("/tasks/<task_name>/team")
@@ -143,7 +146,7 @@ def create_team(task_name: str) -> Any:
                              affiliation=_field(data, "affiliation", required=False),
                              now=request_now())
     session.commit()
-    return jsonify(_team_json(team, member=True)), 201
+    return jsonify(_team_json(team)), 201
 
 
 @bp.post("/tasks/<task_name>/team/join")
@@ -155,7 +158,7 @@ def join_team(task_name: str) -> Any:
     team = teams.join_team(session, task=task, user=user,
                            invite_code=_field(_body(), "invite_code"), now=request_now())
     session.commit()
-    return jsonify(_team_json(team, member=True))
+    return jsonify(_team_json(team))
 
 
 @bp.post("/tasks/<task_name>/team/leave")
@@ -178,7 +181,7 @@ def remove_member(task_name: str, user_id: int) -> Any:
     team_rules.remove_member(session, team=team, captain=user, user_id=user_id,
                              now=request_now())
     session.commit()
-    return jsonify(_team_json(team, member=True))
+    return jsonify(_team_json(team))
 
 
 @bp.post("/tasks/<task_name>/team/invite-code")
@@ -189,7 +192,7 @@ def new_invite_code(task_name: str) -> Any:
     team = _my_team(tasks.get_task(session, task_name))
     team_rules.regenerate_invite_code(session, team=team, captain=user, now=request_now())
     session.commit()
-    return jsonify(_team_json(team, member=True))
+    return jsonify(_team_json(team))
 
 
 @bp.post("/tasks/<task_name>/team/captain")
@@ -205,7 +208,7 @@ def hand_over_captaincy(task_name: str) -> Any:
     team_rules.transfer_captaincy(session, team=team, captain=user, user_id=new_captain,
                                   now=request_now())
     session.commit()
-    return jsonify(_team_json(team, member=True))
+    return jsonify(_team_json(team))
 
 
 def _token_json(row: ApiToken) -> dict[str, Any]:
@@ -253,8 +256,6 @@ def revoke_token(token_id: int) -> Any:
 @bp.get("/openapi.json")
 def openapi_json() -> Any:
     """The OpenAPI 3.1 description of this API."""
-    from semboard.api.openapi import spec
-
     return jsonify(spec())
 
 
@@ -264,8 +265,6 @@ def openapi_json() -> Any:
 @site_bp.get("/api/docs")
 def api_docs() -> Any:
     """The API page, rendered from the OpenAPI description."""
-    from semboard.api.openapi import spec
-
     return render_template("api_docs.html", spec=spec(), user=_user())
 
 

@@ -12,10 +12,12 @@ from semboard.clock import request_now
 from semboard.db import SAFE_METHODS, get_session
 from semboard.errors import InvalidData, NotFound
 from semboard.jobs import analysis as analysis_jobs
+from semboard.jobs.scoring import accept_run
 from semboard.models import Phase, Task, Team, TeamWindow, User
 from semboard.services import (
     access,
     accounts,
+    analysis,
     audit,
     definitions,
     descriptions,
@@ -35,7 +37,7 @@ from semboard.services import (
 from semboard.storage import get_storage
 from semboard.timefmt import api_time
 from semboard.web import files
-from semboard.web.files import attachment, client_filename
+from semboard.web.files import attachment, client_filename, uploaded_files
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -126,7 +128,7 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
                     p.slug: api_time(windows.team_deadline(session, team=team, phase=p))
                     for p in phases
                 },
-                "phases": split_views.team_phase_status(session, team=team, phases=phases,
+                "phases": windows.team_phase_status(session, team=team, phases=phases,
                                                         now=now),
             }
         data["splits"] = split_views.splits_json(session, task=task)
@@ -148,14 +150,13 @@ def show_task(task_name: str) -> Any:
 
 def _uploaded_files() -> dict[str, bytes]:
     """Uploaded files by base name (client paths are dropped; names are never used as paths)."""
-    found: dict[str, bytes] = {}
-    for upload in request.files.getlist("files"):
-        base = client_filename(upload.filename)
-        if not base:
-            raise InvalidData("every uploaded file needs a file name")
-        if base in found:
-            raise InvalidData(f"two uploaded files are called {base}")
-        found[base] = upload.read()
+    uploads = request.files.getlist("files")
+    if any(not client_filename(upload.filename) for upload in uploads):
+        raise InvalidData("every uploaded file needs a file name")
+    try:
+        found = uploaded_files(uploads)
+    except ValueError as err:
+        raise InvalidData(str(err)) from None
     if not found:
         raise InvalidData("upload the run's files in the multipart field 'files'")
     return found
@@ -172,23 +173,14 @@ def submit_run(task_name: str) -> Any:
     if team is None:
         raise NotFound(f"you have no team on {task.name}; create or join one first")
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
-    text, name, files = request.form.get("description", ""), request.form.get("name", ""), \
-        _uploaded_files()
-    answers = descriptions.check_upload(
-        session, team=team, phase=phase, user=user, name=name, files=files, description=text,
-        given=descriptions.given_from_form(task, request.form), now=now)
     # with a queue (REDIS_URL) the run is validated and stored here, scored by a worker: 202
-    from semboard.jobs import boards as board_jobs
-
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
-    queued = board_jobs.scoring_queued(app)
-    run = submissions.submit(session, get_storage(), team=team, phase=phase, user=user,
-                             name=name, files=files, now=now, score=not queued)
-    descriptions.apply(run, text, answers)
-    session.commit()
+    run, queued = accept_run(
+        session, get_storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
+        team=team, phase=phase, user=user, name=request.form.get("name", ""),
+        files=_uploaded_files(), now=now, description=request.form.get("description", ""),
+        given=descriptions.given_from_form(task, request.form))
     show = access.can_view_scores(session, user, run.phase)
     if queued:
-        board_jobs.queue_scoring(app, run.id)
         status_url = url_for("api.show_run", run_id=run.id)
         return jsonify(_run_json(run, show) | {"status_url": status_url}), 202, \
             {"Location": status_url}
@@ -201,9 +193,11 @@ def _run_json(run: Any, show: bool) -> dict[str, Any]:
     data["description"] = descriptions.to_json(run)
     if show:
         data["score_history"] = scorediff.history(run)
+    session = get_session()
     data["audit"] = [{"action": e.action, "at": e.created_at.isoformat(), "reason": e.reason,
                       "summary": e.details.get("summary")}
-                     for e in audit.entries(get_session(), task=run.task, run=run)]
+                     for e in audit.entries(session, task=run.task, run=run)
+                     ] if access.can_see_run_audit(session, _user(), run) else []
     return data
 
 
@@ -343,7 +337,6 @@ def _compare_ids() -> list[int]:
 
 
 def _comparison_json(found: Any, task: Task) -> dict[str, Any]:
-    from flask import url_for
 
     body = found.to_json()
     body["status_url"] = url_for("api.compare_runs", task_name=task.name, a=found.a.id,
@@ -354,8 +347,6 @@ def _comparison_json(found: Any, task: Task) -> dict[str, Any]:
 @bp.get("/tasks/<task_name>/compare")
 def compare_runs(task_name: str) -> Any:
     """Two runs (?a=RUN&b=RUN) per metric: the stored tests, else values and status only."""
-    from semboard.services import analysis
-
     session = get_session()
     task = tasks.get_task(session, task_name)
     a_id, b_id = _compare_ids()
@@ -366,8 +357,6 @@ def compare_runs(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/compare")
 def request_comparison(task_name: str) -> Any:
     """Ask for the paired tests of a and b; 202 with the status URL (200 when already done)."""
-    from semboard.services import analysis
-
     session = get_session()
     task = tasks.get_task(session, task_name)
     a_id, b_id = _compare_ids()

@@ -15,11 +15,12 @@ from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from sqlalchemy.orm import Session
 
+from evaluation import TaskDefinitionError, load_task
 from semboard.clock import utcnow
 from semboard.db import session_factory
 from semboard.errors import DomainError
 from semboard.models import PHASE_KINDS, VISIBILITIES, Phase, Task
-from semboard.services import accounts, gold, inputs, leaderboard, tasks
+from semboard.services import accounts, gold, inputs, leaderboard, papertables, tasks
 from semboard.storage import get_storage
 
 if TYPE_CHECKING:
@@ -104,8 +105,6 @@ def db_upgrade_alias() -> None:
 @click.option("--split", help="The split whose inputs --inputs holds (default: the default one).")
 def task_load(name_or_path: str, inputs_dir: Path | None, split: str | None) -> None:
     """Load (or update) a task from its shipped name or a .toml path."""
-    from evaluation import TaskDefinitionError, load_task
-
     try:
         definition = load_task(name_or_path)
     except TaskDefinitionError as err:
@@ -312,7 +311,6 @@ def results_export(task_name: str, phase_slug: str | None, fmt: str, output: Pat
         task = tasks.get_task(session, task_name)
         phase = _pick_phase(session, task, phase_slug)
         if table is not None:  # the paper tables live in their own service
-            from semboard.services import papertables
 
             text = papertables.export(session, get_storage(), task=task, phase=phase, table=table,
                                       rank_baselines=rank_baselines, now=utcnow()).render(fmt)

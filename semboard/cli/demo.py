@@ -18,7 +18,10 @@ from flask import current_app
 from flask.cli import with_appcontext
 from sqlalchemy.orm import Session
 
+from evaluation import load_task, read_inputs, write_run
+from semboard.cli.core import upgrade_database
 from semboard.clock import utcnow
+from semboard.db import get_session
 from semboard.errors import DomainError
 from semboard.models import Phase, Task, Team, User
 from semboard.services import (
@@ -27,12 +30,13 @@ from semboard.services import (
     gold,
     grants,
     inputs,
+    leaderboard,
     submissions,
     tasks,
     teams,
     windows,
 )
-from semboard.storage import Storage
+from semboard.storage import Storage, get_storage
 
 DEMO_TASK = "demo"
 DATASET_SIZES = {"news": 80, "forums": 60, "captions": 50}
@@ -146,8 +150,6 @@ def demo_files(
 def noisy_run(definition: Any, gold_values: dict[str, list[float]], parsed: dict[str, Any], *,
               noise: float, seed: int) -> dict[str, bytes]:
     """A participant-like run: gold plus seeded Gaussian noise, clipped, in the task's format."""
-    from evaluation import write_run
-
     rng = np.random.default_rng(seed)
     files: dict[str, bytes] = {}
     for dataset in definition.dataset_names:
@@ -169,7 +171,6 @@ PASSWORD = "demo-password"
 @dataclass
 class DemoUser:
     """A demo account."""
-
     email: str
     name: str
     admin: bool = False
@@ -195,7 +196,6 @@ TEAMS = [
 @dataclass
 class DemoSummary:
     """What the demo built (for the command's output and tests)."""
-
     task: str
     users: list[tuple[str, str, str]] = field(default_factory=list)
     runs_added: int = 0
@@ -235,8 +235,6 @@ def build_demo(session: Session, storage: Storage, *, now: datetime,
                with_baselines: bool = True,
                systems: tuple[str, ...] = BASELINE_SYSTEMS) -> DemoSummary:
     """Create (or complete) the demo task, users, teams, runs and boards; safe to run twice."""
-    from evaluation import load_task, read_inputs
-
     definition = load_task(DEMO_TASK)
     summary = DemoSummary(task=DEMO_TASK)
     task = tasks.load_task(session, definition, now=now)
@@ -340,7 +338,6 @@ def build_demo(session: Session, storage: Storage, *, now: datetime,
     gold.publish_results(session, phase=evaluation, user=organiser, now=now)
     session.commit()
     # what the site does after a change: groups computed and boards prepared off the request
-    from semboard.services import leaderboard
 
     leaderboard.refresh_significance(session, storage, task=task, now=now)
     session.commit()
@@ -385,10 +382,6 @@ def _baselines(session: Session, storage: Storage, *, task: Task, phases: list[P
 @with_appcontext
 def demo_cli(no_baselines: bool, systems: tuple[str, ...]) -> None:
     """Create the database and a demo task with teams, runs and a published leaderboard."""
-    from semboard.cli.core import upgrade_database
-    from semboard.db import get_session
-    from semboard.storage import get_storage
-
     upgrade_database(current_app.config["DATABASE_URL"])
     session = get_session()
     summary = build_demo(session, get_storage(), now=utcnow(), with_baselines=not no_baselines,

@@ -1,7 +1,7 @@
 """Running reference baselines as runs of the built-in Baselines team (CLI group and queue jobs).
 
 `flask baselines run TASK` scores the task's published inputs with each system and submits the
-files through the ordinary `submissions.submit`, so a baseline run is validated, stored and
+files through the ordinary `jobs.scoring.accept_run`, so a baseline run is validated, stored and
 scored like any team's (and shown unranked). With a queue (`REDIS_URL` and `--queue`, or
 `SEMBOARD_BASELINES_QUEUE=1`) each system becomes an rq job on the ``baselines`` queue, run by
 a worker on the GPU host: ``rq worker -u $REDIS_URL baselines``; the job builds its own app from
@@ -15,7 +15,7 @@ from datetime import datetime
 from importlib.util import find_spec
 from typing import Any
 
-from flask import Flask
+from flask import Flask, current_app
 from sqlalchemy.orm import Session
 
 from baselines import SYSTEM_NAMES, run_system
@@ -24,8 +24,9 @@ from semboard.db import session_factory
 from semboard.errors import InvalidData
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
+from semboard.jobs.scoring import accept_run
 from semboard.models import Run
-from semboard.services import definitions, inputs, submissions, tasks, teams
+from semboard.services import definitions, inputs, tasks, teams
 from semboard.storage import Storage, get_storage
 
 QUEUE_NAME = "baselines"
@@ -64,9 +65,10 @@ def run_baselines(session: Session, storage: Storage, *, task_name: str,
         finally:
             if bar is not None:
                 bar.close()
-        runs.append(submissions.submit(session, storage, team=team, phase=phase, user=None,
-                                       name=name, files=result.files, now=now,
-                                       metadata=result.metadata))
+        run, _queued = accept_run(session, storage, current_app._get_current_object(),  # type: ignore[attr-defined]
+                                  team=team, phase=phase, user=None, name=name,
+                                  files=result.files, now=now, metadata=result.metadata)
+        runs.append(run)
     return runs
 
 

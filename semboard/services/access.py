@@ -8,7 +8,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from semboard.errors import Forbidden
-from semboard.models import Phase, Run, Task, TaskOrganiser, TeamMember, User
+from semboard.models import Phase, Run, Task, TaskOrganiser, Team, TeamMember, User
+from semboard.services import definitions, splits
 
 
 def viewer(user: Any) -> User | None:
@@ -54,15 +55,18 @@ def is_member(session: Session, user: User | None, team_id: int) -> bool:
     return session.scalar(query) is not None
 
 
+def results_visible(visibility: object, published_at: object) -> bool:
+    """Whether participants see a phase's scores: a public board, or published results.
+
+    The one visibility rule: boards, scores, run pages and the no-oracle check all read it.
+    """
+    return visibility == "public" or published_at is not None
+
+
 def can_view_leaderboard(session: Session, user: User | None, phase: Phase) -> bool:
-    """Public boards for all; hidden ones once published; organiser boards for organisers."""
-    if is_organiser(session, user, phase.task):
-        return True
-    if phase.visibility == "public":
-        return True
-    if phase.visibility == "hidden":
-        return phase.results_published_at is not None
-    return False
+    """Organisers see every board; others public ones and any whose results are published."""
+    return (results_visible(phase.visibility, phase.results_published_at)
+            or is_organiser(session, user, phase.task))
 
 
 def can_view_scores(session: Session, user: User | None, phase: Phase) -> bool:
@@ -77,6 +81,36 @@ def can_view_run(session: Session, user: User | None, run: Run) -> bool:
     return run.is_current and can_view_leaderboard(session, user, run.phase)
 
 
-def can_download_gold(session: Session, user: User | None, task: Task) -> bool:
-    """Gold is private until released, except to organisers."""
-    return task.gold_released_at is not None or is_organiser(session, user, task)
+def gold_is_public(session: Session, *, task: Task, split: str | None = None) -> bool:
+    """A split's gold (None: the default split) is public from the start (training, trial data)
+    or once released."""
+    whole = definitions.definition(task)
+    name = split if split in whole.splits else whole.default_split
+    if whole.splits[name].gold_public:
+        return True
+    return splits.release_row(session, task=task, split=name) is not None
+
+
+def can_view_gold(session: Session, user: User | None, task: Task,
+                  split: str | None = None) -> bool:
+    """Gold of a split (None: the default one) is private until released, except to organisers."""
+    return gold_is_public(session, task=task, split=split) or is_organiser(session, user, task)
+
+
+def can_view_items(session: Session, user: User | None, run: Run) -> bool:
+    """A run's pairs beside gold: whoever sees its scores, once its own split's gold is visible."""
+    return (can_view_run(session, user, run) and can_view_scores(session, user, run.phase)
+            and can_view_gold(session, user, run.task, run.phase.split))
+
+
+def can_see_run_audit(session: Session, user: User | None, run: Run) -> bool:
+    """Organisers' actions on a run, with their reasons: the run's team and the organisers."""
+    return is_member(session, user, run.team_id) or is_organiser(session, user, run.task)
+
+
+def can_see_invite_code(session: Session, user: User | None, team: Team) -> bool:
+    """A team's invite code: its captain (who shares it) and the task's organisers."""
+    if team.is_baseline or user is None:
+        return False
+    captain = team.captain_id == user.id and is_member(session, user, team.id)
+    return captain or is_organiser(session, user, team.task)

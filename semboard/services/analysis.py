@@ -32,16 +32,6 @@ SCATTER_MAX = 5000
 COMPARE_OPTIONS: dict[str, Any] = {"resamples": 1000, "seed": 12345}
 
 
-def can_view_items(session: Session, user: User | None, run: Run) -> bool:
-    """Pairs beside gold: own runs once gold is out (organisers always), others' when public."""
-    if not access.can_view_run(session, user, run) or not access.can_view_scores(
-            session, user, run.phase):
-        return False
-    if access.is_organiser(session, user, run.task):
-        return True
-    return run.task.gold_released_at is not None
-
-
 def _validated(session: Session, storage: Storage, run: Run) -> Any:
     """The run as the scorer reads it (DomainError when its files no longer validate)."""
     valid, _ = significance._validated_runs(session, storage, phase=run.phase, runs=[run])
@@ -130,16 +120,16 @@ def run_items(session: Session, storage: Storage, *, run: Run, viewer: User | No
     """A run's pairs against the gold (Forbidden unless can_view_items; NotFound without gold)."""
     from evaluation.items import dataset_items
 
-    if not can_view_items(session, viewer, run):
+    if not access.can_view_items(session, viewer, run):
         raise Forbidden("the pairs of this run are not visible to you")
-    task = run.task
-    parsed_gold = gold.parsed_gold(session, storage, task=task)
+    task, split = run.task, run.phase.split  # the run's own split: its gold, inputs, datasets
+    parsed_gold = gold.parsed_gold(session, storage, task=task, split=split)
     if not parsed_gold:
         raise NotFound("this task has no gold yet")
-    definition = definitions.definition(task)
+    definition = definitions.phase_definition(run.phase)
     validated = _validated(session, storage, run)
     found = dataset_items(definition, validated, parsed_gold)
-    known = inputs.parsed_inputs(session, storage, task=task)
+    known = inputs.parsed_inputs(session, storage, task=task, split=split)
     texts = {name: known[name].texts for name in found if name in known}
     return RunItems(run=run, datasets=found, texts=texts)
 
@@ -257,7 +247,7 @@ def comparison_settings(session: Session, *, task: Task, a: Run, b: Run) -> dict
 
     return {
         "runs": [[a.id, score_id(a)], [b.id, score_id(b)]],
-        "gold": gold.gold_digest(gold.current_gold(session, task=task)),
+        "gold": gold.gold_digest(gold.current_gold(session, task=task, split=a.phase.split)),
         "task": task.definition_digest,
         "test": "paired bootstrap",
         **COMPARE_OPTIONS,
@@ -295,7 +285,11 @@ def _pair_runs(session: Session, *, task: Task, a_id: int, b_id: int,
                viewer: User | None) -> tuple[Run, Run]:
     if a_id == b_id:
         raise DomainError("choose two different runs")
-    return (_scored_run(session, viewer, task, a_id), _scored_run(session, viewer, task, b_id))
+    a, b = _scored_run(session, viewer, task, a_id), _scored_run(session, viewer, task, b_id)
+    if a.phase.split != b.phase.split:
+        raise DomainError(f"runs {a.id} and {b.id} answer different splits ({a.phase.split}, "
+                          f"{b.phase.split}): their pairs cannot be compared")
+    return a, b
 
 
 def compare(session: Session, *, task: Task, a_id: int, b_id: int,
@@ -316,7 +310,7 @@ def compare(session: Session, *, task: Task, a_id: int, b_id: int,
                           pairs=None, options=options, status=status, stored=stored,
                           gold_ready=values["gold"] != gold.gold_digest({}))
     pairs = None
-    if can_view_items(session, viewer, a) and can_view_items(session, viewer, b):
+    if access.can_view_items(session, viewer, a) and access.can_view_items(session, viewer, b):
         pairs = stored.pairs
     return Comparison(task=task, a=a, b=b, results=stored.results, pairs=pairs,
                       options=options, status="done", stored=stored)
@@ -331,7 +325,7 @@ def request_comparison(session: Session, *, task: Task, a_id: int, b_id: int,
     starts `compute_comparison` off the request path.
     """
     a, b = _pair_runs(session, task=task, a_id=a_id, b_id=b_id, viewer=viewer)
-    if not gold.current_gold(session, task=task):
+    if not gold.current_gold(session, task=task, split=a.phase.split):
         raise NotFound("this task has no gold yet")
     values = comparison_settings(session, task=task, a=a, b=b)
     digest = significance.digest_of(values)
@@ -381,10 +375,10 @@ def compute_comparison(session: Session, storage: Storage, *, comparison_id: int
     try:
         if significance.digest_of(values) != row.digest:
             raise DomainError("the runs' scores or the gold changed since; ask again")
-        parsed_gold = gold.parsed_gold(session, storage, task=task)
+        parsed_gold = gold.parsed_gold(session, storage, task=task, split=a.phase.split)
         if not parsed_gold:
             raise DomainError("this task has no gold yet")
-        definition = definitions.definition(task)
+        definition = definitions.phase_definition(a.phase)
         va, vb = _validated(session, storage, a), _validated(session, storage, b)
         # end the read transaction before the long computation (SQLite: no lock held meanwhile)
         session.commit()

@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from semboard.models import Phase, Run, Task
-from semboard.services import descriptions, gold, leaderboard, tasks
+from semboard.services import access, definitions, descriptions, gold, leaderboard, tasks
 from semboard.storage import Storage
 
 README = """{title}: bundle of every run ({scope}), made {made} UTC
@@ -68,7 +68,10 @@ def stream(session: Session, storage: Storage, *, task: Task, phase: Phase | Non
     """The zip's bytes, chunk by chunk (one stored file in memory at a time)."""
     sink = _Sink()
     phases = _phases(session, task, phase)
-    released = task.gold_released_at is not None
+    # Only gold that is public (released, or public from the start) enters the bundle, per split.
+    whole = definitions.definition(task)
+    public = [s for s in whole.splits if access.gold_is_public(session, task=task, split=s)]
+    released = whole.default_split in public
     with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("README.txt", README.format(
             title=task.title, scope=f"phase {phase.slug}" if phase else "all phases",
@@ -105,9 +108,11 @@ def stream(session: Session, storage: Storage, *, task: Task, phase: Phase | Non
                                 r.created_at.isoformat(), "scores": r.scores}
                                for r in run.scores]}, indent=2, ensure_ascii=False))
                 yield sink.drain()
-        if released:
-            for row in gold.current_gold(session, task=task).values():
-                archive.writestr(f"gold/{_part(row.filename)}", storage.get(row.storage_key))
+        for split in public:
+            # The default split's gold at gold/ (as before splits existed), others beside it.
+            folder = "gold" if split == whole.default_split else f"gold/{_part(split)}"
+            for row in gold.current_gold(session, task=task, split=split).values():
+                archive.writestr(f"{folder}/{_part(row.filename)}", storage.get(row.storage_key))
                 yield sink.drain()
     yield sink.drain()
 

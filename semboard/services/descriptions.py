@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
+from evaluation.descriptions import check_answers
+from evaluation.descriptions import questions as declared
 from semboard.errors import Forbidden, InvalidData
 from semboard.models import Phase, Run, Task, Team, User
-from semboard.services import access, definitions
+from semboard.services import access, definitions, submissions
 
 if TYPE_CHECKING:
     from evaluation.descriptions import Question
@@ -18,8 +20,6 @@ if TYPE_CHECKING:
 
 def questions(task: Task) -> tuple[Question, ...]:
     """The questions of the task's definition."""
-    from evaluation.descriptions import questions as declared
-
     return declared(definitions.definition(task))
 
 
@@ -35,8 +35,6 @@ def given_from_form(task: Task, form: Any) -> dict[str, Any]:
 
 def check(task: Task, description: str, given: Mapping[str, Any]) -> dict[str, Any]:
     """Normalised answers, or InvalidData listing every problem (nothing is stored)."""
-    from evaluation.descriptions import check_answers
-
     answers, issues = check_answers(definitions.definition(task), description, given)
     if issues:
         raise InvalidData(f"the system description has {len(issues)} problem(s)", issues)
@@ -47,8 +45,6 @@ def check_upload(session: Session, *, team: Team, phase: Phase, user: User | Non
                  files: Mapping[str, bytes], description: str, given: Mapping[str, Any],
                  now: datetime) -> dict[str, Any]:
     """Check an upload's description; a refusal is logged like any rejected upload (commits)."""
-    from semboard.services import submissions
-
     try:
         return check(phase.task, description, given)
     except InvalidData as err:

@@ -164,8 +164,7 @@ def download_gold(
 ) -> tuple[str, bytes]:
     """A dataset's gold file: public gold (training, trial, released) for all, else organisers."""
     split = definitions.split_name(task, split)
-    if not (splits.gold_is_public(session, task=task, split=split)
-            or access.is_organiser(session, viewer, task)):
+    if not access.can_view_gold(session, viewer, task, split):
         raise Forbidden(f"the {split} gold of this task has not been released")
     row = current_gold(session, task=task, split=split).get(dataset)
     if row is None:

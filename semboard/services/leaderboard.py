@@ -19,7 +19,9 @@ from typing import Any
 from sqlalchemy import Integer, String, Text, bindparam, cast, delete, func, literal, select
 from sqlalchemy.orm import Session, selectinload
 
+from evaluation import RunScore, rank_runs, ranking_keys
 from semboard import exportsafe
+from semboard.clock import utcnow
 from semboard.db import READ_ONLY, begin_write, insert_unless_refused
 from semboard.errors import Forbidden
 from semboard.models import (
@@ -50,7 +52,6 @@ MISSING_NO_GOLD = "no gold"
 @dataclass
 class Column:
     """One metric column; ranked columns are followed by a rank column in tables."""
-
     key: str
     label: str
     kind: str
@@ -64,7 +65,6 @@ class Column:
 @dataclass
 class Row:
     """One run on the board."""
-
     run_id: int
     team: str
     run: str
@@ -99,7 +99,6 @@ class Row:
 @dataclass
 class Leaderboard:
     """A phase's board: columns in the task paper's order and one row per current scored run."""
-
     task: Task
     phase: Phase
     columns: list[Column] = field(default_factory=list)
@@ -187,9 +186,7 @@ class Leaderboard:
 
 class _ParsedScore:
     """A stored score record parsed once per process: ranking form, flat values, CIs by column."""
-
     def __init__(self, scores: dict[str, Any], flat: dict[str, Any]) -> None:
-        from evaluation import RunScore
 
         self.scores = scores
         self.flat = flat
@@ -332,9 +329,6 @@ def build_leaderboard(
     the rows ungrouped and the board says groups are pending. Requests pass no storage; the
     background step does (write_lock: compute first, then take the write lock to store).
     """
-    from evaluation import rank_runs, ranking_keys
-    from semboard.clock import utcnow
-
     if check_access and not access.can_view_leaderboard(session, viewer, phase):
         raise Forbidden("this leaderboard is not public yet")
     definition = definitions.phase_definition(phase)
@@ -553,7 +547,6 @@ def _board_version(session: Session, phase: Phase) -> str:
 @dataclass
 class Prepared:
     """A board built for one version: its JSON form, CSV, intervals, and encoded bodies."""
-
     phase_id: int
     version: str
     # None until a page needs it: downloads are served from the stored texts without parsing

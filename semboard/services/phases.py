@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import Phase, Task, User
 from semboard.services import access
-from semboard.services.splits import gold_is_public, results_visible
+from semboard.services.access import gold_is_public, results_visible
 
 # A phase that shows scores against private gold gets this daily limit unless one is given.
 DEFAULT_MAX_PER_DAY = 5

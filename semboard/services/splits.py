@@ -28,22 +28,9 @@ def releases(session: Session, *, task: Task) -> list[GoldRelease]:
     return list(session.scalars(select(GoldRelease).where(GoldRelease.task_id == task.id)))
 
 
-def gold_is_public(session: Session, *, task: Task, split: str) -> bool:
-    """Public from the start (training, trial data) or released since."""
-    split_def = definitions.definition(task).splits.get(split)
-    if split_def is not None and split_def.gold_public:
-        return True
-    return release_row(session, task=task, split=split) is not None
-
-
 def shows_scores(phase: Phase) -> bool:
     """Whether participants see the phase's scores while its results are unpublished."""
     return phase.visibility == "public"
-
-
-def results_visible(visibility: object, published_at: object) -> bool:
-    """Whether participants see a phase's scores: a public board, or published results."""
-    return visibility == "public" or published_at is not None
 
 
 _PHASE_INPUT = {"name": str, "kind": str, "opens_at": str, "closes_at": str,

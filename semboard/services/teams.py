@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, selectinload
 from semboard.db import insert_unless_refused, require_fits
 from semboard.errors import AlreadyInTeam, InvalidData, NameTaken, NotFound
 from semboard.models import Task, Team, TeamMember, User
+from semboard.services import team_rules  # size limit and lock of the task's [teams]
 
 BASELINE_TEAM_NAME = "Baselines"
 
@@ -93,7 +94,6 @@ def join_team(session: Session, *, task: Task, user: User, invite_code: str, now
         raise NotFound("no team of this task has that invite code")
     if team_for_user(session, task=task, user=user) is not None:
         raise AlreadyInTeam("you already belong to a team for this task")
-    from semboard.services import team_rules  # size limit and lock of the task's [teams]
 
     team_rules.check_can_join(session, team=team, now=now)
     _add_member(session, team, user, now)

@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from flask import abort, current_app, render_template, request, session, url_for
+from flask import abort, current_app, flash, redirect, render_template, request, session, url_for
 from markupsafe import Markup
 
 from semboard.errors import DomainError, Forbidden, NotFound
@@ -25,6 +25,7 @@ from semboard.models import Phase, Task
 from semboard.services import access, breakdowns, charts, definitions, leaderboard, phases, tasks
 from semboard.views.common import admin_required, bp, db, load_task, me, now
 from semboard.web import files
+from semboard.web.forms import ActionForm
 
 PER_PAGE = 100
 # Whole anonymous pages (plain and gzip) by ETag, kept a minute: the ETag holds the version, so
@@ -291,9 +292,6 @@ def queue_health() -> Any:
 @admin_required
 def queue_recover() -> Any:
     """Site admin: score again every run stuck waiting for its score."""
-    from flask import flash, redirect
-
-    from semboard.web.forms import ActionForm
 
     if not ActionForm().validate_on_submit():
         abort(400)

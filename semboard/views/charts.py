@@ -49,7 +49,7 @@ def run_chart_names(run: Run) -> list[str]:
     if run.current_score is None or not access.can_view_scores(session, me(), run.phase):
         return []
     names = ["bars"] if run.is_current else []  # a replaced run is on no board
-    if analysis.can_view_items(session, me(), run):
+    if access.can_view_items(session, me(), run):
         names += ["scatter", "distribution"]
     return names
 

@@ -72,7 +72,8 @@ def run_closing(run: Run) -> dict[str, Any]:
         "description": descriptions.to_json(run),
         "questions": {q.key: q for q in descriptions.questions(run.task)},
         "can_edit": private and descriptions.editable(run, now()),
-        "audit": audit.entries(session, task=run.task, run=run) if private else [],
+        "audit": (audit.entries(session, task=run.task, run=run)
+                  if access.can_see_run_audit(session, user, run) else []),
         "diff": scorediff.run_diff(session, run) if show_scores else None,
     }
 

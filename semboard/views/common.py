@@ -6,10 +6,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import wraps
-from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, TypeVar
 
-from flask import Blueprint, abort, current_app, flash, request
+from flask import Blueprint, abort, current_app, flash, redirect, request, url_for
 from flask_login import current_user
 from sqlalchemy.orm import Session
 
@@ -20,6 +19,7 @@ from semboard.models import Run, Task, User
 from semboard.services import access, submissions, tasks
 from semboard.storage import Storage, get_storage
 from semboard.timefmt import clock_text
+from semboard.web.forms import ActionForm
 
 bp = Blueprint("web", __name__)
 
@@ -67,7 +67,6 @@ def flash_error(err: DomainError) -> None:
 
 class Outcome:
     """What `committed()` reports: whether the block's service calls went through."""
-
     def __init__(self) -> None:
         self.ok = False
         self.error: DomainError | None = None
@@ -116,9 +115,6 @@ def require_organiser(task: Task) -> User:
 def organiser_action(task_name: str, act: Callable[[Task, User], str], *,
                      endpoint: str = "web.organise", anchor: str = "") -> Any:
     """An organiser's POST button: check CSRF, run it, commit, say what happened, go back."""
-    from flask import redirect, url_for
-
-    from semboard.web.forms import ActionForm
 
     task = load_task(task_name)
     user = require_organiser(task)
@@ -141,7 +137,6 @@ def visible_run(run_id: int) -> Run:
 
 def admin_required(view: F) -> F:
     """Only site admins."""
-
     @wraps(view)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         user = login_or_redirect()
@@ -150,20 +145,6 @@ def admin_required(view: F) -> F:
         return view(*args, **kwargs)
 
     return wrapped  # type: ignore[return-value]
-
-
-def uploaded_files(field_files: list[Any]) -> dict[str, bytes]:
-    """Uploaded files by base name; client paths are dropped, empty inputs skipped."""
-    found: dict[str, bytes] = {}
-    for item in field_files:
-        raw = getattr(item, "filename", None) or ""
-        base = PureWindowsPath(PurePosixPath(raw).name).name.strip()
-        if not base:
-            continue
-        if base in found:
-            raise ValueError(f"two uploaded files are called {base}")
-        found[base] = item.read()
-    return found
 
 
 # ---------------------------------------------------------------------------

@@ -33,8 +33,8 @@ from semboard.views.common import (
     organiser_action,
     require_organiser,
     storage,
-    uploaded_files,
 )
+from semboard.web.files import uploaded_files
 from semboard.web.forms import (
     ActionForm,
     DataUploadForm,

@@ -6,10 +6,11 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from flask import Response, abort, flash, redirect, render_template, request, url_for
+from flask import Response, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_login import login_required
 
 from semboard.errors import DomainError
+from semboard.jobs.scoring import accept_run
 from semboard.models import Phase, Run, Task, Team
 from semboard.services import (
     access,
@@ -34,9 +35,9 @@ from semboard.views.common import (
     me,
     now,
     storage,
-    uploaded_files,
     visible_run,
 )
+from semboard.web.files import uploaded_files
 from semboard.web.forms import ActionForm, TeamCreateForm, TeamJoinForm, UploadRunForm, options
 
 
@@ -89,18 +90,18 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
     definition = definitions.definition(task)
     phases = tasks.phases(session, task)
     team = teams.team_for_user(session, task=task, user=user) if user else None
-    windows = {}
+    started = {}
     deadlines = {}
     runs_used = {}
     if team is not None:
         for phase in phases:
-            windows[phase.id] = windows.team_window(session, team=team, phase=phase)
+            started[phase.id] = windows.team_window(session, team=team, phase=phase)
             deadlines[phase.id] = windows.team_deadline(session, team=team, phase=phase)
             runs_used[phase.id] = len(submissions.runs_for_team(session, team=team, phase=phase))
     is_organiser = access.is_organiser(session, user, task)
     # Open windowed phases where the team must start its window before it may download.
     to_start = {p.id for p in phases if team is not None and not team.is_baseline
-                and p.team_window_hours and _phase_state(p) == "open" and windows[p.id] is None}
+                and p.team_window_hours and _phase_state(p) == "open" and started[p.id] is None}
     quotas = {p.id: windows.daily_quota(session, team=team, phase=p, now=now())
               for p in phases} if team is not None else {}
     # Inputs are offered for the open phases, else for the last phase that opened; a split's
@@ -127,13 +128,13 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
         phases=phases,
         phase_state=_phase_state,
         team=team,
-        windows=windows,
+        windows=started,
         to_start=to_start,
         deadlines=deadlines,
         runs_used=runs_used,
         input_files=inputs.current_inputs(session, task=task),
         gold_files=gold.current_gold(session, task=task),
-        can_download_gold=access.can_download_gold(session, user, task),
+        can_download_gold=access.can_view_gold(session, user, task),
         can_see_board={p.id: access.can_view_leaderboard(session, user, p) for p in phases},
         is_organiser=is_organiser,
         download_phases=[p for p in download_phases if p.split == definition.default_split],
@@ -206,6 +207,7 @@ def team(team_id: int) -> Any:
         team=team,
         is_captain=user is not None and team.captain_id == user.id,
         is_organiser=organiser,
+        show_invite_code=access.can_see_invite_code(session, user, team),
         runs=submissions.runs_for_team(session, team=team, include_replaced=True),
         logs=submissions.upload_logs(session, task=team.task, team=team)[:50],
         phase_status=windows.team_phase_status(
@@ -332,25 +334,13 @@ def upload(task_name: str) -> Any:
             form.files.errors = ["Choose the run's files (one per dataset) or one zip."]
         if files:
             phase = _get_phase(task, form.phase.data)
-            text = request.form.get("description", "")
-            from flask import current_app
-
-            from semboard.jobs import boards as board_jobs
-
-            app = current_app._get_current_object()  # type: ignore[attr-defined]
-            queued = board_jobs.scoring_queued(app)
             with committed() as done:
-                answers = descriptions.check_upload(
-                    session, team=team, phase=phase, user=user, name=form.name.data.strip(),
-                    files=files, description=text,
-                    given=descriptions.given_from_form(task, request.form), now=now())
-                run = submissions.submit(
-                    session, storage(), team=team, phase=phase, user=user,
-                    name=form.name.data.strip(), files=files, now=now(), score=not queued,
-                )
-                descriptions.apply(run, text, answers)
+                run, queued = accept_run(
+                    session, storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
+                    team=team, phase=phase, user=user, name=form.name.data.strip(),
+                    files=files, now=now(), description=request.form.get("description", ""),
+                    given=descriptions.given_from_form(task, request.form))
             if done and queued:  # stored and valid; a queue worker scores it
-                board_jobs.queue_scoring(app, run.id)
                 flash(f"Run {run.name} accepted{_run_notes(run)}; it is being scored.",
                       "success")
                 return redirect(url_for("web.run", run_id=run.id))

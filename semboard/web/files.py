@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
 
 from flask import Response, request
 
@@ -13,6 +15,23 @@ from semboard.services.leaderboard import Prepared
 def client_filename(raw: str | None) -> str:
     """The base name of an uploaded file, whatever folders the client sent ('' when none)."""
     return PureWindowsPath(PurePosixPath(raw or "").name).name.strip()
+
+
+def uploaded_files(items: Iterable[Any]) -> dict[str, bytes]:
+    """Uploaded files by base name: the one upload-name rule for pages and the API.
+
+    Client folders are dropped (a name is never used as a path), empty file inputs skipped;
+    two files with the same base name are refused (ValueError names it).
+    """
+    found: dict[str, bytes] = {}
+    for item in items:
+        base = client_filename(getattr(item, "filename", None))
+        if not base:
+            continue
+        if base in found:
+            raise ValueError(f"two uploaded files are called {base}")
+        found[base] = item.read()
+    return found
 
 
 def attachment(data: bytes | str, filename: str, *, mimetype: str = "text/plain") -> Response:
