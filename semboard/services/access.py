@@ -56,11 +56,12 @@ def is_member(session: Session, user: User | None, team_id: int) -> bool:
 
 
 def results_visible(visibility: object, published_at: object) -> bool:
-    """Whether participants see a phase's scores: a public board, or published results.
+    """Whether participants see a phase's scores: a public board, or a hidden one published.
 
-    The one visibility rule: boards, scores, run pages and the no-oracle check all read it.
+    An "organisers" board stays theirs even after publication (switching to it hides a board
+    again). The one visibility rule: boards, scores, run pages and the no-oracle check read it.
     """
-    return visibility == "public" or published_at is not None
+    return visibility == "public" or (visibility == "hidden" and published_at is not None)
 
 
 def can_view_leaderboard(session: Session, user: User | None, phase: Phase) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 from web_support import Browser, text
 
-from semboard.models import Run, Team
+from semboard.models import GoldRelease, Run, Team
 from semboard.services import definitions
 
 SPEC_RE = re.compile(r'<figure class="chart" id="([\w-]+)"[^>]*data-spec-url="([^"]+)"', re.S)
@@ -263,7 +263,9 @@ def test_compare_queued_on_rq_when_redis_is_configured(browser: Browser, db_sess
 def test_items_hidden_before_gold_release(browser: Browser, db_session) -> None:
     run = _board_runs(db_session)[0]
     task = run.task
-    task.gold_released_at = None
+    task.gold_released_at = None  # the release undone, both where it is recorded
+    for release in db_session.scalars(select(GoldRelease).where(GoldRelease.task_id == task.id)):
+        db_session.delete(release)
     db_session.commit()
     assert browser.get(f"/runs/{run.id}/items").status_code == 403
     assert browser.get(f"/runs/{run.id}/charts/scatter.json").status_code == 404
