@@ -139,7 +139,7 @@ class S3Storage:
 
     def put(self, key: str, data: bytes) -> None:
         """Conditional put (If-None-Match: *), so an existing object is never overwritten."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # with boto3: S3 deployments only
 
         if self.exists(key):
             raise ObjectExists(key)
@@ -155,7 +155,7 @@ class S3Storage:
 
     def get(self, key: str) -> bytes:
         """Download an object."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # with boto3: S3 deployments only
 
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
@@ -167,7 +167,7 @@ class S3Storage:
 
     def exists(self, key: str) -> bool:
         """HEAD the object."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # with boto3: S3 deployments only
 
         try:
             self.client.head_object(Bucket=self.bucket, Key=self._key(key))

@@ -18,6 +18,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 from sqlalchemy.orm import Session
 
+from baselines import run_system
 from evaluation import load_task, read_inputs, write_run
 from semboard.cli.core import upgrade_database
 from semboard.clock import utcnow
@@ -348,11 +349,6 @@ def _baselines(session: Session, storage: Storage, *, task: Task, phases: list[P
                parsed: dict[str, Any], summary: DemoSummary, now: datetime,
                systems: tuple[str, ...]) -> list[str]:
     """Submit reference systems as runs of the Baselines team (rows marked, never ranked)."""
-    try:
-        from baselines import run_system
-    except ImportError as err:  # the baselines package is optional for the demo
-        summary.notes.append(f"baselines skipped: {err}")
-        return []
     team = teams.baseline_team(session, task=task, now=now)
     session.commit()
     done: list[str] = []

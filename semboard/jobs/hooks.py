@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from semboard.db import OBSERVERS_KEY
 from semboard.jobs import boards, schedule
 from semboard.jobs import queue as job_queue
-from semboard.mail import delivery
+from semboard.mail import delivery, events
 
 
 def install(app: Flask) -> None:
@@ -34,12 +34,12 @@ def _observe_mail(factory: sessionmaker[Session], app: Flask, role: str) -> None
         return
 
     def after_commit(session: Session) -> None:
-        events = delivery.take_events(session)
-        if events:
+        committed = events.take_events(session)
+        if committed:
             job_queue.dispatch(app, "semboard.mail.delivery.deliver",
-                               delivery.payload(app, events), queue_name=delivery.QUEUE_NAME,
-                               description=f"mail {len(events)} event(s)")
+                               delivery.payload(app, committed), queue_name=delivery.QUEUE_NAME,
+                               description=f"mail {len(committed)} event(s)")
 
-    event.listen(factory, "after_flush", delivery.collect)
-    event.listen(factory, "after_rollback", delivery.forget)
+    event.listen(factory, "after_flush", events.collect)
+    event.listen(factory, "after_rollback", events.forget)
     event.listen(factory, "after_commit", after_commit)

@@ -20,17 +20,16 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from flask import Flask, current_app, has_app_context
-from sqlalchemy import inspect, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from semboard.db import make_session_factory
 from semboard.errors import InvalidData
 from semboard.mail.messages import build_messages
-from semboard.models import Phase, RunScoreRecord, Task, UploadLog, User
+from semboard.models import User
 
 log = logging.getLogger(__name__)
 
-EVENTS_KEY = "semboard.mail_events"
 QUEUE_NAME = "mail"
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -95,45 +94,9 @@ def send_messages(settings: MailSettings, messages: list[tuple[str, str, str]]) 
 # ----------------------------------------------------------------------------- events
 
 
-def queue_event(session: Session, kind: str, **data: Any) -> None:
-    """Remember an event to mail about once this session's transaction commits."""
-    session.info.setdefault(EVENTS_KEY, []).append({"kind": kind, **data})
-
-
 def mail_configured(app: Flask) -> bool:
     """Whether app sends mail (SEMBOARD_MAIL_URL set)."""
     return bool(app.config.get("SEMBOARD_MAIL_URL"))
-
-
-def collect(session: Session, _context: Any = None) -> None:
-    """After a flush: note the rows that participants are told about."""
-    for obj in session.new:
-        if isinstance(obj, RunScoreRecord):
-            queue_event(session, "run_scored", run_id=obj.run_id)
-        elif isinstance(obj, UploadLog) and obj.outcome == "rejected":
-            queue_event(session, "run_rejected", log_id=obj.id)
-    for obj in session.dirty:
-        if isinstance(obj, Task | Phase):
-            name = "gold_released_at" if isinstance(obj, Task) else "results_published_at"
-            state: Any = inspect(obj)
-            history = state.attrs[name].history
-            if history.added and history.added[0] is not None and not any(history.deleted):
-                kind = "gold_released" if isinstance(obj, Task) else "results_published"
-                queue_event(session, kind, **{"task_id" if isinstance(obj, Task)
-                                              else "phase_id": obj.id})
-
-
-def forget(session: Session) -> None:
-    """After a rollback: a rolled-back transaction tells nobody anything (a SAVEPOINT's keeps)."""
-    if not session.in_nested_transaction():
-        session.info.pop(EVENTS_KEY, None)
-
-
-def take_events(session: Session) -> list[dict[str, Any]]:
-    """After a commit: the committed transaction's events, once (none for a SAVEPOINT)."""
-    if session.in_nested_transaction():
-        return []  # a SAVEPOINT released: the transaction that holds the events is still open
-    return list(session.info.pop(EVENTS_KEY, None) or [])
 
 
 def payload(app: Flask, events: list[dict[str, Any]]) -> dict[str, Any]:

@@ -7,12 +7,13 @@ import hashlib
 import secrets
 from datetime import datetime, timedelta
 
+from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from semboard.db import insert_unless_refused
 from semboard.errors import AuthenticationFailed, InvalidData, NameTaken
-from semboard.mail.delivery import queue_event
+from semboard.mail.events import queue_event
 from semboard.models import AccountToken, NotificationSent, Phase, Team, TeamMember, User
 from semboard.services import accounts, windows
 
@@ -90,7 +91,6 @@ def verify_email(session: Session, *, token: str, now: datetime) -> User:
 
 
 def _check_password(user: User, password: str) -> None:
-    from argon2.exceptions import InvalidHashError, VerificationError
 
     try:
         accounts._hasher.verify(user.password_hash, password)

@@ -15,9 +15,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from evaluation import __version__
+from evaluation.compare import compare_runs_many
+from evaluation.items import dataset_items, paired_scores
+from evaluation.significance import _AGGREGATES
 from semboard.db import insert_unless_refused
 from semboard.errors import DomainError, Forbidden, NotFound
 from semboard.models import Run, RunComparison, Task, User
@@ -43,7 +48,6 @@ def _validated(session: Session, storage: Storage, run: Run) -> Any:
 @dataclass
 class Item:
     """One pair of a run with its texts, gold, the run's score and the error after the fit."""
-
     dataset: str
     id: str
     genre: str | None
@@ -62,7 +66,6 @@ class Item:
 @dataclass
 class RunItems:
     """A run's pairs by dataset (evaluation.items) and the inputs' texts."""
-
     run: Run
     datasets: dict[str, Any]
     texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
@@ -80,8 +83,6 @@ class RunItems:
                        limit: int | None = None) -> list[Item]:
         """The pairs, largest absolute error first (then task and file order), optionally of
         one dataset / genre; only the first `limit` are built (a dataset may hold 1M pairs)."""
-        import numpy as np
-
         names = [n for n in self.datasets if not dataset or n == dataset]
         picked = []
         for k, name in enumerate(names):
@@ -118,8 +119,6 @@ class RunItems:
 
 def run_items(session: Session, storage: Storage, *, run: Run, viewer: User | None) -> RunItems:
     """A run's pairs against the gold (Forbidden unless can_view_items; NotFound without gold)."""
-    from evaluation.items import dataset_items
-
     if not access.can_view_items(session, viewer, run):
         raise Forbidden("the pairs of this run are not visible to you")
     task, split = run.task, run.phase.split  # the run's own split: its gold, inputs, datasets
@@ -159,8 +158,6 @@ def scatter_points(found: RunItems) -> list[dict[str, Any]]:
 
 def fit_lines(found: RunItems) -> list[dict[str, Any]]:
     """Each dataset's least-squares line (evaluation's fit): slope, intercept and its two ends."""
-    import numpy as np
-
     lines = []
     for name, items in found.datasets.items():
         if not len(items):
@@ -187,7 +184,6 @@ class Comparison:
     `status` is the stored result's ("done", "pending", "failed") or NOT_COMPUTED; without a
     done result `results` hold only the stored metric values and their differences.
     """
-
     task: Task
     a: Run
     b: Run
@@ -218,8 +214,6 @@ class Comparison:
 
 def compare_metrics(definition: Any, datasets: list[str]) -> list[str]:
     """The flat metric keys compared: the task's aggregates, then each shared dataset's metrics."""
-    from evaluation.significance import _AGGREGATES
-
     keys = [m for m in definition.aggregate_metrics if m in _AGGREGATES]
     for name in datasets:
         keys += [f"{name}/{m}" for m in definition.board_dataset_metrics]
@@ -240,8 +234,6 @@ def _scored_run(session: Session, viewer: User | None, task: Task, run_id: int) 
 
 def comparison_settings(session: Session, *, task: Task, a: Run, b: Run) -> dict[str, Any]:
     """Everything the tests depend on (the stored result's key is its digest)."""
-    from evaluation import __version__
-
     def score_id(run: Run) -> int | None:
         return run.current_score.id if run.current_score is not None else None
 
@@ -360,9 +352,6 @@ def compute_comparison(session: Session, storage: Storage, *, comparison_id: int
     the paired scores. None when the row is gone; a row whose runs or gold changed since it was
     asked for is marked failed (its digest no longer names the inputs).
     """
-    from evaluation.compare import compare_runs_many
-    from evaluation.items import paired_scores
-
     row = session.get(RunComparison, comparison_id)
     if row is None:
         return None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from evaluation import ValidationError, __version__, read_gold, score_run, validate_run
 from semboard.db import begin_write
 from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import GoldFile, GoldRelease, Phase, Run, RunScoreRecord, Task, User
@@ -39,8 +40,6 @@ def upload_gold(
     split: str | None = None,
 ) -> GoldFile:
     """Check a gold file against the split's definition and stored inputs; store a new version."""
-    from evaluation import ValidationError, read_gold
-
     split = definitions.split_name(task, split)
     definition = datafiles.check_upload(session, task=task, dataset=dataset, filename=filename,
                                         user=user, kind="gold", split=split)
@@ -103,7 +102,6 @@ def scoring_digest(task: Task, current: dict[str, GoldFile]) -> str:
     """Everything a stored score depends on: the gold, the task definition, the evaluation code."""
     # Kept in RunScoreRecord.gold_digest: a change of any of them makes the next rescore redo
     # the run (a definition reloaded with a new metric, a metric fixed in a new version).
-    from evaluation import __version__
 
     text = f"gold:{gold_digest(current)}\ntask:{task.definition_digest}\nevaluation:{__version__}"
     return hashlib.sha256(text.encode()).hexdigest()
@@ -128,8 +126,6 @@ def parsed_gold(session: Session, storage: Storage, *, task: Task,
 def _read_stored(storage: Storage, definition: TaskDefinition, row: GoldFile,
                  ds_inputs: DatasetInputs | None) -> DatasetGold:
     """Parse a stored gold file (it was checked on upload) against the current inputs."""
-    from evaluation import read_gold
-
     return read_gold(definition, row.dataset, storage.get(row.storage_key),
                      filename=row.filename, inputs=ds_inputs)
 
@@ -188,8 +184,6 @@ def score_stored_run(
     IMMEDIATE on SQLite) for the writes, so several workers can score at the same time.
     `validated` may pass the ValidatedRun of the stored files to skip validating them again.
     """
-    from evaluation import score_run, validate_run
-
     task = run.task
     split = run.phase.split
     current = current_gold(session, task=task, split=split)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
+from evaluation import ValidationError, read_inputs
+from evaluation.inputs import participant_inputs
 from semboard.errors import Forbidden, InvalidData, NotFound, PhaseNotOpen
 from semboard.models import InputFile, Phase, Task, User
 from semboard.services import access, datafiles, definitions, teams, windows
@@ -36,9 +38,6 @@ def upload_inputs(
     A release file that holds gold too (gold.format inline) is stored as the participants'
     copy, without the gold columns: inputs are served to teams, gold never before release.
     """
-    from evaluation import ValidationError, read_inputs
-    from evaluation.inputs import participant_inputs
-
     split = definitions.split_name(task, split)
     definition = datafiles.check_upload(session, task=task, dataset=dataset, filename=filename,
                                         user=user, kind="input", split=split)
@@ -99,8 +98,6 @@ def parsed_inputs(session: Session, storage: Storage, *, task: Task,
 
 def _read_stored(storage: Storage, definition: TaskDefinition, row: InputFile) -> DatasetInputs:
     """Parse a stored input file (it was checked on upload)."""
-    from evaluation import read_inputs
-
     return read_inputs(definition, row.dataset, storage.get(row.storage_key),
                        filename=row.filename)
 

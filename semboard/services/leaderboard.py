@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Integer, String, Text, bindparam, cast, delete, func, literal, select
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import Session, selectinload
 
 from evaluation import RunScore, rank_runs, ranking_keys
@@ -462,7 +463,6 @@ def _version_statements(dialect: str) -> tuple[Any, Any]:
             .where(Run.phase_id == phase_id, Run.is_current, Run.status == "scored")
             .order_by(Run.id).subquery())
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import aggregate_order_by
 
         folded = func.string_agg(rows.c.line, aggregate_order_by(literal("\n"), rows.c.id))
     else:

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from evaluation import rank_runs, validate_run
 from semboard.models import Phase, Run, Task
 from semboard.services import definitions, descriptions, inputs, leaderboard
 from semboard.storage import Storage
@@ -26,7 +27,6 @@ FORMATS = ("csv", "latex", "json")
 @dataclass
 class Table:
     """A header and rows of plain values (None: no value)."""
-
     name: str
     header: list[str]
     rows: list[list[Any]] = field(default_factory=list)
@@ -50,7 +50,6 @@ class Table:
 
     def to_latex(self, digits: int = 4) -> str:
         """A LaTeX tabular."""
-
         def cell(value: Any) -> str:
             if value is None or value == "":
                 return "--"
@@ -88,8 +87,6 @@ def runs_table(session: Session, *, task: Task, phase: Phase, rank_baselines: bo
     With rank_baselines the baselines are ranked among the runs (as the STS 2012 paper did);
     otherwise they are listed unranked.
     """
-    from evaluation import rank_runs
-
     board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=None,
                                           check_access=False, storage=None, now=now)
     ranks = {row.run_id: row.ranks for row in board.rows}
@@ -144,8 +141,6 @@ def confidence_table(session: Session, storage: Storage, *, task: Task, phase: P
     Uniformity is read from the stored files (evaluation's parser); the two correlations are
     the stored ones, per dataset and for the run's primary aggregate where it has one.
     """
-    from evaluation import validate_run
-
     definition = definitions.definition(task)
     known_inputs = inputs.parsed_inputs(session, storage, task=task)
     datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from evaluation import rank_runs
 from semboard.models import Phase, Run, RunScoreRecord, Task
 from semboard.services import definitions, tasks
 
@@ -19,7 +20,6 @@ from semboard.services import definitions, tasks
 @dataclass
 class RunDiff:
     """One run's change: {metric: (before, after)} and {ranked metric: (rank before, after)}."""
-
     run_id: int
     phase: str
     team: str
@@ -51,7 +51,6 @@ def _num(value: float | None) -> str:
 
 
 def _phase_diffs(definition: Any, phase: Phase, runs: list[Run]) -> list[RunDiff]:
-    from evaluation import rank_runs
 
     ranked = [r for r in runs if not r.team.is_baseline]
     before = rank_runs(definition, {r.id: r.scores[-2].scores for r in ranked

@@ -20,6 +20,8 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, selectinload
 
+from evaluation import ValidationError, __version__, validate_run
+from evaluation.significance import group_board
 from semboard.db import begin_write, insert_unless_refused
 from semboard.models import Phase, Run, SignificanceGroups
 from semboard.services import definitions, gold, inputs
@@ -43,8 +45,6 @@ def settings(session: Session, *, phase: Phase, runs: Sequence[Run],
 def settings_of(session: Session, *, phase: Phase, pairs: Sequence[tuple[int, int]],
                 metrics: Sequence[str]) -> dict[str, Any]:
     """settings() from (run id, current score id) pairs: boards read no Run objects."""
-    from evaluation import __version__
-
     task = phase.task
     return {
         "phase": phase.id,
@@ -74,8 +74,6 @@ def cached(session: Session, *, phase: Phase, digest: str) -> SignificanceGroups
 def _validated_runs(session: Session, storage: Storage, *, phase: Phase,
                     runs: Sequence[Run]) -> tuple[dict[int, Any], list[int]]:
     """Each run re-read from storage and re-validated as the scorer does; (valid, left out)."""
-    from evaluation import validate_run
-
     definition = definitions.phase_definition(phase)
     known_inputs = inputs.parsed_inputs(session, storage, task=phase.task, split=phase.split)
     datasets = definition.track_datasets(phase.track) if phase.track else None
@@ -105,9 +103,6 @@ def _validated_runs(session: Session, storage: Storage, *, phase: Phase,
 def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[Run],
             metrics: Sequence[str]) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
     """Groups {run id (text): {metric: group}} from the stored files, and notes on the run."""
-    from evaluation import ValidationError
-    from evaluation.significance import group_board
-
     started = time.perf_counter()
     valid, left_out = _validated_runs(session, storage, phase=phase, runs=runs)
     parsed_gold = gold.parsed_gold(session, storage, task=phase.task, split=phase.split)

@@ -11,6 +11,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, selectinload
 
+from evaluation import ValidationError, match_run_filename, unpack_upload, validate_run
 from semboard.db import begin_write
 from semboard.errors import (
     DomainError,
@@ -119,8 +120,6 @@ def offered_phases(session: Session, *, task: Task, team: Team, now: datetime) -
 
 def _dataset_of(definition: TaskDefinition, filename: str) -> str | None:
     """Which dataset a run file answers (by the task's run file names)."""
-    from evaluation import match_run_filename
-
     found = match_run_filename(definition, filename)
     return found[0] if found else None
 
@@ -161,8 +160,6 @@ def submit(
 
     score=False leaves the accepted run "valid" for a queue worker to score (board_jobs).
     """
-    from evaluation import ValidationError, unpack_upload, validate_run
-
     task = phase.task
     if phase.task_id != team.task_id:
         raise InvalidData("the team and the phase belong to different tasks")

@@ -7,6 +7,8 @@ from typing import Any
 
 from flask import abort, current_app, flash, redirect, render_template, request, url_for
 
+import evaluation
+from evaluation import TaskDefinitionError, list_tasks, parse_task
 from semboard.errors import DomainError, InvalidData
 from semboard.jobs import boards as board_jobs
 from semboard.models import Phase, Task, User
@@ -197,7 +199,6 @@ def upload_data(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/organise/release-gold")
 def release_gold(task_name: str) -> Any:
     """Release the task's gold to everyone."""
-
     split = request.form.get("split") or None
 
     def act(task: Task, user: User) -> str:
@@ -211,7 +212,6 @@ def release_gold(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/organise/rescore")
 def rescore(task_name: str) -> Any:
     """Score every run against the current gold (history kept)."""
-
     force = request.form.get("force") == "1"
     task = load_task(task_name)
     require_organiser(task)
@@ -235,7 +235,6 @@ def _rescoring(task: Task, *, force: bool = False) -> str:
 @bp.post("/tasks/<task_name>/organise/phases/<phase_slug>/publish")
 def publish(task_name: str, phase_slug: str) -> Any:
     """Publish a phase's results."""
-
     def act(task: Task, user: User) -> str:
         phase = tasks.get_phase(db(), task, phase_slug)
         gold.publish_results(db(), phase=phase, user=user, now=now())
@@ -247,7 +246,6 @@ def publish(task_name: str, phase_slug: str) -> Any:
 @bp.post("/tasks/<task_name>/organise/teams/<int:team_id>/organiser-team")
 def mark_team(task_name: str, team_id: int) -> Any:
     """Mark or unmark a team as including organisers (‡)."""
-
     def act(task: Task, user: User) -> str:
         team = teams.get_team(db(), team_id)
         if team.task_id != task.id:
@@ -328,8 +326,6 @@ def upload_log(task_name: str) -> Any:
 @bp.route("/organise/load", methods=["GET", "POST"])
 def load_definition() -> Any:
     """Load a task from a shipped definition or an uploaded TOML (admins; organisers reload)."""
-    from evaluation import TaskDefinitionError, list_tasks, load_task, parse_task
-
     user = login_or_redirect()
     session = db()
     manageable = [t for t in tasks.list_tasks(session) if access.can_manage_task(session, user, t)]
@@ -344,7 +340,7 @@ def load_definition() -> Any:
                 text = upload.read().decode("utf-8-sig")
                 definition = parse_task(text, source=upload.filename)
             elif form.shipped.data:
-                definition = load_task(form.shipped.data)
+                definition = evaluation.load_task(form.shipped.data)
             else:
                 flash("Pick a shipped definition or upload a TOML file.", "error")
                 definition = None
