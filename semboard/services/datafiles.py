@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from semboard.cache import LRU
 from semboard.errors import InvalidData
 from semboard.models import GoldFile, InputFile, Task, User
 from semboard.services import access, definitions
@@ -103,16 +104,11 @@ def store_version(
 
 
 class ParsedCache:
-    """Parsed files by a key naming their content; cleared wholesale when full (never stale)."""
+    """Parsed files by a key naming their content (never stale), least recently used evicted."""
 
     def __init__(self, limit: int = 256) -> None:
-        self.limit = limit
-        self._items: dict[Hashable, Any] = {}
+        self._items: LRU[Hashable, Any] = LRU(limit)
 
     def get(self, key: Hashable, parse: Callable[..., T], *args: Any) -> T:
         """The cached value for key, computed as parse(*args) when absent."""
-        if key not in self._items:
-            if len(self._items) >= self.limit:
-                self._items.clear()
-            self._items[key] = parse(*args)
-        return self._items[key]
+        return self._items.get_or_compute(key, lambda: parse(*args))

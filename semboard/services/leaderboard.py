@@ -9,9 +9,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,6 +20,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from evaluation import RunScore, rank_runs, ranking_keys
 from semboard import exportsafe
+from semboard.cache import LRU
 from semboard.clock import utcnow
 from semboard.db import READ_ONLY, begin_write, insert_unless_refused
 from semboard.errors import Forbidden
@@ -225,9 +224,7 @@ class _ParsedScore:
 
 # Parsed score records per process, keyed by a digest of their stored JSON text: an entry is
 # found only for identical content, so it can never be stale (records are also append-only).
-_PARSED_SIZE = 4096
-_parsed: OrderedDict[bytes, _ParsedScore] = OrderedDict()
-_parsed_lock = threading.Lock()
+_parsed: LRU[bytes, _ParsedScore] = LRU(4096)
 
 
 def _parsed_scores(session: Session, score_ids: list[int]) -> dict[int, _ParsedScore]:
@@ -240,16 +237,8 @@ def _parsed_scores(session: Session, score_ids: list[int]) -> dict[int, _ParsedS
                        cast(RunScoreRecord.flat, Text))
                 .where(RunScoreRecord.id.in_(chunk))):
             key = hashlib.sha1(f"{scores_text}\0{flat_text}".encode()).digest()
-            with _parsed_lock:
-                entry = _parsed.get(key)
-                if entry is not None:
-                    _parsed.move_to_end(key)
-            if entry is None:
-                entry = _ParsedScore(json.loads(scores_text), json.loads(flat_text))
-                with _parsed_lock:
-                    _parsed[key] = entry
-                    while len(_parsed) > _PARSED_SIZE:
-                        _parsed.popitem(last=False)
+            entry = _parsed.get(key) or _parsed.put(
+                key, _ParsedScore(json.loads(scores_text), json.loads(flat_text)))
             out[score_id] = entry
     return out
 
@@ -439,9 +428,7 @@ def refresh_significance(session: Session, storage: Storage, *, task: Task, now:
 BOARD_FORMAT = 2
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
 # the database, so a stale entry can never be served; this only spares re-parsing the JSON.
-_MEMO_SIZE = 64
-_memo: OrderedDict[tuple[str, int, str], Prepared] = OrderedDict()
-_memo_lock = threading.Lock()
+_memo: LRU[tuple[str, int, str], Prepared] = LRU(64)
 
 
 def _version_statements(dialect: str) -> tuple[Any, Any]:
@@ -609,14 +596,9 @@ def _memo_key(session: Session, phase_id: int, version: str) -> tuple[str, int, 
 
 def _remember(session: Session, prepared: Prepared) -> Prepared:
     key = _memo_key(session, prepared.phase_id, prepared.version)
-    with _memo_lock:
-        # one version per board: during a rush every upload makes a new one
-        for old in [k for k in _memo if k[:2] == key[:2] and k != key]:
-            del _memo[old]
-        _memo[key] = prepared
-        while len(_memo) > _MEMO_SIZE:
-            _memo.popitem(last=False)
-    return prepared
+    # one version per board: during a rush every upload makes a new one
+    _memo.discard_where(lambda k: k[:2] == key[:2] and k != key)
+    return _memo.put(key, prepared)
 
 
 def _build(session: Session, *, phase: Phase, version: str, now: datetime) -> Prepared:
@@ -639,8 +621,7 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
     Never writes (requests call it); the write path stores boards with store_prepared().
     """
     version = board_version(session, phase)
-    with _memo_lock:
-        found = _memo.get(_memo_key(session, phase.id, version))
+    found = _memo.get(_memo_key(session, phase.id, version))
     where = (PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)
     if found is not None:
         if with_data and found.data is None:

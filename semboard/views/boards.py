@@ -10,14 +10,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import threading
 import time
-from collections import OrderedDict
 from typing import Any
 
 from flask import abort, current_app, flash, redirect, render_template, request, session, url_for
 from markupsafe import Markup
 
+from semboard.cache import LRU
 from semboard.errors import DomainError, Forbidden, NotFound
 from semboard.jobs import boards as board_jobs
 from semboard.jobs import queue as job_queue
@@ -31,14 +30,11 @@ PER_PAGE = 100
 # Whole anonymous pages (plain and gzip) by ETag, kept a minute: the ETag holds the version, so
 # an entry is never stale in content; the minute bounds the age of the page's clock (data-now,
 # which only countdowns read, and a board page has none).
-_PAGES: OrderedDict[str, tuple[float, bytes, bytes]] = OrderedDict()
+_PAGES: LRU[str, tuple[float, bytes, bytes]] = LRU(64)
 PAGE_TTL_S = 60.0
-_PAGES_SIZE = 64
 # Rendered table fragments per (database, phase, version, page, search): the version comes from
 # the database, so a fragment is never stale; this spares re-rendering the same rows.
-_FRAGMENTS: OrderedDict[tuple[Any, ...], Markup] = OrderedDict()
-_FRAGMENTS_SIZE = 256
-_fragments_lock = threading.Lock()
+_FRAGMENTS: LRU[tuple[Any, ...], Markup] = LRU(256)
 
 
 def _default_phase(task: Task) -> Phase:
@@ -94,19 +90,10 @@ def _table(board: leaderboard.Leaderboard, prepared: leaderboard.Prepared,
            shown: str = breakdowns.NONE) -> Markup:
     """The rendered table of one page of rows, once per version and page in this process."""
     key = (str(db().get_bind().engine.url), prepared.phase_id, prepared.version, *key, shown)
-    with _fragments_lock:
-        found = _FRAGMENTS.get(key)
-    if found is not None:
-        return found
-    html = Markup(render_template("leaderboard/_table.html", board=board, rows=rows,
-                                  intervals=board.intervals, shown=shown,
-                                  breakdown_of=breakdowns.by_key(board.columns),
-                                  group_name=breakdowns.group_name))
-    with _fragments_lock:
-        _FRAGMENTS[key] = html
-        while len(_FRAGMENTS) > _FRAGMENTS_SIZE:
-            _FRAGMENTS.popitem(last=False)
-    return html
+    return _FRAGMENTS.get_or_compute(key, lambda: Markup(render_template(
+        "leaderboard/_table.html", board=board, rows=rows, intervals=board.intervals,
+        shown=shown, breakdown_of=breakdowns.by_key(board.columns),
+        group_name=breakdowns.group_name)))
 
 
 
@@ -115,20 +102,13 @@ BOARD_CHARTS = ("ci", "heatmap")
 
 # Board chart specs per (database, phase, version): a version never changes content, so an
 # entry is never stale; this spares rebuilding the specs of a large board for every view.
-_BOARD_SPECS: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
-
-
-_BOARD_SPECS_SIZE = 32
-
-
-_board_specs_lock = threading.Lock()
+_BOARD_SPECS: LRU[tuple[Any, ...], dict[str, Any]] = LRU(32)
 
 
 def board_chart_specs(board: Any, intervals: Any, version: str) -> dict[str, Any]:
     """The board's chart specs {"metric", "ci", "heatmap"} (None: nothing to draw), per version."""
     key = (str(db().get_bind().engine.url), board.phase.id, version)
-    with _board_specs_lock:
-        found = _BOARD_SPECS.get(key)
+    found = _BOARD_SPECS.get(key)
     if found is not None:
         return found
     primary = next((c for c in board.columns if c.ranked), board.columns[0] if board.columns
@@ -139,11 +119,7 @@ def board_chart_specs(board: Any, intervals: Any, version: str) -> dict[str, Any
         for point in (found["ci"] or {}).get("data", {}).get("values", []):
             point["url"] = url_for("web.run", run_id=point["run_id"])
         found["heatmap"] = charts.board_heatmap(board)
-    with _board_specs_lock:
-        _BOARD_SPECS[key] = found
-        while len(_BOARD_SPECS) > _BOARD_SPECS_SIZE:
-            _BOARD_SPECS.popitem(last=False)
-    return found
+    return _BOARD_SPECS.put(key, found)
 
 
 def board_chart_body(board: Any, intervals: Any, version: str, name: str, *,
@@ -157,9 +133,9 @@ def board_chart_body(board: Any, intervals: Any, version: str, name: str, *,
     if body is None:
         plain = specs.get(f"{name}.json") or json.dumps(specs[name], allow_nan=False).encode()
         body = gzip.compress(plain, compresslevel=6, mtime=0) if compressed else plain
-        with _board_specs_lock:
-            specs[f"{name}.json"] = plain
-            specs[key] = body
+        # two threads may encode the same spec at once; each stores the same bytes
+        specs[f"{name}.json"] = plain
+        specs[key] = body
     return body
 
 
@@ -185,8 +161,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
                               ).hexdigest()[:32]
         if request.if_none_match.contains(etag):
             return files.respond(b"", etag=etag, mimetype="text/html", compressed=False)
-        with _fragments_lock:
-            kept = _PAGES.get(etag)
+        kept = _PAGES.get(etag)
         if kept is not None and time.monotonic() - kept[0] < PAGE_TTL_S:
             compressed = files.gzip_ok()
             return files.respond(kept[2] if compressed else kept[1], etag=etag,
@@ -226,10 +201,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
     body = html.encode()
     if etag is not None:
         packed = gzip.compress(body, compresslevel=6, mtime=0)
-        with _fragments_lock:
-            _PAGES[etag] = (time.monotonic(), body, packed)
-            while len(_PAGES) > _PAGES_SIZE:
-                _PAGES.popitem(last=False)
+        _PAGES.put(etag, (time.monotonic(), body, packed))
         body = packed if compressed else body
     elif compressed:
         body = gzip.compress(body, compresslevel=5, mtime=0)
