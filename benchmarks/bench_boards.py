@@ -51,11 +51,11 @@ from semboard.services import (  # noqa: E402
     accounts,
     gold,
     inputs,
-    leaderboard,
     submissions,
     tasks,
     teams,
 )
+from semboard.services import prepared as prepared_boards  # noqa: E402
 from semboard.storage import LocalStorage  # noqa: E402
 
 NOW = datetime.now(UTC)
@@ -111,7 +111,7 @@ def build_site(folder: Path, release: Path, runs: int, ci_resamples: int) -> dic
                            files=files_for(i), now=NOW)
     submit_s = time.perf_counter() - started
     started = time.perf_counter()
-    leaderboard.refresh_significance(session, storage, task=task, now=NOW)
+    prepared_boards.refresh_significance(session, storage, task=task, now=NOW)
     session.commit()
     groups_s = time.perf_counter() - started
     # uploaders for the upload-to-visible figure

@@ -41,7 +41,8 @@ from bench_boards import _free_port, get, post_run, start_redis, stop_redis  # n
 from evaluation import load_task, write_run  # noqa: E402
 from semboard.db import make_engine, make_session_factory  # noqa: E402
 from semboard.models import Base, Run  # noqa: E402
-from semboard.services import accounts, gold, inputs, leaderboard, tasks, teams  # noqa: E402
+from semboard.services import accounts, gold, inputs, tasks, teams  # noqa: E402
+from semboard.services import prepared as prepared_boards  # noqa: E402
 from semboard.storage import LocalStorage  # noqa: E402
 
 NOW = datetime.now(UTC)
@@ -203,8 +204,8 @@ def main() -> None:
             ok_limits = sorted(per_team.values()) == sorted(expect.values())
             scored = [r for r in current if r.status == "scored"]
             phase_row = tasks.get_phase(s, tasks.get_task(s, "sts2012"), "eval")
-            version = leaderboard.board_version(s, phase_row)
-            board = leaderboard.prepared_board(s, phase=phase_row, now=NOW)
+            version = prepared_boards.board_version(s, phase_row)
+            board = prepared_boards.prepared_board(s, phase=phase_row, now=NOW)
             rows = {row["run_id"] for row in board.data["board"]["rows"]}
         print(f"runs in the database: {len(runs)} ({len(current)} current, {len(scored)} scored);"
               f" accepted answers {accepted}; lost: {accepted - len(runs)}; answers other than "

@@ -589,8 +589,8 @@ class RunComparison(Base):
 class PreparedBoard(Base):
     """A phase board built once for one version of what it shows, served to every viewer.
 
-    `version` is leaderboard.board_version()'s digest of everything the board shows, so a change
-    simply misses; `json_text` is the board's JSON form as downloaded, `data` what pages need
+    `version` is services.prepared.board_version()'s digest of everything the board shows, so a
+    change simply misses; `json_text` is the board's JSON form as downloaded, `data` what pages need
     beside it (intervals).
     """
 

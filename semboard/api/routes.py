@@ -23,7 +23,6 @@ from semboard.services import (
     descriptions,
     gold,
     inputs,
-    leaderboard,
     phases,
     scorediff,
     submissions,
@@ -31,6 +30,7 @@ from semboard.services import (
     teams,
     windows,
 )
+from semboard.services import prepared as prepared_boards
 from semboard.services import (
     splits as split_views,
 )
@@ -239,7 +239,7 @@ def show_leaderboard(task_name: str) -> Any:
     phase = (tasks.get_phase(session, task, slug) if slug else
              phases.default_board_phase(session, task, viewer=_user(), now=request_now()))
     # the prepared board (never written here), with ETag/304 and gzip like the pages
-    prepared = leaderboard.served_board(session, phase=phase, viewer=_user(), now=request_now(),
+    prepared = prepared_boards.served_board(session, phase=phase, viewer=_user(), now=request_now(),
                                         with_data=False)
     if request.args.get("format") == "csv":
         return files.send_prepared(prepared, "csv", phase=phase,

@@ -23,6 +23,7 @@ from semboard.db import session_factory
 from semboard.errors import DomainError
 from semboard.models import PHASE_KINDS, VISIBILITIES, Phase, Task
 from semboard.services import accounts, gold, inputs, leaderboard, papertables, tasks
+from semboard.services import prepared as prepared_boards
 from semboard.storage import get_storage
 
 if TYPE_CHECKING:
@@ -228,7 +229,7 @@ def gold_upload(task_name: str, folder: Path, split: str | None) -> None:
                        f"split {row.split}")
         changed = gold.rescore(session, get_storage(), task=task, now=now)
         click.echo(f"{changed} run(s) scored against the new gold")
-        leaderboard.refresh_significance(session, get_storage(), task=task, now=now)
+        prepared_boards.refresh_significance(session, get_storage(), task=task, now=now)
 
 
 @gold_cli.command("release")
@@ -252,7 +253,7 @@ def gold_rescore(task_name: str, force: bool) -> None:
         now = utcnow()
         changed = gold.rescore(session, get_storage(), task=task, now=now, force=force)
         click.echo(f"{changed} run(s) rescored")
-        leaderboard.refresh_significance(session, get_storage(), task=task, now=now)
+        prepared_boards.refresh_significance(session, get_storage(), task=task, now=now)
 
 
 @token_cli.command("create")
@@ -341,7 +342,7 @@ def results_publish(task_name: str, phase_slug: str | None) -> None:
         phase = _pick_phase(session, task, phase_slug)
         now = utcnow()
         gold.publish_results(session, phase=phase, user=None, now=now)
-        leaderboard.refresh_significance(session, get_storage(), task=task, now=now)
+        prepared_boards.refresh_significance(session, get_storage(), task=task, now=now)
         click.echo(f"results of {task.name}/{phase.slug} published")
 
 

@@ -31,12 +31,12 @@ from semboard.services import (
     gold,
     grants,
     inputs,
-    leaderboard,
     submissions,
     tasks,
     teams,
     windows,
 )
+from semboard.services import prepared as prepared_boards
 from semboard.storage import Storage, get_storage
 
 DEMO_TASK = "demo"
@@ -340,7 +340,7 @@ def build_demo(session: Session, storage: Storage, *, now: datetime,
     session.commit()
     # what the site does after a change: groups computed and boards prepared off the request
 
-    leaderboard.refresh_significance(session, storage, task=task, now=now)
+    prepared_boards.refresh_significance(session, storage, task=task, now=now)
     session.commit()
     return summary
 

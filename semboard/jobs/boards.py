@@ -31,7 +31,8 @@ from semboard.db import begin_write, get_session, job_session_factory
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, Phase, Run, RunScoreRecord, Task, Team
-from semboard.services import gold, leaderboard
+from semboard.services import gold
+from semboard.services import prepared as prepared_boards
 from semboard.storage import get_storage
 
 log = logging.getLogger(__name__)
@@ -152,13 +153,13 @@ def prepare_phase(session: Session, phase: Phase) -> bool:
     """Build the phase's board outside the write lock and store it (commits); groups pending?"""
     # a change the board does not show (an upload waiting for its score) leaves its version
     # stored: answer from the row's flag, without loading the board
-    pending = leaderboard.stored_pending(session, phase=phase)
+    pending = prepared_boards.stored_pending(session, phase=phase)
     if pending is not None:
         return pending
-    prepared = leaderboard.prepared_board(session, phase=phase, now=utcnow())
+    prepared = prepared_boards.prepared_board(session, phase=phase, now=utcnow())
     if not prepared.stored:
         begin_write(session)
-        leaderboard.store_built(session, prepared=prepared)
+        prepared_boards.store_built(session, prepared=prepared)
         session.commit()
     return prepared.groups_pending
 
@@ -169,8 +170,8 @@ def compute_groups(app: Flask, task_id: int) -> int:
         task = session.get(Task, task_id)
         if task is None:
             return 0
-        count = leaderboard.refresh_significance(session, get_storage(), task=task, now=utcnow(),
-                                                 write_lock=True)
+        count = prepared_boards.refresh_significance(session, get_storage(), task=task,
+                                                     now=utcnow(), write_lock=True)
         session.commit()
         return count
 

@@ -22,6 +22,7 @@ from semboard.jobs import boards as board_jobs
 from semboard.jobs import queue as job_queue
 from semboard.models import Phase, Task
 from semboard.services import access, breakdowns, charts, definitions, leaderboard, phases, tasks
+from semboard.services import prepared as prepared_boards
 from semboard.views.common import admin_required, bp, db, load_task, me, now
 from semboard.web import files
 from semboard.web.forms import ActionForm
@@ -56,10 +57,10 @@ def _phase(task: Task, phase_slug: str | None) -> Phase:
         abort(404)
 
 
-def _prepared(task: Task, phase: Phase, *, with_data: bool = True) -> leaderboard.Prepared:
+def _prepared(task: Task, phase: Phase, *, with_data: bool = True) -> prepared_boards.Prepared:
     """The board's prepared version for this viewer (403 when hidden); never writes."""
     try:
-        prepared = leaderboard.served_board(db(), phase=phase, viewer=me(), now=now(),
+        prepared = prepared_boards.served_board(db(), phase=phase, viewer=me(), now=now(),
                                             with_data=with_data)
     except Forbidden:
         abort(403)
@@ -85,7 +86,7 @@ def _intervals(board: leaderboard.Leaderboard) -> dict[int, dict[str, list[float
     return board.intervals
 
 
-def _table(board: leaderboard.Leaderboard, prepared: leaderboard.Prepared,
+def _table(board: leaderboard.Leaderboard, prepared: prepared_boards.Prepared,
            rows: list[leaderboard.Row], key: tuple[Any, ...],
            shown: str = breakdowns.NONE) -> Markup:
     """The rendered table of one page of rows, once per version and page in this process."""

@@ -9,7 +9,7 @@ from typing import Any
 from flask import Response, request
 
 from semboard.models import Phase
-from semboard.services.leaderboard import Prepared
+from semboard.services.prepared import Prepared
 
 
 def client_filename(raw: str | None) -> str:

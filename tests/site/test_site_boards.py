@@ -16,6 +16,7 @@ from sqlalchemy import event, func, select
 from semboard.jobs import boards as board_jobs
 from semboard.models import PreparedBoard, SignificanceGroups
 from semboard.services import gold, grants, leaderboard, submissions, tasks
+from semboard.services import prepared as prepared_boards
 
 API = "/api/v1"
 
@@ -65,7 +66,7 @@ def test_an_upload_is_on_the_stored_board_and_gets_never_write(app, client, sess
     assert _post_run(client, tokens["b"], tiny_data.run(seed=2, noise=2.0),
                      name="second").status_code == 201
     # the post-commit step stored the board at its current version, groups included (inline)
-    version = leaderboard.board_version(session, world["phase"])
+    version = prepared_boards.board_version(session, world["phase"])
     stored = session.scalars(select(PreparedBoard)).all()
     assert [(b.phase_id, b.version) for b in stored] == [(world["phase"].id, version)]
     assert not json.loads(stored[0].json_text)["groups_pending"] and not stored[0].groups_pending
@@ -123,11 +124,11 @@ def test_etag_304_and_gzip(app, client, world, tiny_data):
 def test_the_version_follows_everything_the_board_shows(app, session, storage, make, world,
                                                         tiny_data, now):
     phase = world["phase"]
-    seen = [leaderboard.board_version(session, phase)]
+    seen = [prepared_boards.board_version(session, phase)]
 
     def changed() -> bool:
         session.commit()
-        version = leaderboard.board_version(session, phase)
+        version = prepared_boards.board_version(session, phase)
         fresh = version not in seen
         seen.append(version)
         return fresh
@@ -153,7 +154,7 @@ def test_the_version_follows_everything_the_board_shows(app, session, storage, m
     assert changed()  # new gold
     gold.rescore(session, storage, task=world["task"], now=now + timedelta(hours=1))
     assert changed()  # rescored
-    leaderboard.refresh_significance(session, storage, task=world["task"], now=now)
+    prepared_boards.refresh_significance(session, storage, task=world["task"], now=now)
     assert changed()  # groups stored
     assert not changed()
 
@@ -201,7 +202,7 @@ def _fill(app, session, make, world, tiny_data, now, count: int) -> None:
         with pytest.raises(Exception):  # noqa: B017 - any refusal; only its log row matters
             submissions.submit(session, storage, team=team, phase=world["phase"], user=captain,
                                name="", files=tiny_data.run(seed=i), now=now)
-    leaderboard.prepare_task_boards(session, task=world["task"], now=now)
+    prepared_boards.prepare_task_boards(session, task=world["task"], now=now)
     session.commit()
 
 
@@ -259,15 +260,15 @@ def test_cli_refreshes_boards_and_recovers_stuck_runs(app, session, make, world,
     result = runner.invoke(args=["boards", "refresh", "tiny"])
     assert result.exit_code == 0 and "1 board(s) of tiny" in result.output, result.output
     board = session.scalars(select(PreparedBoard)).one()
-    assert board.version == leaderboard.board_version(session, world["phase"])
+    assert board.version == prepared_boards.board_version(session, world["phase"])
     assert not json.loads(board.json_text)["groups_pending"] and not board.groups_pending
 
 
 def test_downloads_read_only_the_stored_texts(app, client, world, tiny_data):
     _post_run(client, world["tokens"]["a"], tiny_data.run(seed=1), name="first")
-    leaderboard._memo.clear()
+    prepared_boards._memo.clear()
     body = client.get("/tasks/tiny/leaderboard/eval.json").get_json()
-    (kept,) = leaderboard._memo.values()
+    (kept,) = prepared_boards._memo.values()
     assert kept.stored and kept.data is None and not kept.groups_pending
     assert [r["run"] for r in body["rows"]] == ["first"]
     page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)

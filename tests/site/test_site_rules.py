@@ -11,18 +11,11 @@ import json
 import re
 from datetime import timedelta
 
-import numpy as np
 import pytest
 
 from semboard.models import Phase
 from semboard.services import audit, gold, phases, submissions
 from tests.site.conftest import NOW
-from tests.site.test_site_splits import (  # noqa: F401  (fixtures: the split task and its release)
-    _phase,
-    _team,
-    release,
-    task,
-)
 
 
 def _login(client, user) -> None:
@@ -131,32 +124,6 @@ def test_invite_code_shown_alike_by_api_and_page(app, client, make, session, now
     if viewer != "organiser":  # the API's team route is the member's own team
         api = client.get(f"/api/v1/tasks/{task.name}/team", headers=make.bearer(user)).get_json()
         assert ("invite_code" in api) is shown
-
-
-def test_items_of_a_run_on_another_split_read_that_splits_gold(session, storage, task, make,
-                                                                  release, app, client):
-    _, golds = release
-    practice = _phase(session, task, "practice", kind="trial", split="train")
-    team, captain = _team(session, make, task)
-    rng = np.random.default_rng(5)
-    pred = np.clip(golds["train"]["alpha"] + rng.normal(0, 1, 12), 0, 5)
-    run = submissions.submit(session, storage, team=team, phase=practice, user=captain,
-                             name="ok", now=NOW, files={"STS.output.alpha.txt": "".join(
-                                 f"{v:.3f}\n" for v in pred).encode()})
-    session.commit()
-    app.config["SEMBOARD_CLOCK"] = lambda: NOW
-    _login(client, captain)
-    # train gold is public from the start; the default split's (test) is not released
-    assert not gold.current_gold(session, task=task, split="train") == {}
-    page = client.get(f"/runs/{run.id}/items")
-    assert page.status_code == 200, page.get_data(as_text=True)[:500]
-    csv_text = client.get(f"/runs/{run.id}/items.csv?all=1").get_data(as_text=True)
-    rows = [line.split(",") for line in csv_text.strip().splitlines()[1:]]
-    assert len(rows) == 12  # train's 12 pairs, not test's
-    shown_gold = sorted(float(r[5]) for r in rows)
-    assert shown_gold == pytest.approx(sorted(golds["train"]["alpha"]))
-    scatter = client.get(f"/runs/{run.id}/charts/scatter.json")
-    assert scatter.status_code == 200
 
 
 def test_results_visibility_has_one_rule(session, make, now):

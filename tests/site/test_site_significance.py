@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 
 from semboard.models import SignificanceGroups
 from semboard.services import gold, leaderboard, significance, submissions, teams
+from semboard.services import prepared as prepared_boards
 
 METRICS = ("ALL", "ALLnorm", "Mean")
 
@@ -115,7 +116,7 @@ def test_groups_are_cached_until_runs_or_gold_change(session, storage, make, boa
 def test_refresh_groups_every_board_eagerly(session, storage, board_world, now, monkeypatch):
     task, phase, _ = board_world
     calls = _count_computations(monkeypatch)
-    assert leaderboard.refresh_significance(session, storage, task=task, now=now) == 1
+    assert prepared_boards.refresh_significance(session, storage, task=task, now=now) == 1
     session.commit()
     board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=None)
     assert len(calls) == 1 and board.significance is not None  # found without a storage

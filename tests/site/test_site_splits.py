@@ -316,3 +316,30 @@ def test_cli_names_an_unknown_split(app, release):
     bad = runner.invoke(args=["task", "phase", "tinysplit", "p", "--kind", "trial", "--opens",
                               "2012-04-01", "--closes", "2012-04-09", "--split", "nope"])
     assert bad.exit_code != 0 and "no split 'nope'" in bad.output
+
+
+def test_items_of_a_run_on_another_split_read_that_splits_gold(session, storage, task, make,
+                                                                  release, app, client):
+    _, golds = release
+    practice = _phase(session, task, "practice", kind="trial", split="train")
+    team, captain = _team(session, make, task)
+    rng = np.random.default_rng(5)
+    pred = np.clip(golds["train"]["alpha"] + rng.normal(0, 1, 12), 0, 5)
+    run = submissions.submit(session, storage, team=team, phase=practice, user=captain,
+                             name="ok", now=NOW, files={"STS.output.alpha.txt": "".join(
+                                 f"{v:.3f}\n" for v in pred).encode()})
+    session.commit()
+    app.config["SEMBOARD_CLOCK"] = lambda: NOW
+    assert client.post("/login", data={"email": captain.email,
+                                        "password": "password123"}).status_code == 302
+    # train gold is public from the start; the default split's (test) is not released
+    assert gold.current_gold(session, task=task, split="train") != {}
+    page = client.get(f"/runs/{run.id}/items")
+    assert page.status_code == 200, page.get_data(as_text=True)[:500]
+    csv_text = client.get(f"/runs/{run.id}/items.csv?all=1").get_data(as_text=True)
+    rows = [line.split(",") for line in csv_text.strip().splitlines()[1:]]
+    assert len(rows) == 12  # train's 12 pairs, not test's
+    shown_gold = sorted(float(r[5]) for r in rows)
+    assert shown_gold == pytest.approx(sorted(golds["train"]["alpha"]))
+    scatter = client.get(f"/runs/{run.id}/charts/scatter.json")
+    assert scatter.status_code == 200
