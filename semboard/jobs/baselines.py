@@ -67,7 +67,8 @@ def run_baselines(session: Session, storage: Storage, *, task_name: str,
                 bar.close()
         run, _queued = accept_run(session, storage, current_app._get_current_object(),  # type: ignore[attr-defined]
                                   team=team, phase=phase, user=None, name=name,
-                                  files=result.files, now=now, metadata=result.metadata)
+                                  files=result.files, now=now, metadata=result.metadata,
+                                  score_here=True)
         runs.append(run)
     return runs
 

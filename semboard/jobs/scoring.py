@@ -18,14 +18,16 @@ from semboard.storage import Storage
 def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, phase: Phase,
                user: User | None, name: str, files: Mapping[str, bytes], now: datetime,
                description: str = "", given: Mapping[str, Any] | None = None,
-               metadata: Mapping[str, Any] | None = None) -> tuple[Run, bool]:
+               metadata: Mapping[str, Any] | None = None,
+               score_here: bool = False) -> tuple[Run, bool]:
     """Check the description, validate and store the run, apply the description, commit.
 
     Then, where a queue worker scores runs, queue its scoring (after the commit, so the worker
     finds it); else it was scored in the same transaction. Returns (run, queued). A refusal
     raises a DomainError with every issue (the rejected upload's own log entry is kept).
+    score_here: a caller that is itself a background job (baselines, model runs) scores at once.
     """
-    queued = boards.scoring_queued(app)
+    queued = not score_here and boards.scoring_queued(app)
     answers = descriptions.check_upload(
         session, team=team, phase=phase, user=user, name=name, files=files,
         description=description, given=dict(given or {}), now=now)

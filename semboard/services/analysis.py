@@ -19,7 +19,7 @@ import numpy as np
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from evaluation import __version__
+import evaluation
 from evaluation.compare import compare_runs_many
 from evaluation.items import dataset_items, paired_scores
 from evaluation.significance import _AGGREGATES
@@ -243,7 +243,7 @@ def comparison_settings(session: Session, *, task: Task, a: Run, b: Run) -> dict
         "task": task.definition_digest,
         "test": "paired bootstrap",
         **COMPARE_OPTIONS,
-        "evaluation": __version__,
+        "evaluation": evaluation.__version__,
     }
 
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from evaluation import ValidationError, __version__, read_gold, score_run, validate_run
+import evaluation
+from evaluation import ValidationError, read_gold, score_run, validate_run
 from semboard.db import begin_write
 from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import GoldFile, GoldRelease, Phase, Run, RunScoreRecord, Task, User
@@ -103,7 +104,8 @@ def scoring_digest(task: Task, current: dict[str, GoldFile]) -> str:
     # Kept in RunScoreRecord.gold_digest: a change of any of them makes the next rescore redo
     # the run (a definition reloaded with a new metric, a metric fixed in a new version).
 
-    text = f"gold:{gold_digest(current)}\ntask:{task.definition_digest}\nevaluation:{__version__}"
+    version = evaluation.__version__  # read now: a new evaluation release changes what is current
+    text = f"gold:{gold_digest(current)}\ntask:{task.definition_digest}\nevaluation:{version}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -20,7 +20,8 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, selectinload
 
-from evaluation import ValidationError, __version__, validate_run
+import evaluation
+from evaluation import ValidationError, validate_run
 from evaluation.significance import group_board
 from semboard.db import begin_write, insert_unless_refused
 from semboard.models import Phase, Run, SignificanceGroups
@@ -56,7 +57,7 @@ def settings_of(session: Session, *, phase: Phase, pairs: Sequence[tuple[int, in
         "resamples": SIGNIFICANCE_OPTIONS["resamples"],
         "seed": SIGNIFICANCE_OPTIONS["seed"],
         "alpha": SIGNIFICANCE_OPTIONS["alpha"],
-        "evaluation": __version__,
+        "evaluation": evaluation.__version__,
     }
 
 
