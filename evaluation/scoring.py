@@ -247,19 +247,16 @@ def without_unscored(runs: Sequence[ValidatedRun], gold: Mapping[str, DatasetGol
     return out, new_gold
 
 
+def _needs_weights(metric: str) -> bool:
+    """Whether a registry metric needs the run's confidence weights."""
+    return metric in M.METRICS and M.METRICS[metric].needs_weights
+
+
 def _metric(name: str, task: TaskDefinition, x: np.ndarray, y: np.ndarray,
             labels: np.ndarray, w: np.ndarray | None, n_classes: int = 0) -> np.ndarray:
-    if n_classes:
-        # class labels arrive as each label's index in gold.classes
-        if name == "macro_f1":
-            return M.macro_f1(x, y, n_classes)
-        return M.class_accuracy(x, y)
-    fn, weighted, binary = M.DATASET_REGISTRY[name]
-    if weighted:
-        return fn(x, y, w)
-    if binary:
-        return fn(x, labels, task.binary_threshold)
-    return fn(x, y)
+    """A per-dataset metric of one run: from the registry (class labels arrive as indices)."""
+    return M.compute(name, x, y, labels=labels, weights=w, threshold=task.binary_threshold,
+                     n_classes=n_classes)
 
 
 # ---------------------------------------------------------------- scoring
@@ -333,9 +330,9 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
         for metric in task.dataset_metrics(name):
             sig = _signature(f"{name}/{metric}", policy, boot, seed, n, p.gold_digest,
                              p.run_digest)
-            if metric == "weighted_pearson" and p.w is None:
+            if _needs_weights(metric) and p.w is None:
                 ms[metric] = MetricValue(None, None, "the run has no confidence column, so "
-                                         "the weighted Pearson is not computed", sig)
+                                         f"{M.METRICS[metric].label} is not computed", sig)
                 point[name][metric] = np.nan
                 continue
             v = (_metric(metric, task, p.x, p.y, labels_of[name], p.w, n_classes) if n
@@ -449,24 +446,10 @@ def _boot_metric(metric: str, task: TaskDefinition, c: np.ndarray, x: np.ndarray
                  y: np.ndarray, labels: np.ndarray, w: np.ndarray | None,
                  n_classes: int = 0) -> np.ndarray:
     """A dataset metric over every resample of a count matrix."""
-    if n_classes:
-        if metric == "macro_f1":
-            return R.boot_macro_f1(c, x, y, n_classes)
-        return R.boot_class_accuracy(c, x, y)
-    if metric == "mse":
-        return R.boot_mse(c, x, y)
-    if metric == "pearson":
-        return R.boot_pearson(c, x, y)
-    if metric == "spearman":
-        return R.boot_spearman(c, x, y)
-    if metric == "weighted_pearson":
+    if _needs_weights(metric):
         assert w is not None
-        return R.boot_weighted_pearson(c, x, y, w)
-    if metric == "accuracy":
-        return R.boot_accuracy(c, x, labels, task.binary_threshold)
-    if metric == "f1":
-        return R.boot_f1(c, x, labels, task.binary_threshold)
-    raise ValueError(f"unknown metric {metric}")
+    return M.compute_resampled(metric, c, x, y, labels=labels, weights=w,
+                               threshold=task.binary_threshold, n_classes=n_classes)
 
 
 def _boot_aggregate(agg: str, names: list[str], ms: list[np.ndarray],
@@ -517,7 +500,7 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
             per[k] = {}
             n_classes = len(task.dataset(k).gold.classes)
             for metric in task.dataset_metrics(k):
-                if metric == "weighted_pearson" and p.w is None:
+                if _needs_weights(metric) and p.w is None:
                     continue
                 v = _boot_metric(metric, task, c, p.x, p.y, labels_of[k], p.w, n_classes)
                 per[k][metric] = v
@@ -527,7 +510,7 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
             for metric in needed:
                 if metric in per[k]:
                     continue
-                if metric == "weighted_pearson" and p.w is None:
+                if _needs_weights(metric) and p.w is None:
                     per[k][metric] = np.full(b, np.nan)  # not computed: counts 0, as the point
                 else:
                     per[k][metric] = _boot_metric(metric, task, c, p.x, p.y, labels_of[k], None,

@@ -10,22 +10,24 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from evaluation import metrics as M
 from evaluation.issues import TaskDefinitionError
+from evaluation.metrics import METRICS
 from evaluation.splits import DEFAULT_SPLIT, SplitDef, for_split, parse_splits
 
-DATASET_METRICS = ("pearson", "spearman", "weighted_pearson", "accuracy", "f1", "mse",
-                   "macro_f1")
-GENRE_METRICS = ("pearson", "spearman", "mse")
+# every fact about a metric (needs, direction) comes from the one registry in metrics.py
+DATASET_METRICS = tuple(METRICS)
+GENRE_METRICS = tuple(m.name for m in METRICS.values() if m.per_genre)
 AGGREGATE_METRICS = ("ALL", "ALLnorm", "Mean", "sum_pearson", "mean_spearman")
 RANKINGS = ("aggregate", "sum_pearson", "per_dataset")
 INPUT_FORMATS = ("tsv", "csv")
 GOLD_FORMATS = ("lines", "csv", "inline")
 RUN_FORMATS = ("lines", "csv", "table")
 # metrics where a smaller value is better: ranked ascending
-LOWER_IS_BETTER = frozenset({"mse"})
+LOWER_IS_BETTER = M.LOWER_IS_BETTER
 # metrics over string class labels (gold.classes); the others need numbers
-CLASS_METRICS = frozenset({"accuracy", "macro_f1"})
-NUMERIC_ONLY = frozenset({"pearson", "spearman", "weighted_pearson", "mse", "f1"})
+CLASS_METRICS = frozenset(m.name for m in METRICS.values() if m.on_classes)
+NUMERIC_ONLY = frozenset(m.name for m in METRICS.values() if not m.on_classes)
 AGGREGATE_WEIGHTS = ("pairs", "equal")
 UNSCORED_RULES = ("error", "blank")
 CONFIDENCE_MISSING = ("not_computed", "equal_weights")
@@ -440,12 +442,13 @@ def _check_dataset(name: str, inputs: InputFormat, gold: GoldFormat, metrics: tu
         if run.format != "table":
             raise TaskDefinitionError(f"{source}: {where}gold.classes needs run.format = table "
                                       "(the run names each pair's label)")
-    elif "macro_f1" in metrics:
-        raise TaskDefinitionError(f"{source}: {where}metric macro_f1 needs class labels "
-                                  f"(gold.classes) for dataset {name}")
-    if "weighted_pearson" in metrics and not run.confidence:
-        raise TaskDefinitionError(f"{source}: {where}weighted_pearson needs run.confidence = "
-                                  "true (a confidence column in the run)")
+    for m in metrics:
+        if m in METRICS and METRICS[m].needs_classes and not gold.classes:
+            raise TaskDefinitionError(f"{source}: {where}metric {m} needs class labels "
+                                      f"(gold.classes) for dataset {name}")
+        if m in METRICS and METRICS[m].needs_weights and not run.confidence:
+            raise TaskDefinitionError(f"{source}: {where}{m} needs run.confidence = "
+                                      "true (a confidence column in the run)")
 
 
 def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
@@ -533,8 +536,9 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     builtin = [a for a in aggregates if a not in {spec.name for spec in aggregate_specs}]
     if ("pearson" not in metrics) and any(a in ("Mean", "sum_pearson") for a in builtin):
         raise TaskDefinitionError(f"{source}: Mean and sum_pearson need pearson in metrics")
-    if "weighted_pearson" in metrics and not run.confidence:
-        raise TaskDefinitionError(f"{source}: weighted_pearson needs run.confidence = true")
+    for m in metrics:
+        if m in METRICS and METRICS[m].needs_weights and not run.confidence:
+            raise TaskDefinitionError(f"{source}: {m} needs run.confidence = true")
     _input_format(inputs_table, source, "inputs.")
     _gold_format(gold_table, source, "gold.")
     raw_datasets = _get(doc, "datasets", list, source)
