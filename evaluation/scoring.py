@@ -11,10 +11,11 @@ import numpy as np
 
 from evaluation import metrics as M
 from evaluation import resampling as R
+from evaluation.expressions import parse_expression as expression
 from evaluation.inputs import DatasetGold
 from evaluation.issues import ValidationError
 from evaluation.runs import DatasetPrediction, ValidatedRun
-from evaluation.taskdef import TaskDefinition
+from evaluation.taskdef import DerivedMetric, TaskDefinition
 from evaluation.version import __version__
 
 # Bootstrap resamples are processed in chunks of at most this many gathered values per array,
@@ -254,9 +255,41 @@ def _needs_weights(metric: str) -> bool:
 
 def _metric(name: str, task: TaskDefinition, x: np.ndarray, y: np.ndarray,
             labels: np.ndarray, w: np.ndarray | None, n_classes: int = 0) -> np.ndarray:
-    """A per-dataset metric of one run: from the registry (class labels arrive as indices)."""
+    """A per-dataset metric of one run: from the registry (class labels arrive as indices),
+    or a derived metric's expression over its inputs."""
+    derived = task.derived_metric(name)
+    if derived is not None:
+        return expression(derived.expr).evaluate(
+            _derived_inputs(derived, task, x, y, labels, w, n_classes))
     return M.compute(name, x, y, labels=labels, weights=w, threshold=task.binary_threshold,
                      n_classes=n_classes)
+
+
+def _derived_inputs(derived: DerivedMetric, task: TaskDefinition, x: np.ndarray,
+                    y: np.ndarray, labels: np.ndarray, w: np.ndarray | None,
+                    n_classes: int = 0) -> dict[str, np.ndarray]:
+    """The values a derived metric reads; one that cannot be computed here is NaN."""
+    out = {}
+    for name in derived.inputs:
+        if _needs_weights(name) and w is None:
+            out[name] = np.full(x.shape[:-1], np.nan)
+        else:
+            out[name] = _metric(name, task, x, y, labels, w, n_classes)
+    return out
+
+
+def _derived_warning(derived: DerivedMetric, task: TaskDefinition, x: np.ndarray,
+                     y: np.ndarray, labels: np.ndarray, w: np.ndarray | None,
+                     n_classes: int = 0) -> str:
+    """Why a derived metric is undefined: which of its inputs are, else the expression."""
+    if len(x) == 0:
+        return f"undefined: {derived.name} has no pairs"
+    inputs = _derived_inputs(derived, task, x, y, labels, w, n_classes)
+    missing = [k for k, v in inputs.items() if not np.isfinite(v)]
+    if missing:
+        return (f"undefined: {derived.name} = {derived.expr} needs {', '.join(missing)}, "
+                f"which {'is' if len(missing) == 1 else 'are'} undefined")
+    return f"undefined: {derived.name} = {derived.expr} has no value for these inputs"
 
 
 # ---------------------------------------------------------------- scoring
@@ -338,7 +371,11 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
             v = (_metric(metric, task, p.x, p.y, labels_of[name], p.w, n_classes) if n
                  else np.nan)
             value = _value(v)
-            warn = None if value is not None else _undefined_warning(metric, p.x, p.y, n)
+            derived = task.derived_metric(metric)
+            warn = (None if value is not None
+                    else _derived_warning(derived, task, p.x, p.y, labels_of[name], p.w,
+                                          n_classes) if derived is not None
+                    else _undefined_warning(metric, p.x, p.y, n))
             ms[metric] = MetricValue(value, None, warn, sig)
             point[name][metric] = float(v)
         genre_scores: dict[str, GenreScore] = {}
@@ -446,6 +483,12 @@ def _boot_metric(metric: str, task: TaskDefinition, c: np.ndarray, x: np.ndarray
                  y: np.ndarray, labels: np.ndarray, w: np.ndarray | None,
                  n_classes: int = 0) -> np.ndarray:
     """A dataset metric over every resample of a count matrix."""
+    derived = task.derived_metric(metric)
+    if derived is not None:
+        return expression(derived.expr).evaluate({
+            name: (np.full(c.shape[0], np.nan) if _needs_weights(name) and w is None
+                   else _boot_metric(name, task, c, x, y, labels, w, n_classes))
+            for name in derived.inputs})
     if _needs_weights(metric):
         assert w is not None
     return M.compute_resampled(metric, c, x, y, labels=labels, weights=w,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation import metrics as M
+from evaluation.expressions import parse_expression
 from evaluation.issues import TaskDefinitionError
 from evaluation.metrics import METRICS
 from evaluation.splits import DEFAULT_SPLIT, SplitDef, for_split, parse_splits
@@ -82,6 +83,16 @@ class AggregateSpec:
 
 
 @dataclass(frozen=True)
+class DerivedMetric:
+    """A per-dataset metric computed from others by an expression (metrics.derived)."""
+
+    name: str
+    expr: str
+    inputs: tuple[str, ...]
+    lower_is_better: bool = False
+
+
+@dataclass(frozen=True)
 class RunFormat:
     """The format and file naming of a participant's run."""
 
@@ -141,6 +152,7 @@ class TaskDefinition:
     splits: dict[str, SplitDef] = field(default_factory=dict)
     default_split: str = DEFAULT_SPLIT
     aggregate_specs: tuple[AggregateSpec, ...] = ()
+    derived: tuple[DerivedMetric, ...] = ()
 
     def __hash__(self) -> int:
         # `tracks` is a dict, so the generated hash would fail; the digest identifies the text
@@ -185,11 +197,17 @@ class TaskDefinition:
         """The definition of a declared (table) aggregate, None for a built-in one."""
         return next((a for a in self.aggregate_specs if a.name == name), None)
 
+    def derived_metric(self, name: str) -> DerivedMetric | None:
+        """The declared derived metric called `name`, None for a registry metric."""
+        return next((d for d in self.derived if d.name == name), None)
+
     def lower_is_better(self, key: str) -> bool:
         """Whether a flat metric key ranks ascending (an error, not an agreement)."""
         metric = key.rsplit("/", 1)[-1]
         spec = self.aggregate_spec(metric)
-        return (spec.of if spec else metric) in LOWER_IS_BETTER
+        name = spec.of if spec else metric
+        derived = self.derived_metric(name)
+        return derived.lower_is_better if derived else name in LOWER_IS_BETTER
 
     @property
     def single_run_file(self) -> bool:
@@ -315,10 +333,11 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "run.": ("format", "filename", "team_filename", "columns", "confidence", "confidence_range",
              "confidence_missing", "id_column", "na"),
     "metrics.": ("dataset", "genre", "aggregate", "board", "primary", "ranking",
-                 "binary_threshold", "rank_datasets", "overall_needs_all_datasets"),
+                 "binary_threshold", "rank_datasets", "overall_needs_all_datasets", "derived"),
     "datasets[].": ("name", "track", "required", "input", "gold", "no_gold", "inputs",
                     "gold_format", "metrics", "primary", "run_field"),
     "aggregate.": ("name", "of", "weights"),
+    "derived.": ("name", "expr", "lower_is_better"),
 }
 
 
@@ -392,7 +411,8 @@ def _gold_format(table: dict[str, Any], source: str, where: str) -> GoldFormat:
     )
 
 
-def _aggregates(metrics_table: dict[str, Any], source: str
+def _aggregates(metrics_table: dict[str, Any], source: str,
+                allowed: tuple[str, ...] = DATASET_METRICS
                 ) -> tuple[tuple[str, ...], tuple[AggregateSpec, ...]]:
     """Aggregate names, built-in (strings) or declared as {name, of, weights} tables."""
     raw = _get(metrics_table, "aggregate", list, source, [], "metrics.")
@@ -408,7 +428,7 @@ def _aggregates(metrics_table: dict[str, Any], source: str
         _known(entry, "aggregate.", source, where)
         spec = AggregateSpec(
             name=_get(entry, "name", str, source, where=where),
-            of=_choice(_get(entry, "of", str, source, where=where), DATASET_METRICS,
+            of=_choice(_get(entry, "of", str, source, where=where), allowed,
                        f"{where}of", source),
             weights=_choice(_get(entry, "weights", str, source, "pairs", where),
                             AGGREGATE_WEIGHTS, f"{where}weights", source),
@@ -421,6 +441,53 @@ def _aggregates(metrics_table: dict[str, Any], source: str
     if dupes:
         raise TaskDefinitionError(f"{source}: metrics.aggregate names {dupes} twice")
     return tuple(names), tuple(specs)
+
+
+def _derived(metrics_table: dict[str, Any], source: str) -> tuple[DerivedMetric, ...]:
+    """metrics.derived: {name, expr, lower_is_better} tables, each over earlier metrics."""
+    raw = _get(metrics_table, "derived", list, source, [], "metrics.")
+    out: list[DerivedMetric] = []
+    for i, entry in enumerate(raw):
+        where = f"metrics.derived[{i}]."
+        if not isinstance(entry, dict):
+            raise TaskDefinitionError(f"{source}: {where[:-1]} must be a table")
+        _known(entry, "derived.", source, where)
+        name = _get(entry, "name", str, source, where=where)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise TaskDefinitionError(f"{source}: {where}name {name!r} must be an identifier "
+                                      "(letters, digits, _)")
+        known = (*DATASET_METRICS, *(d.name for d in out))
+        if name in known:
+            raise TaskDefinitionError(f"{source}: {where}name {name!r} is already a metric")
+        text = _get(entry, "expr", str, source, where=where)
+        try:
+            expr = parse_expression(text)
+        except ValueError as exc:
+            raise TaskDefinitionError(f"{source}: {where}expr: {exc}") from None
+        unknown = [n for n in expr.names if n not in known]
+        if unknown:
+            raise TaskDefinitionError(
+                f"{source}: {where}expr {text!r} names {', '.join(unknown)}, which is not a "
+                f"metric (registry metrics and derived metrics declared before it: "
+                f"{', '.join(known)})")
+        out.append(DerivedMetric(name, expr.text, expr.names,
+                                 _get(entry, "lower_is_better", bool, source, False, where)))
+    return tuple(out)
+
+
+def _registry_inputs(metrics: tuple[str, ...], derived: tuple[DerivedMetric, ...]
+                     ) -> tuple[str, ...]:
+    """The registry metrics behind a list of metrics: derived ones replaced by their inputs."""
+    by_name = {d.name: d for d in derived}
+    out: list[str] = []
+    pending = list(metrics)
+    while pending:
+        m = pending.pop(0)
+        if m in by_name:
+            pending[:0] = by_name[m].inputs
+        elif m not in out:
+            out.append(m)
+    return tuple(out)
 
 
 def _check_dataset(name: str, inputs: InputFormat, gold: GoldFormat, metrics: tuple[str, ...],
@@ -524,19 +591,21 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         raise TaskDefinitionError(f"{source}: run.id_column is missing (a table run needs the "
                                   "column naming each pair)")
 
+    derived = _derived(metrics_table, source)
+    allowed = (*DATASET_METRICS, *(d.name for d in derived))
     metrics = _strings(metrics_table, "dataset", source, where="metrics.")
     for m in metrics:
-        _choice(m, DATASET_METRICS, "metrics.dataset entry", source)
+        _choice(m, allowed, "metrics.dataset entry", source)
     genre_metrics = _strings(metrics_table, "genre", source, [], "metrics.")
     for m in genre_metrics:
         _choice(m, GENRE_METRICS, "metrics.genre entry", source)
-    aggregates, aggregate_specs = _aggregates(metrics_table, source)
+    aggregates, aggregate_specs = _aggregates(metrics_table, source, allowed)
     if not metrics:
         raise TaskDefinitionError(f"{source}: metrics.dataset must name at least one metric")
     builtin = [a for a in aggregates if a not in {spec.name for spec in aggregate_specs}]
     if ("pearson" not in metrics) and any(a in ("Mean", "sum_pearson") for a in builtin):
         raise TaskDefinitionError(f"{source}: Mean and sum_pearson need pearson in metrics")
-    for m in metrics:
+    for m in _registry_inputs(metrics, derived):
         if m in METRICS and METRICS[m].needs_weights and not run.confidence:
             raise TaskDefinitionError(f"{source}: {m} needs run.confidence = true")
     _input_format(inputs_table, source, "inputs.")
@@ -573,7 +642,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         member_of = tuple(t for t, names in tracks.items() if dname in names)
         own_metrics = _strings(raw, "metrics", source, [], where)
         for m in own_metrics:
-            _choice(m, DATASET_METRICS, f"{where}metrics entry", source)
+            _choice(m, allowed, f"{where}metrics entry", source)
         own_primary = _get(raw, "primary", str, source, None, where)
         if own_primary is not None and own_primary not in (own_metrics or metrics):
             raise TaskDefinitionError(f"{source}: {where}primary {own_primary!r} is not one of "
@@ -582,7 +651,8 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         if run.format == "table" and run_field is None:
             raise TaskDefinitionError(f"{source}: {where}run_field is missing (run.format "
                                       "table takes each dataset from its own run column)")
-        _check_dataset(dname, inputs, gold, own_metrics or metrics, run, source, where)
+        _check_dataset(dname, inputs, gold, _registry_inputs(own_metrics or metrics, derived),
+                       run, source, where)
         datasets.append(DatasetSpec(
             name=dname,
             track=_get(raw, "track", str, source, None, where),
@@ -658,6 +728,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         binary_threshold=float(_get(metrics_table, "binary_threshold", (int, float), source,
                                     0.5, "metrics.")),
         aggregate_specs=aggregate_specs,
+        derived=derived,
     )
 
 
