@@ -270,6 +270,7 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
     labels: list[float] = []
     gfmt = spec.gold
     scores: np.ndarray | None = None
+    gold_lines: list[int] | None = None  # each value's line where not simply its position
     fast = arrow_float_columns(data, 1) if gfmt.format == "lines" else None
     if fast is not None:
         scores = fast[0]
@@ -291,7 +292,7 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
                     values.append(v)
         ids = _line_ids(len(tokens), inputs)
     elif gfmt.format == "inline":
-        ids, values = _inline_gold(spec, text, filename, issues)
+        ids, values, gold_lines = _inline_gold(spec, text, filename, issues)
     else:
         reader = csv.reader(io.StringIO(text, newline=""))
         header = next(reader)
@@ -300,6 +301,7 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
         index = _header_index(header, wanted, filename)
         csv_ids: list[str] = []
         ids = csv_ids
+        gold_lines = []
         for row in reader:
             if not row:
                 continue
@@ -315,6 +317,7 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
             if v is None or (gfmt.label_column and label is None):
                 continue
             csv_ids.append(row[index[gfmt.id_column]].strip())
+            gold_lines.append(line)
             values.append(v)
             if label is not None:
                 labels.append(label)
@@ -322,6 +325,8 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
         raise ValidationError(issues)
     if scores is None:
         scores = np.asarray(values, dtype=np.float64)
+    if not gfmt.classes:
+        _check_gold_range(task, dataset, scores, gold_lines, filename)
     label_arr = np.asarray(labels, dtype=np.float64) if gfmt.label_column else None
     genres: Sequence[str | None] = [None] * len(ids)
     if inputs is not None:
@@ -342,9 +347,22 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
     return DatasetGold(dataset, ids, scores, genres, sha256(data), filename, label_arr)
 
 
+def _check_gold_range(task: TaskDefinition, dataset: str, scores: np.ndarray,
+                      lines: Sequence[int] | None, filename: str) -> None:
+    """Refuse gold scores outside the dataset's score range, naming each line."""
+    lo, hi = task.score_range(dataset)
+    with np.errstate(invalid="ignore"):
+        outside = np.flatnonzero((scores < lo) | (scores > hi))
+    if outside.size:
+        at = [int(j) + 1 if lines is None else lines[int(j)] for j in outside]
+        raise ValidationError([Issue(filename, line, f"gold score {scores[j]:g} is outside "
+                                     f"[{lo:g}, {hi:g}], the score range of {dataset}",
+                                     "out-of-range") for j, line in zip(outside, at, strict=True)])
+
+
 def _inline_gold(spec: DatasetSpec, text: str, filename: str,
-                 issues: list[Issue]) -> tuple[Sequence[str], list[float]]:
-    """Ids and gold values read from a gold column of the input file itself."""
+                 issues: list[Issue]) -> tuple[Sequence[str], list[float], list[int]]:
+    """Ids, gold values and their lines, read from a gold column of the input file itself."""
     fmt, gfmt = spec.inputs, spec.gold
     wanted = tuple(dict.fromkeys((gfmt.score_column, *([fmt.id] if fmt.id != "line" else []))))
     rows, lines = _rows(fmt, text, filename, wanted)
@@ -353,7 +371,7 @@ def _inline_gold(spec: DatasetSpec, text: str, filename: str,
     for row, line in zip(rows, lines, strict=True):
         v = _gold_number(row[gfmt.score_column], "gold score", filename, line, issues, gfmt)
         values.append(float("nan") if v is None else v)
-    return ids, values
+    return ids, values, lines
 
 
 def _gold_number(token: str, what: str, filename: str, line: int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,8 @@ class DatasetSpec:
     metrics: tuple[str, ...] = ()
     primary: str | None = None
     run_field: str | None = None
+    score_min: float | None = None
+    score_max: float | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,19 @@ class TaskDefinition:
     def aggregate_spec(self, name: str) -> AggregateSpec | None:
         """The definition of a declared (table) aggregate, None for a built-in one."""
         return next((a for a in self.aggregate_specs if a.name == name), None)
+
+    def score_range(self, dataset: str) -> tuple[float, float]:
+        """The [min, max] of `dataset`'s scores: its own `scores` table, else the task's."""
+        spec = self.dataset(dataset)
+        return (self.score_min if spec.score_min is None else spec.score_min,
+                self.score_max if spec.score_max is None else spec.score_max)
+
+    def with_range_of(self, dataset: str) -> TaskDefinition:
+        """This definition with `dataset`'s score range as the task's (for run validation)."""
+        lo, hi = self.score_range(dataset)
+        if (lo, hi) == (self.score_min, self.score_max):
+            return self
+        return replace(self, score_min=lo, score_max=hi)
 
     def derived_metric(self, name: str) -> DerivedMetric | None:
         """The declared derived metric called `name`, None for a registry metric."""
@@ -335,7 +350,8 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "metrics.": ("dataset", "genre", "aggregate", "board", "primary", "ranking",
                  "binary_threshold", "rank_datasets", "overall_needs_all_datasets", "derived"),
     "datasets[].": ("name", "track", "required", "input", "gold", "no_gold", "inputs",
-                    "gold_format", "metrics", "primary", "run_field"),
+                    "gold_format", "metrics", "primary", "run_field", "scores"),
+    "datasets[].scores.": ("min", "max"),
     "aggregate.": ("name", "of", "weights"),
     "derived.": ("name", "expr", "lower_is_better"),
 }
@@ -473,6 +489,21 @@ def _derived(metrics_table: dict[str, Any], source: str) -> tuple[DerivedMetric,
         out.append(DerivedMetric(name, expr.text, expr.names,
                                  _get(entry, "lower_is_better", bool, source, False, where)))
     return tuple(out)
+
+
+def _dataset_range(raw: dict[str, Any], task_range: tuple[float, float], source: str,
+                   where: str) -> tuple[float | None, float | None]:
+    """A dataset's own score range (datasets[].scores), None where it takes the task's."""
+    table = _get(raw, "scores", dict, source, {}, where)
+    _known(table, "datasets[].scores.", source, f"{where}scores.")
+    lo = _get(table, "min", (int, float), source, None, f"{where}scores.")
+    hi = _get(table, "max", (int, float), source, None, f"{where}scores.")
+    lo_f = float(lo) if lo is not None else task_range[0]
+    hi_f = float(hi) if hi is not None else task_range[1]
+    if lo_f >= hi_f:
+        raise TaskDefinitionError(f"{source}: {where}scores.min ({lo_f:g}) must be below "
+                                  f"scores.max ({hi_f:g})")
+    return (float(lo) if lo is not None else None, float(hi) if hi is not None else None)
 
 
 def _registry_inputs(metrics: tuple[str, ...], derived: tuple[DerivedMetric, ...]
@@ -648,6 +679,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
             raise TaskDefinitionError(f"{source}: {where}primary {own_primary!r} is not one of "
                                       f"its metrics {list(own_metrics or metrics)}")
         run_field = _get(raw, "run_field", str, source, None, where)
+        own_min, own_max = _dataset_range(raw, (score_min, score_max), source, where)
         if run.format == "table" and run_field is None:
             raise TaskDefinitionError(f"{source}: {where}run_field is missing (run.format "
                                       "table takes each dataset from its own run column)")
@@ -667,6 +699,8 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
             metrics=own_metrics,
             primary=own_primary,
             run_field=run_field,
+            score_min=own_min,
+            score_max=own_max,
         ))
     for t, names in tracks.items():
         unknown = [n for n in names if n not in seen]
