@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,14 +116,73 @@ def _records(fmt: InputFormat, text: str) -> Iterator[tuple[int, list[str]]]:
         yield i, line.split(fmt.delimiter)
 
 
+def _json_objects(text: str, filename: str, issues: list[Issue]
+                  ) -> Iterator[tuple[int, dict[str, object]]]:
+    """(1-based line, object) of each non-blank line of a JSON Lines file; problems to issues."""
+    for i, line in enumerate(split_lines(text), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            issues.append(Issue(filename, i, f"not valid JSON: {exc.msg} (column {exc.colno})",
+                                "bad-json"))
+            continue
+        if not isinstance(obj, dict):
+            issues.append(Issue(filename, i, f"expected a JSON object, found "
+                                f"{type(obj).__name__}", "bad-json"))
+            continue
+        yield i, obj
+
+
+def _json_field(obj: dict[str, object], name: str) -> str | None:
+    """A field of a JSON Lines record as text ("" for null); None when it is not a scalar."""
+    value = obj[name]
+    if value is None:
+        return ""
+    if isinstance(value, bool | dict | list):
+        return None
+    return str(value)
+
+
+def _json_rows(text: str, filename: str, wanted: tuple[str, ...]
+               ) -> tuple[list[dict[str, str]], list[int]]:
+    """Rows of a JSON Lines file: the wanted fields of each object, as text, and their lines."""
+    issues: list[Issue] = []
+    rows: list[dict[str, str]] = []
+    lines: list[int] = []
+    for line, obj in _json_objects(text, filename, issues):
+        missing = [f for f in wanted if f not in obj]
+        if missing:
+            issues.append(Issue(filename, line, f"the object lacks field(s) "
+                                f"{', '.join(missing)}", "missing-field"))
+            continue
+        row: dict[str, str] = {}
+        for f in wanted:
+            value = _json_field(obj, f)
+            if value is None:
+                issues.append(Issue(filename, line, f"field {f} must be a string or a number, "
+                                    f"not {type(obj[f]).__name__}", "bad-json"))
+            else:
+                row[f] = value
+        if len(row) == len(wanted):
+            rows.append(row)
+            lines.append(line)
+    if issues:
+        raise ValidationError(issues)
+    return rows, lines
+
+
 def _rows(fmt: InputFormat, text: str, filename: str,
           wanted: tuple[str, ...] | None = None) -> tuple[list[dict[str, str]], list[int]]:
     """Rows as column → value, and each row's 1-based line number in the file.
 
     Columns are found by name in the header row when the format has one (then only `wanted`
     ones are required), else by position in `columns`; `extra_columns` trailing fields are
-    tolerated.
+    tolerated. JSON Lines records are read by field name.
     """
+    if fmt.format == "jsonl":
+        return _json_rows(text, filename, wanted if wanted is not None else fmt.columns)
     issues: list[Issue] = []
     rows: list[dict[str, str]] = []
     lines: list[int] = []
@@ -293,6 +353,8 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
         ids = _line_ids(len(tokens), inputs)
     elif gfmt.format == "inline":
         ids, values, gold_lines = _inline_gold(spec, text, filename, issues)
+    elif gfmt.format == "jsonl":
+        ids, values, labels, gold_lines = _jsonl_gold(gfmt, text, filename, issues)
     else:
         reader = csv.reader(io.StringIO(text, newline=""))
         header = next(reader)
@@ -345,6 +407,41 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
                 filename, None, f"gold has {len(ids)} pairs but {inputs.filename or 'the inputs'}"
                 f" has {len(inputs)} (or their ids differ)", "gold-mismatch"))
     return DatasetGold(dataset, ids, scores, genres, sha256(data), filename, label_arr)
+
+
+def _jsonl_gold(gfmt: GoldFormat, text: str, filename: str, issues: list[Issue]
+                ) -> tuple[list[str], list[float], list[float], list[int]]:
+    """Ids, gold values, labels and lines of a JSON Lines gold file (fields named by gold.*)."""
+    wanted = (gfmt.id_column, gfmt.score_column) + (
+        (gfmt.label_column,) if gfmt.label_column else ())
+    ids: list[str] = []
+    values: list[float] = []
+    labels: list[float] = []
+    lines: list[int] = []
+    for line, obj in _json_objects(text, filename, issues):
+        missing = [f for f in wanted if f not in obj]
+        if missing:
+            issues.append(Issue(filename, line, f"the object lacks field(s) "
+                                f"{', '.join(missing)}", "missing-field"))
+            continue
+        fields = {f: _json_field(obj, f) for f in wanted}
+        bad = [f for f, v in fields.items() if v is None]
+        if bad:
+            issues.append(Issue(filename, line, f"field {bad[0]} must be a string or a number",
+                                "bad-json"))
+            continue
+        v = _gold_number(fields[gfmt.score_column] or "", "gold score", filename, line, issues,
+                         gfmt)
+        label = (_gold_number(fields[gfmt.label_column] or "", "gold label", filename, line,
+                              issues) if gfmt.label_column else None)
+        if v is None or (gfmt.label_column and label is None):
+            continue
+        ids.append((fields[gfmt.id_column] or "").strip())
+        values.append(v)
+        lines.append(line)
+        if label is not None:
+            labels.append(label)
+    return ids, values, labels, lines
 
 
 def _check_gold_range(task: TaskDefinition, dataset: str, scores: np.ndarray,
@@ -480,6 +577,8 @@ def participant_inputs(task: TaskDefinition, dataset: str, data: bytes, *,
     if problem:
         raise ValidationError(problem)
     assert text is not None
+    if fmt.format == "jsonl":
+        return _jsonl_without(text, drop, filename)
     records = list(_records(fmt, text))
     if not records:
         raise ValidationError(Issue(filename, None, "the file holds no pairs", "empty-file"))
@@ -495,3 +594,15 @@ def participant_inputs(task: TaskDefinition, dataset: str, data: bytes, *,
         csv.writer(out, delimiter=fmt.delimiter, lineterminator="\n").writerows(rows)
         return out.getvalue().encode("utf-8")
     return "".join(fmt.delimiter.join(row) + "\n" for row in rows).encode("utf-8")
+
+
+def _jsonl_without(text: str, drop: tuple[str, ...], filename: str) -> bytes:
+    """A JSON Lines file with the given fields removed from every object."""
+    issues: list[Issue] = []
+    out = [json.dumps({k: v for k, v in obj.items() if k not in drop}, ensure_ascii=False)
+           for _, obj in _json_objects(text, filename, issues)]
+    if issues:
+        raise ValidationError(issues)
+    if not out:
+        raise ValidationError(Issue(filename, None, "the file holds no pairs", "empty-file"))
+    return "".join(line + "\n" for line in out).encode("utf-8")

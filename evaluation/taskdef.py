@@ -21,8 +21,8 @@ DATASET_METRICS = tuple(METRICS)
 GENRE_METRICS = tuple(m.name for m in METRICS.values() if m.per_genre)
 AGGREGATE_METRICS = ("ALL", "ALLnorm", "Mean", "sum_pearson", "mean_spearman")
 RANKINGS = ("aggregate", "sum_pearson", "per_dataset")
-INPUT_FORMATS = ("tsv", "csv")
-GOLD_FORMATS = ("lines", "csv", "inline")
+INPUT_FORMATS = ("tsv", "csv", "jsonl")
+GOLD_FORMATS = ("lines", "csv", "inline", "jsonl")
 RUN_FORMATS = ("lines", "csv", "table")
 # metrics where a smaller value is better: ranked ascending
 LOWER_IS_BETTER = M.LOWER_IS_BETTER
