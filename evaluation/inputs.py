@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,8 @@ class DatasetGold:
     digest: str
     filename: str = ""
     labels: np.ndarray | None = field(default=None)
+    # gold.combine = "each": every annotator's scores, in this gold's order (scores: their mean)
+    annotators: tuple[np.ndarray, ...] = ()
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -505,6 +508,54 @@ def _line_ids(n: int, inputs: DatasetInputs | None) -> Sequence[str]:
     return [str(i) for i in range(1, n + 1)]
 
 
+def combine_gold(task: TaskDefinition, dataset: str,
+                 golds: Sequence[DatasetGold]) -> DatasetGold:
+    """One gold from several annotators' files, by the dataset's gold.combine rule.
+
+    `mean`: each pair's mean score over the annotators who scored it. `each`: the same mean,
+    with every annotator's scores kept for scoring against each. The files must name the same
+    pairs; ValidationError names the files and an id that differs.
+    """
+    if len(golds) == 1:
+        return golds[0]
+    first = golds[0]
+    columns = [first.scores]
+    for other in golds[1:]:
+        if other.ids is first.ids or other.ids == first.ids:
+            columns.append(other.scores)
+            continue
+        pos = {k: j for j, k in enumerate(other.ids)}
+        only_first = [k for k in first.ids if k not in pos]
+        only_other = sorted(set(other.ids) - set(first.ids))
+        if only_first or only_other or len(other.ids) != len(first.ids):
+            example = (f"id {only_first[0]!r} is only in {first.filename}" if only_first else
+                       f"id {only_other[0]!r} is only in {other.filename}" if only_other else
+                       "an id is listed twice")
+            raise ValidationError(Issue(other.filename, None, f"the gold files of {dataset} "
+                                        f"disagree on ids: {first.filename} has "
+                                        f"{len(first.ids)} pairs, {other.filename} "
+                                        f"{len(other.ids)}; {example}", "gold-mismatch"))
+        columns.append(other.scores[np.fromiter((pos[k] for k in first.ids), dtype=np.int64,
+                                                count=len(first.ids))])
+    stacked = np.vstack(columns)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        # a pair no annotator scored stays unscored (NaN), without numpy's empty-slice warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(stacked, axis=0)
+    each = task.dataset(dataset).gold.combine == "each"
+    return DatasetGold(dataset, first.ids, mean, first.genres,
+                       sha256("".join(g.digest for g in golds).encode()),
+                       " + ".join(g.filename for g in golds), None,
+                       tuple(stacked) if each else ())
+
+
+def read_gold_files(task: TaskDefinition, dataset: str, files: Sequence[tuple[str, bytes]], *,
+                    inputs: DatasetInputs | None = None) -> DatasetGold:
+    """Parse one dataset's gold from its (filename, bytes) files, one per annotator."""
+    return combine_gold(task, dataset, [read_gold(task, dataset, data, filename=name,
+                                                  inputs=inputs) for name, data in files])
+
+
 def _spec_file(release_dir: Path, rel: str | None) -> Path | None:
     if not rel:
         return None
@@ -539,9 +590,27 @@ def load_gold(task: TaskDefinition, release_dir: Path,
         if path is None:
             continue
         inp = (inputs or {}).get(spec.name) or _try_inputs(task, spec, release_dir)
+        if len(spec.gold_files) > 1:
+            out[spec.name] = read_gold_files(task, spec.name, _annotator_files(
+                release_dir, spec), inputs=inp)
+            continue
         out[spec.name] = read_gold(task, spec.name, path.read_bytes(), filename=path.name,
                                    inputs=inp)
     return out
+
+
+def _annotator_files(release_dir: Path, spec: DatasetSpec) -> list[tuple[str, bytes]]:
+    """(name, bytes) of each annotator's gold file; a missing one is an error, not skipped."""
+    found: list[tuple[str, bytes]] = []
+    for rel in spec.gold_files:
+        path = _spec_file(release_dir, rel)
+        if path is None:
+            raise ValidationError(Issue(str(release_dir / rel), None, f"gold file of {spec.name} "
+                                        f"not found (the definition lists "
+                                        f"{len(spec.gold_files)} annotators' files)",
+                                        "missing-gold"))
+        found.append((rel, path.read_bytes()))
+    return found
 
 
 def _try_inputs(task: TaskDefinition, spec: DatasetSpec, release_dir: Path) -> DatasetInputs | None:

@@ -195,6 +195,17 @@ class _Pairs:
     w: np.ndarray | None
     gold_digest: str
     run_digest: str
+    each: tuple[np.ndarray, ...] = ()  # gold.combine = "each": every annotator's gold
+
+
+def _gold_sets(p: _Pairs, labels: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(gold, labels) to score against: the one gold, or each annotator's in turn."""
+    return [(a, a) for a in p.each] if p.each else [(p.y, labels)]
+
+
+def _align_each(pred: DatasetPrediction, gold: DatasetGold) -> tuple[np.ndarray, ...]:
+    """Every annotator's gold put in the prediction's order (as _align does the mean)."""
+    return tuple(_align(pred, replace(gold, scores=a, labels=None))[0] for a in gold.annotators)
 
 
 def _align(pred: DatasetPrediction, gold: DatasetGold) -> tuple[np.ndarray, np.ndarray]:
@@ -321,6 +332,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
             warnings.append(f"{spec.name}: no gold is available; the dataset is not scored")
             continue
         y, labels = _align(pred, g)
+        each = _align_each(pred, g)
         x, w = pred.scores, pred.confidence
         if w is None and task.run.confidence_missing == "equal_weights":
             w = np.ones(len(x))
@@ -332,11 +344,12 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
             # a pair without gold is not scored: left out of every metric, CI and weight
             keep = np.flatnonzero(scored)
             x, y, labels = x[keep], y[keep], labels[keep]
+            each = tuple(a[keep] for a in each)
             w = w[keep] if w is not None else None
             kept = keep.tolist()
             genre_list = [genre_list[j] for j in kept]
             breakdowns = {b: [col[j] for j in kept] for b, col in breakdowns.items()}
-        pairs[spec.name] = _Pairs(x, y, w, g.digest, pred.digest)
+        pairs[spec.name] = _Pairs(x, y, w, g.digest, pred.digest, each)
         labels_of[spec.name] = labels
         files[spec.name] = pred.filename
         if task.genre_metrics:
@@ -368,16 +381,31 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
                                          f"{M.METRICS[metric].label} is not computed", sig)
                 point[name][metric] = np.nan
                 continue
-            v = (_metric(metric, task, p.x, p.y, labels_of[name], p.w, n_classes) if n
-                 else np.nan)
+            sets = _gold_sets(p, labels_of[name])
+            values = [(_metric(metric, task, p.x, yk, lk, p.w, n_classes) if n
+                       else np.asarray(np.nan)) for yk, lk in sets]
+            # scored against each annotator in turn: the dataset's value is their mean
+            v = values[0] if len(values) == 1 else np.mean(np.stack(values))
             value = _value(v)
             derived = task.derived_metric(metric)
+            yw, lw = next((gs for gs, vk in zip(sets, values, strict=True)
+                           if not np.isfinite(vk)), sets[0])
             warn = (None if value is not None
-                    else _derived_warning(derived, task, p.x, p.y, labels_of[name], p.w,
-                                          n_classes) if derived is not None
-                    else _undefined_warning(metric, p.x, p.y, n))
+                    else _derived_warning(derived, task, p.x, yw, lw, p.w, n_classes)
+                    if derived is not None
+                    else _undefined_warning(metric, p.x, yw, n))
             ms[metric] = MetricValue(value, None, warn, sig)
             point[name][metric] = float(v)
+            for k, ((yk, lk), vk) in enumerate(zip(sets, values, strict=True), start=1):
+                if len(sets) == 1:
+                    break
+                one = _value(vk)
+                ms[f"{metric}@{k}"] = MetricValue(
+                    one, None, None if one is not None else (
+                        _derived_warning(derived, task, p.x, yk, lk, p.w, n_classes)
+                        if derived is not None else _undefined_warning(metric, p.x, yk, n)),
+                    _signature(f"{name}/{metric}@{k}", policy, boot, seed, n, p.gold_digest,
+                               p.run_digest))
         genre_scores: dict[str, GenreScore] = {}
         for genre, idx in genres_of.get(name, {}).items():
             gm: dict[str, MetricValue] = {}
@@ -495,6 +523,13 @@ def _boot_metric(metric: str, task: TaskDefinition, c: np.ndarray, x: np.ndarray
                                threshold=task.binary_threshold, n_classes=n_classes)
 
 
+def _boot_each(metric: str, task: TaskDefinition, c: np.ndarray, p: _Pairs,
+               labels: np.ndarray, w: np.ndarray | None, n_classes: int) -> list[np.ndarray]:
+    """A dataset metric's resamples against the gold, or against each annotator's gold."""
+    return [_boot_metric(metric, task, c, p.x, yk, lk, w, n_classes)
+            for yk, lk in _gold_sets(p, labels)]
+
+
 def _boot_aggregate(agg: str, names: list[str], ms: list[np.ndarray],
                     per: Mapping[str, Mapping[str, np.ndarray]], sizes: list[int],
                     task: TaskDefinition | None = None, n_with_gold: int = 0) -> np.ndarray:
@@ -545,9 +580,12 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
             for metric in task.dataset_metrics(k):
                 if _needs_weights(metric) and p.w is None:
                     continue
-                v = _boot_metric(metric, task, c, p.x, p.y, labels_of[k], p.w, n_classes)
+                samples = _boot_each(metric, task, c, p, labels_of[k], p.w, n_classes)
+                v = samples[0] if len(samples) == 1 else np.mean(samples, axis=0)
                 per[k][metric] = v
                 ds_samples[k].setdefault(metric, []).append(v)
+                for j, one in enumerate(samples if len(samples) > 1 else (), start=1):
+                    ds_samples[k].setdefault(f"{metric}@{j}", []).append(one)
             if any(a in ("ALL", "ALLnorm") for a in aggregates):
                 ms.append(R.moments(c, p.x - shift_x, p.y - shift_y))
             for metric in needed:
@@ -556,8 +594,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
                 if _needs_weights(metric) and p.w is None:
                     per[k][metric] = np.full(b, np.nan)  # not computed: counts 0, as the point
                 else:
-                    per[k][metric] = _boot_metric(metric, task, c, p.x, p.y, labels_of[k], None,
-                                                  n_classes)
+                    per[k][metric] = np.mean(_boot_each(metric, task, c, p, labels_of[k], None,
+                                                        n_classes), axis=0)
         for agg in aggregates:
             if names:
                 agg_samples[agg].append(_boot_aggregate(agg, names, ms, per, sizes, task,

@@ -31,6 +31,8 @@ CLASS_METRICS = frozenset(m.name for m in METRICS.values() if m.on_classes)
 NUMERIC_ONLY = frozenset(m.name for m in METRICS.values() if not m.on_classes)
 AGGREGATE_WEIGHTS = ("pairs", "equal")
 UNSCORED_RULES = ("error", "blank")
+# several gold files (one per annotator): their mean as one gold, or scored against each
+GOLD_COMBINE = ("mean", "each")
 CONFIDENCE_MISSING = ("not_computed", "equal_weights")
 GENRE_RULES = ("none", "id_prefix", "column")
 TRANSFORMS = ("none", "lemma")
@@ -71,6 +73,7 @@ class GoldFormat:
     label_column: str | None = None
     unscored: str = "error"
     classes: tuple[str, ...] = ()
+    combine: str = "mean"
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,17 @@ class DatasetSpec:
     run_field: str | None = None
     score_min: float | None = None
     score_max: float | None = None
+    gold_paths: tuple[str, ...] = ()
+
+    @property
+    def gold_files(self) -> tuple[str, ...]:
+        """The dataset's gold files: one per annotator when the definition lists several.
+
+        A split that sets its own gold path has that one file.
+        """
+        if self.gold_paths and self.gold_paths[0] == self.gold_path:
+            return self.gold_paths
+        return (self.gold_path,) if self.gold_path else ()
 
 
 @dataclass(frozen=True)
@@ -344,7 +358,8 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "scores.": ("min", "max", "nan_policy"),
     "inputs.": ("format", "columns", "header", "id", "texts", "split", "transform", "genre",
                 "genre_separator", "genre_column", "quoted", "extra_columns", "breakdowns"),
-    "gold.": ("format", "id_column", "score_column", "label_column", "unscored", "classes"),
+    "gold.": ("format", "id_column", "score_column", "label_column", "unscored", "classes",
+              "combine"),
     "run.": ("format", "filename", "team_filename", "columns", "confidence", "confidence_range",
              "confidence_missing", "id_column", "na"),
     "metrics.": ("dataset", "genre", "aggregate", "board", "primary", "ranking",
@@ -424,6 +439,8 @@ def _gold_format(table: dict[str, Any], source: str, where: str) -> GoldFormat:
         unscored=_choice(_get(table, "unscored", str, source, "error", where), UNSCORED_RULES,
                          f"{where}unscored", source),
         classes=_strings(table, "classes", source, [], where),
+        combine=_choice(_get(table, "combine", str, source, "mean", where), GOLD_COMBINE,
+                        f"{where}combine", source),
     )
 
 
@@ -504,6 +521,38 @@ def _dataset_range(raw: dict[str, Any], task_range: tuple[float, float], source:
         raise TaskDefinitionError(f"{source}: {where}scores.min ({lo_f:g}) must be below "
                                   f"scores.max ({hi_f:g})")
     return (float(lo) if lo is not None else None, float(hi) if hi is not None else None)
+
+
+def _gold_patterns(table: dict[str, Any], source: str, default: tuple[str, ...] | None,
+                   where: str) -> tuple[str, ...]:
+    """The gold file pattern(s): one string, or a list with one file per annotator."""
+    value = _get(table, "gold", (str, list), source, None, where)
+    if value is None:
+        return default or ()
+    if isinstance(value, str):
+        return (value,)
+    patterns = _strings(table, "gold", source, where=where)
+    if not patterns:
+        raise TaskDefinitionError(f"{source}: {where}gold must name at least one file")
+    if len(set(patterns)) != len(patterns):
+        raise TaskDefinitionError(f"{source}: {where}gold names a file twice ({list(patterns)})")
+    return patterns
+
+
+def _check_annotators(gold: GoldFormat, patterns: tuple[str, ...], source: str,
+                      where: str) -> None:
+    """Refuse several gold files where they cannot be combined."""
+    if len(patterns) < 2:
+        return
+    if gold.format == "inline":
+        raise TaskDefinitionError(f"{source}: {where}gold lists {len(patterns)} files, but "
+                                  "gold.format inline reads the one input file")
+    if gold.classes:
+        raise TaskDefinitionError(f"{source}: {where}gold lists {len(patterns)} files, but "
+                                  "class labels (gold.classes) cannot be combined")
+    if gold.combine == "each" and gold.unscored == "blank":
+        raise TaskDefinitionError(f"{source}: {where}gold.combine each needs every annotator "
+                                  "to score every pair (gold.unscored = error)")
 
 
 def _registry_inputs(metrics: tuple[str, ...], derived: tuple[DerivedMetric, ...]
@@ -648,7 +697,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         str(t): _strings(tracks_table, t, source, where="tracks.") for t in tracks_table
     }
     layout_input = _get(layout, "input", str, source, None, "layout.")
-    layout_gold = _get(layout, "gold", str, source, None, "layout.")
+    layout_gold = _gold_patterns(layout, source, None, "layout.")
     datasets: list[DatasetSpec] = []
     seen: set[str] = set()
     for i, raw in enumerate(raw_datasets):
@@ -663,9 +712,10 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         input_path = _get(raw, "input", str, source, layout_input, where)
         if input_path is None:
             raise TaskDefinitionError(f"{source}: {where}input (or layout.input) is missing")
-        gold_path = _get(raw, "gold", str, source, layout_gold, where)
+        gold_patterns = _gold_patterns(raw, source, layout_gold, where)
+        gold_path = gold_patterns[0] if gold_patterns else None
         if raw.get("no_gold", False):
-            gold_path = None
+            gold_path, gold_patterns = None, ()
         own_inputs = _get(raw, "inputs", dict, source, {}, where)
         own_gold = _get(raw, "gold_format", dict, source, {}, where)
         inputs = _input_format({**inputs_table, **own_inputs}, source, where + "inputs.")
@@ -685,6 +735,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
                                       "table takes each dataset from its own run column)")
         _check_dataset(dname, inputs, gold, _registry_inputs(own_metrics or metrics, derived),
                        run, source, where)
+        _check_annotators(gold, gold_patterns, source, where)
         datasets.append(DatasetSpec(
             name=dname,
             track=_get(raw, "track", str, source, None, where),
@@ -701,6 +752,8 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
             run_field=run_field,
             score_min=own_min,
             score_max=own_max,
+            gold_paths=tuple(_template(g, ("dataset",), f"{where}gold", source).format(
+                dataset=dname) for g in gold_patterns),
         ))
     for t, names in tracks.items():
         unknown = [n for n in names if n not in seen]
