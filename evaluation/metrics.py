@@ -245,7 +245,7 @@ def kendall(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 # pairs x blocked columns of the sign matrices held at once by boot_kendall
 _KENDALL_BLOCK = 4_000_000
 # above this many pairs the n x n quadratic forms cost more than expanding each resample
-_KENDALL_QUADRATIC_MAX = 6_000
+_KENDALL_QUADRATIC_MAX = 4_000
 
 
 def boot_kendall(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -84,7 +84,7 @@ def test_kendall_over_rows_of_a_bootstrap_shape():
     np.testing.assert_allclose(got, want, atol=1e-12)
 
 
-@pytest.mark.parametrize("quadratic_max", [6_000, 10])
+@pytest.mark.parametrize("quadratic_max", [4_000, 10])
 def test_boot_kendall_equals_scipy_on_each_resample(monkeypatch, quadratic_max):
     monkeypatch.setattr(M, "_KENDALL_QUADRATIC_MAX", quadratic_max)
     rng = np.random.default_rng(5)
