@@ -322,6 +322,18 @@ def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: st
 def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
               inputs: DatasetInputs | None = None) -> DatasetGold:
     """Parse one dataset's gold file; ValidationError lists what is wrong with it."""
+    n_files = len(task.dataset(dataset).gold_files)
+    if n_files > 1:
+        # one annotator's file alone would silently score against the wrong gold
+        raise ValidationError(Issue(filename, None, f"{dataset} has {n_files} annotators' gold "
+                                    "files; they are read together (read_gold_files)",
+                                    "several-gold-files"))
+    return _read_gold_file(task, dataset, data, filename=filename, inputs=inputs)
+
+
+def _read_gold_file(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
+                    inputs: DatasetInputs | None = None) -> DatasetGold:
+    """One gold file of a dataset, parsed and checked (see read_gold)."""
     spec = task.dataset(dataset)
     text, problem = decode_text(data, filename)
     if problem:
@@ -552,8 +564,14 @@ def combine_gold(task: TaskDefinition, dataset: str,
 def read_gold_files(task: TaskDefinition, dataset: str, files: Sequence[tuple[str, bytes]], *,
                     inputs: DatasetInputs | None = None) -> DatasetGold:
     """Parse one dataset's gold from its (filename, bytes) files, one per annotator."""
-    return combine_gold(task, dataset, [read_gold(task, dataset, data, filename=name,
-                                                  inputs=inputs) for name, data in files])
+    wanted = max(1, len(task.dataset(dataset).gold_files))
+    if len(files) != wanted:
+        raise ValidationError(Issue(", ".join(name for name, _ in files) or None, None,
+                                    f"{dataset} takes {wanted} gold file(s), one per annotator "
+                                    f"in the order of the definition; {len(files)} given",
+                                    "gold-count"))
+    return combine_gold(task, dataset, [_read_gold_file(task, dataset, data, filename=name,
+                                                        inputs=inputs) for name, data in files])
 
 
 def _spec_file(release_dir: Path, rel: str | None) -> Path | None:

@@ -12,6 +12,7 @@ from evaluation import (
     load_gold,
     load_inputs,
     parse_task,
+    read_gold,
     score_run,
     validate_run,
     write_run,
@@ -135,7 +136,8 @@ def test_annotator_files_that_disagree_on_ids_are_refused():
     task = parse_task(CSV_GOLD)
     with pytest.raises(ValidationError) as err:
         read_gold_files(task, "news", [("a1.csv", b"PairID,Score\n1,1\n2,4\n"),
-                                       ("a2.csv", b"PairID,Score\n1,2\n7,3\n")])
+                                       ("a2.csv", b"PairID,Score\n1,2\n7,3\n"),
+                                       ("a3.csv", b"PairID,Score\n2,2\n1,3\n")])
     (issue,) = err.value.issues
     assert issue.file == "a2.csv"
     assert issue.message == ("the gold files of news disagree on ids: a1.csv has 2 pairs, "
@@ -173,3 +175,13 @@ def test_bad_annotator_definitions_are_refused(change, problem):
     with pytest.raises(TaskDefinitionError) as err:
         parse_task(ANNOTATED.replace(*change).replace("COMBINE", "mean"))
     assert problem in str(err.value)
+
+
+def test_one_annotator_file_alone_is_refused_not_scored(tmp_path):
+    task, _ = _release(tmp_path, "mean")
+    data = (tmp_path / "a1" / "STS.gs.news.txt").read_bytes()
+    with pytest.raises(ValidationError, match="news has 3 annotators' gold files; they are "
+                       r"read together \(read_gold_files\)"):
+        read_gold(task, "news", data, filename="STS.gs.news.txt")
+    with pytest.raises(ValidationError, match="news takes 3 gold file"):
+        read_gold_files(task, "news", [("a1", data), ("a2", data)])
