@@ -66,8 +66,14 @@ class Expression:
         return np.asarray(_eval(tree.body, values), dtype=np.float64)
 
 
+# a definition's formula is short; a longer text could only exhaust the parser's recursion
+MAX_LENGTH = 300
+
+
 @lru_cache(maxsize=256)
 def _parse(text: str) -> ast.Expression:
+    if len(text) > MAX_LENGTH:
+        raise ValueError(f"expression is {len(text)} characters long (at most {MAX_LENGTH})")
     try:
         return ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:

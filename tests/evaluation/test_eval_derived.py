@@ -136,6 +136,7 @@ def test_expression_values_and_undefined_results():
     ("pearson +", "is not valid"),
     ("lambda: 1", "lambda is not allowed"),
     ("spearmann + pearson", "names spearmann, which is not a metric"),
+    ("-" * 400 + "pearson", "expression is 407 characters long (at most 300)"),
 ])
 def test_unsafe_or_wrong_expressions_are_refused(expr, problem):
     text = WORDSIM.replace('"hmean(pearson, spearman)"', repr(expr).replace("\\'", "'")
