@@ -62,7 +62,8 @@ class BaselineSystem:
         """Scores in the task's range: the similarity mapped linearly onto [min, max]."""
         sim = np.clip(np.asarray(self.similarity(pairs, progress=progress), dtype=np.float64),
                       0.0, 1.0)
-        return task.score_min + sim * (task.score_max - task.score_min)
+        lo, hi = task.score_range(dataset)
+        return lo + sim * (hi - lo)
 
 
 def _report(progress: Progress | None, n: int) -> None:
@@ -173,7 +174,7 @@ class RandomScores(BaselineSystem):
     def score(self, task: TaskDefinition, dataset: str, pairs: Pairs, *,
               progress: Progress | None = None) -> np.ndarray:
         """Uniform draws over [score_min, score_max] from (seed, dataset)."""
-        out = self._rng(dataset).uniform(task.score_min, task.score_max, len(pairs))
+        out = self._rng(dataset).uniform(*task.score_range(dataset), len(pairs))
         _report(progress, len(pairs))
         return out
 

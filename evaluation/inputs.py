@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +84,8 @@ class DatasetGold:
     digest: str
     filename: str = ""
     labels: np.ndarray | None = field(default=None)
+    # gold.combine = "each": every annotator's scores, in this gold's order (scores: their mean)
+    annotators: tuple[np.ndarray, ...] = ()
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -115,14 +119,73 @@ def _records(fmt: InputFormat, text: str) -> Iterator[tuple[int, list[str]]]:
         yield i, line.split(fmt.delimiter)
 
 
+def _json_objects(text: str, filename: str, issues: list[Issue]
+                  ) -> Iterator[tuple[int, dict[str, object]]]:
+    """(1-based line, object) of each non-blank line of a JSON Lines file; problems to issues."""
+    for i, line in enumerate(split_lines(text), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            issues.append(Issue(filename, i, f"not valid JSON: {exc.msg} (column {exc.colno})",
+                                "bad-json"))
+            continue
+        if not isinstance(obj, dict):
+            issues.append(Issue(filename, i, f"expected a JSON object, found "
+                                f"{type(obj).__name__}", "bad-json"))
+            continue
+        yield i, obj
+
+
+def _json_field(obj: dict[str, object], name: str) -> str | None:
+    """A field of a JSON Lines record as text ("" for null); None when it is not a scalar."""
+    value = obj[name]
+    if value is None:
+        return ""
+    if isinstance(value, bool | dict | list):
+        return None
+    return str(value)
+
+
+def _json_rows(text: str, filename: str, wanted: tuple[str, ...]
+               ) -> tuple[list[dict[str, str]], list[int]]:
+    """Rows of a JSON Lines file: the wanted fields of each object, as text, and their lines."""
+    issues: list[Issue] = []
+    rows: list[dict[str, str]] = []
+    lines: list[int] = []
+    for line, obj in _json_objects(text, filename, issues):
+        missing = [f for f in wanted if f not in obj]
+        if missing:
+            issues.append(Issue(filename, line, f"the object lacks field(s) "
+                                f"{', '.join(missing)}", "missing-field"))
+            continue
+        row: dict[str, str] = {}
+        for f in wanted:
+            value = _json_field(obj, f)
+            if value is None:
+                issues.append(Issue(filename, line, f"field {f} must be a string or a number, "
+                                    f"not {type(obj[f]).__name__}", "bad-json"))
+            else:
+                row[f] = value
+        if len(row) == len(wanted):
+            rows.append(row)
+            lines.append(line)
+    if issues:
+        raise ValidationError(issues)
+    return rows, lines
+
+
 def _rows(fmt: InputFormat, text: str, filename: str,
           wanted: tuple[str, ...] | None = None) -> tuple[list[dict[str, str]], list[int]]:
     """Rows as column → value, and each row's 1-based line number in the file.
 
     Columns are found by name in the header row when the format has one (then only `wanted`
     ones are required), else by position in `columns`; `extra_columns` trailing fields are
-    tolerated.
+    tolerated. JSON Lines records are read by field name.
     """
+    if fmt.format == "jsonl":
+        return _json_rows(text, filename, wanted if wanted is not None else fmt.columns)
     issues: list[Issue] = []
     rows: list[dict[str, str]] = []
     lines: list[int] = []
@@ -259,6 +322,18 @@ def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: st
 def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
               inputs: DatasetInputs | None = None) -> DatasetGold:
     """Parse one dataset's gold file; ValidationError lists what is wrong with it."""
+    n_files = len(task.dataset(dataset).gold_files)
+    if n_files > 1:
+        # one annotator's file alone would silently score against the wrong gold
+        raise ValidationError(Issue(filename, None, f"{dataset} has {n_files} annotators' gold "
+                                    "files; they are read together (read_gold_files)",
+                                    "several-gold-files"))
+    return _read_gold_file(task, dataset, data, filename=filename, inputs=inputs)
+
+
+def _read_gold_file(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
+                    inputs: DatasetInputs | None = None) -> DatasetGold:
+    """One gold file of a dataset, parsed and checked (see read_gold)."""
     spec = task.dataset(dataset)
     text, problem = decode_text(data, filename)
     if problem:
@@ -270,6 +345,7 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
     labels: list[float] = []
     gfmt = spec.gold
     scores: np.ndarray | None = None
+    gold_lines: list[int] | None = None  # each value's line where not simply its position
     fast = arrow_float_columns(data, 1) if gfmt.format == "lines" else None
     if fast is not None:
         scores = fast[0]
@@ -291,7 +367,9 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
                     values.append(v)
         ids = _line_ids(len(tokens), inputs)
     elif gfmt.format == "inline":
-        ids, values = _inline_gold(spec, text, filename, issues)
+        ids, values, gold_lines = _inline_gold(spec, text, filename, issues)
+    elif gfmt.format == "jsonl":
+        ids, values, labels, gold_lines = _jsonl_gold(gfmt, text, filename, issues)
     else:
         reader = csv.reader(io.StringIO(text, newline=""))
         header = next(reader)
@@ -300,6 +378,7 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
         index = _header_index(header, wanted, filename)
         csv_ids: list[str] = []
         ids = csv_ids
+        gold_lines = []
         for row in reader:
             if not row:
                 continue
@@ -315,6 +394,7 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
             if v is None or (gfmt.label_column and label is None):
                 continue
             csv_ids.append(row[index[gfmt.id_column]].strip())
+            gold_lines.append(line)
             values.append(v)
             if label is not None:
                 labels.append(label)
@@ -322,6 +402,8 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
         raise ValidationError(issues)
     if scores is None:
         scores = np.asarray(values, dtype=np.float64)
+    if not gfmt.classes:
+        _check_gold_range(task, dataset, scores, gold_lines, filename)
     label_arr = np.asarray(labels, dtype=np.float64) if gfmt.label_column else None
     genres: Sequence[str | None] = [None] * len(ids)
     if inputs is not None:
@@ -342,9 +424,57 @@ def read_gold(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
     return DatasetGold(dataset, ids, scores, genres, sha256(data), filename, label_arr)
 
 
+def _jsonl_gold(gfmt: GoldFormat, text: str, filename: str, issues: list[Issue]
+                ) -> tuple[list[str], list[float], list[float], list[int]]:
+    """Ids, gold values, labels and lines of a JSON Lines gold file (fields named by gold.*)."""
+    wanted = (gfmt.id_column, gfmt.score_column) + (
+        (gfmt.label_column,) if gfmt.label_column else ())
+    ids: list[str] = []
+    values: list[float] = []
+    labels: list[float] = []
+    lines: list[int] = []
+    for line, obj in _json_objects(text, filename, issues):
+        missing = [f for f in wanted if f not in obj]
+        if missing:
+            issues.append(Issue(filename, line, f"the object lacks field(s) "
+                                f"{', '.join(missing)}", "missing-field"))
+            continue
+        fields = {f: _json_field(obj, f) for f in wanted}
+        bad = [f for f, v in fields.items() if v is None]
+        if bad:
+            issues.append(Issue(filename, line, f"field {bad[0]} must be a string or a number",
+                                "bad-json"))
+            continue
+        v = _gold_number(fields[gfmt.score_column] or "", "gold score", filename, line, issues,
+                         gfmt)
+        label = (_gold_number(fields[gfmt.label_column] or "", "gold label", filename, line,
+                              issues) if gfmt.label_column else None)
+        if v is None or (gfmt.label_column and label is None):
+            continue
+        ids.append((fields[gfmt.id_column] or "").strip())
+        values.append(v)
+        lines.append(line)
+        if label is not None:
+            labels.append(label)
+    return ids, values, labels, lines
+
+
+def _check_gold_range(task: TaskDefinition, dataset: str, scores: np.ndarray,
+                      lines: Sequence[int] | None, filename: str) -> None:
+    """Refuse gold scores outside the dataset's score range, naming each line."""
+    lo, hi = task.score_range(dataset)
+    with np.errstate(invalid="ignore"):
+        outside = np.flatnonzero((scores < lo) | (scores > hi))
+    if outside.size:
+        at = [int(j) + 1 if lines is None else lines[int(j)] for j in outside]
+        raise ValidationError([Issue(filename, line, f"gold score {scores[j]:g} is outside "
+                                     f"[{lo:g}, {hi:g}], the score range of {dataset}",
+                                     "out-of-range") for j, line in zip(outside, at, strict=True)])
+
+
 def _inline_gold(spec: DatasetSpec, text: str, filename: str,
-                 issues: list[Issue]) -> tuple[Sequence[str], list[float]]:
-    """Ids and gold values read from a gold column of the input file itself."""
+                 issues: list[Issue]) -> tuple[Sequence[str], list[float], list[int]]:
+    """Ids, gold values and their lines, read from a gold column of the input file itself."""
     fmt, gfmt = spec.inputs, spec.gold
     wanted = tuple(dict.fromkeys((gfmt.score_column, *([fmt.id] if fmt.id != "line" else []))))
     rows, lines = _rows(fmt, text, filename, wanted)
@@ -353,7 +483,7 @@ def _inline_gold(spec: DatasetSpec, text: str, filename: str,
     for row, line in zip(rows, lines, strict=True):
         v = _gold_number(row[gfmt.score_column], "gold score", filename, line, issues, gfmt)
         values.append(float("nan") if v is None else v)
-    return ids, values
+    return ids, values, lines
 
 
 def _gold_number(token: str, what: str, filename: str, line: int,
@@ -390,6 +520,60 @@ def _line_ids(n: int, inputs: DatasetInputs | None) -> Sequence[str]:
     return [str(i) for i in range(1, n + 1)]
 
 
+def combine_gold(task: TaskDefinition, dataset: str,
+                 golds: Sequence[DatasetGold]) -> DatasetGold:
+    """One gold from several annotators' files, by the dataset's gold.combine rule.
+
+    `mean`: each pair's mean score over the annotators who scored it. `each`: the same mean,
+    with every annotator's scores kept for scoring against each. The files must name the same
+    pairs; ValidationError names the files and an id that differs.
+    """
+    if len(golds) == 1:
+        return golds[0]
+    first = golds[0]
+    columns = [first.scores]
+    for other in golds[1:]:
+        if other.ids is first.ids or other.ids == first.ids:
+            columns.append(other.scores)
+            continue
+        pos = {k: j for j, k in enumerate(other.ids)}
+        only_first = [k for k in first.ids if k not in pos]
+        only_other = sorted(set(other.ids) - set(first.ids))
+        if only_first or only_other or len(other.ids) != len(first.ids):
+            example = (f"id {only_first[0]!r} is only in {first.filename}" if only_first else
+                       f"id {only_other[0]!r} is only in {other.filename}" if only_other else
+                       "an id is listed twice")
+            raise ValidationError(Issue(other.filename, None, f"the gold files of {dataset} "
+                                        f"disagree on ids: {first.filename} has "
+                                        f"{len(first.ids)} pairs, {other.filename} "
+                                        f"{len(other.ids)}; {example}", "gold-mismatch"))
+        columns.append(other.scores[np.fromiter((pos[k] for k in first.ids), dtype=np.int64,
+                                                count=len(first.ids))])
+    stacked = np.vstack(columns)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        # a pair no annotator scored stays unscored (NaN), without numpy's empty-slice warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(stacked, axis=0)
+    each = task.dataset(dataset).gold.combine == "each"
+    return DatasetGold(dataset, first.ids, mean, first.genres,
+                       sha256("".join(g.digest for g in golds).encode()),
+                       " + ".join(g.filename for g in golds), None,
+                       tuple(stacked) if each else ())
+
+
+def read_gold_files(task: TaskDefinition, dataset: str, files: Sequence[tuple[str, bytes]], *,
+                    inputs: DatasetInputs | None = None) -> DatasetGold:
+    """Parse one dataset's gold from its (filename, bytes) files, one per annotator."""
+    wanted = max(1, len(task.dataset(dataset).gold_files))
+    if len(files) != wanted:
+        raise ValidationError(Issue(", ".join(name for name, _ in files) or None, None,
+                                    f"{dataset} takes {wanted} gold file(s), one per annotator "
+                                    f"in the order of the definition; {len(files)} given",
+                                    "gold-count"))
+    return combine_gold(task, dataset, [_read_gold_file(task, dataset, data, filename=name,
+                                                        inputs=inputs) for name, data in files])
+
+
 def _spec_file(release_dir: Path, rel: str | None) -> Path | None:
     if not rel:
         return None
@@ -424,9 +608,27 @@ def load_gold(task: TaskDefinition, release_dir: Path,
         if path is None:
             continue
         inp = (inputs or {}).get(spec.name) or _try_inputs(task, spec, release_dir)
+        if len(spec.gold_files) > 1:
+            out[spec.name] = read_gold_files(task, spec.name, _annotator_files(
+                release_dir, spec), inputs=inp)
+            continue
         out[spec.name] = read_gold(task, spec.name, path.read_bytes(), filename=path.name,
                                    inputs=inp)
     return out
+
+
+def _annotator_files(release_dir: Path, spec: DatasetSpec) -> list[tuple[str, bytes]]:
+    """(name, bytes) of each annotator's gold file; a missing one is an error, not skipped."""
+    found: list[tuple[str, bytes]] = []
+    for rel in spec.gold_files:
+        path = _spec_file(release_dir, rel)
+        if path is None:
+            raise ValidationError(Issue(str(release_dir / rel), None, f"gold file of {spec.name} "
+                                        f"not found (the definition lists "
+                                        f"{len(spec.gold_files)} annotators' files)",
+                                        "missing-gold"))
+        found.append((rel, path.read_bytes()))
+    return found
 
 
 def _try_inputs(task: TaskDefinition, spec: DatasetSpec, release_dir: Path) -> DatasetInputs | None:
@@ -462,6 +664,8 @@ def participant_inputs(task: TaskDefinition, dataset: str, data: bytes, *,
     if problem:
         raise ValidationError(problem)
     assert text is not None
+    if fmt.format == "jsonl":
+        return _jsonl_without(text, drop, filename)
     records = list(_records(fmt, text))
     if not records:
         raise ValidationError(Issue(filename, None, "the file holds no pairs", "empty-file"))
@@ -477,3 +681,15 @@ def participant_inputs(task: TaskDefinition, dataset: str, data: bytes, *,
         csv.writer(out, delimiter=fmt.delimiter, lineterminator="\n").writerows(rows)
         return out.getvalue().encode("utf-8")
     return "".join(fmt.delimiter.join(row) + "\n" for row in rows).encode("utf-8")
+
+
+def _jsonl_without(text: str, drop: tuple[str, ...], filename: str) -> bytes:
+    """A JSON Lines file with the given fields removed from every object."""
+    issues: list[Issue] = []
+    out = [json.dumps({k: v for k, v in obj.items() if k not in drop}, ensure_ascii=False)
+           for _, obj in _json_objects(text, filename, issues)]
+    if issues:
+        raise ValidationError(issues)
+    if not out:
+        raise ValidationError(Issue(filename, None, "the file holds no pairs", "empty-file"))
+    return "".join(line + "\n" for line in out).encode("utf-8")

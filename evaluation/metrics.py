@@ -8,8 +8,11 @@ layer turns them into None with a warning.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+
+from evaluation import resampling as R
 
 UNDEFINED_CONSTANT = "undefined: the {side} scores are constant, so the correlation has no value"
 
@@ -180,16 +183,198 @@ def total(values: Sequence[np.ndarray]) -> np.ndarray:
                          nan=0.0).sum(axis=0)
 
 
+def _dense_ranks(a: np.ndarray) -> np.ndarray:
+    """0-based dense ranks of a 1-D array (equal values share a rank)."""
+    return np.unique(a, return_inverse=True)[1].astype(np.int64).ravel()
+
+
+def _tied_pairs(ranks: np.ndarray) -> int:
+    """Pairs of equal values, from dense ranks."""
+    counts = np.bincount(ranks).astype(np.int64)
+    return int((counts * (counts - 1) // 2).sum())
+
+
+def _inversions(r: np.ndarray) -> int:
+    """Pairs i < j with r[i] > r[j] (strictly), by bottom-up merging: O(n log² n) in numpy."""
+    n = r.size
+    s = r.astype(np.int64)
+    idx = np.arange(n)
+    total = 0
+    width = 1
+    while width < n:
+        block = idx // (2 * width)
+        left = (idx % (2 * width)) < width
+        # keys sort by block first, so each level's left halves form one sorted array
+        key = block * (n + 1) + s
+        lk, rk = key[left], key[~left]
+        end = np.searchsorted(lk, (block[~left] + 1) * (n + 1), side="left")
+        total += int((end - np.searchsorted(lk, rk, side="right")).sum())
+        s = np.sort(key) - block * (n + 1)
+        width *= 2
+    return total
+
+
+def _kendall_1d(x: np.ndarray, y: np.ndarray) -> float:
+    """Kendall's tau-b of two 1-D arrays (Knight's algorithm; NaN when a side is constant)."""
+    n = x.size
+    if n < 2:
+        return float("nan")
+    rx, ry = _dense_ranks(x), _dense_ranks(y)
+    order = np.lexsort((ry, rx))
+    discordant = _inversions(ry[order])
+    total = n * (n - 1) // 2
+    x_ties, y_ties = _tied_pairs(rx), _tied_pairs(ry)
+    both = _tied_pairs(_dense_ranks(rx * (int(ry.max()) + 1) + ry))
+    s = total - x_ties - y_ties + both - 2 * discordant
+    den = float(total - x_ties) * float(total - y_ties)
+    return float(np.clip(s / np.sqrt(den), -1.0, 1.0)) if den > 0 else float("nan")
+
+
+def kendall(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b along the last axis (as scipy.stats.kendalltau); NaN for a constant side."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.ndim == 1:
+        return np.asarray(_kendall_1d(x, y))
+    flat_x = x.reshape(-1, x.shape[-1])
+    flat_y = np.broadcast_to(y, x.shape).reshape(-1, x.shape[-1])
+    out = np.array([_kendall_1d(a, b) for a, b in zip(flat_x, flat_y, strict=True)])
+    return out.reshape(x.shape[:-1])
+
+
+# pairs x blocked columns of the sign matrices held at once by boot_kendall
+_KENDALL_BLOCK = 4_000_000
+# above this many pairs the n x n quadratic forms cost more than expanding each resample
+_KENDALL_QUADRATIC_MAX = 4_000
+
+
+def boot_kendall(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b of each resample of a (B, n) count matrix.
+
+    Copies of one drawn pair are tied on both sides and add nothing, so over distinct pairs
+    S = c'Ac / 2 with A = sign(dx) sign(dy), and the untied-pair counts are c'|sign(dx)|c / 2.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n = x.size
+    if n > _KENDALL_QUADRATIC_MAX:
+        return np.array([_kendall_1d(np.repeat(x, row.astype(np.int64)),
+                                     np.repeat(y, row.astype(np.int64))) for row in c])
+    s = np.zeros(c.shape[0])
+    tx = np.zeros(c.shape[0])
+    ty = np.zeros(c.shape[0])
+    step = max(1, _KENDALL_BLOCK // max(1, n))
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        sx = np.sign(x[:, None] - x[None, lo:hi])
+        sy = np.sign(y[:, None] - y[None, lo:hi])
+        cb = c[:, lo:hi]
+        s += ((c @ (sx * sy)) * cb).sum(axis=1)
+        tx += ((c @ np.abs(sx)) * cb).sum(axis=1)
+        ty += ((c @ np.abs(sy)) * cb).sum(axis=1)
+    den = tx * ty
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(den > 0, s / np.sqrt(np.where(den > 0, den, 1.0)), np.nan)
+    return np.clip(r, -1.0, 1.0)
+
+
 PairMetric = Callable[..., np.ndarray]
 
-# name → (function, needs confidence weights, needs binary threshold)
-DATASET_REGISTRY: dict[str, tuple[PairMetric, bool, bool]] = {
-    "pearson": (pearson, False, False),
-    "spearman": (spearman, False, False),
-    "weighted_pearson": (weighted_pearson, True, False),
-    "accuracy": (accuracy, False, True),
-    "f1": (f1, False, True),
-    "mse": (mse, False, False),
-}
 
-CORRELATIONS = frozenset({"pearson", "spearman", "weighted_pearson"})
+@dataclass(frozen=True)
+class Metric:
+    """Everything the library knows about one per-dataset metric.
+
+    Calling conventions: `point(x, y)` and `resampled(c, x, y)` by default; with
+    `needs_weights` a trailing confidence array `w`; with `needs_threshold` the gold argument
+    is the binary labels and a trailing threshold follows; `class_point(x, y, n_classes)` and
+    `class_resampled(c, x, y, n_classes)` score class-label indices.
+    """
+
+    name: str
+    label: str
+    point: PairMetric | None
+    resampled: PairMetric | None
+    needs_weights: bool = False
+    needs_threshold: bool = False
+    needs_classes: bool = False
+    class_point: PairMetric | None = None
+    class_resampled: PairMetric | None = None
+    lower_is_better: bool = False
+    correlation: bool = False
+    per_genre: bool = False
+
+    @property
+    def numeric(self) -> bool:
+        """Whether the metric scores numeric gold."""
+        return self.point is not None
+
+    @property
+    def on_classes(self) -> bool:
+        """Whether the metric scores class labels (gold.classes)."""
+        return self.class_point is not None
+
+
+def _class_accuracy(pred: np.ndarray, gold: np.ndarray, n_classes: int) -> np.ndarray:
+    return class_accuracy(pred, gold)
+
+
+def _boot_class_accuracy(c: np.ndarray, pred: np.ndarray, gold: np.ndarray,
+                         n_classes: int) -> np.ndarray:
+    return R.boot_class_accuracy(c, pred, gold)
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("pearson", "Pearson", pearson, R.boot_pearson, correlation=True, per_genre=True),
+    Metric("spearman", "Spearman", spearman, R.boot_spearman, correlation=True,
+           per_genre=True),
+    Metric("weighted_pearson", "Weighted Pearson", weighted_pearson, R.boot_weighted_pearson,
+           needs_weights=True, correlation=True),
+    Metric("accuracy", "Accuracy", accuracy, R.boot_accuracy, needs_threshold=True,
+           class_point=_class_accuracy, class_resampled=_boot_class_accuracy),
+    Metric("f1", "F1", f1, R.boot_f1, needs_threshold=True),
+    Metric("mse", "MSE", mse, R.boot_mse, lower_is_better=True, per_genre=True),
+    Metric("macro_f1", "Macro-F1", None, None, needs_classes=True, class_point=macro_f1,
+           class_resampled=R.boot_macro_f1),
+    Metric("kendall", "Kendall's tau-b", kendall, boot_kendall, correlation=True),
+)}
+"""The per-dataset metrics a definition may name, in documentation order."""
+
+LOWER_IS_BETTER = frozenset(m.name for m in METRICS.values() if m.lower_is_better)
+CORRELATIONS = frozenset(m.name for m in METRICS.values() if m.correlation)
+
+
+def compute(name: str, x: np.ndarray, y: np.ndarray, *, labels: np.ndarray | None = None,
+            weights: np.ndarray | None = None, threshold: float = 0.5,
+            n_classes: int = 0) -> np.ndarray:
+    """The registry metric `name` of run scores x against gold y (class indices if n_classes)."""
+    m = METRICS[name]
+    if n_classes:
+        if m.class_point is None:
+            raise ValueError(f"metric {name} does not score class labels")
+        return m.class_point(x, y, n_classes)
+    if m.point is None:
+        raise ValueError(f"metric {name} needs class labels")
+    if m.needs_weights:
+        return m.point(x, y, weights)
+    if m.needs_threshold:
+        return m.point(x, y if labels is None else labels, threshold)
+    return m.point(x, y)
+
+
+def compute_resampled(name: str, c: np.ndarray, x: np.ndarray, y: np.ndarray, *,
+                      labels: np.ndarray | None = None, weights: np.ndarray | None = None,
+                      threshold: float = 0.5, n_classes: int = 0) -> np.ndarray:
+    """The registry metric `name` over every resample (row) of a count matrix c."""
+    m = METRICS[name]
+    if n_classes:
+        if m.class_resampled is None:
+            raise ValueError(f"metric {name} does not score class labels")
+        return m.class_resampled(c, x, y, n_classes)
+    if m.resampled is None:
+        raise ValueError(f"metric {name} needs class labels")
+    if m.needs_weights:
+        return m.resampled(c, x, y, weights)
+    if m.needs_threshold:
+        return m.resampled(c, x, y if labels is None else labels, threshold)
+    return m.resampled(c, x, y)

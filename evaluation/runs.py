@@ -692,17 +692,18 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
             continue
         assert text is not None
         table_parsed: _Parsed | None = None
+        scale = task.with_range_of(dataset)  # a dataset may have its own score range
         if task.run.format == "lines":
-            parsed = _parse_lines_run(task, col, text, len(inp), files[filename])
+            parsed = _parse_lines_run(scale, col, text, len(inp), files[filename])
         elif task.run.format == "table":
-            table_parsed = _parse_table_run(task, col, text, inp, dataset)
+            table_parsed = _parse_table_run(scale, col, text, inp, dataset)
             if table_parsed is None:
                 not_answered.append(dataset)
                 issues.extend(i for i in col.finish() if i not in issues)
                 continue
             parsed = table_parsed
         else:
-            parsed = _parse_csv_run(task, col, text, inp)
+            parsed = _parse_csv_run(scale, col, text, inp)
         sub = (_apply_nan_policy(task, col, dataset, parsed)
                if not task.dataset(dataset).gold.classes else None)
         file_issues = col.finish()
@@ -735,7 +736,7 @@ def write_run(task: TaskDefinition, dataset: str, ids: Sequence[str],
     values = np.asarray(scores, dtype=np.float64)
     if not np.isfinite(values).all():
         raise ValueError("scores must be finite numbers")
-    lo, hi = task.score_min, task.score_max
+    lo, hi = task.score_range(dataset)
     if ((values < lo) | (values > hi)).any():
         raise ValueError(f"scores must lie in [{lo:g}, {hi:g}]")
     formatted = [f"{v:.6f}" for v in values.tolist()]

@@ -11,10 +11,11 @@ import numpy as np
 
 from evaluation import metrics as M
 from evaluation import resampling as R
+from evaluation.expressions import parse_expression as expression
 from evaluation.inputs import DatasetGold
 from evaluation.issues import ValidationError
 from evaluation.runs import DatasetPrediction, ValidatedRun
-from evaluation.taskdef import TaskDefinition
+from evaluation.taskdef import DerivedMetric, TaskDefinition
 from evaluation.version import __version__
 
 # Bootstrap resamples are processed in chunks of at most this many gathered values per array,
@@ -194,6 +195,17 @@ class _Pairs:
     w: np.ndarray | None
     gold_digest: str
     run_digest: str
+    each: tuple[np.ndarray, ...] = ()  # gold.combine = "each": every annotator's gold
+
+
+def _gold_sets(p: _Pairs, labels: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(gold, labels) to score against: the one gold, or each annotator's in turn."""
+    return [(a, a) for a in p.each] if p.each else [(p.y, labels)]
+
+
+def _align_each(pred: DatasetPrediction, gold: DatasetGold) -> tuple[np.ndarray, ...]:
+    """Every annotator's gold put in the prediction's order (as _align does the mean)."""
+    return tuple(_align(pred, replace(gold, scores=a, labels=None))[0] for a in gold.annotators)
 
 
 def _align(pred: DatasetPrediction, gold: DatasetGold) -> tuple[np.ndarray, np.ndarray]:
@@ -247,19 +259,48 @@ def without_unscored(runs: Sequence[ValidatedRun], gold: Mapping[str, DatasetGol
     return out, new_gold
 
 
+def _needs_weights(metric: str) -> bool:
+    """Whether a registry metric needs the run's confidence weights."""
+    return metric in M.METRICS and M.METRICS[metric].needs_weights
+
+
 def _metric(name: str, task: TaskDefinition, x: np.ndarray, y: np.ndarray,
             labels: np.ndarray, w: np.ndarray | None, n_classes: int = 0) -> np.ndarray:
-    if n_classes:
-        # class labels arrive as each label's index in gold.classes
-        if name == "macro_f1":
-            return M.macro_f1(x, y, n_classes)
-        return M.class_accuracy(x, y)
-    fn, weighted, binary = M.DATASET_REGISTRY[name]
-    if weighted:
-        return fn(x, y, w)
-    if binary:
-        return fn(x, labels, task.binary_threshold)
-    return fn(x, y)
+    """A per-dataset metric of one run: from the registry (class labels arrive as indices),
+    or a derived metric's expression over its inputs."""
+    derived = task.derived_metric(name)
+    if derived is not None:
+        return expression(derived.expr).evaluate(
+            _derived_inputs(derived, task, x, y, labels, w, n_classes))
+    return M.compute(name, x, y, labels=labels, weights=w, threshold=task.binary_threshold,
+                     n_classes=n_classes)
+
+
+def _derived_inputs(derived: DerivedMetric, task: TaskDefinition, x: np.ndarray,
+                    y: np.ndarray, labels: np.ndarray, w: np.ndarray | None,
+                    n_classes: int = 0) -> dict[str, np.ndarray]:
+    """The values a derived metric reads; one that cannot be computed here is NaN."""
+    out = {}
+    for name in derived.inputs:
+        if _needs_weights(name) and w is None:
+            out[name] = np.full(x.shape[:-1], np.nan)
+        else:
+            out[name] = _metric(name, task, x, y, labels, w, n_classes)
+    return out
+
+
+def _derived_warning(derived: DerivedMetric, task: TaskDefinition, x: np.ndarray,
+                     y: np.ndarray, labels: np.ndarray, w: np.ndarray | None,
+                     n_classes: int = 0) -> str:
+    """Why a derived metric is undefined: which of its inputs are, else the expression."""
+    if len(x) == 0:
+        return f"undefined: {derived.name} has no pairs"
+    inputs = _derived_inputs(derived, task, x, y, labels, w, n_classes)
+    missing = [k for k, v in inputs.items() if not np.isfinite(v)]
+    if missing:
+        return (f"undefined: {derived.name} = {derived.expr} needs {', '.join(missing)}, "
+                f"which {'is' if len(missing) == 1 else 'are'} undefined")
+    return f"undefined: {derived.name} = {derived.expr} has no value for these inputs"
 
 
 # ---------------------------------------------------------------- scoring
@@ -291,6 +332,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
             warnings.append(f"{spec.name}: no gold is available; the dataset is not scored")
             continue
         y, labels = _align(pred, g)
+        each = _align_each(pred, g)
         x, w = pred.scores, pred.confidence
         if w is None and task.run.confidence_missing == "equal_weights":
             w = np.ones(len(x))
@@ -302,11 +344,12 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
             # a pair without gold is not scored: left out of every metric, CI and weight
             keep = np.flatnonzero(scored)
             x, y, labels = x[keep], y[keep], labels[keep]
+            each = tuple(a[keep] for a in each)
             w = w[keep] if w is not None else None
             kept = keep.tolist()
             genre_list = [genre_list[j] for j in kept]
             breakdowns = {b: [col[j] for j in kept] for b, col in breakdowns.items()}
-        pairs[spec.name] = _Pairs(x, y, w, g.digest, pred.digest)
+        pairs[spec.name] = _Pairs(x, y, w, g.digest, pred.digest, each)
         labels_of[spec.name] = labels
         files[spec.name] = pred.filename
         if task.genre_metrics:
@@ -333,17 +376,36 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
         for metric in task.dataset_metrics(name):
             sig = _signature(f"{name}/{metric}", policy, boot, seed, n, p.gold_digest,
                              p.run_digest)
-            if metric == "weighted_pearson" and p.w is None:
+            if _needs_weights(metric) and p.w is None:
                 ms[metric] = MetricValue(None, None, "the run has no confidence column, so "
-                                         "the weighted Pearson is not computed", sig)
+                                         f"{M.METRICS[metric].label} is not computed", sig)
                 point[name][metric] = np.nan
                 continue
-            v = (_metric(metric, task, p.x, p.y, labels_of[name], p.w, n_classes) if n
-                 else np.nan)
+            sets = _gold_sets(p, labels_of[name])
+            values = [(_metric(metric, task, p.x, yk, lk, p.w, n_classes) if n
+                       else np.asarray(np.nan)) for yk, lk in sets]
+            # scored against each annotator in turn: the dataset's value is their mean
+            v = values[0] if len(values) == 1 else np.mean(np.stack(values))
             value = _value(v)
-            warn = None if value is not None else _undefined_warning(metric, p.x, p.y, n)
+            derived = task.derived_metric(metric)
+            yw, lw = next((gs for gs, vk in zip(sets, values, strict=True)
+                           if not np.isfinite(vk)), sets[0])
+            warn = (None if value is not None
+                    else _derived_warning(derived, task, p.x, yw, lw, p.w, n_classes)
+                    if derived is not None
+                    else _undefined_warning(metric, p.x, yw, n))
             ms[metric] = MetricValue(value, None, warn, sig)
             point[name][metric] = float(v)
+            for k, ((yk, lk), vk) in enumerate(zip(sets, values, strict=True), start=1):
+                if len(sets) == 1:
+                    break
+                one = _value(vk)
+                ms[f"{metric}@{k}"] = MetricValue(
+                    one, None, None if one is not None else (
+                        _derived_warning(derived, task, p.x, yk, lk, p.w, n_classes)
+                        if derived is not None else _undefined_warning(metric, p.x, yk, n)),
+                    _signature(f"{name}/{metric}@{k}", policy, boot, seed, n, p.gold_digest,
+                               p.run_digest))
         genre_scores: dict[str, GenreScore] = {}
         for genre, idx in genres_of.get(name, {}).items():
             gm: dict[str, MetricValue] = {}
@@ -449,24 +511,23 @@ def _boot_metric(metric: str, task: TaskDefinition, c: np.ndarray, x: np.ndarray
                  y: np.ndarray, labels: np.ndarray, w: np.ndarray | None,
                  n_classes: int = 0) -> np.ndarray:
     """A dataset metric over every resample of a count matrix."""
-    if n_classes:
-        if metric == "macro_f1":
-            return R.boot_macro_f1(c, x, y, n_classes)
-        return R.boot_class_accuracy(c, x, y)
-    if metric == "mse":
-        return R.boot_mse(c, x, y)
-    if metric == "pearson":
-        return R.boot_pearson(c, x, y)
-    if metric == "spearman":
-        return R.boot_spearman(c, x, y)
-    if metric == "weighted_pearson":
+    derived = task.derived_metric(metric)
+    if derived is not None:
+        return expression(derived.expr).evaluate({
+            name: (np.full(c.shape[0], np.nan) if _needs_weights(name) and w is None
+                   else _boot_metric(name, task, c, x, y, labels, w, n_classes))
+            for name in derived.inputs})
+    if _needs_weights(metric):
         assert w is not None
-        return R.boot_weighted_pearson(c, x, y, w)
-    if metric == "accuracy":
-        return R.boot_accuracy(c, x, labels, task.binary_threshold)
-    if metric == "f1":
-        return R.boot_f1(c, x, labels, task.binary_threshold)
-    raise ValueError(f"unknown metric {metric}")
+    return M.compute_resampled(metric, c, x, y, labels=labels, weights=w,
+                               threshold=task.binary_threshold, n_classes=n_classes)
+
+
+def _boot_each(metric: str, task: TaskDefinition, c: np.ndarray, p: _Pairs,
+               labels: np.ndarray, w: np.ndarray | None, n_classes: int) -> list[np.ndarray]:
+    """A dataset metric's resamples against the gold, or against each annotator's gold."""
+    return [_boot_metric(metric, task, c, p.x, yk, lk, w, n_classes)
+            for yk, lk in _gold_sets(p, labels)]
 
 
 def _boot_aggregate(agg: str, names: list[str], ms: list[np.ndarray],
@@ -517,21 +578,24 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
             per[k] = {}
             n_classes = len(task.dataset(k).gold.classes)
             for metric in task.dataset_metrics(k):
-                if metric == "weighted_pearson" and p.w is None:
+                if _needs_weights(metric) and p.w is None:
                     continue
-                v = _boot_metric(metric, task, c, p.x, p.y, labels_of[k], p.w, n_classes)
+                samples = _boot_each(metric, task, c, p, labels_of[k], p.w, n_classes)
+                v = samples[0] if len(samples) == 1 else np.mean(samples, axis=0)
                 per[k][metric] = v
                 ds_samples[k].setdefault(metric, []).append(v)
+                for j, one in enumerate(samples if len(samples) > 1 else (), start=1):
+                    ds_samples[k].setdefault(f"{metric}@{j}", []).append(one)
             if any(a in ("ALL", "ALLnorm") for a in aggregates):
                 ms.append(R.moments(c, p.x - shift_x, p.y - shift_y))
             for metric in needed:
                 if metric in per[k]:
                     continue
-                if metric == "weighted_pearson" and p.w is None:
+                if _needs_weights(metric) and p.w is None:
                     per[k][metric] = np.full(b, np.nan)  # not computed: counts 0, as the point
                 else:
-                    per[k][metric] = _boot_metric(metric, task, c, p.x, p.y, labels_of[k], None,
-                                                  n_classes)
+                    per[k][metric] = np.mean(_boot_each(metric, task, c, p, labels_of[k], None,
+                                                        n_classes), axis=0)
         for agg in aggregates:
             if names:
                 agg_samples[agg].append(_boot_aggregate(agg, names, ms, per, sizes, task,

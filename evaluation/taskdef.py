@@ -5,29 +5,34 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from evaluation import metrics as M
+from evaluation.expressions import parse_expression
 from evaluation.issues import TaskDefinitionError
+from evaluation.metrics import METRICS
 from evaluation.splits import DEFAULT_SPLIT, SplitDef, for_split, parse_splits
 
-DATASET_METRICS = ("pearson", "spearman", "weighted_pearson", "accuracy", "f1", "mse",
-                   "macro_f1")
-GENRE_METRICS = ("pearson", "spearman", "mse")
+# every fact about a metric (needs, direction) comes from the one registry in metrics.py
+DATASET_METRICS = tuple(METRICS)
+GENRE_METRICS = tuple(m.name for m in METRICS.values() if m.per_genre)
 AGGREGATE_METRICS = ("ALL", "ALLnorm", "Mean", "sum_pearson", "mean_spearman")
 RANKINGS = ("aggregate", "sum_pearson", "per_dataset")
-INPUT_FORMATS = ("tsv", "csv")
-GOLD_FORMATS = ("lines", "csv", "inline")
+INPUT_FORMATS = ("tsv", "csv", "jsonl")
+GOLD_FORMATS = ("lines", "csv", "inline", "jsonl")
 RUN_FORMATS = ("lines", "csv", "table")
 # metrics where a smaller value is better: ranked ascending
-LOWER_IS_BETTER = frozenset({"mse"})
+LOWER_IS_BETTER = M.LOWER_IS_BETTER
 # metrics over string class labels (gold.classes); the others need numbers
-CLASS_METRICS = frozenset({"accuracy", "macro_f1"})
-NUMERIC_ONLY = frozenset({"pearson", "spearman", "weighted_pearson", "mse", "f1"})
+CLASS_METRICS = frozenset(m.name for m in METRICS.values() if m.on_classes)
+NUMERIC_ONLY = frozenset(m.name for m in METRICS.values() if not m.on_classes)
 AGGREGATE_WEIGHTS = ("pairs", "equal")
 UNSCORED_RULES = ("error", "blank")
+# several gold files (one per annotator): their mean as one gold, or scored against each
+GOLD_COMBINE = ("mean", "each")
 CONFIDENCE_MISSING = ("not_computed", "equal_weights")
 GENRE_RULES = ("none", "id_prefix", "column")
 TRANSFORMS = ("none", "lemma")
@@ -68,6 +73,7 @@ class GoldFormat:
     label_column: str | None = None
     unscored: str = "error"
     classes: tuple[str, ...] = ()
+    combine: str = "mean"
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,16 @@ class AggregateSpec:
     name: str
     of: str
     weights: str = "pairs"
+
+
+@dataclass(frozen=True)
+class DerivedMetric:
+    """A per-dataset metric computed from others by an expression (metrics.derived)."""
+
+    name: str
+    expr: str
+    inputs: tuple[str, ...]
+    lower_is_better: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,19 @@ class DatasetSpec:
     metrics: tuple[str, ...] = ()
     primary: str | None = None
     run_field: str | None = None
+    score_min: float | None = None
+    score_max: float | None = None
+    gold_paths: tuple[str, ...] = ()
+
+    @property
+    def gold_files(self) -> tuple[str, ...]:
+        """The dataset's gold files: one per annotator when the definition lists several.
+
+        A split that sets its own gold path has that one file.
+        """
+        if self.gold_paths and self.gold_paths[0] == self.gold_path:
+            return self.gold_paths
+        return (self.gold_path,) if self.gold_path else ()
 
 
 @dataclass(frozen=True)
@@ -139,6 +168,7 @@ class TaskDefinition:
     splits: dict[str, SplitDef] = field(default_factory=dict)
     default_split: str = DEFAULT_SPLIT
     aggregate_specs: tuple[AggregateSpec, ...] = ()
+    derived: tuple[DerivedMetric, ...] = ()
 
     def __hash__(self) -> int:
         # `tracks` is a dict, so the generated hash would fail; the digest identifies the text
@@ -183,11 +213,30 @@ class TaskDefinition:
         """The definition of a declared (table) aggregate, None for a built-in one."""
         return next((a for a in self.aggregate_specs if a.name == name), None)
 
+    def score_range(self, dataset: str) -> tuple[float, float]:
+        """The [min, max] of `dataset`'s scores: its own `scores` table, else the task's."""
+        spec = self.dataset(dataset)
+        return (self.score_min if spec.score_min is None else spec.score_min,
+                self.score_max if spec.score_max is None else spec.score_max)
+
+    def with_range_of(self, dataset: str) -> TaskDefinition:
+        """This definition with `dataset`'s score range as the task's (for run validation)."""
+        lo, hi = self.score_range(dataset)
+        if (lo, hi) == (self.score_min, self.score_max):
+            return self
+        return replace(self, score_min=lo, score_max=hi)
+
+    def derived_metric(self, name: str) -> DerivedMetric | None:
+        """The declared derived metric called `name`, None for a registry metric."""
+        return next((d for d in self.derived if d.name == name), None)
+
     def lower_is_better(self, key: str) -> bool:
         """Whether a flat metric key ranks ascending (an error, not an agreement)."""
         metric = key.rsplit("/", 1)[-1]
         spec = self.aggregate_spec(metric)
-        return (spec.of if spec else metric) in LOWER_IS_BETTER
+        name = spec.of if spec else metric
+        derived = self.derived_metric(name)
+        return derived.lower_is_better if derived else name in LOWER_IS_BETTER
 
     @property
     def single_run_file(self) -> bool:
@@ -309,14 +358,17 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "scores.": ("min", "max", "nan_policy"),
     "inputs.": ("format", "columns", "header", "id", "texts", "split", "transform", "genre",
                 "genre_separator", "genre_column", "quoted", "extra_columns", "breakdowns"),
-    "gold.": ("format", "id_column", "score_column", "label_column", "unscored", "classes"),
+    "gold.": ("format", "id_column", "score_column", "label_column", "unscored", "classes",
+              "combine"),
     "run.": ("format", "filename", "team_filename", "columns", "confidence", "confidence_range",
              "confidence_missing", "id_column", "na"),
     "metrics.": ("dataset", "genre", "aggregate", "board", "primary", "ranking",
-                 "binary_threshold", "rank_datasets", "overall_needs_all_datasets"),
+                 "binary_threshold", "rank_datasets", "overall_needs_all_datasets", "derived"),
     "datasets[].": ("name", "track", "required", "input", "gold", "no_gold", "inputs",
-                    "gold_format", "metrics", "primary", "run_field"),
+                    "gold_format", "metrics", "primary", "run_field", "scores"),
+    "datasets[].scores.": ("min", "max"),
     "aggregate.": ("name", "of", "weights"),
+    "derived.": ("name", "expr", "lower_is_better"),
 }
 
 
@@ -387,10 +439,13 @@ def _gold_format(table: dict[str, Any], source: str, where: str) -> GoldFormat:
         unscored=_choice(_get(table, "unscored", str, source, "error", where), UNSCORED_RULES,
                          f"{where}unscored", source),
         classes=_strings(table, "classes", source, [], where),
+        combine=_choice(_get(table, "combine", str, source, "mean", where), GOLD_COMBINE,
+                        f"{where}combine", source),
     )
 
 
-def _aggregates(metrics_table: dict[str, Any], source: str
+def _aggregates(metrics_table: dict[str, Any], source: str,
+                allowed: tuple[str, ...] = DATASET_METRICS
                 ) -> tuple[tuple[str, ...], tuple[AggregateSpec, ...]]:
     """Aggregate names, built-in (strings) or declared as {name, of, weights} tables."""
     raw = _get(metrics_table, "aggregate", list, source, [], "metrics.")
@@ -406,7 +461,7 @@ def _aggregates(metrics_table: dict[str, Any], source: str
         _known(entry, "aggregate.", source, where)
         spec = AggregateSpec(
             name=_get(entry, "name", str, source, where=where),
-            of=_choice(_get(entry, "of", str, source, where=where), DATASET_METRICS,
+            of=_choice(_get(entry, "of", str, source, where=where), allowed,
                        f"{where}of", source),
             weights=_choice(_get(entry, "weights", str, source, "pairs", where),
                             AGGREGATE_WEIGHTS, f"{where}weights", source),
@@ -419,6 +474,100 @@ def _aggregates(metrics_table: dict[str, Any], source: str
     if dupes:
         raise TaskDefinitionError(f"{source}: metrics.aggregate names {dupes} twice")
     return tuple(names), tuple(specs)
+
+
+def _derived(metrics_table: dict[str, Any], source: str) -> tuple[DerivedMetric, ...]:
+    """metrics.derived: {name, expr, lower_is_better} tables, each over earlier metrics."""
+    raw = _get(metrics_table, "derived", list, source, [], "metrics.")
+    out: list[DerivedMetric] = []
+    for i, entry in enumerate(raw):
+        where = f"metrics.derived[{i}]."
+        if not isinstance(entry, dict):
+            raise TaskDefinitionError(f"{source}: {where[:-1]} must be a table")
+        _known(entry, "derived.", source, where)
+        name = _get(entry, "name", str, source, where=where)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise TaskDefinitionError(f"{source}: {where}name {name!r} must be an identifier "
+                                      "(letters, digits, _)")
+        known = (*DATASET_METRICS, *(d.name for d in out))
+        if name in known:
+            raise TaskDefinitionError(f"{source}: {where}name {name!r} is already a metric")
+        text = _get(entry, "expr", str, source, where=where)
+        try:
+            expr = parse_expression(text)
+        except ValueError as exc:
+            raise TaskDefinitionError(f"{source}: {where}expr: {exc}") from None
+        unknown = [n for n in expr.names if n not in known]
+        if unknown:
+            raise TaskDefinitionError(
+                f"{source}: {where}expr {text!r} names {', '.join(unknown)}, which is not a "
+                f"metric (registry metrics and derived metrics declared before it: "
+                f"{', '.join(known)})")
+        out.append(DerivedMetric(name, expr.text, expr.names,
+                                 _get(entry, "lower_is_better", bool, source, False, where)))
+    return tuple(out)
+
+
+def _dataset_range(raw: dict[str, Any], task_range: tuple[float, float], source: str,
+                   where: str) -> tuple[float | None, float | None]:
+    """A dataset's own score range (datasets[].scores), None where it takes the task's."""
+    table = _get(raw, "scores", dict, source, {}, where)
+    _known(table, "datasets[].scores.", source, f"{where}scores.")
+    lo = _get(table, "min", (int, float), source, None, f"{where}scores.")
+    hi = _get(table, "max", (int, float), source, None, f"{where}scores.")
+    lo_f = float(lo) if lo is not None else task_range[0]
+    hi_f = float(hi) if hi is not None else task_range[1]
+    if lo_f >= hi_f:
+        raise TaskDefinitionError(f"{source}: {where}scores.min ({lo_f:g}) must be below "
+                                  f"scores.max ({hi_f:g})")
+    return (float(lo) if lo is not None else None, float(hi) if hi is not None else None)
+
+
+def _gold_patterns(table: dict[str, Any], source: str, default: tuple[str, ...] | None,
+                   where: str) -> tuple[str, ...]:
+    """The gold file pattern(s): one string, or a list with one file per annotator."""
+    value = _get(table, "gold", (str, list), source, None, where)
+    if value is None:
+        return default or ()
+    if isinstance(value, str):
+        return (value,)
+    patterns = _strings(table, "gold", source, where=where)
+    if not patterns:
+        raise TaskDefinitionError(f"{source}: {where}gold must name at least one file")
+    if len(set(patterns)) != len(patterns):
+        raise TaskDefinitionError(f"{source}: {where}gold names a file twice ({list(patterns)})")
+    return patterns
+
+
+def _check_annotators(gold: GoldFormat, patterns: tuple[str, ...], source: str,
+                      where: str) -> None:
+    """Refuse several gold files where they cannot be combined."""
+    if len(patterns) < 2:
+        return
+    if gold.format == "inline":
+        raise TaskDefinitionError(f"{source}: {where}gold lists {len(patterns)} files, but "
+                                  "gold.format inline reads the one input file")
+    if gold.classes:
+        raise TaskDefinitionError(f"{source}: {where}gold lists {len(patterns)} files, but "
+                                  "class labels (gold.classes) cannot be combined")
+    if gold.combine == "each" and gold.unscored == "blank":
+        raise TaskDefinitionError(f"{source}: {where}gold.combine each needs every annotator "
+                                  "to score every pair (gold.unscored = error)")
+
+
+def _registry_inputs(metrics: tuple[str, ...], derived: tuple[DerivedMetric, ...]
+                     ) -> tuple[str, ...]:
+    """The registry metrics behind a list of metrics: derived ones replaced by their inputs."""
+    by_name = {d.name: d for d in derived}
+    out: list[str] = []
+    pending = list(metrics)
+    while pending:
+        m = pending.pop(0)
+        if m in by_name:
+            pending[:0] = by_name[m].inputs
+        elif m not in out:
+            out.append(m)
+    return tuple(out)
 
 
 def _check_dataset(name: str, inputs: InputFormat, gold: GoldFormat, metrics: tuple[str, ...],
@@ -440,12 +589,13 @@ def _check_dataset(name: str, inputs: InputFormat, gold: GoldFormat, metrics: tu
         if run.format != "table":
             raise TaskDefinitionError(f"{source}: {where}gold.classes needs run.format = table "
                                       "(the run names each pair's label)")
-    elif "macro_f1" in metrics:
-        raise TaskDefinitionError(f"{source}: {where}metric macro_f1 needs class labels "
-                                  f"(gold.classes) for dataset {name}")
-    if "weighted_pearson" in metrics and not run.confidence:
-        raise TaskDefinitionError(f"{source}: {where}weighted_pearson needs run.confidence = "
-                                  "true (a confidence column in the run)")
+    for m in metrics:
+        if m in METRICS and METRICS[m].needs_classes and not gold.classes:
+            raise TaskDefinitionError(f"{source}: {where}metric {m} needs class labels "
+                                      f"(gold.classes) for dataset {name}")
+        if m in METRICS and METRICS[m].needs_weights and not run.confidence:
+            raise TaskDefinitionError(f"{source}: {where}{m} needs run.confidence = "
+                                      "true (a confidence column in the run)")
 
 
 def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
@@ -521,20 +671,23 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         raise TaskDefinitionError(f"{source}: run.id_column is missing (a table run needs the "
                                   "column naming each pair)")
 
+    derived = _derived(metrics_table, source)
+    allowed = (*DATASET_METRICS, *(d.name for d in derived))
     metrics = _strings(metrics_table, "dataset", source, where="metrics.")
     for m in metrics:
-        _choice(m, DATASET_METRICS, "metrics.dataset entry", source)
+        _choice(m, allowed, "metrics.dataset entry", source)
     genre_metrics = _strings(metrics_table, "genre", source, [], "metrics.")
     for m in genre_metrics:
         _choice(m, GENRE_METRICS, "metrics.genre entry", source)
-    aggregates, aggregate_specs = _aggregates(metrics_table, source)
+    aggregates, aggregate_specs = _aggregates(metrics_table, source, allowed)
     if not metrics:
         raise TaskDefinitionError(f"{source}: metrics.dataset must name at least one metric")
     builtin = [a for a in aggregates if a not in {spec.name for spec in aggregate_specs}]
     if ("pearson" not in metrics) and any(a in ("Mean", "sum_pearson") for a in builtin):
         raise TaskDefinitionError(f"{source}: Mean and sum_pearson need pearson in metrics")
-    if "weighted_pearson" in metrics and not run.confidence:
-        raise TaskDefinitionError(f"{source}: weighted_pearson needs run.confidence = true")
+    for m in _registry_inputs(metrics, derived):
+        if m in METRICS and METRICS[m].needs_weights and not run.confidence:
+            raise TaskDefinitionError(f"{source}: {m} needs run.confidence = true")
     _input_format(inputs_table, source, "inputs.")
     _gold_format(gold_table, source, "gold.")
     raw_datasets = _get(doc, "datasets", list, source)
@@ -544,7 +697,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         str(t): _strings(tracks_table, t, source, where="tracks.") for t in tracks_table
     }
     layout_input = _get(layout, "input", str, source, None, "layout.")
-    layout_gold = _get(layout, "gold", str, source, None, "layout.")
+    layout_gold = _gold_patterns(layout, source, None, "layout.")
     datasets: list[DatasetSpec] = []
     seen: set[str] = set()
     for i, raw in enumerate(raw_datasets):
@@ -559,9 +712,10 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         input_path = _get(raw, "input", str, source, layout_input, where)
         if input_path is None:
             raise TaskDefinitionError(f"{source}: {where}input (or layout.input) is missing")
-        gold_path = _get(raw, "gold", str, source, layout_gold, where)
+        gold_patterns = _gold_patterns(raw, source, layout_gold, where)
+        gold_path = gold_patterns[0] if gold_patterns else None
         if raw.get("no_gold", False):
-            gold_path = None
+            gold_path, gold_patterns = None, ()
         own_inputs = _get(raw, "inputs", dict, source, {}, where)
         own_gold = _get(raw, "gold_format", dict, source, {}, where)
         inputs = _input_format({**inputs_table, **own_inputs}, source, where + "inputs.")
@@ -569,16 +723,19 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         member_of = tuple(t for t, names in tracks.items() if dname in names)
         own_metrics = _strings(raw, "metrics", source, [], where)
         for m in own_metrics:
-            _choice(m, DATASET_METRICS, f"{where}metrics entry", source)
+            _choice(m, allowed, f"{where}metrics entry", source)
         own_primary = _get(raw, "primary", str, source, None, where)
         if own_primary is not None and own_primary not in (own_metrics or metrics):
             raise TaskDefinitionError(f"{source}: {where}primary {own_primary!r} is not one of "
                                       f"its metrics {list(own_metrics or metrics)}")
         run_field = _get(raw, "run_field", str, source, None, where)
+        own_min, own_max = _dataset_range(raw, (score_min, score_max), source, where)
         if run.format == "table" and run_field is None:
             raise TaskDefinitionError(f"{source}: {where}run_field is missing (run.format "
                                       "table takes each dataset from its own run column)")
-        _check_dataset(dname, inputs, gold, own_metrics or metrics, run, source, where)
+        _check_dataset(dname, inputs, gold, _registry_inputs(own_metrics or metrics, derived),
+                       run, source, where)
+        _check_annotators(gold, gold_patterns, source, where)
         datasets.append(DatasetSpec(
             name=dname,
             track=_get(raw, "track", str, source, None, where),
@@ -593,6 +750,10 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
             metrics=own_metrics,
             primary=own_primary,
             run_field=run_field,
+            score_min=own_min,
+            score_max=own_max,
+            gold_paths=tuple(_template(g, ("dataset",), f"{where}gold", source).format(
+                dataset=dname) for g in gold_patterns),
         ))
     for t, names in tracks.items():
         unknown = [n for n in names if n not in seen]
@@ -654,6 +815,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         binary_threshold=float(_get(metrics_table, "binary_threshold", (int, float), source,
                                     0.5, "metrics.")),
         aggregate_specs=aggregate_specs,
+        derived=derived,
     )
 
 

@@ -108,7 +108,7 @@ def test_board_resamples_equal_metrics_on_resampled_pairs(setup):
                     want = (0.0 if w is None else
                             float(M.weighted_pearson(x, y, _resampled(w, c[row]))))
                 else:
-                    want = float(M.DATASET_REGISTRY[name][0](x, y))
+                    want = float(M.METRICS[name].point(x, y))
                 assert boot[row, j] == pytest.approx(want, abs=1e-9)
             flat = score_run(task, run, gold, confidence_intervals=False).flat()
             assert (np.nan_to_num(observed[j]) ==
