@@ -3,9 +3,11 @@
 from evaluation.inputs import (
     DatasetGold,
     DatasetInputs,
+    combine_gold,
     load_gold,
     load_inputs,
     read_gold,
+    read_gold_files,
     read_inputs,
 )
 from evaluation.issues import Issue, TaskDefinitionError, ValidationError
@@ -41,6 +43,7 @@ __all__ = [
     "ValidatedRun",
     "ValidationError",
     "__version__",
+    "combine_gold",
     "compare_runs",
     "group_board",
     "group_runs",
@@ -53,6 +56,7 @@ __all__ = [
     "rank_runs",
     "ranking_keys",
     "read_gold",
+    "read_gold_files",
     "read_inputs",
     "read_run_files",
     "score_run",

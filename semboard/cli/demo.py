@@ -155,8 +155,8 @@ def noisy_run(definition: Any, gold_values: dict[str, list[float]], parsed: dict
     files: dict[str, bytes] = {}
     for dataset in definition.dataset_names:
         values = np.asarray(gold_values[dataset])
-        noisy = np.clip(values + rng.normal(0.0, noise, len(values)), definition.score_min,
-                        definition.score_max)
+        noisy = np.clip(values + rng.normal(0.0, noise, len(values)),
+                        *definition.score_range(dataset))
         name, content = write_run(definition, dataset, parsed[dataset].ids,
                                   [round(float(v), 3) for v in noisy])
         files[name] = content
