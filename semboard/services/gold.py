@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
+import zipfile
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,7 +14,15 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import evaluation
-from evaluation import ValidationError, read_gold, score_run, validate_run
+from evaluation import (
+    Issue,
+    ValidationError,
+    read_gold,
+    read_gold_files,
+    score_run,
+    validate_run,
+)
+from evaluation.runs import MAX_ARCHIVE_ENTRIES, MAX_ENTRY_BYTES
 from semboard.db import begin_write
 from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import GoldFile, GoldRelease, Phase, Run, RunScoreRecord, Task, User
@@ -53,15 +63,74 @@ def upload_gold(
     if known_inputs is None:
         # Gold is checked against its inputs (ids, line count); without them nothing aligns it.
         raise InvalidData(f"upload the inputs of {dataset} before its gold")
+    annotated = len(definition.dataset(dataset).gold_files) > 1
     try:
-        parsed = read_gold(definition, dataset, data, filename=filename, inputs=known_inputs)
+        if annotated:
+            # one version holds every annotator's file, bundled in the order the definition names
+            data, filename = _bundle_annotators(definition, dataset, filename, data)
+            parsed = read_gold_files(definition, dataset, _annotator_files(definition, dataset,
+                                                                           data),
+                                     inputs=known_inputs)
+        else:
+            parsed = read_gold(definition, dataset, data, filename=filename, inputs=known_inputs)
     except ValidationError as err:
         raise InvalidData(f"{filename} is not valid gold for {dataset}", err.issues) from err
     return datafiles.store_version(
         session, storage, GoldFile, keys.gold, task=task, split=split, dataset=dataset,
-        filename=definition.gold_filename(dataset) or filename, data=data, n_items=len(parsed),
-        user=user, now=now,
+        filename=filename if annotated else definition.gold_filename(dataset) or filename,
+        data=data, n_items=len(parsed), user=user, now=now,
     )
+
+
+def _bundle_annotators(definition: TaskDefinition, dataset: str, filename: str,
+                       data: bytes) -> tuple[bytes, str]:
+    """A dataset's annotator files (uploaded as one zip) as a canonical zip: the definition's
+    paths in its order, fixed dates, so an unchanged upload is no new version."""
+    wanted = list(definition.dataset(dataset).gold_files)
+    if not filename.lower().endswith(".zip"):
+        raise ValidationError(Issue(filename, None, f"{dataset} has {len(wanted)} annotators' gold "
+                                    f"files ({', '.join(wanted)}): upload them together as one "
+                                    ".zip", "missing-gold"))
+    members = _annotator_members(filename, data, wanted)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for rel in wanted:
+            archive.writestr(zipfile.ZipInfo(rel, date_time=(1980, 1, 1, 0, 0, 0)),
+                             members[rel], compress_type=zipfile.ZIP_DEFLATED)
+    return out.getvalue(), f"{dataset}.gold.zip"
+
+
+def _annotator_members(filename: str, data: bytes, wanted: list[str]) -> dict[str, bytes]:
+    """Each wanted relative path's bytes from a zip (a common top folder allowed), bounded like
+    run zips; ValidationError names what is missing or too large."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise ValidationError(Issue(filename, None, "not a readable zip", "bad-zip")) from None
+    infos = [i for i in archive.infolist() if not i.is_dir()]
+    if len(infos) > MAX_ARCHIVE_ENTRIES:
+        raise ValidationError(Issue(filename, None, f"more than {MAX_ARCHIVE_ENTRIES} entries",
+                                    "bad-zip"))
+    found: dict[str, bytes] = {}
+    for rel in wanted:
+        info = next((i for i in infos if i.filename == rel or i.filename.endswith("/" + rel)),
+                    None)
+        if info is None:
+            raise ValidationError(Issue(filename, None, f"the zip lacks {rel} (it must hold "
+                                        f"{', '.join(wanted)})", "missing-gold"))
+        if info.file_size > MAX_ENTRY_BYTES:
+            raise ValidationError(Issue(filename, None, f"{rel} is over {MAX_ENTRY_BYTES >> 20} "
+                                        "MiB unpacked", "bad-zip"))
+        found[rel] = archive.read(info)
+    return found
+
+
+def _annotator_files(definition: TaskDefinition, dataset: str,
+                     bundle: bytes) -> list[tuple[str, bytes]]:
+    """(path, bytes) of each annotator's file in a stored bundle, in the definition's order."""
+    wanted = list(definition.dataset(dataset).gold_files)
+    members = _annotator_members(f"{dataset}.gold.zip", bundle, wanted)
+    return [(rel, members[rel]) for rel in wanted]
 
 
 def load_release_gold(
@@ -73,10 +142,19 @@ def load_release_gold(
     rows = []
     split = definitions.split_name(task, split)
     for spec in definitions.split_definition(task, split).datasets:
-        candidates = []
-        if spec.gold_path:
-            candidates += [release_dir / spec.gold_path, release_dir / Path(spec.gold_path).name]
-        path = next((p for p in candidates if p.is_file()), None)
+        if len(spec.gold_files) > 1:  # one file per annotator, stored together
+            found = [_release_file(release_dir, rel) for rel in spec.gold_files]
+            if all(p is not None for p in found):
+                bundle = io.BytesIO()
+                with zipfile.ZipFile(bundle, "w") as archive:
+                    for rel, path in zip(spec.gold_files, found, strict=True):
+                        assert path is not None
+                        archive.writestr(rel, path.read_bytes())
+                rows.append(upload_gold(session, storage, task=task, dataset=spec.name,
+                                        filename=f"{spec.name}.gold.zip",
+                                        data=bundle.getvalue(), user=user, now=now, split=split))
+            continue
+        path = _release_file(release_dir, spec.gold_path) if spec.gold_path else None
         if path is not None:
             rows.append(
                 upload_gold(session, storage, task=task, dataset=spec.name, filename=path.name,
@@ -85,6 +163,12 @@ def load_release_gold(
     if not rows:
         raise InvalidData(f"no gold file of {task.name} found under {release_dir}")
     return rows
+
+
+def _release_file(release_dir: Path, relative: str) -> Path | None:
+    """A definition's file in a release folder: at its layout path, else by its base name."""
+    candidates = [release_dir / relative, release_dir / Path(relative).name]
+    return next((p for p in candidates if p.is_file()), None)
 
 
 def current_gold(session: Session, *, task: Task, split: str | None = None) -> dict[str, GoldFile]:
@@ -128,8 +212,11 @@ def parsed_gold(session: Session, storage: Storage, *, task: Task,
 def _read_stored(storage: Storage, definition: TaskDefinition, row: GoldFile,
                  ds_inputs: DatasetInputs | None) -> DatasetGold:
     """Parse a stored gold file (it was checked on upload) against the current inputs."""
-    return read_gold(definition, row.dataset, storage.get(row.storage_key),
-                     filename=row.filename, inputs=ds_inputs)
+    data = storage.get(row.storage_key)
+    if len(definition.dataset(row.dataset).gold_files) > 1:
+        return read_gold_files(definition, row.dataset,
+                               _annotator_files(definition, row.dataset, data), inputs=ds_inputs)
+    return read_gold(definition, row.dataset, data, filename=row.filename, inputs=ds_inputs)
 
 
 def release_gold(session: Session, *, task: Task, user: User | None, now: datetime,
