@@ -216,37 +216,120 @@ def read_run_files(path: Path) -> dict[str, bytes]:
 
 # ---------------------------------------------------------------- file names
 
-def _name_regex(pattern: str, names: Sequence[str]) -> re.Pattern[str]:
+# The site's rule for run names (semboard.services.submissions): what a file name may carry.
+MAX_RUN_NAME = 100
+
+
+def run_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a run name (the site's rule), or None when it can."""
+    if not name.strip():
+        return "a run needs a name"
+    if len(name.strip()) > MAX_RUN_NAME or any(ord(c) < 32 for c in name):
+        return f"a run name has at most {MAX_RUN_NAME} printable characters"
+    return None
+
+
+@dataclass(frozen=True)
+class RunFileMatch:
+    """What a run file's name says: its dataset, and the team and run names it carries."""
+
+    dataset: str
+    team: str | None
+    run: str | None
+
+
+def _name_regex(pattern: str, names: Sequence[str], team: str | None = None) -> re.Pattern[str]:
     alternation = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     rx = re.escape(pattern)
     rx = rx.replace(re.escape("{dataset}"), f"(?P<dataset>{alternation})")
-    rx = rx.replace(re.escape("{team}"), r"(?P<team>[^/\\]+?)")
+    # a known team is matched as it is spelled, so that a dotted team name splits right
+    team_rx = rf"(?i:{re.escape(team)})" if team else r"[^/\\]+?"
+    rx = rx.replace(re.escape("{team}"), f"(?P<team>{team_rx})")
+    rx = rx.replace(re.escape("{run}"), r"(?P<run>[^/\\]+?)")
     return re.compile(f"^{rx}$")
 
 
-def match_run_filename(task: TaskDefinition, filename: str) -> tuple[str, str | None] | None:
-    """(dataset, team token or None) for a run file name of the task, else None.
+def _found(task: TaskDefinition, m: re.Match[str]) -> RunFileMatch:
+    found = m.groupdict()
+    dataset = task.dataset_names[0] if task.single_run_file else found["dataset"]
+    return RunFileMatch(dataset, found.get("team"), found.get("run"))
+
+
+def _match(pattern: str, task: TaskDefinition, filename: str) -> RunFileMatch | None:
+    m = _name_regex(pattern, task.dataset_names).match(filename)
+    return None if m is None else _found(task, m)
+
+
+def match_run_file(task: TaskDefinition, filename: str, *,
+                   team: str | None = None) -> RunFileMatch | None:
+    """What a run file name of the task says, else None; `team` helps split a dotted name.
 
     When one file answers every dataset (run.filename without {dataset}), the dataset
     returned is the first one.
     """
-    names = task.dataset_names
-    if task.single_run_file:
-        if _name_regex(task.run.filename, names).match(filename):
-            return names[0], None
-        if task.run.team_filename:
-            m = _name_regex(task.run.team_filename, names).match(filename)
-            if m:
-                return names[0], m.group("team")
-        return None
-    m = _name_regex(task.run.filename, names).match(filename)
-    if m:
-        return m.group("dataset"), None
-    if task.run.team_filename:
-        m = _name_regex(task.run.team_filename, names).match(filename)
-        if m:
-            return m.group("dataset"), m.group("team")
-    return None
+    team_pattern = task.run.team_filename
+    if team and team_pattern:
+        # the uploader's own team first: a {run} in run.filename would swallow the team too
+        m = _name_regex(team_pattern, task.dataset_names, team).match(filename)
+        if m is not None:
+            return _found(task, m)
+    found = _match(task.run.filename, task, filename)
+    if found is None and team_pattern:
+        found = _match(team_pattern, task, filename)
+    return found
+
+
+def match_run_filename(task: TaskDefinition, filename: str) -> tuple[str, str | None] | None:
+    """(dataset, team token or None) for a run file name of the task, else None."""
+    found = match_run_file(task, filename)
+    return None if found is None else (found.dataset, found.team)
+
+
+def run_name_from_files(task: TaskDefinition, names: Collection[str], *,
+                        team: str | None = None,
+                        given: str | None = None) -> tuple[str | None, list[Issue]]:
+    """The run name the file names carry ({run}), checked against each other and `given`.
+
+    Returns (name, []) when they agree, (None, issues) otherwise. Codes: bad-run-name (a name
+    the site refuses), run-name-mismatch (two files, or a file and `given`, disagree),
+    missing-run-name (no file carries one and none is given). Files that match no run file
+    name are left to validate_run. For a task whose file names carry no run name, returns
+    `given` as it is.
+    """
+    given = given.strip() if given is not None and given.strip() else None
+    patterns = (task.run.filename, task.run.team_filename or "")
+    if not any("{run}" in p for p in patterns):
+        return given, []
+    issues: list[Issue] = []
+    first: tuple[str, str] | None = None  # (name, file)
+    for filename in sorted(names):
+        found = match_run_file(task, filename, team=team)
+        if found is None or found.run is None:
+            continue
+        token = found.run
+        problem = run_name_problem(token)
+        if problem is not None or token != token.strip():
+            issues.append(Issue(filename, None, f"the run name {token!r} in the file name "
+                                "cannot be used: " + (problem or "it starts or ends with a "
+                                                      "space"), "bad-run-name"))
+            continue
+        if given is not None and token != given:
+            issues.append(Issue(filename, None, f"the run name {token!r} in the file name is "
+                                f"not the name given ({given!r})", "run-name-mismatch"))
+        elif first is None:
+            first = (token, filename)
+        elif token != first[0]:
+            issues.append(Issue(filename, None, f"the run name {token!r} in the file name "
+                                f"differs from {first[0]!r} in {first[1]}; every file of a run "
+                                "carries the same run name", "run-name-mismatch"))
+    if issues:
+        return None, issues
+    name = given if given is not None else (first[0] if first else None)
+    if name is None:
+        example = task.run_filename(task.dataset_names[0])
+        return None, [Issue(None, None, f"a run needs a name: name the files like {example} "
+                            "or give the run a name", "missing-run-name")]
+    return name, []
 
 
 # ---------------------------------------------------------------- numbers
@@ -631,8 +714,13 @@ def _apply_nan_policy(task: TaskDefinition, col: _Collector, dataset: str,
 
 def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
                  inputs: Mapping[str, DatasetInputs], *, team: str | None = None,
-                 datasets: Collection[str] | None = None) -> ValidatedRun:
-    """Check every file of a run against the inputs; every problem becomes an Issue."""
+                 datasets: Collection[str] | None = None,
+                 run: str | None = None) -> ValidatedRun:
+    """Check every file of a run against the inputs; every problem becomes an Issue.
+
+    Where file names carry the run's name ({run}), they must agree with each other and with
+    `run` when given (run_name_from_files).
+    """
     issues: list[Issue] = []
     predictions: dict[str, DatasetPrediction] = {}
     substitutions: list[Substitution] = []
@@ -649,12 +737,12 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
     for filename in sorted(files):
         data = files[filename]
         digests[filename] = sha256(data)
-        match = match_run_filename(task, filename)
+        match = match_run_file(task, filename, team=team)
         if match is None:
             issues.append(Issue(filename, None, f"{filename!r} is not a run file name of task "
                                 f"{task.name}; expected names like {example}", "unknown-file"))
             continue
-        dataset, token = match
+        dataset, token = match.dataset, match.team
         if dataset not in expected and not task.single_run_file:
             issues.append(Issue(filename, None, f"dataset {dataset} is not part of this "
                                 f"submission (expected {', '.join(expected)})",
@@ -668,6 +756,8 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
                                 f"{by_dataset[dataset]})", "duplicate-file"))
             continue
         by_dataset[dataset] = filename
+    issues.extend(run_name_from_files(task, list(by_dataset.values()), team=team,
+                                      given=run)[1])
     if task.single_run_file and by_dataset:
         # one file answers every dataset, each from its own column
         only = next(iter(by_dataset.values()))
