@@ -462,6 +462,35 @@ def _fast_lines_run(task: TaskDefinition, data: bytes, n_expected: int) -> _Pars
     return _Parsed(scores, conf, empty, empty, empty)
 
 
+def _line_count_message(n: int, n_expected: int) -> str:
+    return (f"the file has {n} line(s) but the input has {n_expected}; a run needs one line per "
+            "input pair, in input order")
+
+
+def _cut_extra_lines(data: bytes, keep: int) -> tuple[bytes, int] | None:
+    """(the file's first `keep` lines, its line count) when it has more lines, else None.
+
+    Counts on the bytes, without decoding or splitting them: a file with far too many lines is
+    refused at its first extra line, in memory bounded by the lines kept.
+    """
+    newlines = data.count(b"\n")
+    if newlines < keep or (b"\r" in data and data.count(b"\r") != data.count(b"\r\n")):
+        return None  # too few lines, or lone CR line ends: the text reader counts those
+    total = newlines + (0 if data.endswith((b"\n", b"\r")) else 1)
+    if total <= keep:
+        return None
+    pos, remaining, step = 0, keep, 1 << 20
+    while True:
+        found = data.count(b"\n", pos, pos + step)
+        if found >= remaining:
+            break
+        remaining -= found
+        pos += step
+    for _ in range(remaining):
+        pos = data.index(b"\n", pos) + 1
+    return data[:pos], total
+
+
 def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
                      n_expected: int, data: bytes = b"") -> _Parsed:
     fast = _fast_lines_run(task, data, n_expected)
@@ -471,9 +500,8 @@ def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
     n = len(lines)
     if n != n_expected:
         # Too many: point at the first extra line; too few: no line is at fault, the file is.
-        col.add(n_expected + 1 if n > n_expected else None,
-                f"the file has {n} line(s) but the input has {n_expected}; a run needs one "
-                "line per input pair, in input order", "line-count")
+        col.add(n_expected + 1 if n > n_expected else None, _line_count_message(n, n_expected),
+                "line-count")
     line_no = np.arange(1, n + 1, dtype=np.int64)
     conf: np.ndarray | None = None
     if "\t" in text:
@@ -776,14 +804,20 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
                                 "no-inputs"))
             continue
         col = _Collector(filename)
-        text, problem = decode_text(files[filename], filename)
+        data = files[filename]
+        cut = _cut_extra_lines(data, len(inp)) if task.run.format == "lines" else None
+        if cut is not None:
+            # too many lines: only the lines that answer a pair are read
+            data, total = cut
+            col.add(len(inp) + 1, _line_count_message(total, len(inp)), "line-count")
+        text, problem = decode_text(data, filename)
         if problem is not None:
-            issues.append(problem)
+            issues.extend([*col.finish(), problem])
             continue
         assert text is not None
         table_parsed: _Parsed | None = None
         if task.run.format == "lines":
-            parsed = _parse_lines_run(task, col, text, len(inp), files[filename])
+            parsed = _parse_lines_run(task, col, text, len(inp), data)
         elif task.run.format == "table":
             table_parsed = _parse_table_run(task, col, text, inp, dataset)
             if table_parsed is None:
