@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import re
 import zipfile
 import zlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -31,6 +32,7 @@ MAX_ARCHIVE_ENTRIES = 1000
 # ("0\n" a million times) compresses far better than 100x and is still fine.
 MAX_COMPRESSION_RATIO = 100
 
+_T = TypeVar("_T")
 _NUMBER = re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")
 _NAN = re.compile(r"^[-+]?nan$", re.IGNORECASE)
 _INF = re.compile(r"^[-+]?(?:inf|infinity)$", re.IGNORECASE)
@@ -554,23 +556,51 @@ def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
     return _Parsed(scores, conf, nan_index + 1, nan_index, bad)
 
 
+def _iter_lines(text: str) -> Iterator[str]:
+    """The lines of a decoded text one at a time (as split_lines has them, without the LF)."""
+    start, size = 0, len(text)
+    while start < size:
+        end = text.find("\n", start)
+        if end < 0:
+            yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
+
+
+def _numbered_rows(text: str) -> Iterator[tuple[list[str], int]]:
+    """CSV rows one at a time, each with the physical line it starts on (fields may span)."""
+    reader = csv.reader(line + "\n" for line in _iter_lines(text))
+    last = 0
+    for row in reader:
+        yield row, last + 1
+        last = reader.line_num
+
+
+def _bounded(col: _Collector, rows: Iterable[tuple[_T, int]], expected: int,
+             text: str) -> Iterator[tuple[_T, int]]:
+    """The rows, up to `expected` and a few more (each extra one reported as it is); then one
+    line-count issue and no further reading: a file of millions of extra rows costs nothing."""
+    for read, (row, line) in enumerate(rows, start=1):
+        if read > expected + MAX_ISSUES_PER_KIND:
+            total = text.count("\n") + (0 if text.endswith("\n") else 1)
+            col.add(line, f"the file has {total} line(s), far more than the {expected} the "
+                    "input's pairs need; reading stopped at this line", "line-count")
+            return
+        yield row, line
+
+
 def _parse_csv_run(task: TaskDefinition, col: _Collector, text: str,
                    inputs: DatasetInputs) -> _Parsed:
     """Scores in input order from an id-keyed CSV run."""
     id_col, score_col = task.run.columns
-    reader = csv.reader(io.StringIO(text, newline=""))
-    rows: list[list[str]] = []
-    line_of: list[int] = []  # the physical line each row starts on (quoted fields may span)
-    last = 0
-    for row in reader:
-        rows.append(row)
-        line_of.append(last + 1)
-        last = reader.line_num
+    numbered = _numbered_rows(text)
+    first = next(numbered, None)
     expected_header = f"{id_col},{score_col}"
     index = {k: j for j, k in enumerate(inputs.ids)}
     positions = (0, 1)
     start = 1
-    header = [h.strip() for h in rows[0]] if rows else []
+    header = [h.strip() for h in first[0]] if first else []
     names = [h.casefold() for h in header]
     if len(header) == 2 and set(names) == {id_col.casefold(), score_col.casefold()}:
         positions = (names.index(id_col.casefold()), names.index(score_col.casefold()))
@@ -584,8 +614,8 @@ def _parse_csv_run(task: TaskDefinition, col: _Collector, text: str,
     scores = np.full(len(inputs), np.nan)
     seen_line = np.zeros(len(inputs), dtype=np.int64)
     tokens: list[str] = [""] * len(inputs)
-    for r in range(start, len(rows)):
-        row, line = rows[r], line_of[r]
+    rows = itertools.chain([first] if first and start == 0 else [], numbered)
+    for row, line in _bounded(col, rows, len(inputs), text):
         if not row or all(not c.strip() for c in row):
             col.add(line, "the line is empty", "empty-line")
             continue
@@ -639,8 +669,9 @@ def _parse_table_run(task: TaskDefinition, col: _Collector, text: str, inputs: D
     spec = task.dataset(dataset)
     id_col, field_col = task.run.id_column or "", spec.run_field or ""
     classes = spec.gold.classes
-    lines = split_lines(text)
-    header = [h.strip().lstrip("\ufeff") for h in lines[0].split("\t")] if lines else []
+    lines = _iter_lines(text)
+    head = next(lines, None)
+    header = [h.strip().lstrip("\ufeff") for h in head.split("\t")] if head is not None else []
     names = [h.casefold() for h in header]
     missing = [c for c in (id_col, field_col) if c.casefold() not in names]
     if missing:
@@ -653,7 +684,8 @@ def _parse_table_run(task: TaskDefinition, col: _Collector, text: str, inputs: D
     seen_line = np.zeros(len(inputs), dtype=np.int64)
     tokens: list[str] = [""] * len(inputs)
     na_lines: list[int] = []
-    for line, raw in enumerate(lines[1:], start=2):
+    numbered = ((raw, line) for line, raw in enumerate(lines, start=2))
+    for raw, line in _bounded(col, numbered, len(inputs), text):
         if not raw.strip():
             col.add(line, "the line is empty", "empty-line")
             continue

@@ -56,3 +56,39 @@ def test_ten_times_too_many_lines_cost_little_memory(sts, make_sts_inputs):
     assert [i.code for i in run.issues] == ["line-count"]
     # the whole file split into lines would take ~60 bytes a line: 15 times the file
     assert peak < len(data), f"peak {peak:,} bytes for a {len(data):,}-byte file"
+
+
+def test_a_csv_run_with_far_too_many_rows_stops_reading(semrel, make_semrel_inputs):
+    inputs = {"eng": make_semrel_inputs(semrel, "eng", 3)}
+    rows = "".join(f"ENG-test-{i},0.5\n" for i in range(3))
+    data = ("PairID,Pred_Score\n" + rows + "ENG-test-0,0.5\n" * 200_000).encode()
+    tracemalloc.start()
+    try:
+        run = validate_run(semrel, {"pred_eng.csv": data}, inputs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    codes = [i.code for i in run.issues]
+    # the first extra rows are each reported as before, then one line-count issue ends it
+    assert codes.count("duplicate-id") == 20 and codes[-1] == "line-count"
+    last = run.issues[-1]
+    assert (last.file, last.line) == ("pred_eng.csv", 25)
+    assert last.message == ("the file has 200004 line(s), far more than the 3 the input's "
+                            "pairs need; reading stopped at this line")
+    # the decoded text is one copy of the file; the rows read add little to it
+    assert peak < 2 * len(data), f"peak {peak:,} bytes for a {len(data):,}-byte file"
+
+
+def test_a_table_run_with_far_too_many_rows_stops_reading(tmp_path):
+    from evaluation import load_inputs, load_task
+
+    task = load_task("sick2014")
+    (tmp_path / "SICK_test_annotated.txt").write_text(
+        "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+        + "".join(f"{100 + i}\tA {i}\tB {i}\t3.0\tNEUTRAL\n" for i in range(5)))
+    inputs = load_inputs(task, tmp_path)
+    body = "pair_ID\trelatedness_score\tentailment_judgment\n" + "".join(
+        f"{100 + i}\t3.5\tNA\n" for i in range(5)) + "999\t1\tNA\n" * 100_000
+    run = validate_run(task, {"SICK.output.txt": body.encode()}, inputs)
+    assert [i.code for i in run.issues] == ["unknown-id"] * 20 + ["line-count"]
+    assert run.issues[-1].line == 27
