@@ -493,11 +493,58 @@ def _cut_extra_lines(data: bytes, keep: int) -> tuple[bytes, int] | None:
     return data[:pos], total
 
 
+# The line-by-line reader takes a text this many characters at a time: its Python objects (a
+# string per line) then cost a bounded amount of memory, whatever the file's size.
+CHUNK_CHARS = 4 << 20
+
+
+def _line_chunks(text: str) -> Iterator[list[str]]:
+    """The lines of a decoded text (as split_lines has them), a few MiB of them at a time."""
+    start, size = 0, len(text)
+    while start < size:
+        end = text.find("\n", start + CHUNK_CHARS)
+        end = size if end < 0 else end + 1
+        lines = text[start:end].split("\n")
+        if text[end - 1] == "\n":
+            lines.pop()
+        yield lines
+        start = end
+
+
+def _parse_score_lines(task: TaskDefinition, col: _Collector, text: str,
+                       n_expected: int) -> _Parsed:
+    """A lines run without TABs (a score a line), read in chunks: memory bounded by the file."""
+    n = text.count("\n") + (0 if text.endswith("\n") else 1)
+    if n != n_expected:
+        col.add(n_expected + 1 if n > n_expected else None, _line_count_message(n, n_expected),
+                "line-count")
+    scores = np.empty(n, dtype=np.float64)
+    strict = _needs_strict_parse(text)
+    nan_parts, bad_parts = [_EMPTY], [_EMPTY]
+    at = 0
+    for lines in _line_chunks(text):
+        line_no = np.arange(at + 1, at + len(lines) + 1, dtype=np.int64)
+        values = _parse_column(col, lines, line_no, "score", lines, strict)
+        nan = _check_values(task, col, values, line_no, lines)
+        if nan.any():
+            # NaN from a bad token was reported already; only spelled-out NaN follows the policy
+            idx = np.flatnonzero(nan)
+            spelled = np.array([bool(_NAN.match(lines[j].strip())) for j in idx], dtype=bool)
+            nan_parts.append(idx[spelled] + at)
+            bad_parts.append(idx[~spelled] + at)
+        scores[at:at + len(lines)] = values
+        at += len(lines)
+    nan_index = np.concatenate(nan_parts)
+    return _Parsed(scores, None, nan_index + 1, nan_index, np.concatenate(bad_parts))
+
+
 def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
                      n_expected: int, data: bytes = b"") -> _Parsed:
     fast = _fast_lines_run(task, data, n_expected)
     if fast is not None:
         return fast
+    if "\t" not in text:
+        return _parse_score_lines(task, col, text, n_expected)
     lines = split_lines(text)
     n = len(lines)
     if n != n_expected:

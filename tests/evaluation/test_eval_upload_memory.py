@@ -92,3 +92,25 @@ def test_a_table_run_with_far_too_many_rows_stops_reading(tmp_path):
     run = validate_run(task, {"SICK.output.txt": body.encode()}, inputs)
     assert [i.code for i in run.issues] == ["unknown-id"] * 20 + ["line-count"]
     assert run.issues[-1].line == 27
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_chunked_reading_gives_the_same_answer(sts, make_sts_inputs, monkeypatch, seed):
+    import numpy as np
+
+    from evaluation import runs
+
+    rng = np.random.default_rng(seed)
+    tokens = ["1.5", "abc", "", "nan", "9", "-inf", "2.25", " 3 ", "1_0"]
+    n = 60
+    lines = [tokens[i] for i in rng.integers(0, len(tokens), n + int(rng.integers(-2, 3)))]
+    data = ("\n".join(lines) + ("\n" if seed % 2 else "")).encode()
+    inputs = make_sts_inputs(sts, {d: n for d in sts.dataset_names})
+    files = {sts.run_filename(d): b"1\n" * n for d in sts.dataset_names}
+    files["STS.output.MSRpar.txt"] = data
+    whole = validate_run(sts, files, inputs)
+    for size in (1, 5, 13):
+        monkeypatch.setattr(runs, "CHUNK_CHARS", size)
+        chunked = validate_run(sts, files, inputs)
+        assert chunked.issues == whole.issues
+    assert whole.issues  # the file has problems of every kind to find
