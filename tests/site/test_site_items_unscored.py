@@ -85,3 +85,25 @@ def test_items_show_unscored_pairs_apart_and_last(client, make, app):
     assert html.count("not scored</td>") == 4
     assert "Not scored: 4 pair(s)" in html
     assert "alpha gold ≈" in html and "(27 scored, 3 not scored)" in html
+
+
+def test_compare_scatter_leaves_unscored_pairs_out(client, make, app):
+    from semboard.services import analysis
+
+    run = _blank_task_run(make, app)
+    team_b, captain_b = make.team(run.task, "B")
+    other = submissions.submit(make.session, make.storage, team=team_b, phase=run.phase,
+                               user=captain_b, name="r2", files=make.tiny.run(4), now=NOW)
+    make.session.commit()
+    row, start = analysis.request_comparison(make.session, task=run.task, a_id=run.id,
+                                             b_id=other.id, viewer=None, now=NOW)
+    make.session.commit()
+    assert start
+    done = analysis.compute_comparison(make.session, make.storage, comparison_id=row.id,
+                                       now=NOW)
+    make.session.commit()
+    assert done is not None and done.status == "done", done and done.error
+    assert {d: sum(p["dataset"] == d for p in done.pairs) for d in ("alpha", "beta")} == {
+        "alpha": 27, "beta": 19}
+    page = client.get(f"/tasks/tiny/compare?a={run.id}&b={other.id}")
+    assert page.status_code == 200 and "46 pairs" in page.get_data(as_text=True)
