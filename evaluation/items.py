@@ -3,6 +3,9 @@
 A run's scores need not be on the gold's scale (a cosine in [-1, 1] against gold in [0, 5]), so
 a pair's error is measured after mapping the run's scores onto the gold by the least-squares
 line, as ALLnorm does per dataset: error = fitted score - gold.
+
+Pairs without a gold score (blank gold: not scored) take no part in the fit and have no error;
+they keep their mapped score (the line is defined without them) and are counted apart.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ from evaluation.taskdef import TaskDefinition
 
 @dataclass
 class DatasetItems:
-    """One dataset's pairs in input order, with the line fitting the run's scores to the gold."""
+    """One dataset's pairs in input order, with the line fitting the run's scores to the gold.
+
+    `gold` and `error` are NaN where the pair is not scored (`scored` False); `slope` and
+    `intercept` are None when no pair is scored (there is no line to fit).
+    """
 
     dataset: str
     ids: Sequence[str]
@@ -30,11 +37,37 @@ class DatasetItems:
     scores: np.ndarray
     fitted: np.ndarray  # the run's scores mapped onto the gold by the least-squares line
     error: np.ndarray  # fitted - gold
-    slope: float
-    intercept: float
+    slope: float | None
+    intercept: float | None
+    scored: np.ndarray  # mask of the pairs with a gold score
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def n_scored(self) -> int:
+        """How many pairs have a gold score (take part in the fit)."""
+        return int(self.scored.sum())
+
+    @property
+    def n_unscored(self) -> int:
+        """How many pairs have no gold score."""
+        return len(self) - self.n_scored
+
+
+def fit_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+    """Slope and intercept of ALLnorm's least-squares line of y on x; None without pairs."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if len(x) == 0:
+        return None
+    fitted = M.least_squares_fit(x, y)
+    # read off two points of evaluation's own fit so the line is exactly the one ALLnorm uses
+    lo, hi = int(np.argmin(x)), int(np.argmax(x))
+    if x[hi] == x[lo]:
+        return 0.0, float(fitted[lo])
+    slope = float((fitted[hi] - fitted[lo]) / (x[hi] - x[lo]))
+    return slope, float(fitted[lo] - slope * x[lo])
 
 
 def dataset_items(task: TaskDefinition, run: ValidatedRun,
@@ -47,34 +80,38 @@ def dataset_items(task: TaskDefinition, run: ValidatedRun,
         pred = run.predictions[name]
         y = np.asarray(_align(pred, gold[name])[0], dtype=np.float64)
         x = np.asarray(pred.scores, dtype=np.float64)
-        fitted = np.asarray(M.least_squares_fit(x, y), dtype=np.float64)
-        slope, intercept = _line(x, fitted)
-        found[name] = DatasetItems(name, pred.ids, pred.genres, y, x, fitted, fitted - y,
-                                   slope, intercept)
+        scored = np.isfinite(y)
+        line = fit_line(x[scored], y[scored])
+        fitted = np.full(len(x), np.nan)
+        error = np.full(len(x), np.nan)
+        if line is not None:
+            fitted[scored] = M.least_squares_fit(x[scored], y[scored])
+            fitted[~scored] = line[0] * x[~scored] + line[1]
+            error[scored] = fitted[scored] - y[scored]
+        found[name] = DatasetItems(name, pred.ids, pred.genres, y, x, fitted, error,
+                                   line[0] if line else None, line[1] if line else None,
+                                   scored)
     return found
 
 
-def _line(x: np.ndarray, fitted: np.ndarray) -> tuple[float, float]:
-    """Slope and intercept of the fitted line (read off two of its points)."""
-    if len(x) == 0:
-        return 0.0, 0.0
-    lo, hi = int(np.argmin(x)), int(np.argmax(x))
-    if x[hi] == x[lo]:
-        return 0.0, float(fitted[lo])
-    slope = float((fitted[hi] - fitted[lo]) / (x[hi] - x[lo]))
-    return slope, float(fitted[lo] - slope * x[lo])
-
-
 def paired_scores(
-    task: TaskDefinition, a: ValidatedRun, b: ValidatedRun, datasets: Sequence[str] | None = None
+    task: TaskDefinition, a: ValidatedRun, b: ValidatedRun, datasets: Sequence[str] | None = None,
+    gold: Mapping[str, DatasetGold] | None = None,
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Both runs' scores on each dataset they both cover (same input order), in task order."""
+    """Both runs' scores on each dataset they both cover (same input order), in task order.
+
+    With `gold`, the pairs it leaves unscored are left out (as every test leaves them out).
+    """
     names = datasets if datasets is not None else task.dataset_names
     found = {}
     for name in names:
         if name in a.predictions and name in b.predictions:
             pa, pb = a.predictions[name], b.predictions[name]
             if len(pa) == len(pb):
-                found[name] = (np.asarray(pa.scores, dtype=np.float64),
-                               np.asarray(pb.scores, dtype=np.float64))
+                xa = np.asarray(pa.scores, dtype=np.float64)
+                xb = np.asarray(pb.scores, dtype=np.float64)
+                if gold is not None and name in gold:
+                    keep = np.isfinite(np.asarray(_align(pa, gold[name])[0], dtype=np.float64))
+                    xa, xb = xa[keep], xb[keep]
+                found[name] = (xa, xb)
     return found

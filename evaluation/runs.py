@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import re
 import zipfile
 import zlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -31,6 +32,7 @@ MAX_ARCHIVE_ENTRIES = 1000
 # ("0\n" a million times) compresses far better than 100x and is still fine.
 MAX_COMPRESSION_RATIO = 100
 
+_T = TypeVar("_T")
 _NUMBER = re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")
 _NAN = re.compile(r"^[-+]?nan$", re.IGNORECASE)
 _INF = re.compile(r"^[-+]?(?:inf|infinity)$", re.IGNORECASE)
@@ -216,37 +218,120 @@ def read_run_files(path: Path) -> dict[str, bytes]:
 
 # ---------------------------------------------------------------- file names
 
-def _name_regex(pattern: str, names: Sequence[str]) -> re.Pattern[str]:
+# The site's rule for run names (semboard.services.submissions): what a file name may carry.
+MAX_RUN_NAME = 100
+
+
+def run_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a run name (the site's rule), or None when it can."""
+    if not name.strip():
+        return "a run needs a name"
+    if len(name.strip()) > MAX_RUN_NAME or any(ord(c) < 32 for c in name):
+        return f"a run name has at most {MAX_RUN_NAME} printable characters"
+    return None
+
+
+@dataclass(frozen=True)
+class RunFileMatch:
+    """What a run file's name says: its dataset, and the team and run names it carries."""
+
+    dataset: str
+    team: str | None
+    run: str | None
+
+
+def _name_regex(pattern: str, names: Sequence[str], team: str | None = None) -> re.Pattern[str]:
     alternation = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     rx = re.escape(pattern)
     rx = rx.replace(re.escape("{dataset}"), f"(?P<dataset>{alternation})")
-    rx = rx.replace(re.escape("{team}"), r"(?P<team>[^/\\]+?)")
+    # a known team is matched as it is spelled, so that a dotted team name splits right
+    team_rx = rf"(?i:{re.escape(team)})" if team else r"[^/\\]+?"
+    rx = rx.replace(re.escape("{team}"), f"(?P<team>{team_rx})")
+    rx = rx.replace(re.escape("{run}"), r"(?P<run>[^/\\]+?)")
     return re.compile(f"^{rx}$")
 
 
-def match_run_filename(task: TaskDefinition, filename: str) -> tuple[str, str | None] | None:
-    """(dataset, team token or None) for a run file name of the task, else None.
+def _found(task: TaskDefinition, m: re.Match[str]) -> RunFileMatch:
+    found = m.groupdict()
+    dataset = task.dataset_names[0] if task.single_run_file else found["dataset"]
+    return RunFileMatch(dataset, found.get("team"), found.get("run"))
+
+
+def _match(pattern: str, task: TaskDefinition, filename: str) -> RunFileMatch | None:
+    m = _name_regex(pattern, task.dataset_names).match(filename)
+    return None if m is None else _found(task, m)
+
+
+def match_run_file(task: TaskDefinition, filename: str, *,
+                   team: str | None = None) -> RunFileMatch | None:
+    """What a run file name of the task says, else None; `team` helps split a dotted name.
 
     When one file answers every dataset (run.filename without {dataset}), the dataset
     returned is the first one.
     """
-    names = task.dataset_names
-    if task.single_run_file:
-        if _name_regex(task.run.filename, names).match(filename):
-            return names[0], None
-        if task.run.team_filename:
-            m = _name_regex(task.run.team_filename, names).match(filename)
-            if m:
-                return names[0], m.group("team")
-        return None
-    m = _name_regex(task.run.filename, names).match(filename)
-    if m:
-        return m.group("dataset"), None
-    if task.run.team_filename:
-        m = _name_regex(task.run.team_filename, names).match(filename)
-        if m:
-            return m.group("dataset"), m.group("team")
-    return None
+    team_pattern = task.run.team_filename
+    if team and team_pattern:
+        # the uploader's own team first: a {run} in run.filename would swallow the team too
+        m = _name_regex(team_pattern, task.dataset_names, team).match(filename)
+        if m is not None:
+            return _found(task, m)
+    found = _match(task.run.filename, task, filename)
+    if found is None and team_pattern:
+        found = _match(team_pattern, task, filename)
+    return found
+
+
+def match_run_filename(task: TaskDefinition, filename: str) -> tuple[str, str | None] | None:
+    """(dataset, team token or None) for a run file name of the task, else None."""
+    found = match_run_file(task, filename)
+    return None if found is None else (found.dataset, found.team)
+
+
+def run_name_from_files(task: TaskDefinition, names: Collection[str], *,
+                        team: str | None = None,
+                        given: str | None = None) -> tuple[str | None, list[Issue]]:
+    """The run name the file names carry ({run}), checked against each other and `given`.
+
+    Returns (name, []) when they agree, (None, issues) otherwise. Codes: bad-run-name (a name
+    the site refuses), run-name-mismatch (two files, or a file and `given`, disagree),
+    missing-run-name (no file carries one and none is given). Files that match no run file
+    name are left to validate_run. For a task whose file names carry no run name, returns
+    `given` as it is.
+    """
+    given = given.strip() if given is not None and given.strip() else None
+    patterns = (task.run.filename, task.run.team_filename or "")
+    if not any("{run}" in p for p in patterns):
+        return given, []
+    issues: list[Issue] = []
+    first: tuple[str, str] | None = None  # (name, file)
+    for filename in sorted(names):
+        found = match_run_file(task, filename, team=team)
+        if found is None or found.run is None:
+            continue
+        token = found.run
+        problem = run_name_problem(token)
+        if problem is not None or token != token.strip():
+            issues.append(Issue(filename, None, f"the run name {token!r} in the file name "
+                                "cannot be used: " + (problem or "it starts or ends with a "
+                                                      "space"), "bad-run-name"))
+            continue
+        if given is not None and token != given:
+            issues.append(Issue(filename, None, f"the run name {token!r} in the file name is "
+                                f"not the name given ({given!r})", "run-name-mismatch"))
+        elif first is None:
+            first = (token, filename)
+        elif token != first[0]:
+            issues.append(Issue(filename, None, f"the run name {token!r} in the file name "
+                                f"differs from {first[0]!r} in {first[1]}; every file of a run "
+                                "carries the same run name", "run-name-mismatch"))
+    if issues:
+        return None, issues
+    name = given if given is not None else (first[0] if first else None)
+    if name is None:
+        example = task.run_filename(task.dataset_names[0])
+        return None, [Issue(None, None, f"a run needs a name: name the files like {example} "
+                            "or give the run a name", "missing-run-name")]
+    return name, []
 
 
 # ---------------------------------------------------------------- numbers
@@ -379,18 +464,93 @@ def _fast_lines_run(task: TaskDefinition, data: bytes, n_expected: int) -> _Pars
     return _Parsed(scores, conf, empty, empty, empty)
 
 
+def _line_count_message(n: int, n_expected: int) -> str:
+    return (f"the file has {n} line(s) but the input has {n_expected}; a run needs one line per "
+            "input pair, in input order")
+
+
+def _cut_extra_lines(data: bytes, keep: int) -> tuple[bytes, int] | None:
+    """(the file's first `keep` lines, its line count) when it has more lines, else None.
+
+    Counts on the bytes, without decoding or splitting them: a file with far too many lines is
+    refused at its first extra line, in memory bounded by the lines kept.
+    """
+    newlines = data.count(b"\n")
+    if newlines < keep or (b"\r" in data and data.count(b"\r") != data.count(b"\r\n")):
+        return None  # too few lines, or lone CR line ends: the text reader counts those
+    total = newlines + (0 if data.endswith((b"\n", b"\r")) else 1)
+    if total <= keep:
+        return None
+    pos, remaining, step = 0, keep, 1 << 20
+    while True:
+        found = data.count(b"\n", pos, pos + step)
+        if found >= remaining:
+            break
+        remaining -= found
+        pos += step
+    for _ in range(remaining):
+        pos = data.index(b"\n", pos) + 1
+    return data[:pos], total
+
+
+# The line-by-line reader takes a text this many characters at a time: its Python objects (a
+# string per line) then cost a bounded amount of memory, whatever the file's size.
+CHUNK_CHARS = 4 << 20
+
+
+def _line_chunks(text: str) -> Iterator[list[str]]:
+    """The lines of a decoded text (as split_lines has them), a few MiB of them at a time."""
+    start, size = 0, len(text)
+    while start < size:
+        end = text.find("\n", start + CHUNK_CHARS)
+        end = size if end < 0 else end + 1
+        lines = text[start:end].split("\n")
+        if text[end - 1] == "\n":
+            lines.pop()
+        yield lines
+        start = end
+
+
+def _parse_score_lines(task: TaskDefinition, col: _Collector, text: str,
+                       n_expected: int) -> _Parsed:
+    """A lines run without TABs (a score a line), read in chunks: memory bounded by the file."""
+    n = text.count("\n") + (0 if text.endswith("\n") else 1)
+    if n != n_expected:
+        col.add(n_expected + 1 if n > n_expected else None, _line_count_message(n, n_expected),
+                "line-count")
+    scores = np.empty(n, dtype=np.float64)
+    strict = _needs_strict_parse(text)
+    nan_parts, bad_parts = [_EMPTY], [_EMPTY]
+    at = 0
+    for lines in _line_chunks(text):
+        line_no = np.arange(at + 1, at + len(lines) + 1, dtype=np.int64)
+        values = _parse_column(col, lines, line_no, "score", lines, strict)
+        nan = _check_values(task, col, values, line_no, lines)
+        if nan.any():
+            # NaN from a bad token was reported already; only spelled-out NaN follows the policy
+            idx = np.flatnonzero(nan)
+            spelled = np.array([bool(_NAN.match(lines[j].strip())) for j in idx], dtype=bool)
+            nan_parts.append(idx[spelled] + at)
+            bad_parts.append(idx[~spelled] + at)
+        scores[at:at + len(lines)] = values
+        at += len(lines)
+    nan_index = np.concatenate(nan_parts)
+    return _Parsed(scores, None, nan_index + 1, nan_index, np.concatenate(bad_parts))
+
+
 def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
                      n_expected: int, data: bytes = b"") -> _Parsed:
     fast = _fast_lines_run(task, data, n_expected)
     if fast is not None:
         return fast
+    if "\t" not in text:
+        return _parse_score_lines(task, col, text, n_expected)
     lines = split_lines(text)
     n = len(lines)
     if n != n_expected:
         # Too many: point at the first extra line; too few: no line is at fault, the file is.
-        col.add(n_expected + 1 if n > n_expected else None,
-                f"the file has {n} line(s) but the input has {n_expected}; a run needs one "
-                "line per input pair, in input order", "line-count")
+        col.add(n_expected + 1 if n > n_expected else None, _line_count_message(n, n_expected),
+                "line-count")
     line_no = np.arange(1, n + 1, dtype=np.int64)
     conf: np.ndarray | None = None
     if "\t" in text:
@@ -443,23 +603,51 @@ def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
     return _Parsed(scores, conf, nan_index + 1, nan_index, bad)
 
 
+def _iter_lines(text: str) -> Iterator[str]:
+    """The lines of a decoded text one at a time (as split_lines has them, without the LF)."""
+    start, size = 0, len(text)
+    while start < size:
+        end = text.find("\n", start)
+        if end < 0:
+            yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
+
+
+def _numbered_rows(text: str) -> Iterator[tuple[list[str], int]]:
+    """CSV rows one at a time, each with the physical line it starts on (fields may span)."""
+    reader = csv.reader(line + "\n" for line in _iter_lines(text))
+    last = 0
+    for row in reader:
+        yield row, last + 1
+        last = reader.line_num
+
+
+def _bounded(col: _Collector, rows: Iterable[tuple[_T, int]], expected: int,
+             text: str) -> Iterator[tuple[_T, int]]:
+    """The rows, up to `expected` and a few more (each extra one reported as it is); then one
+    line-count issue and no further reading: a file of millions of extra rows costs nothing."""
+    for read, (row, line) in enumerate(rows, start=1):
+        if read > expected + MAX_ISSUES_PER_KIND:
+            total = text.count("\n") + (0 if text.endswith("\n") else 1)
+            col.add(line, f"the file has {total} line(s), far more than the {expected} the "
+                    "input's pairs need; reading stopped at this line", "line-count")
+            return
+        yield row, line
+
+
 def _parse_csv_run(task: TaskDefinition, col: _Collector, text: str,
                    inputs: DatasetInputs) -> _Parsed:
     """Scores in input order from an id-keyed CSV run."""
     id_col, score_col = task.run.columns
-    reader = csv.reader(io.StringIO(text, newline=""))
-    rows: list[list[str]] = []
-    line_of: list[int] = []  # the physical line each row starts on (quoted fields may span)
-    last = 0
-    for row in reader:
-        rows.append(row)
-        line_of.append(last + 1)
-        last = reader.line_num
+    numbered = _numbered_rows(text)
+    first = next(numbered, None)
     expected_header = f"{id_col},{score_col}"
     index = {k: j for j, k in enumerate(inputs.ids)}
     positions = (0, 1)
     start = 1
-    header = [h.strip() for h in rows[0]] if rows else []
+    header = [h.strip() for h in first[0]] if first else []
     names = [h.casefold() for h in header]
     if len(header) == 2 and set(names) == {id_col.casefold(), score_col.casefold()}:
         positions = (names.index(id_col.casefold()), names.index(score_col.casefold()))
@@ -473,8 +661,8 @@ def _parse_csv_run(task: TaskDefinition, col: _Collector, text: str,
     scores = np.full(len(inputs), np.nan)
     seen_line = np.zeros(len(inputs), dtype=np.int64)
     tokens: list[str] = [""] * len(inputs)
-    for r in range(start, len(rows)):
-        row, line = rows[r], line_of[r]
+    rows = itertools.chain([first] if first and start == 0 else [], numbered)
+    for row, line in _bounded(col, rows, len(inputs), text):
         if not row or all(not c.strip() for c in row):
             col.add(line, "the line is empty", "empty-line")
             continue
@@ -528,8 +716,9 @@ def _parse_table_run(task: TaskDefinition, col: _Collector, text: str, inputs: D
     spec = task.dataset(dataset)
     id_col, field_col = task.run.id_column or "", spec.run_field or ""
     classes = spec.gold.classes
-    lines = split_lines(text)
-    header = [h.strip().lstrip("\ufeff") for h in lines[0].split("\t")] if lines else []
+    lines = _iter_lines(text)
+    head = next(lines, None)
+    header = [h.strip().lstrip("\ufeff") for h in head.split("\t")] if head is not None else []
     names = [h.casefold() for h in header]
     missing = [c for c in (id_col, field_col) if c.casefold() not in names]
     if missing:
@@ -542,7 +731,8 @@ def _parse_table_run(task: TaskDefinition, col: _Collector, text: str, inputs: D
     seen_line = np.zeros(len(inputs), dtype=np.int64)
     tokens: list[str] = [""] * len(inputs)
     na_lines: list[int] = []
-    for line, raw in enumerate(lines[1:], start=2):
+    numbered = ((raw, line) for line, raw in enumerate(lines, start=2))
+    for raw, line in _bounded(col, numbered, len(inputs), text):
         if not raw.strip():
             col.add(line, "the line is empty", "empty-line")
             continue
@@ -631,8 +821,13 @@ def _apply_nan_policy(task: TaskDefinition, col: _Collector, dataset: str,
 
 def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
                  inputs: Mapping[str, DatasetInputs], *, team: str | None = None,
-                 datasets: Collection[str] | None = None) -> ValidatedRun:
-    """Check every file of a run against the inputs; every problem becomes an Issue."""
+                 datasets: Collection[str] | None = None,
+                 run: str | None = None) -> ValidatedRun:
+    """Check every file of a run against the inputs; every problem becomes an Issue.
+
+    Where file names carry the run's name ({run}), they must agree with each other and with
+    `run` when given (run_name_from_files).
+    """
     issues: list[Issue] = []
     predictions: dict[str, DatasetPrediction] = {}
     substitutions: list[Substitution] = []
@@ -649,12 +844,12 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
     for filename in sorted(files):
         data = files[filename]
         digests[filename] = sha256(data)
-        match = match_run_filename(task, filename)
+        match = match_run_file(task, filename, team=team)
         if match is None:
             issues.append(Issue(filename, None, f"{filename!r} is not a run file name of task "
                                 f"{task.name}; expected names like {example}", "unknown-file"))
             continue
-        dataset, token = match
+        dataset, token = match.dataset, match.team
         if dataset not in expected and not task.single_run_file:
             issues.append(Issue(filename, None, f"dataset {dataset} is not part of this "
                                 f"submission (expected {', '.join(expected)})",
@@ -668,6 +863,8 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
                                 f"{by_dataset[dataset]})", "duplicate-file"))
             continue
         by_dataset[dataset] = filename
+    issues.extend(run_name_from_files(task, list(by_dataset.values()), team=team,
+                                      given=run)[1])
     if task.single_run_file and by_dataset:
         # one file answers every dataset, each from its own column
         only = next(iter(by_dataset.values()))
@@ -686,15 +883,21 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
                                 "no-inputs"))
             continue
         col = _Collector(filename)
-        text, problem = decode_text(files[filename], filename)
+        data = files[filename]
+        cut = _cut_extra_lines(data, len(inp)) if task.run.format == "lines" else None
+        if cut is not None:
+            # too many lines: only the lines that answer a pair are read
+            data, total = cut
+            col.add(len(inp) + 1, _line_count_message(total, len(inp)), "line-count")
+        text, problem = decode_text(data, filename)
         if problem is not None:
-            issues.append(problem)
+            issues.extend([*col.finish(), problem])
             continue
         assert text is not None
         table_parsed: _Parsed | None = None
         scale = task.with_range_of(dataset)  # a dataset may have its own score range
         if task.run.format == "lines":
-            parsed = _parse_lines_run(scale, col, text, len(inp), files[filename])
+            parsed = _parse_lines_run(scale, col, text, len(inp), data)
         elif task.run.format == "table":
             table_parsed = _parse_table_run(scale, col, text, inp, dataset)
             if table_parsed is None:

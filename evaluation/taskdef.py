@@ -254,16 +254,21 @@ class TaskDefinition:
         shown = tuple(m for m in self.board_dataset_metrics if m in own)
         return shown or (self.primary_for(dataset),)
 
-    def run_filename(self, dataset: str, team: str | None = None) -> str:
-        """The file name a run must use for `dataset` (with a team token where allowed)."""
+    def run_filename(self, dataset: str, team: str | None = None, run: str | None = None) -> str:
+        """The file name a run must use for `dataset` (with a team token where allowed).
+
+        Without `run`, a {run} placeholder stays as it is: the name shows where it goes.
+        """
         self.dataset(dataset)
-        if self.single_run_file:
-            if team is not None and self.run.team_filename:
-                return self.run.team_filename.format(team=team)
-            return self.run.filename
+        pattern = self.run.filename
         if team is not None and self.run.team_filename:
-            return self.run.team_filename.format(dataset=dataset, team=team)
-        return self.run.filename.format(dataset=dataset)
+            pattern = self.run.team_filename
+        return pattern.format(dataset=dataset, team=team, run="{run}" if run is None else run)
+
+    @property
+    def run_in_filename(self) -> bool:
+        """True when run file names carry the run's name ({run} in run.filename)."""
+        return "{run}" in self.run.filename
 
     def input_filename(self, dataset: str) -> str:
         """Base name of the dataset's input file."""
@@ -600,10 +605,7 @@ def _check_dataset(name: str, inputs: InputFormat, gold: GoldFormat, metrics: tu
 
 def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     """A task definition from TOML text; TaskDefinitionError names what is wrong."""
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise TaskDefinitionError(f"{source}: not valid TOML: {exc}") from exc
+    doc = _load_toml(text, source)
 
     _known(doc, "", source)
     name = _get(doc, "name", str, source)
@@ -657,9 +659,9 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     single = run.format == "table" and "{dataset}" not in run.filename
     if "{dataset}" not in run.filename and not single:
         raise TaskDefinitionError(f"{source}: run.filename must contain {{dataset}}")
-    _template(run.filename, ("dataset",), "run.filename", source)
+    _template(run.filename, ("dataset", "run"), "run.filename", source)
     if run.team_filename:
-        _template(run.team_filename, ("dataset", "team"), "run.team_filename", source)
+        _template(run.team_filename, ("dataset", "team", "run"), "run.team_filename", source)
     if run.team_filename and not (("{dataset}" in run.team_filename or single)
                                   and "{team}" in run.team_filename):
         raise TaskDefinitionError(
@@ -789,6 +791,8 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         raise TaskDefinitionError(f"{source}: ranking aggregate needs metrics.aggregate")
 
     splits, default_split = parse_splits(doc, tuple(d.name for d in datasets), source)
+    _check_names(datasets, tracks, splits, source)
+    _check_paths(doc, datasets, splits, source)
     _check_closing_settings(doc, source)
     return TaskDefinition(
         splits=splits,
@@ -826,3 +830,102 @@ def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
 
     parse_questions(doc, source)
     parse_rules(doc, source)
+
+
+# ---------------------------------------------------------------- names and paths
+
+# Dataset, track and split names appear in file names, URLs and form fields: keep them plain.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+NAME_RULE = ("a letter or digit, then up to 63 letters, digits, '.', '_' or '-' "
+             "(no spaces or slashes)")
+# Deeper than this, a definition is not one the format describes (and tomllib would recurse).
+MAX_TOML_DEPTH = 32
+
+
+def _load_toml(text: str, source: str) -> dict[str, Any]:
+    """The TOML document; TaskDefinitionError for bad TOML or nesting deeper than the format."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskDefinitionError(f"{source}: not valid TOML: {exc}") from exc
+    except RecursionError:
+        raise TaskDefinitionError(f"{source}: the TOML is nested too deeply (at most "
+                                  f"{MAX_TOML_DEPTH} levels of tables and arrays)") from None
+    # dotted keys nest without recursing in tomllib; later readers (json) would recurse
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_TOML_DEPTH:
+            raise TaskDefinitionError(f"{source}: the TOML is nested too deeply (at most "
+                                      f"{MAX_TOML_DEPTH} levels of tables and arrays)")
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((v, depth + 1) for v in children if isinstance(v, dict | list))
+    return doc
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be a dataset, track or split name, or None when it can."""
+    if NAME_PATTERN.fullmatch(name):
+        return None
+    return f"{name!r} is not a valid name: use {NAME_RULE}"
+
+
+def _check_names(datasets: list[DatasetSpec], tracks: dict[str, tuple[str, ...]],
+                 splits: dict[str, SplitDef], source: str) -> None:
+    """Refuse a dataset, track or split name that could not be a file name or URL part."""
+    named = ([(f"datasets[{i}].name", d.name) for i, d in enumerate(datasets)]
+             + [(f"tracks.{t}", t) for t in tracks]
+             + [(f"splits {s}", s) for s in splits])
+    for key, value in named:
+        problem = name_problem(value)
+        if problem:
+            raise TaskDefinitionError(f"{source}: {key}: {problem}")
+
+
+def path_problem(path: str) -> str | None:
+    """Why `path` cannot name a file inside a release folder, or None when it can."""
+    parts = path.replace("\\", "/").split("/")
+    if not path.strip():
+        return "is empty"
+    if "\x00" in path:
+        return "contains a NUL character"
+    if path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path):
+        return "is absolute; give a path relative to the release folder"
+    if ".." in parts:
+        return "has a '..' part; a path may not leave the release folder"
+    return None
+
+
+def _check_paths(doc: dict[str, Any], datasets: list[DatasetSpec],
+                 splits: dict[str, SplitDef], source: str) -> None:
+    """Every input and gold path of every split must stay inside the release folder."""
+    found: list[tuple[str, str]] = []
+    for i, spec in enumerate(datasets):
+        found.append((f"datasets[{i}].input ({spec.name})", spec.input_path))
+        if spec.gold_path is not None:
+            found.append((f"datasets[{i}].gold ({spec.name})", spec.gold_path))
+    for split in splits.values():
+        for key, value in split.layout.items():
+            if key in ("input", "gold") and value:
+                found.append((f"splits {split.name}: layout.{key}", value))
+        for dname, table in split.files.items():
+            for key, value in table.items():
+                if key in ("input", "gold") and value:
+                    found.append((f"splits {split.name}: files.{dname}.{key}", value))
+    for key, value in found:
+        problem = path_problem(value)
+        if problem:
+            raise TaskDefinitionError(f"{source}: {key} {value!r} {problem}")
+
+
+def release_path(release_dir: str | Path, relative: str) -> Path:
+    """`relative` under `release_dir`, symlinks resolved; TaskDefinitionError if it leaves it."""
+    problem = path_problem(relative)
+    if problem:
+        raise TaskDefinitionError(f"definition path {relative!r} {problem}")
+    root = Path(release_dir).resolve()
+    target = (root / relative).resolve()
+    if not target.is_relative_to(root):
+        raise TaskDefinitionError(f"definition path {relative!r} leads outside the release "
+                                  f"folder (to {target})")
+    return target

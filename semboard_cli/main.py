@@ -16,6 +16,7 @@ from semboard_cli.client import (
     EXIT_INVALID,
     EXIT_NOT_FOUND,
     EXIT_OK,
+    EXIT_USAGE,
     Api,
     CliError,
     ProgressBody,
@@ -254,12 +255,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _names_in_files(api: Api, task: str) -> bool:
+    """Whether the task's run file names carry the run's name ({run}): the site reads it."""
+    datasets = api.get_json(f"/tasks/{task}").get("datasets") or []
+    return any("{run}" in (d.get("run_filename") or "") for d in datasets)
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     """Upload a run (folder, file or zip); every problem is printed when it is refused."""
     api = _api(args)
     path = Path(args.run)
     files = _read_run(path)
-    fields = {"name": args.name}
+    fields = {}
+    if args.name is not None:
+        fields["name"] = args.name
+    elif not _names_in_files(api, args.task):
+        raise CliError(f"--name is required: the run file names of {args.task} carry no run "
+                       "name", EXIT_USAGE)
     if args.phase:
         fields["phase"] = args.phase
     if args.description:
@@ -371,7 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("submit", cmd_submit, "upload a run")
     p.add_argument("task")
     p.add_argument("run", help="run folder, file or zip")
-    p.add_argument("--name", required=True, help="run name (the same name replaces a run)")
+    p.add_argument("--name", help="run name (the same name replaces a run); optional where "
+                   "the task's run file names carry it ({run})")
     p.add_argument("--phase", help="phase slug (default: the open one)")
     p.add_argument("--description", help="a description of the system")
     p = add("runs", cmd_runs, "list your team's runs")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -45,18 +46,33 @@ def _validated(session: Session, storage: Storage, run: Run) -> Any:
     return valid[run.id]
 
 
+def _value(x: Any) -> float | None:
+    """A finite number as float, anything else (NaN: not scored) as None."""
+    v = float(x)
+    return v if math.isfinite(v) else None
+
+
 @dataclass
 class Item:
-    """One pair of a run with its texts, gold, the run's score and the error after the fit."""
+    """One pair of a run with its texts, gold, the run's score and the error after the fit.
+
+    `gold` and `error` are None for a pair that is not scored (blank gold).
+    """
+
     dataset: str
     id: str
     genre: str | None
     text1: str
     text2: str
-    gold: float
-    score: float
-    fitted: float
-    error: float
+    gold: float | None
+    score: float | None
+    fitted: float | None
+    error: float | None
+
+    @property
+    def scored(self) -> bool:
+        """Whether the pair has a gold score."""
+        return self.gold is not None
 
     def to_json(self) -> dict[str, Any]:
         """JSON form."""
@@ -82,7 +98,9 @@ class RunItems:
     def largest_errors(self, *, dataset: str | None = None, genre: str | None = None,
                        limit: int | None = None) -> list[Item]:
         """The pairs, largest absolute error first (then task and file order), optionally of
-        one dataset / genre; only the first `limit` are built (a dataset may hold 1M pairs)."""
+        one dataset / genre; only the first `limit` are built (a dataset may hold 1M pairs).
+
+        Pairs without an error (not scored) come last, in task and file order."""
         names = [n for n in self.datasets if not dataset or n == dataset]
         picked = []
         for k, name in enumerate(names):
@@ -97,7 +115,8 @@ class RunItems:
         which = np.concatenate([p[0] for p in picked])
         where = np.concatenate([p[1] for p in picked])
         size = np.concatenate([p[2] for p in picked])
-        order = np.lexsort((where, which, -size))
+        missing = np.isnan(size)
+        order = np.lexsort((where, which, -np.where(missing, 0.0, size), missing))
         if limit is not None:
             order = order[:limit]
         found = []
@@ -107,13 +126,18 @@ class RunItems:
             texts = self.texts.get(name) or []
             t1, t2 = texts[at] if at < len(texts) else ("", "")
             found.append(Item(name, str(items.ids[at]), items.genres[at], t1, t2,
-                              float(items.gold[at]), float(items.scores[at]),
-                              float(items.fitted[at]), float(items.error[at])))
+                              _value(items.gold[at]), _value(items.scores[at]),
+                              _value(items.fitted[at]), _value(items.error[at])))
         return found
 
     def count(self, *, dataset: str | None = None, genre: str | None = None) -> int:
         """How many pairs the filters keep."""
         return sum(len(items) if not genre else sum(g == genre for g in items.genres)
+                   for name, items in self.datasets.items() if not dataset or name == dataset)
+
+    def unscored(self, *, dataset: str | None = None, genre: str | None = None) -> int:
+        """How many of the pairs the filters keep have no gold score."""
+        return sum(int((~items.scored[[not genre or g == genre for g in items.genres]]).sum())
                    for name, items in self.datasets.items() if not dataset or name == dataset)
 
 
@@ -134,38 +158,48 @@ def run_items(session: Session, storage: Storage, *, run: Run, viewer: User | No
 
 
 def items_csv(items: list[Item]) -> str:
-    """The listed pairs as CSV (one line per pair, largest error first)."""
+    """The listed pairs as CSV (one line per pair, largest error first; empty: not scored)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["dataset", "id", "genre", "text1", "text2", "gold", "score", "fitted",
                      "error"])
     for item in items:
         writer.writerow([item.dataset, item.id, item.genre or "", item.text1, item.text2,
-                         item.gold, item.score, item.fitted, item.error])
+                         *("" if v is None else v
+                           for v in (item.gold, item.score, item.fitted, item.error))])
     return out.getvalue()
 
 
 def scatter_points(found: RunItems) -> list[dict[str, Any]]:
-    """Chart rows {dataset, gold, score, fitted} of each dataset (evenly thinned when large)."""
+    """Chart rows {dataset, gold, score, fitted} of each dataset's scored pairs (evenly thinned
+    when large); pairs without a gold score have no place against the gold."""
     rows: list[dict[str, Any]] = []
     for name, items in found.datasets.items():
-        step = max(1, -(-len(items) // SCATTER_MAX))
-        for i in range(0, len(items), step):
+        scored = np.flatnonzero(items.scored)
+        step = max(1, -(-len(scored) // SCATTER_MAX))
+        for i in scored[::step].tolist():
             rows.append({"dataset": name, "gold": float(items.gold[i]),
                          "score": float(items.scores[i]), "fitted": float(items.fitted[i])})
     return rows
 
 
 def fit_lines(found: RunItems) -> list[dict[str, Any]]:
-    """Each dataset's least-squares line (evaluation's fit): slope, intercept and its two ends."""
+    """Each dataset's least-squares line (evaluation's fit over the scored pairs): slope,
+    intercept, its two ends, and how many pairs are scored (n) and not (unscored).
+
+    A dataset without scored pairs has no line: slope and intercept None, no ends."""
     lines = []
     for name, items in found.datasets.items():
         if not len(items):
             continue
-        lo, hi = int(np.argmin(items.scores)), int(np.argmax(items.scores))
+        scored = np.flatnonzero(items.scored)
+        ends: list[list[float]] = []
+        if len(scored) and items.slope is not None:
+            x = items.scores[scored]
+            picks = (scored[int(np.argmin(x))], scored[int(np.argmax(x))])
+            ends = [[float(items.scores[i]), float(items.fitted[i])] for i in picks]
         lines.append({"dataset": name, "slope": items.slope, "intercept": items.intercept,
-                      "n": len(items),
-                      "ends": [[float(items.scores[i]), float(items.fitted[i])] for i in (lo, hi)]})
+                      "n": items.n_scored, "unscored": items.n_unscored, "ends": ends})
     return lines
 
 
@@ -380,7 +414,8 @@ def compute_comparison(session: Session, storage: Storage, *, comparison_id: int
         except ValueError as err:  # the runs' files and the gold disagree: no statistics
             raise DomainError(f"these runs cannot be compared: {err}") from None
         pairs = []
-        for name, (xa, xb) in paired_scores(definition, va, vb, shared).items():
+        # pairs the gold leaves unscored take no part in the tests: not in their scatter either
+        for name, (xa, xb) in paired_scores(definition, va, vb, shared, parsed_gold).items():
             step = max(1, -(-len(xa) // SCATTER_MAX))
             pairs += [{"dataset": name, "a": float(xa[i]), "b": float(xb[i])}
                       for i in range(0, len(xa), step)]

@@ -7,6 +7,7 @@ only arithmetic is laying out what is drawn.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -189,6 +190,12 @@ def run_bars(run_row: Any, board: Any, intervals: Mapping[str, Sequence[float]],
     )
 
 
+def _finite(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with every non-finite number as None: a spec is JSON, which has no NaN."""
+    return [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+             for k, v in row.items()} for row in rows]
+
+
 def _facet(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """One panel per dataset, in the order the rows name them (the task's order)."""
     order = list(dict.fromkeys(r["dataset"] for r in rows))
@@ -204,7 +211,7 @@ def gold_scatter(points: list[dict[str, Any]], lines: list[dict[str, Any]]) -> d
         "each pair's run score against its gold score, one panel per dataset, with the "
         "least-squares line ALLnorm fits",
         title="Run score against gold (least-squares line as ALLnorm fits it)",
-        data={"values": points + ends},
+        data={"values": _finite(points + ends)},
         facet=_facet(points),
         columns=3,
         resolve={"scale": {"x": "independent"}},
@@ -230,7 +237,7 @@ def distribution(points: list[dict[str, Any]]) -> dict[str, Any]:
     return _base(
         "distribution of gold scores and of the run's least-squares mapped scores per dataset",
         title="Score distribution: gold and run (mapped onto the gold scale)",
-        data={"values": points},
+        data={"values": _finite(points)},
         transform=[{"fold": ["gold", "fitted"], "as": ["field", "value"]},
                    {"calculate": "datum.field === 'gold' ? 'gold' : 'run (mapped)'",
                     "as": "source"}],
@@ -258,7 +265,7 @@ def compare_scatter(pairs: list[dict[str, Any]], a_label: str,
     return _base(
         f"each pair's score from {a_label} against {b_label}, one panel per dataset",
         title=f"{a_label} against {b_label}",
-        data={"values": pairs},
+        data={"values": _finite(pairs)},
         facet=_facet(pairs),
         columns=3,
         resolve={"scale": {"x": "independent", "y": "independent"}},

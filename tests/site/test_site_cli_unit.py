@@ -84,3 +84,45 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     err = proc.stderr.read() if proc.stderr else b""
     assert proc.wait(timeout=60) == 0, err
     assert b"Traceback" not in err
+
+
+class _FakeApi:
+    """Answers the task detail and records the upload's multipart body."""
+
+    def __init__(self, run_filename: str) -> None:
+        self.run_filename = run_filename
+        self.body = b""
+
+    def get_json(self, path: str) -> dict[str, object]:
+        return {"name": "t", "datasets": [{"name": "a", "run_filename": self.run_filename}]}
+
+    def request(self, method: str, path: str, data: object, headers: object) -> object:
+        self.body = bytes(data.read(1 << 20))  # type: ignore[attr-defined]
+
+        class Answer:
+            def json(self) -> dict[str, object]:
+                return {"name": "r1", "id": 1, "status": "scored", "phase": "test",
+                        "task": "t"}
+        return Answer()
+
+
+@pytest.mark.parametrize(("pattern", "name", "sent", "code"), [
+    ("OUT.{run}.a.txt", None, None, 0),  # the site reads the name from the files
+    ("OUT.{run}.a.txt", "r1", b"r1", 0),  # a given name is sent for the site to check
+    ("{dataset}.txt", "r1", b"r1", 0),
+    ("{dataset}.txt", None, None, client.EXIT_USAGE),  # nothing would name the run
+])
+def test_submit_sends_no_name_when_file_names_carry_it(tmp_path, monkeypatch, capsys,
+                                                      pattern, name, sent, code):
+    api = _FakeApi(pattern)
+    monkeypatch.setattr(main, "_api", lambda args: api)
+    (tmp_path / "OUT.r1.a.txt").write_text("1\n")
+    argv = ["submit", "t", str(tmp_path / "OUT.r1.a.txt")] + (["--name", name] if name else [])
+    assert main.main(argv) == code
+    if code:
+        assert "--name is required" in capsys.readouterr().err
+        return
+    has_name = b'name="name"' in api.body
+    assert has_name == (sent is not None)
+    if sent:
+        assert b'name="name"\r\n\r\n' + sent in api.body

@@ -1,0 +1,116 @@
+"""Validation memory is bounded by the file, and a run with too many lines stops at the first."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pytest
+
+from evaluation import validate_run
+
+
+def _big_files(sts, data: bytes) -> dict[str, bytes]:
+    files = {sts.run_filename(d): b"1\n2\n3\n4\n" for d in sts.dataset_names}
+    files["STS.output.MSRpar.txt"] = data
+    return files
+
+
+def test_too_many_lines_are_refused_at_the_first_extra_line(sts, make_sts_inputs):
+    # what follows the first extra line is not read: neither its numbers nor its bytes
+    data = b"1\n2\n3\n4\n" + b"abc\n" * 50 + b"\xff\xfe\n"
+    run = validate_run(sts, _big_files(sts, data), make_sts_inputs(sts))
+    assert [(i.file, i.line, i.code) for i in run.issues] == [
+        ("STS.output.MSRpar.txt", 5, "line-count")]
+    assert run.issues[0].message.startswith("the file has 55 line(s) but the input has 4")
+
+
+@pytest.mark.parametrize(("data", "lines"), [
+    (b"1\r\n2\r\n3\r\n4\r\n5\r\n6", 6),  # CRLF and no final newline
+    (b"1\n2\n3\n4\n\n", 5),  # a trailing empty line is a line
+    (b"1\r2\r3\r4\r5\r", 5),  # lone CR line ends: read as text, same answer
+])
+def test_line_counts_match_the_text_reader(sts, make_sts_inputs, data, lines):
+    run = validate_run(sts, _big_files(sts, data), make_sts_inputs(sts))
+    issue = next(i for i in run.issues if i.code == "line-count")
+    assert issue.line == 5
+    assert issue.message.startswith(f"the file has {lines} line(s) but the input has 4")
+
+
+def test_problems_in_the_kept_lines_are_still_reported(sts, make_sts_inputs):
+    run = validate_run(sts, _big_files(sts, b"1\nx\n3\n9\n5\n6\n"), make_sts_inputs(sts))
+    assert [(i.line, i.code) for i in run.issues] == [
+        (2, "not-a-number"), (4, "out-of-range"), (5, "line-count")]
+
+
+def test_ten_times_too_many_lines_cost_little_memory(sts, make_sts_inputs):
+    inputs = make_sts_inputs(sts, {d: 10_000 for d in sts.dataset_names})
+    data = b"0.5\n" * 1_000_000  # 4 MB, a hundred times the 10,000 lines the input has
+    files = {sts.run_filename(d): b"1\n" * 10_000 for d in sts.dataset_names}
+    files["STS.output.MSRpar.txt"] = data
+    tracemalloc.start()
+    try:
+        run = validate_run(sts, files, inputs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [i.code for i in run.issues] == ["line-count"]
+    # the whole file split into lines would take ~60 bytes a line: 15 times the file
+    assert peak < len(data), f"peak {peak:,} bytes for a {len(data):,}-byte file"
+
+
+def test_a_csv_run_with_far_too_many_rows_stops_reading(semrel, make_semrel_inputs):
+    inputs = {"eng": make_semrel_inputs(semrel, "eng", 3)}
+    rows = "".join(f"ENG-test-{i},0.5\n" for i in range(3))
+    data = ("PairID,Pred_Score\n" + rows + "ENG-test-0,0.5\n" * 200_000).encode()
+    tracemalloc.start()
+    try:
+        run = validate_run(semrel, {"pred_eng.csv": data}, inputs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    codes = [i.code for i in run.issues]
+    # the first extra rows are each reported as before, then one line-count issue ends it
+    assert codes.count("duplicate-id") == 20 and codes[-1] == "line-count"
+    last = run.issues[-1]
+    assert (last.file, last.line) == ("pred_eng.csv", 25)
+    assert last.message == ("the file has 200004 line(s), far more than the 3 the input's "
+                            "pairs need; reading stopped at this line")
+    # the decoded text is one copy of the file; the rows read add little to it
+    assert peak < 2 * len(data), f"peak {peak:,} bytes for a {len(data):,}-byte file"
+
+
+def test_a_table_run_with_far_too_many_rows_stops_reading(tmp_path):
+    from evaluation import load_inputs, load_task
+
+    task = load_task("sick2014")
+    (tmp_path / "SICK_test_annotated.txt").write_text(
+        "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+        + "".join(f"{100 + i}\tA {i}\tB {i}\t3.0\tNEUTRAL\n" for i in range(5)))
+    inputs = load_inputs(task, tmp_path)
+    body = "pair_ID\trelatedness_score\tentailment_judgment\n" + "".join(
+        f"{100 + i}\t3.5\tNA\n" for i in range(5)) + "999\t1\tNA\n" * 100_000
+    run = validate_run(task, {"SICK.output.txt": body.encode()}, inputs)
+    assert [i.code for i in run.issues] == ["unknown-id"] * 20 + ["line-count"]
+    assert run.issues[-1].line == 27
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_chunked_reading_gives_the_same_answer(sts, make_sts_inputs, monkeypatch, seed):
+    import numpy as np
+
+    from evaluation import runs
+
+    rng = np.random.default_rng(seed)
+    tokens = ["1.5", "abc", "", "nan", "9", "-inf", "2.25", " 3 ", "1_0"]
+    n = 60
+    lines = [tokens[i] for i in rng.integers(0, len(tokens), n + int(rng.integers(-2, 3)))]
+    data = ("\n".join(lines) + ("\n" if seed % 2 else "")).encode()
+    inputs = make_sts_inputs(sts, {d: n for d in sts.dataset_names})
+    files = {sts.run_filename(d): b"1\n" * n for d in sts.dataset_names}
+    files["STS.output.MSRpar.txt"] = data
+    whole = validate_run(sts, files, inputs)
+    for size in (1, 5, 13):
+        monkeypatch.setattr(runs, "CHUNK_CHARS", size)
+        chunked = validate_run(sts, files, inputs)
+        assert chunked.issues == whole.issues
+    assert whole.issues  # the file has problems of every kind to find
