@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, selectinload
 
 from evaluation import ValidationError, match_run_filename, unpack_upload, validate_run
+from evaluation.runs import run_name_from_files, run_name_problem
 from semboard.db import begin_write
 from semboard.errors import (
     DomainError,
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REJECTED_UPLOADS_PER_HOUR = 20
-MAX_RUN_NAME = 100
 # Retries when a concurrent upload of the same team wins a slot or name between our read and write.
 INSERT_ATTEMPTS = 8
 
@@ -135,12 +135,11 @@ def _check_daily(session: Session, *, team: Team, phase: Phase, now: datetime) -
 
 
 def _check_name(name: str) -> str:
-    name = name.strip()
-    if not name:
-        raise InvalidData("a run needs a name")
-    if len(name) > MAX_RUN_NAME or any(ord(c) < 32 for c in name):
-        raise InvalidData(f"a run name has at most {MAX_RUN_NAME} printable characters")
-    return name
+    """The run name, stripped; InvalidData by the one run-name rule (evaluation's)."""
+    problem = run_name_problem(name)
+    if problem is not None:
+        raise InvalidData(problem)
+    return name.strip()
 
 
 def submit(
@@ -188,10 +187,13 @@ def submit(
             f"check your files before uploading again; the limit lifts at {clock_text(lifts)} "
             "UTC (valid runs are always accepted)", err.issues))
 
-    try:
-        name = _check_name(name)
-    except InvalidData as err:
-        raise refuse(err) from None
+    # A definition whose run file names carry the run ({run}) names it there: checked below.
+    definition = definitions.phase_definition(phase)
+    if not definition.run_in_filename:
+        try:
+            name = _check_name(name)
+        except InvalidData as err:
+            raise refuse(err) from None
 
     # Timing: before the phase, on time, late (policy), or a post-deadline fix (†).
     is_late = is_fix = False
@@ -226,7 +228,6 @@ def submit(
             raise refuse(err) from None
 
     # Validation (every problem, with file and line) against the phase's split.
-    definition = definitions.phase_definition(phase)
     stored_inputs = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
     if not stored_inputs:
         raise refuse(PhaseNotOpen(f"no inputs of {task.name} have been published yet"))
@@ -234,6 +235,14 @@ def submit(
         unpacked = unpack_upload(files)
     except ValidationError as err:
         raise invalid(RunRejected("the upload could not be read", err.issues)) from None
+    team_token = None if team.is_baseline else team.name
+    if definition.run_in_filename:
+        found, problems = run_name_from_files(definition, list(unpacked), team=team_token,
+                                              given=name or None)
+        if found is None:
+            raise invalid(RunRejected("the run's name could not be read from its file names",
+                                      problems))
+        name = found
     datasets = definition.track_datasets(phase.track) if phase.track else None
     validated = validate_run(
         definition, unpacked, stored_inputs, team=None if team.is_baseline else team.name,

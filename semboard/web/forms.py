@@ -123,8 +123,9 @@ class UploadRunForm(FlaskForm):
     """Upload a run: a name and its files (one per dataset, or one zip)."""
 
     phase = SelectField("Phase", validators=[DataRequired()])
-    # The submissions service owns the naming rules; the form only bounds the length.
-    name = StringField("Run name", validators=[DataRequired(), Length(max=100)])
+    # The submissions service owns the naming rules (a {run} task reads the name from the file
+    # names, so it may be left empty); the form only bounds the length.
+    name = StringField("Run name", validators=[Optional(), Length(max=100)])
     files = MultipleFileField("Run files")
     submit = SubmitField("Upload run")
 
