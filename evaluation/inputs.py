@@ -14,7 +14,7 @@ import numpy as np
 
 from evaluation.fastparse import arrow_float_columns
 from evaluation.issues import Issue, ValidationError
-from evaluation.taskdef import DatasetSpec, GoldFormat, InputFormat, TaskDefinition
+from evaluation.taskdef import DatasetSpec, GoldFormat, InputFormat, TaskDefinition, release_path
 from evaluation.textfiles import decode_text, sha256, split_lines
 
 
@@ -577,7 +577,7 @@ def read_gold_files(task: TaskDefinition, dataset: str, files: Sequence[tuple[st
 def _spec_file(release_dir: Path, rel: str | None) -> Path | None:
     if not rel:
         return None
-    path = release_dir / rel
+    path = release_path(release_dir, rel)  # never a file outside the release folder
     return path if path.is_file() else None
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
-from evaluation import DatasetSpec, TaskDefinition, parse_task
+from evaluation import DatasetSpec, TaskDefinition, TaskDefinitionError, parse_task
+from evaluation.taskdef import release_path
 from semboard.errors import InvalidData, NotFound
 from semboard.models import Phase, Task
 
@@ -13,6 +15,15 @@ from semboard.models import Phase, Task
 def _parse(text: str, digest: str, name: str) -> TaskDefinition:
 
     return parse_task(text, source=f"<stored definition of {name}>")
+
+
+def release_file(release_dir: Path, relative: str) -> Path:
+    """A definition's path under a release folder; InvalidData when it would leave the folder
+    (`..`, an absolute path, a symlink pointing out)."""
+    try:
+        return release_path(release_dir, relative)
+    except TaskDefinitionError as err:
+        raise InvalidData(str(err)) from None
 
 
 def definition(task: Task) -> TaskDefinition:

@@ -167,7 +167,8 @@ def load_release_gold(
 
 def _release_file(release_dir: Path, relative: str) -> Path | None:
     """A definition's file in a release folder: at its layout path, else by its base name."""
-    candidates = [release_dir / relative, release_dir / Path(relative).name]
+    candidates = [definitions.release_file(release_dir, relative),
+                  definitions.release_file(release_dir, Path(relative).name)]
     return next((p for p in candidates if p.is_file()), None)
 
 

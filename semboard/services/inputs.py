@@ -62,7 +62,7 @@ def load_release_inputs(
     release_dir = Path(release_dir)
     split = definitions.split_name(task, split)
     for spec in definitions.split_definition(task, split).datasets:
-        path = release_dir / spec.input_path
+        path = definitions.release_file(release_dir, spec.input_path)
         if path.is_file():
             rows.append(
                 upload_inputs(session, storage, task=task, dataset=spec.name,

@@ -343,3 +343,28 @@ def test_items_of_a_run_on_another_split_read_that_splits_gold(session, storage,
     assert shown_gold == pytest.approx(sorted(golds["train"]["alpha"]))
     scatter = client.get(f"/runs/{run.id}/charts/scatter.json")
     assert scatter.status_code == 200
+
+
+def test_a_release_file_linked_outside_the_folder_is_refused(session, storage, tmp_path,
+                                                             tiny_data, app):
+    """`flask gold upload` never reads a file outside the release folder (a symlink out)."""
+    from evaluation import parse_task
+    from semboard.errors import InvalidData as Refused
+
+    folder = tmp_path / "release"
+    shutil.copytree(tiny_data.folder, folder)
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes((folder / "STS.gs.alpha.txt").read_bytes())
+    (folder / "STS.gs.alpha.txt").unlink()
+    (folder / "STS.gs.alpha.txt").symlink_to(outside)
+    task = tasks.load_task(session, parse_task(TINY_TOML), now=NOW)
+    inputs.load_release_inputs(session, storage, task=task, release_dir=folder, user=None,
+                               now=NOW)
+    session.commit()
+    with pytest.raises(Refused, match="outside the release folder"):
+        gold.load_release_gold(session, storage, task=task, release_dir=folder, user=None,
+                               now=NOW)
+    session.rollback()
+    assert gold.current_gold(session, task=task) == {}
+    result = app.test_cli_runner().invoke(args=["gold", "upload", "tiny", str(folder)])
+    assert result.exit_code != 0 and "outside the release folder" in result.output
