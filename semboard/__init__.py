@@ -19,6 +19,12 @@ login_manager = LoginManager()
 csrf = CSRFProtect()
 
 
+def resource_dir(name: str) -> Path:
+    """`templates`, `static` or `migrations`: the wheel's copy in the package, else the repo's."""
+    packaged = PACKAGE_ROOT / name
+    return packaged if packaged.is_dir() else PROJECT_ROOT / name
+
+
 def utcnow() -> datetime:
     """Now, timezone-aware UTC (what every service takes as `now`)."""
     return datetime.now(UTC)
@@ -52,8 +58,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         __name__,
         instance_path=instance_path,
         instance_relative_config=True,
-        template_folder=str(PROJECT_ROOT / "templates"),
-        static_folder=str(PROJECT_ROOT / "static"),
+        template_folder=str(resource_dir("templates")),
+        static_folder=str(resource_dir("static")),
     )
     from semboard import config
 
