@@ -10,7 +10,8 @@ from conftest import PROJECT_ROOT
 from semboard import config, create_app
 
 # Variables read from the environment: os.environ lookups, click's envvar=, the image's $VARS.
-READS = re.compile(r"""environ(?:\.get)?[\[(]\s*["']([A-Z][A-Z0-9_]+)["']|envvar=["']([A-Z_]+)["']""")
+READS = re.compile(r"""environ(?:\.get)?[\[(]\s*["']([A-Z][A-Z0-9_]+)["']"""
+                   r"""|envvar=["']([A-Z_]+)["']""")
 IMAGE_VARS = re.compile(r"\$\{?([A-Z][A-Z0-9_]+)")
 # Read by the code but not the site's settings: the cache folder's XDG fallback, the build
 # argument of the image and variables the image itself sets.
