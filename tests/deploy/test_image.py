@@ -111,8 +111,10 @@ def test_installed_wheel_serves_the_site(repo_wheel: Path, tmp_path: Path) -> No
                              cwd=tmp_path, capture_output=True, text=True)
     assert upgrade.returncode == 0, upgrade.stderr[-2000:]
     probe = (
-        "import semboard; from semboard import create_app\n"
-        f"assert semboard.__file__.startswith({str(target)!r}), semboard.__file__\n"
+        "import importlib; from semboard import create_app\n"
+        "for name in ('semboard', 'semboard_cli', 'evaluation', 'baselines', 'tasks'):\n"
+        "    where = importlib.import_module(name).__file__\n"
+        f"    assert where.startswith({str(target)!r}), (name, where)\n"
         "client = create_app().test_client()\n"
         "for url in ('/', '/tasks', '/healthz', '/static/vendor/vega.min.js', '/login'):\n"
         "    status = client.get(url).status_code\n"
@@ -122,6 +124,10 @@ def test_installed_wheel_serves_the_site(repo_wheel: Path, tmp_path: Path) -> No
     done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path,
                           capture_output=True, text=True)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+    # The participants' `semboard` command works from the install (the old image lacked it).
+    client = subprocess.run([sys.executable, str(target / "bin" / "semboard"), "--help"],
+                            env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert client.returncode == 0 and "submit" in client.stdout, client.stderr[-2000:]
 
 
 @pytest.mark.parametrize("pattern, path, sent", [
