@@ -19,12 +19,6 @@ login_manager = LoginManager()
 csrf = CSRFProtect()
 
 
-def resource_dir(name: str) -> Path:
-    """`templates`, `static` or `migrations`: the wheel's copy in the package, else the repo's."""
-    packaged = PACKAGE_ROOT / name
-    return packaged if packaged.is_dir() else PROJECT_ROOT / name
-
-
 def utcnow() -> datetime:
     """Now, timezone-aware UTC (what every service takes as `now`)."""
     return datetime.now(UTC)
@@ -54,15 +48,15 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     instance_path = (test_config or {}).get("SEMBOARD_INSTANCE_PATH") or os.environ.get(
         "SEMBOARD_INSTANCE_PATH"
     ) or None
+    from semboard import config
+
     app = Flask(
         __name__,
         instance_path=instance_path,
         instance_relative_config=True,
-        template_folder=str(resource_dir("templates")),
-        static_folder=str(resource_dir("static")),
+        template_folder=str(config.resource_dir("templates")),
+        static_folder=str(config.resource_dir("static")),
     )
-    from semboard import config
-
     app.config.from_mapping(config.defaults(app.instance_path))
     if test_config is None:
         app.config.from_mapping(config.from_environ(os.environ))

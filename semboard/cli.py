@@ -15,7 +15,7 @@ from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from sqlalchemy.orm import Session
 
-from semboard import resource_dir, utcnow
+from semboard import config, utcnow
 from semboard.db import session_factory
 from semboard.errors import DomainError
 from semboard.models import PHASE_KINDS, VISIBILITIES, Phase, Task
@@ -25,7 +25,7 @@ from semboard.storage import get_storage
 if TYPE_CHECKING:
     from alembic.config import Config
 
-MIGRATIONS_DIR = resource_dir("migrations")
+MIGRATIONS_DIR = config.resource_dir("migrations")
 
 task_cli = AppGroup("task", help="Load tasks, set phases, name organisers.")
 gold_cli = AppGroup("gold", help="Upload, release and rescore gold.")

@@ -94,6 +94,17 @@ def markdown_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+# templates/, static/ and migrations/ sit at the repository's top; a wheel carries them inside the
+# semboard package (setup.py maps them there).
+_PACKAGE_ROOT = Path(__file__).resolve().parent
+
+
+def resource_dir(name: str) -> Path:
+    """`templates`, `static` or `migrations`: the wheel's copy in the package, else the repo's."""
+    packaged = _PACKAGE_ROOT / name
+    return packaged if packaged.is_dir() else _PACKAGE_ROOT.parent / name
+
+
 def defaults(instance_path: str | Path) -> dict[str, Any]:
     """Settings used when nothing else is given: SQLite and local files in the instance folder."""
     instance = Path(instance_path)
