@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT_ROOT
+from deploy_support import PROJECT_ROOT
 from flask import Flask
 
 from semboard import create_app

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import PROJECT_ROOT
+from deploy_support import PROJECT_ROOT
 
 COMPOSE = PROJECT_ROOT / "compose.yaml"
 SECRETS = {"SECRET_KEY": "k" * 64, "POSTGRES_PASSWORD": "pg-secret",

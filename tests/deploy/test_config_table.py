@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import PROJECT_ROOT
+from deploy_support import PROJECT_ROOT
 
 from semboard import config, create_app
 

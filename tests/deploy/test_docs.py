@@ -6,7 +6,7 @@ import re
 
 import click
 import pytest
-from conftest import PROJECT_ROOT
+from deploy_support import PROJECT_ROOT
 
 from semboard import create_app
 

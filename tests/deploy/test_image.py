@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import (
+from deploy_support import (
     PROJECT_ROOT,
     build_wheel,
     copy_files,

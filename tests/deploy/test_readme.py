@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT_ROOT
+from deploy_support import PROJECT_ROOT
 
 from semboard import create_app
 from semboard.db import dispose_app_engine
