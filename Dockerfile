@@ -1,25 +1,32 @@
-# semboard web image: gunicorn serving create_app(); SQLite + local uploads by default,
-# PostgreSQL and S3 when DATABASE_URL and SEMBOARD_STORAGE=s3 (+ S3 settings) are set.
-FROM python:3.11-slim-bookworm
+# syntax=docker/dockerfile:1
+# semboard image: exactly what `pip install .` ships (the wheel built from this package, with the
+# templates, static files, vendored JavaScript, migrations and task definitions inside it), served
+# by gunicorn as a non-root user. SQLite and local uploads in /data by default; PostgreSQL, S3 and
+# Redis when DATABASE_URL, SEMBOARD_STORAGE=s3 (+ S3 settings) and REDIS_URL are set.
+# Build: docker build -t semboard .   (GPU baselines worker: --build-arg EXTRAS=gpu)
 
+FROM python:3.11-slim-bookworm AS build
+ARG EXTRAS=""
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+# .dockerignore lets in only what the wheel is built from.
+COPY . .
+# The semboard wheel and a wheel of every dependency; the runtime stage installs from these only.
+RUN pip wheel --wheel-dir /wheels ".${EXTRAS:+[$EXTRAS]}"
+
+FROM python:3.11-slim-bookworm
+ARG EXTRAS=""
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
-    SEMBOARD_INSTANCE_PATH=/data
-
-WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY app.py ./
-COPY evaluation ./evaluation
-COPY tasks ./tasks
-COPY baselines ./baselines
-COPY semboard ./semboard
-COPY migrations ./migrations
-COPY templates ./templates
-COPY static ./static
-RUN pip install -e . && useradd --create-home --uid 1000 semboard && mkdir -p /data \
-    && chown semboard /data
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    SEMBOARD_INSTANCE_PATH=/data \
+    FLASK_APP=semboard
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    pip install --no-index --find-links /wheels "semboard${EXTRAS:+[$EXTRAS]}" \
+    && useradd --create-home --uid 1000 semboard && mkdir -p /data && chown semboard /data
 USER semboard
+WORKDIR /home/semboard
 VOLUME ["/data"]
 EXPOSE 8000
 
@@ -28,5 +35,6 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
   CMD python -c "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status != 200)"
 
 # A single container migrates its database on start. With several replicas sharing PostgreSQL,
-# run `flask --app app db-upgrade` once as a release step and start them with SEMBOARD_SKIP_MIGRATE=1.
-CMD ["sh", "-c", "if [ -z \"$SEMBOARD_SKIP_MIGRATE\" ]; then flask --app app db-upgrade || exit 1; fi; exec gunicorn --workers ${WEB_CONCURRENCY:-4} --bind 0.0.0.0:8000 --access-logfile - 'app:app'"]
+# run `flask db-upgrade` once as a release step (compose.yaml's `migrate` service) and start the
+# replicas with SEMBOARD_SKIP_MIGRATE=1. WEB_CONCURRENCY: gunicorn worker processes (default 4).
+CMD ["sh", "-c", "if [ -z \"$SEMBOARD_SKIP_MIGRATE\" ]; then flask db-upgrade || exit 1; fi; exec gunicorn --workers \"${WEB_CONCURRENCY:-4}\" --bind 0.0.0.0:8000 --forwarded-allow-ips \"${FORWARDED_ALLOW_IPS:-127.0.0.1}\" --access-logfile - 'semboard:create_app()'"]

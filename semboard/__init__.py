@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from flask import Flask
@@ -13,8 +12,6 @@ from semboard import api, cli, config, db, views
 from semboard.extensions import csrf, login_manager
 from semboard.jobs import hooks
 from semboard.web import errors
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
@@ -26,8 +23,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         __name__,
         instance_path=instance_path,
         instance_relative_config=True,
-        template_folder=str(PROJECT_ROOT / "templates"),
-        static_folder=str(PROJECT_ROOT / "static"),
+        template_folder=str(config.resource_dir("templates")),
+        static_folder=str(config.resource_dir("static")),
     )
     app.config.from_mapping(config.defaults(app.instance_path))
     if test_config is None:

@@ -18,6 +18,7 @@ from flask.cli import AppGroup, with_appcontext
 from sqlalchemy.orm import Session
 
 from evaluation import TaskDefinitionError, load_task
+from semboard import config
 from semboard.clock import utcnow
 from semboard.db import session_factory
 from semboard.errors import DomainError
@@ -29,7 +30,7 @@ from semboard.storage import get_storage
 if TYPE_CHECKING:
     from alembic.config import Config
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR = config.resource_dir("migrations")
 
 task_cli = AppGroup("task", help="Load tasks, set phases, name organisers.")
 gold_cli = AppGroup("gold", help="Upload, release and rescore gold.")

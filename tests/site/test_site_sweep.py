@@ -430,12 +430,12 @@ def test_the_readme_curl_example_targets_the_demo_task():
     from evaluation import load_task
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme[readme.index("curl -H"):]
+    block = readme[re.search(r"curl [^\n]*-H", readme).start():]
     block = block[:block.index("```")]
     task_name = re.search(r"/api/v1/tasks/([\w-]+)/runs", block).group(1)
     demo = load_task("demo")
     assert task_name == demo.name
-    assert sorted(re.findall(r"files=@(\S+)", block)) == sorted(
+    assert sorted(Path(f).name for f in re.findall(r"files=@(\S+)", block)) == sorted(
         demo.run_filename(d) for d in demo.dataset_names)
     phase = re.search(r"-F phase=([\w-]+)", block).group(1)
     from semboard.cli.demo import POST_SLUG
