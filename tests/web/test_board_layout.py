@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from semboard.demo import noisy_run
 from web_support import NOW
 
 from semboard import create_app
+from semboard.cli.demo import noisy_run
 from semboard.db import dispose_app_engine, get_session
 from semboard.models import Base
-from semboard.services import accounts, gold, inputs, submissions, tasks, teams
+from semboard.services import accounts, definitions, gold, inputs, submissions, tasks, teams
 from semboard.storage import get_storage
 from tests.chromium import launch, open_page, require_chromium
 
@@ -57,7 +57,7 @@ def sts2012_site(tmp_path: Path, shared_data: Path) -> Iterator[Flask]:
         session, storage = get_session(), get_storage()
         task = tasks.get_task(session, "sts2012")
         phase = tasks.get_phase(session, task, "test")
-        definition = tasks.definition(task)
+        definition = definitions.definition(task)
         parsed = inputs.parsed_inputs(session, storage, task=task)
         gold_values = {name: list(g.scores)
                        for name, g in gold.parsed_gold(session, storage, task=task).items()}
