@@ -20,7 +20,9 @@ AXIS = 34
 TOP = 36
 VIRIDIS = ("#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779",
            "#6ece58", "#b5de2b", "#fde725")
-REFERENCE_COLOURS = ("#b91c1c", "#6b7280", "#059669", "#7c3aed", "#d97706", "#0891b2")
+BEST = "board's best"  # the reference tick services.charts.run_bars names so
+BEST_COLOUR = "#b91c1c"
+REFERENCE_COLOURS = ("#374151", "#059669", "#7c3aed", "#d97706", "#0891b2")
 
 KINDS = ("ci", "heatmap", "bars")
 
@@ -146,7 +148,8 @@ def _heatmap(spec: dict[str, Any]) -> str:
     values = [c["score"] for c in cells]
     low, high = min(values), max(values)
     middle = (low + high) / 2
-    width = LABEL_WIDTH + step * len(columns) + 20
+    # room on the right for the last column's label, drawn at 45 degrees up to the right
+    width = LABEL_WIDTH + step * len(columns) + 90
     height = header + ROW * len(runs) + 10
     row_of = {name: i for i, (_, name) in enumerate(runs)}
     col_of = {name: i for i, (_, name) in enumerate(columns)}
@@ -207,7 +210,9 @@ def _bars(spec: dict[str, Any]) -> str:
         label_y = top + plot_height + 12
         body.append(_text(cx, label_y, bar["column"], anchor="end", size=10,
                           extra=f' transform="rotate(-30 {_num(cx)} {_num(label_y)})"'))
-    colour = {who: REFERENCE_COLOURS[i % len(REFERENCE_COLOURS)] for i, who in enumerate(whos)}
+    others = [who for who in whos if who != BEST]
+    colour = {who: REFERENCE_COLOURS[i % len(REFERENCE_COLOURS)] for i, who in enumerate(others)}
+    colour[BEST] = BEST_COLOUR
     for mark in marks:
         cx = left + step * position[mark["column"]] + step / 2
         body.append(f'<line x1="{_num(cx - 15)}" y1="{_num(y(mark["score"]))}" '

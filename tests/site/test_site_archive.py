@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import xml.etree.ElementTree as ET
 import zipfile
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from evaluation import __version__ as evaluation_version
+from evaluation import parse_task
 from semboard.errors import InvalidData
-from semboard.services import archive, chartsvg, gold, inputs, leaderboard, submissions, tasks
+from semboard.services import (
+    archive,
+    charts,
+    chartsvg,
+    gold,
+    inputs,
+    leaderboard,
+    submissions,
+    tasks,
+)
 from tests.archive_check import broken_links, html_problems
 from tests.site.conftest import NOW
 from tests.site.test_site_splits import SIZES, SPLIT_TOML
@@ -24,13 +36,7 @@ LATER = NOW + timedelta(days=20)
 @pytest.fixture
 def closed(session, storage, make, tiny_data, tmp_path):
     """Tiny task with splits: a public board, a hidden one, test gold released, dev gold not."""
-    import numpy as np
-
-    from evaluation import parse_task
-
     release = tmp_path / "release"
-    import shutil
-
     shutil.copytree(tiny_data.folder, release)
     rng = np.random.default_rng(3)
     for split, sizes in SIZES.items():
@@ -191,8 +197,6 @@ def test_flask_results_archive(app, session, storage, closed, tmp_path):
 def test_svg_charts_draw_the_specs_values(session, storage, closed):
     phase = tasks.get_phase(session, closed["task"], "eval")
     board = leaderboard.build_leaderboard(session, task=closed["task"], phase=phase, viewer=None)
-    from semboard.services import charts
-
     spec = charts.board_ci_chart(board, board.intervals, "ALL")
     svg = chartsvg.render(spec)
     header, rows = chartsvg.text_version(spec)
