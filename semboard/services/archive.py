@@ -29,6 +29,7 @@ from semboard.errors import InvalidData
 from semboard.models import Phase, Run, Task
 from semboard.services import (
     access,
+    analysis,
     charts,
     chartsvg,
     definitions,
@@ -211,7 +212,7 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
                 continue  # the board lists only visible runs; this keeps the rule in one place
             archived_runs.append(run)
             phase_of[run.id] = phase
-            _run_page(env, writer, storage, board, row, run, made, phase)
+            _run_page(session, env, writer, storage, board, row, run, made, phase)
         writer.write(f"{folder}/index.html", env.get_template("archive/phase.html").render(
             root="../../", made=made, phase=phase, board=board, charts=drawn,
             missing_undefined=leaderboard.MISSING_UNDEFINED))
@@ -267,7 +268,21 @@ def _data_files(session: Session, storage: Storage, writer: _Writer, task: Task,
     return listing
 
 
-def _run_page(env: jinja2.Environment, writer: _Writer, storage: Storage,
+def _item_charts(session: Session, storage: Storage, writer: _Writer, run: Run,
+                 folder: str) -> tuple[list[dict[str, Any]], str | None]:
+    """The gold charts and the pairs' CSV, where an anonymous visitor may see the run's items."""
+    if not access.can_view_items(session, None, run):
+        return [], None
+    found = analysis.run_items(session, storage, run=run, viewer=None)
+    points = analysis.scatter_points(found)
+    drawn = [_chart(writer, f"{folder}/charts", "scatter",
+                    charts.gold_scatter(points, analysis.fit_lines(found))),
+             _chart(writer, f"{folder}/charts", "distribution", charts.distribution(points))]
+    writer.write(f"{folder}/items.csv", analysis.items_csv(found.largest_errors()))
+    return [c for c in drawn if c is not None], "items.csv"
+
+
+def _run_page(session: Session, env: jinja2.Environment, writer: _Writer, storage: Storage,
               board: leaderboard.Leaderboard, row: leaderboard.Row, run: Run,
               made: dict[str, Any], phase: Phase) -> None:
     """The run's page, its files and its bars chart under runs/ID/."""
@@ -281,8 +296,10 @@ def _run_page(env: jinja2.Environment, writer: _Writer, storage: Storage,
     record = run.current_score
     scores = record.scores if record else {}
     bars = _chart(writer, f"{folder}/charts", "bars", run_bars_spec(board, row, scores))
+    gold_charts, items = _item_charts(session, storage, writer, run, folder)
     writer.write(f"{folder}/index.html", env.get_template("archive/run.html").render(
         root="../../", made=made, run=run, row=row, phase=phase, record=record, scores=scores,
         phase_folder=f"phases/{safe_name(phase.slug)}",
-        files=files, charts=[bars] if bars else [], description=descriptions.to_json(run)))
+        files=files, charts=([bars] if bars else []) + gold_charts, items=items,
+        description=descriptions.to_json(run)))
 

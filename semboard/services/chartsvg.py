@@ -24,7 +24,11 @@ BEST = "board's best"  # the reference tick services.charts.run_bars names so
 BEST_COLOUR = "#b91c1c"
 REFERENCE_COLOURS = ("#374151", "#059669", "#7c3aed", "#d97706", "#0891b2")
 
-KINDS = ("ci", "heatmap", "bars")
+KINDS = ("ci", "heatmap", "bars", "scatter", "distribution")
+PANEL = 200
+PANEL_GAP = 70
+COLUMNS = 3
+DISTRIBUTION_COLOURS = {"gold": "#f59e0b", "run (mapped)": "#2563eb"}
 
 
 class UnknownChart(ValueError):
@@ -40,6 +44,11 @@ def kind_of(spec: dict[str, Any]) -> str:
         return "heatmap"
     if {"bars", "intervals", "references"} <= names:
         return "bars"
+    inner = spec.get("spec", {})
+    if {layer.get("name") for layer in inner.get("layer", [])} >= {"pairs", "fit"}:
+        return "scatter"
+    if inner.get("name") == "distribution":
+        return "distribution"
     raise UnknownChart(f"no static drawing for the chart {spec.get('title')!r}")
 
 
@@ -227,9 +236,134 @@ def _bars(spec: dict[str, Any]) -> str:
     return _svg(width, height, spec.get("title", ""), spec.get("description", ""), body)
 
 
+def _finite(*values: Any) -> bool:
+    """Whether every value is a finite number (a pair without gold is drawn nowhere)."""
+    return all(isinstance(v, int | float) and math.isfinite(v) for v in values)
+
+
+def _panels(spec: dict[str, Any]) -> list[str]:
+    """The facet's datasets in the order the spec sorts them."""
+    return list(spec["facet"]["sort"])
+
+
+def _panel_origin(index: int) -> tuple[float, float]:
+    return (60 + (index % COLUMNS) * (PANEL + PANEL_GAP),
+            TOP + 10 + (index // COLUMNS) * (PANEL + PANEL_GAP))
+
+
+def _frame(x0: float, y0: float, name: str, xs: tuple[float, float], ys: tuple[float, float],
+           x_title: str, y_title: str) -> list[str]:
+    """A panel's border, its dataset's name, and tick labels on both axes."""
+    parts = [f'<rect x="{_num(x0)}" y="{_num(y0)}" width="{PANEL}" height="{PANEL}" '
+             f'fill="none" stroke="#d1d5db"/>',
+             _text(x0 + PANEL / 2, y0 - 6, name, anchor="middle", size=11)]
+    for tick in _ticks(*xs, count=4):
+        x = x0 + (tick - xs[0]) / ((xs[1] - xs[0]) or 1.0) * PANEL
+        parts.append(_text(x, y0 + PANEL + 13, f"{tick:g}", anchor="middle", size=9))
+    for tick in _ticks(*ys, count=4):
+        y = y0 + PANEL - (tick - ys[0]) / ((ys[1] - ys[0]) or 1.0) * PANEL
+        parts.append(_text(x0 - 4, y + 3, f"{tick:g}", anchor="end", size=9))
+    parts.append(_text(x0 + PANEL / 2, y0 + PANEL + 27, x_title, anchor="middle", size=10))
+    parts.append(_text(x0 - 32, y0 + PANEL / 2, y_title, anchor="middle", size=10,
+                       extra=f' transform="rotate(-90 {_num(x0 - 32)} {_num(y0 + PANEL / 2)})"'))
+    return parts
+
+
+def _span(values: list[float]) -> tuple[float, float]:
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    return (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
+
+
+def _figure_size(panels: int) -> tuple[float, float]:
+    columns = min(COLUMNS, max(1, panels))
+    rows = -(-max(1, panels) // COLUMNS)
+    return (60 + columns * (PANEL + PANEL_GAP), TOP + 10 + rows * (PANEL + PANEL_GAP))
+
+
+def _place(origin: tuple[float, float], xs: tuple[float, float], ys: tuple[float, float],
+           x: float, y: float) -> tuple[float, float]:
+    """A data point's position inside a panel."""
+    return (origin[0] + (x - xs[0]) / (xs[1] - xs[0]) * PANEL,
+            origin[1] + PANEL - (y - ys[0]) / (ys[1] - ys[0]) * PANEL)
+
+
+def _scatter(spec: dict[str, Any]) -> str:
+    values = spec["data"]["values"]
+    points = [v for v in values if not v.get("line") and _finite(v["score"], v["gold"])]
+    ends = [v for v in values if v.get("line") and _finite(v["score"], v["fit"])]
+    golds = _span([p["gold"] for p in points])
+    body = [_text(8, 20, spec.get("title", ""), size=13, extra=' font-weight="600"')]
+    for index, name in enumerate(_panels(spec)):
+        x0, y0 = _panel_origin(index)
+        mine = [p for p in points if p["dataset"] == name]
+        line = [e for e in ends if e["dataset"] == name]
+        xs = _span([p["score"] for p in mine] + [e["score"] for e in line])
+        body += _frame(x0, y0, name, xs, golds, "run score", "gold")
+
+        for p in mine:
+            cx, cy = _place((x0, y0), xs, golds, p["score"], p["gold"])
+            body.append(f'<circle cx="{_num(cx)}" cy="{_num(cy)}" r="1.6" fill="#1d4ed8" '
+                        f'fill-opacity="0.45"/>')
+        if len(line) == 2:
+            ax, ay = _place((x0, y0), xs, golds, line[0]["score"], line[0]["fit"])
+            bx, by = _place((x0, y0), xs, golds, line[1]["score"], line[1]["fit"])
+            body.append(f'<line x1="{_num(ax)}" y1="{_num(ay)}" x2="{_num(bx)}" y2="{_num(by)}" '
+                        f'stroke="#b91c1c" stroke-width="1.5"/>')
+    width, height = _figure_size(len(_panels(spec)))
+    return _svg(width, height, spec.get("title", ""), spec.get("description", ""), body)
+
+
+def histogram(spec: dict[str, Any]) -> tuple[list[float], dict[tuple[str, str], list[int]]]:
+    """Shared bin edges (about 20 round-width bins) and each dataset's counts of gold and run."""
+    values = spec["data"]["values"]
+    every = [v[k] for v in values for k in ("gold", "fitted") if _finite(v[k])]
+    lo, hi = _span(every)
+    raw = (hi - lo) / 20
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(n * power for n in (1, 2, 2.5, 5, 10) if n * power >= raw)
+    start = math.floor(lo / step) * step
+    # the highest value falls in the last bin (clamped below) even when it sits on an edge
+    edges = [start + k * step for k in range(max(1, math.ceil((hi - start) / step)) + 1)]
+    counts: dict[tuple[str, str], list[int]] = {}
+    for name in _panels(spec):
+        for field_name, source in (("gold", "gold"), ("fitted", "run (mapped)")):
+            bins = [0] * (len(edges) - 1)
+            for v in values:
+                if v["dataset"] == name and _finite(v[field_name]):
+                    bins[min(len(bins) - 1, int((v[field_name] - start) // step))] += 1
+            counts[(name, source)] = bins
+    return edges, counts
+
+
+def _distribution(spec: dict[str, Any]) -> str:
+    edges, counts = histogram(spec)
+    xs = (edges[0], edges[-1])
+    body = [_text(8, 20, spec.get("title", ""), size=13, extra=' font-weight="600"')]
+    for index, name in enumerate(_panels(spec)):
+        x0, y0 = _panel_origin(index)
+        top = max(1, max(max(counts[(name, s)]) for s in DISTRIBUTION_COLOURS))
+        body += _frame(x0, y0, name, xs, (0.0, float(top)), "score", "pairs")
+        width = PANEL / (len(edges) - 1)
+        for source, colour in DISTRIBUTION_COLOURS.items():
+            for k, count in enumerate(counts[(name, source)]):
+                if count:
+                    h = count / top * PANEL
+                    body.append(f'<rect x="{_num(x0 + k * width)}" y="{_num(y0 + PANEL - h)}" '
+                                f'width="{_num(width)}" height="{_num(h)}" fill="{colour}" '
+                                f'fill-opacity="0.55"/>')
+    width, height = _figure_size(len(_panels(spec)))
+    for i, (source, colour) in enumerate(DISTRIBUTION_COLOURS.items()):
+        legend_x = width - 200 + 70 * i  # on the title's line, clear of the panels' names
+        body.append(f'<rect x="{_num(legend_x)}" y="11" width="10" height="10" '
+                    f'fill="{colour}" fill-opacity="0.55"/>')
+        body.append(_text(legend_x + 14, 20, source, size=10))
+    return _svg(width, height, spec.get("title", ""), spec.get("description", ""), body)
+
+
 def render(spec: dict[str, Any]) -> str:
     """The chart as a standalone SVG document (UnknownChart for a kind not drawn here)."""
-    drawers = {"ci": _ci, "heatmap": _heatmap, "bars": _bars}
+    drawers = {"ci": _ci, "heatmap": _heatmap, "bars": _bars, "scatter": _scatter,
+               "distribution": _distribution}
     return drawers[kind_of(spec)](spec)
 
 
@@ -254,6 +388,23 @@ def text_version(spec: dict[str, Any]) -> tuple[list[str], list[Sequence[str]]]:
         return (["run", *columns],
                 [[run, *(_fmt(found.get(col)) for col in columns)]
                  for (_, run), found in sorted(by_run.items())])
+    if kind == "scatter":
+        values = spec["data"]["values"]
+        rows: list[Sequence[str]] = []
+        for name in _panels(spec):
+            n = sum(1 for v in values if v["dataset"] == name and not v.get("line")
+                    and _finite(v["score"], v["gold"]))
+            ends = [v for v in values if v["dataset"] == name and v.get("line")]
+            line = " to ".join(f"({e['score']:.4f}, {e['fit']:.4f})" for e in ends)
+            rows.append([name, str(n), line])
+        return ["dataset", "pairs drawn", "least-squares line (run score, gold)"], rows
+    if kind == "distribution":
+        edges, counts = histogram(spec)
+        return (["dataset", "from", "to", "gold pairs", "run pairs (mapped)"],
+                [[name, f"{edges[k]:g}", f"{edges[k + 1]:g}", str(counts[(name, "gold")][k]),
+                  str(counts[(name, "run (mapped)")][k])]
+                 for name in _panels(spec) for k in range(len(edges) - 1)
+                 if counts[(name, "gold")][k] or counts[(name, "run (mapped)")][k]])
     bars = _layer(spec, "bars")["data"]["values"]
     marks = _layer(spec, "references")["data"]["values"]
     whos = list(dict.fromkeys(m["who"] for m in marks))

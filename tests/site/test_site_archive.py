@@ -27,7 +27,7 @@ from semboard.services import (
     tasks,
 )
 from tests.archive_check import broken_links, html_problems
-from tests.site.conftest import NOW
+from tests.site.conftest import NOW, TINY_SIZES
 from tests.site.test_site_splits import SIZES, SPLIT_TOML
 
 LATER = NOW + timedelta(days=20)
@@ -113,7 +113,10 @@ def test_archive_holds_the_public_record_and_nothing_else(session, storage, clos
     for run in closed["runs"]:
         page = (out / f"runs/{run.id}/index.html").read_text()
         assert run.name in page and run.current_score.scores["signature"]["version"] in page
-        assert (out / f"runs/{run.id}/charts/bars.svg").is_file()
+        for chart in ("bars", "scatter", "distribution"):
+            assert (out / f"runs/{run.id}/charts/{chart}.svg").is_file(), chart
+        items = (out / f"runs/{run.id}/items.csv").read_text().splitlines()
+        assert len(items) == 1 + sum(TINY_SIZES.values())  # header, then every pair
         for f in run.files:
             assert (out / f"runs/{run.id}/files/{f.filename}").read_bytes() == storage.get(
                 f.storage_key)
@@ -206,5 +209,16 @@ def test_svg_charts_draw_the_specs_values(session, storage, closed):
     assert svg.count("<circle") == len(board.rows)  # one point per run (no baseline here)
     heat = chartsvg.render(charts.board_heatmap(board))
     assert heat.count("<rect") == 1 + 2 * len(board.rows)  # background, then one cell each
+    # Gold charts: one dot per pair with gold (one without is drawn nowhere), one line each.
+    points = [{"dataset": d, "gold": g, "score": g + 0.5, "fitted": g}
+              for d in ("alpha", "beta") for g in (0.5, 2.0, 4.0)]
+    points[0]["gold"] = float("nan")
+    lines = [{"dataset": d, "ends": [[1.0, 0.5], [4.5, 4.0]]} for d in ("alpha", "beta")]
+    scatter = charts.gold_scatter(points, lines)
+    assert chartsvg.render(scatter).count("<circle") == 5
+    assert chartsvg.render(scatter).count('stroke="#b91c1c"') == 2
+    assert chartsvg.text_version(scatter)[1][0][:2] == ["alpha", "2"]
+    spread = chartsvg.text_version(charts.distribution(points))[1]
+    assert sum(int(r[3]) for r in spread) == 5 and sum(int(r[4]) for r in spread) == 6
     with pytest.raises(chartsvg.UnknownChart):
         chartsvg.render({"title": "scatter", "layer": [{"name": "pairs"}]})

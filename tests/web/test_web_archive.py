@@ -139,7 +139,7 @@ def test_sts2012_archive_opens_from_disk_with_no_request_outside(
     out = sts2012_archive["folder"].resolve()
     pages = sorted(out.rglob("*.html"))
     charts = sorted(out.rglob("*.svg"))
-    assert len(charts) == 2 * 2 + 6  # two per board, bars on each run page
+    assert len(charts) == 2 * 2 + 6 * 3  # two per board; bars, scatter, distribution per run
     inside = out.as_uri() + "/"
     requested: list[str] = []
     outside: list[str] = []
