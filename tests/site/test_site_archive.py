@@ -222,3 +222,17 @@ def test_svg_charts_draw_the_specs_values(session, storage, closed):
     assert sum(int(r[3]) for r in spread) == 5 and sum(int(r[4]) for r in spread) == 6
     with pytest.raises(chartsvg.UnknownChart):
         chartsvg.render({"title": "scatter", "layer": [{"name": "pairs"}]})
+
+
+def test_archive_of_a_task_with_nothing_public_is_still_whole(session, storage, make, tmp_path):
+    task = make.task(with_gold=True)
+    make.phase(task, "eval", visibility="hidden")
+    out = tmp_path / "empty"
+    summary = _archive(session, storage, task, out)
+    assert summary.phases == [] and summary.runs == 0
+    assert "No phase of this task had published results." in (out / "index.html").read_text()
+    assert "not released: no gold in this record" in (out / "index.html").read_text()
+    assert not (out / "data" / "test").exists()
+    assert zipfile.ZipFile(out / "runs.zip").namelist() == []
+    assert broken_links(out) == []
+    assert html_problems(out) == []

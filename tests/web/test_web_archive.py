@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -106,7 +107,9 @@ def sts2012_archive(shared_data: Path, tmp_path_factory: pytest.TempPathFactory
         cli("gold", "release", "sts2012")
         cli("results", "publish", "sts2012", "--phase", "evaluation")
         out = folder / "archive"
+        started = time.perf_counter()
         report = cli("results", "archive", "sts2012", "-o", str(out))
+        print(f"\n{report.strip()} in {time.perf_counter() - started:.2f} s")
         if os.environ.get("SEMBOARD_ARCHIVE_COPY"):
             shutil.copytree(out, os.environ["SEMBOARD_ARCHIVE_COPY"])
         yield {"folder": out, "report": report}
