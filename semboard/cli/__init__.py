@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from flask import Flask
 
-from semboard.cli import baselines, boards, closing, core, demo, mail, worker
+from semboard.cli import archive, baselines, boards, closing, core, demo, mail, worker
 
 
 def register(app: Flask) -> None:
     """Add every command group to the app."""
     core.register_cli(app)
+    core.results_cli.add_command(archive.results_archive)
     closing.register_closing(app)
     for command in (baselines.baselines_cli, boards.boards_cli, demo.demo_cli,
                     mail.notify_deadlines_cli, worker.worker_cli):
