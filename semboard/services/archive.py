@@ -103,20 +103,6 @@ def _primary(board: leaderboard.Leaderboard) -> leaderboard.Column | None:
                 else None)
 
 
-def run_bars_spec(board: leaderboard.Leaderboard, row: leaderboard.Row,
-                  scores: dict[str, Any]) -> dict[str, Any] | None:
-    """A run's bars chart as the run page draws it: its CIs, the baselines, the board's best."""
-    intervals = {c.key: ci for c in board.columns
-                 if (ci := leaderboard.stored_interval(scores, c.key)) is not None}
-    best: dict[str, float] = {}
-    for column in charts.heatmap_columns(board):
-        values = [v for r in board.rows if not r.baseline
-                  and (v := r.metrics.get(column.key)) is not None]
-        if values:
-            best[column.key] = max(values)
-    return charts.run_bars(row, board, intervals, best)
-
-
 def _chart(writer: _Writer, folder: str, name: str,
            spec: dict[str, Any] | None) -> dict[str, Any] | None:
     """Write one chart as SVG; what the page shows of it (file, title, text version)."""
@@ -295,7 +281,7 @@ def _run_page(session: Session, env: jinja2.Environment, writer: _Writer, storag
                       "size": f.size, "sha256": f.sha256})
     record = run.current_score
     scores = record.scores if record else {}
-    bars = _chart(writer, f"{folder}/charts", "bars", run_bars_spec(board, row, scores))
+    bars = _chart(writer, f"{folder}/charts", "bars", leaderboard.run_bars_spec(board, row, scores))
     gold_charts, items = _item_charts(session, storage, writer, run, folder)
     writer.write(f"{folder}/index.html", env.get_template("archive/run.html").render(
         root="../../", made=made, run=run, row=row, phase=phase, record=record, scores=scores,

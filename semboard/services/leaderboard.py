@@ -29,7 +29,7 @@ from semboard.models import (
     Team,
     User,
 )
-from semboard.services import access, definitions, significance
+from semboard.services import access, charts, definitions, significance
 from semboard.storage import Storage
 from semboard.timefmt import api_time
 
@@ -399,3 +399,17 @@ def page_rows(rows: list[Row], *, page: int, per_page: int,
     pages = max(1, -(-len(rows) // per_page))
     page = min(max(page, 1), pages)
     return rows[(page - 1) * per_page: page * per_page], len(rows), pages
+
+
+def run_bars_spec(board: Leaderboard, row: Row,
+                  scores: dict[str, Any]) -> dict[str, Any] | None:
+    """A run's bars chart as the run page draws it: its CIs, the baselines, the board's best."""
+    intervals = {c.key: ci for c in board.columns
+                 if (ci := stored_interval(scores, c.key)) is not None}
+    best: dict[str, float] = {}
+    for column in charts.heatmap_columns(board):
+        values = [v for r in board.rows if not r.baseline
+                  and (v := r.metrics.get(column.key)) is not None]
+        if values:
+            best[column.key] = max(values)
+    return charts.run_bars(row, board, intervals, best)

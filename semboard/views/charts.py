@@ -65,16 +65,7 @@ def _run_bars(run: Run) -> dict[str, Any] | None:
     row = next((r for r in board.rows if r.run_id == run.id), None)
     if row is None or run.current_score is None:
         return None
-    scores = run.current_score.scores
-    intervals = {c.key: ci for c in board.columns
-                 if (ci := leaderboard.stored_interval(scores, c.key)) is not None}
-    best: dict[str, float] = {}
-    for column in charts.heatmap_columns(board):
-        values = [v for r in board.rows if not r.baseline
-                  and (v := r.metrics.get(column.key)) is not None]
-        if values:
-            best[column.key] = max(values)
-    return charts.run_bars(row, board, intervals, best)
+    return leaderboard.run_bars_spec(board, row, run.current_score.scores)
 
 
 @bp.get("/runs/<int:run_id>/charts/<name>.json")
