@@ -1,0 +1,233 @@
+"""An encoding job: a checked model scores a task's inputs in its own process, under a budget.
+
+The child process (spawned, so it shares no state or threads with the caller) checks the folder
+again, loads the model, encodes every dataset and sends back the run files in the task's own
+format plus metadata. The parent enforces a wall-time budget and a resident-memory ceiling by
+watching the child and killing it; a child that dies for any reason becomes a ModelJobFailed
+with a clear reason, never a hang.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import platform
+import signal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from baselines.embedding import gpu_driver_version
+from baselines.models.check import ModelLimits, check_model
+from baselines.models.encode import ModelEncoder, library_versions
+from baselines.signature import baseline_signature
+from evaluation import DatasetInputs, TaskDefinition, load_task, write_run
+
+# how a cosine in [-1, 1] becomes a score in the task's range
+Mapping_ = Literal["clip", "linear"]
+POLL_S = 0.05  # how often the parent looks at the child's memory and the clock
+
+
+class ModelJobFailed(Exception):
+    """An encoding job that produced no run; `reason` says why in one sentence."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class JobBudget:
+    """What one encoding job may use: wall time (load included) and resident memory."""
+
+    time_s: float = 3600.0
+    memory_bytes: int = 16 << 30
+
+
+@dataclass
+class JobEvent:
+    """Progress of a job: stage ("started", "loaded", "encoding"), pairs done of the total."""
+
+    stage: str
+    done: int
+    total: int
+    pid: int
+
+
+@dataclass
+class ModelRun:
+    """The run files a model produced on a task, and how they were produced."""
+
+    files: dict[str, bytes]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def cosine_to_scores(cos: np.ndarray, lo: float, hi: float, mapping: Mapping_ = "clip"
+                     ) -> np.ndarray:
+    """Cosine → task range: "clip" maps [0, 1] onto [lo, hi] (negatives to lo, as the embedding
+    baseline does); "linear" maps [-1, 1] onto it."""
+    cos = np.asarray(cos, dtype=np.float64)
+    sim = np.clip(cos, 0.0, 1.0) if mapping == "clip" else (np.clip(cos, -1.0, 1.0) + 1) / 2
+    return lo + sim * (hi - lo)
+
+
+def _rss_bytes(pid: int) -> int | None:
+    """Resident memory of a process from /proc (Linux); None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _child(conn: Connection, folder: str, task: TaskDefinition,
+           datasets: dict[str, tuple[list[str], list[tuple[str, str]]]], options: dict[str, Any]
+           ) -> None:
+    """The job's process: check, load, encode, write the run; everything goes back on `conn`."""
+    try:
+        started = time.perf_counter()
+        pid = os.getpid()
+        total = sum(len(p) for _, p in datasets.values())
+        conn.send(("event", JobEvent("started", 0, total, pid)))
+        check = check_model(Path(folder), options["limits"], prompt=options["prompt"],
+                            pooling=options["pooling"], normalize=options["normalize"])
+        if not check.ok or check.description is None:
+            conn.send(("failed", "the model was refused: "
+                       + "; ".join(str(i) for i in check.issues)))
+            return
+        desc = check.description
+        if options["threads"]:
+            import torch  # heavy optional dependency (gpu extra)
+
+            torch.set_num_threads(options["threads"])
+        encoder = ModelEncoder(Path(folder), desc, device=options["device"],
+                               dtype=options["dtype"])
+        conn.send(("event", JobEvent("loaded", 0, total, pid)))
+        files: dict[str, bytes] = {}
+        done = [0, 0]  # texts embedded, pairs reported
+        encode_s = 0.0
+
+        def texts_done(k: int) -> None:
+            done[0] += k
+            if done[0] // 2 - done[1] >= 256 or done[0] // 2 == total:
+                done[1] = done[0] // 2
+                conn.send(("event", JobEvent("encoding", done[1], total, pid)))
+
+        for spec in task.datasets:  # task order: file order never depends on dict order
+            if spec.name not in datasets:
+                continue
+            ids, pairs = datasets[spec.name]
+            t0 = time.perf_counter()
+            cos = encoder.similarity(pairs, progress=texts_done)
+            encode_s += time.perf_counter() - t0
+            scores = cosine_to_scores(cos, task.score_min, task.score_max, options["mapping"])
+            name, content = write_run(task, spec.name, ids, scores.tolist())
+            files[name] = content
+        cuda = encoder.device == "cuda"
+        meta: dict[str, Any] = {
+            "system": "model", "model_id": desc.architecture,
+            "model_digest": desc.digest, "weights_sha256": desc.digest,
+            "model_type": desc.model_type, "architecture": desc.architecture,
+            "n_parameters": desc.n_parameters, "hidden_size": desc.hidden_size,
+            "layers": desc.layers, "weights_dtype": desc.weights_dtype,
+            "pooling": desc.pooling, "normalize": desc.normalize, "prompt": desc.prompt,
+            "prompts": desc.prompts, "max_seq_length": desc.max_seq_length,
+            "tokenizer": "tokenizer.json", "tokenizer_sha256": desc.tokenizer_sha256,
+            "score_mapping": options["mapping"], "dtype": encoder.dtype,
+            "device": encoder.device_name, "device_class": encoder.device,
+            "batch_tokens": encoder.batch_tokens, "n_pairs": total,
+            "load_s": round(encoder.load_s, 3), "encode_s": round(encode_s, 6),
+            "pairs_per_s": round(total / encode_s, 1) if encode_s > 0 else None,
+            "wall_time_s": round(time.perf_counter() - started, 3),
+            "libraries": library_versions(), "python": platform.python_version(),
+        }
+        if cuda:
+            import torch  # heavy optional dependency (gpu extra)
+
+            meta["cuda"], meta["driver"] = torch.version.cuda, gpu_driver_version()
+        meta["signature"] = baseline_signature(meta)
+        conn.send(("done", files, meta))
+    except BaseException as exc:  # reported to the parent as the job's failure reason
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def _death_reason(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (the host ran out of memory or an operator stopped it)" if exitcode == -9 else ""
+        return f"the encoding process was killed by {name}{hint}"
+    return f"the encoding process exited with status {exitcode} without a result"
+
+
+def run_model_job(folder: Path, task: TaskDefinition | str,
+                  inputs: Mapping[str, DatasetInputs], *, device: str = "auto",
+                  dtype: str | None = None, budget: JobBudget | None = None,
+                  limits: ModelLimits | None = None, prompt: str | None = None,
+                  pooling: str | None = None, normalize: bool | None = None,
+                  mapping: Mapping_ = "clip", threads: int | None = None,
+                  progress: Callable[[JobEvent], None] | None = None) -> ModelRun:
+    """Encode `inputs` with the model in `folder` in a child process; the run files + metadata.
+
+    Raises ModelJobFailed when the model is refused, the child fails or dies, or the budget is
+    exceeded; ValueError for datasets the task does not have.
+    """
+    budget = budget or JobBudget()
+    task_def = load_task(task) if isinstance(task, str) else task
+    unknown = sorted(set(inputs) - {d.name for d in task_def.datasets})
+    if unknown:
+        raise ValueError(f"task {task_def.name} has no dataset(s) {', '.join(unknown)}")
+    datasets = {name: (list(d.ids), [tuple(p) for p in d.texts]) for name, d in inputs.items()}
+    options = {"limits": limits or ModelLimits(), "prompt": prompt, "pooling": pooling,
+               "normalize": normalize, "device": device, "dtype": dtype, "mapping": mapping,
+               "threads": threads}
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, name="semboard-model-job", daemon=True,
+                       args=(send, str(folder), task_def, datasets, options))
+    started = time.monotonic()
+    proc.start()
+    send.close()  # the child holds the only writer: EOF here means it is gone
+    try:
+        while True:
+            if receive.poll(POLL_S):
+                try:
+                    message = receive.recv()
+                except EOFError:
+                    proc.join(5)
+                    raise ModelJobFailed(_death_reason(proc.exitcode)) from None
+                if message[0] == "event":
+                    if progress is not None:
+                        progress(message[1])
+                    continue
+                if message[0] == "done":
+                    return ModelRun(message[1], message[2])
+                raise ModelJobFailed(message[1])
+            elapsed = time.monotonic() - started
+            if elapsed > budget.time_s:
+                raise ModelJobFailed(f"the encoding job exceeded its time budget of "
+                                     f"{budget.time_s:g} s and was stopped")
+            rss = _rss_bytes(proc.pid) if proc.pid else None
+            if rss is not None and rss > budget.memory_bytes:
+                raise ModelJobFailed(f"the encoding job used {rss / 2**20:,.0f} MiB, over its "
+                                     f"memory ceiling of {budget.memory_bytes / 2**20:,.0f} MiB, "
+                                     "and was stopped")
+            if not proc.is_alive() and not receive.poll(0):
+                raise ModelJobFailed(_death_reason(proc.exitcode))
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(10)
+        receive.close()
