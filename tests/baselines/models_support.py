@@ -61,7 +61,8 @@ def write_tiny_model(folder: Path, kind: str = "bert", *, seed: int = 0, pooling
     tok = bert_tokenizer() if kind == "bert" else unigram_tokenizer()
     common = {"vocab_size": tok.get_vocab_size(), "hidden_size": 32, "num_hidden_layers": 2,
               "num_attention_heads": 4, "intermediate_size": 64, "hidden_dropout_prob": 0.0,
-              "attention_probs_dropout_prob": 0.0}
+              "attention_probs_dropout_prob": 0.0,
+              "initializer_range": 0.5}  # large: varied cosines, a test with teeth
     if kind == "bert":
         model = transformers.BertModel(transformers.BertConfig(
             max_position_embeddings=64, pad_token_id=0, **common), add_pooling_layer=False)
