@@ -1,24 +1,29 @@
 """An encoding job: a checked model scores a task's inputs in its own process, under a budget.
 
-The child process (spawned, so it shares no state or threads with the caller) checks the folder
-again, loads the model, encodes every dataset and sends back the run files in the task's own
-format plus metadata. The parent enforces a wall-time budget and a resident-memory ceiling by
-watching the child and killing it; a child that dies for any reason becomes a ModelJobFailed
-with a clear reason, never a hang.
+The child is a fresh interpreter (`python -m baselines.models`: it shares no state, threads or
+`__main__` with the caller, be it an rq worker or a web process). It checks the folder again,
+loads the model, encodes every dataset and sends back the run files in the task's own format
+plus metadata over a pipe. The parent enforces a wall-time budget and a resident-memory ceiling
+by watching the child and killing it; a child that dies for any reason becomes a
+ModelJobFailed with a clear reason, never a hang.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import contextlib
 import os
 import platform
 import signal
+import subprocess
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import numpy as np
 
@@ -31,6 +36,7 @@ from evaluation import DatasetInputs, TaskDefinition, load_task, write_run
 # how a cosine in [-1, 1] becomes a score in the task's range
 Mapping_ = Literal["clip", "linear"]
 POLL_S = 0.05  # how often the parent looks at the child's memory and the clock
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ModelJobFailed(Exception):
@@ -51,7 +57,8 @@ class JobBudget:
 
 @dataclass
 class JobEvent:
-    """Progress of a job: stage ("started", "loaded", "encoding"), pairs done of the total."""
+    """Progress of a job: stage ("spawned", "started", "loaded", "encoding"), pairs done of
+    the total, and the child's process id."""
 
     stage: str
     done: int
@@ -88,11 +95,12 @@ def _rss_bytes(pid: int) -> int | None:
     return None
 
 
-def _child(conn: Connection, folder: str, task: TaskDefinition,
-           datasets: dict[str, tuple[list[str], list[tuple[str, str]]]], options: dict[str, Any]
-           ) -> None:
-    """The job's process: check, load, encode, write the run; everything goes back on `conn`."""
+def child_main(request_fd: int, reply_fd: int) -> None:
+    """The job's process: read the request, check, load, encode; everything goes back on a pipe."""
+    conn = Connection(reply_fd, readable=False)
     try:
+        with Connection(request_fd, writable=False) as request:
+            folder, task, datasets, options = request.recv()
         started = time.perf_counter()
         pid = os.getpid()
         total = sum(len(p) for _, p in datasets.values())
@@ -161,7 +169,8 @@ def _child(conn: Connection, folder: str, task: TaskDefinition,
         conn.close()
 
 
-def _death_reason(exitcode: int | None) -> str:
+def _death_reason(exitcode: int | None, log: IO[bytes]) -> str:
+    """Why a child that sent no result ended: its signal, or its status and last output line."""
     if exitcode is not None and exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
@@ -169,7 +178,10 @@ def _death_reason(exitcode: int | None) -> str:
             name = f"signal {-exitcode}"
         hint = " (the host ran out of memory or an operator stopped it)" if exitcode == -9 else ""
         return f"the encoding process was killed by {name}{hint}"
-    return f"the encoding process exited with status {exitcode} without a result"
+    log.seek(0)
+    lines = log.read()[-4096:].decode("utf-8", "replace").strip().splitlines()
+    last = f": {lines[-1]}" if lines else ""
+    return f"the encoding process exited with status {exitcode} without a result{last}"
 
 
 def run_model_job(folder: Path, task: TaskDefinition | str,
@@ -193,21 +205,47 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
     options = {"limits": limits or ModelLimits(), "prompt": prompt, "pooling": pooling,
                "normalize": normalize, "device": device, "dtype": dtype, "mapping": mapping,
                "threads": threads}
-    ctx = multiprocessing.get_context("spawn")
-    receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, name="semboard-model-job", daemon=True,
-                       args=(send, str(folder), task_def, datasets, options))
+    with tempfile.TemporaryFile() as log:
+        return _supervise((str(folder), task_def, datasets, options), budget, log, progress)
+
+
+def _supervise(request: tuple[Any, ...], budget: JobBudget, log: IO[bytes],
+               progress: Callable[[JobEvent], None] | None) -> ModelRun:
+    """Start the child, hand it the request, watch its clock and memory, collect its reply."""
+    request_r, request_w = os.pipe()
+    reply_r, reply_w = os.pipe()
+    env = dict(os.environ)
+    # the child imports this very copy of the project, whatever is installed
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT),
+                                                      env.get("PYTHONPATH")]))
     started = time.monotonic()
-    proc.start()
-    send.close()  # the child holds the only writer: EOF here means it is gone
+    proc = subprocess.Popen([sys.executable, "-m", "baselines.models", str(request_r),
+                             str(reply_w)], pass_fds=(request_r, reply_w),
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                            start_new_session=True)
+    os.close(request_r)
+    os.close(reply_w)  # the child holds the only writer: EOF here means it is gone
+    if progress is not None:
+        progress(JobEvent("spawned", 0, sum(len(p) for _, p in request[2].values()), proc.pid))
+    receive = Connection(reply_r, writable=False)
+
+    def send_request() -> None:
+        # a thread: a large request fills the pipe until the child reads it, and the
+        # budget must be watched meanwhile
+        with Connection(request_w, readable=False) as send, \
+                contextlib.suppress(OSError):  # the child died before reading: seen below
+            send.send(request)
+
+    sender = threading.Thread(target=send_request, name="model-job-request", daemon=True)
+    sender.start()
     try:
         while True:
             if receive.poll(POLL_S):
                 try:
                     message = receive.recv()
                 except EOFError:
-                    proc.join(5)
-                    raise ModelJobFailed(_death_reason(proc.exitcode)) from None
+                    proc.wait(5)
+                    raise ModelJobFailed(_death_reason(proc.returncode, log)) from None
                 if message[0] == "event":
                     if progress is not None:
                         progress(message[1])
@@ -215,19 +253,19 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
                 if message[0] == "done":
                     return ModelRun(message[1], message[2])
                 raise ModelJobFailed(message[1])
-            elapsed = time.monotonic() - started
-            if elapsed > budget.time_s:
+            if time.monotonic() - started > budget.time_s:
                 raise ModelJobFailed(f"the encoding job exceeded its time budget of "
                                      f"{budget.time_s:g} s and was stopped")
-            rss = _rss_bytes(proc.pid) if proc.pid else None
+            rss = _rss_bytes(proc.pid)
             if rss is not None and rss > budget.memory_bytes:
                 raise ModelJobFailed(f"the encoding job used {rss / 2**20:,.0f} MiB, over its "
                                      f"memory ceiling of {budget.memory_bytes / 2**20:,.0f} MiB, "
                                      "and was stopped")
-            if not proc.is_alive() and not receive.poll(0):
-                raise ModelJobFailed(_death_reason(proc.exitcode))
+            if proc.poll() is not None and not receive.poll(0):
+                raise ModelJobFailed(_death_reason(proc.returncode, log))
     finally:
-        if proc.is_alive():
+        if proc.poll() is None:
             proc.kill()
-        proc.join(10)
+        proc.wait(10)
+        sender.join(10)
         receive.close()

@@ -4,7 +4,6 @@ job that is refused, killed, too slow or too large fails with a clear reason."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import signal
 from pathlib import Path
@@ -40,6 +39,14 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def _run_scores(task, files: dict[str, bytes], inputs) -> dict[str, np.ndarray]:
     """The run through the task's own validation, as any upload: dataset → scores."""
     validated = validate_run(task, files, inputs)
@@ -71,7 +78,8 @@ def test_a_model_run_equals_sentence_transformers(models, synthetic_inputs, kind
     assert meta["device_class"] == "cpu" and meta["pairs_per_s"] > 0
     assert meta["libraries"]["transformers"] and meta["libraries"]["torch"]
     assert meta["model_digest"][:12] in meta["signature"]
-    assert [e.stage for e in events[:2]] == ["started", "loaded"]
+    assert [e.stage for e in events[:3]] == ["spawned", "started", "loaded"]
+    assert not _alive(events[0].pid)
     assert events[-1].done == events[-1].total == meta["n_pairs"]
     json.dumps(meta)  # stored as JSON by the site
 
@@ -94,11 +102,18 @@ def test_a_job_killed_midway_is_reported_failed(models, synthetic_inputs) -> Non
         if event.stage == "loaded":
             os.kill(event.pid, signal.SIGKILL)
 
+    events: list[JobEvent] = []
+
+    def record_and_kill(event: JobEvent) -> None:
+        events.append(event)
+        kill_when_loaded(event)
+
     with pytest.raises(ModelJobFailed, match="killed by SIGKILL") as err:
         run_model_job(models["bert"], "sts2012", synthetic_inputs["sts2012"], device="cpu",
-                      progress=kill_when_loaded)
+                      progress=record_and_kill)
     assert "out of memory" in err.value.reason
-    assert not multiprocessing.active_children()  # nothing left running, the slot is free
+    assert events[-1].stage == "loaded"
+    assert not _alive(events[0].pid)  # nothing left running: the slot is free
 
 
 @pytest.mark.parametrize(("budget", "reason"), [
@@ -106,11 +121,21 @@ def test_a_job_killed_midway_is_reported_failed(models, synthetic_inputs) -> Non
     (JobBudget(memory_bytes=40 << 20), "over its memory ceiling of 40 MiB"),
 ])
 def test_a_job_over_budget_is_stopped(models, synthetic_inputs, budget, reason) -> None:
+    events: list[JobEvent] = []
     with pytest.raises(ModelJobFailed, match=reason):
         run_model_job(models["bert"], "sts2012", synthetic_inputs["sts2012"], device="cpu",
-                      budget=budget)
-    assert not multiprocessing.active_children()
+                      budget=budget, progress=events.append)
+    assert events and not _alive(events[0].pid)
 
+
+def test_a_child_that_exits_says_why(models, synthetic_inputs, monkeypatch, tmp_path) -> None:
+    # the child imports a broken copy of the project: its last output line is the reason
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "__init__.py").write_text(
+        "raise ImportError('broken baselines install')\n")
+    monkeypatch.setattr("baselines.models.job.PROJECT_ROOT", tmp_path)
+    with pytest.raises(ModelJobFailed, match=r"exited with status 1 .*broken baselines install"):
+        run_model_job(models["bert"], "sts2012", synthetic_inputs["sts2012"], device="cpu")
 
 def test_unknown_datasets_are_refused_before_a_process_starts(models, synthetic_inputs) -> None:
     inputs = {"nope": next(iter(synthetic_inputs["sts2012"].values()))}
