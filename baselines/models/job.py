@@ -206,7 +206,8 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
                "normalize": normalize, "device": device, "dtype": dtype, "mapping": mapping,
                "threads": threads}
     with tempfile.TemporaryFile() as log:
-        return _supervise((str(folder), task_def, datasets, options), budget, log, progress)
+        return _supervise((str(Path(folder).resolve()), task_def, datasets, options), budget,
+                          log, progress)
 
 
 def _supervise(request: tuple[Any, ...], budget: JobBudget, log: IO[bytes],
@@ -214,15 +215,13 @@ def _supervise(request: tuple[Any, ...], budget: JobBudget, log: IO[bytes],
     """Start the child, hand it the request, watch its clock and memory, collect its reply."""
     request_r, request_w = os.pipe()
     reply_r, reply_w = os.pipe()
-    env = dict(os.environ)
-    # the child imports this very copy of the project, whatever is installed
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT),
-                                                      env.get("PYTHONPATH")]))
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "baselines.models", str(request_r),
                              str(reply_w)], pass_fds=(request_r, reply_w),
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                            start_new_session=True)
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                            # -m puts the working folder first on sys.path: the child imports
+                            # this very copy of the project, whatever else is installed
+                            cwd=PROJECT_ROOT, start_new_session=True)
     os.close(request_r)
     os.close(reply_w)  # the child holds the only writer: EOF here means it is gone
     if progress is not None:
