@@ -3,21 +3,28 @@
 The model class is picked from the checked `model_type` (never from the folder's code) and
 loaded with remote code off, local files only and safetensors only; the tokenizer is the
 folder's `tokenizer.json` read by `tokenizers` (no Python tokenizer class is instantiated).
-Texts are sorted by length and packed into padded batches under a token budget, as the
-project's e5 encoder does; pooling and prompts follow the sentence-transformers files.
+Texts are sorted by length and packed into padded batches under a token budget, and a thread
+tokenises the next chunk while the device encodes, as the project's e5 encoder does; pooling
+and prompts follow the sentence-transformers files.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from baselines.embedding import DEFAULT_BATCH_TOKENS, resolve_device, token_budget_batches
+from baselines.embedding import (
+    CHUNK_TEXTS,
+    DEFAULT_BATCH_TOKENS,
+    resolve_device,
+    token_budget_batches,
+)
 from baselines.models.check import ModelDescription
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy")
@@ -82,35 +89,53 @@ class ModelEncoder:
             return total / w.sum(1).sqrt()
         return total / w.sum(1)
 
-    def embed(self, texts: Sequence[str], *,
-              progress: Callable[[int], None] | None = None) -> np.ndarray:
-        """Embeddings (n, hidden) of prompt + text, L2-normalised when the model says so."""
-        import torch
-
-        prompt = self.desc.prompt
-        full = [prompt + t for t in texts]
+    def _tokenise(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids (specials included, truncated) of prompt + text."""
+        full = [self.desc.prompt + t for t in texts]
         if self.desc.do_lower_case:
             full = [t.lower() for t in full]
-        ids = [e.ids for e in self.tokenizer.encode_batch(full)]
+        return [e.ids for e in self.tokenizer.encode_batch(full)]
+
+    def _encode_ids(self, ids: list[list[int]], out: np.ndarray,
+                    progress: Callable[[int], None] | None) -> None:
+        """Pooled vectors of tokenised texts into `out`, in length-sorted padded batches."""
+        import torch
+
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         order = np.argsort(lengths, kind="stable")
+        for a, b in token_budget_batches(np.maximum(lengths[order], 1), self.batch_tokens):
+            rows = order[a:b]
+            n = max(int(lengths[rows].max()), 1)
+            batch = np.full((len(rows), n), self.desc.pad_token_id, dtype=np.int64)
+            for r, i in enumerate(rows):
+                batch[r, :lengths[i]] = ids[i]
+            keep = np.arange(n)[None, :] < lengths[rows][:, None]
+            ids_t = torch.from_numpy(batch).to(self.device, non_blocking=True)
+            keep_t = torch.from_numpy(keep).to(self.device, non_blocking=True)
+            # no mask when no row is padded: the attention kernels run faster without one
+            mask = keep_t.long() if not keep.all() else None
+            hidden = self.model(input_ids=ids_t, attention_mask=mask).last_hidden_state
+            out[rows] = self._pool(hidden, keep_t).cpu().numpy()
+            if progress is not None:
+                progress(len(rows))
+
+    def embed(self, texts: Sequence[str], *,
+              progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Embeddings (n, hidden) of prompt + text, L2-normalised when the model says so.
+
+        A thread tokenises the next chunk of texts while the device encodes the current one.
+        """
+        import torch
+
         out = np.zeros((len(texts), self.desc.hidden_size), dtype=np.float32)
-        pad = self.desc.pad_token_id
-        with torch.inference_mode():
-            for a, b in token_budget_batches(np.maximum(lengths[order], 1), self.batch_tokens):
-                rows = order[a:b]
-                n = max(int(lengths[rows].max()), 1)
-                batch = np.full((len(rows), n), pad, dtype=np.int64)
-                for r, i in enumerate(rows):
-                    batch[r, :lengths[i]] = ids[i]
-                keep = np.arange(n)[None, :] < lengths[rows][:, None]
-                ids_t = torch.from_numpy(batch).to(self.device)
-                keep_t = torch.from_numpy(keep).to(self.device)
-                hidden = self.model(input_ids=ids_t, attention_mask=keep_t.long()
-                                    ).last_hidden_state
-                out[rows] = self._pool(hidden, keep_t).cpu().numpy()
-                if progress is not None:
-                    progress(len(rows))
+        with ThreadPoolExecutor(1, thread_name_prefix="model-tokenise") as pool, \
+                torch.inference_mode():
+            pending = pool.submit(self._tokenise, texts[:CHUNK_TEXTS])
+            for first in range(0, len(texts), CHUNK_TEXTS):
+                ids = pending.result()
+                nxt = first + CHUNK_TEXTS
+                pending = pool.submit(self._tokenise, texts[nxt:nxt + CHUNK_TEXTS])
+                self._encode_ids(ids, out[first:first + len(ids)], progress)
         if self.desc.normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out

@@ -141,3 +141,19 @@ def test_unknown_datasets_are_refused_before_a_process_starts(models, synthetic_
     inputs = {"nope": next(iter(synthetic_inputs["sts2012"].values()))}
     with pytest.raises(ValueError, match="no dataset"):
         run_model_job(models["bert"], "sts2012", inputs, device="cpu")
+
+
+def test_chunked_tokenising_and_unpadded_batches_change_nothing(models, monkeypatch) -> None:
+    from models_support import SENTENCES
+
+    from baselines.models import check_model
+    from baselines.models.encode import ModelEncoder
+
+    desc = check_model(models["xlmr"]).description
+    encoder = ModelEncoder(models["xlmr"], desc, device="cpu", batch_tokens=64)
+    texts = SENTENCES + ["the cat", "the dog", "a man"]  # equal lengths: an unpadded batch
+    whole = encoder.embed(texts)
+    monkeypatch.setattr("baselines.models.encode.CHUNK_TEXTS", 3)
+    np.testing.assert_allclose(encoder.embed(texts), whole, atol=1e-6)
+    one_by_one = np.stack([encoder.embed([t])[0] for t in texts])
+    np.testing.assert_allclose(one_by_one, whole, atol=1e-5)
