@@ -61,8 +61,10 @@ class ModelEncoder:
         cls = getattr(transformers, desc.architecture)
         self.model = cls.from_pretrained(
             str(folder), add_pooling_layer=False, trust_remote_code=False,
-            local_files_only=True, use_safetensors=True, dtype=getattr(torch, self.dtype),
-            attn_implementation="sdpa").to(self.device).eval()
+            local_files_only=True, use_safetensors=True, dtype=getattr(torch, self.dtype)
+        ).to(self.device).eval()
+        # transformers picks SDPA where the class has it (BERT, XLM-R), eager otherwise (MPNet)
+        self.attention = str(getattr(self.model.config, "_attn_implementation", None))
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(desc.max_seq_length)

@@ -17,19 +17,22 @@ WORDS = sorted({w for s in SENTENCES for w in s.split()})
 CHARS = sorted({c for s in SENTENCES for c in s.replace(" ", "")})
 
 
-def bert_tokenizer() -> object:
-    """A WordPiece tokenizer over the test sentences' words and letters ([CLS] x [SEP])."""
+def bert_tokenizer(mpnet: bool = False) -> object:
+    """A WordPiece tokenizer over the test sentences' words and letters: BERT's [CLS] x [SEP],
+    or MPNet's <s> x </s> (MPNet's tokenizer is WordPiece too)."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    specials = (["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if mpnet
+                else ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
     tokens = dict.fromkeys(specials + WORDS + CHARS + [f"##{c}" for c in CHARS])
     vocab = {t: i for i, t in enumerate(tokens)}
-    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok = Tokenizer(models.WordPiece(vocab, unk_token=specials[3 if mpnet else 1]))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    cls, sep = (("<s>", 0), ("</s>", 2)) if mpnet else (("[CLS]", 2), ("[SEP]", 3))
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+        single=f"{cls[0]} $A {sep[0]}", pair=f"{cls[0]} $A {sep[0]} $B:1 {sep[0]}:1",
+        special_tokens=[cls, sep])
     return tok
 
 
@@ -52,13 +55,14 @@ def unigram_tokenizer() -> object:
 def write_tiny_model(folder: Path, kind: str = "bert", *, seed: int = 0, pooling: str = "mean",
                      normalize: bool = True, prompts: dict[str, str] | None = None,
                      default_prompt: str | None = None) -> Path:
-    """A random tiny BERT or XLM-RoBERTa saved with safetensors, tokenizer.json and the
+    """A random tiny BERT, MPNet or XLM-RoBERTa saved with safetensors, tokenizer.json and the
     sentence-transformers files (modules.json, pooling, prompts)."""
     import torch
     import transformers
 
     torch.manual_seed(seed)
-    tok = bert_tokenizer() if kind == "bert" else unigram_tokenizer()
+    tok = (bert_tokenizer() if kind == "bert" else bert_tokenizer(mpnet=True)
+           if kind == "mpnet" else unigram_tokenizer())
     common = {"vocab_size": tok.get_vocab_size(), "hidden_size": 32, "num_hidden_layers": 2,
               "num_attention_heads": 4, "intermediate_size": 64, "hidden_dropout_prob": 0.0,
               "attention_probs_dropout_prob": 0.0,
@@ -69,6 +73,14 @@ def write_tiny_model(folder: Path, kind: str = "bert", *, seed: int = 0, pooling
         tcfg = {"tokenizer_class": "BertTokenizer", "pad_token": "[PAD]", "unk_token": "[UNK]",
                 "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]",
                 "model_max_length": 64, "do_lower_case": True}
+    elif kind == "mpnet":
+        model = transformers.MPNetModel(transformers.MPNetConfig(
+            max_position_embeddings=66, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+            **common), add_pooling_layer=False)
+        tcfg = {"tokenizer_class": "MPNetTokenizer", "bos_token": "<s>", "eos_token": "</s>",
+                "sep_token": "</s>", "cls_token": "<s>", "unk_token": "<unk>",
+                "pad_token": "<pad>", "mask_token": "<mask>", "model_max_length": 64,
+                "do_lower_case": True}
     else:
         model = transformers.XLMRobertaModel(transformers.XLMRobertaConfig(
             max_position_embeddings=66, pad_token_id=1, bos_token_id=0, eos_token_id=2,

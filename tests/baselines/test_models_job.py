@@ -36,6 +36,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "xlmr": write_tiny_model(root / "xlmr", "xlmr", seed=2, pooling="mean",
                                  prompts={"query": "query: ", "passage": "passage: "},
                                  default_prompt="query"),
+        # MPNet (relative position buckets): all-mpnet-base-v2's family, max pooling
+        "mpnet": write_tiny_model(root / "mpnet", "mpnet", seed=3, pooling="max"),
     }
 
 
@@ -55,7 +57,8 @@ def _run_scores(task, files: dict[str, bytes], inputs) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize(("kind", "prompt", "st_prompt"), [("bert", "it is: ", "it is: "),
-                                                           ("xlmr", None, "query: ")])
+                                                           ("xlmr", None, "query: "),
+                                                           ("mpnet", "", "")])
 def test_a_model_run_equals_sentence_transformers(models, synthetic_inputs, kind: str,
                                                   prompt: str | None, st_prompt: str) -> None:
     from models_support import st_cosines
@@ -73,7 +76,8 @@ def test_a_model_run_equals_sentence_transformers(models, synthetic_inputs, kind
         assert scores[name].std() > 0.05  # not a constant: the comparison has teeth
     meta = run.metadata
     assert meta["n_pairs"] == sum(len(d) for d in inputs.values())
-    assert meta["architecture"] == {"bert": "BertModel", "xlmr": "XLMRobertaModel"}[kind]
+    assert meta["architecture"] == {"bert": "BertModel", "xlmr": "XLMRobertaModel",
+                                    "mpnet": "MPNetModel"}[kind]
     assert meta["prompt"] == st_prompt and meta["dtype"] == "float32"
     assert meta["device_class"] == "cpu" and meta["pairs_per_s"] > 0
     assert meta["libraries"]["transformers"] and meta["libraries"]["torch"]
@@ -151,7 +155,7 @@ def test_chunked_tokenising_and_unpadded_batches_change_nothing(models, monkeypa
 
     desc = check_model(models["xlmr"]).description
     encoder = ModelEncoder(models["xlmr"], desc, device="cpu", batch_tokens=64)
-    texts = SENTENCES + ["the cat", "the dog", "a man"]  # equal lengths: an unpadded batch
+    texts = [*SENTENCES, "the cat", "the dog", "a man"]
     whole = encoder.embed(texts)
     monkeypatch.setattr("baselines.models.encode.CHUNK_TEXTS", 3)
     np.testing.assert_allclose(encoder.embed(texts), whole, atol=1e-6)
