@@ -27,7 +27,7 @@ from typing import IO, Any, Literal
 
 import numpy as np
 
-from baselines.embedding import gpu_driver_version
+from baselines.embedding import gpu_driver_version, resolve_device
 from baselines.models.check import ModelLimits, check_model
 from baselines.models.encode import ModelEncoder, library_versions
 from baselines.signature import baseline_signature
@@ -53,6 +53,7 @@ class JobBudget:
 
     time_s: float = 3600.0
     memory_bytes: int = 16 << 30
+    gpu_memory_bytes: int | None = None  # a CUDA job's share of the GPU, None for all of it
 
 
 @dataclass
@@ -112,10 +113,15 @@ def child_main(request_fd: int, reply_fd: int) -> None:
                        + "; ".join(str(i) for i in check.issues)))
             return
         desc = check.description
-        if options["threads"]:
-            import torch  # heavy optional dependency (gpu extra)
+        import torch  # heavy optional dependency (gpu extra)
 
+        if options["threads"]:
             torch.set_num_threads(options["threads"])
+        if options["gpu_memory_bytes"] and resolve_device(options["device"]) == "cuda":
+            # set before the model is allocated: beyond it torch raises OutOfMemoryError
+            total_gpu = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.set_per_process_memory_fraction(
+                min(1.0, options["gpu_memory_bytes"] / total_gpu))
         encoder = ModelEncoder(Path(folder), desc, device=options["device"],
                                dtype=options["dtype"])
         conn.send(("event", JobEvent("loaded", 0, total, pid)))
@@ -159,8 +165,6 @@ def child_main(request_fd: int, reply_fd: int) -> None:
             "libraries": library_versions(), "python": platform.python_version(),
         }
         if cuda:
-            import torch  # heavy optional dependency (gpu extra)
-
             meta["cuda"], meta["driver"] = torch.version.cuda, gpu_driver_version()
         meta["signature"] = baseline_signature(meta)
         conn.send(("done", files, meta))
@@ -205,7 +209,7 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
     datasets = {name: (list(d.ids), [tuple(p) for p in d.texts]) for name, d in inputs.items()}
     options = {"limits": limits or ModelLimits(), "prompt": prompt, "pooling": pooling,
                "normalize": normalize, "device": device, "dtype": dtype, "mapping": mapping,
-               "threads": threads}
+               "threads": threads, "gpu_memory_bytes": budget.gpu_memory_bytes}
     with tempfile.TemporaryFile() as log:
         return _supervise((str(Path(folder).resolve()), task_def, datasets, options), budget,
                           log, progress)
