@@ -1,0 +1,152 @@
+"""Encoding texts with a checked model: transformers' own classes, safetensors only.
+
+The model class is picked from the checked `model_type` (never from the folder's code) and
+loaded with remote code off, local files only and safetensors only; the tokenizer is the
+folder's `tokenizer.json` read by `tokenizers` (no Python tokenizer class is instantiated).
+Texts are sorted by length and packed into padded batches under a token budget, and a thread
+tokenises the next chunk while the device encodes, as the project's e5 encoder does; pooling
+and prompts follow the sentence-transformers files.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from baselines.embedding import (
+    CHUNK_TEXTS,
+    DEFAULT_BATCH_TOKENS,
+    resolve_device,
+    token_budget_batches,
+)
+from baselines.models.check import ModelDescription
+
+LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy")
+
+
+def library_versions() -> dict[str, str | None]:
+    """Versions of the libraries that turn the weights into vectors."""
+    out: dict[str, str | None] = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+class ModelEncoder:
+    """A checked model folder loaded for encoding (fp16 on CUDA, fp32 on CPU by default)."""
+
+    def __init__(self, folder: Path, desc: ModelDescription, *, device: str = "auto",
+                 dtype: str | None = None, batch_tokens: int | None = None) -> None:
+        # torch and transformers are heavy optional dependencies (gpu and dev extras)
+        import torch
+        import transformers
+        from tokenizers import Tokenizer
+
+        started = time.perf_counter()
+        self.desc = desc
+        self.device = resolve_device(device)
+        # fp16 halves memory traffic on a GPU; CPUs lack fast fp16 kernels
+        self.dtype = dtype or ("float16" if self.device == "cuda" else "float32")
+        if self.dtype not in ("float16", "float32", "bfloat16"):
+            raise ValueError(f"dtype must be float16, bfloat16 or float32, not {self.dtype!r}")
+        cls = getattr(transformers, desc.architecture)
+        self.model = cls.from_pretrained(
+            str(folder), add_pooling_layer=False, trust_remote_code=False,
+            local_files_only=True, use_safetensors=True, dtype=getattr(torch, self.dtype)
+        ).to(self.device).eval()
+        # transformers picks SDPA where the class has it (BERT, XLM-R), eager otherwise (MPNet)
+        self.attention = str(getattr(self.model.config, "_attn_implementation", None))
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(desc.max_seq_length)
+        self.batch_tokens = batch_tokens or DEFAULT_BATCH_TOKENS[self.device]
+        self.device_name = (torch.cuda.get_device_name(torch.device(self.device))
+                            if self.device == "cuda" else "cpu")
+        self.load_s = time.perf_counter() - started
+
+    def _pool(self, hidden: Any, keep: Any) -> Any:
+        """Sentence vectors (float32) from the last hidden states and the kept-token mask."""
+        import torch
+
+        h = hidden.float()
+        w = keep.to(torch.float32)[..., None]
+        mode = self.desc.pooling
+        if mode == "cls":
+            return h[:, 0]
+        if mode == "lasttoken":  # right padding: the last kept position of each row
+            return h[torch.arange(h.shape[0], device=h.device), keep.sum(1) - 1]
+        if mode == "max":
+            return h.masked_fill(~keep[..., None], float("-inf")).max(1).values
+        total = (h * w).sum(1)
+        if mode == "mean_sqrt_len_tokens":
+            return total / w.sum(1).sqrt()
+        return total / w.sum(1)
+
+    def _tokenise(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids (specials included, truncated) of prompt + text."""
+        full = [self.desc.prompt + t for t in texts]
+        if self.desc.do_lower_case:
+            full = [t.lower() for t in full]
+        return [e.ids for e in self.tokenizer.encode_batch(full)]
+
+    def _encode_ids(self, ids: list[list[int]], out: np.ndarray,
+                    progress: Callable[[int], None] | None) -> None:
+        """Pooled vectors of tokenised texts into `out`, in length-sorted padded batches."""
+        import torch
+
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        order = np.argsort(lengths, kind="stable")
+        for a, b in token_budget_batches(np.maximum(lengths[order], 1), self.batch_tokens):
+            rows = order[a:b]
+            n = max(int(lengths[rows].max()), 1)
+            batch = np.full((len(rows), n), self.desc.pad_token_id, dtype=np.int64)
+            for r, i in enumerate(rows):
+                batch[r, :lengths[i]] = ids[i]
+            keep = np.arange(n)[None, :] < lengths[rows][:, None]
+            ids_t = torch.from_numpy(batch).to(self.device, non_blocking=True)
+            keep_t = torch.from_numpy(keep).to(self.device, non_blocking=True)
+            # no mask when no row is padded: the attention kernels run faster without one
+            mask = keep_t.long() if not keep.all() else None
+            hidden = self.model(input_ids=ids_t, attention_mask=mask).last_hidden_state
+            out[rows] = self._pool(hidden, keep_t).cpu().numpy()
+            if progress is not None:
+                progress(len(rows))
+
+    def embed(self, texts: Sequence[str], *,
+              progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Embeddings (n, hidden) of prompt + text, L2-normalised when the model says so.
+
+        A thread tokenises the next chunk of texts while the device encodes the current one.
+        """
+        import torch
+
+        out = np.zeros((len(texts), self.desc.hidden_size), dtype=np.float32)
+        with ThreadPoolExecutor(1, thread_name_prefix="model-tokenise") as pool, \
+                torch.inference_mode():
+            pending = pool.submit(self._tokenise, texts[:CHUNK_TEXTS])
+            for first in range(0, len(texts), CHUNK_TEXTS):
+                ids = pending.result()
+                nxt = first + CHUNK_TEXTS
+                pending = pool.submit(self._tokenise, texts[nxt:nxt + CHUNK_TEXTS])
+                self._encode_ids(ids, out[first:first + len(ids)], progress)
+        if self.desc.normalize:
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out
+
+    def similarity(self, pairs: Sequence[tuple[str, str]], *,
+                   progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Cosine of the two sides' embeddings, one per pair (float64)."""
+        texts = [a for a, _ in pairs] + [b for _, b in pairs]
+        vecs = self.embed(texts, progress=progress).astype(np.float64)
+        vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        n = len(pairs)
+        return (vecs[:n] * vecs[n:]).sum(1)

