@@ -14,6 +14,7 @@ from semboard.models import Run
 from semboard.services import access, analysis, charts, definitions, leaderboard, phases
 from semboard.views.boards import board_chart_specs
 from semboard.views.common import bp, db, load_task, me, now, storage, visible_run
+from semboard.web.files import attachment
 
 
 @bp.app_template_filter("spec_json")
@@ -121,8 +122,7 @@ def run_items_csv(run_id: int) -> Any:
     found = analysis.run_items(db(), storage(), run=run, viewer=me())
     dataset, genre = _item_filters()
     body = analysis.items_csv(found.largest_errors(dataset=dataset, genre=genre))
-    return Response(body, mimetype="text/csv", headers={
-        "Content-Disposition": f'attachment; filename="run-{run.id}-items.csv"'})
+    return attachment(body, f"run-{run.id}-items.csv", mimetype="text/csv")
 
 
 def _run_id(name: str) -> int | None:

@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import (
-    Response,
     abort,
     flash,
     redirect,
@@ -232,8 +231,7 @@ def download_bundle(task_name: str) -> Any:
         finally:
             session.close()
 
-    return Response(stream_with_context(chunks()), mimetype="application/zip",
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return attachment(stream_with_context(chunks()), name, mimetype="application/zip")
 
 
 def _read_sessions() -> Any:

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from flask import Response, abort, current_app, flash, redirect, render_template, request, url_for
+from flask import abort, current_app, flash, redirect, render_template, request, url_for
 from flask_login import login_required
 
 from semboard.errors import DomainError
@@ -37,15 +37,8 @@ from semboard.views.common import (
     storage,
     visible_run,
 )
-from semboard.web.files import uploaded_files
+from semboard.web.files import attachment, uploaded_files
 from semboard.web.forms import ActionForm, TeamCreateForm, TeamJoinForm, UploadRunForm, options
-
-
-def _file_response(filename: str, data: bytes) -> Response:
-    """An attachment; the stored name is reduced to safe characters for the header."""
-    safe = "".join(c for c in filename if c.isalnum() or c in "._-") or "download"
-    return Response(data, mimetype="text/plain",
-                    headers={"Content-Disposition": f'attachment; filename="{safe}"'})
 
 
 def _phase_state(phase: Phase) -> str:
@@ -248,7 +241,7 @@ def download_inputs(task_name: str, phase_slug: str, dataset: str) -> Any:
     except DomainError as err:
         flash_error(err)
         return redirect(url_for("web.task", task_name=task.name))
-    return _file_response(filename, data)
+    return attachment(data, filename)
 
 
 @bp.get("/tasks/<task_name>/gold/<dataset>")
@@ -261,7 +254,7 @@ def download_gold(task_name: str, dataset: str) -> Any:
     except DomainError as err:
         flash_error(err)
         return redirect(url_for("web.task", task_name=task.name))
-    return _file_response(filename, data)
+    return attachment(data, filename)
 
 
 def _upload_context(task: Task, team: Team, form: UploadRunForm) -> dict[str, Any]:

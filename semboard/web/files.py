@@ -34,11 +34,16 @@ def uploaded_files(items: Iterable[Any]) -> dict[str, bytes]:
     return found
 
 
-def attachment(data: bytes | str, filename: str, *, mimetype: str = "text/plain") -> Response:
+def attachment(data: bytes | str | Iterable[bytes], filename: str, *,
+               mimetype: str = "text/plain") -> Response:
     """A download; the name is cut to safe characters so it cannot break the header."""
+    return Response(data, mimetype=mimetype, headers=disposition(filename))
+
+
+def disposition(filename: str) -> dict[str, str]:
+    """The Content-Disposition of a download, its name cut to characters safe in the header."""
     safe = "".join(c for c in filename if c.isalnum() or c in "._-") or "download"
-    return Response(data, mimetype=mimetype,
-                    headers={"Content-Disposition": f'attachment; filename="{safe}"'})
+    return {"Content-Disposition": f'attachment; filename="{safe}"'}
 
 
 def gzip_ok() -> bool:
@@ -47,7 +52,7 @@ def gzip_ok() -> bool:
 
 
 def respond(body: bytes, *, etag: str | None, mimetype: str, compressed: bool,
-             headers: dict[str, str] | None = None, public: bool = True) -> Response:
+            headers: dict[str, str] | None = None, public: bool = True) -> Response:
     """A response with validator, compression and cache headers (304 when the ETag matches)."""
     if etag is not None and request.if_none_match.contains(etag):
         response = Response(status=304)
@@ -67,8 +72,8 @@ def send_prepared(prepared: Prepared, kind: str, *, phase: Phase,
                   filename: str | None = None) -> Response:
     """A prepared board's CSV or JSON, with its ETag, gzip and 304 (shared with the API)."""
     compressed = gzip_ok()
-    headers = {"Content-Disposition": f'attachment; filename="{filename}"'} if filename else {}
+    headers = disposition(filename) if filename else {}
     mimetype = "text/csv" if kind == "csv" else "application/json"
     return respond(prepared.body(kind, compressed=compressed), etag=prepared.etag(kind),
-                    mimetype=mimetype, compressed=compressed, headers=headers,
-                    public=phase.visibility == "public")
+                   mimetype=mimetype, compressed=compressed, headers=headers,
+                   public=phase.visibility == "public")
