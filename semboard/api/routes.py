@@ -126,7 +126,7 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
                     p.slug: api_time(windows.team_deadline(session, team=team, phase=p))
                     for p in phases
                 },
-                "phases": split_views.team_phase_status(session, team=team, phases=phases,
+                "phases": windows.team_phase_status(session, team=team, phases=phases,
                                                         now=now),
             }
         data["splits"] = split_views.splits_json(session, task=task)
