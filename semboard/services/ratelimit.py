@@ -10,10 +10,13 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from semboard.errors import RateLimited
 from semboard.models import RateLimitEvent
 
 # Events older than this are deleted opportunistically; no limit looks further back.
 RETENTION = timedelta(days=1)
+# Comparisons started by one account are counted over this window.
+COMPARISON_WINDOW = timedelta(hours=1)
 
 
 def count(session: Session, *, key: str, per: timedelta, now: datetime) -> int:
@@ -44,6 +47,27 @@ def record(session: Session, *, key: str, now: datetime,
     )
     session.add(RateLimitEvent(key=key, at=now))
     session.flush()
+
+
+def require_under(session: Session, *, key: str, limit: int, per: timedelta, now: datetime,
+                  what: str) -> None:
+    """RateLimited, naming when it lifts, when key has reached its limit (nothing recorded)."""
+    lifts = lifts_at(session, key=key, limit=limit, per=per, now=now)
+    if lifts is not None:
+        raise RateLimited(f"too many {what} (at most {limit} an hour); the limit lifts at "
+                          f"{lifts:%Y-%m-%d %H:%M} UTC")
+
+
+def comparison_allowed(session: Session, *, user_id: int, limits: Limits, now: datetime
+                       ) -> None:
+    """RateLimited when the account started its hourly number of paired comparisons."""
+    require_under(session, key=f"compare:{user_id}", limit=limits.comparisons_per_hour,
+                  per=COMPARISON_WINDOW, now=now, what="comparisons started")
+
+
+def count_comparison(session: Session, *, user_id: int, now: datetime) -> None:
+    """Count a comparison the account started (a computation off the request path)."""
+    record(session, key=f"compare:{user_id}", now=now)
 
 
 def forget(session: Session, *, keys: list[str], prefixes: list[str]) -> None:

@@ -70,12 +70,12 @@ def _request_texts() -> Iterator[tuple[str, str, bool]]:
     """(where, text, line breaks allowed) for every text of the request a view may store."""
     yield "the path", request.path, False
     for key, value in request.args.items(multi=True):
-        yield f"query parameter {key!r}", key + value, False
+        yield f"query parameter {key!r}", f"{key}{value}", False
     if request.method in ("POST", "PUT", "PATCH", "DELETE"):
         for key, value in request.form.items(multi=True):
-            yield f"field {key!r}", key + value, True
+            yield f"field {key!r}", f"{key}{value}", True
         for key, upload in request.files.items(multi=True):
-            yield f"file name of field {key!r}", key + (upload.filename or ""), False
+            yield f"file name of field {key!r}", f"{key}{upload.filename or ''}", False
         if request.is_json:
             body = request.get_json(silent=True)
             for where, text in _json_strings(body, ""):
