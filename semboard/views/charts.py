@@ -8,7 +8,7 @@ from typing import Any
 from flask import Response, abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
-from semboard.errors import Forbidden, NotFound
+from semboard.errors import DomainError, Forbidden, InvalidData, NotFound
 from semboard.jobs import analysis as analysis_jobs
 from semboard.models import Run
 from semboard.services import (
@@ -153,9 +153,17 @@ def run_items_csv(run_id: int) -> Any:
         "Content-Disposition": f'attachment; filename="run-{run.id}-items.csv"'})
 
 
+def _page_id(raw: str, name: str) -> int:
+    """A run id of the compare page's query or form; a bad one is a 400 naming it."""
+    try:
+        return bounded_id(raw, name)
+    except InvalidData as err:
+        raise DomainError(str(err)) from None
+
+
 def _run_id(name: str) -> int | None:
     raw = request.args.get(name, "").strip()
-    return bounded_id(raw, name) if raw else None
+    return _page_id(raw, name) if raw else None
 
 
 @bp.get("/tasks/<task_name>/compare")
@@ -198,7 +206,7 @@ def compute_comparison(task_name: str) -> Any:
 
 
 def _form_run_id(name: str) -> int:
-    return bounded_id(request.form.get(name, ""), name)
+    return _page_id(request.form.get(name, ""), name)
 
 
 def _choices(task: Any) -> list[Any]:

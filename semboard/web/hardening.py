@@ -17,6 +17,8 @@ from semboard.errors import InvalidData
 MAX_ID = 2**31 - 1
 # Text may hold tabs and line breaks (descriptions); no other control character is accepted.
 _ALLOWED_CONTROLS = frozenset("\t\n\r")
+# No body of the API nests deeper than a few levels; deeper ones are refused, not parsed on.
+MAX_JSON_DEPTH = 32
 
 
 class IdConverter(IntegerConverter):
@@ -54,16 +56,28 @@ def bad_character(text: str, *, line_breaks: bool = True) -> str | None:
 
 
 def _json_strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
-    """Every string (keys too) of a JSON value, with where it is."""
-    if isinstance(value, str):
-        yield where, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield where, str(key)
-            yield from _json_strings(item, f"{where}.{key}" if where else str(key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _json_strings(item, f"{where}[{i}]")
+    """Every string (keys too) of a JSON value, with where it is; 422 past MAX_JSON_DEPTH."""
+    stack = [(value, where, 0)]
+    while stack:
+        item, at, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            abort(422, description=f"the JSON body is nested more than {MAX_JSON_DEPTH} deep")
+        if isinstance(item, str):
+            yield at, item
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                yield at, str(key)
+                stack.append((inner, f"{at}.{key}" if at else str(key), depth + 1))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{at}[{i}]", depth + 1) for i, inner in enumerate(item))
+
+
+def _json_body() -> Any:
+    """The request's JSON (None when it is not JSON); 422 when too deep for the parser."""
+    try:
+        return request.get_json(silent=True)
+    except RecursionError:
+        abort(422, description=f"the JSON body is nested more than {MAX_JSON_DEPTH} deep")
 
 
 def _request_texts() -> Iterator[tuple[str, str, bool]]:
@@ -77,7 +91,7 @@ def _request_texts() -> Iterator[tuple[str, str, bool]]:
         for key, upload in request.files.items(multi=True):
             yield f"file name of field {key!r}", f"{key}{upload.filename or ''}", False
         if request.is_json:
-            body = request.get_json(silent=True)
+            body = _json_body()
             for where, text in _json_strings(body, ""):
                 yield f"JSON field {where!r}" if where else "the JSON body", text, True
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from typing import Any
 from urllib.parse import quote
 
@@ -23,7 +22,7 @@ databases = pytest.mark.parametrize(
     "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
     indirect=True,
 )
-# Each database's run stays well under a minute on a shared two-core machine.
+# Bounded by examples, not by time: about 20 s per database on a shared two-core machine.
 EXAMPLES_PER_OPERATION = 25
 
 # Values that broke the site before (ids past 64 bits, NUL, control and odd characters).
@@ -112,7 +111,6 @@ def test_fuzzed_api_requests_answer_as_documented(app, client, make, now) -> Non
             assert answer.status_code == 201, answer.get_json()
     operations = _operations()
     seen: dict[str, set[int]] = {}
-    started = time.monotonic()
 
     def fuzz(path: str, method: str, operation: Any) -> None:
         @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
@@ -134,7 +132,6 @@ def test_fuzzed_api_requests_answer_as_documented(app, client, make, now) -> Non
 
     for path, method, operation in operations:
         fuzz(path, method, operation)
-    assert time.monotonic() - started < 60
     # The run covered every operation and got past the lookups often enough to matter.
     assert len(seen) == len(operations), {f"{m.upper()} {p}" for p, m, _ in operations} - set(
         seen)

@@ -358,7 +358,7 @@ def test_ids_past_the_database_range_are_404_or_422(app, client, make, now) -> N
         for method in (client.get, client.post):
             compared = method(f"{API}/tasks/tiny/compare?a={value}&b=1", headers=headers)
             assert compared.status_code == 422, compared.get_json()
-        assert client.get(f"/tasks/tiny/compare?a={value}&b=1").status_code == 422
+        assert client.get(f"/tasks/tiny/compare?a={value}&b=1").status_code == 400
         assert client.post("/teams/1/manage/captain",
                            data={"user_id": str(value)}).status_code == 302
 
@@ -411,3 +411,12 @@ def test_odd_next_values_are_answered_safely(app, client, make, target) -> None:
         location = answer.headers["Location"]
         assert "evil" not in location and "\r" not in location and "\n" not in location
         assert location.startswith("/") and not location.startswith("//")
+
+
+def test_deeply_nested_json_is_a_422_not_a_500(app, client, make) -> None:
+    headers = make.bearer(make.user())
+    for body in ("[" * 100_000, "[" * 900 + "]" * 900, '{"name":' * 40 + '"x"' + "}" * 40):
+        answer = client.post(f"{API}/tokens", data=body, content_type="application/json",
+                             headers=headers)
+        assert answer.status_code == 422, answer.get_json()
+        assert "nested" in answer.get_json()["error"]
