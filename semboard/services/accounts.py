@@ -35,6 +35,9 @@ LOGIN_WINDOW = timedelta(hours=1)
 # An address that logged in to an account within this time is that account's "usual" address.
 KNOWN_ADDRESS_FOR = timedelta(days=30)
 TOKEN_PREFIX = "sb_"
+# A log-in session ends this long after it started, whatever the cookie says (Flask's default
+# lifetime of a permanent session).
+SESSION_LIFETIME = timedelta(days=31)
 DELETED_NAME = "Deleted user"
 
 _hasher = PasswordHasher()  # argon2id with the library's current recommended parameters
@@ -196,15 +199,18 @@ def authenticate(
 def start_session(session: Session, *, user: User, now: datetime) -> str:
     """A new log-in session of user; its key goes into the session cookie."""
     key = secrets.token_urlsafe(32)
+    session.execute(delete(LoginSession).where(  # the user's expired sessions go
+        LoginSession.user_id == user.id, LoginSession.created_at < now - SESSION_LIFETIME))
     session.add(LoginSession(user_id=user.id, key_hash=_token_hash(key), created_at=now))
     session.flush()
     return key
 
 
-def session_user(session: Session, *, user_id: int, key: str) -> User | None:
-    """The active user of a live log-in session, or None (ended, another user's, deactivated)."""
+def session_user(session: Session, *, user_id: int, key: str, now: datetime) -> User | None:
+    """The active user of a live log-in session, or None (ended, expired, another user's,
+    deactivated)."""
     row = session.scalar(select(LoginSession).where(LoginSession.key_hash == _token_hash(key)))
-    if row is None or row.user_id != user_id:
+    if row is None or row.user_id != user_id or row.created_at <= now - SESSION_LIFETIME:
         return None
     user = session.get(User, user_id)
     return user if user is not None and user.is_active_account else None

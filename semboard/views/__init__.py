@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Flask
 
+from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.extensions import login_manager
 from semboard.services.accounts import session_user
@@ -30,7 +31,7 @@ def load_user(user_id: str) -> Any:
     key = current_session_key()
     if not key or not user_id.isdigit():
         return None
-    return session_user(get_session(), user_id=int(user_id), key=key)
+    return session_user(get_session(), user_id=int(user_id), key=key, now=request_now())
 
 
 def register(app: Flask) -> None:

@@ -420,3 +420,14 @@ def test_deeply_nested_json_is_a_422_not_a_500(app, client, make) -> None:
                              headers=headers)
         assert answer.status_code == 422, answer.get_json()
         assert "nested" in answer.get_json()["error"]
+
+
+def test_a_log_in_session_ends_after_its_lifetime(app, client, make, now) -> None:
+    clock = {"now": now}
+    app.config["SEMBOARD_CLOCK"] = lambda: clock["now"]
+    make.user("ada@example.org")
+    _log_in(client, "ada@example.org")
+    clock["now"] = now + accounts.SESSION_LIFETIME - timedelta(minutes=1)
+    assert _logged_in(client)
+    clock["now"] = now + accounts.SESSION_LIFETIME
+    assert not _logged_in(client)
