@@ -431,3 +431,16 @@ def test_a_log_in_session_ends_after_its_lifetime(app, client, make, now) -> Non
     assert _logged_in(client)
     clock["now"] = now + accounts.SESSION_LIFETIME
     assert not _logged_in(client)
+
+
+def test_reset_requests_are_limited_and_still_answer_alike(mail_app, inbox, make) -> None:  # noqa: F811
+    mail_app.config["SEMBOARD_RESET_REQUESTS_PER_ADDRESS_PER_HOUR"] = 1
+    make.user("ada@example.org")
+    make.user("bob@example.org")
+    client = mail_app.test_client()
+    answers = [client.post("/forgot-password", data={"email": email}, follow_redirects=True)
+               for email in ("ada@example.org", "bob@example.org")]
+    assert [a.status_code for a in answers] == [200, 200]
+    assert answers[0].data == answers[1].data
+    inbox.wait(1)
+    assert inbox.to("bob@example.org") == []
