@@ -19,7 +19,6 @@ from semboard.models import (
     ApiToken,
     LoginSession,
     NotificationSent,
-    RateLimitEvent,
     Run,
     TaskOrganiser,
     Team,
@@ -154,8 +153,7 @@ def _password_passed(session: Session, *, email: str, remote_addr: str | None,
     """Remember the address as usual for the account; its own earlier typos are forgiven."""
     keys = _throttle_keys(email, remote_addr)
     if "known" in keys:
-        session.execute(delete(RateLimitEvent)
-                        .where(RateLimitEvent.key == keys["pair"]))
+        ratelimit.clear(session, key=keys["pair"])
         ratelimit.record(session, key=keys["known"], now=now, retention=timedelta(0))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
@@ -13,15 +14,30 @@ from sqlalchemy.orm import Session
 from semboard.errors import RateLimited
 from semboard.models import RateLimitEvent
 
+# The key column's length (RateLimitEvent.key).
+KEY_LENGTH = 255
 # Events older than this are deleted opportunistically; no limit looks further back.
 RETENTION = timedelta(days=1)
 # Comparisons started by one account are counted over this window.
 COMPARISON_WINDOW = timedelta(hours=1)
 
 
+def stored_key(key: str) -> str:
+    """The key as stored: one longer than the column (a 254-character e-mail in it) is hashed."""
+    if len(key) <= KEY_LENGTH:
+        return key
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def clear(session: Session, *, key: str) -> None:
+    """Forget every event of key."""
+    session.execute(delete(RateLimitEvent).where(RateLimitEvent.key == stored_key(key)))
+
+
 def count(session: Session, *, key: str, per: timedelta, now: datetime) -> int:
     """Events recorded under key within the last `per`."""
-    query = select(func.count()).where(RateLimitEvent.key == key, RateLimitEvent.at > now - per)
+    query = select(func.count()).where(RateLimitEvent.key == stored_key(key),
+                                       RateLimitEvent.at > now - per)
     return session.scalar(query) or 0
 
 
@@ -29,7 +45,8 @@ def lifts_at(session: Session, *, key: str, limit: int, per: timedelta,
              now: datetime) -> datetime | None:
     """When the key drops back under its limit, or None when it is under it now."""
     times = list(session.scalars(
-        select(RateLimitEvent.at).where(RateLimitEvent.key == key, RateLimitEvent.at > now - per)
+        select(RateLimitEvent.at).where(RateLimitEvent.key == stored_key(key),
+                                        RateLimitEvent.at > now - per)
         .order_by(RateLimitEvent.at)
     ))
     if len(times) < limit:
@@ -43,9 +60,10 @@ def record(session: Session, *, key: str, now: datetime,
            retention: timedelta = RETENTION) -> None:
     """Count one event under key (and drop that key's events older than retention)."""
     session.execute(
-        delete(RateLimitEvent).where(RateLimitEvent.key == key, RateLimitEvent.at < now - retention)
+        delete(RateLimitEvent).where(RateLimitEvent.key == stored_key(key),
+                                     RateLimitEvent.at < now - retention)
     )
-    session.add(RateLimitEvent(key=key, at=now))
+    session.add(RateLimitEvent(key=stored_key(key), at=now))
     session.flush()
 
 
@@ -72,7 +90,8 @@ def count_comparison(session: Session, *, user_id: int, now: datetime) -> None:
 
 def forget(session: Session, *, keys: list[str], prefixes: list[str]) -> None:
     """Delete the events of these keys and of keys starting with these prefixes."""
-    session.execute(delete(RateLimitEvent).where(RateLimitEvent.key.in_(keys)))
+    stored = [stored_key(k) for k in keys]
+    session.execute(delete(RateLimitEvent).where(RateLimitEvent.key.in_(stored)))
     for prefix in prefixes:
         session.execute(delete(RateLimitEvent).where(
             RateLimitEvent.key.startswith(prefix, autoescape=True)))
@@ -94,7 +113,8 @@ def delayed_until(session: Session, *, key: str, free: int, per: timedelta, cap:
     after it (1 s, 2 s, 4 s, ...) up to `cap`, so guessing slows down but nothing locks.
     """
     times = list(session.scalars(
-        select(RateLimitEvent.at).where(RateLimitEvent.key == key, RateLimitEvent.at > now - per)
+        select(RateLimitEvent.at).where(RateLimitEvent.key == stored_key(key),
+                                        RateLimitEvent.at > now - per)
         .order_by(RateLimitEvent.at)
     ))
     if len(times) < free:

@@ -444,3 +444,13 @@ def test_reset_requests_are_limited_and_still_answer_alike(mail_app, inbox, make
     assert answers[0].data == answers[1].data
     inbox.wait(1)
     assert inbox.to("bob@example.org") == []
+
+
+@databases
+def test_the_longest_e_mail_is_throttled_like_any_other(app, client, make) -> None:
+    email = "a" * 64 + "@" + ".".join(["b" * 61] * 3) + ".org"  # 254 characters, the most
+    assert len(email) == 254
+    for _ in range(ratelimit.DEFAULT_LIMITS.login_free_failures + 1):
+        answer = client.post("/login", data={"email": email, "password": "wrong"})
+    assert answer.status_code == 429
+    assert client.post("/forgot-password", data={"email": email}).status_code == 200
