@@ -87,6 +87,7 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("GET", "/admin", LOGIN, 403),
     ("POST", "/admin", LOGIN, 403),
     ("POST", "/admin/tasks/tiny/organisers/{organiser}/remove", LOGIN, 403),
+    ("POST", "/admin/accounts", LOGIN, 403),
     ("GET", "/admin/queue", LOGIN, 403),
     ("POST", "/admin/queue/recover", LOGIN, 403),
     ("GET", "/organise/load", LOGIN, 403),
