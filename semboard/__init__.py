@@ -11,7 +11,7 @@ from flask import Flask
 from semboard import api, cli, config, db, views
 from semboard.extensions import csrf, login_manager
 from semboard.jobs import hooks
-from semboard.web import errors
+from semboard.web import errors, hardening
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
@@ -35,7 +35,9 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     os.makedirs(app.instance_path, exist_ok=True)
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = config.instance_secret_key(app.instance_path)
+    config.check(app.config)
 
+    hardening.install(app)  # before the blueprints: their <int:...> routes use its converter
     login_manager.init_app(app)
     csrf.init_app(app)
     app.teardown_appcontext(db.close_session)

@@ -7,9 +7,12 @@ import os
 import secrets
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+from semboard.services.ratelimit import Limits, env_name
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,17 @@ class Setting:
     # False: read by the code that needs it (image, CLI command, baselines), not into app.config.
     in_app_config: bool = True
 
+
+LIMIT_MEANINGS = {
+    "login_free_failures": "failed password checks on one account before delays start",
+    "login_address_free_failures": "failed password checks from one client address (any "
+                                   "account) before delays start",
+    "login_max_delay": "the longest wait, in seconds, a run of failures can impose",
+    "registrations_per_hour": "accounts created from one client address per hour",
+    "resets_per_hour": "reset mails asked for one e-mail address per hour",
+    "reset_requests_per_address_per_hour": "reset mails asked from one client address per hour",
+    "comparisons_per_hour": "paired comparisons one account may request per hour",
+}
 
 # The one list of variables: from_environ reads these, README's configuration table is
 # generated from it (`python -m semboard.config`), and tests/deploy checks both.
@@ -59,7 +73,14 @@ SETTINGS: tuple[Setting, ...] = (
             "`smtps://...`); unset: no mail, password reset unavailable"),
     Setting("SEMBOARD_MAIL_FROM", str, "", "sender address (or `&from=` in the mail URL)"),
     Setting("SEMBOARD_BASE_URL", str, "",
-            "the site's public URL, e.g. `https://board.example.org`, for links in mail"),
+            "the site's public URL, e.g. `https://board.example.org`: every link in mail is "
+            "built from it (required when `SEMBOARD_MAIL_URL` is set)"),
+    Setting("SEMBOARD_TRUSTED_HOSTS", str, "any host",
+            "comma-separated host names the site answers; a request for another gets 400",
+            in_app_config=False),
+    Setting("SEMBOARD_TRUSTED_PROXIES", int, "0",
+            "how many reverse proxies stand in front of the site: their `X-Forwarded-*` "
+            "headers give the client address the throttles count"),
     Setting("SEMBOARD_INSECURE_COOKIES", str, "off",
             "`1` lets session cookies travel over plain HTTP (local development only)",
             in_app_config=False),
@@ -84,6 +105,12 @@ SETTINGS: tuple[Setting, ...] = (
             in_app_config=False),
 )
 
+# Every throttle (services.ratelimit.Limits), each its own variable with its default.
+SETTINGS += tuple(
+    Setting(env_name(f.name), int, str(f.default),
+            (LIMIT_MEANINGS.get(f.name) or f.name.replace("_", " ")))
+    for f in fields(Limits))
+
 ENV_KEYS = {s.name: s.kind for s in SETTINGS if s.in_app_config}
 
 
@@ -103,6 +130,10 @@ def resource_dir(name: str) -> Path:
     """`templates`, `static` or `migrations`: the wheel's copy in the package, else the repo's."""
     packaged = _PACKAGE_ROOT / name
     return packaged if packaged.is_dir() else _PACKAGE_ROOT.parent / name
+
+
+class ConfigError(RuntimeError):
+    """A setting that would make the site unsafe or broken; the message names it."""
 
 
 def defaults(instance_path: str | Path) -> dict[str, Any]:
@@ -125,6 +156,8 @@ def defaults(instance_path: str | Path) -> dict[str, Any]:
         "SEMBOARD_BASE_URL": "",
         # where groups are computed after a change: "" chooses (rq with REDIS_URL, else a process)
         "SEMBOARD_BOARD_JOBS": "",
+        # How many reverse proxies of ours stand in front (their X-Forwarded-For is believed).
+        "SEMBOARD_TRUSTED_PROXIES": 0,
         "SESSION_COOKIE_HTTPONLY": True,
         "SESSION_COOKIE_SAMESITE": "Lax",
         "SESSION_COOKIE_SECURE": True,
@@ -144,6 +177,9 @@ def from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
             except ValueError:
                 raise ValueError(f"environment variable {key}={environ[key]!r} is not "
                                  f"{'a number' if kind in (int, float) else 'valid'}") from None
+    hosts = [h.strip() for h in environ.get("SEMBOARD_TRUSTED_HOSTS", "").split(",") if h.strip()]
+    if hosts:
+        found["TRUSTED_HOSTS"] = hosts
     if environ.get("SEMBOARD_INSECURE_COOKIES") == "1":
         found.update(insecure_cookies())
     return found
@@ -173,6 +209,34 @@ def instance_secret_key(instance_path: str | Path) -> str:
 def insecure_cookies() -> dict[str, Any]:
     """Cookie settings for plain-HTTP development and tests."""
     return {"SESSION_COOKIE_SECURE": False, "REMEMBER_COOKIE_SECURE": False}
+
+
+def check(config: Mapping[str, Any]) -> None:
+    """ConfigError for settings a site must not start with (links in mail need a base URL)."""
+    base = config.get("SEMBOARD_BASE_URL") or ""
+    if base:
+        parts = urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+            raise ConfigError(f"SEMBOARD_BASE_URL {base!r} must be the site's address, like "
+                              "https://board.example.org")
+    elif config.get("SEMBOARD_MAIL_URL"):
+        raise ConfigError("SEMBOARD_MAIL_URL is set but SEMBOARD_BASE_URL is not: mail carries "
+                          "links (password reset, e-mail confirmation) that must point at the "
+                          "site's own address, never at a request's Host header. Set "
+                          "SEMBOARD_BASE_URL=https://your.site")
+    try:
+        proxies = int(config.get("SEMBOARD_TRUSTED_PROXIES") or 0)
+        Limits.from_config(config)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"a limit or SEMBOARD_TRUSTED_PROXIES is not a whole number: {err}"
+                          ) from None
+    if proxies < 0:
+        raise ConfigError("SEMBOARD_TRUSTED_PROXIES must be 0 or more")
+    hosts = config.get("TRUSTED_HOSTS")
+    if hosts is not None and (isinstance(hosts, str) or not all(
+            isinstance(h, str) and h for h in hosts)):
+        raise ConfigError("TRUSTED_HOSTS must be a list of host names "
+                          "(SEMBOARD_TRUSTED_HOSTS: comma-separated)")
 
 
 if __name__ == "__main__":

@@ -98,6 +98,8 @@ class User(Base):
     notify_deadlines: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     notify_gold: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     notify_results: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # Set when the owner deleted the account: the row stays (runs name it), its personal data goes.
+    deleted_at: Mapped[datetime | None]
 
     tokens: Mapped[list[ApiToken]] = relationship(back_populates="user")
 
@@ -521,6 +523,21 @@ class AccountToken(Base):
     used_at: Mapped[datetime | None]
 
     user: Mapped[User] = relationship()
+
+
+class LoginSession(Base):
+    """A logged-in browser session; its key is in the session cookie, only its sha256 here.
+
+    Deleting the row ends that session on the server, even for a copied cookie.
+    """
+
+    __tablename__ = "login_session"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"),
+                                         index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime]
 
 
 class NotificationSent(Base):

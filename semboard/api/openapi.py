@@ -9,6 +9,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from semboard.web.hardening import MAX_ID
+
 STR = {"type": "string"}
 INT = {"type": "integer"}
 BOOL = {"type": "boolean"}
@@ -81,12 +83,19 @@ SCHEMAS: dict[str, Any] = {
 
 ERRORS = {
     "400": "Bad request",
-    "401": "No or bad token (the response carries WWW-Authenticate: Bearer)",
+    "401": "No token where one is needed, or a token that is unknown or revoked (even on a "
+           "public route); the response carries WWW-Authenticate: Bearer",
     "403": "Not allowed now (phase closed, not the captain, teams locked)",
     "404": "No such object, or not yours to see",
     "409": "Clashes with the current state (run limit, already in a team, team full)",
-    "422": "Invalid data; `issues` names file, line and problem",
+    "422": "Invalid data (a control character in any text, an id out of range, a bad field); "
+           "`issues` names file, line and problem",
+    "429": "Too many requests of this kind; the message says when the limit lifts",
 }
+# Every operation may answer these: a bad token is refused everywhere, and control characters
+# in the path, query or body are refused before any route runs.
+ALWAYS = ("401", "422")
+ID = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
 
 
 def _json(schema: str, description: str = "OK") -> dict[str, Any]:
@@ -100,26 +109,30 @@ def _file(description: str, mimetype: str = "text/plain") -> dict[str, Any]:
             "content": {mimetype: {"schema": STR}}}
 
 
-def _params(path: str, query: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def _params(path: str, query: dict[str, str] | None = None,
+            required: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Path parameters (ids are bounded integers) and query parameters (ids among them)."""
     found = []
     for part in path.split("/"):
         if part.startswith("{"):
             name = part[1:-1]
-            kind = INT if name.endswith("_id") else STR
+            kind = ID if name.endswith("_id") else STR
             found.append({"name": name, "in": "path", "required": True, "schema": kind})
     for name, description in (query or {}).items():
-        found.append({"name": name, "in": "query", "required": False, "schema": STR,
-                      "description": description})
+        found.append({"name": name, "in": "query", "required": name in required,
+                      "schema": ID if name in required else STR, "description": description})
     return found
 
 
 def _op(path: str, summary: str, ok: dict[str, Any], *, status: str = "200", auth: bool = True,
         query: dict[str, str] | None = None, body: dict[str, Any] | None = None,
-        errors: tuple[str, ...] = ("401", "404")) -> dict[str, Any]:
+        errors: tuple[str, ...] = ("401", "404"),
+        required: tuple[str, ...] = ()) -> dict[str, Any]:
+    codes = sorted(set(errors) | set(ALWAYS))
     operation: dict[str, Any] = {
         "summary": summary,
-        "parameters": _params(path, query),
-        "responses": {status: ok, **{code: _json("Error", ERRORS[code]) for code in errors}},
+        "parameters": _params(path, query, required),
+        "responses": {status: ok, **{code: _json("Error", ERRORS[code]) for code in codes}},
     }
     if auth:
         operation["security"] = [{"bearer": []}]
@@ -128,9 +141,10 @@ def _op(path: str, summary: str, ok: dict[str, Any], *, status: str = "200", aut
     return operation
 
 
-def _fields(**props: Any) -> dict[str, Any]:
+def _fields(*, optional: bool = False, **props: Any) -> dict[str, Any]:
+    """A JSON or form body with these fields (optional: the route works without any body)."""
     schema = {"type": "object", "properties": props}
-    return {"required": True, "content": {"application/json": {"schema": schema},
+    return {"required": not optional, "content": {"application/json": {"schema": schema},
                                           "application/x-www-form-urlencoded": {"schema": schema}}}
 
 
@@ -178,23 +192,27 @@ def _paths() -> dict[str, dict[str, Any]]:
                         _json("Run", "Accepted"), status="201", body=upload,
                         errors=("401", "403", "404", "409", "422")),
         },
-        "/runs/{run_id}": {"get": _op("/runs/{run_id}", "A run I may see", _json("Run"))},
+        "/runs/{run_id}": {"get": _op("/runs/{run_id}", "A run I may see (public runs need no "
+                                      "token)", _json("Run"), auth=False)},
         "/runs/{run_id}/description": {
             method: _op("/runs/{run_id}/description",
                         "Edit my run's system description until its phase closes",
                         _json("Description"),
-                        body=_fields(description=STR, **{"<question key>": STR}),
+                        body=_fields(optional=True, description=STR,
+                                     **{"<question key>": STR}),
                         errors=("401", "403", "404", "422"))
             for method in ("put", "post")},
         f"{t}/phases": {"post": _phase_op(f"{t}/phases")},
         f"{t}/compare": {
             "get": _op(f"{t}/compare", "Two runs per metric: stored paired tests, else the "
                        "values and the test's status", _json("Comparison"), auth=False,
-                       query={"a": "run id", "b": "run id"}, errors=("400", "404", "422")),
+                       query={"a": "run id", "b": "run id"}, required=("a", "b"),
+                       errors=("400", "404", "422")),
             "post": _op(f"{t}/compare", "Ask for the paired tests of a and b (202 with "
-                        "status_url; 200 when done)", _json("Comparison", "Accepted"),
-                        status="202", auth=False, query={"a": "run id", "b": "run id"},
-                        errors=("400", "404", "422")),
+                        "status_url; 200 when done); needs an account, limited per hour",
+                        _json("Comparison", "Accepted"), status="202",
+                        query={"a": "run id", "b": "run id"}, required=("a", "b"),
+                        errors=("400", "401", "404", "422", "429")),
         },
         "/runs/{run_id}/files/{filename}": {"get": _op(
             "/runs/{run_id}/files/{filename}", "A file of my team's run, as uploaded",
@@ -238,12 +256,13 @@ def _paths() -> dict[str, dict[str, Any]]:
                                               _json("Team"), errors=("401", "403", "404"))},
         f"{t}/team/captain": {"post": _op(f"{t}/team/captain",
                                           "The captain hands the captaincy over", _json("Team"),
-                                          body=_fields(user_id=INT),
+                                          body=_fields(user_id=ID),
                                           errors=("401", "403", "404", "422"))},
         "/tokens": {
             "get": _op("/tokens", "My API tokens", _json("TokenList"), errors=("401",)),
             "post": _op("/tokens", "A new token (the secret is shown once)",
-                        _json("Token", "Created"), status="201", body=_fields(name=STR),
+                        _json("Token", "Created"), status="201",
+                        body=_fields(optional=True, name=STR),
                         errors=("401", "422")),
         },
         "/tokens/{token_id}": {"delete": _op("/tokens/{token_id}", "Revoke one of my tokens",

@@ -17,6 +17,7 @@ from semboard.models import ApiToken, Run, Task, Team
 from semboard.services import access, accounts, descriptions, submissions, tasks, team_rules, teams
 from semboard.storage import get_storage
 from semboard.web.files import attachment
+from semboard.web.hardening import bounded_id
 
 site_bp = Blueprint("site_extra", __name__)
 
@@ -201,10 +202,7 @@ def hand_over_captaincy(task_name: str) -> Any:
     user = _require_user()
     session = get_session()
     team = _my_team(tasks.get_task(session, task_name))
-    try:
-        new_captain = int(_field(_body(), "user_id"))
-    except ValueError:
-        raise InvalidData("user_id must be a number") from None
+    new_captain = bounded_id(_body().get("user_id", ""), "user_id")
     team_rules.transfer_captaincy(session, team=team, captain=user, user_id=new_captain,
                                   now=request_now())
     session.commit()

@@ -24,6 +24,7 @@ from semboard.services import (
     gold,
     inputs,
     phases,
+    ratelimit,
     scorediff,
     submissions,
     tasks,
@@ -34,10 +35,12 @@ from semboard.services import prepared as prepared_boards
 from semboard.services import (
     splits as split_views,
 )
+from semboard.services.ratelimit import Limits
 from semboard.storage import get_storage
 from semboard.timefmt import api_time
 from semboard.web import files
 from semboard.web.files import attachment, client_filename, uploaded_files
+from semboard.web.hardening import bounded_id
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -327,13 +330,9 @@ def save_phase(task_name: str) -> Any:
 
 
 def _compare_ids() -> list[int]:
-    ids = []
-    for side in ("a", "b"):
-        raw = (request.values.get(side) or "").strip()
-        if not raw.isdigit():
-            raise InvalidData(f"parameter {side}: give a run id (a number)")
-        ids.append(int(raw))
-    return ids
+    """The run ids a and b (query or form), each a bounded id (422 otherwise)."""
+    return [bounded_id(request.values.get(side) or "", f"parameter {side}")
+            for side in ("a", "b")]
 
 
 def _comparison_json(found: Any, task: Task) -> dict[str, Any]:
@@ -357,11 +356,16 @@ def compare_runs(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/compare")
 def request_comparison(task_name: str) -> Any:
     """Ask for the paired tests of a and b; 202 with the status URL (200 when already done)."""
+    user = _require_user()  # each computation costs a thread: anonymous requests start none
     session = get_session()
     task = tasks.get_task(session, task_name)
     a_id, b_id = _compare_ids()
+    ratelimit.comparison_allowed(session, user_id=user.id,
+                                 limits=Limits.from_config(current_app.config), now=request_now())
     row, start = analysis.request_comparison(session, task=task, a_id=a_id, b_id=b_id,
-                                             viewer=_user(), now=request_now())
+                                             viewer=user, now=request_now())
+    if start:
+        ratelimit.count_comparison(session, user_id=user.id, now=request_now())
     session.commit()
     if start:
         analysis_jobs.start_comparison(row.id)

@@ -296,6 +296,26 @@ def user_admin(email: str, revoke: bool) -> None:
         click.echo(f"{user.email} is {'no longer ' if revoke else ''}a site admin")
 
 
+@user_cli.command("deactivate")
+@click.argument("email")
+def user_deactivate(email: str) -> None:
+    """Deactivate EMAIL: its sessions end, its API tokens and e-mail links are revoked."""
+    with command_session() as session:
+        user = accounts.require_user(session, email)
+        accounts.set_active(session, user=user, active=False, now=utcnow())
+        click.echo(f"{user.email} is deactivated: sessions ended, API tokens revoked")
+
+
+@user_cli.command("activate")
+@click.argument("email")
+def user_activate(email: str) -> None:
+    """Reactivate EMAIL (it logs in again with its password; old tokens stay revoked)."""
+    with command_session() as session:
+        user = accounts.require_user(session, email)
+        accounts.set_active(session, user=user, active=True, now=utcnow())
+        click.echo(f"{user.email} is active again")
+
+
 @results_cli.command("export")
 @click.argument("task_name")
 @click.option("--phase", "phase_slug", help="Phase slug (default: the last evaluation phase).")

@@ -56,6 +56,13 @@ def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: 
                         f"\nChoose a new one here:\n\n{base_url}/reset-password/{ev['token']}\n\n"
                         f"The link works once and expires in {ev['hours']} hours. If you did "
                         "not ask, ignore this message." + sign))
+        elif kind == "account_exists":
+            out.append((ev["email"], "[semboard] You already have an account",
+                        "Someone (hopefully you) tried to create a semboard account with this "
+                        "address, which already has one, so nothing was created.\n\n"
+                        f"Log in: {base_url}/login\nForgot the password? "
+                        f"{base_url}/forgot-password\n\nIf it was not you, ignore this message."
+                        + sign))
         elif kind == "run_scored":
             run = session.get(Run, ev["run_id"])
             if run is None:

@@ -7,15 +7,15 @@ import hashlib
 import secrets
 from datetime import datetime, timedelta
 
-from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from semboard.db import insert_unless_refused
-from semboard.errors import AuthenticationFailed, InvalidData, NameTaken
+from semboard.errors import InvalidData, NameTaken
 from semboard.mail.events import queue_event
 from semboard.models import AccountToken, NotificationSent, Phase, Team, TeamMember, User
 from semboard.services import accounts, windows
+from semboard.services.ratelimit import DEFAULT_LIMITS, Limits
 
 VERIFY_HOURS = 48
 RESET_HOURS = 2
@@ -69,10 +69,15 @@ def check_reset_token(session: Session, *, token: str, now: datetime) -> User:
 
 
 def reset_password(session: Session, *, token: str, password: str, now: datetime) -> User:
-    """Set a new password from a reset link (single use; other live reset links die too)."""
+    """Set a new password from a reset link (single use; other live reset links die too).
+
+    Whoever knew the old password is shut out: every session ends, every API token is revoked.
+    """
     row = _consume(session, token=token, purpose="reset", now=now)
     user = row.user
     user.password_hash = accounts.hash_password(password)
+    accounts.end_sessions(session, user=user)
+    accounts.revoke_all_api_tokens(session, user=user, now=now)
     for other in session.scalars(select(AccountToken).where(
             AccountToken.user_id == user.id, AccountToken.purpose == "reset",
             AccountToken.used_at.is_(None))):
@@ -90,25 +95,22 @@ def verify_email(session: Session, *, token: str, now: datetime) -> User:
     return row.user
 
 
-def _check_password(user: User, password: str) -> None:
-
-    try:
-        accounts._hasher.verify(user.password_hash, password)
-    except (VerificationError, InvalidHashError):
-        raise AuthenticationFailed("the current password is wrong") from None
-
-
-def change_password(session: Session, *, user: User, current: str, new: str) -> None:
-    """A new password, given the current one."""
-    _check_password(user, current)
+def change_password(session: Session, *, user: User, current: str, new: str, now: datetime,
+                    keep_session: str | None = None, remote_addr: str | None = None,
+                    limits: Limits = DEFAULT_LIMITS) -> None:
+    """A new password, given the current one (throttled); other log-in sessions end."""
+    accounts.verify_password(session, user=user, password=current, now=now,
+                             remote_addr=remote_addr, limits=limits)
     user.password_hash = accounts.hash_password(new)
+    accounts.end_sessions(session, user=user, keep=keep_session)
     session.flush()
 
 
-def change_email(session: Session, *, user: User, password: str, email: str, now: datetime
-                 ) -> None:
-    """A new address (unverified until its link is followed), given the password."""
-    _check_password(user, password)
+def change_email(session: Session, *, user: User, password: str, email: str, now: datetime,
+                 remote_addr: str | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
+    """A new address (unverified until its link is followed), given the password (throttled)."""
+    accounts.verify_password(session, user=user, password=password, now=now,
+                             remote_addr=remote_addr, limits=limits)
     email = accounts.normalise_email(email)
     if email == user.email:
         return

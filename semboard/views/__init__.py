@@ -6,9 +6,10 @@ from typing import Any
 
 from flask import Flask
 
+from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.extensions import login_manager
-from semboard.services.accounts import get_user
+from semboard.services.accounts import session_user
 from semboard.views import (  # noqa: F401  (each module adds its routes to common.bp)
     account,
     auth,
@@ -18,15 +19,19 @@ from semboard.views import (  # noqa: F401  (each module adds its routes to comm
     organise,
     tasks,
 )
-from semboard.views.common import bp
+from semboard.views.common import bp, current_session_key
 
 
 def load_user(user_id: str) -> Any:
-    """The logged-in user of a session cookie (Flask-Login's user loader)."""
-    try:
-        return get_user(get_session(), int(user_id))
-    except ValueError:
+    """The user of a live log-in session (Flask-Login's user loader).
+
+    The cookie's user id alone is not enough: its log-in session must still exist on the server
+    (log-out, "log out everywhere", a password change or reset and deactivation delete it).
+    """
+    key = current_session_key()
+    if not key or not user_id.isdigit():
         return None
+    return session_user(get_session(), user_id=int(user_id), key=key, now=request_now())
 
 
 def register(app: Flask) -> None:

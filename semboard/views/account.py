@@ -6,22 +6,47 @@ from datetime import timedelta
 from typing import Any
 
 from flask import flash, redirect, render_template, request, url_for
-from flask_login import login_required, login_user
+from flask_login import login_required
 
 from semboard.errors import DomainError
 from semboard.mail.delivery import mail_available
-from semboard.services import account_links, ratelimit, team_rules, teams
-from semboard.views.common import bp, committed, db, flash_error, login_or_redirect, me, now
+from semboard.services import account_links, accounts, ratelimit, team_rules, teams
+from semboard.views.common import (
+    bp,
+    client_address,
+    committed,
+    current_session_key,
+    db,
+    flash_error,
+    limits,
+    log_in,
+    log_out,
+    login_or_redirect,
+    me,
+    now,
+)
 from semboard.web.account_forms import (
     ChangeEmailForm,
     ChangePasswordForm,
+    DeleteAccountForm,
     ForgotPasswordForm,
     NotificationsForm,
     ResetPasswordForm,
 )
 from semboard.web.forms import ActionForm
+from semboard.web.hardening import bounded_id
 
-RESETS_PER_HOUR = 3
+RESET_WINDOW = timedelta(hours=1)
+
+
+def _reset_allowed(email: str) -> bool:
+    """Count a reset request for this address and from this client (both limited)."""
+    session, rules, at = db(), limits(), now()
+    by_address = ratelimit.hit(session, key=f"reset-addr:{client_address() or 'unknown'}",
+                               limit=rules.reset_requests_per_address_per_hour, per=RESET_WINDOW,
+                               now=at)
+    return by_address and ratelimit.hit(session, key=f"reset:{email}",
+                                        limit=rules.resets_per_hour, per=RESET_WINDOW, now=at)
 
 
 @bp.route("/forgot-password", methods=["GET", "POST"])
@@ -32,8 +57,8 @@ def forgot_password() -> Any:
     if available and form.validate_on_submit():
         email = form.email.data.strip().lower()
         with committed() as done:
-            if ratelimit.hit(db(), key=f"reset:{email}", limit=RESETS_PER_HOUR,
-                             per=timedelta(hours=1), now=now()):
+            # over a limit the answer is the same: it must not tell which addresses are known
+            if _reset_allowed(email):
                 account_links.request_reset(db(), email=email, now=now())
         if done:
             flash("If an account uses that address, a reset link is on its way.", "info")
@@ -55,8 +80,9 @@ def reset_password(token: str) -> Any:
             user = account_links.reset_password(db(), token=token, password=form.password.data,
                                                 now=now())
         if done:
-            login_user(user)
-            flash("Your password is changed and you are logged in.", "success")
+            log_in(user)
+            flash("Your password is changed, every other session and API token ended, and you "
+                  "are logged in.", "success")
             return redirect(url_for("web.profile"))
     status = 200 if request.method == "GET" else 422
     return (render_template("auth/reset_password.html", form=form, problem=None), status,
@@ -81,6 +107,7 @@ def verify_email(token: str) -> Any:
 
 
 def _settings_page(**forms: Any) -> Any:
+    """The account settings page, with the forms given (refused ones show their errors)."""
     user = me()
     assert user is not None
     notifications = forms.get("notifications") or NotificationsForm(
@@ -90,6 +117,7 @@ def _settings_page(**forms: Any) -> Any:
         password_form=forms.get("password") or ChangePasswordForm(formdata=None),
         email_form=forms.get("email") or ChangeEmailForm(formdata=None),
         notifications_form=notifications, action=ActionForm(),
+        delete_form=forms.get("delete") or DeleteAccountForm(formdata=None),
     )
 
 
@@ -107,10 +135,12 @@ def change_password() -> Any:
     form = ChangePasswordForm()
     if form.validate_on_submit():
         with committed() as done:
-            account_links.change_password(db(), user=login_or_redirect(), current=form.current.data,
-                                          new=form.password.data)
+            account_links.change_password(
+                db(), user=login_or_redirect(), current=form.current.data, new=form.password.data,
+                now=now(), keep_session=current_session_key(), remote_addr=client_address(),
+                limits=limits())
         if done:
-            flash("Password changed.", "success")
+            flash("Password changed; your other sessions are logged out.", "success")
             return redirect(url_for("web.account_settings"))
     return _settings_page(password=form), 422
 
@@ -123,7 +153,8 @@ def change_email() -> Any:
     if form.validate_on_submit():
         with committed() as done:
             account_links.change_email(db(), user=login_or_redirect(), password=form.password.data,
-                                       email=form.email.data, now=now())
+                                       email=form.email.data, now=now(),
+                                       remote_addr=client_address(), limits=limits())
         if done:
             flash("E-mail changed." + (" Confirm it with the link we sent."
                                        if mail_available() else ""), "success")
@@ -159,6 +190,38 @@ def resend_verification() -> Any:
     return redirect(url_for("web.account_settings"))
 
 
+@bp.post("/profile/sessions/end")
+@login_required
+def end_other_sessions() -> Any:
+    """Log out everywhere else: every other log-in session of the account ends."""
+    if ActionForm().validate_on_submit():
+        with committed() as done:
+            ended = accounts.end_sessions(db(), user=login_or_redirect(),
+                                          keep=current_session_key())
+        if done:
+            flash(f"Logged out everywhere else ({ended} other session"
+                  f"{'' if ended == 1 else 's'} ended).", "success")
+    return redirect(url_for("web.account_settings"))
+
+
+@bp.post("/profile/delete")
+@login_required
+def delete_account() -> Any:
+    """Delete my account, given my password: runs stay on the boards under their team."""
+    user = login_or_redirect()
+    form = DeleteAccountForm()
+    if form.validate_on_submit():
+        with committed() as done:
+            accounts.verify_password(db(), user=user, password=form.password.data, now=now(),
+                                     remote_addr=client_address(), limits=limits())
+            accounts.delete_account(db(), user=user, now=now())
+        if done:
+            log_out()
+            flash("Your account is deleted. Your team's runs stay on the boards.", "info")
+            return redirect(url_for("web.tasks"))
+    return _settings_page(delete=form), 422
+
+
 # ----------------------------------------------------------------------------- team management
 
 
@@ -171,7 +234,7 @@ def _team_action(team_id: int, action: str) -> Any:
         elif action == "code":
             team_rules.regenerate_invite_code(db(), team=team, captain=user, now=now())
         else:
-            member_id = int(request.form.get("user_id", "0") or 0)
+            member_id = bounded_id(request.form.get("user_id", ""), "user_id")
             if action == "remove":
                 team_rules.remove_member(db(), team=team, captain=user, user_id=member_id,
                                          now=now())

@@ -2,27 +2,82 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from flask import flash, redirect, render_template, request, url_for
-from flask_login import login_required, login_user, logout_user
+from flask_login import login_required
 
+from semboard.errors import NameTaken, RateLimited
 from semboard.mail.delivery import mail_available
+from semboard.mail.events import queue_event
 from semboard.models import User
-from semboard.services import access, account_links, accounts, tasks, teams
-from semboard.views.common import bp, committed, db, login_or_redirect, me, now
+from semboard.services import access, account_links, accounts, ratelimit, tasks, teams
+from semboard.views.common import (
+    bp,
+    client_address,
+    committed,
+    db,
+    limits,
+    log_in,
+    log_out,
+    login_or_redirect,
+    me,
+    now,
+)
 from semboard.web.forms import ActionForm, LoginForm, RegisterForm, TokenForm
+from semboard.web.hardening import bad_character
+
+# Registrations from one client address are counted over this window.
+REGISTRATION_WINDOW = timedelta(hours=1)
 
 
 def _safe_next(target: str | None) -> str | None:
-    """Only same-site paths are followed after log-in (no open redirect)."""
-    if not target:
+    """Only same-site paths are followed after log-in (no open redirect, no header injection)."""
+    if not target or len(target) > 2000 or bad_character(target, line_breaks=False):
         return None
+    if "\\" in target or any(c.isspace() for c in target):
+        return None  # browsers read "/\\evil" as "//evil"
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith("//"):
         return None
     return target
+
+
+def _registration_allowed() -> bool:
+    """Count a registration from this client address; False (with a message) over the limit."""
+    address = client_address() or "unknown"
+    if ratelimit.hit(db(), key=f"register:{address}", limit=limits().registrations_per_hour,
+                     per=REGISTRATION_WINDOW, now=now()):
+        return True
+    db().rollback()
+    flash("Too many new accounts from your address; try again in an hour.", "error")
+    return False
+
+
+def _register_by_mail(form: RegisterForm) -> Any:
+    """With mail, the answer is the same whether or not the address has an account: the mail
+    says which (a confirmation link, or "you already have an account")."""
+    email = form.email.data.strip().lower()
+    with committed() as done:
+        if accounts.user_by_email(db(), email) is None:
+            try:
+                user = accounts.register_user(
+                    db(), email=email, password=form.password.data,
+                    display_name=form.display_name.data.strip(), now=now())
+                account_links.send_verification(db(), user=user, now=now())
+            except NameTaken:  # registered concurrently: the same answer as below
+                db().rollback()
+                queue_event(db(), "account_exists", email=email)
+        else:
+            accounts.hash_password(form.password.data)  # the same work, so the same time
+            queue_event(db(), "account_exists", email=email)
+    if done:
+        flash("Check your e-mail: we sent a message to finish creating your account. "
+              "Then log in.", "success")
+        return redirect(url_for("web.login"))
+    return render_template("auth/register.html", form=form), 422
 
 
 @bp.route("/register", methods=["GET", "POST"])
@@ -31,16 +86,16 @@ def register() -> Any:
     if me() is not None:
         return redirect(url_for("web.tasks"))
     form = RegisterForm()
-    if form.validate_on_submit():
+    if form.validate_on_submit() and _registration_allowed():
+        if mail_available():
+            return _register_by_mail(form)
         with committed() as done:
             user = accounts.register_user(
                 db(), email=form.email.data, password=form.password.data,
                 display_name=form.display_name.data.strip(), now=now(),
             )
-            if mail_available():
-                account_links.send_verification(db(), user=user, now=now())
         if done:
-            login_user(user)
+            log_in(user)
             flash(f"Welcome, {user.display_name}! Pick a task to join a team.", "success")
             return redirect(url_for("web.tasks"))
     return render_template("auth/register.html", form=form), 200 if request.method == "GET" else 422
@@ -48,29 +103,31 @@ def register() -> Any:
 
 @bp.route("/login", methods=["GET", "POST"])
 def login() -> Any:
-    """Log in (rate limited by the accounts service)."""
+    """Log in (failed attempts slow further ones down; see accounts.check_throttle)."""
     form = LoginForm()
     if request.method == "GET":
-        form.next.data = request.args.get("next", "")
+        form.next.data = _safe_next(request.args.get("next")) or ""
     if form.validate_on_submit():
         with committed() as done:
             user = accounts.authenticate(
                 db(), email=form.email.data, password=form.password.data, now=now(),
-                remote_addr=request.remote_addr,
+                remote_addr=client_address(), limits=limits(),
             )
         if done:
-            login_user(user)
+            log_in(user)
             flash(f"Logged in as {user.display_name}.", "success")
             return redirect(_safe_next(form.next.data) or url_for("web.tasks"))
+        if isinstance(done.error, RateLimited):
+            return render_template("auth/login.html", form=form), 429
     status = 200 if request.method == "GET" else 422
     return render_template("auth/login.html", form=form), status
 
 
 @bp.post("/logout")
 def logout() -> Any:
-    """Log out (POST with CSRF, so no link can log anyone out)."""
+    """Log out (POST with CSRF, so no link can log anyone out); the session ends on the server."""
     if ActionForm().validate_on_submit():
-        logout_user()
+        log_out()
         flash("Logged out.", "info")
     return redirect(url_for("web.tasks"))
 

@@ -8,13 +8,32 @@ from typing import Any
 from flask import Response, abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
-from semboard.errors import DomainError, Forbidden, NotFound
+from semboard.errors import DomainError, Forbidden, InvalidData, NotFound
 from semboard.jobs import analysis as analysis_jobs
 from semboard.models import Run
-from semboard.services import access, analysis, charts, definitions, leaderboard, phases
+from semboard.services import (
+    access,
+    analysis,
+    charts,
+    definitions,
+    leaderboard,
+    phases,
+    ratelimit,
+)
 from semboard.views.boards import board_chart_specs
-from semboard.views.common import bp, db, load_task, me, now, storage, visible_run
+from semboard.views.common import (
+    bp,
+    db,
+    limits,
+    load_task,
+    login_or_redirect,
+    me,
+    now,
+    storage,
+    visible_run,
+)
 from semboard.web.files import attachment
+from semboard.web.hardening import bounded_id
 
 
 @bp.app_template_filter("spec_json")
@@ -125,13 +144,17 @@ def run_items_csv(run_id: int) -> Any:
     return attachment(body, f"run-{run.id}-items.csv", mimetype="text/csv")
 
 
+def _page_id(raw: str, name: str) -> int:
+    """A run id of the compare page's query or form; a bad one is a 400 naming it."""
+    try:
+        return bounded_id(raw, name)
+    except InvalidData as err:
+        raise DomainError(str(err)) from None
+
+
 def _run_id(name: str) -> int | None:
     raw = request.args.get(name, "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit():
-        raise DomainError(f"{name}: a run id is a number, not {raw[:20]!r}")
-    return int(raw)
+    return _page_id(raw, name) if raw else None
 
 
 @bp.get("/tasks/<task_name>/compare")
@@ -157,11 +180,15 @@ def compare_runs(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/compare")
 def compute_comparison(task_name: str) -> Any:
     """Ask for the tests of two runs: stored as pending, computed off the request path."""
+    user = login_or_redirect()  # each computation costs a thread: anonymous requests start none
     task = load_task(task_name)
     session = db()
     a_id, b_id = _form_run_id("a"), _form_run_id("b")
+    ratelimit.comparison_allowed(session, user_id=user.id, limits=limits(), now=now())
     row, start = analysis.request_comparison(session, task=task, a_id=a_id, b_id=b_id,
-                                             viewer=me(), now=now())
+                                             viewer=user, now=now())
+    if start:
+        ratelimit.count_comparison(session, user_id=user.id, now=now())
     session.commit()
     if start:
         analysis_jobs.start_comparison(row.id)
@@ -170,10 +197,7 @@ def compute_comparison(task_name: str) -> Any:
 
 
 def _form_run_id(name: str) -> int:
-    raw = request.form.get(name, "").strip()
-    if not raw.isdigit():
-        raise DomainError(f"{name}: a run id is a number, not {raw[:20]!r}")
-    return int(raw)
+    return _page_id(request.form.get(name, ""), name)
 
 
 def _choices(task: Any) -> list[Any]:

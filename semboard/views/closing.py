@@ -18,7 +18,7 @@ from flask import (
 )
 
 from semboard.db import read_session_factory
-from semboard.errors import DomainError
+from semboard.errors import DomainError, InvalidData
 from semboard.models import Phase, Run, Task
 from semboard.services import (
     access,
@@ -48,6 +48,7 @@ from semboard.views.common import (
 )
 from semboard.web.files import attachment
 from semboard.web.forms import ActionForm
+from semboard.web.hardening import bounded_id
 
 MIMETYPES = {"csv": "text/csv", "latex": "application/x-tex", "json": "application/json"}
 EXTENSIONS = {"csv": "csv", "latex": "tex", "json": "json"}
@@ -131,9 +132,10 @@ def closing(task_name: str) -> Any:
 
 
 def _int(name: str) -> int:
+    """An id field of the form (400 unless a whole number the database can hold)."""
     try:
-        return int(request.form.get(name, ""))
-    except ValueError:
+        return bounded_id(request.form.get(name, ""), name)
+    except InvalidData:
         abort(400)
 
 

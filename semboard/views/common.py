@@ -8,15 +8,16 @@ from datetime import UTC, datetime
 from functools import wraps
 from typing import Any, TypeVar
 
-from flask import Blueprint, abort, current_app, flash, redirect, request, url_for
-from flask_login import current_user
+from flask import Blueprint, abort, current_app, flash, redirect, request, session, url_for
+from flask_login import current_user, login_user, logout_user
 from sqlalchemy.orm import Session
 
 from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import DomainError
 from semboard.models import Run, Task, User
-from semboard.services import access, submissions, tasks
+from semboard.services import access, accounts, submissions, tasks
+from semboard.services.ratelimit import Limits
 from semboard.storage import Storage, get_storage
 from semboard.timefmt import clock_text
 from semboard.web.forms import ActionForm
@@ -52,6 +53,43 @@ def login_or_redirect() -> User:
     if user is None:
         abort(current_app.login_manager.unauthorized())  # type: ignore[attr-defined]
     return user
+
+
+# The session cookie's key of the server-side log-in session (semboard.models.LoginSession).
+SESSION_KEY = "login_key"
+
+
+def limits() -> Limits:
+    """The app's throttles (defaults, or SEMBOARD_* settings)."""
+    return Limits.from_config(current_app.config)
+
+
+def client_address() -> str | None:
+    """The client's address (behind SEMBOARD_TRUSTED_PROXIES proxies, the one they saw)."""
+    return request.remote_addr
+
+
+def log_in(user: User) -> None:
+    """Start a log-in session for user (committed) and put its key in the session cookie."""
+    key = accounts.start_session(db(), user=user, now=now())
+    db().commit()
+    login_user(user)
+    session[SESSION_KEY] = key
+
+
+def log_out() -> None:
+    """End this browser's log-in session on the server, then in the cookie."""
+    key = session.pop(SESSION_KEY, None)
+    if key:
+        accounts.end_session(db(), key=key)
+        db().commit()
+    logout_user()
+
+
+def current_session_key() -> str | None:
+    """This browser's log-in session key, if any."""
+    key = session.get(SESSION_KEY)
+    return key if isinstance(key, str) else None
 
 
 def sentence(text: str | None) -> str:

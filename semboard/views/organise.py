@@ -38,6 +38,7 @@ from semboard.views.common import (
 )
 from semboard.web.files import uploaded_files
 from semboard.web.forms import (
+    AccountStateForm,
     ActionForm,
     DataUploadForm,
     GrantForm,
@@ -388,7 +389,27 @@ def admin() -> Any:
             flash(f"{user.display_name} now organises {task.name}.", "success")
             return redirect(url_for("web.admin"))
     rows = [(t, tasks.organisers(session, task=t)) for t in all_tasks]
-    return render_template("admin/index.html", form=form, rows=rows, action=ActionForm()), status
+    return render_template("admin/index.html", form=form, rows=rows, action=ActionForm(),
+                           account_form=AccountStateForm(formdata=None)), status
+
+
+@bp.post("/admin/accounts")
+@admin_required
+def set_account_state() -> Any:
+    """Deactivate (sessions end, tokens revoked) or reactivate an account."""
+    form = AccountStateForm()
+    if form.validate_on_submit():
+        active = form.active.data == "1"
+        with committed() as done:
+            user = accounts.require_user(db(), form.email.data.strip().lower())
+            if user.id == login_or_redirect().id and not active:
+                raise InvalidData("you cannot deactivate your own account here")
+            accounts.set_active(db(), user=user, active=active, now=now())
+        if done:
+            flash(f"{user.email} is {'active again' if active else 'deactivated'}.", "success")
+    else:
+        flash("Give the account's e-mail.", "error")
+    return redirect(url_for("web.admin") + "#accounts")
 
 
 @bp.post("/admin/tasks/<task_name>/organisers/<int:user_id>/remove")

@@ -53,3 +53,10 @@ class NotificationsForm(FlaskForm):
     notify_gold = BooleanField("The gold of a task I take part in is released")
     notify_results = BooleanField("Results of a phase are published")
     submit = SubmitField("Save notifications")
+
+
+class DeleteAccountForm(FlaskForm):
+    """Delete my account, given my password."""
+
+    password = PasswordField("Password", validators=[DataRequired()])
+    submit = SubmitField("Delete my account")

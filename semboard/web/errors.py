@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Flask, jsonify, render_template, request
 from jinja2 import TemplateNotFound
-from werkzeug.exceptions import HTTPException, InternalServerError
+from werkzeug.exceptions import HTTPException, InternalServerError, SecurityError
 from werkzeug.routing import BuildError
 
 from semboard.errors import DomainError
@@ -35,6 +35,13 @@ def register(app: Flask) -> None:
         if wants_json():
             return jsonify(err.to_dict()), err.status
         return _page(err.status, "Refused", str(err)) or (str(err), err.status)
+
+    @app.errorhandler(SecurityError)
+    def _untrusted_host(err: SecurityError) -> Any:
+        # raised while routing: no URL adapter, so no page (its links) can be built
+        if wants_json():
+            return jsonify({"error": "this host is not served here", "status": 400}), 400
+        return "Bad request: this host is not served here.", 400, {"Content-Type": "text/plain"}
 
     @app.errorhandler(HTTPException)
     def _http(err: HTTPException) -> Any:

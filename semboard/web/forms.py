@@ -203,3 +203,11 @@ class OrganiserForm(FlaskForm):
     task = SelectField("Task")
     email = StringField("User e-mail", validators=[DataRequired(), Length(max=254)])
     submit = SubmitField("Name organiser")
+
+
+class AccountStateForm(FlaskForm):
+    """Deactivate or reactivate an account by e-mail (site admins only)."""
+
+    email = StringField("User e-mail", validators=[DataRequired(), Length(max=254)])
+    # the button pressed: "0" deactivates, "1" reactivates
+    active = StringField("Active", default="0")

@@ -49,20 +49,21 @@ def test_register_refuses_duplicates_and_short_passwords(session, now) -> None:
                                display_name="", now=now)
 
 
-def test_login_is_rate_limited_across_sessions(session_factory, make, now) -> None:
+def test_login_failures_slow_guessing_down_across_sessions(session_factory, make, now) -> None:
     make.user("victim@example.org")
-    for attempt in range(accounts.LOGIN_FAILURES_PER_EMAIL):
+    free = ratelimit.DEFAULT_LIMITS.login_free_failures
+    for attempt in range(free):
         # A fresh session each time, as another gunicorn worker would have.
         with session_factory() as other, pytest.raises(AuthenticationFailed):
             accounts.authenticate(other, email="victim@example.org", password=f"guess{attempt}",
                                   now=now)
-    with session_factory() as other, pytest.raises(RateLimited):
+    # The failures past the free ones each double the wait: 1 s after the fifth, ...
+    with session_factory() as other, pytest.raises(RateLimited, match="1 seconds"):
         accounts.authenticate(other, email="victim@example.org", password="password123",
-                              now=now + timedelta(minutes=1))
+                              now=now + timedelta(milliseconds=100))
     with session_factory() as other:
-        later = now + accounts.LOGIN_WINDOW + timedelta(minutes=1)
         user = accounts.authenticate(other, email="victim@example.org", password="password123",
-                                     now=later)
+                                     now=now + timedelta(seconds=2))
         assert user.email == "victim@example.org"
 
 

@@ -87,6 +87,7 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("GET", "/admin", LOGIN, 403),
     ("POST", "/admin", LOGIN, 403),
     ("POST", "/admin/tasks/tiny/organisers/{organiser}/remove", LOGIN, 403),
+    ("POST", "/admin/accounts", LOGIN, 403),
     ("GET", "/admin/queue", LOGIN, 403),
     ("POST", "/admin/queue/recover", LOGIN, 403),
     ("GET", "/organise/load", LOGIN, 403),
@@ -132,6 +133,8 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("POST", "/profile/email", LOGIN, 422),
     ("POST", "/profile/notifications", LOGIN, 302),
     ("POST", "/profile/verify", LOGIN, 302),
+    ("POST", "/profile/sessions/end", LOGIN, 302),
+    ("POST", "/profile/delete", LOGIN, 422),  # no password: nothing deleted
     ("POST", "/teams/{team_a}/manage/code", LOGIN, 302),  # refused, back to a 404 page
     # descriptions, charts, items and comparisons of a hidden run (issues 10, 11)
     ("POST", "/api/v1/runs/{run}/description", 401, 404),

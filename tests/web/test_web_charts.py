@@ -6,18 +6,32 @@ import csv
 import io
 import json
 import re
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import select
 from web_support import Browser, text
 
 from semboard.models import GoldRelease, Run, Team
-from semboard.services import definitions
+from semboard.services import accounts, definitions
 
 SPEC_RE = re.compile(r'<figure class="chart" id="([\w-]+)"[^>]*data-spec-url="([^"]+)"', re.S)
 
 
 INLINE_RE = re.compile(r'<script type="application/json" id="([\w-]+)-spec">(.*?)</script>', re.S)
+
+
+@pytest.fixture(autouse=True)
+def _signed_in(browser: Browser, db_session) -> None:
+    """Comparisons need an account (issue 21): the visitor is a participant of no team, logged
+    in on the pages and carrying an API token."""
+    viewer = accounts.register_user(db_session, email="viewer@example.org", password="viewer-pw-1",
+                                    display_name="Viewer", now=datetime.now(UTC))
+    token = accounts.create_api_token(db_session, user=viewer, name="charts",
+                                      now=datetime.now(UTC))
+    db_session.commit()
+    browser.client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    browser.login("viewer@example.org", "viewer-pw-1")
 
 
 def _inline_specs(page: str) -> dict[str, dict]:
