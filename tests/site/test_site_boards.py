@@ -234,6 +234,7 @@ def test_page_queries_do_not_grow_with_the_runs(app, session, make, world, tiny_
         urls += ["/tasks/tiny/organise", "/tasks/tiny/organise/runs", "/tasks/tiny/organise/log"]
     if who == "captain":
         urls += [f"/teams/{team_id}"]
+    captain_email = world["team_a"].captain.email
     counts = []
     for size in (5, 50):
         _fill(app, session, make, world, tiny_data, now, size - (5 if size == 50 else 0))
@@ -241,8 +242,10 @@ def test_page_queries_do_not_grow_with_the_runs(app, session, make, world, tiny_
         if who == "organiser":
             _login(client, "org@example.org")
         elif who == "captain":
-            _login(client, world["team_a"].captain.email)
+            _login(client, captain_email)
         counts.append(_queries(app, client, urls))
+        # a log-in writes its session row: end this test's read snapshot before writing again
+        session.rollback()
     assert counts[0] == counts[1]
 
 
