@@ -27,6 +27,7 @@ from semboard.errors import (
 from semboard.models import Phase, Run, RunFile, Task, Team, UploadLog, User
 from semboard.services import access, definitions, gold, grants, inputs, ratelimit, splits, windows
 from semboard.services import tasks as task_services
+from semboard.services.names import clean as clean_name
 from semboard.storage import Storage, keys, put_content, sha256
 from semboard.timefmt import api_time, clock_text
 
@@ -136,12 +137,7 @@ def _check_daily(session: Session, *, team: Team, phase: Phase, now: datetime) -
 
 
 def _check_name(name: str) -> str:
-    name = name.strip()
-    if not name:
-        raise InvalidData("a run needs a name")
-    if len(name) > MAX_RUN_NAME or any(ord(c) < 32 for c in name):
-        raise InvalidData(f"a run name has at most {MAX_RUN_NAME} printable characters")
-    return name
+    return clean_name(name, what="a run name", max_length=MAX_RUN_NAME)
 
 
 def submit(
