@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from semboard.errors import Conflict, Forbidden, NotFound
+from semboard.errors import Conflict, Forbidden, NameTaken, NotFound
 from semboard.models import Team, TeamMember, User
 from semboard.services import team_rules
 
@@ -32,7 +32,7 @@ def _together(factory: Callable[[], Session], *actions: Callable[[Session], None
                 actions[i](session)
                 session.commit()
                 outcomes[i] = "done"
-            except (Conflict, Forbidden, NotFound) as err:
+            except (Conflict, Forbidden, NotFound, NameTaken) as err:
                 session.rollback()
                 outcomes[i] = type(err).__name__
             except Exception as err:  # recorded so the assertion shows it
@@ -100,3 +100,26 @@ def test_a_captain_who_is_no_longer_a_member_has_no_captain_rights(make, session
                                       now=now)
     session.rollback()
     assert len(team_rules.members(session, team=team)) == 2
+
+
+@databases
+def test_lookalike_team_names_created_at_once_leave_one(database_url, session_factory, make,
+                                                        session, now):
+    task = make.task()
+    users = [make.user().id for _ in range(3)]
+    session.close()
+    factory = session_factory if not database_url.startswith("sqlite") else (
+        make_immediate(database_url))
+
+    def create(name: str, user_id: int) -> Callable[[Session], None]:
+        def action(s: Session) -> None:
+            from semboard.models import Task
+            from semboard.services import teams
+
+            teams.create_team(s, task=s.get(Task, task.id), captain=s.get(User, user_id),
+                              name=name, affiliation="", now=now)
+        return action
+
+    outcomes = _together(factory, create("Octopus", users[0]), create("Οctopus", users[1]),
+                         create("OCT0PUS", users[2]))
+    assert sorted(outcomes) == ["NameTaken", "NameTaken", "done"], outcomes

@@ -12,13 +12,14 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from redis import Redis
 from rq.job import Job
 
+from semboard.jobs import boards as board_jobs
 from semboard.jobs import queue as job_queue
 from semboard.models import Run
 from semboard.services import submissions
@@ -181,3 +182,22 @@ def test_the_queue_page_tells_live_lost_and_stopped_workers_apart(app, client, m
     idle.wait(timeout=60)
     rows = job_queue.health(app)["workers"]
     assert [w["health"] for w in rows] == ["lost"] and rows[0]["name"] != idle_row["name"]
+
+
+def test_a_run_whose_job_was_lost_is_swept_to_scoring_by_a_running_worker(
+    app, session, storage, site, workers, tiny_data
+):
+    # accepted STUCK_AFTER_S ago, its job lost with Redis (never on the queue now)
+    accepted = datetime.now(UTC) - timedelta(seconds=board_jobs.STUCK_AFTER_S + 5)
+    run = submissions.submit(session, storage, team=site["team"], phase=site["phase"],
+                             user=site["captain"], name="lost", files=tiny_data.run(seed=4),
+                             now=accepted, score=False)
+    fresh = submissions.submit(session, storage, team=site["team"], phase=site["phase"],
+                               user=site["captain"], name="fresh", files=tiny_data.run(seed=5),
+                               now=datetime.now(UTC), score=False)
+    session.commit()
+    workers.start()
+    _wait(lambda: _status(session, run.id) == "scored", 60,
+          lambda: f"the stuck run scored by the sweep\n{workers.log(0)}")
+    assert _status(session, fresh.id) == "valid"  # not stuck yet: left to its own job
+    assert "stuck runs sent to scoring again" in workers.log(0)
