@@ -42,22 +42,28 @@ _LOOKALIKES = str.maketrans({
     # Latin letters that pass for others
     "ı": "l", "ɡ": "g", "ȷ": "j", "ł": "l",
 })
-_SPACES = re.compile(r"\s+")
+_SPACES = re.compile(" +")
 
 
 def clean(value: str, *, what: str, max_length: int) -> str:
-    """The name as stored (NFKC, one line, spaces collapsed); InvalidData saying what is wrong."""
+    """The name as stored (NFKC, one line, spaces collapsed); InvalidData saying what is wrong.
+
+    A tab or another control inside the name is refused, not turned into a space: NUL and control
+    characters are refused everywhere (issue 21).
+    """
     if "\x00" in value:
         raise InvalidData(f"{what} may not contain a NUL character")
     if "\n" in value or "\r" in value:
         raise InvalidData(f"{what} must be on one line (it contains a line break)")
-    name = _SPACES.sub(" ", unicodedata.normalize("NFKC", value)).strip()
+    # wide, no-break and other spaces become " "; blanks around the name (a tab too) go
+    name = unicodedata.normalize("NFKC", value).strip()
     for char in name:
         problem = REFUSED_CATEGORIES.get(unicodedata.category(char))
         if problem is None and char in INVISIBLE:
             problem = "an invisible character"
         if problem is not None:
             raise InvalidData(f"{what} may not contain {problem} (U+{ord(char):04X})")
+    name = _SPACES.sub(" ", name).strip()
     if not name:
         raise InvalidData(f"{what} needs at least one visible character")
     if len(name) > max_length:

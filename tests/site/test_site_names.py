@@ -36,6 +36,7 @@ def test_different_names_keep_different_skeletons(a, b):
     ("a\x00b", "NUL"),
     ("two\nlines", "one line"),
     ("bell\x07", "control character (U+0007)"),
+    ("tab\tname", "control character (U+0009)"),
     ("evil\u202eenilesab", "direction-changing character (U+202E)"),
     ("zero\u200bwidth", "U+200B"),
     ("join\u200dme", "U+200D"),
@@ -50,7 +51,8 @@ def test_clean_refuses_what_cannot_be_seen_or_spans_lines(raw, problem):
 
 
 def test_clean_normalises_and_collapses_spaces():
-    assert names.clean("  Ｔｅａｍ \t  Ａ ", what="a name", max_length=20) == "Team A"
+    assert names.clean("  Ｔｅａｍ \u3000\u00a0 Ａ ", what="a name", max_length=20) == "Team A"
+    assert names.clean("\tTabbed\t", what="a name", max_length=20) == "Tabbed"
     assert names.clean("e\u0301quipe", what="a name", max_length=20) == "\u00e9quipe"  # NFKC
 
 
