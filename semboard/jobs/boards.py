@@ -433,15 +433,17 @@ def stuck_runs(session: Session, *, now: Any, older_than_s: int = STUCK_AFTER_S)
 
 
 def recover_stuck(app: Flask, session: Session, *, now: Any,
-                  older_than_s: int = STUCK_AFTER_S) -> list[int]:
+                  older_than_s: int = STUCK_AFTER_S, on_queue: bool | None = None) -> list[int]:
     """Score again every stuck run: on the queue when configured, else right here.
 
+    on_queue overrides the choice (`flask worker`'s sweep queues them: its own board mode is
+    "process", and scoring inside the sweep would hold up its heartbeat).
     Ends the session's transaction first (scoring takes the write lock in its own session).
     """
     ids = [run.id for run in stuck_runs(session, now=now, older_than_s=older_than_s)]
     session.commit()
     for run_id in ids:
-        if scoring_queued(app):
+        if on_queue if on_queue is not None else scoring_queued(app):
             queue_scoring(app, run_id)
         else:
             score_run_now(app, run_id)

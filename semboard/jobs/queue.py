@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,8 +24,40 @@ QUEUE_NAME = "semboard"
 # A job that crashes (or whose worker dies) is retried after these delays (seconds).
 RETRY_INTERVALS = [5, 30, 120]
 JOB_TIMEOUT_S = 900
-# A worker whose heartbeat is older than this is reported as not alive.
-HEARTBEAT_STALE_S = 120
+
+
+@dataclass(frozen=True)
+class WorkerTiming:
+    """How `flask worker` makes its liveness known (seconds); see docs/WORKERS.md."""
+
+    beat_s: int = 10  # a busy worker's heartbeat; its job lapses 3 beats after the last
+    ttl_s: int = 40  # an idle worker beats every ttl_s - 15; silent this long: lost
+    sweep_s: int = 30  # registry maintenance and the stuck-run sweep, at most this far apart
+
+
+TIMING_SETTINGS = {"beat_s": "SEMBOARD_WORKER_BEAT_S", "ttl_s": "SEMBOARD_WORKER_TTL_S",
+                   "sweep_s": "SEMBOARD_WORKER_SWEEP_S"}
+
+
+def worker_timing(app: Flask) -> WorkerTiming:
+    """The worker timing: app config, else the environment, else the defaults."""
+    values: dict[str, int] = {}
+    for field, key in TIMING_SETTINGS.items():
+        raw = app.config.get(key, os.environ.get(key))
+        if raw in (None, ""):
+            continue
+        try:
+            values[field] = int(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"{key} must be a whole number of seconds, not {raw!r}") from None
+    timing = WorkerTiming(**values)
+    if timing.beat_s < 1 or timing.sweep_s < 1:
+        raise ValueError("SEMBOARD_WORKER_BEAT_S and SEMBOARD_WORKER_SWEEP_S must be at least 1")
+    if timing.ttl_s < 16 or timing.ttl_s <= timing.beat_s:
+        # rq waits ttl - 15 s for a job between idle heartbeats
+        raise ValueError("SEMBOARD_WORKER_TTL_S must be at least 16 and above "
+                         "SEMBOARD_WORKER_BEAT_S")
+    return timing
 
 
 # The app jobs run in, per worker process: built once from the environment, so a worker that runs
@@ -136,11 +169,18 @@ def wait_for_threads(timeout: float = 60.0) -> None:
 
 
 def health(app: Flask, *, now: datetime | None = None) -> dict[str, Any]:
-    """Queue depth, failed and running jobs, and each worker's state and heartbeat age."""
+    """Queue depth, failed and running jobs, and each worker's state from rq's own records.
+
+    A worker is "alive" while its rq heartbeat is younger than three beats (busy) or the worker
+    TTL (idle), "stopped" if rq recorded its death (a clean exit, which also unlists it), and
+    "lost" when its heartbeats stopped without one (killed, or its host gone); rq forgets a lost
+    worker when its key expires, a minute or so later.
+    """
     if not app.config.get("REDIS_URL"):
         return {"configured": False}
 
     now = now or datetime.now(UTC)
+    timing = worker_timing(app)
     queue = _queue(app)
     try:
         workers = Worker.all(queue=queue)
@@ -151,17 +191,34 @@ def health(app: Flask, *, now: datetime | None = None) -> dict[str, Any]:
             "started": queue.started_job_registry.count,
             "failed": queue.failed_job_registry.count,
             "scheduled": queue.scheduled_job_registry.count,
+            "stale_after_s": timing.ttl_s,
         }
+        rows = []
+        for worker in sorted(workers, key=lambda w: w.name):
+            beat = _aware(worker.last_heartbeat)
+            died = _aware(worker.death_date)  # a property in rq 3
+            age = (now - beat).total_seconds() if beat else None
+            # a busy `flask worker` beats every beat_s, an idle one every ttl_s - 15
+            busy = str(worker.get_state()) == "busy"
+            stale_s = 3 * timing.beat_s if busy else timing.ttl_s
+            if died is not None:
+                health_word = "stopped"
+            elif age is not None and age < stale_s:
+                health_word = "alive"
+            else:
+                health_word = "lost"
+            rows.append({"name": worker.name, "state": str(worker.get_state()),
+                         "job": worker.get_current_job_id() if health_word == "alive" else None,
+                         "heartbeat_age_s": None if age is None else round(age, 1),
+                         "health": health_word, "alive": health_word == "alive"})
     except Exception as err:  # an unreachable Redis is what the page must show, not a 500
         return {"configured": True, "reachable": False, "error": str(err)}
-    rows = []
-    for worker in workers:
-        beat = worker.last_heartbeat
-        if beat is not None and beat.tzinfo is None:
-            beat = beat.replace(tzinfo=UTC)
-        age = (now - beat).total_seconds() if beat else None
-        rows.append({"name": worker.name, "state": str(worker.get_state()),
-                     "heartbeat_age_s": None if age is None else round(age, 1),
-                     "alive": age is not None and age < HEARTBEAT_STALE_S})
     found["workers"] = rows
     return found
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """rq's timestamps are naive UTC."""
+    if moment is not None and moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment

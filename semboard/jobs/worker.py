@@ -1,19 +1,99 @@
-"""`flask worker`'s loop: one long-lived process serving the site's queues with its own app."""
+"""`flask worker`'s loop: one long-lived process serving the site's queues with its own app.
+
+What makes a run accepted get scored without an operator, however the worker dies:
+
+- while a job runs, a thread beside it sends rq's heartbeats every `beat_s` seconds, and the
+  job's entry in rq's StartedJobRegistry lapses `3 * beat_s` seconds after the last one (rq's
+  own SimpleWorker keeps it for the job's whole timeout, 15 minutes, and never beats);
+- every `sweep_s` seconds a live worker runs rq's registry maintenance (rq's default is every
+  10 minutes), which retries a lapsed job (it was enqueued with retries) or fails it;
+- rq's scheduler runs in the worker (`with_scheduler`), so the retries, which wait 5, 30 and
+  120 s, are put back on the queue;
+- the same sweep sends every run still unscored `STUCK_AFTER_S` after upload to scoring again
+  (a job that failed all its retries, or one lost with Redis itself): `flask boards recover`
+  without anyone running it.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 from flask import Flask
-from redis import Redis
+from redis import Redis, RedisError
 from rq import Queue, SimpleWorker
+from rq.job import Job
+from rq.worker import WorkerStatus
 
+from semboard.clock import utcnow
+from semboard.db import get_session
+from semboard.jobs import boards as board_jobs
 from semboard.jobs import queue as job_queue
+
+log = logging.getLogger(__name__)
 
 # What `flask worker` serves by default: scoring and groups, mail, run comparisons (baseline
 # jobs run on the GPU host's own worker).
 WORKER_QUEUES = ("semboard", "mail", "analysis")
+SWEEP_LOCK = "semboard:worker-sweep"
+
+
+class SiteWorker(SimpleWorker):
+    """rq's SimpleWorker (jobs in this process) that beats while a job runs and sweeps often."""
+
+    def __init__(self, queues: list[Queue], *, app: Flask, beat_s: int, sweep_s: int,
+                 **kwargs: Any) -> None:
+        super().__init__(queues, job_monitoring_interval=beat_s, maintenance_interval=sweep_s,
+                         **kwargs)
+        self.app = app
+        self.sweep_s = sweep_s
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        """Run the job here, with a heartbeat thread beside it."""
+        execution = self.prepare_execution(job)
+        stop = threading.Event()
+        beat = threading.Thread(target=self._beat, args=(job, execution, stop), daemon=True,
+                                name="semboard-worker-beat")
+        beat.start()
+        try:
+            self.perform_job(job, queue, execution)
+        finally:
+            stop.set()
+            beat.join()
+        self.set_state(WorkerStatus.IDLE)
+
+    def _beat(self, job: Job, execution: Any, stop: threading.Event) -> None:
+        while not stop.wait(self.job_monitoring_interval):
+            try:
+                self.maintain_heartbeats(job, execution)
+            except RedisError:  # the next beat tries again; the job itself goes on
+                log.warning("worker %s: heartbeat failed", self.name, exc_info=True)
+
+    def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:
+        """How long the job's started entry outlives the last beat: three beats."""
+        return int(self.job_monitoring_interval) * 3
+
+    def run_maintenance_tasks(self) -> None:
+        """rq's maintenance (lapsed jobs retried, scheduler restarted), then the stuck-run sweep."""
+        super().run_maintenance_tasks()
+        try:
+            # one sweep per period however many workers run
+            if self.connection.set(SWEEP_LOCK, self.name, nx=True, ex=self.sweep_s):
+                sweep_stuck_runs(self.app)
+        except Exception:  # a failed sweep is logged and tried again on the next period
+            log.exception("worker %s: stuck-run sweep failed", self.name)
+
+
+def sweep_stuck_runs(app: Flask) -> list[int]:
+    """Queue the scoring of every run accepted STUCK_AFTER_S ago and still unscored; their ids."""
+    with app.app_context():
+        ids = board_jobs.recover_stuck(app, get_session(), now=utcnow(), on_queue=True)
+    if ids:
+        log.warning("stuck runs sent to scoring again: %s", ids)
+    return ids
 
 
 def serve(app: Flask, queues: Sequence[str], *, burst: bool = False) -> None:
@@ -28,6 +108,9 @@ def serve(app: Flask, queues: Sequence[str], *, burst: bool = False) -> None:
     # seconds behind a board's groups.
     app.config["SEMBOARD_BOARD_JOBS"] = "process" if hasattr(os, "fork") else "thread"
     job_queue.set_job_app(app)
+    timing = job_queue.worker_timing(app)
     connection = Redis.from_url(app.config["REDIS_URL"])
-    SimpleWorker([Queue(name, connection=connection) for name in queues or WORKER_QUEUES],
-                 connection=connection).work(burst=burst)
+    worker = SiteWorker([Queue(name, connection=connection) for name in queues or WORKER_QUEUES],
+                        connection=connection, app=app, beat_s=timing.beat_s,
+                        sweep_s=timing.sweep_s, worker_ttl=timing.ttl_s)
+    worker.work(burst=burst, with_scheduler=True)

@@ -25,7 +25,7 @@ from semboard.models import (
     TeamMember,
     User,
 )
-from semboard.services import ratelimit
+from semboard.services import names, ratelimit
 from semboard.services.ratelimit import DEFAULT_LIMITS, Limits
 
 MIN_PASSWORD_LENGTH = 8
@@ -74,9 +74,7 @@ def register_user(
         raise NameTaken(f"an account for {email} already exists")
     user = User(
         email=email,
-        # a valid address's local part has at most 64 characters (RFC 5321): the cut is a guard
-        display_name=(require_fits(display_name.strip(), User.display_name, "a display name")
-                      or email.split("@")[0][:64]),
+        display_name=_display_name(display_name, email),
         password_hash=hash_password(password),
         is_admin=is_admin,
         is_active_account=True,
@@ -85,6 +83,16 @@ def register_user(
     if not insert_unless_refused(session, user):  # registered concurrently
         raise NameTaken(f"an account for {email} already exists")
     return user
+
+
+def _display_name(display_name: str, email: str) -> str:
+    """The display name as shown to others (names' rule), else the address's local part."""
+    if not display_name.strip():
+        # a valid address's local part has at most 64 characters (RFC 5321): the cut is a guard
+        return names.clean(email.split("@")[0][:64], what="a display name", max_length=64)
+    name = names.clean(display_name, what="a display name", max_length=120)
+    names.require_unreserved(name, what="the display name")
+    return name
 
 
 def get_user(session: Session, user_id: int) -> User | None:

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, selectinload
 
 from evaluation import ValidationError, match_run_filename, unpack_upload, validate_run
-from evaluation.runs import run_name_from_files, run_name_problem
+from evaluation.runs import MAX_RUN_NAME, run_name_from_files, run_name_problem
 from semboard.db import begin_write
 from semboard.errors import (
     DomainError,
@@ -29,6 +29,7 @@ from semboard.errors import (
 from semboard.models import Phase, Run, RunFile, Task, Team, UploadLog, User
 from semboard.services import access, definitions, gold, grants, inputs, ratelimit, splits, windows
 from semboard.services import tasks as task_services
+from semboard.services.names import clean as clean_name
 from semboard.storage import Storage, keys, put_content, sha256
 from semboard.timefmt import api_time, clock_text
 
@@ -135,11 +136,12 @@ def _check_daily(session: Session, *, team: Team, phase: Phase, now: datetime) -
 
 
 def _check_name(name: str) -> str:
-    """The run name, stripped; InvalidData by the one run-name rule (evaluation's)."""
+    """The run name by the one run-name rule (evaluation's: not empty, at most MAX_RUN_NAME
+    printable characters), then cleaned as every name shown to others is (services.names)."""
     problem = run_name_problem(name)
     if problem is not None:
         raise InvalidData(problem)
-    return name.strip()
+    return clean_name(name, what="a run name", max_length=MAX_RUN_NAME)
 
 
 def submit(
@@ -242,7 +244,10 @@ def submit(
         if found is None:
             raise invalid(RunRejected("the run's name could not be read from its file names",
                                       problems))
-        name = found
+        try:
+            name = _check_name(found)
+        except InvalidData as err:
+            raise refuse(err) from None
     datasets = definition.track_datasets(phase.track) if phase.track else None
     validated = validate_run(
         definition, unpacked, stored_inputs, team=None if team.is_baseline else team.name,

@@ -59,14 +59,25 @@ def member_count(session: Session, team: Team) -> int:
     return session.scalar(query) or 0
 
 
+def lock_team(session: Session, team: Team) -> None:
+    """Take the team's row lock and reread the row; NotFound if it was deleted meanwhile.
+
+    PostgreSQL: every team change queues on the row (SELECT ... FOR UPDATE), and what it reads
+    after that (captain, members) is what the change before it committed; otherwise a hand-over
+    and the new captain's leaving both pass their checks. SQLite ignores FOR UPDATE: the site's
+    writing sessions already run one at a time (BEGIN IMMEDIATE).
+    """
+    query = (select(Team).where(Team.id == team.id).with_for_update()
+             .execution_options(populate_existing=True))
+    if session.scalar(query) is None:
+        raise NotFound("no such team")
+
+
 def check_can_join(session: Session, *, team: Team, now: datetime) -> None:
-    """Raise unless one more member may join now (size limit, lock)."""
+    """Raise unless one more member may join now (size limit, lock); takes the team's lock."""
+    lock_team(session, team)  # also: the last member cannot delete the team under a joiner
     _require_unlocked(session, team, now)
     size = limits(team.task).max_members
-    if size is not None:
-        # PostgreSQL: concurrent joins of one team queue on its row, so the count stays true
-        # (SQLite sessions of the site already write one at a time: BEGIN IMMEDIATE).
-        session.execute(select(Team.id).where(Team.id == team.id).with_for_update())
     if size is not None and member_count(session, team) >= size:
         raise Conflict(f"team {team.name} is full: teams of {team.task.name} have at most "
                        f"{size} members")
@@ -86,13 +97,23 @@ def _membership(session: Session, team: Team, user_id: int) -> TeamMember:
     return row
 
 
-def _require_captain(team: Team, user: User) -> None:
+def is_captain(session: Session, *, team: Team, user: User) -> bool:
+    """Whether the user is the team's captain and still one of its members."""
     if team.captain_id != user.id:
+        return False
+    query = select(TeamMember.id).where(TeamMember.team_id == team.id,
+                                        TeamMember.user_id == user.id)
+    return session.scalar(query) is not None
+
+
+def _require_captain(session: Session, team: Team, user: User) -> None:
+    if not is_captain(session, team=team, user=user):
         raise Forbidden("only the team's captain may do this")
 
 
 def leave(session: Session, *, team: Team, user: User, now: datetime) -> bool:
     """The user leaves; the last member's team is deleted if it has no runs. True if deleted."""
+    lock_team(session, team)
     _require_unlocked(session, team, now)
     row = _membership(session, team, user.id)
     others = member_count(session, team) - 1
@@ -113,7 +134,8 @@ def leave(session: Session, *, team: Team, user: User, now: datetime) -> bool:
 def remove_member(session: Session, *, team: Team, captain: User, user_id: int,
                   now: datetime) -> None:
     """The captain removes another member."""
-    _require_captain(team, captain)
+    lock_team(session, team)
+    _require_captain(session, team, captain)
     _require_unlocked(session, team, now)
     if user_id == captain.id:
         raise Conflict("the captain leaves with 'leave', after handing the captaincy over")
@@ -123,7 +145,8 @@ def remove_member(session: Session, *, team: Team, captain: User, user_id: int,
 
 def regenerate_invite_code(session: Session, *, team: Team, captain: User, now: datetime) -> str:
     """A new invite code (the old one stops working)."""
-    _require_captain(team, captain)
+    lock_team(session, team)
+    _require_captain(session, team, captain)
     _require_unlocked(session, team, now)
     team.invite_code = secrets.token_urlsafe(12)
     session.flush()
@@ -133,7 +156,8 @@ def regenerate_invite_code(session: Session, *, team: Team, captain: User, now: 
 def transfer_captaincy(session: Session, *, team: Team, captain: User, user_id: int,
                        now: datetime) -> None:
     """Hand the captaincy to another member."""
-    _require_captain(team, captain)
+    lock_team(session, team)
+    _require_captain(session, team, captain)
     _require_unlocked(session, team, now)
     _membership(session, team, user_id)
     team.captain_id = user_id

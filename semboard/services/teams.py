@@ -9,9 +9,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from semboard.db import insert_unless_refused, require_fits
-from semboard.errors import AlreadyInTeam, InvalidData, NameTaken, NotFound
-from semboard.models import Task, Team, TeamMember, User
-from semboard.services import team_rules  # size limit and lock of the task's [teams]
+from semboard.errors import AlreadyInTeam, NameTaken, NotFound
+from semboard.models import Task, TaskOrganiser, Team, TeamMember, User
+from semboard.services import names, team_rules
 
 BASELINE_TEAM_NAME = "Baselines"
 
@@ -61,14 +61,22 @@ def _add_member(session: Session, team: Team, user: User, now: datetime) -> None
 def create_team(
     session: Session, *, task: Task, captain: User, name: str, affiliation: str, now: datetime
 ) -> Team:
-    """A new team with captain as its first member."""
-    name = name.strip()
-    if not name or len(name) > 120:
-        raise InvalidData("a team name needs 1 to 120 characters")
+    """A new team with captain as its first member; its name unlike any other team's."""
+    name = names.clean(name, what="a team name", max_length=120)
     if team_for_user(session, task=task, user=captain) is not None:
         raise AlreadyInTeam("you already belong to a team for this task")
-    if name.lower() == BASELINE_TEAM_NAME.lower():
-        raise NameTaken(f"the team name {name!r} is reserved")
+    organisers = tuple(session.scalars(
+        select(User.display_name).join(TaskOrganiser, TaskOrganiser.user_id == User.id)
+        .where(TaskOrganiser.task_id == task.id)))
+    names.require_unreserved(name, what="the team name", also=organisers)
+    # PostgreSQL: team creations of one task queue here, so two lookalike names cannot both pass
+    # the check below (NO KEY UPDATE: uploads that insert rows naming the task do not wait).
+    session.execute(select(Task.id).where(Task.id == task.id).with_for_update(key_share=True))
+    taken = list(session.scalars(select(Team.name).where(Team.task_id == task.id)))
+    lookalike = names.find_lookalike(name, taken)
+    if lookalike is not None:
+        raise NameTaken(f"the team name {name!r} reads like that of the existing team "
+                        f"{lookalike!r}; choose another")
     team = Team(
         task_id=task.id,
         name=name,
