@@ -136,12 +136,13 @@ def _check_daily(session: Session, *, team: Team, phase: Phase, now: datetime) -
 
 
 def _check_name(name: str) -> str:
-    """The run name by the one run-name rule (evaluation's: not empty, at most MAX_RUN_NAME
-    printable characters), then cleaned as every name shown to others is (services.names)."""
-    problem = run_name_problem(name)
+    """The run name cleaned as every name shown to others is (services.names), then checked by
+    the one run-name rule (evaluation's, which file names carrying the run also pass)."""
+    cleaned = clean_name(name, what="a run name", max_length=MAX_RUN_NAME)
+    problem = run_name_problem(cleaned)
     if problem is not None:
         raise InvalidData(problem)
-    return clean_name(name, what="a run name", max_length=MAX_RUN_NAME)
+    return cleaned
 
 
 def submit(
