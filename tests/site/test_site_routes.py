@@ -145,9 +145,10 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("GET", "/runs/{run}/items", 404, 404),
     ("GET", "/runs/{run}/items.csv", 404, 404),
     ("GET", "/tasks/tiny/compare?a={run}&b={run2}", 404, 404),
-    ("POST", "/tasks/tiny/compare?a={run}&b={run2}", 400, 400),  # no CSRF token: refused first
+    # comparisons need an account (each costs a computation); then no CSRF token: refused
+    ("POST", "/tasks/tiny/compare?a={run}&b={run2}", LOGIN, 400),
     ("GET", "/api/v1/tasks/tiny/compare?a={run}&b={run2}", 404, 404),
-    ("POST", "/api/v1/tasks/tiny/compare?a={run}&b={run2}", 404, 404),
+    ("POST", "/api/v1/tasks/tiny/compare?a={run}&b={run2}", 401, 404),
     # organiser routes of the closing workflow and phases (issues 10, 15)
     ("POST", "/api/v1/tasks/tiny/phases", 401, 403),
     ("GET", "/tasks/tiny/organise/closing", LOGIN, 403),
