@@ -19,7 +19,6 @@ import os
 import threading
 import time
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import Any
 
 from flask import Flask
@@ -27,11 +26,10 @@ from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from semboard.clock import utcnow
-from semboard.db import begin_write, get_session, job_session_factory
+from semboard.db import begin_write, job_session_factory
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, Phase, Run, RunScoreRecord, Task, Team
-from semboard.services import gold
 from semboard.services import prepared as prepared_boards
 from semboard.storage import get_storage
 
@@ -334,117 +332,3 @@ def groups_job(task_id: int) -> int:
         schedule_groups(app, task_id)
         return 0
     return compute_groups(app, task_id)
-
-
-# ----------------------------------------------------------------------------- rescoring
-
-def rescore_now(app: Flask, task_id: int, force: bool = False) -> int:
-    """Rescore a task's out-of-date runs (all with force), one short write each; then its boards.
-
-    Each run is scored outside the write lock and committed on its own, so uploads go on
-    meanwhile; the boards and groups follow once, at the end. Returns how many changed.
-    """
-    changed = 0
-    with app.app_context(), _sessions(app)() as session:
-        task = session.get(Task, task_id)
-        if task is None:
-            return 0
-        storage = get_storage()
-        ids = list(session.scalars(select(Run.id).where(
-            Run.task_id == task_id, Run.status.in_(("valid", "scored"))).order_by(Run.id)))
-        session.commit()
-        for run_id in ids:
-            run = session.get(Run, run_id)
-            if run is None:
-                continue
-            before = run.current_score
-            record = gold.score_stored_run(session, storage, run=run, now=utcnow(), force=force,
-                                           write_lock=True)
-            session.commit()
-            if record is not None and record is not before:
-                changed += 1
-    after_change(app, [("task", task_id)])
-    return changed
-
-
-def schedule_rescore(app: Flask, task_id: int, force: bool = False) -> int | None:
-    """Have a task's runs rescored off the request (after new gold or a new definition).
-
-    Returns how many runs changed when done at once (mode "inline"), else None.
-    """
-    how = mode(app)
-    if how == "inline":
-        return rescore_now(app, task_id, force)
-    # in-process, a thread: the scoring releases the GIL in numpy much of the time
-    job_queue.dispatch(app, "semboard.jobs.boards.rescore_job", task_id, force,
-                       description=f"rescore the runs of task {task_id}",
-                       unique=f"rescore-{task_id}-{int(force)}", use_queue=how == "rq",
-                       local=lambda t, f: rescore_now(app, t, f))
-    return None
-
-
-def rescore_job(task_id: int, force: bool = False) -> int:
-    """The rq job: rescore in the worker's app."""
-    return rescore_now(job_app(), task_id, force)
-
-
-# ----------------------------------------------------------------------------- queued scoring
-
-# A run accepted this long ago and still unscored (gold present) is taken as a lost job.
-STUCK_AFTER_S = 300
-
-
-def scoring_queued(app: Flask) -> bool:
-    """Whether accepted runs are scored by a queue worker (REDIS_URL set) instead of in-process."""
-    return mode(app) == "rq"
-
-
-def queue_scoring(app: Flask, run_id: int) -> str:
-    """Put a run's scoring on the queue (retried when it crashes); returns the job id."""
-    return job_queue.enqueue(app, "semboard.jobs.boards.score_job", run_id,
-                             description=f"score run {run_id}")
-
-
-def score_run_now(app: Flask, run_id: int) -> str:
-    """Score one accepted run against the current gold (the queue job's body); its status."""
-    with app.app_context():
-        session = get_session()  # a request-like session: the post-commit step prepares boards
-        run = session.get(Run, run_id)
-        if run is None:
-            return "missing"
-        if run.status == "valid":
-            gold.score_stored_run(session, get_storage(), run=run, now=utcnow(), write_lock=True)
-            session.commit()
-        return run.status
-
-
-def score_job(run_id: int) -> str:
-    """The rq job: an app from the environment (the worker's), then score_run_now."""
-    return score_run_now(job_app(), run_id)
-
-
-def stuck_runs(session: Session, *, now: Any, older_than_s: int = STUCK_AFTER_S) -> list[Run]:
-    """Accepted current runs still waiting for a score well after upload (gold present)."""
-    has_gold = select(GoldFile.id).where(GoldFile.task_id == Run.task_id).exists()
-    return list(session.scalars(
-        select(Run).where(Run.status == "valid", Run.is_current, has_gold,
-                          Run.submitted_at < now - timedelta(seconds=older_than_s))
-        .order_by(Run.id)))
-
-
-def recover_stuck(app: Flask, session: Session, *, now: Any,
-                  older_than_s: int = STUCK_AFTER_S, on_queue: bool | None = None) -> list[int]:
-    """Score again every stuck run: on the queue when configured, else right here.
-
-    on_queue overrides the choice (`flask worker`'s sweep queues them: its own board mode is
-    "process", and scoring inside the sweep would hold up its heartbeat).
-    Ends the session's transaction first (scoring takes the write lock in its own session).
-    """
-    ids = [run.id for run in stuck_runs(session, now=now, older_than_s=older_than_s)]
-    session.commit()
-    for run_id in ids:
-        if on_queue if on_queue is not None else scoring_queued(app):
-            queue_scoring(app, run_id)
-        else:
-            score_run_now(app, run_id)
-    return ids

@@ -1,18 +1,24 @@
-"""Accepting a run: the one path for the page, the API, baselines and model runs."""
+"""Runs and their scores: accepting a run (one path for the page, the API, baselines and model
+runs), scoring it off the request, rescoring a task, and recovering runs whose job was lost."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from flask import Flask
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from semboard.clock import utcnow
+from semboard.db import get_session, job_session_factory
 from semboard.jobs import boards
-from semboard.models import Phase, Run, Team, User
-from semboard.services import descriptions, submissions
-from semboard.storage import Storage
+from semboard.jobs import queue as job_queue
+from semboard.jobs.queue import job_app
+from semboard.models import GoldFile, Phase, Run, Task, Team, User
+from semboard.services import descriptions, gold, submissions
+from semboard.storage import Storage, get_storage
 
 
 def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, phase: Phase,
@@ -27,7 +33,7 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
     raises a DomainError with every issue (the rejected upload's own log entry is kept).
     score_here: a caller that is itself a background job (baselines, model runs) scores at once.
     """
-    queued = not score_here and boards.scoring_queued(app)
+    queued = not score_here and scoring_queued(app)
     answers = descriptions.check_upload(
         session, team=team, phase=phase, user=user, name=name, files=files,
         description=description, given=dict(given or {}), now=now)
@@ -37,5 +43,119 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
     descriptions.apply(run, description, answers)
     session.commit()
     if queued:
-        boards.queue_scoring(app, run.id)
+        queue_scoring(app, run.id)
     return run, queued
+
+
+# ----------------------------------------------------------------------------- rescoring
+
+def rescore_now(app: Flask, task_id: int, force: bool = False) -> int:
+    """Rescore a task's out-of-date runs (all with force), one short write each; then its boards.
+
+    Each run is scored outside the write lock and committed on its own, so uploads go on
+    meanwhile; the boards and groups follow once, at the end. Returns how many changed.
+    """
+    changed = 0
+    with app.app_context(), job_session_factory(app)() as session:
+        task = session.get(Task, task_id)
+        if task is None:
+            return 0
+        storage = get_storage()
+        ids = list(session.scalars(select(Run.id).where(
+            Run.task_id == task_id, Run.status.in_(("valid", "scored"))).order_by(Run.id)))
+        session.commit()
+        for run_id in ids:
+            run = session.get(Run, run_id)
+            if run is None:
+                continue
+            before = run.current_score
+            record = gold.score_stored_run(session, storage, run=run, now=utcnow(), force=force,
+                                           write_lock=True)
+            session.commit()
+            if record is not None and record is not before:
+                changed += 1
+    boards.after_change(app, [("task", task_id)])
+    return changed
+
+
+def schedule_rescore(app: Flask, task_id: int, force: bool = False) -> int | None:
+    """Have a task's runs rescored off the request (after new gold or a new definition).
+
+    Returns how many runs changed when done at once (mode "inline"), else None.
+    """
+    how = boards.mode(app)
+    if how == "inline":
+        return rescore_now(app, task_id, force)
+    # in-process, a thread: the scoring releases the GIL in numpy much of the time
+    job_queue.dispatch(app, "semboard.jobs.scoring.rescore_job", task_id, force,
+                       description=f"rescore the runs of task {task_id}",
+                       unique=f"rescore-{task_id}-{int(force)}", use_queue=how == "rq",
+                       local=lambda t, f: rescore_now(app, t, f))
+    return None
+
+
+def rescore_job(task_id: int, force: bool = False) -> int:
+    """The rq job: rescore in the worker's app."""
+    return rescore_now(job_app(), task_id, force)
+
+
+# ----------------------------------------------------------------------------- queued scoring
+
+# A run accepted this long ago and still unscored (gold present) is taken as a lost job.
+STUCK_AFTER_S = 300
+
+
+def scoring_queued(app: Flask) -> bool:
+    """Whether accepted runs are scored by a queue worker (REDIS_URL set) instead of in-process."""
+    return boards.mode(app) == "rq"
+
+
+def queue_scoring(app: Flask, run_id: int) -> str:
+    """Put a run's scoring on the queue (retried when it crashes); returns the job id."""
+    return job_queue.enqueue(app, "semboard.jobs.scoring.score_job", run_id,
+                             description=f"score run {run_id}")
+
+
+def score_run_now(app: Flask, run_id: int) -> str:
+    """Score one accepted run against the current gold (the queue job's body); its status."""
+    with app.app_context():
+        session = get_session()  # a request-like session: the post-commit step prepares boards
+        run = session.get(Run, run_id)
+        if run is None:
+            return "missing"
+        if run.status == "valid":
+            gold.score_stored_run(session, get_storage(), run=run, now=utcnow(), write_lock=True)
+            session.commit()
+        return run.status
+
+
+def score_job(run_id: int) -> str:
+    """The rq job: an app from the environment (the worker's), then score_run_now."""
+    return score_run_now(job_app(), run_id)
+
+
+def stuck_runs(session: Session, *, now: Any, older_than_s: int = STUCK_AFTER_S) -> list[Run]:
+    """Accepted current runs still waiting for a score well after upload (gold present)."""
+    has_gold = select(GoldFile.id).where(GoldFile.task_id == Run.task_id).exists()
+    return list(session.scalars(
+        select(Run).where(Run.status == "valid", Run.is_current, has_gold,
+                          Run.submitted_at < now - timedelta(seconds=older_than_s))
+        .order_by(Run.id)))
+
+
+def recover_stuck(app: Flask, session: Session, *, now: Any,
+                  older_than_s: int = STUCK_AFTER_S, on_queue: bool | None = None) -> list[int]:
+    """Score again every stuck run: on the queue when configured, else right here.
+
+    on_queue overrides the choice (`flask worker`'s sweep queues them: its own board mode is
+    "process", and scoring inside the sweep would hold up its heartbeat).
+    Ends the session's transaction first (scoring takes the write lock in its own session).
+    """
+    ids = [run.id for run in stuck_runs(session, now=now, older_than_s=older_than_s)]
+    session.commit()
+    for run_id in ids:
+        if on_queue if on_queue is not None else scoring_queued(app):
+            queue_scoring(app, run_id)
+        else:
+            score_run_now(app, run_id)
+    return ids

@@ -30,8 +30,8 @@ from rq.worker import WorkerStatus
 
 from semboard.clock import utcnow
 from semboard.db import get_session
-from semboard.jobs import boards as board_jobs
 from semboard.jobs import queue as job_queue
+from semboard.jobs import scoring as scoring_jobs
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class SiteWorker(SimpleWorker):
 def sweep_stuck_runs(app: Flask) -> list[int]:
     """Queue the scoring of every run accepted STUCK_AFTER_S ago and still unscored; their ids."""
     with app.app_context():
-        ids = board_jobs.recover_stuck(app, get_session(), now=utcnow(), on_queue=True)
+        ids = scoring_jobs.recover_stuck(app, get_session(), now=utcnow(), on_queue=True)
     if ids:
         log.warning("stuck runs sent to scoring again: %s", ids)
     return ids

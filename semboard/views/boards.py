@@ -20,6 +20,7 @@ from semboard.cache import LRU
 from semboard.errors import DomainError, Forbidden, NotFound
 from semboard.jobs import boards as board_jobs
 from semboard.jobs import queue as job_queue
+from semboard.jobs import scoring as scoring_jobs
 from semboard.models import Phase, Task
 from semboard.services import access, breakdowns, charts, definitions, leaderboard, phases, tasks
 from semboard.services import prepared as prepared_boards
@@ -252,12 +253,12 @@ def leaderboard_chart(task_name: str, phase_slug: str, name: str) -> Any:
 def queue_health() -> Any:
     """Site admin: queue depth, worker health and runs waiting for a score (read-only)."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    waiting = board_jobs.stuck_runs(db(), now=now(), older_than_s=0)
+    waiting = scoring_jobs.stuck_runs(db(), now=now(), older_than_s=0)
     stuck = [r for r in waiting
-             if (now() - r.submitted_at).total_seconds() >= board_jobs.STUCK_AFTER_S]
+             if (now() - r.submitted_at).total_seconds() >= scoring_jobs.STUCK_AFTER_S]
     return render_template("admin/queue.html", mode=board_jobs.mode(app),
                            health=job_queue.health(app), waiting=waiting, stuck=stuck,
-                           stuck_after=board_jobs.STUCK_AFTER_S,
+                           stuck_after=scoring_jobs.STUCK_AFTER_S,
                            threads=board_jobs.running_threads())
 
 
@@ -269,6 +270,6 @@ def queue_recover() -> Any:
     if not ActionForm().validate_on_submit():
         abort(400)
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    ids = board_jobs.recover_stuck(app, db(), now=now())
+    ids = scoring_jobs.recover_stuck(app, db(), now=now())
     flash(f"{len(ids)} stuck run(s) sent to scoring again.", "success")
     return redirect(url_for("web.queue_health"))

@@ -10,7 +10,7 @@ from flask import abort, current_app, flash, redirect, render_template, request,
 import evaluation
 from evaluation import TaskDefinitionError, list_tasks, parse_task
 from semboard.errors import DomainError, InvalidData
-from semboard.jobs import boards as board_jobs
+from semboard.jobs import scoring as scoring_jobs
 from semboard.models import Phase, Task, User
 from semboard.services import (
     access,
@@ -226,7 +226,7 @@ def _rescoring(task: Task, *, force: bool = False) -> str:
     """Start rescoring the task's runs off the request (new gold, definition, or asked)."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     db().commit()  # end this request's transaction: on SQLite it holds the write lock
-    changed = board_jobs.schedule_rescore(app, task.id, force=force)
+    changed = scoring_jobs.schedule_rescore(app, task.id, force=force)
     if changed is not None:
         return f" Rescored: {changed} run(s) got a new score."
     return (" Runs are being rescored in the background" + (" (all of them)" if force else "")

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from semboard.jobs.boards import score_job
+from semboard.jobs.scoring import score_job
 
 
 def score_after_a_stall(run_id: int, marker: str) -> str:

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import event, func, select
 
 from semboard.jobs import boards as board_jobs
+from semboard.jobs import scoring as scoring_jobs
 from semboard.models import PreparedBoard, SignificanceGroups
 from semboard.services import gold, grants, leaderboard, submissions, tasks
 from semboard.services import prepared as prepared_boards
@@ -420,7 +421,7 @@ def test_rescoring_after_new_gold_runs_off_the_request(app, client, world, make,
 
     monkeypatch.setattr(gold, "score_stored_run", slow)
     started = time.monotonic()
-    assert board_jobs.schedule_rescore(app, world["task"].id) is None
+    assert scoring_jobs.schedule_rescore(app, world["task"].id) is None
     assert time.monotonic() - started < 0.3  # the caller (a request) goes on at once
     assert client.get(url).get_json()["rows"][0]["metrics"]["ALL"] == before
     deadline = time.monotonic() + 15
@@ -441,7 +442,7 @@ def test_the_rescore_button_answers_before_the_rescoring(app, client, session, s
     client.post("/login", data={"email": "org@example.org", "password": "password123"})
     app.config["SEMBOARD_BOARD_JOBS"] = "thread"
     calls = []
-    monkeypatch.setattr(board_jobs, "rescore_now",
+    monkeypatch.setattr(scoring_jobs, "rescore_now",
                         lambda _app, task_id, force=False: calls.append((task_id, force)) or 0)
     response = client.post("/tasks/tiny/organise/rescore", data={"force": "1"},
                            follow_redirects=True)

@@ -16,6 +16,7 @@ import pytest
 
 from semboard.jobs import boards as board_jobs
 from semboard.jobs import queue as job_queue
+from semboard.jobs import scoring as scoring_jobs
 from semboard.services import submissions
 from tests.servers import redis_server
 
@@ -66,7 +67,7 @@ def _worker(env) -> None:
 
 
 def test_upload_answers_202_and_a_worker_scores_it(app, client, queued, tiny_data):
-    assert board_jobs.mode(app) == "rq" and board_jobs.scoring_queued(app)
+    assert board_jobs.mode(app) == "rq" and scoring_jobs.scoring_queued(app)
     data = {"name": "first", "files": [(io.BytesIO(v), k) for k, v in
                                        tiny_data.run(seed=1).items()]}
     response = client.post(f"{API}/tasks/tiny/runs", data=data, headers=queued["headers"],
@@ -105,9 +106,9 @@ def test_a_lost_job_is_recovered_and_the_admin_page_shows_the_queue(app, client,
                              user=queued["captain"], name="lost",
                              files=tiny_data.run(seed=2), now=now, score=False)
     assert run.status == "valid"
-    later = now + timedelta(seconds=board_jobs.STUCK_AFTER_S + 1)
-    assert [r.id for r in board_jobs.stuck_runs(session, now=now)] == []
-    assert [r.id for r in board_jobs.stuck_runs(session, now=later)] == [run.id]
+    later = now + timedelta(seconds=scoring_jobs.STUCK_AFTER_S + 1)
+    assert [r.id for r in scoring_jobs.stuck_runs(session, now=now)] == []
+    assert [r.id for r in scoring_jobs.stuck_runs(session, now=later)] == [run.id]
 
     admin = make.user("admin@example.org", admin=True)
     assert admin.is_admin
@@ -200,7 +201,7 @@ def test_rescoring_goes_to_the_queue(app, session, storage, queued, make, tiny_d
                              files=tiny_data.run(seed=1), now=now)
     assert run.status == "scored" and len(run.scores) == 1
     make.corrected_gold(queued["task"])
-    assert board_jobs.schedule_rescore(app, queued["task"].id) is None
+    assert scoring_jobs.schedule_rescore(app, queued["task"].id) is None
     assert job_queue.health(app)["queued"] == 1  # nothing rescored in the caller
     result = app.test_cli_runner().invoke(args=["worker", "--burst"])
     assert result.exit_code == 0, result.output

@@ -19,8 +19,8 @@ import pytest
 from redis import Redis
 from rq.job import Job
 
-from semboard.jobs import boards as board_jobs
 from semboard.jobs import queue as job_queue
+from semboard.jobs import scoring as scoring_jobs
 from semboard.models import Run
 from semboard.services import submissions
 from tests.servers import redis_server
@@ -188,7 +188,7 @@ def test_a_run_whose_job_was_lost_is_swept_to_scoring_by_a_running_worker(
     app, session, storage, site, workers, tiny_data
 ):
     # accepted STUCK_AFTER_S ago, its job lost with Redis (never on the queue now)
-    accepted = datetime.now(UTC) - timedelta(seconds=board_jobs.STUCK_AFTER_S + 5)
+    accepted = datetime.now(UTC) - timedelta(seconds=scoring_jobs.STUCK_AFTER_S + 5)
     run = submissions.submit(session, storage, team=site["team"], phase=site["phase"],
                              user=site["captain"], name="lost", files=tiny_data.run(seed=4),
                              now=accepted, score=False)
