@@ -24,7 +24,6 @@ from semboard.services import (
     gold,
     inputs,
     phases,
-    ratelimit,
     scorediff,
     submissions,
     tasks,
@@ -360,15 +359,8 @@ def request_comparison(task_name: str) -> Any:
     session = get_session()
     task = tasks.get_task(session, task_name)
     a_id, b_id = _compare_ids()
-    ratelimit.comparison_allowed(session, user_id=user.id,
-                                 limits=Limits.from_config(current_app.config), now=request_now())
-    row, start = analysis.request_comparison(session, task=task, a_id=a_id, b_id=b_id,
-                                             viewer=user, now=request_now())
-    if start:
-        ratelimit.count_comparison(session, user_id=user.id, now=request_now())
-    session.commit()
-    if start:
-        analysis_jobs.start_comparison(row.id)
+    analysis_jobs.ask(session, task=task, a_id=a_id, b_id=b_id, user=user,
+                      limits=Limits.from_config(current_app.config), now=request_now())
     found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=_user())
     body = _comparison_json(found, task)
     return jsonify(body), (200 if found.done else 202), {"Location": body["status_url"]}

@@ -7,6 +7,7 @@ and no request computes; a crash marks it failed (it can be asked again).
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from flask import Flask, current_app
 from sqlalchemy.orm import Session
@@ -15,8 +16,9 @@ from semboard.clock import request_now
 from semboard.db import session_factory
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
-from semboard.models import RunComparison
-from semboard.services import analysis
+from semboard.models import RunComparison, Task, User
+from semboard.services import analysis, ratelimit
+from semboard.services.ratelimit import Limits
 from semboard.storage import get_storage
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,21 @@ def _mark_failed(session: Session, comparison_id: int) -> None:
 def comparison_job(comparison_id: int) -> str | None:
     """rq job: compute one comparison in the worker's app."""
     return run_comparison(job_app(), comparison_id)
+
+
+def ask(session: Session, *, task: Task, a_id: int, b_id: int, user: User, limits: Limits,
+        now: datetime) -> bool:
+    """The page's and the API's request for the tests of a and b (a signed-in user, within the
+    hourly limit): committed as pending, then computed off the request; whether one started."""
+    ratelimit.comparison_allowed(session, user_id=user.id, limits=limits, now=now)
+    row, start = analysis.request_comparison(session, task=task, a_id=a_id, b_id=b_id,
+                                             viewer=user, now=now)
+    if start:
+        ratelimit.count_comparison(session, user_id=user.id, now=now)
+    session.commit()
+    if start:
+        start_comparison(row.id)
+    return start
 
 
 def start_comparison(comparison_id: int) -> str:

@@ -18,7 +18,6 @@ from semboard.services import (
     definitions,
     leaderboard,
     phases,
-    ratelimit,
 )
 from semboard.views.boards import board_chart_specs
 from semboard.views.common import (
@@ -184,14 +183,8 @@ def compute_comparison(task_name: str) -> Any:
     task = load_task(task_name)
     session = db()
     a_id, b_id = _form_run_id("a"), _form_run_id("b")
-    ratelimit.comparison_allowed(session, user_id=user.id, limits=limits(), now=now())
-    row, start = analysis.request_comparison(session, task=task, a_id=a_id, b_id=b_id,
-                                             viewer=user, now=now())
-    if start:
-        ratelimit.count_comparison(session, user_id=user.id, now=now())
-    session.commit()
-    if start:
-        analysis_jobs.start_comparison(row.id)
+    if analysis_jobs.ask(session, task=task, a_id=a_id, b_id=b_id, user=user, limits=limits(),
+                         now=now()):
         flash("The tests are being computed; reload this page in a moment.", "success")
     return redirect(url_for("web.compare_runs", task_name=task.name, a=a_id, b=b_id))
 

@@ -26,6 +26,7 @@ from semboard.db import dispose_app_engine, make_engine, make_session_factory
 from semboard.models import Base, Phase, Task, Team, User
 from semboard.services import accounts, gold, inputs, tasks, teams
 from semboard.storage import LocalStorage, S3Storage, Storage
+from tests.servers import redis_server
 
 NOW = datetime(2012, 4, 2, 12, 0, tzinfo=UTC)
 
@@ -398,3 +399,13 @@ def world(app: Flask, make: Factory, now: datetime) -> dict[str, Any]:
               "stranger": make.bearer(make.user())}
     return {"task": task, "phase": phase, "tokens": tokens, "teams": (team_a, team_b),
             "team_a": team_a, "captains": (captain_a, captain_b)}
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throw-away redis-server on a free port for a test module (the queue tests)."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    with redis_server(exe, tmp_path_factory.mktemp("redis")) as url:
+        yield url

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -18,22 +17,12 @@ from semboard.jobs import boards as board_jobs
 from semboard.jobs import queue as job_queue
 from semboard.jobs import scoring as scoring_jobs
 from semboard.services import submissions
-from tests.servers import redis_server
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 API = "/api/v1"
 
 pytestmark = pytest.mark.redis
 
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    """A throw-away redis-server on a free port (skipped when redis-server is not installed)."""
-    exe = shutil.which("redis-server")
-    if exe is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    with redis_server(exe, tmp_path_factory.mktemp("redis-boards")) as url:
-        yield url
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +22,6 @@ from semboard.jobs import queue as job_queue
 from semboard.jobs import scoring as scoring_jobs
 from semboard.models import Run
 from semboard.services import submissions
-from tests.servers import redis_server
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 FLASK = Path(sys.executable).parent / "flask"
@@ -33,15 +31,6 @@ TIMING = {"SEMBOARD_WORKER_BEAT_S": "1", "SEMBOARD_WORKER_TTL_S": "16",
 
 pytestmark = pytest.mark.redis
 
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    """A throw-away redis-server on a free port (skipped when redis-server is not installed)."""
-    exe = shutil.which("redis-server")
-    if exe is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    with redis_server(exe, tmp_path_factory.mktemp("redis-faults")) as url:
-        yield url
 
 
 @pytest.fixture
