@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -148,6 +149,16 @@ def _json_field(obj: dict[str, object], name: str) -> str | None:
     return str(value)
 
 
+def _lacks(obj: dict[str, Any], wanted: tuple[str, ...], filename: str, line: int,
+           issues: list[Issue]) -> bool:
+    """Whether a JSON Lines object lacks a wanted field (the issue names them)."""
+    missing = [f for f in wanted if f not in obj]
+    if missing:
+        issues.append(Issue(filename, line, f"the object lacks field(s) {', '.join(missing)}",
+                            "missing-field"))
+    return bool(missing)
+
+
 def _json_rows(text: str, filename: str, wanted: tuple[str, ...]
                ) -> tuple[list[dict[str, str]], list[int]]:
     """Rows of a JSON Lines file: the wanted fields of each object, as text, and their lines."""
@@ -155,10 +166,7 @@ def _json_rows(text: str, filename: str, wanted: tuple[str, ...]
     rows: list[dict[str, str]] = []
     lines: list[int] = []
     for line, obj in _json_objects(text, filename, issues):
-        missing = [f for f in wanted if f not in obj]
-        if missing:
-            issues.append(Issue(filename, line, f"the object lacks field(s) "
-                                f"{', '.join(missing)}", "missing-field"))
+        if _lacks(obj, wanted, filename, line, issues):
             continue
         row: dict[str, str] = {}
         for f in wanted:
@@ -434,10 +442,7 @@ def _jsonl_gold(gfmt: GoldFormat, text: str, filename: str, issues: list[Issue]
     labels: list[float] = []
     lines: list[int] = []
     for line, obj in _json_objects(text, filename, issues):
-        missing = [f for f in wanted if f not in obj]
-        if missing:
-            issues.append(Issue(filename, line, f"the object lacks field(s) "
-                                f"{', '.join(missing)}", "missing-field"))
+        if _lacks(obj, wanted, filename, line, issues):
             continue
         fields = {f: _json_field(obj, f) for f in wanted}
         bad = [f for f, v in fields.items() if v is None]

@@ -41,14 +41,18 @@ def count(session: Session, *, key: str, per: timedelta, now: datetime) -> int:
     return session.scalar(query) or 0
 
 
+def _recent(session: Session, *, key: str, per: timedelta, now: datetime) -> list[datetime]:
+    """The key's events within `per` before now, oldest first."""
+    return list(session.scalars(
+        select(RateLimitEvent.at).where(RateLimitEvent.key == stored_key(key),
+                                        RateLimitEvent.at > now - per)
+        .order_by(RateLimitEvent.at)))
+
+
 def lifts_at(session: Session, *, key: str, limit: int, per: timedelta,
              now: datetime) -> datetime | None:
     """When the key drops back under its limit, or None when it is under it now."""
-    times = list(session.scalars(
-        select(RateLimitEvent.at).where(RateLimitEvent.key == stored_key(key),
-                                        RateLimitEvent.at > now - per)
-        .order_by(RateLimitEvent.at)
-    ))
+    times = _recent(session, key=key, per=per, now=now)
     if len(times) < limit:
         return None
     at = times[len(times) - limit]
@@ -112,11 +116,7 @@ def delayed_until(session: Session, *, key: str, free: int, per: timedelta, cap:
     The first `free` events within `per` cost nothing; after that each one doubles the wait
     after it (1 s, 2 s, 4 s, ...) up to `cap`, so guessing slows down but nothing locks.
     """
-    times = list(session.scalars(
-        select(RateLimitEvent.at).where(RateLimitEvent.key == stored_key(key),
-                                        RateLimitEvent.at > now - per)
-        .order_by(RateLimitEvent.at)
-    ))
+    times = _recent(session, key=key, per=per, now=now)
     if len(times) < free:
         return None
     extra = len(times) - free
