@@ -166,6 +166,9 @@ class PhaseForm(FlaskForm):
     max_per_day = IntegerField(
         "Uploads per team per day", validators=[Optional(), NumberRange(min=1, max=10000)]
     )
+    accepts = SelectField("Teams submit", choices=options([
+        ("runs", "Runs (files of scores)"), ("models", "Models (an encoder the site runs)"),
+        ("both", "Runs or models")]), default="runs")
     submit = SubmitField("Save phase")
 
     def validate_closes_at(self, field: DateTimeLocalField) -> None:

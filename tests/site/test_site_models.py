@@ -1,0 +1,227 @@
+"""The model track on the site: a team uploads an encoder, a job runs it, the run is scored."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from openapi_support import check_response
+from sqlalchemy import func, select
+
+from baselines.models import JobBudget, run_model_job
+from evaluation import validate_run
+from semboard.jobs import models as model_jobs
+from semboard.jobs.queue import wait_for_threads
+from semboard.models import ModelSubmission, Run, UploadLog
+from semboard.services import definitions, inputs
+from semboard.services import models as model_services
+
+API = "/api/v1"
+pytestmark = pytest.mark.gpu_extra
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random tiny BERT in the Hugging Face layout (mean pooling, normalised)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tests.baselines.models_support import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("model") / "tiny-bert", "bert", seed=4)
+
+
+def _zip(folder: Path, *, extra: dict[str, bytes] | None = None,
+         config: dict[str, Any] | None = None) -> bytes:
+    """The folder as a zip under one top folder, as `zip -r` makes it; extra files, config keys."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                data = path.read_bytes()
+                if path.name == "config.json" and path.parent == folder and config:
+                    data = json.dumps({**json.loads(data), **config}).encode()
+                zf.writestr(f"tiny-bert/{path.relative_to(folder)}", data)
+        for name, data in (extra or {}).items():
+            zf.writestr(f"tiny-bert/{name}", data)
+    return buf.getvalue()
+
+
+def _post_model(client, headers, archive: bytes, **form: str):
+    data = {**form, "file": (io.BytesIO(archive), "tiny-bert.zip")}
+    return client.post(f"{API}/tasks/tiny/models", data=data, headers=headers,
+                       content_type="multipart/form-data")
+
+
+@pytest.fixture
+def models_world(world, session, make):
+    """The tiny task's phase "eval" taking models only."""
+    phase = world["phase"]
+    phase.accepts = "models"
+    session.commit()
+    return world
+
+
+def _counts(session) -> tuple[int, int, int]:
+    session.commit()  # a new snapshot: SQLite reads inside one transaction see no later writes
+    return (session.scalar(select(func.count(Run.id))) or 0,
+            session.scalar(select(func.count(ModelSubmission.id))) or 0,
+            session.scalar(select(func.count(UploadLog.id))) or 0)
+
+
+def test_an_uploaded_model_is_queued_run_and_scored(client, app, models_world, session, storage,
+                                                   model_folder, now) -> None:
+    headers = models_world["tokens"]["a"]
+    uploaded = _zip(model_folder)
+    response = _post_model(client, headers, uploaded, name="tiny-encoder")
+    assert response.status_code == 202, response.get_json()
+    body = response.get_json()
+    assert body["status"] in ("queued", "running", "done") and body["name"] == "tiny-encoder"
+    check_response(response)
+    wait_for_threads(300)
+
+    shown = client.get(body["status_url"], headers=headers)
+    check_response(shown)
+    model = shown.get_json()
+    assert model["status"] == "done", model["reason"]
+    assert model["queue_position"] is None and model["attempts"] == 1
+    run = session.get(Run, model["run_id"])
+    assert run is not None and run.status == "scored" and run.name == "tiny-encoder"
+    assert run.submitted_at == now  # the upload time counts for the late rules
+    assert run.meta["model_digest"] == model["digest"] and run.meta["architecture"] == "BertModel"
+    assert run.meta["n_parameters"] > 0 and run.meta["pairs_per_s"] > 0
+    assert run.meta["model_submission_id"] == model["id"]
+
+    # the run's scores are the library's own output on the phase's stored inputs
+    phase = models_world["phase"]
+    definition = definitions.phase_definition(phase)
+    stored = inputs.parsed_inputs(session, storage, task=phase.task, split=phase.split)
+    direct = run_model_job(model_folder, definition, stored, device="cpu")
+    site_files = {f.filename: storage.get(f.storage_key) for f in run.files}
+    site = validate_run(definition, site_files, stored)
+    mine = validate_run(definition, direct.files, stored)
+    assert site.ok and mine.ok
+    for name in stored:
+        np.testing.assert_allclose(site.predictions[name].scores, mine.predictions[name].scores,
+                                   atol=1e-9)
+        assert np.std(site.predictions[name].scores) > 0  # not a constant: the test has teeth
+    assert direct.metadata["model_digest"] == run.meta["model_digest"]
+
+    # the zip is served to the team and organisers only
+    archive = client.get(f"{API}/models/{model['id']}/archive", headers=headers)
+    assert archive.status_code == 200 and archive.data == uploaded
+    other = models_world["tokens"]["b"]
+    assert client.get(f"{API}/models/{model['id']}/archive", headers=other).status_code == 404
+    assert client.get(body["status_url"], headers=other).status_code == 404
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"extra": {"pytorch_model.bin": b"\x80\x04pickle"}}, "pytorch_model.bin"),
+    ({"config": {"auto_map": {"AutoModel": "evil.Model"}}}, "auto_map"),
+])
+def test_a_bad_model_is_refused_at_once(client, models_world, session, model_folder, change,
+                                        message) -> None:
+    runs, rows, logs = _counts(session)
+    response = _post_model(client, models_world["tokens"]["a"], _zip(model_folder, **change))
+    assert check_response(response).status_code == 422, response.get_json()
+    body = response.get_json()
+    assert "refused" in body["error"]
+    assert any(message in json.dumps(issue) for issue in body["issues"]), body
+    assert _counts(session) == (runs, rows, logs + 1)  # only the upload's log row
+    log = session.scalars(select(UploadLog).order_by(UploadLog.id.desc())).first()
+    assert log is not None and log.outcome == "rejected"
+
+
+def test_a_phase_that_takes_runs_refuses_models_and_the_reverse(client, world, session,
+                                                                model_folder, tiny_data) -> None:
+    runs, rows, logs = _counts(session)
+    response = _post_model(client, world["tokens"]["a"], _zip(model_folder))
+    assert response.status_code == 403
+    assert "takes runs, not models" in response.get_json()["error"]
+    assert _counts(session) == (runs, rows, logs + 1)
+    world["phase"].accepts = "models"
+    session.commit()
+    run = client.post(f"{API}/tasks/tiny/runs", headers=world["tokens"]["a"],
+                      content_type="multipart/form-data",
+                      data={"name": "r", "files": [(io.BytesIO(c), n) for n, c in
+                                                   tiny_data.run(seed=1).items()]})
+    assert run.status_code == 403 and "takes models, not runs" in run.get_json()["error"]
+
+
+def test_a_failing_job_marks_the_model_failed_and_takes_no_slot(
+        client, app, models_world, session, model_folder) -> None:
+    app.config["SEMBOARD_MODEL_TIME_S"] = 0.2  # far too little to load a model
+    models_world["phase"].max_runs = 1
+    session.commit()
+    headers = models_world["tokens"]["a"]
+    response = _post_model(client, headers, _zip(model_folder))
+    assert response.status_code == 202
+    wait_for_threads(120)
+    model = client.get(response.get_json()["status_url"], headers=headers).get_json()
+    assert model["status"] == "failed" and "time budget of 0.2 s" in model["reason"]
+    assert model["run_id"] is None
+    assert session.scalar(select(func.count(Run.id))) == 0
+    # the failed model holds no slot: the one run of the phase is still free
+    app.config["SEMBOARD_MODEL_TIME_S"] = 300
+    again = _post_model(client, headers, _zip(model_folder))
+    assert again.status_code == 202, again.get_json()
+    wait_for_threads(300)
+    assert client.get(again.get_json()["status_url"], headers=headers).get_json()[
+        "status"] == "done"
+
+
+def test_a_pending_model_holds_its_slot(models_world, session, storage, model_folder,
+                                        now) -> None:
+    team, phase = models_world["team_a"], models_world["phase"]
+    phase.max_runs = 1
+    session.commit()
+    user = models_world["captains"][0]
+    row = model_services.submit_model(session, storage, team=team, phase=phase, user=user,
+                                      archive=_zip(model_folder), filename="m.zip", now=now)
+    assert row.status == "queued" and model_services.queue_position(session, row) == 1
+    with pytest.raises(Exception, match="1 model\\(s\\) waiting"):
+        model_services.submit_model(session, storage, team=team, phase=phase, user=user,
+                                    archive=_zip(model_folder), filename="m.zip", now=now)
+
+
+def test_two_claims_of_one_model_one_wins(models_world, session_factory, storage, model_folder,
+                                          now) -> None:
+    setup = session_factory()
+    team = setup.merge(models_world["team_a"])
+    phase = setup.merge(models_world["phase"])
+    user = setup.merge(models_world["captains"][0])
+    row = model_services.submit_model(setup, storage, team=team, phase=phase, user=user,
+                                      archive=_zip(model_folder), filename="m.zip", now=now)
+    model_id = row.id
+    setup.close()
+    results: list[bool] = []
+    barrier = threading.Barrier(2)
+
+    def claim() -> None:
+        s = session_factory()
+        try:
+            barrier.wait()
+            results.append(model_jobs.claim(s, model_id, now=now))
+        finally:
+            s.close()
+
+    threads = [threading.Thread(target=claim) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(results) == [False, True]
+    check = session_factory()
+    claimed = check.get(ModelSubmission, model_id)
+    assert claimed is not None and claimed.status == "running" and claimed.attempts == 1
+    check.close()
+
+
+def test_budget_comes_from_config(app) -> None:
+    app.config["SEMBOARD_MODEL_MEMORY_MB"] = 512
+    assert model_jobs.budget(app) == JobBudget(time_s=3600.0, memory_bytes=512 << 20)
