@@ -225,3 +225,58 @@ def test_two_claims_of_one_model_one_wins(models_world, session_factory, storage
 def test_budget_comes_from_config(app) -> None:
     app.config["SEMBOARD_MODEL_MEMORY_MB"] = 512
     assert model_jobs.budget(app) == JobBudget(time_s=3600.0, memory_bytes=512 << 20)
+
+
+class _FlaskHttp:
+    """requests.Session's request(), answered by the app's test client (no server needed)."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+        self.headers: dict[str, str] = {}
+
+    def request(self, method, url, *, headers, timeout, data=None, params=None):
+        body = data
+        if hasattr(data, "read"):
+            body = b"".join(iter(lambda: data.read(1 << 16), b""))
+        answer = self.client.open(url.split("http://site", 1)[1], method=method, data=body,
+                                  headers=headers, query_string=params)
+        return _Answer(answer.status_code, answer.get_json(), answer.get_data(as_text=True))
+
+
+class _Answer:
+    """The part of requests.Response the CLI reads."""
+
+    def __init__(self, status_code: int, body: Any, text: str) -> None:
+        self.status_code, self.body, self.text, self.reason = status_code, body, text, ""
+
+    def json(self) -> Any:
+        return self.body
+
+
+def test_cli_submit_model_zips_the_folder(client, models_world, model_folder, monkeypatch,
+                                          capsys, session) -> None:
+    from semboard_cli import client as cli_client
+    from semboard_cli import main as cli
+
+    token = models_world["tokens"]["a"]["Authorization"].split()[1]
+    real_init = cli_client.Api.__init__
+
+    def init(self, url, token, timeout=300.0):
+        real_init(self, url, token, timeout)
+        self.http = _FlaskHttp(client)
+
+    monkeypatch.setattr(cli_client.Api, "__init__", init)
+    code = cli.main(["--url", "http://site", "--token", token, "submit-model", "tiny",
+                     str(model_folder), "--name", "from-cli", "--prompt", "query: "])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "Model 'from-cli' accepted as #" in out.out
+    wait_for_threads(300)
+    session.commit()
+    row = session.scalars(select(ModelSubmission)).one()
+    assert row.status == "done" and row.options["prompt"] == "query: "
+    assert row.run is not None and row.run.meta["prompt"] == "query: "
+    # a file that is not a zip is refused before anything is sent
+    (model_folder.parent / "weights.bin").write_bytes(b"x")
+    assert cli.main(["--url", "http://site", "--token", token, "submit-model", "tiny",
+                     str(model_folder.parent / "weights.bin")]) == 2
