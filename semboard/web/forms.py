@@ -130,6 +130,17 @@ class UploadRunForm(FlaskForm):
     submit = SubmitField("Upload run")
 
 
+class UploadModelForm(FlaskForm):
+    """Upload a sentence encoder (the model track): a zip of its Hugging Face folder."""
+
+    phase = SelectField("Phase", validators=[DataRequired()])
+    name = StringField("Run name", validators=[Optional(), Length(max=100)])
+    file = FileField("Model (.zip of the folder)")
+    prompt = StringField("Prefix before every text", validators=[Optional(), Length(max=200)])
+    pooling = SelectField("Pooling", validators=[Optional()])
+    submit = SubmitField("Upload model")
+
+
 class LoadTaskForm(FlaskForm):
     """Load a task from a shipped definition or an uploaded TOML file."""
 

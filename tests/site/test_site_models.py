@@ -280,3 +280,46 @@ def test_cli_submit_model_zips_the_folder(client, models_world, model_folder, mo
     (model_folder.parent / "weights.bin").write_bytes(b"x")
     assert cli.main(["--url", "http://site", "--token", token, "submit-model", "tiny",
                      str(model_folder.parent / "weights.bin")]) == 2
+
+
+def test_the_pages_upload_list_and_show_a_model(client, models_world, session, model_folder,
+                                                make) -> None:
+    captain = models_world["captains"][0]
+    response = client.post("/login", data={"email": captain.email, "password": "password123"})
+    assert response.status_code == 302
+    assert b"Upload a model instead" in client.get("/tasks/tiny/submit").data
+    form = client.get("/tasks/tiny/submit-model")
+    assert form.status_code == 200 and b"Upload a model" in form.data
+
+    bad = client.post("/tasks/tiny/submit-model", content_type="multipart/form-data", data={
+        "phase": "eval", "file": (io.BytesIO(_zip(model_folder, config={"auto_map": {}})),
+                                  "m.zip")})
+    assert bad.status_code == 422 and b"The model was refused" in bad.data
+    assert b"auto_map" in bad.data
+
+    sent = client.post("/tasks/tiny/submit-model", content_type="multipart/form-data", data={
+        "phase": "eval", "name": "web-model", "pooling": "cls",
+        "file": (io.BytesIO(_zip(model_folder)), "m.zip")})
+    assert sent.status_code == 302 and "#team-models" in sent.headers["Location"]
+    wait_for_threads(300)
+    session.commit()
+    row = session.scalars(select(ModelSubmission)).one()
+    assert row.status == "done", row.reason
+    assert row.run is not None and row.run.meta["pooling"] == "cls"  # the form's override
+
+    team_page = client.get(f"/teams/{row.team_id}").get_data(as_text=True)
+    assert "web-model" in team_page and row.digest[:12] in team_page and "BertModel" in team_page
+    run_page = client.get(f"/runs/{row.run_id}").get_data(as_text=True)
+    assert 'id="model-meta"' in run_page and row.digest in run_page
+    board = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+    (line,) = [r for r in board["rows"] if r["run_id"] == row.run_id]
+    assert line["model"]["model_digest"] == row.digest
+    assert line["model"]["architecture"] == "BertModel"
+    html_board = client.get("/tasks/tiny/leaderboard?phase=eval").get_data(as_text=True)
+    assert 'class="badge model"' in html_board
+
+    # another team's member sees neither the model nor its upload form's result
+    _, other = make.team(models_world["task"], "C")
+    client.post("/logout")
+    client.post("/login", data={"email": other.email, "password": "password123"})
+    assert "web-model" not in client.get(f"/teams/{row.team_id}").get_data(as_text=True)
