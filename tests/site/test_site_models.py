@@ -18,7 +18,7 @@ from baselines.models import JobBudget, run_model_job
 from evaluation import validate_run
 from semboard.jobs import models as model_jobs
 from semboard.jobs.queue import wait_for_threads
-from semboard.models import ModelSubmission, Run, UploadLog
+from semboard.models import ModelSubmission, Phase, Run, UploadLog
 from semboard.services import definitions, inputs
 from semboard.services import models as model_services
 
@@ -323,3 +323,33 @@ def test_the_pages_upload_list_and_show_a_model(client, models_world, session, m
     client.post("/logout")
     client.post("/login", data={"email": other.email, "password": "password123"})
     assert "web-model" not in client.get(f"/teams/{row.team_id}").get_data(as_text=True)
+
+
+def test_organisers_say_what_a_phase_accepts(app, client, make, session, now) -> None:
+    app.config["SEMBOARD_CLOCK"] = lambda: now
+    make.task()
+    runner = app.test_cli_runner()
+    common = ["--opens", "2012-04-01T00:00", "--closes", "2012-05-01T00:00"]
+    made = runner.invoke(args=["task", "phase", "tiny", "eval", "--kind", "evaluation",
+                               "--accepts", "models", *common])
+    assert made.exit_code == 0, made.output
+    bad = runner.invoke(args=["task", "phase", "tiny", "eval", "--accepts", "weights"])
+    assert bad.exit_code != 0 and "'weights' is not one of" in bad.output
+    listing = runner.invoke(args=["task", "list"]).output
+    assert "accepts models" in listing
+
+    admin = make.user("admin@example.org", admin=True)
+    headers = make.bearer(admin)
+    changed = client.post("/api/v1/tasks/tiny/phases", headers=headers,
+                          json={"slug": "eval", "accepts": "both"})
+    assert changed.status_code == 200, changed.get_json()
+    assert changed.get_json()["accepts"] == "both"
+    refused = client.post("/api/v1/tasks/tiny/phases", headers=headers,
+                          json={"slug": "eval", "accepts": "code"})
+    assert refused.status_code == 422 and "runs, models, both" in refused.get_json()["error"]
+
+    client.post("/login", data={"email": "admin@example.org", "password": "password123"})
+    page = client.get("/tasks/tiny/organise/phases/eval").get_data(as_text=True)
+    assert 'name="accepts"' in page and '<option selected value="both">' in page
+    session.commit()
+    assert session.scalars(select(Phase)).one().accepts == "both"
