@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from flask import Flask
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from baselines.models import JobBudget, ModelJobFailed, run_model_job, unpack_model_archive
@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 QUEUE_NAME = "baselines"
 JOB_TIMEOUT_S = 6 * 3600
+# a "running" model this long past its time budget has lost its worker
+ABANDONED_AFTER_S = 600
 # app.config keys (defaults here): the job's wall time, memory ceiling, device and dtype
 DEFAULTS: dict[str, Any] = {"SEMBOARD_MODEL_TIME_S": 3600.0, "SEMBOARD_MODEL_MEMORY_MB": 16384,
                             "SEMBOARD_MODEL_DEVICE": "auto", "SEMBOARD_MODEL_DTYPE": None}
@@ -49,6 +51,28 @@ def budget(app: Flask) -> JobBudget:
     """The encoding budget from the app's config."""
     return JobBudget(time_s=float(_setting(app, "SEMBOARD_MODEL_TIME_S")),
                      memory_bytes=int(_setting(app, "SEMBOARD_MODEL_MEMORY_MB")) << 20)
+
+
+def fail_abandoned(session: Session, app: Flask, *, now: datetime) -> list[int]:
+    """Mark failed the models still "running" long past their budget: the worker or process
+    that ran them died without a word. Their run slots free up; returns their ids."""
+    cutoff = now - timedelta(seconds=budget(app).time_s + ABANDONED_AFTER_S)
+    stale = list(session.scalars(select(ModelSubmission.id).where(
+        ModelSubmission.status == "running", ModelSubmission.started_at < cutoff)))
+    failed = []
+    for model_id in stale:
+        begin_write(session)
+        result = session.execute(
+            update(ModelSubmission)
+            .where(ModelSubmission.id == model_id, ModelSubmission.status == "running")
+            .values(status="failed", finished_at=now,
+                    reason="the worker running this model stopped without a result (it was "
+                           "killed or its host went down); upload the model again")
+            .execution_options(synchronize_session=False))
+        session.commit()
+        if result.rowcount == 1:  # type: ignore[attr-defined]
+            failed.append(model_id)
+    return failed
 
 
 def claim(session: Session, model_id: int, *, now: datetime) -> bool:
@@ -106,7 +130,11 @@ def _encode(session: Session, storage: Storage, app: Flask, row: ModelSubmission
 
 def run_model_submission(session: Session, storage: Storage, app: Flask, model_id: int, *,
                          now: datetime | None = None) -> ModelSubmission | None:
-    """Claim, encode, submit; the row's final state (None when another worker claimed it)."""
+    """Claim, encode, submit; the row's final state (None when another worker claimed it).
+
+    Models abandoned by a dead worker are marked failed first, so their slots never stay taken.
+    """
+    fail_abandoned(session, app, now=now or utcnow())
     if not claim(session, model_id, now=now or utcnow()):
         return None
     row = session.get(ModelSubmission, model_id)

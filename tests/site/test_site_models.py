@@ -6,6 +6,7 @@ import io
 import json
 import threading
 import zipfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +354,22 @@ def test_organisers_say_what_a_phase_accepts(app, client, make, session, now) ->
     assert 'name="accepts"' in page and '<option selected value="both">' in page
     session.commit()
     assert session.scalars(select(Phase)).one().accepts == "both"
+
+
+def test_a_model_whose_worker_died_is_failed_and_frees_its_slot(
+        app, models_world, session, storage, model_folder, now) -> None:
+    team, phase = models_world["team_a"], models_world["phase"]
+    phase.max_runs = 1
+    session.commit()
+    user = models_world["captains"][0]
+    row = model_services.submit_model(session, storage, team=team, phase=phase, user=user,
+                                      archive=_zip(model_folder), filename="m.zip", now=now)
+    assert model_jobs.claim(session, row.id, now=now)  # then its worker is killed: no word
+    app.config["SEMBOARD_MODEL_TIME_S"] = 60
+    soon = now + timedelta(seconds=60 + model_jobs.ABANDONED_AFTER_S - 1)
+    assert model_jobs.fail_abandoned(session, app, now=soon) == []
+    later = soon + timedelta(seconds=2)
+    assert model_jobs.fail_abandoned(session, app, now=later) == [row.id]
+    session.refresh(row)
+    assert row.status == "failed" and "stopped without a result" in row.reason
+    model_services.check_room(session, team=team, phase=phase, name="next", now=now)
