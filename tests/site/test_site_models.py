@@ -267,6 +267,9 @@ def test_cli_submit_model_zips_the_folder(client, models_world, model_folder, mo
         self.http = _FlaskHttp(client)
 
     monkeypatch.setattr(cli_client.Api, "__init__", init)
+    # runs keep the site's upload limit; a model has its own (SEMBOARD_MODEL_MAX_BYTES)
+    client.application.config["MAX_CONTENT_LENGTH"] = 20_000
+    client.application.config["SEMBOARD_MODEL_MAX_BYTES"] = 200_000
     code = cli.main(["--url", "http://site", "--token", token, "submit-model", "tiny",
                      str(model_folder), "--name", "from-cli", "--prompt", "query: "])
     out = capsys.readouterr()
