@@ -75,6 +75,9 @@ def _counts(session) -> tuple[int, int, int]:
             session.scalar(select(func.count(UploadLog.id))) or 0)
 
 
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
 def test_an_uploaded_model_is_queued_run_and_scored(client, app, models_world, session, storage,
                                                    model_folder, now) -> None:
     headers = models_world["tokens"]["a"]
@@ -190,6 +193,9 @@ def test_a_pending_model_holds_its_slot(models_world, session, storage, model_fo
                                     archive=_zip(model_folder), filename="m.zip", now=now)
 
 
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
 def test_two_claims_of_one_model_one_wins(models_world, session_factory, storage, model_folder,
                                           now) -> None:
     setup = session_factory()
