@@ -67,6 +67,8 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("GET", "/teams/{baseline}", LOGIN, 404),
     ("GET", "/tasks/tiny/submit", LOGIN, 200),
     ("POST", "/tasks/tiny/submit", LOGIN, 422),
+    ("GET", "/tasks/tiny/submit-model", LOGIN, 200),  # no phase takes models: says so
+    ("POST", "/tasks/tiny/submit-model", LOGIN, 422),
     ("POST", "/tasks/tiny/teams", LOGIN, 422),
     ("POST", "/tasks/tiny/teams/join", LOGIN, 422),
     ("GET", "/tasks/tiny/phases/eval/inputs/alpha", LOGIN, 200),
