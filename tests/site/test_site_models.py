@@ -382,3 +382,49 @@ def test_a_model_whose_worker_died_is_failed_and_frees_its_slot(
     session.refresh(row)
     assert row.status == "failed" and "stopped without a result" in row.reason
     model_services.check_room(session, team=team, phase=phase, name="next", now=now)
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    """A throw-away redis-server on a free port (skipped when redis-server is not installed)."""
+    import shutil
+
+    from tests.servers import redis_server
+
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    with redis_server(exe, tmp_path_factory.mktemp("redis-models")) as url:
+        yield url
+
+
+@pytest.mark.redis
+def test_with_redis_a_baselines_worker_runs_the_model(app, client, models_world, session,
+                                                      storage, database_url, redis_url,
+                                                      model_folder) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from redis import Redis
+
+    Redis.from_url(redis_url).flushdb()
+    app.config["REDIS_URL"] = redis_url
+    headers = models_world["tokens"]["a"]
+    response = _post_model(client, headers, _zip(model_folder), name="queued-model")
+    assert response.status_code == 202, response.get_json()
+    body = response.get_json()
+    assert body["status"] == "queued" and body["queue_position"] == 1
+    project = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url,
+           "SEMBOARD_UPLOAD_DIR": str(storage.root), "SECRET_KEY": "test",
+           "PYTHONPATH": str(project)}
+    worker = subprocess.run([str(Path(sys.executable).parent / "rq"), "worker", "--burst", "-u",
+                             redis_url, model_jobs.QUEUE_NAME], env=env, cwd=project,
+                            capture_output=True, text=True, timeout=300)
+    assert worker.returncode == 0 and "Traceback" not in worker.stderr, worker.stderr[-3000:]
+    model = client.get(body["status_url"], headers=headers).get_json()
+    assert model["status"] == "done", model["reason"]
+    session.commit()
+    run = session.get(Run, model["run_id"])
+    assert run is not None and run.status == "scored" and run.meta["model_digest"] == body["digest"]
