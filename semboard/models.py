@@ -38,6 +38,9 @@ LATE_POLICIES = ("reject", "flag")
 VISIBILITIES = ("public", "hidden", "organisers")
 RUN_STATUSES = ("received", "valid", "scored", "error")
 UPLOAD_OUTCOMES = ("accepted", "rejected")
+# What a phase takes: uploaded runs, encoders the site runs itself (the model track), or both.
+PHASE_ACCEPTS = ("runs", "models", "both")
+MODEL_STATUSES = ("queued", "running", "failed", "done")
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -195,6 +198,7 @@ class Phase(Base):
             "team_window_hours IS NULL OR team_window_hours > 0", name="team_window_hours"
         ),
         CheckConstraint("max_per_day IS NULL OR max_per_day > 0", name="max_per_day"),
+        CheckConstraint(_in("accepts", PHASE_ACCEPTS), name="accepts"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -218,9 +222,10 @@ class Phase(Base):
     # Scheduled publication of the board and release of the task's gold (done by the ticker).
     publish_at: Mapped[datetime | None]
     release_gold_at: Mapped[datetime | None]
+    # "runs", "models" (teams upload an encoder the site runs) or "both".
+    accepts: Mapped[str] = mapped_column(String(8), default="runs", server_default="runs")
 
     task: Mapped[Task] = relationship(back_populates="phases")
-
 
     def state(self, now: datetime) -> str:
         """The one phase-state rule: "upcoming" before it opens, "open" until it closes, then
@@ -624,3 +629,46 @@ class PreparedBoard(Base):
     groups_pending: Mapped[bool] = mapped_column(Boolean)
     built_at: Mapped[datetime]
     elapsed_ms: Mapped[int] = mapped_column(Integer)
+
+
+class ModelSubmission(Base):
+    """An encoder a team uploaded (the model track): checked at once, run by a queue job.
+
+    The zip is stored content-addressed; `description` is check_model's; a job claims the row
+    (queued → running) with a conditional UPDATE, and `run_id` names the run it produced.
+    """
+
+    __tablename__ = "model_submission"
+    __table_args__ = (
+        CheckConstraint(_in("status", MODEL_STATUSES), name="status"),
+        Index(None, "status", "uploaded_at"),
+        Index(None, "team_id", "phase_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    team_id: Mapped[int] = mapped_column(ForeignKey("team.id", ondelete="CASCADE"))
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    name: Mapped[str] = mapped_column(String(120))
+    uploaded_at: Mapped[datetime]
+    storage_key: Mapped[str] = mapped_column(String(512))
+    archive_sha256: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(Integer)
+    # check_model's digest of every file of the model, and its whole description
+    digest: Mapped[str] = mapped_column(String(64))
+    description: Mapped[dict[str, Any]] = mapped_column()
+    # what the form gave beside the folder: prompt (prefix) and pooling
+    options: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    status: Mapped[str] = mapped_column(String(10), default="queued")
+    reason: Mapped[str] = mapped_column(Text, default="", server_default="")
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id", ondelete="SET NULL"))
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+    phase: Mapped[Phase] = relationship()
+    team: Mapped[Team] = relationship()
+    task: Mapped[Task] = relationship()
+    user: Mapped[User | None] = relationship()
+    run: Mapped[Run | None] = relationship()

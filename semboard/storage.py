@@ -54,6 +54,11 @@ class keys:
         """A run file (content-addressed per team: identical resubmissions share the object)."""
         return f"runs/{cls._part(task)}/team-{cls._part(team_id)}/{cls._part(digest)}"
 
+    @classmethod
+    def model_archive(cls, task: str, team_id: int, digest: str) -> str:
+        """An uploaded model's zip (the model track), content-addressed per team like runs."""
+        return f"models/{cls._part(task)}/team-{cls._part(team_id)}/{cls._part(digest)}.zip"
+
 
 class Storage(Protocol):
     """What services need from a file store."""

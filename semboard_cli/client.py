@@ -105,8 +105,9 @@ def draw_progress(sent: int, total: int) -> None:
     sys.stderr.flush()
 
 
-def multipart(fields: dict[str, str], files: dict[str, bytes]) -> tuple[bytes, str]:
-    """A multipart/form-data body with every file in the field 'files'."""
+def multipart(fields: dict[str, str], files: dict[str, bytes],
+              field: str = "files") -> tuple[bytes, str]:
+    """A multipart/form-data body with every file in the field `field` ('files' for runs)."""
     boundary = uuid.uuid4().hex
     parts = []
     for name, value in fields.items():
@@ -114,7 +115,7 @@ def multipart(fields: dict[str, str], files: dict[str, bytes]) -> tuple[bytes, s
                      f"{value}\r\n".encode())
     for filename, data in files.items():
         safe = filename.replace('"', "_").replace("\r", "_").replace("\n", "_")
-        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="files"; '
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; '
                      f'filename="{safe}"\r\nContent-Type: application/octet-stream\r\n\r\n'
                      .encode() + data + b"\r\n")
     parts.append(f"--{boundary}--\r\n".encode())

@@ -1,12 +1,15 @@
-"""The `semboard` command: login, tasks, download, validate, submit, runs, leaderboard."""
+"""The `semboard` command: login, tasks, download, validate, submit, submit-model, runs,
+leaderboard."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import io
 import json
 import os
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -295,6 +298,51 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def model_archive(path: Path) -> tuple[str, bytes]:
+    """A model to upload: a .zip as it is, or a folder zipped (file name, bytes)."""
+    if path.is_file():
+        if path.suffix.lower() != ".zip":
+            raise CliError(f"{path}: give the model's folder or a .zip of it", EXIT_USAGE)
+        return path.name, path.read_bytes()
+    if not path.is_dir():
+        raise CliError(f"{path}: no such folder or file", EXIT_USAGE)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for p in sorted(path.rglob("*")):
+            rel = p.relative_to(path)
+            if p.is_file() and not any(part.startswith(".") for part in rel.parts):
+                # weights barely compress: stored as they are, the rest deflated
+                method = zipfile.ZIP_STORED if p.suffix == ".safetensors" else \
+                    zipfile.ZIP_DEFLATED
+                zf.write(p, rel.as_posix(), compress_type=method)
+    return f"{path.resolve().name}.zip", buffer.getvalue()
+
+
+def cmd_submit_model(args: argparse.Namespace) -> int:
+    """Upload a sentence encoder (the model track): the site checks it, then runs it itself."""
+    api = _api(args)
+    filename, archive = model_archive(Path(args.model))
+    fields = {key: value for key, value in (("name", args.name), ("phase", args.phase),
+                                            ("prompt", args.prompt), ("pooling", args.pooling))
+              if value is not None}
+    body, content_type = multipart(fields, {filename: archive}, field="file")
+    try:
+        response = api.request("POST", f"/tasks/{args.task}/models",
+                               data=ProgressBody(body, draw_progress),
+                               headers={"Content-Type": content_type})
+    except CliError as err:
+        _err(f"error: {err.message}")
+        _print_issues(err.issues)
+        return err.code
+    model = response.json()
+    where = (f", number {model['queue_position']} in the queue"
+             if model.get("queue_position") else "")
+    _out(f"Model {model['name']!r} accepted as #{model['id']} ({model['status']}{where}) in "
+         f"phase {model['phase']} of {model['task']}; digest {model['digest'][:12]}.")
+    _out(f"Follow it: GET {api.base}/models/{model['id']}")
+    return EXIT_OK
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     """My team's runs in a task."""
     api = _api(args)
@@ -387,6 +435,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "the task's run file names carry it ({run})")
     p.add_argument("--phase", help="phase slug (default: the open one)")
     p.add_argument("--description", help="a description of the system")
+    p = add("submit-model", cmd_submit_model, "upload a sentence encoder (Hugging Face "
+            "folder or a zip of it, safetensors weights) for the site to run")
+    p.add_argument("task")
+    p.add_argument("model", help="model folder or .zip")
+    p.add_argument("--name", help="run name (default: model- and the model's digest)")
+    p.add_argument("--phase", help="phase slug (default: the open one)")
+    p.add_argument("--prompt", help="prefix put before every text (overrides the folder's)")
+    p.add_argument("--pooling", help="cls, mean, max, ... (overrides 1_Pooling/config.json)")
     p = add("runs", cmd_runs, "list your team's runs")
     p.add_argument("task")
     p.add_argument("--phase")

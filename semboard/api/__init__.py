@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
+from semboard.api import models as model_routes  # noqa: F401  (its routes join `routes.bp`)
 from semboard.api import participant, routes
 from semboard.extensions import csrf
 

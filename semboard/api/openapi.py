@@ -79,6 +79,13 @@ SCHEMAS: dict[str, Any] = {
     "TokenList": _obj({"tokens": {"type": "array", "items": _ref("Token")}}),
     "Window": _obj({"phase": STR, "team": STR, "started_at": TIME, "ends_at": TIME}),
     "Me": _obj({"id": INT, "email": STR, "display_name": STR, "email_verified": BOOL}),
+    "Model": _obj({"id": INT, "task": STR, "phase": STR, "team": STR, "name": STR,
+                   "status": {"enum": ["queued", "running", "failed", "done"]}, "reason": STR,
+                   "queue_position": {"type": ["integer", "null"]}, "uploaded_at": TIME,
+                   "started_at": NULL_TIME, "finished_at": NULL_TIME, "attempts": INT,
+                   "run_id": {"type": ["integer", "null"]}, "digest": STR,
+                   "archive_sha256": STR, "size": INT, "options": {"type": "object"},
+                   "model": {"type": "object"}}, {"status_url": STR}),
 }
 
 ERRORS = {
@@ -153,7 +160,7 @@ def _phase_op(path: str) -> dict[str, Any]:
     operation = _op(path, "Add or change a phase (organisers); refused when it would be an "
                     "oracle on private gold", _json("Phase", "Created"), status="201",
                     body=_fields(slug=STR, name=STR, kind=STR, opens_at=TIME, closes_at=TIME,
-                                 split=STR, max_per_day=INT, max_runs=INT,
+                                 split=STR, max_per_day=INT, max_runs=INT, accepts=STR,
                                  team_window_hours=INT, visibility=STR, track=STR),
                     errors=("401", "403", "404", "422"))
     operation["responses"]["200"] = _json("Phase", "Changed")
@@ -177,6 +184,10 @@ def _paths() -> dict[str, dict[str, Any]]:
         "properties": {"name": STR, "phase": STR, "description": STR,
                        "files": {"type": "array", "items": {"type": "string",
                                                             "format": "binary"}}}}}}}
+    model_upload = {"required": True, "content": {"multipart/form-data": {"schema": {
+        "type": "object", "required": ["file"],
+        "properties": {"file": {"type": "string", "format": "binary"}, "name": STR,
+                       "phase": STR, "prompt": STR, "pooling": STR}}}}}
     return {
         "/tasks": {"get": _op("/tasks", "Every task with its phases", _json("TaskList"),
                               auth=False, errors=())},
@@ -194,6 +205,17 @@ def _paths() -> dict[str, dict[str, Any]]:
         },
         "/runs/{run_id}": {"get": _op("/runs/{run_id}", "A run I may see (public runs need no "
                                       "token)", _json("Run"), auth=False)},
+        f"{t}/models": {"post": _op(
+            f"{t}/models", "Submit a model (the model track): a zip of a Hugging Face folder, "
+            "checked at once (every problem listed on 422), then run by the site",
+            _json("Model", "Checked and queued"), status="202", body=model_upload,
+            errors=("401", "403", "404", "409", "422", "429"))},
+        "/models/{model_id}": {"get": _op("/models/{model_id}",
+                                          "A model of my team: state, queue position, run",
+                                          _json("Model"))},
+        "/models/{model_id}/archive": {"get": _op(
+            "/models/{model_id}/archive", "A model's zip, as uploaded (its team, organisers)",
+            _file("The zip", "application/zip"))},
         "/runs/{run_id}/description": {
             method: _op("/runs/{run_id}/description",
                         "Edit my run's system description until its phase closes",

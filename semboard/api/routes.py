@@ -93,6 +93,7 @@ def _phase_json(phase: Phase, now: datetime) -> dict[str, Any]:
         "results_published": phase.results_published_at is not None,
         "split": phase.split,
         "max_per_day": phase.max_per_day,
+        "accepts": phase.accepts,
     }
 
 

@@ -22,7 +22,7 @@ from semboard import config
 from semboard.clock import utcnow
 from semboard.db import session_factory
 from semboard.errors import DomainError
-from semboard.models import PHASE_KINDS, VISIBILITIES, Phase, Task
+from semboard.models import PHASE_ACCEPTS, PHASE_KINDS, VISIBILITIES, Phase, Task
 from semboard.services import accounts, gold, inputs, leaderboard, papertables, tasks
 from semboard.services import prepared as prepared_boards
 from semboard.storage import get_storage
@@ -135,7 +135,7 @@ def task_list() -> None:
                 click.echo(f"  {p.slug} ({p.kind}) {p.opens_at:%Y-%m-%d %H:%M} → "
                            f"{p.closes_at:%Y-%m-%d %H:%M} UTC, max runs {p.max_runs}, "
                            f"window {p.team_window_hours}h, late {p.late_policy}, {p.visibility}, "
-                           f"split {p.split}, max per day {p.max_per_day}")
+                           f"split {p.split}, max per day {p.max_per_day}, accepts {p.accepts}")
 
 
 @task_cli.command("phase")
@@ -153,10 +153,13 @@ def task_list() -> None:
 @click.option("--split", help="The split the phase serves and scores (default: the default one).")
 @click.option("--max-per-day", type=int,
               help="Uploads per team in any 24 hours, replacements included (0: unlimited).")
+@click.option("--accepts", type=click.Choice(PHASE_ACCEPTS),
+              help="What teams submit: runs, models (an encoder the site runs) or both.")
 def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, opens: str | None,
                closes: str | None, window_hours: int | None, max_runs: int | None,
                late_policy: str | None, visibility: str | None, track: str | None,
-               split: str | None = None, max_per_day: int | None = None) -> None:
+               split: str | None = None, max_per_day: int | None = None,
+               accepts: str | None = None) -> None:
     """Add phase SLUG to TASK_NAME, or update the settings given."""
     given: dict[str, object] = {}
     if name is not None:
@@ -181,6 +184,8 @@ def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, op
         given["split"] = split
     if max_per_day is not None:
         given["max_per_day"] = max_per_day or None
+    if accepts is not None:
+        given["accepts"] = accepts
     with command_session() as session:
         task = tasks.get_task(session, task_name)
         existing = {p.slug: p for p in tasks.phases(session, task)}

@@ -25,13 +25,14 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
                user: User | None, name: str, files: Mapping[str, bytes], now: datetime,
                description: str = "", given: Mapping[str, Any] | None = None,
                metadata: Mapping[str, Any] | None = None,
-               score_here: bool = False) -> tuple[Run, bool]:
+               score_here: bool = False, from_model: bool = False) -> tuple[Run, bool]:
     """Check the description, validate and store the run, apply the description, commit.
 
     Then, where a queue worker scores runs, queue its scoring (after the commit, so the worker
     finds it); else it was scored in the same transaction. Returns (run, queued). A refusal
     raises a DomainError with every issue (the rejected upload's own log entry is kept).
     score_here: a caller that is itself a background job (baselines, model runs) scores at once.
+    from_model: the run of an uploaded model (jobs.models), which "models" phases take.
     """
     queued = not score_here and scoring_queued(app)
     answers = descriptions.check_upload(
@@ -39,7 +40,8 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
         description=description, given=dict(given or {}), now=now)
     run = submissions.submit(session, storage, team=team, phase=phase, user=user, name=name,
                              files=files, now=now, score=not queued,
-                             metadata=dict(metadata) if metadata is not None else None)
+                             metadata=dict(metadata) if metadata is not None else None,
+                             from_model=from_model)
     descriptions.apply(run, description, answers)
     session.commit()
     if queued:

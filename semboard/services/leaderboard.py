@@ -72,6 +72,8 @@ class Row:
     groups: dict[str, int] = field(default_factory=dict)
     # column key → MISSING_* for each metric without a value
     missing: dict[str, str] = field(default_factory=dict)
+    # a model-track run: which weights made it (digest, architecture, parameters...); else None
+    model: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (the API's row)."""
@@ -87,7 +89,19 @@ class Row:
             "baseline_info": self.baseline_info,
             "groups": self.groups,
             "missing": self.missing,
+            "model": self.model,
         }
+
+
+MODEL_KEYS = ("model_digest", "architecture", "n_parameters", "pooling", "prompt", "dtype",
+              "device", "pairs_per_s")
+
+
+def model_summary(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a board row says of a model-track run's encoder (None for other runs)."""
+    if not meta or meta.get("system") != "model":
+        return None
+    return {key: meta.get(key) for key in MODEL_KEYS}
 
 
 @dataclass
@@ -369,6 +383,7 @@ def build_leaderboard(
             ranks=dict(ranks.get(run_id, {})),
             submitted_at=submitted_at,
             baseline_info=dict(meta) if is_baseline else None,
+            model=model_summary(meta),
             # no group where the run takes no rank (CLSS: an incomplete run overall)
             groups={m: g for m, g in groups.get(str(run_id), {}).items()
                     if m in ranks.get(run_id, {})},

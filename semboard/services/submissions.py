@@ -145,6 +145,41 @@ def _check_name(name: str) -> str:
     return cleaned
 
 
+def upload_timing(session: Session, *, team: Team, phase: Phase,
+                  now: datetime) -> tuple[bool, bool]:
+    """(is_late, is_fix) of a team's upload at `now`; PhaseNotOpen, WindowClosed or
+    RateLimited when the phase, the team's deadline, a gold release or the daily limit refuse it.
+
+    The one timing rule of runs and models (a model counts at its upload time).
+    """
+    task = phase.task
+    is_late = is_fix = False
+    if phase.state(now) == "upcoming":
+        raise PhaseNotOpen(f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC")
+    deadline = windows.team_deadline(session, team=team, phase=phase)
+    if now >= deadline:
+        if grants.active_grant(session, team=team, phase=phase, now=now) is not None:
+            is_fix = True
+        elif phase.late_policy == "flag":
+            is_late = True
+        else:
+            raise WindowClosed(
+                f"your deadline for {phase.name} passed at {clock_text(deadline)} UTC")
+    # Once gold is released a run can be fitted to it: only post-evaluation phases (and fixes
+    # an organiser granted) still take runs, so a late run can never top the official board.
+    # Gold public from the start (training, trial) is practice data and takes runs.
+    release = splits.release_row(session, task=task, split=phase.split)
+    released = release.released_at if release is not None else None
+    if released is not None and now >= released and phase.kind != "post-evaluation" \
+            and not is_fix:
+        raise WindowClosed(
+            f"the gold of {task.name} was released at {clock_text(released)} UTC; "
+            f"{phase.name} takes no new runs (submit to a post-evaluation phase)")
+    # Scores shown against private gold: a per-team daily limit (replacements count).
+    _check_daily(session, team=team, phase=phase, now=now)
+    return is_late, is_fix
+
+
 def submit(
     session: Session,
     storage: Storage,
@@ -157,10 +192,12 @@ def submit(
     now: datetime,
     metadata: dict[str, Any] | None = None,
     score: bool = True,
+    from_model: bool = False,
 ) -> Run:
     """Validate, store and record a run, then score it when gold exists (commits).
 
     score=False leaves the accepted run "valid" for a queue worker to score (board_jobs).
+    from_model: the run of an uploaded model (the site's own job), taken by "models" phases.
     """
     task = phase.task
     if phase.task_id != team.task_id:
@@ -198,37 +235,16 @@ def submit(
         except InvalidData as err:
             raise refuse(err) from None
 
-    # Timing: before the phase, on time, late (policy), or a post-deadline fix (†).
     is_late = is_fix = False
     if not team.is_baseline:
-        if phase.state(now) == "upcoming":
-            raise refuse(PhaseNotOpen(
-                f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC"))
-        deadline = windows.team_deadline(session, team=team, phase=phase)
-        if now >= deadline:
-            if grants.active_grant(session, team=team, phase=phase, now=now) is not None:
-                is_fix = True
-            elif phase.late_policy == "flag":
-                is_late = True
-            else:
-                raise refuse(WindowClosed(
-                    f"your deadline for {phase.name} passed at {clock_text(deadline)} UTC"))
-        # Once gold is released a run can be fitted to it: only post-evaluation phases (and fixes
-        # an organiser granted) still take runs, so a late run can never top the official board.
-        # Gold public from the start (training, trial) is practice data and takes runs.
-        release = splits.release_row(session, task=task, split=phase.split)
-        released = release.released_at if release is not None else None
-        if released is not None and now >= released and phase.kind != "post-evaluation" \
-                and not is_fix:
-            raise refuse(WindowClosed(
-                f"the gold of {task.name} was released at {clock_text(released)} UTC; "
-                f"{phase.name} takes no new runs (submit to a post-evaluation phase)"))
-
-        # Scores shown against private gold: a per-team daily limit (replacements count).
         try:
-            _check_daily(session, team=team, phase=phase, now=now)
-        except RateLimited as err:
+            is_late, is_fix = upload_timing(session, team=team, phase=phase, now=now)
+        except DomainError as err:
             raise refuse(err) from None
+        if phase.accepts == "models" and not from_model:
+            raise refuse(PhaseNotOpen(
+                f"phase {phase.name} takes models, not runs: upload your encoder "
+                "(semboard submit-model, or the model form on the task's submit page)"))
 
     # Validation (every problem, with file and line) against the phase's split.
     stored_inputs = inputs.parsed_inputs(session, storage, task=task, split=phase.split)

@@ -13,6 +13,7 @@ from semboard.db import insert_unless_refused, require_fits
 from semboard.errors import InvalidData, NameTaken, NotFound, PhaseNotOpen
 from semboard.models import (
     LATE_POLICIES,
+    PHASE_ACCEPTS,
     PHASE_KINDS,
     VISIBILITIES,
     Phase,
@@ -40,6 +41,7 @@ PHASE_FIELDS = (
     "track",
     "split",
     "max_per_day",
+    "accepts",
 )
 
 
@@ -83,6 +85,9 @@ def _check_phase(task: Task, values: dict[str, Any]) -> None:
         raise InvalidData(f"late policy must be one of {', '.join(LATE_POLICIES)}")
     if values["visibility"] not in VISIBILITIES:
         raise InvalidData(f"visibility must be one of {', '.join(VISIBILITIES)}")
+    if values["accepts"] not in PHASE_ACCEPTS:
+        raise InvalidData(f"a phase accepts one of {', '.join(PHASE_ACCEPTS)}, "
+                          f"not {values['accepts']!r}")
     for key in ("opens_at", "closes_at"):
         if values[key].tzinfo is None:
             raise InvalidData(f"{key} must carry a timezone (times are UTC)")
@@ -127,6 +132,7 @@ def add_phase(
     track: str | None = None,
     split: str | None = None,
     max_per_day: int | None = None,
+    accepts: str = "runs",
     now: datetime,
 ) -> Phase:
     """Add a phase to the task (split: the definition's default when None)."""
@@ -143,6 +149,7 @@ def add_phase(
         track=track or None,
         split=split or definitions.definition(task).default_split,
         max_per_day=max_per_day,
+        accepts=accepts,
     )
     _check_phase(task, values)
     _check_split_rules(session, task, values, None)

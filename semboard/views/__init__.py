@@ -16,6 +16,7 @@ from semboard.views import (  # noqa: F401  (each module adds its routes to comm
     boards,
     charts,
     closing,
+    models,
     organise,
     tasks,
 )

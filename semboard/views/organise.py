@@ -138,6 +138,7 @@ def _phase_form_page(task: Task, phase: Phase | None) -> Any:
             "max_runs": form.max_runs.data, "late_policy": form.late_policy.data,
             "visibility": form.visibility.data, "track": form.track.data or None,
             "split": form.split.data or None, "max_per_day": form.max_per_day.data or None,
+            "accepts": form.accepts.data or "runs",
         }
         with committed() as done:
             if phase is None:

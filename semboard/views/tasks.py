@@ -37,6 +37,7 @@ from semboard.views.common import (
     storage,
     visible_run,
 )
+from semboard.views.models import team_models
 from semboard.web.files import attachment, uploaded_files
 from semboard.web.forms import ActionForm, TeamCreateForm, TeamJoinForm, UploadRunForm, options
 
@@ -203,6 +204,7 @@ def team(team_id: int) -> Any:
         show_invite_code=access.can_see_invite_code(session, user, team),
         runs=submissions.runs_for_team(session, team=team, include_replaced=True),
         logs=submissions.upload_logs(session, task=team.task, team=team)[:50],
+        models=team_models(team),
         phase_status=windows.team_phase_status(
             session, team=team, phases=tasks.phases(session, team.task), now=now()),
     )

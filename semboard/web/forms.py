@@ -130,6 +130,17 @@ class UploadRunForm(FlaskForm):
     submit = SubmitField("Upload run")
 
 
+class UploadModelForm(FlaskForm):
+    """Upload a sentence encoder (the model track): a zip of its Hugging Face folder."""
+
+    phase = SelectField("Phase", validators=[DataRequired()])
+    name = StringField("Run name", validators=[Optional(), Length(max=100)])
+    file = FileField("Model (.zip of the folder)")
+    prompt = StringField("Prefix before every text", validators=[Optional(), Length(max=200)])
+    pooling = SelectField("Pooling", validators=[Optional()])
+    submit = SubmitField("Upload model")
+
+
 class LoadTaskForm(FlaskForm):
     """Load a task from a shipped definition or an uploaded TOML file."""
 
@@ -166,6 +177,9 @@ class PhaseForm(FlaskForm):
     max_per_day = IntegerField(
         "Uploads per team per day", validators=[Optional(), NumberRange(min=1, max=10000)]
     )
+    accepts = SelectField("Teams submit", choices=options([
+        ("runs", "Runs (files of scores)"), ("models", "Models (an encoder the site runs)"),
+        ("both", "Runs or models")]), default="runs")
     submit = SubmitField("Save phase")
 
     def validate_closes_at(self, field: DateTimeLocalField) -> None:

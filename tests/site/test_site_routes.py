@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from semboard.models import ModelSubmission
 from semboard.services import accounts, submissions, tasks, teams
 
 LOGIN = "login"  # a redirect to the log-in page
@@ -28,6 +29,11 @@ def sweep(app, session, make, now, tiny_data):
     run2 = submissions.submit(session, make.storage, team=team_a, phase=phase, user=captain_a,
                               name="private-run-name-2", files=tiny_data.run(seed=2), now=now)
     baseline = teams.baseline_team(session, task=task, now=now)
+    model = ModelSubmission(task_id=task.id, phase_id=phase.id, team_id=team_a.id,
+                            user_id=captain_a.id, name="private-model", uploaded_at=now,
+                            storage_key="models/tiny/none.zip", archive_sha256="0" * 64, size=1,
+                            digest="1" * 64, description={}, options={}, status="failed")
+    session.add(model)
     token_a = accounts.create_api_token(session, user=captain_a, name="a", now=now)
     token_b = accounts.create_api_token(session, user=captain_b, name="b", now=now)
     session.commit()
@@ -35,7 +41,7 @@ def sweep(app, session, make, now, tiny_data):
         "ids": {"run": run.id, "run2": run2.id, "team_a": team_a.id, "team_b": team_b.id,
                 "baseline": baseline.id, "organiser": organiser.id,
                 "token_a": accounts.list_api_tokens(session, user=captain_a)[0].id,
-                "run_file": run.files[0].filename},
+                "run_file": run.files[0].filename, "model": model.id},
         "secrets": [run.name, team_a.invite_code, baseline.invite_code, token_a, token_b,
                     "private-run-name"],
         "users": {"b": captain_b, "organiser": organiser},
@@ -61,6 +67,8 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("GET", "/teams/{baseline}", LOGIN, 404),
     ("GET", "/tasks/tiny/submit", LOGIN, 200),
     ("POST", "/tasks/tiny/submit", LOGIN, 422),
+    ("GET", "/tasks/tiny/submit-model", LOGIN, 200),  # no phase takes models: says so
+    ("POST", "/tasks/tiny/submit-model", LOGIN, 422),
     ("POST", "/tasks/tiny/teams", LOGIN, 422),
     ("POST", "/tasks/tiny/teams/join", LOGIN, 422),
     ("GET", "/tasks/tiny/phases/eval/inputs/alpha", LOGIN, 200),
@@ -161,6 +169,10 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("POST", "/tasks/tiny/phases/eval/window", LOGIN, 302),  # refused: back to the task page
     ("GET", "/api/v1/tasks/tiny/phases/eval/window", 401, 404),
     ("POST", "/api/v1/tasks/tiny/phases/eval/window", 401, 422),
+    # the model track (issue 23): team A's model is not B's to see
+    ("POST", "/api/v1/tasks/tiny/models", 401, 422),
+    ("GET", "/api/v1/models/{model}", 401, 404),
+    ("GET", "/api/v1/models/{model}/archive", 401, 404),
     # last but one: B leaves (its team, without runs, goes away)
     ("POST", "/api/v1/tasks/tiny/team/leave", 401, 200),
     ("POST", "/logout", 302, 302),  # last: it ends B's session

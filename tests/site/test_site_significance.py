@@ -163,7 +163,7 @@ def test_api_and_downloads_carry_groups(app, client, session, board_world, now):
     by_run = {row["run"]: row for row in body["rows"]}
     for row in body["rows"]:
         assert set(row) == {"run_id", "team", "run", "baseline", "flags", "metrics", "ranks",
-                            "submitted_at", "baseline_info", "groups", "missing"}
+                            "submitted_at", "baseline_info", "groups", "missing", "model"}
     assert by_run["good"]["groups"] == dict.fromkeys(METRICS, 1)
     assert by_run["noisy"]["groups"] == dict.fromkeys(METRICS, 2)
     assert by_run["oracle"]["groups"] == {}

@@ -1,0 +1,195 @@
+"""The model track's job: run a queued model on its phase's inputs and submit the run.
+
+A job claims its row with a conditional UPDATE (queued → running), so a second worker given the
+same id does nothing. The encoding runs in `run_model_job`'s own child process under a budget;
+the run goes through `accept_run` like any upload, at the model's upload time (late rules).
+A failure marks the row failed with its reason and takes no run slot. On the ``baselines`` rq
+queue with REDIS_URL (a GPU host runs ``rq worker -u $REDIS_URL baselines``), else a thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from baselines.models import (
+    JobBudget,
+    ModelJobFailed,
+    ModelLimits,
+    run_model_job,
+    unpack_model_archive,
+)
+from evaluation import ValidationError
+from semboard.clock import utcnow
+from semboard.db import begin_write, session_factory
+from semboard.errors import DomainError
+from semboard.jobs import queue as job_queue
+from semboard.jobs.queue import job_app
+from semboard.jobs.scoring import accept_run
+from semboard.models import ModelSubmission
+from semboard.services import definitions, inputs
+from semboard.storage import Storage, get_storage
+
+log = logging.getLogger(__name__)
+
+QUEUE_NAME = "baselines"
+JOB_TIMEOUT_S = 6 * 3600
+# a "running" model this long past its time budget has lost its worker
+ABANDONED_AFTER_S = 600
+# app.config keys (defaults here): the job's wall time, memory ceiling, device and dtype
+DEFAULTS: dict[str, Any] = {"SEMBOARD_MODEL_TIME_S": 3600.0, "SEMBOARD_MODEL_MEMORY_MB": 16384,
+                            "SEMBOARD_MODEL_DEVICE": "auto", "SEMBOARD_MODEL_DTYPE": None}
+
+
+def _setting(app: Flask, key: str) -> Any:
+    value = app.config.get(key)
+    return DEFAULTS[key] if value in (None, "") else value
+
+
+def upload_limit(app: Flask) -> int:
+    """The largest model upload in bytes (SEMBOARD_MODEL_MAX_BYTES, else ModelLimits' total)."""
+    return int(app.config.get("SEMBOARD_MODEL_MAX_BYTES") or ModelLimits().max_total_bytes)
+
+
+def budget(app: Flask) -> JobBudget:
+    """The encoding budget from the app's config."""
+    return JobBudget(time_s=float(_setting(app, "SEMBOARD_MODEL_TIME_S")),
+                     memory_bytes=int(_setting(app, "SEMBOARD_MODEL_MEMORY_MB")) << 20)
+
+
+def fail_abandoned(session: Session, app: Flask, *, now: datetime) -> list[int]:
+    """Mark failed the models still "running" long past their budget: the worker or process
+    that ran them died without a word. Their run slots free up; returns their ids."""
+    cutoff = now - timedelta(seconds=budget(app).time_s + ABANDONED_AFTER_S)
+    stale = list(session.scalars(select(ModelSubmission.id).where(
+        ModelSubmission.status == "running", ModelSubmission.started_at < cutoff)))
+    failed = []
+    for model_id in stale:
+        begin_write(session)
+        result = session.execute(
+            update(ModelSubmission)
+            .where(ModelSubmission.id == model_id, ModelSubmission.status == "running")
+            .values(status="failed", finished_at=now,
+                    reason="the worker running this model stopped without a result (it was "
+                           "killed or its host went down); upload the model again")
+            .execution_options(synchronize_session=False))
+        session.commit()
+        if result.rowcount == 1:  # type: ignore[attr-defined]
+            failed.append(model_id)
+    return failed
+
+
+def claim(session: Session, model_id: int, *, now: datetime) -> bool:
+    """Take a queued model for this worker (queued → running); False when another has it."""
+    begin_write(session)
+    result = session.execute(
+        update(ModelSubmission)
+        .where(ModelSubmission.id == model_id, ModelSubmission.status == "queued")
+        .values(status="running", started_at=now, attempts=ModelSubmission.attempts + 1)
+        .execution_options(synchronize_session=False))
+    session.commit()
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def _finish(session: Session, row: ModelSubmission, status: str, *, now: datetime,
+            reason: str = "", run_id: int | None = None) -> None:
+    session.rollback()
+    begin_write(session)
+    session.refresh(row)
+    row.status, row.reason, row.run_id, row.finished_at = status, reason[:4000], run_id, now
+    session.commit()
+
+
+def _encode(session: Session, storage: Storage, app: Flask, row: ModelSubmission) -> int:
+    """Encode the phase's inputs with the stored model and submit the run; its id."""
+    phase, task = row.phase, row.task
+    definition = definitions.phase_definition(phase)
+    stored = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
+    if phase.track:
+        wanted = set(definition.track_datasets(phase.track))
+        stored = {k: v for k, v in stored.items() if k in wanted}
+    if not stored:
+        raise ModelJobFailed(f"no inputs of {task.name} have been published")
+    options = row.options or {}
+    with tempfile.TemporaryDirectory(prefix="semboard-model-job-") as tmp:
+        archive = Path(tmp) / "model.zip"
+        archive.write_bytes(storage.get(row.storage_key))
+        try:
+            folder = unpack_model_archive(archive, Path(tmp) / "model")
+        except ValidationError as err:
+            raise ModelJobFailed(f"the stored model could not be unpacked: {err}") from None
+        result = run_model_job(folder, definition, stored, budget=budget(app),
+                               device=str(_setting(app, "SEMBOARD_MODEL_DEVICE")),
+                               dtype=_setting(app, "SEMBOARD_MODEL_DTYPE"),
+                               prompt=options.get("prompt"), pooling=options.get("pooling"))
+    if result.metadata.get("model_digest") != row.digest:
+        raise ModelJobFailed("the stored model's digest differs from the one checked at upload")
+    metadata = {**result.metadata, "model_submission_id": row.id,
+                "archive_sha256": row.archive_sha256}
+    run, _queued = accept_run(session, storage, app, team=row.team, phase=phase, user=row.user,
+                              name=row.name, files=result.files, now=row.uploaded_at,
+                              metadata=metadata, score_here=True, from_model=True)
+    return run.id
+
+
+def run_model_submission(session: Session, storage: Storage, app: Flask, model_id: int, *,
+                         now: datetime | None = None) -> ModelSubmission | None:
+    """Claim, encode, submit; the row's final state (None when another worker claimed it).
+
+    Models abandoned by a dead worker are marked failed first, so their slots never stay taken.
+    """
+    fail_abandoned(session, app, now=now or utcnow())
+    if not claim(session, model_id, now=now or utcnow()):
+        return None
+    row = session.get(ModelSubmission, model_id)
+    assert row is not None  # claimed just now
+    try:
+        run_id = _encode(session, storage, app, row)
+    except ModelJobFailed as err:
+        _finish(session, row, "failed", reason=err.reason, now=now or utcnow())
+    except DomainError as err:
+        issues = "; ".join(str(i.get("message", i)) if isinstance(i, dict) else str(i)
+                           for i in err.issues[:5])
+        _finish(session, row, "failed", now=now or utcnow(),
+                reason=f"the model's run was refused: {err.message}"
+                + (f" ({issues})" if issues else ""))
+    except Exception as err:  # the row must never stay "running"; the cause goes to the log
+        log.exception("model submission %s failed", model_id)
+        _finish(session, row, "failed", reason=f"{type(err).__name__}: {err}",
+                now=now or utcnow())
+    else:
+        _finish(session, row, "done", run_id=run_id, now=now or utcnow())
+    return row
+
+
+def model_job(model_id: int) -> dict[str, Any]:
+    """rq job (importable by workers): run one model submission in the worker's app."""
+    return _run_in(job_app(), model_id)
+
+
+def _run_in(app: Flask, model_id: int) -> dict[str, Any]:
+    with app.app_context():
+        session = session_factory()()
+        try:
+            row = run_model_submission(session, get_storage(), app, model_id)
+            if row is None:
+                return {"model_id": model_id, "status": "claimed elsewhere"}
+            return {"model_id": model_id, "status": row.status, "reason": row.reason,
+                    "run_id": row.run_id}
+        finally:
+            session.close()
+
+
+def dispatch_model(app: Flask, model_id: int) -> str:
+    """Queue a model's job on `baselines` (rq with REDIS_URL, else a thread of this app)."""
+    return job_queue.dispatch(app, "semboard.jobs.models.model_job", model_id,
+                              queue_name=QUEUE_NAME, timeout_s=JOB_TIMEOUT_S, retry=False,
+                              result_ttl=7 * 24 * 3600, description=f"model {model_id}",
+                              local=lambda i: _run_in(app, i))

@@ -1,0 +1,192 @@
+"""The model track: a team uploads a sentence encoder, checked at once and queued for a job.
+
+The phase's rules are the runs' own (submissions.upload_timing); a pending model holds a run
+slot and a daily upload until its job ends. A refusal changes nothing but the upload log.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from baselines.models import ModelDescription, ModelLimits, check_model, unpack_model_archive
+from baselines.models.check import POOLING_MODES
+from evaluation import ValidationError
+from evaluation.runs import run_name_problem
+from semboard.db import begin_write
+from semboard.errors import (
+    DomainError,
+    Forbidden,
+    InvalidData,
+    NotFound,
+    PhaseNotOpen,
+    RateLimited,
+    RunLimitReached,
+    RunRejected,
+)
+from semboard.models import ModelSubmission, Phase, Run, Team, User
+from semboard.services import access, submissions, windows
+from semboard.storage import Storage, keys, put_content, sha256
+from semboard.timefmt import api_time
+
+PENDING = ("queued", "running")
+ACCEPTING_PHASES = ("models", "both")
+
+
+def _pending(session: Session, *, team: Team, phase: Phase) -> int:
+    """The team's models of the phase still waiting for (or in) their job."""
+    return int(session.scalar(select(func.count(ModelSubmission.id)).where(
+        ModelSubmission.team_id == team.id, ModelSubmission.phase_id == phase.id,
+        ModelSubmission.status.in_(PENDING))) or 0)
+
+
+def check_room(session: Session, *, team: Team, phase: Phase, name: str, now: datetime) -> None:
+    """RunLimitReached or RateLimited when the team's runs plus pending models fill the phase's
+    run slots or its daily uploads (a model replacing a same-named run takes no new slot)."""
+    pending = _pending(session, team=team, phase=phase)
+    current = list(session.scalars(select(Run.name).where(
+        Run.team_id == team.id, Run.phase_id == phase.id, Run.is_current)))
+    if phase.max_runs and name not in current and len(current) + pending >= phase.max_runs:
+        raise RunLimitReached(
+            f"your team has {len(current)} run(s) and {pending} model(s) waiting in "
+            f"{phase.name}, which takes {phase.max_runs}; upload under an existing run name "
+            "to replace a run")
+    quota = windows.daily_quota(session, team=team, phase=phase, now=now)
+    if quota.limit and quota.used + pending >= quota.limit:
+        raise RateLimited(
+            f"your team has made {quota.used} uploads to {phase.name} in the last 24 hours "
+            f"and has {pending} model(s) waiting (at most {quota.limit} a day)")
+
+
+def check_archive(archive: bytes, filename: str, *, limits: ModelLimits | None = None,
+                  prompt: str | None = None, pooling: str | None = None) -> ModelDescription:
+    """Unpack the zip in a temporary folder and check the model; RunRejected lists every issue."""
+    if pooling is not None and pooling not in POOLING_MODES:
+        raise InvalidData(f"pooling {pooling!r} is not one of {', '.join(POOLING_MODES)}")
+    with tempfile.TemporaryDirectory(prefix="semboard-model-") as tmp:
+        path = Path(tmp) / (Path(filename).name or "model.zip")
+        path.write_bytes(archive)
+        try:
+            folder = unpack_model_archive(path, Path(tmp) / "model", limits)
+        except ValidationError as err:
+            raise RunRejected(f"the model archive {filename!r} was refused", err.issues) from None
+        check = check_model(folder, limits, prompt=prompt, pooling=pooling)
+    if not check.ok or check.description is None:
+        raise RunRejected(f"the model in {filename!r} was refused: {len(check.issues)} "
+                          "problem(s)", check.issues)
+    return check.description
+
+
+def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase,
+                 user: User | None, archive: bytes, filename: str, now: datetime,
+                 name: str = "", prompt: str | None = None, pooling: str | None = None,
+                 limits: ModelLimits | None = None) -> ModelSubmission:
+    """Check, store and queue an uploaded model (a zip of the Hugging Face folder); commits.
+
+    The caller dispatches the job (jobs.models.dispatch_model) once this returns.
+    """
+    if phase.task_id != team.task_id:
+        raise InvalidData("the team and the phase belong to different tasks")
+    if team.is_baseline or user is None or not access.is_member(session, user, team.id):
+        raise Forbidden("only the team's members may submit its models")
+    name = name.strip()
+    files = {Path(filename).name or "model.zip": archive}
+
+    def refuse(err: DomainError) -> DomainError:
+        return submissions._reject(session, err, team=team, phase=phase, user=user,
+                                   name=name, files=files, now=now)
+
+    try:
+        if name and (problem := run_name_problem(name)) is not None:
+            raise InvalidData(problem)
+        if phase.accepts not in ACCEPTING_PHASES:
+            raise PhaseNotOpen(f"phase {phase.name} takes runs, not models")
+        submissions.upload_timing(session, team=team, phase=phase, now=now)
+        check_room(session, team=team, phase=phase, name=name, now=now)
+        description = check_archive(archive, filename, limits=limits, prompt=prompt,
+                                    pooling=pooling)
+    except DomainError as err:
+        raise refuse(err) from None
+    name = name or f"model-{description.digest[:12]}"
+    digest = sha256(archive)
+    key = keys.model_archive(phase.task.name, team.id, digest)
+    put_content(storage, key, archive)  # content-addressed: never overwritten
+    begin_write(session)
+    try:
+        check_room(session, team=team, phase=phase, name=name, now=now)  # again, under the lock
+    except DomainError as err:
+        raise refuse(err) from None
+    row = ModelSubmission(
+        task_id=team.task_id, phase_id=phase.id, team_id=team.id, user_id=user.id, name=name,
+        uploaded_at=now, storage_key=key, archive_sha256=digest, size=len(archive),
+        digest=description.digest, description=description.to_dict(),
+        options={"prompt": prompt, "pooling": pooling}, status="queued", reason="",
+        attempts=0)
+    session.add(row)
+    submissions._log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
+                            outcome="accepted", message=f"model {description.digest[:12]} "
+                            "accepted and queued", now=now)
+    session.commit()
+    return row
+
+
+def can_view(session: Session, user: User | None, row: ModelSubmission) -> bool:
+    """The team's members and the task's organisers see a model and its files."""
+    return access.is_member(session, user, row.team_id) or access.is_organiser(
+        session, user, row.task)
+
+
+def get_model(session: Session, *, model_id: int, viewer: User | None) -> ModelSubmission:
+    """A model submission the viewer may see; NotFound otherwise (its existence stays private)."""
+    row = session.get(ModelSubmission, model_id)
+    if row is None or not can_view(session, viewer, row):
+        raise NotFound(f"no model submission {model_id}")
+    return row
+
+
+def archive_bytes(session: Session, storage: Storage, *, model_id: int,
+                  viewer: User | None) -> tuple[str, bytes]:
+    """The uploaded zip (file name, bytes), only for the team and the organisers."""
+    row = get_model(session, model_id=model_id, viewer=viewer)
+    return f"model-{row.id}-{row.archive_sha256[:12]}.zip", storage.get(row.storage_key)
+
+
+def team_models(session: Session, *, team: Team) -> list[ModelSubmission]:
+    """A team's model submissions, newest first."""
+    return list(session.scalars(select(ModelSubmission).where(
+        ModelSubmission.team_id == team.id).order_by(ModelSubmission.uploaded_at.desc(),
+                                                     ModelSubmission.id.desc())))
+
+
+def queue_position(session: Session, row: ModelSubmission) -> int | None:
+    """1 for the next model the workers take (all tasks share the queue); None unless queued."""
+    if row.status != "queued":
+        return None
+    ahead = session.scalar(select(func.count(ModelSubmission.id)).where(
+        ModelSubmission.status == "queued",
+        or_(ModelSubmission.uploaded_at < row.uploaded_at,
+            and_(ModelSubmission.uploaded_at == row.uploaded_at,
+                 ModelSubmission.id < row.id))))
+    return int(ahead or 0) + 1
+
+
+def model_json(session: Session, row: ModelSubmission) -> dict[str, Any]:
+    """The JSON form of a model submission (for its team and the organisers)."""
+    desc = row.description or {}
+    return {
+        "id": row.id, "task": row.task.name, "phase": row.phase.slug, "team": row.team.name,
+        "name": row.name, "status": row.status, "reason": row.reason,
+        "queue_position": queue_position(session, row),
+        "uploaded_at": api_time(row.uploaded_at), "started_at": api_time(row.started_at),
+        "finished_at": api_time(row.finished_at), "attempts": row.attempts,
+        "run_id": row.run_id, "digest": row.digest, "archive_sha256": row.archive_sha256,
+        "size": row.size, "options": row.options,
+        "model": {k: desc.get(k) for k in ("model_type", "architecture", "n_parameters",
+                                            "hidden_size", "layers", "max_seq_length",
+                                            "weights_dtype", "pooling", "normalize", "prompt")},
+    }
