@@ -160,6 +160,8 @@ def defaults(instance_path: str | Path) -> dict[str, Any]:
         "SEMBOARD_S3_ENDPOINT_URL": "",
         "REDIS_URL": "",
         "MAX_CONTENT_LENGTH": 64 * 1024 * 1024,
+        # a model's zip (the model track) is bounded by its own limit, through the API and CLI
+        "SEMBOARD_MODEL_MAX_BYTES": 6 << 30,
         # E-mail (semboard.mail): unset means no mail, and password reset says it is unavailable.
         "SEMBOARD_MAIL_URL": "",
         "SEMBOARD_MAIL_FROM": "",

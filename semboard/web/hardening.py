@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
-from flask import Flask, abort, request
+from flask import Flask, abort, current_app, request
 from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter, Map
 
@@ -96,6 +96,18 @@ def _request_texts() -> Iterator[tuple[str, str, bool]]:
                 yield f"JSON field {where!r}" if where else "the JSON body", text, True
 
 
+# Routes whose bodies may pass MAX_CONTENT_LENGTH (a model's zip), by endpoint: the setting that
+# bounds them instead. Set before anything reads the body (the text check below reads the form).
+BODY_LIMITS = {"api.submit_model": "SEMBOARD_MODEL_MAX_BYTES"}
+
+
+def set_body_limit() -> None:
+    """The request's own body limit where its route takes larger uploads."""
+    setting = BODY_LIMITS.get(request.endpoint or "")
+    if setting and current_app.config.get(setting):
+        request.max_content_length = int(current_app.config[setting])
+
+
 def refuse_control_characters() -> None:
     """422 for NUL and other control characters in any text, before a view or the database."""
     for where, text, line_breaks in _request_texts():
@@ -113,4 +125,5 @@ def install(app: Flask) -> None:
         # Only as many X-Forwarded-* entries as there are proxies of ours are believed.
         app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
             app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies, x_port=proxies)
+    app.before_request(set_body_limit)
     app.before_request(refuse_control_characters)

@@ -138,4 +138,7 @@ def test_fuzzed_api_requests_answer_as_documented(app, client, make, now) -> Non
     succeeded = {op for op, statuses in seen.items() if any(s < 300 for s in statuses)}
     print(f"{len(succeeded)} of {len(seen)} operations answered 2xx at least once:",
           {op: sorted(statuses) for op, statuses in seen.items()})
-    assert len(succeeded) >= len(seen) // 2, seen
+    # A model upload needs a real encoder's zip and a model's routes an uploaded model: no
+    # fuzzed body gets that far (tests/site/test_site_models.py covers them).
+    reachable = {op for op in seen if "/models" not in op}
+    assert len(succeeded & reachable) >= len(reachable) // 2, seen
