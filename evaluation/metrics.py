@@ -68,9 +68,14 @@ def pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     xm = x - x.mean(axis=-1, keepdims=True)
     ym = y - y.mean(axis=-1, keepdims=True)
     num = (xm * ym).sum(axis=-1)
-    den = np.sqrt((xm * xm).sum(axis=-1) * (ym * ym).sum(axis=-1))
+    vx, vy = (xm * xm).sum(axis=-1), (ym * ym).sum(axis=-1)
+    den = np.sqrt(vx * vy)
+    # The bootstrap's relative floor (resampling._corr): a side whose spread is rounding noise
+    # (a constant output whose mean is not exact) is constant here too, so both agree.
+    tiny = 1e-12 * ((x * x).sum(axis=-1) + (y * y).sum(axis=-1) + 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+        r = np.where((vx > tiny) & (vy > tiny) & (den > 0),
+                     num / np.where(den > 0, den, 1.0), np.nan)
     return np.clip(r, -1.0, 1.0)
 
 
@@ -90,8 +95,12 @@ def weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
         my = (w * y).sum(axis=-1, keepdims=True) / sw
         xm, ym = x - mx, y - my
         num = (w * xm * ym).sum(axis=-1)
-        den = np.sqrt((w * xm * xm).sum(axis=-1) * (w * ym * ym).sum(axis=-1))
-        r = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+        vx, vy = (w * xm * xm).sum(axis=-1), (w * ym * ym).sum(axis=-1)
+        den = np.sqrt(vx * vy)
+        # the same relative floor as pearson: rounding noise is no spread
+        tiny = 1e-12 * ((w * x * x).sum(axis=-1) + (w * y * y).sum(axis=-1) + 1.0)
+        r = np.where((vx > tiny) & (vy > tiny) & (den > 0),
+                     num / np.where(den > 0, den, 1.0), np.nan)
     return np.clip(r, -1.0, 1.0)
 
 

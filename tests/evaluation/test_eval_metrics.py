@@ -111,6 +111,16 @@ def test_count_bootstrap_equals_gathered_resamples(xy, seed):
         np.testing.assert_allclose(got, want, atol=1e-9, equal_nan=True)
 
 
+def test_a_constant_side_is_undefined_whatever_its_rounding():
+    # Five equal scores whose mean is not exact in binary: the spread left is rounding noise.
+    x = np.array([0.5, 0.5, 0.5, 0.0, 0.5])
+    y = np.full(5, 0.01) + np.array([0, 2e-18, 0, 0, 0])
+    c = np.ones((1, 5))
+    assert np.isnan(M.pearson(x, y)) and np.isnan(R.boot_pearson(c, x, y)[0])
+    assert M.pearson(x, y + np.arange(5) * 1e-3) == pytest.approx(
+        R.boot_pearson(c, x, y + np.arange(5) * 1e-3)[0], abs=1e-12)
+
+
 def test_count_bootstrap_of_aggregates_equals_gathered():
     rng = np.random.default_rng(0)
     xs = [rng.uniform(0, 5, n) for n in (30, 50)]
