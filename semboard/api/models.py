@@ -9,8 +9,8 @@ from flask import current_app, jsonify, request, url_for
 from semboard.api.routes import _require_user, bp
 from semboard.clock import request_now
 from semboard.db import get_session
-from semboard.errors import InvalidData, NotFound
-from semboard.jobs.models import dispatch_model, upload_limit
+from semboard.errors import InvalidData
+from semboard.jobs.models import dispatch_model
 from semboard.services import models, tasks, teams
 from semboard.storage import get_storage
 from semboard.web.files import attachment, client_filename
@@ -21,14 +21,11 @@ def submit_model(task_name: str) -> Any:
     """Upload a model (multipart: file = a zip of the Hugging Face folder; optional name,
     phase, prompt, pooling); 202 with the model's status URL once checked and queued."""
     user = _require_user()
-    # a model is far larger than a run: its own limit (the zip bomb checks bound what it unpacks)
-    request.max_content_length = upload_limit(current_app)
+    # a model is far larger than a run: web.hardening gives this route its own body limit
     session = get_session()
     now = request_now()
     task = tasks.get_task(session, task_name)
-    team = teams.team_for_user(session, task=task, user=user)
-    if team is None:
-        raise NotFound(f"you have no team on {task.name}; create or join one first")
+    team = teams.require_team(session, task=task, user=user)
     upload = request.files.get("file")
     if upload is None:
         raise InvalidData("send the model as the multipart field 'file' (a .zip)")

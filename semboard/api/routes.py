@@ -10,7 +10,7 @@ from werkzeug.exceptions import Unauthorized
 
 from semboard.clock import request_now
 from semboard.db import SAFE_METHODS, get_session
-from semboard.errors import InvalidData, NotFound
+from semboard.errors import InvalidData
 from semboard.jobs import analysis as analysis_jobs
 from semboard.jobs.scoring import accept_run
 from semboard.models import Phase, Task, Team, TeamWindow, User
@@ -172,9 +172,7 @@ def submit_run(task_name: str) -> Any:
     session = get_session()
     now = request_now()
     task = tasks.get_task(session, task_name)
-    team = teams.team_for_user(session, task=task, user=user)
-    if team is None:
-        raise NotFound(f"you have no team on {task.name}; create or join one first")
+    team = teams.require_team(session, task=task, user=user)
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
     # with a queue (REDIS_URL) the run is validated and stored here, scored by a worker: 202
     run, queued = accept_run(

@@ -22,7 +22,6 @@ from sqlalchemy.orm import Session
 from baselines.models import (
     JobBudget,
     ModelJobFailed,
-    ModelLimits,
     run_model_job,
     unpack_model_archive,
 )
@@ -51,11 +50,6 @@ DEFAULTS: dict[str, Any] = {"SEMBOARD_MODEL_TIME_S": 3600.0, "SEMBOARD_MODEL_MEM
 def _setting(app: Flask, key: str) -> Any:
     value = app.config.get(key)
     return DEFAULTS[key] if value in (None, "") else value
-
-
-def upload_limit(app: Flask) -> int:
-    """The largest model upload in bytes (SEMBOARD_MODEL_MAX_BYTES, else ModelLimits' total)."""
-    return int(app.config.get("SEMBOARD_MODEL_MAX_BYTES") or ModelLimits().max_total_bytes)
 
 
 def budget(app: Flask) -> JobBudget:

@@ -125,3 +125,11 @@ def baseline_team(session: Session, *, task: Task, now: datetime) -> Team:
         session.add(team)
         session.flush()
     return team
+
+
+def require_team(session: Session, *, task: Task, user: User) -> Team:
+    """The user's team on the task, or NotFound saying how to get one."""
+    team = team_for_user(session, task=task, user=user)
+    if team is None:
+        raise NotFound(f"you have no team on {task.name}; create or join one first")
+    return team
