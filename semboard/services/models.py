@@ -163,6 +163,19 @@ def team_models(session: Session, *, team: Team) -> list[ModelSubmission]:
                                                      ModelSubmission.id.desc())))
 
 
+def team_models_queued(session: Session, *, team: Team
+                       ) -> list[tuple[ModelSubmission, int | None]]:
+    """A team's models, newest first, each with its queue position: two queries, whatever the
+    number of models (the queue's order is read once, not per row)."""
+    rows = team_models(session, team=team)
+    if not any(row.status == "queued" for row in rows):
+        return [(row, None) for row in rows]
+    order = session.scalars(select(ModelSubmission.id).where(ModelSubmission.status == "queued")
+                            .order_by(ModelSubmission.uploaded_at, ModelSubmission.id))
+    place = {model_id: k for k, model_id in enumerate(order, start=1)}
+    return [(row, place.get(row.id) if row.status == "queued" else None) for row in rows]
+
+
 def queue_position(session: Session, row: ModelSubmission) -> int | None:
     """1 for the next model the workers take (all tasks share the queue); None unless queued."""
     if row.status != "queued":

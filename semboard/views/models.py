@@ -62,9 +62,3 @@ def upload_model(task_name: str) -> Any:
                            phases=phases, issues=issues), status
 
 
-
-def team_models(team: Any) -> list[tuple[Any, int | None]]:
-    """The team page's model rows: each submission, newest first, with its queue position."""
-    session = db()
-    return [(row, model_services.queue_position(session, row))
-            for row in model_services.team_models(session, team=team)]

@@ -24,6 +24,7 @@ from semboard.services import (
     teams,
     windows,
 )
+from semboard.services import models as model_services
 from semboard.timefmt import clock_text
 from semboard.views.common import (
     bp,
@@ -37,7 +38,6 @@ from semboard.views.common import (
     storage,
     visible_run,
 )
-from semboard.views.models import team_models
 from semboard.web.files import attachment, uploaded_files
 from semboard.web.forms import ActionForm, TeamCreateForm, TeamJoinForm, UploadRunForm, options
 
@@ -204,7 +204,7 @@ def team(team_id: int) -> Any:
         show_invite_code=access.can_see_invite_code(session, user, team),
         runs=submissions.runs_for_team(session, team=team, include_replaced=True),
         logs=submissions.upload_logs(session, task=team.task, team=team)[:50],
-        models=team_models(team),
+        models=model_services.team_models_queued(session, team=team),
         phase_status=windows.team_phase_status(
             session, team=team, phases=tasks.phases(session, team.task), now=now()),
     )

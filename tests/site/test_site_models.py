@@ -188,6 +188,14 @@ def test_a_pending_model_holds_its_slot(models_world, session, storage, model_fo
     row = model_services.submit_model(session, storage, team=team, phase=phase, user=user,
                                       archive=_zip(model_folder), filename="m.zip", now=now)
     assert row.status == "queued" and model_services.queue_position(session, row) == 1
+    # the team page's rows: a later model of another team is second in the shared queue
+    other = models_world["teams"][1]
+    later = model_services.submit_model(
+        session, storage, team=other, phase=phase, user=models_world["captains"][1],
+        archive=_zip(model_folder), filename="m.zip", now=now + timedelta(seconds=1))
+    assert model_services.team_models_queued(session, team=team) == [(row, 1)]
+    assert model_services.team_models_queued(session, team=other) == [(later, 2)]
+    assert model_services.queue_position(session, later) == 2
     with pytest.raises(Exception, match="1 model\\(s\\) waiting"):
         model_services.submit_model(session, storage, team=team, phase=phase, user=user,
                                     archive=_zip(model_folder), filename="m.zip", now=now)
