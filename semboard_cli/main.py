@@ -193,6 +193,20 @@ def _print_issues(issues: list[Any]) -> None:
             _err(f"  {issue}")
 
 
+def _upload(api: Any, path: str, body: bytes, content_type: str) -> dict[str, Any]:
+    """POST a multipart upload with the progress bar; the answer's JSON (CliError on refusal)."""
+    response = api.request("POST", path, data=ProgressBody(body, draw_progress),
+                           headers={"Content-Type": content_type})
+    return dict(response.json())
+
+
+def _refused(err: CliError) -> int:
+    """Say why the site refused an upload, every problem by file and line; the exit code."""
+    _err(f"error: {err.message}")
+    _print_issues(err.issues)
+    return err.code
+
+
 def _read_run(path: Path) -> dict[str, bytes]:
     """The files of a run folder (top level and below) or a single file/zip, by base name."""
     if path.is_dir():
@@ -281,14 +295,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         fields["description"] = args.description
     body, content_type = multipart(fields, files)
     try:
-        response = api.request("POST", f"/tasks/{args.task}/runs",
-                               data=ProgressBody(body, draw_progress),
-                               headers={"Content-Type": content_type})
+        run = _upload(api, f"/tasks/{args.task}/runs", body, content_type)
     except CliError as err:
-        _err(f"error: {err.message}")
-        _print_issues(err.issues)
-        return err.code
-    run = response.json()
+        return _refused(err)
     _out(f"Run {run['name']!r} accepted as #{run['id']} ({run['status']}) in phase "
          f"{run['phase']} of {run['task']}.")
     for key, value in (run.get("metrics") or {}).items():
@@ -327,14 +336,9 @@ def cmd_submit_model(args: argparse.Namespace) -> int:
               if value is not None}
     body, content_type = multipart(fields, {filename: archive}, field="file")
     try:
-        response = api.request("POST", f"/tasks/{args.task}/models",
-                               data=ProgressBody(body, draw_progress),
-                               headers={"Content-Type": content_type})
+        model = _upload(api, f"/tasks/{args.task}/models", body, content_type)
     except CliError as err:
-        _err(f"error: {err.message}")
-        _print_issues(err.issues)
-        return err.code
-    model = response.json()
+        return _refused(err)
     where = (f", number {model['queue_position']} in the queue"
              if model.get("queue_position") else "")
     _out(f"Model {model['name']!r} accepted as #{model['id']} ({model['status']}{where}) in "
