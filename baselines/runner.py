@@ -22,11 +22,12 @@ class BaselineRun:
 
 def run_system(task: TaskDefinition | str, inputs: Mapping[str, DatasetInputs],
                system: BaselineSystem | str, *, device: str = "auto", seed: int = 0,
-               progress: Progress | None = None) -> BaselineRun:
+               progress: Progress | None = None, run_name: str | None = None) -> BaselineRun:
     """Score every dataset of `inputs` with `system` and write files in the task's format.
 
     The metadata keeps loading (`load_s`: model ready to encode, torch import excluded) and
-    scoring (`encode_s`) apart; `pairs_per_s` is n_pairs / encode_s.
+    scoring (`encode_s`) apart; `pairs_per_s` is n_pairs / encode_s. run_name goes into the
+    file names of a task whose names carry the run ({run}).
     """
     started = time.perf_counter()
     task_def = load_task(task) if isinstance(task, str) else task
@@ -46,7 +47,7 @@ def run_system(task: TaskDefinition | str, inputs: Mapping[str, DatasetInputs],
         t0 = time.perf_counter()
         scores = sys_obj.score(task_def, spec.name, data.texts, progress=progress)
         scoring_s += time.perf_counter() - t0
-        name, content = write_run(task_def, spec.name, data.ids, scores.tolist())
+        name, content = write_run(task_def, spec.name, data.ids, scores.tolist(), run=run_name)
         files[name] = content
         n_pairs += len(data)
     wall = time.perf_counter() - started

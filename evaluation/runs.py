@@ -932,8 +932,9 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
 
 
 def write_run(task: TaskDefinition, dataset: str, ids: Sequence[str],
-              scores: Sequence[float]) -> tuple[str, bytes]:
-    """File name and content of a run file for `dataset` in the task's own format."""
+              scores: Sequence[float], *, run: str | None = None) -> tuple[str, bytes]:
+    """File name and content of a run file for `dataset` in the task's own format; `run` names
+    the run where the task's file names carry it ({run})."""
     if len(ids) != len(scores):
         raise ValueError(f"{len(ids)} ids but {len(scores)} scores")
     values = np.asarray(scores, dtype=np.float64)
@@ -953,7 +954,7 @@ def write_run(task: TaskDefinition, dataset: str, ids: Sequence[str],
         body = head + "".join(
             "\t".join([i, *(v if f == mine else task.run.na for f in fields)]) + "\n"
             for i, v in zip(ids, formatted, strict=True))
-        return task.run_filename(dataset), body.encode("utf-8")
+        return task.run_filename(dataset, run=run), body.encode("utf-8")
     if task.run.format == "lines":
         body = "\n".join(formatted) + "\n"
     else:
@@ -963,4 +964,4 @@ def write_run(task: TaskDefinition, dataset: str, ids: Sequence[str],
         writer.writerow([id_col, score_col])
         writer.writerows(zip(ids, formatted, strict=True))
         body = out.getvalue()
-    return task.run_filename(dataset), body.encode("utf-8")
+    return task.run_filename(dataset, run=run), body.encode("utf-8")

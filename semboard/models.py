@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     CheckConstraint,
     DateTime,
@@ -41,6 +42,8 @@ UPLOAD_OUTCOMES = ("accepted", "rejected")
 # What a phase takes: uploaded runs, encoders the site runs itself (the model track), or both.
 PHASE_ACCEPTS = ("runs", "models", "both")
 MODEL_STATUSES = ("queued", "running", "failed", "done")
+# Byte counts of models pass 2 GiB: 64-bit on PostgreSQL (SQLite's INTEGER already is).
+BYTES = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -461,7 +464,7 @@ class UploadLog(Base):
     message: Mapped[str] = mapped_column(Text, default="")
     issues: Mapped[list[Any]] = mapped_column(default=list)
     filenames: Mapped[list[Any]] = mapped_column(default=list)
-    total_bytes: Mapped[int] = mapped_column(Integer, default=0)
+    total_bytes: Mapped[int] = mapped_column(BYTES, default=0)
     created_at: Mapped[datetime]
 
     team: Mapped[Team | None] = relationship()
@@ -654,7 +657,7 @@ class ModelSubmission(Base):
     uploaded_at: Mapped[datetime]
     storage_key: Mapped[str] = mapped_column(String(512))
     archive_sha256: Mapped[str] = mapped_column(String(64))
-    size: Mapped[int] = mapped_column(Integer)
+    size: Mapped[int] = mapped_column(BYTES)
     # check_model's digest of every file of the model, and its whole description
     digest: Mapped[str] = mapped_column(String(64))
     description: Mapped[dict[str, Any]] = mapped_column()
@@ -666,9 +669,47 @@ class ModelSubmission(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
+    # set when the team publishes the model's files with its run: then whoever sees the run
+    # may download them; None keeps them to the team and the organisers
+    published_at: Mapped[datetime | None]
 
     phase: Mapped[Phase] = relationship()
     team: Mapped[Team] = relationship()
     task: Mapped[Task] = relationship()
     user: Mapped[User | None] = relationship()
     run: Mapped[Run | None] = relationship()
+
+
+class ModelUpload(Base):
+    """A model arriving in parts (a chunked, resumable upload), staged in storage.
+
+    Parts arrive in order: `received` moves from a part's offset to its end by a conditional
+    UPDATE, so a repeated or racing part is refused with the offset to resume from. The row and
+    its parts go once the upload becomes a ModelSubmission, is refused, cancelled or expires.
+    """
+
+    __tablename__ = "model_upload"
+    __table_args__ = (
+        CheckConstraint("received >= 0 AND received <= size", name="received"),
+        Index(None, "user_id"),
+        Index(None, "updated_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    team_id: Mapped[int] = mapped_column(ForeignKey("team.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"))
+    filename: Mapped[str] = mapped_column(String(255))
+    size: Mapped[int] = mapped_column(BYTES)
+    received: Mapped[int] = mapped_column(BYTES, default=0, server_default="0")
+    # sha256 of the whole archive when the client gave it: checked before the model is
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    # storage keys of the parts, in order (each written once: keys.upload_part)
+    parts: Mapped[list[Any]] = mapped_column(default=list)
+    # what the model's submission will say: name, phase, prompt, pooling, publish
+    options: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+    task: Mapped[Task] = relationship()
+    team: Mapped[Team] = relationship()

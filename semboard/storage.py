@@ -6,7 +6,9 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,9 +26,21 @@ class ObjectMissing(KeyError):
 _KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
+BLOCK = 1 << 20  # files are copied, hashed and streamed in blocks of this size
+
+
 def sha256(data: bytes) -> str:
     """Hex sha256 of some bytes."""
     return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in blocks (a model may be larger than memory)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class keys:
@@ -59,6 +73,11 @@ class keys:
         """An uploaded model's zip (the model track), content-addressed per team like runs."""
         return f"models/{cls._part(task)}/team-{cls._part(team_id)}/{cls._part(digest)}.zip"
 
+    @classmethod
+    def upload_part(cls, upload_id: int, offset: int, digest: str) -> str:
+        """One received part of a chunked upload (staging: deleted once the upload ends)."""
+        return f"uploads/{cls._part(upload_id)}/{cls._part(f'{offset:015d}-{digest}')}"
+
 
 class Storage(Protocol):
     """What services need from a file store."""
@@ -75,6 +94,18 @@ class Storage(Protocol):
     def url(self, key: str) -> str | None:
         """A direct (presigned) download URL, or None when files are served by the app."""
 
+    def put_file(self, key: str, path: Path) -> None:
+        """Store a file's content under a new key without reading it whole; ObjectExists."""
+
+    def get_file(self, key: str, path: Path) -> None:
+        """Write the object to a file, block by block; ObjectMissing if absent."""
+
+    def stream(self, key: str) -> Iterator[bytes]:
+        """The object in blocks (for a download response); ObjectMissing if absent."""
+
+    def delete(self, key: str) -> None:
+        """Remove a staging object (parts of a chunked upload); nothing else is ever deleted."""
+
 
 def put_content(storage: Storage, key: str, data: bytes) -> None:
     """Store content-addressed bytes: an existing object under the same digest key is kept."""
@@ -82,6 +113,14 @@ def put_content(storage: Storage, key: str, data: bytes) -> None:
         return
     with contextlib.suppress(ObjectExists):  # a concurrent writer stored the same content
         storage.put(key, data)
+
+
+def put_content_file(storage: Storage, key: str, path: Path) -> None:
+    """put_content for a file on disk (a model's archive), never read whole into memory."""
+    if storage.exists(key):
+        return
+    with contextlib.suppress(ObjectExists):
+        storage.put_file(key, path)
 
 
 class LocalStorage:
@@ -98,18 +137,46 @@ class LocalStorage:
 
     def put(self, key: str, data: bytes) -> None:
         """Write to a temporary file, then hard-link into place (fails if the key exists)."""
+        self._place(key, lambda handle: handle.write(data))
+
+    def put_file(self, key: str, path: Path) -> None:
+        """put() of a file's content, copied in blocks."""
+        with Path(path).open("rb") as source:
+            self._place(key, lambda handle: shutil.copyfileobj(source, handle, BLOCK))
+
+    def _place(self, key: str, write: Any) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+                write(handle)
             try:
                 os.link(tmp, path)
             except FileExistsError as err:
                 raise ObjectExists(key) from err
         finally:
             os.unlink(tmp)
+
+    def get_file(self, key: str, path: Path) -> None:
+        """Copy a stored file to path."""
+        try:
+            shutil.copyfile(self._path(key), path)
+        except FileNotFoundError as err:
+            raise ObjectMissing(key) from err
+
+    def stream(self, key: str) -> Iterator[bytes]:
+        """The file in blocks; opened at once, so a missing key fails before a response starts."""
+        try:
+            handle = self._path(key).open("rb")
+        except FileNotFoundError as err:
+            raise ObjectMissing(key) from err
+        return _blocks(handle)
+
+    def delete(self, key: str) -> None:
+        """Remove a staging file (absent is fine)."""
+        with contextlib.suppress(FileNotFoundError):
+            self._path(key).unlink()
 
     def get(self, key: str) -> bytes:
         """Read a stored file."""
@@ -125,6 +192,12 @@ class LocalStorage:
     def url(self, key: str) -> str | None:
         """Local files are served through the app."""
         return None
+
+
+def _blocks(handle: Any) -> Iterator[bytes]:
+    with contextlib.closing(handle):
+        while block := handle.read(BLOCK):
+            yield block
 
 
 class S3Storage:
@@ -181,6 +254,35 @@ class S3Storage:
                 return False
             raise
         return True
+
+    def put_file(self, key: str, path: Path) -> None:
+        """Upload a file (multipart above boto3's threshold). Only content-addressed keys are
+        written this way, so a racing writer can only store the same bytes."""
+        if self.exists(key):
+            raise ObjectExists(key)
+        self.client.upload_file(str(path), self.bucket, self._key(key))
+
+    def get_file(self, key: str, path: Path) -> None:
+        """Download an object to a file (ranged, in parallel, by boto3)."""
+        if not self.exists(key):
+            raise ObjectMissing(key)
+        self.client.download_file(self.bucket, self._key(key), str(path))
+
+    def stream(self, key: str) -> Iterator[bytes]:
+        """The object's body in blocks."""
+        from botocore.exceptions import ClientError  # with boto3: S3 deployments only
+
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise ObjectMissing(key) from err
+            raise
+        return _blocks(response["Body"])
+
+    def delete(self, key: str) -> None:
+        """Delete a staging object."""
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
 
     def url(self, key: str, expires: int = 300) -> str | None:
         """A presigned GET URL."""

@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import io
+import hashlib
 import json
 import os
 import sys
+import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from semboard_cli.client import (
     EXIT_AUTH,
+    EXIT_CONFLICT,
+    EXIT_ERROR,
     EXIT_FORBIDDEN,
     EXIT_INVALID,
+    EXIT_NETWORK,
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_USAGE,
@@ -307,16 +312,17 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def model_archive(path: Path) -> tuple[str, bytes]:
-    """A model to upload: a .zip as it is, or a folder zipped (file name, bytes)."""
+def model_archive(path: Path, tmp: Path) -> Path:
+    """A model to upload: a .zip as it is, or the folder zipped into `tmp` (on disk: a model
+    may be larger than memory; the same folder zips to the same bytes, so it can resume)."""
     if path.is_file():
         if path.suffix.lower() != ".zip":
             raise CliError(f"{path}: give the model's folder or a .zip of it", EXIT_USAGE)
-        return path.name, path.read_bytes()
+        return path
     if not path.is_dir():
         raise CliError(f"{path}: no such folder or file", EXIT_USAGE)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zf:
+    archive = tmp / f"{path.resolve().name}.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
         for p in sorted(path.rglob("*")):
             rel = p.relative_to(path)
             if p.is_file() and not any(part.startswith(".") for part in rel.parts):
@@ -324,21 +330,92 @@ def model_archive(path: Path) -> tuple[str, bytes]:
                 method = zipfile.ZIP_STORED if p.suffix == ".safetensors" else \
                     zipfile.ZIP_DEFLATED
                 zf.write(p, rel.as_posix(), compress_type=method)
-    return f"{path.resolve().name}.zip", buffer.getvalue()
+    return archive
+
+
+PART_RETRIES = 5  # a part that fails to arrive is sent again this often (from where it stopped)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _whole_file_progress(offset: int, size: int) -> Callable[[int, int], None]:
+    """A part's progress drawn as the whole file's."""
+    return lambda sent, _part: draw_progress(offset + sent, size)
+
+
+def upload_in_parts(api: Api, task: str, archive: Path, fields: dict[str, Any]) -> dict[str, Any]:
+    """Send a model in parts (POST .../model-uploads, PUT each part, POST finish), with the
+    progress bar. A broken connection is retried from where the site says the upload stands;
+    an upload cut off for good resumes the next time the same file is sent."""
+    size = archive.stat().st_size
+    sha = _file_sha256(archive)
+    config = load_config()
+    pending = config.setdefault("model_uploads", {})
+    # the same file with the same choices resumes; other choices start a new upload
+    resume_key = f"{api.base}|{task}|{sha}|{json.dumps(fields, sort_keys=True)}"
+    upload = None
+    if resume_key in pending:
+        try:
+            upload = api.get_json(f"/model-uploads/{int(pending[resume_key])}")
+        except CliError:
+            upload = None  # expired, or finished elsewhere: start again
+        else:
+            _err(f"resuming the upload of {archive.name} at byte {upload['next_offset']:,}")
+    if upload is None:
+        upload = api.request("POST", f"/tasks/{task}/model-uploads", json={
+            **fields, "size": size, "sha256": sha, "filename": archive.name}).json()
+        pending[resume_key] = upload["id"]
+        save_config(config)
+    path = f"/model-uploads/{upload['id']}"
+    part_bytes = int(upload["part_bytes"])
+    offset, failures = int(upload["next_offset"]), 0
+    with archive.open("rb") as handle:
+        while offset < size:
+            handle.seek(offset)
+            data = handle.read(part_bytes)
+            body = ProgressBody(data, _whole_file_progress(offset, size))
+            try:
+                answer = api.request("PUT", path, data=body, headers={
+                    "Content-Type": "application/octet-stream",
+                    "Content-Range": f"bytes {offset}-{offset + len(data) - 1}/{size}"}).json()
+            except CliError as err:
+                failures += 1
+                if err.code not in (EXIT_NETWORK, EXIT_CONFLICT, EXIT_ERROR) or \
+                        failures > PART_RETRIES:
+                    raise
+                answer = api.get_json(path)  # where the upload stands now
+                _err(f"\n  part at byte {offset:,} failed ({err.message}); going on from byte "
+                     f"{answer['next_offset']:,}")
+            offset = int(answer["next_offset"])
+    try:
+        model = dict(api.request("POST", f"{path}/finish").json())
+    finally:
+        config = load_config()
+        config.get("model_uploads", {}).pop(resume_key, None)
+        save_config(config)
+    return model
 
 
 def cmd_submit_model(args: argparse.Namespace) -> int:
     """Upload a sentence encoder (the model track): the site checks it, then runs it itself."""
     api = _api(args)
-    filename, archive = model_archive(Path(args.model))
     fields = {key: value for key, value in (("name", args.name), ("phase", args.phase),
                                             ("prompt", args.prompt), ("pooling", args.pooling))
               if value is not None}
-    body, content_type = multipart(fields, {filename: archive}, field="file")
-    try:
-        model = _upload(api, f"/tasks/{args.task}/models", body, content_type)
-    except CliError as err:
-        return _refused(err)
+    if args.publish:
+        fields["publish"] = True
+    with tempfile.TemporaryDirectory(prefix="semboard-model-") as tmp:
+        archive = model_archive(Path(args.model), Path(tmp))
+        try:
+            model = upload_in_parts(api, args.task, archive, fields)
+        except CliError as err:
+            return _refused(err)
     where = (f", number {model['queue_position']} in the queue"
              if model.get("queue_position") else "")
     _out(f"Model {model['name']!r} accepted as #{model['id']} ({model['status']}{where}) in "
@@ -447,6 +524,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--phase", help="phase slug (default: the open one)")
     p.add_argument("--prompt", help="prefix put before every text (overrides the folder's)")
     p.add_argument("--pooling", help="cls, mean, max, ... (overrides 1_Pooling/config.json)")
+    p.add_argument("--publish", action="store_true",
+                   help="publish the model's files with its run (anyone who sees the run may "
+                        "download them; withdraw on the team page)")
     p = add("runs", cmd_runs, "list your team's runs")
     p.add_argument("task")
     p.add_argument("--phase")

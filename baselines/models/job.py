@@ -143,7 +143,8 @@ def child_main(request_fd: int, reply_fd: int) -> None:
             cos = encoder.similarity(pairs, progress=texts_done)
             encode_s += time.perf_counter() - t0
             scores = cosine_to_scores(cos, task.score_min, task.score_max, options["mapping"])
-            name, content = write_run(task, spec.name, ids, scores.tolist())
+            name, content = write_run(task, spec.name, ids, scores.tolist(),
+                                      run=options["run_name"])
             files[name] = content
         cuda = encoder.device == "cuda"
         meta: dict[str, Any] = {
@@ -195,8 +196,11 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
                   limits: ModelLimits | None = None, prompt: str | None = None,
                   pooling: str | None = None, normalize: bool | None = None,
                   mapping: Mapping_ = "clip", threads: int | None = None,
+                  run_name: str | None = None,
                   progress: Callable[[JobEvent], None] | None = None) -> ModelRun:
     """Encode `inputs` with the model in `folder` in a child process; the run files + metadata.
+
+    run_name goes into the file names of a task whose names carry the run ({run}).
 
     Raises ModelJobFailed when the model is refused, the child fails or dies, or the budget is
     exceeded; ValueError for datasets the task does not have.
@@ -209,7 +213,8 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
     datasets = {name: (list(d.ids), [tuple(p) for p in d.texts]) for name, d in inputs.items()}
     options = {"limits": limits or ModelLimits(), "prompt": prompt, "pooling": pooling,
                "normalize": normalize, "device": device, "dtype": dtype, "mapping": mapping,
-               "threads": threads, "gpu_memory_bytes": budget.gpu_memory_bytes}
+               "threads": threads, "gpu_memory_bytes": budget.gpu_memory_bytes,
+               "run_name": run_name}
     with tempfile.TemporaryFile() as log:
         return _supervise((str(Path(folder).resolve()), task_def, datasets, options), budget,
                           log, progress)

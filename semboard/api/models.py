@@ -1,25 +1,43 @@
-"""Model-track API (on the /api/v1 blueprint): upload an encoder, follow its job, get its zip."""
+"""Model-track API (on the /api/v1 blueprint): upload an encoder in one request or in parts,
+follow its job, publish or download its files."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from flask import current_app, jsonify, request, url_for
+from flask import Response, current_app, jsonify, request, url_for
 
-from semboard.api.routes import _require_user, bp
+from semboard.api.routes import _require_user, _user, bp
 from semboard.clock import request_now
 from semboard.db import get_session
-from semboard.errors import InvalidData
+from semboard.errors import Conflict, InvalidData
 from semboard.jobs.models import dispatch_model
-from semboard.services import models, tasks, teams
+from semboard.models import ModelSubmission
+from semboard.services import model_uploads, models, tasks, teams
 from semboard.storage import get_storage
-from semboard.web.files import attachment, client_filename
+from semboard.web.files import client_filename, disposition, upload_on_disk
+
+_CONTENT_RANGE = re.compile(r"^bytes (\d{1,15})-(\d{1,15})/(\d{1,15})$")
+
+
+def _queued(row: ModelSubmission) -> Any:
+    """202 with the model's state and where to follow it, its job dispatched."""
+    dispatch_model(current_app._get_current_object(), row.id)  # type: ignore[attr-defined]
+    status_url = url_for("api.show_model", model_id=row.id)
+    return jsonify(models.model_json(get_session(), row) | {"status_url": status_url}), 202, \
+        {"Location": status_url}
+
+
+def _flag(value: Any) -> bool:
+    """A yes/no field from a form ("1", "true", "yes", "on") or JSON (true)."""
+    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
 @bp.post("/tasks/<task_name>/models")
 def submit_model(task_name: str) -> Any:
-    """Upload a model (multipart: file = a zip of the Hugging Face folder; optional name,
-    phase, prompt, pooling); 202 with the model's status URL once checked and queued."""
+    """Upload a model in one request (multipart: file = a zip of the Hugging Face folder;
+    optional name, phase, prompt, pooling, publish); 202 once checked and queued."""
     user = _require_user()
     # a model is far larger than a run: web.hardening gives this route its own body limit
     session = get_session()
@@ -30,15 +48,107 @@ def submit_model(task_name: str) -> Any:
     if upload is None:
         raise InvalidData("send the model as the multipart field 'file' (a .zip)")
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
-    row = models.submit_model(
-        session, get_storage(), team=team, phase=phase, user=user, archive=upload.read(),
-        filename=client_filename(upload.filename) or "model.zip", now=now,
-        name=request.form.get("name", ""), prompt=request.form.get("prompt") or None,
-        pooling=request.form.get("pooling") or None)
-    dispatch_model(current_app._get_current_object(), row.id)  # type: ignore[attr-defined]
-    status_url = url_for("api.show_model", model_id=row.id)
-    return jsonify(models.model_json(session, row) | {"status_url": status_url}), 202, \
-        {"Location": status_url}
+    with upload_on_disk(upload) as archive:
+        row = models.submit_model(
+            session, get_storage(), team=team, phase=phase, user=user, archive=archive,
+            filename=client_filename(upload.filename) or "model.zip", now=now,
+            name=request.form.get("name", ""), prompt=request.form.get("prompt") or None,
+            pooling=request.form.get("pooling") or None,
+            publish=_flag(request.form.get("publish", "")))
+    return _queued(row)
+
+
+def _part_bytes() -> int:
+    return min(model_uploads.PART_BYTES, int(current_app.config["MAX_CONTENT_LENGTH"]))
+
+
+def _upload_answer(row: Any, status: int = 200) -> Any:
+    url = url_for("api.model_upload", upload_id=row.id)
+    return jsonify(model_uploads.upload_json(row, part_bytes=_part_bytes()) | {
+        "upload_url": url, "finish_url": url_for("api.finish_model_upload", upload_id=row.id)
+    }), status, {"Location": url}
+
+
+@bp.post("/tasks/<task_name>/model-uploads")
+def start_model_upload(task_name: str) -> Any:
+    """Start a model upload in parts (JSON: size, filename, sha256 and the model's name, phase,
+    prompt, pooling, publish); 201 with where to send the parts and how big they may be."""
+    user = _require_user()
+    session = get_session()
+    now = request_now()
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise InvalidData("send a JSON object: {\"size\": bytes, \"filename\": \"model.zip\", "
+                          "...}")
+    task = tasks.get_task(session, task_name)
+    team = teams.require_team(session, task=task, user=user)
+    phase = tasks.phase_for_submission(session, task, now=now, slug=_text(body, "phase"))
+    row = model_uploads.start(
+        session, get_storage(), team=team, phase=phase, user=user,
+        filename=client_filename(_text(body, "filename")) or "model.zip",
+        size=body.get("size"),  # checked by the service
+        sha256_hex=_text(body, "sha256"), now=now,
+        max_bytes=int(current_app.config["SEMBOARD_MODEL_MAX_BYTES"]),
+        name=_text(body, "name") or "", prompt=_text(body, "prompt"),
+        pooling=_text(body, "pooling"), publish=_flag(body.get("publish", False)))
+    return _upload_answer(row, 201)
+
+
+def _text(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidData(f"{key}: give a string")
+    return value
+
+
+# One rule for the three methods: with a rule per method, werkzeug answers an id out of range
+# with 405 (the other rules' methods) instead of 404.
+@bp.route("/model-uploads/<int:upload_id>", methods=["GET", "PUT", "DELETE"])
+def model_upload(upload_id: int) -> Any:
+    """GET: how much arrived (where to resume); PUT: the next part; DELETE: cancel."""
+    if request.method == "PUT":
+        return _put_part(upload_id)
+    if request.method == "DELETE":
+        model_uploads.cancel(get_session(), get_storage(), upload_id=upload_id,
+                             user=_require_user())
+        return "", 204
+    row = model_uploads.get_upload(get_session(), upload_id=upload_id, user=_require_user())
+    return _upload_answer(row)
+
+
+def _put_part(upload_id: int) -> Any:
+    """One part, in order: the body is its bytes, `Content-Range: bytes START-END/SIZE`;
+    409 (with next_offset) when START is not where the upload stands."""
+    user = _require_user()
+    session = get_session()
+    found = _CONTENT_RANGE.match(request.headers.get("Content-Range", "").strip())
+    if found is None:
+        raise InvalidData("send each part with 'Content-Range: bytes START-END/SIZE' (END "
+                          "inclusive)")
+    start, end, _size = (int(v) for v in found.groups())
+    data = request.get_data(cache=False)
+    if end - start + 1 != len(data):
+        raise InvalidData(f"Content-Range says {end - start + 1} bytes; the body has "
+                          f"{len(data)}")
+    try:
+        row = model_uploads.put_part(session, get_storage(), upload_id=upload_id, user=user,
+                                     offset=start, data=data, now=request_now())
+    except Conflict as err:
+        row = model_uploads.get_upload(session, upload_id=upload_id, user=user)
+        return jsonify(model_uploads.upload_json(row, part_bytes=_part_bytes())
+                       | {"error": err.message}), 409
+    return _upload_answer(row)
+
+
+@bp.post("/model-uploads/<int:upload_id>/finish")
+def finish_model_upload(upload_id: int) -> Any:
+    """Every part arrived: join, check and queue the model; 202 as for a one-request upload."""
+    user = _require_user()
+    row = model_uploads.finish(get_session(), get_storage(), upload_id=upload_id, user=user,
+                               now=request_now())
+    return _queued(row)
 
 
 @bp.get("/models/<int:model_id>")
@@ -49,9 +159,20 @@ def show_model(model_id: int) -> Any:
     return jsonify(models.model_json(session, row))
 
 
+@bp.post("/models/<int:model_id>/publish")
+def publish_model(model_id: int) -> Any:
+    """The team publishes its model's files with its run (JSON {"publish": false} withdraws)."""
+    session = get_session()
+    body = request.get_json(silent=True)
+    publish = _flag(body.get("publish", True)) if isinstance(body, dict) else True
+    row = models.set_published(session, model_id=model_id, user=_require_user(),
+                               publish=publish, now=request_now())
+    return jsonify(models.model_json(session, row))
+
+
 @bp.get("/models/<int:model_id>/archive")
 def model_archive(model_id: int) -> Any:
-    """The uploaded zip, for the team and the task's organisers."""
-    name, data = models.archive_bytes(get_session(), get_storage(), model_id=model_id,
-                                      viewer=_require_user())
-    return attachment(data, name, mimetype="application/zip")
+    """The uploaded zip: the team and the organisers; anyone who sees the run once published."""
+    name, key = models.archive_download(get_session(), model_id=model_id, viewer=_user())
+    return Response(get_storage().stream(key), mimetype="application/zip",
+                    headers=disposition(name))

@@ -85,7 +85,13 @@ SCHEMAS: dict[str, Any] = {
                    "started_at": NULL_TIME, "finished_at": NULL_TIME, "attempts": INT,
                    "run_id": {"type": ["integer", "null"]}, "digest": STR,
                    "archive_sha256": STR, "size": INT, "options": {"type": "object"},
-                   "model": {"type": "object"}}, {"status_url": STR}),
+                   "published_at": NULL_TIME, "model": {"type": "object"}},
+                  {"status_url": STR}),
+    "ModelUpload": _obj({"id": INT, "filename": STR, "size": INT, "received": INT,
+                         "next_offset": INT, "part_bytes": INT,
+                         "sha256": {"type": ["string", "null"]}, "complete": BOOL,
+                         "created_at": TIME, "updated_at": TIME, "expires_at": TIME},
+                        {"upload_url": STR, "finish_url": STR, "error": STR}),
 }
 
 ERRORS = {
@@ -95,6 +101,7 @@ ERRORS = {
     "403": "Not allowed now (phase closed, not the captain, teams locked)",
     "404": "No such object, or not yours to see",
     "409": "Clashes with the current state (run limit, already in a team, team full)",
+    "413": "The body is larger than the site takes (MAX_CONTENT_LENGTH; a model's own limit)",
     "422": "Invalid data (a control character in any text, an id out of range, a bad field); "
            "`issues` names file, line and problem",
     "429": "Too many requests of this kind; the message says when the limit lifts",
@@ -187,7 +194,10 @@ def _paths() -> dict[str, dict[str, Any]]:
     model_upload = {"required": True, "content": {"multipart/form-data": {"schema": {
         "type": "object", "required": ["file"],
         "properties": {"file": {"type": "string", "format": "binary"}, "name": STR,
-                       "phase": STR, "prompt": STR, "pooling": STR}}}}}
+                       "phase": STR, "prompt": STR, "pooling": STR, "publish": STR}}}}}
+    part = {"required": True, "content": {"application/octet-stream": {"schema": {
+        "type": "string", "format": "binary"}}}}
+    u = "/model-uploads/{upload_id}"
     return {
         "/tasks": {"get": _op("/tasks", "Every task with its phases", _json("TaskList"),
                               auth=False, errors=())},
@@ -210,12 +220,38 @@ def _paths() -> dict[str, dict[str, Any]]:
             "checked at once (every problem listed on 422), then run by the site",
             _json("Model", "Checked and queued"), status="202", body=model_upload,
             errors=("401", "403", "404", "409", "422", "429"))},
+        f"{t}/model-uploads": {"post": _op(
+            f"{t}/model-uploads", "Start a model upload in parts (resumable; for models of any "
+            "size up to the site's limit): refused at once where the model would be",
+            _json("ModelUpload", "Started"), status="201",
+            body=_fields(size=INT, filename=STR, sha256=STR, name=STR, phase=STR, prompt=STR,
+                         pooling=STR, publish=BOOL),
+            errors=("401", "403", "404", "409", "422", "429"))},
+        u: {
+            "get": _op(u, "How much of my upload arrived (where to resume)",
+                       _json("ModelUpload")),
+            "put": _op(u, "The next part: its bytes, with Content-Range: bytes START-END/SIZE; "
+                       "409 (with next_offset) when START is not where the upload stands",
+                       _json("ModelUpload"), body=part,
+                       errors=("401", "404", "409", "413", "422")),
+            "delete": _op(u, "Cancel my upload and drop its parts",
+                          {"description": "Cancelled"}, status="204"),
+        },
+        f"{u}/finish": {"post": _op(
+            f"{u}/finish", "Every part arrived: join, check and queue the model (every problem "
+            "listed on 422)", _json("Model", "Checked and queued"), status="202",
+            errors=("401", "403", "404", "409", "422", "429"))},
         "/models/{model_id}": {"get": _op("/models/{model_id}",
                                           "A model of my team: state, queue position, run",
                                           _json("Model"))},
+        "/models/{model_id}/publish": {"post": _op(
+            "/models/{model_id}/publish", "Publish my team's model files with its run "
+            "({\"publish\": false} withdraws them)", _json("Model"),
+            body=_fields(optional=True, publish=BOOL), errors=("401", "403", "404"))},
         "/models/{model_id}/archive": {"get": _op(
-            "/models/{model_id}/archive", "A model's zip, as uploaded (its team, organisers)",
-            _file("The zip", "application/zip"))},
+            "/models/{model_id}/archive", "A model's zip, as uploaded: its team and the "
+            "organisers; anyone who sees its run once the team published it",
+            _file("The zip", "application/zip"), auth=False)},
         "/runs/{run_id}/description": {
             method: _op("/runs/{run_id}/description",
                         "Edit my run's system description until its phase closes",

@@ -23,6 +23,7 @@ from semboard.services import (
     descriptions,
     gold,
     inputs,
+    models,
     phases,
     scorediff,
     submissions,
@@ -199,6 +200,11 @@ def _run_json(run: Any, show: bool) -> dict[str, Any]:
                       "summary": e.details.get("summary")}
                      for e in audit.entries(session, task=run.task, run=run)
                      ] if access.can_see_run_audit(session, _user(), run) else []
+    model = models.model_of_run(session, run)
+    if model is not None and models.can_download(session, _user(), model):
+        data["model_files"] = {"model_id": model.id, "published_at": api_time(model.published_at),
+                               "archive_url": url_for("api.model_archive", model_id=model.id),
+                               "size": model.size, "archive_sha256": model.archive_sha256}
     return data
 
 

@@ -61,7 +61,8 @@ def run_baselines(session: Session, storage: Storage, *, task_name: str,
         bar = progress(name, total) if progress is not None else None
         try:
             result = run_system(definition, stored, name, device=device, seed=seed,
-                                progress=bar.update if bar is not None else None)
+                                progress=bar.update if bar is not None else None,
+                                run_name=name)
         finally:
             if bar is not None:
                 bar.close()

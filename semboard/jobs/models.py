@@ -114,7 +114,7 @@ def _encode(session: Session, storage: Storage, app: Flask, row: ModelSubmission
     options = row.options or {}
     with tempfile.TemporaryDirectory(prefix="semboard-model-job-") as tmp:
         archive = Path(tmp) / "model.zip"
-        archive.write_bytes(storage.get(row.storage_key))
+        storage.get_file(row.storage_key, archive)  # a model may be larger than memory
         try:
             folder = unpack_model_archive(archive, Path(tmp) / "model")
         except ValidationError as err:
@@ -122,7 +122,8 @@ def _encode(session: Session, storage: Storage, app: Flask, row: ModelSubmission
         result = run_model_job(folder, definition, stored, budget=budget(app),
                                device=str(_setting(app, "SEMBOARD_MODEL_DEVICE")),
                                dtype=_setting(app, "SEMBOARD_MODEL_DTYPE"),
-                               prompt=options.get("prompt"), pooling=options.get("pooling"))
+                               prompt=options.get("prompt"), pooling=options.get("pooling"),
+                               run_name=row.name)
     if result.metadata.get("model_digest") != row.digest:
         raise ModelJobFailed("the stored model's digest differs from the one checked at upload")
     metadata = {**result.metadata, "model_submission_id": row.id,

@@ -12,7 +12,8 @@ from semboard.errors import Conflict, InvalidData, RunLimitReached
 from semboard.models import AuditEntry, Run, Task, Team, TeamMember, User
 from semboard.services import access
 
-ACTIONS = ("run-moved", "teams-merged", "published", "gold-released", "description-edited")
+ACTIONS = ("run-moved", "teams-merged", "published", "gold-released", "description-edited",
+           "model-published", "model-withdrawn")
 
 
 def record(

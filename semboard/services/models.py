@@ -30,8 +30,8 @@ from semboard.errors import (
     RunRejected,
 )
 from semboard.models import ModelSubmission, Phase, Run, Team, User
-from semboard.services import access, submissions, windows
-from semboard.storage import Storage, keys, put_content, sha256
+from semboard.services import access, audit, definitions, submissions, windows
+from semboard.storage import Storage, file_sha256, keys, put_content_file
 from semboard.timefmt import api_time
 
 PENDING = ("queued", "running")
@@ -63,16 +63,12 @@ def check_room(session: Session, *, team: Team, phase: Phase, name: str, now: da
             f"and has {pending} model(s) waiting (at most {quota.limit} a day)")
 
 
-def check_archive(archive: bytes, filename: str, *, limits: ModelLimits | None = None,
+def check_archive(archive: Path, filename: str, *, limits: ModelLimits | None = None,
                   prompt: str | None = None, pooling: str | None = None) -> ModelDescription:
     """Unpack the zip in a temporary folder and check the model; RunRejected lists every issue."""
-    if pooling is not None and pooling not in POOLING_MODES:
-        raise InvalidData(f"pooling {pooling!r} is not one of {', '.join(POOLING_MODES)}")
     with tempfile.TemporaryDirectory(prefix="semboard-model-") as tmp:
-        path = Path(tmp) / (Path(filename).name or "model.zip")
-        path.write_bytes(archive)
         try:
-            folder = unpack_model_archive(path, Path(tmp) / "model", limits)
+            folder = unpack_model_archive(archive, Path(tmp) / "model", limits)
         except ValidationError as err:
             raise RunRejected(f"the model archive {filename!r} was refused", err.issues) from None
         check = check_model(folder, limits, prompt=prompt, pooling=pooling)
@@ -82,55 +78,83 @@ def check_archive(archive: bytes, filename: str, *, limits: ModelLimits | None =
     return check.description
 
 
-def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase,
-                 user: User | None, archive: bytes, filename: str, now: datetime,
-                 name: str = "", prompt: str | None = None, pooling: str | None = None,
-                 limits: ModelLimits | None = None) -> ModelSubmission:
-    """Check, store and queue an uploaded model (a zip of the Hugging Face folder); commits.
-
-    The caller dispatches the job (jobs.models.dispatch_model) once this returns.
-    """
+def check_submission(session: Session, *, team: Team, phase: Phase, user: User | None,
+                     name: str, pooling: str | None, now: datetime) -> None:
+    """What is checked before a model's bytes are looked at: rights, the phase's rules, the
+    team's room, the name and options. A DomainError names the first problem."""
     if phase.task_id != team.task_id:
         raise InvalidData("the team and the phase belong to different tasks")
     if team.is_baseline or user is None or not access.is_member(session, user, team.id):
         raise Forbidden("only the team's members may submit its models")
-    name = name.strip()
-    files = {Path(filename).name or "model.zip": archive}
+    if name and (problem := run_name_problem(name)) is not None:
+        raise InvalidData(problem)
+    if name and definitions.phase_definition(phase).run_in_filename and (
+            "/" in name or "\\" in name):
+        # the run's files will be named after it ({run} in the task's file names)
+        raise InvalidData(f"run name {name!r}: this task names run files after their run, "
+                          "so the name may hold no / or \\")
+    if pooling is not None and pooling not in POOLING_MODES:
+        raise InvalidData(f"pooling {pooling!r} is not one of {', '.join(POOLING_MODES)}")
+    if phase.accepts not in ACCEPTING_PHASES:
+        raise PhaseNotOpen(f"phase {phase.name} takes runs, not models")
+    submissions.upload_timing(session, team=team, phase=phase, now=now)
+    check_room(session, team=team, phase=phase, name=name, now=now)
 
-    def refuse(err: DomainError) -> DomainError:
-        return submissions._reject(session, err, team=team, phase=phase, user=user,
-                                   name=name, files=files, now=now)
+
+def refuse(session: Session, err: DomainError, *, team: Team, phase: Phase, user: User | None,
+           name: str, filename: str, size: int, now: datetime) -> DomainError:
+    """Log a refused model upload (its only trace) and return the error to raise."""
+    return submissions._reject(session, err, team=team, phase=phase, user=user, name=name,
+                               files={Path(filename).name or "model.zip": size}, now=now)
+
+
+def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase,
+                 user: User | None, archive: Path, filename: str, now: datetime,
+                 name: str = "", prompt: str | None = None, pooling: str | None = None,
+                 publish: bool = False, limits: ModelLimits | None = None) -> ModelSubmission:
+    """Check, store and queue an uploaded model (a zip of the Hugging Face folder, on disk:
+    a model may be larger than memory); commits.
+
+    The caller dispatches the job (jobs.models.dispatch_model) once this returns. publish: the
+    team publishes the model's files with its run from the start.
+    """
+    name = name.strip()
+    size = archive.stat().st_size
+
+    def refused(err: DomainError) -> DomainError:
+        return refuse(session, err, team=team, phase=phase, user=user, name=name,
+                      filename=filename, size=size, now=now)
 
     try:
-        if name and (problem := run_name_problem(name)) is not None:
-            raise InvalidData(problem)
-        if phase.accepts not in ACCEPTING_PHASES:
-            raise PhaseNotOpen(f"phase {phase.name} takes runs, not models")
-        submissions.upload_timing(session, team=team, phase=phase, now=now)
-        check_room(session, team=team, phase=phase, name=name, now=now)
+        check_submission(session, team=team, phase=phase, user=user, name=name,
+                         pooling=pooling, now=now)
         description = check_archive(archive, filename, limits=limits, prompt=prompt,
                                     pooling=pooling)
     except DomainError as err:
-        raise refuse(err) from None
+        raise refused(err) from None
     name = name or f"model-{description.digest[:12]}"
-    digest = sha256(archive)
+    digest = file_sha256(archive)
     key = keys.model_archive(phase.task.name, team.id, digest)
-    put_content(storage, key, archive)  # content-addressed: never overwritten
+    put_content_file(storage, key, archive)  # content-addressed: never overwritten
     begin_write(session)
     try:
         check_room(session, team=team, phase=phase, name=name, now=now)  # again, under the lock
     except DomainError as err:
-        raise refuse(err) from None
+        raise refused(err) from None
     row = ModelSubmission(
-        task_id=team.task_id, phase_id=phase.id, team_id=team.id, user_id=user.id, name=name,
-        uploaded_at=now, storage_key=key, archive_sha256=digest, size=len(archive),
+        task_id=team.task_id, phase_id=phase.id, team_id=team.id, user_id=user.id if user else
+        None, name=name, uploaded_at=now, storage_key=key, archive_sha256=digest, size=size,
         digest=description.digest, description=description.to_dict(),
         options={"prompt": prompt, "pooling": pooling}, status="queued", reason="",
-        attempts=0)
+        attempts=0, published_at=now if publish else None)
     session.add(row)
-    submissions._log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
+    submissions._log_upload(session, team=team, phase=phase, user=user, name=name,
+                            files={Path(filename).name or "model.zip": size},
                             outcome="accepted", message=f"model {description.digest[:12]} "
                             "accepted and queued", now=now)
+    session.flush()
+    if publish:
+        _audit_publication(session, row, user, published=True, now=now)
     session.commit()
     return row
 
@@ -141,6 +165,15 @@ def can_view(session: Session, user: User | None, row: ModelSubmission) -> bool:
         session, user, row.task)
 
 
+def can_download(session: Session, user: User | None, row: ModelSubmission) -> bool:
+    """A model's files: its team and the organisers; anyone who sees its run once the team
+    published them with it."""
+    if can_view(session, user, row):
+        return True
+    return (row.published_at is not None and row.run is not None
+            and access.can_view_run(session, user, row.run))
+
+
 def get_model(session: Session, *, model_id: int, viewer: User | None) -> ModelSubmission:
     """A model submission the viewer may see; NotFound otherwise (its existence stays private)."""
     row = session.get(ModelSubmission, model_id)
@@ -149,11 +182,49 @@ def get_model(session: Session, *, model_id: int, viewer: User | None) -> ModelS
     return row
 
 
-def archive_bytes(session: Session, storage: Storage, *, model_id: int,
-                  viewer: User | None) -> tuple[str, bytes]:
-    """The uploaded zip (file name, bytes), only for the team and the organisers."""
-    row = get_model(session, model_id=model_id, viewer=viewer)
-    return f"model-{row.id}-{row.archive_sha256[:12]}.zip", storage.get(row.storage_key)
+def archive_download(session: Session, *, model_id: int, viewer: User | None
+                     ) -> tuple[str, str]:
+    """(file name, storage key) of a model's zip for a viewer allowed it; NotFound otherwise."""
+    row = session.get(ModelSubmission, model_id)
+    if row is None or not can_download(session, viewer, row):
+        raise NotFound(f"no model submission {model_id}")
+    return f"model-{row.id}-{row.archive_sha256[:12]}.zip", row.storage_key
+
+
+def model_of_run(session: Session, run: Run) -> ModelSubmission | None:
+    """The model submission that produced a run (None for uploaded runs)."""
+    return session.scalar(select(ModelSubmission).where(ModelSubmission.run_id == run.id))
+
+
+def set_published(session: Session, *, model_id: int, user: User | None, publish: bool,
+                  now: datetime) -> ModelSubmission:
+    """A team member publishes (or withdraws) the model's files with its run; audited; commits.
+
+    Published files are served to whoever may see the run; withdrawn ones to the team and the
+    organisers again.
+    """
+    row = get_model(session, model_id=model_id, viewer=user)
+    if not access.is_member(session, user, row.team_id):
+        raise Forbidden("only the team's members publish its model's files")
+    if (row.published_at is not None) == publish:
+        return row
+    begin_write(session)
+    session.refresh(row)
+    row.published_at = now if publish else None
+    _audit_publication(session, row, user, published=publish, now=now)
+    session.commit()
+    return row
+
+
+def _audit_publication(session: Session, row: ModelSubmission, user: User | None, *,
+                       published: bool, now: datetime) -> None:
+    what = "published" if published else "withdrew"
+    audit.record(session, task=row.task, user=user, team=row.team, run=row.run,
+                 action="model-published" if published else "model-withdrawn",
+                 reason=f"the team {what} its model's files", now=now,
+                 details={"summary": f"{row.team.name} {what} the files of model {row.name} "
+                                     f"(#{row.id}, digest {row.digest[:12]})",
+                          "model_id": row.id})
 
 
 def team_models(session: Session, *, team: Team) -> list[ModelSubmission]:
@@ -199,6 +270,7 @@ def model_json(session: Session, row: ModelSubmission) -> dict[str, Any]:
         "finished_at": api_time(row.finished_at), "attempts": row.attempts,
         "run_id": row.run_id, "digest": row.digest, "archive_sha256": row.archive_sha256,
         "size": row.size, "options": row.options,
+        "published_at": api_time(row.published_at),
         "model": {k: desc.get(k) for k in ("model_type", "architecture", "n_parameters",
                                             "hidden_size", "layers", "max_seq_length",
                                             "weights_dtype", "pooling", "normalize", "prompt")},

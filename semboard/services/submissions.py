@@ -54,7 +54,7 @@ def _log_upload(
     phase: Phase | None,
     user: User | None,
     name: str,
-    files: Mapping[str, bytes],
+    files: Mapping[str, bytes | int],
     outcome: str,
     message: str,
     now: datetime,
@@ -72,7 +72,8 @@ def _log_upload(
         message=message,
         issues=issue_dicts(issues or []),
         filenames=sorted(files)[:200],
-        total_bytes=sum(len(v) for v in files.values()),
+        # a model's archive is logged by its size: it is never held in memory whole
+        total_bytes=sum(v if isinstance(v, int) else len(v) for v in files.values()),
         created_at=now,
     )
     session.add(entry)
@@ -87,7 +88,7 @@ def _reject(
     phase: Phase | None,
     user: User | None,
     name: str,
-    files: Mapping[str, bytes],
+    files: Mapping[str, bytes | int],
     now: datetime,
 ) -> DomainError:
     """Commit only an upload-log row (and the rate-limit count) for a refused upload."""

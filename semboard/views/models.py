@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app, flash, redirect, render_template, url_for
+from flask import Response, abort, current_app, flash, redirect, render_template, url_for
 from flask_login import login_required
 
 from baselines.models.check import POOLING_MODES
@@ -12,9 +12,18 @@ from semboard.errors import DomainError
 from semboard.jobs.models import dispatch_model
 from semboard.services import models as model_services
 from semboard.services import submissions, teams
-from semboard.views.common import bp, db, flash_error, load_task, login_or_redirect, now, storage
-from semboard.web.files import client_filename
-from semboard.web.forms import UploadModelForm, options
+from semboard.views.common import (
+    bp,
+    db,
+    flash_error,
+    load_task,
+    login_or_redirect,
+    me,
+    now,
+    storage,
+)
+from semboard.web.files import client_filename, disposition, upload_on_disk
+from semboard.web.forms import PublishModelForm, UploadModelForm, options
 
 
 @bp.route("/tasks/<task_name>/submit-model", methods=["GET", "POST"])
@@ -42,11 +51,12 @@ def upload_model(task_name: str) -> Any:
             form.file.errors = ["Choose the .zip of your model's folder."]
         elif phase is not None:
             try:
-                row = model_services.submit_model(
-                    session, storage(), team=team, phase=phase, user=user,
-                    archive=upload.read(), filename=client_filename(upload.filename), now=now(),
-                    name=form.name.data or "", prompt=form.prompt.data or None,
-                    pooling=form.pooling.data or None)
+                with upload_on_disk(upload) as archive:
+                    row = model_services.submit_model(
+                        session, storage(), team=team, phase=phase, user=user, archive=archive,
+                        filename=client_filename(upload.filename), now=now(),
+                        name=form.name.data or "", prompt=form.prompt.data or None,
+                        pooling=form.pooling.data or None, publish=bool(form.publish.data))
             except DomainError as err:
                 flash_error(err)
                 issues = err.issues
@@ -59,6 +69,38 @@ def upload_model(task_name: str) -> Any:
     elif form.is_submitted():
         status = 422
     return render_template("runs/upload_model.html", task=task, team=team, form=form,
-                           phases=phases, issues=issues), status
+                           phases=phases, issues=issues,
+                           max_bytes=current_app.config["SEMBOARD_MODEL_MAX_BYTES"]), status
 
 
+@bp.post("/models/<int:model_id>/publish")
+@login_required
+def publish_model(model_id: int) -> Any:
+    """A team member publishes (or withdraws) the model's files with its run."""
+    form = PublishModelForm()
+    if not form.validate_on_submit():
+        abort(400)
+    publish = form.publish.data == "1"
+    try:
+        row = model_services.set_published(db(), model_id=model_id, user=me(), publish=publish,
+                                           now=now())
+    except DomainError as err:
+        flash_error(err)
+        return redirect(url_for("web.tasks"))
+    flash(f"The files of model {row.name} are "
+          + ("now published with its run." if publish else "private to your team again."),
+          "success")
+    if row.run_id is not None:
+        return redirect(url_for("web.run", run_id=row.run_id, _anchor="model-meta"))
+    return redirect(url_for("web.team", team_id=row.team_id, _anchor="team-models"))
+
+
+@bp.get("/models/<int:model_id>/archive")
+def model_archive(model_id: int) -> Any:
+    """A model's zip: its team and the organisers; anyone who sees its run once published."""
+    try:
+        name, key = model_services.archive_download(db(), model_id=model_id, viewer=me())
+    except DomainError:
+        abort(404)
+    return Response(storage().stream(key), mimetype="application/zip",
+                    headers=disposition(name))

@@ -201,6 +201,7 @@ def team(team_id: int) -> Any:
         team=team,
         is_captain=user is not None and team.captain_id == user.id,
         is_organiser=organiser,
+        is_member=access.is_member(session, user, team.id),
         show_invite_code=access.can_see_invite_code(session, user, team),
         runs=submissions.runs_for_team(session, team=team, include_replaced=True),
         logs=submissions.upload_logs(session, task=team.task, team=team)[:50],
@@ -365,9 +366,13 @@ def run(run_id: int) -> Any:
                                                         include_replaced=True)
                    if r.name == run.name and r.id != run.id]
     record = run.current_score
+    model = model_services.model_of_run(session, run)
     return render_template(
         "runs/show.html",
         run=run,
+        model=model if model is not None and model_services.can_download(session, user, model)
+        else None,
+        can_publish=member,
         definition=definitions.definition(run.task),
         record=record if show_scores else None,
         scored_hidden=record is not None and not show_scores,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import PurePosixPath, PureWindowsPath
+import contextlib
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from flask import Response, request
@@ -32,6 +34,16 @@ def uploaded_files(items: Iterable[Any]) -> dict[str, bytes]:
             raise ValueError(f"two uploaded files are called {base}")
         found[base] = item.read()
     return found
+
+
+@contextlib.contextmanager
+def upload_on_disk(upload: Any) -> Iterator[Path]:
+    """An uploaded file saved to a temporary file (a model's zip may be larger than memory),
+    removed afterwards; the file keeps the upload's base name."""
+    with tempfile.TemporaryDirectory(prefix="semboard-upload-") as tmp:
+        path = Path(tmp) / (client_filename(upload.filename) or "upload.zip")
+        upload.save(path)
+        yield path
 
 
 def attachment(data: bytes | str | Iterable[bytes], filename: str, *,

@@ -9,6 +9,7 @@ from typing import Any
 from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, MultipleFileField
 from wtforms import (
+    BooleanField,
     DateTimeLocalField,
     HiddenField,
     IntegerField,
@@ -19,6 +20,7 @@ from wtforms import (
     TextAreaField,
 )
 from wtforms.validators import (
+    AnyOf,
     DataRequired,
     EqualTo,
     InputRequired,
@@ -138,7 +140,14 @@ class UploadModelForm(FlaskForm):
     file = FileField("Model (.zip of the folder)")
     prompt = StringField("Prefix before every text", validators=[Optional(), Length(max=200)])
     pooling = SelectField("Pooling", validators=[Optional()])
+    publish = BooleanField("Publish the model's files with its run")
     submit = SubmitField("Upload model")
+
+
+class PublishModelForm(FlaskForm):
+    """Publish ("1") or withdraw ("0") a model's files (a button on the team and run pages)."""
+
+    publish = HiddenField(validators=[AnyOf(("0", "1"))])
 
 
 class LoadTaskForm(FlaskForm):

@@ -98,7 +98,8 @@ def _request_texts() -> Iterator[tuple[str, str, bool]]:
 
 # Routes whose bodies may pass MAX_CONTENT_LENGTH (a model's zip), by endpoint: the setting that
 # bounds them instead. Set before anything reads the body (the text check below reads the form).
-BODY_LIMITS = {"api.submit_model": "SEMBOARD_MODEL_MAX_BYTES"}
+BODY_LIMITS = {"api.submit_model": "SEMBOARD_MODEL_MAX_BYTES",
+               "web.upload_model": "SEMBOARD_MODEL_MAX_BYTES"}
 
 
 def set_body_limit() -> None:

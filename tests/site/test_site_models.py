@@ -5,10 +5,8 @@ from __future__ import annotations
 import io
 import json
 import threading
-import zipfile
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -22,50 +20,10 @@ from semboard.jobs.queue import wait_for_threads
 from semboard.models import ModelSubmission, Phase, Run, UploadLog
 from semboard.services import definitions, inputs
 from semboard.services import models as model_services
+from tests.site.models_support import FlaskHttp, on_disk, post_model, zip_folder
 
 API = "/api/v1"
 pytestmark = pytest.mark.gpu_extra
-
-
-@pytest.fixture(scope="module")
-def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random tiny BERT in the Hugging Face layout (mean pooling, normalised)."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from tests.baselines.models_support import write_tiny_model
-
-    return write_tiny_model(tmp_path_factory.mktemp("model") / "tiny-bert", "bert", seed=4)
-
-
-def _zip(folder: Path, *, extra: dict[str, bytes] | None = None,
-         config: dict[str, Any] | None = None) -> bytes:
-    """The folder as a zip under one top folder, as `zip -r` makes it; extra files, config keys."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                data = path.read_bytes()
-                if path.name == "config.json" and path.parent == folder and config:
-                    data = json.dumps({**json.loads(data), **config}).encode()
-                zf.writestr(f"tiny-bert/{path.relative_to(folder)}", data)
-        for name, data in (extra or {}).items():
-            zf.writestr(f"tiny-bert/{name}", data)
-    return buf.getvalue()
-
-
-def _post_model(client, headers, archive: bytes, **form: str):
-    data = {**form, "file": (io.BytesIO(archive), "tiny-bert.zip")}
-    return client.post(f"{API}/tasks/tiny/models", data=data, headers=headers,
-                       content_type="multipart/form-data")
-
-
-@pytest.fixture
-def models_world(world, session, make):
-    """The tiny task's phase "eval" taking models only."""
-    phase = world["phase"]
-    phase.accepts = "models"
-    session.commit()
-    return world
 
 
 def _counts(session) -> tuple[int, int, int]:
@@ -81,8 +39,8 @@ def _counts(session) -> tuple[int, int, int]:
 def test_an_uploaded_model_is_queued_run_and_scored(client, app, models_world, session, storage,
                                                    model_folder, now) -> None:
     headers = models_world["tokens"]["a"]
-    uploaded = _zip(model_folder)
-    response = _post_model(client, headers, uploaded, name="tiny-encoder")
+    uploaded = zip_folder(model_folder)
+    response = post_model(client, headers, uploaded, name="tiny-encoder")
     assert response.status_code == 202, response.get_json()
     body = response.get_json()
     assert body["status"] in ("queued", "running", "done") and body["name"] == "tiny-encoder"
@@ -131,7 +89,7 @@ def test_an_uploaded_model_is_queued_run_and_scored(client, app, models_world, s
 def test_a_bad_model_is_refused_at_once(client, models_world, session, model_folder, change,
                                         message) -> None:
     runs, rows, logs = _counts(session)
-    response = _post_model(client, models_world["tokens"]["a"], _zip(model_folder, **change))
+    response = post_model(client, models_world["tokens"]["a"], zip_folder(model_folder, **change))
     assert check_response(response).status_code == 422, response.get_json()
     body = response.get_json()
     assert "refused" in body["error"]
@@ -144,7 +102,7 @@ def test_a_bad_model_is_refused_at_once(client, models_world, session, model_fol
 def test_a_phase_that_takes_runs_refuses_models_and_the_reverse(client, world, session,
                                                                 model_folder, tiny_data) -> None:
     runs, rows, logs = _counts(session)
-    response = _post_model(client, world["tokens"]["a"], _zip(model_folder))
+    response = post_model(client, world["tokens"]["a"], zip_folder(model_folder))
     assert response.status_code == 403
     assert "takes runs, not models" in response.get_json()["error"]
     assert _counts(session) == (runs, rows, logs + 1)
@@ -163,7 +121,7 @@ def test_a_failing_job_marks_the_model_failed_and_takes_no_slot(
     models_world["phase"].max_runs = 1
     session.commit()
     headers = models_world["tokens"]["a"]
-    response = _post_model(client, headers, _zip(model_folder))
+    response = post_model(client, headers, zip_folder(model_folder))
     assert response.status_code == 202
     wait_for_threads(120)
     model = client.get(response.get_json()["status_url"], headers=headers).get_json()
@@ -172,7 +130,7 @@ def test_a_failing_job_marks_the_model_failed_and_takes_no_slot(
     assert session.scalar(select(func.count(Run.id))) == 0
     # the failed model holds no slot: the one run of the phase is still free
     app.config["SEMBOARD_MODEL_TIME_S"] = 300
-    again = _post_model(client, headers, _zip(model_folder))
+    again = post_model(client, headers, zip_folder(model_folder))
     assert again.status_code == 202, again.get_json()
     wait_for_threads(300)
     assert client.get(again.get_json()["status_url"], headers=headers).get_json()[
@@ -186,19 +144,21 @@ def test_a_pending_model_holds_its_slot(models_world, session, storage, model_fo
     session.commit()
     user = models_world["captains"][0]
     row = model_services.submit_model(session, storage, team=team, phase=phase, user=user,
-                                      archive=_zip(model_folder), filename="m.zip", now=now)
+                                      archive=on_disk(zip_folder(model_folder)), filename="m.zip",
+                                      now=now)
     assert row.status == "queued" and model_services.queue_position(session, row) == 1
     # the team page's rows: a later model of another team is second in the shared queue
     other = models_world["teams"][1]
     later = model_services.submit_model(
         session, storage, team=other, phase=phase, user=models_world["captains"][1],
-        archive=_zip(model_folder), filename="m.zip", now=now + timedelta(seconds=1))
+        archive=on_disk(zip_folder(model_folder)), filename="m.zip", now=now + timedelta(seconds=1))
     assert model_services.team_models_queued(session, team=team) == [(row, 1)]
     assert model_services.team_models_queued(session, team=other) == [(later, 2)]
     assert model_services.queue_position(session, later) == 2
     with pytest.raises(Exception, match="1 model\\(s\\) waiting"):
         model_services.submit_model(session, storage, team=team, phase=phase, user=user,
-                                    archive=_zip(model_folder), filename="m.zip", now=now)
+                                    archive=on_disk(zip_folder(model_folder)), filename="m.zip",
+                                      now=now)
 
 
 @pytest.mark.parametrize(
@@ -211,7 +171,8 @@ def test_two_claims_of_one_model_one_wins(models_world, session_factory, storage
     phase = setup.merge(models_world["phase"])
     user = setup.merge(models_world["captains"][0])
     row = model_services.submit_model(setup, storage, team=team, phase=phase, user=user,
-                                      archive=_zip(model_folder), filename="m.zip", now=now)
+                                      archive=on_disk(zip_folder(model_folder)), filename="m.zip",
+                                      now=now)
     model_id = row.id
     setup.close()
     results: list[bool] = []
@@ -242,32 +203,6 @@ def test_budget_comes_from_config(app) -> None:
     assert model_jobs.budget(app) == JobBudget(time_s=3600.0, memory_bytes=512 << 20)
 
 
-class _FlaskHttp:
-    """requests.Session's request(), answered by the app's test client (no server needed)."""
-
-    def __init__(self, client) -> None:
-        self.client = client
-        self.headers: dict[str, str] = {}
-
-    def request(self, method, url, *, headers, timeout, data=None, params=None):
-        body = data
-        if hasattr(data, "read"):
-            body = b"".join(iter(lambda: data.read(1 << 16), b""))
-        answer = self.client.open(url.split("http://site", 1)[1], method=method, data=body,
-                                  headers=headers, query_string=params)
-        return _Answer(answer.status_code, answer.get_json(), answer.get_data(as_text=True))
-
-
-class _Answer:
-    """The part of requests.Response the CLI reads."""
-
-    def __init__(self, status_code: int, body: Any, text: str) -> None:
-        self.status_code, self.body, self.text, self.reason = status_code, body, text, ""
-
-    def json(self) -> Any:
-        return self.body
-
-
 def test_cli_submit_model_zips_the_folder(client, models_world, model_folder, monkeypatch,
                                           capsys, session) -> None:
     from semboard_cli import client as cli_client
@@ -278,7 +213,7 @@ def test_cli_submit_model_zips_the_folder(client, models_world, model_folder, mo
 
     def init(self, url, token, timeout=300.0):
         real_init(self, url, token, timeout)
-        self.http = _FlaskHttp(client)
+        self.http = FlaskHttp(client)
 
     monkeypatch.setattr(cli_client.Api, "__init__", init)
     # runs keep the site's upload limit; a model has its own (SEMBOARD_MODEL_MAX_BYTES)
@@ -310,14 +245,14 @@ def test_the_pages_upload_list_and_show_a_model(client, models_world, session, m
     assert form.status_code == 200 and b"Upload a model" in form.data
 
     bad = client.post("/tasks/tiny/submit-model", content_type="multipart/form-data", data={
-        "phase": "eval", "file": (io.BytesIO(_zip(model_folder, config={"auto_map": {}})),
+        "phase": "eval", "file": (io.BytesIO(zip_folder(model_folder, config={"auto_map": {}})),
                                   "m.zip")})
     assert bad.status_code == 422 and b"The model was refused" in bad.data
     assert b"auto_map" in bad.data
 
     sent = client.post("/tasks/tiny/submit-model", content_type="multipart/form-data", data={
         "phase": "eval", "name": "web-model", "pooling": "cls",
-        "file": (io.BytesIO(_zip(model_folder)), "m.zip")})
+        "file": (io.BytesIO(zip_folder(model_folder)), "m.zip")})
     assert sent.status_code == 302 and "#team-models" in sent.headers["Location"]
     wait_for_threads(300)
     session.commit()
@@ -380,7 +315,8 @@ def test_a_model_whose_worker_died_is_failed_and_frees_its_slot(
     session.commit()
     user = models_world["captains"][0]
     row = model_services.submit_model(session, storage, team=team, phase=phase, user=user,
-                                      archive=_zip(model_folder), filename="m.zip", now=now)
+                                      archive=on_disk(zip_folder(model_folder)), filename="m.zip",
+                                      now=now)
     assert model_jobs.claim(session, row.id, now=now)  # then its worker is killed: no word
     app.config["SEMBOARD_MODEL_TIME_S"] = 60
     soon = now + timedelta(seconds=60 + model_jobs.ABANDONED_AFTER_S - 1)
@@ -419,7 +355,7 @@ def test_with_redis_a_baselines_worker_runs_the_model(app, client, models_world,
     Redis.from_url(redis_url).flushdb()
     app.config["REDIS_URL"] = redis_url
     headers = models_world["tokens"]["a"]
-    response = _post_model(client, headers, _zip(model_folder), name="queued-model")
+    response = post_model(client, headers, zip_folder(model_folder), name="queued-model")
     assert response.status_code == 202, response.get_json()
     body = response.get_json()
     assert body["status"] == "queued" and body["queue_position"] == 1

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from semboard.storage import LocalStorage, ObjectExists, ObjectMissing, keys, put_content, sha256
+from semboard.storage import (
+    LocalStorage,
+    ObjectExists,
+    ObjectMissing,
+    file_sha256,
+    keys,
+    put_content,
+    put_content_file,
+    sha256,
+)
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
@@ -37,6 +46,36 @@ def test_put_content_is_idempotent(any_storage) -> None:
     put_content(any_storage, key, b"x")
     put_content(any_storage, key, b"x")
     assert any_storage.get(key) == b"x"
+
+
+def test_files_go_in_and_out_in_blocks(any_storage, tmp_path: Path) -> None:
+    # larger than one block and than boto3's multipart threshold (8 MiB): a model's zip
+    data = bytes(range(256)) * (40_000 + 7)
+    source = tmp_path / "model.zip"
+    source.write_bytes(data)
+    key = keys.model_archive("sts2012", 3, file_sha256(source))
+    assert file_sha256(source) == sha256(data)
+    put_content_file(any_storage, key, source)
+    put_content_file(any_storage, key, source)  # the same content again: kept as it is
+    with pytest.raises(ObjectExists):
+        any_storage.put_file(key, source)
+    copy = tmp_path / "copy.zip"
+    any_storage.get_file(key, copy)
+    assert copy.read_bytes() == data
+    blocks = list(any_storage.stream(key))
+    assert b"".join(blocks) == data and len(blocks) > 1
+    with pytest.raises(ObjectMissing):
+        any_storage.get_file(keys.model_archive("sts2012", 3, "0" * 64), copy)
+    with pytest.raises(ObjectMissing):
+        any_storage.stream(keys.model_archive("sts2012", 3, "0" * 64))
+
+
+def test_staged_parts_are_deleted(any_storage) -> None:
+    key = keys.upload_part(5, 0, sha256(b"part"))
+    any_storage.put(key, b"part")
+    any_storage.delete(key)
+    assert not any_storage.exists(key)
+    any_storage.delete(key)  # already gone: fine
 
 
 @pytest.mark.s3
