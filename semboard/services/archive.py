@@ -128,7 +128,8 @@ def _public_splits(session: Session, task: Task, shown: list[Phase],
 
 
 def _runs_zip(runs: list[Run], storage: Storage, phase_of: dict[int, Phase]) -> bytes:
-    """The runs of the archive's boards: files as uploaded, description and scores of each."""
+    """The runs of the archive's boards: files as uploaded, description and scores of each
+    (and a model-track run's model facts)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
         for run in runs:
@@ -139,12 +140,17 @@ def _runs_zip(runs: list[Run], storage: Storage, phase_of: dict[int, Phase]) -> 
             bundle.writestr(f"{folder}/description.json", json.dumps(
                 descriptions.to_json(run), indent=2, ensure_ascii=False))
             record = run.current_score
-            bundle.writestr(f"{folder}/scores.json", json.dumps({
+            facts: dict[str, Any] = {
                 "run_id": run.id, "late": run.is_late, "post_deadline_fix": run.is_fix,
                 "baseline": run.team.is_baseline, "submitted_at": run.submitted_at.isoformat(),
                 "files": [{"filename": f.filename, "sha256": f.sha256} for f in run.files],
                 "gold_digest": record.gold_digest if record else None,
-                "scores": record.scores if record else None}, indent=2, ensure_ascii=False))
+                "scores": record.scores if record else None}
+            model = leaderboard.model_facts(run.meta)
+            if model is not None:  # a model-track run: what the site ran (other runs: as before)
+                facts["model"] = model
+            bundle.writestr(f"{folder}/scores.json",
+                            json.dumps(facts, indent=2, ensure_ascii=False))
     return buffer.getvalue()
 
 

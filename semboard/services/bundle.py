@@ -12,7 +12,7 @@ import re
 import zipfile
 from collections.abc import Iterator
 from datetime import datetime
-from typing import IO
+from typing import IO, Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
@@ -28,6 +28,7 @@ boards/PHASE.csv, .json, .tex       each phase's leaderboard (baselines unranked
 runs/PHASE/TEAM/RUN/                a current run: its files as uploaded,
     description.json                its system description (text and answers),
     scores.json                     every score it got, oldest first, with signatures
+                                    (a model run: its model's facts under "model")
 runs/PHASE/TEAM/RUN~vID/            a replaced version of RUN (run id ID), same layout
 gold/                               the gold files ({gold_state})
 
@@ -99,14 +100,19 @@ def stream(session: Session, storage: Storage, *, task: Task, phase: Phase | Non
                     yield sink.drain()
                 archive.writestr(f"{folder}/description.json", json.dumps(
                     descriptions.to_json(run), indent=2, ensure_ascii=False))
-                archive.writestr(f"{folder}/scores.json", json.dumps({
+                facts: dict[str, Any] = {
                     "run_id": run.id, "current": run.is_current, "late": run.is_late,
                     "post_deadline_fix": run.is_fix, "baseline": run.team.is_baseline,
                     "submitted_at": run.submitted_at.isoformat(),
                     "files": [{"filename": f.filename, "sha256": f.sha256} for f in run.files],
                     "scores": [{"gold_digest": r.gold_digest, "created_at":
                                 r.created_at.isoformat(), "scores": r.scores}
-                               for r in run.scores]}, indent=2, ensure_ascii=False))
+                               for r in run.scores]}
+                model = leaderboard.model_facts(run.meta)
+                if model is not None:  # a model-track run: what the site ran, as recorded
+                    facts["model"] = model
+                archive.writestr(f"{folder}/scores.json",
+                                 json.dumps(facts, indent=2, ensure_ascii=False))
                 yield sink.drain()
         for split in public:
             # The default split's gold at gold/ (as before splits existed), others beside it.

@@ -92,6 +92,19 @@ class Row:
             "model": self.model,
         }
 
+    @property
+    def n_parameters(self) -> int | None:
+        """The parameter count of a model-track run's encoder (None for other runs)."""
+        value = (self.model or {}).get("n_parameters")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return int(value)
+
+    @property
+    def parameters_label(self) -> str:
+        """The parameter count as papers print it ("110M", "1.2B"); "" for other runs."""
+        return format_parameters(self.n_parameters)
+
 
 MODEL_KEYS = ("model_digest", "architecture", "n_parameters", "pooling", "prompt", "dtype",
               "device", "pairs_per_s")
@@ -102,6 +115,32 @@ def model_summary(meta: dict[str, Any] | None) -> dict[str, Any] | None:
     if not meta or meta.get("system") != "model":
         return None
     return {key: meta.get(key) for key in MODEL_KEYS}
+
+
+def model_facts(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Everything the model job recorded of a model-track run (None for other runs): exports."""
+    if not meta or meta.get("system") != "model":
+        return None
+    return dict(meta)
+
+
+def format_parameters(n: int | None) -> str:
+    """A parameter count to two significant figures with K/M/B/T, as papers print it.
+
+    109,482,240 → "110M", 335,141,888 → "340M", 1,234,567,890 → "1.2B"; below 1,000 the number
+    itself; None → "".
+    """
+    if n is None:
+        return ""
+    if abs(n) < 1000:
+        return str(n)
+    rounded = float(f"{n:.2g}")  # two significant figures first, so 999.6M reads "1B"
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(rounded) >= size:
+            value = rounded / size
+            text = f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"
+            return text.removesuffix(".0") + unit
+    return str(n)  # pragma: no cover - abs(rounded) >= 1000 always meets "K"
 
 
 @dataclass
@@ -117,6 +156,11 @@ class Leaderboard:
     groups_pending: bool = False
     # each row's stored 95% CIs {run id: {column key: [low, high]}}, read when the board is built
     intervals: dict[int, dict[str, list[float]]] = field(default_factory=dict)
+
+    @property
+    def has_models(self) -> bool:
+        """Whether any row is a model-track run: boards and exports then show its parameters."""
+        return any(row.model for row in self.rows)
 
     def to_json(self) -> dict[str, Any]:
         """The API's leaderboard object."""
@@ -141,8 +185,12 @@ class Leaderboard:
         board.intervals = {int(k): v for k, v in (intervals or {}).items()}
         return board
 
-    def _table(self) -> tuple[list[str], list[list[Any]]]:
+    def _table(self, *, latex: bool = False) -> tuple[list[str], list[list[Any]]]:
+        """Header and body of the exports; with model rows, their parameters (and digest)."""
         header = ["team", "run", "baseline", "flags"]
+        models = self.has_models
+        if models:  # boards without model runs export exactly as before
+            header += ["Params"] if latex else ["parameters", "model digest"]
         for column in self.columns:
             header.append(column.label)
             if column.ranked:
@@ -150,6 +198,11 @@ class Leaderboard:
         body = []
         for row in self.rows:
             line: list[Any] = [row.team, row.run, "yes" if row.baseline else "", "".join(row.flags)]
+            if models and latex:
+                line.append(row.parameters_label)
+            elif models:
+                line += ["" if row.n_parameters is None else row.n_parameters,
+                         (row.model or {}).get("model_digest") or ""]
             for column in self.columns:
                 value = row.metrics.get(column.key)
                 reason = row.missing.get(column.key, MISSING_UNDEFINED)
@@ -171,8 +224,8 @@ class Leaderboard:
         return exportsafe.csv_text(header, body)
 
     def to_latex(self, digits: int = 4) -> str:
-        """A LaTeX tabular like the task paper's results table."""
-        header, body = self._table()
+        """A LaTeX tabular like the task paper's results table (model runs: a Params column)."""
+        header, body = self._table(latex=True)
 
         def cell(value: Any) -> str:
             if value is None or value == "":

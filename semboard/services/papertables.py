@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,8 @@ class Table:
     header: list[str]
     rows: list[list[Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # header name → how LaTeX prints that column's values (CSV and JSON keep them plain)
+    latex_formats: dict[str, Callable[[Any], str]] = field(default_factory=dict)
 
     def to_csv(self) -> str:
         """CSV, values unrounded."""
@@ -61,9 +64,17 @@ class Table:
                 text = text.replace(char, escaped)
             return text.replace("†", r"\dag{}").replace("‡", r"\ddag{}")
 
+        form_at = {i: form for i, name in enumerate(self.header)
+                   if (form := self.latex_formats.get(name)) is not None}
+
+        def shown(i: int, value: Any) -> str:
+            form = form_at.get(i)
+            return cell(form(value) if form is not None and value is not None else value)
+
         lines = [r"\begin{tabular}{l" + "c" * (len(self.header) - 1) + "}", r"\hline",
                  " & ".join(cell(h) for h in self.header) + r" \\", r"\hline"]
-        lines += [" & ".join(cell(v) for v in row) + r" \\" for row in self.rows]
+        lines += [" & ".join(shown(i, v) for i, v in enumerate(row)) + r" \\"
+                  for row in self.rows]
         lines += [r"\hline", r"\end{tabular}", ""]
         return "\n".join(lines)
 
@@ -95,14 +106,21 @@ def runs_table(session: Session, *, task: Task, phase: Phase, rank_baselines: bo
                   if r.current_score is not None}
         ranks = rank_runs(definitions.definition(task), scored)
     header = ["run", "baseline", "flags"]
+    models = board.has_models  # model-track runs: their parameter count (other boards: as before)
+    if models:
+        header.append("parameters")
     for column in board.columns:
         header.append(column.label)
         if column.ranked:
             header.append(f"rank {column.label}")
     table = Table("runs", header)
+    if models:  # LaTeX prints "110M" / "1.2B" as papers do; CSV and JSON the exact count
+        table.latex_formats["parameters"] = leaderboard.format_parameters
     for row in board.rows:
         line: list[Any] = [f"{row.team}-{row.run}", "yes" if row.baseline else "",
                            "".join(row.flags)]
+        if models:
+            line.append(row.n_parameters)
         for column in board.columns:
             line.append(row.metrics.get(column.key))
             if column.ranked:
