@@ -26,6 +26,8 @@ GOLD_FORMATS = ("lines", "csv", "inline", "jsonl")
 RUN_FORMATS = ("lines", "csv", "table")
 # metrics where a smaller value is better: ranked ascending
 LOWER_IS_BETTER = M.LOWER_IS_BETTER
+# how a model's cosine becomes a score (scores.model_mapping; baselines.models applies it)
+MODEL_MAPPINGS = ("clip", "linear")
 # metrics over string class labels (gold.classes); the others need numbers
 CLASS_METRICS = frozenset(m.name for m in METRICS.values() if m.on_classes)
 NUMERIC_ONLY = frozenset(m.name for m in METRICS.values() if not m.on_classes)
@@ -169,6 +171,9 @@ class TaskDefinition:
     default_split: str = DEFAULT_SPLIT
     aggregate_specs: tuple[AggregateSpec, ...] = ()
     derived: tuple[DerivedMetric, ...] = ()
+    # how the model track turns an encoder's cosine into a score of the range: "clip" maps
+    # [0, 1] onto it (negatives to the bottom), "linear" maps [-1, 1] onto it
+    model_mapping: str = "clip"
 
     def __hash__(self) -> int:
         # `tracks` is a dict, so the generated hash would fail; the digest identifies the text
@@ -360,7 +365,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
          "metrics", "tracks", "datasets", "default_split", "splits", "system_description",
          "teams"),
     "layout.": ("input", "gold"),
-    "scores.": ("min", "max", "nan_policy"),
+    "scores.": ("min", "max", "nan_policy", "model_mapping"),
     "inputs.": ("format", "columns", "header", "id", "texts", "split", "transform", "genre",
                 "genre_separator", "genre_column", "quoted", "extra_columns", "breakdowns"),
     "gold.": ("format", "id_column", "score_column", "label_column", "unscored", "classes",
@@ -627,6 +632,8 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     if score_min >= score_max:
         raise TaskDefinitionError(f"{source}: scores.min must be below scores.max")
     nan_policy = _get(scores, "nan_policy", str, source, "reject", "scores.")
+    model_mapping = _choice(_get(scores, "model_mapping", str, source, "clip", "scores."),
+                            MODEL_MAPPINGS, "scores.model_mapping", source)
     if not _NAN_POLICY.match(nan_policy):
         raise TaskDefinitionError(
             f"{source}: scores.nan_policy {nan_policy!r} must be reject, mean or value:<number>"
@@ -820,6 +827,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
                                     0.5, "metrics.")),
         aggregate_specs=aggregate_specs,
         derived=derived,
+        model_mapping=model_mapping,
     )
 
 

@@ -87,7 +87,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SEMBOARD_MODEL_DTYPE", str, "fp16 on CUDA, fp32 on CPU",
             "model track: `float16`, `bfloat16` or `float32`"),
     Setting("SEMBOARD_MODEL_MAX_BYTES", int, "6442450944 (6 GiB)",
-            "model track: largest model zip accepted through the API and CLI"),
+            "model track: largest model zip accepted (page, API, CLI); the CLI sends it in "
+            "resumable parts"),
     Setting("SEMBOARD_TRUSTED_PROXIES", int, "0",
             "how many reverse proxies stand in front of the site: their `X-Forwarded-*` "
             "headers give the client address the throttles count"),

@@ -19,11 +19,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, cast
 
 import numpy as np
 
@@ -84,6 +84,16 @@ def cosine_to_scores(cos: np.ndarray, lo: float, hi: float, mapping: Mapping_ = 
     return lo + sim * (hi - lo)
 
 
+def model_task_problem(task: TaskDefinition, datasets: Iterable[str]) -> str | None:
+    """Why a model cannot answer these datasets of the task (None when it can): an encoder's
+    cosine becomes a score, never a class label."""
+    labelled = [d for d in datasets if task.dataset(d).gold.classes]
+    if labelled:
+        return (f"dataset(s) {', '.join(labelled)} of {task.name} take class labels; a model's "
+                "cosine similarity gives scores, so the model track cannot answer them")
+    return None
+
+
 def _rss_bytes(pid: int) -> int | None:
     """Resident memory of a process from /proc (Linux); None when it cannot be read."""
     try:
@@ -142,7 +152,8 @@ def child_main(request_fd: int, reply_fd: int) -> None:
             t0 = time.perf_counter()
             cos = encoder.similarity(pairs, progress=texts_done)
             encode_s += time.perf_counter() - t0
-            scores = cosine_to_scores(cos, task.score_min, task.score_max, options["mapping"])
+            lo, hi = task.score_range(spec.name)  # a dataset may have a range of its own
+            scores = cosine_to_scores(cos, lo, hi, options["mapping"])
             name, content = write_run(task, spec.name, ids, scores.tolist(),
                                       run=options["run_name"])
             files[name] = content
@@ -195,12 +206,13 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
                   dtype: str | None = None, budget: JobBudget | None = None,
                   limits: ModelLimits | None = None, prompt: str | None = None,
                   pooling: str | None = None, normalize: bool | None = None,
-                  mapping: Mapping_ = "clip", threads: int | None = None,
+                  mapping: Mapping_ | None = None, threads: int | None = None,
                   run_name: str | None = None,
                   progress: Callable[[JobEvent], None] | None = None) -> ModelRun:
     """Encode `inputs` with the model in `folder` in a child process; the run files + metadata.
 
-    run_name goes into the file names of a task whose names carry the run ({run}).
+    run_name goes into the file names of a task whose names carry the run ({run}); mapping
+    (cosine to score) defaults to the definition's scores.model_mapping.
 
     Raises ModelJobFailed when the model is refused, the child fails or dies, or the budget is
     exceeded; ValueError for datasets the task does not have.
@@ -210,9 +222,13 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
     unknown = sorted(set(inputs) - {d.name for d in task_def.datasets})
     if unknown:
         raise ValueError(f"task {task_def.name} has no dataset(s) {', '.join(unknown)}")
+    problem = model_task_problem(task_def, inputs)
+    if problem is not None:
+        raise ModelJobFailed(problem)
+    chosen: Mapping_ = mapping or cast(Mapping_, task_def.model_mapping)
     datasets = {name: (list(d.ids), [tuple(p) for p in d.texts]) for name, d in inputs.items()}
     options = {"limits": limits or ModelLimits(), "prompt": prompt, "pooling": pooling,
-               "normalize": normalize, "device": device, "dtype": dtype, "mapping": mapping,
+               "normalize": normalize, "device": device, "dtype": dtype, "mapping": chosen,
                "threads": threads, "gpu_memory_bytes": budget.gpu_memory_bytes,
                "run_name": run_name}
     with tempfile.TemporaryFile() as log:

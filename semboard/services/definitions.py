@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
+from baselines.models.job import model_task_problem
 from evaluation import DatasetSpec, TaskDefinition, TaskDefinitionError, parse_task
 from evaluation.taskdef import release_path
 from semboard.errors import InvalidData, NotFound
@@ -60,3 +61,10 @@ def dataset_spec(task: Task, dataset: str, split: str | None = None) -> DatasetS
     except KeyError as err:
         where = f"split {split} of task {task.name}" if split else f"task {task.name}"
         raise NotFound(f"{where} has no dataset {dataset!r}") from err
+
+
+def model_problem(task: Task, *, split: str | None, track: str | None) -> str | None:
+    """Why a phase of this split and track cannot take models (class-label datasets), or None."""
+    whole = split_definition(task, split)
+    return model_task_problem(whole, whole.track_datasets(track) if track
+                              else whole.dataset_names)

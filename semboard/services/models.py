@@ -97,6 +97,9 @@ def check_submission(session: Session, *, team: Team, phase: Phase, user: User |
         raise InvalidData(f"pooling {pooling!r} is not one of {', '.join(POOLING_MODES)}")
     if phase.accepts not in ACCEPTING_PHASES:
         raise PhaseNotOpen(f"phase {phase.name} takes runs, not models")
+    problem = definitions.model_problem(phase.task, split=phase.split, track=phase.track)
+    if problem is not None:
+        raise InvalidData(problem)
     submissions.upload_timing(session, team=team, phase=phase, now=now)
     check_room(session, team=team, phase=phase, name=name, now=now)
 

@@ -105,6 +105,10 @@ def _check_phase(task: Task, values: dict[str, Any]) -> None:
     if values["split"] not in splits:
         raise InvalidData(f"task {task.name} has no split {values['split']!r}; its splits: "
                           f"{', '.join(splits)}")
+    if values["accepts"] != "runs":
+        problem = definitions.model_problem(task, split=values["split"], track=track or None)
+        if problem is not None:
+            raise InvalidData(f"phase {slug} cannot take models: {problem}")
 
 
 def _check_split_rules(session: Session, task: Task, values: dict[str, Any],

@@ -161,3 +161,38 @@ def test_chunked_tokenising_and_unpadded_batches_change_nothing(models, monkeypa
     np.testing.assert_allclose(encoder.embed(texts), whole, atol=1e-6)
     one_by_one = np.stack([encoder.embed([t])[0] for t in texts])
     np.testing.assert_allclose(one_by_one, whole, atol=1e-5)
+
+
+def test_the_definition_maps_cosine_and_each_dataset_keeps_its_range(
+        models, synthetic_inputs) -> None:
+    """scores.model_mapping = "linear" maps [-1, 1] onto the range; a dataset with a range of
+    its own (datasets[].scores) gets scores in that range."""
+    from dataclasses import replace
+
+    from models_support import st_cosines
+
+    base = load_task("sts2012")
+    first = base.datasets[0]
+    task = replace(base, model_mapping="linear",
+                   datasets=(replace(first, score_min=0.0, score_max=1.0), *base.datasets[1:]))
+    inputs = synthetic_inputs["sts2012"]
+    run = run_model_job(models["bert"], task, inputs, device="cpu", prompt="it is: ")
+    scores = _run_scores(task, run.files, inputs)
+    assert run.metadata["score_mapping"] == "linear"
+    for name, data in inputs.items():
+        lo, hi = task.score_range(name)
+        expected = lo + (np.clip(st_cosines(models["bert"], data.texts, "it is: "), -1, 1) + 1) \
+            / 2 * (hi - lo)
+        np.testing.assert_allclose(scores[name], expected, atol=5e-5)
+    assert scores[first.name].max() <= 1.0
+
+
+def test_class_label_datasets_are_refused_before_any_process(models, synthetic_inputs) -> None:
+    from dataclasses import replace
+
+    base = load_task("sts2012")
+    first = base.datasets[0]
+    task = replace(base, datasets=(replace(first, gold=replace(first.gold, classes=("a", "b"))),
+                                   *base.datasets[1:]))
+    with pytest.raises(ModelJobFailed, match=rf"{first.name} of sts2012 take class labels"):
+        run_model_job(models["bert"], task, synthetic_inputs["sts2012"], device="cpu")

@@ -42,6 +42,13 @@ def test_shipped_definitions():
     assert len(sts.digest) == 64 and sts.text.startswith("#")
 
 
+def test_model_mapping_defaults_to_clip_and_is_read():
+    sts = load_task("sts2012")
+    assert sts.model_mapping == "clip"
+    text = sts.text.replace('nan_policy = "reject"', 'nan_policy = "reject"\nmodel_mapping = "linear"')
+    assert parse_task(text).model_mapping == "linear"
+
+
 def test_load_task_by_path_and_unknown_name(tmp_path):
     path = tmp_path / "copy.toml"
     path.write_text(load_task("sts2012").text.replace('name = "sts2012"', 'name = "copy"'))
@@ -57,6 +64,8 @@ def test_load_task_by_path_and_unknown_name(tmp_path):
 @pytest.mark.parametrize(("old", "new", "message"), [
     ('primary = "ALL"', 'primary = "BLEU"', "metrics.primary 'BLEU'"),
     ('nan_policy = "reject"', 'nan_policy = "drop"', "nan_policy 'drop'"),
+    ('nan_policy = "reject"', 'nan_policy = "reject"\nmodel_mapping = "sigmoid"',
+     "scores.model_mapping 'sigmoid' is not one of clip, linear"),
     ('format = "lines"\nfilename', 'format = "xml"\nfilename', "run.format 'xml'"),
     ("max = 5", "max = -1", "scores.min must be below scores.max"),
     ('filename = "STS.output.{dataset}.txt"', 'filename = "out.txt"', "must contain {dataset}"),

@@ -327,3 +327,23 @@ def test_a_model_run_of_a_task_naming_runs_in_files(client, app, make, session, 
     assert run is not None and run.name == "enc-1" and run.status == "scored"
     assert sorted(f.filename for f in run.files) == [
         "STS.output.enc-1.alpha.txt", "STS.output.enc-1.beta.txt"]
+
+
+def test_models_only_where_every_dataset_takes_scores(session, now) -> None:
+    """SICK 2014's entailment labels cannot come from a cosine: a phase of that track refuses
+    to take models; the relatedness track takes them."""
+    from evaluation import load_task
+    from semboard.errors import InvalidData
+
+    task = tasks.load_task(session, load_task("sick2014"), now=now)
+    session.commit()
+    window = {"kind": "evaluation", "opens_at": now, "closes_at": now + timedelta(days=1),
+              "now": now}
+    with pytest.raises(InvalidData, match="entailment of sick2014 take class labels"):
+        tasks.add_phase(session, task, slug="all", name="all", accepts="models", **window)
+    with pytest.raises(InvalidData, match="cannot take models"):
+        tasks.add_phase(session, task, slug="ent", name="ent", track="entailment",
+                        accepts="both", **window)
+    phase = tasks.add_phase(session, task, slug="rel", name="rel", track="relatedness",
+                            accepts="models", **window)
+    assert phase.accepts == "models"
