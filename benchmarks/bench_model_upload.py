@@ -21,7 +21,6 @@ against the file sent. Jobs get a 1-second budget so encoding does not compete w
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess

@@ -45,7 +45,8 @@ def test_shipped_definitions():
 def test_model_mapping_defaults_to_clip_and_is_read():
     sts = load_task("sts2012")
     assert sts.model_mapping == "clip"
-    text = sts.text.replace('nan_policy = "reject"', 'nan_policy = "reject"\nmodel_mapping = "linear"')
+    text = sts.text.replace('nan_policy = "reject"',
+                            'nan_policy = "reject"\nmodel_mapping = "linear"')
     assert parse_task(text).model_mapping == "linear"
 
 
