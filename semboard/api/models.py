@@ -123,6 +123,7 @@ def _put_part(upload_id: int) -> Any:
     409 (with next_offset) when START is not where the upload stands."""
     user = _require_user()
     session = get_session()
+    model_uploads.get_upload(session, upload_id=upload_id, user=user)  # 404 before anything
     found = _CONTENT_RANGE.match(request.headers.get("Content-Range", "").strip())
     if found is None:
         raise InvalidData("send each part with 'Content-Range: bytes START-END/SIZE' (END "

@@ -84,7 +84,7 @@ def test_e5_uploaded_as_a_model_matches_the_embedding_baseline(tmp_path, monkeyp
 
             row = model_services.submit_model(
                 session, get_storage(), team=team, phase=phase, user=user,
-                archive=e5_zip.read_bytes(), filename="e5.zip", now=now, name="e5-small",
+                archive=e5_zip, filename="e5.zip", now=now, name="e5-small",
                 prompt="query: ")
             done = run_model_submission(session, get_storage(), app, row.id)
             assert done is not None and done.status == "done", done.reason if done else None

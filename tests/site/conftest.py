@@ -27,7 +27,7 @@ from semboard.models import Base, Phase, Task, Team, User
 from semboard.services import accounts, gold, inputs, tasks, teams
 from semboard.storage import LocalStorage, S3Storage, Storage
 from tests.servers import redis_server
-from tests.site.models_support import model_folder, models_world  # noqa: F401  (fixtures)
+from tests.site.model_track_support import model_folder, models_world  # noqa: F401  (fixtures)
 
 NOW = datetime(2012, 4, 2, 12, 0, tzinfo=UTC)
 

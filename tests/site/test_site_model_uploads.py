@@ -16,7 +16,7 @@ from semboard.jobs.queue import wait_for_threads
 from semboard.models import AuditEntry, ModelSubmission, ModelUpload, Run, UploadLog
 from semboard.services import gold, inputs, model_uploads, tasks
 from tests.site.conftest import TINY_TOML
-from tests.site.models_support import API, FlaskHttp, zip_folder
+from tests.site.model_track_support import API, FlaskHttp, zip_folder
 
 pytestmark = pytest.mark.gpu_extra
 
@@ -279,7 +279,7 @@ def test_published_model_files_reach_whoever_sees_the_run(client, models_world, 
 def test_the_team_page_publishes_and_withdraws(client, models_world, session, storage,
                                                model_folder, now) -> None:
     from semboard.services import models as model_services
-    from tests.site.models_support import on_disk
+    from tests.site.model_track_support import on_disk
 
     team, phase = models_world["team_a"], models_world["phase"]
     captain = models_world["captains"][0]

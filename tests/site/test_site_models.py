@@ -20,7 +20,7 @@ from semboard.jobs.queue import wait_for_threads
 from semboard.models import ModelSubmission, Phase, Run, UploadLog
 from semboard.services import definitions, inputs
 from semboard.services import models as model_services
-from tests.site.models_support import FlaskHttp, on_disk, post_model, zip_folder
+from tests.site.model_track_support import FlaskHttp, on_disk, post_model, zip_folder
 
 API = "/api/v1"
 pytestmark = pytest.mark.gpu_extra

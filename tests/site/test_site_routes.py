@@ -172,7 +172,15 @@ ROUTES: list[tuple[str, str, object, object]] = [
     # the model track (issue 23): team A's model is not B's to see
     ("POST", "/api/v1/tasks/tiny/models", 401, 422),
     ("GET", "/api/v1/models/{model}", 401, 404),
-    ("GET", "/api/v1/models/{model}/archive", 401, 404),
+    ("GET", "/api/v1/models/{model}/archive", 404, 404),  # published ones need no token
+    ("POST", "/api/v1/models/{model}/publish", 401, 404),
+    ("GET", "/models/{model}/archive", 404, 404),
+    ("POST", "/models/{model}/publish", LOGIN, 400),  # no publish field (nor CSRF token)
+    ("POST", "/api/v1/tasks/tiny/model-uploads", 401, 422),  # no JSON body
+    ("GET", "/api/v1/model-uploads/1", 401, 404),
+    ("PUT", "/api/v1/model-uploads/1", 401, 404),
+    ("DELETE", "/api/v1/model-uploads/1", 401, 404),
+    ("POST", "/api/v1/model-uploads/1/finish", 401, 404),
     # last but one: B leaves (its team, without runs, goes away)
     ("POST", "/api/v1/tasks/tiny/team/leave", 401, 200),
     ("POST", "/logout", 302, 302),  # last: it ends B's session
