@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,23 @@ def model_job(model_id: int) -> dict[str, Any]:
     return _run_in(job_app(), model_id)
 
 
+# Without Redis a process runs its models one at a time (the others stay queued, in order), so
+# a burst of uploads never encodes in parallel past the host's memory; and it never holds two
+# threads for one model (the sweep below hands a lost model to this process at most once).
+_local_turn = threading.BoundedSemaphore(1)
+_local_held: set[int] = set()
+_local_lock = threading.Lock()
+
+
+def _run_local(app: Flask, model_id: int) -> dict[str, Any]:
+    try:
+        with _local_turn:
+            return _run_in(app, model_id)
+    finally:
+        with _local_lock:
+            _local_held.discard(model_id)
+
+
 def _run_in(app: Flask, model_id: int) -> dict[str, Any]:
     with app.app_context():
         session = session_factory()()
@@ -182,9 +200,52 @@ def _run_in(app: Flask, model_id: int) -> dict[str, Any]:
             session.close()
 
 
+def job_id(model_id: int) -> str:
+    """A model job's rq id: fixed, so the sweep tells a lost job from a waiting one."""
+    return f"semboard-model-{model_id}"
+
+
 def dispatch_model(app: Flask, model_id: int) -> str:
     """Queue a model's job on `baselines` (rq with REDIS_URL, else a thread of this app)."""
+    if not app.config.get("REDIS_URL"):
+        with _local_lock:
+            if model_id in _local_held:
+                return "thread"
+            _local_held.add(model_id)
     return job_queue.dispatch(app, "semboard.jobs.models.model_job", model_id,
                               queue_name=QUEUE_NAME, timeout_s=JOB_TIMEOUT_S, retry=False,
                               result_ttl=7 * 24 * 3600, description=f"model {model_id}",
-                              local=lambda i: _run_in(app, i))
+                              local=lambda i: _run_local(app, i), job_id=job_id(model_id))
+
+
+# A queued model is looked for this long after upload before the sweep calls its job lost.
+LOST_AFTER_S = 600
+# rq states in which a job will never run the model (it stays queued otherwise)
+_DEAD_JOB = ("finished", "failed", "stopped", "canceled")
+
+
+def recover(app: Flask, session: Session, *, now: datetime) -> dict[str, list[int]]:
+    """The model queue's sweep (`flask worker`, and each web process's schedule ticker):
+    models still "running" long past their budget are failed (their worker died), and queued
+    models whose job was lost are dispatched again (an rq job that no longer exists, or, without
+    Redis, a process that died). A second job for one model is harmless: the claim lets one
+    run. Returns the ids failed and dispatched."""
+    failed = fail_abandoned(session, app, now=now)
+    cutoff = now - timedelta(seconds=LOST_AFTER_S)
+    waiting = list(session.scalars(select(ModelSubmission.id).where(
+        ModelSubmission.status == "queued", ModelSubmission.uploaded_at < cutoff)
+        .order_by(ModelSubmission.uploaded_at, ModelSubmission.id)))
+    session.rollback()  # nothing held while jobs are looked up or dispatched
+    redispatched = []
+    for model_id in waiting:
+        if app.config.get("REDIS_URL"):
+            status = job_queue.job_status(app, job_id(model_id), QUEUE_NAME)
+            if status is not None and status not in _DEAD_JOB:
+                continue  # waiting on the queue, or running: not lost
+        elif model_id in _local_held:
+            continue  # this process has it
+        dispatch_model(app, model_id)
+        redispatched.append(model_id)
+    if failed or redispatched:
+        log.warning("model queue sweep: failed %s, dispatched again %s", failed, redispatched)
+    return {"failed": failed, "dispatched": redispatched}

@@ -92,11 +92,12 @@ def _queue(app: Flask, name: str = QUEUE_NAME) -> Any:
 def enqueue(app: Flask, func: str, *args: Any, description: str = "",
             unique: str | None = None, queue_name: str = QUEUE_NAME,
             timeout_s: int = JOB_TIMEOUT_S, retry: bool = True,
-            result_ttl: int | None = None) -> str:
+            result_ttl: int | None = None, job_id: str | None = None) -> str:
     """Put a job on the queue with retries; returns its id.
 
     unique: a name; while the last job enqueued under it still waits in the queue no second
     one is added (a burst of changes then costs one recomputation, which reads the newest state).
+    job_id: a fixed id, so a sweep can ask rq whether the job still exists (job_status).
     """
     queue = _queue(app, queue_name)
     marker = f"semboard:unique-job:{unique}"
@@ -114,6 +115,8 @@ def enqueue(app: Flask, func: str, *args: Any, description: str = "",
         options["retry"] = Retry(max=len(RETRY_INTERVALS), interval=RETRY_INTERVALS)
     if result_ttl is not None:
         options["result_ttl"] = result_ttl
+    if job_id is not None:
+        options["job_id"] = job_id
     job = queue.enqueue(func, *args, **options)
     if unique is not None:
         queue.connection.set(marker, job.id, ex=timeout_s * 4)
@@ -129,7 +132,7 @@ def dispatch(app: Flask, func: str, *args: Any, queue_name: str = QUEUE_NAME,
              description: str = "", unique: str | None = None,
              timeout_s: int = JOB_TIMEOUT_S, retry: bool = True,
              result_ttl: int | None = None, local: Callable[..., Any] | None = None,
-             use_queue: bool | None = None) -> str:
+             use_queue: bool | None = None, job_id: str | None = None) -> str:
     """Run func(*args) off the request: an rq job with REDIS_URL, else a daemon thread.
 
     func names an importable function (rq stores the name); local, when given, is what the
@@ -140,7 +143,7 @@ def dispatch(app: Flask, func: str, *args: Any, queue_name: str = QUEUE_NAME,
     if use_queue if use_queue is not None else bool(app.config.get("REDIS_URL")):
         return enqueue(app, func, *args, description=description, unique=unique,
                        queue_name=queue_name, timeout_s=timeout_s, retry=retry,
-                       result_ttl=result_ttl)
+                       result_ttl=result_ttl, job_id=job_id)
     target = local or import_attribute(func)
     thread = threading.Thread(target=_thread_main, args=(target, args, description or func),
                               daemon=True, name=f"semboard-{queue_name}")
@@ -148,6 +151,15 @@ def dispatch(app: Flask, func: str, *args: Any, queue_name: str = QUEUE_NAME,
         _threads.add(thread)
     thread.start()
     return "thread"
+
+
+def job_status(app: Flask, job_id: str, queue_name: str = QUEUE_NAME) -> str | None:
+    """rq's status of a job ("queued", "started", "finished", "failed", ...); None if gone."""
+    try:
+        return str(Job.fetch(job_id, connection=_queue(app, queue_name).connection)
+                   .get_status(refresh=True))
+    except NoSuchJobError:
+        return None
 
 
 def _thread_main(target: Callable[..., Any], args: tuple[Any, ...], what: str) -> None:

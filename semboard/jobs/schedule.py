@@ -1,4 +1,5 @@
-"""The in-process schedule ticker: publishes boards and releases gold at their set times."""
+"""The in-process schedule ticker: publishes boards and releases gold at their set times, and
+sweeps the model queue."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from flask import Flask
 
 from semboard.clock import utcnow
 from semboard.db import session_factory
+from semboard.jobs import models as model_jobs
 from semboard.services import schedule
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,10 @@ class Ticker(threading.Thread):
                         for line in schedule.tick(session, now=utcnow()):
                             log.info("schedule: %s", line)
                         session.commit()
+                        # without Redis no worker sweeps: each web process looks after the
+                        # model queue (a lost model job is dispatched again)
+                        model_jobs.recover(self.app, session,  # type: ignore[arg-type]
+                                           now=utcnow())
                     finally:
                         session.close()
             except Exception:

@@ -11,7 +11,7 @@ What makes a run accepted get scored without an operator, however the worker die
   120 s, are put back on the queue;
 - the same sweep sends every run still unscored `STUCK_AFTER_S` after upload to scoring again
   (a job that failed all its retries, or one lost with Redis itself): `flask boards recover`
-  without anyone running it.
+  without anyone running it; and it sweeps the model queue (`jobs.models.recover`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from rq.worker import WorkerStatus
 
 from semboard.clock import utcnow
 from semboard.db import get_session
+from semboard.jobs import models as model_jobs
 from semboard.jobs import queue as job_queue
 from semboard.jobs import scoring as scoring_jobs
 
@@ -88,9 +89,11 @@ class SiteWorker(SimpleWorker):
 
 
 def sweep_stuck_runs(app: Flask) -> list[int]:
-    """Queue the scoring of every run accepted STUCK_AFTER_S ago and still unscored; their ids."""
+    """Queue the scoring of every run accepted STUCK_AFTER_S ago and still unscored; their ids.
+    Then the model queue's sweep (abandoned models failed, lost model jobs queued again)."""
     with app.app_context():
         ids = scoring_jobs.recover_stuck(app, get_session(), now=utcnow(), on_queue=True)
+        model_jobs.recover(app, get_session(), now=utcnow())
     if ids:
         log.warning("stuck runs sent to scoring again: %s", ids)
     return ids

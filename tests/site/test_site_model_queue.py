@@ -1,0 +1,108 @@
+"""The model queue looks after itself: one local job at a time, lost jobs dispatched again,
+abandoned ones failed, with or without Redis."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from semboard.jobs import models as model_jobs
+from semboard.jobs.queue import wait_for_threads
+from semboard.models import ModelSubmission
+from semboard.services import models as model_services
+from tests.site.model_track_support import on_disk, zip_folder
+
+pytestmark = pytest.mark.gpu_extra
+
+
+def _submit(session, storage, world, folder, now, name: str) -> ModelSubmission:
+    return model_services.submit_model(
+        session, storage, team=world["team_a"], phase=world["phase"],
+        user=world["captains"][0], archive=on_disk(zip_folder(folder)), filename="m.zip",
+        now=now, name=name)
+
+
+def _status(session, model_id: int) -> str:
+    session.commit()  # a new snapshot
+    row = session.get(ModelSubmission, model_id)
+    assert row is not None
+    session.refresh(row)
+    return row.status
+
+
+def test_a_process_runs_its_models_one_at_a_time(app, models_world, session, storage,
+                                                 model_folder, now, monkeypatch) -> None:
+    started: list[int] = []
+    release = threading.Event()
+
+    def encode(session, storage, app, row):  # stands in for the encoder: waits to be told
+        started.append(row.id)
+        assert release.wait(60)
+        raise model_jobs.ModelJobFailed("stopped by the test")
+
+    monkeypatch.setattr(model_jobs, "_encode", encode)
+    first = _submit(session, storage, models_world, model_folder, now, "first")
+    second = _submit(session, storage, models_world, model_folder, now, "second")
+    model_jobs.dispatch_model(app, first.id)
+    model_jobs.dispatch_model(app, second.id)
+    model_jobs.dispatch_model(app, second.id)  # a second dispatch here adds no thread
+    for _ in range(200):
+        if started:
+            break
+        threading.Event().wait(0.05)
+    assert started == [first.id]
+    assert _status(session, first.id) == "running" and _status(session, second.id) == "queued"
+    assert model_services.queue_position(session, session.get(ModelSubmission, second.id)) == 1
+    release.set()
+    wait_for_threads(60)
+    assert started == [first.id, second.id]
+    assert _status(session, first.id) == _status(session, second.id) == "failed"
+
+
+def test_the_sweep_dispatches_lost_models_and_fails_abandoned_ones(
+        app, models_world, session, storage, model_folder, now) -> None:
+    models_world["phase"].max_runs = 5
+    session.commit()
+    lost = _submit(session, storage, models_world, model_folder, now, "lost")  # never dispatched
+    fresh = _submit(session, storage, models_world, model_folder,
+                    now + timedelta(days=1), "fresh")  # uploaded "after" the sweep: not lost
+    abandoned = _submit(session, storage, models_world, model_folder, now, "abandoned")
+    assert model_jobs.claim(session, abandoned.id, now=now)  # its worker then died
+    budget = model_jobs.budget(app).time_s
+    later = now + timedelta(seconds=max(model_jobs.LOST_AFTER_S,
+                                        budget + model_jobs.ABANDONED_AFTER_S) + 1)
+    # too early for the abandoned one (its budget has not passed), and nothing lost yet
+    assert model_jobs.recover(app, session, now=now) == {"failed": [], "dispatched": []}
+    found = model_jobs.recover(app, session, now=later)
+    assert found == {"failed": [abandoned.id], "dispatched": [lost.id]}
+    wait_for_threads(300)
+    assert _status(session, lost.id) == "done" and _status(session, fresh.id) == "queued"
+    row = session.get(ModelSubmission, abandoned.id)
+    assert row is not None and "stopped without a result" in row.reason
+
+
+@pytest.mark.redis
+def test_with_redis_the_sweep_requeues_only_lost_jobs(app, models_world, session, storage,
+                                                      model_folder, now, redis_url) -> None:
+    from redis import Redis
+    from rq import Queue
+
+    Redis.from_url(redis_url).flushdb()
+    app.config["REDIS_URL"] = redis_url
+    queue = Queue(model_jobs.QUEUE_NAME, connection=Redis.from_url(redis_url))
+    waiting = _submit(session, storage, models_world, model_folder, now, "waiting")
+    model_jobs.dispatch_model(app, waiting.id)
+    lost = _submit(session, storage, models_world, model_folder, now, "lost")
+    later = now + timedelta(seconds=model_jobs.LOST_AFTER_S + 1)
+    assert queue.count == 1
+    found = model_jobs.recover(app, session, now=later)
+    assert found == {"failed": [], "dispatched": [lost.id]}
+    assert sorted(queue.job_ids) == sorted([model_jobs.job_id(waiting.id),
+                                            model_jobs.job_id(lost.id)])
+    # swept again: both jobs wait on the queue, nothing is added
+    assert model_jobs.recover(app, session, now=later)["dispatched"] == []
+    assert queue.count == 2
+    assert {r.name for r in session.scalars(select(ModelSubmission))} == {"waiting", "lost"}
