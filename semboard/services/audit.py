@@ -9,7 +9,16 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
 from semboard.errors import Conflict, InvalidData, RunLimitReached
-from semboard.models import AuditEntry, Run, Task, Team, TeamMember, User
+from semboard.models import (
+    AuditEntry,
+    ModelSubmission,
+    ModelUpload,
+    Run,
+    Task,
+    Team,
+    TeamMember,
+    User,
+)
 from semboard.services import access
 
 ACTIONS = ("run-moved", "teams-merged", "published", "gold-released", "description-edited",
@@ -122,6 +131,9 @@ def move_run(session: Session, *, run: Run, to_team: Team, by: User | None, reas
                     .execution_options(synchronize_session=False))
     session.execute(update(Run).where(Run.id.in_(versions)).values(team_id=to_team.id)
                     .execution_options(synchronize_session=False))
+    # the models that produced these versions go with them (their files, rights to publish)
+    session.execute(update(ModelSubmission).where(ModelSubmission.run_id.in_(versions))
+                    .values(team_id=to_team.id).execution_options(synchronize_session=False))
     session.expire(run)
     return record(session, task=task, user=by, action="run-moved", reason=reason, now=now,
                   run=run, team=to_team, details={
@@ -167,6 +179,10 @@ def merge_teams(session: Session, *, source: Team, target: Team, by: User | None
                         .execution_options(synchronize_session=False))
     session.execute(update(Run).where(Run.team_id == source.id).values(team_id=target.id)
                     .execution_options(synchronize_session=False))
+    # its models (a queued one submits its run for the merged team) and unfinished uploads
+    for table in (ModelSubmission, ModelUpload):
+        session.execute(update(table).where(table.team_id == source.id)
+                        .values(team_id=target.id).execution_options(synchronize_session=False))
     source.closed_at = now
     source.merged_into_id = target.id
     session.flush()

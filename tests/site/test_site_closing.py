@@ -12,7 +12,7 @@ import pytest
 
 from semboard.errors import Conflict, Forbidden, InvalidData, NotFound, RunLimitReached
 from semboard.jobs import schedule as schedule_jobs
-from semboard.models import Team, TeamMember
+from semboard.models import ModelSubmission, ModelUpload, Team, TeamMember
 from semboard.services import (
     audit,
     bundle,
@@ -26,6 +26,7 @@ from semboard.services import (
     tasks,
     teams,
 )
+from semboard.services import models as model_services
 from tests.site.conftest import TINY_TOML
 
 QUESTIONS = """
@@ -444,3 +445,39 @@ def test_cli_describe_merge_and_refusals(app, session, storage, tiny_data, now, 
     assert merged.exit_code == 0 and "team A merged into B" in merged.output
     listed = cli("audit", "list", "tiny").output
     assert "command line" in listed and "(reason: same group)" in listed
+
+
+def _model(session, team, user, phase, now, *, run=None, status="queued"):
+    """A model-track row (no encoder needed: only its team matters here)."""
+    row = ModelSubmission(task_id=team.task_id, phase_id=phase.id, team_id=team.id,
+                          user_id=user.id, name=f"m{team.id}", uploaded_at=now,
+                          storage_key="models/x.zip", archive_sha256="0" * 64, size=1,
+                          digest="0" * 64, description={}, options={}, status=status,
+                          run_id=run.id if run is not None else None)
+    session.add(row)
+    session.commit()
+    return row
+
+
+def test_models_move_with_their_runs_and_merged_teams(session, storage, tiny_data, now,
+                                                     closing):
+    task, phase, (a, cap_a), (b, cap_b), organiser = closing
+    run = _submit(session, storage, tiny_data, now, a, cap_a, phase, "enc", 1)
+    made_it = _model(session, a, cap_a, phase, now, run=run, status="done")
+    waiting = _model(session, b, cap_b, phase, now)
+    upload = ModelUpload(task_id=task.id, team_id=b.id, user_id=cap_b.id, filename="m.zip",
+                         size=10, received=0, parts=[], options={}, created_at=now,
+                         updated_at=now)
+    session.add(upload)
+    session.commit()
+    d, cap_d = _team(session, task, "D", now)
+    audit.move_run(session, run=run, to_team=d, by=organiser, reason="wrong account", now=now)
+    session.commit()
+    session.expire_all()
+    assert made_it.team_id == d.id  # its new team may now publish its files
+    assert model_services.can_view(session, cap_d, made_it)
+    assert not model_services.can_view(session, cap_a, made_it)
+    audit.merge_teams(session, source=b, target=d, by=organiser, reason="same lab", now=now)
+    session.commit()
+    session.expire_all()
+    assert waiting.team_id == d.id and upload.team_id == d.id  # its run comes to D
