@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from baselines.models import ModelDescription, ModelLimits, check_model, unpack_model_archive
 from baselines.models.check import POOLING_MODES
@@ -29,7 +29,7 @@ from semboard.errors import (
     RunLimitReached,
     RunRejected,
 )
-from semboard.models import ModelSubmission, Phase, Run, Team, User
+from semboard.models import ModelSubmission, Phase, Run, Task, Team, User
 from semboard.services import access, audit, definitions, submissions, windows
 from semboard.storage import Storage, file_sha256, keys, put_content_file
 from semboard.timefmt import api_time
@@ -241,7 +241,22 @@ def team_models_queued(session: Session, *, team: Team
                        ) -> list[tuple[ModelSubmission, int | None]]:
     """A team's models, newest first, each with its queue position: two queries, whatever the
     number of models (the queue's order is read once, not per row)."""
-    rows = team_models(session, team=team)
+    return _with_positions(session, team_models(session, team=team))
+
+
+def task_models_queued(session: Session, *, task: Task
+                       ) -> list[tuple[ModelSubmission, int | None]]:
+    """Every model of a task (the organisers' list), newest first, with team and phase and
+    queue positions: three queries."""
+    rows = list(session.scalars(
+        select(ModelSubmission).where(ModelSubmission.task_id == task.id)
+        .options(selectinload(ModelSubmission.team), selectinload(ModelSubmission.phase))
+        .order_by(ModelSubmission.uploaded_at.desc(), ModelSubmission.id.desc())))
+    return _with_positions(session, rows)
+
+
+def _with_positions(session: Session, rows: list[ModelSubmission]
+                    ) -> list[tuple[ModelSubmission, int | None]]:
     if not any(row.status == "queued" for row in rows):
         return [(row, None) for row in rows]
     order = session.scalars(select(ModelSubmission.id).where(ModelSubmission.status == "queued")

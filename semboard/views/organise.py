@@ -24,6 +24,7 @@ from semboard.services import (
     tasks,
     teams,
 )
+from semboard.services import models as model_services
 from semboard.views.common import (
     admin_required,
     bp,
@@ -95,6 +96,7 @@ def _overview(task: Task, **forms: Any) -> str:
         "input_files": inputs.current_inputs(session, task=task),
         "gold_files": gold.current_gold(session, task=task),
         "teams": teams.list_teams(session, task=task),
+        "models": model_services.task_models_queued(session, task=task),
         "grants": grants.grants(session, task=task),
         "organisers": tasks.organisers(session, task=task),
         "data_issues": [],

@@ -106,3 +106,30 @@ def test_with_redis_the_sweep_requeues_only_lost_jobs(app, models_world, session
     assert model_jobs.recover(app, session, now=later)["dispatched"] == []
     assert queue.count == 2
     assert {r.name for r in session.scalars(select(ModelSubmission))} == {"waiting", "lost"}
+
+
+def test_organisers_see_every_team_s_models(client, models_world, session, storage,
+                                            model_folder, now, make) -> None:
+    from semboard.services import tasks
+
+    first = _submit(session, storage, models_world, model_folder, now, "alpha-enc")
+    b_team, b_captain = models_world["teams"][1], models_world["captains"][1]
+    other = model_services.submit_model(
+        session, storage, team=b_team, phase=models_world["phase"], user=b_captain,
+        archive=on_disk(zip_folder(model_folder)), filename="m.zip", now=now, name="beta-enc")
+    other.status, other.reason = "failed", "the encoding job exceeded its time budget"
+    session.commit()
+    organiser = make.user()
+    tasks.add_organiser(session, task=models_world["task"], user=organiser, now=now)
+    session.commit()
+    client.post("/login", data={"email": organiser.email, "password": "password123"})
+    page = client.get("/tasks/tiny/organise").get_data(as_text=True)
+    assert 'id="task-model-list"' in page
+    assert "alpha-enc" in page and "number 1 in the queue" in page
+    assert "beta-enc" in page and "exceeded its time budget" in page
+    assert f"/models/{first.id}/archive" in page and "Publish with its run" not in page
+    assert client.get(f"/models/{other.id}/archive").status_code == 200
+    # a participant's organise page does not exist for them
+    client.post("/logout")
+    client.post("/login", data={"email": b_captain.email, "password": "password123"})
+    assert client.get("/tasks/tiny/organise").status_code == 403
