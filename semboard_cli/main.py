@@ -1,5 +1,5 @@
-"""The `semboard` command: login, tasks, download, validate, submit, submit-model, runs,
-leaderboard."""
+"""The `semboard` command: login, tasks, download, validate, submit, submit-model, models,
+publish-model, runs, leaderboard."""
 
 from __future__ import annotations
 
@@ -424,6 +424,45 @@ def cmd_submit_model(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    """My team's models in a task: state, place in the queue, the run each produced."""
+    api = _api(args)
+    data = api.get_json(f"/tasks/{args.task}/models")
+    if args.format == "json":
+        _out(json.dumps(data, indent=2))
+        return EXIT_OK
+    rows = []
+    for model in data["models"]:
+        state = model["status"]
+        if model.get("queue_position"):
+            state += f" (#{model['queue_position']} in the queue)"
+        rows.append([str(model["id"]), model["phase"], model["name"], state,
+                     model["uploaded_at"][:16].replace("T", " "), model["digest"][:12],
+                     "" if model.get("run_id") is None else str(model["run_id"]),
+                     "published" if model.get("published_at") else ""])
+    _out(f"Team {data['team']} on {data['task']}:")
+    _out(_table(rows, ["ID", "PHASE", "NAME", "STATE", "UPLOADED (UTC)", "DIGEST", "RUN",
+                       "FILES"]))
+    for model in data["models"]:
+        if model["status"] == "failed":
+            _err(f"  #{model['id']} failed: {model['reason']}")
+    return EXIT_OK
+
+
+def cmd_publish_model(args: argparse.Namespace) -> int:
+    """Publish a model's files with its run (or withdraw them)."""
+    api = _api(args)
+    model = api.request("POST", f"/models/{args.model_id}/publish",
+                        json={"publish": not args.withdraw}).json()
+    if model.get("published_at"):
+        _out(f"The files of model {model['name']!r} (#{model['id']}) are published with its "
+             "run: whoever sees the run can download them.")
+    else:
+        _out(f"The files of model {model['name']!r} (#{model['id']}) are private to your team "
+             "and the organisers.")
+    return EXIT_OK
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     """My team's runs in a task."""
     api = _api(args)
@@ -527,6 +566,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--publish", action="store_true",
                    help="publish the model's files with its run (anyone who sees the run may "
                         "download them; withdraw on the team page)")
+    p = add("models", cmd_models, "list your team's models (state, queue, runs)")
+    p.add_argument("task")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p = add("publish-model", cmd_publish_model, "publish a model's files with its run "
+            "(--withdraw makes them private again)")
+    p.add_argument("model_id", type=int)
+    p.add_argument("--withdraw", action="store_true")
     p = add("runs", cmd_runs, "list your team's runs")
     p.add_argument("task")
     p.add_argument("--phase")

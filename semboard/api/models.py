@@ -34,6 +34,17 @@ def _flag(value: Any) -> bool:
     return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
+@bp.get("/tasks/<task_name>/models")
+def list_models(task_name: str) -> Any:
+    """My team's models in the task, newest first, with state and queue position."""
+    user = _require_user()
+    session = get_session()
+    team = teams.require_team(session, task=tasks.get_task(session, task_name), user=user)
+    return jsonify({"task": task_name, "team": team.name, "models": [
+        models.model_json(session, row, position=position)
+        for row, position in models.team_models_queued(session, team=team)]})
+
+
 @bp.post("/tasks/<task_name>/models")
 def submit_model(task_name: str) -> Any:
     """Upload a model in one request (multipart: file = a zip of the Hugging Face folder;

@@ -87,6 +87,8 @@ SCHEMAS: dict[str, Any] = {
                    "archive_sha256": STR, "size": INT, "options": {"type": "object"},
                    "published_at": NULL_TIME, "model": {"type": "object"}},
                   {"status_url": STR}),
+    "ModelList": _obj({"task": STR, "team": STR,
+                       "models": {"type": "array", "items": _ref("Model")}}),
     "ModelUpload": _obj({"id": INT, "filename": STR, "size": INT, "received": INT,
                          "next_offset": INT, "part_bytes": INT,
                          "sha256": {"type": ["string", "null"]}, "complete": BOOL,
@@ -215,7 +217,9 @@ def _paths() -> dict[str, dict[str, Any]]:
         },
         "/runs/{run_id}": {"get": _op("/runs/{run_id}", "A run I may see (public runs need no "
                                       "token)", _json("Run"), auth=False)},
-        f"{t}/models": {"post": _op(
+        f"{t}/models": {"get": _op(
+            f"{t}/models", "My team's models in the task, newest first (state, queue position, "
+            "run)", _json("ModelList"), errors=("401", "404")), "post": _op(
             f"{t}/models", "Submit a model (the model track): a zip of a Hugging Face folder, "
             "checked at once (every problem listed on 422), then run by the site",
             _json("Model", "Checked and queued"), status="202", body=model_upload,

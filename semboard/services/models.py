@@ -277,13 +277,18 @@ def queue_position(session: Session, row: ModelSubmission) -> int | None:
     return int(ahead or 0) + 1
 
 
-def model_json(session: Session, row: ModelSubmission) -> dict[str, Any]:
-    """The JSON form of a model submission (for its team and the organisers)."""
+_UNKNOWN: Any = object()
+
+
+def model_json(session: Session, row: ModelSubmission, *,
+               position: int | None = _UNKNOWN) -> dict[str, Any]:
+    """The JSON form of a model submission (for its team and the organisers); position: its
+    place in the queue when the caller read the queue's order already (lists)."""
     desc = row.description or {}
     return {
         "id": row.id, "task": row.task.name, "phase": row.phase.slug, "team": row.team.name,
         "name": row.name, "status": row.status, "reason": row.reason,
-        "queue_position": queue_position(session, row),
+        "queue_position": queue_position(session, row) if position is _UNKNOWN else position,
         "uploaded_at": api_time(row.uploaded_at), "started_at": api_time(row.started_at),
         "finished_at": api_time(row.finished_at), "attempts": row.attempts,
         "run_id": row.run_id, "digest": row.digest, "archive_sha256": row.archive_sha256,

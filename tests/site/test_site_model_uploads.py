@@ -348,3 +348,53 @@ def test_models_only_where_every_dataset_takes_scores(session, now) -> None:
     phase = tasks.add_phase(session, task, slug="rel", name="rel", track="relatedness",
                             accepts="models", **window)
     assert phase.accepts == "models"
+
+
+def test_a_team_lists_its_models_and_publishes_from_the_cli(client, models_world, session,
+                                                           storage, model_folder, now,
+                                                           monkeypatch, capsys) -> None:
+    from semboard.services import models as model_services
+    from semboard_cli import client as cli_client
+    from semboard_cli import main as cli
+    from tests.site.model_track_support import on_disk
+
+    team, phase = models_world["team_a"], models_world["phase"]
+    captain = models_world["captains"][0]
+    rows = [model_services.submit_model(session, storage, team=team, phase=phase, user=captain,
+                                        archive=on_disk(zip_folder(model_folder)),
+                                        filename="m.zip", now=now + timedelta(seconds=k),
+                                        name=f"enc-{k}") for k in range(2)]
+    rows[0].status, rows[0].reason = "failed", "the encoding job exceeded its time budget"
+    session.commit()
+    headers = models_world["tokens"]["a"]
+    listed = client.get(f"{API}/tasks/tiny/models", headers=headers).get_json()
+    assert [m["name"] for m in listed["models"]] == ["enc-1", "enc-0"]
+    assert listed["models"][0]["queue_position"] == 1 and listed["team"] == team.name
+    other = client.get(f"{API}/tasks/tiny/models", headers=models_world["tokens"]["b"])
+    assert other.get_json()["models"] == []
+    stranger = client.get(f"{API}/tasks/tiny/models", headers=models_world["tokens"]["stranger"])
+    assert stranger.status_code == 404
+
+    token = headers["Authorization"].split()[1]
+    real_init = cli_client.Api.__init__
+
+    def init(self, url, token, timeout=300.0):
+        real_init(self, url, token, timeout)
+        self.http = FlaskHttp(client)
+
+    monkeypatch.setattr(cli_client.Api, "__init__", init)
+    site = ["--url", "http://site", "--token", token]
+    assert cli.main([*site, "models", "tiny"]) == 0
+    out = capsys.readouterr()
+    assert "enc-1" in out.out and "queued (#1 in the queue)" in out.out
+    assert f"#{rows[0].id} failed: the encoding job exceeded its time budget" in out.err
+    assert cli.main([*site, "publish-model", str(rows[1].id)]) == 0
+    assert "are published with its run" in capsys.readouterr().out
+    session.refresh(rows[1])
+    assert rows[1].published_at is not None
+    assert cli.main([*site, "publish-model", str(rows[1].id), "--withdraw"]) == 0
+    session.commit()  # a new snapshot
+    session.refresh(rows[1])
+    assert rows[1].published_at is None
+    assert cli.main([*site, "publish-model", "999"]) == 5  # not found
+    wait_for_threads(300)

@@ -171,6 +171,7 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("POST", "/api/v1/tasks/tiny/phases/eval/window", 401, 422),
     # the model track (issue 23): team A's model is not B's to see
     ("POST", "/api/v1/tasks/tiny/models", 401, 422),
+    ("GET", "/api/v1/tasks/tiny/models", 401, 200),  # B's own (none)
     ("GET", "/api/v1/models/{model}", 401, 404),
     ("GET", "/api/v1/models/{model}/archive", 404, 404),  # published ones need no token
     ("POST", "/api/v1/models/{model}/publish", 401, 404),
