@@ -1,4 +1,5 @@
-/* semboard: sortable tables and deadline countdowns; the pages work without this file. */
+/* semboard: sortable tables, deadline countdowns and upload progress; the pages work without
+   this file. */
 (function () {
   "use strict";
 
@@ -131,6 +132,65 @@
   document.addEventListener("submit", function (event) {
     var message = event.target.getAttribute && event.target.getAttribute("data-confirm");
     if (message && !window.confirm(message)) { event.preventDefault(); }
+  });
+
+  function megabytes(n) { return (n / 1e6).toFixed(1) + " MB"; }
+
+  // Upload forms (data-upload-progress) send their files with a progress bar: a model may take
+  // minutes. The answer (the page a redirect leads to, or the form with every problem) then
+  // replaces this page, so its messages show as after a plain submit.
+  function uploadWithProgress(form, event) {
+    if (event.defaultPrevented || !window.FormData || !window.XMLHttpRequest) { return; }
+    var files = form.querySelector("input[type=file]");
+    if (!files || !files.files || !files.files.length) { return; }
+    event.preventDefault();
+    var button = form.querySelector("[type=submit]");
+    var box = form.querySelector(".upload-progress");
+    if (!box) {
+      box = document.createElement("div");
+      box.className = "upload-progress";
+      box.setAttribute("role", "status");
+      box.setAttribute("aria-live", "polite");
+      box.innerHTML = '<progress max="1" value="0"></progress> <span class="small"></span>';
+      form.appendChild(box);
+    }
+    var bar = box.querySelector("progress");
+    var label = box.querySelector("span");
+    label.textContent = "Uploading…";
+    if (button) { button.disabled = true; }
+    var target = form.getAttribute("action") || window.location.href;
+    var xhr = new XMLHttpRequest();
+    xhr.open("POST", target);
+    xhr.upload.addEventListener("progress", function (e) {
+      if (!e.lengthComputable) { return; }
+      bar.max = e.total;
+      bar.value = e.loaded;
+      label.textContent = "Uploading… " + Math.floor(100 * e.loaded / e.total) + "% (" +
+        megabytes(e.loaded) + " of " + megabytes(e.total) + ")";
+      if (e.loaded >= e.total) { label.textContent = "Uploaded; the site is checking it…"; }
+    });
+    xhr.addEventListener("load", function () {
+      var landed = xhr.responseURL || target;
+      document.open();
+      document.write(xhr.responseText);
+      document.close();
+      if (landed !== target && window.history && window.history.replaceState) {
+        window.history.replaceState(null, "", landed);
+      }
+    });
+    xhr.addEventListener("error", function () {
+      label.textContent = "The upload failed (the connection was lost). Nothing was stored; " +
+        "try again.";
+      if (button) { button.disabled = false; }
+    });
+    xhr.send(new FormData(form));
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form.hasAttribute && form.hasAttribute("data-upload-progress")) {
+      uploadWithProgress(form, event);
+    }
   });
 
   document.addEventListener("DOMContentLoaded", function () {

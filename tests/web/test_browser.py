@@ -102,8 +102,12 @@ def test_register_team_download_upload_leaderboard(server: str, tmp_path: Path) 
             page.get_by_label("Phase").select_option("post-evaluation")
             page.get_by_label("Run name").fill("grace-run1")
             page.get_by_label("Run files").set_input_files(sorted(run_dir.iterdir()))
-            page.get_by_role("button", name="Upload run").click()
+            # sent by script with a progress bar; the answer replaces the page as a submit would
+            with page.expect_request(lambda r: r.method == "POST") as sent:
+                page.get_by_role("button", name="Upload run").click()
+            assert sent.value.resource_type == "xhr"
             expect(page.locator("#run-status")).to_have_text("scored")
+            assert re.search(r"/runs/\d+$", page.url), page.url
             expect(page.locator(".flash-success")).to_contain_text("Run grace-run1 accepted")
             # the value, without its CI (the text layout differs while styles load)
             found = re.match(r"0\.\d{4}", page.locator("#aggregates tbody td").first.inner_text())
@@ -134,6 +138,40 @@ def test_register_team_download_upload_leaderboard(server: str, tmp_path: Path) 
             assert teams == sorted(teams, key=str.lower)
             page.locator("#leaderboard thead th", has_text="Team").click()
             assert column(1) == sorted(teams, key=str.lower, reverse=True)
+            # A refused upload: the form comes back with every problem, and works again.
+            broken = tmp_path / "broken"
+            broken.mkdir()
+            for name, data in demo_run(0.4, 98).items():
+                lines = data.decode().splitlines()
+                lines[2] = "NaN"
+                (broken / name).write_text("\n".join(lines) + "\n")
+            page.goto(f"{server}/tasks/demo/submit")
+            page.get_by_label("Phase").select_option("post-evaluation")
+            page.get_by_label("Run name").fill("grace-broken")
+            page.get_by_label("Run files").set_input_files(sorted(broken.iterdir()))
+            held: list = []  # the upload is held on its way: the page shows its progress
+
+            def hold(route) -> None:
+                if route.request.method == "POST":
+                    held.append(route)
+                else:
+                    route.continue_()
+
+            page.route("**/tasks/demo/submit", hold)
+            page.get_by_role("button", name="Upload run").click()
+            expect(page.locator(".upload-progress[role=status]")).to_contain_text("Upload")
+            expect(page.get_by_role("button", name="Upload run")).to_be_disabled()
+            assert len(held) == 1
+            held[0].continue_()
+            expect(page.locator("#problems")).to_be_visible()
+            page.unroute("**/tasks/demo/submit")
+            expect(page.locator("section[role=alert]")).to_contain_text("NaN")
+            assert page.url.endswith("/tasks/demo/submit")
+            expect(page.get_by_role("button", name="Upload run")).to_be_enabled()
+            # the refusal's 422 reached the script (the browser notes it); nothing else went wrong
+            refused = [p for p in problems if "status of 422" in p]
+            assert len(refused) == 1
+            problems.remove(refused[0])
             # No script error and nothing blocked by the Content-Security-Policy on the way.
             assert problems == []
         finally:
