@@ -231,8 +231,8 @@ class S3Storage:
                 raise ObjectExists(key) from err
             raise
 
-    def get(self, key: str) -> bytes:
-        """Download an object."""
+    def _body(self, key: str) -> Any:
+        """The object's body (a stream); ObjectMissing if absent."""
         from botocore.exceptions import ClientError  # with boto3: S3 deployments only
 
         try:
@@ -241,7 +241,11 @@ class S3Storage:
             if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 raise ObjectMissing(key) from err
             raise
-        return response["Body"].read()
+        return response["Body"]
+
+    def get(self, key: str) -> bytes:
+        """Download an object."""
+        return bytes(self._body(key).read())
 
     def exists(self, key: str) -> bool:
         """HEAD the object."""
@@ -270,15 +274,7 @@ class S3Storage:
 
     def stream(self, key: str) -> Iterator[bytes]:
         """The object's body in blocks."""
-        from botocore.exceptions import ClientError  # with boto3: S3 deployments only
-
-        try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
-        except ClientError as err:
-            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                raise ObjectMissing(key) from err
-            raise
-        return _blocks(response["Body"])
+        return _blocks(self._body(key))
 
     def delete(self, key: str) -> None:
         """Delete a staging object."""

@@ -232,9 +232,10 @@ def _audit_publication(session: Session, row: ModelSubmission, user: User | None
 
 def team_models(session: Session, *, team: Team) -> list[ModelSubmission]:
     """A team's model submissions, newest first."""
-    return list(session.scalars(select(ModelSubmission).where(
-        ModelSubmission.team_id == team.id).order_by(ModelSubmission.uploaded_at.desc(),
-                                                     ModelSubmission.id.desc())))
+    return list(session.scalars(
+        select(ModelSubmission).where(ModelSubmission.team_id == team.id)
+        .options(selectinload(ModelSubmission.phase))
+        .order_by(ModelSubmission.uploaded_at.desc(), ModelSubmission.id.desc())))
 
 
 def team_models_queued(session: Session, *, team: Team
