@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import DomainError
-from semboard.models import Run, Task, User
-from semboard.services import access, accounts, submissions, tasks
+from semboard.models import Run, Task, Team, User
+from semboard.services import access, accounts, submissions, tasks, teams
 from semboard.services.ratelimit import Limits
 from semboard.storage import Storage, get_storage
 from semboard.timefmt import clock_text
@@ -57,6 +57,19 @@ def login_or_redirect() -> User:
 
 # The session cookie's key of the server-side log-in session (semboard.models.LoginSession).
 SESSION_KEY = "login_key"
+
+
+def uploading_team(task_name: str, what: str) -> tuple[Session, Task, User, Team]:
+    """An upload page's session, task, user and team; back to the task page, saying why, when
+    the user has no team there (what: "runs", "a model")."""
+    session = db()
+    task = load_task(task_name)
+    user = login_or_redirect()
+    team = teams.team_for_user(session, task=task, user=user)
+    if team is None:
+        flash(f"Create or join a team for this task before uploading {what}.", "error")
+        abort(redirect(url_for("web.task", task_name=task.name)))
+    return session, task, user, team
 
 
 def limits() -> Limits:

@@ -11,16 +11,15 @@ from baselines.models.check import POOLING_MODES
 from semboard.errors import DomainError
 from semboard.jobs.models import dispatch_model
 from semboard.services import models as model_services
-from semboard.services import submissions, teams
+from semboard.services import submissions
 from semboard.views.common import (
     bp,
     db,
     flash_error,
-    load_task,
-    login_or_redirect,
     me,
     now,
     storage,
+    uploading_team,
 )
 from semboard.web.files import client_filename, disposition, upload_on_disk
 from semboard.web.forms import PublishModelForm, UploadModelForm, options
@@ -30,13 +29,7 @@ from semboard.web.forms import PublishModelForm, UploadModelForm, options
 @login_required
 def upload_model(task_name: str) -> Any:
     """Upload a model: checked at once (every problem listed), then queued for the site's job."""
-    session = db()
-    task = load_task(task_name)
-    user = login_or_redirect()
-    team = teams.team_for_user(session, task=task, user=user)
-    if team is None:
-        flash("Create or join a team for this task before uploading a model.", "error")
-        return redirect(url_for("web.task", task_name=task.name))
+    session, task, user, team = uploading_team(task_name, "a model")
     phases = [p for p in submissions.offered_phases(session, task=task, team=team, now=now())
               if p.accepts in model_services.ACCEPTING_PHASES]
     form = UploadModelForm()

@@ -36,6 +36,7 @@ from semboard.views.common import (
     me,
     now,
     storage,
+    uploading_team,
     visible_run,
 )
 from semboard.web.files import attachment, uploaded_files
@@ -296,13 +297,7 @@ def _run_notes(run: Run) -> str:
 @login_required
 def upload(task_name: str) -> Any:
     """Upload a run: a name and its files (one per dataset, or one zip)."""
-    session = db()
-    task = load_task(task_name)
-    user = login_or_redirect()
-    team = teams.team_for_user(session, task=task, user=user)
-    if team is None:
-        flash("Create or join a team for this task before uploading runs.", "error")
-        return redirect(url_for("web.task", task_name=task.name))
+    session, task, user, team = uploading_team(task_name, "runs")
     form = UploadRunForm()
     opened = submissions.offered_phases(session, task=task, team=team, now=now())
     # A closed phase stays listed (late policy, granted fixes) but says it is closed.
