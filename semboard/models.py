@@ -18,11 +18,13 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    and_,
     text,
     true,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 # Stable constraint names so alembic revisions name the same thing on every database.
@@ -236,6 +238,17 @@ class Phase(Base):
         if now < self.opens_at:
             return "upcoming"
         return "open" if now < self.closes_at else "closed"
+
+    @classmethod
+    def in_state(cls, state: str, now: datetime) -> ColumnElement[bool]:
+        """`state(now) == state` as a SQL condition: the same rule, for queries."""
+        if state == "upcoming":
+            return cls.opens_at > now
+        if state == "open":
+            return and_(cls.opens_at <= now, cls.closes_at > now)
+        if state == "closed":
+            return cls.closes_at <= now
+        raise ValueError(f"a phase is upcoming, open or closed, not {state!r}")
 
 
 class Team(Base):

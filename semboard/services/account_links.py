@@ -133,8 +133,7 @@ def set_notifications(session: Session, *, user: User, **switches: bool) -> None
 
 def queue_deadline_reminders(session: Session, *, now: datetime) -> int:
     """Queue 'deadline in 24 h' mails once per member and team deadline; how many were queued."""
-    phases = list(session.scalars(select(Phase).where(Phase.opens_at <= now,
-                                                      Phase.closes_at > now)))
+    phases = list(session.scalars(select(Phase).where(Phase.in_state("open", now))))
     queued = 0
     for phase in phases:
         teams = list(session.scalars(select(Team).where(Team.task_id == phase.task_id,

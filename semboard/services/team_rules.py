@@ -44,7 +44,7 @@ def is_locked(session: Session, *, task: Task, now: datetime) -> bool:
     if not limits(task).lock_when_closed:
         return False
     closed = select(Phase.id).where(Phase.task_id == task.id, Phase.kind == "evaluation",
-                                    Phase.closes_at <= now)
+                                    Phase.in_state("closed", now))
     return session.scalar(closed.limit(1)) is not None
 
 

@@ -139,3 +139,24 @@ def test_results_visibility_has_one_rule(session, make, now):
     phase.visibility = "organisers"  # switching to organisers hides a published board again
     assert not access.can_view_leaderboard(session, stranger, phase)
     assert not access.results_visible(phase.visibility, phase.results_published_at)
+
+
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
+def test_phase_state_in_sql_agrees_with_python(session, make, now):
+    """Queries (deadline reminders, team locks) ask Phase.in_state: at every boundary it says
+    what Phase.state says."""
+    from sqlalchemy import select
+
+    task = make.task()
+    phase = make.phase(task, "eval", opens_at=now, closes_at=now + timedelta(hours=1))
+    session.commit()
+    for at in (now - timedelta(seconds=1), now, now + timedelta(minutes=30),
+               now + timedelta(hours=1) - timedelta(microseconds=1), now + timedelta(hours=1),
+               now + timedelta(days=1)):
+        found = {state for state in ("upcoming", "open", "closed") if session.scalar(
+            select(Phase.id).where(Phase.id == phase.id, Phase.in_state(state, at)))}
+        assert found == {phase.state(at)}, at
+    with pytest.raises(ValueError, match="not 'late'"):
+        Phase.in_state("late", now)
