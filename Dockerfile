@@ -36,5 +36,6 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 
 # A single container migrates its database on start. With several replicas sharing PostgreSQL,
 # run `flask db-upgrade` once as a release step (compose.yaml's `migrate` service) and start the
-# replicas with SEMBOARD_SKIP_MIGRATE=1. WEB_CONCURRENCY: gunicorn worker processes (default 4).
-CMD ["sh", "-c", "if [ -z \"$SEMBOARD_SKIP_MIGRATE\" ]; then flask db-upgrade || exit 1; fi; exec gunicorn --workers \"${WEB_CONCURRENCY:-4}\" --bind 0.0.0.0:8000 --forwarded-allow-ips \"${FORWARDED_ALLOW_IPS:-127.0.0.1}\" --access-logfile - 'semboard:create_app()'"]
+# replicas with SEMBOARD_SKIP_MIGRATE=1. WEB_CONCURRENCY: gunicorn worker processes (default 4);
+# GUNICORN_TIMEOUT: seconds one request may take (default 120: a large run on a slow link).
+CMD ["sh", "-c", "if [ -z \"$SEMBOARD_SKIP_MIGRATE\" ]; then flask db-upgrade || exit 1; fi; exec gunicorn --workers \"${WEB_CONCURRENCY:-4}\" --timeout \"${GUNICORN_TIMEOUT:-120}\" --bind 0.0.0.0:8000 --forwarded-allow-ips \"${FORWARDED_ALLOW_IPS:-127.0.0.1}\" --access-logfile - 'semboard:create_app()'"]

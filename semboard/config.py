@@ -87,8 +87,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SEMBOARD_MODEL_DTYPE", str, "fp16 on CUDA, fp32 on CPU",
             "model track: `float16`, `bfloat16` or `float32`"),
     Setting("SEMBOARD_MODEL_MAX_BYTES", int, "6442450944 (6 GiB)",
-            "model track: largest model zip accepted (page, API, CLI); the CLI sends it in "
-            "resumable parts"),
+            "model track: largest model zip accepted (page, API, CLI); the page and the CLI send "
+            "it in resumable parts"),
+    Setting("SEMBOARD_MODEL_PART_BYTES", int, "8388608 (8 MiB)",
+            "model track: the part size clients are told to send (each part is one short "
+            "request, well inside a proxy's or gunicorn's timeout even on a slow link)"),
     Setting("SEMBOARD_TRUSTED_PROXIES", int, "0",
             "how many reverse proxies stand in front of the site: their `X-Forwarded-*` "
             "headers give the client address the throttles count"),
@@ -107,6 +110,10 @@ SETTINGS: tuple[Setting, ...] = (
             "password for `flask user create` (keeps it out of the shell history)",
             in_app_config=False),
     Setting("WEB_CONCURRENCY", int, "4", "gunicorn worker processes per container (image)",
+            in_app_config=False),
+    Setting("GUNICORN_TIMEOUT", int, "120",
+            "seconds a gunicorn worker may spend on one request before it is restarted (image); "
+            "a one-request upload must finish within it (models go in parts)",
             in_app_config=False),
     Setting("SEMBOARD_SKIP_MIGRATE", str, "unset",
             "set: the container does not migrate on start (replicas; migrate once as a "
@@ -163,6 +170,7 @@ def defaults(instance_path: str | Path) -> dict[str, Any]:
         "MAX_CONTENT_LENGTH": 64 * 1024 * 1024,
         # a model's zip (the model track) is bounded by its own limit, through the API and CLI
         "SEMBOARD_MODEL_MAX_BYTES": 6 << 30,
+        "SEMBOARD_MODEL_PART_BYTES": 8 << 20,
         # E-mail (semboard.mail): unset means no mail, and password reset says it is unavailable.
         "SEMBOARD_MAIL_URL": "",
         "SEMBOARD_MAIL_FROM": "",

@@ -145,15 +145,7 @@
     if (!files || !files.files || !files.files.length) { return; }
     event.preventDefault();
     var button = form.querySelector("[type=submit]");
-    var box = form.querySelector(".upload-progress");
-    if (!box) {
-      box = document.createElement("div");
-      box.className = "upload-progress";
-      box.setAttribute("role", "status");
-      box.setAttribute("aria-live", "polite");
-      box.innerHTML = '<progress max="1" value="0"></progress> <span class="small"></span>';
-      form.appendChild(box);
-    }
+    var box = progressBox(form);
     var bar = box.querySelector("progress");
     var label = box.querySelector("span");
     label.textContent = "Uploading…";
@@ -186,8 +178,130 @@
     xhr.send(new FormData(form));
   }
 
+  function progressBox(form) {
+    var box = form.querySelector(".upload-progress");
+    if (!box) {
+      box = document.createElement("div");
+      box.className = "upload-progress";
+      box.setAttribute("role", "status");
+      box.setAttribute("aria-live", "polite");
+      box.innerHTML = '<progress max="1" value="0"></progress> <span class="small"></span>' +
+        '<ul class="small upload-problems"></ul>';
+      form.appendChild(box);
+    }
+    box.querySelector(".upload-problems").innerHTML = "";
+    return box;
+  }
+
+  // One request of the upload in parts; calls back with (status, JSON answer or null).
+  function send(method, url, body, headers, onProgress, done) {
+    var xhr = new XMLHttpRequest();
+    xhr.open(method, url);
+    xhr.setRequestHeader("Accept", "application/json");
+    Object.keys(headers).forEach(function (k) { xhr.setRequestHeader(k, headers[k]); });
+    if (onProgress) { xhr.upload.addEventListener("progress", onProgress); }
+    xhr.addEventListener("load", function () {
+      var answer = null;
+      try { answer = JSON.parse(xhr.responseText); } catch (e) { answer = null; }
+      done(xhr.status, answer);
+    });
+    xhr.addEventListener("error", function () { done(0, null); });
+    xhr.send(body);
+  }
+
+  // A model (possibly gigabytes) goes in parts, as `semboard submit-model` sends it: each part
+  // is a short request, a broken one is sent again from where the site says the upload stands.
+  function uploadModelInParts(form, event) {
+    if (event.defaultPrevented || !window.FormData || !window.XMLHttpRequest ||
+        !window.Blob || !Blob.prototype.slice) { return; }
+    var input = form.querySelector("input[type=file]");
+    if (!input || !input.files || !input.files.length) { return; }
+    event.preventDefault();
+    var file = input.files[0];
+    var button = form.querySelector("[type=submit]");
+    var box = progressBox(form);
+    var bar = box.querySelector("progress");
+    var label = box.querySelector("span");
+    var token = (form.querySelector("input[name=csrf_token]") || {}).value || "";
+    var headers = { "X-CSRFToken": token };
+    var failures = 0;
+    if (button) { button.disabled = true; }
+
+    function fail(answer, fallback) {
+      label.textContent = (answer && answer.error) || fallback;
+      var list = box.querySelector(".upload-problems");
+      ((answer && answer.issues) || []).forEach(function (issue) {
+        var item = document.createElement("li");
+        item.textContent = [issue.file, issue.line, issue.message].filter(function (part) {
+          return part !== null && part !== undefined && part !== "";
+        }).join(": ");
+        list.appendChild(item);
+      });
+      if (button) { button.disabled = false; }
+    }
+
+    function show(sent) {
+      bar.max = file.size;
+      bar.value = sent;
+      label.textContent = "Uploading… " + Math.floor(100 * sent / file.size) + "% (" +
+        megabytes(sent) + " of " + megabytes(file.size) + ")";
+    }
+
+    var fields = new FormData(form);
+    fields.delete(input.name);
+    fields.append("size", String(file.size));
+    fields.append("filename", file.name);
+    label.textContent = "Starting the upload…";
+    send("POST", form.getAttribute("data-model-parts"), fields, headers, null,
+      function (status, upload) {
+        if (status !== 201 || !upload) {
+          fail(upload, "The upload could not start (HTTP " + status + ").");
+          return;
+        }
+        next(upload);
+      });
+
+    function next(upload) {
+      var offset = upload.next_offset;
+      if (offset >= file.size) { finish(upload); return; }
+      var end = Math.min(file.size, offset + upload.part_bytes);
+      var partHeaders = { "X-CSRFToken": token, "Content-Type": "application/octet-stream",
+        "Content-Range": "bytes " + offset + "-" + (end - 1) + "/" + file.size };
+      send("PUT", upload.upload_url, file.slice(offset, end), partHeaders, function (e) {
+        show(offset + e.loaded);
+      }, function (status, answer) {
+        if (status === 200 && answer) { failures = 0; next(answer); return; }
+        if ((status === 0 || status === 409 || status >= 500) && failures < 5) {
+          failures += 1;  // ask where the upload stands, go on from there
+          window.setTimeout(function () {
+            send("GET", upload.upload_url, null, {}, null, function (s, state) {
+              if (s === 200 && state) { next(state); } else { fail(state, "The upload broke off; try again."); }
+            });
+          }, 1000 * failures);
+          return;
+        }
+        fail(answer, "The upload broke off (HTTP " + status + "); try again.");
+      });
+    }
+
+    function finish(upload) {
+      show(file.size);
+      label.textContent = "Uploaded; the site is checking the model…";
+      send("POST", upload.finish_url, null, headers, null, function (status, answer) {
+        if (status === 202 && answer && answer.redirect) {
+          window.location.assign(answer.redirect);
+          return;
+        }
+        fail(answer, "The model was refused (HTTP " + status + ").");
+      });
+    }
+  }
+
   document.addEventListener("submit", function (event) {
     var form = event.target;
+    if (form.hasAttribute && form.hasAttribute("data-model-parts")) {
+      uploadModelInParts(form, event);
+    }
     if (form.hasAttribute && form.hasAttribute("data-upload-progress")) {
       uploadWithProgress(form, event);
     }

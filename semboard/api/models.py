@@ -3,7 +3,6 @@ follow its job, publish or download its files."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from flask import Response, current_app, jsonify, request, url_for
@@ -16,9 +15,13 @@ from semboard.jobs.models import dispatch_model
 from semboard.models import ModelSubmission
 from semboard.services import model_uploads, models, tasks, teams
 from semboard.storage import get_storage
-from semboard.web.files import client_filename, disposition, upload_on_disk
-
-_CONTENT_RANGE = re.compile(r"^bytes (\d{1,15})-(\d{1,15})/(\d{1,15})$")
+from semboard.web.files import (
+    client_filename,
+    content_range,
+    disposition,
+    part_bytes,
+    upload_on_disk,
+)
 
 
 def _queued(row: ModelSubmission) -> Any:
@@ -69,13 +72,9 @@ def submit_model(task_name: str) -> Any:
     return _queued(row)
 
 
-def _part_bytes() -> int:
-    return min(model_uploads.PART_BYTES, int(current_app.config["MAX_CONTENT_LENGTH"]))
-
-
 def _upload_answer(row: Any, status: int = 200) -> Any:
     url = url_for("api.model_upload", upload_id=row.id)
-    return jsonify(model_uploads.upload_json(row, part_bytes=_part_bytes()) | {
+    return jsonify(model_uploads.upload_json(row, part_bytes=part_bytes()) | {
         "upload_url": url, "finish_url": url_for("api.finish_model_upload", upload_id=row.id)
     }), status, {"Location": url}
 
@@ -135,21 +134,13 @@ def _put_part(upload_id: int) -> Any:
     user = _require_user()
     session = get_session()
     model_uploads.get_upload(session, upload_id=upload_id, user=user)  # 404 before anything
-    found = _CONTENT_RANGE.match(request.headers.get("Content-Range", "").strip())
-    if found is None:
-        raise InvalidData("send each part with 'Content-Range: bytes START-END/SIZE' (END "
-                          "inclusive)")
-    start, end, _size = (int(v) for v in found.groups())
-    data = request.get_data(cache=False)
-    if end - start + 1 != len(data):
-        raise InvalidData(f"Content-Range says {end - start + 1} bytes; the body has "
-                          f"{len(data)}")
+    start, data = content_range()
     try:
         row = model_uploads.put_part(session, get_storage(), upload_id=upload_id, user=user,
                                      offset=start, data=data, now=request_now())
     except Conflict as err:
         row = model_uploads.get_upload(session, upload_id=upload_id, user=user)
-        return jsonify(model_uploads.upload_json(row, part_bytes=_part_bytes())
+        return jsonify(model_uploads.upload_json(row, part_bytes=part_bytes())
                        | {"error": err.message}), 409
     return _upload_answer(row)
 

@@ -26,8 +26,6 @@ from semboard.services import models as model_services
 from semboard.storage import Storage, file_sha256, keys, put_content, sha256
 from semboard.timefmt import api_time
 
-# Parts are at most this big (and never more than the site's MAX_CONTENT_LENGTH).
-PART_BYTES = 32 << 20
 # An upload no part has reached for this long is dropped with its parts.
 EXPIRES_AFTER = timedelta(hours=24)
 # Unfinished uploads one account may hold at once (each may stage gigabytes).

@@ -4,37 +4,54 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, abort, current_app, flash, redirect, render_template, url_for
+from flask import (
+    Response,
+    abort,
+    current_app,
+    flash,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from flask_login import login_required
 
 from baselines.models.check import POOLING_MODES
-from semboard.errors import DomainError
+from semboard.errors import Conflict, DomainError, InvalidData, PhaseNotOpen
 from semboard.jobs.models import dispatch_model
+from semboard.services import model_uploads, submissions
 from semboard.services import models as model_services
-from semboard.services import submissions
 from semboard.views.common import (
     bp,
     db,
     flash_error,
+    login_or_redirect,
     me,
     now,
     storage,
     uploading_team,
 )
-from semboard.web.files import client_filename, disposition, upload_on_disk
+from semboard.web.files import (
+    client_filename,
+    content_range,
+    disposition,
+    part_bytes,
+    upload_on_disk,
+)
 from semboard.web.forms import PublishModelForm, UploadModelForm, options
 
 
 @bp.route("/tasks/<task_name>/submit-model", methods=["GET", "POST"])
 @login_required
 def upload_model(task_name: str) -> Any:
-    """Upload a model: checked at once (every problem listed), then queued for the site's job."""
+    """Upload a model: checked at once (every problem listed), then queued for the site's job.
+
+    With scripts the page sends the zip in parts (the routes below); this plain form post is
+    what a browser without them does.
+    """
     session, task, user, team = uploading_team(task_name, "a model")
-    phases = [p for p in submissions.offered_phases(session, task=task, team=team, now=now())
-              if p.accepts in model_services.ACCEPTING_PHASES]
-    form = UploadModelForm()
-    form.phase.choices = options([(p.slug, p.name) for p in phases])
-    form.pooling.choices = options([("", "As the folder says"), *((m, m) for m in POOLING_MODES)])
+    phases, form = _model_form(session, task, team)
     issues: list[Any] = []
     status = 200
     if form.validate_on_submit():
@@ -64,6 +81,79 @@ def upload_model(task_name: str) -> Any:
     return render_template("runs/upload_model.html", task=task, team=team, form=form,
                            phases=phases, issues=issues,
                            max_bytes=current_app.config["SEMBOARD_MODEL_MAX_BYTES"]), status
+
+
+def _model_form(session: Any, task: Any, team: Any) -> tuple[list[Any], UploadModelForm]:
+    """The phases that take the team's models now, and the upload form offering them."""
+    phases = [p for p in submissions.offered_phases(session, task=task, team=team, now=now())
+              if p.accepts in model_services.ACCEPTING_PHASES]
+    form = UploadModelForm()
+    form.phase.choices = options([(p.slug, p.name) for p in phases])
+    form.pooling.choices = options([("", "As the folder says"), *((m, m) for m in POOLING_MODES)])
+    return phases, form
+
+
+def _upload_answer(row: Any, status: int = 200) -> Any:
+    return jsonify(model_uploads.upload_json(row, part_bytes=part_bytes()) | {
+        "upload_url": url_for("web.model_upload_part", upload_id=row.id),
+        "finish_url": url_for("web.finish_model_upload_page", upload_id=row.id)}), status
+
+
+# The page's upload in parts: the same service as the API's, with the browser's session and
+# CSRF token; answers are JSON (the script asks for JSON, so refusals come back as JSON too).
+@bp.post("/tasks/<task_name>/submit-model/parts")
+@login_required
+def start_model_upload_page(task_name: str) -> Any:
+    """Start an upload in parts from the form's fields and the file's size and name."""
+    session, task, user, team = uploading_team(task_name, "a model")
+    phases, form = _model_form(session, task, team)
+    if not form.validate_on_submit():
+        raise InvalidData("; ".join(f"{name}: {' '.join(errors)}"
+                                    for name, errors in form.errors.items()) or "bad form")
+    phase = next((p for p in phases if p.slug == form.phase.data), None)
+    if phase is None:
+        raise PhaseNotOpen(f"phase {form.phase.data!r} takes no models of your team now")
+    size = request.form.get("size", "")
+    row = model_uploads.start(
+        session, storage(), team=team, phase=phase, user=user,
+        filename=client_filename(request.form.get("filename")) or "model.zip",
+        size=int(size) if size.isdigit() and len(size) < 16 else 0, now=now(),
+        max_bytes=int(current_app.config["SEMBOARD_MODEL_MAX_BYTES"]),
+        name=form.name.data or "", prompt=form.prompt.data or None,
+        pooling=form.pooling.data or None, publish=bool(form.publish.data))
+    return _upload_answer(row, 201)
+
+
+@bp.route("/model-uploads/<int:upload_id>", methods=["GET", "PUT"])
+@login_required
+def model_upload_part(upload_id: int) -> Any:
+    """GET: how much arrived; PUT: the next part (Content-Range), 409 when out of place."""
+    session, user = db(), login_or_redirect()
+    row = model_uploads.get_upload(session, upload_id=upload_id, user=user)
+    if request.method == "PUT":
+        start, data = content_range()
+        try:
+            row = model_uploads.put_part(session, storage(), upload_id=upload_id, user=user,
+                                         offset=start, data=data, now=now())
+        except Conflict as err:
+            session.refresh(row)
+            return jsonify(model_uploads.upload_json(row, part_bytes=part_bytes())
+                           | {"error": err.message}), 409
+    return _upload_answer(row)
+
+
+@bp.post("/model-uploads/<int:upload_id>/finish")
+@login_required
+def finish_model_upload_page(upload_id: int) -> Any:
+    """Every part arrived: check and queue the model; where to go next (the team page)."""
+    row = model_uploads.finish(db(), storage(), upload_id=upload_id, user=login_or_redirect(),
+                               now=now())
+    dispatch_model(current_app._get_current_object(), row.id)  # type: ignore[attr-defined]
+    flash(f"Model {row.name} accepted (digest {row.digest[:12]}); it is queued and runs on the "
+          "site's hardware.", "success")
+    return jsonify({"model_id": row.id, "status": row.status,
+                    "redirect": url_for("web.team", team_id=row.team_id, _anchor="team-models")}
+                   ), 202
 
 
 @bp.post("/models/<int:model_id>/publish")

@@ -16,8 +16,11 @@ log = logging.getLogger(__name__)
 
 
 def wants_json() -> bool:
-    """API requests get JSON errors."""
-    return request.path == "/api" or request.path.startswith("/api/")
+    """API requests get JSON errors, and so do a page's scripts that ask for JSON only (the
+    model upload in parts)."""
+    if request.path == "/api" or request.path.startswith("/api/"):
+        return True
+    return request.accept_mimetypes.best == "application/json"
 
 
 def _page(code: int, title: str, message: str) -> Any:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from flask import Response, request
+from flask import Response, current_app, request
 
+from semboard.errors import InvalidData
 from semboard.models import Phase
 from semboard.services.prepared import Prepared
 
@@ -44,6 +46,30 @@ def upload_on_disk(upload: Any) -> Iterator[Path]:
         path = Path(tmp) / (client_filename(upload.filename) or "upload.zip")
         upload.save(path)
         yield path
+
+
+_CONTENT_RANGE = re.compile(r"^bytes (\d{1,15})-(\d{1,15})/(\d{1,15})$")
+
+
+def content_range() -> tuple[int, bytes]:
+    """(offset, bytes) of a part sent with `Content-Range: bytes START-END/SIZE` (END
+    inclusive, as HTTP has it); InvalidData when the header is missing or disagrees."""
+    found = _CONTENT_RANGE.match(request.headers.get("Content-Range", "").strip())
+    if found is None:
+        raise InvalidData("send each part with 'Content-Range: bytes START-END/SIZE' (END "
+                          "inclusive)")
+    start, end, _size = (int(v) for v in found.groups())
+    data = request.get_data(cache=False)
+    if end - start + 1 != len(data):
+        raise InvalidData(f"Content-Range says {end - start + 1} bytes; the body has "
+                          f"{len(data)}")
+    return start, data
+
+
+def part_bytes() -> int:
+    """The size of the parts clients are told to send (never over the body limit)."""
+    return min(int(current_app.config["SEMBOARD_MODEL_PART_BYTES"]),
+               int(current_app.config["MAX_CONTENT_LENGTH"]))
 
 
 def attachment(data: bytes | str | Iterable[bytes], filename: str, *,

@@ -398,3 +398,51 @@ def test_a_team_lists_its_models_and_publishes_from_the_cli(client, models_world
     assert rows[1].published_at is None
     assert cli.main([*site, "publish-model", "999"]) == 5  # not found
     wait_for_threads(300)
+
+
+def test_the_page_sends_a_model_in_parts(client, app, models_world, session, storage,
+                                         model_folder) -> None:
+    """The routes the upload page's script uses: the browser's session and CSRF token, JSON
+    answers (refusals too), the same service as the API's."""
+    archive = zip_folder(model_folder)
+    app.config["SEMBOARD_MODEL_PART_BYTES"] = 50_000
+    captain = models_world["captains"][0]
+    client.post("/login", data={"email": captain.email, "password": "password123"})
+    page = client.get("/tasks/tiny/submit-model").get_data(as_text=True)
+    assert 'data-model-parts="/tasks/tiny/submit-model/parts"' in page
+    wants = {"Accept": "application/json"}
+    form = {"phase": "eval", "name": "from-page", "publish": "y", "size": str(len(archive)),
+            "filename": "tiny-bert.zip"}
+    refused = client.post("/tasks/tiny/submit-model/parts", data={**form, "pooling": "sideways"},
+                          headers=wants)
+    assert refused.status_code == 422 and "pooling" in refused.get_json()["error"]
+    bad_size = client.post("/tasks/tiny/submit-model/parts", data={**form, "size": "-3"},
+                           headers=wants)
+    assert bad_size.status_code == 422 and "size: give" in bad_size.get_json()["error"]
+    started = client.post("/tasks/tiny/submit-model/parts", data=form, headers=wants)
+    assert started.status_code == 201, started.get_json()
+    upload = started.get_json()
+    assert upload["part_bytes"] == 50_000 and upload["upload_url"].startswith("/model-uploads/")
+    offset = 0
+    while offset < len(archive):
+        end = min(len(archive), offset + upload["part_bytes"])
+        answer = client.put(upload["upload_url"], data=archive[offset:end], headers={
+            **wants, "Content-Range": f"bytes {offset}-{end - 1}/{len(archive)}"})
+        assert answer.status_code == 200, answer.get_json()
+        offset = answer.get_json()["next_offset"]
+    again = client.put(upload["upload_url"], data=archive[:10], headers={
+        **wants, "Content-Range": f"bytes 0-9/{len(archive)}"})
+    assert again.status_code == 409 and again.get_json()["next_offset"] == len(archive)
+    done = client.post(upload["finish_url"], headers=wants)
+    assert done.status_code == 202, done.get_json()
+    team_page = client.get(done.get_json()["redirect"]).get_data(as_text=True)
+    assert "Model from-page accepted" in team_page
+    row = session.scalars(select(ModelSubmission)).one()
+    assert row.size == len(archive) and row.published_at is not None
+    assert row.archive_sha256 == hashlib.sha256(archive).hexdigest()
+    # another account's upload is not there for them (JSON, as the script asked)
+    client.post("/logout")
+    client.post("/login", data={"email": models_world["captains"][1].email,
+                                "password": "password123"})
+    assert client.get(upload["upload_url"], headers=wants).status_code == 404
+    wait_for_threads(300)

@@ -69,6 +69,10 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("POST", "/tasks/tiny/submit", LOGIN, 422),
     ("GET", "/tasks/tiny/submit-model", LOGIN, 200),  # no phase takes models: says so
     ("POST", "/tasks/tiny/submit-model", LOGIN, 422),
+    ("POST", "/tasks/tiny/submit-model/parts", LOGIN, 422),  # no fields
+    ("GET", "/model-uploads/1", LOGIN, 404),
+    ("PUT", "/model-uploads/1", LOGIN, 404),
+    ("POST", "/model-uploads/1/finish", LOGIN, 404),
     ("POST", "/tasks/tiny/teams", LOGIN, 422),
     ("POST", "/tasks/tiny/teams/join", LOGIN, 422),
     ("GET", "/tasks/tiny/phases/eval/inputs/alpha", LOGIN, 200),

@@ -5,6 +5,7 @@ Playwright drives Debian's chromium (never a downloaded browser) against a real 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -24,8 +25,8 @@ from tests.chromium import require_chromium as _require_chromium
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-def server(tmp_path: Path, demo_template: DemoTemplate) -> Iterator[str]:
+@contextlib.contextmanager
+def _serve(tmp_path: Path, demo_template: DemoTemplate, **config: object) -> Iterator[str]:
     """The site over a copy of the demo, served by werkzeug on a free port in a thread."""
     from werkzeug.serving import make_server
 
@@ -38,6 +39,7 @@ def server(tmp_path: Path, demo_template: DemoTemplate) -> Iterator[str]:
         "DATABASE_URL": f"sqlite:///{database}",
         "SEMBOARD_UPLOAD_DIR": str(tmp_path / "uploads"),
         "SEMBOARD_CLOCK": lambda: NOW,
+        **config,
     })
     app.extensions["semboard.storage"] = LocalStorage(tmp_path / "uploads")
     httpd = make_server("127.0.0.1", 0, app, threaded=True)
@@ -47,6 +49,13 @@ def server(tmp_path: Path, demo_template: DemoTemplate) -> Iterator[str]:
     httpd.shutdown()
     thread.join(timeout=10)
     dispose_app_engine(app)
+
+
+@pytest.fixture
+def server(tmp_path: Path, demo_template: DemoTemplate) -> Iterator[str]:
+    """The demo site in a real HTTP server."""
+    with _serve(tmp_path, demo_template) as url:
+        yield url
 
 
 def test_register_team_download_upload_leaderboard(server: str, tmp_path: Path) -> None:
@@ -249,3 +258,67 @@ def test_phone_width_pages_fit_and_label_their_cells(server: str, tmp_path: Path
             assert tasks_link["y"] > brand["y"] + brand["height"] - 1
         finally:
             browser.close()
+
+
+@pytest.mark.gpu_extra
+def test_a_model_goes_up_in_parts_from_the_page(tmp_path: Path,
+                                                 demo_template: DemoTemplate) -> None:
+    """The model page sends the zip in parts with a progress bar; a part lost on the way is
+    sent again from where the site says the upload stands; the team page then lists it."""
+    _require_chromium()
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import sqlite3
+    import zipfile
+
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.baselines.models_support import write_tiny_model
+
+    folder = write_tiny_model(tmp_path / "tiny-bert", "bert", seed=4)
+    archive = tmp_path / "tiny-bert.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                zf.write(path, f"tiny-bert/{path.relative_to(folder)}")
+    assert archive.stat().st_size > 3 * 20_000
+    with _serve(tmp_path, demo_template, SEMBOARD_MODEL_PART_BYTES=20_000) as server:
+        with sqlite3.connect(tmp_path / "site.sqlite") as db:  # the open phase takes models too
+            db.execute("UPDATE phase SET accepts = 'both' WHERE slug = 'post-evaluation'")
+        with sync_playwright() as playwright:
+            browser = launch(playwright)
+            try:
+                page, problems = open_page(browser)
+                page.goto(f"{server}/login")
+                page.get_by_label("E-mail").fill("alice@demo.semboard.org")
+                page.get_by_label("Password").fill("demo-password")
+                page.get_by_role("button", name="Log in").click()
+                page.goto(f"{server}/tasks/demo/submit-model")
+                page.get_by_label("Run name").fill("tiny-from-browser")
+                page.get_by_label("Model (.zip of the folder)").set_input_files(str(archive))
+                parts: list[str] = []
+                dropped: list[str] = []
+
+                def watch(route) -> None:
+                    if route.request.method == "PUT":
+                        parts.append(route.request.headers["content-range"])
+                        if len(parts) == 2 and not dropped:  # the second part never arrives
+                            dropped.append(parts[-1])
+                            route.abort("connectionreset")
+                            return
+                    route.continue_()
+
+                page.route("**/model-uploads/**", watch)
+                page.get_by_role("button", name="Upload model").click()
+                expect(page.locator("#team-models")).to_be_visible(timeout=30_000)
+                expect(page.locator(".flash-success")).to_contain_text(
+                    "Model tiny-from-browser accepted")
+                expect(page.locator("#team-model-list")).to_contain_text("tiny-from-browser")
+                assert parts[0].startswith("bytes 0-19999/")
+                assert dropped and parts.count(dropped[0]) == 2  # sent again, once
+                # every part from the first to the last, in order
+                starts = [int(p.split()[1].split("-")[0]) for p in parts]
+                assert starts == sorted(starts) and starts[-1] + 20_000 >= archive.stat().st_size
+                assert [p for p in problems if "net::ERR" not in p] == []
+            finally:
+                browser.close()
