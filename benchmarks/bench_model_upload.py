@@ -8,7 +8,8 @@ weights: nothing is downloaded) and zipped as `semboard submit-model` zips a fol
 SQLite and a local folder (2 gunicorn sync workers) hosts STS 2012 with a phase taking models.
 Each way of uploading gets a fresh server (so each peak is its own) and a new run name:
 
-1. `semboard submit-model` (a subprocess): a resumable upload in parts of 32 MiB;
+1. `semboard submit-model` (a subprocess): a resumable upload in parts (the site says how big:
+   `SEMBOARD_MODEL_PART_BYTES`, 8 MiB);
 2. one `POST /api/v1/tasks/sts2012/models` whose multipart body is streamed with HTTP chunked
    transfer encoding (no Content-Length: the client never holds the file).
 
