@@ -26,11 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
+from evaluation import textfiles
+
 MAGIC = b"SBWCACHE"
 FORMAT = 1
 ALIGN = 64
 _PREFIX = struct.Struct("<8sQ32s")
-_CHUNK = 1 << 24
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +58,7 @@ def file_sha256(path: Path) -> str:
     st = os.stat(path)
     key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
     if key not in _digests:
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            while chunk := fh.read(_CHUNK):
-                digest.update(chunk)
-        _digests[key] = digest.hexdigest()
+        _digests[key] = textfiles.file_sha256(Path(path))
     return _digests[key]
 
 

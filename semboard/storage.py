@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import shutil
@@ -13,6 +12,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from flask import current_app
+
+# the digests that name stored objects: evaluation's, re-exported
+from evaluation.textfiles import file_sha256 as file_sha256
+from evaluation.textfiles import sha256 as sha256
 
 
 class ObjectExists(Exception):
@@ -29,18 +32,6 @@ _KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 BLOCK = 1 << 20  # files are copied, hashed and streamed in blocks of this size
 
 
-def sha256(data: bytes) -> str:
-    """Hex sha256 of some bytes."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in blocks (a model may be larger than memory)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class keys:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.issues import Issue
+from evaluation.textfiles import file_sha256
 
 # model_type → (transformers class that builds it, accepted `architectures` entries)
 ARCHITECTURES: dict[str, tuple[str, frozenset[str]]] = {
@@ -120,15 +121,6 @@ class ModelCheck:
     def ok(self) -> bool:
         """True when the model may be encoded."""
         return not self.issues and self.description is not None
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    with path.open("rb") as stream:
-        while block := stream.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def model_digest(files: Mapping[str, str]) -> str:
