@@ -157,10 +157,12 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
     requested = request.args.get("breakdown", "").strip()[:60]
     etag = None
     if user is None and not session.get("_flashes"):
-        # anonymous pages differ only by version, page, search and the phases on offer
+        # anonymous pages differ only by database, version, page, search and the phases on offer
+        # (the database: a version names content within one site, and a process may serve two)
         state = [(p.id, p.slug, p.visibility, p.results_published_at is not None) for p in phases]
-        etag = hashlib.sha256(repr((prepared.version, page, search, state, requested)).encode()
-                              ).hexdigest()[:32]
+        site = str(session_.get_bind().engine.url)
+        etag = hashlib.sha256(repr((site, prepared.version, page, search, state, requested))
+                              .encode()).hexdigest()[:32]
         if request.if_none_match.contains(etag):
             return files.respond(b"", etag=etag, mimetype="text/html", compressed=False)
         kept = _PAGES.get(etag)

@@ -11,7 +11,6 @@ import csv
 import io
 import json
 import re
-import threading
 import zipfile
 from collections.abc import Iterator
 from datetime import timedelta
@@ -24,6 +23,7 @@ from flask import Flask
 from semboard.models import Run
 from semboard.services import archive, bundle, leaderboard, papertables, submissions
 from tests.archive_check import broken_links, html_problems
+from tests.boards_support import sts2012_board
 from tests.chromium import launch, open_page, require_chromium
 
 API = "/api/v1"
@@ -260,63 +260,10 @@ PARTICIPANTS = [("UKP TU Darmstadt", "run1-simple", 0.6, 559_890_432),
 def sts2012_models(tmp_path: Path, shared_data: Path, now) -> Iterator[str]:
     """The STS 2012 board (5 datasets, 3 ranked aggregates, groups, baselines) with two model
     runs, served by werkzeug on a free port in a thread."""
-    from werkzeug.serving import make_server
-
-    from semboard import create_app
-    from semboard.cli.demo import noisy_run
-    from semboard.db import dispose_app_engine, get_session
-    from semboard.models import Base
-    from semboard.services import accounts, definitions, gold, inputs, tasks, teams
-    from semboard.storage import get_storage
-
-    app = create_app({"TESTING": True, "SECRET_KEY": "models", "DATABASE_URL":
-                      f"sqlite:///{tmp_path / 'site.sqlite'}",
-                      "SEMBOARD_UPLOAD_DIR": str(tmp_path / "uploads"),
-                      "SEMBOARD_BOARD_JOBS": "inline", "SEMBOARD_CLOCK": lambda: now})
-    runner = app.test_cli_runner()
-
-    def cli(*args: str) -> None:
-        result = runner.invoke(args=list(args))
-        assert result.exit_code == 0, (args, result.output, result.exception)
-
-    with app.app_context():
-        Base.metadata.create_all(get_session().get_bind())
-    release = str(shared_data / "sts2012" / "test")
-    cli("task", "load", "sts2012", "--inputs", release)
-    cli("task", "phase", "sts2012", "test", "--kind", "evaluation", "--opens",
-        "2000-01-01T00:00Z", "--closes", "2100-01-01T00:00Z", "--visibility", "public")
-    cli("gold", "upload", "sts2012", release)
-    for system in ("tokencos", "lcs"):
-        cli("baselines", "run", "sts2012", "--system", system, "--phase", "test")
-    with app.app_context():
-        session, storage = get_session(), get_storage()
-        task = tasks.get_task(session, "sts2012")
-        phase = tasks.get_phase(session, task, "test")
-        definition = definitions.definition(task)
-        parsed = inputs.parsed_inputs(session, storage, task=task)
-        gold_values = {name: list(g.scores)
-                       for name, g in gold.parsed_gold(session, storage, task=task).items()}
-        for k, (team_name, run_name, noise, n_parameters) in enumerate(PARTICIPANTS):
-            user = accounts.register_user(session, email=f"p{k}@example.org",
-                                          password="a-long-password", display_name=team_name,
-                                          now=now)
-            team = teams.create_team(session, task=task, captain=user, name=team_name,
-                                     affiliation="", now=now)
-            session.commit()
-            submissions.submit(
-                session, storage, team=team, phase=phase, user=user, name=run_name,
-                files=noisy_run(definition, gold_values, parsed, noise=noise, seed=100 + k),
-                now=now, metadata=None if n_parameters is None else model_meta(
-                    f"{k}" * 64, n_parameters, "XLMRobertaModel"))
-            session.commit()
-    cli("boards", "refresh", "sts2012")
-    httpd = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_port}/tasks/sts2012/leaderboard/test"
-    httpd.shutdown()
-    thread.join(timeout=10)
-    dispose_app_engine(app)
+    participants = [(team, run, noise, None if n is None else model_meta(
+        f"{k}" * 64, n, "XLMRobertaModel")) for k, (team, run, noise, n) in enumerate(PARTICIPANTS)]
+    with sts2012_board(tmp_path, shared_data, now, participants) as url:
+        yield url
 
 
 MEASURE = """() => {
