@@ -138,3 +138,62 @@ def test_parallel_http_uploads_to_several_workers_respect_the_run_limit(
     assert stored == accepted_ids, "an accepted run must be stored, and only those"
     assert slots == list(range(1, MAX_RUNS + 1))
     assert logged == PARALLEL, "every upload, accepted or refused, is in the upload log"
+
+
+@databases
+@pytest.mark.gpu_extra
+def test_a_model_sent_in_parts_to_several_workers_is_run(database_url, make, session, tmp_path,
+                                                          model_folder):
+    """`semboard submit-model` against 4 gunicorn workers: the parts land on whichever worker
+    takes them (they are staged in the shared storage), the model is checked, queued, run in
+    the background and its run scored."""
+    real_now = datetime.now(UTC)
+    task = make.task(with_gold=True)
+    phase = make.phase(task, opens_at=real_now - timedelta(days=1),
+                       closes_at=real_now + timedelta(days=10), max_runs=MAX_RUNS)
+    phase.accepts = "models"
+    _team, captain = make.team(task)
+    token = accounts.create_api_token(session, user=captain, name="parts", now=real_now)
+    session.commit()
+    session.close()
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "gunicorn.log"
+    env = {**os.environ, "DATABASE_URL": database_url,
+           "SEMBOARD_UPLOAD_DIR": str(tmp_path / "uploads"),
+           "SEMBOARD_INSTANCE_PATH": str(tmp_path / "instance"), "SECRET_KEY": "gunicorn-test",
+           "SEMBOARD_MODEL_PART_BYTES": "20000", "SEMBOARD_CONFIG": str(tmp_path / "cli.json")}
+    with log.open("wb") as log_file:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "--workers", str(WORKERS), "--bind",
+             f"127.0.0.1:{port}", "--timeout", "120", "--access-logfile", "-",
+             "--access-logformat", "%(p)s %(m)s %(U)s %(s)s", "app:app"],
+            cwd=PROJECT_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        _wait_until_serving(base, server, log)
+        sent = subprocess.run(
+            [sys.executable, "-m", "semboard_cli", "--url", base, "--token", token,
+             "submit-model", "tiny", str(model_folder), "--name", "over-http"],
+            cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert sent.returncode == 0, sent.stderr
+        model_id = int(sent.stdout.split(" accepted as #", 1)[1].split()[0])
+        deadline = time.monotonic() + 240
+        while True:
+            request = urllib.request.Request(f"{base}/api/v1/models/{model_id}",
+                                             headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                model = json.load(response)
+            if model["status"] in ("done", "failed") or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+    assert model["status"] == "done", (model, log.read_text()[-3000:])
+    puts = [line.split() for line in log.read_text().splitlines()
+            if " PUT /api/v1/model-uploads/" in line]
+    assert len(puts) >= 3 and all(line[3] == "200" for line in puts), puts
+    print(f"{len(puts)} parts over {len({line[0] for line in puts})} worker(s)")
+    with make.session.begin():
+        run = make.session.get(Run, model["run_id"])
+        assert run is not None and run.status == "scored" and run.name == "over-http"
