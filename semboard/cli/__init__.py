@@ -1,10 +1,21 @@
-"""`flask` command groups: tasks, gold, users, closing, mail, demo, boards, worker, baselines."""
+"""`flask` command groups: tasks, gold, users, closing, mail, demo, boards, worker, baselines,
+models."""
 
 from __future__ import annotations
 
 from flask import Flask
 
-from semboard.cli import archive, baselines, boards, closing, core, demo, mail, worker
+from semboard.cli import (
+    archive,
+    baselines,
+    boards,
+    closing,
+    core,
+    demo,
+    mail,
+    models,
+    worker,
+)
 
 
 def register(app: Flask) -> None:
@@ -13,5 +24,5 @@ def register(app: Flask) -> None:
     core.results_cli.add_command(archive.results_archive)
     closing.register_closing(app)
     for command in (baselines.baselines_cli, boards.boards_cli, demo.demo_cli,
-                    mail.notify_deadlines_cli, worker.worker_cli):
+                    mail.notify_deadlines_cli, models.models_cli, worker.worker_cli):
         app.cli.add_command(command)

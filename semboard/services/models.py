@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from baselines.models import ModelDescription, ModelLimits, check_model, unpack_model_archive
@@ -20,6 +20,7 @@ from evaluation import ValidationError
 from evaluation.runs import run_name_problem
 from semboard.db import begin_write
 from semboard.errors import (
+    Conflict,
     DomainError,
     Forbidden,
     InvalidData,
@@ -216,6 +217,36 @@ def set_published(session: Session, *, model_id: int, user: User | None, publish
     row.published_at = now if publish else None
     _audit_publication(session, row, user, published=publish, now=now)
     session.commit()
+    return row
+
+
+def rerun(session: Session, *, model_id: int, by: User | None, reason: str,
+          now: datetime) -> ModelSubmission:
+    """An organiser runs a failed model again (its worker died, the site's budget was too
+    small): queued again at its own upload time, so a model sent before the deadline is not
+    late; audited; commits. The caller dispatches its job."""
+    row = session.get(ModelSubmission, model_id)
+    if row is None:
+        raise NotFound(f"no model submission {model_id}")
+    access.require_organiser(session, by, row.task)
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidData("running a model again needs a reason (it is kept in the audit log)")
+    begin_write(session)
+    result = session.execute(
+        update(ModelSubmission)
+        .where(ModelSubmission.id == row.id, ModelSubmission.status == "failed")
+        .values(status="queued", reason="", started_at=None, finished_at=None)
+        .execution_options(synchronize_session=False))
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        raise Conflict(f"model {model_id} is {row.status}: only a failed model runs again")
+    audit.record(session, task=row.task, user=by, team=row.team, action="model-rerun",
+                 reason=reason, now=now,
+                 details={"summary": f"model {row.name} (#{row.id}) of {row.team.name} queued "
+                                     "to run again", "model_id": row.id})
+    session.commit()
+    session.refresh(row)
     return row
 
 

@@ -11,7 +11,8 @@ import evaluation
 from evaluation import TaskDefinitionError, list_tasks, parse_task
 from semboard.errors import DomainError, InvalidData
 from semboard.jobs import scoring as scoring_jobs
-from semboard.models import Phase, Task, User
+from semboard.jobs.models import dispatch_model
+from semboard.models import ModelSubmission, Phase, Task, User
 from semboard.services import (
     access,
     accounts,
@@ -245,6 +246,21 @@ def publish(task_name: str, phase_slug: str) -> Any:
         return f"Results of {phase.name} published."
 
     return organiser_action(task_name, act, anchor="#phases")
+
+
+@bp.post("/tasks/<task_name>/organise/models/<int:model_id>/rerun")
+def rerun_model(task_name: str, model_id: int) -> Any:
+    """Run a failed model again at its own upload time (its worker died, a budget too small)."""
+    def act(task: Task, user: User) -> str:
+        found = db().get(ModelSubmission, model_id)
+        if found is None or found.task_id != task.id:
+            abort(404)
+        row = model_services.rerun(db(), model_id=model_id, by=user,
+                                   reason=request.form.get("reason", ""), now=now())
+        dispatch_model(current_app._get_current_object(), row.id)  # type: ignore[attr-defined]
+        return f"Model {row.name} of {row.team.name} is queued to run again."
+
+    return organiser_action(task_name, act, anchor="#models")
 
 
 @bp.post("/tasks/<task_name>/organise/teams/<int:team_id>/organiser-team")

@@ -133,3 +133,61 @@ def test_organisers_see_every_team_s_models(client, models_world, session, stora
     client.post("/logout")
     client.post("/login", data={"email": b_captain.email, "password": "password123"})
     assert client.get("/tasks/tiny/organise").status_code == 403
+
+
+def test_organisers_run_a_failed_model_again_at_its_upload_time(
+        app, client, models_world, session, storage, model_folder, now, make) -> None:
+    """A model whose worker died before the deadline runs again after it: its run keeps the
+    model's upload time, so it is not late; the page, the command and the audit log agree."""
+    from semboard.errors import Conflict, Forbidden, InvalidData
+    from semboard.models import AuditEntry, Run
+    from semboard.services import tasks
+
+    phase = models_world["phase"]
+    row = _submit(session, storage, models_world, model_folder, now, "crashed")
+    assert model_jobs.claim(session, row.id, now=now)
+    model_jobs.fail_abandoned(session, app, now=now + timedelta(days=1))
+    assert _status(session, row.id) == "failed"
+    organiser = make.user()
+    tasks.add_organiser(session, task=models_world["task"], user=organiser, now=now)
+    session.commit()
+    with pytest.raises(Forbidden):
+        model_services.rerun(session, model_id=row.id, by=models_world["captains"][0],
+                             reason="mine", now=now)
+    with pytest.raises(InvalidData, match="reason"):
+        model_services.rerun(session, model_id=row.id, by=organiser, reason=" ", now=now)
+    # after the phase has closed: the page's button
+    after = phase.closes_at + timedelta(hours=2)
+    app.config["SEMBOARD_CLOCK"] = lambda: after
+    client.post("/login", data={"email": organiser.email, "password": "password123"})
+    page = client.get("/tasks/tiny/organise").get_data(as_text=True)
+    assert f"/tasks/tiny/organise/models/{row.id}/rerun" in page
+    answer = client.post(f"/tasks/tiny/organise/models/{row.id}/rerun",
+                         data={"reason": "the GPU host went down"})
+    assert answer.status_code == 302
+    wait_for_threads(300)
+    assert _status(session, row.id) == "done"
+    session.refresh(row)
+    run = session.get(Run, row.run_id)
+    assert run is not None and run.submitted_at == now and not run.is_late
+    entry = session.scalars(select(AuditEntry).where(AuditEntry.action == "model-rerun")).one()
+    assert entry.reason == "the GPU host went down" and entry.user_id == organiser.id
+    with pytest.raises(Conflict, match="only a failed model"):
+        model_services.rerun(session, model_id=row.id, by=organiser, reason="again", now=now)
+
+
+def test_flask_models_list_and_rerun(app, models_world, session, storage, model_folder,
+                                     now) -> None:
+    row = _submit(session, storage, models_world, model_folder, now, "cli-model")
+    row.status, row.reason = "failed", "the worker running this model stopped"
+    session.commit()
+    runner = app.test_cli_runner()
+    listed = runner.invoke(args=["models", "list", "tiny"])
+    assert listed.exit_code == 0 and f"#{row.id}" in listed.output
+    assert "cli-model  failed" in listed.output and "worker running this model" in listed.output
+    refused = runner.invoke(args=["models", "rerun", str(row.id), "--reason", " "])
+    assert refused.exit_code != 0 and "reason" in refused.output
+    again = runner.invoke(args=["models", "rerun", str(row.id), "--reason", "host restarted"])
+    assert again.exit_code == 0 and "queued to run again" in again.output
+    wait_for_threads(300)
+    assert _status(session, row.id) == "done"

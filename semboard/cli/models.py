@@ -1,0 +1,41 @@
+"""`flask models`: the model track's queue for organisers (list, run a failed model again)."""
+
+from __future__ import annotations
+
+import click
+from flask import current_app
+from flask.cli import AppGroup
+
+from semboard.cli.core import command_session
+from semboard.clock import utcnow
+from semboard.jobs.models import dispatch_model
+from semboard.services import models, tasks
+
+models_cli = AppGroup("models", help="The model track: a task's models, failed ones run again.")
+
+
+@models_cli.command("list")
+@click.argument("task_name")
+def list_models(task_name: str) -> None:
+    """Every model of TASK_NAME, newest first: team, state, queue place, run or reason."""
+    with command_session() as session:
+        rows = models.task_models_queued(session, task=tasks.get_task(session, task_name))
+        if not rows:
+            click.echo(f"no models uploaded to {task_name}")
+        for row, position in rows:
+            state = row.status + (f" (#{position} in the queue)" if position else "")
+            outcome = (f"run {row.run_id}" if row.run_id else row.reason)[:120]
+            click.echo(f"#{row.id}  {row.uploaded_at:%Y-%m-%d %H:%M}  {row.team.name}  "
+                       f"{row.name}  {state}  {row.digest[:12]}  {outcome}".rstrip())
+
+
+@models_cli.command("rerun")
+@click.argument("model_id", type=int)
+@click.option("--reason", required=True, help="Why (kept in the audit log).")
+def rerun(model_id: int, reason: str) -> None:
+    """Queue failed model MODEL_ID again (at its own upload time) and dispatch its job."""
+    with command_session() as session:
+        row = models.rerun(session, model_id=model_id, by=None, reason=reason, now=utcnow())
+        name, row_id = row.name, row.id
+    dispatch_model(current_app._get_current_object(), row_id)  # type: ignore[attr-defined]
+    click.echo(f"model {name} (#{row_id}) queued to run again")
