@@ -1,5 +1,4 @@
-"""`flask` command groups: tasks, gold, users, closing, mail, demo, boards, worker, baselines,
-models."""
+"""`flask` command groups: tasks, gold, users, closing, mail, demo, boards, worker, models."""
 
 from __future__ import annotations
 
