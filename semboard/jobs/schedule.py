@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 class Ticker(threading.Thread):
     """A daemon thread calling tick every `interval` seconds in this process until stopped."""
 
-    def __init__(self, app: object, interval: float) -> None:
+    def __init__(self, app: Flask, interval: float) -> None:
         super().__init__(name="semboard-schedule", daemon=True)
         self.app = app
         self.interval = interval
@@ -34,7 +34,7 @@ class Ticker(threading.Thread):
         """Tick, commit, wait; a failed tick is logged and retried on the next one."""
         while not self.stopped.wait(self.interval):
             try:
-                with self.app.app_context():  # type: ignore[attr-defined]
+                with self.app.app_context():
                     session = session_factory()()
                     try:
                         for line in schedule.tick(session, now=utcnow()):
@@ -42,15 +42,14 @@ class Ticker(threading.Thread):
                         session.commit()
                         # without Redis no worker sweeps: each web process looks after the
                         # model queue (a lost model job is dispatched again)
-                        model_jobs.recover(self.app, session,  # type: ignore[arg-type]
-                                           now=utcnow())
+                        model_jobs.recover(self.app, session, now=utcnow())
                     finally:
                         session.close()
             except Exception:
                 log.exception("scheduled publication failed")
 
 
-def start_ticker(app: object, interval: float) -> Ticker:
+def start_ticker(app: Flask, interval: float) -> Ticker:
     """Start the in-process ticker."""
     ticker = Ticker(app, interval)
     ticker.start()

@@ -446,3 +446,36 @@ def test_the_page_sends_a_model_in_parts(client, app, models_world, session, sto
                                 "password": "password123"})
     assert client.get(upload["upload_url"], headers=wants).status_code == 404
     wait_for_threads(300)
+
+
+def test_published_files_follow_the_run_s_visibility(client, world, session, storage, now,
+                                                     tiny_data) -> None:
+    """Published model files reach only those who may see the run: on a board hidden until
+    published, nobody outside the team and the organisers until the results are out."""
+    from semboard.services import gold, submissions
+    from semboard.storage import keys, put_content, sha256
+
+    team, phase, captain = world["team_a"], world["phase"], world["captains"][0]
+    phase.visibility = "hidden"
+    session.commit()
+    run = submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                             name="enc", files=tiny_data.run(seed=1), now=now)
+    archive = b"PK-the-model's-zip"
+    key = keys.model_archive("tiny", team.id, sha256(archive))
+    put_content(storage, key, archive)
+    row = ModelSubmission(task_id=team.task_id, phase_id=phase.id, team_id=team.id,
+                          user_id=captain.id, name="enc", uploaded_at=now, storage_key=key,
+                          archive_sha256=sha256(archive), size=len(archive), digest="0" * 64,
+                          description={}, options={}, status="done", run_id=run.id,
+                          published_at=now)
+    session.add(row)
+    session.commit()
+    url = f"{API}/models/{row.id}/archive"
+    assert client.get(url, headers=world["tokens"]["a"]).data == archive  # its team
+    assert client.get(url).status_code == 404  # the board is hidden: so is the model
+    assert client.get(url, headers=world["tokens"]["b"]).status_code == 404
+    assert client.get(f"/models/{row.id}/archive").status_code == 404
+    gold.publish_results(session, phase=phase, user=None, now=now)
+    session.commit()
+    assert client.get(url).data == archive
+    assert client.get(f"/models/{row.id}/archive").data == archive
