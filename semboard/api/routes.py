@@ -364,8 +364,12 @@ def request_comparison(task_name: str) -> Any:
     session = get_session()
     task = tasks.get_task(session, task_name)
     a_id, b_id = _compare_ids()
-    analysis_jobs.ask(session, task=task, a_id=a_id, b_id=b_id, user=user,
-                      limits=Limits.from_config(current_app.config), now=request_now())
+    started = analysis_jobs.ask(session, task=task, a_id=a_id, b_id=b_id, user=user,
+                                limits=Limits.from_config(current_app.config),
+                                now=request_now())
     found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=_user())
     body = _comparison_json(found, task)
-    return jsonify(body), (200 if found.done else 202), {"Location": body["status_url"]}
+    # 202 whenever this request started the work, even if its thread finished first: the status
+    # says what the request did, not how fast the computation was
+    status = 200 if found.done and not started else 202
+    return jsonify(body), status, {"Location": body["status_url"]}

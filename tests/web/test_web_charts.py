@@ -203,6 +203,26 @@ def test_compare_api_post_202_then_done(browser: Browser, db_session) -> None:
     assert _count(db_session, RunComparison) == 1
 
 
+def test_compare_api_answers_202_when_it_started_the_work_however_fast(
+        browser: Browser, db_session, monkeypatch) -> None:
+    """A comparison whose computation finishes before the answer is written is still 202 for
+    the request that started it (it was flaky: the thread sometimes won the race)."""
+    from flask import current_app
+
+    from semboard.jobs import analysis as analysis_jobs
+
+    def at_once(comparison_id: int) -> str:  # the fastest thread possible: done in the request
+        analysis_jobs.run_comparison(current_app._get_current_object(), comparison_id)
+        return "thread"
+
+    monkeypatch.setattr(analysis_jobs, "start_comparison", at_once)
+    a, b = _board_runs(db_session)[:2]
+    first = browser.client.post(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}")
+    assert first.status_code == 202 and first.get_json()["status"] == "done"
+    again = browser.client.post(f"/api/v1/tasks/demo/compare?a={a.id}&b={b.id}")
+    assert again.status_code == 200  # nothing started: it was done already
+
+
 def test_rescore_or_new_gold_invalidates_stored_comparison(browser: Browser,
                                                           db_session) -> None:
     from semboard.models import RunScoreRecord
