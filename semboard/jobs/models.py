@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import tempfile
 import threading
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask
 from sqlalchemy import select, update
@@ -23,6 +24,7 @@ from sqlalchemy.orm import Session
 from baselines.models import (
     JobBudget,
     ModelJobFailed,
+    ModelRun,
     run_model_job,
     unpack_model_archive,
 )
@@ -36,6 +38,9 @@ from semboard.jobs.scoring import accept_run
 from semboard.models import ModelSubmission
 from semboard.services import definitions, inputs
 from semboard.storage import Storage, get_storage
+
+if TYPE_CHECKING:
+    from evaluation import DatasetInputs, TaskDefinition
 
 log = logging.getLogger(__name__)
 
@@ -102,36 +107,69 @@ def _finish(session: Session, row: ModelSubmission, status: str, *, now: datetim
     session.commit()
 
 
-def _encode(session: Session, storage: Storage, app: Flask, row: ModelSubmission) -> int:
-    """Encode the phase's inputs with the stored model and submit the run; its id."""
-    phase, task = row.phase, row.task
-    definition = definitions.phase_definition(phase)
-    stored = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
-    if phase.track:
-        wanted = set(definition.track_datasets(phase.track))
-        stored = {k: v for k, v in stored.items() if k in wanted}
-    if not stored:
-        raise ModelJobFailed(f"no inputs of {task.name} have been published")
-    options = row.options or {}
+@dataclass(frozen=True)
+class Work:
+    """What a claimed model's encoding needs, read in one short transaction before it starts."""
+
+    model_id: int
+    definition: TaskDefinition
+    inputs: dict[str, DatasetInputs]
+    storage_key: str
+    digest: str
+    options: dict[str, Any]
+    name: str
+
+
+def prepare(session: Session, storage: Storage, row: ModelSubmission) -> Work:
+    """Read the phase's definition and inputs for a claimed model, then end the transaction:
+    encoding takes minutes to an hour, and no lock or snapshot may be held across it."""
+    try:
+        phase, task = row.phase, row.task
+        definition = definitions.phase_definition(phase)
+        stored = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
+        if phase.track:
+            wanted = set(definition.track_datasets(phase.track))
+            stored = {k: v for k, v in stored.items() if k in wanted}
+        if not stored:
+            raise ModelJobFailed(f"no inputs of {task.name} have been published")
+        # team and user are read now: the run is submitted after the encoding, in its own
+        # transaction, and must not have to load them lazily in between
+        _ = (row.team, row.user)
+        return Work(model_id=row.id, definition=definition, inputs=stored,
+                    storage_key=row.storage_key, digest=row.digest,
+                    options=dict(row.options or {}), name=row.name)
+    finally:
+        session.commit()  # ends the read; rows stay loaded (expire_on_commit=False)
+
+
+def encode(storage: Storage, app: Flask, work: Work) -> ModelRun:
+    """Download, unpack and encode the model in a budgeted child process; holds no session."""
     with tempfile.TemporaryDirectory(prefix="semboard-model-job-") as tmp:
         archive = Path(tmp) / "model.zip"
-        storage.get_file(row.storage_key, archive)  # a model may be larger than memory
+        storage.get_file(work.storage_key, archive)  # a model may be larger than memory
         try:
             folder = unpack_model_archive(archive, Path(tmp) / "model")
         except ValidationError as err:
             raise ModelJobFailed(f"the stored model could not be unpacked: {err}") from None
-        result = run_model_job(folder, definition, stored, budget=budget(app),
+        result = run_model_job(folder, work.definition, work.inputs, budget=budget(app),
                                device=str(_setting(app, "SEMBOARD_MODEL_DEVICE")),
                                dtype=_setting(app, "SEMBOARD_MODEL_DTYPE"),
-                               prompt=options.get("prompt"), pooling=options.get("pooling"),
-                               run_name=row.name)
-    if result.metadata.get("model_digest") != row.digest:
+                               prompt=work.options.get("prompt"),
+                               pooling=work.options.get("pooling"), run_name=work.name)
+    if result.metadata.get("model_digest") != work.digest:
         raise ModelJobFailed("the stored model's digest differs from the one checked at upload")
+    return result
+
+
+def submit(session: Session, storage: Storage, app: Flask, row: ModelSubmission,
+           result: ModelRun) -> int:
+    """Submit the encoded run as the team's upload at the model's upload time; its id."""
     metadata = {**result.metadata, "model_submission_id": row.id,
                 "archive_sha256": row.archive_sha256}
-    run, _queued = accept_run(session, storage, app, team=row.team, phase=phase, user=row.user,
-                              name=row.name, files=result.files, now=row.uploaded_at,
-                              metadata=metadata, score_here=True, from_model=True)
+    run, _queued = accept_run(session, storage, app, team=row.team, phase=row.phase,
+                              user=row.user, name=row.name, files=result.files,
+                              now=row.uploaded_at, metadata=metadata, score_here=True,
+                              from_model=True)
     return run.id
 
 
@@ -139,7 +177,9 @@ def run_model_submission(session: Session, storage: Storage, app: Flask, model_i
                          now: datetime | None = None) -> ModelSubmission | None:
     """Claim, encode, submit; the row's final state (None when another worker claimed it).
 
-    Models abandoned by a dead worker are marked failed first, so their slots never stay taken.
+    Three short transactions (claim; read the inputs; submit the run) with the encoding in
+    between holding none, so the site's other writers never wait on a model. Models abandoned
+    by a dead worker are marked failed first, so their slots never stay taken.
     """
     fail_abandoned(session, app, now=now or utcnow())
     if not claim(session, model_id, now=now or utcnow()):
@@ -147,7 +187,8 @@ def run_model_submission(session: Session, storage: Storage, app: Flask, model_i
     row = session.get(ModelSubmission, model_id)
     assert row is not None  # claimed just now
     try:
-        run_id = _encode(session, storage, app, row)
+        result = encode(storage, app, prepare(session, storage, row))
+        run_id = submit(session, storage, app, row, result)
     except ModelJobFailed as err:
         _finish(session, row, "failed", reason=err.reason, now=now or utcnow())
     except DomainError as err:

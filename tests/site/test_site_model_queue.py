@@ -38,12 +38,12 @@ def test_a_process_runs_its_models_one_at_a_time(app, models_world, session, sto
     started: list[int] = []
     release = threading.Event()
 
-    def encode(session, storage, app, row):  # stands in for the encoder: waits to be told
-        started.append(row.id)
+    def encode(storage, app, work):  # stands in for the encoder: waits to be told
+        started.append(work.model_id)
         assert release.wait(60)
         raise model_jobs.ModelJobFailed("stopped by the test")
 
-    monkeypatch.setattr(model_jobs, "_encode", encode)
+    monkeypatch.setattr(model_jobs, "encode", encode)
     first = _submit(session, storage, models_world, model_folder, now, "first")
     second = _submit(session, storage, models_world, model_folder, now, "second")
     model_jobs.dispatch_model(app, first.id)

@@ -71,7 +71,9 @@ def test_an_uploaded_model_is_queued_run_and_scored(client, app, models_world, s
     for name in stored:
         np.testing.assert_allclose(site.predictions[name].scores, mine.predictions[name].scores,
                                    atol=1e-9)
-        assert np.std(site.predictions[name].scores) > 0  # not a constant: the test has teeth
+    # not a constant: the test has teeth (a tiny task's pairs differ only in words the tiny
+    # tokenizer reads as [UNK], so scores vary between its datasets, not within one)
+    assert np.std(np.concatenate([site.predictions[n].scores for n in stored])) > 0
     assert direct.metadata["model_digest"] == run.meta["model_digest"]
 
     # the zip is served to the team and organisers only
