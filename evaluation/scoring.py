@@ -72,6 +72,8 @@ class DatasetScore:
     genres: dict[str, GenreScore] = field(default_factory=dict)
     file: str | None = None
     unscored_pairs: int = 0
+    # pairs left out by the dataset's gold.exclude band
+    excluded_pairs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
@@ -80,6 +82,8 @@ class DatasetScore:
                "genres": {g: s.to_dict() for g, s in self.genres.items()}}
         if self.unscored_pairs:
             out["unscored_pairs"] = self.unscored_pairs
+        if self.excluded_pairs:
+            out["excluded_pairs"] = self.excluded_pairs
         return out
 
 
@@ -119,7 +123,8 @@ class RunScore:
                       for g, gs in ds.get("genres", {}).items()}
             datasets[name] = DatasetScore(
                 ds["n"], {k: MetricValue.from_dict(v) for k, v in ds["metrics"].items()},
-                genres, ds.get("file"), int(ds.get("unscored_pairs", 0)))
+                genres, ds.get("file"), int(ds.get("unscored_pairs", 0)),
+                int(ds.get("excluded_pairs", 0)))
         return cls(
             d["task"],
             {k: MetricValue.from_dict(v) for k, v in d.get("aggregates", {}).items()},
@@ -152,6 +157,37 @@ def _signature(metric: str, policy: str, resamples: int, seed: int, n: int, gold
     boot = f"boot:{resamples}|seed:{seed}" if resamples else "boot:none"
     return (f"{metric}|nan:{policy}|{boot}|n:{n}|gold:{_short(gold)}|run:{_short(run)}"
             f"|v:{__version__}")
+
+
+def _metric_rule(task: TaskDefinition, dataset: str, metric: str) -> str:
+    """The settings of a binary metric that move its number, for its signature ('' if none)."""
+    m = M.METRICS.get(metric)
+    if m is None or not m.needs_threshold:
+        return ""
+    both = task.thresholds(dataset)
+    run_t, gold_t = both if both else (task.binary_threshold, task.binary_threshold)
+    if m.sweeps:
+        return f"|gold>={gold_t:g}|sweep:{M.MAX_F1_RULE}"
+    return f"|run>={run_t:g}|gold>={gold_t:g}" if both else ""
+
+
+def _for_dataset(task: TaskDefinition, dataset: str) -> TaskDefinition:
+    """The task as `dataset`'s binary metrics see it: its run threshold as binary_threshold."""
+    both = task.thresholds(dataset)
+    if both is None or both[0] == task.binary_threshold:
+        return task
+    return replace(task, binary_threshold=both[0])
+
+
+def _binary_labels(task: TaskDefinition, dataset: str, labels: np.ndarray) -> np.ndarray:
+    """Gold labels cut at the dataset's own gold threshold, where it sets one.
+
+    A positive becomes +inf and a negative -inf, so any run threshold reads them right.
+    """
+    both = task.thresholds(dataset)
+    if both is None:
+        return labels
+    return np.where(labels >= both[1], np.inf, -np.inf)
 
 
 def _value(x: Any) -> float | None:
@@ -322,6 +358,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
     genres_of: dict[str, dict[str, np.ndarray]] = {}
     files: dict[str, str] = {}
     not_scored: dict[str, int] = {}
+    excluded: dict[str, int] = {}
     for spec in task.datasets:
         pred = run.predictions.get(spec.name)
         if pred is None:
@@ -350,7 +387,8 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
             genre_list = [genre_list[j] for j in kept]
             breakdowns = {b: [col[j] for j in kept] for b, col in breakdowns.items()}
         pairs[spec.name] = _Pairs(x, y, w, g.digest, pred.digest, each)
-        labels_of[spec.name] = labels
+        labels_of[spec.name] = _binary_labels(task, spec.name, labels)
+        excluded[spec.name] = g.excluded
         files[spec.name] = pred.filename
         if task.genre_metrics:
             groups: dict[str, list[int]] = {}
@@ -373,16 +411,17 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
         ms: dict[str, MetricValue] = {}
         point[name] = {}
         n_classes = len(task.dataset(name).gold.classes)
+        dtask = _for_dataset(task, name)
         for metric in task.dataset_metrics(name):
             sig = _signature(f"{name}/{metric}", policy, boot, seed, n, p.gold_digest,
-                             p.run_digest)
+                             p.run_digest) + _metric_rule(task, name, metric)
             if _needs_weights(metric) and p.w is None:
                 ms[metric] = MetricValue(None, None, "the run has no confidence column, so "
                                          f"{M.METRICS[metric].label} is not computed", sig)
                 point[name][metric] = np.nan
                 continue
             sets = _gold_sets(p, labels_of[name])
-            values = [(_metric(metric, task, p.x, yk, lk, p.w, n_classes) if n
+            values = [(_metric(metric, dtask, p.x, yk, lk, p.w, n_classes) if n
                        else np.asarray(np.nan)) for yk, lk in sets]
             # scored against each annotator in turn: the dataset's value is their mean
             v = values[0] if len(values) == 1 else np.mean(np.stack(values))
@@ -417,7 +456,8 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
                     f"{name}/{genre}/{metric}", policy, boot, seed, len(idx), p.gold_digest,
                     p.run_digest))
             genre_scores[genre] = GenreScore(len(idx), gm)
-        datasets[name] = DatasetScore(n, ms, genre_scores, files[name], not_scored[name])
+        datasets[name] = DatasetScore(n, ms, genre_scores, files[name],
+                                      not_scored[name] - excluded[name], excluded[name])
 
     aggregates: dict[str, MetricValue] = {}
     # datasets of this scoring that have gold: a skipped one counts 0 in an equal mean
@@ -580,7 +620,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
             for metric in task.dataset_metrics(k):
                 if _needs_weights(metric) and p.w is None:
                     continue
-                samples = _boot_each(metric, task, c, p, labels_of[k], p.w, n_classes)
+                samples = _boot_each(metric, _for_dataset(task, k), c, p, labels_of[k], p.w,
+                                     n_classes)
                 v = samples[0] if len(samples) == 1 else np.mean(samples, axis=0)
                 per[k][metric] = v
                 ds_samples[k].setdefault(metric, []).append(v)
@@ -594,8 +635,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
                 if _needs_weights(metric) and p.w is None:
                     per[k][metric] = np.full(b, np.nan)  # not computed: counts 0, as the point
                 else:
-                    per[k][metric] = np.mean(_boot_each(metric, task, c, p, labels_of[k], None,
-                                                        n_classes), axis=0)
+                    per[k][metric] = np.mean(_boot_each(metric, _for_dataset(task, k), c, p,
+                                                        labels_of[k], None, n_classes), axis=0)
         for agg in aggregates:
             if names:
                 agg_samples[agg].append(_boot_aggregate(agg, names, ms, per, sizes, task,
