@@ -190,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         gold = load_gold(task, args.gold, inputs)
     except ValidationError as exc:
-        return _usage("bad gold: " + "; ".join(str(i) for i in exc.issues))
+        return _usage("bad gold:\n" + "\n".join(str(i) for i in exc.issues))
     score = score_run(task, run, gold, resamples=args.resamples, seed=args.seed,
                       confidence_intervals=not args.no_ci)
     if args.json:

@@ -272,3 +272,19 @@ def test_definition_errors_name_the_key():
         parse_task(PARAPHRASE.replace('run_range = "none"', 'run_range = "any"', 1))
     with pytest.raises(TaskDefinitionError, match="run.values.label"):
         parse_task(PARAPHRASE.replace('label = "boolean"', 'label = "bool"'))
+
+
+def test_long_problem_lists_are_capped_per_file(tmp_path):
+    """972 bad gold lines: the first 20 with their lines, then one '... and 952 more'."""
+    from evaluation.issues import MAX_ISSUES_PER_FILE
+    task = parse_task(PARAPHRASE.replace("N = 60", ""), source="t.toml")
+    (tmp_path / "test.data").write_text("".join(f"t\ta {i}\tb {i}\n" for i in range(972)))
+    (tmp_path / "test.label").write_text("3 2 0.5\n" * 972)
+    with pytest.raises(ValidationError) as err:
+        load_gold(task, tmp_path, inputs=load_inputs(task, tmp_path))
+    issues = err.value.issues
+    assert len(issues) == MAX_ISSUES_PER_FILE + 1 and err.value.total >= 972
+    assert [i.line for i in issues[:3]] == [1, 2, 3]
+    assert issues[-1].message.endswith(f"and {err.value.total - MAX_ISSUES_PER_FILE} more "
+                                       "problem(s) in test.label")
+    assert max(len(line) for line in str(err.value).splitlines()) < 200
