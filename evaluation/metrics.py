@@ -435,6 +435,75 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 )}
 """The per-dataset metrics a definition may name, in documentation order."""
 
+@dataclass(frozen=True)
+class Aggregate:
+    """Everything the library knows about one aggregate over a task's datasets.
+
+    `of` names the per-dataset metric it combines, and `weights` how: "pairs" (a mean weighted
+    by scored pairs), "equal" (a plain mean over the scored datasets), "equal_with_gold" (a
+    plain mean over every dataset with gold, a skipped one counting 0) or "sum". An aggregate
+    over the datasets' pairs joined has no `of`: `joined(xs, ys)` scores it and
+    `joined_resampled(moments)` each resample, from resampling.moments. Scoring, CIs and
+    significance read this record; a new aggregate is one more record.
+    """
+
+    name: str
+    label: str
+    of: str | None = None
+    weights: str = "pairs"
+    joined: Callable[..., np.ndarray] | None = None
+    joined_resampled: Callable[..., np.ndarray] | None = None
+
+    def combine(self, values: Sequence[np.ndarray], sizes: Sequence[int], n_with_gold: int = 0,
+                undefined: str = "counts-zero") -> np.ndarray:
+        """The aggregate of per-dataset values (points, or one array of resamples each).
+
+        Under "counts-zero" an undefined value counts 0; under "ranks-last" it makes the
+        aggregate undefined (and so ranked last).
+        """
+        if self.weights == "pairs":
+            out = weighted_mean(values, sizes)
+        elif self.weights == "sum":
+            out = total(values)
+        elif self.weights == "equal":
+            out = total(values) / len(values)
+        else:
+            out = total(values) / max(len(values), n_with_gold)
+        if undefined == "ranks-last" and len(values):
+            stacked = np.stack([np.asarray(v, dtype=np.float64) for v in values])
+            out = np.where(np.isnan(stacked).any(axis=0), np.nan, out)
+        return out
+
+    def divide(self, acc: np.ndarray, pairs: np.ndarray, count: np.ndarray,
+               n_with_gold: int) -> np.ndarray:
+        """The aggregate from summed values (acc: weighted by pairs when weights = "pairs"),
+        per run: `pairs` scored pairs and `count` scored datasets; NaN for a run with none."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if self.weights == "pairs":
+                return np.where(pairs > 0, acc / np.where(pairs > 0, pairs, 1), np.nan)
+            if self.weights == "sum":
+                return np.where(count > 0, acc, np.nan)
+            if self.weights == "equal":
+                return np.where(count > 0, acc / np.maximum(count, 1), np.nan)
+            divisor = np.maximum(count, n_with_gold)
+            return np.where(count > 0, acc / np.where(divisor > 0, divisor, 1), np.nan)
+
+
+AGGREGATES: dict[str, Aggregate] = {a.name: a for a in (
+    Aggregate("ALL", "ALL (Pearson over the datasets joined)", joined=concat_pearson,
+              joined_resampled=R.boot_all),
+    Aggregate("ALLnorm", "ALLnorm (each dataset fitted to its gold, then joined)",
+              joined=allnorm, joined_resampled=R.boot_allnorm),
+    Aggregate("Mean", "Mean (pair-weighted mean of Pearsons)", "pearson", "pairs"),
+    Aggregate("sum_pearson", "Sum of Pearsons", "pearson", "sum"),
+    Aggregate("mean_spearman", "Mean of Spearmans", "spearman", "equal"),
+)}
+"""The built-in aggregates a definition may name; declared ones are built by the definition."""
+
+AGGREGATE_WEIGHTS = {"pairs": "pairs", "equal": "equal_with_gold"}
+"""A declared aggregate's `weights` key and the record's weighting it means."""
+
+
 LOWER_IS_BETTER = frozenset(m.name for m in METRICS.values() if m.lower_is_better)
 CORRELATIONS = frozenset(m.name for m in METRICS.values() if m.correlation)
 

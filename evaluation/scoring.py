@@ -518,33 +518,20 @@ def _aggregate(agg: str, task: TaskDefinition, names: list[str], xs: list[np.nda
                ys: list[np.ndarray], per: Mapping[str, Mapping[str, Any]],
                n_with_gold: int = 0) -> np.ndarray:
     """An aggregate metric over scored datasets; `per` holds per-dataset values (or samples)."""
-    if agg == "ALL":
-        return M.concat_pearson(xs, ys)
-    if agg == "ALLnorm":
-        return M.allnorm(xs, ys)
+    rec = task.aggregate(agg)
+    if rec.joined is not None:
+        return rec.joined(xs, ys)
     return _from_dataset_values(agg, names, per, [x.shape[-1] for x in xs], task, n_with_gold)
 
 
 def _from_dataset_values(agg: str, names: list[str], per: Mapping[str, Mapping[str, Any]],
-                         sizes: list[int], task: TaskDefinition | None = None,
+                         sizes: list[int], task: TaskDefinition,
                          n_with_gold: int = 0) -> np.ndarray:
-    """An aggregate of per-dataset metric values (points, or one array of resamples each)."""
-    spec = task.aggregate_spec(agg) if task is not None else None
-    if spec is not None:
-        values = [per[k].get(spec.of, np.nan) for k in names]
-        # sizes are scored pairs: unscored pairs carry no weight
-        if spec.weights == "pairs":
-            return M.weighted_mean(values, sizes)
-        # equal weights: a dataset with gold that the run skipped counts 0, like sum_pearson
-        return M.total(values) / max(len(names), n_with_gold)
-    if agg == "Mean":
-        return M.weighted_mean([per[k]["pearson"] for k in names], sizes)
-    if agg == "sum_pearson":
-        # a dataset the run skipped is simply absent here: it adds 0 to the sum
-        return M.total([per[k]["pearson"] for k in names])
-    if agg == "mean_spearman":
-        return M.total([per[k]["spearman"] for k in names]) / len(names)
-    raise ValueError(f"unknown aggregate metric {agg}")
+    """An aggregate of per-dataset metric values (points, or one array of resamples each);
+    sizes are scored pairs, so unscored pairs carry no weight."""
+    rec = task.aggregate(agg)
+    return rec.combine([per[k].get(rec.of or "", np.nan) for k in names], sizes, n_with_gold,
+                       task.undefined)
 
 
 def _boot_metric(metric: str, task: TaskDefinition, c: np.ndarray, x: np.ndarray,
@@ -572,16 +559,12 @@ def _boot_each(metric: str, task: TaskDefinition, c: np.ndarray, p: _Pairs,
 
 def _boot_aggregate(agg: str, names: list[str], ms: list[np.ndarray],
                     per: Mapping[str, Mapping[str, np.ndarray]], sizes: list[int],
-                    task: TaskDefinition | None = None, n_with_gold: int = 0) -> np.ndarray:
-    """An aggregate over a chunk of resamples (ALL and ALLnorm from summed moments)."""
-    if agg == "ALL":
-        return R.boot_all(ms)
-    if agg == "ALLnorm":
-        return R.boot_allnorm(ms)
+                    task: TaskDefinition, n_with_gold: int = 0) -> np.ndarray:
+    """An aggregate over a chunk of resamples (joined ones from summed moments)."""
+    rec = task.aggregate(agg)
+    if rec.joined_resampled is not None:
+        return rec.joined_resampled(ms)
     return _from_dataset_values(agg, names, per, sizes, task, n_with_gold)
-
-
-_AGG_NEEDS = {"Mean": ("pearson",), "sum_pearson": ("pearson",), "mean_spearman": ("spearman",)}
 
 
 def _chunks(sizes: list[int], resamples: int) -> Iterator[int]:
@@ -606,9 +589,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
     # one shift for all datasets keeps the summed moments of ALL/ALLnorm precise
     shift_x = float(np.mean([pairs[k].x.mean() for k in names])) if names else 0.0
     shift_y = float(np.mean([pairs[k].y.mean() for k in names])) if names else 0.0
-    declared = {spec.name for spec in task.aggregate_specs}
-    needed = {m for a in aggregates if a not in declared for m in _AGG_NEEDS.get(a, ())}
-    needed |= {spec.of for spec in task.aggregate_specs if spec.name in aggregates}
+    records = [task.aggregate(a) for a in aggregates]
+    needed = {rec.of for rec in records if rec.of is not None}
     for b in _chunks(sizes, resamples):
         ms: list[Any] = []
         per: dict[str, Any] = {}
@@ -627,7 +609,7 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
                 ds_samples[k].setdefault(metric, []).append(v)
                 for j, one in enumerate(samples if len(samples) > 1 else (), start=1):
                     ds_samples[k].setdefault(f"{metric}@{j}", []).append(one)
-            if any(a in ("ALL", "ALLnorm") for a in aggregates):
+            if any(rec.joined_resampled is not None for rec in records):
                 ms.append(R.moments(c, p.x - shift_x, p.y - shift_y))
             for metric in needed:
                 if metric in per[k]:

@@ -19,7 +19,7 @@ from evaluation.splits import DEFAULT_SPLIT, SplitDef, for_split, parse_splits
 # every fact about a metric (needs, direction) comes from the one registry in metrics.py
 DATASET_METRICS = tuple(METRICS)
 GENRE_METRICS = tuple(m.name for m in METRICS.values() if m.per_genre)
-AGGREGATE_METRICS = ("ALL", "ALLnorm", "Mean", "sum_pearson", "mean_spearman")
+AGGREGATE_METRICS = tuple(M.AGGREGATES)
 RANKINGS = ("aggregate", "sum_pearson", "per_dataset")
 INPUT_FORMATS = ("tsv", "csv", "jsonl")
 GOLD_FORMATS = ("lines", "csv", "inline", "jsonl", "fields")
@@ -40,7 +40,7 @@ MODEL_MAPPINGS = ("clip", "linear")
 # metrics over string class labels (gold.classes); the others need numbers
 CLASS_METRICS = frozenset(m.name for m in METRICS.values() if m.on_classes)
 NUMERIC_ONLY = frozenset(m.name for m in METRICS.values() if not m.on_classes)
-AGGREGATE_WEIGHTS = ("pairs", "equal")
+AGGREGATE_WEIGHTS = tuple(M.AGGREGATE_WEIGHTS)
 UNSCORED_RULES = ("error", "blank")
 # several gold files (one per annotator): their mean as one gold, or scored against each
 GOLD_COMBINE = ("mean", "each")
@@ -253,6 +253,15 @@ class TaskDefinition:
     def aggregate_spec(self, name: str) -> AggregateSpec | None:
         """The definition of a declared (table) aggregate, None for a built-in one."""
         return next((a for a in self.aggregate_specs if a.name == name), None)
+
+    def aggregate(self, name: str) -> M.Aggregate:
+        """The record of aggregate `name`: built in, or declared by the definition."""
+        spec = self.aggregate_spec(name)
+        if spec is not None:
+            return M.Aggregate(spec.name, spec.name, spec.of, M.AGGREGATE_WEIGHTS[spec.weights])
+        if name not in M.AGGREGATES:
+            raise ValueError(f"unknown aggregate metric {name}")
+        return M.AGGREGATES[name]
 
     def score_range(self, dataset: str) -> tuple[float, float]:
         """The [min, max] of `dataset`'s scores: its own `scores` table, else the task's."""
@@ -817,8 +826,10 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     if not metrics:
         raise TaskDefinitionError(f"{source}: metrics.dataset must name at least one metric")
     builtin = [a for a in aggregates if a not in {spec.name for spec in aggregate_specs}]
-    if ("pearson" not in metrics) and any(a in ("Mean", "sum_pearson") for a in builtin):
-        raise TaskDefinitionError(f"{source}: Mean and sum_pearson need pearson in metrics")
+    for agg in builtin:
+        of = M.AGGREGATES[agg].of
+        if of is not None and of not in metrics:
+            raise TaskDefinitionError(f"{source}: aggregate {agg} needs {of} in metrics.dataset")
     for m in _registry_inputs(metrics, derived):
         if m in METRICS and METRICS[m].needs_weights and not run.confidence:
             raise TaskDefinitionError(f"{source}: {m} needs run.confidence = true")
