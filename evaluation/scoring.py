@@ -47,7 +47,8 @@ class MetricValue:
 
     @property
     def rank_value(self) -> float:
-        """The value used for ranking: undefined counts 0, as the official scorer printed."""
+        """The value used for ranking under "counts-zero": undefined counts 0, as the official
+        scorers printed (ranking.rank_runs puts it last under "ranks-last")."""
         return 0.0 if self.value is None else self.value
 
 
@@ -485,7 +486,9 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
 
     for key, mv in _flat_metrics(aggregates, datasets):
         if mv.warning and mv.value is None and "no confidence column" not in mv.warning:
-            warnings.append(f"{key}: {mv.warning}; it counts 0 for ranking")
+            warnings.append(f"{key}: {mv.warning}; " + (
+                "it ranks below every defined value" if task.undefined == "ranks-last"
+                else "it counts 0 for ranking"))
     skipped = list(run.skipped)
     signature = {
         "task": task.name,
@@ -496,6 +499,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
         "ci": f"percentile {int(CI_LEVEL * 100)}%" if boot else None,
         "gold": {k: _short(pairs[k].gold_digest) for k in names},
         "run": {k: _short(pairs[k].run_digest) for k in names},
+        "undefined": task.undefined,
         "version": __version__,
     }
     return RunScore(task.name, aggregates, datasets, unscored, skipped, warnings, signature,

@@ -367,16 +367,24 @@ def _board_samples(task: TaskDefinition, runs: Sequence[ValidatedRun],
     return out
 
 
-def _groups(observed: np.ndarray, boot: np.ndarray, alpha: float) -> list[int]:
+def _groups(observed: np.ndarray, boot: np.ndarray, alpha: float,
+            last: np.ndarray | None = None) -> list[int]:
     """Groups in input order: sorted by value, a run significantly below its group's best
-    run (p < alpha) starts the next group."""
+    run (p < alpha) starts the next group. Runs marked `last` (undefined under "ranks-last")
+    share one group below every other."""
+    if last is None:
+        last = np.zeros(len(observed), dtype=bool)
     values = np.nan_to_num(observed, nan=0.0)
-    order = sorted(range(len(values)), key=lambda i: -values[i])
+    order = sorted(range(len(values)), key=lambda i: (bool(last[i]), -values[i]))
     groups = [0] * len(values)
     group, leader = 0, -1
     for i in order:
-        if leader < 0 or _p_value(float(values[leader] - values[i]),
-                                  boot[:, leader] - boot[:, i]) < alpha:
+        if last[i]:
+            if leader < 0 or not last[leader]:
+                group += 1
+                leader = i
+        elif leader < 0 or _p_value(float(values[leader] - values[i]),
+                                    boot[:, leader] - boot[:, i]) < alpha:
             group += 1
             leader = i
         groups[i] = group
@@ -401,11 +409,13 @@ def group_board(task: TaskDefinition, runs: Mapping[K, ValidatedRun],
                            seed=seed)
     out: dict[str, dict[K, int]] = {}
     for metric, (members, observed, boot) in found.items():
+        last = (np.isnan(observed) if task.undefined == "ranks-last"
+                else np.zeros(len(observed), dtype=bool))
         if task.lower_is_better(metric):
             # an error: smaller is better, so group on its negation (undefined still last)
             observed = np.where(np.isnan(observed), -np.inf, -observed)
             boot = -boot
-        groups = _groups(observed, boot, alpha)
+        groups = _groups(observed, boot, alpha, last)
         out[metric] = {keys[i]: g for i, g in zip(members, groups, strict=True)}
     return out
 
