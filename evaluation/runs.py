@@ -240,6 +240,8 @@ class RunFileMatch:
     dataset: str
     team: str | None
     run: str | None
+    # read by run.team_filename (else by run.filename)
+    by_team_pattern: bool = False
 
 
 def _name_regex(pattern: str, names: Sequence[str], team: str | None = None) -> re.Pattern[str]:
@@ -253,15 +255,35 @@ def _name_regex(pattern: str, names: Sequence[str], team: str | None = None) -> 
     return re.compile(f"^{rx}$")
 
 
-def _found(task: TaskDefinition, m: re.Match[str]) -> RunFileMatch:
+def _found(task: TaskDefinition, m: re.Match[str], by_team: bool = False) -> RunFileMatch:
     found = m.groupdict()
     dataset = task.dataset_names[0] if task.single_run_file else found["dataset"]
-    return RunFileMatch(dataset, found.get("team"), found.get("run"))
+    return RunFileMatch(dataset, found.get("team"), found.get("run"), by_team)
 
 
-def _match(pattern: str, task: TaskDefinition, filename: str) -> RunFileMatch | None:
+def _match(pattern: str, task: TaskDefinition, filename: str,
+           by_team: bool = False) -> RunFileMatch | None:
     m = _name_regex(pattern, task.dataset_names).match(filename)
-    return None if m is None else _found(task, m)
+    return None if m is None else _found(task, m, by_team)
+
+
+def name_clash(task: TaskDefinition, filename: str, team: str | None) -> Issue | None:
+    """An issue when a file read by run.filename also reads as another team's file.
+
+    The precedence rule (match_run_file): the uploader's own team_filename first, then
+    run.filename, then team_filename with any team. A name the second rule took that the
+    third would give to another team is ambiguous, so it is reported, not guessed.
+    """
+    found = match_run_file(task, filename, team=team)
+    if found is None or found.by_team_pattern or team is None or not task.run.team_filename:
+        return None
+    other = _match(task.run.team_filename, task, filename, True)
+    if other is None or other.team is None or other.team.casefold() == team.casefold():
+        return None
+    mine = task.run_filename(found.dataset, team=team, run=found.run)
+    return Issue(filename, None, f"the name fits run.filename (run {found.run!r}) but also "
+                 f"run.team_filename with team {other.team!r}, which is not your team "
+                 f"({team!r}); name it {mine} (or leave out the team token)", "name-clash")
 
 
 def match_run_file(task: TaskDefinition, filename: str, *,
@@ -276,10 +298,10 @@ def match_run_file(task: TaskDefinition, filename: str, *,
         # the uploader's own team first: a {run} in run.filename would swallow the team too
         m = _name_regex(team_pattern, task.dataset_names, team).match(filename)
         if m is not None:
-            return _found(task, m)
+            return _found(task, m, True)
     found = _match(task.run.filename, task, filename)
     if found is None and team_pattern:
-        found = _match(team_pattern, task, filename)
+        found = _match(team_pattern, task, filename, True)
     return found
 
 
@@ -991,6 +1013,9 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
         if team is not None and token is not None and token.casefold() != team.casefold():
             issues.append(Issue(filename, None, f"the team token {token!r} in the file name is "
                                 f"not your team ({team!r})", "team-mismatch"))
+        clash = name_clash(task, filename, team)
+        if clash is not None:
+            issues.append(clash)
         if dataset in by_dataset:
             issues.append(Issue(filename, None, f"a second file for {dataset} (first: "
                                 f"{by_dataset[dataset]})", "duplicate-file"))

@@ -327,12 +327,20 @@ class TaskDefinition:
         pattern = self.run.filename
         if team is not None and self.run.team_filename:
             pattern = self.run.team_filename
-        return pattern.format(dataset=dataset, team=team, run="{run}" if run is None else run)
+        return pattern.format(dataset=dataset, team="{team}" if team is None else team,
+                              run="{run}" if run is None else run)
+
+    def team_run_filename(self, dataset: str) -> str | None:
+        """The team variant of `dataset`'s run file name, placeholders kept; None without one."""
+        if not self.run.team_filename:
+            return None
+        self.dataset(dataset)
+        return self.run.team_filename.format(dataset=dataset, team="{team}", run="{run}")
 
     @property
     def run_in_filename(self) -> bool:
-        """True when run file names carry the run's name ({run} in run.filename)."""
-        return "{run}" in self.run.filename
+        """True when run file names carry the run's name ({run} in either pattern)."""
+        return "{run}" in self.run.filename or "{run}" in (self.run.team_filename or "")
 
     def input_filename(self, dataset: str) -> str:
         """Base name of the dataset's input file."""
@@ -800,7 +808,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     if "{dataset}" not in run.filename and not single:
         raise TaskDefinitionError(f"{source}: run.filename must contain {{dataset}} (the task "
                                   "has several datasets and a run format with one score a line)")
-    _template(run.filename, ("dataset", "run"), "run.filename", source)
+    _template(run.filename, ("dataset", "team", "run"), "run.filename", source)
     if run.team_filename:
         _template(run.team_filename, ("dataset", "team", "run"), "run.team_filename", source)
     if run.team_filename and not (("{dataset}" in run.team_filename or single)
