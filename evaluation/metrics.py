@@ -174,7 +174,8 @@ def boot_recall(c: np.ndarray, pred: np.ndarray, gold: np.ndarray,
     return _ratio(tp, gp)
 
 
-MAX_F1_RULE = "thresholds at each distinct run value, positive at >= t; tied run values fall together"
+MAX_F1_RULE = ("thresholds at each distinct run value, positive at >= t; "
+               "tied run values fall together")
 """How max_f1 sweeps its thresholds (recorded in its signature)."""
 
 

@@ -1121,14 +1121,14 @@ def write_run(task: TaskDefinition, dataset: str, ids: Sequence[str],
         mine = task.dataset(dataset).run_field
         if task.run.value_kind(mine) == "boolean":
             formatted = ["true" if v >= (lo + hi) / 2 else "false" for v in values.tolist()]
-        fields = task.run.fields
+        names = task.run.fields
         rows = [{f: (i if f == task.run.id_column else v if f == mine else task.run.na)
-                 for f in fields} for i, v in zip(ids, formatted, strict=True)]
+                 for f in names} for i, v in zip(ids, formatted, strict=True)]
         if task.run.format == "jsonl":
             body = "".join(json.dumps(r) + "\n" for r in rows)
         else:
             sep = "\t" if task.run.delimiter == "tab" else " "
-            head = sep.join(fields) + "\n" if task.run.header else ""
+            head = sep.join(names) + "\n" if task.run.header else ""
             body = head + "".join(sep.join(r.values()) + "\n" for r in rows)
         return task.run_filename(dataset, run=run), body.encode("utf-8")
     if task.run.format == "lines":

@@ -834,10 +834,11 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     if not metrics:
         raise TaskDefinitionError(f"{source}: metrics.dataset must name at least one metric")
     builtin = [a for a in aggregates if a not in {spec.name for spec in aggregate_specs}]
-    for agg in builtin:
-        of = M.AGGREGATES[agg].of
+    for builtin_name in builtin:
+        of = M.AGGREGATES[builtin_name].of
         if of is not None and of not in metrics:
-            raise TaskDefinitionError(f"{source}: aggregate {agg} needs {of} in metrics.dataset")
+            raise TaskDefinitionError(f"{source}: aggregate {builtin_name} needs {of} in "
+                                      "metrics.dataset")
     for m in _registry_inputs(metrics, derived):
         if m in METRICS and METRICS[m].needs_weights and not run.confidence:
             raise TaskDefinitionError(f"{source}: {m} needs run.confidence = true")

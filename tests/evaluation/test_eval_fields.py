@@ -264,13 +264,13 @@ def test_header_and_jsonl_runs(release):
 
 
 def test_definition_errors_name_the_key():
-    with pytest.raises(TaskDefinitionError, match="run_field 'score' is not one of run.fields"):
+    with pytest.raises(TaskDefinitionError, match=r"run_field 'score' is not one of run\.fields"):
         parse_task(PARAPHRASE.replace('run_field = "label"', 'run_field = "score"'))
     with pytest.raises(TaskDefinitionError, match="exclude must be"):
         parse_task(PARAPHRASE.replace("exclude = [0.4, 0.4]", "exclude = [0.6, 0.4]", 1))
     with pytest.raises(TaskDefinitionError, match="run_range must be"):
         parse_task(PARAPHRASE.replace('run_range = "none"', 'run_range = "any"', 1))
-    with pytest.raises(TaskDefinitionError, match="run.values.label"):
+    with pytest.raises(TaskDefinitionError, match=r"run\.values\.label"):
         parse_task(PARAPHRASE.replace('label = "boolean"', 'label = "bool"'))
 
 

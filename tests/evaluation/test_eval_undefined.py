@@ -72,5 +72,5 @@ def test_rule_applies_to_ranks_aggregates_groups_and_signature(sts, make_sts_inp
 
 def test_unknown_rule_is_refused(sts):
     from evaluation import TaskDefinitionError
-    with pytest.raises(TaskDefinitionError, match="metrics.undefined 'last' is not one of"):
+    with pytest.raises(TaskDefinitionError, match=r"metrics\.undefined 'last' is not one of"):
         _task(sts, "last")

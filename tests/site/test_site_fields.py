@@ -11,7 +11,7 @@ from sklearn.metrics import f1_score
 
 from evaluation import parse_task
 from semboard.services import gold, inputs, leaderboard, tasks
-from tests.evaluation.test_eval_fields import N, PARAPHRASE, _release, _run
+from tests.evaluation.test_eval_fields import PARAPHRASE, N, _release, _run
 from tests.site.conftest import NOW
 
 
