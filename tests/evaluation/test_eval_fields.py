@@ -198,7 +198,12 @@ def test_vote_rules_and_booleans(tmp_path):
         band = (expected >= 0.4) & (expected <= 0.4)
         expected[band] = np.nan
         np.testing.assert_array_equal(gold["binary"].scores, expected)
-    from evaluation.values import parse_boolean, split_fields
+    from evaluation.values import parse_boolean, parse_votes, reduce_votes, split_fields
+    # an even number of annotators can tie: majority is then 0.5
+    assert [reduce_votes(parse_votes(t), "majority") for t in ("(2, 2)", "(1,3)", "( 4 , 0 )")] \
+        == [0.5, 0.0, 1.0]
+    assert reduce_votes(parse_votes("(4, 2, 3)"), "mean") == 3.0
+    assert parse_votes("(3; 2)") is None and parse_votes("3, 2") is None
     assert [parse_boolean(t) for t in ("true", "FALSE", "yes", "No", "1", "0", "maybe")] == \
         [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, None]
     assert split_fields("(3, 2)  0.6", "whitespace") == ["(3, 2)", "0.6"]
