@@ -293,3 +293,24 @@ def test_long_problem_lists_are_capped_per_file(tmp_path):
     assert issues[-1].message.endswith(f"and {err.value.total - MAX_ISSUES_PER_FILE} more "
                                        "problem(s) in test.label")
     assert max(len(line) for line in str(err.value).splitlines()) < 200
+
+
+def test_significance_uses_each_subtasks_thresholds_and_band(tmp_path):
+    """compare_runs and group_board score binary subtasks as score_run does."""
+    from evaluation import compare_runs, group_board
+    text = PARAPHRASE.replace('run_field = "label"\nmetrics', 'run_field = "degree"\n'
+                              'run_threshold = 0.7\nmetrics').replace(
+        'name = "binary"', 'name = "binary"\nrun_range = "none"')
+    task = parse_task(text, source="t.toml")
+    pos, _ = _release(tmp_path)
+    inputs = load_inputs(task, tmp_path)
+    gold = load_gold(task, tmp_path, inputs=inputs)
+    runs = {k: validate_run(task, {"PIT2015_x.output": _run(pos, seed)[2]}, inputs)
+            for k, seed in (("a", 5), ("b", 6))}
+    scores = {k: score_run(task, r, gold, resamples=0) for k, r in runs.items()}
+    for metric in ("binary/f1", "ranked/max_f1"):
+        found = compare_runs(task, runs["a"], runs["b"], gold, metric=metric, resamples=200)
+        assert found["a"] == pytest.approx(scores["a"].flat()[metric], abs=1e-12)
+        assert found["b"] == pytest.approx(scores["b"].flat()[metric], abs=1e-12)
+    groups = group_board(task, runs, gold, metrics=["binary/f1"], resamples=200)
+    assert set(groups["binary/f1"]) == {"a", "b"}
