@@ -314,3 +314,16 @@ def test_significance_uses_each_subtasks_thresholds_and_band(tmp_path):
         assert found["b"] == pytest.approx(scores["b"].flat()[metric], abs=1e-12)
     groups = group_board(task, runs, gold, metrics=["binary/f1"], resamples=200)
     assert set(groups["binary/f1"]) == {"a", "b"}
+
+
+def test_cli_table_counts_excluded_pairs(tmp_path, capsys):
+    from evaluation.cli import main
+    pos, _ = _release(tmp_path)
+    (tmp_path / "task.toml").write_text(PARAPHRASE)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "PIT2015_base.output").write_bytes(_run(pos, 1)[2])
+    assert main(["score", "--task", str(tmp_path / "task.toml"), "--gold", str(tmp_path),
+                 "--run", str(tmp_path / "run"), "--no-ci"]) == 0
+    n = int((pos == 2).sum())
+    assert f"pairs excluded by the gold band (gold.exclude): binary ({n}), ranked ({n})" \
+        in capsys.readouterr().out
