@@ -100,6 +100,9 @@ def render_table(task: TaskDefinition, score: RunScore) -> str:
     partly = [f"{d} ({s.unscored_pairs})" for d, s in score.datasets.items() if s.unscored_pairs]
     if partly:
         out.append(f"\n  n counts scored pairs; pairs without gold left out: {', '.join(partly)}")
+    banded = [f"{d} ({s.excluded_pairs})" for d, s in score.datasets.items() if s.excluded_pairs]
+    if banded:
+        out.append(f"\n  pairs excluded by the gold band (gold.exclude): {', '.join(banded)}")
     if score.unscored:
         out.append(f"\n  unscored (no gold): {', '.join(score.unscored)}")
     if score.skipped:
@@ -190,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         gold = load_gold(task, args.gold, inputs)
     except ValidationError as exc:
-        return _usage("bad gold: " + "; ".join(str(i) for i in exc.issues))
+        return _usage("bad gold:\n" + "\n".join(str(i) for i in exc.issues))
     score = score_run(task, run, gold, resamples=args.resamples, seed=args.seed,
                       confidence_intervals=not args.no_ci)
     if args.json:

@@ -17,6 +17,7 @@ from evaluation.fastparse import arrow_float_columns
 from evaluation.issues import Issue, ValidationError
 from evaluation.taskdef import DatasetSpec, GoldFormat, InputFormat, TaskDefinition, release_path
 from evaluation.textfiles import decode_text, sha256, split_lines
+from evaluation.values import parse_boolean, parse_votes, reduce_votes, split_fields
 
 
 class LineIds(Sequence[str]):
@@ -87,6 +88,8 @@ class DatasetGold:
     labels: np.ndarray | None = field(default=None)
     # gold.combine = "each": every annotator's scores, in this gold's order (scores: their mean)
     annotators: tuple[np.ndarray, ...] = ()
+    # pairs left out by gold.exclude (their scores are NaN, like unscored pairs)
+    excluded: int = 0
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -378,6 +381,10 @@ def _read_gold_file(task: TaskDefinition, dataset: str, data: bytes, *, filename
         ids, values, gold_lines = _inline_gold(spec, text, filename, issues)
     elif gfmt.format == "jsonl":
         ids, values, labels, gold_lines = _jsonl_gold(gfmt, text, filename, issues)
+    elif gfmt.format == "fields":
+        ids, values, gold_lines = _fields_gold(gfmt, text, filename, issues)
+        if not (gfmt.id_column in gfmt.fields or gfmt.header):
+            ids = _line_ids(len(values), inputs)
     else:
         reader = csv.reader(io.StringIO(text, newline=""))
         header = next(reader)
@@ -410,8 +417,16 @@ def _read_gold_file(task: TaskDefinition, dataset: str, data: bytes, *, filename
         raise ValidationError(issues)
     if scores is None:
         scores = np.asarray(values, dtype=np.float64)
-    if not gfmt.classes:
+    if not gfmt.classes and (gfmt.values == "number"
+                             or (gfmt.values == "votes" and gfmt.votes == "mean")):
         _check_gold_range(task, dataset, scores, gold_lines, filename)
+    excluded = 0
+    if gfmt.exclude is not None:
+        lo, hi = gfmt.exclude
+        with np.errstate(invalid="ignore"):
+            band = (scores >= lo) & (scores <= hi)
+        excluded = int(band.sum())
+        scores = np.where(band, np.nan, scores)
     label_arr = np.asarray(labels, dtype=np.float64) if gfmt.label_column else None
     genres: Sequence[str | None] = [None] * len(ids)
     if inputs is not None:
@@ -429,7 +444,48 @@ def _read_gold_file(task: TaskDefinition, dataset: str, data: bytes, *, filename
             raise ValidationError(Issue(
                 filename, None, f"gold has {len(ids)} pairs but {inputs.filename or 'the inputs'}"
                 f" has {len(inputs)} (or their ids differ)", "gold-mismatch"))
-    return DatasetGold(dataset, ids, scores, genres, sha256(data), filename, label_arr)
+    return DatasetGold(dataset, ids, scores, genres, sha256(data), filename, label_arr,
+                       excluded=excluded)
+
+
+def _fields_gold(gfmt: GoldFormat, text: str, filename: str, issues: list[Issue]
+                 ) -> tuple[list[str], list[float], list[int]]:
+    """Ids, gold values and lines of a `fields` gold file: named fields, TAB or whitespace."""
+    lines = split_lines(text)
+    fields = gfmt.fields
+    start = 0
+    if gfmt.header:
+        if not lines:
+            issues.append(Issue(filename, None, "the file is empty; it needs a header line",
+                                "header"))
+            return [], [], []
+        fields = tuple(f.lstrip("\ufeff") for f in split_fields(lines[0], gfmt.delimiter))
+        start = 1
+    missing = [f for f in (gfmt.score_column,) if f not in fields]
+    if missing:
+        issues.append(Issue(filename, 1 if gfmt.header else None,
+                            f"the fields ({', '.join(fields)}) lack {', '.join(missing)}",
+                            "header"))
+        return [], [], []
+    at_score = fields.index(gfmt.score_column)
+    at_id = fields.index(gfmt.id_column) if gfmt.id_column in fields else None
+    ids: list[str] = []
+    values: list[float] = []
+    at: list[int] = []
+    for line, raw in enumerate(lines[start:], start=start + 1):
+        row = split_fields(raw, gfmt.delimiter)
+        if len(row) < len(fields):
+            issues.append(Issue(filename, line, f"expected {len(fields)} field(s) "
+                                f"({', '.join(fields)}), found {len(row)}", "column-count"))
+            continue
+        v = _gold_number(row[at_score], "gold " + gfmt.score_column, filename, line, issues,
+                         gfmt)
+        if v is None:
+            continue
+        ids.append(row[at_id] if at_id is not None else str(line - start))
+        values.append(v)
+        at.append(line)
+    return ids, values, at
 
 
 def _jsonl_gold(gfmt: GoldFormat, text: str, filename: str, issues: list[Issue]
@@ -501,6 +557,24 @@ def _gold_number(token: str, what: str, filename: str, line: int,
     raw = token.strip()
     if gfmt is not None and not raw and gfmt.unscored == "blank":
         return float("nan")
+    if gfmt is not None and gfmt.values == "boolean":
+        b = parse_boolean(raw)
+        if b is None:
+            issues.append(Issue(filename, line, f"{what} {raw!r} is not a boolean (true/false, "
+                                "yes/no, 1/0)", "not-a-boolean"))
+        return b
+    if gfmt is not None and gfmt.values == "votes":
+        votes = parse_votes(raw)
+        if votes is None or (gfmt.votes != "mean" and len(votes) != 2):
+            shape = "(positive, negative)" if gfmt.votes != "mean" else "(v1, v2, ...)"
+            issues.append(Issue(filename, line, f"{what} {raw!r} is not a tuple of votes "
+                                f"{shape}", "not-votes"))
+            return None
+        value = reduce_votes(votes, gfmt.votes)
+        if not np.isfinite(value):
+            issues.append(Issue(filename, line, f"{what} {raw!r} has no votes", "not-votes"))
+            return None
+        return value
     if gfmt is not None and gfmt.classes:
         if raw in gfmt.classes:
             return float(gfmt.classes.index(raw))

@@ -36,15 +36,38 @@ class Issue:
         return {"file": self.file, "line": self.line, "message": self.message, "code": self.code}
 
 
+# Per file, list this many problems with their lines, then one "... and M more" issue: a gold
+# file in the wrong format would otherwise print every one of its lines.
+MAX_ISSUES_PER_FILE = 20
+
+
+def capped(issues: list[Issue], limit: int = MAX_ISSUES_PER_FILE) -> list[Issue]:
+    """Per file, the first `limit` issues and then one issue counting the rest."""
+    out: list[Issue] = []
+    seen: dict[str | None, int] = {}
+    for issue in issues:
+        n = seen.get(issue.file, 0) + 1
+        seen[issue.file] = n
+        if n <= limit:
+            out.append(issue)
+    for file, n in seen.items():
+        if n > limit:
+            where = f" in {file}" if file else ""
+            out.append(Issue(file, None, f"\u2026 and {n - limit} more problem(s){where}",
+                             "more"))
+    return out
+
+
 class ValidationError(Exception):
-    """Bad content that cannot be used; `.issues` lists every problem found."""
+    """Bad content that cannot be used; `.issues` lists the problems (capped per file)."""
 
     def __init__(self, issues: list[Issue] | Issue | str) -> None:
         if isinstance(issues, str):
             issues = [Issue(None, None, issues, "invalid")]
         elif isinstance(issues, Issue):
             issues = [issues]
-        self.issues: list[Issue] = list(issues)
+        self.total = len(issues)
+        self.issues: list[Issue] = capped(list(issues))
         super().__init__("\n".join(str(i) for i in self.issues))
 
 

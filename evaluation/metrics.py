@@ -136,6 +136,88 @@ def f1(pred: np.ndarray, gold: np.ndarray, threshold: float = 0.5) -> np.ndarray
         return np.where(denom > 0, 2 * tp / np.where(denom > 0, denom, 1), np.nan)
 
 
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den, NaN where den is 0."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def precision(pred: np.ndarray, gold: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+    """Share of predicted positives that are gold positives; NaN when nothing is predicted."""
+    p = np.asarray(pred) >= threshold
+    g = np.asarray(gold) >= threshold
+    return _ratio((p & g).sum(axis=-1).astype(np.float64), p.sum(axis=-1).astype(np.float64))
+
+
+def recall(pred: np.ndarray, gold: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+    """Share of gold positives that are predicted positive; NaN when gold has none."""
+    p = np.asarray(pred) >= threshold
+    g = np.asarray(gold) >= threshold
+    return _ratio((p & g).sum(axis=-1).astype(np.float64), g.sum(axis=-1).astype(np.float64))
+
+
+def boot_precision(c: np.ndarray, pred: np.ndarray, gold: np.ndarray,
+                   threshold: float) -> np.ndarray:
+    """Precision of each resample (rows of the count matrix c)."""
+    p = (np.asarray(pred) >= threshold).astype(np.float64)
+    g = (np.asarray(gold) >= threshold).astype(np.float64)
+    tp, pp = (c @ np.column_stack([p * g, p])).T
+    return _ratio(tp, pp)
+
+
+def boot_recall(c: np.ndarray, pred: np.ndarray, gold: np.ndarray,
+                threshold: float) -> np.ndarray:
+    """Recall of each resample."""
+    p = (np.asarray(pred) >= threshold).astype(np.float64)
+    g = (np.asarray(gold) >= threshold).astype(np.float64)
+    tp, gp = (c @ np.column_stack([p * g, g])).T
+    return _ratio(tp, gp)
+
+
+MAX_F1_RULE = ("thresholds at each distinct run value, positive at >= t; "
+               "tied run values fall together")
+"""How max_f1 sweeps its thresholds (recorded in its signature)."""
+
+
+def _max_f1_counts(weights: np.ndarray, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Best F1 over thresholds for each row of pair weights (a (B, n) matrix or (n,))."""
+    order = np.argsort(-x, kind="stable")
+    xs = x[order]
+    w = np.atleast_2d(weights)[:, order].astype(np.float64)
+    gs = g[order].astype(np.float64)
+    # a threshold at each distinct value: pairs tied on the run's value are cut together
+    ends = np.r_[np.flatnonzero(xs[1:] != xs[:-1]), xs.size - 1] if xs.size else xs.astype(int)
+    tp = np.cumsum(w * gs, axis=1)[:, ends]
+    pp = np.cumsum(w, axis=1)[:, ends]
+    gp = (w * gs).sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = np.where(pp + gp > 0, 2 * tp / np.where(pp + gp > 0, pp + gp, 1.0), 0.0)
+    best = f.max(axis=1) if f.shape[1] else np.full(w.shape[0], np.nan)
+    return np.where(gp[:, 0] > 0, best, np.nan)
+
+
+def max_f1(pred: np.ndarray, gold: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+    """The best F1 of the positive class over every threshold on the run's scores.
+
+    Gold is positive at >= threshold; the run is cut at each of its distinct values (MAX_F1_RULE).
+    NaN when gold has no positive.
+    """
+    x = np.asarray(pred, dtype=np.float64)
+    g = np.asarray(gold) >= threshold
+    if x.ndim == 1:
+        return np.asarray(_max_f1_counts(np.ones(x.size), x, g)[0])
+    flat_x = x.reshape(-1, x.shape[-1])
+    flat_g = np.broadcast_to(g, x.shape).reshape(-1, x.shape[-1])
+    out = [_max_f1_counts(np.ones(a.size), a, b)[0] for a, b in zip(flat_x, flat_g, strict=True)]
+    return np.asarray(out).reshape(x.shape[:-1])
+
+
+def boot_max_f1(c: np.ndarray, pred: np.ndarray, gold: np.ndarray,
+                threshold: float) -> np.ndarray:
+    """max_f1 of each resample: copies of a pair are its weight in the counts."""
+    return _max_f1_counts(c, np.asarray(pred, dtype=np.float64), np.asarray(gold) >= threshold)
+
+
 def mse(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
     """Mean squared error (lower is better)."""
     d = np.asarray(pred, dtype=np.float64) - np.asarray(gold, dtype=np.float64)
@@ -312,6 +394,8 @@ class Metric:
     lower_is_better: bool = False
     correlation: bool = False
     per_genre: bool = False
+    # the run's scores are swept over thresholds (max_f1), not cut at the run threshold
+    sweeps: bool = False
 
     @property
     def numeric(self) -> bool:
@@ -342,12 +426,84 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("accuracy", "Accuracy", accuracy, R.boot_accuracy, needs_threshold=True,
            class_point=_class_accuracy, class_resampled=_boot_class_accuracy),
     Metric("f1", "F1", f1, R.boot_f1, needs_threshold=True),
+    Metric("precision", "Precision", precision, boot_precision, needs_threshold=True),
+    Metric("recall", "Recall", recall, boot_recall, needs_threshold=True),
+    Metric("max_f1", "maxF1", max_f1, boot_max_f1, needs_threshold=True, sweeps=True),
     Metric("mse", "MSE", mse, R.boot_mse, lower_is_better=True, per_genre=True),
     Metric("macro_f1", "Macro-F1", None, None, needs_classes=True, class_point=macro_f1,
            class_resampled=R.boot_macro_f1),
     Metric("kendall", "Kendall's tau-b", kendall, boot_kendall, correlation=True),
 )}
 """The per-dataset metrics a definition may name, in documentation order."""
+
+@dataclass(frozen=True)
+class Aggregate:
+    """Everything the library knows about one aggregate over a task's datasets.
+
+    `of` names the per-dataset metric it combines, and `weights` how: "pairs" (a mean weighted
+    by scored pairs), "equal" (a plain mean over the scored datasets), "equal_with_gold" (a
+    plain mean over every dataset with gold, a skipped one counting 0) or "sum". An aggregate
+    over the datasets' pairs joined has no `of`: `joined(xs, ys)` scores it and
+    `joined_resampled(moments)` each resample, from resampling.moments. Scoring, CIs and
+    significance read this record; a new aggregate is one more record.
+    """
+
+    name: str
+    label: str
+    of: str | None = None
+    weights: str = "pairs"
+    joined: Callable[..., np.ndarray] | None = None
+    joined_resampled: Callable[..., np.ndarray] | None = None
+
+    def combine(self, values: Sequence[np.ndarray], sizes: Sequence[int], n_with_gold: int = 0,
+                undefined: str = "counts-zero") -> np.ndarray:
+        """The aggregate of per-dataset values (points, or one array of resamples each).
+
+        Under "counts-zero" an undefined value counts 0; under "ranks-last" it makes the
+        aggregate undefined (and so ranked last).
+        """
+        if self.weights == "pairs":
+            out = weighted_mean(values, sizes)
+        elif self.weights == "sum":
+            out = total(values)
+        elif self.weights == "equal":
+            out = total(values) / len(values)
+        else:
+            out = total(values) / max(len(values), n_with_gold)
+        if undefined == "ranks-last" and len(values):
+            stacked = np.stack([np.asarray(v, dtype=np.float64) for v in values])
+            out = np.where(np.isnan(stacked).any(axis=0), np.nan, out)
+        return out
+
+    def divide(self, acc: np.ndarray, pairs: np.ndarray, count: np.ndarray,
+               n_with_gold: int) -> np.ndarray:
+        """The aggregate from summed values (acc: weighted by pairs when weights = "pairs"),
+        per run: `pairs` scored pairs and `count` scored datasets; NaN for a run with none."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if self.weights == "pairs":
+                return np.where(pairs > 0, acc / np.where(pairs > 0, pairs, 1), np.nan)
+            if self.weights == "sum":
+                return np.where(count > 0, acc, np.nan)
+            if self.weights == "equal":
+                return np.where(count > 0, acc / np.maximum(count, 1), np.nan)
+            divisor = np.maximum(count, n_with_gold)
+            return np.where(count > 0, acc / np.where(divisor > 0, divisor, 1), np.nan)
+
+
+AGGREGATES: dict[str, Aggregate] = {a.name: a for a in (
+    Aggregate("ALL", "ALL (Pearson over the datasets joined)", joined=concat_pearson,
+              joined_resampled=R.boot_all),
+    Aggregate("ALLnorm", "ALLnorm (each dataset fitted to its gold, then joined)",
+              joined=allnorm, joined_resampled=R.boot_allnorm),
+    Aggregate("Mean", "Mean (pair-weighted mean of Pearsons)", "pearson", "pairs"),
+    Aggregate("sum_pearson", "Sum of Pearsons", "pearson", "sum"),
+    Aggregate("mean_spearman", "Mean of Spearmans", "spearman", "equal"),
+)}
+"""The built-in aggregates a definition may name; declared ones are built by the definition."""
+
+AGGREGATE_WEIGHTS = {"pairs": "pairs", "equal": "equal_with_gold"}
+"""A declared aggregate's `weights` key and the record's weighting it means."""
+
 
 LOWER_IS_BETTER = frozenset(m.name for m in METRICS.values() if m.lower_is_better)
 CORRELATIONS = frozenset(m.name for m in METRICS.values() if m.correlation)

@@ -67,8 +67,10 @@ def rank_runs(task: TaskDefinition, scores: Mapping[K, RunScore | dict[str, Any]
                 continue  # a run that left a dataset out takes no overall rank
             present, v = _lookup(s, key)
             if present:
-                # an undefined error (counted 0 by _lookup) must not rank first
-                values[k] = float("inf") if ascending and _undefined(s, key) else v
+                if _undefined(s, key) and (ascending or task.undefined == "ranks-last"):
+                    # below every defined value (an undefined error must never rank first)
+                    v = float("inf") if ascending else float("-inf")
+                values[k] = v
         for k, r in competition_ranks(values, task.lower_is_better(key)).items():
             out[k][key] = r
     return out

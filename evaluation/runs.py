@@ -5,11 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import json
 import re
 import zipfile
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ from evaluation.inputs import DatasetInputs
 from evaluation.issues import Issue, ValidationError
 from evaluation.taskdef import TaskDefinition
 from evaluation.textfiles import decode_text, sha256, split_lines
+from evaluation.values import parse_boolean, split_fields
 
 # Per file and problem kind, list this many lines, then one summary issue: a run in the wrong
 # scale would otherwise produce a million identical messages.
@@ -238,6 +240,8 @@ class RunFileMatch:
     dataset: str
     team: str | None
     run: str | None
+    # read by run.team_filename (else by run.filename)
+    by_team_pattern: bool = False
 
 
 def _name_regex(pattern: str, names: Sequence[str], team: str | None = None) -> re.Pattern[str]:
@@ -251,15 +255,35 @@ def _name_regex(pattern: str, names: Sequence[str], team: str | None = None) -> 
     return re.compile(f"^{rx}$")
 
 
-def _found(task: TaskDefinition, m: re.Match[str]) -> RunFileMatch:
+def _found(task: TaskDefinition, m: re.Match[str], by_team: bool = False) -> RunFileMatch:
     found = m.groupdict()
     dataset = task.dataset_names[0] if task.single_run_file else found["dataset"]
-    return RunFileMatch(dataset, found.get("team"), found.get("run"))
+    return RunFileMatch(dataset, found.get("team"), found.get("run"), by_team)
 
 
-def _match(pattern: str, task: TaskDefinition, filename: str) -> RunFileMatch | None:
+def _match(pattern: str, task: TaskDefinition, filename: str,
+           by_team: bool = False) -> RunFileMatch | None:
     m = _name_regex(pattern, task.dataset_names).match(filename)
-    return None if m is None else _found(task, m)
+    return None if m is None else _found(task, m, by_team)
+
+
+def name_clash(task: TaskDefinition, filename: str, team: str | None) -> Issue | None:
+    """An issue when a file read by run.filename also reads as another team's file.
+
+    The precedence rule (match_run_file): the uploader's own team_filename first, then
+    run.filename, then team_filename with any team. A name the second rule took that the
+    third would give to another team is ambiguous, so it is reported, not guessed.
+    """
+    found = match_run_file(task, filename, team=team)
+    if found is None or found.by_team_pattern or team is None or not task.run.team_filename:
+        return None
+    other = _match(task.run.team_filename, task, filename, True)
+    if other is None or other.team is None or other.team.casefold() == team.casefold():
+        return None
+    mine = task.run_filename(found.dataset, team=team, run=found.run)
+    return Issue(filename, None, f"the name fits run.filename (run {found.run!r}) but also "
+                 f"run.team_filename with team {other.team!r}, which is not your team "
+                 f"({team!r}); name it {mine} (or leave out the team token)", "name-clash")
 
 
 def match_run_file(task: TaskDefinition, filename: str, *,
@@ -274,10 +298,10 @@ def match_run_file(task: TaskDefinition, filename: str, *,
         # the uploader's own team first: a {run} in run.filename would swallow the team too
         m = _name_regex(team_pattern, task.dataset_names, team).match(filename)
         if m is not None:
-            return _found(task, m)
+            return _found(task, m, True)
     found = _match(task.run.filename, task, filename)
     if found is None and team_pattern:
-        found = _match(team_pattern, task, filename)
+        found = _match(team_pattern, task, filename, True)
     return found
 
 
@@ -794,6 +818,137 @@ def _parse_table_run(task: TaskDefinition, col: _Collector, text: str, inputs: D
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
+def _field_rows(task: TaskDefinition, col: _Collector, text: str
+                ) -> tuple[tuple[str, ...], list[tuple[dict[str, str], int]]] | None:
+    """The named fields of each line of a `fields` or `jsonl` run, with its line number."""
+    fmt = task.run
+    rows: list[tuple[dict[str, str], int]] = []
+    if fmt.format == "jsonl":
+        for line, raw in enumerate(split_lines(text), start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError as exc:
+                col.add(line, f"not valid JSON: {exc}", "bad-json")
+                continue
+            if not isinstance(obj, dict):
+                col.add(line, "a line must be one JSON object", "bad-json")
+                continue
+            row: dict[str, str] = {}
+            for name in fmt.fields:
+                v = obj.get(name)
+                if isinstance(v, bool):
+                    row[name] = "true" if v else "false"
+                elif isinstance(v, int | float | str):
+                    row[name] = str(v)
+                elif v is None and name in obj:
+                    row[name] = ""
+            rows.append((row, line))
+        return fmt.fields, rows
+    lines = split_lines(text)
+    fields, start = fmt.fields, 0
+    if fmt.header:
+        if not lines:
+            col.add(None, "the file is empty; it needs a header line", "header")
+            return None
+        fields = tuple(f.lstrip("\ufeff") for f in split_fields(lines[0], fmt.delimiter))
+        start = 1
+    for line, raw in enumerate(lines[start:], start=start + 1):
+        if not raw.strip():
+            col.add(line, "the line is empty", "empty-line")
+            continue
+        values = split_fields(raw, fmt.delimiter)
+        if len(values) != len(fields):
+            col.add(line, f"expected {len(fields)} field(s) ({', '.join(fields)}), found "
+                    f"{len(values)}", "column-count")
+            continue
+        rows.append((dict(zip(fields, values, strict=True)), line))
+    return fields, rows
+
+
+def _parse_fields_run(task: TaskDefinition, col: _Collector, text: str, inputs: DatasetInputs,
+                      dataset: str) -> _Parsed | None:
+    """One dataset's field of a run whose lines carry several named fields.
+
+    Rows are matched to the inputs by `run.id_column` when the definition names one, else by
+    line order. A boolean field (run.values) reads true/false, yes/no, 1/0 as 1 and 0.
+    `run.na` on every line means the run does not answer this dataset: None.
+    """
+    spec = task.dataset(dataset)
+    name, id_col = spec.run_field or "", task.run.id_column
+    boolean = task.run.value_kind(name) == "boolean"
+    found = _field_rows(task, col, text)
+    blank = _Parsed(np.full(len(inputs), np.nan), None, _EMPTY, _EMPTY, _EMPTY)
+    if found is None:
+        return blank
+    fields, rows = found
+    lacking = [f for f in (name, *([id_col] if id_col else [])) if f not in fields]
+    if lacking and task.run.format != "jsonl":
+        col.add(1 if task.run.header else None, f"the fields ({', '.join(fields)}) lack "
+                f"{', '.join(lacking)}", "header")
+        return blank
+    if not id_col and len(rows) != len(inputs) and not col.counts:
+        col.add(None, _line_count_message(len(rows), len(inputs)), "line-count")
+    index = {k: j for j, k in enumerate(inputs.ids)} if id_col else None
+    scores = np.full(len(inputs), np.nan)
+    seen_line = np.zeros(len(inputs), dtype=np.int64)
+    tokens: list[str] = [""] * len(inputs)
+    na_lines: list[int] = []
+    for pos, (row, line) in enumerate(rows):
+        if name not in row or (id_col and id_col not in row):
+            col.add(line, f"the object lacks field(s) "
+                    f"{', '.join(f for f in (id_col, name) if f and f not in row)}", "bad-json")
+            continue
+        if index is None:
+            j: int | None = pos if pos < len(inputs) else None
+        else:
+            j = index.get(row[id_col or ""].strip())
+            if j is None:
+                col.add(line, f"id {row[id_col or '']!r} is not in "
+                        f"{inputs.filename or 'the inputs'}", "unknown-id")
+                continue
+        if j is None:
+            continue
+        if seen_line[j]:
+            col.add(line, f"id {inputs.ids[j]!r} also appears on line {seen_line[j]}",
+                    "duplicate-id")
+            continue
+        seen_line[j] = line
+        token = row[name].strip()
+        tokens[j] = token
+        if token == task.run.na:
+            na_lines.append(line)
+            continue
+        v = parse_boolean(token) if boolean else _parse_token(token)
+        if v is None:
+            what = "a boolean (true/false, yes/no, 1/0)" if boolean else "a number"
+            col.add(line, f"{name} {token!r} is not {what}" if token else f"the {name} is empty",
+                    "not-a-boolean" if boolean else "not-a-number")
+        else:
+            scores[j] = v
+    present = np.flatnonzero(seen_line > 0)
+    if len(na_lines) == len(present) and len(present):
+        return None
+    for line in na_lines[:MAX_ISSUES_PER_KIND]:
+        col.add(line, f"{name} is {task.run.na} here but answered on other lines; "
+                f"{task.run.na} means the run does not answer {name} at all", "partial-na")
+    missing_ids = np.flatnonzero(seen_line == 0)
+    if len(missing_ids) and id_col:
+        shown = ", ".join(repr(inputs.ids[j]) for j in missing_ids[:5])
+        col.add(None, f"{len(missing_ids)} id(s) of {inputs.filename or 'the inputs'} have no "
+                f"line: {shown}" + (" ..." if len(missing_ids) > 5 else ""), "missing-id")
+    keep = present[np.array([tokens[j] != task.run.na for j in present], dtype=bool)] \
+        if len(present) else present
+    nan = np.zeros(len(inputs), dtype=bool)
+    if not boolean:
+        nan[keep] = _check_values(task, col, scores[keep], seen_line[keep],
+                                  [tokens[j] for j in keep])
+    spelled = nan & np.array([bool(_NAN.match(t)) for t in tokens], dtype=bool)
+    nan_index = np.flatnonzero(spelled)
+    return _Parsed(scores, None, seen_line[nan_index], nan_index, np.flatnonzero(nan & ~spelled))
+
+
 # ---------------------------------------------------------------- validation
 
 def _apply_nan_policy(task: TaskDefinition, col: _Collector, dataset: str,
@@ -858,6 +1013,9 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
         if team is not None and token is not None and token.casefold() != team.casefold():
             issues.append(Issue(filename, None, f"the team token {token!r} in the file name is "
                                 f"not your team ({team!r})", "team-mismatch"))
+        clash = name_clash(task, filename, team)
+        if clash is not None:
+            issues.append(clash)
         if dataset in by_dataset:
             issues.append(Issue(filename, None, f"a second file for {dataset} (first: "
                                 f"{by_dataset[dataset]})", "duplicate-file"))
@@ -895,11 +1053,15 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
             continue
         assert text is not None
         table_parsed: _Parsed | None = None
-        scale = task.with_range_of(dataset)  # a dataset may have its own score range
+        # a dataset may have its own score range, and runs a range apart from the gold's
+        lo, hi = task.run_range(dataset)
+        scale = (task if (lo, hi) == (task.score_min, task.score_max)
+                 else replace(task, score_min=lo, score_max=hi))
         if task.run.format == "lines":
             parsed = _parse_lines_run(scale, col, text, len(inp), data)
-        elif task.run.format == "table":
-            table_parsed = _parse_table_run(scale, col, text, inp, dataset)
+        elif task.run.format in ("table", "fields", "jsonl"):
+            parse = _parse_table_run if task.run.format == "table" else _parse_fields_run
+            table_parsed = parse(scale, col, text, inp, dataset)
             if table_parsed is None:
                 not_answered.append(dataset)
                 issues.extend(i for i in col.finish() if i not in issues)
@@ -954,6 +1116,20 @@ def write_run(task: TaskDefinition, dataset: str, ids: Sequence[str],
         body = head + "".join(
             "\t".join([i, *(v if f == mine else task.run.na for f in fields)]) + "\n"
             for i, v in zip(ids, formatted, strict=True))
+        return task.run_filename(dataset, run=run), body.encode("utf-8")
+    if task.run.format in ("fields", "jsonl"):
+        mine = task.dataset(dataset).run_field
+        if task.run.value_kind(mine) == "boolean":
+            formatted = ["true" if v >= (lo + hi) / 2 else "false" for v in values.tolist()]
+        names = task.run.fields
+        rows = [{f: (i if f == task.run.id_column else v if f == mine else task.run.na)
+                 for f in names} for i, v in zip(ids, formatted, strict=True)]
+        if task.run.format == "jsonl":
+            body = "".join(json.dumps(r) + "\n" for r in rows)
+        else:
+            sep = "\t" if task.run.delimiter == "tab" else " "
+            head = sep.join(names) + "\n" if task.run.header else ""
+            body = head + "".join(sep.join(r.values()) + "\n" for r in rows)
         return task.run_filename(dataset, run=run), body.encode("utf-8")
     if task.run.format == "lines":
         body = "\n".join(formatted) + "\n"

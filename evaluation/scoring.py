@@ -47,7 +47,8 @@ class MetricValue:
 
     @property
     def rank_value(self) -> float:
-        """The value used for ranking: undefined counts 0, as the official scorer printed."""
+        """The value used for ranking under "counts-zero": undefined counts 0, as the official
+        scorers printed (ranking.rank_runs puts it last under "ranks-last")."""
         return 0.0 if self.value is None else self.value
 
 
@@ -72,6 +73,8 @@ class DatasetScore:
     genres: dict[str, GenreScore] = field(default_factory=dict)
     file: str | None = None
     unscored_pairs: int = 0
+    # pairs left out by the dataset's gold.exclude band
+    excluded_pairs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
@@ -80,6 +83,8 @@ class DatasetScore:
                "genres": {g: s.to_dict() for g, s in self.genres.items()}}
         if self.unscored_pairs:
             out["unscored_pairs"] = self.unscored_pairs
+        if self.excluded_pairs:
+            out["excluded_pairs"] = self.excluded_pairs
         return out
 
 
@@ -119,7 +124,8 @@ class RunScore:
                       for g, gs in ds.get("genres", {}).items()}
             datasets[name] = DatasetScore(
                 ds["n"], {k: MetricValue.from_dict(v) for k, v in ds["metrics"].items()},
-                genres, ds.get("file"), int(ds.get("unscored_pairs", 0)))
+                genres, ds.get("file"), int(ds.get("unscored_pairs", 0)),
+                int(ds.get("excluded_pairs", 0)))
         return cls(
             d["task"],
             {k: MetricValue.from_dict(v) for k, v in d.get("aggregates", {}).items()},
@@ -152,6 +158,37 @@ def _signature(metric: str, policy: str, resamples: int, seed: int, n: int, gold
     boot = f"boot:{resamples}|seed:{seed}" if resamples else "boot:none"
     return (f"{metric}|nan:{policy}|{boot}|n:{n}|gold:{_short(gold)}|run:{_short(run)}"
             f"|v:{__version__}")
+
+
+def _metric_rule(task: TaskDefinition, dataset: str, metric: str) -> str:
+    """The settings of a binary metric that move its number, for its signature ('' if none)."""
+    m = M.METRICS.get(metric)
+    if m is None or not m.needs_threshold:
+        return ""
+    both = task.thresholds(dataset)
+    run_t, gold_t = both if both else (task.binary_threshold, task.binary_threshold)
+    if m.sweeps:
+        return f"|gold>={gold_t:g}|sweep:{M.MAX_F1_RULE}"
+    return f"|run>={run_t:g}|gold>={gold_t:g}" if both else ""
+
+
+def _for_dataset(task: TaskDefinition, dataset: str) -> TaskDefinition:
+    """The task as `dataset`'s binary metrics see it: its run threshold as binary_threshold."""
+    both = task.thresholds(dataset)
+    if both is None or both[0] == task.binary_threshold:
+        return task
+    return replace(task, binary_threshold=both[0])
+
+
+def _binary_labels(task: TaskDefinition, dataset: str, labels: np.ndarray) -> np.ndarray:
+    """Gold labels cut at the dataset's own gold threshold, where it sets one.
+
+    A positive becomes +inf and a negative -inf, so any run threshold reads them right.
+    """
+    both = task.thresholds(dataset)
+    if both is None:
+        return labels
+    return np.where(labels >= both[1], np.inf, -np.inf)
 
 
 def _value(x: Any) -> float | None:
@@ -322,6 +359,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
     genres_of: dict[str, dict[str, np.ndarray]] = {}
     files: dict[str, str] = {}
     not_scored: dict[str, int] = {}
+    excluded: dict[str, int] = {}
     for spec in task.datasets:
         pred = run.predictions.get(spec.name)
         if pred is None:
@@ -350,7 +388,8 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
             genre_list = [genre_list[j] for j in kept]
             breakdowns = {b: [col[j] for j in kept] for b, col in breakdowns.items()}
         pairs[spec.name] = _Pairs(x, y, w, g.digest, pred.digest, each)
-        labels_of[spec.name] = labels
+        labels_of[spec.name] = _binary_labels(task, spec.name, labels)
+        excluded[spec.name] = g.excluded
         files[spec.name] = pred.filename
         if task.genre_metrics:
             groups: dict[str, list[int]] = {}
@@ -373,16 +412,17 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
         ms: dict[str, MetricValue] = {}
         point[name] = {}
         n_classes = len(task.dataset(name).gold.classes)
+        dtask = _for_dataset(task, name)
         for metric in task.dataset_metrics(name):
             sig = _signature(f"{name}/{metric}", policy, boot, seed, n, p.gold_digest,
-                             p.run_digest)
+                             p.run_digest) + _metric_rule(task, name, metric)
             if _needs_weights(metric) and p.w is None:
                 ms[metric] = MetricValue(None, None, "the run has no confidence column, so "
                                          f"{M.METRICS[metric].label} is not computed", sig)
                 point[name][metric] = np.nan
                 continue
             sets = _gold_sets(p, labels_of[name])
-            values = [(_metric(metric, task, p.x, yk, lk, p.w, n_classes) if n
+            values = [(_metric(metric, dtask, p.x, yk, lk, p.w, n_classes) if n
                        else np.asarray(np.nan)) for yk, lk in sets]
             # scored against each annotator in turn: the dataset's value is their mean
             v = values[0] if len(values) == 1 else np.mean(np.stack(values))
@@ -417,7 +457,8 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
                     f"{name}/{genre}/{metric}", policy, boot, seed, len(idx), p.gold_digest,
                     p.run_digest))
             genre_scores[genre] = GenreScore(len(idx), gm)
-        datasets[name] = DatasetScore(n, ms, genre_scores, files[name], not_scored[name])
+        datasets[name] = DatasetScore(n, ms, genre_scores, files[name],
+                                      not_scored[name] - excluded[name], excluded[name])
 
     aggregates: dict[str, MetricValue] = {}
     # datasets of this scoring that have gold: a skipped one counts 0 in an equal mean
@@ -445,7 +486,9 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
 
     for key, mv in _flat_metrics(aggregates, datasets):
         if mv.warning and mv.value is None and "no confidence column" not in mv.warning:
-            warnings.append(f"{key}: {mv.warning}; it counts 0 for ranking")
+            warnings.append(f"{key}: {mv.warning}; " + (
+                "it ranks below every defined value" if task.undefined == "ranks-last"
+                else "it counts 0 for ranking"))
     skipped = list(run.skipped)
     signature = {
         "task": task.name,
@@ -456,6 +499,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
         "ci": f"percentile {int(CI_LEVEL * 100)}%" if boot else None,
         "gold": {k: _short(pairs[k].gold_digest) for k in names},
         "run": {k: _short(pairs[k].run_digest) for k in names},
+        "undefined": task.undefined,
         "version": __version__,
     }
     return RunScore(task.name, aggregates, datasets, unscored, skipped, warnings, signature,
@@ -478,33 +522,20 @@ def _aggregate(agg: str, task: TaskDefinition, names: list[str], xs: list[np.nda
                ys: list[np.ndarray], per: Mapping[str, Mapping[str, Any]],
                n_with_gold: int = 0) -> np.ndarray:
     """An aggregate metric over scored datasets; `per` holds per-dataset values (or samples)."""
-    if agg == "ALL":
-        return M.concat_pearson(xs, ys)
-    if agg == "ALLnorm":
-        return M.allnorm(xs, ys)
+    rec = task.aggregate(agg)
+    if rec.joined is not None:
+        return rec.joined(xs, ys)
     return _from_dataset_values(agg, names, per, [x.shape[-1] for x in xs], task, n_with_gold)
 
 
 def _from_dataset_values(agg: str, names: list[str], per: Mapping[str, Mapping[str, Any]],
-                         sizes: list[int], task: TaskDefinition | None = None,
+                         sizes: list[int], task: TaskDefinition,
                          n_with_gold: int = 0) -> np.ndarray:
-    """An aggregate of per-dataset metric values (points, or one array of resamples each)."""
-    spec = task.aggregate_spec(agg) if task is not None else None
-    if spec is not None:
-        values = [per[k].get(spec.of, np.nan) for k in names]
-        # sizes are scored pairs: unscored pairs carry no weight
-        if spec.weights == "pairs":
-            return M.weighted_mean(values, sizes)
-        # equal weights: a dataset with gold that the run skipped counts 0, like sum_pearson
-        return M.total(values) / max(len(names), n_with_gold)
-    if agg == "Mean":
-        return M.weighted_mean([per[k]["pearson"] for k in names], sizes)
-    if agg == "sum_pearson":
-        # a dataset the run skipped is simply absent here: it adds 0 to the sum
-        return M.total([per[k]["pearson"] for k in names])
-    if agg == "mean_spearman":
-        return M.total([per[k]["spearman"] for k in names]) / len(names)
-    raise ValueError(f"unknown aggregate metric {agg}")
+    """An aggregate of per-dataset metric values (points, or one array of resamples each);
+    sizes are scored pairs, so unscored pairs carry no weight."""
+    rec = task.aggregate(agg)
+    return rec.combine([per[k].get(rec.of or "", np.nan) for k in names], sizes, n_with_gold,
+                       task.undefined)
 
 
 def _boot_metric(metric: str, task: TaskDefinition, c: np.ndarray, x: np.ndarray,
@@ -532,16 +563,12 @@ def _boot_each(metric: str, task: TaskDefinition, c: np.ndarray, p: _Pairs,
 
 def _boot_aggregate(agg: str, names: list[str], ms: list[np.ndarray],
                     per: Mapping[str, Mapping[str, np.ndarray]], sizes: list[int],
-                    task: TaskDefinition | None = None, n_with_gold: int = 0) -> np.ndarray:
-    """An aggregate over a chunk of resamples (ALL and ALLnorm from summed moments)."""
-    if agg == "ALL":
-        return R.boot_all(ms)
-    if agg == "ALLnorm":
-        return R.boot_allnorm(ms)
+                    task: TaskDefinition, n_with_gold: int = 0) -> np.ndarray:
+    """An aggregate over a chunk of resamples (joined ones from summed moments)."""
+    rec = task.aggregate(agg)
+    if rec.joined_resampled is not None:
+        return rec.joined_resampled(ms)
     return _from_dataset_values(agg, names, per, sizes, task, n_with_gold)
-
-
-_AGG_NEEDS = {"Mean": ("pearson",), "sum_pearson": ("pearson",), "mean_spearman": ("spearman",)}
 
 
 def _chunks(sizes: list[int], resamples: int) -> Iterator[int]:
@@ -566,9 +593,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
     # one shift for all datasets keeps the summed moments of ALL/ALLnorm precise
     shift_x = float(np.mean([pairs[k].x.mean() for k in names])) if names else 0.0
     shift_y = float(np.mean([pairs[k].y.mean() for k in names])) if names else 0.0
-    declared = {spec.name for spec in task.aggregate_specs}
-    needed = {m for a in aggregates if a not in declared for m in _AGG_NEEDS.get(a, ())}
-    needed |= {spec.of for spec in task.aggregate_specs if spec.name in aggregates}
+    records = [task.aggregate(a) for a in aggregates]
+    needed = {rec.of for rec in records if rec.of is not None}
     for b in _chunks(sizes, resamples):
         ms: list[Any] = []
         per: dict[str, Any] = {}
@@ -580,13 +606,14 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
             for metric in task.dataset_metrics(k):
                 if _needs_weights(metric) and p.w is None:
                     continue
-                samples = _boot_each(metric, task, c, p, labels_of[k], p.w, n_classes)
+                samples = _boot_each(metric, _for_dataset(task, k), c, p, labels_of[k], p.w,
+                                     n_classes)
                 v = samples[0] if len(samples) == 1 else np.mean(samples, axis=0)
                 per[k][metric] = v
                 ds_samples[k].setdefault(metric, []).append(v)
                 for j, one in enumerate(samples if len(samples) > 1 else (), start=1):
                     ds_samples[k].setdefault(f"{metric}@{j}", []).append(one)
-            if any(a in ("ALL", "ALLnorm") for a in aggregates):
+            if any(rec.joined_resampled is not None for rec in records):
                 ms.append(R.moments(c, p.x - shift_x, p.y - shift_y))
             for metric in needed:
                 if metric in per[k]:
@@ -594,8 +621,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
                 if _needs_weights(metric) and p.w is None:
                     per[k][metric] = np.full(b, np.nan)  # not computed: counts 0, as the point
                 else:
-                    per[k][metric] = np.mean(_boot_each(metric, task, c, p, labels_of[k], None,
-                                                        n_classes), axis=0)
+                    per[k][metric] = np.mean(_boot_each(metric, _for_dataset(task, k), c, p,
+                                                        labels_of[k], None, n_classes), axis=0)
         for agg in aggregates:
             if names:
                 agg_samples[agg].append(_boot_aggregate(agg, names, ms, per, sizes, task,

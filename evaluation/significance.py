@@ -23,8 +23,10 @@ from evaluation.runs import DatasetPrediction, ValidatedRun
 from evaluation.scoring import (
     _aggregate,
     _align,
+    _binary_labels,
     _boot_metric,
     _chunks,
+    _for_dataset,
     _metric,
     without_unscored,
 )
@@ -35,7 +37,8 @@ K = TypeVar("K", bound=Hashable)
 # rows of a count matrix handled at once by the Spearman loop: its arrays then stay in cache
 _BLOCK_VALUES = 131_072
 
-_AGGREGATES = ("ALL", "ALLnorm", "Mean", "sum_pearson", "mean_spearman")
+# the built-in aggregates (the web's comparison page lists them)
+_AGGREGATES = tuple(M.AGGREGATES)
 
 
 def williams_test(r12: float, r13: float, r23: float, n: int) -> tuple[float, float]:
@@ -83,8 +86,7 @@ def _split_metric(task: TaskDefinition, metric: str) -> tuple[str, str]:
         return ds, name
     if metric not in task.aggregate_metrics:
         raise ValueError(f"task {task.name} has no aggregate metric {metric!r}")
-    if metric not in _AGGREGATES and task.aggregate_spec(metric) is None:
-        raise ValueError(f"unknown aggregate metric {metric}")
+    task.aggregate(metric)  # ValueError for an unknown one
     return "", metric
 
 
@@ -108,7 +110,8 @@ def _datasets(task: TaskDefinition, runs: Sequence[ValidatedRun],
             if not np.array_equal(_align(runs[i].predictions[d], gold[d])[0], y):
                 raise ValueError(f"the runs' {d} files are not aligned with the same inputs")
         preds = [runs[i].predictions[d] for i in cover]
-        found[d] = _Dataset(d, len(y), np.asarray(y, dtype=np.float64), labels,
+        found[d] = _Dataset(d, len(y), np.asarray(y, dtype=np.float64),
+                            _binary_labels(task, d, labels),
                             np.asarray(cover, dtype=np.int64),
                             np.column_stack([p.scores for p in preds]).astype(np.float64),
                             [_weights(task, p) for p in preds])
@@ -119,30 +122,31 @@ def _observed(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
               ds: str, name: str) -> float:
     """The metric's value for one run, computed as score_run computes it (NaN when undefined)."""
     if ds:
-        pred = run.predictions[ds]
-        if name == "weighted_pearson" and pred.confidence is None:
-            return math.nan
-        y, labels = _align(pred, gold[ds])
-        return float(_metric(name, task, pred.scores, y, labels, _weights(task, pred),
-                             len(task.dataset(ds).gold.classes)))
+        return _dataset_observed(task, run.predictions[ds], gold[ds], ds, name)
     names = _scored(task, run, gold)
     if not names:
         return math.nan
     xs = [run.predictions[d].scores for d in names]
     ys = [_align(run.predictions[d], gold[d])[0] for d in names]
-    per = {d: {"pearson": M.pearson(x, y),
-               "spearman": M.spearman(x, y) if name == "mean_spearman" else math.nan}
-           for d, x, y in zip(names, xs, ys, strict=True)}
-    spec = task.aggregate_spec(name)
-    if spec is not None:
-        for d, y in zip(names, ys, strict=True):
-            pred = run.predictions[d]
-            w = _weights(task, pred)
-            per[d][spec.of] = (math.nan if spec.of == "weighted_pearson" and w is None else
-                               _metric(spec.of, task, pred.scores, y, _align(pred, gold[d])[1],
-                                       w, len(task.dataset(d).gold.classes)))
+    rec = task.aggregate(name)
+    per: dict[str, dict[str, float]] = {d: {} for d in names}
+    if rec.of is not None:
+        for d in names:
+            per[d][rec.of] = _dataset_observed(task, run.predictions[d], gold[d], d, rec.of)
     n_with_gold = sum(1 for d in task.dataset_names if d in gold)
     return float(_aggregate(name, task, names, xs, ys, per, n_with_gold))
+
+
+def _dataset_observed(task: TaskDefinition, pred: DatasetPrediction, gold: DatasetGold,
+                      ds: str, name: str) -> float:
+    """One dataset metric of one run, as score_run computes it (NaN when undefined)."""
+    w = _weights(task, pred)
+    if name in M.METRICS and M.METRICS[name].needs_weights and w is None:
+        return math.nan
+    y, labels = _align(pred, gold)
+    return float(_metric(name, _for_dataset(task, ds), pred.scores, y,
+                         _binary_labels(task, ds, labels), w,
+                         len(task.dataset(ds).gold.classes)))
 
 
 def _weights(task: TaskDefinition, pred: DatasetPrediction) -> np.ndarray | None:
@@ -212,13 +216,12 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
     n_runs = len(runs)
     aggs = {name for ds, name in wanted if not ds}
     per_ds = {(ds, name) for ds, name in wanted if ds}
-    declared = {name: spec for name in aggs if (spec := task.aggregate_spec(name)) is not None}
-    builtin = aggs - set(declared)
-    of = {spec.of for spec in declared.values()}
-    need_pearson = (bool(builtin & {"Mean", "sum_pearson"}) or "pearson" in of
-                    or any(n == "pearson" for _, n in per_ds))
-    need_spearman = ("mean_spearman" in builtin or "spearman" in of
-                     or any(n == "spearman" for _, n in per_ds))
+    records = {name: task.aggregate(name) for name in aggs}
+    combined = {name: rec for name, rec in records.items() if rec.of is not None}
+    of = {rec.of for rec in combined.values()}
+    need_pearson = "pearson" in of or any(n == "pearson" for _, n in per_ds)
+    need_spearman = "spearman" in of or any(n == "spearman" for _, n in per_ds)
+    ranks_last = task.undefined == "ranks-last"
     # each run's frame for the summed moments of ALL / ALLnorm: the mean of its datasets' means
     shift_x, shift_y = np.zeros(n_runs), np.zeros(n_runs)
     count = np.zeros(n_runs)
@@ -237,10 +240,8 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
     for b in _chunks(sizes, resamples):
         tot_all = np.zeros((6, b, n_runs))
         tot_norm = np.zeros((6, b, n_runs))
-        acc_pearson = np.zeros((b, n_runs))
-        acc_mean = np.zeros((b, n_runs))
-        acc_spearman = np.zeros((b, n_runs))
-        acc_declared = {a: np.zeros((b, n_runs)) for a in declared}
+        acc = {a: np.zeros((b, n_runs)) for a in combined}
+        undefined = {a: np.zeros((b, n_runs), dtype=bool) for a in combined}
         for name, n in zip(draws, sizes, strict=True):
             c = R.count_matrix(rng, n, b)
             found = data.get(name)
@@ -277,18 +278,14 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
                          syy + 2 * e * sy + cn * e * e, sfy + e * sf + e * sy + cn * e * e)
                 for j, v in enumerate(moved):
                     tot_norm[j][:, d.runs] += v
-            if pearson is not None:
-                acc_pearson[:, d.runs] += np.nan_to_num(pearson, nan=0.0)
-                acc_mean[:, d.runs] += np.nan_to_num(pearson, nan=0.0) * d.n
-            if spearman is not None:
-                acc_spearman[:, d.runs] += np.nan_to_num(spearman, nan=0.0)
             n_classes = len(task.dataset(name).gold.classes)
-
-            for agg, spec in declared.items():
-                weight_d = d.n if spec.weights == "pairs" else 1
-                acc_declared[agg][:, d.runs] += np.nan_to_num(_run_values(
-                    spec.of, task, c, d, pearson, spearman, n_classes), nan=0.0) \
-                    * weight_d
+            for agg, rec in combined.items():
+                v = _run_values(rec.of or "", task, c, d, pearson, spearman, n_classes)
+                # each dataset adds its value (times its scored pairs for a pair-weighted mean)
+                acc[agg][:, d.runs] += np.nan_to_num(v, nan=0.0) * (
+                    d.n if rec.weights == "pairs" else 1)
+                if ranks_last:
+                    undefined[agg][:, d.runs] |= np.isnan(v)
             for ds, metric in per_ds:
                 if ds != name:
                     continue
@@ -297,18 +294,12 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
                 full[:, d.runs] = v
                 parts[(ds, metric)].append(full)
         with np.errstate(invalid="ignore", divide="ignore"):
-            values = {
-                "ALL": R._corr(*tot_all),
-                "ALLnorm": R._corr(*tot_norm),
-                "Mean": np.where(weight > 0, acc_mean / np.where(weight > 0, weight, 1), np.nan),
-                "sum_pearson": np.where(count > 0, acc_pearson, np.nan),
-                "mean_spearman": np.where(count > 0, acc_spearman / np.maximum(count, 1), np.nan),
-            }
-            for agg, spec in declared.items():
-                # as scoring: pair-weighted over the run's datasets, or equal over all with gold
-                divisor = weight if spec.weights == "pairs" else np.maximum(count, len(draws))
-                values[agg] = np.where(count > 0, acc_declared[agg] / np.where(
-                    divisor > 0, divisor, 1), np.nan)
+            values = {"ALL": R._corr(*tot_all), "ALLnorm": R._corr(*tot_norm)}
+        for agg, rec in combined.items():
+            # as scoring: Aggregate.combine, from the sums
+            values[agg] = rec.divide(acc[agg], weight, count, len(draws))
+            if ranks_last:
+                values[agg] = np.where(undefined[agg], np.nan, values[agg])
         for name in aggs:
             parts[("", name)].append(values[name])
     return {key: np.nan_to_num(np.concatenate(p), nan=0.0) for key, p in parts.items()}
@@ -322,9 +313,11 @@ def _run_values(metric: str, task: TaskDefinition, c: np.ndarray, d: _Dataset,
         return pearson
     if metric == "spearman" and spearman is not None and not n_classes:
         return spearman
+    weighted = metric in M.METRICS and M.METRICS[metric].needs_weights
     return np.column_stack([
-        np.full(c.shape[0], np.nan) if metric == "weighted_pearson" and w is None
-        else _boot_metric(metric, task, c, d.x[:, j], d.y, d.labels, w, n_classes)
+        np.full(c.shape[0], np.nan) if weighted and w is None
+        else _boot_metric(metric, _for_dataset(task, d.name), c, d.x[:, j], d.y, d.labels, w,
+                          n_classes)
         for j, w in enumerate(d.w)])
 
 
@@ -374,16 +367,24 @@ def _board_samples(task: TaskDefinition, runs: Sequence[ValidatedRun],
     return out
 
 
-def _groups(observed: np.ndarray, boot: np.ndarray, alpha: float) -> list[int]:
+def _groups(observed: np.ndarray, boot: np.ndarray, alpha: float,
+            last: np.ndarray | None = None) -> list[int]:
     """Groups in input order: sorted by value, a run significantly below its group's best
-    run (p < alpha) starts the next group."""
+    run (p < alpha) starts the next group. Runs marked `last` (undefined under "ranks-last")
+    share one group below every other."""
+    if last is None:
+        last = np.zeros(len(observed), dtype=bool)
     values = np.nan_to_num(observed, nan=0.0)
-    order = sorted(range(len(values)), key=lambda i: -values[i])
+    order = sorted(range(len(values)), key=lambda i: (bool(last[i]), -values[i]))
     groups = [0] * len(values)
     group, leader = 0, -1
     for i in order:
-        if leader < 0 or _p_value(float(values[leader] - values[i]),
-                                  boot[:, leader] - boot[:, i]) < alpha:
+        if last[i]:
+            if leader < 0 or not last[leader]:
+                group += 1
+                leader = i
+        elif leader < 0 or _p_value(float(values[leader] - values[i]),
+                                    boot[:, leader] - boot[:, i]) < alpha:
             group += 1
             leader = i
         groups[i] = group
@@ -408,11 +409,13 @@ def group_board(task: TaskDefinition, runs: Mapping[K, ValidatedRun],
                            seed=seed)
     out: dict[str, dict[K, int]] = {}
     for metric, (members, observed, boot) in found.items():
+        last = (np.isnan(observed) if task.undefined == "ranks-last"
+                else np.zeros(len(observed), dtype=bool))
         if task.lower_is_better(metric):
             # an error: smaller is better, so group on its negation (undefined still last)
             observed = np.where(np.isnan(observed), -np.inf, -observed)
             boot = -boot
-        groups = _groups(observed, boot, alpha)
+        groups = _groups(observed, boot, alpha, last)
         out[metric] = {keys[i]: g for i, g in zip(members, groups, strict=True)}
     return out
 

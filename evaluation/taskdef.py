@@ -19,11 +19,20 @@ from evaluation.splits import DEFAULT_SPLIT, SplitDef, for_split, parse_splits
 # every fact about a metric (needs, direction) comes from the one registry in metrics.py
 DATASET_METRICS = tuple(METRICS)
 GENRE_METRICS = tuple(m.name for m in METRICS.values() if m.per_genre)
-AGGREGATE_METRICS = ("ALL", "ALLnorm", "Mean", "sum_pearson", "mean_spearman")
+AGGREGATE_METRICS = tuple(M.AGGREGATES)
 RANKINGS = ("aggregate", "sum_pearson", "per_dataset")
 INPUT_FORMATS = ("tsv", "csv", "jsonl")
-GOLD_FORMATS = ("lines", "csv", "inline", "jsonl")
-RUN_FORMATS = ("lines", "csv", "table")
+GOLD_FORMATS = ("lines", "csv", "inline", "jsonl", "fields")
+RUN_FORMATS = ("lines", "csv", "table", "fields", "jsonl")
+# how the fields of a `fields` line are separated; "whitespace" keeps a "(3, 2)" tuple whole
+DELIMITERS = ("tab", "whitespace")
+# what a field holds: a number, a boolean (true/false, yes/no, 1/0) or a tuple of votes
+RUN_VALUES = ("number", "boolean")
+GOLD_VALUES = ("number", "boolean", "votes")
+# how a tuple of annotator votes becomes one gold value (gold.votes)
+VOTE_RULES = ("majority", "mean", "positive_share")
+# what an undefined value (a constant run's Pearson) is worth in ranks and aggregates
+UNDEFINED_RULES = ("counts-zero", "ranks-last")
 # metrics where a smaller value is better: ranked ascending
 LOWER_IS_BETTER = M.LOWER_IS_BETTER
 # how a model's cosine becomes a score (scores.model_mapping; baselines.models applies it)
@@ -31,7 +40,7 @@ MODEL_MAPPINGS = ("clip", "linear")
 # metrics over string class labels (gold.classes); the others need numbers
 CLASS_METRICS = frozenset(m.name for m in METRICS.values() if m.on_classes)
 NUMERIC_ONLY = frozenset(m.name for m in METRICS.values() if not m.on_classes)
-AGGREGATE_WEIGHTS = ("pairs", "equal")
+AGGREGATE_WEIGHTS = tuple(M.AGGREGATE_WEIGHTS)
 UNSCORED_RULES = ("error", "blank")
 # several gold files (one per annotator): their mean as one gold, or scored against each
 GOLD_COMBINE = ("mean", "each")
@@ -76,6 +85,14 @@ class GoldFormat:
     unscored: str = "error"
     classes: tuple[str, ...] = ()
     combine: str = "mean"
+    # format "fields": the fields of a gold line, by position (or named by a header line)
+    fields: tuple[str, ...] = ()
+    header: bool = False
+    delimiter: str = "tab"
+    values: str = "number"
+    votes: str = "positive_share"
+    # pairs whose gold value lies in [lo, hi] are left out of this dataset's metrics
+    exclude: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +128,18 @@ class RunFormat:
     confidence_missing: str = "not_computed"
     id_column: str | None = None
     na: str = "NA"
+    # format "fields" (and "jsonl"): the fields of a run line, by position or by a header
+    fields: tuple[str, ...] = ()
+    header: bool = False
+    delimiter: str = "tab"
+    # field name -> "number" | "boolean"; a field not named holds numbers
+    values: tuple[tuple[str, str], ...] = ()
+    # the range run values must lie in: None takes the gold's; (-inf, inf) checks none
+    range: tuple[float, float] | None = None
+
+    def value_kind(self, field_name: str | None) -> str:
+        """What the run field `field_name` holds: "number" or "boolean"."""
+        return dict(self.values).get(field_name or "", "number")
 
 
 @dataclass(frozen=True)
@@ -131,6 +160,11 @@ class DatasetSpec:
     score_min: float | None = None
     score_max: float | None = None
     gold_paths: tuple[str, ...] = ()
+    # the range of this dataset's run values, apart from the gold's (None: the task's rule)
+    run_range: tuple[float, float] | None = None
+    # binary metrics: the run is positive at >= run_threshold, the gold at >= gold_threshold
+    run_threshold: float | None = None
+    gold_threshold: float | None = None
 
     @property
     def gold_files(self) -> tuple[str, ...]:
@@ -174,6 +208,8 @@ class TaskDefinition:
     # how the model track turns an encoder's cosine into a score of the range: "clip" maps
     # [0, 1] onto it (negatives to the bottom), "linear" maps [-1, 1] onto it
     model_mapping: str = "clip"
+    # an undefined value counts 0 ("counts-zero") or ranks below every defined one
+    undefined: str = "counts-zero"
 
     def __hash__(self) -> int:
         # `tracks` is a dict, so the generated hash would fail; the digest identifies the text
@@ -218,6 +254,15 @@ class TaskDefinition:
         """The definition of a declared (table) aggregate, None for a built-in one."""
         return next((a for a in self.aggregate_specs if a.name == name), None)
 
+    def aggregate(self, name: str) -> M.Aggregate:
+        """The record of aggregate `name`: built in, or declared by the definition."""
+        spec = self.aggregate_spec(name)
+        if spec is not None:
+            return M.Aggregate(spec.name, spec.name, spec.of, M.AGGREGATE_WEIGHTS[spec.weights])
+        if name not in M.AGGREGATES:
+            raise ValueError(f"unknown aggregate metric {name}")
+        return M.AGGREGATES[name]
+
     def score_range(self, dataset: str) -> tuple[float, float]:
         """The [min, max] of `dataset`'s scores: its own `scores` table, else the task's."""
         spec = self.dataset(dataset)
@@ -230,6 +275,20 @@ class TaskDefinition:
         if (lo, hi) == (self.score_min, self.score_max):
             return self
         return replace(self, score_min=lo, score_max=hi)
+
+    def run_range(self, dataset: str) -> tuple[float, float]:
+        """The range a run's values for `dataset` must lie in (its own, the run's, or gold's)."""
+        own = self.dataset(dataset).run_range or self.run.range
+        return own if own is not None else self.score_range(dataset)
+
+    def thresholds(self, dataset: str) -> tuple[float, float] | None:
+        """(run, gold) thresholds of binary metrics when the dataset sets its own, else None."""
+        spec = self.dataset(dataset)
+        if spec.run_threshold is None and spec.gold_threshold is None:
+            return None
+        t = self.binary_threshold
+        return (t if spec.run_threshold is None else spec.run_threshold,
+                t if spec.gold_threshold is None else spec.gold_threshold)
 
     def derived_metric(self, name: str) -> DerivedMetric | None:
         """The declared derived metric called `name`, None for a registry metric."""
@@ -268,12 +327,20 @@ class TaskDefinition:
         pattern = self.run.filename
         if team is not None and self.run.team_filename:
             pattern = self.run.team_filename
-        return pattern.format(dataset=dataset, team=team, run="{run}" if run is None else run)
+        return pattern.format(dataset=dataset, team="{team}" if team is None else team,
+                              run="{run}" if run is None else run)
+
+    def team_run_filename(self, dataset: str) -> str | None:
+        """The team variant of `dataset`'s run file name, placeholders kept; None without one."""
+        if not self.run.team_filename:
+            return None
+        self.dataset(dataset)
+        return self.run.team_filename.format(dataset=dataset, team="{team}", run="{run}")
 
     @property
     def run_in_filename(self) -> bool:
-        """True when run file names carry the run's name ({run} in run.filename)."""
-        return "{run}" in self.run.filename
+        """True when run file names carry the run's name ({run} in either pattern)."""
+        return "{run}" in self.run.filename or "{run}" in (self.run.team_filename or "")
 
     def input_filename(self, dataset: str) -> str:
         """Base name of the dataset's input file."""
@@ -369,13 +436,16 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "inputs.": ("format", "columns", "header", "id", "texts", "split", "transform", "genre",
                 "genre_separator", "genre_column", "quoted", "extra_columns", "breakdowns"),
     "gold.": ("format", "id_column", "score_column", "label_column", "unscored", "classes",
-              "combine"),
+              "combine", "fields", "header", "delimiter", "values", "votes", "exclude"),
     "run.": ("format", "filename", "team_filename", "columns", "confidence", "confidence_range",
-             "confidence_missing", "id_column", "na"),
+             "confidence_missing", "id_column", "na", "fields", "header", "delimiter",
+             "values", "range"),
     "metrics.": ("dataset", "genre", "aggregate", "board", "primary", "ranking",
-                 "binary_threshold", "rank_datasets", "overall_needs_all_datasets", "derived"),
+                 "binary_threshold", "rank_datasets", "overall_needs_all_datasets", "derived",
+                 "undefined"),
     "datasets[].": ("name", "track", "required", "input", "gold", "no_gold", "inputs",
-                    "gold_format", "metrics", "primary", "run_field", "scores"),
+                    "gold_format", "metrics", "primary", "run_field", "scores", "run_range",
+                    "run_threshold", "gold_threshold"),
     "datasets[].scores.": ("min", "max"),
     "aggregate.": ("name", "of", "weights"),
     "derived.": ("name", "expr", "lower_is_better"),
@@ -441,7 +511,30 @@ def _gold_format(table: dict[str, Any], source: str, where: str) -> GoldFormat:
     _known(table, "gold.", source, where)
     fmt = _choice(_get(table, "format", str, source, "lines", where), GOLD_FORMATS,
                   f"{where}format", source)
+    fields = _strings(table, "fields", source, [], where)
+    header = _get(table, "header", bool, source, False, where)
+    if fmt == "fields" and not fields and not header:
+        raise TaskDefinitionError(f"{source}: {where}format fields needs {where}fields (the "
+                                  "fields of a line, by position) or header = true")
+    if fmt != "fields" and (fields or "header" in table or "delimiter" in table):
+        raise TaskDefinitionError(f"{source}: {where}fields, header and delimiter belong to "
+                                  "gold.format = \"fields\"")
+    exclude = _get(table, "exclude", list, source, None, where)
+    if exclude is not None and (len(exclude) != 2 or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in exclude)
+            or exclude[0] > exclude[1]):
+        raise TaskDefinitionError(f"{source}: {where}exclude must be [low, high], the band of "
+                                  "gold values left out (low <= high)")
     return GoldFormat(
+        fields=fields,
+        header=header,
+        delimiter=_choice(_get(table, "delimiter", str, source, "tab", where), DELIMITERS,
+                          f"{where}delimiter", source),
+        values=_choice(_get(table, "values", str, source, "number", where), GOLD_VALUES,
+                       f"{where}values", source),
+        votes=_choice(_get(table, "votes", str, source, "positive_share", where), VOTE_RULES,
+                      f"{where}votes", source),
+        exclude=(float(exclude[0]), float(exclude[1])) if exclude is not None else None,
         format=fmt,
         id_column=_get(table, "id_column", str, source, "PairID", where),
         score_column=_get(table, "score_column", str, source, "Score", where),
@@ -516,6 +609,32 @@ def _derived(metrics_table: dict[str, Any], source: str) -> tuple[DerivedMetric,
         out.append(DerivedMetric(name, expr.text, expr.names,
                                  _get(entry, "lower_is_better", bool, source, False, where)))
     return tuple(out)
+
+
+def _run_range(table: dict[str, Any], key: str, source: str,
+               where: str) -> tuple[float, float] | None:
+    """A run range: "gold" (None: the gold's range), "none" (unchecked) or [min, max]."""
+    value = _get(table, key, (str, list), source, "gold", where)
+    if value == "gold":
+        return None
+    if value == "none":
+        return (float("-inf"), float("inf"))
+    if (isinstance(value, list) and len(value) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+            and value[0] < value[1]):
+        return (float(value[0]), float(value[1]))
+    raise TaskDefinitionError(f"{source}: {where}{key} must be \"gold\", \"none\" or "
+                              f"[min, max] with min below max ({value!r})")
+
+
+def _run_values(table: dict[str, Any], source: str) -> tuple[tuple[str, str], ...]:
+    """run.values: field name -> what it holds ("number" or "boolean")."""
+    raw = _get(table, "values", dict, source, {}, "run.")
+    for name, kind in raw.items():
+        if not isinstance(kind, str):
+            raise TaskDefinitionError(f"{source}: run.values.{name} must be a string")
+        _choice(kind, RUN_VALUES, f"run.values.{name}", source)
+    return tuple(sorted(raw.items()))
 
 
 def _dataset_range(raw: dict[str, Any], task_range: tuple[float, float], source: str,
@@ -661,12 +780,35 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
             CONFIDENCE_MISSING, "run.confidence_missing", source),
         id_column=_get(run_table, "id_column", str, source, None, "run."),
         na=_get(run_table, "na", str, source, "NA", "run."),
+        fields=_strings(run_table, "fields", source, [], "run."),
+        header=_get(run_table, "header", bool, source, False, "run."),
+        delimiter=_choice(_get(run_table, "delimiter", str, source, "tab", "run."), DELIMITERS,
+                          "run.delimiter", source),
+        values=_run_values(run_table, source),
+        range=_run_range(run_table, "range", source, "run."),
     )
-    # a table run (one file, a column per dataset) may name a single file for every dataset
-    single = run.format == "table" and "{dataset}" not in run.filename
+    if run_fmt == "fields" and not run.fields and not run.header:
+        raise TaskDefinitionError(f"{source}: run.format fields needs run.fields (the fields "
+                                  "of a line, by position) or run.header = true")
+    if run_fmt == "jsonl" and not run.fields:
+        raise TaskDefinitionError(f"{source}: run.format jsonl needs run.fields (the fields "
+                                  "each object carries)")
+    if run.id_column and run.fields and run.id_column not in run.fields:
+        raise TaskDefinitionError(f"{source}: run.id_column {run.id_column!r} is not one of "
+                                  f"run.fields {list(run.fields)}")
+    unknown_values = [f for f, _ in run.values if f not in run.fields]
+    if unknown_values:
+        raise TaskDefinitionError(f"{source}: run.values names {unknown_values}, which are not "
+                                  f"in run.fields {list(run.fields)}")
+    n_datasets = len(_get(doc, "datasets", list, source, []))
+    # one file answers every dataset: a table/fields/jsonl run (a field per dataset), or a task
+    # with a single dataset
+    single = (run.format in ("table", "fields", "jsonl") or n_datasets == 1) \
+        and "{dataset}" not in run.filename
     if "{dataset}" not in run.filename and not single:
-        raise TaskDefinitionError(f"{source}: run.filename must contain {{dataset}}")
-    _template(run.filename, ("dataset", "run"), "run.filename", source)
+        raise TaskDefinitionError(f"{source}: run.filename must contain {{dataset}} (the task "
+                                  "has several datasets and a run format with one score a line)")
+    _template(run.filename, ("dataset", "team", "run"), "run.filename", source)
     if run.team_filename:
         _template(run.team_filename, ("dataset", "team", "run"), "run.team_filename", source)
     if run.team_filename and not (("{dataset}" in run.team_filename or single)
@@ -692,8 +834,11 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     if not metrics:
         raise TaskDefinitionError(f"{source}: metrics.dataset must name at least one metric")
     builtin = [a for a in aggregates if a not in {spec.name for spec in aggregate_specs}]
-    if ("pearson" not in metrics) and any(a in ("Mean", "sum_pearson") for a in builtin):
-        raise TaskDefinitionError(f"{source}: Mean and sum_pearson need pearson in metrics")
+    for builtin_name in builtin:
+        of = M.AGGREGATES[builtin_name].of
+        if of is not None and of not in metrics:
+            raise TaskDefinitionError(f"{source}: aggregate {builtin_name} needs {of} in "
+                                      "metrics.dataset")
     for m in _registry_inputs(metrics, derived):
         if m in METRICS and METRICS[m].needs_weights and not run.confidence:
             raise TaskDefinitionError(f"{source}: {m} needs run.confidence = true")
@@ -739,9 +884,18 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
                                       f"its metrics {list(own_metrics or metrics)}")
         run_field = _get(raw, "run_field", str, source, None, where)
         own_min, own_max = _dataset_range(raw, (score_min, score_max), source, where)
-        if run.format == "table" and run_field is None:
+        if run.format in ("fields", "jsonl") and run_field is None:
+            # one field besides the id: every dataset reads it
+            answer = [f for f in run.fields if f != run.id_column]
+            run_field = answer[0] if len(answer) == 1 else None
+        if run.format in ("table", "fields", "jsonl") and run_field is None:
             raise TaskDefinitionError(f"{source}: {where}run_field is missing (run.format "
-                                      "table takes each dataset from its own run column)")
+                                      f"{run.format} takes each dataset from its own field)")
+        if run.fields and run_field not in run.fields:
+            raise TaskDefinitionError(f"{source}: {where}run_field {run_field!r} is not one of "
+                                      f"run.fields {list(run.fields)}")
+        thresholds = {k: _get(raw, k, (int, float), source, None, where)
+                      for k in ("run_threshold", "gold_threshold")}
         _check_dataset(dname, inputs, gold, _registry_inputs(own_metrics or metrics, derived),
                        run, source, where)
         _check_annotators(gold, gold_patterns, source, where)
@@ -763,6 +917,12 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
             score_max=own_max,
             gold_paths=tuple(_template(g, ("dataset",), f"{where}gold", source).format(
                 dataset=dname) for g in gold_patterns),
+            run_range=(_run_range(raw, "run_range", source, where) if "run_range" in raw
+                       else None),
+            run_threshold=(None if thresholds["run_threshold"] is None
+                           else float(thresholds["run_threshold"])),
+            gold_threshold=(None if thresholds["gold_threshold"] is None
+                            else float(thresholds["gold_threshold"])),
         ))
     for t, names in tracks.items():
         unknown = [n for n in names if n not in seen]
@@ -790,7 +950,9 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         raise TaskDefinitionError(
             f"{source}: metrics.primary {primary!r} must be a dataset or aggregate metric"
         )
-    ranking = _choice(_get(metrics_table, "ranking", str, source, where="metrics."), RANKINGS,
+    # default: rank on the aggregates when there are any, else on each dataset's primary
+    ranking = _choice(_get(metrics_table, "ranking", str, source,
+                           "aggregate" if aggregates else "per_dataset", "metrics."), RANKINGS,
                       "metrics.ranking", source)
     if ranking == "sum_pearson" and "sum_pearson" not in aggregates:
         raise TaskDefinitionError(f"{source}: ranking sum_pearson needs that aggregate")
@@ -828,6 +990,8 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         aggregate_specs=aggregate_specs,
         derived=derived,
         model_mapping=model_mapping,
+        undefined=_choice(_get(metrics_table, "undefined", str, source, "counts-zero",
+                               "metrics."), UNDEFINED_RULES, "metrics.undefined", source),
     )
 
 

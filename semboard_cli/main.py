@@ -278,9 +278,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _names_in_files(api: Api, task: str) -> bool:
-    """Whether the task's run file names carry the run's name ({run}): the site reads it."""
+    """Whether the task's run file names carry the run's name ({run} in either pattern): the
+    site reads it."""
     datasets = api.get_json(f"/tasks/{task}").get("datasets") or []
-    return any("{run}" in (d.get("run_filename") or "") for d in datasets)
+    return any("{run}" in (d.get(key) or "") for d in datasets
+               for key in ("run_filename", "team_run_filename"))
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

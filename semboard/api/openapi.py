@@ -43,7 +43,9 @@ SCHEMAS: dict[str, Any] = {
                  {"description": STR,
                   "datasets": {"type": "array", "items": _obj(
                       {"name": STR, "track": {"type": ["string", "null"]}, "required": BOOL,
-                       "run_filename": STR, "inputs_available": BOOL})},
+                       "run_filename": STR,
+                       "team_run_filename": {"type": ["string", "null"]},
+                       "inputs_available": BOOL})},
                   "aggregate_metrics": {"type": "array", "items": STR},
                   "team": _obj({"name": STR, "deadlines": {"type": "object",
                                                            "additionalProperties": TIME}})}),

@@ -118,6 +118,7 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
                 "track": spec.track,
                 "required": spec.required,
                 "run_filename": definition.run_filename(spec.name),
+                "team_run_filename": definition.team_run_filename(spec.name),
                 "inputs_available": spec.name in available,
             }
             for spec in definition.datasets

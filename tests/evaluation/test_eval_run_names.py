@@ -36,7 +36,7 @@ def test_other_placeholders_are_still_refused():
     text = load_task("sts2015").text.replace('filename = "STS.output.{dataset}.txt"',
                                              'filename = "STS.{who}.{dataset}.txt"')
     with pytest.raises(TaskDefinitionError, match=r"run.filename .* placeholders \{dataset\}, "
-                       r"\{run\}"):
+                       r"\{team\}, \{run\}"):
         parse_task(text, source="x.toml")
 
 
@@ -101,3 +101,61 @@ def test_validation_accepts_official_names_and_refuses_disagreement(official,
     issues = validate_run(official, odd, inputs, team="T").issues
     assert [(i.file, i.code) for i in issues] == [(last.replace(".run1.", ".run9."),
                                                    "run-name-mismatch")]
+
+
+def _team_only() -> TaskDefinition:
+    """STS 2016 style: only the team variant carries the run's name."""
+    text = load_task("sts2015").text.replace(
+        'team_filename = "STS.output.{dataset}.{team}.txt"',
+        'team_filename = "STS2016.OUTPUT.{team}.{run}.{dataset}.txt"')
+    return parse_task(text, source="team_only.toml")
+
+
+def test_run_in_team_filename_alone_names_the_run():
+    task = _team_only()
+    assert task.run_in_filename
+    files = [f"STS2016.OUTPUT.T.r7.{d}.txt" for d in task.dataset_names]
+    assert run_name_from_files(task, files, team="T") == ("r7", [])
+    assert task.team_run_filename("belief") == "STS2016.OUTPUT.{team}.{run}.belief.txt"
+
+
+def test_team_and_run_anywhere_and_dataset_optional_for_one_dataset():
+    text = """
+name = "one"
+[layout]
+input = "in.txt"
+gold = "gs.txt"
+[scores]
+min = 0
+max = 5
+[run]
+filename = "{run}-by-{team}.txt"
+[metrics]
+dataset = ["pearson"]
+primary = "pearson"
+[[datasets]]
+name = "only"
+"""
+    task = parse_task(text, source="one.toml")
+    assert task.ranking == "per_dataset"  # metrics.ranking defaults without aggregates
+    found = match_run_file(task, "r1-by-T.txt", team="T")
+    assert (found.dataset, found.team, found.run) == ("only", "T", "r1")
+    two = text + '[[datasets]]\nname = "second"\n'
+    with pytest.raises(TaskDefinitionError, match=r"must contain \{dataset\}"):
+        parse_task(two, source="two.toml")
+
+
+def test_overlapping_patterns_clash_names_the_file(official, make_sts_inputs):
+    """A name run.filename reads but that team_filename gives to another team is flagged."""
+    inputs = make_sts_inputs(official, {d: 3 for d in official.dataset_names})
+    other = {f"STS2015.OUTPUT.Other.r1.{d}.txt": b"1\n2\n3\n" for d in official.dataset_names}
+    run = validate_run(official, other, inputs, team="Mine")
+    clashes = [i for i in run.issues if i.code == "name-clash"]
+    assert len(clashes) == len(official.dataset_names)
+    first = sorted(other)[0]
+    assert clashes[0].file == first and "team 'Other'" in clashes[0].message
+    mine = {f"STS2015.OUTPUT.Mine.r1.{d}.txt": b"1\n2\n3\n" for d in official.dataset_names}
+    assert validate_run(official, mine, inputs, team="Mine").ok
+    # without a known team (offline) nothing clashes: the name is the run's
+    assert not [i for i in validate_run(official, other, inputs).issues
+                if i.code == "name-clash"]

@@ -89,12 +89,14 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
 class _FakeApi:
     """Answers the task detail and records the upload's multipart body."""
 
-    def __init__(self, run_filename: str) -> None:
+    def __init__(self, run_filename: str, team_run_filename: str | None = None) -> None:
         self.run_filename = run_filename
+        self.team_run_filename = team_run_filename
         self.body = b""
 
     def get_json(self, path: str) -> dict[str, object]:
-        return {"name": "t", "datasets": [{"name": "a", "run_filename": self.run_filename}]}
+        return {"name": "t", "datasets": [{"name": "a", "run_filename": self.run_filename,
+                                           "team_run_filename": self.team_run_filename}]}
 
     def request(self, method: str, path: str, data: object, headers: object) -> object:
         self.body = bytes(data.read(1 << 20))  # type: ignore[attr-defined]
@@ -126,3 +128,12 @@ def test_submit_sends_no_name_when_file_names_carry_it(tmp_path, monkeypatch, ca
     assert has_name == (sent is not None)
     if sent:
         assert b'name="name"\r\n\r\n' + sent in api.body
+
+
+def test_submit_reads_the_name_from_team_filename_alone(tmp_path, monkeypatch):
+    """{run} only in run.team_filename (issue 31): no --name needed, none sent."""
+    api = _FakeApi("{dataset}.txt", "OUT.{team}.{run}.a.txt")
+    monkeypatch.setattr(main, "_api", lambda args: api)
+    (tmp_path / "OUT.T.r1.a.txt").write_text("1\n")
+    assert main.main(["submit", "t", str(tmp_path / "OUT.T.r1.a.txt")]) == 0
+    assert b'name="name"' not in api.body

@@ -95,3 +95,29 @@ def test_api_reads_the_name_and_names_each_disagreement(app, client, make):
     assert accepted.get_json()["name"] == "r1"
     again = post(_named(base, "r1"), name="r1")  # a given name that agrees: the same run
     assert again.status_code == 201 and again.get_json()["name"] == "r1"
+
+
+def test_api_reads_a_name_carried_by_team_filename_alone(app, client, make):
+    """STS 2016 style: {run} only in run.team_filename; the API needs no name (issue 31)."""
+    app.config["SEMBOARD_CLOCK"] = lambda: NOW
+    toml = TINY_TOML.replace('name = "tiny"', 'name = "tinyteam"')
+    toml = toml.replace('team_filename = "STS.output.{dataset}.{team}.txt"',
+                        'team_filename = "STS.OUTPUT.{team}.{run}.{dataset}.txt"')
+    assert "STS.OUTPUT.{team}" in toml
+    task = tasks.load_task(make.session, parse_task(toml), now=NOW)
+    inputs.load_release_inputs(make.session, make.storage, task=task,
+                               release_dir=make.tiny.folder, user=None, now=NOW)
+    gold.load_release_gold(make.session, make.storage, task=task, release_dir=make.tiny.folder,
+                           user=None, now=NOW)
+    make.session.commit()
+    make.phase(task)
+    _team, captain = make.team(task, "A")
+    files = {f"STS.OUTPUT.A.r9.{n.split('.')[-2]}.txt": d
+             for n, d in make.tiny.run(seed=4).items()}
+    answer = client.post(f"/api/v1/tasks/{task.name}/runs", headers=make.bearer(captain),
+                         data={"files": [(io.BytesIO(d), n) for n, d in files.items()]},
+                         content_type="multipart/form-data")
+    assert answer.status_code == 201, answer.get_json()
+    assert answer.get_json()["name"] == "r9"
+    detail = client.get(f"/api/v1/tasks/{task.name}", headers=make.bearer(captain)).get_json()
+    assert detail["datasets"][0]["team_run_filename"].startswith("STS.OUTPUT.{team}.{run}.")
