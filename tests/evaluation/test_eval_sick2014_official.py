@@ -24,9 +24,13 @@ CLASSES = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")
 NEGATIONS = frozenset({"no", "not", "nobody", "none", "nothing", "never", "isn't", "aren't"})
 
 
+# The release travels with the tests (CC BY-NC-SA 3.0; PROVENANCE.txt there says from where).
+SICK = Path(__file__).resolve().parent / "data" / "sick2014"
+
+
 @pytest.fixture(scope="module")
-def sick(shared_data: Path) -> Path:
-    folder = shared_data / "sick2014"
+def sick() -> Path:
+    folder = SICK
     if not (folder / "SICK_test_annotated.txt").exists():
         pytest.skip(f"the SICK test release is not at {folder}")
     return folder
