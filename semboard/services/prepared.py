@@ -196,7 +196,8 @@ class Prepared:
         columns, rows, intervals = self._parsed
         return Leaderboard(task=task, phase=phase, columns=list(columns), rows=list(rows),
                            significance=self.data["board"].get("significance"),
-                           groups_pending=self.groups_pending, intervals=intervals)
+                           groups_pending=self.groups_pending, intervals=intervals,
+                           ranking=self.data["board"].get("ranking", primary.EVERY))
 
 
 def _page_data(json_text: str | bytes, extra: dict[str, Any]) -> dict[str, Any]:
