@@ -157,8 +157,8 @@ def _blocks(handle: IO[bytes]) -> Iterator[bytes]:
         yield block
 
 
-def _json_bytes(data: Any) -> bytes:
-    return json.dumps(data, sort_keys=True, ensure_ascii=False, indent=1).encode()
+def _json_bytes(data: Any, *, sort_keys: bool = True) -> bytes:
+    return json.dumps(data, sort_keys=sort_keys, ensure_ascii=False, indent=1).encode()
 
 
 def _manifest_digest(manifest: dict[str, Any]) -> str:
@@ -195,7 +195,8 @@ def dump(session: Session, storage: Storage, *, task: Task, out: Path,
                     keys[getattr(obj, key_column)] = getattr(obj, sha_column)
                 rows.append(row)
             tables[entry.name] = len(rows)
-            put(f"tables/{entry.name}.json", _json_bytes(rows))
+            # JSON columns keep their keys' order: boards list metrics in the stored order
+            put(f"tables/{entry.name}.json", _json_bytes(rows, sort_keys=False))
         people = session.execute(select(User.id, User.email, User.display_name)
                                  .where(User.id.in_(user_ids)).order_by(User.id)).all()
         put(USERS, _json_bytes([{"id": i, "email": e, "display_name": d} for i, e, d in people]))
