@@ -41,8 +41,8 @@ def team_primary(team: Team) -> list[dict[str, Any]]:
             continue
         runs = [r for r in submissions.runs_for_team(session, team=team, phase=phase)
                 if r.status != "error"]
-        shown.append({"phase": phase, "runs": runs,
-                      **primary.status(session, phase=phase, team=team, now=now())})
+        shown.append({**primary.status(session, phase=phase, team=team, now=now()),
+                      "phase": phase, "runs": runs})
     return shown
 
 
