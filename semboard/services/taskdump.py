@@ -172,12 +172,24 @@ def dump(session: Session, storage: Storage, *, task: Task, out: Path,
     """Write the whole task to the zip `out` (refused if it exists); returns the manifest."""
     if out.exists():
         raise Conflict(f"{out} exists: dump to a new file")
+    partial = out.with_name(out.name + ".partial")
+    try:
+        manifest = _write(session, storage, task=task, path=partial, now=now)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a refused dump leaves nothing behind
+        raise
+    partial.replace(out)
+    return manifest
+
+
+def _write(session: Session, storage: Storage, *, task: Task, path: Path,
+           now: datetime) -> dict[str, Any]:
+    """dump() into `path`."""
     files: dict[str, dict[str, Any]] = {}
     tables: dict[str, int] = {}
     user_ids: set[int] = set()
     keys: dict[str, str] = {}
-    partial = out.with_name(out.name + ".partial")
-    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
 
         def put(name: str, data: bytes) -> None:
             zf.writestr(name, data)
@@ -222,7 +234,6 @@ def dump(session: Session, storage: Storage, *, task: Task, out: Path,
         }
         manifest["digest"] = _manifest_digest(manifest)
         zf.writestr(MANIFEST, _json_bytes(manifest))
-    partial.replace(out)
     return manifest
 
 
