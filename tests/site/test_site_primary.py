@@ -168,6 +168,10 @@ def test_api_page_board_toggle_and_organiser_setting(app, client, session, make,
     assert "latest scored run" in got["fallback"] and got["changeable"]
     marked = client.put(url, json={"run": a1.id}, headers=h)
     assert marked.status_code == 200 and marked.get_json()["primary"]["chosen"]
+    # the commit stored the board of the new ranking, its groups computed off the request
+    session.commit()
+    session.expire_all()
+    assert prepared.stored_pending(session, phase=phase) is False
     assert client.put(url, json={"run": 99999}, headers=h).status_code == 404
     assert client.put(url, json={"run": b1.id}, headers=h).status_code == 403
     assert client.get(url, headers=make.bearer(make.user())).status_code == 404  # no team
@@ -215,3 +219,21 @@ def test_participant_cli_is_a_thin_client(app, make, teams_runs, now, tmp_path, 
     finally:
         httpd.shutdown()
         thread.join(timeout=10)
+
+
+def test_archive_and_chart_mark_contrastive_runs(session, storage, teams_runs, tmp_path, now):
+    from semboard.services import archive, charts
+
+    phase, a1 = teams_runs["phase"], teams_runs["a1"]
+    primary.set_ranking(session, phase=phase, ranking="primary", user=None, now=now)
+    session.commit()
+    archive.write_archive(session, storage, task=phase.task, out=tmp_path / "record", now=now,
+                          compute_groups=False)
+    page = (tmp_path / "record" / "phases" / "eval" / "index.html").read_text()
+    row = next(line for line in page.split("<tr") if f"runs/{a1.id}/" in line)
+    assert "contrastive" in row
+    assert "run type" in (tmp_path / "record" / "phases" / "eval" / "board.csv").read_text()
+    board = _board(session, phase)
+    spec = charts.board_ci_chart(board, board.intervals, "ALL")
+    assert spec is not None
+    assert {v["run_id"]: v["group"] for v in spec["data"]["values"]}[a1.id] == "contrastive"
