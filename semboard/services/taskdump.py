@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from sqlalchemy import Select, func, insert, inspect, select, text, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 import evaluation
@@ -363,10 +364,18 @@ def restore(session: Session, storage: Storage, *, path: Path, now: datetime) ->
                     later.append((row["id"], column, row[column]))
                     row[column] = None
         table: Any = entry.model.__table__
-        if rows:
-            session.execute(insert(table), rows)
-        for row_id, column, value in later:
-            session.execute(update(table).where(table.c.id == row_id).values({column: value}))
+        try:
+            with session.begin_nested():
+                if rows:
+                    session.execute(insert(table), rows)
+                for row_id, column, value in later:
+                    session.execute(update(table).where(table.c.id == row_id)
+                                    .values({column: value}))
+        except IntegrityError as err:
+            # e.g. an invite code another task of this site already uses
+            raise Conflict(f"table {table.name}: this site refuses the dumped rows "
+                           f"({err.orig}); restore into a site without other tasks' data") \
+                from err
         counts[entry.name] = len(rows)
     _sync_sequences(session)
     session.flush()

@@ -123,3 +123,37 @@ def test_a_missing_stored_file_or_an_edited_manifest_is_refused(session, storage
     with pytest.raises(InvalidData, match=re.escape(f"stored file {key} is missing")):
         taskdump.dump(session, storage, task=tiny_site[0], out=tmp_path / "again.zip", now=now)
     assert not list(tmp_path.glob("again.zip*"))  # not even a partial file
+
+
+def test_restore_refuses_rows_the_site_refuses(session, storage, tiny_site, sqlite_template,
+                                               tmp_path, now):
+    """Free ids, but a value this site already holds (another task's team has the dumped
+    team's invite code): refused, naming the table, nothing kept."""
+    import shutil
+
+    from sqlalchemy import select, text
+
+    from evaluation import parse_task
+    from semboard.models import Task, Team
+    from tests.site.conftest import TINY_TOML
+
+    dump = tmp_path / "tiny.zip"
+    taskdump.dump(session, storage, task=tiny_site[0], out=dump, now=now)
+    shutil.copy(sqlite_template, tmp_path / "target.sqlite")
+    factory = make_session_factory(f"sqlite:///{tmp_path / 'target.sqlite'}")
+    target = factory()
+    try:
+        tasks.load_task(target, parse_task(TINY_TOML.replace('name = "tiny"', 'name = "other"')),
+                        now=now)
+        target.flush()
+        target.execute(text("UPDATE task SET id = 500"))
+        target.add(Team(id=500, task_id=500, name="X", invite_code=tiny_site[2][0].team
+                        .invite_code, created_at=now))
+        target.commit()
+        with pytest.raises(Conflict, match="table team: this site refuses the dumped rows"):
+            taskdump.restore(target, LocalStorage(tmp_path / "b"), path=dump, now=now)
+        target.rollback()
+        assert target.scalars(select(Task.name)).all() == ["other"]
+    finally:
+        target.close()
+        factory.kw["bind"].dispose()
