@@ -237,3 +237,26 @@ def test_archive_and_chart_mark_contrastive_runs(session, storage, teams_runs, t
     spec = charts.board_ci_chart(board, board.intervals, "ALL")
     assert spec is not None
     assert {v["run_id"]: v["group"] for v in spec["data"]["values"]}[a1.id] == "contrastive"
+
+
+def test_flask_task_ranking_and_primary_commands(app, session, teams_runs, now):
+    app.config["SEMBOARD_CLOCK"] = lambda: now
+    runner = app.test_cli_runner()
+    a1, a2, b1 = (teams_runs[k] for k in ("a1", "a2", "b1"))
+    team_a, team_b = teams_runs["a"][0], teams_runs["b"][0]
+    assert "ranks every run" in runner.invoke(args=["task", "primary", "tiny", "eval"]).output
+    assert runner.invoke(args=["task", "ranking", "tiny", "eval", "primary"]).exit_code == 0
+    listed = runner.invoke(args=["task", "primary", "tiny", "eval"]).output
+    assert f"team {team_a.id}: run {a2.id} (fallback (latest scored run))" in listed
+    assert f"team {team_b.id}: run {b1.id} (fallback" in listed
+    refused = runner.invoke(args=["task", "primary", "tiny", "eval", str(a1.id)])
+    assert refused.exit_code != 0 and "gives a reason" in refused.output
+    chosen = runner.invoke(args=["task", "primary", "tiny", "eval", str(a1.id), "--reason",
+                                 "the team asked by e-mail"])
+    assert f"team {team_a.id}: run {a1.id} (chosen)" in chosen.output
+    # open phase: nothing to settle yet
+    settled = runner.invoke(args=["task", "primary", "tiny", "eval", "--settle"]).output
+    assert "falls back" not in settled
+    session.expire_all()
+    entry = session.scalars(select(AuditEntry).where(AuditEntry.action == "primary-chosen")).one()
+    assert entry.reason == "the team asked by e-mail" and entry.user_id is None
