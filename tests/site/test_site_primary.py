@@ -175,6 +175,8 @@ def test_api_page_board_toggle_and_organiser_setting(app, client, session, make,
     assert client.put(url, json={"run": 99999}, headers=h).status_code == 404
     assert client.put(url, json={"run": b1.id}, headers=h).status_code == 403
     assert client.get(url, headers=make.bearer(make.user())).status_code == 404  # no team
+    assert "one primary run per team is ranked" in client.get("/tasks/tiny").get_data(
+        as_text=True)
     # the team page marks a2 (the form's POST)
     page = client.get(f"/teams/{team_a.id}").get_data(as_text=True)
     assert 'id="primary"' in page and "Mark primary" in page
