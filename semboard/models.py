@@ -43,6 +43,9 @@ RUN_STATUSES = ("received", "valid", "scored", "error")
 UPLOAD_OUTCOMES = ("accepted", "rejected")
 # What a phase takes: uploaded runs, encoders the site runs itself (the model track), or both.
 PHASE_ACCEPTS = ("runs", "models", "both")
+# Which runs a phase ranks: every run (the default), or one primary run per team (the others
+# are contrastive: listed unranked).
+PHASE_RANKINGS = ("every", "primary")
 MODEL_STATUSES = ("queued", "running", "failed", "done")
 # Byte counts of models pass 2 GiB: 64-bit on PostgreSQL (SQLite's INTEGER already is).
 BYTES = BigInteger().with_variant(Integer(), "sqlite")
@@ -204,6 +207,7 @@ class Phase(Base):
         ),
         CheckConstraint("max_per_day IS NULL OR max_per_day > 0", name="max_per_day"),
         CheckConstraint(_in("accepts", PHASE_ACCEPTS), name="accepts"),
+        CheckConstraint(_in("ranking", PHASE_RANKINGS), name="ranking"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -229,6 +233,8 @@ class Phase(Base):
     release_gold_at: Mapped[datetime | None]
     # "runs", "models" (teams upload an encoder the site runs) or "both".
     accepts: Mapped[str] = mapped_column(String(8), default="runs", server_default="runs")
+    # "every" run ranked, or each team's "primary" run only (services.primary)
+    ranking: Mapped[str] = mapped_column(String(8), default="every", server_default="every")
 
     task: Mapped[Task] = relationship(back_populates="phases")
 
@@ -249,6 +255,26 @@ class Phase(Base):
         if state == "closed":
             return cls.closes_at <= now
         raise ValueError(f"a phase is upcoming, open or closed, not {state!r}")
+
+
+class PrimaryRun(Base):
+    """The run a team marked primary in a phase ranking primary runs (one per team and phase).
+
+    `fallback` marks a row written at the deadline for a team that chose none (its latest
+    scored run, audited); a chosen run that is later replaced stays primary through its
+    replacement.
+    """
+
+    __tablename__ = "primary_run"
+    __table_args__ = (UniqueConstraint("team_id", "phase_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("team.id", ondelete="CASCADE"))
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    chosen_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    chosen_at: Mapped[datetime]
+    fallback: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class Team(Base):

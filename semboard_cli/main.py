@@ -1,5 +1,5 @@
 """The `semboard` command: login, tasks, download, validate, submit, submit-model, models,
-publish-model, runs, leaderboard."""
+publish-model, runs, primary, leaderboard."""
 
 from __future__ import annotations
 
@@ -488,6 +488,38 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_primary(args: argparse.Namespace) -> int:
+    """Show the team's primary run in a phase, or mark one (RUN: its id)."""
+    api = _api(args)
+    phase = _pick_phase(api.get_json(f"/tasks/{args.task}"), args.phase)
+    path = f"/tasks/{args.task}/phases/{phase['slug']}/primary"
+    if args.run is None:
+        data = api.get_json(path)
+    else:
+        body: dict[str, Any] = {"run": args.run}
+        if args.reason:
+            body["reason"] = args.reason
+        data = api.request("PUT", path, json=body).json()
+    if args.format == "json":
+        _out(json.dumps(data, indent=2))
+        return EXIT_OK
+    if data["ranking"] != "primary":
+        _out(f"Phase {data['phase']} ranks every run: there is no primary run to mark.")
+        return EXIT_OK
+    chosen = data["primary"]
+    if chosen is None:
+        _out(f"Team {data['team']} has no primary run in {data['phase']} yet "
+             f"({data['fallback']}).")
+    else:
+        how = "chosen" if chosen["chosen"] else f"fallback: {data['fallback']}"
+        _out(f"Team {data['team']}'s primary run in {data['phase']}: {chosen['run']!r} "
+             f"(#{chosen['run_id']}, {how}).")
+    if data["changeable"]:
+        _out(f"Changeable until the phase closes ({data['closes_at']}); the team's other runs "
+             "are contrastive (listed, not ranked).")
+    return EXIT_OK
+
+
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """A phase's leaderboard as a table, CSV or JSON."""
     api = _api(args, need_token=False)
@@ -579,6 +611,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("task")
     p.add_argument("--phase")
     p.add_argument("--all", action="store_true", help="include replaced runs")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p = add("primary", cmd_primary, "show your team's primary run in a phase that ranks one "
+            "run per team, or mark one (changeable until the phase closes)")
+    p.add_argument("task")
+    p.add_argument("run", nargs="?", type=int, help="the id of the run to mark primary")
+    p.add_argument("--phase", help="phase slug (default: the open one)")
+    p.add_argument("--reason", help="organisers marking a team's run: why (audited)")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p = add("leaderboard", cmd_leaderboard, "show a leaderboard")
     p.add_argument("task")

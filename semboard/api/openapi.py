@@ -49,6 +49,12 @@ SCHEMAS: dict[str, Any] = {
                   "aggregate_metrics": {"type": "array", "items": STR},
                   "team": _obj({"name": STR, "deadlines": {"type": "object",
                                                            "additionalProperties": TIME}})}),
+    "PrimaryRun": _obj({"phase": STR, "ranking": {"enum": ["every", "primary"]}, "team": STR,
+                        "fallback": {"type": ["string", "null"]}, "changeable": BOOL,
+                        "closes_at": TIME,
+                        "primary": {"oneOf": [{"type": "null"}, _obj(
+                            {"run_id": INT, "run": STR, "chosen": BOOL,
+                             "chosen_at": NULL_TIME})]}}),
     "TaskList": _obj({"tasks": {"type": "array", "items": _ref("Task")}}),
     "Run": _obj({"id": INT, "task": STR, "phase": STR, "team": STR, "name": STR,
                  "status": {"enum": ["received", "valid", "scored", "error"]}, "current": BOOL,
@@ -295,6 +301,18 @@ def _paths() -> dict[str, dict[str, Any]]:
                        "My team's window in a windowed phase (404 until it starts)",
                        _json("Window"), errors=("401", "403", "404")),
             "post": _window_op(f"{t}/phases/{{phase_slug}}/window"),
+        },
+        f"{t}/phases/{{phase_slug}}/primary": {
+            "get": _op(f"{t}/phases/{{phase_slug}}/primary",
+                       "My team's primary run in the phase (where it ranks one run per team; "
+                       "without a choice the latest scored run)", _json("PrimaryRun"),
+                       errors=("401", "404")),
+            **{method: _op(f"{t}/phases/{{phase_slug}}/primary",
+                           "Mark a run primary: team members while the phase is open, "
+                           "organisers at any time with a reason (audited)",
+                           _json("PrimaryRun"), body=_fields(run=INT, reason=STR),
+                           errors=("401", "403", "404", "409", "422"))
+               for method in ("put", "post")},
         },
         f"{t}/gold/{{dataset}}": {"get": _op(
             f"{t}/gold/{{dataset}}", "A dataset's gold, once released", _file("Gold"),

@@ -13,6 +13,7 @@ from semboard.cli import (
     demo,
     mail,
     models,
+    taskdump,
     worker,
 )
 
@@ -21,6 +22,9 @@ def register(app: Flask) -> None:
     """Add every command group to the app."""
     core.register_cli(app)
     core.results_cli.add_command(archive.results_archive)
+    for command in (taskdump.task_dump, taskdump.task_restore, taskdump.task_ranking,
+                    taskdump.task_primary):
+        core.task_cli.add_command(command)
     closing.register_closing(app)
     for command in (baselines.baselines_cli, boards.boards_cli, demo.demo_cli,
                     mail.notify_deadlines_cli, models.models_cli, worker.worker_cli):

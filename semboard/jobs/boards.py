@@ -29,7 +29,7 @@ from semboard.clock import utcnow
 from semboard.db import begin_write, job_session_factory
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
-from semboard.models import GoldFile, Phase, Run, RunScoreRecord, Task, Team
+from semboard.models import GoldFile, Phase, PrimaryRun, Run, RunScoreRecord, Task, Team
 from semboard.services import prepared as prepared_boards
 from semboard.storage import get_storage
 
@@ -64,7 +64,7 @@ def mode(app: Flask) -> str:
 
 def _touched(obj: Any) -> tuple[str, int] | None:
     """Which task (or run, for a score) a changed object's board depends on."""
-    if isinstance(obj, RunScoreRecord):
+    if isinstance(obj, RunScoreRecord | PrimaryRun):  # a primary run moves its phase's ranks
         return ("run", obj.run_id)
     if isinstance(obj, Task):
         return ("task", obj.id)

@@ -22,7 +22,8 @@ from semboard.models import (
 from semboard.services import access
 
 ACTIONS = ("run-moved", "teams-merged", "published", "gold-released", "description-edited",
-           "model-published", "model-withdrawn", "model-rerun")
+           "model-published", "model-withdrawn", "model-rerun",
+           "ranking-set", "primary-chosen", "primary-fallback")
 
 
 def record(

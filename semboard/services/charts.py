@@ -42,7 +42,9 @@ def board_ci_chart(board: Any, intervals: Mapping[int, Mapping[str, Sequence[flo
             "run": _label(row), "run_id": row.run_id, "order": order, "score": value,
             "lo": ci[0] if ci else value, "hi": ci[1] if ci else value,
             "rank": row.ranks.get(metric),
-            "group": f"G{group}" if group is not None else ("baseline" if row.baseline else "—"),
+            "group": f"G{group}" if group is not None else ("baseline" if row.baseline else
+                                                             "contrastive" if row.contrastive
+                                                             else "—"),
             # alternate shading from one significance group to the next
             "shade": (group % 2) if group is not None else 2,
             "kind": "baseline" if row.baseline else "run",

@@ -29,7 +29,7 @@ from semboard.models import (
     Team,
     User,
 )
-from semboard.services import access, charts, definitions, significance
+from semboard.services import access, charts, definitions, primary, significance
 from semboard.storage import Storage
 from semboard.timefmt import api_time
 
@@ -74,6 +74,8 @@ class Row:
     missing: dict[str, str] = field(default_factory=dict)
     # a model-track run: which weights made it (digest, architecture, parameters...); else None
     model: dict[str, Any] | None = None
+    # boards ranking primary runs only: True for a contrastive (unranked) run; else None
+    contrastive: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (the API's row)."""
@@ -90,7 +92,7 @@ class Row:
             "groups": self.groups,
             "missing": self.missing,
             "model": self.model,
-        }
+        } | ({} if self.contrastive is None else {"contrastive": self.contrastive})
 
     @property
     def n_parameters(self) -> int | None:
@@ -156,6 +158,8 @@ class Leaderboard:
     groups_pending: bool = False
     # each row's stored 95% CIs {run id: {column key: [low, high]}}, read when the board is built
     intervals: dict[int, dict[str, list[float]]] = field(default_factory=dict)
+    # "every" run ranked, or "primary" runs only (the others contrastive, unranked)
+    ranking: str = primary.EVERY
 
     @property
     def has_models(self) -> bool:
@@ -171,14 +175,15 @@ class Leaderboard:
             "rows": [r.to_json() for r in self.rows],
             "significance": self.significance,
             "groups_pending": self.groups_pending,
-        }
+        } | ({} if self.ranking == primary.EVERY else {"ranking": self.ranking})
 
     @classmethod
     def from_json(cls, task: Task, phase: Phase, data: dict[str, Any],
                   intervals: dict[str, Any] | None = None) -> Leaderboard:
         """The board back from its stored JSON form (a prepared board)."""
         board = cls(task=task, phase=phase, significance=data.get("significance"),
-                    groups_pending=bool(data.get("groups_pending")))
+                    groups_pending=bool(data.get("groups_pending")),
+                    ranking=data.get("ranking", primary.EVERY))
         board.columns = [Column(**c) for c in data["columns"]]
         board.rows = [Row(**{**r, "submitted_at": datetime.fromisoformat(r["submitted_at"])})
                       for r in data["rows"]]
@@ -188,6 +193,9 @@ class Leaderboard:
     def _table(self, *, latex: bool = False) -> tuple[list[str], list[list[Any]]]:
         """Header and body of the exports; with model rows, their parameters (and digest)."""
         header = ["team", "run", "baseline", "flags"]
+        contrastive = self.ranking != primary.EVERY  # boards ranking every run: as before
+        if contrastive:
+            header.append("run type")
         models = self.has_models
         if models:  # boards without model runs export exactly as before
             header += ["Params"] if latex else ["parameters", "model digest"]
@@ -198,6 +206,8 @@ class Leaderboard:
         body = []
         for row in self.rows:
             line: list[Any] = [row.team, row.run, "yes" if row.baseline else "", "".join(row.flags)]
+            if contrastive:
+                line.append(run_type(row))
             if models and latex:
                 line.append(row.parameters_label)
             elif models:
@@ -243,6 +253,19 @@ class Leaderboard:
         lines += [" & ".join(cell(v) for v in line) + r" \\" for line in body]
         lines += [r"\hline", r"\end{tabular}", ""]
         return "\n".join(lines)
+
+
+def run_type(row: Row) -> str:
+    """A row of a board ranking primary runs: "primary", "contrastive" ("" for baselines)."""
+    if row.contrastive is None:
+        return ""
+    return "contrastive" if row.contrastive else "primary"
+
+
+def _ranked_filter(session: Session, phase: Phase) -> set[int] | None:
+    """Which participant runs take a rank: None, every one; else the teams' primary runs (the
+    others are contrastive: listed, marked, unranked and in no significance group)."""
+    return primary.ranked_runs(session, phase=phase)
 
 
 class _ParsedScore:
@@ -395,13 +418,18 @@ def build_leaderboard(
     ).all()
     parsed = _parsed_scores(session, [line[9] for line in listed])
     scored = [(line, parsed[line[9]]) for line in listed]
-    # Baselines take no rank: rank the participants' runs only.
-    ranks = rank_runs(definition, {line[0]: p.score for line, p in scored if not line[7]})
+    ranked_ids = _ranked_filter(session, phase)
+
+    def takes_rank(line: Any) -> bool:
+        # baselines take no rank, nor contrastive runs where primary runs are ranked
+        return not line[7] and (ranked_ids is None or line[0] in ranked_ids)
+
+    ranks = rank_runs(definition, {line[0]: p.score for line, p in scored if takes_rank(line)})
     ranked_keys = set(ranking_keys(definition))
-    board = Leaderboard(task=task, phase=phase)
+    board = Leaderboard(task=task, phase=phase, ranking=phase.ranking)
     datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
     board.columns = _columns(definition, [p.flat for _, p in scored], ranked_keys, datasets)
-    ranked_pairs = [(line[0], line[9]) for line, _ in scored if not line[7]]
+    ranked_pairs = [(line[0], line[9]) for line, _ in scored if takes_rank(line)]
     groups: dict[str, dict[str, int]] = {}
     metrics = [c.key for c in board.columns if c.ranked]
     if ranked_pairs and metrics:
@@ -437,6 +465,7 @@ def build_leaderboard(
             submitted_at=submitted_at,
             baseline_info=dict(meta) if is_baseline else None,
             model=model_summary(meta),
+            contrastive=None if ranked_ids is None or is_baseline else run_id not in ranked_ids,
             # no group where the run takes no rank (CLSS: an incomplete run overall)
             groups={m: g for m, g in groups.get(str(run_id), {}).items()
                     if m in ranks.get(run_id, {})},

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from evaluation import rank_runs, validate_run
 from semboard.models import Phase, Run, Task
-from semboard.services import definitions, descriptions, inputs, leaderboard
+from semboard.services import definitions, descriptions, inputs, leaderboard, primary
 from semboard.storage import Storage
 
 TABLES = ("runs", "resources", "confidence")
@@ -101,11 +101,15 @@ def runs_table(session: Session, *, task: Task, phase: Phase, rank_baselines: bo
     board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=None,
                                           check_access=False, storage=None, now=now)
     ranks = {row.run_id: row.ranks for row in board.rows}
-    if rank_baselines:
+    contrastive = {row.run_id for row in board.rows if row.contrastive}
+    if rank_baselines:  # contrastive runs stay unranked
         scored = {r.id: r.current_score.scores for r in _runs(session, phase)
-                  if r.current_score is not None}
+                  if r.current_score is not None and r.id not in contrastive}
         ranks = rank_runs(definitions.definition(task), scored)
     header = ["run", "baseline", "flags"]
+    typed = board.ranking != primary.EVERY  # primary runs ranked: each run's type
+    if typed:
+        header.append("run type")
     models = board.has_models  # model-track runs: their parameter count (other boards: as before)
     if models:
         header.append("parameters")
@@ -119,6 +123,8 @@ def runs_table(session: Session, *, task: Task, phase: Phase, rank_baselines: bo
     for row in board.rows:
         line: list[Any] = [f"{row.team}-{row.run}", "yes" if row.baseline else "",
                            "".join(row.flags)]
+        if typed:
+            line.append(leaderboard.run_type(row))
         if models:
             line.append(row.n_parameters)
         for column in board.columns:

@@ -32,7 +32,7 @@ from semboard.models import (
     Team,
     User,
 )
-from semboard.services import access, tasks
+from semboard.services import access, primary, tasks
 from semboard.services.leaderboard import Column, Leaderboard, Row, build_leaderboard
 from semboard.storage import Storage
 
@@ -140,6 +140,8 @@ def _board_version(session: Session, phase: Phase) -> str:
         "groups": groups,
         "runs": [n_runs, hashlib.sha256((runs_text or "").encode()).hexdigest()],
     }
+    if phase.ranking != primary.EVERY:  # which runs take a rank (versions of other boards stay)
+        shown["ranked"] = sorted(primary.ranked_runs(session, phase=phase) or ())
     return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()
 
 
@@ -194,7 +196,8 @@ class Prepared:
         columns, rows, intervals = self._parsed
         return Leaderboard(task=task, phase=phase, columns=list(columns), rows=list(rows),
                            significance=self.data["board"].get("significance"),
-                           groups_pending=self.groups_pending, intervals=intervals)
+                           groups_pending=self.groups_pending, intervals=intervals,
+                           ranking=self.data["board"].get("ranking", primary.EVERY))
 
 
 def _page_data(json_text: str | bytes, extra: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from semboard.errors import InvalidData
 from semboard.models import Phase, Task, User
-from semboard.services import access, audit, gold
+from semboard.services import access, audit, gold, primary
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,8 @@ def tick(session: Session, *, now: datetime) -> list[str]:
                          reason=f"scheduled for {phase.release_gold_at:%Y-%m-%d %H:%M} UTC",
                          details={"summary": f"gold of {task.name} released on schedule"})
             done.append(f"released the gold of {task.name}")
+    # closed phases ranking primary runs: the fallback of teams that chose none is written down
+    done += primary.settle_due(session, now=now)
     return done
 
 

@@ -24,6 +24,7 @@ from semboard.jobs import scoring as scoring_jobs
 from semboard.models import Phase, Task
 from semboard.services import access, breakdowns, charts, definitions, leaderboard, phases, tasks
 from semboard.services import prepared as prepared_boards
+from semboard.views import primary as primary_views
 from semboard.views.common import admin_required, bp, db, load_task, me, now
 from semboard.web import files
 from semboard.web.forms import ActionForm
@@ -155,13 +156,14 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
     search = request.args.get("q", "").strip()[:120]
     page = request.args.get("page", 1, type=int) or 1
     requested = request.args.get("breakdown", "").strip()[:60]
+    hide = request.args.get("contrastive") == "hide"
     etag = None
     if user is None and not session.get("_flashes"):
         # anonymous pages differ only by database, version, page, search and the phases on offer
         # (the database: a version names content within one site, and a process may serve two)
         state = [(p.id, p.slug, p.visibility, p.results_published_at is not None) for p in phases]
         site = str(session_.get_bind().engine.url)
-        etag = hashlib.sha256(repr((site, prepared.version, page, search, state, requested))
+        etag = hashlib.sha256(repr((site, prepared.version, page, search, state, requested, hide))
                               .encode()).hexdigest()[:32]
         if request.if_none_match.contains(etag):
             return files.respond(b"", etag=etag, mimetype="text/html", compressed=False)
@@ -172,7 +174,8 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
                                  mimetype="text/html", compressed=compressed,
                                  public=phase.visibility == "public")
     board = prepared.board(task, phase)
-    rows, matching, pages = leaderboard.page_rows(board.rows, page=page, per_page=PER_PAGE,
+    listed = primary_views.board_rows_shown(board.rows, hide_contrastive=hide)
+    rows, matching, pages = leaderboard.page_rows(listed, page=page, per_page=PER_PAGE,
                                                   search=search)
     page = min(max(page, 1), pages)
     definition = definitions.definition(task)
@@ -189,7 +192,8 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         definition=definition,
         flags_present=flags_present,
         intervals=board.intervals,
-        table=_table(board, prepared, rows, (page, search), shown),
+        table=_table(board, prepared, rows, (page, search, hide), shown),
+        hide_contrastive=hide,
         breakdowns=declared,
         breakdown=shown,
         rows=rows,

@@ -26,6 +26,7 @@ from semboard.services import (
 )
 from semboard.services import models as model_services
 from semboard.timefmt import clock_text
+from semboard.views import primary as primary_views
 from semboard.views.common import (
     bp,
     committed,
@@ -209,6 +210,7 @@ def team(team_id: int) -> Any:
         models=model_services.team_models_queued(session, team=team),
         phase_status=windows.team_phase_status(
             session, team=team, phases=tasks.phases(session, team.task), now=now()),
+        primary_phases=primary_views.team_primary(team),
     )
 
 

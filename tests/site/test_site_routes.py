@@ -95,6 +95,11 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("GET", "/api/v1/tasks/tiny/leaderboard?phase=eval", 403, 403),
     ("GET", "/api/v1/tasks/tiny/phases/eval/inputs/alpha", 401, 200),
     ("POST", "/api/v1/tasks/tiny/runs", 401, 422),
+    # primary runs (issue 30): B names no run of the phase; the API wants a run id
+    ("POST", "/tasks/tiny/phases/eval/primary", LOGIN, 404),
+    ("GET", "/api/v1/tasks/tiny/phases/eval/primary", 401, 200),
+    ("PUT", "/api/v1/tasks/tiny/phases/eval/primary", 401, 422),
+    ("POST", "/api/v1/tasks/tiny/phases/eval/primary", 401, 422),
     # organiser and admin routes: a participant is refused
     ("GET", "/admin", LOGIN, 403),
     ("POST", "/admin", LOGIN, 403),
@@ -115,6 +120,7 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("POST", "/tasks/tiny/organise/phases/new", LOGIN, 403),
     ("POST", "/tasks/tiny/organise/release-gold", LOGIN, 403),
     ("POST", "/tasks/tiny/organise/rescore", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/phases/eval/ranking", LOGIN, 403),
     ("GET", "/tasks/tiny/organise/runs", LOGIN, 403),
     ("POST", "/tasks/tiny/organise/teams/{team_a}/organiser-team", LOGIN, 403),
     # participant API and accounts (issue 12)
