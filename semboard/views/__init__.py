@@ -18,6 +18,7 @@ from semboard.views import (  # noqa: F401  (each module adds its routes to comm
     closing,
     models,
     organise,
+    participation,
     tasks,
 )
 from semboard.views.common import bp, current_session_key

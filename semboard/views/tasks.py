@@ -18,14 +18,17 @@ from semboard.services import (
     descriptions,
     gold,
     inputs,
+    participation,
     splits,
     submissions,
     tasks,
     teams,
+    terms,
     windows,
 )
 from semboard.services import models as model_services
 from semboard.timefmt import clock_text
+from semboard.views import participation as participation_views
 from semboard.views.common import (
     bp,
     committed,
@@ -60,7 +63,8 @@ def tasks_index() -> Any:
     """Every task with its phases."""
     session = db()
     user = me()
-    rows = [(task, tasks.phases(session, task)) for task in tasks.list_tasks(session)]
+    rows = [(task, tasks.phases(session, task))
+            for task in participation.listed(session, tasks.list_tasks(session), user=user)]
     visible = {p.id for _, phases in rows for p in phases
                if access.can_view_leaderboard(session, user, p)}
     return render_template("tasks/index.html", rows=rows, phase_state=_phase_state,
@@ -137,6 +141,7 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
         quotas=quotas,
         create_form=create_form or TeamCreateForm(formdata=None),
         join_form=join_form or TeamJoinForm(formdata=None),
+        **participation_views.task_page_extras(task),
     )
 
 
@@ -242,6 +247,8 @@ def download_inputs(task_name: str, phase_slug: str, dataset: str) -> Any:
         filename, data = inputs.download_inputs(
             db(), storage(), phase=phase, dataset=dataset, user=me(), now=now()
         )
+    except terms.TermsRequired as err:
+        return participation_views.terms_redirect(task, err)
     except DomainError as err:
         flash_error(err)
         return redirect(url_for("web.task", task_name=task.name))
@@ -255,6 +262,8 @@ def download_gold(task_name: str, dataset: str) -> Any:
     try:
         filename, data = gold.download_gold(db(), storage(), task=task, dataset=dataset,
                                             viewer=me(), split=request.args.get("split") or None)
+    except terms.TermsRequired as err:
+        return participation_views.terms_redirect(task, err)
     except DomainError as err:
         flash_error(err)
         return redirect(url_for("web.task", task_name=task.name))
