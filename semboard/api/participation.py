@@ -78,7 +78,7 @@ def accept_terms(task_name: str) -> Any:
     client = body.get("client") or "api"
     if client not in ("api", "cli"):
         raise InvalidData("client is 'api' or 'cli'")
-    digests = body.get("digests")
+    digests = body.get("digests") if "digests" in body else None
     if digests is not None and (not isinstance(digests, list)
                                 or not all(isinstance(d, str) for d in digests)):
         raise InvalidData("digests lists the digests of the terms you read")
@@ -114,7 +114,8 @@ def decide_team(task_name: str, team_id: int) -> Any:
     team = teams.get_team(session, team_id)
     if team.task_id != task.id:
         raise NotFound("no such team in this task")
-    body = request.get_json(silent=True) or {}
+    body = request.get_json(silent=True)
+    body = body if isinstance(body, dict) else {}
     row = participation.decide(session, team=team, state=str(body.get("state", "")), user=user,
                                now=request_now())
     session.commit()
@@ -166,9 +167,12 @@ def send_announcement(task_name: str, announcement_id: int) -> Any:
     task = tasks.get_task(session, task_name)
     access.require_organiser(session, user, task)
     row = announcements.get(session, task=task, announcement_id=announcement_id)
-    body = request.get_json(silent=True) or {}
+    body = request.get_json(silent=True)
+    body = body if isinstance(body, dict) else {}
+    title, text = body.get("title"), body.get("body")
     announcements.send_draft(session, announcement=row, user=user, now=request_now(),
-                             title=body.get("title"), body=body.get("body"))
+                             title=str(title) if title is not None else None,
+                             body=str(text) if text is not None else None)
     session.commit()
     return jsonify(announcements.to_json(row))
 
