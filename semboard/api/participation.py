@@ -60,10 +60,10 @@ def show_terms(task_name: str) -> Any:
     task = tasks.get_task(session, task_name)
     versions = _versions_json(task, _user())
     rules = participation.rules(task)
-    return jsonify({"task": task.name, "versions": versions,
+    return jsonify({**rules.to_json(), "task": task.name, "versions": versions,
                     "accepted": all(v["accepted"] for v in versions),
                     "terms_url": url_for("web.terms_page", task_name=task.name, _external=True),
-                    **rules.to_json(), "terms_document_url": rules.terms_url or None})
+                    "terms_document_url": rules.terms_url or None})
 
 
 @bp.post("/tasks/<task_name>/terms/accept")
