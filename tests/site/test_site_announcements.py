@@ -25,8 +25,8 @@ def _world(session, make, now, app):
     task = make.task(with_gold=True)
     make.phase(task, "eval")
     make.phase(task, "trial", kind="trial")
-    team_a, cap_a = make.team(task, "A")
-    team_b, cap_b = make.team(task, "B")
+    _team_a, cap_a = make.team(task, "A")
+    _team_b, cap_b = make.team(task, "B")
     organiser = make.user("org@example.org")
     tasks.add_organiser(session, task=task, user=organiser, now=now)
     session.commit()
@@ -89,9 +89,8 @@ def _team(session, task, name):
     return next(t for t in teams.list_teams(session, task=task) if t.name == name)
 
 
-def test_mail_goes_to_those_who_opted_in_after_the_commit(mail_app, client, inbox, session,
-                                                          make, now, app):
-    task, cap_a, cap_b, organiser = _world(session, make, now, app)
+def test_mail_goes_to_those_who_opted_in(mail_app, client, inbox, session, make, now, app):  # noqa: F811
+    _task, cap_a, _cap_b, organiser = _world(session, make, now, app)
     _login(client, cap_a)
     assert client.post("/tasks/tiny/announcements/mail", data={"mail": "on"}).status_code == 302
     client.post("/logout")
@@ -117,7 +116,7 @@ def test_mail_goes_to_those_who_opted_in_after_the_commit(mail_app, client, inbo
 
 def test_the_site_drafts_announcements_for_organisers_to_send(app, client, session, make, now,
                                                               tiny_data):
-    task, cap_a, cap_b, organiser = _world(session, make, now, app)
+    task, cap_a, _cap_b, organiser = _world(session, make, now, app)
     eval_phase = tasks.get_phase(session, task, "eval")
     team_a = _team(session, task, "A")
     submissions.submit(session, make.storage, team=team_a, phase=eval_phase, user=cap_a,

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openapi_support import check_response
 
-from semboard.services import announcements, tasks
 from semboard.api.openapi import spec
+from semboard.services import announcements, tasks
 from semboard.web.hardening import MAX_ID
 
 API = "/api/v1"

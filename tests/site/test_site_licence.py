@@ -3,7 +3,6 @@ CITATION.cff checked by cffconvert, the BibTeX on its index, terms counted in it
 
 from __future__ import annotations
 
-from markupsafe import escape
 import io
 import json
 import os
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from markupsafe import escape
 
 from semboard.services import archive, bundle, citation, terms
 from tests.archive_check import broken_links, html_problems

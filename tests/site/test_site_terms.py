@@ -59,8 +59,8 @@ def gated(app, session, storage, make, tiny_data, now):
     app.config["SEMBOARD_CLOCK"] = lambda: now
     task = load(session, storage, tiny_data, terms_toml(phase_terms="Runs stay private."))
     phase = make.phase(task, "eval")
-    team_a, cap_a = make.team(task, "A")
-    team_b, cap_b = make.team(task, "B")
+    _team_a, cap_a = make.team(task, "A")
+    _team_b, cap_b = make.team(task, "B")
     organiser = make.user("org@example.org")
     tasks.add_organiser(session, task=task, user=organiser, now=now)
     session.commit()
@@ -258,7 +258,7 @@ def unlisted(app, session, storage, make, tiny_data, now):
     app.config["SEMBOARD_CLOCK"] = lambda: now
     task = load(session, storage, tiny_data, terms_toml(participation_table="unlisted = true"))
     make.phase(task, "eval")
-    team, captain = make.team(task, "A")
+    _team, captain = make.team(task, "A")
     stranger = make.user()
     from semboard.services import participation as gate
 
