@@ -13,6 +13,7 @@ from semboard.cli import (
     demo,
     mail,
     models,
+    participation,  # noqa: F401  (its commands join `core.task_cli`)
     worker,
 )
 

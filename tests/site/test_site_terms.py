@@ -293,3 +293,39 @@ def test_unlisted_task_is_reachable_only_by_its_link(client, unlisted, session):
     assert client.post("/tasks/tiny/terms", data={"digest": digests}).status_code == 302
     # accepting made the stranger a participant: the API finds the task without a key now
     assert client.get("/api/v1/tasks/tiny", headers=unlisted["tx"]).status_code == 200
+
+
+def test_flask_commands_set_terms_export_acceptances_announce_and_link(app, gated, session,
+                                                                       tmp_path):
+    runner = app.test_cli_runner()
+    shown = runner.invoke(args=["task", "terms", "tiny"])
+    assert shown.exit_code == 0 and "Do not redistribute" in shown.output
+    text = tmp_path / "terms.txt"
+    text.write_text("New terms.")
+    changed = runner.invoke(args=["task", "terms", "tiny", "--file", str(text)])
+    assert changed.exit_code == 0 and "version " in changed.output
+    session.rollback()
+    assert terms.current(session, task=gated["task"]).text == "New terms."
+    terms.accept(session, task=gated["task"], user=gated["a"], client="api", now=NOW)
+    session.commit()
+    exported = runner.invoke(args=["task", "acceptances", "tiny"])
+    assert exported.output.splitlines()[0] == ",".join(terms.CSV_COLUMNS)
+    assert len(exported.output.splitlines()) == 3  # the task's and eval's terms
+    body = tmp_path / "body.txt"
+    body.write_text("The test data is out.")
+    posted = runner.invoke(args=["task", "announce", "tiny", "Test data", str(body)])
+    assert posted.exit_code == 0 and "sent" in posted.output
+    listed = runner.invoke(args=["task", "link", "tiny"])
+    assert listed.exit_code != 0 and "listed" in listed.output
+
+
+def test_a_new_secret_link_revokes_the_old_one(app, client, unlisted):
+    old = unlisted["key"]
+    assert client.get("/tasks/tiny?key=" + old).status_code == 200
+    made = app.test_cli_runner().invoke(args=["task", "link", "tiny", "--new"])
+    assert made.exit_code == 0
+    new = made.output.strip().rpartition("key=")[2]
+    assert new and new != old
+    fresh = app.test_client()
+    assert fresh.get("/tasks/tiny?key=" + old).status_code == 404
+    assert fresh.get("/tasks/tiny?key=" + new).status_code == 200
