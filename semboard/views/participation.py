@@ -42,7 +42,8 @@ def _unlisted_tasks() -> None:
     except DomainError:
         return  # the view answers its own 404
     key = request.args.get("key")
-    known = session.get(KEYS) if isinstance(session.get(KEYS), dict) else {}
+    stored = session.get(KEYS)
+    known: dict[str, str] = stored if isinstance(stored, dict) else {}
     if participation.can_find(db(), task=task, user=me(), key=key or known.get(task.name)):
         if key and participation.can_find(db(), task=task, user=None, key=key):
             session[KEYS] = {**known, task.name: key}  # the cookie remembers the link

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
+from semboard.mail.messages import build_messages
 from semboard.models import Announcement
 from semboard.services import announcements, gold, submissions, tasks
 from tests.site.test_site_mail import _body, inbox, mail_app  # noqa: F401  (fixtures)
@@ -90,7 +91,7 @@ def _team(session, task, name):
 
 
 def test_mail_goes_to_those_who_opted_in(mail_app, client, inbox, session, make, now, app):  # noqa: F811
-    _task, cap_a, _cap_b, organiser = _world(session, make, now, app)
+    task, cap_a, cap_b, organiser = _world(session, make, now, app)
     _login(client, cap_a)
     assert client.post("/tasks/tiny/announcements/mail", data={"mail": "on"}).status_code == 302
     client.post("/logout")
@@ -112,6 +113,27 @@ def test_mail_goes_to_those_who_opted_in(mail_app, client, inbox, session, make,
     session.rollback()
     assert session.get(Announcement, draft.id).title == "Deadline moved"
     assert len(inbox.wait(1)) == 1  # sending twice is refused: still one message
+    # who gets what, exactly: those who opted in; a phase's announcement only its teams
+    announcements.set_opt_in(session, task=task, user=cap_b, value=True, now=now)
+    submissions.submit(session, make.storage, team=_team(session, task, "A"),
+                       phase=tasks.get_phase(session, task, "eval"), user=cap_a, name="r1",
+                       files=make.tiny.run(seed=1), now=now)
+    to_eval = announcements.post(session, task=task, user=None, title="Eval", body="Only A.",
+                                 now=now, phase=tasks.get_phase(session, task, "eval"),
+                                 send=False)
+    session.commit()
+
+    def recipients(row):
+        messages = build_messages(session, [{"kind": "announcement", "announcement_id": row.id}],
+                                  base_url="http://board.example.org")
+        return [to for to, _subject, _body in messages]
+
+    assert recipients(draft) == [cap_a.email, cap_b.email]
+    assert recipients(to_eval) == []  # a draft mails nobody
+    announcements.send_draft(session, announcement=to_eval, user=None, now=now)
+    assert recipients(to_eval) == [cap_a.email]
+    announcements.set_opt_in(session, task=task, user=cap_a, value=False, now=now)
+    assert recipients(to_eval) == []
 
 
 def test_the_site_drafts_announcements_for_organisers_to_send(app, client, session, make, now,
