@@ -75,6 +75,8 @@ def test_post_read_marks_and_feed(app, client, session, make, now, tiny_data):
     page = client.get("/tasks/tiny/announcements").get_data(as_text=True)
     assert "Eval teams only" not in page and "Download it now." in page
 
+    client.post("/logout")
+    _login(client, cap_a)  # A reads the eval announcement on the site; the feed is public
     feed = client.get("/tasks/tiny/announcements.atom")
     assert feed.headers["Content-Type"].startswith("application/atom+xml")
     root = ET.fromstring(feed.get_data())
