@@ -162,12 +162,17 @@ def test_the_site_drafts_announcements_for_organisers_to_send(app, client, sessi
     body = drafts["gold-correction"].body
     assert "eval A / r1" in body and "alpha/pearson:" in body and " -> " in body
     assert "/tasks/tiny/leaderboard/eval" in drafts["results"].body
+    deadline_title, results_id = drafts["deadline"].title, drafts["results"].id
+    org = make.bearer(organiser)  # commits: the app writes next
+    _login(client, organiser)
+    page = client.get("/tasks/tiny/organise/announcements").get_data(as_text=True)
+    assert deadline_title in page and "by the site" in page
+    client.post("/logout")
     # nobody sees a draft until it is sent
     assert client.get("/api/v1/tasks/tiny/announcements").get_json()["announcements"] == []
-    org = make.bearer(organiser)
     listed = client.get("/api/v1/tasks/tiny/announcements?status=draft", headers=org)
     assert len(listed.get_json()["announcements"]) == 3
-    sent = client.post(f"/api/v1/tasks/tiny/announcements/{drafts['results'].id}/send",
+    sent = client.post(f"/api/v1/tasks/tiny/announcements/{results_id}/send",
                        headers=org, json={})
     assert sent.get_json()["status"] == "sent"
     public = client.get("/api/v1/tasks/tiny/announcements").get_json()["announcements"]

@@ -245,6 +245,14 @@ def test_teams_wait_for_approval_on_api_and_pages_alike(client, approval):
                 json={"state": "refused"})
     refused = client.get(INPUTS, headers=approval["ta"])
     assert "did not approve" in refused.get_json()["error"]
+    # the organisers' page shows each team's state and approves it again
+    client.post("/logout")
+    login(client, approval["organiser"])
+    page = client.get("/tasks/tiny/organise/participation").get_data(as_text=True)
+    assert 'id="approval-table"' in page and "refused" in page
+    assert client.post(f"/tasks/tiny/organise/teams/{team_id}/approval",
+                       data={"state": "approved"}).status_code == 302
+    assert client.get(INPUTS, headers=approval["ta"]).status_code == 200
 
 
 def test_a_refused_domain_gets_no_data(client, approval):
