@@ -6,6 +6,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 
 from semboard.mail.messages import build_messages
@@ -34,6 +35,9 @@ def _world(session, make, now, app):
     return task, cap_a, cap_b, organiser
 
 
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
 def test_post_read_marks_and_feed(app, client, session, make, now, tiny_data):
     task, cap_a, cap_b, organiser = _world(session, make, now, app)
     org = make.bearer(organiser)
@@ -138,6 +142,9 @@ def test_mail_goes_to_those_who_opted_in(mail_app, client, inbox, session, make,
     assert recipients(to_eval) == []
 
 
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
 def test_the_site_drafts_announcements_for_organisers_to_send(app, client, session, make, now,
                                                               tiny_data):
     task, cap_a, _cap_b, organiser = _world(session, make, now, app)

@@ -160,6 +160,9 @@ def test_pages_send_to_the_terms_and_accepting_there_serves_the_data(client, gat
     assert {(r.user_id, r.client) for r in rows} == {(gated["a"].id, "web")}
 
 
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
 def test_a_changed_text_asks_again_and_acceptances_are_exported(client, gated, session):
     client.post("/api/v1/tasks/tiny/terms/accept", headers=gated["ta"], json={"client": "api"})
     assert client.get(INPUTS, headers=gated["ta"]).status_code == 200
@@ -274,6 +277,9 @@ def unlisted(app, session, storage, make, tiny_data, now):
             "tx": make.bearer(stranger), "stranger": stranger}
 
 
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
 def test_unlisted_task_is_reachable_only_by_its_link(client, unlisted, session):
     key = unlisted["key"]
     assert key
