@@ -363,7 +363,7 @@ def _paths() -> dict[str, dict[str, Any]]:
             "post": _op(f"{t}/team", "Create a team; I am its captain",
                         _json("Team", "Created"), status="201",
                         body=_fields(name=STR, affiliation=STR),
-                        errors=("401", "404", "409", "422")),
+                        errors=("401", "403", "404", "409", "422")),
         },
         f"{t}/team/join": {"post": _op(f"{t}/team/join", "Join with an invite code",
                                        _json("Team"), body=_fields(invite_code=STR),

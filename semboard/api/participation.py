@@ -82,7 +82,7 @@ def accept_terms(task_name: str) -> Any:
     if digests is not None and (not isinstance(digests, list)
                                 or not all(isinstance(d, str) for d in digests)):
         raise InvalidData("digests lists the digests of the terms you read")
-    participation.require_may_accept(session, task=task, user=user)
+    participation.require_domain(session, task=task, user=user)
     done = terms.accept(session, task=task, user=user, client=client, now=request_now(),
                         digests=digests)
     session.commit()

@@ -90,8 +90,9 @@ def require_participant(session: Session, *, task: Task, user: User | None, team
     terms.require_accepted(session, task=task, user=user, phase=phase)
 
 
-def require_may_accept(session: Session, *, task: Task, user: User) -> None:
-    """Accepting terms is for those whose domain may take part."""
+def require_domain(session: Session, *, task: Task, user: User) -> None:
+    """Forming or joining a team, and accepting terms, are for those whose domain may take
+    part (organisers always may)."""
     refusal = domain_refusal(task, user)
     if refusal and not access.is_organiser(session, user, task):
         raise Forbidden(refusal)

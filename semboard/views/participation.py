@@ -111,7 +111,7 @@ def accept_terms(task_name: str) -> Any:
         flash("The form expired; try again.", "error")
         return redirect(back)
     with committed() as done:
-        participation.require_may_accept(db(), task=task, user=user)
+        participation.require_domain(db(), task=task, user=user)
         terms.accept(db(), task=task, user=user, client="web", now=now(),
                      digests=request.form.getlist("digest"))
     if not done:

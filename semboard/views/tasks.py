@@ -150,6 +150,7 @@ def _team_form(task: Task, form: TeamCreateForm | TeamJoinForm,
     """Create or join a team; on success go to its page, else show the task page again."""
     if form.validate_on_submit():
         with committed() as done:
+            participation.require_domain(db(), task=task, user=login_or_redirect())
             team = act()
         if done:
             flash(success.format(team=team.name), "success")

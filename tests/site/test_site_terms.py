@@ -258,9 +258,20 @@ def test_teams_wait_for_approval_on_api_and_pages_alike(client, approval):
     assert client.get(INPUTS, headers=approval["ta"]).status_code == 200
 
 
-def test_a_refused_domain_gets_no_data(client, approval):
+def test_a_refused_domain_gets_no_data_and_forms_no_team(client, approval, make):
     refused = client.get(INPUTS, headers=approval["ts"])
     assert refused.status_code == 403 and "spam.example" in refused.get_json()["error"]
+    other = make.user("y@spam.example")
+    headers = make.bearer(other)
+    code = approval["team"].invite_code
+    for path, body in (("/api/v1/tasks/tiny/team", {"name": "Spam"}),
+                       ("/api/v1/tasks/tiny/team/join", {"invite_code": code})):
+        answer = client.post(path, headers=headers, json=body)
+        assert answer.status_code == 403 and "spam.example" in answer.get_json()["error"]
+    login(client, other)
+    page = client.post("/tasks/tiny/teams/join", data={"invite_code": code})
+    assert page.status_code == 422 and "spam.example" in page.get_data(as_text=True)
+    assert client.get("/api/v1/tasks/tiny/team", headers=headers).status_code == 404
 
 
 @pytest.fixture
