@@ -430,7 +430,7 @@ def _choice(value: str, allowed: tuple[str, ...], what: str, source: str) -> str
 _KEYS: dict[str, tuple[str, ...]] = {
     "": ("name", "title", "description", "source", "layout", "scores", "inputs", "gold", "run",
          "metrics", "tracks", "datasets", "default_split", "splits", "system_description",
-         "teams"),
+         "teams", "terms", "terms_url", "license", "citation", "phase_terms", "participation"),
     "layout.": ("input", "gold"),
     "scores.": ("min", "max", "nan_policy", "model_mapping"),
     "inputs.": ("format", "columns", "header", "id", "texts", "split", "transform", "genre",
@@ -998,10 +998,12 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
 def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
     """Description questions and board rules are read on use; a bad one fails the load here."""
     from evaluation.descriptions import parse_questions
+    from evaluation.participation import parse_participation
     from evaluation.rules import parse_rules
 
     parse_questions(doc, source)
     parse_rules(doc, source)
+    parse_participation(doc, source)
 
 
 # ---------------------------------------------------------------- names and paths

@@ -752,3 +752,143 @@ class ModelUpload(Base):
 
     task: Mapped[Task] = relationship()
     team: Mapped[Team] = relationship()
+
+
+# ----------------------------------------------------------------------------- issue 30 (part 1)
+# Terms, the participation gate and announcements. A task dump includes these tables:
+# TermsVersion, TermsAcceptance, TaskSecret, TeamApproval, Announcement, AnnouncementRead,
+# AnnouncementOptIn.
+
+ACCEPTANCE_CLIENTS = ("web", "api", "cli")
+TERMS_SOURCES = ("definition", "organiser")
+APPROVAL_STATES = ("approved", "refused")
+ANNOUNCEMENT_KINDS = ("message", "gold-correction", "deadline", "results")
+ANNOUNCEMENT_STATUSES = ("draft", "sent")
+
+
+class TermsVersion(Base):
+    """One version of a task's (phase_id None) or a phase's terms, named by its text's digest.
+
+    The newest row of a (task, phase) is the current version; an empty text lifts the terms.
+    """
+
+    __tablename__ = "terms_version"
+    __table_args__ = (
+        CheckConstraint(_in("source", TERMS_SOURCES), name="source"),
+        Index(None, "task_id", "phase_id", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    phase_id: Mapped[int | None] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    text: Mapped[str] = mapped_column(Text)
+    digest: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(12))
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    created_at: Mapped[datetime]
+
+    phase: Mapped[Phase | None] = relationship()
+
+
+class TermsAcceptance(Base):
+    """A user's acceptance of one terms version: who, when, in which team, from which client."""
+
+    __tablename__ = "terms_acceptance"
+    __table_args__ = (
+        UniqueConstraint("terms_version_id", "user_id"),
+        CheckConstraint(_in("client", ACCEPTANCE_CLIENTS), name="client"),
+        Index(None, "task_id", "accepted_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    terms_version_id: Mapped[int] = mapped_column(
+        ForeignKey("terms_version.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"))
+    team_id: Mapped[int | None] = mapped_column(ForeignKey("team.id", ondelete="SET NULL"))
+    digest: Mapped[str] = mapped_column(String(64))
+    client: Mapped[str] = mapped_column(String(8))
+    accepted_at: Mapped[datetime]
+
+    version: Mapped[TermsVersion] = relationship()
+    user: Mapped[User] = relationship()
+    team: Mapped[Team | None] = relationship()
+
+
+class TaskSecret(Base):
+    """The secret of an unlisted task's link (`/tasks/NAME?key=SECRET`); a new one revokes it."""
+
+    __tablename__ = "task_secret"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"), unique=True)
+    secret: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+
+
+class TeamApproval(Base):
+    """An organiser's decision on a team, where the task asks for approval of each team."""
+
+    __tablename__ = "team_approval"
+    __table_args__ = (CheckConstraint(_in("state", APPROVAL_STATES), name="state"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("team.id", ondelete="CASCADE"), unique=True)
+    state: Mapped[str] = mapped_column(String(10))
+    decided_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    decided_at: Mapped[datetime]
+
+
+class Announcement(Base):
+    """An organisers' message to a task's teams (phase_id: only that phase's teams).
+
+    Drafts (some written by the site: a gold correction, a deadline change, published results)
+    wait for an organiser to send them; sending queues the mail to those who opted in.
+    """
+
+    __tablename__ = "announcement"
+    __table_args__ = (
+        CheckConstraint(_in("kind", ANNOUNCEMENT_KINDS), name="kind"),
+        CheckConstraint(_in("status", ANNOUNCEMENT_STATUSES), name="status"),
+        CheckConstraint("(status = 'sent') = (sent_at IS NOT NULL)", name="sent"),
+        Index(None, "task_id", "status", "sent_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    phase_id: Mapped[int | None] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(8))
+    title: Mapped[str] = mapped_column(String(200))
+    body: Mapped[str] = mapped_column(Text)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    created_at: Mapped[datetime]
+    sent_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    sent_at: Mapped[datetime | None]
+
+    phase: Mapped[Phase | None] = relationship()
+
+
+class AnnouncementRead(Base):
+    """A user has read an announcement (the task page marks the others unread)."""
+
+    __tablename__ = "announcement_read"
+    __table_args__ = (UniqueConstraint("announcement_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    announcement_id: Mapped[int] = mapped_column(
+        ForeignKey("announcement.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"))
+    read_at: Mapped[datetime]
+
+
+class AnnouncementOptIn(Base):
+    """A user asked for a task's announcements by e-mail."""
+
+    __tablename__ = "announcement_opt_in"
+    __table_args__ = (UniqueConstraint("task_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime]

@@ -1,5 +1,5 @@
-"""The `semboard` command: login, tasks, download, validate, submit, submit-model, models,
-publish-model, runs, primary, leaderboard."""
+"""The `semboard` command: login, tasks, accept, download, validate, submit, submit-model,
+models, publish-model, runs, primary, leaderboard."""
 
 from __future__ import annotations
 
@@ -141,6 +141,53 @@ def _start_window(api: Api, args: argparse.Namespace,
          f"it ends {window['ends_at']}.")
 
 
+def cmd_accept(args: argparse.Namespace) -> int:
+    """Show a task's terms in force and accept them (the site records it as from the CLI)."""
+    api = _api(args)
+    terms = api.get_json(f"/tasks/{args.task}/terms")
+    if not terms["versions"]:
+        _out(f"{args.task} has no terms to accept.")
+        return EXIT_OK
+    for version in terms["versions"]:
+        where = f"phase {version['phase']}" if version["phase"] else "the task"
+        _out(f"Terms of {where} (version {version['digest'][:12]}"
+             f"{', accepted' if version['accepted'] else ''}):\n")
+        _out(version["text"])
+        _out()
+    if terms.get("license"):
+        _out(f"Data licence: {terms['license']}")
+    if terms.get("terms_document_url"):
+        _out(f"Full terms: {terms['terms_document_url']}")
+    if terms["accepted"]:
+        _out(f"You have accepted the current terms of {args.task}.")
+        return EXIT_OK
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise CliError("read the terms above, then run again with --yes to accept them",
+                           EXIT_USAGE)
+        if input("Accept these terms? [y/N] ").strip().lower() not in ("y", "yes"):
+            _out("Not accepted.")
+            return EXIT_FORBIDDEN
+    answer = api.request("POST", f"/tasks/{args.task}/terms/accept", json={
+        "client": "cli", "digests": [v["digest"] for v in terms["versions"]]}).json()
+    _out(f"Accepted the terms of {args.task} ({len(answer['accepted'])} version(s)).")
+    return EXIT_OK
+
+
+def _reuse_notes(task: dict[str, Any], folder: Path) -> list[str]:
+    """Say the data's licence and how to cite the task; the citation goes beside the data."""
+    written = []
+    if task.get("license"):
+        _out(f"Data licence: {task['license']}")
+    if task.get("terms_url"):
+        _out(f"Terms: {task['terms_url']}")
+    if task.get("citation"):
+        (folder / f"{task['name']}.bib").write_text(task["citation"] + "\n", encoding="utf-8")
+        written.append(f"{task['name']}.bib")
+        _out(f"Cite the task as in {folder / (task['name'] + '.bib')}")
+    return written
+
+
 def cmd_download(args: argparse.Namespace) -> int:
     """Inputs of a phase (and gold once released) and the task definition, into a folder."""
     api = _api(args)
@@ -183,6 +230,7 @@ def cmd_download(args: argparse.Namespace) -> int:
     config.setdefault("downloads", {})[args.task] = {
         "folder": str(folder.resolve()), "team": (task.get("team") or {}).get("name")}
     save_config(config)
+    written += _reuse_notes(task, folder)
     for name in written:
         _out(f"  {folder / name}")
     _out(f"Downloaded {len(written)} file(s) of {args.task} ({phase['slug']}) to {folder}.")
@@ -566,6 +614,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", dest="url", default=argparse.SUPPRESS)
     p.add_argument("--token", dest="token", default=argparse.SUPPRESS)
     add("tasks", cmd_tasks, "list tasks and their phases")
+    p = add("accept", cmd_accept, "read a task's terms and accept them (needed before its "
+            "data is served)")
+    p.add_argument("task")
+    p.add_argument("--yes", action="store_true", help="accept without asking (after reading)")
     p = add("download", cmd_download, "download a phase's inputs (and gold once released); "
             "in a phase with per-team windows, the team starts its window first "
             "(--start-window)")

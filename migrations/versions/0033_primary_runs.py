@@ -1,7 +1,7 @@
 """Primary runs: a phase ranks every run or one primary run per team (issue 30).
 
 Revision ID: 0033_primary_runs
-Revises: 0022_model_uploads
+Revises: 0032_terms_announcements
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0033_primary_runs"
-down_revision: str | None = "0022_model_uploads"
+down_revision: str | None = "0032_terms_announcements"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

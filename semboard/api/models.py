@@ -13,7 +13,7 @@ from semboard.db import get_session
 from semboard.errors import Conflict, InvalidData
 from semboard.jobs.models import dispatch_model
 from semboard.models import ModelSubmission
-from semboard.services import model_uploads, models, tasks, teams
+from semboard.services import model_uploads, models, participation, tasks, teams
 from semboard.storage import get_storage
 from semboard.web.files import (
     client_filename,
@@ -62,6 +62,7 @@ def submit_model(task_name: str) -> Any:
     if upload is None:
         raise InvalidData("send the model as the multipart field 'file' (a .zip)")
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
+    participation.require_participant(session, task=task, user=user, team=team, phase=phase)
     with upload_on_disk(upload) as archive:
         row = models.submit_model(
             session, get_storage(), team=team, phase=phase, user=user, archive=archive,
@@ -93,6 +94,7 @@ def start_model_upload(task_name: str) -> Any:
     task = tasks.get_task(session, task_name)
     team = teams.require_team(session, task=task, user=user)
     phase = tasks.phase_for_submission(session, task, now=now, slug=_text(body, "phase"))
+    participation.require_participant(session, task=task, user=user, team=team, phase=phase)
     row = model_uploads.start(
         session, get_storage(), team=team, phase=phase, user=user,
         filename=client_filename(_text(body, "filename")) or "model.zip",

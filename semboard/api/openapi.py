@@ -55,6 +55,26 @@ SCHEMAS: dict[str, Any] = {
                         "primary": {"oneOf": [{"type": "null"}, _obj(
                             {"run_id": INT, "run": STR, "chosen": BOOL,
                              "chosen_at": NULL_TIME})]}}),
+    "Terms": _obj({"task": STR, "accepted": BOOL, "terms_url": STR, "versions": {
+        "type": "array", "items": _obj({"phase": {"type": ["string", "null"]}, "digest": STR,
+                                        "text": STR, "accepted": BOOL, "source": STR})}},
+                  {"license": {"type": ["string", "null"]}, "license_is_spdx": BOOL,
+                   "citation": {"type": ["string", "null"]},
+                   "terms_document_url": {"type": ["string", "null"]}}),
+    "TermsAccepted": _obj({"task": STR, "accepted": {"type": "array", "items": STR},
+                           "new": INT}),
+    "AcceptanceList": _obj({"task": STR, "summary": {"type": "object"}, "acceptances": {
+        "type": "array", "items": _obj({"user": STR, "email": STR,
+                                        "team": {"type": ["string", "null"]},
+                                        "phase": {"type": ["string", "null"]}, "digest": STR,
+                                        "client": {"enum": ["web", "api", "cli"]},
+                                        "accepted_at": TIME, "current": BOOL})}}),
+    "Approval": _obj({"team": STR, "state": {"enum": ["approved", "refused"]}}),
+    "Announcement": _obj({"id": INT, "kind": STR, "status": {"enum": ["draft", "sent"]},
+                          "title": STR, "body": STR, "phase": {"type": ["string", "null"]},
+                          "created_at": TIME, "sent_at": NULL_TIME}, {"unread": BOOL}),
+    "AnnouncementList": _obj({"task": STR, "announcements": {
+        "type": "array", "items": _ref("Announcement")}}),
     "TaskList": _obj({"tasks": {"type": "array", "items": _ref("Task")}}),
     "Run": _obj({"id": INT, "task": STR, "phase": STR, "team": STR, "name": STR,
                  "status": {"enum": ["received", "valid", "scored", "error"]}, "current": BOOL,
@@ -194,6 +214,17 @@ def _window_op(path: str) -> dict[str, Any]:
     return operation
 
 
+def _terms_accept_op(path: str) -> dict[str, Any]:
+    """Accepting the terms: 201 when something was new, 200 when all had been accepted."""
+    operation = _op(path, "Accept the terms in force (digests: those I read; a changed text is "
+                    "refused, 422); client: api or cli", _json("TermsAccepted", "Accepted"),
+                    status="201", body=_fields(optional=True, client=STR,
+                                               digests={"type": "array", "items": STR}),
+                    errors=("401", "403", "404", "422"))
+    operation["responses"]["200"] = _json("TermsAccepted", "Already accepted")
+    return operation
+
+
 def _paths() -> dict[str, dict[str, Any]]:
     t = "/tasks/{task_name}"
     upload = {"required": True, "content": {"multipart/form-data": {"schema": {
@@ -317,13 +348,42 @@ def _paths() -> dict[str, dict[str, Any]]:
         f"{t}/gold/{{dataset}}": {"get": _op(
             f"{t}/gold/{{dataset}}", "A dataset's gold, once released", _file("Gold"),
             auth=False, errors=("403", "404"))},
+        f"{t}/terms": {"get": _op(
+            f"{t}/terms", "The terms in force (the task's, each phase's), whether I accepted "
+            "each, the data's licence and the citation", _json("Terms"), auth=False,
+            errors=("404",))},
+        f"{t}/terms/accept": {"post": _terms_accept_op(f"{t}/terms/accept")},
+        f"{t}/acceptances": {"get": _op(
+            f"{t}/acceptances", "Who accepted which terms version, when, from which client "
+            "(organisers; ?format=csv for CSV)", _json("AcceptanceList"),
+            query={"format": "csv for CSV"}, errors=("401", "403", "404"))},
+        f"{t}/teams/{{team_id}}/approval": {"post": _op(
+            f"{t}/teams/{{team_id}}/approval", "Approve or refuse a team (organisers, where "
+            "the task asks for approval)", _json("Approval"), body=_fields(state=STR),
+            errors=("401", "403", "404", "422"))},
+        f"{t}/announcements": {
+            "get": _op(f"{t}/announcements", "Announcements I may read (unread marked with a "
+                       "token); organisers: ?status=draft for the drafts",
+                       _json("AnnouncementList"), auth=False, query={"status": "draft"},
+                       errors=("401", "403", "404")),
+            "post": _op(f"{t}/announcements", "Post an announcement (organisers; to one "
+                        "phase's teams with phase; send=false keeps a draft); mail goes to "
+                        "those who opted in", _json("Announcement", "Created"), status="201",
+                        body=_fields(title=STR, body=STR, phase=STR, send=BOOL),
+                        errors=("401", "403", "404", "422")),
+        },
+        f"{t}/announcements/{{announcement_id}}/send": {"post": _op(
+            f"{t}/announcements/{{announcement_id}}/send", "Send a draft (organisers; title "
+            "and body replace the draft's)", _json("Announcement"),
+            body=_fields(optional=True, title=STR, body=STR),
+            errors=("401", "403", "404", "422"))},
         "/me": {"get": _op("/me", "The token's account", _json("Me"), errors=("401",))},
         f"{t}/team": {
             "get": _op(f"{t}/team", "My team", _json("Team")),
             "post": _op(f"{t}/team", "Create a team; I am its captain",
                         _json("Team", "Created"), status="201",
                         body=_fields(name=STR, affiliation=STR),
-                        errors=("401", "404", "409", "422")),
+                        errors=("401", "403", "404", "409", "422")),
         },
         f"{t}/team/join": {"post": _op(f"{t}/team/join", "Join with an invite code",
                                        _json("Team"), body=_fields(invite_code=STR),

@@ -14,7 +14,16 @@ from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import InvalidData, NotFound
 from semboard.models import ApiToken, Run, Task, Team
-from semboard.services import access, accounts, descriptions, submissions, tasks, team_rules, teams
+from semboard.services import (
+    access,
+    accounts,
+    descriptions,
+    participation,
+    submissions,
+    tasks,
+    team_rules,
+    teams,
+)
 from semboard.storage import get_storage
 from semboard.web.files import attachment
 from semboard.web.hardening import bounded_id
@@ -143,6 +152,7 @@ def create_team(task_name: str) -> Any:
     session = get_session()
     data = _body()
     task = tasks.get_task(session, task_name)
+    participation.require_domain(session, task=task, user=user)
     team = teams.create_team(session, task=task, captain=user, name=_field(data, "name"),
                              affiliation=_field(data, "affiliation", required=False),
                              now=request_now())
@@ -156,6 +166,7 @@ def join_team(task_name: str) -> Any:
     user = _require_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
+    participation.require_domain(session, task=task, user=user)
     team = teams.join_team(session, task=task, user=user,
                            invite_code=_field(_body(), "invite_code"), now=request_now())
     session.commit()

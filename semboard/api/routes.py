@@ -24,11 +24,13 @@ from semboard.services import (
     gold,
     inputs,
     models,
+    participation,
     phases,
     scorediff,
     submissions,
     tasks,
     teams,
+    terms,
     windows,
 )
 from semboard.services import prepared as prepared_boards
@@ -125,6 +127,14 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
         ]
         data["aggregate_metrics"] = list(definition.aggregate_metrics)
         user = _user()
+        rules = participation.rules(task)
+        data["license"] = rules.license or None
+        data["terms_url"] = rules.terms_url or None
+        data["citation"] = rules.citation or None
+        pending = terms.pending(session, task=task, user=user)
+        data["terms"] = {"in_force": bool(terms.in_force(session, task=task)),
+                         "accepted": not pending if user is not None else None,
+                         "url": url_for("web.terms_page", task_name=task.name, _external=True)}
         team = teams.team_for_user(session, task=task, user=user)
         if team is not None:
             data["team"] = {
@@ -144,7 +154,8 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
 def list_tasks() -> Any:
     """Every task with its phases."""
     session = get_session()
-    return jsonify({"tasks": [_task_json(t, detail=False) for t in tasks.list_tasks(session)]})
+    shown = participation.listed(session, tasks.list_tasks(session), user=_user())
+    return jsonify({"tasks": [_task_json(t, detail=False) for t in shown]})
 
 
 @bp.get("/tasks/<task_name>")
@@ -176,6 +187,7 @@ def submit_run(task_name: str) -> Any:
     task = tasks.get_task(session, task_name)
     team = teams.require_team(session, task=task, user=user)
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
+    participation.require_participant(session, task=task, user=user, team=team, phase=phase)
     # with a queue (REDIS_URL) the run is validated and stored here, scored by a worker: 202
     run, queued = accept_run(
         session, get_storage(), current_app._get_current_object(),  # type: ignore[attr-defined]

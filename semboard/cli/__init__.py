@@ -14,6 +14,7 @@ from semboard.cli import (
     mail,
     models,
     taskdump,
+    participation,  # noqa: F401  (its commands join `core.task_cli`)
     worker,
 )
 

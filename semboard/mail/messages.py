@@ -7,7 +7,18 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from semboard.models import Phase, Run, Task, Team, TeamMember, UploadLog, User
+from semboard.models import (
+    Announcement,
+    AnnouncementOptIn,
+    Phase,
+    Run,
+    Task,
+    Team,
+    TeamMember,
+    TeamWindow,
+    UploadLog,
+    User,
+)
 
 Message = tuple[str, str, str]
 SIGNATURE = "\n\n-- \nsemboard. Switch notifications off on your profile page: {base}/profile\n"
@@ -115,4 +126,29 @@ def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: 
                         f"[semboard] {phase.task.name} {phase.name}: deadline in 24 hours",
                         f"Your team's deadline for {phase.name} of {phase.task.title} is "
                         f"{ev['deadline']} (UTC).\n\n{base_url}/tasks/{phase.task.name}" + sign))
+        elif kind == "announcement":
+            out += _announcement(session, ev["announcement_id"], base_url)
     return out
+
+
+def _announcement(session: Session, announcement_id: int, base_url: str) -> list[Message]:
+    """An announcement to the active users who opted in to its task's announcements (for a
+    phase's, only members of teams with a run or a started window in that phase)."""
+    row = session.get(Announcement, announcement_id)
+    if row is None or row.status != "sent":
+        return []
+    task = session.get(Task, row.task_id)
+    assert task is not None
+    query = (select(User).join(AnnouncementOptIn, AnnouncementOptIn.user_id == User.id)
+             .where(AnnouncementOptIn.task_id == row.task_id, User.is_active_account,
+                    User.deleted_at.is_(None)))
+    if row.phase_id is not None:
+        teams = select(Run.team_id).where(Run.phase_id == row.phase_id).union(
+            select(TeamWindow.team_id).where(TeamWindow.phase_id == row.phase_id))
+        query = query.where(User.id.in_(
+            select(TeamMember.user_id).where(TeamMember.team_id.in_(teams))))
+    stop = (f"\n\n-- \nsemboard. You asked for the announcements of {task.name}; stop them on "
+            f"{base_url}/tasks/{task.name}/announcements\n")
+    return [(user.email, f"[semboard] {task.name}: {row.title}",
+             f"{row.body}\n\n{base_url}/tasks/{task.name}/announcements#a{row.id}" + stop)
+            for user in session.scalars(query.order_by(User.id))]

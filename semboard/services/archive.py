@@ -32,12 +32,15 @@ from semboard.services import (
     analysis,
     charts,
     chartsvg,
+    citation,
     definitions,
     descriptions,
     gold,
     inputs,
     leaderboard,
+    participation,
     tasks,
+    terms,
 )
 from semboard.storage import Storage
 
@@ -216,6 +219,7 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
         root="../", made=made, data=data))
     writer.write("runs.zip", _runs_zip(archived_runs, storage, phase_of))
     writer.write("task.toml", task.definition_text)
+    reuse = _licence_and_citation(writer, task, now)
     shutil.copyfile(STYLESHEET, out / "archive.css")
     writer.files["archive.css"] = {"size": STYLESHEET.stat().st_size,
                                    "sha256": hashlib.sha256(STYLESHEET.read_bytes()).hexdigest()}
@@ -223,12 +227,14 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
                     for split, public in splits.items() if public["gold"]}
     writer.write("index.html", env.get_template("archive/index.html").render(
         root="", made=made, definition=whole, phases=phase_pages, data=data,
-        gold_digests=gold_digests, left_out=summary.left_out, n_runs=len(archived_runs)))
+        gold_digests=gold_digests, left_out=summary.left_out, n_runs=len(archived_runs),
+        reuse=reuse))
     manifest = {
         "format": FORMAT, "task": task.name, "title": task.title,
         "made_at": now.isoformat(), "definition_digest": task.definition_digest,
         "evaluation_version": evaluation_version, "gold_digests": gold_digests,
         "phases": summary.phases, "left_out": summary.left_out,
+        "license": reuse["license"], "terms": terms.counts(session, task=task),
         "files": dict(sorted(writer.files.items())),
     }
     writer.write("manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
@@ -236,6 +242,23 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
     summary.files = len(writer.files)
     summary.size = sum(f["size"] for f in writer.files.values())
     return summary
+
+
+def _licence_and_citation(writer: _Writer, task: Task, now: datetime) -> dict[str, Any]:
+    """LICENSE and CITATION.cff (and the BibTeX entry) where the definition states them."""
+    rules = participation.rules(task)
+    text = citation.license_text(rules, title=task.title, terms_url=rules.terms_url or None)
+    if text:
+        writer.write("LICENSE", text)
+    if rules.citation:
+        writer.write("CITATION.bib", rules.citation + "\n")
+    if rules.citation or rules.license:
+        writer.write("CITATION.cff", citation.citation_cff(
+            title=task.title, rules=rules, url=rules.terms_url or None,
+            released=task.gold_released_at or now))
+    return {"license": rules.license or None, "license_is_spdx": rules.license_is_spdx,
+            "citation": rules.citation or None, "terms_url": rules.terms_url or None,
+            "has_license_file": bool(text)}
 
 
 def _data_files(session: Session, storage: Storage, writer: _Writer, task: Task,

@@ -18,7 +18,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from semboard.models import Phase, Run, Task
-from semboard.services import access, definitions, descriptions, gold, leaderboard, tasks
+from semboard.services import (
+    access,
+    citation,
+    definitions,
+    descriptions,
+    gold,
+    leaderboard,
+    participation,
+    tasks,
+    terms,
+)
 from semboard.storage import Storage
 
 README = """{title}: bundle of every run ({scope}), made {made} UTC
@@ -31,6 +41,8 @@ runs/PHASE/TEAM/RUN/                a current run: its files as uploaded,
                                     (a model run: its model's facts under "model")
 runs/PHASE/TEAM/RUN~vID/            a replaced version of RUN (run id ID), same layout
 gold/                               the gold files ({gold_state})
+LICENSE, CITATION.cff, CITATION.bib the data's licence and how to cite the task (where stated)
+acceptances.csv                     who accepted which version of the terms, when, from where
 
 A run moved to another team or merged with its team is filed under its current team.
 """
@@ -64,6 +76,21 @@ def _phases(session: Session, task: Task, phase: Phase | None) -> list[Phase]:
     return [phase] if phase is not None else tasks.phases(session, task)
 
 
+def _reuse_files(session: Session, archive: zipfile.ZipFile, task: Task, now: datetime) -> None:
+    """The licence, the citation (BibTeX and CITATION.cff) and the terms' acceptances."""
+    rules = participation.rules(task)
+    text = citation.license_text(rules, title=task.title, terms_url=rules.terms_url or None)
+    if text:
+        archive.writestr("LICENSE", text)
+    if rules.citation:
+        archive.writestr("CITATION.bib", rules.citation + "\n")
+    if rules.citation or rules.license:
+        archive.writestr("CITATION.cff", citation.citation_cff(
+            title=task.title, rules=rules, url=rules.terms_url or None,
+            released=task.gold_released_at or now))
+    archive.writestr("acceptances.csv", terms.acceptances_csv(session, task=task, user=None))
+
+
 def stream(session: Session, storage: Storage, *, task: Task, phase: Phase | None,
            now: datetime) -> Iterator[bytes]:
     """The zip's bytes, chunk by chunk (one stored file in memory at a time)."""
@@ -78,6 +105,7 @@ def stream(session: Session, storage: Storage, *, task: Task, phase: Phase | Non
             title=task.title, scope=f"phase {phase.slug}" if phase else "all phases",
             made=f"{now:%Y-%m-%d %H:%M}",
             gold_state="released" if released else "not released yet: no files"))
+        _reuse_files(session, archive, task, now)
         yield sink.drain()
         for ph in phases:
             board = leaderboard.build_leaderboard(session, task=task, phase=ph, viewer=None,

@@ -26,7 +26,16 @@ from evaluation.runs import MAX_ARCHIVE_ENTRIES, MAX_ENTRY_BYTES
 from semboard.db import begin_write
 from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import GoldFile, GoldRelease, Phase, Run, RunScoreRecord, Task, User
-from semboard.services import access, datafiles, definitions, inputs, splits
+from semboard.services import (
+    access,
+    announcements,
+    datafiles,
+    definitions,
+    inputs,
+    scorediff,
+    splits,
+    terms,
+)
 from semboard.storage import Storage, keys
 
 if TYPE_CHECKING:
@@ -240,6 +249,8 @@ def release_gold(session: Session, *, task: Task, user: User | None, now: dateti
 def publish_results(session: Session, *, phase: Phase, user: User | None, now: datetime) -> None:
     """Publish a phase's results (a 'hidden until published' board becomes public)."""
     access.require_organiser(session, user, phase.task)
+    if phase.results_published_at is None:
+        announcements.draft_results(session, phase=phase, now=now)
     phase.results_published_at = phase.results_published_at or now
     session.flush()
 
@@ -252,6 +263,7 @@ def download_gold(
     split = definitions.split_name(task, split)
     if not access.can_view_gold(session, viewer, task, split):
         raise Forbidden(f"the {split} gold of this task has not been released")
+    terms.require_accepted(session, task=task, user=viewer)
     row = current_gold(session, task=task, split=split).get(dataset)
     if row is None:
         raise NotFound(f"no gold for {dataset}")
@@ -325,9 +337,16 @@ def rescore(session: Session, storage: Storage, *, task: Task, now: datetime,
         .order_by(Run.id)
     )
     changed = 0
+    corrected = set()
     for run in runs:
         before = run.current_score
         record = score_stored_run(session, storage, run=run, now=now, force=force)
         if record is not None and record is not before:
             changed += 1
+            if before is not None and before.gold_digest != record.gold_digest:
+                corrected.add(run.id)
+    if corrected:  # new gold moved scores: a draft announcement lists what changed
+        announcements.draft_gold_correction(
+            session, task=task, now=now,
+            changes=[d for d in scorediff.task_diff(session, task=task) if d.run_id in corrected])
     return changed

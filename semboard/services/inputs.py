@@ -13,7 +13,7 @@ from evaluation import ValidationError, read_inputs
 from evaluation.inputs import participant_inputs
 from semboard.errors import Forbidden, InvalidData, NotFound, PhaseNotOpen
 from semboard.models import InputFile, Phase, Task, User
-from semboard.services import access, datafiles, definitions, teams, windows
+from semboard.services import access, datafiles, definitions, participation, teams, windows
 from semboard.storage import Storage, keys
 from semboard.timefmt import clock_text
 
@@ -121,6 +121,7 @@ def download_inputs(
     team = teams.team_for_user(session, task=task, user=user)
     if team is None:
         raise Forbidden("join or create a team for this task to download its inputs")
+    participation.require_participant(session, task=task, user=user, team=team, phase=phase)
     if phase.state(now) == "upcoming":
         raise PhaseNotOpen(f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC")
     if row is None:

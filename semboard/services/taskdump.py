@@ -32,6 +32,9 @@ from sqlalchemy.orm import Session
 import evaluation
 from semboard.errors import Conflict, InvalidData
 from semboard.models import (
+    Announcement,
+    AnnouncementOptIn,
+    AnnouncementRead,
     AuditEntry,
     Base,
     GoldFile,
@@ -47,9 +50,13 @@ from semboard.models import (
     SignificanceGroups,
     Task,
     TaskOrganiser,
+    TaskSecret,
     Team,
+    TeamApproval,
     TeamMember,
     TeamWindow,
+    TermsAcceptance,
+    TermsVersion,
     UploadLog,
     User,
     UTCDateTime,
@@ -92,16 +99,27 @@ def _of_run(model: Any) -> Callable[[Task], Select[Any]]:
                          .where(Run.task_id == task.id).order_by(model.id))
 
 
+def _of_announcement(model: Any) -> Callable[[Task], Select[Any]]:
+    return lambda task: (select(model).join(Announcement, Announcement.id == model.announcement_id)
+                         .where(Announcement.task_id == task.id).order_by(model.id))
+
+
 FILE = (("storage_key", "sha256"),)
 
-# Everything a task is, in foreign-key order (restore inserts in this order). Acceptances of
-# terms and announcements (issue 30, other branch) join as one line each, after `team_member`.
+# Everything a task is, in foreign-key order (restore inserts in this order).
 DUMPED: list[Dumped] = [
     Dumped("task", Task, lambda task: select(Task).where(Task.id == task.id)),
     Dumped("task_organiser", TaskOrganiser, _of_task(TaskOrganiser)),
     Dumped("phase", Phase, _of_task(Phase)),
     Dumped("team", Team, _of_task(Team)),
     Dumped("team_member", TeamMember, _of_task(TeamMember)),
+    Dumped("terms_version", TermsVersion, _of_task(TermsVersion)),
+    Dumped("terms_acceptance", TermsAcceptance, _of_task(TermsAcceptance)),
+    Dumped("task_secret", TaskSecret, _of_task(TaskSecret)),
+    Dumped("team_approval", TeamApproval, _of_team(TeamApproval)),
+    Dumped("announcement", Announcement, _of_task(Announcement)),
+    Dumped("announcement_read", AnnouncementRead, _of_announcement(AnnouncementRead)),
+    Dumped("announcement_opt_in", AnnouncementOptIn, _of_task(AnnouncementOptIn)),
     Dumped("team_window", TeamWindow, _of_team(TeamWindow)),
     Dumped("input_file", InputFile, _of_task(InputFile), FILE),
     Dumped("gold_file", GoldFile, _of_task(GoldFile), FILE),

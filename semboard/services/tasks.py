@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from semboard.clock import utcnow
 from semboard.db import insert_unless_refused, require_fits
 from semboard.errors import InvalidData, NameTaken, NotFound, PhaseNotOpen
 from semboard.models import (
@@ -22,7 +23,7 @@ from semboard.models import (
     TeamWindow,
     User,
 )
-from semboard.services import definitions
+from semboard.services import announcements, definitions, participation, terms
 from semboard.services import phases as phase_rules
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ def load_task(session: Session, definition: TaskDefinition, *, now: datetime) ->
     task.definition_digest = definition.digest
     task.updated_at = now
     session.flush()
+    terms.sync_from_definition(session, task=task, now=now)
+    participation.ensure_secret(session, task=task, now=now)
     return task
 
 
@@ -161,6 +164,7 @@ def add_phase(
     if not insert_unless_refused(session, phase):
         raise NameTaken(f"task {task.name} already has a phase {slug!r}")
     session.refresh(task, ["phases"])
+    terms.sync_from_definition(session, task=task, now=now)  # the phase's own terms, if any
     return phase
 
 
@@ -170,6 +174,7 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
     if unknown:
         raise InvalidData(f"unknown phase settings: {', '.join(sorted(unknown))}")
     values = {key: getattr(phase, key) for key in PHASE_FIELDS}
+    closes_before = phase.closes_at
     values.update(fields)
     values["track"] = values["track"] or None
     values["split"] = values["split"] or definitions.definition(phase.task).default_split
@@ -189,6 +194,7 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
             session.flush()
     except IntegrityError as err:
         raise NameTaken(f"task {phase.task.name} already has a phase {values['slug']!r}") from err
+    announcements.draft_deadline_change(session, phase=phase, before=closes_before, now=utcnow())
     return phase
 
 

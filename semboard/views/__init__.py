@@ -19,6 +19,7 @@ from semboard.views import (  # noqa: F401  (each module adds its routes to comm
     models,
     organise,
     primary,
+    participation,
     tasks,
 )
 from semboard.views.common import bp, current_session_key

@@ -16,7 +16,7 @@ from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import DomainError
 from semboard.models import Run, Task, Team, User
-from semboard.services import access, accounts, submissions, tasks, teams
+from semboard.services import access, accounts, participation, submissions, tasks, teams, terms
 from semboard.services.ratelimit import Limits
 from semboard.storage import Storage, get_storage
 from semboard.timefmt import clock_text
@@ -68,6 +68,14 @@ def uploading_team(task_name: str, what: str) -> tuple[Session, Task, User, Team
     team = teams.team_for_user(session, task=task, user=user)
     if team is None:
         flash(f"Create or join a team for this task before uploading {what}.", "error")
+        abort(redirect(url_for("web.task", task_name=task.name)))
+    try:  # terms accepted, domain and team approval: the page is not served otherwise
+        participation.require_participant(session, task=task, user=user, team=team)
+    except terms.TermsRequired as err:
+        flash(sentence(str(err)), "error")
+        abort(redirect(url_for("web.terms_page", task_name=task.name, next=request.path)))
+    except DomainError as err:
+        flash(sentence(str(err)), "error")
         abort(redirect(url_for("web.task", task_name=task.name)))
     return session, task, user, team
 

@@ -18,15 +18,18 @@ from semboard.services import (
     descriptions,
     gold,
     inputs,
+    participation,
     splits,
     submissions,
     tasks,
     teams,
+    terms,
     windows,
 )
 from semboard.services import models as model_services
 from semboard.timefmt import clock_text
 from semboard.views import primary as primary_views
+from semboard.views import participation as participation_views
 from semboard.views.common import (
     bp,
     committed,
@@ -61,7 +64,8 @@ def tasks_index() -> Any:
     """Every task with its phases."""
     session = db()
     user = me()
-    rows = [(task, tasks.phases(session, task)) for task in tasks.list_tasks(session)]
+    rows = [(task, tasks.phases(session, task))
+            for task in participation.listed(session, tasks.list_tasks(session), user=user)]
     visible = {p.id for _, phases in rows for p in phases
                if access.can_view_leaderboard(session, user, p)}
     return render_template("tasks/index.html", rows=rows, phase_state=_phase_state,
@@ -138,6 +142,7 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
         quotas=quotas,
         create_form=create_form or TeamCreateForm(formdata=None),
         join_form=join_form or TeamJoinForm(formdata=None),
+        **participation_views.task_page_extras(task),
     )
 
 
@@ -146,6 +151,7 @@ def _team_form(task: Task, form: TeamCreateForm | TeamJoinForm,
     """Create or join a team; on success go to its page, else show the task page again."""
     if form.validate_on_submit():
         with committed() as done:
+            participation.require_domain(db(), task=task, user=login_or_redirect())
             team = act()
         if done:
             flash(success.format(team=team.name), "success")
@@ -244,6 +250,8 @@ def download_inputs(task_name: str, phase_slug: str, dataset: str) -> Any:
         filename, data = inputs.download_inputs(
             db(), storage(), phase=phase, dataset=dataset, user=me(), now=now()
         )
+    except terms.TermsRequired as err:
+        return participation_views.terms_redirect(task, err)
     except DomainError as err:
         flash_error(err)
         return redirect(url_for("web.task", task_name=task.name))
@@ -257,6 +265,8 @@ def download_gold(task_name: str, dataset: str) -> Any:
     try:
         filename, data = gold.download_gold(db(), storage(), task=task, dataset=dataset,
                                             viewer=me(), split=request.args.get("split") or None)
+    except terms.TermsRequired as err:
+        return participation_views.terms_redirect(task, err)
     except DomainError as err:
         flash_error(err)
         return redirect(url_for("web.task", task_name=task.name))

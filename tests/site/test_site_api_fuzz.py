@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from openapi_support import check_response
 
 from semboard.api.openapi import spec
+from semboard.services import announcements, tasks
 from semboard.web.hardening import MAX_ID
 
 API = "/api/v1"
@@ -105,9 +106,16 @@ def test_fuzzed_api_requests_answer_as_documented(app, client, make, now) -> Non
     make.phase(task, "eval", max_runs=3)
     _team, captain = make.team(task, "A", members=2)
     _other_team, other = make.team(task, "B")
+    # an organiser, and a draft announcement, reach the organisers' routes (issue 30)
+    organiser = make.user()
+    tasks.add_organiser(make.session, task=task, user=organiser, now=now)
+    draft = announcements.draft(make.session, task=task, kind="results", title="t", body="b",
+                                now=now)
+    make.session.commit()
     known = {**KNOWN, "run_id": 1, "user_id": captain.id, "token_id": 1, "a": 1, "b": 2,
-             "upload_id": 1}
+             "upload_id": 1, "team_id": _team.id, "announcement_id": draft.id}
     headers = {"anonymous": {}, "captain": make.bearer(captain), "other": make.bearer(other),
+               "organiser": make.bearer(organiser),
                "stranger": make.bearer(make.user()),
                "bad token": {"Authorization": "Bearer sb_not-a-token"}}
     for files in (make.tiny.run(seed=1), make.tiny.run(seed=2)):

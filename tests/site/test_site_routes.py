@@ -8,7 +8,7 @@ import re
 import pytest
 
 from semboard.models import ModelSubmission
-from semboard.services import accounts, submissions, tasks, teams
+from semboard.services import accounts, announcements, submissions, tasks, teams
 
 LOGIN = "login"  # a redirect to the log-in page
 
@@ -34,6 +34,9 @@ def sweep(app, session, make, now, tiny_data):
                             storage_key="models/tiny/none.zip", archive_sha256="0" * 64, size=1,
                             digest="1" * 64, description={}, options={}, status="failed")
     session.add(model)
+    # a draft (the site's own, after a deadline change) is the organisers' until sent
+    draft = announcements.draft(session, task=task, kind="deadline", title="private-draft",
+                                body="private-draft-text", now=now)
     token_a = accounts.create_api_token(session, user=captain_a, name="a", now=now)
     token_b = accounts.create_api_token(session, user=captain_b, name="b", now=now)
     session.commit()
@@ -41,9 +44,10 @@ def sweep(app, session, make, now, tiny_data):
         "ids": {"run": run.id, "run2": run2.id, "team_a": team_a.id, "team_b": team_b.id,
                 "baseline": baseline.id, "organiser": organiser.id,
                 "token_a": accounts.list_api_tokens(session, user=captain_a)[0].id,
-                "run_file": run.files[0].filename, "model": model.id},
+                "run_file": run.files[0].filename, "model": model.id,
+                "announcement": draft.id},
         "secrets": [run.name, team_a.invite_code, baseline.invite_code, token_a, token_b,
-                    "private-run-name"],
+                    "private-run-name", "private-draft-text"],
         "users": {"b": captain_b, "organiser": organiser},
         "tokens": {"b": token_b},
     }
@@ -193,6 +197,30 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("PUT", "/api/v1/model-uploads/1", 401, 404),
     ("DELETE", "/api/v1/model-uploads/1", 401, 404),
     ("POST", "/api/v1/model-uploads/1/finish", 401, 404),
+    # terms, participation and announcements (issue 30); tiny has no terms to accept
+    ("GET", "/tasks/tiny/terms", 200, 200),
+    ("POST", "/tasks/tiny/terms", LOGIN, 302),  # nothing to accept: back to the terms page
+    ("GET", "/tasks/tiny/announcements", 200, 200),
+    ("POST", "/tasks/tiny/announcements/read", LOGIN, 302),
+    ("POST", "/tasks/tiny/announcements/mail", LOGIN, 302),
+    ("GET", "/tasks/tiny/announcements.atom", 200, 200),
+    ("GET", "/tasks/tiny/organise/participation", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/terms", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise/acceptances.csv", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/teams/{team_a}/approval", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/secret", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise/announcements", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/announcements", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/announcements/{announcement}/send", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/announcements/{announcement}/delete", LOGIN, 403),
+    ("GET", "/api/v1/tasks/tiny/terms", 200, 200),
+    ("POST", "/api/v1/tasks/tiny/terms/accept", 401, 422),  # no terms to accept
+    ("GET", "/api/v1/tasks/tiny/acceptances", 401, 403),
+    ("POST", "/api/v1/tasks/tiny/teams/{team_a}/approval", 401, 403),
+    ("GET", "/api/v1/tasks/tiny/announcements", 200, 200),
+    ("GET", "/api/v1/tasks/tiny/announcements?status=draft", 401, 403),
+    ("POST", "/api/v1/tasks/tiny/announcements", 401, 403),
+    ("POST", "/api/v1/tasks/tiny/announcements/{announcement}/send", 401, 403),
     # last but one: B leaves (its team, without runs, goes away)
     ("POST", "/api/v1/tasks/tiny/team/leave", 401, 200),
     ("POST", "/logout", 302, 302),  # last: it ends B's session

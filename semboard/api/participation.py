@@ -1,0 +1,178 @@
+"""Terms (read, accept), acceptances (organisers, JSON or CSV), team approval and announcements
+on the /api/v1 blueprint; unlisted tasks answer 404 unless the caller may find them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import jsonify, request, url_for
+from werkzeug.exceptions import NotFound as HTTPNotFound
+
+from semboard.api.routes import _require_user, _user, bp
+from semboard.clock import request_now
+from semboard.db import get_session
+from semboard.errors import InvalidData, NotFound
+from semboard.services import access, announcements, participation, tasks, teams, terms
+from semboard.web.files import attachment
+
+
+@bp.before_request
+def _unlisted_tasks() -> None:
+    """An unlisted task is a 404 here as on the pages, unless the caller may find it (?key=,
+    a team, an acceptance, organising it). Runs after the token check (registered later)."""
+    name = (request.view_args or {}).get("task_name")
+    if not name:
+        return
+    session = get_session()
+    try:
+        task = tasks.get_task(session, name)
+    except NotFound:
+        return
+    if not participation.can_find(session, task=task, user=_user(),
+                                  key=request.args.get("key")):
+        raise HTTPNotFound(f"no task called {name!r}")
+
+
+@bp.errorhandler(terms.TermsRequired)
+def _terms_required(err: terms.TermsRequired) -> Any:
+    """403 naming where to read the terms and where to accept them (absolute addresses)."""
+    body = err.to_dict()
+    body["terms_url"] = url_for("web.terms_page", task_name=err.task_name, _external=True)
+    body["accept_url"] = url_for("api.accept_terms", task_name=err.task_name, _external=True)
+    return jsonify(body), 403
+
+
+def _versions_json(task: Any, user: Any) -> list[dict[str, Any]]:
+    session = get_session()
+    found = [terms.current(session, task=task)] + [
+        terms.current(session, task=task, phase=p) for p in task.phases]
+    missing = {v.id for p in [None, *task.phases]
+               for v in terms.pending(session, task=task, user=user, phase=p)}
+    return [{"phase": v.phase.slug if v.phase else None, "digest": v.digest, "text": v.text,
+             "accepted": v.id not in missing, "source": v.source}
+            for v in found if v is not None]
+
+
+@bp.get("/tasks/<task_name>/terms")
+def show_terms(task_name: str) -> Any:
+    """The terms in force, whether the caller accepted each, the licence and the citation."""
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    versions = _versions_json(task, _user())
+    rules = participation.rules(task)
+    return jsonify({**rules.to_json(), "task": task.name, "versions": versions,
+                    "accepted": all(v["accepted"] for v in versions),
+                    "terms_url": url_for("web.terms_page", task_name=task.name, _external=True),
+                    "terms_document_url": rules.terms_url or None})
+
+
+@bp.post("/tasks/<task_name>/terms/accept")
+def accept_terms(task_name: str) -> Any:
+    """Accept the terms in force (JSON: optional `digests` as read, `client` "api" or "cli");
+    201 when something new was accepted, 200 when all had been."""
+    user = _require_user()
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    body = request.get_json(silent=True)
+    body = body if isinstance(body, dict) else dict(request.form)
+    client = body.get("client") or "api"
+    if client not in ("api", "cli"):
+        raise InvalidData("client is 'api' or 'cli'")
+    digests = body.get("digests") if "digests" in body else None
+    if digests is not None and (not isinstance(digests, list)
+                                or not all(isinstance(d, str) for d in digests)):
+        raise InvalidData("digests lists the digests of the terms you read")
+    participation.require_domain(session, task=task, user=user)
+    done = terms.accept(session, task=task, user=user, client=client, now=request_now(),
+                        digests=digests)
+    session.commit()
+    return jsonify({"task": task.name, "accepted": [v.digest for v in done.versions],
+                    "new": len(done.new)}), 201 if done.new else 200
+
+
+@bp.get("/tasks/<task_name>/acceptances")
+def list_acceptances(task_name: str) -> Any:
+    """Every acceptance (organisers): JSON, or CSV with ?format=csv."""
+    user = _require_user()
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    if request.args.get("format") == "csv":
+        data = terms.acceptances_csv(session, task=task, user=user).encode()
+        return attachment(data, f"{task.name}-acceptances.csv", mimetype="text/csv")
+    return jsonify({"task": task.name,
+                    "acceptances": terms.acceptances_json(session, task=task, user=user),
+                    "summary": terms.counts(session, task=task)})
+
+
+@bp.post("/tasks/<task_name>/teams/<int:team_id>/approval")
+def decide_team(task_name: str, team_id: int) -> Any:
+    """Approve or refuse a team (organisers; JSON {"state": "approved"|"refused"})."""
+    user = _require_user()
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    access.require_organiser(session, user, task)
+    team = teams.get_team(session, team_id)
+    if team.task_id != task.id:
+        raise NotFound("no such team in this task")
+    body = request.get_json(silent=True)
+    body = body if isinstance(body, dict) else {}
+    row = participation.decide(session, team=team, state=str(body.get("state", "")), user=user,
+                               now=request_now())
+    session.commit()
+    return jsonify({"team": team.name, "state": row.state})
+
+
+@bp.get("/tasks/<task_name>/announcements")
+def list_announcements(task_name: str) -> Any:
+    """Sent announcements the caller may read (with `unread` given a token); organisers add
+    ?status=draft for the drafts."""
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    user = _user()
+    if request.args.get("status") == "draft":
+        rows = announcements.drafts(session, task=task, user=_require_user())
+        return jsonify({"task": task.name, "announcements": [announcements.to_json(r)
+                                                             for r in rows]})
+    rows = announcements.visible(session, task=task, user=user)
+    unread = announcements.unread_ids(session, rows=rows, user=user)
+    return jsonify({"task": task.name, "announcements": [
+        announcements.to_json(r, unread=r.id in unread if user else None) for r in rows]})
+
+
+@bp.post("/tasks/<task_name>/announcements")
+def post_announcement(task_name: str) -> Any:
+    """Post an announcement (organisers; JSON title, body, optional phase, send=false: draft)."""
+    user = _require_user()
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    access.require_organiser(session, user, task)
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise InvalidData("send a JSON object with title and body")
+    slug = body.get("phase")
+    row = announcements.post(
+        session, task=task, user=user, title=str(body.get("title", "")),
+        body=str(body.get("body", "")), now=request_now(),
+        phase=tasks.get_phase(session, task, str(slug)) if slug else None,
+        send=body.get("send", True) is not False)
+    session.commit()
+    return jsonify(announcements.to_json(row)), 201
+
+
+@bp.post("/tasks/<task_name>/announcements/<int:announcement_id>/send")
+def send_announcement(task_name: str, announcement_id: int) -> Any:
+    """Send a draft (organisers; JSON title and body replace the draft's when given)."""
+    user = _require_user()
+    session = get_session()
+    task = tasks.get_task(session, task_name)
+    access.require_organiser(session, user, task)
+    row = announcements.get(session, task=task, announcement_id=announcement_id)
+    body = request.get_json(silent=True)
+    body = body if isinstance(body, dict) else {}
+    title, text = body.get("title"), body.get("body")
+    announcements.send_draft(session, announcement=row, user=user, now=request_now(),
+                             title=str(title) if title is not None else None,
+                             body=str(text) if text is not None else None)
+    session.commit()
+    return jsonify(announcements.to_json(row))
+

@@ -1,0 +1,286 @@
+"""Terms pages (read, accept), announcements (page, read marks, mail opt-in, Atom feed) and the
+organisers' participation and announcement pages; unlisted tasks answer only their secret link."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from flask import abort, flash, redirect, render_template, request, session, url_for
+from flask_login import login_required
+
+from semboard.errors import DomainError
+from semboard.models import Task
+from semboard.services import announcements, participation, tasks, teams, terms
+from semboard.views.common import (
+    bp,
+    committed,
+    db,
+    load_task,
+    login_or_redirect,
+    me,
+    now,
+    organiser_action,
+    require_organiser,
+)
+from semboard.web.files import attachment
+from semboard.web.forms import ActionForm
+
+KEYS = "task_keys"  # the session cookie's secret-link keys, by task name
+
+
+@bp.before_app_request
+def _unlisted_tasks() -> None:
+    """A page of an unlisted task is a 404 unless the visitor may find it (its secret link's
+    key, here or remembered from an earlier visit, a team, an acceptance, or organising it)."""
+    args = request.view_args or {}
+    name = args.get("task_name")
+    if not name or request.blueprint != "web":
+        return
+    try:
+        task = tasks.get_task(db(), name)
+    except DomainError:
+        return  # the view answers its own 404
+    key = request.args.get("key")
+    stored = session.get(KEYS)
+    known: dict[str, str] = stored if isinstance(stored, dict) else {}
+    if participation.can_find(db(), task=task, user=me(), key=key or known.get(task.name)):
+        if key and participation.can_find(db(), task=task, user=None, key=key):
+            session[KEYS] = {**known, task.name: key}  # the cookie remembers the link
+        return
+    abort(404)
+
+
+def task_page_extras(task: Task) -> dict[str, Any]:
+    """What the task page shows of terms, licence, citation and the latest announcements."""
+    sess = db()
+    user = me()
+    rows = announcements.visible(sess, task=task, user=user)[:5]
+    return {"rules": participation.rules(task),
+            "terms_pending": terms.pending(sess, task=task, user=user),
+            "terms_in_force": bool(_all_versions(task)),
+            "announcements": rows,
+            "unread": announcements.unread_ids(sess, rows=rows, user=user)}
+
+
+def terms_redirect(task: Task, err: terms.TermsRequired) -> Any:
+    """Send a refused download or upload to the terms page, coming back afterwards."""
+    flash(str(err)[:1].upper() + str(err)[1:], "error")
+    return redirect(url_for("web.terms_page", task_name=task.name, next=request.path))
+
+
+def _safe_next(default: str) -> str:
+    """A same-site path to go back to after accepting (never another host)."""
+    target = request.values.get("next") or ""
+    parts = urlsplit(target)
+    if target.startswith("/") and not target.startswith("//") and not parts.netloc:
+        return target
+    return default
+
+
+@bp.get("/tasks/<task_name>/terms")
+def terms_page(task_name: str) -> Any:
+    """The terms in force (task and phases), whether the visitor accepted them, and the button."""
+    task = load_task(task_name)
+    sess = db()
+    user = me()
+    versions = _all_versions(task)
+    missing = {v.id for p in [None, *task.phases]
+               for v in terms.pending(sess, task=task, user=user, phase=p)}
+    return render_template(
+        "tasks/terms.html", task=task, versions=versions, missing=missing,
+        rules=participation.rules(task), refusal=participation.domain_refusal(task, user),
+        next=_safe_next(""))
+
+
+def _all_versions(task: Task) -> list[Any]:
+    found = [terms.current(db(), task=task)] + [
+        terms.current(db(), task=task, phase=p) for p in task.phases]
+    return [v for v in found if v is not None]
+
+
+@bp.post("/tasks/<task_name>/terms")
+@login_required
+def accept_terms(task_name: str) -> Any:
+    """Accept the terms shown (their digests come back with the form: a changed text is not
+    accepted unseen)."""
+    task = load_task(task_name)
+    user = login_or_redirect()
+    back = url_for("web.terms_page", task_name=task.name)
+    if not ActionForm().validate_on_submit():
+        flash("The form expired; try again.", "error")
+        return redirect(back)
+    with committed() as done:
+        participation.require_domain(db(), task=task, user=user)
+        terms.accept(db(), task=task, user=user, client="web", now=now(),
+                     digests=request.form.getlist("digest"))
+    if not done:
+        return redirect(back)
+    flash(f"You accepted the terms of {task.name}.", "success")
+    return redirect(_safe_next(url_for("web.task", task_name=task.name)))
+
+
+# ----------------------------------------------------------------------------- announcements
+
+
+@bp.get("/tasks/<task_name>/announcements")
+def announcements_page(task_name: str) -> Any:
+    """The task's announcements this visitor may read, unread ones marked."""
+    task = load_task(task_name)
+    user = me()
+    rows = announcements.visible(db(), task=task, user=user)
+    return render_template(
+        "tasks/announcements.html", task=task, rows=rows,
+        unread=announcements.unread_ids(db(), rows=rows, user=user),
+        opted_in=announcements.opted_in(db(), task=task, user=user))
+
+
+@bp.post("/tasks/<task_name>/announcements/read")
+@login_required
+def mark_announcements_read(task_name: str) -> Any:
+    """Mark every announcement read."""
+    task = load_task(task_name)
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    with committed():
+        announcements.mark_read(db(), task=task, user=login_or_redirect(), now=now())
+    return redirect(url_for("web.announcements_page", task_name=task.name))
+
+
+@bp.post("/tasks/<task_name>/announcements/mail")
+@login_required
+def announcement_mail(task_name: str) -> Any:
+    """Ask for the announcements by mail (mail=on), or stop them."""
+    task = load_task(task_name)
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    value = request.form.get("mail") == "on"
+    with committed() as done:
+        announcements.set_opt_in(db(), task=task, user=login_or_redirect(), value=value,
+                                 now=now())
+    if done:
+        flash("You will get this task's announcements by e-mail." if value else
+              "You will no longer get this task's announcements by e-mail.", "success")
+    return redirect(url_for("web.announcements_page", task_name=task.name))
+
+
+@bp.get("/tasks/<task_name>/announcements.atom")
+def announcements_feed(task_name: str) -> Any:
+    """An Atom feed of the task's announcements to all teams."""
+    task = load_task(task_name)
+    rows = announcements.visible(db(), task=task, user=None, public_only=True)
+    body = render_template("tasks/announcements.atom", task=task, rows=rows,
+                           updated=rows[0].sent_at if rows else task.updated_at)
+    return body, 200, {"Content-Type": "application/atom+xml; charset=utf-8"}
+
+
+# ----------------------------------------------------------------------------- organisers
+
+
+@bp.get("/tasks/<task_name>/organise/participation")
+def organise_participation(task_name: str) -> Any:
+    """Terms (task and phases), acceptances, team approval and the secret link."""
+    task = load_task(task_name)
+    user = require_organiser(task)
+    sess = db()
+    stated = participation.rules(task)
+    secret = participation.task_secret(sess, task=task)
+    team_rows = [(t, participation.approval_state(sess, team=t))
+                 for t in teams.list_teams(sess, task=task) if not t.is_baseline]
+    return render_template(
+        "organiser/participation.html", task=task, rules=stated,
+        task_terms=terms.current(sess, task=task),
+        phase_terms=[(p, terms.current(sess, task=task, phase=p)) for p in task.phases],
+        acceptances=terms.acceptances_json(sess, task=task, user=user), teams=team_rows,
+        secret_url=url_for("web.task", task_name=task.name, key=secret, _external=True)
+        if secret else None)
+
+
+@bp.post("/tasks/<task_name>/organise/terms")
+def organise_terms(task_name: str) -> Any:
+    """Set the task's (or a phase's) terms; a changed text asks everyone to accept again."""
+    def act(task: Task, user: Any) -> str:
+        slug = request.form.get("phase") or None
+        phase = tasks.get_phase(db(), task, slug) if slug else None
+        row = terms.set_terms(db(), task=task, phase=phase, text=request.form.get("text", ""),
+                              user=user, now=now())
+        return (f"Terms saved (version {row.digest[:12]})." if row is not None and row.text
+                else "Terms lifted.")
+    return organiser_action(task_name, act, endpoint="web.organise_participation")
+
+
+@bp.get("/tasks/<task_name>/organise/acceptances.csv")
+def acceptances_csv(task_name: str) -> Any:
+    """Who accepted which terms version, when and from which client."""
+    task = load_task(task_name)
+    user = require_organiser(task)
+    data = terms.acceptances_csv(db(), task=task, user=user).encode()
+    return attachment(data, f"{task.name}-acceptances.csv", mimetype="text/csv")
+
+
+@bp.post("/tasks/<task_name>/organise/teams/<int:team_id>/approval")
+def organise_approval(task_name: str, team_id: int) -> Any:
+    """Approve (state=approved) or refuse a team."""
+    def act(task: Task, user: Any) -> str:
+        team = teams.get_team(db(), team_id)
+        if team.task_id != task.id:
+            abort(404)
+        row = participation.decide(db(), team=team, state=request.form.get("state", ""),
+                                   user=user, now=now())
+        return f"Team {team.name} {row.state}."
+    return organiser_action(task_name, act, endpoint="web.organise_participation")
+
+
+@bp.post("/tasks/<task_name>/organise/secret")
+def organise_secret(task_name: str) -> Any:
+    """A new secret link (the old one stops working)."""
+    def act(task: Task, user: Any) -> str:
+        participation.new_secret(db(), task=task, user=user, now=now())
+        return "A new secret link was made; the old one no longer works."
+    return organiser_action(task_name, act, endpoint="web.organise_participation")
+
+
+@bp.get("/tasks/<task_name>/organise/announcements")
+def organise_announcements(task_name: str) -> Any:
+    """Write an announcement; review and send the drafts the site wrote."""
+    task = load_task(task_name)
+    user = require_organiser(task)
+    return render_template(
+        "organiser/announcements.html", task=task,
+        drafts=announcements.drafts(db(), task=task, user=user),
+        sent=announcements.visible(db(), task=task, user=user))
+
+
+@bp.post("/tasks/<task_name>/organise/announcements")
+def organise_announce(task_name: str) -> Any:
+    """Post an announcement (send=draft keeps it a draft)."""
+    def act(task: Task, user: Any) -> str:
+        slug = request.form.get("phase") or None
+        row = announcements.post(
+            db(), task=task, user=user, title=request.form.get("title", ""),
+            body=request.form.get("body", ""), now=now(),
+            phase=tasks.get_phase(db(), task, slug) if slug else None,
+            send=request.form.get("send") != "draft")
+        return f"Announcement {'sent' if row.status == 'sent' else 'saved as a draft'}."
+    return organiser_action(task_name, act, endpoint="web.organise_announcements")
+
+
+@bp.post("/tasks/<task_name>/organise/announcements/<int:announcement_id>/send")
+def organise_send(task_name: str, announcement_id: int) -> Any:
+    """Send a draft, with the organiser's edits of its title and text."""
+    def act(task: Task, user: Any) -> str:
+        row = announcements.get(db(), task=task, announcement_id=announcement_id)
+        announcements.send_draft(db(), announcement=row, user=user, now=now(),
+                                 title=request.form.get("title"), body=request.form.get("body"))
+        return "Announcement sent."
+    return organiser_action(task_name, act, endpoint="web.organise_announcements")
+
+
+@bp.post("/tasks/<task_name>/organise/announcements/<int:announcement_id>/delete")
+def organise_discard(task_name: str, announcement_id: int) -> Any:
+    """Delete a draft."""
+    def act(task: Task, user: Any) -> str:
+        row = announcements.get(db(), task=task, announcement_id=announcement_id)
+        announcements.discard(db(), announcement=row, user=user)
+        return "Draft deleted."
+    return organiser_action(task_name, act, endpoint="web.organise_announcements")
