@@ -560,6 +560,11 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
     """Fill in percentile CIs: pairs resampled within each dataset, one count matrix per
     dataset shared by every metric, so aggregates resample consistently with datasets."""
     rng = np.random.default_rng(seed)
+    # read-only copies: resampling prepares each array once for every chunk of resamples
+    pairs = {k: replace(p, x=R.frozen(p.x), y=R.frozen(p.y),
+                        w=None if p.w is None else R.frozen(p.w),
+                        each=tuple(R.frozen(a) for a in p.each)) for k, p in pairs.items()}
+    labels_of = {k: R.frozen(v) for k, v in labels_of.items()}
     sizes = [len(pairs[k].x) for k in names]
     ds_samples: dict[str, dict[str, list[np.ndarray]]] = {k: {} for k in names}
     agg_samples: dict[str, list[np.ndarray]] = {a: [] for a in aggregates}
@@ -569,6 +574,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
     declared = {spec.name for spec in task.aggregate_specs}
     needed = {m for a in aggregates if a not in declared for m in _AGG_NEEDS.get(a, ())}
     needed |= {spec.of for spec in task.aggregate_specs if spec.name in aggregates}
+    shifted = {k: (R.frozen(pairs[k].x - shift_x), R.frozen(pairs[k].y - shift_y))
+               for k in names} if any(a in ("ALL", "ALLnorm") for a in aggregates) else {}
     for b in _chunks(sizes, resamples):
         ms: list[Any] = []
         per: dict[str, Any] = {}
@@ -587,7 +594,7 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
                 for j, one in enumerate(samples if len(samples) > 1 else (), start=1):
                     ds_samples[k].setdefault(f"{metric}@{j}", []).append(one)
             if any(a in ("ALL", "ALLnorm") for a in aggregates):
-                ms.append(R.moments(c, p.x - shift_x, p.y - shift_y))
+                ms.append(R.moments(c, *shifted[k]))
             for metric in needed:
                 if metric in per[k]:
                     continue

@@ -20,11 +20,16 @@ def data(n: int, seed: int) -> dict[str, np.ndarray]:
     return {"x": pred, "y": gold, "w": weights, "labels": labels, "guess": guess}
 
 
-def outputs() -> dict[str, np.ndarray]:
-    """Every resampled form for each size, 200 resamples, seeds fixed by the size."""
+def outputs(frozen: bool = False) -> dict[str, np.ndarray]:
+    """Every resampled form for each size, 200 resamples, seeds fixed by the size.
+
+    frozen: read-only inputs, whose prepared forms resampling keeps and reuses.
+    """
     out: dict[str, np.ndarray] = {}
     for n in SIZES:
         d = data(n, seed=n)
+        if frozen:
+            d = {k: R.frozen(v) for k, v in d.items()}
         c = R.count_matrix(np.random.default_rng(1000 + n), n, 200)
         out[f"{n}/counts"] = c.sum(axis=0)
         out[f"{n}/counts_first"] = c[0]
