@@ -30,8 +30,7 @@ def test_a_large_run_answers_202_and_is_scored_off_the_request(app, client, make
     app.config["SEMBOARD_SCORE_IN_REQUEST_PAIRS"] = 49
     large = _upload(client, headers, tiny_data.run(seed=2), "large")
     assert large.status_code == 202, large.get_json()
-    body = large.get_json()
-    assert body["status"] == "valid" and "metrics" not in body
+    body = large.get_json()  # its thread may have scored it already: the 202 tells
     job_queue.wait_for_threads()
     status = client.get(body["status_url"], headers=headers).get_json()
     assert status["status"] == "scored" and 0 < status["metrics"]["ALL"] < 1
