@@ -114,7 +114,7 @@ def _rank_cells(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
     cells, cell_of = np.unique(gx.astype(np.int64) * len(uy) + gy, return_inverse=True)
     cell_gx, cell_gy = cells // len(uy), cells % len(uy)
     starts_x = np.flatnonzero(np.r_[True, cell_gx[1:] != cell_gx[:-1]])
-    return cell_of.ravel(), cell_gx, cell_gy, starts_x, np.int64(len(uy))
+    return cell_of.ravel(), cell_gx, cell_gy, starts_x, np.array(len(uy))
 
 
 def _resample_ranks(c: np.ndarray, a: np.ndarray) -> np.ndarray:

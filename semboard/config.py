@@ -64,7 +64,7 @@ SETTINGS: tuple[Setting, ...] = (
             "processes do that work themselves"),
     Setting("SEMBOARD_BOARD_JOBS", str, "chosen",
             "where groups are computed after a change: `rq` (with `REDIS_URL`), `process` "
-            "(a forked child, the default without Redis), `thread` or `inline`"),
+            "(a spawned child process, the default without Redis), `thread` or `inline`"),
     Setting("SEMBOARD_GROUPS_DELAY_S", float, "1.0",
             "seconds without a change before a board's groups are computed (at most 10 s)"),
     Setting("SEMBOARD_SCORE_IN_REQUEST_PAIRS", int, "100000",
