@@ -8,7 +8,6 @@ import threading
 import time
 
 import numpy as np
-import pytest
 
 from semboard.jobs import boards as board_jobs
 from semboard.services import leaderboard
@@ -43,7 +42,7 @@ def test_boards_built_while_the_groups_child_starts(app, client, session, world,
                                                       phase=world["phase"], viewer=None)
                         reader.rollback()
                         built.append(1)
-                    except BaseException as err:  # noqa: BLE001 - reported below
+                    except BaseException as err:  # reported below
                         errors.append(err)
                         return
 
