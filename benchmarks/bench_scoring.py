@@ -3,14 +3,19 @@
 Generates its data in a temporary folder (a one-dataset task in the STS 2012 format: Pearson,
 Spearman, ALL, ALLnorm, Mean), runs `python -m evaluation score` in a subprocess and prints the
 wall time of the whole command (imports included). Then times bootstrap CIs (1000 resamples)
-for a 3,000-pair run in process and through the CLI.
+for a 3,000-pair run in process and through the CLI, and the CIs' growth from 3,000 to 1M pairs
+(--ci-pairs), in process, one core's CPU time; --before REV times the bootstrap of that commit
+(evaluation/resampling.py and scoring.py as they were) side by side on the same data, where the
+pairs are at most --before-max.
 
     python benchmarks/bench_scoring.py [--pairs 1000000] [--repeat 3]
+        [--ci-pairs 3000 30000 300000 1000000] [--before REV] [--before-max 100000]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import resource
 import subprocess
@@ -18,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -87,12 +93,85 @@ def time_cli(args: list[str], repeat: int) -> tuple[float, float, str]:
     return best, best_cpu, out
 
 
+def _module_at(rev: str, path: str, name: str) -> Any:
+    """A module of the project as it was at commit rev (imported under another name)."""
+    source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
+    return module
+
+
+def _time_cis(score: Any, task: Any, validated: Any, gold: Any) -> tuple[float, float, Any]:
+    c0, t0 = time.process_time(), time.perf_counter()
+    result = score(task, validated, gold, resamples=1000)
+    return time.process_time() - c0, time.perf_counter() - t0, result
+
+
+def ci_growth(sizes: list[int], before: str | None, before_max: int) -> None:
+    """CPU time of 1000-resample CIs (every metric of the task) from 3k to 1M pairs."""
+    from evaluation import (
+        load_gold,
+        load_inputs,
+        load_task,
+        read_run_files,
+        score_run,
+        validate_run,
+    )
+
+    old_score = None
+    if before:
+        import evaluation
+
+        old_resampling = _module_at(before, "evaluation/resampling.py", "_old_resampling")
+        saved = evaluation.resampling  # type: ignore[attr-defined]
+        evaluation.resampling = old_resampling  # type: ignore[attr-defined]
+        sys.modules["evaluation.resampling"] = old_resampling
+        try:
+            old_score = _module_at(before, "evaluation/scoring.py", "_old_scoring").score_run
+        finally:
+            evaluation.resampling = saved  # type: ignore[attr-defined]
+            sys.modules["evaluation.resampling"] = saved
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; bootstrap CIs, 1000 "
+          "resamples, Pearson, Spearman, ALL, ALLnorm, Mean, one dataset, CPU time in process")
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            definition, run = make_release(folder, {"big": n}, seed=2)
+            task = load_task(definition)
+            inputs = load_inputs(task, folder, texts=False)
+            gold = load_gold(task, folder, inputs)
+            validated = validate_run(task, read_run_files(run), inputs)
+            cpu, wall, new = _time_cis(score_run, task, validated, gold)
+            line = f"  {n:>9,} pairs: {cpu:7.2f} s CPU ({wall:.2f} s wall)"
+            if old_score is not None and n <= before_max:
+                cpu_old, wall_old, old = _time_cis(old_score, task, validated, gold)
+                same = old.aggregates["ALL"].ci == new.aggregates["ALL"].ci or max(
+                    abs(a - b) for a, b in zip(old.aggregates["ALL"].ci,
+                                               new.aggregates["ALL"].ci, strict=True)) < 1e-9
+                line += (f" | {before}: {cpu_old:7.2f} s CPU ({wall_old:.2f} s wall), "
+                         f"{cpu_old / cpu:.1f}x; ALL CI the same: {same}")
+            print(line, flush=True)
+
+
 def main() -> None:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--ci-pairs", type=int, nargs="*",
+                        default=[3_000, 30_000, 300_000, 1_000_000])
+    parser.add_argument("--before", help="a commit whose bootstrap is timed side by side")
+    parser.add_argument("--before-max", type=int, default=100_000)
+    parser.add_argument("--skip-cli", action="store_true", help="only the CI growth")
     args = parser.parse_args()
+    if args.ci_pairs:
+        ci_growth(args.ci_pairs, args.before, args.before_max)
+    if args.skip_cli:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "big"
         t0 = time.perf_counter()

@@ -56,9 +56,29 @@ def count_matrix(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray
     # integers under 2**32 from 32-bit halves either way), at a third of the cost
     dtype = np.uint32 if n <= 2**32 else np.int64
     idx = rng.integers(0, n, size=(resamples, n), dtype=dtype)
-    out = np.empty((resamples, n))
-    for row in range(resamples):
-        out[row] = np.bincount(idx[row], minlength=n)
+    return _per_row_bincount(idx, n)
+
+
+# rows counted in one bincount: their bins (rows x bins) stay in cache, few calls for small n
+_BINS_PER_CALL = 262_144
+
+
+def _per_row_bincount(index: np.ndarray, k: int, weights: np.ndarray | None = None
+                      ) -> np.ndarray:
+    """(rows, k): each row of index (2-D, or one 1-D index shared by every row of weights)
+    counted into k bins, or summing that row of weights."""
+    rows = index.shape[0] if index.ndim == 2 else weights.shape[0]  # type: ignore[union-attr]
+    out = np.empty((rows, k))
+    step = max(1, _BINS_PER_CALL // max(k, 1))
+    for start in range(0, rows, step):
+        stop = min(rows, start + step)
+        part = index[start:stop] if index.ndim == 2 else index[None, :]
+        offsets = (np.arange(stop - start, dtype=np.int64) * k)[:, None]
+        flat = np.broadcast_to(part.astype(np.int64) + offsets,
+                               (stop - start, part.shape[1])).ravel()
+        w = None if weights is None else weights[start:stop].ravel()
+        out[start:stop] = np.bincount(flat, weights=w,
+                                      minlength=(stop - start) * k).reshape(stop - start, k)
     return out
 
 
@@ -142,13 +162,9 @@ def boot_spearman(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         "spearman", (x, y), lambda: _rank_cells(x, y))
     k = len(cell_gx)
     # draws per cell of equal (x, y): every sum below runs over cells, not pairs
-    cc = np.empty((c.shape[0], k))
-    for row in range(c.shape[0]):
-        cc[row] = np.bincount(cell_of, weights=c[row], minlength=k)
+    cc = _per_row_bincount(cell_of, k, c)
     gx = np.add.reduceat(cc, starts_x, axis=1)
-    gy = np.empty((c.shape[0], int(n_gy)))
-    for row in range(c.shape[0]):
-        gy[row] = np.bincount(cell_gy, weights=cc[row], minlength=int(n_gy))
+    gy = _per_row_bincount(cell_gy, int(n_gy), cc)
     half = (x.size + 1) / 2.0
     rx, ry = _average_ranks(gx, half), _average_ranks(gy, half)
     return _corr(gx.sum(axis=1), (gx * rx).sum(1), (gy * ry).sum(1), (gx * rx * rx).sum(1),
