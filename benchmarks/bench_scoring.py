@@ -15,7 +15,7 @@ pairs are at most --before-max.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import json
 import os
 import resource
 import subprocess
@@ -23,7 +23,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -93,67 +92,55 @@ def time_cli(args: list[str], repeat: int) -> tuple[float, float, str]:
     return best, best_cpu, out
 
 
-def _module_at(rev: str, path: str, name: str) -> Any:
-    """A module of the project as it was at commit rev (imported under another name)."""
-    source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
-    return module
+_TIME_CIS = """
+import json, sys, time
+from pathlib import Path
+from evaluation import load_gold, load_inputs, load_task, read_run_files, score_run, validate_run
+folder = Path(sys.argv[1])
+task = load_task(folder / "bench.toml")
+inputs = load_inputs(task, folder)
+gold = load_gold(task, folder, inputs)
+validated = validate_run(task, read_run_files(folder / "run"), inputs)
+c0, t0 = time.process_time(), time.perf_counter()
+score = score_run(task, validated, gold, resamples=1000)
+print(json.dumps([time.process_time() - c0, time.perf_counter() - t0,
+                  score.aggregates["ALL"].ci]))
+"""
 
 
-def _time_cis(score: Any, task: Any, validated: Any, gold: Any) -> tuple[float, float, Any]:
-    c0, t0 = time.process_time(), time.perf_counter()
-    result = score(task, validated, gold, resamples=1000)
-    return time.process_time() - c0, time.perf_counter() - t0, result
+def _time_cis(folder: Path, evaluation_root: Path) -> tuple[float, float, list[float]]:
+    """CPU and wall time of 1000-resample CIs, in a fresh process importing evaluation from
+    evaluation_root, and the ALL interval."""
+    env = {**os.environ, "PYTHONPATH": str(evaluation_root)}
+    out = subprocess.run([sys.executable, "-c", _TIME_CIS, str(folder)], env=env, check=True,
+                         cwd=folder,  # not this tree: "-c" puts the working folder first
+                         capture_output=True, text=True).stdout
+    cpu, wall, ci = json.loads(out.splitlines()[-1])
+    return cpu, wall, ci
 
 
 def ci_growth(sizes: list[int], before: str | None, before_max: int) -> None:
     """CPU time of 1000-resample CIs (every metric of the task) from 3k to 1M pairs."""
-    from evaluation import (
-        load_gold,
-        load_inputs,
-        load_task,
-        read_run_files,
-        score_run,
-        validate_run,
-    )
-
-    old_score = None
-    if before:
-        import evaluation
-
-        old_resampling = _module_at(before, "evaluation/resampling.py", "_old_resampling")
-        saved = evaluation.resampling  # type: ignore[attr-defined]
-        evaluation.resampling = old_resampling  # type: ignore[attr-defined]
-        sys.modules["evaluation.resampling"] = old_resampling
-        try:
-            old_score = _module_at(before, "evaluation/scoring.py", "_old_scoring").score_run
-        finally:
-            evaluation.resampling = saved  # type: ignore[attr-defined]
-            sys.modules["evaluation.resampling"] = saved
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; bootstrap CIs, 1000 "
-          "resamples, Pearson, Spearman, ALL, ALLnorm, Mean, one dataset, CPU time in process")
-    for n in sizes:
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            definition, run = make_release(folder, {"big": n}, seed=2)
-            task = load_task(definition)
-            inputs = load_inputs(task, folder, texts=False)
-            gold = load_gold(task, folder, inputs)
-            validated = validate_run(task, read_run_files(run), inputs)
-            cpu, wall, new = _time_cis(score_run, task, validated, gold)
+          "resamples, Pearson, Spearman, ALL, ALLnorm, Mean, one dataset, CPU time of "
+          "score_run in a fresh process" + (f"; this tree | {before}" if before else ""))
+    with tempfile.TemporaryDirectory() as tmp:
+        old_root = Path(tmp) / "before"
+        if before:  # that commit's evaluation package, unpacked (the repository is untouched)
+            old_root.mkdir()
+            archive = subprocess.run(["git", "archive", before, "evaluation"], cwd=ROOT,
+                                     check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(old_root)], input=archive, check=True)
+        for n in sizes:
+            folder = Path(tmp) / f"n{n}"
+            make_release(folder, {"big": n}, seed=2)
+            cpu, wall, ci = _time_cis(folder, ROOT)
             line = f"  {n:>9,} pairs: {cpu:7.2f} s CPU ({wall:.2f} s wall)"
-            if old_score is not None and n <= before_max:
-                cpu_old, wall_old, old = _time_cis(old_score, task, validated, gold)
-                same = old.aggregates["ALL"].ci == new.aggregates["ALL"].ci or max(
-                    abs(a - b) for a, b in zip(old.aggregates["ALL"].ci,
-                                               new.aggregates["ALL"].ci, strict=True)) < 1e-9
-                line += (f" | {before}: {cpu_old:7.2f} s CPU ({wall_old:.2f} s wall), "
-                         f"{cpu_old / cpu:.1f}x; ALL CI the same: {same}")
+            if before and n <= before_max:
+                cpu_old, wall_old, ci_old = _time_cis(folder, old_root)
+                same = max(abs(a - b) for a, b in zip(ci, ci_old, strict=True)) < 1e-9
+                line += (f" | {cpu_old:7.2f} s CPU ({wall_old:.2f} s wall): {cpu_old / cpu:.1f}x "
+                         f"less CPU; ALL CI the same: {same}")
             print(line, flush=True)
 
 
