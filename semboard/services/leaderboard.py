@@ -283,21 +283,35 @@ class _ParsedScore:
         return dict(found)
 
 
-# Parsed score records per process, keyed by a digest of their stored JSON text: an entry is
-# found only for identical content, so it can never be stale (records are also append-only).
-_parsed: LRU[bytes, _ParsedScore] = LRU(4096)
+# Parsed score records per process, keyed by their content digest (RunScoreRecord.digest, set
+# on every write): an entry is found only for identical content, so it can never be stale. Big
+# enough for a 10,000-run board: a build after an upload then parses the new record only.
+_parsed: LRU[str, _ParsedScore] = LRU(12_288)
 
 
 def _parsed_scores(session: Session, score_ids: list[int]) -> dict[int, _ParsedScore]:
-    """The parsed score records of these ids: their texts are read, only new ones parsed."""
+    """The parsed score records of these ids: digests are read, texts only of new content."""
     out: dict[int, _ParsedScore] = {}
     for start in range(0, len(score_ids), 500):
         chunk = score_ids[start:start + 500]
-        for score_id, scores_text, flat_text in session.execute(
-                select(RunScoreRecord.id, cast(RunScoreRecord.scores, Text),
-                       cast(RunScoreRecord.flat, Text))
+        unknown = []
+        for score_id, digest in session.execute(
+                select(RunScoreRecord.id, RunScoreRecord.digest)
                 .where(RunScoreRecord.id.in_(chunk))):
-            key = hashlib.sha1(f"{scores_text}\0{flat_text}".encode()).digest()
+            found = _parsed.get(digest) if digest is not None else None
+            if found is None:
+                unknown.append(score_id)
+            else:
+                out[score_id] = found
+        if not unknown:
+            continue
+        for score_id, digest, scores_text, flat_text in session.execute(
+                select(RunScoreRecord.id, RunScoreRecord.digest, cast(RunScoreRecord.scores, Text),
+                       cast(RunScoreRecord.flat, Text))
+                .where(RunScoreRecord.id.in_(unknown))):
+            # a record written before its digest existed: keyed by its text instead
+            key = digest or "text:" + hashlib.sha1(f"{scores_text}\0{flat_text}".encode()
+                                                   ).hexdigest()
             entry = _parsed.get(key) or _parsed.put(
                 key, _ParsedScore(json.loads(scores_text), json.loads(flat_text)))
             out[score_id] = entry
