@@ -70,6 +70,11 @@ def _per_row_bincount(index: np.ndarray, k: int, weights: np.ndarray | None = No
     rows = index.shape[0] if index.ndim == 2 else weights.shape[0]  # type: ignore[union-attr]
     out = np.empty((rows, k))
     step = max(1, _BINS_PER_CALL // max(k, 1))
+    if step == 1:  # large k: one row per call, no offsets to add
+        for row in range(rows):
+            out[row] = np.bincount(index[row] if index.ndim == 2 else index, minlength=k,
+                                   weights=None if weights is None else weights[row])
+        return out
     for start in range(0, rows, step):
         stop = min(rows, start + step)
         part = index[start:stop] if index.ndim == 2 else index[None, :]
