@@ -132,7 +132,7 @@ def main() -> None:
         for runs in args.runs:
             folder = base / f"runs{runs}"
             folder.mkdir(parents=True, exist_ok=True)
-            site = build_site(folder, args.data / "sts2012", runs, 0)
+            site = build_site(folder, args.data / "sts2012" / "test", runs, 0)
             now = measure(site, folder, PROJECT_ROOT, args.uploads)
             line = (f"  {runs:>5} runs: upload->visible p50 {now['visible']:7.0f} ms (board "
                     f"step {now['step']:6.0f}), first view after upload "
