@@ -292,9 +292,12 @@ def _run_in_child(app: Flask, task_id: int) -> int:
                            args=(config, storage if _picklable(storage) else None, task_id))
     child.start()
     child.join()
-    if child.exitcode:
+    if child.exitcode and child.exitcode > 0:
         log.error("significance groups of task %s failed in child (exit %s)", task_id,
                   child.exitcode)
+    elif child.exitcode:  # stopped by a signal (this process shutting down): a GET re-queues
+        log.warning("significance groups of task %s stopped (signal %s)", task_id,
+                    -child.exitcode)
     return int(child.exitcode or 0)
 
 
