@@ -289,22 +289,19 @@ class _ParsedScore:
 _parsed: LRU[str, _ParsedScore] = LRU(12_288)
 
 
-def _parsed_scores(session: Session, score_ids: list[int]) -> dict[int, _ParsedScore]:
-    """The parsed score records of these ids: digests are read, texts only of new content."""
+def _parsed_scores(session: Session, digests: list[tuple[int, str | None]]
+                   ) -> dict[int, _ParsedScore]:
+    """The parsed score records of these (id, digest) pairs: texts read only of new content."""
     out: dict[int, _ParsedScore] = {}
-    for start in range(0, len(score_ids), 500):
-        chunk = score_ids[start:start + 500]
-        unknown = []
-        for score_id, digest in session.execute(
-                select(RunScoreRecord.id, RunScoreRecord.digest)
-                .where(RunScoreRecord.id.in_(chunk))):
-            found = _parsed.get(digest) if digest is not None else None
-            if found is None:
-                unknown.append(score_id)
-            else:
-                out[score_id] = found
-        if not unknown:
-            continue
+    missing = []
+    for score_id, digest in digests:
+        found = _parsed.get(digest) if digest is not None else None
+        if found is None:
+            missing.append(score_id)
+        else:
+            out[score_id] = found
+    for start in range(0, len(missing), 500):
+        unknown = missing[start:start + 500]
         for score_id, digest, scores_text, flat_text in session.execute(
                 select(RunScoreRecord.id, RunScoreRecord.digest, cast(RunScoreRecord.scores, Text),
                        cast(RunScoreRecord.flat, Text))
@@ -402,12 +399,14 @@ def build_leaderboard(
               .group_by(RunScoreRecord.run_id).subquery())
     listed = session.execute(
         select(Run.id, Run.name, Run.is_late, Run.is_fix, Run.submitted_at, Run.meta,
-               Team.name, Team.is_baseline, Team.is_organiser_team, newest.c.score_id)
+               Team.name, Team.is_baseline, Team.is_organiser_team, newest.c.score_id,
+               RunScoreRecord.digest)
         .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
+        .join(RunScoreRecord, RunScoreRecord.id == newest.c.score_id)
         .where(Run.phase_id == phase.id, Run.is_current, Run.status == "scored")
         .order_by(Run.id)
     ).all()
-    parsed = _parsed_scores(session, [line[9] for line in listed])
+    parsed = _parsed_scores(session, [(line[9], line[10]) for line in listed])
     scored = [(line, parsed[line[9]]) for line in listed]
     # Baselines take no rank: rank the participants' runs only.
     ranks = rank_runs(definition, {line[0]: p.score for line, p in scored if not line[7]})
