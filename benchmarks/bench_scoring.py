@@ -3,14 +3,19 @@
 Generates its data in a temporary folder (a one-dataset task in the STS 2012 format: Pearson,
 Spearman, ALL, ALLnorm, Mean), runs `python -m evaluation score` in a subprocess and prints the
 wall time of the whole command (imports included). Then times bootstrap CIs (1000 resamples)
-for a 3,000-pair run in process and through the CLI.
+for a 3,000-pair run in process and through the CLI, and the CIs' growth from 3,000 to 1M pairs
+(--ci-pairs), in process, one core's CPU time; --before REV times the bootstrap of that commit
+(evaluation/resampling.py and scoring.py as they were) side by side on the same data, where the
+pairs are at most --before-max.
 
     python benchmarks/bench_scoring.py [--pairs 1000000] [--repeat 3]
+        [--ci-pairs 3000 30000 300000 1000000] [--before REV] [--before-max 100000]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import subprocess
@@ -87,12 +92,73 @@ def time_cli(args: list[str], repeat: int) -> tuple[float, float, str]:
     return best, best_cpu, out
 
 
+_TIME_CIS = """
+import json, sys, time
+from pathlib import Path
+from evaluation import load_gold, load_inputs, load_task, read_run_files, score_run, validate_run
+folder = Path(sys.argv[1])
+task = load_task(folder / "bench.toml")
+inputs = load_inputs(task, folder)
+gold = load_gold(task, folder, inputs)
+validated = validate_run(task, read_run_files(folder / "run"), inputs)
+c0, t0 = time.process_time(), time.perf_counter()
+score = score_run(task, validated, gold, resamples=1000)
+print(json.dumps([time.process_time() - c0, time.perf_counter() - t0,
+                  score.aggregates["ALL"].ci]))
+"""
+
+
+def _time_cis(folder: Path, evaluation_root: Path) -> tuple[float, float, list[float]]:
+    """CPU and wall time of 1000-resample CIs, in a fresh process importing evaluation from
+    evaluation_root, and the ALL interval."""
+    env = {**os.environ, "PYTHONPATH": str(evaluation_root)}
+    out = subprocess.run([sys.executable, "-c", _TIME_CIS, str(folder)], env=env, check=True,
+                         cwd=folder,  # not this tree: "-c" puts the working folder first
+                         capture_output=True, text=True).stdout
+    cpu, wall, ci = json.loads(out.splitlines()[-1])
+    return cpu, wall, ci
+
+
+def ci_growth(sizes: list[int], before: str | None, before_max: int) -> None:
+    """CPU time of 1000-resample CIs (every metric of the task) from 3k to 1M pairs."""
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; bootstrap CIs, 1000 "
+          "resamples, Pearson, Spearman, ALL, ALLnorm, Mean, one dataset, CPU time of "
+          "score_run in a fresh process" + (f"; this tree | {before}" if before else ""))
+    with tempfile.TemporaryDirectory() as tmp:
+        old_root = Path(tmp) / "before"
+        if before:  # that commit's evaluation package, unpacked (the repository is untouched)
+            old_root.mkdir()
+            archive = subprocess.run(["git", "archive", before, "evaluation"], cwd=ROOT,
+                                     check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(old_root)], input=archive, check=True)
+        for n in sizes:
+            folder = Path(tmp) / f"n{n}"
+            make_release(folder, {"big": n}, seed=2)
+            cpu, wall, ci = _time_cis(folder, ROOT)
+            line = f"  {n:>9,} pairs: {cpu:7.2f} s CPU ({wall:.2f} s wall)"
+            if before and n <= before_max:
+                cpu_old, wall_old, ci_old = _time_cis(folder, old_root)
+                same = max(abs(a - b) for a, b in zip(ci, ci_old, strict=True)) < 1e-9
+                line += (f" | {cpu_old:7.2f} s CPU ({wall_old:.2f} s wall): {cpu_old / cpu:.1f}x "
+                         f"less CPU; ALL CI the same: {same}")
+            print(line, flush=True)
+
+
 def main() -> None:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--ci-pairs", type=int, nargs="*",
+                        default=[3_000, 30_000, 300_000, 1_000_000])
+    parser.add_argument("--before", help="a commit whose bootstrap is timed side by side")
+    parser.add_argument("--before-max", type=int, default=100_000)
+    parser.add_argument("--skip-cli", action="store_true", help="only the CI growth")
     args = parser.parse_args()
+    if args.ci_pairs:
+        ci_growth(args.ci_pairs, args.before, args.before_max)
+    if args.skip_cli:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "big"
         t0 = time.perf_counter()

@@ -587,6 +587,11 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
     """Fill in percentile CIs: pairs resampled within each dataset, one count matrix per
     dataset shared by every metric, so aggregates resample consistently with datasets."""
     rng = np.random.default_rng(seed)
+    # read-only copies: resampling prepares each array once for every chunk of resamples
+    pairs = {k: replace(p, x=R.frozen(p.x), y=R.frozen(p.y),
+                        w=None if p.w is None else R.frozen(p.w),
+                        each=tuple(R.frozen(a) for a in p.each)) for k, p in pairs.items()}
+    labels_of = {k: R.frozen(v) for k, v in labels_of.items()}
     sizes = [len(pairs[k].x) for k in names]
     ds_samples: dict[str, dict[str, list[np.ndarray]]] = {k: {} for k in names}
     agg_samples: dict[str, list[np.ndarray]] = {a: [] for a in aggregates}
@@ -595,6 +600,9 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
     shift_y = float(np.mean([pairs[k].y.mean() for k in names])) if names else 0.0
     records = [task.aggregate(a) for a in aggregates]
     needed = {rec.of for rec in records if rec.of is not None}
+    joined = any(rec.joined_resampled is not None for rec in records)
+    shifted = {k: (R.frozen(pairs[k].x - shift_x), R.frozen(pairs[k].y - shift_y))
+               for k in names} if joined else {}
     for b in _chunks(sizes, resamples):
         ms: list[Any] = []
         per: dict[str, Any] = {}
@@ -613,8 +621,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
                 ds_samples[k].setdefault(metric, []).append(v)
                 for j, one in enumerate(samples if len(samples) > 1 else (), start=1):
                     ds_samples[k].setdefault(f"{metric}@{j}", []).append(one)
-            if any(rec.joined_resampled is not None for rec in records):
-                ms.append(R.moments(c, p.x - shift_x, p.y - shift_y))
+            if joined:
+                ms.append(R.moments(c, *shifted[k]))
             for metric in needed:
                 if metric in per[k]:
                     continue

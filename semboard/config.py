@@ -64,9 +64,12 @@ SETTINGS: tuple[Setting, ...] = (
             "processes do that work themselves"),
     Setting("SEMBOARD_BOARD_JOBS", str, "chosen",
             "where groups are computed after a change: `rq` (with `REDIS_URL`), `process` "
-            "(a forked child, the default without Redis), `thread` or `inline`"),
+            "(a spawned child process, the default without Redis), `thread` or `inline`"),
     Setting("SEMBOARD_GROUPS_DELAY_S", float, "1.0",
             "seconds without a change before a board's groups are computed (at most 10 s)"),
+    Setting("SEMBOARD_SCORE_IN_REQUEST_PAIRS", int, "100000",
+            "without a queue worker, a run of up to this many lines is scored inside its "
+            "upload request; a larger one answers 202 and is scored off the request"),
     Setting("MAX_CONTENT_LENGTH", int, "67108864 (64 MiB)", "largest upload in bytes"),
     Setting("SEMBOARD_MAIL_URL", str, "",
             "SMTP server (`smtp://host:25`, `smtp://user:pass@host:587?starttls=1`, "

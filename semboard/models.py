@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -19,6 +21,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     and_,
+    event,
     text,
     true,
 )
@@ -460,8 +463,23 @@ class RunScoreRecord(Base):
     scores: Mapped[dict[str, Any]] = mapped_column()
     flat: Mapped[dict[str, Any]] = mapped_column()
     created_at: Mapped[datetime]
+    # sha1 of scores and flat (score_digest), set on every write: a board build reads it, not
+    # the texts, to know which records it has parsed already (NULL: written before 0035)
+    digest: Mapped[str | None] = mapped_column(String(40), default=None)
 
     run: Mapped[Run] = relationship(back_populates="scores")
+
+
+def score_digest(scores: Any, flat: Any) -> str:
+    """The content digest of a score record (canonical JSON of its scores and flat values)."""
+    text = json.dumps([scores, flat], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+@event.listens_for(RunScoreRecord, "before_insert")
+@event.listens_for(RunScoreRecord, "before_update")
+def _set_score_digest(_mapper: Any, _connection: Any, record: RunScoreRecord) -> None:
+    record.digest = score_digest(record.scores, record.flat)
 
 
 class SignificanceGroups(Base):

@@ -13,8 +13,8 @@ from semboard.cli import (
     demo,
     mail,
     models,
-    taskdump,
     participation,  # noqa: F401  (its commands join `core.task_cli`)
+    taskdump,
     worker,
 )
 

@@ -15,7 +15,9 @@ are pending; a pending board whose job is lost (a crashed worker or thread) gets
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
+import pickle
 import threading
 import time
 from collections.abc import Iterable
@@ -24,6 +26,7 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
+from werkzeug.utils import import_string
 
 from semboard.clock import utcnow
 from semboard.db import begin_write, job_session_factory
@@ -41,13 +44,15 @@ _PENDING = "semboard.jobs.boards.pending"
 
 
 MODES = ("rq", "process", "thread", "inline")
+# children start from a fresh interpreter: nothing (threads, held locks) comes from the parent
+_SPAWN = multiprocessing.get_context("spawn")
 
 
 def mode(app: Flask) -> str:
     """How groups are computed after a change: "rq", "process", "thread" or "inline".
 
-    Without Redis a forked child process computes them (its CPU-bound resampling then never
-    holds the web worker's GIL while it serves requests); "thread" where fork is missing.
+    Without Redis a spawned child process computes them (its CPU-bound resampling then never
+    holds the web worker's GIL while it serves requests).
     """
     chosen = app.config.get("SEMBOARD_BOARD_JOBS")
     if chosen:
@@ -56,7 +61,7 @@ def mode(app: Flask) -> str:
         return str(chosen)
     if app.config.get("REDIS_URL"):
         return "rq"
-    return "process" if hasattr(os, "fork") else "thread"
+    return "process"
 
 
 # ----------------------------------------------------------------------------- the hook
@@ -256,42 +261,55 @@ def schedule_groups(app: Flask, task_id: int) -> str:
     return how
 
 
-def _forked_groups(app: Flask, task_id: int) -> None:
-    """In the forked child: fresh database connections, compute, exit without cleanup."""
-    code = 0
+def _picklable(value: Any) -> bool:
     try:
-        os.nice(10)  # requests come first: the resampling takes the CPU they leave
-        for name in ("semboard.sessions", "semboard.job_sessions"):
-            factory = app.extensions.get(name)
-            if factory is not None:  # never reuse the parent's pooled connections
-                factory.kw["bind"].dispose(close=False)
-        compute_groups(app, task_id)
-    except BaseException:
-        log.exception("significance groups of task %s failed", task_id)
-        code = 1
-    finally:
-        os._exit(code)
+        pickle.dumps(value)
+    except Exception:  # a clock function, a lock: the child goes without it
+        return False
+    return True
+
+
+def _spawned_groups(config: dict[str, Any], storage: Any, task_id: int) -> None:
+    """In the spawned child: an app of the parent's settings (and storage), then the groups."""
+    os.nice(10)  # requests come first: the resampling takes the CPU they leave
+    # by name, as job_app does: no job module imports the package root
+    app = import_string("semboard:create_app")(config)
+    if storage is not None:
+        app.extensions["semboard.storage"] = storage
+    compute_groups(app, task_id)
+
+
+def _run_in_child(app: Flask, task_id: int) -> int:
+    """Compute a task's groups in a fresh (spawned) process; its exit code.
+
+    Never a fork: the parent's BLAS and server threads would leave their locks held in the
+    child (a board built by OpenBLAS threads while the child forked hung it).
+    """
+    config = {k: v for k, v in app.config.items() if _picklable(v)}
+    config["SEMBOARD_BOARD_JOBS"] = "inline"
+    storage = app.extensions.get("semboard.storage")
+    child = _SPAWN.Process(target=_spawned_groups, name=f"groups-{task_id}", daemon=True,
+                           args=(config, storage if _picklable(storage) else None, task_id))
+    child.start()
+    child.join()
+    if child.exitcode and child.exitcode > 0:
+        log.error("significance groups of task %s failed in child (exit %s)", task_id,
+                  child.exitcode)
+    elif child.exitcode:  # stopped by a signal (this process shutting down): a GET re-queues
+        log.warning("significance groups of task %s stopped (signal %s)", task_id,
+                    -child.exitcode)
+    return int(child.exitcode or 0)
 
 
 def _process_body(app: Flask, task_id: int) -> None:
-    """A watcher thread: fork a child for the groups, reap it, again if changes came meanwhile."""
+    """A watcher thread: a spawned child for the groups, reaped, again if changes came."""
     key = (id(app), task_id)
     while True:
         _settle(app, key)
-        with _threads_lock:
-            ours = len(_threads)
-        if threading.active_count() > ours + 1:
-            # other threads (a threaded server, a browser driver) could hold locks a child
-            # would inherit locked: compute here instead
-            try:
-                compute_groups(app, task_id)
-            except Exception:
-                log.exception("significance groups of task %s failed", task_id)
-        else:
-            pid = os.fork()
-            if pid == 0:
-                _forked_groups(app, task_id)
-            os.waitpid(pid, 0)
+        try:
+            _run_in_child(app, task_id)
+        except Exception:
+            log.exception("significance groups of task %s failed", task_id)
         with _threads_lock:
             if not _threads.get(key):
                 _threads.pop(key, None)

@@ -11,6 +11,7 @@ from flask import Flask
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from evaluation import ValidationError, unpack_upload
 from semboard.clock import utcnow
 from semboard.db import get_session, job_session_factory
 from semboard.jobs import boards
@@ -34,7 +35,7 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
     score_here: a caller that is itself a background job (baselines, model runs) scores at once.
     from_model: the run of an uploaded model (jobs.models), which "models" phases take.
     """
-    queued = not score_here and scoring_queued(app)
+    queued = not score_here and (scoring_queued(app) or too_large_for_request(app, files))
     answers = descriptions.check_upload(
         session, team=team, phase=phase, user=user, name=name, files=files,
         description=description, given=dict(given or {}), now=now)
@@ -47,6 +48,20 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
     if queued:
         queue_scoring(app, run.id)
     return run, queued
+
+
+# a run this large is never scored inside its request (SEMBOARD_SCORE_IN_REQUEST_PAIRS)
+SCORE_IN_REQUEST_PAIRS = 100_000
+
+
+def too_large_for_request(app: Flask, files: Mapping[str, bytes]) -> bool:
+    """Whether a run has more lines than the site scores inside an upload request."""
+    limit = int(app.config.get("SEMBOARD_SCORE_IN_REQUEST_PAIRS", SCORE_IN_REQUEST_PAIRS))
+    try:
+        unpacked = unpack_upload(files)
+    except ValidationError:
+        return False  # refused by validation, in the request, as before
+    return sum(data.count(b"\n") for data in unpacked.values()) > limit
 
 
 # ----------------------------------------------------------------------------- rescoring
@@ -113,7 +128,11 @@ def scoring_queued(app: Flask) -> bool:
 
 
 def queue_scoring(app: Flask, run_id: int) -> str:
-    """Put a run's scoring on the queue (retried when it crashes); returns the job id."""
+    """Put a run's scoring on the queue (retried when it crashes), else a thread; the job id."""
+    if not scoring_queued(app):
+        return job_queue.dispatch(app, "semboard.jobs.scoring.score_job", run_id,
+                                  local=lambda rid: score_run_now(app, rid), use_queue=False,
+                                  description=f"score run {run_id}")
     return job_queue.enqueue(app, "semboard.jobs.scoring.score_job", run_id,
                              description=f"score run {run_id}")
 

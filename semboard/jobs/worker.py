@@ -17,7 +17,6 @@ What makes a run accepted get scored without an operator, however the worker die
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -109,7 +108,7 @@ def serve(app: Flask, queues: Sequence[str], *, burst: bool = False) -> None:
     # Groups of the changes this worker makes (and groups jobs it takes) go to a niced
     # background child of this long-lived process, after a pause: a score never waits
     # seconds behind a board's groups.
-    app.config["SEMBOARD_BOARD_JOBS"] = "process" if hasattr(os, "fork") else "thread"
+    app.config["SEMBOARD_BOARD_JOBS"] = "process"
     job_queue.set_job_app(app)
     timing = job_queue.worker_timing(app)
     connection = Redis.from_url(app.config["REDIS_URL"])

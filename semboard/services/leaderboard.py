@@ -306,21 +306,32 @@ class _ParsedScore:
         return dict(found)
 
 
-# Parsed score records per process, keyed by a digest of their stored JSON text: an entry is
-# found only for identical content, so it can never be stale (records are also append-only).
-_parsed: LRU[bytes, _ParsedScore] = LRU(4096)
+# Parsed score records per process, keyed by their content digest (RunScoreRecord.digest, set
+# on every write): an entry is found only for identical content, so it can never be stale. Big
+# enough for a 10,000-run board: a build after an upload then parses the new record only.
+_parsed: LRU[str, _ParsedScore] = LRU(12_288)
 
 
-def _parsed_scores(session: Session, score_ids: list[int]) -> dict[int, _ParsedScore]:
-    """The parsed score records of these ids: their texts are read, only new ones parsed."""
+def _parsed_scores(session: Session, digests: list[tuple[int, str | None]]
+                   ) -> dict[int, _ParsedScore]:
+    """The parsed score records of these (id, digest) pairs: texts read only of new content."""
     out: dict[int, _ParsedScore] = {}
-    for start in range(0, len(score_ids), 500):
-        chunk = score_ids[start:start + 500]
-        for score_id, scores_text, flat_text in session.execute(
-                select(RunScoreRecord.id, cast(RunScoreRecord.scores, Text),
+    missing = []
+    for score_id, digest in digests:
+        found = _parsed.get(digest) if digest is not None else None
+        if found is None:
+            missing.append(score_id)
+        else:
+            out[score_id] = found
+    for start in range(0, len(missing), 500):
+        unknown = missing[start:start + 500]
+        for score_id, digest, scores_text, flat_text in session.execute(
+                select(RunScoreRecord.id, RunScoreRecord.digest, cast(RunScoreRecord.scores, Text),
                        cast(RunScoreRecord.flat, Text))
-                .where(RunScoreRecord.id.in_(chunk))):
-            key = hashlib.sha1(f"{scores_text}\0{flat_text}".encode()).digest()
+                .where(RunScoreRecord.id.in_(unknown))):
+            # a record written before its digest existed: keyed by its text instead
+            key = digest or "text:" + hashlib.sha1(f"{scores_text}\0{flat_text}".encode()
+                                                   ).hexdigest()
             entry = _parsed.get(key) or _parsed.put(
                 key, _ParsedScore(json.loads(scores_text), json.loads(flat_text)))
             out[score_id] = entry
@@ -411,12 +422,14 @@ def build_leaderboard(
               .group_by(RunScoreRecord.run_id).subquery())
     listed = session.execute(
         select(Run.id, Run.name, Run.is_late, Run.is_fix, Run.submitted_at, Run.meta,
-               Team.name, Team.is_baseline, Team.is_organiser_team, newest.c.score_id)
+               Team.name, Team.is_baseline, Team.is_organiser_team, newest.c.score_id,
+               RunScoreRecord.digest)
         .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
+        .join(RunScoreRecord, RunScoreRecord.id == newest.c.score_id)
         .where(Run.phase_id == phase.id, Run.is_current, Run.status == "scored")
         .order_by(Run.id)
     ).all()
-    parsed = _parsed_scores(session, [line[9] for line in listed])
+    parsed = _parsed_scores(session, [(line[9], line[10]) for line in listed])
     scored = [(line, parsed[line[9]]) for line in listed]
     ranked_ids = _ranked_filter(session, phase)
 

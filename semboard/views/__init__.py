@@ -18,8 +18,8 @@ from semboard.views import (  # noqa: F401  (each module adds its routes to comm
     closing,
     models,
     organise,
-    primary,
     participation,
+    primary,
     tasks,
 )
 from semboard.views.common import bp, current_session_key

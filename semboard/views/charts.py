@@ -19,6 +19,7 @@ from semboard.services import (
     leaderboard,
     phases,
 )
+from semboard.services import prepared as prepared_boards
 from semboard.views.boards import board_chart_specs
 from semboard.views.common import (
     bp,
@@ -74,11 +75,11 @@ def run_chart_names(run: Run) -> list[str]:
 
 
 def _run_bars(run: Run) -> dict[str, Any] | None:
-    """The bars chart: the run against its board (cached groups only: a GET never writes)."""
+    """The bars chart: the run against its prepared board (a GET never builds or writes)."""
     session = db()
     try:
-        board = leaderboard.build_leaderboard(session, task=run.task, phase=run.phase,
-                                              viewer=me(), storage=None, now=now())
+        board = prepared_boards.served_board(session, phase=run.phase, viewer=me(),
+                                             now=now()).board(run.task, run.phase)
     except Forbidden:
         abort(404)
     row = next((r for r in board.rows if r.run_id == run.id), None)
@@ -198,8 +199,8 @@ def _choices(task: Any) -> list[Any]:
     session = db()
     try:
         phase = phases.default_board_phase(session, task, viewer=me(), now=now())
-        board = leaderboard.build_leaderboard(session, task=task, phase=phase,
-                                              viewer=me(), storage=None, now=now())
+        board = prepared_boards.served_board(session, phase=phase, viewer=me(),
+                                             now=now()).board(task, phase)
     except (Forbidden, NotFound):
         return []
     return board.rows

@@ -28,8 +28,8 @@ from semboard.services import (
 )
 from semboard.services import models as model_services
 from semboard.timefmt import clock_text
-from semboard.views import primary as primary_views
 from semboard.views import participation as participation_views
+from semboard.views import primary as primary_views
 from semboard.views.common import (
     bp,
     committed,

@@ -304,6 +304,35 @@ def test_a_savepoint_does_not_run_the_post_commit_step(app, world, monkeypatch):
     assert time.monotonic() - started < 10
 
 
+def test_a_build_after_an_upload_reads_only_the_new_score_text(session, storage, world,
+                                                               tiny_data, now, make):
+    phase = world["phase"]
+    for k in range(3):
+        team, captain = make.team(world["task"], f"digest {k}")
+        session.commit()
+        submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                           name="r", files=tiny_data.run(seed=20 + k), now=now)
+    session.commit()
+    leaderboard.build_leaderboard(session, task=world["task"], phase=phase, viewer=None)
+    team, captain = make.team(world["task"], "digest new")
+    session.commit()
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="new",
+                       files=tiny_data.run(seed=30), now=now)
+    session.commit()
+    seen: list[tuple[str, int]] = []
+    engine = session.get_bind()
+    listener = lambda *args: seen.append((args[2], len(args[3])))  # noqa: E731 - SQL, params
+    event.listen(engine, "before_cursor_execute", listener)
+    try:
+        board = leaderboard.build_leaderboard(session, task=world["task"], phase=phase,
+                                              viewer=None)
+    finally:
+        event.remove(engine, "before_cursor_execute", listener)
+    assert len(board.rows) == 4
+    texts = [params for sql, params in seen if "run_score.scores" in sql]
+    assert texts == [1]  # one record's text: the one this process has not parsed
+
+
 def test_a_build_reads_score_texts_and_parses_only_new_content(session, storage, world,
                                                                tiny_data, now, monkeypatch):
     # score records are parsed once per process, keyed by their stored text: a record whose
@@ -342,8 +371,8 @@ def test_groups_wait_for_a_rush_to_pause_and_cover_it_once(app, world, monkeypat
     computed = []
     monkeypatch.setattr(board_jobs, "compute_groups",
                         lambda _app, task_id: computed.append(task_id) or 0)
-    monkeypatch.setattr(board_jobs.os, "fork", lambda: pytest.fail("no fork: counted here"))
-    monkeypatch.setattr(board_jobs.threading, "active_count", lambda: 99)  # compute in-thread
+    monkeypatch.setattr(board_jobs, "_run_in_child",  # counted here, not in a child
+                        lambda _app, task_id: computed.append(task_id) or 0)
     task_id = world["task"].id
     for _ in range(4):  # uploads of a rush, closer together than the delay
         board_jobs.schedule_groups(app, task_id)

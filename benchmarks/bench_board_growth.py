@@ -1,0 +1,157 @@
+"""Upload to visible, and the first board view after it, as a board grows (in process).
+
+    python benchmarks/bench_board_growth.py [--data ../shared/data] [--runs 20 500 2000 5000]
+                                            [--uploads 7] [--before REV] [--site-dir DIR]
+
+For each size: a scratch SQLite site with the real sts2012 task and N teams with one run each
+(bench_boards.build_site, scored without CIs: they do not change what a board costs; no groups).
+Then, in a fresh process of this tree (and, with --before, of that commit's semboard/evaluation
+unpacked from git, on the same database), a warm web worker in process:
+
+- upload to visible: --uploads runs submitted through the real `submit` service (validated,
+  stored and scored, as in the request), then the post-commit step that stores the new board
+  version (`jobs.boards.prepare_phase`); p50 of the two together and of the board step alone;
+- the first board page view after each upload against a task-list view (Flask test client).
+
+Prints the figures with the load average; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_ROOT))
+sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
+
+_MEASURE = r"""
+import json, statistics, sys, time, uuid
+from pathlib import Path
+import numpy as np
+from evaluation import load_task, write_run
+from semboard import create_app
+from semboard.db import make_session_factory
+from semboard.jobs import boards
+from semboard.services import accounts, gold, inputs, submissions, tasks, teams
+from semboard.storage import LocalStorage
+
+url, uploads, folder, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+gold.SCORE_OPTIONS["resamples"] = 0
+app = create_app({"DATABASE_URL": url, "SECRET_KEY": "bench", "SEMBOARD_UPLOAD_DIR": uploads,
+                  "SEMBOARD_INSTANCE_PATH": folder + "/instance", "SEMBOARD_BOARD_JOBS": "rq",
+                  "REDIS_URL": "redis://127.0.0.1:1/0"})
+boards.schedule_groups = lambda app, task_id: "skipped"  # groups are not what is timed here
+client = app.test_client()
+session = make_session_factory(url)()
+storage = LocalStorage(Path(uploads))
+definition = load_task("sts2012")
+task = tasks.get_task(session, "sts2012")
+phase = tasks.get_phase(session, task, "eval")
+known = inputs.parsed_inputs(session, storage, task=task)
+parsed_gold = gold.parsed_gold(session, storage, task=task)
+page = "/tasks/sts2012/leaderboard/eval"
+with app.app_context():
+    from semboard.db import job_session_factory
+    reader = job_session_factory(app)()
+    boards.prepare_phase(reader, reader.merge(phase))  # a warm worker: the board built once
+    reader.close()
+client.get(page); client.get("/tasks")
+visible, step, first, listing, step_cpu, first_cpu = [], [], [], [], [], []
+for i in range(count):
+    rng = np.random.default_rng(10_000 + i)
+    files = dict(write_run(definition, d, known[d].ids,
+                           np.clip(g.scores + rng.normal(0, 0.7, len(g)), 0, 5))
+                 for d, g in parsed_gold.items())
+    tag = uuid.uuid4().hex[:8]
+    user = accounts.register_user(session, email=f"g{tag}@example.org", password="password123",
+                                  display_name=tag, now=phase.opens_at)
+    team = teams.create_team(session, task=task, captain=user, name=f"grow {tag}",
+                             affiliation="", now=phase.opens_at)
+    session.commit()
+    t0 = time.perf_counter()
+    submissions.submit(session, storage, team=team, phase=phase, user=user, name="run",
+                       files=files, now=phase.opens_at)
+    session.commit()
+    t1, c1 = time.perf_counter(), time.process_time()
+    with app.app_context():
+        reader = job_session_factory(app)()
+        boards.prepare_phase(reader, reader.merge(phase))
+        reader.close()
+    t2 = time.perf_counter()
+    step_cpu.append((time.process_time() - c1) * 1000)
+    visible.append((t2 - t0) * 1000)
+    step.append((t2 - t1) * 1000)
+    t3, c3 = time.perf_counter(), time.process_time()
+    assert client.get(page).status_code == 200
+    first_cpu.append((time.process_time() - c3) * 1000)
+    t4 = time.perf_counter()
+    assert client.get("/tasks").status_code == 200
+    first.append((t4 - t3) * 1000)
+    listing.append((time.perf_counter() - t4) * 1000)
+print(json.dumps({"visible": statistics.median(visible), "step": statistics.median(step),
+                  "first": statistics.median(first), "list": statistics.median(listing),
+                  "step_cpu": statistics.median(step_cpu),
+                  "first_cpu": statistics.median(first_cpu)}))
+"""
+
+
+def measure(site: dict, folder: Path, root: Path, count: int) -> dict[str, float]:
+    """Run the timing script in a fresh process importing the project from root."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", _MEASURE, site["url"], site["uploads"],
+                           str(folder), str(count)], env=env, cwd=folder, check=True,
+                          capture_output=True, text=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def main() -> None:
+    """Build each site, time this tree (and --before), print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=PROJECT_ROOT.parent / "shared" / "data")
+    parser.add_argument("--runs", type=int, nargs="+", default=[20, 500, 2000, 5000])
+    parser.add_argument("--uploads", type=int, default=7)
+    parser.add_argument("--before", help="a commit timed side by side on the same sites")
+    parser.add_argument("--site-dir", type=Path, help="keep the sites here (reused when there)")
+    args = parser.parse_args()
+    from bench_boards import build_site
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = args.site_dir or Path(tmp)
+        old_root = Path(tmp) / "before"
+        if args.before:  # that commit's packages, unpacked (the repository is untouched)
+            old_root.mkdir()
+            archive = subprocess.run(["git", "archive", args.before, "semboard", "evaluation",
+                                      "tasks", "templates", "static", "baselines"],
+                                     cwd=PROJECT_ROOT, check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(old_root)], input=archive, check=True)
+        print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; medians in ms "
+              f"over {args.uploads} uploads; this tree" + (f" | {args.before}" if args.before
+                                                              else ""), flush=True)
+        for runs in args.runs:
+            folder = base / f"runs{runs}"
+            folder.mkdir(parents=True, exist_ok=True)
+            site = build_site(folder, args.data / "sts2012" / "test", runs, 0)
+            now = measure(site, folder, PROJECT_ROOT, args.uploads)
+            line = (f"  {runs:>5} runs: upload->visible p50 {now['visible']:7.0f} ms (board "
+                    f"step {now['step']:6.0f}, {now['step_cpu']:4.0f} CPU), first view after "
+                    f"upload {now['first'] / now['list']:5.1f}x a task list ({now['first']:.0f} "
+                    f"ms, {now['first_cpu']:.0f} CPU)")
+            if args.before:
+                old = measure(site, folder, old_root, args.uploads)
+                line += (f" | {old['visible']:7.0f} ms (step {old['step']:6.0f}, "
+                         f"{old['step_cpu']:4.0f} CPU), first view "
+                         f"{old['first'] / old['list']:5.1f}x ({old['first']:.0f} ms, "
+                         f"{old['first_cpu']:.0f} CPU)")
+            print(line, flush=True)
+            print(f"    (site built in {site['submit_s']:.0f} s; load average "
+                  f"{os.getloadavg()[0]:.2f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
