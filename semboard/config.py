@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from semboard.services.ratelimit import Limits, env_name
+from semboard.services.people.ratelimit import Limits, env_name
 
 
 @dataclass(frozen=True)

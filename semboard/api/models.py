@@ -13,7 +13,9 @@ from semboard.db import get_session
 from semboard.errors import Conflict, InvalidData
 from semboard.jobs.models import dispatch_model
 from semboard.models import ModelSubmission
-from semboard.services import model_uploads, models, tasks, teams
+from semboard.services.models import model_uploads, models
+from semboard.services.people import teams
+from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 from semboard.web.files import (
     client_filename,

@@ -14,7 +14,10 @@ from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import InvalidData, NotFound
 from semboard.models import ApiToken, Run, Task, Team
-from semboard.services import access, accounts, descriptions, submissions, tasks, team_rules, teams
+from semboard.services.closing import descriptions
+from semboard.services.people import accounts, team_rules, teams
+from semboard.services.runs import submissions
+from semboard.services.tasks import access, tasks
 from semboard.storage import get_storage
 from semboard.web.files import attachment
 from semboard.web.hardening import bounded_id

@@ -14,28 +14,16 @@ from semboard.errors import InvalidData
 from semboard.jobs import analysis as analysis_jobs
 from semboard.jobs.scoring import accept_run
 from semboard.models import Phase, Task, Team, TeamWindow, User
-from semboard.services import (
-    access,
-    accounts,
-    analysis,
-    audit,
-    definitions,
-    descriptions,
-    gold,
-    inputs,
-    models,
-    phases,
-    scorediff,
-    submissions,
-    tasks,
-    teams,
-    windows,
-)
-from semboard.services import prepared as prepared_boards
-from semboard.services import (
-    splits as split_views,
-)
-from semboard.services.ratelimit import Limits
+from semboard.services.boards import analysis
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.closing import descriptions, scorediff
+from semboard.services.data import gold, inputs
+from semboard.services.models import models
+from semboard.services.people import accounts, teams, windows
+from semboard.services.people.ratelimit import Limits
+from semboard.services.runs import audit, submissions
+from semboard.services.tasks import access, definitions, phases, tasks
+from semboard.services.tasks import splits as split_views
 from semboard.storage import get_storage
 from semboard.timefmt import api_time
 from semboard.web import files

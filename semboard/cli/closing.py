@@ -14,8 +14,10 @@ from sqlalchemy.orm import Session
 from semboard.cli.core import _utc, command_session, gold_cli, results_cli
 from semboard.clock import utcnow
 from semboard.models import Team
-from semboard.services import audit, bundle, descriptions, schedule, scorediff, submissions, tasks
-from semboard.services import teams as team_service
+from semboard.services.closing import bundle, descriptions, schedule, scorediff
+from semboard.services.people import teams as team_service
+from semboard.services.runs import audit, submissions
+from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 
 audit_cli = AppGroup("audit", help="Organiser actions with a reason, and their audit log.")

@@ -23,8 +23,12 @@ from semboard.clock import utcnow
 from semboard.db import session_factory
 from semboard.errors import DomainError
 from semboard.models import PHASE_ACCEPTS, PHASE_KINDS, VISIBILITIES, Phase, Task
-from semboard.services import accounts, gold, inputs, leaderboard, papertables, tasks
-from semboard.services import prepared as prepared_boards
+from semboard.services.boards import leaderboard
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.closing import papertables
+from semboard.services.data import gold, inputs
+from semboard.services.people import accounts
+from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 
 if TYPE_CHECKING:

@@ -9,7 +9,8 @@ from flask.cli import AppGroup
 from semboard.cli.core import command_session
 from semboard.clock import utcnow
 from semboard.jobs.models import dispatch_model
-from semboard.services import models, tasks
+from semboard.services.models import models
+from semboard.services.tasks import tasks
 
 models_cli = AppGroup("models", help="The model track: a task's models, failed ones run again.")
 

@@ -17,8 +17,9 @@ from semboard.db import session_factory
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import RunComparison, Task, User
-from semboard.services import analysis, ratelimit
-from semboard.services.ratelimit import Limits
+from semboard.services.boards import analysis
+from semboard.services.people import ratelimit
+from semboard.services.people.ratelimit import Limits
 from semboard.storage import get_storage
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from semboard.db import begin_write, job_session_factory
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, Phase, Run, RunScoreRecord, Task, Team
-from semboard.services import prepared as prepared_boards
+from semboard.services.boards import prepared as prepared_boards
 from semboard.storage import get_storage
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,8 @@ from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.jobs.scoring import accept_run
 from semboard.models import ModelSubmission
-from semboard.services import definitions, inputs
+from semboard.services.data import inputs
+from semboard.services.tasks import definitions
 from semboard.storage import Storage, get_storage
 
 log = logging.getLogger(__name__)

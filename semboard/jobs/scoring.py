@@ -17,7 +17,9 @@ from semboard.jobs import boards
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, Phase, Run, Task, Team, User
-from semboard.services import descriptions, gold, submissions
+from semboard.services.closing import descriptions
+from semboard.services.data import gold
+from semboard.services.runs import submissions
 from semboard.storage import Storage, get_storage
 
 

@@ -13,7 +13,8 @@ from semboard.errors import NameTaken, RateLimited
 from semboard.mail.delivery import mail_available
 from semboard.mail.events import queue_event
 from semboard.models import User
-from semboard.services import access, account_links, accounts, ratelimit, tasks, teams
+from semboard.services.people import account_links, accounts, ratelimit, teams
+from semboard.services.tasks import access, tasks
 from semboard.views.common import (
     bp,
     client_address,

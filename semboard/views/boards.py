@@ -22,8 +22,9 @@ from semboard.jobs import boards as board_jobs
 from semboard.jobs import queue as job_queue
 from semboard.jobs import scoring as scoring_jobs
 from semboard.models import Phase, Task
-from semboard.services import access, breakdowns, charts, definitions, leaderboard, phases, tasks
-from semboard.services import prepared as prepared_boards
+from semboard.services.boards import breakdowns, charts, leaderboard
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.tasks import access, definitions, phases, tasks
 from semboard.views.common import admin_required, bp, db, load_task, me, now
 from semboard.web import files
 from semboard.web.forms import ActionForm

@@ -20,18 +20,10 @@ from flask import (
 from semboard.db import read_session_factory
 from semboard.errors import DomainError, InvalidData
 from semboard.models import Phase, Run, Task
-from semboard.services import (
-    access,
-    audit,
-    bundle,
-    descriptions,
-    papertables,
-    schedule,
-    scorediff,
-    submissions,
-    tasks,
-    teams,
-)
+from semboard.services.closing import bundle, descriptions, papertables, schedule, scorediff
+from semboard.services.people import teams
+from semboard.services.runs import audit, submissions
+from semboard.services.tasks import access, tasks
 from semboard.views.common import (
     bp,
     committed,

@@ -16,8 +16,10 @@ from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import DomainError
 from semboard.models import Run, Task, Team, User
-from semboard.services import access, accounts, submissions, tasks, teams
-from semboard.services.ratelimit import Limits
+from semboard.services.people import accounts, teams
+from semboard.services.people.ratelimit import Limits
+from semboard.services.runs import submissions
+from semboard.services.tasks import access, tasks
 from semboard.storage import Storage, get_storage
 from semboard.timefmt import clock_text
 from semboard.web.forms import ActionForm

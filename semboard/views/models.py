@@ -20,8 +20,9 @@ from flask_login import login_required
 from baselines.models.check import POOLING_MODES
 from semboard.errors import Conflict, DomainError, InvalidData, PhaseNotOpen
 from semboard.jobs.models import dispatch_model
-from semboard.services import model_uploads, submissions
-from semboard.services import models as model_services
+from semboard.services.models import model_uploads
+from semboard.services.models import models as model_services
+from semboard.services.runs import submissions
 from semboard.views.common import (
     bp,
     db,

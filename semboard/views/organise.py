@@ -13,19 +13,11 @@ from semboard.errors import DomainError, InvalidData
 from semboard.jobs import scoring as scoring_jobs
 from semboard.jobs.models import dispatch_model
 from semboard.models import ModelSubmission, Phase, Task, User
-from semboard.services import (
-    access,
-    accounts,
-    definitions,
-    gold,
-    grants,
-    inputs,
-    splits,
-    submissions,
-    tasks,
-    teams,
-)
-from semboard.services import models as model_services
+from semboard.services.data import gold, inputs
+from semboard.services.models import models as model_services
+from semboard.services.people import accounts, grants, teams
+from semboard.services.runs import submissions
+from semboard.services.tasks import access, definitions, splits, tasks
 from semboard.views.common import (
     admin_required,
     bp,

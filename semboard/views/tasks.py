@@ -12,19 +12,12 @@ from flask_login import login_required
 from semboard.errors import DomainError
 from semboard.jobs.scoring import accept_run
 from semboard.models import Phase, Run, Task, Team
-from semboard.services import (
-    access,
-    definitions,
-    descriptions,
-    gold,
-    inputs,
-    splits,
-    submissions,
-    tasks,
-    teams,
-    windows,
-)
-from semboard.services import models as model_services
+from semboard.services.closing import descriptions
+from semboard.services.data import gold, inputs
+from semboard.services.models import models as model_services
+from semboard.services.people import teams, windows
+from semboard.services.runs import submissions
+from semboard.services.tasks import access, definitions, splits, tasks
 from semboard.timefmt import clock_text
 from semboard.views.common import (
     bp,

@@ -74,7 +74,8 @@ def test_sts2012_closing_workflow(app, client, shared_data, tmp_path):
         cli("user", "create", f"{team}@example.org", "--password", f"{team}-password")
         with app.app_context():
             from semboard.db import get_session
-            from semboard.services import accounts, tasks, teams
+            from semboard.services.people import accounts, teams
+            from semboard.services.tasks import tasks
 
             session = get_session()
             teams.create_team(session, task=tasks.get_task(session, "sts2012"),

@@ -18,7 +18,9 @@ from semboard.errors import (
     RateLimited,
 )
 from semboard.models import Base, TeamWindow, User
-from semboard.services import accounts, inputs, ratelimit, tasks, teams, windows
+from semboard.services.data import inputs
+from semboard.services.people import accounts, ratelimit, teams, windows
+from semboard.services.tasks import tasks
 
 
 def test_register_hashes_with_argon2_and_authenticates(session, now) -> None:

@@ -16,7 +16,10 @@ from scipy.stats import pearsonr
 
 from evaluation import parse_task, write_run
 from semboard.errors import InvalidData
-from semboard.services import gold, inputs, submissions, tasks, teams
+from semboard.services.data import gold, inputs
+from semboard.services.people import teams
+from semboard.services.runs import submissions
+from semboard.services.tasks import tasks
 from tests.evaluation.test_eval_annotators import ANNOTATED, SIZES, _release
 from tests.site.conftest import NOW
 

@@ -9,7 +9,8 @@ from openapi_support import check_response
 from sqlalchemy import func, select
 
 from semboard.models import TeamWindow
-from semboard.services import gold, tasks
+from semboard.services.data import gold
+from semboard.services.tasks import tasks
 
 API = "/api/v1"
 

@@ -116,7 +116,7 @@ def csrf_app(database_url: str, storage, tmp_path: Path):
 
 
 def test_api_is_exempt_from_csrf_but_forms_are_not(csrf_app, make, session, now, tiny_data):
-    from semboard.services import accounts
+    from semboard.services.people import accounts
 
     csrf_app.config["SEMBOARD_CLOCK"] = lambda: now
     task = make.task(with_gold=True)

@@ -16,16 +16,11 @@ import pytest
 from evaluation import __version__ as evaluation_version
 from evaluation import parse_task
 from semboard.errors import InvalidData
-from semboard.services import (
-    archive,
-    charts,
-    chartsvg,
-    gold,
-    inputs,
-    leaderboard,
-    submissions,
-    tasks,
-)
+from semboard.services.boards import charts, chartsvg, leaderboard
+from semboard.services.closing import archive
+from semboard.services.data import gold, inputs
+from semboard.services.runs import submissions
+from semboard.services.tasks import tasks
 from tests.archive_check import broken_links, html_problems
 from tests.site.conftest import NOW, TINY_SIZES
 from tests.site.test_site_splits import SIZES, SPLIT_TOML

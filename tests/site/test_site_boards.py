@@ -16,8 +16,12 @@ from sqlalchemy import event, func, select
 from semboard.jobs import boards as board_jobs
 from semboard.jobs import scoring as scoring_jobs
 from semboard.models import PreparedBoard, SignificanceGroups
-from semboard.services import gold, grants, leaderboard, submissions, tasks
-from semboard.services import prepared as prepared_boards
+from semboard.services.boards import leaderboard
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.data import gold
+from semboard.services.people import grants
+from semboard.services.runs import submissions
+from semboard.services.tasks import tasks
 
 API = "/api/v1"
 

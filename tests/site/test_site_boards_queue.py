@@ -16,7 +16,7 @@ import pytest
 from semboard.jobs import boards as board_jobs
 from semboard.jobs import queue as job_queue
 from semboard.jobs import scoring as scoring_jobs
-from semboard.services import submissions
+from semboard.services.runs import submissions
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 API = "/api/v1"

@@ -13,7 +13,8 @@ from sqlalchemy import select
 
 from evaluation import load_task
 from semboard.models import Task
-from semboard.services import breakdowns, submissions
+from semboard.services.boards import breakdowns
+from semboard.services.runs import submissions
 from tests.chromium import launch, open_page, require_chromium
 
 

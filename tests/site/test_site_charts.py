@@ -7,8 +7,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from semboard.services import charts
-from semboard.services.leaderboard import Column, Leaderboard, Row
+from semboard.services.boards import charts
+from semboard.services.boards.leaderboard import Column, Leaderboard, Row
 
 ROOT = Path(__file__).resolve().parents[2]
 T = datetime(2026, 1, 1, tzinfo=UTC)

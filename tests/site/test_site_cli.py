@@ -8,7 +8,8 @@ import pytest
 from sqlalchemy import select
 
 from semboard.models import InputFile, Phase, Task, TaskOrganiser
-from semboard.services import accounts, submissions, teams
+from semboard.services.people import accounts, teams
+from semboard.services.runs import submissions
 
 
 def _fresh(session) -> None:

@@ -16,7 +16,9 @@ from site_net import free_port
 from sqlalchemy import func, select
 
 from semboard.models import Task, TeamWindow
-from semboard.services import accounts, gold, tasks
+from semboard.services.data import gold
+from semboard.services.people import accounts
+from semboard.services.tasks import tasks
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,20 +13,12 @@ import pytest
 from semboard.errors import Conflict, Forbidden, InvalidData, NotFound, RunLimitReached
 from semboard.jobs import schedule as schedule_jobs
 from semboard.models import ModelSubmission, ModelUpload, Team, TeamMember
-from semboard.services import (
-    audit,
-    bundle,
-    descriptions,
-    gold,
-    inputs,
-    papertables,
-    schedule,
-    scorediff,
-    submissions,
-    tasks,
-    teams,
-)
-from semboard.services import models as model_services
+from semboard.services.closing import bundle, descriptions, papertables, schedule, scorediff
+from semboard.services.data import gold, inputs
+from semboard.services.models import models as model_services
+from semboard.services.people import teams
+from semboard.services.runs import audit, submissions
+from semboard.services.tasks import tasks
 from tests.site.conftest import TINY_TOML
 
 QUESTIONS = """
@@ -128,7 +120,7 @@ def test_move_run_is_audited_and_refused_when_unsafe(session, storage, tiny_data
 
 
 def _user(session, name, now):
-    from semboard.services import accounts
+    from semboard.services.people import accounts
 
     return accounts.register_user(session, email=f"{name.lower()}@example.org",
                                   password="password123", display_name=name, now=now)
@@ -388,7 +380,7 @@ def test_upload_form_takes_the_description(app, client, session, tiny_data, now,
 def test_board_rules_rank_per_dataset_and_need_complete_runs(session, storage, make, tiny_data,
                                                               now):
     from evaluation import parse_task
-    from semboard.services import leaderboard
+    from semboard.services.boards import leaderboard
 
     text = TINY_TOML.replace("required = true", "required = false").replace(
         'ranking = "aggregate"',

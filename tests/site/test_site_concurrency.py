@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from semboard.errors import RunLimitReached
 from semboard.models import Phase, Run, Team, UploadLog, User
-from semboard.services import submissions
+from semboard.services.runs import submissions
 
 PARALLEL = 8
 databases = pytest.mark.parametrize(

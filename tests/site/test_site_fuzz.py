@@ -25,7 +25,7 @@ from sqlalchemy import func, select
 from test_site_gunicorn import PROJECT_ROOT, _free_port, _wait_until_serving, databases
 
 from semboard.models import Run, RunFile, UploadLog
-from semboard.services import accounts
+from semboard.services.people import accounts
 
 WORKERS = 2
 # Peak resident memory a worker may reach over the whole corpus (the bomb alone is 300 MB).

@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import func, select
 
 from semboard.models import Run, UploadLog
-from semboard.services import accounts
+from semboard.services.people import accounts
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 4

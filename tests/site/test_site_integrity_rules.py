@@ -10,7 +10,9 @@ from sqlalchemy import func, select
 
 from semboard.errors import InvalidData, WindowClosed
 from semboard.models import Run
-from semboard.services import gold, grants, inputs, submissions, windows
+from semboard.services.data import gold, inputs
+from semboard.services.people import grants, windows
+from semboard.services.runs import submissions
 
 
 def test_no_new_runs_once_gold_is_public_except_post_evaluation_and_fixes(

@@ -9,7 +9,9 @@ import math
 from typing import Any
 
 from evaluation import parse_task
-from semboard.services import gold, inputs, submissions, tasks
+from semboard.services.data import gold, inputs
+from semboard.services.runs import submissions
+from semboard.services.tasks import tasks
 from tests.site.conftest import NOW, TINY_TOML
 
 BLANK_TOML = TINY_TOML.replace('[gold]\nformat = "lines"',
@@ -88,7 +90,7 @@ def test_items_show_unscored_pairs_apart_and_last(client, make, app):
 
 
 def test_compare_scatter_leaves_unscored_pairs_out(client, make, app):
-    from semboard.services import analysis
+    from semboard.services.boards import analysis
 
     run = _blank_task_run(make, app)
     team_b, captain_b = make.team(run.task, "B")

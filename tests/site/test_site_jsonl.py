@@ -7,7 +7,10 @@ import pytest
 from scipy.stats import pearsonr
 
 from evaluation import parse_task, write_run
-from semboard.services import gold, inputs, submissions, tasks, teams
+from semboard.services.data import gold, inputs
+from semboard.services.people import teams
+from semboard.services.runs import submissions
+from semboard.services.tasks import tasks
 from tests.evaluation.test_eval_jsonl import JSONL, _jsonl, _records
 from tests.site.conftest import NOW
 

@@ -11,7 +11,10 @@ from sqlalchemy import select
 
 from semboard.errors import Forbidden, InvalidData
 from semboard.models import RunScoreRecord
-from semboard.services import gold, grants, leaderboard, submissions, teams
+from semboard.services.boards import leaderboard
+from semboard.services.data import gold
+from semboard.services.people import grants, teams
+from semboard.services.runs import submissions
 
 
 def test_gold_is_checked_against_the_inputs(session, storage, make, now):
@@ -30,7 +33,7 @@ def test_gold_is_private_until_released(session, storage, make, now):
     task = make.task(with_gold=True)
     _, captain = make.team(task)
     organiser = make.user()
-    from semboard.services import tasks
+    from semboard.services.tasks import tasks
 
     tasks.add_organiser(session, task=task, user=organiser, now=now)
     for viewer in (None, captain):
@@ -48,7 +51,8 @@ def test_gold_is_private_until_released(session, storage, make, now):
 
 
 def test_only_organisers_upload_inputs_and_gold(session, storage, make, tiny_data, now):
-    from semboard.services import inputs, tasks
+    from semboard.services.data import inputs
+    from semboard.services.tasks import tasks
 
     task = make.task(with_inputs=False)
     _, captain = make.team(task)

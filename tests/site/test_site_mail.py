@@ -17,7 +17,9 @@ from site_net import free_port
 from semboard.db import get_session
 from semboard.mail.delivery import parse_mail_url
 from semboard.models import User
-from semboard.services import account_links, accounts, gold, tasks
+from semboard.services.data import gold
+from semboard.services.people import account_links, accounts
+from semboard.services.tasks import tasks
 
 API = "/api/v1"
 

@@ -21,7 +21,9 @@ import pytest
 from flask import Flask
 
 from semboard.models import Run
-from semboard.services import archive, bundle, leaderboard, papertables, submissions
+from semboard.services.boards import leaderboard
+from semboard.services.closing import archive, bundle, papertables
+from semboard.services.runs import submissions
 from tests.archive_check import broken_links, html_problems
 from tests.boards_support import sts2012_board
 from tests.chromium import launch, open_page, require_chromium

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from semboard.jobs import models as model_jobs
 from semboard.jobs.queue import wait_for_threads
 from semboard.models import ModelSubmission
-from semboard.services import models as model_services
+from semboard.services.models import models as model_services
 from tests.site.model_track_support import on_disk, zip_folder
 
 pytestmark = pytest.mark.gpu_extra
@@ -110,7 +110,7 @@ def test_with_redis_the_sweep_requeues_only_lost_jobs(app, models_world, session
 
 def test_organisers_see_every_team_s_models(client, models_world, session, storage,
                                             model_folder, now, make) -> None:
-    from semboard.services import tasks
+    from semboard.services.tasks import tasks
 
     first = _submit(session, storage, models_world, model_folder, now, "alpha-enc")
     b_team, b_captain = models_world["teams"][1], models_world["captains"][1]
@@ -141,7 +141,7 @@ def test_organisers_run_a_failed_model_again_at_its_upload_time(
     model's upload time, so it is not late; the page, the command and the audit log agree."""
     from semboard.errors import Conflict, Forbidden, InvalidData
     from semboard.models import AuditEntry, Run
-    from semboard.services import tasks
+    from semboard.services.tasks import tasks
 
     phase = models_world["phase"]
     row = _submit(session, storage, models_world, model_folder, now, "crashed")

@@ -14,7 +14,9 @@ from sqlalchemy import func, select
 from evaluation import parse_task
 from semboard.jobs.queue import wait_for_threads
 from semboard.models import AuditEntry, ModelSubmission, ModelUpload, Run, UploadLog
-from semboard.services import gold, inputs, model_uploads, tasks
+from semboard.services.data import gold, inputs
+from semboard.services.models import model_uploads
+from semboard.services.tasks import tasks
 from tests.site.conftest import TINY_TOML
 from tests.site.model_track_support import API, FlaskHttp, zip_folder
 
@@ -278,7 +280,7 @@ def test_published_model_files_reach_whoever_sees_the_run(client, models_world, 
 
 def test_the_team_page_publishes_and_withdraws(client, models_world, session, storage,
                                                model_folder, now) -> None:
-    from semboard.services import models as model_services
+    from semboard.services.models import models as model_services
     from tests.site.model_track_support import on_disk
 
     team, phase = models_world["team_a"], models_world["phase"]
@@ -353,7 +355,7 @@ def test_models_only_where_every_dataset_takes_scores(session, now) -> None:
 def test_a_team_lists_its_models_and_publishes_from_the_cli(client, models_world, session,
                                                            storage, model_folder, now,
                                                            monkeypatch, capsys) -> None:
-    from semboard.services import models as model_services
+    from semboard.services.models import models as model_services
     from semboard_cli import client as cli_client
     from semboard_cli import main as cli
     from tests.site.model_track_support import on_disk
@@ -452,7 +454,8 @@ def test_published_files_follow_the_run_s_visibility(client, world, session, sto
                                                      tiny_data) -> None:
     """Published model files reach only those who may see the run: on a board hidden until
     published, nobody outside the team and the organisers until the results are out."""
-    from semboard.services import gold, submissions
+    from semboard.services.data import gold
+    from semboard.services.runs import submissions
     from semboard.storage import keys, put_content, sha256
 
     team, phase, captain = world["team_a"], world["phase"], world["captains"][0]

@@ -18,8 +18,9 @@ from evaluation import validate_run
 from semboard.jobs import models as model_jobs
 from semboard.jobs.queue import wait_for_threads
 from semboard.models import ModelSubmission, Phase, Run, UploadLog
-from semboard.services import definitions, inputs
-from semboard.services import models as model_services
+from semboard.services.data import inputs
+from semboard.services.models import models as model_services
+from semboard.services.tasks import definitions
 from tests.site.model_track_support import FlaskHttp, on_disk, post_model, zip_folder
 
 API = "/api/v1"

@@ -7,7 +7,9 @@ import io
 import pytest
 
 from semboard.errors import InvalidData, NameTaken
-from semboard.services import accounts, names, submissions, tasks, teams
+from semboard.services.people import accounts, names, teams
+from semboard.services.runs import submissions
+from semboard.services.tasks import tasks
 
 
 @pytest.mark.parametrize(("a", "b"), [

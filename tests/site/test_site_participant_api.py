@@ -10,7 +10,7 @@ from openapi_spec_validator import validate
 from openapi_support import check_response
 
 from semboard.api.openapi import spec
-from semboard.services import tasks
+from semboard.services.tasks import tasks
 
 API = "/api/v1"
 databases = pytest.mark.parametrize(

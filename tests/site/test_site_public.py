@@ -18,7 +18,7 @@ from semboard.db import dispose_app_engine
 from semboard.errors import AuthenticationFailed, RateLimited
 from semboard.mail.delivery import payload
 from semboard.models import ApiToken, Run, Team, TeamMember, User
-from semboard.services import account_links, accounts, ratelimit
+from semboard.services.people import account_links, accounts, ratelimit
 from semboard.web.hardening import MAX_ID
 
 API = "/api/v1"

@@ -11,7 +11,7 @@ from sqlalchemy import select, text
 
 from semboard.db import READ_ONLY, WriteInReadOnlySession, app_engine, get_session, make_engine
 from semboard.models import ApiToken, Team
-from semboard.services import accounts
+from semboard.services.people import accounts
 
 API = "/api/v1"
 

@@ -8,7 +8,9 @@ import re
 import pytest
 
 from semboard.models import ModelSubmission
-from semboard.services import accounts, submissions, tasks, teams
+from semboard.services.people import accounts, teams
+from semboard.services.runs import submissions
+from semboard.services.tasks import tasks
 
 LOGIN = "login"  # a redirect to the log-in page
 

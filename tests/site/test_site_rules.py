@@ -14,7 +14,9 @@ from datetime import timedelta
 import pytest
 
 from semboard.models import Phase
-from semboard.services import audit, gold, phases, submissions
+from semboard.services.data import gold
+from semboard.services.runs import audit, submissions
+from semboard.services.tasks import phases
 from tests.site.conftest import NOW
 
 
@@ -101,7 +103,7 @@ def test_audit_reason_shown_alike_by_api_and_page(app, client, make, session, no
 
 def _member_of(make, session, team):
     user = make.user()
-    from semboard.services import teams
+    from semboard.services.people import teams
 
     teams.join_team(session, task=team.task, user=user, invite_code=team.invite_code, now=NOW)
     session.commit()
@@ -127,7 +129,7 @@ def test_invite_code_shown_alike_by_api_and_page(app, client, make, session, now
 
 
 def test_results_visibility_has_one_rule(session, make, now):
-    from semboard.services import access
+    from semboard.services.tasks import access
 
     task = make.task()
     phase: Phase = make.phase(task, visibility="hidden")

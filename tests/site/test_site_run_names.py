@@ -8,7 +8,8 @@ from sqlalchemy import select
 
 from evaluation import parse_task
 from semboard.models import Run
-from semboard.services import gold, inputs, tasks
+from semboard.services.data import gold, inputs
+from semboard.services.tasks import tasks
 from tests.site.conftest import NOW, TINY_TOML
 
 RUN_TOML = TINY_TOML.replace('filename = "STS.output.{dataset}.txt"',

@@ -11,7 +11,8 @@ from sqlalchemy import select
 
 from semboard.db import make_session_factory
 from semboard.models import AuditEntry, GoldRelease, Phase, Task
-from semboard.services import schedule, tasks
+from semboard.services.closing import schedule
+from semboard.services.tasks import tasks
 
 TICKERS = 4
 databases = pytest.mark.parametrize(

@@ -11,8 +11,11 @@ import pytest
 from sqlalchemy import func, select
 
 from semboard.models import SignificanceGroups
-from semboard.services import gold, leaderboard, significance, submissions, teams
-from semboard.services import prepared as prepared_boards
+from semboard.services.boards import leaderboard, significance
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.data import gold
+from semboard.services.people import teams
+from semboard.services.runs import submissions
 
 METRICS = ("ALL", "ALLnorm", "Mean")
 

@@ -13,7 +13,10 @@ from sqlalchemy import select
 
 from semboard.errors import Forbidden, InvalidData, RateLimited, RunRejected
 from semboard.models import GoldFile, InputFile, Run
-from semboard.services import gold, inputs, phases, splits, submissions, tasks, teams, windows
+from semboard.services.data import gold, inputs
+from semboard.services.people import teams, windows
+from semboard.services.runs import submissions
+from semboard.services.tasks import phases, splits, tasks
 from tests.site.conftest import NOW, TINY_TOML
 
 SPLIT_TOML = TINY_TOML.replace('name = "tiny"', 'name = "tinysplit"\ndefault_split = "test"') + """
@@ -243,7 +246,7 @@ def test_cli_and_api_refuse_an_oracle_phase(session, task, app, client, make):
                                *common])
     assert good.exit_code == 0, good.output
     organiser = make.user(admin=True)
-    from semboard.services import accounts
+    from semboard.services.people import accounts
 
     token = accounts.create_api_token(session, user=organiser, name="t", now=NOW)
     session.commit()

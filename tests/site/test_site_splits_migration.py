@@ -11,7 +11,10 @@ from sqlalchemy import inspect, text
 
 from semboard.cli.core import alembic_config
 from semboard.db import make_engine, make_session_factory
-from semboard.services import gold, leaderboard, submissions, tasks
+from semboard.services.boards import leaderboard
+from semboard.services.data import gold
+from semboard.services.runs import submissions
+from semboard.services.tasks import tasks
 from tests.site.conftest import NOW, Factory
 
 BEFORE = "0002_significance_groups"

@@ -18,7 +18,8 @@ from semboard.errors import (
     WindowClosed,
 )
 from semboard.models import Run, UploadLog
-from semboard.services import grants, submissions, teams, windows
+from semboard.services.people import grants, teams, windows
+from semboard.services.runs import submissions
 from semboard.storage import keys
 
 both_storages = pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from semboard.models import UploadLog
-from semboard.services import windows
+from semboard.services.people import windows
 
 API = "/api/v1"
 
@@ -75,7 +75,9 @@ HOSTILE_TEAMS = ['=HYPERLINK("http://x","y")', r"\input{/etc/passwd}", "+cmd|' /
 def test_exports_neutralise_formulas_and_escape_latex(client, world, tiny_data, session, make,
                                                       now):
     from semboard import exportsafe
-    from semboard.services import leaderboard, submissions, teams
+    from semboard.services.boards import leaderboard
+    from semboard.services.people import teams
+    from semboard.services.runs import submissions
 
     task, phase = world["task"], world["phase"]
     for i, name in enumerate(HOSTILE_TEAMS):
@@ -135,7 +137,7 @@ def _login(client, user):
 
 
 def _organiser(session, make, task, now):
-    from semboard.services import tasks
+    from semboard.services.tasks import tasks
 
     organiser = make.user()
     tasks.add_organiser(session, task=task, user=organiser, now=now)
@@ -147,7 +149,7 @@ def test_editing_a_phase_keeps_the_seconds_of_its_times(client, world, session, 
     import re
     from datetime import UTC, datetime
 
-    from semboard.services import tasks
+    from semboard.services.tasks import tasks
 
     phase = world["phase"]
     close = datetime(2012, 4, 11, 23, 59, 59, tzinfo=UTC)
@@ -176,7 +178,7 @@ def test_editing_a_phase_keeps_the_seconds_of_its_times(client, world, session, 
 def test_api_times_have_no_microseconds(client, world, session, make):
     from datetime import timedelta
 
-    from semboard.services import tasks
+    from semboard.services.tasks import tasks
 
     phase = world["phase"]
     tasks.update_phase(session, phase, opens_at=phase.opens_at + timedelta(microseconds=123456))
@@ -184,7 +186,7 @@ def test_api_times_have_no_microseconds(client, world, session, make):
     data = client.get(f"{API}/tasks/tiny", headers=world["tokens"]["a"]).get_json()
     assert "." not in data["phases"][0]["opens_at"]
     assert "." not in data["team"]["deadlines"]["eval"]
-    from semboard.services import submissions
+    from semboard.services.runs import submissions
 
     run = submissions.submit(session, make.storage, team=world["teams"][0], phase=phase,
                              user=world["captains"][0], name="r", files=make.tiny.run(seed=1),
@@ -202,7 +204,8 @@ def test_team_deadlines_follow_later_changes_of_the_close(session, make, now, ti
     from datetime import timedelta
 
     from semboard.errors import WindowClosed
-    from semboard.services import submissions, tasks
+    from semboard.services.runs import submissions
+    from semboard.services.tasks import tasks
 
     task = make.task(with_gold=True)
     phase = make.phase(task, "win", closes_at=now + timedelta(hours=2), team_window_hours=24)
@@ -235,7 +238,7 @@ def test_several_open_phases_are_never_guessed(app, client, world, session, make
                                                tiny_data):
     from datetime import UTC, datetime, timedelta
 
-    from semboard.services import tasks
+    from semboard.services.tasks import tasks
 
     task = world["task"]
     make.phase(task, "track-b", max_runs=3)
@@ -265,7 +268,7 @@ def test_several_open_phases_are_never_guessed(app, client, world, session, make
 
 def test_only_invalid_files_count_towards_the_upload_limit(client, world, tiny_data, session,
                                                            monkeypatch):
-    from semboard.services import submissions
+    from semboard.services.runs import submissions
 
     monkeypatch.setattr(submissions, "REJECTED_UPLOADS_PER_HOUR", 3)
     headers = world["tokens"]["a"]
@@ -290,7 +293,8 @@ def test_only_invalid_files_count_towards_the_upload_limit(client, world, tiny_d
 
 def test_a_new_metric_in_the_definition_leads_to_a_rescore(app, client, world, tiny_data,
                                                            session, make, now, tmp_path):
-    from semboard.services import gold, submissions
+    from semboard.services.data import gold
+    from semboard.services.runs import submissions
 
     team, _ = world["teams"]
     run = submissions.submit(session, make.storage, team=team, phase=world["phase"],
@@ -319,7 +323,8 @@ def test_a_new_metric_in_the_definition_leads_to_a_rescore(app, client, world, t
 def test_a_new_evaluation_version_leads_to_a_rescore(world, tiny_data, session, make, now,
                                                       monkeypatch):
     import evaluation
-    from semboard.services import gold, submissions
+    from semboard.services.data import gold
+    from semboard.services.runs import submissions
 
     team, _ = world["teams"]
     submissions.submit(session, make.storage, team=team, phase=world["phase"],
@@ -336,7 +341,10 @@ def test_boards_tell_undefined_not_submitted_and_no_gold_apart(app, client, sess
     import csv as csv_module
 
     from evaluation import parse_task
-    from semboard.services import gold, inputs, leaderboard, submissions, tasks
+    from semboard.services.boards import leaderboard
+    from semboard.services.data import gold, inputs
+    from semboard.services.runs import submissions
+    from semboard.services.tasks import tasks
 
     app.config["SEMBOARD_CLOCK"] = lambda: now
     toml = (tiny_data.folder / "tiny.toml").read_text()
@@ -385,7 +393,8 @@ def test_after_gold_release_the_submit_page_offers_only_phases_that_take_runs(
         client, world, session, make, now):
     from datetime import timedelta
 
-    from semboard.services import gold, grants
+    from semboard.services.data import gold
+    from semboard.services.people import grants
 
     make.phase(world["task"], "post", kind="post-evaluation", opens_at=now - timedelta(hours=1))
     gold.release_gold(session, task=world["task"], user=None, now=now - timedelta(minutes=1))
@@ -402,7 +411,7 @@ def test_after_gold_release_the_submit_page_offers_only_phases_that_take_runs(
 
 
 def test_the_baselines_team_shows_no_invite_code(client, world, session, make, now):
-    from semboard.services import teams
+    from semboard.services.people import teams
 
     baseline = teams.baseline_team(session, task=world["task"], now=now)
     session.commit()
@@ -454,7 +463,8 @@ def test_after_gold_release_only_post_evaluation_phases_take_runs(session, make,
 
     from semboard.errors import WindowClosed
     from semboard.models import Run
-    from semboard.services import gold, submissions
+    from semboard.services.data import gold
+    from semboard.services.runs import submissions
 
     task = make.task(with_gold=True)
     phase = make.phase(task, "open", kind=kind)  # open, long before its close
@@ -476,7 +486,7 @@ def test_an_upload_at_the_deadline_second_is_late(session, make, now):
     from datetime import timedelta
 
     from semboard.errors import WindowClosed
-    from semboard.services import submissions
+    from semboard.services.runs import submissions
 
     task = make.task(with_gold=True)
     close = now + timedelta(hours=1, seconds=59)
@@ -510,7 +520,7 @@ def test_another_teams_token_in_a_file_name_is_refused_over_http(client, world, 
 
 def test_web_definition_reload_and_gold_upload_rescore(client, world, tiny_data, session, make,
                                                        now):
-    from semboard.services import submissions
+    from semboard.services.runs import submissions
 
     team, _ = world["teams"]
     run = submissions.submit(session, make.storage, team=team, phase=world["phase"],

@@ -10,7 +10,10 @@ from sqlalchemy import select
 
 from semboard.errors import Forbidden
 from semboard.models import GoldFile, InputFile, Task
-from semboard.services import gold, inputs, leaderboard, submissions, tasks
+from semboard.services.boards import leaderboard
+from semboard.services.data import gold, inputs
+from semboard.services.runs import submissions
+from semboard.services.tasks import tasks
 
 LABELS = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")
 

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from semboard.errors import Conflict, Forbidden, NameTaken, NotFound
 from semboard.models import Team, TeamMember, User
-from semboard.services import team_rules
+from semboard.services.people import team_rules
 
 ROUNDS = 20
 databases = pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_lookalike_team_names_created_at_once_leave_one(database_url, session_fa
     def create(name: str, user_id: int) -> Callable[[Session], None]:
         def action(s: Session) -> None:
             from semboard.models import Task
-            from semboard.services import teams
+            from semboard.services.people import teams
 
             teams.create_team(s, task=s.get(Task, task.id), captain=s.get(User, user_id),
                               name=name, affiliation="", now=now)

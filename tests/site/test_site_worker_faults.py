@@ -21,7 +21,7 @@ from rq.job import Job
 from semboard.jobs import queue as job_queue
 from semboard.jobs import scoring as scoring_jobs
 from semboard.models import Run
-from semboard.services import submissions
+from semboard.services.runs import submissions
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 FLASK = Path(sys.executable).parent / "flask"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from semboard.services import gold
+from semboard.services.data import gold
 
 T0 = datetime(2012, 4, 1, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +62,8 @@ def site(app, client):
         cli("user", "create", email, "--password", f"{team}-password")
         with app.app_context():
             from semboard.db import get_session
-            from semboard.services import accounts, tasks, teams
+            from semboard.services.people import accounts, teams
+            from semboard.services.tasks import tasks
 
             session = get_session()
             teams.create_team(session, task=tasks.get_task(session, task),

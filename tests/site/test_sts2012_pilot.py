@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from semboard.services import gold
+from semboard.services.data import gold
 
 DATASETS = ["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"]
 T0 = datetime(2012, 4, 1, tzinfo=UTC)
@@ -77,7 +77,8 @@ def test_sts2012_pilot(app, client, shared_data, tmp_path, monkeypatch):
         cli("user", "create", f"{team}@example.org", "--password", f"{team}-password")
         with app.app_context():
             from semboard.db import get_session
-            from semboard.services import accounts, tasks, teams
+            from semboard.services.people import accounts, teams
+            from semboard.services.tasks import tasks
 
             session = get_session()
             task = tasks.get_task(session, "sts2012")
