@@ -9,7 +9,7 @@ from flask import Blueprint, Flask, Response, jsonify, render_template, request
 from sqlalchemy import text
 
 from semboard.api.openapi import spec
-from semboard.api.routes import _require_user, _user, bp
+from semboard.api.routes import bp, require_token_user, token_user
 from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import InvalidData, NotFound
@@ -53,7 +53,7 @@ def _field(data: dict[str, Any], name: str, *, required: bool = True) -> str:
 @bp.get("/me")
 def who_am_i() -> Any:
     """The token's account."""
-    user = _require_user()
+    user = require_token_user()
     return jsonify({"id": user.id, "email": user.email, "display_name": user.display_name,
                     "email_verified": user.email_verified_at is not None})
 
@@ -66,7 +66,7 @@ def task_definition(task_name: str) -> Any:
 
 
 def _my_team(task: Task) -> Team:
-    team = teams.team_for_user(get_session(), task=task, user=_require_user())
+    team = teams.team_for_user(get_session(), task=task, user=require_token_user())
     if team is None:
         raise NotFound(f"you have no team on {task.name}; create or join one first")
     return team
@@ -75,7 +75,7 @@ def _my_team(task: Task) -> Team:
 @bp.get("/tasks/<task_name>/runs")
 def my_runs(task_name: str) -> Any:
     """My team's runs in a task, newest first (?phase=slug; ?all=1 includes replaced runs)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
     team = _my_team(task)
@@ -98,7 +98,7 @@ def _with_description(run: Run, show: bool) -> dict[str, Any]:
 @bp.get("/runs/<int:run_id>/files/<filename>")
 def run_file(run_id: int, filename: str) -> Any:
     """A file of one of my team's runs, as uploaded (organisers may fetch any run's files)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     run = submissions.get_run(session, run_id)
     if not (access.is_member(session, user, run.team_id)
@@ -113,7 +113,7 @@ def run_file(run_id: int, filename: str) -> Any:
 def _team_json(team: Team) -> dict[str, Any]:
     """A team as its member sees it (the invite code only where the page shows it)."""
     session = get_session()
-    user = _user()
+    user = token_user()
     limits = team_rules.limits(team.task)
     data: dict[str, Any] = {
         "id": team.id,
@@ -142,7 +142,7 @@ def my_team(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/team")
 def create_team(task_name: str) -> Any:
     """Create a team (JSON or form: name, affiliation); I become its captain."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     data = _body()
     task = tasks.get_task(session, task_name)
@@ -156,7 +156,7 @@ def create_team(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/team/join")
 def join_team(task_name: str) -> Any:
     """Join a team with its invite code."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
     team = teams.join_team(session, task=task, user=user,
@@ -168,7 +168,7 @@ def join_team(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/team/leave")
 def leave_team(task_name: str) -> Any:
     """Leave my team (the captain hands over first; a last member's empty team is deleted)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     team = _my_team(tasks.get_task(session, task_name))
     deleted = team_rules.leave(session, team=team, user=user, now=request_now())
@@ -179,7 +179,7 @@ def leave_team(task_name: str) -> Any:
 @bp.delete("/tasks/<task_name>/team/members/<int:user_id>")
 def remove_member(task_name: str, user_id: int) -> Any:
     """The captain removes a member."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     team = _my_team(tasks.get_task(session, task_name))
     team_rules.remove_member(session, team=team, captain=user, user_id=user_id,
@@ -191,7 +191,7 @@ def remove_member(task_name: str, user_id: int) -> Any:
 @bp.post("/tasks/<task_name>/team/invite-code")
 def new_invite_code(task_name: str) -> Any:
     """The captain replaces the invite code (the old one stops working)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     team = _my_team(tasks.get_task(session, task_name))
     team_rules.regenerate_invite_code(session, team=team, captain=user, now=request_now())
@@ -202,7 +202,7 @@ def new_invite_code(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/team/captain")
 def hand_over_captaincy(task_name: str) -> Any:
     """The captain hands the captaincy to another member (field user_id)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     team = _my_team(tasks.get_task(session, task_name))
     new_captain = bounded_id(_body().get("user_id", ""), "user_id")
@@ -222,7 +222,7 @@ def _token_json(row: ApiToken) -> dict[str, Any]:
 @bp.get("/tokens")
 def list_tokens() -> Any:
     """My API tokens (never their secrets)."""
-    user = _require_user()
+    user = require_token_user()
     rows = accounts.list_api_tokens(get_session(), user=user)
     return jsonify({"tokens": [_token_json(r) for r in rows]})
 
@@ -230,7 +230,7 @@ def list_tokens() -> Any:
 @bp.post("/tokens")
 def create_token() -> Any:
     """A new API token (field name); its secret is in this response only."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     secret = accounts.create_api_token(session, user=user,
                                        name=_field(_body(), "name", required=False),
@@ -245,7 +245,7 @@ def create_token() -> Any:
 @bp.delete("/tokens/<int:token_id>")
 def revoke_token(token_id: int) -> Any:
     """Revoke one of my tokens."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     accounts.revoke_api_token(session, user=user, token_id=token_id, now=request_now())
     session.commit()
@@ -266,7 +266,7 @@ def openapi_json() -> Any:
 @site_bp.get("/api/docs")
 def api_docs() -> Any:
     """The API page, rendered from the OpenAPI description."""
-    return render_template("api_docs.html", spec=spec(), user=_user())
+    return render_template("api_docs.html", spec=spec(), user=token_user())
 
 
 @site_bp.get("/healthz")

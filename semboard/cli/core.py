@@ -63,7 +63,7 @@ def command_session() -> Iterator[Session]:
         session.close()
 
 
-def _utc(value: str) -> datetime:
+def utc_time(value: str) -> datetime:
     """Parse an ISO time; a time without offset is taken as UTC."""
     try:
         parsed = datetime.fromisoformat(value)
@@ -171,9 +171,9 @@ def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, op
     if kind is not None:
         given["kind"] = kind
     if opens is not None:
-        given["opens_at"] = _utc(opens)
+        given["opens_at"] = utc_time(opens)
     if closes is not None:
-        given["closes_at"] = _utc(closes)
+        given["closes_at"] = utc_time(closes)
     if window_hours is not None:
         given["team_window_hours"] = window_hours or None
     if max_runs is not None:

@@ -12,6 +12,7 @@ from semboard.extensions import login_manager
 from semboard.services.people.accounts import session_user
 from semboard.views import (  # noqa: F401  (each module adds its routes to common.bp)
     account,
+    admin,
     auth,
     boards,
     charts,

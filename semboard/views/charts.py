@@ -12,6 +12,7 @@ from semboard.errors import DomainError, Forbidden, InvalidData, NotFound
 from semboard.jobs import analysis as analysis_jobs
 from semboard.models import Run
 from semboard.services.boards import analysis, charts, leaderboard
+from semboard.services.boards import prepared as prepared_boards
 from semboard.services.tasks import access, definitions, phases
 from semboard.views.boards import board_chart_specs
 from semboard.views.common import (
@@ -68,11 +69,10 @@ def run_chart_names(run: Run) -> list[str]:
 
 
 def _run_bars(run: Run) -> dict[str, Any] | None:
-    """The bars chart: the run against its board (cached groups only: a GET never writes)."""
-    session = db()
+    """The bars chart: the run against its prepared board (a GET builds no board)."""
     try:
-        board = leaderboard.build_leaderboard(session, task=run.task, phase=run.phase,
-                                              viewer=me(), storage=None, now=now())
+        board = prepared_boards.served_board(db(), phase=run.phase, viewer=me(),
+                                             now=now()).board(run.task, run.phase)
     except Forbidden:
         abort(404)
     row = next((r for r in board.rows if r.run_id == run.id), None)
@@ -192,8 +192,8 @@ def _choices(task: Any) -> list[Any]:
     session = db()
     try:
         phase = phases.default_board_phase(session, task, viewer=me(), now=now())
-        board = leaderboard.build_leaderboard(session, task=task, phase=phase,
-                                              viewer=me(), storage=None, now=now())
+        board = prepared_boards.served_board(session, phase=phase, viewer=me(),
+                                             now=now()).board(task, phase)
     except (Forbidden, NotFound):
         return []
     return board.rows

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
+from semboard import config
 from semboard.errors import (
     AlreadyInTeam,
     AuthenticationFailed,
@@ -53,7 +54,7 @@ def test_register_refuses_duplicates_and_short_passwords(session, now) -> None:
 
 def test_login_failures_slow_guessing_down_across_sessions(session_factory, make, now) -> None:
     make.user("victim@example.org")
-    free = ratelimit.DEFAULT_LIMITS.login_free_failures
+    free = config.DEFAULT_LIMITS.login_free_failures
     for attempt in range(free):
         # A fresh session each time, as another gunicorn worker would have.
         with session_factory() as other, pytest.raises(AuthenticationFailed):

@@ -20,6 +20,7 @@ from semboard.jobs.queue import wait_for_threads
 from semboard.models import ModelSubmission, Phase, Run, UploadLog
 from semboard.services.data import inputs
 from semboard.services.models import models as model_services
+from semboard.services.runs import admission
 from semboard.services.tasks import definitions
 from tests.site.model_track_support import FlaskHttp, on_disk, post_model, zip_folder
 
@@ -326,7 +327,7 @@ def test_a_model_whose_worker_died_is_failed_and_frees_its_slot(
     assert model_jobs.fail_abandoned(session, app, now=later) == [row.id]
     session.refresh(row)
     assert row.status == "failed" and "stopped without a result" in row.reason
-    model_services.check_room(session, team=team, phase=phase, name="next", now=now)
+    admission.check_room(session, team=team, phase=phase, name="next", now=now)
 
 
 @pytest.fixture(scope="module")

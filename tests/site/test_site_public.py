@@ -12,13 +12,13 @@ import pytest
 from sqlalchemy import select
 from test_site_mail import _link, inbox, mail_app  # noqa: F401  (fixtures used below)
 
-from semboard import create_app
+from semboard import config, create_app
 from semboard.config import ConfigError
 from semboard.db import dispose_app_engine
 from semboard.errors import AuthenticationFailed, RateLimited
 from semboard.mail.delivery import payload
 from semboard.models import ApiToken, Run, Team, TeamMember, User
-from semboard.services.people import account_links, accounts, ratelimit
+from semboard.services.people import account_links, accounts
 from semboard.web.hardening import MAX_ID
 
 API = "/api/v1"
@@ -79,7 +79,7 @@ def test_trusted_hosts_and_proxies_come_from_the_environment() -> None:
                           "1", "SEMBOARD_LOGIN_MAX_DELAY": "60"})
     assert found == {"TRUSTED_HOSTS": ["a.org", ".b.org"], "SEMBOARD_TRUSTED_PROXIES": 1,
                      "SEMBOARD_LOGIN_MAX_DELAY": 60}
-    assert ratelimit.Limits.from_config(found).login_max_delay == 60
+    assert config.Limits.from_config(found).login_max_delay == 60
 
 
 # ----------------------------------------------------------------------------- 2: sessions
@@ -214,7 +214,7 @@ def test_a_strangers_guessing_never_keeps_the_owner_out(session_factory, make, n
     with session_factory() as s, pytest.raises(RateLimited):
         accounts.authenticate(s, email="ada@example.org", password="password123", now=at,
                               remote_addr="198.51.100.7")
-    longest = timedelta(seconds=ratelimit.DEFAULT_LIMITS.login_max_delay)
+    longest = timedelta(seconds=config.DEFAULT_LIMITS.login_max_delay)
     with session_factory() as s:
         accounts.authenticate(s, email="ada@example.org", password="password123",
                               now=at + longest, remote_addr="198.51.100.7")
@@ -223,7 +223,7 @@ def test_a_strangers_guessing_never_keeps_the_owner_out(session_factory, make, n
 def test_one_address_failing_on_many_accounts_is_slowed_not_locked(
         session_factory, make, now) -> None:
     make.user("ada@example.org")
-    limits = ratelimit.DEFAULT_LIMITS
+    limits = config.DEFAULT_LIMITS
     for attempt in range(limits.login_address_free_failures):
         with session_factory() as s, pytest.raises(AuthenticationFailed):
             accounts.authenticate(s, email=f"x{attempt}@example.org", password="nope",
@@ -241,7 +241,7 @@ def test_one_address_failing_on_many_accounts_is_slowed_not_locked(
 
 def test_trusted_proxies_give_the_client_address(app, make) -> None:
     make.user("ada@example.org")
-    free = ratelimit.DEFAULT_LIMITS.login_free_failures
+    free = config.DEFAULT_LIMITS.login_free_failures
 
     def fail_from(client, forwarded: str) -> int:
         answer = client.post("/login", data={"email": "ada@example.org", "password": "bad"},
@@ -269,7 +269,7 @@ def test_wrong_current_passwords_on_the_profile_are_throttled(app, client, make)
     _log_in(client, "ada@example.org")
     answers = [client.post("/profile/password", data={
         "current": f"guess-{i}", "password": "new-password", "confirm": "new-password"})
-        for i in range(ratelimit.DEFAULT_LIMITS.login_free_failures + 1)]
+        for i in range(config.DEFAULT_LIMITS.login_free_failures + 1)]
     assert answers[-1].status_code == 422
     assert b"Too many failed attempts" in answers[-1].data
 
@@ -450,7 +450,7 @@ def test_reset_requests_are_limited_and_still_answer_alike(mail_app, inbox, make
 def test_the_longest_e_mail_is_throttled_like_any_other(app, client, make) -> None:
     email = "a" * 64 + "@" + ".".join(["b" * 61] * 3) + ".org"  # 254 characters, the most
     assert len(email) == 254
-    for _ in range(ratelimit.DEFAULT_LIMITS.login_free_failures + 1):
+    for _ in range(config.DEFAULT_LIMITS.login_free_failures + 1):
         answer = client.post("/login", data={"email": email, "password": "wrong"})
     assert answer.status_code == 429
     assert client.post("/forgot-password", data={"email": email}).status_code == 200

@@ -15,7 +15,7 @@ from semboard.errors import Forbidden, InvalidData, RateLimited, RunRejected
 from semboard.models import GoldFile, InputFile, Run
 from semboard.services.data import gold, inputs
 from semboard.services.people import teams, windows
-from semboard.services.runs import submissions
+from semboard.services.runs import admission, submissions
 from semboard.services.tasks import phases, splits, tasks
 from tests.site.conftest import NOW, TINY_TOML
 
@@ -157,7 +157,7 @@ def test_daily_limit_counts_replacements_and_names_the_next_time(session, storag
     with pytest.raises(RateLimited, match="next upload allowed at 2012-04-03 12:00 UTC"):
         submissions.submit(session, storage, team=team, phase=dev, user=captain, name="same",
                            files=_probe(SIZES["dev"], 3), now=NOW + timedelta(hours=5))
-    quota = windows.daily_quota(session, team=team, phase=dev, now=NOW + timedelta(hours=5))
+    quota = admission.daily_quota(session, team=team, phase=dev, now=NOW + timedelta(hours=5))
     assert (quota.used, quota.next_allowed_at) == (3, NOW + timedelta(hours=24))
     run = submissions.submit(session, storage, team=team, phase=dev, user=captain, name="same",
                              files=_probe(SIZES["dev"], 3),
@@ -192,7 +192,7 @@ def test_window_cannot_be_sidestepped_through_another_phase(session, storage, ta
                            now=NOW)
     window = windows.team_window(session, team=team, phase=evaluation)
     assert (window.started_at, window.ends_at) == (NOW, NOW + timedelta(hours=120))
-    status = windows.team_phase_status(session, team=team, phases=[evaluation], now=NOW)
+    status = admission.team_phase_status(session, team=team, phases=[evaluation], now=NOW)
     assert status["evaluation"]["window_started_at"] == NOW.isoformat()
     assert status["evaluation"]["window_ends_at"] == (NOW + timedelta(hours=120)).isoformat()
 

@@ -19,7 +19,7 @@ from semboard.errors import (
 )
 from semboard.models import Run, UploadLog
 from semboard.services.people import grants, teams, windows
-from semboard.services.runs import submissions
+from semboard.services.runs import admission, submissions
 from semboard.storage import keys
 
 both_storages = pytest.mark.parametrize(
@@ -190,7 +190,7 @@ def test_grants_need_an_organiser_and_a_reason(session, make, now):
 
 
 def test_rejected_uploads_are_rate_limited(session, storage, make, tiny_data, now, monkeypatch):
-    monkeypatch.setattr(submissions, "REJECTED_UPLOADS_PER_HOUR", 3)
+    monkeypatch.setattr(admission, "REJECTED_UPLOADS_PER_HOUR", 3)
     task = make.task()
     phase = make.phase(task)
     team, captain = make.team(task)

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from semboard.models import UploadLog
 from semboard.services.people import windows
+from semboard.services.runs import admission
 
 API = "/api/v1"
 
@@ -268,9 +269,8 @@ def test_several_open_phases_are_never_guessed(app, client, world, session, make
 
 def test_only_invalid_files_count_towards_the_upload_limit(client, world, tiny_data, session,
                                                            monkeypatch):
-    from semboard.services.runs import submissions
 
-    monkeypatch.setattr(submissions, "REJECTED_UPLOADS_PER_HOUR", 3)
+    monkeypatch.setattr(admission, "REJECTED_UPLOADS_PER_HOUR", 3)
     headers = world["tokens"]["a"]
     for i in range(3):  # 201, then run-limit 409s: refusals by rule, not invalid files
         post_run(client, headers, tiny_data.run(seed=i), name=f"r{i}")

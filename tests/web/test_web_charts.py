@@ -166,13 +166,13 @@ def test_compare_computed_off_the_request_and_stored(browser: Browser, db_sessio
     # the stored result is what evaluation gives for these runs, one metric at a time
     from evaluation import compare_runs
     from semboard.services.boards import analysis
-    from semboard.services.boards.analysis import _validated
+    from semboard.services.boards.analysis import validated_run
     from semboard.services.data import gold
 
     task = a.task
     storage = browser.client.application.extensions["semboard.storage"]
     with browser.client.application.app_context():
-        va, vb = _validated(db_session, storage, a), _validated(db_session, storage, b)
+        va, vb = validated_run(db_session, storage, a), validated_run(db_session, storage, b)
         direct = compare_runs(definitions.definition(task), va, vb,
                               gold.parsed_gold(db_session, storage, task=task),
                               metric="news/pearson", **analysis.COMPARE_OPTIONS)

@@ -41,9 +41,9 @@ SCATTER_MAX = 5000
 COMPARE_OPTIONS: dict[str, Any] = {"resamples": 1000, "seed": 12345}
 
 
-def _validated(session: Session, storage: Storage, run: Run) -> Any:
+def validated_run(session: Session, storage: Storage, run: Run) -> Any:
     """The run as the scorer reads it (DomainError when its files no longer validate)."""
-    valid, _ = significance._validated_runs(session, storage, phase=run.phase, runs=[run])
+    valid, _ = significance.validated_runs(session, storage, phase=run.phase, runs=[run])
     if run.id not in valid:
         raise DomainError(f"run {run.id} could not be re-read from storage")
     return valid[run.id]
@@ -153,7 +153,7 @@ def run_items(session: Session, storage: Storage, *, run: Run, viewer: User | No
     if not parsed_gold:
         raise NotFound("this task has no gold yet")
     definition = definitions.phase_definition(run.phase)
-    validated = _validated(session, storage, run)
+    validated = validated_run(session, storage, run)
     found = dataset_items(definition, validated, parsed_gold)
     known = inputs.parsed_inputs(session, storage, task=task, split=split)
     texts = {name: known[name].texts for name in found if name in known}
@@ -405,7 +405,7 @@ def compute_comparison(session: Session, storage: Storage, *, comparison_id: int
         if not parsed_gold:
             raise DomainError("this task has no gold yet")
         definition = definitions.phase_definition(a.phase)
-        va, vb = _validated(session, storage, a), _validated(session, storage, b)
+        va, vb = validated_run(session, storage, a), validated_run(session, storage, b)
         # end the read transaction before the long computation (SQLite: no lock held meanwhile)
         session.commit()
         shared = [d for d in definition.dataset_names

@@ -73,7 +73,7 @@ def cached(session: Session, *, phase: Phase, digest: str) -> SignificanceGroups
         SignificanceGroups.phase_id == phase.id, SignificanceGroups.digest == digest))
 
 
-def _validated_runs(session: Session, storage: Storage, *, phase: Phase,
+def validated_runs(session: Session, storage: Storage, *, phase: Phase,
                     runs: Sequence[Run]) -> tuple[dict[int, Any], list[int]]:
     """Each run re-read from storage and re-validated as the scorer does; (valid, left out)."""
     definition = definitions.phase_definition(phase)
@@ -106,7 +106,7 @@ def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[
             metrics: Sequence[str]) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
     """Groups {run id (text): {metric: group}} from the stored files, and notes on the run."""
     started = time.perf_counter()
-    valid, left_out = _validated_runs(session, storage, phase=phase, runs=runs)
+    valid, left_out = validated_runs(session, storage, phase=phase, runs=runs)
     parsed_gold = gold.parsed_gold(session, storage, task=phase.task, split=phase.split)
     notes: dict[str, Any] = {"left_out": left_out, "error": None}
     by_metric: dict[str, dict[int, int]] = {}

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from semboard.models import Phase, Run, Task
 from semboard.services.boards import leaderboard
+from semboard.services.boards import prepared as prepared_boards
 from semboard.services.closing import descriptions
 from semboard.services.data import gold
 from semboard.services.tasks import access, definitions, tasks
@@ -83,8 +84,7 @@ def stream(session: Session, storage: Storage, *, task: Task, phase: Phase | Non
             gold_state="released" if released else "not released yet: no files"))
         yield sink.drain()
         for ph in phases:
-            board = leaderboard.build_leaderboard(session, task=task, phase=ph, viewer=None,
-                                                  check_access=False, storage=None, now=now)
+            board = prepared_boards.prepared_board(session, phase=ph, now=now).board(task, ph)
             archive.writestr(f"boards/{_part(ph.slug)}.csv", board.to_csv())
             archive.writestr(f"boards/{_part(ph.slug)}.json",
                              json.dumps(board.to_json(), indent=2, ensure_ascii=False))

@@ -12,7 +12,7 @@ from evaluation.descriptions import check_answers
 from evaluation.descriptions import questions as declared
 from semboard.errors import Forbidden, InvalidData
 from semboard.models import Phase, Run, Task, Team, User
-from semboard.services.runs import submissions
+from semboard.services.runs import admission
 from semboard.services.tasks import access, definitions
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def check_upload(session: Session, *, team: Team, phase: Phase, user: User | Non
         return check(phase.task, description, given)
     except InvalidData as err:
         # the submissions service's own refusal path: only the upload-log row is kept
-        raise submissions._reject(session, err, team=team, phase=phase, user=user, name=name,
+        raise admission.refuse(session, err, team=team, phase=phase, user=user, name=name,
                                   files=files, now=now) from None
 
 

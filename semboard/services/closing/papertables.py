@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, selectinload
 from evaluation import rank_runs, validate_run
 from semboard.models import Phase, Run, Task
 from semboard.services.boards import leaderboard
+from semboard.services.boards import prepared as prepared_boards
 from semboard.services.closing import descriptions
 from semboard.services.data import inputs
 from semboard.services.tasks import definitions
@@ -101,8 +102,7 @@ def runs_table(session: Session, *, task: Task, phase: Phase, rank_baselines: bo
     With rank_baselines the baselines are ranked among the runs (as the STS 2012 paper did);
     otherwise they are listed unranked.
     """
-    board = leaderboard.build_leaderboard(session, task=task, phase=phase, viewer=None,
-                                          check_access=False, storage=None, now=now)
+    board = prepared_boards.prepared_board(session, phase=phase, now=now).board(task, phase)
     ranks = {row.run_id: row.ranks for row in board.rows}
     if rank_baselines:
         scored = {r.id: r.current_score.scores for r in _runs(session, phase)

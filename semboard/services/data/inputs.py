@@ -136,5 +136,5 @@ def download_inputs(
             and windows.team_window(session, team=team, phase=phase) is None):
         raise Forbidden(
             f"your team's {phase.team_window_hours}-hour window in phase {phase.name} has not "
-            f"started: {windows._window_text(phase)}")
+            f"started: {windows.window_text(phase)}")
     return row.filename, storage.get(row.storage_key)

@@ -1,7 +1,7 @@
 """The model track: a team uploads a sentence encoder, checked at once and queued for a job.
 
-The phase's rules are the runs' own (submissions.upload_timing); a pending model holds a run
-slot and a daily upload until its job ends. A refusal changes nothing but the upload log.
+The phase's rules are the runs' own (runs.admission); a pending model holds a run slot and a
+daily upload until its job ends. A refusal changes nothing but the upload log.
 """
 
 from __future__ import annotations
@@ -26,44 +26,15 @@ from semboard.errors import (
     InvalidData,
     NotFound,
     PhaseNotOpen,
-    RateLimited,
-    RunLimitReached,
     RunRejected,
 )
 from semboard.models import ModelSubmission, Phase, Run, Task, Team, User
-from semboard.services.people import windows
-from semboard.services.runs import audit, submissions
+from semboard.services.runs import admission, audit
 from semboard.services.tasks import access, definitions
 from semboard.storage import Storage, file_sha256, keys, put_content_file
 from semboard.timefmt import api_time
 
-PENDING = ("queued", "running")
 ACCEPTING_PHASES = ("models", "both")
-
-
-def _pending(session: Session, *, team: Team, phase: Phase) -> int:
-    """The team's models of the phase still waiting for (or in) their job."""
-    return int(session.scalar(select(func.count(ModelSubmission.id)).where(
-        ModelSubmission.team_id == team.id, ModelSubmission.phase_id == phase.id,
-        ModelSubmission.status.in_(PENDING))) or 0)
-
-
-def check_room(session: Session, *, team: Team, phase: Phase, name: str, now: datetime) -> None:
-    """RunLimitReached or RateLimited when the team's runs plus pending models fill the phase's
-    run slots or its daily uploads (a model replacing a same-named run takes no new slot)."""
-    pending = _pending(session, team=team, phase=phase)
-    current = list(session.scalars(select(Run.name).where(
-        Run.team_id == team.id, Run.phase_id == phase.id, Run.is_current)))
-    if phase.max_runs and name not in current and len(current) + pending >= phase.max_runs:
-        raise RunLimitReached(
-            f"your team has {len(current)} run(s) and {pending} model(s) waiting in "
-            f"{phase.name}, which takes {phase.max_runs}; upload under an existing run name "
-            "to replace a run")
-    quota = windows.daily_quota(session, team=team, phase=phase, now=now)
-    if quota.limit and quota.used + pending >= quota.limit:
-        raise RateLimited(
-            f"your team has made {quota.used} uploads to {phase.name} in the last 24 hours "
-            f"and has {pending} model(s) waiting (at most {quota.limit} a day)")
 
 
 def check_archive(archive: Path, filename: str, *, limits: ModelLimits | None = None,
@@ -103,15 +74,14 @@ def check_submission(session: Session, *, team: Team, phase: Phase, user: User |
     problem = definitions.model_problem(phase.task, split=phase.split, track=phase.track)
     if problem is not None:
         raise InvalidData(problem)
-    submissions.upload_timing(session, team=team, phase=phase, now=now)
-    check_room(session, team=team, phase=phase, name=name, now=now)
+    admission.admit(session, team=team, phase=phase, name=name, now=now)
 
 
 def refuse(session: Session, err: DomainError, *, team: Team, phase: Phase, user: User | None,
            name: str, filename: str, size: int, now: datetime) -> DomainError:
     """Log a refused model upload (its only trace) and return the error to raise."""
-    return submissions._reject(session, err, team=team, phase=phase, user=user, name=name,
-                               files={Path(filename).name or "model.zip": size}, now=now)
+    return admission.refuse(session, err, team=team, phase=phase, user=user, name=name,
+                            files={Path(filename).name or "model.zip": size}, now=now)
 
 
 def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase,
@@ -121,7 +91,7 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
     """Check, store and queue an uploaded model (a zip of the Hugging Face folder, on disk:
     a model may be larger than memory); commits.
 
-    The caller dispatches the job (jobs.models.dispatch_model) once this returns. publish: the
+    jobs.models.accept_model calls this and dispatches the job after the commit. publish: the
     team publishes the model's files with its run from the start.
     """
     name = name.strip()
@@ -144,7 +114,8 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
     put_content_file(storage, key, archive)  # content-addressed: never overwritten
     begin_write(session)
     try:
-        check_room(session, team=team, phase=phase, name=name, now=now)  # again, under the lock
+        # again, under the lock
+        admission.check_room(session, team=team, phase=phase, name=name, now=now)
     except DomainError as err:
         raise refused(err) from None
     row = ModelSubmission(
@@ -154,10 +125,10 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
         options={"prompt": prompt, "pooling": pooling}, status="queued", reason="",
         attempts=0, published_at=now if publish else None)
     session.add(row)
-    submissions._log_upload(session, team=team, phase=phase, user=user, name=name,
-                            files={Path(filename).name or "model.zip": size},
-                            outcome="accepted", message=f"model {description.digest[:12]} "
-                            "accepted and queued", now=now)
+    admission.log_upload(session, team=team, phase=phase, user=user, name=name,
+                         files={Path(filename).name or "model.zip": size},
+                         outcome="accepted", message=f"model {description.digest[:12]} "
+                         "accepted and queued", now=now)
     session.flush()
     if publish:
         _audit_publication(session, row, user, published=True, now=now)
@@ -226,7 +197,7 @@ def rerun(session: Session, *, model_id: int, by: User | None, reason: str,
           now: datetime) -> ModelSubmission:
     """An organiser runs a failed model again (its worker died, the site's budget was too
     small): queued again at its own upload time, so a model sent before the deadline is not
-    late; audited; commits. The caller dispatches its job."""
+    late; audited; commits (jobs.models.rerun_model dispatches its job)."""
     row = session.get(ModelSubmission, model_id)
     if row is None:
         raise NotFound(f"no model submission {model_id}")

@@ -1,5 +1,5 @@
-"""E-mail links and account changes: verification, password reset, new password or e-mail,
-notification switches and the 24-hour deadline reminders."""
+"""E-mail links and account changes: registration, verification, password reset, new password
+or e-mail, notification switches and the 24-hour deadline reminders."""
 
 from __future__ import annotations
 
@@ -10,15 +10,17 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from semboard.config import DEFAULT_LIMITS, Limits
 from semboard.db import insert_unless_refused
-from semboard.errors import InvalidData, NameTaken
+from semboard.errors import InvalidData, NameTaken, RateLimited
 from semboard.mail.events import queue_event
 from semboard.models import AccountToken, NotificationSent, Phase, Team, TeamMember, User
-from semboard.services.people import accounts, windows
-from semboard.services.people.ratelimit import DEFAULT_LIMITS, Limits
+from semboard.services.people import accounts, ratelimit, windows
 
 VERIFY_HOURS = 48
 RESET_HOURS = 2
+# New accounts from one client address are counted over this window.
+REGISTRATION_WINDOW = timedelta(hours=1)
 NOTIFICATION_SWITCHES = ("notify_runs", "notify_deadlines", "notify_gold", "notify_results")
 
 
@@ -34,6 +36,38 @@ def _new_link(session: Session, *, user: User, purpose: str, hours: int, now: da
     session.flush()
     queue_event(session, purpose, user_id=user.id, email=user.email, token=token, hours=hours)
     return token
+
+
+def count_registration(session: Session, *, address: str | None, limits: Limits,
+                       now: datetime) -> None:
+    """Count a registration from this client address; RateLimited (nothing counted) over the
+    hourly limit."""
+    if not ratelimit.hit(session, key=f"register:{address or 'unknown'}",
+                         limit=limits.registrations_per_hour, per=REGISTRATION_WINDOW, now=now):
+        raise RateLimited("Too many new accounts from your address; try again in an hour.")
+
+
+def register(session: Session, *, email: str, password: str, display_name: str, by_mail: bool,
+             now: datetime) -> User | None:
+    """A new account (flushed). by_mail: the answer looks the same whether or not the address
+    has an account (a confirmation link, or an "account exists" mail); None then."""
+    if not by_mail:
+        return accounts.register_user(session, email=email, password=password,
+                                      display_name=display_name, now=now)
+    email = email.strip().lower()
+    if accounts.user_by_email(session, email) is None:
+        try:  # register_user inserts in a savepoint: a refusal leaves the session usable
+            user = accounts.register_user(session, email=email, password=password,
+                                          display_name=display_name, now=now)
+        except NameTaken:  # registered concurrently: the same answer as below
+            pass
+        else:
+            send_verification(session, user=user, now=now)
+            return None
+    else:
+        accounts.hash_password(password)  # the same work, so the same time
+    queue_event(session, "account_exists", email=email)
+    return None
 
 
 def send_verification(session: Session, *, user: User, now: datetime) -> str:

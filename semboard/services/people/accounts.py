@@ -12,6 +12,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
+from semboard.config import DEFAULT_LIMITS, Limits
 from semboard.db import insert_unless_refused, require_fits
 from semboard.errors import AuthenticationFailed, InvalidData, NameTaken, NotFound, RateLimited
 from semboard.models import (
@@ -26,7 +27,6 @@ from semboard.models import (
     User,
 )
 from semboard.services.people import names, ratelimit
-from semboard.services.people.ratelimit import DEFAULT_LIMITS, Limits
 
 MIN_PASSWORD_LENGTH = 8
 # Failed password checks older than this no longer slow anything down.

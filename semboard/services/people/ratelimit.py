@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from semboard.config import Limits
 from semboard.errors import RateLimited
 from semboard.models import RateLimitEvent
 
@@ -123,38 +121,3 @@ def delayed_until(session: Session, *, key: str, free: int, per: timedelta, cap:
     wait = cap if extra >= 30 else min(cap, timedelta(seconds=2 ** extra))
     last = times[-1] if times[-1].tzinfo else times[-1].replace(tzinfo=now.tzinfo)
     return last + wait if last + wait > now else None
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Every throttle of the site; each field is read from SEMBOARD_<FIELD IN CAPITALS>."""
-
-    # Failed password checks (log-in, current password) on one account before delays start;
-    # from an address that logged in to that account before, only its own failures count.
-    login_free_failures: int = 5
-    # Failed password checks from one client address (any accounts) before delays start.
-    login_address_free_failures: int = 20
-    # The longest wait a run of failures can impose, in seconds (delays double up to it).
-    login_max_delay: int = 300
-    # Accounts created from one client address per hour.
-    registrations_per_hour: int = 5
-    # Reset links asked for one address per hour, and asked from one client address per hour.
-    resets_per_hour: int = 3
-    reset_requests_per_address_per_hour: int = 10
-    # Paired comparisons one account may request per hour.
-    comparisons_per_hour: int = 30
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> Limits:
-        """The limits of an app's config (defaults where unset)."""
-        given = {f.name: int(config[env_name(f.name)]) for f in fields(cls)
-                 if config.get(env_name(f.name)) not in (None, "")}
-        return cls(**given)
-
-
-def env_name(field: str) -> str:
-    """The configuration (and environment) variable of a Limits field."""
-    return f"SEMBOARD_{field.upper()}"
-
-
-DEFAULT_LIMITS = Limits()

@@ -18,6 +18,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from semboard.cache import LRU
 from semboard.errors import Conflict, Forbidden, InvalidData, NotFound
 from semboard.models import Phase, Run, Task, Team, TeamMember, User
 
@@ -30,8 +31,16 @@ class TeamLimits:
     lock_when_closed: bool = False
 
 
+# Limits by the digest of the definition's text (read once per definition, not per call).
+_LIMITS: LRU[str, TeamLimits] = LRU(64)
+
+
 def limits(task: Task) -> TeamLimits:
     """The task's team limits (none when the definition has no `[teams]` table)."""
+    return _LIMITS.get_or_compute(task.definition_digest, lambda: _read(task))
+
+
+def _read(task: Task) -> TeamLimits:
     table = tomllib.loads(task.definition_text).get("teams", {})
     size = table.get("max_members")
     if size is not None and (not isinstance(size, int) or size < 1):

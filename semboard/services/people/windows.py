@@ -1,53 +1,20 @@
-"""Team windows (a team's own clock inside a phase) and daily upload quotas."""
+"""Team windows: a team's own clock inside a phase, started on request, and its deadline."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from semboard.db import insert_unless_refused
 from semboard.errors import Forbidden, InvalidData, NotFound, PhaseNotOpen
-from semboard.models import Phase, Run, Team, TeamWindow, User
+from semboard.models import Phase, Team, TeamWindow, User
 from semboard.services.people import teams
 from semboard.services.tasks import tasks
 from semboard.timefmt import clock_text
 
 DAY = timedelta(hours=24)
-
-
-@dataclass(frozen=True)
-class DailyQuota:
-    """A team's uploads to a phase in the last 24 hours and when the next one is allowed."""
-
-    limit: int | None
-    used: int
-    next_allowed_at: datetime | None
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON form."""
-        return {"max_per_day": self.limit, "used_last_24h": self.used,
-                "next_allowed_at": self.next_allowed_at.isoformat()
-                if self.next_allowed_at else None}
-
-
-def daily_quota(session: Session, *, team: Team, phase: Phase, now: datetime) -> DailyQuota:
-    """Accepted runs (replacements count, so replaced runs too) in the last 24 hours."""
-    if not phase.max_per_day:
-        return DailyQuota(None, 0, None)
-    since = now - DAY
-    used = session.scalar(select(func.count()).where(
-        Run.team_id == team.id, Run.phase_id == phase.id, Run.submitted_at > since)) or 0
-    if used < phase.max_per_day:
-        return DailyQuota(phase.max_per_day, used, None)
-    # The window slides: the next upload is allowed when the oldest counted one is a day old.
-    times = list(session.scalars(
-        select(Run.submitted_at).where(Run.team_id == team.id, Run.phase_id == phase.id,
-                                       Run.submitted_at > since)
-        .order_by(Run.submitted_at.desc())))
-    return DailyQuota(phase.max_per_day, used, times[phase.max_per_day - 1] + DAY)
 
 
 def window_phase_for(session: Session, *, phase: Phase, user: User | None,
@@ -64,23 +31,6 @@ def window_phase_for(session: Session, *, phase: Phase, user: User | None,
                 and other.state(now) != "closed"):
             return other
     return None
-
-
-def team_phase_status(session: Session, *, team: Team, phases: list[Phase],
-                      now: datetime) -> dict[str, dict[str, object]]:
-    """Per phase: the team's window (start, end) and its daily upload quota."""
-
-    out: dict[str, dict[str, object]] = {}
-    for phase in phases:
-        window = team_window(session, team=team, phase=phase)
-        out[phase.slug] = {
-            "split": phase.split,
-            "window_started_at": window.started_at.isoformat() if window else None,
-            "window_ends_at": window.ends_at.isoformat() if window else None,
-            "deadline": team_deadline(session, team=team, phase=phase).isoformat(),
-            "daily": daily_quota(session, team=team, phase=phase, now=now).to_dict(),
-        }
-    return out
 
 
 def team_window(session: Session, *, team: Team, phase: Phase) -> TeamWindow | None:
@@ -122,7 +72,7 @@ def start_window(
     return window
 
 
-def _window_text(phase: Phase) -> str:
+def window_text(phase: Phase) -> str:
     """How a team starts its window, for refusals and hints."""
     hours = phase.team_window_hours
     return (f"start it on the task page (or `POST /api/v1/tasks/{phase.task.name}/phases/"
@@ -170,5 +120,5 @@ def started_team_window(session: Session, *, phase: Phase, user: User | None
     window = team_window(session, team=team, phase=phase)
     if window is None:
         raise NotFound(f"your team's {phase.team_window_hours}-hour window in phase "
-                       f"{phase.name} has not started: {_window_text(phase)}")
+                       f"{phase.name} has not started: {window_text(phase)}")
     return team, window

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
-from semboard.errors import Conflict, InvalidData, RunLimitReached
+from semboard.errors import Conflict, InvalidData
 from semboard.models import (
     AuditEntry,
     ModelSubmission,
@@ -19,6 +19,7 @@ from semboard.models import (
     TeamMember,
     User,
 )
+from semboard.services.runs import admission
 from semboard.services.tasks import access
 
 ACTIONS = ("run-moved", "teams-merged", "published", "gold-released", "description-edited",
@@ -89,20 +90,6 @@ def _check_target(task: Task, team: Team, what: str) -> None:
         raise InvalidData(f"the Baselines team cannot {what}")
 
 
-def _free_slots(session: Session, team: Team, phase_id: int, max_runs: int | None,
-                needed: int) -> list[int | None]:
-    """Slots the team still has in the phase for `needed` more current runs (None: unlimited)."""
-    if not max_runs:
-        return [None] * needed
-    used = set(session.scalars(select(Run.slot).where(
-        Run.team_id == team.id, Run.phase_id == phase_id, Run.is_current)))
-    free = [s for s in range(1, max_runs + 1) if s not in used]
-    if len(free) < needed:
-        raise RunLimitReached(
-            f"team {team.name} has {len(free)} free run slot(s) in this phase, {needed} needed")
-    return list(free[:needed])
-
-
 def move_run(session: Session, *, run: Run, to_team: Team, by: User | None, reason: str,
              now: datetime) -> AuditEntry:
     """Give a run (with its replaced versions) to another team of the task; slots checked."""
@@ -123,7 +110,7 @@ def move_run(session: Session, *, run: Run, to_team: Team, by: User | None, reas
     if clash is not None:
         raise Conflict(f"team {to_team.name} already has a run called {run.name!r} in "
                        f"{run.phase.name}")
-    (slot,) = _free_slots(session, to_team, run.phase_id, run.phase.max_runs, 1)
+    (slot,) = admission.free_slots(session, team=to_team, phase=run.phase, names=[run.name])
     versions = _versions(session, run)
     # The current version takes its new slot as it moves (the partial unique index is per
     # team, phase and slot); replaced versions hold no slot that counts.
@@ -166,7 +153,11 @@ def merge_teams(session: Session, *, source: Team, target: Team, by: User | None
     slots: dict[int, int | None] = {}
     for phase_id in sorted({r.phase_id for r in current}):
         moving = [r for r in current if r.phase_id == phase_id]
-        free = _free_slots(session, target, phase_id, moving[0].phase.max_runs, len(moving))
+        models = session.scalars(select(ModelSubmission.name).where(
+            ModelSubmission.team_id == source.id, ModelSubmission.phase_id == phase_id,
+            ModelSubmission.status.in_(admission.PENDING)))
+        free = admission.free_slots(session, team=target, phase=moving[0].phase,
+                                    names=[r.name for r in moving], pending=list(models))
         slots.update({r.id: s for r, s in zip(moving, free, strict=True)})
     members = list(session.scalars(select(TeamMember).where(TeamMember.team_id == source.id)))
     moved_members = [m.user_id for m in members]

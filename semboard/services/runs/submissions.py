@@ -1,10 +1,10 @@
-"""Run submission: validation, storage, windows and late policy, run limits, upload log."""
+"""Run submission: validation, storage and the run row (admission decides whether it may enter)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select, update
@@ -24,118 +24,29 @@ from semboard.errors import (
     RunLimitReached,
     RunRejected,
     WindowClosed,
-    issue_dicts,
 )
-from semboard.models import Phase, Run, RunFile, Task, Team, UploadLog, User
+from semboard.models import ModelSubmission, Phase, Run, RunFile, Task, Team, UploadLog, User
 from semboard.services.data import gold, inputs
-from semboard.services.people import grants, ratelimit, windows
+from semboard.services.people import windows
 from semboard.services.people.names import clean as clean_name
-from semboard.services.tasks import access, definitions, splits
-from semboard.services.tasks import tasks as task_services
+from semboard.services.runs import admission
+from semboard.services.tasks import access, definitions
 from semboard.storage import Storage, keys, put_content, sha256
-from semboard.timefmt import api_time, clock_text
+from semboard.timefmt import api_time
 
 if TYPE_CHECKING:
     from evaluation import TaskDefinition, ValidatedRun
 
 log = logging.getLogger(__name__)
 
-REJECTED_UPLOADS_PER_HOUR = 20
 # Retries when a concurrent upload of the same team wins a slot or name between our read and write.
 INSERT_ATTEMPTS = 8
-
-
-def _rate_key(team: Team) -> str:
-    return f"rejected-upload:team:{team.id}"
-
-
-def _log_upload(
-    session: Session,
-    *,
-    team: Team,
-    phase: Phase | None,
-    user: User | None,
-    name: str,
-    files: Mapping[str, bytes | int],
-    outcome: str,
-    message: str,
-    now: datetime,
-    issues: list[Any] | None = None,
-    run: Run | None = None,
-) -> UploadLog:
-    entry = UploadLog(
-        task_id=team.task_id,
-        phase_id=phase.id if phase else None,
-        team_id=team.id,
-        user_id=user.id if user else None,
-        run_id=run.id if run else None,
-        run_name=name[:255],
-        outcome=outcome,
-        message=message,
-        issues=issue_dicts(issues or []),
-        filenames=sorted(files)[:200],
-        # a model's archive is logged by its size: it is never held in memory whole
-        total_bytes=sum(v if isinstance(v, int) else len(v) for v in files.values()),
-        created_at=now,
-    )
-    session.add(entry)
-    return entry
-
-
-def _reject(
-    session: Session,
-    err: DomainError,
-    *,
-    team: Team,
-    phase: Phase | None,
-    user: User | None,
-    name: str,
-    files: Mapping[str, bytes | int],
-    now: datetime,
-) -> DomainError:
-    """Commit only an upload-log row (and the rate-limit count) for a refused upload."""
-    session.rollback()
-    begin_write(session)  # SQLite: take the write lock before reading (see db.begin_write)
-    _log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
-                outcome="rejected", message=str(err), issues=err.issues, now=now)
-    # Only invalid files count towards the limit: a refusal for timing, slots or rights is the
-    # site's rule, not a participant probing the validator.
-    if isinstance(err, RunRejected):
-        ratelimit.record(session, key=_rate_key(team), now=now)
-    session.commit()
-    return err
-
-
-def offered_phases(session: Session, *, task: Task, team: Team, now: datetime) -> list[Phase]:
-    """The phases an upload form offers the team: opened ones that can still take its runs."""
-    opened = [p for p in task_services.phases(session, task) if p.state(now) != "upcoming"]
-    if team.is_baseline:
-        return opened
-    released = {r.split: r.released_at for r in splits.releases(session, task=task)}
-
-    def takes_runs(phase: Phase) -> bool:
-        # After its split's gold release only a post-evaluation phase, or a fix, takes runs.
-        at = released.get(phase.split)
-        return (at is None or now < at or phase.kind == "post-evaluation"
-                or grants.active_grant(session, team=team, phase=phase, now=now) is not None)
-
-    return [p for p in opened if takes_runs(p)]
 
 
 def _dataset_of(definition: TaskDefinition, filename: str) -> str | None:
     """Which dataset a run file answers (by the task's run file names)."""
     found = match_run_filename(definition, filename)
     return found[0] if found else None
-
-
-def _check_daily(session: Session, *, team: Team, phase: Phase, now: datetime) -> None:
-    """RateLimited, naming the next allowed time, when the team used its uploads of the day."""
-    quota = windows.daily_quota(session, team=team, phase=phase, now=now)
-    if quota.next_allowed_at is not None:
-        raise RateLimited(
-            f"your team has made {quota.used} uploads to {phase.name} in the last 24 hours "
-            f"(at most {quota.limit}); next upload allowed at "
-            f"{quota.next_allowed_at:%Y-%m-%d %H:%M} UTC")
 
 
 def _check_name(name: str) -> str:
@@ -146,41 +57,6 @@ def _check_name(name: str) -> str:
     if problem is not None:
         raise InvalidData(problem)
     return cleaned
-
-
-def upload_timing(session: Session, *, team: Team, phase: Phase,
-                  now: datetime) -> tuple[bool, bool]:
-    """(is_late, is_fix) of a team's upload at `now`; PhaseNotOpen, WindowClosed or
-    RateLimited when the phase, the team's deadline, a gold release or the daily limit refuse it.
-
-    The one timing rule of runs and models (a model counts at its upload time).
-    """
-    task = phase.task
-    is_late = is_fix = False
-    if phase.state(now) == "upcoming":
-        raise PhaseNotOpen(f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC")
-    deadline = windows.team_deadline(session, team=team, phase=phase)
-    if now >= deadline:
-        if grants.active_grant(session, team=team, phase=phase, now=now) is not None:
-            is_fix = True
-        elif phase.late_policy == "flag":
-            is_late = True
-        else:
-            raise WindowClosed(
-                f"your deadline for {phase.name} passed at {clock_text(deadline)} UTC")
-    # Once gold is released a run can be fitted to it: only post-evaluation phases (and fixes
-    # an organiser granted) still take runs, so a late run can never top the official board.
-    # Gold public from the start (training, trial) is practice data and takes runs.
-    release = splits.release_row(session, task=task, split=phase.split)
-    released = release.released_at if release is not None else None
-    if released is not None and now >= released and phase.kind != "post-evaluation" \
-            and not is_fix:
-        raise WindowClosed(
-            f"the gold of {task.name} was released at {clock_text(released)} UTC; "
-            f"{phase.name} takes no new runs (submit to a post-evaluation phase)")
-    # Scores shown against private gold: a per-team daily limit (replacements count).
-    _check_daily(session, team=team, phase=phase, now=now)
-    return is_late, is_fix
 
 
 def submit(
@@ -195,12 +71,13 @@ def submit(
     now: datetime,
     metadata: dict[str, Any] | None = None,
     score: bool = True,
-    from_model: bool = False,
+    from_model: ModelSubmission | None = None,
 ) -> Run:
     """Validate, store and record a run, then score it when gold exists (commits).
 
     score=False leaves the accepted run "valid" for a queue worker to score (board_jobs).
-    from_model: the run of an uploaded model (the site's own job), taken by "models" phases.
+    from_model: the model whose run this is (the site's own job), taken by "models" phases;
+    it holds no slot against itself.
     """
     task = phase.task
     if phase.task_id != team.task_id:
@@ -212,23 +89,12 @@ def submit(
         raise Forbidden("only the team's members may submit its runs")
 
     def refuse(err: DomainError) -> DomainError:
-        return _reject(session, err, team=team, phase=phase, user=user, name=name, files=files,
-                       now=now)
+        return admission.refuse(session, err, team=team, phase=phase, user=user, name=name,
+                                files=files, now=now)
 
     def invalid(err: RunRejected) -> DomainError:
-        """A run with problems; past the hourly limit of invalid uploads, a 429 saying when
-        it lifts (a valid run is never refused for earlier mistakes: this comes after checks)."""
-        if team.is_baseline:
-            return refuse(err)
-        per = timedelta(hours=1)
-        lifts = ratelimit.lifts_at(session, key=_rate_key(team), limit=REJECTED_UPLOADS_PER_HOUR,
-                                   per=per, now=now)
-        if lifts is None:
-            return refuse(err)
-        return refuse(RateLimited(
-            f"{err.message}. {REJECTED_UPLOADS_PER_HOUR} invalid uploads in the last hour: "
-            f"check your files before uploading again; the limit lifts at {clock_text(lifts)} "
-            "UTC (valid runs are always accepted)", err.issues))
+        return admission.refuse_invalid(session, err, team=team, phase=phase, user=user,
+                                        name=name, files=files, now=now)
 
     # A definition whose run file names carry the run ({run}) names it there: checked below.
     definition = definitions.phase_definition(phase)
@@ -238,16 +104,17 @@ def submit(
         except InvalidData as err:
             raise refuse(err) from None
 
-    is_late = is_fix = False
-    if not team.is_baseline:
-        try:
-            is_late, is_fix = upload_timing(session, team=team, phase=phase, now=now)
-        except DomainError as err:
-            raise refuse(err) from None
-        if phase.accepts == "models" and not from_model:
-            raise refuse(PhaseNotOpen(
-                f"phase {phase.name} takes models, not runs: upload your encoder "
-                "(semboard submit-model, or the model form on the task's submit page)"))
+    if phase.accepts == "models" and from_model is None and not team.is_baseline:
+        raise refuse(PhaseNotOpen(
+            f"phase {phase.name} takes models, not runs: upload your encoder "
+            "(semboard submit-model, or the model form on the task's submit page)"))
+    except_model = from_model.id if from_model is not None else None
+    try:
+        # timing and the day's quota now; the slot once the files are read (take_slot)
+        is_late, is_fix = admission.admit(session, team=team, phase=phase, name=None, now=now,
+                                          except_model=except_model)
+    except DomainError as err:
+        raise refuse(err) from None
 
     # Validation (every problem, with file and line) against the phase's split.
     stored_inputs = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
@@ -288,7 +155,7 @@ def submit(
     run = _insert_run(
         session, team=team, phase=phase, user=user, name=name, now=now, is_late=is_late,
         is_fix=is_fix, stored=stored, definition=definition, validated=validated,
-        metadata=metadata or {}, files=files,
+        metadata=metadata or {}, files=files, except_model=except_model,
     )
     if not score:
         return run
@@ -317,6 +184,7 @@ def _insert_run(
     validated: ValidatedRun,
     metadata: dict[str, Any],
     files: Mapping[str, bytes],
+    except_model: int | None,
 ) -> Run:
     """Take a slot (or replace the same-named run) and insert the run, atomically."""
     for attempt in range(INSERT_ATTEMPTS):
@@ -330,31 +198,13 @@ def _insert_run(
             )
             # A team that got the inputs elsewhere starts its window with its first accepted run.
             windows.start_window(session, team=team, phase=phase, user=user, now=now)
-            # The daily limit again, under the team's lock: concurrent uploads cannot both pass.
-            if not team.is_baseline:
-                _check_daily(session, team=team, phase=phase, now=now)
-            current = list(session.scalars(
-                select(Run).where(Run.team_id == team.id, Run.phase_id == phase.id, Run.is_current)
-            ))
-            same = next((r for r in current if r.name == name), None)
-            slot: int | None = None
+            # The day's quota and the slots again, under the team's lock (admission.take_slot).
+            same, slot = admission.take_slot(session, team=team, phase=phase, name=name,
+                                             is_late=is_late, now=now, except_model=except_model)
             if same is not None:
-                if is_late:
-                    raise WindowClosed(
-                        f"run {name!r} can no longer be replaced: your deadline has passed")
-                slot = same.slot
                 same.is_current = False
                 same.replaced_at = now
                 session.flush()  # free the slot and the name in the partial unique indexes
-            elif phase.max_runs and not team.is_baseline:
-                used = {r.slot for r in current}
-                free = [s for s in range(1, phase.max_runs + 1) if s not in used]
-                if not free:
-                    raise RunLimitReached(
-                        f"your team has used all {phase.max_runs} runs of {phase.name}; upload "
-                        "under an existing run name to replace it"
-                    )
-                slot = free[0]
             run = Run(
                 task_id=team.task_id, phase_id=phase.id, team_id=team.id,
                 submitted_by_id=user.id if user else None, name=name, slot=slot,
@@ -369,14 +219,15 @@ def _insert_run(
                 session.add(RunFile(run_id=run.id, filename=filename,
                                     dataset=_dataset_of(definition, filename),
                                     sha256=digest, size=size, storage_key=key))
-            _log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
-                        outcome="accepted", message="accepted" + (" (late)" if is_late else ""),
-                        issues=validated.issues, run=run, now=now)
+            admission.log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
+                                 outcome="accepted",
+                                 message="accepted" + (" (late)" if is_late else ""),
+                                 issues=validated.issues, run=run, now=now)
             session.commit()
             return run
         except (RunLimitReached, WindowClosed, RateLimited) as err:
-            raise _reject(session, err, team=team, phase=phase, user=user, name=name,
-                          files=files, now=now) from None
+            raise admission.refuse(session, err, team=team, phase=phase, user=user, name=name,
+                                   files=files, now=now) from None
         except (IntegrityError, OperationalError):
             # Another upload of this team took the slot or name first (or SQLite was busy).
             session.rollback()

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 
 from baselines.models.job import model_task_problem
 from evaluation import DatasetSpec, TaskDefinition, TaskDefinitionError, parse_task
 from evaluation.taskdef import release_path
+from semboard.cache import LRU
 from semboard.errors import InvalidData, NotFound
 from semboard.models import Phase, Task
 
-
-@lru_cache(maxsize=64)
-def _parse(text: str, digest: str, name: str) -> TaskDefinition:
-
-    return parse_task(text, source=f"<stored definition of {name}>")
+# Parsed definitions by the digest of their text (a reload stores a new digest: never stale).
+_PARSED: LRU[str, TaskDefinition] = LRU(64)
 
 
 def release_file(release_dir: Path, relative: str) -> Path:
@@ -29,7 +26,8 @@ def release_file(release_dir: Path, relative: str) -> Path:
 
 def definition(task: Task) -> TaskDefinition:
     """The task's TaskDefinition, parsed from its stored text (cached by digest)."""
-    return _parse(task.definition_text, task.definition_digest, task.name)
+    return _PARSED.get_or_compute(task.definition_digest, lambda: parse_task(
+        task.definition_text, source=f"<stored definition of {task.name}>"))
 
 
 def split_name(task: Task, split: str | None) -> str:

@@ -9,8 +9,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+import evaluation
+from evaluation import TaskDefinitionError, parse_task
 from semboard.db import insert_unless_refused, require_fits
-from semboard.errors import InvalidData, NameTaken, NotFound, PhaseNotOpen
+from semboard.errors import Forbidden, InvalidData, NameTaken, NotFound, PhaseNotOpen
 from semboard.models import (
     LATE_POLICIES,
     PHASE_ACCEPTS,
@@ -22,7 +24,7 @@ from semboard.models import (
     TeamWindow,
     User,
 )
-from semboard.services.tasks import definitions
+from semboard.services.tasks import access, definitions
 from semboard.services.tasks import phases as phase_rules
 
 if TYPE_CHECKING:
@@ -58,6 +60,37 @@ def load_task(session: Session, definition: TaskDefinition, *, now: datetime) ->
     task.updated_at = now
     session.flush()
     return task
+
+
+def read_definition(*, data: bytes | None, filename: str = "", shipped: str = ""
+                    ) -> TaskDefinition:
+    """A definition from an uploaded TOML file, else a shipped one by name; InvalidData says
+    what is wrong (with the file's line, from the parser)."""
+    try:
+        if data:
+            return parse_task(data.decode("utf-8-sig"), source=filename or "<upload>")
+        if shipped:
+            return evaluation.load_task(shipped)
+    except (TaskDefinitionError, UnicodeDecodeError) as err:
+        raise InvalidData(f"The definition could not be loaded: {err}") from None
+    raise InvalidData("Pick a shipped definition or upload a TOML file.")
+
+
+def manageable_tasks(session: Session, user: User | None) -> list[Task]:
+    """The tasks this user may reload (site admins: all)."""
+    return [t for t in list_tasks(session) if access.can_manage_task(session, user, t)]
+
+
+def load_definition(session: Session, definition: TaskDefinition, *, user: User | None,
+                    now: datetime) -> Task:
+    """Load (or reload) a task for a user of the site: organisers reload their own tasks; a
+    new task is the site admins' decision (Forbidden otherwise)."""
+    if user is None or not user.is_admin:
+        existing = session.scalar(select(Task).where(Task.name == definition.name))
+        if existing is None or not access.can_manage_task(session, user, existing):
+            raise Forbidden(f"Only site admins can load the new task {definition.name}; you can "
+                            "reload the tasks you organise.")
+    return load_task(session, definition, now=now)
 
 
 def list_tasks(session: Session) -> list[Task]:
