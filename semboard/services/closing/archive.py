@@ -33,7 +33,7 @@ from semboard.services.data import gold, inputs
 from semboard.services.tasks import access, definitions, tasks
 from semboard.storage import Storage
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 TEMPLATES = PROJECT_ROOT / "templates"
 STYLESHEET = PROJECT_ROOT / "static" / "archive.css"
 FORMAT = 1  # bumped when the archive's layout changes; stated in manifest.json
