@@ -23,7 +23,7 @@ from semboard.services.runs import submissions
 from semboard.services.tasks import tasks
 from tests.archive_check import broken_links, html_problems
 from tests.site.conftest import NOW, TINY_SIZES
-from tests.site.test_site_splits import SIZES, SPLIT_TOML
+from tests.site.tasks.test_site_splits import SIZES, SPLIT_TOML
 
 LATER = NOW + timedelta(days=20)
 

@@ -23,7 +23,7 @@ from semboard.jobs import scoring as scoring_jobs
 from semboard.models import Run
 from semboard.services.runs import submissions
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 FLASK = Path(sys.executable).parent / "flask"
 # Short timings so the test sees in seconds what takes a minute or two with the defaults.
 TIMING = {"SEMBOARD_WORKER_BEAT_S": "1", "SEMBOARD_WORKER_TTL_S": "16",

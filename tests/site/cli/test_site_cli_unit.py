@@ -76,7 +76,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
             "m.cmd_tasks = lambda args: [m._out('line') for _ in range(100000)] and 0\n"
             "raise SystemExit(m.main(['tasks']))\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2],
+                            stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[3],
                             env={**os.environ, "SEMBOARD_CONFIG": str(tmp_path / "c.json")})
     assert proc.stdout is not None
     proc.stdout.readline()

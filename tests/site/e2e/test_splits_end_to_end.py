@@ -17,7 +17,7 @@ from scipy.stats import spearmanr
 from semboard.services.data import gold
 
 T0 = datetime(2012, 4, 1, tzinfo=UTC)
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TRAIN = ["MSRpar", "MSRvid", "SMTeuroparl"]
 
 

@@ -147,7 +147,7 @@ def test_fuzzed_api_requests_answer_as_documented(app, client, make, now) -> Non
     print(f"{len(succeeded)} of {len(seen)} operations answered 2xx at least once:",
           {op: sorted(statuses) for op, statuses in seen.items()})
     # A model upload needs a real encoder's zip and a model's routes an uploaded model: no
-    # fuzzed body gets that far (tests/site/test_site_models.py and test_site_model_uploads.py
-    # cover them); the phase takes runs, so no model upload starts.
+    # fuzzed body gets that far (tests/site/models/test_site_models.py and
+    # test_site_model_uploads.py cover them); the phase takes runs, so no model upload starts.
     reachable = {op for op in seen if "/models" not in op and "model-uploads" not in op}
     assert len(succeeded & reachable) >= len(reachable) // 2, seen

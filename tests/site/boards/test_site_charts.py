@@ -10,7 +10,7 @@ from pathlib import Path
 from semboard.services.boards import charts
 from semboard.services.boards.leaderboard import Column, Leaderboard, Row
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 T = datetime(2026, 1, 1, tzinfo=UTC)
 
 

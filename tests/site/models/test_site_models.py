@@ -361,7 +361,7 @@ def test_with_redis_a_baselines_worker_runs_the_model(app, client, models_world,
     assert response.status_code == 202, response.get_json()
     body = response.get_json()
     assert body["status"] == "queued" and body["queue_position"] == 1
-    project = Path(__file__).resolve().parents[2]
+    project = Path(__file__).resolve().parents[3]
     env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url,
            "SEMBOARD_UPLOAD_DIR": str(storage.root), "SECRET_KEY": "test",
            "PYTHONPATH": str(project)}

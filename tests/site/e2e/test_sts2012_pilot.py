@@ -185,7 +185,7 @@ def _official_scores(tmp_path: Path, test_dir: Path, uploaded: dict) -> dict:
         ]
     results = {}
     keys = list(procs)
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     for start in range(0, len(keys), 2):
         running = {k: subprocess.Popen(procs[k], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        cwd=root) for k in keys[start:start + 2]}

@@ -438,7 +438,7 @@ def test_the_readme_curl_example_targets_the_demo_task():
 
     from evaluation import load_task
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     block = readme[re.search(r"curl [^\n]*-H", readme).start():]
     block = block[:block.index("```")]
     task_name = re.search(r"/api/v1/tasks/([\w-]+)/runs", block).group(1)

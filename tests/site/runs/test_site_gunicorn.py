@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 from semboard.models import Run, UploadLog
 from semboard.services.people import accounts
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 WORKERS = 4
 PARALLEL = 8
 MAX_RUNS = 3

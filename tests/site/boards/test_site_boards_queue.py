@@ -18,7 +18,7 @@ from semboard.jobs import queue as job_queue
 from semboard.jobs import scoring as scoring_jobs
 from semboard.services.runs import submissions
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 API = "/api/v1"
 
 pytestmark = pytest.mark.redis

@@ -20,7 +20,7 @@ from semboard.services.data import gold
 from semboard.services.people import accounts
 from semboard.services.tasks import tasks
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _serve(database_url: str, tmp_path: Path) -> tuple[subprocess.Popen, str]:
