@@ -31,13 +31,13 @@ class TeamLimits:
     lock_when_closed: bool = False
 
 
-# Limits by the digest of the definition's text (read once per definition, not per call).
+# Limits keyed by the definition's text itself (read once per text, not per call; never stale).
 _LIMITS: LRU[str, TeamLimits] = LRU(64)
 
 
 def limits(task: Task) -> TeamLimits:
     """The task's team limits (none when the definition has no `[teams]` table)."""
-    return _LIMITS.get_or_compute(task.definition_digest, lambda: _read(task))
+    return _LIMITS.get_or_compute(task.definition_text, lambda: _read(task))
 
 
 def _read(task: Task) -> TeamLimits:

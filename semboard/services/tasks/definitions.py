@@ -11,7 +11,7 @@ from semboard.cache import LRU
 from semboard.errors import InvalidData, NotFound
 from semboard.models import Phase, Task
 
-# Parsed definitions by the digest of their text (a reload stores a new digest: never stale).
+# Parsed definitions keyed by their text itself (never stale, whatever set the text).
 _PARSED: LRU[str, TaskDefinition] = LRU(64)
 
 
@@ -25,8 +25,8 @@ def release_file(release_dir: Path, relative: str) -> Path:
 
 
 def definition(task: Task) -> TaskDefinition:
-    """The task's TaskDefinition, parsed from its stored text (cached by digest)."""
-    return _PARSED.get_or_compute(task.definition_digest, lambda: parse_task(
+    """The task's TaskDefinition, parsed from its stored text (once per text)."""
+    return _PARSED.get_or_compute(task.definition_text, lambda: parse_task(
         task.definition_text, source=f"<stored definition of {task.name}>"))
 
 

@@ -20,7 +20,7 @@ from semboard.errors import (
 )
 from semboard.models import Base, TeamWindow, User
 from semboard.services.data import inputs
-from semboard.services.people import accounts, ratelimit, teams, windows
+from semboard.services.people import accounts, ratelimit, team_rules, teams, windows
 from semboard.services.tasks import tasks
 
 
@@ -287,3 +287,15 @@ def test_models_store_utc_aware_times(session, make, now) -> None:
     loaded.created_at = now.replace(tzinfo=None)
     with pytest.raises(Exception, match="naive datetime"):
         session.flush()
+
+
+def test_team_limits_are_read_once_per_definition_text(make, monkeypatch):
+    task = make.task(with_inputs=False)
+    calls: list[str] = []
+    real = team_rules.tomllib.loads
+    monkeypatch.setattr(team_rules.tomllib, "loads", lambda text: calls.append(text) or real(text))
+    team_rules._LIMITS.clear()
+    assert [team_rules.limits(task).max_members for _ in range(3)] == [None] * 3
+    assert len(calls) == 1  # not once per call
+    task.definition_text += "\n[teams]\nmax_members = 2\n"
+    assert team_rules.limits(task).max_members == 2 and len(calls) == 2  # a new text is read
