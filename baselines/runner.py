@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from baselines.base import BaselineSystem, Progress
 from baselines.signature import baseline_signature
-from baselines.systems import BaselineSystem, Progress, get_system
+from baselines.systems import get_system
 from evaluation import DatasetInputs, TaskDefinition, load_task, write_run
 
 

@@ -38,7 +38,10 @@ from evaluation import load_task, write_run
 from semboard import create_app
 from semboard.db import make_session_factory
 from semboard.jobs import boards
-from semboard.services import accounts, gold, inputs, submissions, tasks, teams
+from semboard.services.people import accounts, teams
+from semboard.services.data import gold, inputs
+from semboard.services.runs import submissions
+from semboard.services.tasks import tasks
 from semboard.storage import LocalStorage
 
 url, uploads, folder, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

@@ -44,7 +44,9 @@ from bench_boards import _free_port, get  # noqa: E402
 from evaluation import load_task  # noqa: E402
 from semboard.db import make_engine, make_session_factory  # noqa: E402
 from semboard.models import Base, ModelSubmission  # noqa: E402
-from semboard.services import accounts, inputs, tasks, teams  # noqa: E402
+from semboard.services.data import inputs  # noqa: E402
+from semboard.services.people import accounts, teams  # noqa: E402
+from semboard.services.tasks import tasks  # noqa: E402
 from semboard.storage import LocalStorage, file_sha256  # noqa: E402
 
 NOW = datetime.now(UTC)

@@ -41,8 +41,10 @@ from bench_boards import _free_port, get, post_run, start_redis, stop_redis  # n
 from evaluation import load_task, write_run  # noqa: E402
 from semboard.db import make_engine, make_session_factory  # noqa: E402
 from semboard.models import Base, Run  # noqa: E402
-from semboard.services import accounts, gold, inputs, tasks, teams  # noqa: E402
-from semboard.services import prepared as prepared_boards  # noqa: E402
+from semboard.services.boards import prepared as prepared_boards  # noqa: E402
+from semboard.services.data import gold, inputs  # noqa: E402
+from semboard.services.people import accounts, teams  # noqa: E402
+from semboard.services.tasks import tasks  # noqa: E402
 from semboard.storage import LocalStorage  # noqa: E402
 
 NOW = datetime.now(UTC)

@@ -26,7 +26,11 @@ sys.path.insert(0, str(PROJECT_ROOT))
 from evaluation import load_task, write_run  # noqa: E402
 from semboard.db import make_engine, make_session_factory  # noqa: E402
 from semboard.models import Base  # noqa: E402
-from semboard.services import accounts, gold, inputs, leaderboard, submissions, tasks, teams  # noqa: E402
+from semboard.services.boards import leaderboard  # noqa: E402
+from semboard.services.data import gold, inputs  # noqa: E402
+from semboard.services.people import accounts, teams  # noqa: E402
+from semboard.services.runs import submissions  # noqa: E402
+from semboard.services.tasks import tasks  # noqa: E402
 from semboard.storage import LocalStorage  # noqa: E402
 
 

@@ -18,7 +18,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from semboard.services import definitions
+from semboard.services.tasks import definitions
 
 DATA = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/data")
 SHOTS = Path(sys.argv[2] if len(sys.argv) > 2 else "sts2012-charts")
@@ -48,7 +48,10 @@ def build(instance: Path) -> None:
     from semboard import create_app
     from semboard.cli.demo import noisy_run
     from semboard.db import get_session
-    from semboard.services import accounts, gold, inputs, submissions, tasks, teams
+    from semboard.services.data import gold, inputs
+    from semboard.services.people import accounts, teams
+    from semboard.services.runs import submissions
+    from semboard.services.tasks import tasks
     from semboard.storage import get_storage
 
     app = create_app()

@@ -220,7 +220,7 @@ def read_run_files(path: Path) -> dict[str, bytes]:
 
 # ---------------------------------------------------------------- file names
 
-# The site's rule for run names (semboard.services.submissions): what a file name may carry.
+# The site's rule for run names (semboard.services.runs.submissions): what a file name may carry.
 MAX_RUN_NAME = 100
 
 

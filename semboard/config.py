@@ -12,7 +12,40 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from semboard.services.ratelimit import Limits, env_name
+
+@dataclass(frozen=True)
+class Limits:
+    """Every throttle of the site; each field is read from SEMBOARD_<FIELD IN CAPITALS>."""
+
+    # Failed password checks (log-in, current password) on one account before delays start;
+    # from an address that logged in to that account before, only its own failures count.
+    login_free_failures: int = 5
+    # Failed password checks from one client address (any accounts) before delays start.
+    login_address_free_failures: int = 20
+    # The longest wait a run of failures can impose, in seconds (delays double up to it).
+    login_max_delay: int = 300
+    # Accounts created from one client address per hour.
+    registrations_per_hour: int = 5
+    # Reset links asked for one address per hour, and asked from one client address per hour.
+    resets_per_hour: int = 3
+    reset_requests_per_address_per_hour: int = 10
+    # Paired comparisons one account may request per hour.
+    comparisons_per_hour: int = 30
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Limits:
+        """The limits of an app's config (defaults where unset)."""
+        given = {f.name: int(config[env_name(f.name)]) for f in fields(cls)
+                 if config.get(env_name(f.name)) not in (None, "")}
+        return cls(**given)
+
+
+def env_name(field: str) -> str:
+    """The configuration (and environment) variable of a Limits field."""
+    return f"SEMBOARD_{field.upper()}"
+
+
+DEFAULT_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -126,7 +159,7 @@ SETTINGS: tuple[Setting, ...] = (
             in_app_config=False),
 )
 
-# Every throttle (services.ratelimit.Limits), each its own variable with its default.
+# Every throttle (Limits above), each its own variable with its default.
 SETTINGS += tuple(
     Setting(env_name(f.name), int, str(f.default),
             (LIMIT_MEANINGS.get(f.name) or f.name.replace("_", " ")))

@@ -16,7 +16,10 @@ from semboard import create_app
 from semboard.cli.demo import noisy_run
 from semboard.db import dispose_app_engine, get_session
 from semboard.models import Base
-from semboard.services import accounts, definitions, gold, inputs, submissions, tasks, teams
+from semboard.services.data import gold, inputs
+from semboard.services.people import accounts, teams
+from semboard.services.runs import submissions
+from semboard.services.tasks import definitions, tasks
 from semboard.storage import get_storage
 
 # the baseline systems every such board shows beside the participants

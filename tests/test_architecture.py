@@ -24,6 +24,10 @@ FORBIDDEN = {
     "semboard.api": ("semboard.views", "semboard.cli"),
 }
 TOP_LEVEL_MODULES_MAX = 12
+# semboard/services/ by domain, bottom first: a package imports only itself and those before it.
+SERVICE_STACK = ("tasks", "people", "data", "runs", "models", "boards", "closing")
+# The classes of long-lived threads a process owns and stops itself (not background work).
+THREAD_CLASSES = {"semboard.jobs.schedule": "Ticker"}
 
 
 def _module(path: Path) -> str:
@@ -152,3 +156,91 @@ def test_the_top_of_the_package_stays_small_and_every_folder_says_what_it_is_for
     for init in PACKAGE.glob("*/__init__.py"):
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
         assert doc and "\n" not in doc.strip(), f"{init}: a one-line docstring says its purpose"
+
+
+def _service_package(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[:2] == ["semboard", "services"] else None
+
+
+def test_services_are_domain_packages_stacked_in_one_direction() -> None:
+    packages = {_service_package(m) for m in _modules()} - {None}
+    assert packages == set(SERVICE_STACK)
+    assert not [m for m in _modules() if m.count(".") == 2 and m.startswith("semboard.services.")
+                and m.split(".")[2] not in SERVICE_STACK]  # no module left beside the packages
+    upward = [f"{m} imports {t}" for m, targets in _graph().items() for t in targets
+              if (a := _service_package(m)) and (b := _service_package(t))
+              and SERVICE_STACK.index(b) > SERVICE_STACK.index(a)]
+    assert upward == []
+
+
+def test_config_imports_no_service() -> None:
+    """Configuration is read first and by everything: it imports nothing of the site."""
+    assert _graph()["semboard.config"] == set()
+
+
+def _private_names_used_across_modules(files: dict[str, Path]) -> list[str]:
+    known = set(files)
+    found = []
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("semboard"):
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    if full in known:
+                        aliases[alias.asname or alias.name] = full
+                    elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{module}:{node.lineno} imports {full}")
+            elif isinstance(node, ast.Import):
+                aliases.update({a.asname: a.name for a in node.names
+                                if a.asname and a.name in known})
+        found += [f"{module}:{node.lineno} uses {aliases[node.value.id]}.{node.attr}"
+                  for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                  and node.value.id in aliases and node.attr.startswith("_")
+                  and not node.attr.startswith("__")]
+    return found
+
+
+def test_no_private_name_is_used_across_modules() -> None:
+    """A `_name` is its module's own: another module needing it means it is public or moves."""
+    assert _private_names_used_across_modules(_modules()) == []
+
+
+def test_the_private_name_finder_finds_one(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from semboard.x import _hidden\nfrom semboard import y\n"
+                                   "y._inner()\n")
+    (tmp_path / "y.py").write_text("")
+    found = _private_names_used_across_modules({"a": tmp_path / "a.py",
+                                                "semboard.y": tmp_path / "y.py"})
+    assert found == ["a:1 imports semboard.x._hidden", "a:3 uses semboard.y._inner"]
+
+
+def test_one_thread_registry() -> None:
+    """Background threads start only through jobs.queue.start_thread (dispatch uses it), which
+    registers them for wait_for_threads; the only other threads are the listed loops."""
+    started, classes = [], []
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in (
+                    "threading.Thread", "Thread", "threading.Timer", "Timer"):
+                started.append(f"{module}:{node.lineno}")
+            if isinstance(node, ast.ClassDef) and any(
+                    ast.unparse(b) in ("threading.Thread", "Thread") for b in node.bases):
+                classes.append((module, node.name))
+    assert [s for s in started if not s.startswith("semboard.jobs.queue:")] == []
+    assert len([s for s in started if s.startswith("semboard.jobs.queue:")]) == 1
+    assert classes == list(THREAD_CLASSES.items())
+
+
+def test_no_page_or_api_route_builds_a_board() -> None:
+    """Pages, the API and their plumbing read prepared boards (services.boards.prepared); only
+    the write path (jobs.boards, prepared.store_prepared) and exports build one."""
+    builders = [f"{module}:{node.lineno}" for module, path in _modules().items()
+                if module.startswith(("semboard.views", "semboard.api", "semboard.web"))
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.Name | ast.Attribute)
+                and (node.id if isinstance(node, ast.Name) else node.attr) == "build_leaderboard"]
+    assert builders == []

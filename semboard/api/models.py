@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, current_app, jsonify, request, url_for
+from flask import Flask, Response, current_app, jsonify, request, url_for
 
-from semboard.api.routes import _require_user, _user, bp
+from semboard.api.routes import bp, require_token_user, token_user
 from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import Conflict, InvalidData
-from semboard.jobs.models import dispatch_model
+from semboard.jobs import models as model_jobs
 from semboard.models import ModelSubmission
-from semboard.services import model_uploads, models, participation, tasks, teams
+from semboard.services.models import model_uploads, models
+from semboard.services.people import teams
+from semboard.services.tasks import participation, tasks
 from semboard.storage import get_storage
 from semboard.web.files import (
     client_filename,
@@ -25,11 +27,14 @@ from semboard.web.files import (
 
 
 def _queued(row: ModelSubmission) -> Any:
-    """202 with the model's state and where to follow it, its job dispatched."""
-    dispatch_model(current_app._get_current_object(), row.id)  # type: ignore[attr-defined]
+    """202 with the model's state and where to follow it (its job was dispatched)."""
     status_url = url_for("api.show_model", model_id=row.id)
     return jsonify(models.model_json(get_session(), row) | {"status_url": status_url}), 202, \
         {"Location": status_url}
+
+
+def _app() -> Flask:
+    return current_app._get_current_object()  # type: ignore[attr-defined,no-any-return]
 
 
 def _flag(value: Any) -> bool:
@@ -40,7 +45,7 @@ def _flag(value: Any) -> bool:
 @bp.get("/tasks/<task_name>/models")
 def list_models(task_name: str) -> Any:
     """My team's models in the task, newest first, with state and queue position."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     team = teams.require_team(session, task=tasks.get_task(session, task_name), user=user)
     return jsonify({"task": task_name, "team": team.name, "models": [
@@ -52,7 +57,7 @@ def list_models(task_name: str) -> Any:
 def submit_model(task_name: str) -> Any:
     """Upload a model in one request (multipart: file = a zip of the Hugging Face folder;
     optional name, phase, prompt, pooling, publish); 202 once checked and queued."""
-    user = _require_user()
+    user = require_token_user()
     # a model is far larger than a run: web.hardening gives this route its own body limit
     session = get_session()
     now = request_now()
@@ -64,8 +69,8 @@ def submit_model(task_name: str) -> Any:
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
     participation.require_participant(session, task=task, user=user, team=team, phase=phase)
     with upload_on_disk(upload) as archive:
-        row = models.submit_model(
-            session, get_storage(), team=team, phase=phase, user=user, archive=archive,
+        row = model_jobs.accept_model(
+            session, get_storage(), _app(), team=team, phase=phase, user=user, archive=archive,
             filename=client_filename(upload.filename) or "model.zip", now=now,
             name=request.form.get("name", ""), prompt=request.form.get("prompt") or None,
             pooling=request.form.get("pooling") or None,
@@ -84,7 +89,7 @@ def _upload_answer(row: Any, status: int = 200) -> Any:
 def start_model_upload(task_name: str) -> Any:
     """Start a model upload in parts (JSON: size, filename, sha256 and the model's name, phase,
     prompt, pooling, publish); 201 with where to send the parts and how big they may be."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     now = request_now()
     body = request.get_json(silent=True)
@@ -124,16 +129,16 @@ def model_upload(upload_id: int) -> Any:
         return _put_part(upload_id)
     if request.method == "DELETE":
         model_uploads.cancel(get_session(), get_storage(), upload_id=upload_id,
-                             user=_require_user())
+                             user=require_token_user())
         return "", 204
-    row = model_uploads.get_upload(get_session(), upload_id=upload_id, user=_require_user())
+    row = model_uploads.get_upload(get_session(), upload_id=upload_id, user=require_token_user())
     return _upload_answer(row)
 
 
 def _put_part(upload_id: int) -> Any:
     """One part, in order: the body is its bytes, `Content-Range: bytes START-END/SIZE`;
     409 (with next_offset) when START is not where the upload stands."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     model_uploads.get_upload(session, upload_id=upload_id, user=user)  # 404 before anything
     start, data = content_range()
@@ -150,9 +155,9 @@ def _put_part(upload_id: int) -> Any:
 @bp.post("/model-uploads/<int:upload_id>/finish")
 def finish_model_upload(upload_id: int) -> Any:
     """Every part arrived: join, check and queue the model; 202 as for a one-request upload."""
-    user = _require_user()
-    row = model_uploads.finish(get_session(), get_storage(), upload_id=upload_id, user=user,
-                               now=request_now())
+    user = require_token_user()
+    row = model_jobs.accept_model_upload(get_session(), get_storage(), _app(),
+                                         upload_id=upload_id, user=user, now=request_now())
     return _queued(row)
 
 
@@ -160,7 +165,7 @@ def finish_model_upload(upload_id: int) -> Any:
 def show_model(model_id: int) -> Any:
     """A model submission: state, queue position, reason of a failure, the run it produced."""
     session = get_session()
-    row = models.get_model(session, model_id=model_id, viewer=_require_user())
+    row = models.get_model(session, model_id=model_id, viewer=require_token_user())
     return jsonify(models.model_json(session, row))
 
 
@@ -170,7 +175,7 @@ def publish_model(model_id: int) -> Any:
     session = get_session()
     body = request.get_json(silent=True)
     publish = _flag(body.get("publish", True)) if isinstance(body, dict) else True
-    row = models.set_published(session, model_id=model_id, user=_require_user(),
+    row = models.set_published(session, model_id=model_id, user=require_token_user(),
                                publish=publish, now=request_now())
     return jsonify(models.model_json(session, row))
 
@@ -178,6 +183,6 @@ def publish_model(model_id: int) -> Any:
 @bp.get("/models/<int:model_id>/archive")
 def model_archive(model_id: int) -> Any:
     """The uploaded zip: the team and the organisers; anyone who sees the run once published."""
-    name, key = models.archive_download(get_session(), model_id=model_id, viewer=_user())
+    name, key = models.archive_download(get_session(), model_id=model_id, viewer=token_user())
     return Response(get_storage().stream(key), mimetype="application/zip",
                     headers=disposition(name))

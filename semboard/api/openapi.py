@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 description of /api/v1, kept in code next to the routes.
 
-tests/site/test_site_openapi.py checks that every /api/v1 route of the app is described here and
-validates the real responses of the API against these schemas, so the two cannot drift apart.
+tests/site/api/test_site_participant_api.py checks that every /api/v1 route of the app is
+described here and validates the real responses of the API against these schemas, so the two
+cannot drift apart.
 """
 
 from __future__ import annotations

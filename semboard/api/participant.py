@@ -9,21 +9,15 @@ from flask import Blueprint, Flask, Response, jsonify, render_template, request
 from sqlalchemy import text
 
 from semboard.api.openapi import spec
-from semboard.api.routes import _require_user, _user, bp
+from semboard.api.routes import bp, require_token_user, token_user
 from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import InvalidData, NotFound
 from semboard.models import ApiToken, Run, Task, Team
-from semboard.services import (
-    access,
-    accounts,
-    descriptions,
-    participation,
-    submissions,
-    tasks,
-    team_rules,
-    teams,
-)
+from semboard.services.closing import descriptions
+from semboard.services.people import accounts, team_rules, teams
+from semboard.services.runs import submissions
+from semboard.services.tasks import access, participation, tasks
 from semboard.storage import get_storage
 from semboard.web.files import attachment
 from semboard.web.hardening import bounded_id
@@ -39,7 +33,7 @@ def _challenge(response: Response) -> Response:
     return response
 
 
-def _body() -> dict[str, Any]:
+def request_body() -> dict[str, Any]:
     """The request's fields, from a JSON object or a form."""
     data = request.get_json(silent=True)
     if data is None:
@@ -49,7 +43,7 @@ def _body() -> dict[str, Any]:
     return data
 
 
-def _field(data: dict[str, Any], name: str, *, required: bool = True) -> str:
+def body_field(data: dict[str, Any], name: str, *, required: bool = True) -> str:
     value = data.get(name, "")
     if not isinstance(value, str | int) or (required and str(value).strip() == ""):
         raise InvalidData(f"the field {name!r} is required")
@@ -59,7 +53,7 @@ def _field(data: dict[str, Any], name: str, *, required: bool = True) -> str:
 @bp.get("/me")
 def who_am_i() -> Any:
     """The token's account."""
-    user = _require_user()
+    user = require_token_user()
     return jsonify({"id": user.id, "email": user.email, "display_name": user.display_name,
                     "email_verified": user.email_verified_at is not None})
 
@@ -71,8 +65,8 @@ def task_definition(task_name: str) -> Any:
     return attachment(task.definition_text, f"{task.name}.toml", mimetype="application/toml")
 
 
-def _my_team(task: Task) -> Team:
-    team = teams.team_for_user(get_session(), task=task, user=_require_user())
+def caller_team(task: Task) -> Team:
+    team = teams.team_for_user(get_session(), task=task, user=require_token_user())
     if team is None:
         raise NotFound(f"you have no team on {task.name}; create or join one first")
     return team
@@ -81,10 +75,10 @@ def _my_team(task: Task) -> Team:
 @bp.get("/tasks/<task_name>/runs")
 def my_runs(task_name: str) -> Any:
     """My team's runs in a task, newest first (?phase=slug; ?all=1 includes replaced runs)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
-    team = _my_team(task)
+    team = caller_team(task)
     slug = request.args.get("phase")
     phase = tasks.get_phase(session, task, slug) if slug else None
     runs = submissions.runs_for_team(session, team=team, phase=phase,
@@ -104,7 +98,7 @@ def _with_description(run: Run, show: bool) -> dict[str, Any]:
 @bp.get("/runs/<int:run_id>/files/<filename>")
 def run_file(run_id: int, filename: str) -> Any:
     """A file of one of my team's runs, as uploaded (organisers may fetch any run's files)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     run = submissions.get_run(session, run_id)
     if not (access.is_member(session, user, run.team_id)
@@ -119,7 +113,7 @@ def run_file(run_id: int, filename: str) -> Any:
 def _team_json(team: Team) -> dict[str, Any]:
     """A team as its member sees it (the invite code only where the page shows it)."""
     session = get_session()
-    user = _user()
+    user = token_user()
     limits = team_rules.limits(team.task)
     data: dict[str, Any] = {
         "id": team.id,
@@ -142,19 +136,19 @@ def _team_json(team: Team) -> dict[str, Any]:
 @bp.get("/tasks/<task_name>/team")
 def my_team(task_name: str) -> Any:
     """My team on a task, with its members and invite code."""
-    return jsonify(_team_json(_my_team(tasks.get_task(get_session(), task_name))))
+    return jsonify(_team_json(caller_team(tasks.get_task(get_session(), task_name))))
 
 
 @bp.post("/tasks/<task_name>/team")
 def create_team(task_name: str) -> Any:
     """Create a team (JSON or form: name, affiliation); I become its captain."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
-    data = _body()
+    data = request_body()
     task = tasks.get_task(session, task_name)
     participation.require_domain(session, task=task, user=user)
-    team = teams.create_team(session, task=task, captain=user, name=_field(data, "name"),
-                             affiliation=_field(data, "affiliation", required=False),
+    team = teams.create_team(session, task=task, captain=user, name=body_field(data, "name"),
+                             affiliation=body_field(data, "affiliation", required=False),
                              now=request_now())
     session.commit()
     return jsonify(_team_json(team)), 201
@@ -163,12 +157,12 @@ def create_team(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/team/join")
 def join_team(task_name: str) -> Any:
     """Join a team with its invite code."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
     participation.require_domain(session, task=task, user=user)
     team = teams.join_team(session, task=task, user=user,
-                           invite_code=_field(_body(), "invite_code"), now=request_now())
+                           invite_code=body_field(request_body(), "invite_code"), now=request_now())
     session.commit()
     return jsonify(_team_json(team))
 
@@ -176,9 +170,9 @@ def join_team(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/team/leave")
 def leave_team(task_name: str) -> Any:
     """Leave my team (the captain hands over first; a last member's empty team is deleted)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
-    team = _my_team(tasks.get_task(session, task_name))
+    team = caller_team(tasks.get_task(session, task_name))
     deleted = team_rules.leave(session, team=team, user=user, now=request_now())
     session.commit()
     return jsonify({"left": team.name, "team_deleted": deleted})
@@ -187,9 +181,9 @@ def leave_team(task_name: str) -> Any:
 @bp.delete("/tasks/<task_name>/team/members/<int:user_id>")
 def remove_member(task_name: str, user_id: int) -> Any:
     """The captain removes a member."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
-    team = _my_team(tasks.get_task(session, task_name))
+    team = caller_team(tasks.get_task(session, task_name))
     team_rules.remove_member(session, team=team, captain=user, user_id=user_id,
                              now=request_now())
     session.commit()
@@ -199,9 +193,9 @@ def remove_member(task_name: str, user_id: int) -> Any:
 @bp.post("/tasks/<task_name>/team/invite-code")
 def new_invite_code(task_name: str) -> Any:
     """The captain replaces the invite code (the old one stops working)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
-    team = _my_team(tasks.get_task(session, task_name))
+    team = caller_team(tasks.get_task(session, task_name))
     team_rules.regenerate_invite_code(session, team=team, captain=user, now=request_now())
     session.commit()
     return jsonify(_team_json(team))
@@ -210,10 +204,10 @@ def new_invite_code(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/team/captain")
 def hand_over_captaincy(task_name: str) -> Any:
     """The captain hands the captaincy to another member (field user_id)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
-    team = _my_team(tasks.get_task(session, task_name))
-    new_captain = bounded_id(_body().get("user_id", ""), "user_id")
+    team = caller_team(tasks.get_task(session, task_name))
+    new_captain = bounded_id(request_body().get("user_id", ""), "user_id")
     team_rules.transfer_captaincy(session, team=team, captain=user, user_id=new_captain,
                                   now=request_now())
     session.commit()
@@ -230,7 +224,7 @@ def _token_json(row: ApiToken) -> dict[str, Any]:
 @bp.get("/tokens")
 def list_tokens() -> Any:
     """My API tokens (never their secrets)."""
-    user = _require_user()
+    user = require_token_user()
     rows = accounts.list_api_tokens(get_session(), user=user)
     return jsonify({"tokens": [_token_json(r) for r in rows]})
 
@@ -238,10 +232,10 @@ def list_tokens() -> Any:
 @bp.post("/tokens")
 def create_token() -> Any:
     """A new API token (field name); its secret is in this response only."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     secret = accounts.create_api_token(session, user=user,
-                                       name=_field(_body(), "name", required=False),
+                                       name=body_field(request_body(), "name", required=False),
                                        now=request_now())
     session.commit()
     row = accounts.list_api_tokens(session, user=user)[0]
@@ -253,7 +247,7 @@ def create_token() -> Any:
 @bp.delete("/tokens/<int:token_id>")
 def revoke_token(token_id: int) -> Any:
     """Revoke one of my tokens."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     accounts.revoke_api_token(session, user=user, token_id=token_id, now=request_now())
     session.commit()
@@ -274,7 +268,7 @@ def openapi_json() -> Any:
 @site_bp.get("/api/docs")
 def api_docs() -> Any:
     """The API page, rendered from the OpenAPI description."""
-    return render_template("api_docs.html", spec=spec(), user=_user())
+    return render_template("api_docs.html", spec=spec(), user=token_user())
 
 
 @site_bp.get("/healthz")

@@ -8,11 +8,12 @@ from typing import Any
 from flask import jsonify, request, url_for
 from werkzeug.exceptions import NotFound as HTTPNotFound
 
-from semboard.api.routes import _require_user, _user, bp
+from semboard.api.routes import bp, require_token_user, token_user
 from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import InvalidData, NotFound
-from semboard.services import access, announcements, participation, tasks, teams, terms
+from semboard.services.people import teams
+from semboard.services.tasks import access, announcements, participation, tasks, terms
 from semboard.web.files import attachment
 
 
@@ -28,7 +29,7 @@ def _unlisted_tasks() -> None:
         task = tasks.get_task(session, name)
     except NotFound:
         return
-    if not participation.can_find(session, task=task, user=_user(),
+    if not participation.can_find(session, task=task, user=token_user(),
                                   key=request.args.get("key")):
         raise HTTPNotFound(f"no task called {name!r}")
 
@@ -58,7 +59,7 @@ def show_terms(task_name: str) -> Any:
     """The terms in force, whether the caller accepted each, the licence and the citation."""
     session = get_session()
     task = tasks.get_task(session, task_name)
-    versions = _versions_json(task, _user())
+    versions = _versions_json(task, token_user())
     rules = participation.rules(task)
     return jsonify({**rules.to_json(), "task": task.name, "versions": versions,
                     "accepted": all(v["accepted"] for v in versions),
@@ -70,7 +71,7 @@ def show_terms(task_name: str) -> Any:
 def accept_terms(task_name: str) -> Any:
     """Accept the terms in force (JSON: optional `digests` as read, `client` "api" or "cli");
     201 when something new was accepted, 200 when all had been."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
     body = request.get_json(silent=True)
@@ -93,7 +94,7 @@ def accept_terms(task_name: str) -> Any:
 @bp.get("/tasks/<task_name>/acceptances")
 def list_acceptances(task_name: str) -> Any:
     """Every acceptance (organisers): JSON, or CSV with ?format=csv."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
     if request.args.get("format") == "csv":
@@ -107,7 +108,7 @@ def list_acceptances(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/teams/<int:team_id>/approval")
 def decide_team(task_name: str, team_id: int) -> Any:
     """Approve or refuse a team (organisers; JSON {"state": "approved"|"refused"})."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
     access.require_organiser(session, user, task)
@@ -128,9 +129,9 @@ def list_announcements(task_name: str) -> Any:
     ?status=draft for the drafts."""
     session = get_session()
     task = tasks.get_task(session, task_name)
-    user = _user()
+    user = token_user()
     if request.args.get("status") == "draft":
-        rows = announcements.drafts(session, task=task, user=_require_user())
+        rows = announcements.drafts(session, task=task, user=require_token_user())
         return jsonify({"task": task.name, "announcements": [announcements.to_json(r)
                                                              for r in rows]})
     rows = announcements.visible(session, task=task, user=user)
@@ -142,7 +143,7 @@ def list_announcements(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/announcements")
 def post_announcement(task_name: str) -> Any:
     """Post an announcement (organisers; JSON title, body, optional phase, send=false: draft)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
     access.require_organiser(session, user, task)
@@ -162,7 +163,7 @@ def post_announcement(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/announcements/<int:announcement_id>/send")
 def send_announcement(task_name: str, announcement_id: int) -> Any:
     """Send a draft (organisers; JSON title and body replace the draft's when given)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
     access.require_organiser(session, user, task)

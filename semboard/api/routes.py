@@ -9,35 +9,21 @@ from flask import Blueprint, current_app, g, jsonify, request, url_for
 from werkzeug.exceptions import Unauthorized
 
 from semboard.clock import request_now
+from semboard.config import Limits
 from semboard.db import SAFE_METHODS, get_session
 from semboard.errors import InvalidData
 from semboard.jobs import analysis as analysis_jobs
 from semboard.jobs.scoring import accept_run
 from semboard.models import Phase, Task, Team, TeamWindow, User
-from semboard.services import (
-    access,
-    accounts,
-    analysis,
-    audit,
-    definitions,
-    descriptions,
-    gold,
-    inputs,
-    models,
-    participation,
-    phases,
-    scorediff,
-    submissions,
-    tasks,
-    teams,
-    terms,
-    windows,
-)
-from semboard.services import prepared as prepared_boards
-from semboard.services import (
-    splits as split_views,
-)
-from semboard.services.ratelimit import Limits
+from semboard.services.boards import analysis
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.closing import descriptions
+from semboard.services.data import gold, inputs, scorediff
+from semboard.services.models import models
+from semboard.services.people import accounts, teams, windows
+from semboard.services.runs import admission, audit, submissions
+from semboard.services.tasks import access, definitions, participation, phases, tasks, terms
+from semboard.services.tasks import splits as split_views
 from semboard.storage import get_storage
 from semboard.timefmt import api_time
 from semboard.web import files
@@ -68,12 +54,14 @@ def _authenticate() -> None:
     g.api_user = user
 
 
-def _user() -> User | None:
+def token_user() -> User | None:
+    """The user of the request's API token (None without one)."""
     return g.get("api_user")
 
 
-def _require_user() -> User:
-    user = _user()
+def require_token_user() -> User:
+    """The user of the request's API token, else 401."""
+    user = token_user()
     if user is None:
         raise Unauthorized("this needs an API token: 'Authorization: Bearer <token>'")
     return user
@@ -126,7 +114,7 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
             for spec in definition.datasets
         ]
         data["aggregate_metrics"] = list(definition.aggregate_metrics)
-        user = _user()
+        user = token_user()
         rules = participation.rules(task)
         data["license"] = rules.license or None
         data["terms_url"] = rules.terms_url or None
@@ -143,7 +131,7 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
                     p.slug: api_time(windows.team_deadline(session, team=team, phase=p))
                     for p in phases
                 },
-                "phases": windows.team_phase_status(session, team=team, phases=phases,
+                "phases": admission.team_phase_status(session, team=team, phases=phases,
                                                         now=now),
             }
         data["splits"] = split_views.splits_json(session, task=task)
@@ -154,7 +142,7 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
 def list_tasks() -> Any:
     """Every task with its phases."""
     session = get_session()
-    shown = participation.listed(session, tasks.list_tasks(session), user=_user())
+    shown = participation.listed(session, tasks.list_tasks(session), user=token_user())
     return jsonify({"tasks": [_task_json(t, detail=False) for t in shown]})
 
 
@@ -181,7 +169,7 @@ def _uploaded_files() -> dict[str, bytes]:
 @bp.post("/tasks/<task_name>/runs")
 def submit_run(task_name: str) -> Any:
     """Submit a run (multipart: name, files, optional phase)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     now = request_now()
     task = tasks.get_task(session, task_name)
@@ -212,9 +200,9 @@ def _run_json(run: Any, show: bool) -> dict[str, Any]:
     data["audit"] = [{"action": e.action, "at": e.created_at.isoformat(), "reason": e.reason,
                       "summary": e.details.get("summary")}
                      for e in audit.entries(session, task=run.task, run=run)
-                     ] if access.can_see_run_audit(session, _user(), run) else []
+                     ] if access.can_see_run_audit(session, token_user(), run) else []
     model = models.model_of_run(session, run)
-    if model is not None and models.can_download(session, _user(), model):
+    if model is not None and models.can_download(session, token_user(), model):
         data["model_files"] = {"model_id": model.id, "published_at": api_time(model.published_at),
                                "archive_url": url_for("api.model_archive", model_id=model.id),
                                "size": model.size, "archive_sha256": model.archive_sha256}
@@ -224,7 +212,7 @@ def _run_json(run: Any, show: bool) -> dict[str, Any]:
 @bp.route("/runs/<int:run_id>/description", methods=["PUT", "POST"])
 def edit_description(run_id: int) -> Any:
     """Edit a run's description (multipart or JSON: description and one field per question)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     run = submissions.visible_run(session, viewer=user, run_id=run_id)
     if request.is_json:
@@ -244,7 +232,7 @@ def edit_description(run_id: int) -> Any:
 def show_run(run_id: int) -> Any:
     """A run, if the caller may see it (others' runs look like missing ones)."""
     session = get_session()
-    user = _user()
+    user = token_user()
     run = submissions.visible_run(session, viewer=user, run_id=run_id)
     show = access.can_view_scores(session, user, run.phase)
     return jsonify(_run_json(run, show))
@@ -257,10 +245,10 @@ def show_leaderboard(task_name: str) -> Any:
     task = tasks.get_task(session, task_name)
     slug = request.args.get("phase")
     phase = (tasks.get_phase(session, task, slug) if slug else
-             phases.default_board_phase(session, task, viewer=_user(), now=request_now()))
+             phases.default_board_phase(session, task, viewer=token_user(), now=request_now()))
     # the prepared board (never written here), with ETag/304 and gzip like the pages
-    prepared = prepared_boards.served_board(session, phase=phase, viewer=_user(), now=request_now(),
-                                        with_data=False)
+    prepared = prepared_boards.served_board(session, phase=phase, viewer=token_user(),
+                                            now=request_now(), with_data=False)
     if request.args.get("format") == "csv":
         return files.send_prepared(prepared, "csv", phase=phase,
                              filename=f"{task.name}-{phase.slug}-leaderboard.csv")
@@ -275,7 +263,7 @@ def _window_json(phase: Phase, team: Team, window: TeamWindow) -> dict[str, Any]
 @bp.get("/tasks/<task_name>/phases/<phase_slug>/window")
 def show_window(task_name: str, phase_slug: str) -> Any:
     """The team's window in a windowed phase (404 until the team starts it)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     phase = tasks.get_phase(session, tasks.get_task(session, task_name), phase_slug)
     team, window = windows.started_team_window(session, phase=phase, user=user)
@@ -285,7 +273,7 @@ def show_window(task_name: str, phase_slug: str) -> Any:
 @bp.post("/tasks/<task_name>/phases/<phase_slug>/window")
 def start_window(task_name: str, phase_slug: str) -> Any:
     """Start the team's window now (201); one that already started comes back as it is (200)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     phase = tasks.get_phase(session, tasks.get_task(session, task_name), phase_slug)
     team, window, started = windows.start_team_window(session, phase=phase, user=user,
@@ -297,7 +285,7 @@ def start_window(task_name: str, phase_slug: str) -> Any:
 @bp.get("/tasks/<task_name>/phases/<phase_slug>/inputs/<dataset>")
 def download_inputs(task_name: str, phase_slug: str, dataset: str) -> Any:
     """A dataset's inputs (read only: a windowed phase needs the team's window started)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
     phase = tasks.get_phase(session, task, phase_slug)
@@ -313,7 +301,7 @@ def download_gold(task_name: str, dataset: str) -> Any:
     session = get_session()
     task = tasks.get_task(session, task_name)
     filename, data = gold.download_gold(
-        session, get_storage(), task=task, dataset=dataset, viewer=_user(),
+        session, get_storage(), task=task, dataset=dataset, viewer=token_user(),
         split=request.args.get("split") or None,
     )
     return attachment(data, filename)
@@ -322,7 +310,7 @@ def download_gold(task_name: str, dataset: str) -> Any:
 @bp.post("/tasks/<task_name>/phases")
 def save_phase(task_name: str) -> Any:
     """Add a phase or change one (organisers; JSON body with add_phase's fields, split too)."""
-    user = _require_user()
+    user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
     access.require_organiser(session, user, task)
@@ -366,21 +354,21 @@ def compare_runs(task_name: str) -> Any:
     session = get_session()
     task = tasks.get_task(session, task_name)
     a_id, b_id = _compare_ids()
-    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=_user())
+    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=token_user())
     return jsonify(_comparison_json(found, task))
 
 
 @bp.post("/tasks/<task_name>/compare")
 def request_comparison(task_name: str) -> Any:
     """Ask for the paired tests of a and b; 202 with the status URL (200 when already done)."""
-    user = _require_user()  # each computation costs a thread: anonymous requests start none
+    user = require_token_user()  # each computation costs a thread: anonymous requests start none
     session = get_session()
     task = tasks.get_task(session, task_name)
     a_id, b_id = _compare_ids()
     started = analysis_jobs.ask(session, task=task, a_id=a_id, b_id=b_id, user=user,
                                 limits=Limits.from_config(current_app.config),
                                 now=request_now())
-    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=_user())
+    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=token_user())
     body = _comparison_json(found, task)
     # 202 whenever this request started the work, even if its thread finished first: the status
     # says what the request did, not how fast the computation was

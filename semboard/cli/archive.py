@@ -9,7 +9,8 @@ from flask.cli import with_appcontext
 
 from semboard.cli.core import command_session
 from semboard.clock import request_now
-from semboard.services import archive, tasks
+from semboard.services.closing import archive
+from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 
 

@@ -15,7 +15,7 @@ from semboard.cli.core import command_session
 from semboard.clock import utcnow
 from semboard.jobs import baselines as baseline_jobs
 from semboard.jobs.baselines import QUEUE_NAME, enqueue_baselines, run_baselines
-from semboard.services import tasks
+from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 
 baselines_cli = AppGroup(

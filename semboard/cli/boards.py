@@ -10,7 +10,7 @@ from semboard.clock import utcnow
 from semboard.db import get_session
 from semboard.jobs.boards import compute_groups
 from semboard.jobs.scoring import STUCK_AFTER_S, recover_stuck
-from semboard.services import tasks
+from semboard.services.tasks import tasks
 
 boards_cli = AppGroup("boards", help="Prepared boards, significance groups, stuck scoring jobs.")
 

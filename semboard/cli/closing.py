@@ -11,11 +11,14 @@ from flask import Flask
 from flask.cli import AppGroup
 from sqlalchemy.orm import Session
 
-from semboard.cli.core import _utc, command_session, gold_cli, results_cli
+from semboard.cli.core import command_session, gold_cli, results_cli, utc_time
 from semboard.clock import utcnow
 from semboard.models import Team
-from semboard.services import audit, bundle, descriptions, schedule, scorediff, submissions, tasks
-from semboard.services import teams as team_service
+from semboard.services.closing import bundle, descriptions, schedule
+from semboard.services.data import scorediff
+from semboard.services.people import teams as team_service
+from semboard.services.runs import audit, submissions
+from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 
 audit_cli = AppGroup("audit", help="Organiser actions with a reason, and their audit log.")
@@ -137,7 +140,7 @@ def schedule_set(task_name: str, phase_slug: str, publish_at: str | None,
         def pick(value: str | None, current: datetime | None) -> datetime | None:
             if value is None:
                 return current
-            return _utc(value) if value else None
+            return utc_time(value) if value else None
 
         schedule.set_schedule(session, phase=phase, user=None,
                               publish_at=pick(publish_at, phase.publish_at),

@@ -23,8 +23,12 @@ from semboard.clock import utcnow
 from semboard.db import session_factory
 from semboard.errors import DomainError
 from semboard.models import PHASE_ACCEPTS, PHASE_KINDS, VISIBILITIES, Phase, Task
-from semboard.services import accounts, gold, inputs, leaderboard, papertables, tasks
-from semboard.services import prepared as prepared_boards
+from semboard.services.boards import leaderboard
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.closing import papertables
+from semboard.services.data import gold, inputs
+from semboard.services.people import accounts
+from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 
 if TYPE_CHECKING:
@@ -59,7 +63,7 @@ def command_session() -> Iterator[Session]:
         session.close()
 
 
-def _utc(value: str) -> datetime:
+def utc_time(value: str) -> datetime:
     """Parse an ISO time; a time without offset is taken as UTC."""
     try:
         parsed = datetime.fromisoformat(value)
@@ -167,9 +171,9 @@ def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, op
     if kind is not None:
         given["kind"] = kind
     if opens is not None:
-        given["opens_at"] = _utc(opens)
+        given["opens_at"] = utc_time(opens)
     if closes is not None:
-        given["closes_at"] = _utc(closes)
+        given["closes_at"] = utc_time(closes)
     if window_hours is not None:
         given["team_window_hours"] = window_hours or None
     if max_runs is not None:

@@ -25,18 +25,11 @@ from semboard.clock import utcnow
 from semboard.db import get_session
 from semboard.errors import DomainError
 from semboard.models import Phase, Task, Team, User
-from semboard.services import (
-    accounts,
-    definitions,
-    gold,
-    grants,
-    inputs,
-    submissions,
-    tasks,
-    teams,
-    windows,
-)
-from semboard.services import prepared as prepared_boards
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.data import gold, inputs
+from semboard.services.people import accounts, grants, teams, windows
+from semboard.services.runs import submissions
+from semboard.services.tasks import definitions, tasks
 from semboard.storage import Storage, get_storage
 
 DEMO_TASK = "demo"

@@ -8,7 +8,7 @@ from flask.cli import with_appcontext
 from semboard.clock import utcnow
 from semboard.db import get_session
 from semboard.mail.delivery import mail_available
-from semboard.services import account_links
+from semboard.services.people import account_links
 
 
 @click.command("notify-deadlines")

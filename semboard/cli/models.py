@@ -8,8 +8,9 @@ from flask.cli import AppGroup
 
 from semboard.cli.core import command_session
 from semboard.clock import utcnow
-from semboard.jobs.models import dispatch_model
-from semboard.services import models, tasks
+from semboard.jobs import models as model_jobs
+from semboard.services.models import models
+from semboard.services.tasks import tasks
 
 models_cli = AppGroup("models", help="The model track: a task's models, failed ones run again.")
 
@@ -35,7 +36,8 @@ def list_models(task_name: str) -> None:
 def rerun(model_id: int, reason: str) -> None:
     """Queue failed model MODEL_ID again (at its own upload time) and dispatch its job."""
     with command_session() as session:
-        row = models.rerun(session, model_id=model_id, by=None, reason=reason, now=utcnow())
+        row = model_jobs.rerun_model(
+            session, current_app._get_current_object(),  # type: ignore[attr-defined]
+            model_id=model_id, by=None, reason=reason, now=utcnow())
         name, row_id = row.name, row.id
-    dispatch_model(current_app._get_current_object(), row_id)  # type: ignore[attr-defined]
     click.echo(f"model {name} (#{row_id}) queued to run again")

@@ -9,7 +9,7 @@ import click
 
 from semboard.cli.core import command_session, task_cli
 from semboard.clock import utcnow
-from semboard.services import announcements, participation, tasks, terms
+from semboard.services.tasks import announcements, participation, tasks, terms
 
 
 @task_cli.command("terms")

@@ -12,7 +12,10 @@ from semboard.cli.core import command_session
 from semboard.clock import request_now
 from semboard.errors import NotFound
 from semboard.models import PHASE_RANKINGS, Run
-from semboard.services import prepared, primary, taskdump, tasks
+from semboard.services.boards import prepared
+from semboard.services.closing import taskdump
+from semboard.services.runs import primary
+from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 
 

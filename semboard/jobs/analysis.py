@@ -13,12 +13,13 @@ from flask import Flask, current_app
 from sqlalchemy.orm import Session
 
 from semboard.clock import request_now
+from semboard.config import Limits
 from semboard.db import session_factory
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import RunComparison, Task, User
-from semboard.services import analysis, ratelimit
-from semboard.services.ratelimit import Limits
+from semboard.services.boards import analysis
+from semboard.services.people import ratelimit
 from semboard.storage import get_storage
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,9 @@ from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.jobs.scoring import accept_run
 from semboard.models import Run
-from semboard.services import definitions, inputs, tasks, teams
+from semboard.services.data import inputs
+from semboard.services.people import teams
+from semboard.services.tasks import definitions, tasks
 from semboard.storage import Storage, get_storage
 
 QUEUE_NAME = "baselines"

@@ -33,7 +33,7 @@ from semboard.db import begin_write, job_session_factory
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, Phase, PrimaryRun, Run, RunScoreRecord, Task, Team
-from semboard.services import prepared as prepared_boards
+from semboard.services.boards import prepared as prepared_boards
 from semboard.storage import get_storage
 
 log = logging.getLogger(__name__)
@@ -179,8 +179,8 @@ def compute_groups(app: Flask, task_id: int) -> int:
         return count
 
 
-_threads: dict[tuple[int, int], bool] = {}  # (app, task) -> run again when done
-_threads_lock = threading.Lock()
+_in_flight: dict[tuple[int, int], bool] = {}  # (app, task) -> run again when done
+_in_flight_lock = threading.Lock()
 
 
 # Groups start once changes have paused this long (at most GROUPS_MAX_WAIT_S): during a rush the
@@ -211,10 +211,10 @@ def _settle(app: Flask, key: tuple[int, int]) -> None:
     while delay > 0 and time.monotonic() < give_up:
         time.sleep(delay)
         latest = _latest_change(app, key[1])
-        with _threads_lock:
-            if not _threads.get(key) and latest == seen:
+        with _in_flight_lock:
+            if not _in_flight.get(key) and latest == seen:
                 return
-            _threads[key] = False  # another change meanwhile: this computation covers it
+            _in_flight[key] = False  # another change meanwhile: this computation covers it
         seen = latest
 
 
@@ -226,17 +226,17 @@ def _thread_body(app: Flask, task_id: int) -> None:
             compute_groups(app, task_id)
         except Exception:
             log.exception("significance groups of task %s failed", task_id)
-        with _threads_lock:
-            if not _threads.get(key):
-                _threads.pop(key, None)
+        with _in_flight_lock:
+            if not _in_flight.get(key):
+                _in_flight.pop(key, None)
                 return
-            _threads[key] = False  # a change arrived meanwhile: once more
+            _in_flight[key] = False  # a change arrived meanwhile: once more
 
 
 def running_threads() -> int:
     """Background group computations in flight in this process."""
-    with _threads_lock:
-        return len(_threads)
+    with _in_flight_lock:
+        return len(_in_flight)
 
 
 def schedule_groups(app: Flask, task_id: int) -> str:
@@ -250,14 +250,14 @@ def schedule_groups(app: Flask, task_id: int) -> str:
                           unique=f"groups-{task_id}")
     else:
         key = (id(app), task_id)
-        with _threads_lock:
-            if key in _threads:
-                _threads[key] = True
+        with _in_flight_lock:
+            if key in _in_flight:
+                _in_flight[key] = True
                 return how
-            _threads[key] = False
+            _in_flight[key] = False
         body = _process_body if how == "process" else _thread_body
-        threading.Thread(target=body, args=(app, task_id), daemon=True,
-                         name=f"groups-{task_id}").start()
+        job_queue.start_thread(body, app, task_id, name=f"groups-{task_id}",
+                               what=f"significance groups of task {task_id}")
     return how
 
 
@@ -310,11 +310,11 @@ def _process_body(app: Flask, task_id: int) -> None:
             _run_in_child(app, task_id)
         except Exception:
             log.exception("significance groups of task %s failed", task_id)
-        with _threads_lock:
-            if not _threads.get(key):
-                _threads.pop(key, None)
+        with _in_flight_lock:
+            if not _in_flight.get(key):
+                _in_flight.pop(key, None)
                 return
-            _threads[key] = False
+            _in_flight[key] = False
 
 
 _requeued: set[tuple[int, str]] = set()
@@ -329,8 +329,8 @@ def recover_pending(app: Flask, task_id: int, version: str) -> None:
     if how == "inline":
         return
     if how in ("thread", "process"):
-        with _threads_lock:
-            if (id(app), task_id) in _threads:
+        with _in_flight_lock:
+            if (id(app), task_id) in _in_flight:
                 return
     key = (task_id, version)
     if key in _requeued:

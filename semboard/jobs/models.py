@@ -35,8 +35,11 @@ from semboard.errors import DomainError
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.jobs.scoring import accept_run
-from semboard.models import ModelSubmission
-from semboard.services import definitions, inputs
+from semboard.models import ModelSubmission, Phase, Team, User
+from semboard.services.data import inputs
+from semboard.services.models import model_uploads
+from semboard.services.models import models as model_services
+from semboard.services.tasks import definitions
 from semboard.storage import Storage, get_storage
 
 if TYPE_CHECKING:
@@ -169,7 +172,7 @@ def submit(session: Session, storage: Storage, app: Flask, row: ModelSubmission,
     run, _queued = accept_run(session, storage, app, team=row.team, phase=row.phase,
                               user=row.user, name=row.name, files=result.files,
                               now=row.uploaded_at, metadata=metadata, score_here=True,
-                              from_model=True)
+                              from_model=row)
     return run.id
 
 
@@ -257,6 +260,34 @@ def dispatch_model(app: Flask, model_id: int) -> str:
                               queue_name=QUEUE_NAME, timeout_s=JOB_TIMEOUT_S, retry=False,
                               result_ttl=7 * 24 * 3600, description=f"model {model_id}",
                               local=lambda i: _run_local(app, i), job_id=job_id(model_id))
+
+
+def accept_model(session: Session, storage: Storage, app: Flask, *, team: Team, phase: Phase,
+                 user: User | None, archive: Path, filename: str, now: datetime,
+                 **options: Any) -> ModelSubmission:
+    """Check, store and queue a model sent in one request (services.models.submit_model, which
+    commits), then dispatch its job: the model twin of `accept_run`."""
+    row = model_services.submit_model(session, storage, team=team, phase=phase, user=user,
+                                      archive=archive, filename=filename, now=now, **options)
+    dispatch_model(app, row.id)
+    return row
+
+
+def accept_model_upload(session: Session, storage: Storage, app: Flask, *, upload_id: int,
+                        user: User, now: datetime) -> ModelSubmission:
+    """Join, check and queue a model sent in parts (services.model_uploads.finish), then
+    dispatch its job."""
+    row = model_uploads.finish(session, storage, upload_id=upload_id, user=user, now=now)
+    dispatch_model(app, row.id)
+    return row
+
+
+def rerun_model(session: Session, app: Flask, *, model_id: int, by: User | None, reason: str,
+                now: datetime) -> ModelSubmission:
+    """Queue a failed model again (services.models.rerun, audited, commits), then dispatch it."""
+    row = model_services.rerun(session, model_id=model_id, by=by, reason=reason, now=now)
+    dispatch_model(app, row.id)
+    return row
 
 
 # A queued model is looked for this long after upload before the sweep calls its job lost.

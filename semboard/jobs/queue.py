@@ -144,13 +144,21 @@ def dispatch(app: Flask, func: str, *args: Any, queue_name: str = QUEUE_NAME,
         return enqueue(app, func, *args, description=description, unique=unique,
                        queue_name=queue_name, timeout_s=timeout_s, retry=retry,
                        result_ttl=result_ttl, job_id=job_id)
-    target = local or import_attribute(func)
-    thread = threading.Thread(target=_thread_main, args=(target, args, description or func),
-                              daemon=True, name=f"semboard-{queue_name}")
+    start_thread(local or import_attribute(func), *args, name=f"semboard-{queue_name}",
+                 what=description or func)
+    return "thread"
+
+
+def start_thread(target: Callable[..., Any], *args: Any, name: str,
+                 what: str = "") -> threading.Thread:
+    """Run target(*args) in a daemon thread of this process, registered here (the one registry
+    of background threads: wait_for_threads joins them); a failure is logged, never raised."""
+    thread = threading.Thread(target=_thread_main, args=(target, args, what or name),
+                              daemon=True, name=name)
     with _threads_lock:
         _threads.add(thread)
     thread.start()
-    return "thread"
+    return thread
 
 
 def job_status(app: Flask, job_id: str, queue_name: str = QUEUE_NAME) -> str | None:

@@ -12,7 +12,7 @@ from flask import Flask
 from semboard.clock import utcnow
 from semboard.db import session_factory
 from semboard.jobs import models as model_jobs
-from semboard.services import schedule
+from semboard.services.closing import schedule
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,10 @@ from semboard.db import get_session, job_session_factory
 from semboard.jobs import boards
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
-from semboard.models import GoldFile, Phase, Run, Task, Team, User
-from semboard.services import descriptions, gold, submissions
+from semboard.models import GoldFile, ModelSubmission, Phase, Run, Task, Team, User
+from semboard.services.closing import descriptions
+from semboard.services.data import gold
+from semboard.services.runs import submissions
 from semboard.storage import Storage, get_storage
 
 
@@ -26,14 +28,15 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
                user: User | None, name: str, files: Mapping[str, bytes], now: datetime,
                description: str = "", given: Mapping[str, Any] | None = None,
                metadata: Mapping[str, Any] | None = None,
-               score_here: bool = False, from_model: bool = False) -> tuple[Run, bool]:
+               score_here: bool = False,
+               from_model: ModelSubmission | None = None) -> tuple[Run, bool]:
     """Check the description, validate and store the run, apply the description, commit.
 
     Then, where a queue worker scores runs, queue its scoring (after the commit, so the worker
     finds it); else it was scored in the same transaction. Returns (run, queued). A refusal
     raises a DomainError with every issue (the rejected upload's own log entry is kept).
     score_here: a caller that is itself a background job (baselines, model runs) scores at once.
-    from_model: the run of an uploaded model (jobs.models), which "models" phases take.
+    from_model: the model whose run this is (jobs.models); "models" phases take only these.
     """
     queued = not score_here and (scoring_queued(app) or too_large_for_request(app, files))
     answers = descriptions.check_upload(

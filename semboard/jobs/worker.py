@@ -55,9 +55,8 @@ class SiteWorker(SimpleWorker):
         """Run the job here, with a heartbeat thread beside it."""
         execution = self.prepare_execution(job)
         stop = threading.Event()
-        beat = threading.Thread(target=self._beat, args=(job, execution, stop), daemon=True,
-                                name="semboard-worker-beat")
-        beat.start()
+        beat = job_queue.start_thread(self._beat, job, execution, stop,
+                                      name="semboard-worker-beat")
         try:
             self.perform_job(job, queue, execution)
         finally:

@@ -9,9 +9,10 @@ from flask import Flask
 from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.extensions import login_manager
-from semboard.services.accounts import session_user
+from semboard.services.people.accounts import session_user
 from semboard.views import (  # noqa: F401  (each module adds its routes to common.bp)
     account,
+    admin,
     auth,
     boards,
     charts,

@@ -10,7 +10,7 @@ from flask_login import login_required
 
 from semboard.errors import DomainError
 from semboard.mail.delivery import mail_available
-from semboard.services import account_links, accounts, ratelimit, team_rules, teams
+from semboard.services.people import account_links, accounts, ratelimit, team_rules, teams
 from semboard.views.common import (
     bp,
     client_address,

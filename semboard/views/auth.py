@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from flask import flash, redirect, render_template, request, url_for
 from flask_login import login_required
 
-from semboard.errors import NameTaken, RateLimited
+from semboard.errors import RateLimited
 from semboard.mail.delivery import mail_available
-from semboard.mail.events import queue_event
 from semboard.models import User
-from semboard.services import access, account_links, accounts, ratelimit, tasks, teams
+from semboard.services.people import account_links, accounts, teams
+from semboard.services.tasks import access, tasks
 from semboard.views.common import (
     bp,
     client_address,
@@ -30,7 +29,6 @@ from semboard.web.forms import ActionForm, LoginForm, RegisterForm, TokenForm
 from semboard.web.hardening import bad_character
 
 # Registrations from one client address are counted over this window.
-REGISTRATION_WINDOW = timedelta(hours=1)
 
 
 def _safe_next(target: str | None) -> str | None:
@@ -45,56 +43,26 @@ def _safe_next(target: str | None) -> str | None:
     return target
 
 
-def _registration_allowed() -> bool:
-    """Count a registration from this client address; False (with a message) over the limit."""
-    address = client_address() or "unknown"
-    if ratelimit.hit(db(), key=f"register:{address}", limit=limits().registrations_per_hour,
-                     per=REGISTRATION_WINDOW, now=now()):
-        return True
-    db().rollback()
-    flash("Too many new accounts from your address; try again in an hour.", "error")
-    return False
-
-
-def _register_by_mail(form: RegisterForm) -> Any:
-    """With mail, the answer is the same whether or not the address has an account: the mail
-    says which (a confirmation link, or "you already have an account")."""
-    email = form.email.data.strip().lower()
-    with committed() as done:
-        if accounts.user_by_email(db(), email) is None:
-            try:
-                user = accounts.register_user(
-                    db(), email=email, password=form.password.data,
-                    display_name=form.display_name.data.strip(), now=now())
-                account_links.send_verification(db(), user=user, now=now())
-            except NameTaken:  # registered concurrently: the same answer as below
-                db().rollback()
-                queue_event(db(), "account_exists", email=email)
-        else:
-            accounts.hash_password(form.password.data)  # the same work, so the same time
-            queue_event(db(), "account_exists", email=email)
-    if done:
-        flash("Check your e-mail: we sent a message to finish creating your account. "
-              "Then log in.", "success")
-        return redirect(url_for("web.login"))
-    return render_template("auth/register.html", form=form), 422
-
-
 @bp.route("/register", methods=["GET", "POST"])
 def register() -> Any:
     """Create an account and log in."""
     if me() is not None:
         return redirect(url_for("web.tasks"))
     form = RegisterForm()
-    if form.validate_on_submit() and _registration_allowed():
-        if mail_available():
-            return _register_by_mail(form)
+    if form.validate_on_submit():
+        by_mail = mail_available()
         with committed() as done:
-            user = accounts.register_user(
+            account_links.count_registration(db(), address=client_address(), limits=limits(),
+                                             now=now())
+            user = account_links.register(
                 db(), email=form.email.data, password=form.password.data,
-                display_name=form.display_name.data.strip(), now=now(),
-            )
-        if done:
+                display_name=form.display_name.data.strip(), by_mail=by_mail, now=now())
+        if done and user is None:
+            # the same answer whether or not the address had an account: the mail says which
+            flash("Check your e-mail: we sent a message to finish creating your account. "
+                  "Then log in.", "success")
+            return redirect(url_for("web.login"))
+        if done and user is not None:
             log_in(user)
             flash(f"Welcome, {user.display_name}! Pick a task to join a team.", "success")
             return redirect(url_for("web.tasks"))

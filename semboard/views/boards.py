@@ -13,21 +13,19 @@ import json
 import time
 from typing import Any
 
-from flask import abort, current_app, flash, redirect, render_template, request, session, url_for
+from flask import abort, current_app, render_template, request, session, url_for
 from markupsafe import Markup
 
 from semboard.cache import LRU
-from semboard.errors import DomainError, Forbidden, NotFound
+from semboard.errors import Forbidden, NotFound
 from semboard.jobs import boards as board_jobs
-from semboard.jobs import queue as job_queue
-from semboard.jobs import scoring as scoring_jobs
 from semboard.models import Phase, Task
-from semboard.services import access, breakdowns, charts, definitions, leaderboard, phases, tasks
-from semboard.services import prepared as prepared_boards
+from semboard.services.boards import breakdowns, charts, leaderboard
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.tasks import access, definitions, phases, tasks
 from semboard.views import primary as primary_views
-from semboard.views.common import admin_required, bp, db, load_task, me, now
+from semboard.views.common import bp, db, load_phase, load_task, me, now
 from semboard.web import files
-from semboard.web.forms import ActionForm
 
 PER_PAGE = 100
 # Whole anonymous pages (plain and gzip) by ETag, kept a minute: the ETag holds the version, so
@@ -51,12 +49,7 @@ def _default_phase(task: Task) -> Phase:
 
 
 def _phase(task: Task, phase_slug: str | None) -> Phase:
-    if phase_slug is None:
-        return _default_phase(task)
-    try:
-        return tasks.get_phase(db(), task, phase_slug)
-    except DomainError:
-        abort(404)
+    return _default_phase(task) if phase_slug is None else load_phase(task, phase_slug)
 
 
 def _prepared(task: Task, phase: Phase, *, with_data: bool = True) -> prepared_boards.Prepared:
@@ -70,22 +63,6 @@ def _prepared(task: Task, phase: Phase, *, with_data: bool = True) -> prepared_b
         board_jobs.recover_pending(current_app._get_current_object(),  # type: ignore[attr-defined]
                                    task.id, prepared.version)
     return prepared
-
-
-def _board(task: Task, phase_slug: str | None) -> leaderboard.Leaderboard:
-    """The board as a Leaderboard (rows shared read-only with other requests)."""
-    phase = _phase(task, phase_slug)
-    return _prepared(task, phase).board(task, phase)
-
-
-def stored_interval(scores: dict[str, Any], key: str) -> list[float] | None:
-    """The stored 95% CI of a leaderboard column (kept for callers; see the service)."""
-    return leaderboard.stored_interval(scores, key)
-
-
-def _intervals(board: leaderboard.Leaderboard) -> dict[int, dict[str, list[float]]]:
-    """Each row's confidence intervals, read when the board was built (none recomputed)."""
-    return board.intervals
 
 
 def _table(board: leaderboard.Leaderboard, prepared: prepared_boards.Prepared,
@@ -258,30 +235,3 @@ def leaderboard_chart(task_name: str, phase_slug: str, name: str) -> Any:
         abort(404)
     return files.respond(body, etag=prepared.etag(f"chart-{name}"), mimetype="application/json",
                     compressed=compressed, public=phase.visibility == "public")
-
-
-@bp.get("/admin/queue")
-@admin_required
-def queue_health() -> Any:
-    """Site admin: queue depth, worker health and runs waiting for a score (read-only)."""
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
-    waiting = scoring_jobs.stuck_runs(db(), now=now(), older_than_s=0)
-    stuck = [r for r in waiting
-             if (now() - r.submitted_at).total_seconds() >= scoring_jobs.STUCK_AFTER_S]
-    return render_template("admin/queue.html", mode=board_jobs.mode(app),
-                           health=job_queue.health(app), waiting=waiting, stuck=stuck,
-                           stuck_after=scoring_jobs.STUCK_AFTER_S,
-                           threads=board_jobs.running_threads())
-
-
-@bp.post("/admin/queue/recover")
-@admin_required
-def queue_recover() -> Any:
-    """Site admin: score again every run stuck waiting for its score."""
-
-    if not ActionForm().validate_on_submit():
-        abort(400)
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
-    ids = scoring_jobs.recover_stuck(app, db(), now=now())
-    flash(f"{len(ids)} stuck run(s) sent to scoring again.", "success")
-    return redirect(url_for("web.queue_health"))

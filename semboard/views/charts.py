@@ -11,15 +11,9 @@ from markupsafe import Markup
 from semboard.errors import DomainError, Forbidden, InvalidData, NotFound
 from semboard.jobs import analysis as analysis_jobs
 from semboard.models import Run
-from semboard.services import (
-    access,
-    analysis,
-    charts,
-    definitions,
-    leaderboard,
-    phases,
-)
-from semboard.services import prepared as prepared_boards
+from semboard.services.boards import analysis, charts, leaderboard
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.tasks import access, definitions, phases
 from semboard.views.boards import board_chart_specs
 from semboard.views.common import (
     bp,

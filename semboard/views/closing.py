@@ -18,24 +18,18 @@ from flask import (
 )
 
 from semboard.db import read_session_factory
-from semboard.errors import DomainError, InvalidData
+from semboard.errors import InvalidData
 from semboard.models import Phase, Run, Task
-from semboard.services import (
-    access,
-    audit,
-    bundle,
-    descriptions,
-    papertables,
-    schedule,
-    scorediff,
-    submissions,
-    tasks,
-    teams,
-)
+from semboard.services.closing import bundle, descriptions, papertables, schedule
+from semboard.services.data import scorediff
+from semboard.services.people import teams
+from semboard.services.runs import audit, submissions
+from semboard.services.tasks import access, tasks
 from semboard.views.common import (
     bp,
     committed,
     db,
+    load_phase,
     load_task,
     login_or_redirect,
     me,
@@ -106,10 +100,7 @@ def _phase_arg(task: Task) -> Any:
     slug = request.args.get("phase") or request.form.get("phase")
     all_phases = tasks.phases(db(), task)
     if slug:
-        try:
-            return tasks.get_phase(db(), task, slug)
-        except DomainError:
-            abort(404)
+        return load_phase(task, slug)
     if not all_phases:
         abort(404)
     evaluation = [p for p in all_phases if p.kind == "evaluation"]

@@ -13,11 +13,13 @@ from flask_login import current_user, login_user, logout_user
 from sqlalchemy.orm import Session
 
 from semboard.clock import request_now
+from semboard.config import Limits
 from semboard.db import get_session
 from semboard.errors import DomainError
-from semboard.models import Run, Task, Team, User
-from semboard.services import access, accounts, participation, submissions, tasks, teams, terms
-from semboard.services.ratelimit import Limits
+from semboard.models import Phase, Run, Task, Team, User
+from semboard.services.people import accounts, teams
+from semboard.services.runs import submissions
+from semboard.services.tasks import access, participation, tasks, terms
 from semboard.storage import Storage, get_storage
 from semboard.timefmt import clock_text
 from semboard.web.forms import ActionForm
@@ -159,6 +161,14 @@ def load_task(name: str) -> Task:
     """The task or a 404 page."""
     try:
         return tasks.get_task(db(), name)
+    except DomainError:
+        abort(404)
+
+
+def load_phase(task: Task, slug: str) -> Phase:
+    """The task's phase of that slug or a 404 page."""
+    try:
+        return tasks.get_phase(db(), task, slug)
     except DomainError:
         abort(404)
 

@@ -19,9 +19,10 @@ from flask_login import login_required
 
 from baselines.models.check import POOLING_MODES
 from semboard.errors import Conflict, DomainError, InvalidData, PhaseNotOpen
-from semboard.jobs.models import dispatch_model
-from semboard.services import model_uploads, submissions
-from semboard.services import models as model_services
+from semboard.jobs import models as model_jobs
+from semboard.services.models import model_uploads
+from semboard.services.models import models as model_services
+from semboard.services.runs import admission
 from semboard.views.common import (
     bp,
     db,
@@ -62,8 +63,9 @@ def upload_model(task_name: str) -> Any:
         elif phase is not None:
             try:
                 with upload_on_disk(upload) as archive:
-                    row = model_services.submit_model(
-                        session, storage(), team=team, phase=phase, user=user, archive=archive,
+                    row = model_jobs.accept_model(
+                        session, storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
+                        team=team, phase=phase, user=user, archive=archive,
                         filename=client_filename(upload.filename), now=now(),
                         name=form.name.data or "", prompt=form.prompt.data or None,
                         pooling=form.pooling.data or None, publish=bool(form.publish.data))
@@ -71,7 +73,6 @@ def upload_model(task_name: str) -> Any:
                 flash_error(err)
                 issues = err.issues
             else:
-                dispatch_model(current_app._get_current_object(), row.id)  # type: ignore[attr-defined]
                 flash(f"Model {row.name} accepted (digest {row.digest[:12]}); it is queued and "
                       "runs on the site's hardware.", "success")
                 return redirect(url_for("web.team", team_id=team.id, _anchor="team-models"))
@@ -85,7 +86,7 @@ def upload_model(task_name: str) -> Any:
 
 def _model_form(session: Any, task: Any, team: Any) -> tuple[list[Any], UploadModelForm]:
     """The phases that take the team's models now, and the upload form offering them."""
-    phases = [p for p in submissions.offered_phases(session, task=task, team=team, now=now())
+    phases = [p for p in admission.offered_phases(session, task=task, team=team, now=now())
               if p.accepts in model_services.ACCEPTING_PHASES]
     form = UploadModelForm()
     form.phase.choices = options([(p.slug, p.name) for p in phases])
@@ -146,9 +147,9 @@ def model_upload_part(upload_id: int) -> Any:
 @login_required
 def finish_model_upload_page(upload_id: int) -> Any:
     """Every part arrived: check and queue the model; where to go next (the team page)."""
-    row = model_uploads.finish(db(), storage(), upload_id=upload_id, user=login_or_redirect(),
-                               now=now())
-    dispatch_model(current_app._get_current_object(), row.id)  # type: ignore[attr-defined]
+    row = model_jobs.accept_model_upload(
+        db(), storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
+        upload_id=upload_id, user=login_or_redirect(), now=now())
     flash(f"Model {row.name} accepted (digest {row.digest[:12]}); it is queued and runs on the "
           "site's hardware.", "success")
     return jsonify({"model_id": row.id, "status": row.status,

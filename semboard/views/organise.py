@@ -7,30 +7,22 @@ from typing import Any
 
 from flask import abort, current_app, flash, redirect, render_template, request, url_for
 
-import evaluation
-from evaluation import TaskDefinitionError, list_tasks, parse_task
-from semboard.errors import DomainError, InvalidData
+from evaluation import list_tasks
+from semboard.errors import Forbidden, InvalidData
+from semboard.jobs import models as model_jobs
 from semboard.jobs import scoring as scoring_jobs
-from semboard.jobs.models import dispatch_model
 from semboard.models import ModelSubmission, Phase, Task, User
-from semboard.services import (
-    access,
-    accounts,
-    definitions,
-    gold,
-    grants,
-    inputs,
-    splits,
-    submissions,
-    tasks,
-    teams,
-)
-from semboard.services import models as model_services
+from semboard.services.data import gold, inputs
+from semboard.services.models import models as model_services
+from semboard.services.people import accounts, grants, teams
+from semboard.services.runs import submissions
+from semboard.services.tasks import definitions, splits, tasks
 from semboard.views.common import (
     admin_required,
     bp,
     committed,
     db,
+    load_phase,
     load_task,
     login_or_redirect,
     now,
@@ -166,11 +158,7 @@ def edit_phase(task_name: str, phase_slug: str) -> Any:
     """Edit a phase."""
     task = load_task(task_name)
     require_organiser(task)
-    try:
-        phase = tasks.get_phase(db(), task, phase_slug)
-    except DomainError:
-        abort(404)
-    return _phase_form_page(task, phase)
+    return _phase_form_page(task, load_phase(task, phase_slug))
 
 
 @bp.post("/tasks/<task_name>/organise/data")
@@ -255,9 +243,9 @@ def rerun_model(task_name: str, model_id: int) -> Any:
         found = db().get(ModelSubmission, model_id)
         if found is None or found.task_id != task.id:
             abort(404)
-        row = model_services.rerun(db(), model_id=model_id, by=user,
-                                   reason=request.form.get("reason", ""), now=now())
-        dispatch_model(current_app._get_current_object(), row.id)  # type: ignore[attr-defined]
+        row = model_jobs.rerun_model(
+            db(), current_app._get_current_object(),  # type: ignore[attr-defined]
+            model_id=model_id, by=user, reason=request.form.get("reason", ""), now=now())
         return f"Model {row.name} of {row.team.name} is queued to run again."
 
     return organiser_action(task_name, act, anchor="#models")
@@ -348,43 +336,25 @@ def load_definition() -> Any:
     """Load a task from a shipped definition or an uploaded TOML (admins; organisers reload)."""
     user = login_or_redirect()
     session = db()
-    manageable = [t for t in tasks.list_tasks(session) if access.can_manage_task(session, user, t)]
+    manageable = tasks.manageable_tasks(session, user)
     if not user.is_admin and not manageable:
         abort(403)
     form = LoadTaskForm()
     form.shipped.choices = options([("", "—")] + [(name, name) for name in list_tasks()])
     if form.validate_on_submit():
-        try:
-            upload = form.definition.data
-            if upload and getattr(upload, "filename", ""):
-                text = upload.read().decode("utf-8-sig")
-                definition = parse_task(text, source=upload.filename)
-            elif form.shipped.data:
-                definition = evaluation.load_task(form.shipped.data)
-            else:
-                flash("Pick a shipped definition or upload a TOML file.", "error")
-                definition = None
-        except (TaskDefinitionError, UnicodeDecodeError) as err:
-            flash(f"The definition could not be loaded: {err}", "error")
-            definition = None
-        existing = None
-        if definition is not None:
-            existing = next((t for t in tasks.list_tasks(session)
-                             if t.name == definition.name), None)
-        if definition is not None and not user.is_admin and (
-                existing is None or not access.can_manage_task(session, user, existing)):
-            # Organisers reload their own tasks; a new task is the site admins' decision.
-            flash(f"Only site admins can load the new task {definition.name}; you can reload "
-                  "the tasks you organise.", "error")
+        upload = form.definition.data
+        with committed() as done:
+            definition = tasks.read_definition(
+                data=upload.read() if upload and getattr(upload, "filename", "") else None,
+                filename=getattr(upload, "filename", "") or "", shipped=form.shipped.data or "")
+            task = tasks.load_definition(session, definition, user=user, now=now())
+        if done:
+            # a changed definition can move numbers: out-of-date scores are redone
+            flash(f"Task {task.name} loaded." + _rescoring(task), "success")
+            return redirect(url_for("web.organise", task_name=task.name))
+        if isinstance(done.error, Forbidden):
             return render_template("organiser/load.html", form=form, manageable=manageable,
                                    is_admin=user.is_admin), 403
-        if definition is not None:
-            with committed() as done:
-                task = tasks.load_task(session, definition, now=now())
-            if done:
-                # a changed definition can move numbers: out-of-date scores are redone
-                flash(f"Task {task.name} loaded." + _rescoring(task), "success")
-                return redirect(url_for("web.organise", task_name=task.name))
     status = 200 if request.method == "GET" else 422
     return render_template("organiser/load.html", form=form, manageable=manageable,
                            is_admin=user.is_admin), status

@@ -11,7 +11,8 @@ from flask_login import login_required
 
 from semboard.errors import DomainError
 from semboard.models import Task
-from semboard.services import announcements, participation, tasks, teams, terms
+from semboard.services.people import teams
+from semboard.services.tasks import announcements, participation, tasks, terms
 from semboard.views.common import (
     bp,
     committed,

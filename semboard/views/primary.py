@@ -10,7 +10,8 @@ from sqlalchemy import select
 
 from semboard.errors import DomainError
 from semboard.models import Phase, Run, Task, Team
-from semboard.services import primary, submissions, tasks
+from semboard.services.runs import primary, submissions
+from semboard.services.tasks import tasks
 from semboard.views.common import (
     bp,
     committed,

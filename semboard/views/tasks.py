@@ -12,21 +12,12 @@ from flask_login import login_required
 from semboard.errors import DomainError
 from semboard.jobs.scoring import accept_run
 from semboard.models import Phase, Run, Task, Team
-from semboard.services import (
-    access,
-    definitions,
-    descriptions,
-    gold,
-    inputs,
-    participation,
-    splits,
-    submissions,
-    tasks,
-    teams,
-    terms,
-    windows,
-)
-from semboard.services import models as model_services
+from semboard.services.closing import descriptions
+from semboard.services.data import gold, inputs
+from semboard.services.models import models as model_services
+from semboard.services.people import teams, windows
+from semboard.services.runs import admission, submissions
+from semboard.services.tasks import access, definitions, participation, splits, tasks, terms
 from semboard.timefmt import clock_text
 from semboard.views import participation as participation_views
 from semboard.views import primary as primary_views
@@ -35,6 +26,7 @@ from semboard.views.common import (
     committed,
     db,
     flash_error,
+    load_phase,
     load_task,
     login_or_redirect,
     me,
@@ -50,13 +42,6 @@ from semboard.web.forms import ActionForm, TeamCreateForm, TeamJoinForm, UploadR
 def _phase_state(phase: Phase) -> str:
     """upcoming, open or closed (at the current time)."""
     return phase.state(now())
-
-
-def _get_phase(task: Task, slug: str) -> Phase:
-    try:
-        return tasks.get_phase(db(), task, slug)
-    except DomainError:
-        abort(404)
 
 
 @bp.get("/tasks", endpoint="tasks")
@@ -92,18 +77,16 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
     team = teams.team_for_user(session, task=task, user=user) if user else None
     started = {}
     deadlines = {}
-    runs_used = {}
+    rooms = {}
     if team is not None:
         for phase in phases:
             started[phase.id] = windows.team_window(session, team=team, phase=phase)
             deadlines[phase.id] = windows.team_deadline(session, team=team, phase=phase)
-            runs_used[phase.id] = len(submissions.runs_for_team(session, team=team, phase=phase))
+            rooms[phase.id] = admission.room(session, team=team, phase=phase, now=now())
     is_organiser = access.is_organiser(session, user, task)
     # Open windowed phases where the team must start its window before it may download.
     to_start = {p.id for p in phases if team is not None and not team.is_baseline
                 and p.team_window_hours and _phase_state(p) == "open" and started[p.id] is None}
-    quotas = {p.id: windows.daily_quota(session, team=team, phase=p, now=now())
-              for p in phases} if team is not None else {}
     # Inputs are offered for the open phases, else for the last phase that opened; a split's
     # inputs only through its own phases, and windowed inputs only where the window starts.
     serving = [p for p in phases if is_organiser
@@ -131,7 +114,7 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
         windows=started,
         to_start=to_start,
         deadlines=deadlines,
-        runs_used=runs_used,
+        rooms=rooms,
         input_files=inputs.current_inputs(session, task=task),
         gold_files=gold.current_gold(session, task=task),
         can_download_gold=access.can_view_gold(session, user, task),
@@ -139,7 +122,6 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
         is_organiser=is_organiser,
         download_phases=[p for p in download_phases if p.split == definition.default_split],
         split_sections=split_sections,
-        quotas=quotas,
         create_form=create_form or TeamCreateForm(formdata=None),
         join_form=join_form or TeamJoinForm(formdata=None),
         **participation_views.task_page_extras(task),
@@ -214,7 +196,7 @@ def team(team_id: int) -> Any:
         runs=submissions.runs_for_team(session, team=team, include_replaced=True),
         logs=submissions.upload_logs(session, task=team.task, team=team)[:50],
         models=model_services.team_models_queued(session, team=team),
-        phase_status=windows.team_phase_status(
+        phase_status=admission.team_phase_status(
             session, team=team, phases=tasks.phases(session, team.task), now=now()),
         primary_phases=primary_views.team_primary(team),
     )
@@ -225,7 +207,7 @@ def team(team_id: int) -> Any:
 def start_window(task_name: str, phase_slug: str) -> Any:
     """Start the team's window in a windowed phase (the explicit start; downloads never do)."""
     task = load_task(task_name)
-    phase = _get_phase(task, phase_slug)
+    phase = load_phase(task, phase_slug)
     back = redirect(url_for("web.task", task_name=task.name, _anchor="phases"))
     if not ActionForm().validate_on_submit():
         flash_error(DomainError("the form expired; try again"))
@@ -245,7 +227,7 @@ def start_window(task_name: str, phase_slug: str) -> Any:
 def download_inputs(task_name: str, phase_slug: str, dataset: str) -> Any:
     """A dataset's inputs (read only: a windowed phase needs the team's window started)."""
     task = load_task(task_name)
-    phase = _get_phase(task, phase_slug)
+    phase = load_phase(task, phase_slug)
     try:
         filename, data = inputs.download_inputs(
             db(), storage(), phase=phase, dataset=dataset, user=me(), now=now()
@@ -274,22 +256,16 @@ def download_gold(task_name: str, dataset: str) -> Any:
 
 
 def _upload_context(task: Task, team: Team, form: UploadRunForm) -> dict[str, Any]:
-    """What the upload page shows beside the form: deadlines and run slots per phase."""
+    """What the upload page shows beside the form: deadlines and the room admission computes."""
     session = db()
-    phases = submissions.offered_phases(session, task=task, team=team, now=now())
-    slots = {}
-    deadlines = {}
-    for phase in phases:
-        used = len(submissions.runs_for_team(session, team=team, phase=phase))
-        slots[phase.id] = (used, phase.max_runs)
-        deadlines[phase.id] = windows.team_deadline(session, team=team, phase=phase)
+    phases = admission.offered_phases(session, task=task, team=team, now=now())
+    rooms = {p.id: admission.room(session, team=team, phase=p, now=now()) for p in phases}
+    deadlines = {p.id: windows.team_deadline(session, team=team, phase=p) for p in phases}
     definition = definitions.definition(task)
     return {
-        "task": task, "team": team, "form": form, "phases": phases, "slots": slots,
+        "task": task, "team": team, "form": form, "phases": phases, "rooms": rooms,
         "deadlines": deadlines, "definition": definition,
         "expected": [definition.run_filename(d) for d in definition.dataset_names],
-        "quotas": {p.id: windows.daily_quota(session, team=team, phase=p, now=now())
-                   for p in phases},
         "expected_by_phase": {p.id: [definitions.phase_definition(p).run_filename(d)
                                      for d in definitions.phase_definition(p).dataset_names]
                               for p in phases},
@@ -311,7 +287,7 @@ def upload(task_name: str) -> Any:
     """Upload a run: a name and its files (one per dataset, or one zip)."""
     session, task, user, team = uploading_team(task_name, "runs")
     form = UploadRunForm()
-    opened = submissions.offered_phases(session, task=task, team=team, now=now())
+    opened = admission.offered_phases(session, task=task, team=team, now=now())
     # A closed phase stays listed (late policy, granted fixes) but says it is closed.
     choices = [
         (p.slug, f"{p.name} ({p.kind}{', closed' if _phase_state(p) == 'closed' else ''})")
@@ -336,7 +312,7 @@ def upload(task_name: str) -> Any:
         if files == {}:
             form.files.errors = ["Choose the run's files (one per dataset) or one zip."]
         if files:
-            phase = _get_phase(task, form.phase.data)
+            phase = load_phase(task, form.phase.data)
             with committed() as done:
                 run, queued = accept_run(
                     session, storage(), current_app._get_current_object(),  # type: ignore[attr-defined]

@@ -6,7 +6,7 @@ from flask_wtf import FlaskForm
 from wtforms import BooleanField, PasswordField, StringField, SubmitField
 from wtforms.validators import DataRequired, EqualTo, Length
 
-from semboard.web.forms import _email_shape
+from semboard.web.forms import email_shape
 
 _NEW_PASSWORD = [DataRequired(), Length(min=8, max=200, message="At least 8 characters.")]
 
@@ -14,7 +14,7 @@ _NEW_PASSWORD = [DataRequired(), Length(min=8, max=200, message="At least 8 char
 class ForgotPasswordForm(FlaskForm):
     """Ask for a reset link."""
 
-    email = StringField("E-mail", validators=[DataRequired(), Length(max=254), _email_shape])
+    email = StringField("E-mail", validators=[DataRequired(), Length(max=254), email_shape])
     submit = SubmitField("Send me a reset link")
 
 
@@ -40,7 +40,7 @@ class ChangePasswordForm(FlaskForm):
 class ChangeEmailForm(FlaskForm):
     """A new e-mail address, given the password."""
 
-    email = StringField("New e-mail", validators=[DataRequired(), Length(max=254), _email_shape])
+    email = StringField("New e-mail", validators=[DataRequired(), Length(max=254), email_shape])
     password = PasswordField("Password", validators=[DataRequired()])
     submit = SubmitField("Change e-mail")
 

@@ -13,7 +13,7 @@ from flask import Response, current_app, request
 
 from semboard.errors import InvalidData
 from semboard.models import Phase
-from semboard.services.prepared import Prepared
+from semboard.services.boards.prepared import Prepared
 
 
 def client_filename(raw: str | None) -> str:

@@ -65,7 +65,7 @@ VISIBILITIES = options([
 ])
 
 
-def _email_shape(form: FlaskForm, field: StringField) -> None:
+def email_shape(form: FlaskForm, field: StringField) -> None:
     """Reject values that cannot be an e-mail address."""
     if field.data and not EMAIL_SHAPE.match(field.data.strip()):
         raise ValidationError("Enter an e-mail address such as name@example.org.")
@@ -74,7 +74,7 @@ def _email_shape(form: FlaskForm, field: StringField) -> None:
 class RegisterForm(FlaskForm):
     """Create an account."""
 
-    email = StringField("E-mail", validators=[DataRequired(), Length(max=254), _email_shape])
+    email = StringField("E-mail", validators=[DataRequired(), Length(max=254), email_shape])
     display_name = StringField("Display name", validators=[DataRequired(), Length(max=80)])
     password = PasswordField(
         "Password",

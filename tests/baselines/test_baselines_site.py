@@ -27,7 +27,8 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from semboard import create_app
     from semboard.db import make_engine
     from semboard.models import Base
-    from semboard.services import gold, inputs, tasks
+    from semboard.services.data import gold, inputs
+    from semboard.services.tasks import tasks
 
     monkeypatch.setitem(gold.SCORE_OPTIONS, "resamples", 50)
     db_url = f"sqlite:///{tmp_path / 'site.sqlite'}"
@@ -99,7 +100,8 @@ def test_flask_baselines_run_publishes_unranked_scored_runs(site) -> None:
         assert run.current_score.flat["ALL"] is not None
 
     from semboard.db import session_factory
-    from semboard.services import leaderboard, tasks
+    from semboard.services.boards import leaderboard
+    from semboard.services.tasks import tasks
 
     with app.app_context():
         session = session_factory()()

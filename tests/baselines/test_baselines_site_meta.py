@@ -16,7 +16,9 @@ OLD_META = {"system": "embedding", "description": "cosine of e5 embeddings",
 def _submit_old_run(app) -> int:
     from semboard.clock import utcnow
     from semboard.db import session_factory
-    from semboard.services import submissions, tasks, teams
+    from semboard.services.people import teams
+    from semboard.services.runs import submissions
+    from semboard.services.tasks import tasks
     from semboard.storage import get_storage
 
     with app.app_context():

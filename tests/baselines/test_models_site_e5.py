@@ -44,8 +44,11 @@ def test_e5_uploaded_as_a_model_matches_the_embedding_baseline(tmp_path, monkeyp
     from semboard.db import make_engine, session_factory
     from semboard.jobs.models import run_model_submission
     from semboard.models import Base, Team
-    from semboard.services import accounts, gold, inputs, leaderboard, tasks, teams
-    from semboard.services import models as model_services
+    from semboard.services.boards import leaderboard
+    from semboard.services.data import gold, inputs
+    from semboard.services.models import models as model_services
+    from semboard.services.people import accounts, teams
+    from semboard.services.tasks import tasks
     from semboard.storage import get_storage
 
     monkeypatch.setitem(gold.SCORE_OPTIONS, "resamples", 50)

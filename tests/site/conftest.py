@@ -24,7 +24,9 @@ from sqlalchemy.orm import Session
 from semboard import create_app
 from semboard.db import dispose_app_engine, make_engine, make_session_factory
 from semboard.models import Base, Phase, Task, Team, User
-from semboard.services import accounts, gold, inputs, tasks, teams
+from semboard.services.data import gold, inputs
+from semboard.services.people import accounts, teams
+from semboard.services.tasks import tasks
 from semboard.storage import LocalStorage, S3Storage, Storage
 from tests.servers import redis_server
 from tests.site.model_track_support import model_folder, models_world  # noqa: F401  (fixtures)

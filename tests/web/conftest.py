@@ -15,7 +15,8 @@ from semboard import create_app
 from semboard.cli.demo import build_demo
 from semboard.db import dispose_app_engine, make_engine, make_session_factory
 from semboard.models import Base
-from semboard.services import accounts, gold
+from semboard.services.data import gold
+from semboard.services.people import accounts
 from semboard.storage import LocalStorage
 
 

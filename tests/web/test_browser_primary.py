@@ -13,8 +13,10 @@ from web_support import NOW, DemoTemplate, demo_run
 
 from semboard.cli.demo import POST_SLUG
 from semboard.db import make_session_factory
-from semboard.services import primary, submissions, tasks, teams
-from semboard.services.accounts import user_by_email
+from semboard.services.people import teams
+from semboard.services.people.accounts import user_by_email
+from semboard.services.runs import primary, submissions
+from semboard.services.tasks import tasks
 from semboard.storage import LocalStorage
 from tests.chromium import launch, open_page
 from tests.chromium import require_chromium as _require_chromium

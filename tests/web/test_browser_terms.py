@@ -14,7 +14,7 @@ from web_support import NOW, DemoTemplate
 
 from semboard.db import make_session_factory
 from semboard.models import TermsAcceptance, User
-from semboard.services import tasks, terms
+from semboard.services.tasks import tasks, terms
 from tests.chromium import launch, open_page
 from tests.chromium import require_chromium as _require_chromium
 

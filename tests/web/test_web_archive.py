@@ -18,7 +18,10 @@ import pytest
 from semboard import create_app
 from semboard.db import dispose_app_engine, make_engine, make_session_factory
 from semboard.models import Base
-from semboard.services import accounts, gold, submissions, tasks, teams
+from semboard.services.data import gold
+from semboard.services.people import accounts, teams
+from semboard.services.runs import submissions
+from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 from tests.archive_check import broken_links, html_problems
 from tests.chromium import launch, open_page, require_chromium

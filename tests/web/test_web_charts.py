@@ -13,7 +13,8 @@ from sqlalchemy import select
 from web_support import Browser, text
 
 from semboard.models import GoldRelease, Run, Team
-from semboard.services import accounts, definitions
+from semboard.services.people import accounts
+from semboard.services.tasks import definitions
 
 SPEC_RE = re.compile(r'<figure class="chart" id="([\w-]+)"[^>]*data-spec-url="([^"]+)"', re.S)
 
@@ -164,13 +165,14 @@ def test_compare_computed_off_the_request_and_stored(browser: Browser, db_sessio
     assert 0 <= news["p_value"] <= 1
     # the stored result is what evaluation gives for these runs, one metric at a time
     from evaluation import compare_runs
-    from semboard.services import analysis, gold
-    from semboard.services.analysis import _validated
+    from semboard.services.boards import analysis
+    from semboard.services.boards.analysis import validated_run
+    from semboard.services.data import gold
 
     task = a.task
     storage = browser.client.application.extensions["semboard.storage"]
     with browser.client.application.app_context():
-        va, vb = _validated(db_session, storage, a), _validated(db_session, storage, b)
+        va, vb = validated_run(db_session, storage, a), validated_run(db_session, storage, b)
         direct = compare_runs(definitions.definition(task), va, vb,
                               gold.parsed_gold(db_session, storage, task=task),
                               metric="news/pearson", **analysis.COMPARE_OPTIONS)

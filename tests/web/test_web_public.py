@@ -12,7 +12,8 @@ from web_support import NOW, Browser, as_uploads, demo_run, plain, text
 
 from semboard import create_app
 from semboard.models import Run, Team
-from semboard.services import leaderboard, tasks
+from semboard.services.boards import leaderboard
+from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 
 ALICE = "alice@demo.semboard.org"
@@ -177,8 +178,8 @@ def test_run_page_shows_substitution_notes(browser: Browser, site, db_session) -
 
     from evaluation import parse_task
     from semboard.cli.demo import demo_files
-    from semboard.services import gold as gold_service
-    from semboard.services import inputs as input_service
+    from semboard.services.data import gold as gold_service
+    from semboard.services.data import inputs as input_service
     from semboard.storage import get_storage
 
     source = (resources.files("tasks") / "demo.toml").read_text(encoding="utf-8")

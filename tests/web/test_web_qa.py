@@ -9,7 +9,8 @@ from sqlalchemy import select
 from web_support import NOW, Browser, as_uploads, demo_run, plain, text
 
 from semboard.models import Task
-from semboard.services import tasks, teams
+from semboard.services.people import teams
+from semboard.services.tasks import tasks
 
 ADMIN = "admin@demo.semboard.org"
 ORGANISER = "organiser@demo.semboard.org"

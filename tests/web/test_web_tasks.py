@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 from web_support import NOW, Browser, plain, text
 
-from semboard.services import gold, inputs, submissions, tasks, teams
+from semboard.services.data import gold, inputs
+from semboard.services.people import teams
+from semboard.services.runs import submissions
+from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 
 

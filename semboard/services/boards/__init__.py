@@ -1,0 +1,1 @@
+"""Boards: leaderboards, significance groups, prepared builds, charts and per-item analysis."""

@@ -1,0 +1,527 @@
+"""Leaderboards from stored scores, evaluation.rank_runs and cached significance groups.
+
+No metric is computed here: values and ranks come from the stored scores, and significance
+groups from the significance service (evaluation's paired bootstrap over the stored runs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Text, cast, func, select
+from sqlalchemy.orm import Session, selectinload
+
+from evaluation import RunScore, rank_runs, ranking_keys
+from semboard import exportsafe
+from semboard.cache import LRU
+from semboard.clock import utcnow
+from semboard.errors import Forbidden
+from semboard.models import (
+    Phase,
+    Run,
+    RunScoreRecord,
+    SignificanceGroups,
+    Task,
+    Team,
+    User,
+)
+from semboard.services.boards import charts, significance
+from semboard.services.runs import primary
+from semboard.services.tasks import access, definitions
+from semboard.storage import Storage
+from semboard.timefmt import api_time
+
+FLAG_LATE = "*"
+FLAG_FIX = "†"
+FLAG_ORGANISER = "‡"
+
+# Why a cell has no value; boards and exports show each differently ("—" only for undefined).
+MISSING_UNDEFINED = "undefined"
+MISSING_NOT_SUBMITTED = "not submitted"
+MISSING_NO_GOLD = "no gold"
+
+
+@dataclass
+class Column:
+    """One metric column; ranked columns are followed by a rank column in tables."""
+    key: str
+    label: str
+    kind: str
+    ranked: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"key": self.key, "label": self.label, "kind": self.kind, "ranked": self.ranked}
+
+
+@dataclass
+class Row:
+    """One run on the board."""
+    run_id: int
+    team: str
+    run: str
+    baseline: bool
+    flags: list[str]
+    metrics: dict[str, float | None]
+    ranks: dict[str, int]
+    submitted_at: datetime
+    baseline_info: dict[str, Any] | None = None
+    # significance group on each ranked metric (1 = best); baselines and ungrouped runs: none
+    groups: dict[str, int] = field(default_factory=dict)
+    # column key → MISSING_* for each metric without a value
+    missing: dict[str, str] = field(default_factory=dict)
+    # a model-track run: which weights made it (digest, architecture, parameters...); else None
+    model: dict[str, Any] | None = None
+    # boards ranking primary runs only: True for a contrastive (unranked) run; else None
+    contrastive: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (the API's row)."""
+        return {
+            "run_id": self.run_id,
+            "team": self.team,
+            "run": self.run,
+            "baseline": self.baseline,
+            "flags": self.flags,
+            "metrics": self.metrics,
+            "ranks": self.ranks,
+            "submitted_at": api_time(self.submitted_at),
+            "baseline_info": self.baseline_info,
+            "groups": self.groups,
+            "missing": self.missing,
+            "model": self.model,
+        } | ({} if self.contrastive is None else {"contrastive": self.contrastive})
+
+    @property
+    def n_parameters(self) -> int | None:
+        """The parameter count of a model-track run's encoder (None for other runs)."""
+        value = (self.model or {}).get("n_parameters")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return int(value)
+
+    @property
+    def parameters_label(self) -> str:
+        """The parameter count as papers print it ("110M", "1.2B"); "" for other runs."""
+        return format_parameters(self.n_parameters)
+
+
+MODEL_KEYS = ("model_digest", "architecture", "n_parameters", "pooling", "prompt", "dtype",
+              "device", "pairs_per_s")
+
+
+def model_summary(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a board row says of a model-track run's encoder (None for other runs)."""
+    if not meta or meta.get("system") != "model":
+        return None
+    return {key: meta.get(key) for key in MODEL_KEYS}
+
+
+def model_facts(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Everything the model job recorded of a model-track run (None for other runs): exports."""
+    if not meta or meta.get("system") != "model":
+        return None
+    return dict(meta)
+
+
+def format_parameters(n: int | None) -> str:
+    """A parameter count to two significant figures with K/M/B/T, as papers print it.
+
+    109,482,240 → "110M", 335,141,888 → "340M", 1,234,567,890 → "1.2B"; below 1,000 the number
+    itself; None → "".
+    """
+    if n is None:
+        return ""
+    if abs(n) < 1000:
+        return str(n)
+    rounded = float(f"{n:.2g}")  # two significant figures first, so 999.6M reads "1B"
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(rounded) >= size:
+            value = rounded / size
+            text = f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"
+            return text.removesuffix(".0") + unit
+    return str(n)  # pragma: no cover - abs(rounded) >= 1000 always meets "K"
+
+
+@dataclass
+class Leaderboard:
+    """A phase's board: columns in the task paper's order and one row per current scored run."""
+    task: Task
+    phase: Phase
+    columns: list[Column] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    # how the rows' groups were made (test, resamples, seed, alpha, computed_at); None: no groups
+    significance: dict[str, Any] | None = None
+    # groups of these runs not computed yet (they are, after the change, off the request)
+    groups_pending: bool = False
+    # each row's stored 95% CIs {run id: {column key: [low, high]}}, read when the board is built
+    intervals: dict[int, dict[str, list[float]]] = field(default_factory=dict)
+    # "every" run ranked, or "primary" runs only (the others contrastive, unranked)
+    ranking: str = primary.EVERY
+
+    @property
+    def has_models(self) -> bool:
+        """Whether any row is a model-track run: boards and exports then show its parameters."""
+        return any(row.model for row in self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        """The API's leaderboard object."""
+        return {
+            "task": self.task.name,
+            "phase": self.phase.slug,
+            "columns": [c.to_json() for c in self.columns],
+            "rows": [r.to_json() for r in self.rows],
+            "significance": self.significance,
+            "groups_pending": self.groups_pending,
+        } | ({} if self.ranking == primary.EVERY else {"ranking": self.ranking})
+
+    @classmethod
+    def from_json(cls, task: Task, phase: Phase, data: dict[str, Any],
+                  intervals: dict[str, Any] | None = None) -> Leaderboard:
+        """The board back from its stored JSON form (a prepared board)."""
+        board = cls(task=task, phase=phase, significance=data.get("significance"),
+                    groups_pending=bool(data.get("groups_pending")),
+                    ranking=data.get("ranking", primary.EVERY))
+        board.columns = [Column(**c) for c in data["columns"]]
+        board.rows = [Row(**{**r, "submitted_at": datetime.fromisoformat(r["submitted_at"])})
+                      for r in data["rows"]]
+        board.intervals = {int(k): v for k, v in (intervals or {}).items()}
+        return board
+
+    def _table(self, *, latex: bool = False) -> tuple[list[str], list[list[Any]]]:
+        """Header and body of the exports; with model rows, their parameters (and digest)."""
+        header = ["team", "run", "baseline", "flags"]
+        contrastive = self.ranking != primary.EVERY  # boards ranking every run: as before
+        if contrastive:
+            header.append("run type")
+        models = self.has_models
+        if models:  # boards without model runs export exactly as before
+            header += ["Params"] if latex else ["parameters", "model digest"]
+        for column in self.columns:
+            header.append(column.label)
+            if column.ranked:
+                header.append(f"{column.label} rank")
+        body = []
+        for row in self.rows:
+            line: list[Any] = [row.team, row.run, "yes" if row.baseline else "", "".join(row.flags)]
+            if contrastive:
+                line.append(run_type(row))
+            if models and latex:
+                line.append(row.parameters_label)
+            elif models:
+                line += ["" if row.n_parameters is None else row.n_parameters,
+                         (row.model or {}).get("model_digest") or ""]
+            for column in self.columns:
+                value = row.metrics.get(column.key)
+                reason = row.missing.get(column.key, MISSING_UNDEFINED)
+                # an undefined value stays empty (CSV) / "--" (LaTeX); the others say why
+                line.append(value if value is not None or reason == MISSING_UNDEFINED
+                            else reason)
+                if column.ranked:
+                    line.append(row.ranks.get(column.key, ""))
+            body.append(line)
+        return header, body
+
+    def to_csv(self) -> str:
+        """CSV with one row per run (values unrounded); group columns come last."""
+        header, body = self._table()
+        ranked = [c for c in self.columns if c.ranked]
+        header = header + [f"{c.label} group" for c in ranked]
+        body = [line + [row.groups.get(c.key, "") for c in ranked]
+                for line, row in zip(body, self.rows, strict=True)]
+        return exportsafe.csv_text(header, body)
+
+    def to_latex(self, digits: int = 4) -> str:
+        """A LaTeX tabular like the task paper's results table (model runs: a Params column)."""
+        header, body = self._table(latex=True)
+
+        def cell(value: Any) -> str:
+            if value is None or value == "":
+                return "--"
+            if isinstance(value, float):
+                return f"{value:.{digits}f}"
+            return exportsafe.latex_escape(str(value))
+
+        lines = [
+            r"\begin{tabular}{" + "ll" + "c" * (len(header) - 2) + "}",
+            r"\hline",
+            " & ".join(cell(h) for h in header) + r" \\",
+            r"\hline",
+        ]
+        lines += [" & ".join(cell(v) for v in line) + r" \\" for line in body]
+        lines += [r"\hline", r"\end{tabular}", ""]
+        return "\n".join(lines)
+
+
+def run_type(row: Row) -> str:
+    """A row of a board ranking primary runs: "primary", "contrastive" ("" for baselines)."""
+    if row.contrastive is None:
+        return ""
+    return "contrastive" if row.contrastive else "primary"
+
+
+def _ranked_filter(session: Session, phase: Phase) -> set[int] | None:
+    """Which participant runs take a rank: None, every one; else the teams' primary runs (the
+    others are contrastive: listed, marked, unranked and in no significance group)."""
+    return primary.ranked_runs(session, phase=phase)
+
+
+class _ParsedScore:
+    """A stored score record parsed once per process: ranking form, flat values, CIs by column."""
+    def __init__(self, scores: dict[str, Any], flat: dict[str, Any]) -> None:
+
+        self.scores = scores
+        self.flat = flat
+        self.score = RunScore.from_dict(scores)
+        self.skipped = set(scores.get("skipped", []))
+        self.unscored = set(scores.get("unscored", []))
+        self._intervals: dict[tuple[str, ...], dict[str, list[float]]] = {}
+        self._missing: dict[tuple[str, ...], dict[str, str]] = {}
+
+    def intervals(self, keys: tuple[str, ...]) -> dict[str, list[float]]:
+        """The stored 95% CI of each of these columns that has one."""
+        found = self._intervals.get(keys)
+        if found is None:
+            found = self._intervals[keys] = {
+                key: ci for key in keys if (ci := stored_interval(self.scores, key)) is not None}
+        return found
+
+    def missing(self, columns: list[Column], keys: tuple[str, ...]) -> dict[str, str]:
+        """Why each empty cell of a row is empty: not submitted, no gold yet, or undefined."""
+        found = self._missing.get(keys)
+        if found is None:
+            found = self._missing[keys] = {}
+            for column in columns:
+                if self.flat.get(column.key) is not None:
+                    continue
+                dataset = column.key.split("/", 1)[0] if column.kind != "aggregate" else None
+                if dataset in self.skipped:
+                    found[column.key] = MISSING_NOT_SUBMITTED
+                elif dataset in self.unscored:
+                    found[column.key] = MISSING_NO_GOLD
+                else:
+                    found[column.key] = MISSING_UNDEFINED
+        return dict(found)
+
+
+# Parsed score records per process, keyed by their content digest (RunScoreRecord.digest, set
+# on every write): an entry is found only for identical content, so it can never be stale. Big
+# enough for a 10,000-run board: a build after an upload then parses the new record only.
+_parsed: LRU[str, _ParsedScore] = LRU(12_288)
+
+
+def _parsed_scores(session: Session, digests: list[tuple[int, str | None]]
+                   ) -> dict[int, _ParsedScore]:
+    """The parsed score records of these (id, digest) pairs: texts read only of new content."""
+    out: dict[int, _ParsedScore] = {}
+    missing = []
+    for score_id, digest in digests:
+        found = _parsed.get(digest) if digest is not None else None
+        if found is None:
+            missing.append(score_id)
+        else:
+            out[score_id] = found
+    for start in range(0, len(missing), 500):
+        unknown = missing[start:start + 500]
+        for score_id, digest, scores_text, flat_text in session.execute(
+                select(RunScoreRecord.id, RunScoreRecord.digest, cast(RunScoreRecord.scores, Text),
+                       cast(RunScoreRecord.flat, Text))
+                .where(RunScoreRecord.id.in_(unknown))):
+            # a record written before its digest existed: keyed by its text instead
+            key = digest or "text:" + hashlib.sha1(f"{scores_text}\0{flat_text}".encode()
+                                                   ).hexdigest()
+            entry = _parsed.get(key) or _parsed.put(
+                key, _ParsedScore(json.loads(scores_text), json.loads(flat_text)))
+            out[score_id] = entry
+    return out
+
+
+def _board_groups(session: Session, storage: Storage | None, *, phase: Phase,
+                  pairs: list[tuple[int, int]], metrics: list[str], now: datetime,
+                  write_lock: bool) -> SignificanceGroups | None:
+    """The board's groups: from the cache by (run, score) ids; computed only with a storage."""
+    if storage is None:
+        values = significance.settings_of(session, phase=phase, pairs=pairs, metrics=metrics)
+        return significance.cached(session, phase=phase, digest=significance.digest_of(values))
+    runs = list(session.scalars(select(Run).where(Run.id.in_([run_id for run_id, _ in pairs]))
+                                .options(selectinload(Run.scores)).order_by(Run.id)))
+    return significance.board_groups(session, storage, phase=phase, runs=runs, metrics=metrics,
+                                     now=now, write_lock=write_lock)
+
+
+def _record(run: Run) -> RunScoreRecord:
+    """The current score of a run already filtered to scored ones."""
+    record = run.current_score
+    if record is None:
+        raise ValueError(f"run {run.id} has no current score")
+    return record
+
+
+def stored_interval(scores: dict[str, Any], key: str) -> list[float] | None:
+    """The stored 95% CI of a board column (a RunScore.flat() key) in a run's stored scores."""
+    parts = key.split("/")
+    try:
+        if len(parts) == 1:
+            entry = scores["aggregates"][key]
+        elif len(parts) == 2:
+            entry = scores["datasets"][parts[0]]["metrics"][parts[1]]
+        else:
+            entry = scores["datasets"][parts[0]]["genres"][parts[1]]["metrics"][parts[2]]
+    except (KeyError, TypeError):
+        return None
+    return entry.get("ci") if isinstance(entry, dict) else None
+
+
+def _columns(
+    definition: Any, flats: list[dict[str, Any]], ranked: set[str], datasets: Any
+) -> list[Column]:
+    """Aggregates, then each dataset's board metrics, then its genres (first-seen order)."""
+    columns = [Column(m, m, "aggregate", m in ranked) for m in definition.aggregate_metrics]
+    primary = definition.dataset_primary
+    present: list[str] = []
+    for flat in flats:
+        present += [k for k in flat if k not in present]
+    for dataset in datasets:
+        shown = definition.board_metrics_for(dataset)  # a subtask may have its own metrics
+        for metric in shown:  # even on an empty board
+            key = f"{dataset}/{metric}"
+            label = dataset if len(shown) == 1 else f"{dataset} {metric}"
+            columns.append(Column(key, label, "dataset", key in ranked))
+        for other in present:
+            parts = other.split("/")
+            if len(parts) == 3 and parts[0] == dataset and parts[2] == primary:
+                columns.append(Column(other, f"{dataset}/{parts[1]}", "genre", other in ranked))
+    return columns
+
+
+def build_leaderboard(
+    session: Session,
+    *,
+    task: Task,
+    phase: Phase,
+    viewer: User | None,
+    check_access: bool = True,
+    storage: Storage | None = None,
+    now: datetime | None = None,
+    write_lock: bool = False,
+) -> Leaderboard:
+    """The phase's board for this viewer (Forbidden when not visible; the CLI skips the check).
+
+    Significance groups come from the cache; with a storage, a miss computes and stores them
+    (flushed: the caller commits, so the next request finds them). Without one, a miss leaves
+    the rows ungrouped and the board says groups are pending. Requests pass no storage; the
+    background step does (write_lock: compute first, then take the write lock to store).
+    """
+    if check_access and not access.can_view_leaderboard(session, viewer, phase):
+        raise Forbidden("this leaderboard is not public yet")
+    definition = definitions.phase_definition(phase)
+    # one query of the columns the board shows, newest score only: no ORM object per run
+    newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
+              .group_by(RunScoreRecord.run_id).subquery())
+    listed = session.execute(
+        select(Run.id, Run.name, Run.is_late, Run.is_fix, Run.submitted_at, Run.meta,
+               Team.name, Team.is_baseline, Team.is_organiser_team, newest.c.score_id,
+               RunScoreRecord.digest)
+        .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
+        .join(RunScoreRecord, RunScoreRecord.id == newest.c.score_id)
+        .where(Run.phase_id == phase.id, Run.is_current, Run.status == "scored")
+        .order_by(Run.id)
+    ).all()
+    parsed = _parsed_scores(session, [(line[9], line[10]) for line in listed])
+    scored = [(line, parsed[line[9]]) for line in listed]
+    ranked_ids = _ranked_filter(session, phase)
+
+    def takes_rank(line: Any) -> bool:
+        # baselines take no rank, nor contrastive runs where primary runs are ranked
+        return not line[7] and (ranked_ids is None or line[0] in ranked_ids)
+
+    ranks = rank_runs(definition, {line[0]: p.score for line, p in scored if takes_rank(line)})
+    ranked_keys = set(ranking_keys(definition))
+    board = Leaderboard(task=task, phase=phase, ranking=phase.ranking)
+    datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
+    board.columns = _columns(definition, [p.flat for _, p in scored], ranked_keys, datasets)
+    ranked_pairs = [(line[0], line[9]) for line, _ in scored if takes_rank(line)]
+    groups: dict[str, dict[str, int]] = {}
+    metrics = [c.key for c in board.columns if c.ranked]
+    if ranked_pairs and metrics:
+        found = _board_groups(session, storage, phase=phase, pairs=ranked_pairs, metrics=metrics,
+                              now=now or utcnow(), write_lock=write_lock)
+        # a failed grouping (noted in its settings) is cached too, but shows no groups
+        if found is not None and not found.settings.get("error"):
+            groups = found.groups
+            board.significance = {
+                key: found.settings.get(key) for key in ("test", "resamples", "seed", "alpha")
+            } | {"computed_at": found.computed_at.isoformat(), "metrics": metrics}
+        board.groups_pending = found is None
+    column_keys = tuple(c.key for c in board.columns)
+    for line, entry in scored:
+        run_id, run_name, is_late, is_fix, submitted_at, meta = line[:6]
+        team_name, is_baseline, is_organiser_team = line[6:9]
+        flags = []
+        if is_late:
+            flags.append(FLAG_LATE)
+        if is_fix:
+            flags.append(FLAG_FIX)
+        if is_organiser_team:
+            flags.append(FLAG_ORGANISER)
+        board.rows.append(Row(
+            run_id=run_id,
+            team=team_name,
+            run=run_name,
+            baseline=is_baseline,
+            flags=flags,
+            metrics=dict(entry.flat),
+            missing=entry.missing(board.columns, column_keys),
+            ranks=dict(ranks.get(run_id, {})),
+            submitted_at=submitted_at,
+            baseline_info=dict(meta) if is_baseline else None,
+            model=model_summary(meta),
+            contrastive=None if ranked_ids is None or is_baseline else run_id not in ranked_ids,
+            # no group where the run takes no rank (CLSS: an incomplete run overall)
+            groups={m: g for m, g in groups.get(str(run_id), {}).items()
+                    if m in ranks.get(run_id, {})},
+        ))
+        board.intervals[run_id] = dict(entry.intervals(column_keys))
+    sort_key = board.columns[0].key if board.columns else None
+
+    ranked_sort = any(c.ranked and c.key == sort_key for c in board.columns)
+
+    def order(row: Row) -> tuple[bool, bool, float, int]:
+        value = row.metrics.get(sort_key) if sort_key else None
+        sign = 1.0 if sort_key and definition.lower_is_better(sort_key) else -1.0
+        # a run the rules exclude from the ranking (CLSS: not all four types) follows the
+        # ranked runs; baselines take no rank but stand among the runs by their value
+        excluded = ranked_sort and not row.baseline and sort_key not in row.ranks
+        return (value is None, excluded, sign * (value or 0.0), row.run_id)
+
+    board.rows.sort(key=order)
+    return board
+
+
+def page_rows(rows: list[Row], *, page: int, per_page: int,
+              search: str = "") -> tuple[list[Row], int, int]:
+    """One page of a board's rows, filtered by team or run name: (rows, matching, pages)."""
+    needle = search.strip().casefold()
+    if needle:
+        rows = [r for r in rows if needle in r.team.casefold() or needle in r.run.casefold()]
+    pages = max(1, -(-len(rows) // per_page))
+    page = min(max(page, 1), pages)
+    return rows[(page - 1) * per_page: page * per_page], len(rows), pages
+
+
+def run_bars_spec(board: Leaderboard, row: Row,
+                  scores: dict[str, Any]) -> dict[str, Any] | None:
+    """A run's bars chart as the run page draws it: its CIs, the baselines, the board's best."""
+    intervals = {c.key: ci for c in board.columns
+                 if (ci := stored_interval(scores, c.key)) is not None}
+    best: dict[str, float] = {}
+    for column in charts.heatmap_columns(board):
+        values = [v for r in board.rows if not r.baseline
+                  and (v := r.metrics.get(column.key)) is not None]
+        if values:
+            best[column.key] = max(values)
+    return charts.run_bars(row, board, intervals, best)

@@ -1,0 +1,346 @@
+"""Prepared boards: a board's version from the database, its stored build, and serving it.
+
+A board is built once per version (the runs, scores, gold and groups it depends on) and stored;
+pages and the API serve the stored texts, so a GET never builds or writes a board.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Integer, String, bindparam, cast, delete, func, literal, select
+from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy.orm import Session
+
+from semboard.cache import LRU
+from semboard.db import READ_ONLY, begin_write, insert_unless_refused
+from semboard.errors import Forbidden
+from semboard.models import (
+    GoldFile,
+    Phase,
+    PreparedBoard,
+    Run,
+    RunScoreRecord,
+    SignificanceGroups,
+    Task,
+    Team,
+    User,
+)
+from semboard.services.boards.leaderboard import Column, Leaderboard, Row, build_leaderboard
+from semboard.services.runs import primary
+from semboard.services.tasks import access, tasks
+from semboard.storage import Storage
+
+# Bump when the prepared data's shape changes: every stored board then misses once.
+BOARD_FORMAT = 2
+# Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
+# the database, so a stale entry can never be served; this only spares re-parsing the JSON.
+_memo: LRU[tuple[str, int, str], Prepared] = LRU(64)
+
+
+def _version_statements(dialect: str) -> tuple[Any, Any]:
+    """The two queries behind board_version, built once per dialect (building costs more than
+    running them): the folded run list, and the gold and groups stamps."""
+    found = _statements.get(dialect)
+    if found is not None:
+        return found
+    phase_id = bindparam("phase_id", type_=Integer)
+    task_id = bindparam("task_id", type_=Integer)
+    newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
+              .group_by(RunScoreRecord.run_id).subquery())
+    line = (cast(Run.id, String) + ":" + cast(newest.c.score_id, String) + ":"
+            + cast(cast(Run.is_late, Integer), String) + cast(cast(Run.is_fix, Integer), String)
+            + cast(cast(Team.is_baseline, Integer), String)
+            + cast(cast(Team.is_organiser_team, Integer), String) + ":" + Team.name)
+    rows = (select(line.label("line"), Run.id.label("id"))
+            .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
+            .where(Run.phase_id == phase_id, Run.is_current, Run.status == "scored")
+            .order_by(Run.id).subquery())
+    if dialect == "postgresql":
+
+        folded = func.string_agg(rows.c.line, aggregate_order_by(literal("\n"), rows.c.id))
+    else:
+        folded = func.group_concat(rows.c.line, "\n")  # rows arrive in the subquery's order
+    runs = select(folded, func.count(rows.c.id))
+    # gold versions are only ever added: their count and newest id name the current set
+    stamps = select(
+        select(func.count(GoldFile.id)).where(GoldFile.task_id == task_id).scalar_subquery(),
+        select(func.max(GoldFile.id)).where(GoldFile.task_id == task_id).scalar_subquery(),
+        select(func.max(SignificanceGroups.id)).where(SignificanceGroups.phase_id == phase_id)
+        .scalar_subquery(),
+    )
+    _statements[dialect] = (runs, stamps)
+    return runs, stamps
+
+
+_statements: dict[str, tuple[Any, Any]] = {}
+
+
+def board_version(session: Session, phase: Phase) -> str:
+    """The one place that decides a board's version: a digest of everything the board shows.
+
+    Current scored runs (id, newest score, late, fix, team name and flags), the phase's settings,
+    the task definition, the gold versions and the phase's stored significance groups: any
+    change to what a board shows changes this, so no write path has to invalidate anything.
+    Two queries whatever the number of runs (the run list is folded inside the database); on
+    SQLite none while the connection sees no commit since it last computed the version.
+    """
+    stamp = _sqlite_stamp(session)
+    if stamp is not None:
+        known = stamp[0].setdefault(_VERSIONS, {})
+        if known.get("stamp") != stamp[1]:
+            known.clear()
+            known["stamp"] = stamp[1]
+        elif phase.id in known:
+            return str(known[phase.id])
+    version = _board_version(session, phase)
+    if stamp is not None:
+        stamp[0][_VERSIONS][phase.id] = version
+    return version
+
+
+_VERSIONS = "semboard.board_versions"
+
+
+def _sqlite_stamp(session: Session) -> tuple[dict[Any, Any], tuple[int, int]] | None:
+    """For a reader on SQLite: the pooled connection's info and a stamp that moves with commits.
+
+    `PRAGMA data_version` changes when another connection commits (and is that of the read
+    transaction's snapshot), `total_changes` when this one writes: while both stand still the
+    database is unchanged, and so are its board versions.
+    """
+    if not session.info.get(READ_ONLY):
+        return None  # a writer's own uncommitted (perhaps rolled back) changes are not a state
+    conn = session.connection()
+    if conn.dialect.name != "sqlite":
+        return None
+    data_version = conn.exec_driver_sql("PRAGMA data_version").scalar()
+    raw = conn.connection.dbapi_connection
+    return conn.info, (int(data_version or 0), int(getattr(raw, "total_changes", -1)))
+
+
+def _board_version(session: Session, phase: Phase) -> str:
+    """board_version() computed from the database (two queries)."""
+    runs, stamps = _version_statements(session.get_bind().dialect.name)
+    params = {"phase_id": phase.id, "task_id": phase.task_id}
+    runs_text, n_runs = session.execute(runs, params).one()
+    gold_count, gold_newest, groups = session.execute(stamps, params).one()
+    task = phase.task
+    shown = {
+        "format": BOARD_FORMAT,
+        "phase": [phase.id, phase.slug, phase.name, phase.kind, phase.track, phase.visibility,
+                  phase.results_published_at.isoformat() if phase.results_published_at else None],
+        "task": [task.name, task.definition_digest],
+        "gold": [gold_count, gold_newest],
+        "groups": groups,
+        "runs": [n_runs, hashlib.sha256((runs_text or "").encode()).hexdigest()],
+    }
+    if phase.ranking != primary.EVERY:  # which runs take a rank (versions of other boards stay)
+        shown["ranked"] = sorted(primary.ranked_runs(session, phase=phase) or ())
+    return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class Prepared:
+    """A board built for one version: its JSON form, CSV, intervals, and encoded bodies."""
+    phase_id: int
+    version: str
+    # None until a page needs it: downloads are served from the stored texts without parsing
+    data: dict[str, Any] | None
+    csv_text: str
+    built_at: datetime
+    stored: bool
+    elapsed_ms: int = 0
+    pending: bool = False
+    _bodies: dict[str, bytes] = field(default_factory=dict, repr=False)
+    _parsed: tuple[list[Column], list[Row], dict[int, Any]] | None = field(default=None,
+                                                                          repr=False)
+
+    @property
+    def groups_pending(self) -> bool:
+        """Whether significance groups of these runs are still being computed."""
+        if self.data is None:
+            return self.pending
+        return bool(self.data["board"].get("groups_pending"))
+
+    def etag(self, kind: str) -> str:
+        """A strong validator for one representation of this version."""
+        return hashlib.sha256(f"{self.version}:{kind}".encode()).hexdigest()[:32]
+
+    def body(self, kind: str, *, compressed: bool = False) -> bytes:
+        """The encoded CSV or JSON body (gzip-compressed when asked), built once per process."""
+        key = f"{kind}.gz" if compressed else kind
+        if key not in self._bodies:
+            if compressed:
+                self._bodies[key] = gzip.compress(self.body(kind), compresslevel=6, mtime=0)
+            elif kind == "csv":
+                self._bodies[key] = self.csv_text.encode()
+            else:
+                assert self.data is not None  # stored boards come with their JSON text
+                # compact: the C encoder (an indent takes the pure-Python one, 10x slower)
+                self._bodies[key] = json.dumps(self.data["board"], ensure_ascii=False).encode()
+        return self._bodies[key]
+
+    def board(self, task: Task, phase: Phase) -> Leaderboard:
+        """The Leaderboard of this version (rows parsed once per process, shared read-only)."""
+        assert self.data is not None, "prepared_board(with_data=True) loads the data"
+        if self._parsed is None:
+            parsed = Leaderboard.from_json(task, phase, self.data["board"],
+                                           self.data.get("intervals"))
+            self._parsed = (parsed.columns, parsed.rows, parsed.intervals)
+        columns, rows, intervals = self._parsed
+        return Leaderboard(task=task, phase=phase, columns=list(columns), rows=list(rows),
+                           significance=self.data["board"].get("significance"),
+                           groups_pending=self.groups_pending, intervals=intervals,
+                           ranking=self.data["board"].get("ranking", primary.EVERY))
+
+
+def _page_data(json_text: str | bytes, extra: dict[str, Any]) -> dict[str, Any]:
+    """A stored board's data for pages: the board from its JSON download, plus the extras."""
+    return {"board": json.loads(json_text), **extra}
+
+
+def _memo_key(session: Session, phase_id: int, version: str) -> tuple[str, int, str]:
+    return (str(session.get_bind().engine.url), phase_id, version)
+
+
+def _remember(session: Session, prepared: Prepared) -> Prepared:
+    key = _memo_key(session, prepared.phase_id, prepared.version)
+    # one version per board: during a rush every upload makes a new one
+    _memo.discard_where(lambda k: k[:2] == key[:2] and k != key)
+    return _memo.put(key, prepared)
+
+
+def _build(session: Session, *, phase: Phase, version: str, now: datetime) -> Prepared:
+    """Build the board of this version from the database (groups from the cache only)."""
+    started = time.perf_counter()
+    board = build_leaderboard(session, task=phase.task, phase=phase, viewer=None,
+                              check_access=False, storage=None, now=now)
+    data = {"board": board.to_json(),
+            "intervals": {str(k): v for k, v in board.intervals.items()}}
+    return Prepared(phase_id=phase.id, version=version, data=data, csv_text=board.to_csv(),
+                    built_at=now, stored=False,
+                    elapsed_ms=round((time.perf_counter() - started) * 1000))
+
+
+def prepared_board(session: Session, *, phase: Phase, now: datetime,
+                   with_data: bool = True) -> Prepared:
+    """The board's current version, read-only: memo, then the stored board, else built in memory.
+
+    with_data=False (downloads) reads only the stored CSV and JSON texts, not the board's data.
+    Never writes (requests call it); the write path stores boards with store_prepared().
+    """
+    version = board_version(session, phase)
+    found = _memo.get(_memo_key(session, phase.id, version))
+    where = (PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)
+    if found is not None:
+        if with_data and found.data is None:
+            extra = session.scalar(select(PreparedBoard.data).where(*where))
+            if extra is None:  # replaced meanwhile: this version is built here
+                return _remember(session, _build(session, phase=phase, version=version,
+                                                 now=now))
+            found.data = _page_data(found.body("json"), extra)
+        return found
+    if with_data:
+        row = session.scalar(select(PreparedBoard).where(*where))
+        if row is not None:
+            return _remember(session, Prepared(
+                phase_id=phase.id, version=version, data=_page_data(row.json_text, row.data),
+                csv_text=row.csv_text, built_at=row.built_at, stored=True,
+                pending=row.groups_pending, _bodies={"json": row.json_text.encode()}))
+    else:
+        texts = session.execute(select(PreparedBoard.csv_text, PreparedBoard.json_text,
+                                       PreparedBoard.built_at, PreparedBoard.groups_pending)
+                                .where(*where)).one_or_none()
+        if texts is not None:
+            return _remember(session, Prepared(
+                phase_id=phase.id, version=version, data=None, csv_text=texts[0],
+                built_at=texts[2], stored=True, pending=texts[3],
+                _bodies={"json": texts[1].encode()}))
+    return _remember(session, _build(session, phase=phase, version=version, now=now))
+
+
+def stored_pending(session: Session, *, phase: Phase) -> bool | None:
+    """Whether the stored board of the current version awaits its groups; None: not stored."""
+    version = board_version(session, phase)
+    return session.scalar(select(PreparedBoard.groups_pending).where(
+        PreparedBoard.phase_id == phase.id, PreparedBoard.version == version))
+
+
+def is_stored(session: Session, *, phase: Phase, version: str) -> bool:
+    """Whether this version of the phase's board is stored."""
+    return session.scalar(select(PreparedBoard.id).where(
+        PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)) is not None
+
+
+def store_built(session: Session, *, prepared: Prepared) -> bool:
+    """Store a built board (unless another worker did); older versions are deleted. Flushes."""
+    if prepared.stored:
+        return False
+    assert prepared.data is not None  # a built board has its data
+    # the board itself is stored once, as the JSON download; `data` holds what pages add to it
+    extra = {k: v for k, v in prepared.data.items() if k != "board"}
+    row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version, data=extra,
+                        csv_text=prepared.csv_text, json_text=prepared.body("json").decode(),
+                        groups_pending=prepared.groups_pending,
+                        built_at=prepared.built_at, elapsed_ms=prepared.elapsed_ms)
+    if not insert_unless_refused(session, row):
+        return False
+    session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
+                                                PreparedBoard.version != prepared.version))
+    prepared.stored = True
+    return True
+
+
+def store_prepared(session: Session, *, phase: Phase, now: datetime) -> bool:
+    """Build and store the board's current version unless stored (flushes; caller commits)."""
+    version = board_version(session, phase)
+    if is_stored(session, phase=phase, version=version):
+        return False
+    return store_built(session, prepared=_build(session, phase=phase, version=version, now=now))
+
+
+def served_board(session: Session, *, phase: Phase, viewer: User | None, now: datetime,
+                 check_access: bool = True, with_data: bool = True) -> Prepared:
+    """The prepared board for this viewer (Forbidden when not visible); never writes."""
+    if check_access and not access.can_view_leaderboard(session, viewer, phase):
+        raise Forbidden("this leaderboard is not public yet")
+    return prepared_board(session, phase=phase, now=now, with_data=with_data)
+
+
+def prepare_task_boards(session: Session, *, task: Task, now: datetime) -> int:
+    """Store every phase board of the task at its current version (flushes); how many built."""
+    return sum(store_prepared(session, phase=phase, now=now)
+               for phase in tasks.phases(session, task))
+
+
+def refresh_significance(session: Session, storage: Storage, *, task: Task, now: datetime,
+                         write_lock: bool = False) -> int:
+    """Group every phase board of the task now and store its prepared board; flushes.
+
+    Runs after a change (CLI, background step, rq job), never in a request. Returns how many
+    boards have groups. The caller commits (write_lock=True commits each board as it goes).
+    """
+    count = 0
+    for phase in tasks.phases(session, task):
+        board = build_leaderboard(session, task=task, phase=phase, viewer=None,
+                                  check_access=False, storage=storage, now=now,
+                                  write_lock=write_lock)
+        count += board.significance is not None
+        if write_lock:
+            # groups stored: build the board without holding the write lock (uploads wait on it)
+            session.commit()
+            prepared = prepared_board(session, phase=phase, now=now)
+            if not prepared.stored:
+                begin_write(session)
+                store_built(session, prepared=prepared)
+                session.commit()
+        else:
+            store_prepared(session, phase=phase, now=now)
+    return count

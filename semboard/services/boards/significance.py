@@ -1,0 +1,160 @@
+"""Significance groups of a phase's board: computed by evaluation from the stored runs, cached.
+
+Nothing here computes a statistic: the runs are re-read from storage, re-validated against the
+stored inputs and grouped by `evaluation.significance.group_board` against the parsed gold, the
+same inputs the scorer uses. The result is kept in `SignificanceGroups` under a digest of
+everything it depends on, so a board is grouped once per change (a new or replaced run, a
+rescore, new gold, other settings), not once per request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session, selectinload
+
+import evaluation
+from evaluation import ValidationError, validate_run
+from evaluation.significance import group_board
+from semboard.db import begin_write, insert_unless_refused
+from semboard.models import Phase, Run, SignificanceGroups
+from semboard.services.data import gold, inputs
+from semboard.services.tasks import definitions
+from semboard.storage import ObjectMissing, Storage
+
+log = logging.getLogger(__name__)
+
+# The test behind the groups; shown in the leaderboard's legend and stored with each result.
+SIGNIFICANCE_OPTIONS: dict[str, Any] = {"resamples": 1000, "seed": 12345, "alpha": 0.05}
+TEST_NAME = "paired bootstrap"
+
+
+def settings(session: Session, *, phase: Phase, runs: Sequence[Run],
+             metrics: Sequence[str]) -> dict[str, Any]:
+    """Everything the groups of these runs depend on (the cache key is its digest)."""
+    return settings_of(session, phase=phase, metrics=metrics,
+                       pairs=[(run.id, run.current_score.id) for run in runs
+                              if run.current_score is not None])
+
+
+def settings_of(session: Session, *, phase: Phase, pairs: Sequence[tuple[int, int]],
+                metrics: Sequence[str]) -> dict[str, Any]:
+    """settings() from (run id, current score id) pairs: boards read no Run objects."""
+    task = phase.task
+    return {
+        "phase": phase.id,
+        "runs": sorted([run_id, score_id] for run_id, score_id in pairs),
+        "gold": gold.gold_digest(gold.current_gold(session, task=task, split=phase.split)),
+        "task": task.definition_digest,
+        "metrics": list(metrics),
+        "test": TEST_NAME,
+        "resamples": SIGNIFICANCE_OPTIONS["resamples"],
+        "seed": SIGNIFICANCE_OPTIONS["seed"],
+        "alpha": SIGNIFICANCE_OPTIONS["alpha"],
+        "evaluation": evaluation.__version__,
+    }
+
+
+def digest_of(values: dict[str, Any]) -> str:
+    """sha256 of the settings' canonical JSON."""
+    return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
+
+
+def cached(session: Session, *, phase: Phase, digest: str) -> SignificanceGroups | None:
+    """The stored groups of this phase for this digest, if any."""
+    return session.scalar(select(SignificanceGroups).where(
+        SignificanceGroups.phase_id == phase.id, SignificanceGroups.digest == digest))
+
+
+def validated_runs(session: Session, storage: Storage, *, phase: Phase,
+                    runs: Sequence[Run]) -> tuple[dict[int, Any], list[int]]:
+    """Each run re-read from storage and re-validated as the scorer does; (valid, left out)."""
+    definition = definitions.phase_definition(phase)
+    known_inputs = inputs.parsed_inputs(session, storage, task=phase.task, split=phase.split)
+    datasets = definition.track_datasets(phase.track) if phase.track else None
+    ids = [run.id for run in runs]
+    loaded = session.scalars(select(Run).where(Run.id.in_(ids))
+                             .options(selectinload(Run.files), selectinload(Run.team))).all()
+    valid: dict[int, Any] = {}
+    left_out: list[int] = []
+    for run in sorted(loaded, key=lambda r: r.id):
+        try:
+            files = {f.filename: storage.get(f.storage_key) for f in run.files}
+        except ObjectMissing as err:
+            log.warning("run %s: stored file %s is missing; no significance group", run.id, err)
+            left_out.append(run.id)
+            continue
+        team = None if run.team.is_baseline else run.team.name
+        checked = validate_run(definition, files, known_inputs, team=team, datasets=datasets)
+        if not checked.ok:
+            # valid when accepted, so the inputs changed since; the scorer marks it on rescore
+            log.warning("run %s no longer validates; no significance group", run.id)
+            left_out.append(run.id)
+            continue
+        valid[run.id] = checked
+    return valid, left_out
+
+
+def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[Run],
+            metrics: Sequence[str]) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
+    """Groups {run id (text): {metric: group}} from the stored files, and notes on the run."""
+    started = time.perf_counter()
+    valid, left_out = validated_runs(session, storage, phase=phase, runs=runs)
+    parsed_gold = gold.parsed_gold(session, storage, task=phase.task, split=phase.split)
+    notes: dict[str, Any] = {"left_out": left_out, "error": None}
+    by_metric: dict[str, dict[int, int]] = {}
+    if valid and parsed_gold and metrics:
+        try:
+            by_metric = group_board(
+                definitions.phase_definition(phase), valid, parsed_gold, metrics=list(metrics),
+                alpha=SIGNIFICANCE_OPTIONS["alpha"], resamples=SIGNIFICANCE_OPTIONS["resamples"],
+                seed=SIGNIFICANCE_OPTIONS["seed"],
+            )
+        except (ValidationError, ValueError) as err:
+            # gold and inputs disagree (or the definition changed): the board shows no groups
+            log.warning("phase %s: significance groups failed: %s", phase.id, err)
+            notes["error"] = str(err)
+    groups = {str(run_id): {m: g[run_id] for m, g in by_metric.items() if run_id in g}
+              for run_id in valid}
+    notes["elapsed_ms"] = round((time.perf_counter() - started) * 1000)
+    return groups, notes
+
+
+def board_groups(session: Session, storage: Storage | None, *, phase: Phase, runs: Sequence[Run],
+                 metrics: Sequence[str], now: datetime,
+                 write_lock: bool = False) -> SignificanceGroups | None:
+    """The cached groups of a board's ranked runs; computed and stored (flushed) on a miss.
+
+    With storage None only a cached result is returned (None on a miss). Older results of the
+    phase are deleted when a new one is stored. write_lock=True computes first, then starts a
+    writer transaction (BEGIN IMMEDIATE on SQLite) to store: the seconds of resampling never
+    hold the database's write lock. The caller commits.
+    """
+    values = settings(session, phase=phase, runs=runs, metrics=metrics)
+    digest = digest_of(values)
+    found = cached(session, phase=phase, digest=digest)
+    if found is not None or storage is None:
+        return found
+    groups, notes = compute(session, storage, phase=phase, runs=runs, metrics=metrics)
+    if write_lock:
+        begin_write(session)
+        found = cached(session, phase=phase, digest=digest)
+        if found is not None:  # another worker stored it while this one computed
+            return found
+    row = SignificanceGroups(
+        phase_id=phase.id, digest=digest, settings={**values, **notes}, groups=groups,
+        elapsed_ms=notes["elapsed_ms"], computed_at=now,
+    )
+    if not insert_unless_refused(session, row):
+        # another worker stored the same result meanwhile: same digest, same groups
+        return cached(session, phase=phase, digest=digest)
+    session.execute(delete(SignificanceGroups).where(
+        SignificanceGroups.phase_id == phase.id, SignificanceGroups.digest != digest))
+    return row

@@ -1,0 +1,309 @@
+"""A task's permanent record: a static site of what an anonymous visitor may see once it closed.
+
+Boards (HTML, CSV, JSON, LaTeX), charts as SVG with their text versions, run pages, public gold
+and inputs, a zip of the runs and an index stating when and from what it was made. Every page
+links relatively and loads nothing from outside its folder, so it opens from the file system.
+What enters is decided by services.access with no viewer: hidden boards, private gold and
+runs on no visible board stay out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import shutil
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from evaluation import __version__ as evaluation_version
+from semboard.errors import InvalidData
+from semboard.models import Phase, Run, Task
+from semboard.services.boards import analysis, charts, chartsvg, leaderboard
+from semboard.services.closing import descriptions
+from semboard.services.data import gold, inputs
+from semboard.services.tasks import access, citation, definitions, participation, tasks, terms
+from semboard.storage import Storage
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+TEMPLATES = PROJECT_ROOT / "templates"
+STYLESHEET = PROJECT_ROOT / "static" / "archive.css"
+FORMAT = 1  # bumped when the archive's layout changes; stated in manifest.json
+
+
+@dataclass
+class Summary:
+    """What an archive holds: counts for the command's report, and what was left out and why."""
+    folder: Path
+    phases: list[str] = field(default_factory=list)
+    runs: int = 0
+    files: int = 0
+    size: int = 0
+    left_out: list[str] = field(default_factory=list)
+
+
+def safe_name(name: str) -> str:
+    """A file or folder name that needs no escaping in a URL and is never a path."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
+    return cleaned or "_"
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["metric"] = lambda v, digits=4: "—" if v is None else f"{v:.{digits}f}"
+    env.filters["utc"] = lambda v: "—" if v is None else f"{v:%Y-%m-%d %H:%M} UTC"
+    env.filters["isoutc"] = lambda v: "" if v is None else f"{v:%Y-%m-%dT%H:%M:%SZ}"
+    return env
+
+
+class _Writer:
+    """Writes files under the archive folder and remembers each one's digest for the manifest."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.files: dict[str, dict[str, Any]] = {}
+
+    def write(self, relative: str, data: bytes | str) -> None:
+        payload = data.encode() if isinstance(data, str) else data
+        path = self.folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(payload)
+        self.files[relative] = {"size": len(payload),
+                                "sha256": hashlib.sha256(payload).hexdigest()}
+
+
+def _prepare_folder(out: Path) -> None:
+    """A new or empty folder: an archive is never written over other files."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InvalidData(f"{out}: the archive folder must be new or empty")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _primary(board: leaderboard.Leaderboard) -> leaderboard.Column | None:
+    """The column the CI chart shows: the first ranked one (the board's headline)."""
+    return next((c for c in board.columns if c.ranked), board.columns[0] if board.columns
+                else None)
+
+
+def _chart(writer: _Writer, folder: str, name: str,
+           spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Write one chart as SVG; what the page shows of it (file, title, text version)."""
+    if spec is None:
+        return None
+    writer.write(f"{folder}/{name}.svg", chartsvg.render(spec))
+    header, rows = chartsvg.text_version(spec)
+    return {"name": name, "file": f"charts/{name}.svg", "title": spec.get("title", name),
+            "description": spec.get("description", ""), "header": header, "rows": rows}
+
+
+def _public_splits(session: Session, task: Task, shown: list[Phase],
+                   now: datetime) -> dict[str, dict[str, bool]]:
+    """Per split: whether its gold is public, and whether its inputs are (a phase closed on it)."""
+    whole = definitions.definition(task)
+    closed = {p.split for p in shown if p.state(now) == "closed"}
+    found = {}
+    for split in whole.splits:
+        public_gold = access.gold_is_public(session, task=task, split=split)
+        if public_gold or split in closed:
+            found[split] = {"gold": public_gold, "inputs": True}
+    return found
+
+
+def _runs_zip(runs: list[Run], storage: Storage, phase_of: dict[int, Phase]) -> bytes:
+    """The runs of the archive's boards: files as uploaded, description and scores of each
+    (and a model-track run's model facts)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+        for run in runs:
+            folder = (f"runs/{safe_name(phase_of[run.id].slug)}/{safe_name(run.team.name)}/"
+                      f"{safe_name(run.name)}")
+            for f in run.files:
+                bundle.writestr(f"{folder}/{safe_name(f.filename)}", storage.get(f.storage_key))
+            bundle.writestr(f"{folder}/description.json", json.dumps(
+                descriptions.to_json(run), indent=2, ensure_ascii=False))
+            record = run.current_score
+            facts: dict[str, Any] = {
+                "run_id": run.id, "late": run.is_late, "post_deadline_fix": run.is_fix,
+                "baseline": run.team.is_baseline, "submitted_at": run.submitted_at.isoformat(),
+                "files": [{"filename": f.filename, "sha256": f.sha256} for f in run.files],
+                "gold_digest": record.gold_digest if record else None,
+                "scores": record.scores if record else None}
+            model = leaderboard.model_facts(run.meta)
+            if model is not None:  # a model-track run: what the site ran (other runs: as before)
+                facts["model"] = model
+            bundle.writestr(f"{folder}/scores.json",
+                            json.dumps(facts, indent=2, ensure_ascii=False))
+    return buffer.getvalue()
+
+
+def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, now: datetime,
+                  compute_groups: bool = True) -> Summary:
+    """Write the task's static archive into `out` (new or empty); what it holds.
+
+    compute_groups: significance groups missing from the cache are computed and flushed (the
+    caller commits), as `flask results export` does; False shows only cached groups.
+    """
+    _prepare_folder(out)
+    writer = _Writer(out)
+    env = _environment()
+    whole = definitions.definition(task)
+    summary = Summary(folder=out)
+    all_phases = tasks.phases(session, task)
+    shown = [p for p in all_phases if access.can_view_leaderboard(session, None, p)]
+    summary.left_out = [f"phase {p.slug}: its results are not published" for p in all_phases
+                        if p not in shown]
+    splits = _public_splits(session, task, shown, now)
+    made = {"at": now, "task": task, "definition_digest": task.definition_digest,
+            "evaluation_version": evaluation_version, "format": FORMAT}
+
+    phase_pages = []
+    archived_runs: list[Run] = []
+    phase_of: dict[int, Phase] = {}
+    for phase in shown:
+        board = leaderboard.build_leaderboard(
+            session, task=task, phase=phase, viewer=None,
+            storage=storage if compute_groups else None, now=now)
+        slug = safe_name(phase.slug)
+        folder = f"phases/{slug}"
+        writer.write(f"{folder}/board.csv", board.to_csv())
+        writer.write(f"{folder}/board.json",
+                     json.dumps(board.to_json(), indent=2, ensure_ascii=False, allow_nan=False))
+        writer.write(f"{folder}/board.tex", board.to_latex())
+        primary = _primary(board)
+        drawn = [c for c in (
+            _chart(writer, f"{folder}/charts", "ci",
+                   charts.board_ci_chart(board, board.intervals, primary.key)
+                   if primary else None),
+            _chart(writer, f"{folder}/charts", "heatmap", charts.board_heatmap(board)),
+        ) if c is not None]
+        runs = {r.id: r for r in session.scalars(
+            select(Run).where(Run.id.in_([row.run_id for row in board.rows]))
+            .options(selectinload(Run.files), selectinload(Run.scores),
+                     selectinload(Run.team)))}
+        for row in board.rows:
+            run = runs[row.run_id]
+            if not access.can_view_run(session, None, run):
+                continue  # the board lists only visible runs; this keeps the rule in one place
+            archived_runs.append(run)
+            phase_of[run.id] = phase
+            _run_page(session, env, writer, storage, board, row, run, made, phase)
+        writer.write(f"{folder}/index.html", env.get_template("archive/phase.html").render(
+            root="../../", made=made, phase=phase, board=board, charts=drawn,
+            missing_undefined=leaderboard.MISSING_UNDEFINED))
+        phase_pages.append({"phase": phase, "folder": folder, "runs": len(board.rows)})
+        summary.phases.append(phase.slug)
+
+    data = _data_files(session, storage, writer, task, splits)
+    writer.write("data/index.html", env.get_template("archive/data.html").render(
+        root="../", made=made, data=data))
+    writer.write("runs.zip", _runs_zip(archived_runs, storage, phase_of))
+    writer.write("task.toml", task.definition_text)
+    reuse = _licence_and_citation(writer, task, now)
+    shutil.copyfile(STYLESHEET, out / "archive.css")
+    writer.files["archive.css"] = {"size": STYLESHEET.stat().st_size,
+                                   "sha256": hashlib.sha256(STYLESHEET.read_bytes()).hexdigest()}
+    gold_digests = {split: gold.gold_digest(gold.current_gold(session, task=task, split=split))
+                    for split, public in splits.items() if public["gold"]}
+    writer.write("index.html", env.get_template("archive/index.html").render(
+        root="", made=made, definition=whole, phases=phase_pages, data=data,
+        gold_digests=gold_digests, left_out=summary.left_out, n_runs=len(archived_runs),
+        reuse=reuse))
+    manifest = {
+        "format": FORMAT, "task": task.name, "title": task.title,
+        "made_at": now.isoformat(), "definition_digest": task.definition_digest,
+        "evaluation_version": evaluation_version, "gold_digests": gold_digests,
+        "phases": summary.phases, "left_out": summary.left_out,
+        "license": reuse["license"], "terms": terms.counts(session, task=task),
+        "files": dict(sorted(writer.files.items())),
+    }
+    writer.write("manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
+    summary.runs = len(archived_runs)
+    summary.files = len(writer.files)
+    summary.size = sum(f["size"] for f in writer.files.values())
+    return summary
+
+
+def _licence_and_citation(writer: _Writer, task: Task, now: datetime) -> dict[str, Any]:
+    """LICENSE and CITATION.cff (and the BibTeX entry) where the definition states them."""
+    rules = participation.rules(task)
+    text = citation.license_text(rules, title=task.title, terms_url=rules.terms_url or None)
+    if text:
+        writer.write("LICENSE", text)
+    if rules.citation:
+        writer.write("CITATION.bib", rules.citation + "\n")
+    if rules.citation or rules.license:
+        writer.write("CITATION.cff", citation.citation_cff(
+            title=task.title, rules=rules, url=rules.terms_url or None,
+            released=task.gold_released_at or now))
+    return {"license": rules.license or None, "license_is_spdx": rules.license_is_spdx,
+            "citation": rules.citation or None, "terms_url": rules.terms_url or None,
+            "has_license_file": bool(text)}
+
+
+def _data_files(session: Session, storage: Storage, writer: _Writer, task: Task,
+                splits: dict[str, dict[str, bool]]) -> list[dict[str, Any]]:
+    """Copy each public split's inputs and gold; the data page's listing."""
+    listing = []
+    for split, public in splits.items():
+        entry: dict[str, Any] = {"split": split, "inputs": [], "gold": [],
+                                 "gold_public": public["gold"]}
+        kinds: list[tuple[str, dict[str, Any]]] = [
+            ("inputs", inputs.current_inputs(session, task=task, split=split))]
+        if public["gold"]:
+            kinds.append(("gold", gold.current_gold(session, task=task, split=split)))
+        for kind, rows in kinds:
+            for dataset, row in sorted(rows.items()):
+                path = f"data/{safe_name(split)}/{kind}/{safe_name(row.filename)}"
+                writer.write(path, storage.get(row.storage_key))
+                entry[kind].append({"dataset": dataset, "file": path.removeprefix("data/"),
+                                    "filename": row.filename, "items": row.n_items,
+                                    "sha256": row.sha256, "version": row.version})
+        listing.append(entry)
+    return listing
+
+
+def _item_charts(session: Session, storage: Storage, writer: _Writer, run: Run,
+                 folder: str) -> tuple[list[dict[str, Any]], str | None]:
+    """The gold charts and the pairs' CSV, where an anonymous visitor may see the run's items."""
+    if not access.can_view_items(session, None, run):
+        return [], None
+    found = analysis.run_items(session, storage, run=run, viewer=None)
+    points = analysis.scatter_points(found)
+    drawn = [_chart(writer, f"{folder}/charts", "scatter",
+                    charts.gold_scatter(points, analysis.fit_lines(found))),
+             _chart(writer, f"{folder}/charts", "distribution", charts.distribution(points))]
+    writer.write(f"{folder}/items.csv", analysis.items_csv(found.largest_errors()))
+    return [c for c in drawn if c is not None], "items.csv"
+
+
+def _run_page(session: Session, env: jinja2.Environment, writer: _Writer, storage: Storage,
+              board: leaderboard.Leaderboard, row: leaderboard.Row, run: Run,
+              made: dict[str, Any], phase: Phase) -> None:
+    """The run's page, its files and its bars chart under runs/ID/."""
+    folder = f"runs/{run.id}"
+    files = []
+    for f in run.files:
+        path = f"files/{safe_name(f.filename)}"
+        writer.write(f"{folder}/{path}", storage.get(f.storage_key))
+        files.append({"path": path, "filename": f.filename, "dataset": f.dataset,
+                      "size": f.size, "sha256": f.sha256})
+    record = run.current_score
+    scores = record.scores if record else {}
+    bars = _chart(writer, f"{folder}/charts", "bars", leaderboard.run_bars_spec(board, row, scores))
+    gold_charts, items = _item_charts(session, storage, writer, run, folder)
+    writer.write(f"{folder}/index.html", env.get_template("archive/run.html").render(
+        root="../../", made=made, run=run, row=row, phase=phase, record=record, scores=scores,
+        phase_folder=f"phases/{safe_name(phase.slug)}",
+        files=files, charts=([bars] if bars else []) + gold_charts, items=items,
+        description=descriptions.to_json(run)))
+

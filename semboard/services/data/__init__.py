@@ -1,0 +1,1 @@
+"""A task's data files: inputs and gold, checked, versioned and released."""

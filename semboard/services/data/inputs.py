@@ -1,0 +1,141 @@
+"""Input files of a task: organiser uploads (checked), team windows started on request, and
+downloads (which never write)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy.orm import Session
+
+from evaluation import ValidationError, read_inputs
+from evaluation.inputs import participant_inputs
+from semboard.errors import Forbidden, InvalidData, NotFound, PhaseNotOpen
+from semboard.models import InputFile, Phase, Task, User
+from semboard.services.data import datafiles
+from semboard.services.people import teams, windows
+from semboard.services.tasks import access, definitions, participation
+from semboard.storage import Storage, keys
+from semboard.timefmt import clock_text
+
+if TYPE_CHECKING:
+    from evaluation import DatasetInputs, TaskDefinition
+
+
+def upload_inputs(
+    session: Session,
+    storage: Storage,
+    *,
+    task: Task,
+    dataset: str,
+    filename: str,
+    data: bytes,
+    user: User | None,
+    now: datetime,
+    split: str | None = None,
+) -> InputFile:
+    """Check a dataset's input file with the split's definition and store it as a new version.
+
+    A release file that holds gold too (gold.format inline) is stored as the participants'
+    copy, without the gold columns: inputs are served to teams, gold never before release.
+    """
+    split = definitions.split_name(task, split)
+    definition = datafiles.check_upload(session, task=task, dataset=dataset, filename=filename,
+                                        user=user, kind="input", split=split)
+    try:
+        data = participant_inputs(definition, dataset, data, filename=filename)
+        parsed = read_inputs(definition, dataset, data, filename=filename)
+    except ValidationError as err:
+        raise InvalidData(f"{filename} is not valid input for {dataset}", err.issues) from err
+    return datafiles.store_version(
+        session, storage, InputFile, keys.inputs, task=task, split=split, dataset=dataset,
+        filename=definition.input_filename(dataset), data=data, n_items=len(parsed), user=user,
+        now=now,
+    )
+
+
+def load_release_inputs(
+    session: Session, storage: Storage, *, task: Task, release_dir: Path, user: User | None,
+    now: datetime, split: str | None = None,
+) -> list[InputFile]:
+    """Upload one split's inputs found in an official release folder (as the layout says)."""
+    rows = []
+    release_dir = Path(release_dir)
+    split = definitions.split_name(task, split)
+    for spec in definitions.split_definition(task, split).datasets:
+        path = definitions.release_file(release_dir, spec.input_path)
+        if path.is_file():
+            rows.append(
+                upload_inputs(session, storage, task=task, dataset=spec.name,
+                              filename=path.name, data=path.read_bytes(), user=user, now=now,
+                              split=split)
+            )
+    if not rows:
+        raise InvalidData(f"no input file of {task.name} (split {split}) found under "
+                          f"{release_dir}")
+    return rows
+
+
+def current_inputs(session: Session, *, task: Task,
+                   split: str | None = None) -> dict[str, InputFile]:
+    """The newest input version of each dataset of a split (None: the default split)."""
+    return datafiles.newest_versions(session, InputFile, task=task,
+                                     split=definitions.split_name(task, split))
+
+
+_PARSED = datafiles.ParsedCache()
+
+
+def parsed_inputs(session: Session, storage: Storage, *, task: Task,
+                  split: str | None = None) -> dict[str, DatasetInputs]:
+    """DatasetInputs of every dataset of a split with stored inputs (parsed once per digest)."""
+    definition = definitions.split_definition(task, split)
+    found = {}
+    for dataset, row in current_inputs(session, task=task, split=split).items():
+        found[dataset] = _PARSED.get((definition.digest, dataset, row.sha256), _read_stored,
+                                     storage, definition, row)
+    return found
+
+
+def _read_stored(storage: Storage, definition: TaskDefinition, row: InputFile) -> DatasetInputs:
+    """Parse a stored input file (it was checked on upload)."""
+    return read_inputs(definition, row.dataset, storage.get(row.storage_key),
+                       filename=row.filename)
+
+
+def download_inputs(
+    session: Session, storage: Storage, *, phase: Phase, dataset: str, user: User | None,
+    now: datetime,
+) -> tuple[str, bytes]:
+    """A dataset's input file of the phase's split; never writes.
+
+    In an open windowed phase a team downloads once it has started its window (and only such a
+    phase serves the inputs its window guards).
+    """
+    task = phase.task
+    definitions.dataset_spec(task, dataset, phase.split)
+    row = current_inputs(session, task=task, split=phase.split).get(dataset)
+    if access.is_organiser(session, user, task):
+        if row is None:
+            raise NotFound(f"no inputs uploaded for {dataset} yet")
+        return row.filename, storage.get(row.storage_key)
+    team = teams.team_for_user(session, task=task, user=user)
+    if team is None:
+        raise Forbidden("join or create a team for this task to download its inputs")
+    participation.require_participant(session, task=task, user=user, team=team, phase=phase)
+    if phase.state(now) == "upcoming":
+        raise PhaseNotOpen(f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC")
+    if row is None:
+        raise NotFound(f"no inputs uploaded for {dataset} yet")
+    guard = windows.window_phase_for(session, phase=phase, user=user, now=now)
+    if guard is not None:
+        raise Forbidden(
+            f"the {phase.split} inputs are served only through phase {guard.slug}, once your "
+            f"team has started its {guard.team_window_hours}-hour window there")
+    if (phase.team_window_hours and not team.is_baseline and phase.state(now) != "closed"
+            and windows.team_window(session, team=team, phase=phase) is None):
+        raise Forbidden(
+            f"your team's {phase.team_window_hours}-hour window in phase {phase.name} has not "
+            f"started: {windows.window_text(phase)}")
+    return row.filename, storage.get(row.storage_key)

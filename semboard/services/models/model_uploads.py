@@ -1,0 +1,194 @@
+"""Chunked, resumable model uploads: a model of gigabytes arrives in parts, staged in storage.
+
+A client starts an upload (size, options: refused at once when the phase or the team's room
+would refuse the model), sends the parts in order (each with its offset; after a broken
+connection it asks how much arrived and goes on from there), then finishes it: the parts are
+joined into one file, checked against the size and sha256 the client gave, and submitted like
+a model sent in one request. Staged parts live in the shared storage, so the parts of one
+upload may reach different web workers or hosts.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from semboard.db import begin_write
+from semboard.errors import Conflict, DomainError, InvalidData, NotFound, RateLimited
+from semboard.models import ModelSubmission, ModelUpload, Phase, Team, User
+from semboard.services.models import models as model_services
+from semboard.storage import Storage, file_sha256, keys, put_content, sha256
+from semboard.timefmt import api_time
+
+# An upload no part has reached for this long is dropped with its parts.
+EXPIRES_AFTER = timedelta(hours=24)
+# Unfinished uploads one account may hold at once (each may stage gigabytes).
+OPEN_PER_USER = 3
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user: User,
+          filename: str, size: object, now: datetime, max_bytes: int, sha256_hex: str | None = None,
+          name: str = "", prompt: str | None = None, pooling: str | None = None,
+          publish: bool = False) -> ModelUpload:
+    """Open an upload of `size` bytes (as the client sent it: checked here); refused, and
+    logged, now if the model would be."""
+    name = name.strip()
+    filename = Path(filename).name or "model.zip"
+    total = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 0
+    try:
+        if not filename.lower().endswith(".zip"):
+            raise InvalidData(f"{filename}: send the model's folder as a .zip")
+        if total == 0:
+            raise InvalidData("size: give the archive's size in bytes (a whole number above 0)")
+        if total > max_bytes:
+            raise InvalidData(f"{filename} is {total:,} bytes; this site takes models of at "
+                              f"most {max_bytes:,} bytes")
+        if sha256_hex is not None and not _SHA256.match(sha256_hex):
+            raise InvalidData("sha256: give the archive's sha256 as 64 lower-case hex digits")
+        model_services.check_submission(session, team=team, phase=phase, user=user, name=name,
+                                        pooling=pooling, now=now)
+    except DomainError as err:
+        raise model_services.refuse(session, err, team=team, phase=phase, user=user,
+                                    name=name, filename=filename, size=total,
+                                    now=now) from None
+    prune_expired(session, storage, now=now)
+    held = session.scalar(select(func.count(ModelUpload.id)).where(ModelUpload.user_id == user.id))
+    if (held or 0) >= OPEN_PER_USER:
+        raise RateLimited(f"you have {held} unfinished model uploads (at most {OPEN_PER_USER}): "
+                          "finish or cancel one first")
+    begin_write(session)
+    row = ModelUpload(task_id=team.task_id, team_id=team.id, user_id=user.id, filename=filename,
+                      size=total, received=0, sha256=sha256_hex, parts=[],
+                      options={"phase_id": phase.id, "name": name, "prompt": prompt,
+                               "pooling": pooling, "publish": bool(publish)},
+                      created_at=now, updated_at=now)
+    session.add(row)
+    session.commit()
+    return row
+
+
+def get_upload(session: Session, *, upload_id: int, user: User) -> ModelUpload:
+    """The user's own upload; NotFound for anyone else's (or none)."""
+    row = session.get(ModelUpload, upload_id)
+    if row is None or row.user_id != user.id:
+        raise NotFound(f"no model upload {upload_id}")
+    return row
+
+
+def put_part(session: Session, storage: Storage, *, upload_id: int, user: User, offset: int,
+             data: bytes, now: datetime) -> ModelUpload:
+    """Store the part that starts at `offset`; Conflict (naming the offset to send) when the
+    part is not the next one, e.g. a part repeated after a lost answer."""
+    row = get_upload(session, upload_id=upload_id, user=user)
+    if offset != row.received:
+        raise Conflict(f"this upload has {row.received:,} bytes: send the part starting at byte "
+                       f"{row.received}")
+    if not data:
+        raise InvalidData("the part is empty")
+    end = offset + len(data)
+    if end > row.size:
+        raise InvalidData(f"the part ends at byte {end:,}, past the upload's size {row.size:,}")
+    key = keys.upload_part(row.id, offset, sha256(data))
+    put_content(storage, key, data)
+    begin_write(session)
+    # Only the writer that finds `received` still at the offset moves it: a racing copy of the
+    # same part loses and is told where the upload stands.
+    result = session.execute(
+        update(ModelUpload)
+        .where(ModelUpload.id == row.id, ModelUpload.received == offset)
+        .values(received=end, parts=[*row.parts, key], updated_at=now)
+        .execution_options(synchronize_session=False))
+    session.commit()
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        session.refresh(row)
+        raise Conflict(f"this upload has {row.received:,} bytes: send the part starting at byte "
+                       f"{row.received}")
+    session.refresh(row)
+    return row
+
+
+def finish(session: Session, storage: Storage, *, upload_id: int, user: User,
+           now: datetime, **check: Any) -> ModelSubmission:
+    """Join the parts and submit the model (check: ModelLimits as `limits`); the staged upload
+    is gone afterwards, accepted or refused.
+
+    The model's upload time is when its last byte arrived, not when the client said finish.
+    """
+    row = get_upload(session, upload_id=upload_id, user=user)
+    if row.received != row.size:
+        raise InvalidData(f"{row.received:,} of {row.size:,} bytes have arrived: send the part "
+                          f"starting at byte {row.received}, then finish")
+    team, options = row.team, dict(row.options)
+    phase = session.get(Phase, options["phase_id"])
+    if phase is None:
+        raise NotFound("the phase of this upload is gone")
+    filename, arrived, expected, parts = row.filename, row.updated_at, row.sha256, list(row.parts)
+    # Claim the upload by deleting its row: of two racing finishes only one submits the model.
+    begin_write(session)
+    claimed = session.execute(delete(ModelUpload).where(ModelUpload.id == row.id)
+                              .execution_options(synchronize_session=False))
+    session.commit()
+    if claimed.rowcount != 1:  # type: ignore[attr-defined]
+        raise NotFound(f"no model upload {upload_id}")
+    try:
+        with tempfile.TemporaryDirectory(prefix="semboard-upload-") as tmp:
+            archive = Path(tmp) / filename
+            with archive.open("wb") as out:
+                for key in parts:
+                    for block in storage.stream(key):
+                        out.write(block)
+            if expected is not None and file_sha256(archive) != expected:
+                raise model_services.refuse(session, InvalidData(
+                    f"{filename}: the joined parts' sha256 differs from the one given at the "
+                    "start (a part was damaged on the way); upload the model again"),
+                    team=team, phase=phase, user=user, name=options.get("name") or "",
+                    filename=filename, size=archive.stat().st_size, now=now)
+            return model_services.submit_model(
+                session, storage, team=team, phase=phase, user=user, archive=archive,
+                filename=filename, now=arrived, name=options.get("name") or "",
+                prompt=options.get("prompt"), pooling=options.get("pooling"),
+                publish=bool(options.get("publish")), **check)
+    finally:
+        for key in parts:  # accepted models are stored whole; refused ones leave nothing
+            storage.delete(key)
+
+
+def cancel(session: Session, storage: Storage, *, upload_id: int, user: User) -> None:
+    """Drop an unfinished upload and its parts."""
+    discard(session, storage, get_upload(session, upload_id=upload_id, user=user))
+
+
+def discard(session: Session, storage: Storage, row: ModelUpload) -> None:
+    """Delete the upload's row, then its staged parts (commits)."""
+    parts = list(row.parts)
+    begin_write(session)
+    session.delete(row)
+    session.commit()
+    for key in parts:
+        storage.delete(key)
+
+
+def prune_expired(session: Session, storage: Storage, *, now: datetime, limit: int = 20) -> int:
+    """Drop uploads no part has reached for EXPIRES_AFTER (a few at a time); how many."""
+    stale = list(session.scalars(select(ModelUpload).where(
+        ModelUpload.updated_at < now - EXPIRES_AFTER).order_by(ModelUpload.updated_at)
+        .limit(limit)))
+    for row in stale:
+        discard(session, storage, row)
+    return len(stale)
+
+
+def upload_json(row: ModelUpload, *, part_bytes: int) -> dict[str, Any]:
+    """The JSON form of an upload: how much arrived and how to send the rest."""
+    return {"id": row.id, "filename": row.filename, "size": row.size, "received": row.received,
+            "next_offset": row.received, "part_bytes": part_bytes, "sha256": row.sha256,
+            "complete": row.received == row.size, "created_at": api_time(row.created_at),
+            "updated_at": api_time(row.updated_at),
+            "expires_at": api_time(row.updated_at + EXPIRES_AFTER)}

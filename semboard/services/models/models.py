@@ -1,0 +1,305 @@
+"""The model track: a team uploads a sentence encoder, checked at once and queued for a job.
+
+The phase's rules are the runs' own (runs.admission); a pending model holds a run slot and a
+daily upload until its job ends. A refusal changes nothing but the upload log.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import Session, selectinload
+
+from baselines.models import ModelDescription, ModelLimits, check_model, unpack_model_archive
+from baselines.models.check import POOLING_MODES
+from evaluation import ValidationError
+from evaluation.runs import run_name_problem
+from semboard.db import begin_write
+from semboard.errors import (
+    Conflict,
+    DomainError,
+    Forbidden,
+    InvalidData,
+    NotFound,
+    PhaseNotOpen,
+    RunRejected,
+)
+from semboard.models import ModelSubmission, Phase, Run, Task, Team, User
+from semboard.services.runs import admission, audit
+from semboard.services.tasks import access, definitions
+from semboard.storage import Storage, file_sha256, keys, put_content_file
+from semboard.timefmt import api_time
+
+ACCEPTING_PHASES = ("models", "both")
+
+
+def check_archive(archive: Path, filename: str, *, limits: ModelLimits | None = None,
+                  prompt: str | None = None, pooling: str | None = None) -> ModelDescription:
+    """Unpack the zip in a temporary folder and check the model; RunRejected lists every issue."""
+    with tempfile.TemporaryDirectory(prefix="semboard-model-") as tmp:
+        try:
+            folder = unpack_model_archive(archive, Path(tmp) / "model", limits)
+        except ValidationError as err:
+            raise RunRejected(f"the model archive {filename!r} was refused", err.issues) from None
+        check = check_model(folder, limits, prompt=prompt, pooling=pooling)
+    if not check.ok or check.description is None:
+        raise RunRejected(f"the model in {filename!r} was refused: {len(check.issues)} "
+                          "problem(s)", check.issues)
+    return check.description
+
+
+def check_submission(session: Session, *, team: Team, phase: Phase, user: User | None,
+                     name: str, pooling: str | None, now: datetime) -> None:
+    """What is checked before a model's bytes are looked at: rights, the phase's rules, the
+    team's room, the name and options. A DomainError names the first problem."""
+    if phase.task_id != team.task_id:
+        raise InvalidData("the team and the phase belong to different tasks")
+    if team.is_baseline or user is None or not access.is_member(session, user, team.id):
+        raise Forbidden("only the team's members may submit its models")
+    if name and (problem := run_name_problem(name)) is not None:
+        raise InvalidData(problem)
+    if name and definitions.phase_definition(phase).run_in_filename and (
+            "/" in name or "\\" in name):
+        # the run's files will be named after it ({run} in the task's file names)
+        raise InvalidData(f"run name {name!r}: this task names run files after their run, "
+                          "so the name may hold no / or \\")
+    if pooling is not None and pooling not in POOLING_MODES:
+        raise InvalidData(f"pooling {pooling!r} is not one of {', '.join(POOLING_MODES)}")
+    if phase.accepts not in ACCEPTING_PHASES:
+        raise PhaseNotOpen(f"phase {phase.name} takes runs, not models")
+    problem = definitions.model_problem(phase.task, split=phase.split, track=phase.track)
+    if problem is not None:
+        raise InvalidData(problem)
+    admission.admit(session, team=team, phase=phase, name=name, now=now)
+
+
+def refuse(session: Session, err: DomainError, *, team: Team, phase: Phase, user: User | None,
+           name: str, filename: str, size: int, now: datetime) -> DomainError:
+    """Log a refused model upload (its only trace) and return the error to raise."""
+    return admission.refuse(session, err, team=team, phase=phase, user=user, name=name,
+                            files={Path(filename).name or "model.zip": size}, now=now)
+
+
+def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase,
+                 user: User | None, archive: Path, filename: str, now: datetime,
+                 name: str = "", prompt: str | None = None, pooling: str | None = None,
+                 publish: bool = False, limits: ModelLimits | None = None) -> ModelSubmission:
+    """Check, store and queue an uploaded model (a zip of the Hugging Face folder, on disk:
+    a model may be larger than memory); commits.
+
+    jobs.models.accept_model calls this and dispatches the job after the commit. publish: the
+    team publishes the model's files with its run from the start.
+    """
+    name = name.strip()
+    size = archive.stat().st_size
+
+    def refused(err: DomainError) -> DomainError:
+        return refuse(session, err, team=team, phase=phase, user=user, name=name,
+                      filename=filename, size=size, now=now)
+
+    try:
+        check_submission(session, team=team, phase=phase, user=user, name=name,
+                         pooling=pooling, now=now)
+        description = check_archive(archive, filename, limits=limits, prompt=prompt,
+                                    pooling=pooling)
+    except DomainError as err:
+        raise refused(err) from None
+    name = name or f"model-{description.digest[:12]}"
+    digest = file_sha256(archive)
+    key = keys.model_archive(phase.task.name, team.id, digest)
+    put_content_file(storage, key, archive)  # content-addressed: never overwritten
+    begin_write(session)
+    try:
+        # again, under the lock
+        admission.check_room(session, team=team, phase=phase, name=name, now=now)
+    except DomainError as err:
+        raise refused(err) from None
+    row = ModelSubmission(
+        task_id=team.task_id, phase_id=phase.id, team_id=team.id, user_id=user.id if user else
+        None, name=name, uploaded_at=now, storage_key=key, archive_sha256=digest, size=size,
+        digest=description.digest, description=description.to_dict(),
+        options={"prompt": prompt, "pooling": pooling}, status="queued", reason="",
+        attempts=0, published_at=now if publish else None)
+    session.add(row)
+    admission.log_upload(session, team=team, phase=phase, user=user, name=name,
+                         files={Path(filename).name or "model.zip": size},
+                         outcome="accepted", message=f"model {description.digest[:12]} "
+                         "accepted and queued", now=now)
+    session.flush()
+    if publish:
+        _audit_publication(session, row, user, published=True, now=now)
+    session.commit()
+    return row
+
+
+def can_view(session: Session, user: User | None, row: ModelSubmission) -> bool:
+    """The team's members and the task's organisers see a model and its files."""
+    return access.is_member(session, user, row.team_id) or access.is_organiser(
+        session, user, row.task)
+
+
+def can_download(session: Session, user: User | None, row: ModelSubmission) -> bool:
+    """A model's files: its team and the organisers; anyone who sees its run once the team
+    published them with it."""
+    if can_view(session, user, row):
+        return True
+    return (row.published_at is not None and row.run is not None
+            and access.can_view_run(session, user, row.run))
+
+
+def get_model(session: Session, *, model_id: int, viewer: User | None) -> ModelSubmission:
+    """A model submission the viewer may see; NotFound otherwise (its existence stays private)."""
+    row = session.get(ModelSubmission, model_id)
+    if row is None or not can_view(session, viewer, row):
+        raise NotFound(f"no model submission {model_id}")
+    return row
+
+
+def archive_download(session: Session, *, model_id: int, viewer: User | None
+                     ) -> tuple[str, str]:
+    """(file name, storage key) of a model's zip for a viewer allowed it; NotFound otherwise."""
+    row = session.get(ModelSubmission, model_id)
+    if row is None or not can_download(session, viewer, row):
+        raise NotFound(f"no model submission {model_id}")
+    return f"model-{row.id}-{row.archive_sha256[:12]}.zip", row.storage_key
+
+
+def model_of_run(session: Session, run: Run) -> ModelSubmission | None:
+    """The model submission that produced a run (None for uploaded runs)."""
+    return session.scalar(select(ModelSubmission).where(ModelSubmission.run_id == run.id))
+
+
+def set_published(session: Session, *, model_id: int, user: User | None, publish: bool,
+                  now: datetime) -> ModelSubmission:
+    """A team member publishes (or withdraws) the model's files with its run; audited; commits.
+
+    Published files are served to whoever may see the run; withdrawn ones to the team and the
+    organisers again.
+    """
+    row = get_model(session, model_id=model_id, viewer=user)
+    if not access.is_member(session, user, row.team_id):
+        raise Forbidden("only the team's members publish its model's files")
+    if (row.published_at is not None) == publish:
+        return row
+    begin_write(session)
+    session.refresh(row)
+    row.published_at = now if publish else None
+    _audit_publication(session, row, user, published=publish, now=now)
+    session.commit()
+    return row
+
+
+def rerun(session: Session, *, model_id: int, by: User | None, reason: str,
+          now: datetime) -> ModelSubmission:
+    """An organiser runs a failed model again (its worker died, the site's budget was too
+    small): queued again at its own upload time, so a model sent before the deadline is not
+    late; audited; commits (jobs.models.rerun_model dispatches its job)."""
+    row = session.get(ModelSubmission, model_id)
+    if row is None:
+        raise NotFound(f"no model submission {model_id}")
+    access.require_organiser(session, by, row.task)
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidData("running a model again needs a reason (it is kept in the audit log)")
+    begin_write(session)
+    result = session.execute(
+        update(ModelSubmission)
+        .where(ModelSubmission.id == row.id, ModelSubmission.status == "failed")
+        .values(status="queued", reason="", started_at=None, finished_at=None)
+        .execution_options(synchronize_session=False))
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        raise Conflict(f"model {model_id} is {row.status}: only a failed model runs again")
+    audit.record(session, task=row.task, user=by, team=row.team, action="model-rerun",
+                 reason=reason, now=now,
+                 details={"summary": f"model {row.name} (#{row.id}) of {row.team.name} queued "
+                                     "to run again", "model_id": row.id})
+    session.commit()
+    session.refresh(row)
+    return row
+
+
+def _audit_publication(session: Session, row: ModelSubmission, user: User | None, *,
+                       published: bool, now: datetime) -> None:
+    what = "published" if published else "withdrew"
+    audit.record(session, task=row.task, user=user, team=row.team, run=row.run,
+                 action="model-published" if published else "model-withdrawn",
+                 reason=f"the team {what} its model's files", now=now,
+                 details={"summary": f"{row.team.name} {what} the files of model {row.name} "
+                                     f"(#{row.id}, digest {row.digest[:12]})",
+                          "model_id": row.id})
+
+
+def team_models(session: Session, *, team: Team) -> list[ModelSubmission]:
+    """A team's model submissions, newest first."""
+    return list(session.scalars(
+        select(ModelSubmission).where(ModelSubmission.team_id == team.id)
+        .options(selectinload(ModelSubmission.phase))
+        .order_by(ModelSubmission.uploaded_at.desc(), ModelSubmission.id.desc())))
+
+
+def team_models_queued(session: Session, *, team: Team
+                       ) -> list[tuple[ModelSubmission, int | None]]:
+    """A team's models, newest first, each with its queue position: two queries, whatever the
+    number of models (the queue's order is read once, not per row)."""
+    return _with_positions(session, team_models(session, team=team))
+
+
+def task_models_queued(session: Session, *, task: Task
+                       ) -> list[tuple[ModelSubmission, int | None]]:
+    """Every model of a task (the organisers' list), newest first, with team and phase and
+    queue positions: three queries."""
+    rows = list(session.scalars(
+        select(ModelSubmission).where(ModelSubmission.task_id == task.id)
+        .options(selectinload(ModelSubmission.team), selectinload(ModelSubmission.phase))
+        .order_by(ModelSubmission.uploaded_at.desc(), ModelSubmission.id.desc())))
+    return _with_positions(session, rows)
+
+
+def _with_positions(session: Session, rows: list[ModelSubmission]
+                    ) -> list[tuple[ModelSubmission, int | None]]:
+    if not any(row.status == "queued" for row in rows):
+        return [(row, None) for row in rows]
+    order = session.scalars(select(ModelSubmission.id).where(ModelSubmission.status == "queued")
+                            .order_by(ModelSubmission.uploaded_at, ModelSubmission.id))
+    place = {model_id: k for k, model_id in enumerate(order, start=1)}
+    return [(row, place.get(row.id) if row.status == "queued" else None) for row in rows]
+
+
+def queue_position(session: Session, row: ModelSubmission) -> int | None:
+    """1 for the next model the workers take (all tasks share the queue); None unless queued."""
+    if row.status != "queued":
+        return None
+    ahead = session.scalar(select(func.count(ModelSubmission.id)).where(
+        ModelSubmission.status == "queued",
+        or_(ModelSubmission.uploaded_at < row.uploaded_at,
+            and_(ModelSubmission.uploaded_at == row.uploaded_at,
+                 ModelSubmission.id < row.id))))
+    return int(ahead or 0) + 1
+
+
+_UNKNOWN: Any = object()
+
+
+def model_json(session: Session, row: ModelSubmission, *,
+               position: int | None = _UNKNOWN) -> dict[str, Any]:
+    """The JSON form of a model submission (for its team and the organisers); position: its
+    place in the queue when the caller read the queue's order already (lists)."""
+    desc = row.description or {}
+    return {
+        "id": row.id, "task": row.task.name, "phase": row.phase.slug, "team": row.team.name,
+        "name": row.name, "status": row.status, "reason": row.reason,
+        "queue_position": queue_position(session, row) if position is _UNKNOWN else position,
+        "uploaded_at": api_time(row.uploaded_at), "started_at": api_time(row.started_at),
+        "finished_at": api_time(row.finished_at), "attempts": row.attempts,
+        "run_id": row.run_id, "digest": row.digest, "archive_sha256": row.archive_sha256,
+        "size": row.size, "options": row.options,
+        "published_at": api_time(row.published_at),
+        "model": {k: desc.get(k) for k in ("model_type", "architecture", "n_parameters",
+                                            "hidden_size", "layers", "max_seq_length",
+                                            "weights_dtype", "pooling", "normalize", "prompt")},
+    }

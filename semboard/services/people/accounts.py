@@ -1,0 +1,346 @@
+"""Accounts: registration, argon2 passwords, throttled password checks, log-in sessions that
+end, API tokens, deactivation and deletion."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from semboard.config import DEFAULT_LIMITS, Limits
+from semboard.db import insert_unless_refused, require_fits
+from semboard.errors import AuthenticationFailed, InvalidData, NameTaken, NotFound, RateLimited
+from semboard.models import (
+    AccountToken,
+    ApiToken,
+    LoginSession,
+    NotificationSent,
+    Run,
+    TaskOrganiser,
+    Team,
+    TeamMember,
+    User,
+)
+from semboard.services.people import names, ratelimit
+
+MIN_PASSWORD_LENGTH = 8
+# Failed password checks older than this no longer slow anything down.
+LOGIN_WINDOW = timedelta(hours=1)
+# An address that logged in to an account within this time is that account's "usual" address.
+KNOWN_ADDRESS_FOR = timedelta(days=30)
+TOKEN_PREFIX = "sb_"
+# A log-in session ends this long after it started, whatever the cookie says (Flask's default
+# lifetime of a permanent session).
+SESSION_LIFETIME = timedelta(days=31)
+DELETED_NAME = "Deleted user"
+
+_hasher = PasswordHasher()  # argon2id with the library's current recommended parameters
+# Verified against when the e-mail is unknown, so timing does not reveal which accounts exist.
+_DUMMY_HASH = _hasher.hash("not-a-real-password")
+
+
+def normalise_email(email: str) -> str:
+    """Trimmed, lower-cased e-mail; raise InvalidData if it cannot be one."""
+    email = email.strip().lower()
+    if "@" not in email or len(email) > 254 or email.startswith("@") or email.endswith("@"):
+        raise InvalidData(f"{email!r} is not an e-mail address")
+    return email
+
+
+def hash_password(password: str) -> str:
+    """argon2id hash of a password."""
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise InvalidData(f"a password needs at least {MIN_PASSWORD_LENGTH} characters")
+    return _hasher.hash(password)
+
+
+def register_user(
+    session: Session,
+    *,
+    email: str,
+    password: str,
+    display_name: str,
+    now: datetime,
+    is_admin: bool = False,
+) -> User:
+    """Create an account; raise NameTaken if the e-mail is used."""
+    email = normalise_email(email)
+    if user_by_email(session, email) is not None:
+        raise NameTaken(f"an account for {email} already exists")
+    user = User(
+        email=email,
+        display_name=_display_name(display_name, email),
+        password_hash=hash_password(password),
+        is_admin=is_admin,
+        is_active_account=True,
+        created_at=now,
+    )
+    if not insert_unless_refused(session, user):  # registered concurrently
+        raise NameTaken(f"an account for {email} already exists")
+    return user
+
+
+def _display_name(display_name: str, email: str) -> str:
+    """The display name as shown to others (names' rule), else the address's local part."""
+    if not display_name.strip():
+        # a valid address's local part has at most 64 characters (RFC 5321): the cut is a guard
+        return names.clean(email.split("@")[0][:64], what="a display name", max_length=64)
+    name = names.clean(display_name, what="a display name", max_length=120)
+    names.require_unreserved(name, what="the display name")
+    return name
+
+
+def get_user(session: Session, user_id: int) -> User | None:
+    """A user by id."""
+    return session.get(User, user_id)
+
+
+def user_by_email(session: Session, email: str) -> User | None:
+    """A user by e-mail (case-insensitive)."""
+    return session.scalar(select(User).where(User.email == email.strip().lower()))
+
+
+def require_user(session: Session, email: str) -> User:
+    """A user by e-mail, or NotFound."""
+    user = user_by_email(session, email)
+    if user is None:
+        raise NotFound(f"no account for {email}")
+    return user
+
+
+def _throttle_keys(email: str, remote_addr: str | None) -> dict[str, str]:
+    """The rate-limit keys of password checks on one account from one client address."""
+    keys = {"account": f"login:{email}"}
+    if remote_addr:
+        keys |= {"address": f"login-addr:{remote_addr}",
+                 "pair": f"login-pair:{email}|{remote_addr}",
+                 "known": f"login-ok:{email}|{remote_addr}"}
+    return keys
+
+
+def check_throttle(session: Session, *, email: str, remote_addr: str | None, now: datetime,
+                   limits: Limits) -> None:
+    """RateLimited, naming the wait, when a password check comes too soon after failures.
+
+    Failures slow guessing down (doubling waits up to limits.login_max_delay); nothing locks.
+    From an address that logged in to the account before, only that address's own failures
+    count against the account, so a stranger's guessing never keeps the owner out.
+    """
+    keys = _throttle_keys(email.strip().lower(), remote_addr)
+    known = "known" in keys and ratelimit.count(session, key=keys["known"],
+                                                 per=KNOWN_ADDRESS_FOR, now=now) > 0
+    cap = timedelta(seconds=limits.login_max_delay)
+    checks = [(keys["pair"] if known else keys["account"], limits.login_free_failures)]
+    if "address" in keys:
+        checks.append((keys["address"], limits.login_address_free_failures))
+    for key, free in checks:
+        until = ratelimit.delayed_until(session, key=key, free=free, per=LOGIN_WINDOW, cap=cap,
+                                        now=now)
+        if until is not None:
+            wait = max(1, int((until - now).total_seconds() + 0.999))
+            raise RateLimited(f"too many failed attempts; try again in {wait} seconds")
+
+
+def _password_failed(session: Session, *, email: str, remote_addr: str | None,
+                     now: datetime) -> None:
+    """Count a failed password check (committed: the caller rolls its own work back)."""
+    keys = _throttle_keys(email, remote_addr)
+    for name in ("account", "address", "pair"):
+        if name in keys:
+            ratelimit.record(session, key=keys[name], now=now)
+    session.commit()
+
+
+def _password_passed(session: Session, *, email: str, remote_addr: str | None,
+                     now: datetime) -> None:
+    """Remember the address as usual for the account; its own earlier typos are forgiven."""
+    keys = _throttle_keys(email, remote_addr)
+    if "known" in keys:
+        ratelimit.clear(session, key=keys["pair"])
+        ratelimit.record(session, key=keys["known"], now=now, retention=timedelta(0))
+
+
+def verify_password(session: Session, *, user: User, password: str, now: datetime,
+                    remote_addr: str | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
+    """AuthenticationFailed unless password is the user's (throttled like log-in)."""
+    check_throttle(session, email=user.email, remote_addr=remote_addr, now=now, limits=limits)
+    try:
+        _hasher.verify(user.password_hash, password)
+    except (VerificationError, InvalidHashError):
+        _password_failed(session, email=user.email, remote_addr=remote_addr, now=now)
+        raise AuthenticationFailed("the current password is wrong") from None
+
+
+def authenticate(
+    session: Session, *, email: str, password: str, now: datetime, remote_addr: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> User:
+    """The user for these credentials; failures are counted (and committed) and slow guessing."""
+    email = email.strip().lower()
+    check_throttle(session, email=email, remote_addr=remote_addr, now=now, limits=limits)
+    user = user_by_email(session, email)
+    try:
+        _hasher.verify(user.password_hash if user else _DUMMY_HASH, password)
+        ok = user is not None and user.is_active_account
+    except (VerificationError, InvalidHashError):
+        ok = False
+    if not ok:
+        _password_failed(session, email=email, remote_addr=remote_addr, now=now)
+        raise AuthenticationFailed("wrong e-mail or password")
+    assert user is not None
+    _password_passed(session, email=email, remote_addr=remote_addr, now=now)
+    if _hasher.check_needs_rehash(user.password_hash):
+        user.password_hash = _hasher.hash(password)
+    return user
+
+
+# ----------------------------------------------------------------------------- log-in sessions
+
+
+def start_session(session: Session, *, user: User, now: datetime) -> str:
+    """A new log-in session of user; its key goes into the session cookie."""
+    key = secrets.token_urlsafe(32)
+    session.execute(delete(LoginSession).where(  # the user's expired sessions go
+        LoginSession.user_id == user.id, LoginSession.created_at < now - SESSION_LIFETIME))
+    session.add(LoginSession(user_id=user.id, key_hash=_token_hash(key), created_at=now))
+    session.flush()
+    return key
+
+
+def session_user(session: Session, *, user_id: int, key: str, now: datetime) -> User | None:
+    """The active user of a live log-in session, or None (ended, expired, another user's,
+    deactivated)."""
+    row = session.scalar(select(LoginSession).where(LoginSession.key_hash == _token_hash(key)))
+    if row is None or row.user_id != user_id or row.created_at <= now - SESSION_LIFETIME:
+        return None
+    user = session.get(User, user_id)
+    return user if user is not None and user.is_active_account else None
+
+
+def end_session(session: Session, *, key: str) -> None:
+    """End one log-in session (log-out): its cookie, even a copy, no longer logs anyone in."""
+    session.execute(delete(LoginSession).where(LoginSession.key_hash == _token_hash(key)))
+
+
+def end_sessions(session: Session, *, user: User, keep: str | None = None) -> int:
+    """End every log-in session of user except `keep`'s; how many ended."""
+    query = delete(LoginSession).where(LoginSession.user_id == user.id)
+    if keep:
+        query = query.where(LoginSession.key_hash != _token_hash(keep))
+    return int(session.execute(query).rowcount or 0)  # type: ignore[attr-defined]
+
+
+def revoke_all_api_tokens(session: Session, *, user: User, now: datetime) -> int:
+    """Revoke every live API token of user; how many."""
+    result = session.execute(update(ApiToken).where(ApiToken.user_id == user.id,
+                                                    ApiToken.revoked_at.is_(None))
+                             .values(revoked_at=now))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def _kill_links(session: Session, *, user: User, now: datetime) -> None:
+    """Unused e-mail links of user stop working."""
+    session.execute(update(AccountToken).where(AccountToken.user_id == user.id,
+                                               AccountToken.used_at.is_(None))
+                    .values(used_at=now))
+
+
+def set_active(session: Session, *, user: User, active: bool, now: datetime) -> None:
+    """Deactivate (sessions end, tokens and links revoked) or reactivate an account."""
+    if user.deleted_at is not None:
+        raise InvalidData(f"the account {user.id} was deleted by its owner")
+    user.is_active_account = active
+    if not active:
+        end_sessions(session, user=user)
+        revoke_all_api_tokens(session, user=user, now=now)
+        _kill_links(session, user=user, now=now)
+    session.flush()
+
+
+def delete_account(session: Session, *, user: User, now: datetime) -> None:
+    """The owner deletes their account: personal data goes, runs stay under their teams.
+
+    The row stays (runs, uploads and audit entries name it) as "Deleted user" with no e-mail,
+    password, tokens or sessions. Each team keeps its runs; a captaincy passes to the member who
+    joined first, and a team left with no member and no run is deleted.
+    """
+    email = user.email
+    memberships = list(session.scalars(select(TeamMember).where(TeamMember.user_id == user.id)))
+    for row in memberships:
+        team = session.get(Team, row.team_id)
+        session.delete(row)
+        session.flush()
+        assert team is not None
+        heir = session.scalar(select(TeamMember).where(TeamMember.team_id == team.id)
+                              .order_by(TeamMember.joined_at, TeamMember.id).limit(1))
+        if team.captain_id == user.id:
+            team.captain_id = heir.user_id if heir is not None else None
+        has_runs = session.scalar(select(Run.id).where(Run.team_id == team.id).limit(1))
+        if heir is None and has_runs is None and not team.is_baseline:
+            session.delete(team)
+    for model in (LoginSession, ApiToken, AccountToken, NotificationSent, TaskOrganiser):
+        session.execute(delete(model).where(model.user_id == user.id))
+    ratelimit.forget(session, keys=[f"login:{email}", f"reset:{email}"],
+                     prefixes=[f"login-pair:{email}|", f"login-ok:{email}|"])
+    user.email = f"deleted-{user.id}@deleted.invalid"
+    user.display_name = DELETED_NAME
+    user.password_hash = "!"  # no argon2 hash: no password ever matches
+    user.is_active_account = False
+    user.is_admin = False
+    user.email_verified_at = None
+    user.notify_runs = user.notify_deadlines = user.notify_gold = user.notify_results = False
+    user.deleted_at = now
+    session.flush()
+
+
+def _token_hash(token: str) -> str:
+    """Tokens are long random strings, so a plain sha256 is enough to store them safely."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_api_token(session: Session, *, user: User, name: str, now: datetime) -> str:
+    """A new API token for user; the plaintext is returned once and never stored."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    session.add(
+        ApiToken(
+            user_id=user.id,
+            name=require_fits(name.strip() or "token", ApiToken.name, "a token name"),
+            token_hash=_token_hash(token),
+            prefix=token[:10],
+            created_at=now,
+        )
+    )
+    session.flush()
+    return token
+
+
+def user_for_token(session: Session, token: str, *, now: datetime | None = None) -> User | None:
+    """The active user owning a live token, or None."""
+    if not token.startswith(TOKEN_PREFIX):
+        return None
+    row = session.scalar(select(ApiToken).where(ApiToken.token_hash == _token_hash(token)))
+    if row is None or row.revoked_at is not None or not row.user.is_active_account:
+        return None
+    if now is not None:
+        row.last_used_at = now
+    return row.user
+
+
+def list_api_tokens(session: Session, *, user: User) -> list[ApiToken]:
+    """A user's tokens (live and revoked), newest first."""
+    query = select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id.desc())
+    return list(session.scalars(query))
+
+
+def revoke_api_token(session: Session, *, user: User, token_id: int, now: datetime) -> None:
+    """Revoke one of the user's tokens."""
+    row = session.get(ApiToken, token_id)
+    if row is None or row.user_id != user.id:
+        raise NotFound("no such token")
+    row.revoked_at = row.revoked_at or now
+    session.flush()

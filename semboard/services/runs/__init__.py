@@ -1,0 +1,1 @@
+"""Runs: submission, the upload log, and organiser moves recorded in the audit log."""

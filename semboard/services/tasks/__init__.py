@@ -1,0 +1,1 @@
+"""Tasks: definitions, splits, phases, organisers, and who may see what."""

@@ -1,0 +1,258 @@
+"""Announcements: organisers tell a task's teams (all, or one phase's) something.
+
+Sent announcements show on the task page (unread ones marked), in the API and an Atom feed,
+and go by mail to those who opted in: sending records a mail event, delivered after the commit
+and off the request. A gold correction, a deadline change and a results publication each draft
+their own announcement for an organiser to review and send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, exists, or_, select
+from sqlalchemy.orm import Session
+
+from semboard.db import require_fits
+from semboard.errors import InvalidData, NotFound
+from semboard.mail.events import queue_event
+from semboard.models import (
+    Announcement,
+    AnnouncementOptIn,
+    AnnouncementRead,
+    Phase,
+    Run,
+    Task,
+    TeamMember,
+    TeamWindow,
+    User,
+)
+from semboard.services.tasks import access
+from semboard.timefmt import api_time, clock_text
+
+MAX_BODY = 20_000
+
+
+def _check(title: str, body: str) -> tuple[str, str]:
+    title, body = title.strip(), body.strip()
+    if not title or not body:
+        raise InvalidData("an announcement needs a title and a text")
+    if len(body) > MAX_BODY:
+        raise InvalidData(f"an announcement's text is limited to {MAX_BODY} characters")
+    return require_fits(title, Announcement.title, "an announcement's title"), body
+
+
+def post(session: Session, *, task: Task, user: User | None, title: str, body: str,
+         now: datetime, phase: Phase | None = None, send: bool = True) -> Announcement:
+    """Organisers write an announcement (to one phase's teams with phase); sent at once unless
+    send=False keeps it a draft."""
+    access.require_organiser(session, user, task)
+    if phase is not None and phase.task_id != task.id:
+        raise InvalidData("that phase belongs to another task")
+    title, body = _check(title, body)
+    row = Announcement(task_id=task.id, phase_id=phase.id if phase else None, kind="message",
+                       status="draft", title=title, body=body,
+                       created_by_id=user.id if user else None, created_at=now)
+    session.add(row)
+    session.flush()
+    if send:
+        send_draft(session, announcement=row, user=user, now=now)
+    return row
+
+
+def draft(session: Session, *, task: Task, kind: str, title: str, body: str, now: datetime,
+          phase: Phase | None = None) -> Announcement:
+    """A draft the site wrote (after a gold correction, deadline change, publication)."""
+    row = Announcement(task_id=task.id, phase_id=phase.id if phase else None, kind=kind,
+                       status="draft", title=title[:200], body=body[:MAX_BODY], created_at=now)
+    session.add(row)
+    session.flush()
+    return row
+
+
+def get(session: Session, *, task: Task, announcement_id: int) -> Announcement:
+    """One announcement of the task, or NotFound."""
+    row = session.get(Announcement, announcement_id)
+    if row is None or row.task_id != task.id:
+        raise NotFound("no such announcement")
+    return row
+
+
+def send_draft(session: Session, *, announcement: Announcement, user: User | None,
+               now: datetime, title: str | None = None, body: str | None = None) -> Announcement:
+    """Send a draft (with the organiser's edits); its mail goes out after the commit."""
+    task = session.get(Task, announcement.task_id)
+    assert task is not None
+    access.require_organiser(session, user, task)
+    if announcement.status == "sent":
+        raise InvalidData("this announcement was sent already")
+    if title is not None or body is not None:
+        announcement.title, announcement.body = _check(
+            title if title is not None else announcement.title,
+            body if body is not None else announcement.body)
+    announcement.status = "sent"
+    announcement.sent_at = now
+    announcement.sent_by_id = user.id if user else None
+    session.flush()
+    queue_event(session, "announcement", announcement_id=announcement.id)
+    return announcement
+
+
+def discard(session: Session, *, announcement: Announcement, user: User | None) -> None:
+    """Delete a draft (a sent announcement stays: people have read it)."""
+    task = session.get(Task, announcement.task_id)
+    assert task is not None
+    access.require_organiser(session, user, task)
+    if announcement.status == "sent":
+        raise InvalidData("a sent announcement cannot be deleted")
+    session.delete(announcement)
+    session.flush()
+
+
+def phase_team_ids(phase_id: int) -> Any:
+    """A subquery: teams of a phase (a run or a started window there)."""
+    return select(Run.team_id).where(Run.phase_id == phase_id).union(
+        select(TeamWindow.team_id).where(TeamWindow.phase_id == phase_id))
+
+
+def _visible_filter(session: Session, task: Task, user: User | None) -> Any:
+    """Which sent announcements a viewer sees: task-wide ones, and those of phases where their
+    team took part; organisers all."""
+    if access.is_organiser(session, user, task):
+        return True
+    if user is None:
+        return Announcement.phase_id.is_(None)
+    mine = select(TeamMember.team_id).where(TeamMember.task_id == task.id,
+                                           TeamMember.user_id == user.id)
+    in_phase = exists(
+        select(Run.id).where(Run.phase_id == Announcement.phase_id, Run.team_id.in_(mine))
+    ).correlate(Announcement)
+    windowed = exists(
+        select(TeamWindow.id).where(TeamWindow.phase_id == Announcement.phase_id,
+                                    TeamWindow.team_id.in_(mine))
+    ).correlate(Announcement)
+    return or_(Announcement.phase_id.is_(None), in_phase, windowed)
+
+
+def visible(session: Session, *, task: Task, user: User | None,
+            public_only: bool = False) -> list[Announcement]:
+    """Sent announcements the viewer may read, newest first (public_only: task-wide ones)."""
+    query = select(Announcement).where(Announcement.task_id == task.id,
+                                       Announcement.status == "sent")
+    query = query.where(Announcement.phase_id.is_(None) if public_only
+                        else _visible_filter(session, task, user))
+    return list(session.scalars(query.order_by(Announcement.sent_at.desc(),
+                                               Announcement.id.desc())))
+
+
+def drafts(session: Session, *, task: Task, user: User | None) -> list[Announcement]:
+    """Drafts waiting for an organiser, newest first."""
+    access.require_organiser(session, user, task)
+    return list(session.scalars(select(Announcement).where(
+        Announcement.task_id == task.id, Announcement.status == "draft")
+        .order_by(Announcement.created_at.desc(), Announcement.id.desc())))
+
+
+def unread_ids(session: Session, *, rows: Sequence[Announcement], user: User | None) -> set[int]:
+    """Which of these the user has not marked read (none for an anonymous viewer)."""
+    if user is None or not rows:
+        return set()
+    read = set(session.scalars(select(AnnouncementRead.announcement_id).where(
+        AnnouncementRead.user_id == user.id,
+        AnnouncementRead.announcement_id.in_([r.id for r in rows]))))
+    return {r.id for r in rows} - read
+
+
+def mark_read(session: Session, *, task: Task, user: User, now: datetime) -> int:
+    """Mark every announcement the user sees as read; how many were unread."""
+    rows = visible(session, task=task, user=user)
+    unread = unread_ids(session, rows=rows, user=user)
+    for announcement_id in sorted(unread):
+        session.add(AnnouncementRead(announcement_id=announcement_id, user_id=user.id,
+                                     read_at=now))
+    session.flush()
+    return len(unread)
+
+
+def opted_in(session: Session, *, task: Task, user: User | None) -> bool:
+    """Whether the user gets this task's announcements by mail."""
+    if user is None:
+        return False
+    return session.scalar(select(AnnouncementOptIn.id).where(
+        AnnouncementOptIn.task_id == task.id, AnnouncementOptIn.user_id == user.id)) is not None
+
+
+def set_opt_in(session: Session, *, task: Task, user: User, value: bool, now: datetime) -> None:
+    """Ask for (or stop) this task's announcements by mail."""
+    if value and not opted_in(session, task=task, user=user):
+        session.add(AnnouncementOptIn(task_id=task.id, user_id=user.id, created_at=now))
+    elif not value:
+        session.execute(delete(AnnouncementOptIn).where(
+            AnnouncementOptIn.task_id == task.id, AnnouncementOptIn.user_id == user.id))
+    session.flush()
+
+
+def to_json(row: Announcement, *, unread: bool | None = None) -> dict[str, Any]:
+    """The API's form of an announcement."""
+    data = {"id": row.id, "kind": row.kind, "status": row.status, "title": row.title,
+            "body": row.body, "phase": row.phase.slug if row.phase else None,
+            "created_at": api_time(row.created_at), "sent_at": api_time(row.sent_at)}
+    if unread is not None:
+        data["unread"] = unread
+    return data
+
+
+# ----------------------------------------------------------------------------- drafts
+
+
+def draft_deadline_change(session: Session, *, phase: Phase, before: datetime,
+                          now: datetime) -> Announcement | None:
+    """After a phase's close moved: a draft saying so, to the whole task."""
+    if before == phase.closes_at:
+        return None
+    task = phase.task
+    later = "extended" if phase.closes_at > before else "brought forward"
+    return draft(
+        session, task=task, kind="deadline", now=now,
+        title=f"{phase.name}: deadline {later} to {clock_text(phase.closes_at)} UTC",
+        body=(f"The deadline of phase {phase.name} of {task.title} has been {later}.\n\n"
+              f"It was {clock_text(before)} UTC; it is now {clock_text(phase.closes_at)} UTC."))
+
+
+def draft_results(session: Session, *, phase: Phase, now: datetime) -> Announcement:
+    """After a phase's results were published: a draft pointing to its board."""
+    task = phase.task
+    return draft(
+        session, task=task, kind="results", now=now, phase=None,
+        title=f"{phase.name}: results published",
+        body=(f"The results of phase {phase.name} of {task.title} are published: see the "
+              f"leaderboard at /tasks/{task.name}/leaderboard/{phase.slug}."))
+
+
+def draft_gold_correction(session: Session, *, task: Task, changes: list[Any],
+                          now: datetime) -> Announcement | None:
+    """After a gold correction rescored runs: a draft listing each run's changed scores and
+    ranks (changes: scorediff.RunDiff); None when no score moved."""
+    lines = []
+    for diff in changes:
+        moved = {k: v for k, v in diff.values.items() if v[0] != v[1]}
+        ranks = {k: v for k, v in diff.ranks.items() if v[0] != v[1]}
+        if not moved and not ranks:
+            continue
+        lines.append(f"- {diff.phase} {diff.team} / {diff.run}:")
+        lines += [f"    rank {k}: {b if b is not None else '-'} -> {a if a is not None else '-'}"
+                  for k, (b, a) in ranks.items()]
+        lines += [f"    {k}: {_num(b)} -> {_num(a)}" for k, (b, a) in moved.items()]
+    if not lines:
+        return None
+    return draft(
+        session, task=task, kind="gold-correction", now=now,
+        title=f"{task.title}: gold corrected, scores updated",
+        body=("The gold of this task was corrected and every run rescored. What changed:\n\n"
+              + "\n".join(lines)))
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"

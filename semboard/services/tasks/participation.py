@@ -1,0 +1,154 @@
+"""The participation gate: who may take part in a task and who may even find it.
+
+One home for: e-mail domain allow and deny lists, organiser approval of each team, unlisted
+tasks reachable only by their secret link, and (through services.terms) accepted terms. Pages
+and the API call the same checks, so they answer alike.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from evaluation.participation import Participation, domain_matches, participation
+from semboard.errors import Forbidden, InvalidData
+from semboard.models import (
+    Phase,
+    Task,
+    TaskSecret,
+    Team,
+    TeamApproval,
+    TeamMember,
+    TermsAcceptance,
+    User,
+)
+from semboard.services.tasks import access, definitions, terms
+
+
+def rules(task: Task) -> Participation:
+    """The task's definition keys of participation, licence and citation."""
+    return participation(definitions.definition(task))
+
+
+def domain_refusal(task: Task, user: User | None) -> str | None:
+    """Why the user's e-mail domain may not take part, or None."""
+    stated = rules(task)
+    if user is None or not (stated.allow_domains or stated.deny_domains):
+        return None
+    if stated.deny_domains and domain_matches(user.email, stated.deny_domains):
+        return f"{task.name} does not take part from addresses at {user.email.rpartition('@')[2]}"
+    if stated.allow_domains and not domain_matches(user.email, stated.allow_domains):
+        return (f"{task.name} takes part only from addresses at "
+                f"{', '.join(stated.allow_domains)}")
+    return None
+
+
+def approval_state(session: Session, *, team: Team) -> str | None:
+    """"approved", "refused" or "pending" where the task asks for approval; else None."""
+    if not rules(team.task).approval or team.is_baseline:
+        return None
+    row = session.scalar(select(TeamApproval).where(TeamApproval.team_id == team.id))
+    return row.state if row is not None else "pending"
+
+
+def decide(session: Session, *, team: Team, state: str, user: User | None,
+           now: datetime) -> TeamApproval:
+    """Organisers approve or refuse a team (a later decision replaces the earlier one)."""
+    access.require_organiser(session, user, team.task)
+    if state not in ("approved", "refused"):
+        raise InvalidData("a team is approved or refused")
+    row = session.scalar(select(TeamApproval).where(TeamApproval.team_id == team.id))
+    if row is None:
+        row = TeamApproval(team_id=team.id, state=state, decided_at=now)
+        session.add(row)
+    row.state = state
+    row.decided_at = now
+    row.decided_by_id = user.id if user else None
+    session.flush()
+    return row
+
+
+def require_participant(session: Session, *, task: Task, user: User | None, team: Team | None,
+                        phase: Phase | None = None) -> None:
+    """Forbidden unless the user may receive the task's data or upload to it (organisers and the
+    site's own baseline team pass): domain rules, the team's approval, accepted terms."""
+    if access.is_organiser(session, user, task) or (team is not None and team.is_baseline):
+        return
+    refusal = domain_refusal(task, user)
+    if refusal:
+        raise Forbidden(refusal)
+    if team is not None:
+        state = approval_state(session, team=team)
+        if state == "pending":
+            raise Forbidden(f"team {team.name} awaits the organisers' approval for {task.name}")
+        if state == "refused":
+            raise Forbidden(f"the organisers of {task.name} did not approve team {team.name}")
+    terms.require_accepted(session, task=task, user=user, phase=phase)
+
+
+def require_domain(session: Session, *, task: Task, user: User) -> None:
+    """Forming or joining a team, and accepting terms, are for those whose domain may take
+    part (organisers always may)."""
+    refusal = domain_refusal(task, user)
+    if refusal and not access.is_organiser(session, user, task):
+        raise Forbidden(refusal)
+
+
+# ----------------------------------------------------------------------------- unlisted tasks
+
+
+def task_secret(session: Session, *, task: Task) -> str | None:
+    """The secret of the task's link (None until one is made)."""
+    return session.scalar(select(TaskSecret.secret).where(TaskSecret.task_id == task.id))
+
+
+def ensure_secret(session: Session, *, task: Task, now: datetime) -> None:
+    """Give an unlisted task its secret link (when loaded); a listed one needs none."""
+    if rules(task).unlisted and task_secret(session, task=task) is None:
+        session.add(TaskSecret(task_id=task.id, secret=secrets.token_urlsafe(24), created_at=now))
+        session.flush()
+
+
+def new_secret(session: Session, *, task: Task, user: User | None, now: datetime) -> str:
+    """A new secret link (the old one stops working); organisers only."""
+    access.require_organiser(session, user, task)
+    row = session.scalar(select(TaskSecret).where(TaskSecret.task_id == task.id))
+    if row is None:
+        row = TaskSecret(task_id=task.id, secret="", created_at=now)
+        session.add(row)
+    row.secret = secrets.token_urlsafe(24)
+    row.created_at = now
+    session.flush()
+    return row.secret
+
+
+def is_listed(task: Task) -> bool:
+    """Whether the task appears in lists, sitemaps and the API index."""
+    return not rules(task).unlisted
+
+
+def can_find(session: Session, *, task: Task, user: User | None, key: str | None) -> bool:
+    """A listed task: everyone. An unlisted one: its organisers, anyone with a team or an
+    acceptance there, and whoever holds the secret link's key."""
+    if is_listed(task) or access.is_organiser(session, user, task):
+        return True
+    if key:
+        secret = task_secret(session, task=task)
+        if secret and hmac.compare_digest(secret.encode(), key.encode()):
+            return True
+    if user is None:
+        return False
+    member = session.scalar(select(TeamMember.id).where(
+        TeamMember.task_id == task.id, TeamMember.user_id == user.id).limit(1))
+    accepted = session.scalar(select(TermsAcceptance.id).where(
+        TermsAcceptance.task_id == task.id, TermsAcceptance.user_id == user.id).limit(1))
+    return member is not None or accepted is not None
+
+
+def listed(session: Session, tasks: list[Task], *, user: User | None) -> list[Task]:
+    """The tasks a list shows this viewer: listed ones, and unlisted ones they take part in."""
+    return [t for t in tasks if is_listed(t) or can_find(session, task=t, user=user, key=None)]

@@ -1,0 +1,53 @@
+"""GETs of a run's bars chart and the compare page read the prepared board, never build one."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from semboard.services.boards import leaderboard
+from semboard.services.boards import prepared as prepared_boards
+
+API = "/api/v1"
+
+
+def test_chart_and_compare_gets_build_no_board(app, client, world, tiny_data, monkeypatch):
+    ids = []
+    for key, seed in (("a", 1), ("b", 2)):
+        data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in
+                                                tiny_data.run(seed=seed).items()]}
+        response = client.post(f"{API}/tasks/tiny/runs", data=data,
+                               headers=world["tokens"][key], content_type="multipart/form-data")
+        assert response.status_code == 201
+        ids.append(response.get_json()["id"])
+
+    def no_build(*_args, **_kwargs):
+        pytest.fail("a GET built a board")
+
+    monkeypatch.setattr(leaderboard, "build_leaderboard", no_build)
+    monkeypatch.setattr(prepared_boards, "build_leaderboard", no_build)
+    bars = client.get(f"/runs/{ids[0]}/charts/bars.json", headers=world["tokens"]["a"])
+    assert bars.status_code == 200 and bars.get_json()
+    page = client.get("/tasks/tiny/compare").get_data(as_text=True)
+    assert "run1" in page and "run2" in page
+
+
+def test_board_chart_points_link_each_run_with_one_url_for(app, client, world, tiny_data,
+                                                           monkeypatch):
+    from semboard.views import boards as board_views
+
+    ids = []
+    for key, seed in (("a", 1), ("b", 2)):
+        data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in
+                                                tiny_data.run(seed=seed).items()]}
+        response = client.post(f"{API}/tasks/tiny/runs", data=data,
+                               headers=world["tokens"][key], content_type="multipart/form-data")
+        ids.append(response.get_json()["id"])
+    calls = []
+    real = board_views.url_for
+    monkeypatch.setattr(board_views, "url_for", lambda *a, **k: calls.append(a) or real(*a, **k))
+    spec = client.get("/tasks/tiny/leaderboard/eval/charts/ci.json").get_json()
+    links = {p["run_id"]: p["url"] for p in spec["data"]["values"]}
+    assert links == {run_id: f"/runs/{run_id}" for run_id in ids}
+    assert calls.count(("web.run",)) == 1
