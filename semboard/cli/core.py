@@ -97,6 +97,19 @@ def db_upgrade_alias() -> None:
     click.echo("database at head")
 
 
+@click.command("check")
+@with_appcontext
+def check_cli() -> None:
+    """Check every part the configuration uses (database, storage, Redis), as /healthz does."""
+    from semboard.health import check as check_health  # the probes: this command only
+
+    found = check_health(current_app._get_current_object())  # type: ignore[attr-defined]
+    for part, verdict in found.items():
+        click.echo(f"{part}: {verdict}")
+    if any(v != "ok" for v in found.values()):
+        raise SystemExit(1)
+
+
 @task_cli.command("load")
 @click.argument("name_or_path")
 @click.option("--inputs", "inputs_dir",
@@ -397,3 +410,4 @@ def register_cli(app: Flask) -> None:
     for group in (task_cli, gold_cli, token_cli, user_cli, results_cli, db_cli):
         app.cli.add_command(group)
     app.cli.add_command(db_upgrade_alias)
+    app.cli.add_command(check_cli)
