@@ -17,7 +17,7 @@ from semboard.jobs.worker import WORKER_QUEUES, serve
 @click.option("--burst", is_flag=True, help="Stop once the queues are empty.")
 @with_appcontext
 def worker_cli(queues: tuple[str, ...], burst: bool) -> None:
-    """Run queued jobs in this process (default queues: semboard, mail, analysis).
+    """Run queued jobs in this process (default: every queue, semboard, mail, analysis, baselines).
 
     It also runs rq's scheduler (retries) and, every SEMBOARD_WORKER_SWEEP_S seconds, retries the
     jobs of dead workers and re-queues stuck runs: see docs/WORKERS.md.

@@ -174,6 +174,7 @@ def install(app: Flask) -> None:
         # Only as many X-Forwarded-* entries as there are proxies of ours are believed.
         app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
             app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies, x_port=proxies)
-    app.wsgi_app = UntrustedForwarding(app.wsgi_app, proxies)  # type: ignore[method-assign]
+    app.wsgi_app = UntrustedForwarding(  # type: ignore[method-assign,assignment]
+        app.wsgi_app, proxies)
     app.before_request(set_body_limit)
     app.before_request(refuse_control_characters)
