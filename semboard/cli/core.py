@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from alembic import command
-from alembic.config import Config
 from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from sqlalchemy.orm import Session
@@ -70,6 +68,8 @@ def _utc(value: str) -> datetime:
 
 def alembic_config(url: str | None = None) -> Config:
     """An alembic Config pointing at migrations/ and the app's database."""
+    from alembic.config import Config  # alembic costs every other command's start
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.attributes["url"] = url or current_app.config["DATABASE_URL"]
@@ -78,6 +78,8 @@ def alembic_config(url: str | None = None) -> Config:
 
 def upgrade_database(url: str, revision: str = "head") -> None:
     """Run alembic migrations up to `revision`."""
+    from alembic import command  # alembic costs every other command's start
+
     command.upgrade(alembic_config(url), revision)
 
 

@@ -151,11 +151,16 @@ def sweep_stuck_runs(app: Flask) -> list[int]:
     """Queue the scoring of every run accepted STUCK_AFTER_S ago and still unscored; their ids.
     Then the model queue's sweep (abandoned models failed, lost model jobs queued again)."""
     with app.app_context():
+        # a run accepted while Redis was down has no job at all: queued after one sweep period
+        lost = scoring_jobs.requeue_unqueued(app, get_session(), now=utcnow(),
+                                             older_than_s=job_queue.worker_timing(app).sweep_s)
         ids = scoring_jobs.recover_stuck(app, get_session(), now=utcnow(), on_queue=True)
         model_jobs.recover(app, get_session(), now=utcnow())
+    if lost:
+        log.warning("runs without a scoring job (Redis was down or lost them) queued: %s", lost)
     if ids:
         log.warning("stuck runs sent to scoring again: %s", ids)
-    return ids
+    return sorted(set(lost) | set(ids))
 
 
 def serve(app: Flask, queues: Sequence[str], *, burst: bool = False) -> None:
@@ -172,7 +177,29 @@ def serve(app: Flask, queues: Sequence[str], *, burst: bool = False) -> None:
     job_queue.set_job_app(app)
     timing = job_queue.worker_timing(app)
     connection = Redis.from_url(app.config["REDIS_URL"])
-    worker = SiteWorker([Queue(name, connection=connection) for name in queues or WORKER_QUEUES],
-                        connection=connection, app=app, beat_s=timing.beat_s,
-                        sweep_s=timing.sweep_s, worker_ttl=timing.ttl_s)
-    worker.work(burst=burst, with_scheduler=True)
+    names = queues or WORKER_QUEUES
+    while True:
+        worker = SiteWorker([Queue(name, connection=connection) for name in names],
+                            connection=connection, app=app, beat_s=timing.beat_s,
+                            sweep_s=timing.sweep_s, worker_ttl=timing.ttl_s)
+        try:
+            worker.work(burst=burst, with_scheduler=True)
+        except RedisError:  # its clean-up could not reach Redis either
+            log.warning("worker %s: Redis went away", worker.name, exc_info=True)
+        if burst or worker._stop_requested or _reachable(connection):
+            return
+        # rq quits when Redis fails outside its dequeue (maintenance, suspension check): this
+        # process waits for Redis and serves again, rather than leave the queue without a worker
+        log.warning("Redis is unreachable; serving again when it answers")
+        while not _reachable(connection):
+            time.sleep(RECONNECT_S)
+
+
+RECONNECT_S = 1.0
+
+
+def _reachable(connection: Redis) -> bool:
+    try:
+        return bool(connection.ping())
+    except RedisError:
+        return False
