@@ -28,9 +28,9 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
     seen: dict[str, str] = {}
     for reports in terminalreporter.stats.values():
         for report in reports:
-            if (NEEDS_DATA, True) in getattr(report, "user_properties", ()):
-                if report.skipped or report.nodeid not in seen:
-                    seen[report.nodeid] = "skipped" if report.skipped else "ran"
+            tagged = (NEEDS_DATA, True) in getattr(report, "user_properties", ())
+            if tagged and (report.skipped or report.nodeid not in seen):
+                seen[report.nodeid] = "skipped" if report.skipped else "ran"
     if not seen:
         return
     skipped = sum(1 for v in seen.values() if v == "skipped")
