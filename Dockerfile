@@ -21,7 +21,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     SEMBOARD_INSTANCE_PATH=/data \
-    FLASK_APP=semboard
+    FLASK_APP=semboard \
+    SEMBOARD_TRUSTED_PROXIES=1
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-index --find-links /wheels "semboard${EXTRAS:+[$EXTRAS]}" \
     && useradd --create-home --uid 1000 semboard && mkdir -p /data && chown semboard /data
@@ -30,9 +31,14 @@ WORKDIR /home/semboard
 VOLUME ["/data"]
 EXPOSE 8000
 
-# Load balancers and Docker ask /healthz (database and storage reachable); no curl in the image.
+# The image is served behind one reverse proxy (compose's Caddy, a platform's load balancer), so
+# SEMBOARD_TRUSTED_PROXIES=1 above: the proxy's X-Forwarded-For names each visitor, whom the
+# throttles count. Set it to 0 only where clients reach port 8000 directly (never in public).
+
+# Load balancers and Docker ask /healthz (database, storage, Redis); no curl in the image. It asks
+# with the first SEMBOARD_TRUSTED_HOSTS name, which the site answers.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-  CMD python -c "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status != 200)"
+  CMD python -c "import os, sys, urllib.request as u; host = os.environ.get('SEMBOARD_TRUSTED_HOSTS', '').split(',')[0].strip().lstrip('.') or 'localhost'; sys.exit(u.urlopen(u.Request('http://127.0.0.1:8000/healthz', headers={'Host': host}), timeout=4).status != 200)"
 
 # A single container migrates its database on start. With several replicas sharing PostgreSQL,
 # run `flask db-upgrade` once as a release step (compose.yaml's `migrate` service) and start the

@@ -1,17 +1,42 @@
 """The wheel's packages: every Python package found, plus the site's folders at the repo root.
 
 templates/, static/ (with the vendored JavaScript) and migrations/ ship inside the semboard
-package (semboard/templates, ...), where semboard.config.resource_dir finds them; the rest of
-the packaging is in pyproject.toml.
+package (semboard/templates, ...), where semboard.config.resource_dir finds them. Each of their
+subfolders is declared a package of its own (semboard.templates.auth, ...), with its files, so
+setuptools builds quietly; the rest of the packaging is in pyproject.toml.
 """
+
+from pathlib import Path
 
 from setuptools import find_packages, setup
 
 SITE_FOLDERS = {"semboard.templates": "templates", "semboard.static": "static",
                 "semboard.migrations": "migrations"}
+# The files each site folder ships (subfolders of static/ ship whole: vendored JavaScript).
+SITE_FILES = {"templates": ["*.html", "*.atom"], "static": ["*.css", "*.js", "*.svg"],
+              "static/vendor": ["*"], "migrations": ["script.py.mako"],
+              "migrations/versions": ["*.py"]}
+
+
+def site_packages() -> tuple[dict[str, str], dict[str, list[str]]]:
+    """{package: folder} and {package: file patterns} for every site folder and subfolder."""
+    folders: dict[str, str] = {}
+    files: dict[str, list[str]] = {}
+    for package, top in SITE_FOLDERS.items():
+        subfolders = sorted(p for p in Path(top).rglob("*")
+                            if p.is_dir() and "__pycache__" not in p.parts)
+        for folder in [Path(top), *subfolders]:
+            name = ".".join([package, *folder.relative_to(top).parts])
+            folders[name] = folder.as_posix()
+            files[name] = SITE_FILES.get(folder.as_posix(), SITE_FILES[top])
+    return folders, files
+
+
+FOLDERS, FILES = site_packages()
 
 setup(
     packages=[*find_packages(include=["evaluation*", "tasks*", "baselines*", "semboard*"]),
-              *SITE_FOLDERS],
-    package_dir=SITE_FOLDERS,
+              *FOLDERS],
+    package_dir=FOLDERS,
+    package_data={"tasks": ["*.toml"], **FILES},
 )

@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--datasets", nargs="*", help="only these datasets")
     parser.add_argument("--metadata", type=Path, help="also write the metadata JSON here")
+    parser.add_argument("--json", action="store_true",
+                        help="print the run's metadata as JSON instead of a one-line summary")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     try:
@@ -64,8 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(run.metadata, indent=2)
     if args.metadata:
         args.metadata.write_text(text + "\n", encoding="utf-8")
-    print(text)
-    # stdout stays one JSON document; the signature line is for the person at the terminal
+    if args.json:
+        print(text)  # stdout stays one JSON document
+    else:
+        meta = run.metadata
+        print(f"{meta.get('system')}: {meta.get('n_pairs')} pairs in {len(run.files)} file(s) "
+              f"written to {args.out} ({meta.get('pairs_per_s', 0):.0f} pairs/s)")
+    # the signature line is for the person at the terminal
     print(f"signature: {run.metadata.get('signature')}", file=sys.stderr)
     return 0
 

@@ -8,14 +8,16 @@ from typing import Any
 
 from flask import Flask
 
-from semboard import api, cli, config, db, views
-from semboard.extensions import csrf, login_manager
-from semboard.jobs import hooks
-from semboard.web import errors, hardening
-
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     """Build the app: load config, register extensions, blueprints, error handlers and CLI."""
+    # The app's parts, imported here: `import semboard` (and any semboard.x module) costs Flask,
+    # not the whole site.
+    from semboard import api, cli, config, db, views  # the app's parts (see above)
+    from semboard.extensions import csrf, login_manager  # the app's parts (see above)
+    from semboard.jobs import hooks  # the app's parts (see above)
+    from semboard.web import errors, hardening  # the app's parts (see above)
+
     instance_path = (test_config or {}).get("SEMBOARD_INSTANCE_PATH") or os.environ.get(
         "SEMBOARD_INSTANCE_PATH"
     ) or None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import tempfile
 from collections.abc import Callable, Mapping
@@ -154,6 +155,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SEMBOARD_SKIP_MIGRATE", str, "unset",
             "set: the container does not migrate on start (replicas; migrate once as a "
             "release step)", in_app_config=False),
+    Setting("SEMBOARD_WORKER_BEAT_S", int, "10",
+            "`flask worker`: seconds between a busy worker's heartbeats; its job lapses three "
+            "beats after the last ([docs/WORKERS.md](docs/WORKERS.md))", in_app_config=False),
+    Setting("SEMBOARD_WORKER_TTL_S", int, "40",
+            "`flask worker`: an idle worker silent this long counts as lost (at least 16)",
+            in_app_config=False),
+    Setting("SEMBOARD_WORKER_SWEEP_S", int, "30",
+            "`flask worker`: seconds between registry maintenance and the stuck-run sweep",
+            in_app_config=False),
     Setting("FORWARDED_ALLOW_IPS", str, "`127.0.0.1`",
             "proxies whose `X-Forwarded-*` headers gunicorn trusts (image)",
             in_app_config=False),
@@ -268,8 +278,42 @@ def insecure_cookies() -> dict[str, Any]:
     return {"SESSION_COOKIE_SECURE": False, "REMEMBER_COOKIE_SECURE": False}
 
 
+# Values some settings take; anything else stops the site at start, naming the variable.
+CHOICES = {"SEMBOARD_STORAGE": ("local", "s3"),
+           "SEMBOARD_BOARD_JOBS": ("rq", "process", "thread", "inline")}
+URL_SCHEMES = {"REDIS_URL": ("redis", "rediss", "unix"),
+               "SEMBOARD_S3_ENDPOINT_URL": ("http", "https"),
+               "SEMBOARD_MAIL_URL": ("smtp", "smtps")}
+
+
+def _check_values(config: Mapping[str, Any]) -> None:
+    """ConfigError naming the variable whose value keeps a comment, is not one of its choices,
+    or is not a URL of its kind (a typo must stop the site, not show up as a broken upload)."""
+    for name in ENV_KEYS:
+        value = config.get(name)
+        if isinstance(value, str) and re.search(r"(^|\s)#", value):
+            raise ConfigError(f"{name}={value!r} holds a comment: an environment file takes no "
+                              f"comment after a value (put it on a line of its own)")
+    for name, allowed in CHOICES.items():
+        value = config.get(name)
+        if value and value not in allowed:  # unset: the default
+            raise ConfigError(f"{name}={value!r} is not one of: {', '.join(allowed)}")
+    if config.get("SEMBOARD_STORAGE") == "s3" and not config.get("SEMBOARD_S3_BUCKET"):
+        raise ConfigError("SEMBOARD_STORAGE=s3 needs SEMBOARD_S3_BUCKET (the bucket's name)")
+    for name, schemes in URL_SCHEMES.items():
+        value = config.get(name) or ""
+        if value and urlsplit(value).scheme not in schemes:
+            raise ConfigError(f"{name}={value!r} is not a URL starting with "
+                              f"{' or '.join(s + '://' for s in schemes)}")
+    url = config.get("DATABASE_URL") or ""
+    if url and not re.match(r"^[a-z][a-z0-9+]*://", url):
+        raise ConfigError(f"DATABASE_URL={url!r} is not a database URL (like "
+                          "postgresql+psycopg://user:password@host/semboard)")
+
+
 def check(config: Mapping[str, Any]) -> None:
-    """ConfigError for settings a site must not start with (links in mail need a base URL)."""
+    """ConfigError for settings a site must not start with, naming the variable."""
+    _check_values(config)
     base = config.get("SEMBOARD_BASE_URL") or ""
     if base:
         parts = urlsplit(base)

@@ -65,6 +65,11 @@ class keys:
         return f"models/{cls._part(task)}/team-{cls._part(team_id)}/{cls._part(digest)}.zip"
 
     @classmethod
+    def health_probe(cls, token: str) -> str:
+        """A health check's probe object (written, read and deleted at once)."""
+        return f"healthz/{cls._part(token)}"
+
+    @classmethod
     def upload_part(cls, upload_id: int, offset: int, digest: str) -> str:
         """One received part of a chunked upload (staging: deleted once the upload ends)."""
         return f"uploads/{cls._part(upload_id)}/{cls._part(f'{offset:015d}-{digest}')}"
@@ -95,7 +100,8 @@ class Storage(Protocol):
         """The object in blocks (for a download response); ObjectMissing if absent."""
 
     def delete(self, key: str) -> None:
-        """Remove a staging object (parts of a chunked upload); nothing else is ever deleted."""
+        """Remove a staging object (parts of a chunked upload, a health probe); nothing else is
+        ever deleted."""
 
 
 def put_content(storage: Storage, key: str, data: bytes) -> None:

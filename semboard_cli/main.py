@@ -356,7 +356,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     _out(f"Run {run['name']!r} accepted as #{run['id']} ({run['status']}) in phase "
          f"{run['phase']} of {run['task']}.")
     for key, value in (run.get("metrics") or {}).items():
-        _out(f"  {key}: {value}")
+        # four digits, as the board and the other commands show scores
+        _out(f"  {key}: {value:.4f}" if isinstance(value, float) else f"  {key}: {value}")
     for issue in run.get("issues") or []:
         _err(f"  note: {issue.get('message', issue)}")
     return EXIT_OK

@@ -307,7 +307,20 @@
     }
   });
 
+  // The run column sticks beside the team column: its offset is the team column's width.
+  function stickyColumns() {
+    var board = document.getElementById("leaderboard");
+    var first = board && board.querySelector("thead th");
+    if (first) {
+      board.style.removeProperty("--team-width");  // measured afresh (a phone's CSS sets it)
+      board.style.setProperty("--team-width", first.getBoundingClientRect().width + "px");
+    }
+  }
+
+  window.addEventListener("resize", stickyColumns);
+
   document.addEventListener("DOMContentLoaded", function () {
+    stickyColumns();
     Array.prototype.forEach.call(document.querySelectorAll("table[data-sortable]"), initSortable);
     Array.prototype.forEach.call(document.querySelectorAll("form[data-breakdown-form]"),
       initBreakdown);

@@ -10,7 +10,36 @@ import pytest
 os.environ.setdefault("SEMBOARD_SCHEDULE_SECONDS", "0")
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+# The official task releases the real-data tests read: $SEMBOARD_DATA, else ../shared/data.
+SHARED_DATA = Path(os.environ.get("SEMBOARD_DATA") or PROJECT_ROOT.parent / "shared" / "data")
+NEEDS_DATA = "needs_shared_data"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tag the tests that read the real data, so the summary can count them (with xdist too:
+    user properties travel with each report to the controlling process)."""
+    for item in items:
+        if "shared_data" in getattr(item, "fixturenames", ()):
+            item.user_properties.append((NEEDS_DATA, True))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    """One line: how many tests need the real data, and whether they found it."""
+    seen: dict[str, str] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            tagged = (NEEDS_DATA, True) in getattr(report, "user_properties", ())
+            if tagged and (report.skipped or report.nodeid not in seen):
+                seen[report.nodeid] = "skipped" if report.skipped else "ran"
+    if not seen:
+        return
+    skipped = sum(1 for v in seen.values() if v == "skipped")
+    where = f"{SHARED_DATA} (SEMBOARD_DATA)"
+    if skipped:
+        terminalreporter.write_line(
+            f"real task data: {len(seen)} tests need it, {skipped} skipped: not found at {where}")
+    else:
+        terminalreporter.write_line(f"real task data: {len(seen)} tests used {where}")
 
 
 @pytest.fixture(autouse=True)
@@ -26,5 +55,5 @@ def _cli_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
 def shared_data() -> Path:
     """The official task releases beside the project; skip when they are absent."""
     if not (SHARED_DATA / "README.md").exists():
-        pytest.skip(f"real task data not found at {SHARED_DATA}")
+        pytest.skip(f"real task data not found at {SHARED_DATA} (set SEMBOARD_DATA)")
     return SHARED_DATA

@@ -51,3 +51,92 @@ def redis_server(exe: str, folder: Path) -> Iterator[str]:
         if pidfile.exists():
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pidfile.read_text().strip()), 15)
+
+
+NGINX = "/usr/sbin/nginx"
+
+
+@contextlib.contextmanager
+def nginx_proxy(upstream: str, folder: Path) -> Iterator[str]:
+    """Debian's nginx on a free loopback port, in front of UPSTREAM (host:port), configured as
+    docs/DEPLOY.md says; yields its URL. Listens on every loopback address (127.0.0.0/8)."""
+    port = free_port()
+    folder.mkdir(parents=True, exist_ok=True)
+    conf = folder / "nginx.conf"
+    conf.write_text(f"""
+daemon off;
+pid {folder}/nginx.pid;
+error_log {folder}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+  access_log {folder}/access.log;
+  client_body_temp_path {folder}/body;
+  proxy_temp_path {folder}/proxy;
+  fastcgi_temp_path {folder}/fastcgi;
+  uwsgi_temp_path {folder}/uwsgi;
+  scgi_temp_path {folder}/scgi;
+  server {{
+    listen {port};
+    client_max_body_size 64m;
+    location / {{
+      proxy_pass http://{upstream};
+      proxy_set_header Host $host;
+      proxy_set_header X-Forwarded-Proto $scheme;
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+    }}
+  }}
+}}
+""")
+    proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(folder)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                why = proc.stderr.read() if proc.stderr else ""
+                raise RuntimeError(f"nginx did not start: {why}")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class RedisProcess:
+    """A redis-server the test stops and starts again on the same port (an outage)."""
+
+    def __init__(self, exe: str, folder: Path) -> None:
+        self.exe, self.folder, self.port = exe, folder, free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        import redis
+
+        self.proc = subprocess.Popen(
+            [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.folder)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        client.close()
+
+    def stop(self) -> None:
+        """SIGKILL, as a crash would: whatever it held is gone (it saves nothing)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)

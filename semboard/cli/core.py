@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from alembic import command
-from alembic.config import Config
 from flask import Flask, current_app
 from flask.cli import AppGroup, with_appcontext
 from sqlalchemy.orm import Session
@@ -74,6 +72,8 @@ def utc_time(value: str) -> datetime:
 
 def alembic_config(url: str | None = None) -> Config:
     """An alembic Config pointing at migrations/ and the app's database."""
+    from alembic.config import Config  # alembic costs every other command's start
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.attributes["url"] = url or current_app.config["DATABASE_URL"]
@@ -82,6 +82,8 @@ def alembic_config(url: str | None = None) -> Config:
 
 def upgrade_database(url: str, revision: str = "head") -> None:
     """Run alembic migrations up to `revision`."""
+    from alembic import command  # alembic costs every other command's start
+
     command.upgrade(alembic_config(url), revision)
 
 
@@ -99,6 +101,19 @@ def db_upgrade_alias() -> None:
     """Migrate the database to the newest revision."""
     upgrade_database(current_app.config["DATABASE_URL"])
     click.echo("database at head")
+
+
+@click.command("check")
+@with_appcontext
+def check_cli() -> None:
+    """Check every part the configuration uses (database, storage, Redis), as /healthz does."""
+    from semboard.health import check as check_health  # the probes: this command only
+
+    found = check_health(current_app._get_current_object())  # type: ignore[attr-defined]
+    for part, verdict in found.items():
+        click.echo(f"{part}: {verdict}")
+    if any(v != "ok" for v in found.values()):
+        raise SystemExit(1)
 
 
 @task_cli.command("load")
@@ -401,3 +416,4 @@ def register_cli(app: Flask) -> None:
     for group in (task_cli, gold_cli, token_cli, user_cli, results_cli, db_cli):
         app.cli.add_command(group)
     app.cli.add_command(db_upgrade_alias)
+    app.cli.add_command(check_cli)

@@ -9,7 +9,6 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from semboard.jobs.queue import worker_timing
-from semboard.jobs.worker import WORKER_QUEUES, serve
 
 
 @click.command("worker")
@@ -17,11 +16,13 @@ from semboard.jobs.worker import WORKER_QUEUES, serve
 @click.option("--burst", is_flag=True, help="Stop once the queues are empty.")
 @with_appcontext
 def worker_cli(queues: tuple[str, ...], burst: bool) -> None:
-    """Run queued jobs in this process (default queues: semboard, mail, analysis).
+    """Run queued jobs in this process (default: every queue, semboard, mail, analysis, baselines).
 
     It also runs rq's scheduler (retries) and, every SEMBOARD_WORKER_SWEEP_S seconds, retries the
     jobs of dead workers and re-queues stuck runs: see docs/WORKERS.md.
     """
+    from semboard.jobs.worker import WORKER_QUEUES, serve  # rq: only this command pays for it
+
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     if not app.config.get("REDIS_URL"):
         raise click.UsageError("set REDIS_URL: the worker serves the site's rq queues")

@@ -245,9 +245,13 @@ def schedule_groups(app: Flask, task_id: int) -> str:
     if how == "inline":
         compute_groups(app, task_id)
     elif how == "rq":
-        job_queue.enqueue(app, "semboard.jobs.boards.groups_job", task_id,
-                          description=f"significance groups of task {task_id}",
-                          unique=f"groups-{task_id}")
+        try:
+            job_queue.enqueue(app, "semboard.jobs.boards.groups_job", task_id,
+                              description=f"significance groups of task {task_id}",
+                              unique=f"groups-{task_id}")
+        except job_queue.QueueUnavailable:
+            # the board stays "groups pending", and a pending board whose job is lost gets one
+            log.warning("Redis unreachable: groups of task %s wait for the queue", task_id)
     else:
         key = (id(app), task_id)
         with _in_flight_lock:

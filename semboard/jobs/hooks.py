@@ -8,6 +8,8 @@ sessions made outside the app (scripts, tests' own factories) do no hidden work.
 
 from __future__ import annotations
 
+import logging
+
 from flask import Flask
 from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
@@ -16,6 +18,8 @@ from semboard.db import OBSERVERS_KEY
 from semboard.jobs import boards, schedule
 from semboard.jobs import queue as job_queue
 from semboard.mail import delivery, events
+
+log = logging.getLogger(__name__)
 
 
 def install(app: Flask) -> None:
@@ -35,9 +39,19 @@ def _observe_mail(factory: sessionmaker[Session], app: Flask, role: str) -> None
 
     def after_commit(session: Session) -> None:
         committed = events.take_events(session)
-        if committed:
-            job_queue.dispatch(app, "semboard.mail.delivery.deliver",
-                               delivery.payload(app, committed), queue_name=delivery.QUEUE_NAME,
+        if not committed:
+            return
+        data = delivery.payload(app, committed)
+        try:
+            job_queue.dispatch(app, "semboard.mail.delivery.deliver", data,
+                               queue_name=delivery.QUEUE_NAME,
+                               description=f"mail {len(committed)} event(s)")
+        except job_queue.QueueUnavailable:
+            # Redis down: this process sends the mail, and the request still answers
+            log.warning("Redis unreachable: mail of %d event(s) sent from this process",
+                        len(committed))
+            job_queue.dispatch(app, "semboard.mail.delivery.deliver", data,
+                               queue_name=delivery.QUEUE_NAME, use_queue=False,
                                description=f"mail {len(committed)} event(s)")
 
     event.listen(factory, "after_flush", events.collect)

@@ -1,9 +1,15 @@
-"""The one way to run work off the request: rq with REDIS_URL, else a thread; queue health."""
+"""The one way to run work off the request: rq with REDIS_URL, else a thread; queue health.
+
+rq and redis are imported where a queue is used: a site without REDIS_URL, and every `flask`
+command, never pay for them.
+"""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,11 +18,6 @@ from typing import Any
 
 from flask import Flask
 from flask.cli import ScriptInfo
-from redis import Redis
-from rq import Queue, Retry, Worker
-from rq.exceptions import NoSuchJobError
-from rq.job import Job, JobStatus
-from rq.utils import import_attribute
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +83,28 @@ def set_job_app(app: Flask) -> None:
     _job_app = app
 
 
+class QueueUnavailable(RuntimeError):
+    """Redis did not answer: nothing was queued (the caller keeps what it stored)."""
+
+
+def is_redis_error(err: BaseException) -> bool:
+    """Whether err is redis-py's (loaded only once a queue was used, so this imports nothing)."""
+    exceptions = sys.modules.get("redis.exceptions")
+    return exceptions is not None and isinstance(err, exceptions.RedisError)
+
+
+def import_function(name: str) -> Callable[..., Any]:
+    """The function a dotted name points to (what rq stores for a job)."""
+    module, _, attribute = name.rpartition(".")
+    return getattr(importlib.import_module(module), attribute)  # type: ignore[no-any-return]
+
+
 def _queue(app: Flask, name: str = QUEUE_NAME) -> Any:
     ext = app.extensions.setdefault("semboard.queues", {})
     if name not in ext:
+        from redis import Redis  # with REDIS_URL only
+        from rq import Queue  # with REDIS_URL only
+
         ext[name] = Queue(name, connection=Redis.from_url(app.config["REDIS_URL"]))
     return ext[name]
 
@@ -93,12 +113,29 @@ def enqueue(app: Flask, func: str, *args: Any, description: str = "",
             unique: str | None = None, queue_name: str = QUEUE_NAME,
             timeout_s: int = JOB_TIMEOUT_S, retry: bool = True,
             result_ttl: int | None = None, job_id: str | None = None) -> str:
-    """Put a job on the queue with retries; returns its id.
+    """Put a job on the queue with retries; returns its id. QueueUnavailable when Redis is down.
 
     unique: a name; while the last job enqueued under it still waits in the queue no second
     one is added (a burst of changes then costs one recomputation, which reads the newest state).
     job_id: a fixed id, so a sweep can ask rq whether the job still exists (job_status).
     """
+    try:
+        return _enqueue(app, func, *args, description=description, unique=unique,
+                        queue_name=queue_name, timeout_s=timeout_s, retry=retry,
+                        result_ttl=result_ttl, job_id=job_id)
+    except Exception as err:
+        if is_redis_error(err):
+            raise QueueUnavailable(f"the queue (Redis) did not answer: {err}") from err
+        raise
+
+
+def _enqueue(app: Flask, func: str, *args: Any, description: str, unique: str | None,
+             queue_name: str, timeout_s: int, retry: bool, result_ttl: int | None,
+             job_id: str | None) -> str:
+    from rq import Retry  # with REDIS_URL only
+    from rq.exceptions import NoSuchJobError  # with REDIS_URL only
+    from rq.job import Job, JobStatus  # with REDIS_URL only
+
     queue = _queue(app, queue_name)
     marker = f"semboard:unique-job:{unique}"
     if unique is not None:
@@ -144,7 +181,7 @@ def dispatch(app: Flask, func: str, *args: Any, queue_name: str = QUEUE_NAME,
         return enqueue(app, func, *args, description=description, unique=unique,
                        queue_name=queue_name, timeout_s=timeout_s, retry=retry,
                        result_ttl=result_ttl, job_id=job_id)
-    start_thread(local or import_attribute(func), *args, name=f"semboard-{queue_name}",
+    start_thread(local or import_function(func), *args, name=f"semboard-{queue_name}",
                  what=description or func)
     return "thread"
 
@@ -163,6 +200,9 @@ def start_thread(target: Callable[..., Any], *args: Any, name: str,
 
 def job_status(app: Flask, job_id: str, queue_name: str = QUEUE_NAME) -> str | None:
     """rq's status of a job ("queued", "started", "finished", "failed", ...); None if gone."""
+    from rq.exceptions import NoSuchJobError  # with REDIS_URL only
+    from rq.job import Job  # with REDIS_URL only
+
     try:
         return str(Job.fetch(job_id, connection=_queue(app, queue_name).connection)
                    .get_status(refresh=True))
@@ -198,6 +238,8 @@ def health(app: Flask, *, now: datetime | None = None) -> dict[str, Any]:
     """
     if not app.config.get("REDIS_URL"):
         return {"configured": False}
+
+    from rq import Worker  # with REDIS_URL only
 
     now = now or datetime.now(UTC)
     timing = worker_timing(app)

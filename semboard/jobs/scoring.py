@@ -3,6 +3,7 @@ runs), scoring it off the request, rescoring a task, and recovering runs whose j
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,6 +23,8 @@ from semboard.services.closing import descriptions
 from semboard.services.data import gold
 from semboard.services.runs import submissions
 from semboard.storage import Storage, get_storage
+
+log = logging.getLogger(__name__)
 
 
 def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, phase: Phase,
@@ -49,7 +52,14 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
     descriptions.apply(run, description, answers)
     session.commit()
     if queued:
-        queue_scoring(app, run.id)
+        try:
+            queue_scoring(app, run.id)
+        except job_queue.QueueUnavailable:
+            # The run is stored and counted: the answer says so (accepted, waiting for a score),
+            # never a 500 that would send the team to retry into its run limit. A worker's
+            # sweep queues it as soon as Redis answers again (requeue_unqueued).
+            log.warning("run %s accepted but Redis is unreachable; a worker queues its scoring "
+                        "when Redis is back", run.id, exc_info=True)
     return run, queued
 
 
@@ -130,6 +140,11 @@ def scoring_queued(app: Flask) -> bool:
     return boards.mode(app) == "rq"
 
 
+def scoring_job_id(run_id: int) -> str:
+    """The rq id of a run's scoring job: fixed, so a sweep can ask whether the job exists."""
+    return f"semboard-score-run-{run_id}"
+
+
 def queue_scoring(app: Flask, run_id: int) -> str:
     """Put a run's scoring on the queue (retried when it crashes), else a thread; the job id."""
     if not scoring_queued(app):
@@ -137,7 +152,19 @@ def queue_scoring(app: Flask, run_id: int) -> str:
                                   local=lambda rid: score_run_now(app, rid), use_queue=False,
                                   description=f"score run {run_id}")
     return job_queue.enqueue(app, "semboard.jobs.scoring.score_job", run_id,
-                             description=f"score run {run_id}")
+                             description=f"score run {run_id}", job_id=scoring_job_id(run_id))
+
+
+def requeue_unqueued(app: Flask, session: Session, *, now: Any, older_than_s: int) -> list[int]:
+    """Queue the scoring of every accepted run whose job rq does not hold (Redis was down at
+    upload, or lost its data): a run accepted during an outage is scored once Redis is back,
+    not STUCK_AFTER_S later. Returns their ids."""
+    candidates = [run.id for run in stuck_runs(session, now=now, older_than_s=older_than_s)]
+    session.commit()
+    ids = [i for i in candidates if job_queue.job_status(app, scoring_job_id(i)) is None]
+    for run_id in ids:
+        queue_scoring(app, run_id)
+    return ids
 
 
 def score_run_now(app: Flask, run_id: int) -> str:

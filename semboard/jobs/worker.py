@@ -16,8 +16,14 @@ What makes a run accepted get scored without an operator, however the worker die
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
+import os
+import signal
+import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,10 +41,45 @@ from semboard.jobs import scoring as scoring_jobs
 
 log = logging.getLogger(__name__)
 
-# What `flask worker` serves by default: scoring and groups, mail, run comparisons (baseline
-# jobs run on the GPU host's own worker).
-WORKER_QUEUES = ("semboard", "mail", "analysis")
+# What `flask worker` serves by default: every queue of the site, scoring and groups, mail, run
+# comparisons and the model queue (baselines and uploaded models); a GPU host names `baselines`
+# alone, and a CPU-only host may leave it out by naming the others.
+WORKER_QUEUES = ("semboard", "mail", "analysis", "baselines")
 SWEEP_LOCK = "semboard:worker-sweep"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+# The pid of the worker while it forks rq's scheduler (set around the fork, read in the child).
+_forking_scheduler_for: int | None = None
+
+
+def _bind_child_to_parent() -> None:
+    """In rq's freshly forked scheduler: end when the worker ends, however it ends (a kill -9
+    leaves no one to stop the child, which would keep the scheduler lock as an orphan).
+
+    Linux: the kernel sends SIGTERM at the parent's death (PR_SET_PDEATHSIG; the forking thread
+    is the worker's main thread, which lives as long as it). Elsewhere, and as a second guard, a
+    thread polls the parent's pid. rq's scheduler stops on SIGTERM and releases its lock.
+    """
+    parent = _forking_scheduler_for
+    if parent is None:
+        return
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl: the polling thread below still watches
+            log.warning("scheduler: prctl(PR_SET_PDEATHSIG) unavailable", exc_info=True)
+    job_queue.start_thread(_watch_parent, parent, name="semboard-parent-watch")
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:  # re-parented (to init or a subreaper): the worker is gone
+        time.sleep(1)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_bind_child_to_parent)
 
 
 class SiteWorker(SimpleWorker):
@@ -75,9 +116,15 @@ class SiteWorker(SimpleWorker):
         """How long the job's started entry outlives the last beat: three beats."""
         return int(self.job_monitoring_interval) * 3
 
+    def _start_scheduler(self, *args: Any, **kwargs: Any) -> None:
+        """rq's scheduler, forked as a child bound to this worker's life."""
+        with _binding_forks():
+            super()._start_scheduler(*args, **kwargs)
+
     def run_maintenance_tasks(self) -> None:
         """rq's maintenance (lapsed jobs retried, scheduler restarted), then the stuck-run sweep."""
-        super().run_maintenance_tasks()
+        with _binding_forks():  # rq restarts a dead scheduler here
+            super().run_maintenance_tasks()
         try:
             # one sweep per period however many workers run
             if self.connection.set(SWEEP_LOCK, self.name, nx=True, ex=self.sweep_s):
@@ -86,15 +133,32 @@ class SiteWorker(SimpleWorker):
             log.exception("worker %s: stuck-run sweep failed", self.name)
 
 
+class _binding_forks:
+    """While active, a child forked by this process is bound to it (_bind_child_to_parent)."""
+
+    def __enter__(self) -> None:
+        global _forking_scheduler_for
+        _forking_scheduler_for = os.getpid()
+
+    def __exit__(self, *exc: object) -> None:
+        global _forking_scheduler_for
+        _forking_scheduler_for = None
+
+
 def sweep_stuck_runs(app: Flask) -> list[int]:
     """Queue the scoring of every run accepted STUCK_AFTER_S ago and still unscored; their ids.
     Then the model queue's sweep (abandoned models failed, lost model jobs queued again)."""
     with app.app_context():
+        # a run accepted while Redis was down has no job at all: queued after one sweep period
+        lost = scoring_jobs.requeue_unqueued(app, get_session(), now=utcnow(),
+                                             older_than_s=job_queue.worker_timing(app).sweep_s)
         ids = scoring_jobs.recover_stuck(app, get_session(), now=utcnow(), on_queue=True)
         model_jobs.recover(app, get_session(), now=utcnow())
+    if lost:
+        log.warning("runs without a scoring job (Redis was down or lost them) queued: %s", lost)
     if ids:
         log.warning("stuck runs sent to scoring again: %s", ids)
-    return ids
+    return sorted(set(lost) | set(ids))
 
 
 def serve(app: Flask, queues: Sequence[str], *, burst: bool = False) -> None:
@@ -111,7 +175,29 @@ def serve(app: Flask, queues: Sequence[str], *, burst: bool = False) -> None:
     job_queue.set_job_app(app)
     timing = job_queue.worker_timing(app)
     connection = Redis.from_url(app.config["REDIS_URL"])
-    worker = SiteWorker([Queue(name, connection=connection) for name in queues or WORKER_QUEUES],
-                        connection=connection, app=app, beat_s=timing.beat_s,
-                        sweep_s=timing.sweep_s, worker_ttl=timing.ttl_s)
-    worker.work(burst=burst, with_scheduler=True)
+    names = queues or WORKER_QUEUES
+    while True:
+        worker = SiteWorker([Queue(name, connection=connection) for name in names],
+                            connection=connection, app=app, beat_s=timing.beat_s,
+                            sweep_s=timing.sweep_s, worker_ttl=timing.ttl_s)
+        try:
+            worker.work(burst=burst, with_scheduler=True)
+        except RedisError:  # its clean-up could not reach Redis either
+            log.warning("worker %s: Redis went away", worker.name, exc_info=True)
+        if burst or worker._stop_requested or _reachable(connection):
+            return
+        # rq quits when Redis fails outside its dequeue (maintenance, suspension check): this
+        # process waits for Redis and serves again, rather than leave the queue without a worker
+        log.warning("Redis is unreachable; serving again when it answers")
+        while not _reachable(connection):
+            time.sleep(RECONNECT_S)
+
+
+RECONNECT_S = 1.0
+
+
+def _reachable(connection: Redis) -> bool:
+    try:
+        return bool(connection.ping())
+    except RedisError:
+        return False

@@ -3,6 +3,8 @@ trusted hosts and the client address behind trusted proxies."""
 
 from __future__ import annotations
 
+import logging
+import time
 import unicodedata
 from collections.abc import Iterator
 from typing import Any
@@ -12,6 +14,8 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.routing import IntegerConverter, Map
 
 from semboard.errors import InvalidData
+
+log = logging.getLogger(__name__)
 
 # Every id column is a 32-bit INTEGER on PostgreSQL: a larger value can only be "not found".
 MAX_ID = 2**31 - 1
@@ -118,6 +122,50 @@ def refuse_control_characters() -> None:
                                    "remove it and send again")
 
 
+# How often (seconds) one process repeats the untrusted-forwarding warning: often enough to be
+# seen in any log window, never once per request.
+FORWARDED_WARNING_EVERY_S = 600
+_FORWARDED = ("HTTP_X_FORWARDED_FOR", "HTTP_X_FORWARDED_PROTO", "HTTP_FORWARDED")
+
+
+class UntrustedForwarding:
+    """WSGI middleware (outermost): logs a warning when a request's forwarding headers are not
+    believed, because no proxy is trusted or the request passed fewer proxies than trusted.
+
+    Behind an untrusted proxy every visitor has the proxy's address, so the throttles count the
+    whole site as one client; a peer that skips the proxy can claim any address.
+    """
+
+    def __init__(self, wsgi_app: Any, proxies: int) -> None:
+        self.wsgi_app, self.proxies = wsgi_app, proxies
+        self.last_warned = -float("inf")
+
+    def __call__(self, wsgi_env: dict[str, Any], start_response: Any) -> Any:
+        if any(wsgi_env.get(h) for h in _FORWARDED):
+            hops = [h for h in wsgi_env.get("HTTP_X_FORWARDED_FOR", "").split(",") if h.strip()]
+            if self.proxies == 0 or len(hops) < self.proxies:
+                self._warn(wsgi_env.get("REMOTE_ADDR", "?"), len(hops))
+        return self.wsgi_app(wsgi_env, start_response)
+
+    def _warn(self, peer: str, hops: int) -> None:
+        moment = time.monotonic()
+        if moment - self.last_warned < FORWARDED_WARNING_EVERY_S:
+            return
+        self.last_warned = moment
+        if self.proxies == 0:
+            log.warning(
+                "a request from %s carries X-Forwarded-* headers, but SEMBOARD_TRUSTED_PROXIES "
+                "is 0: they are ignored, and every client behind that proxy counts as %s for the "
+                "throttles (registrations, log-ins). Behind one reverse proxy set "
+                "SEMBOARD_TRUSTED_PROXIES=1 (see docs/DEPLOY.md)", peer, peer)
+        else:
+            log.warning(
+                "a request from %s names %d forwarding hop(s) in X-Forwarded-For, fewer than "
+                "SEMBOARD_TRUSTED_PROXIES=%d: it did not come through all the trusted proxies "
+                "(is port 8000 reachable from outside?), so its client address cannot be "
+                "believed", peer, hops, self.proxies)
+
+
 def install(app: Flask) -> None:
     """Bounded ids in routes (call before any blueprint), proxies, and the text check."""
     app.url_map.converters["int"] = IdConverter
@@ -126,5 +174,7 @@ def install(app: Flask) -> None:
         # Only as many X-Forwarded-* entries as there are proxies of ours are believed.
         app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
             app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies, x_port=proxies)
+    app.wsgi_app = UntrustedForwarding(  # type: ignore[method-assign,assignment]
+        app.wsgi_app, proxies)
     app.before_request(set_body_limit)
     app.before_request(refuse_control_characters)

@@ -18,7 +18,7 @@ def test_cli_writes_a_valid_run_folder(task_name: str, tmp_path: Path, capsys) -
     out = tmp_path / "run"
     meta_file = tmp_path / "meta.json"
     code = main([task_name, "--inputs", str(release), "--system", "lcs", "--out", str(out),
-                 "--metadata", str(meta_file), "--no-progress"])
+                 "--metadata", str(meta_file), "--no-progress", "--json"])
     assert code == 0
     task = load_task(task_name)
     inputs = load_inputs(task, release)
@@ -28,6 +28,14 @@ def test_cli_writes_a_valid_run_folder(task_name: str, tmp_path: Path, capsys) -
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads(meta_file.read_text())
     assert printed["system"] == "lcs" and printed["n_pairs"] == 6 * len(inputs)
+
+
+def test_cli_prints_one_line_unless_asked_for_json(tmp_path: Path, capsys) -> None:
+    release = write_synthetic_release("sts2012", tmp_path / "release")
+    assert main(["sts2012", "--inputs", str(release), "--system", "dice", "--out",
+                 str(tmp_path / "run"), "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dice: ") and str(tmp_path / "run") in lines[0]
 
 
 def test_cli_subset_of_datasets_and_seeded_random(tmp_path: Path) -> None:

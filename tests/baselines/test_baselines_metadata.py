@@ -55,7 +55,7 @@ def test_cli_prints_the_signature(tmp_path: Path, capsys) -> None:
 
     release = write_synthetic_release("sts2012", tmp_path / "release")
     assert main(["sts2012", "--inputs", str(release), "--system", "dice", "--out",
-                 str(tmp_path / "run"), "--no-progress"]) == 0
+                 str(tmp_path / "run"), "--no-progress", "--json"]) == 0
     out = capsys.readouterr()
     meta = json.loads(out.out)
     assert f"signature: {meta['signature']}" in out.err

@@ -50,6 +50,8 @@ def build_wheel(source: Path, out: Path) -> Path:
                            "--no-build-isolation", str(source), "-w", str(out)],
                           capture_output=True, text=True, cwd=out)
     assert done.returncode == 0, done.stderr[-3000:]
+    # setuptools warns about every data folder not declared a package (setup.py declares them)
+    assert "absent from" not in done.stderr, done.stderr[-3000:]
     (wheel,) = out.glob("semboard-*.whl")
     return wheel
 

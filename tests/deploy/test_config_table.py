@@ -66,3 +66,32 @@ def test_a_bad_number_names_the_variable() -> None:
     """MAX_CONTENT_LENGTH=64M is refused with the variable and the value."""
     with pytest.raises(ValueError, match=r"MAX_CONTENT_LENGTH='64M' is not a number"):
         config.from_environ({"MAX_CONTENT_LENGTH": "64M"})
+
+
+# Named in the code but read from no environment: the tests' clock hook in app.config.
+NOT_VARIABLES = {"SEMBOARD_CLOCK"}
+NAMES = re.compile(r"\bSEMBOARD_[A-Z0-9_]+\b")
+
+
+def _names_in(*places: str) -> set[str]:
+    found: set[str] = set()
+    for place in places:
+        path = PROJECT_ROOT / place
+        for source in ([path] if path.is_file() else sorted(path.rglob("*.py"))):
+            found |= set(NAMES.findall(source.read_text()))
+    return found - NOT_VARIABLES
+
+
+def test_every_semboard_name_in_the_code_is_documented() -> None:
+    """Any SEMBOARD_ name the site, baselines, evaluation or image mentions is a row of README's
+    table; compose's own (the domain) are in docs/DEPLOY.md, the participant client's in
+    docs/GUIDE.md (README points to both)."""
+    documented = {s.name for s in config.SETTINGS}
+    site = _names_in("semboard", "baselines", "evaluation", "app.py", "Dockerfile")
+    assert site - documented == set(), "add these to semboard.config.SETTINGS"
+    deploy = (PROJECT_ROOT / "docs" / "DEPLOY.md").read_text()
+    compose = set(NAMES.findall((PROJECT_ROOT / "compose.yaml").read_text()))
+    assert {n for n in compose - documented if n not in deploy} == set()
+    guide = (PROJECT_ROOT / "docs" / "GUIDE.md").read_text()
+    client = _names_in("semboard_cli")
+    assert {n for n in client if f"`{n}`" not in guide and n not in documented} == set()

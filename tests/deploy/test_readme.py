@@ -81,7 +81,7 @@ def test_first_two_commands_stay() -> None:
 
 def test_walk_through_leaves_are_ignored() -> None:
     """demo-data/, my-run/ and broken/ from the walk-through never show up in `git status`."""
-    for folder in ("demo-data/x.txt", "my-run/x.txt", "broken/x.txt"):
+    for folder in ("demo-data/x.txt", "my-run/x.txt", "broken/x.txt", "sts2012-site/x.txt"):
         done = subprocess.run(["git", "check-ignore", "-q", folder], cwd=PROJECT_ROOT)
         assert done.returncode == 0, f"{folder} is not ignored by .gitignore"
 
@@ -134,6 +134,8 @@ def flask_commands(script: str, variables: dict[str, str]) -> list[list[str]]:
         words = shlex.split(line, comments=True)
         if not words:
             continue
+        if words[0] == "export" and len(words) == 2:
+            words = words[1:]  # `export NAME=value`: the test provides the value
         name, sep, _ = words[0].partition("=")
         if sep and len(words) == 1:
             assert name in variables, f"README sets {name}, which this test does not provide"
@@ -154,6 +156,9 @@ def test_hosting_block(newcomer: tuple[Path, dict[str, str]], shared_data: Path,
     _, env = newcomer
     script = marked("hosting")
     assert "RELEASE=path/to/sts2012" in script
+    # a site of its own, apart from the demo's instance/, and no password on the command line
+    assert 'export SEMBOARD_INSTANCE_PATH="$PWD/sts2012-site"' in script
+    assert "--password" not in script
     for key in [k for k in os.environ if k not in env]:
         monkeypatch.delenv(key)
     for key, value in env.items():
@@ -161,7 +166,9 @@ def test_hosting_block(newcomer: tuple[Path, dict[str, str]], shared_data: Path,
     app = create_app()
     output = []
     try:
-        for args in flask_commands(script, {"RELEASE": str(shared_data / "sts2012")}):
+        given = {"RELEASE": str(shared_data / "sts2012"),
+                 "SEMBOARD_INSTANCE_PATH": env["SEMBOARD_INSTANCE_PATH"]}
+        for args in flask_commands(script, given):
             result = app.test_cli_runner().invoke(args=args)
             assert result.exit_code == 0, (args, result.output, result.exception)
             output.append(result.output)

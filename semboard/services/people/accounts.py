@@ -40,8 +40,16 @@ SESSION_LIFETIME = timedelta(days=31)
 DELETED_NAME = "Deleted user"
 
 _hasher = PasswordHasher()  # argon2id with the library's current recommended parameters
-# Verified against when the e-mail is unknown, so timing does not reveal which accounts exist.
-_DUMMY_HASH = _hasher.hash("not-a-real-password")
+# Verified against when the e-mail is unknown, so timing does not reveal which accounts exist;
+# made at the first log-in (a hash costs a second: every command and worker start paid it).
+_dummy_hash: str | None = None
+
+
+def _unknown_user_hash() -> str:
+    global _dummy_hash
+    if _dummy_hash is None:
+        _dummy_hash = _hasher.hash("not-a-real-password")
+    return _dummy_hash
 
 
 def normalise_email(email: str) -> str:
@@ -185,7 +193,7 @@ def authenticate(
     check_throttle(session, email=email, remote_addr=remote_addr, now=now, limits=limits)
     user = user_by_email(session, email)
     try:
-        _hasher.verify(user.password_hash if user else _DUMMY_HASH, password)
+        _hasher.verify(user.password_hash if user else _unknown_user_hash(), password)
         ok = user is not None and user.is_active_account
     except (VerificationError, InvalidHashError):
         ok = False

@@ -5,12 +5,15 @@ from __future__ import annotations
 import io
 import re
 
+import boto3
 import pytest
 from openapi_spec_validator import validate
 from openapi_support import check_response
 
 from semboard.api.openapi import spec
 from semboard.services.tasks import tasks
+from semboard.storage import LocalStorage, S3Storage
+from tests.servers import free_port
 
 API = "/api/v1"
 databases = pytest.mark.parametrize(
@@ -196,3 +199,38 @@ def test_healthz(client, app):
         app.extensions.pop(name, None)
     down = client.get("/healthz")
     assert down.status_code == 503 and down.get_json()["checks"]["database"].startswith("error")
+
+
+@pytest.mark.s3
+def test_healthz_names_a_missing_bucket(client, app, s3_endpoint):
+    """A bucket that does not exist is a failing storage, not "ok" (the first upload would fail)."""
+    app.extensions["semboard.storage"] = S3Storage("no-such-bucket-here", endpoint_url=s3_endpoint)
+    down = client.get("/healthz")
+    assert down.status_code == 503, down.get_json()
+    checks = down.get_json()["checks"]
+    assert checks["database"] == "ok" and "NoSuchBucket" in checks["storage"], checks
+    # the same bucket once created: healthy, and the probe leaves nothing behind
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="no-such-bucket-here")
+    assert client.get("/healthz").status_code == 200
+    listed = boto3.client("s3", endpoint_url=s3_endpoint).list_objects_v2(
+        Bucket="no-such-bucket-here")
+    assert listed.get("KeyCount", 0) == 0
+
+
+def test_healthz_names_a_storage_that_takes_no_write(client, app, tmp_path):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the upload folder should be")
+    app.extensions["semboard.storage"] = LocalStorage(blocked)
+    checks = client.get("/healthz").get_json()["checks"]
+    assert checks["storage"].startswith("error"), checks
+
+
+@pytest.mark.redis
+def test_healthz_checks_redis_when_it_is_set(client, app, redis_url):
+    app.config["REDIS_URL"] = redis_url
+    ok = client.get("/healthz")
+    assert ok.status_code == 200 and ok.get_json()["checks"]["redis"] == "ok"
+    app.config["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"  # nobody listens there
+    down = client.get("/healthz")
+    assert down.status_code == 503
+    assert down.get_json()["checks"]["redis"].startswith("error: ConnectionError")

@@ -115,8 +115,10 @@ def test_a_run_whose_worker_is_killed_mid_job_is_scored_without_a_command(
                              now=datetime.now(UTC), score=False)
     session.commit()
     marker = tmp_path / "stalled"
+    # under the run's own scoring job id, as the site queues it: the sweep then sees the job
     job_id = job_queue.enqueue(app, "tests.site.stalling_jobs.score_after_a_stall", run.id,
-                               str(marker), description=f"score run {run.id}")
+                               str(marker), description=f"score run {run.id}",
+                               job_id=scoring_jobs.scoring_job_id(run.id))
     first = workers.start()
     _wait(marker.exists, 90, "the first worker took the job")
     assert _status(session, run.id) == "valid"
@@ -181,12 +183,43 @@ def test_a_run_whose_job_was_lost_is_swept_to_scoring_by_a_running_worker(
     run = submissions.submit(session, storage, team=site["team"], phase=site["phase"],
                              user=site["captain"], name="lost", files=tiny_data.run(seed=4),
                              now=accepted, score=False)
-    fresh = submissions.submit(session, storage, team=site["team"], phase=site["phase"],
-                               user=site["captain"], name="fresh", files=tiny_data.run(seed=5),
-                               now=datetime.now(UTC), score=False)
     session.commit()
     workers.start()
     _wait(lambda: _status(session, run.id) == "scored", 60,
           lambda: f"the stuck run scored by the sweep\n{workers.log(0)}")
-    assert _status(session, fresh.id) == "valid"  # not stuck yet: left to its own job
-    assert "stuck runs sent to scoring again" in workers.log(0)
+    # the sweep that found it: the stuck-run sweep, or the one for runs rq holds no job of
+    log = workers.log(0)
+    assert ("stuck runs sent to scoring again" in log
+            or "runs without a scoring job (Redis was down or lost them) queued" in log), log
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+def test_a_killed_worker_leaves_no_scheduler_behind(site, workers):
+    """kill -9 of `flask worker`: its rq scheduler child stops too and frees the lock."""
+    redis = Redis.from_url(site["env"]["REDIS_URL"])
+    worker = workers.start()
+    _wait(lambda: _children(worker.pid), 90, lambda: f"a scheduler child\n{workers.log(0)}")
+    (scheduler,) = _children(worker.pid)
+    _wait(lambda: redis.get("rq:scheduler-lock:semboard") is not None, 30, "the scheduler lock")
+    # one command serves every queue, the model queue too
+    assert "serving queues semboard, mail, analysis, baselines" in workers.log(0)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait(timeout=30)
+    _wait(lambda: not _alive(scheduler), 15, "the orphaned scheduler stopped")
+    _wait(lambda: redis.get("rq:scheduler-lock:semboard") is None, 15, "the lock released")

@@ -391,20 +391,26 @@ def test_groups_wait_for_a_rush_to_pause_and_cover_it_once(app, world, monkeypat
 def test_groups_wait_for_uploads_taken_by_other_workers(app, session, storage, world, make,
                                                         monkeypatch, tiny_data, now):
     """Another web worker's uploads (no schedule in this process) also hold the groups back."""
-    app.config.update(SEMBOARD_BOARD_JOBS="thread", SEMBOARD_GROUPS_DELAY_S=0.3)
+    # The delay is long beside one upload (a few ms here, up to a second on a loaded machine): the
+    # verdict must not depend on the machine's load. The uploads come closer together than it.
+    delay = 2.0
+    app.config.update(SEMBOARD_BOARD_JOBS="thread", SEMBOARD_GROUPS_DELAY_S=delay)
     computed = []
     monkeypatch.setattr(board_jobs, "compute_groups",
                         lambda _app, task_id: computed.append(task_id) or 0)
     task_id = world["task"].id
     board_jobs.schedule_groups(app, task_id)
+    started = time.monotonic()
     for k in range(4):  # uploads through another connection, closer together than the delay
         team, captain = make.team(world["task"], f"elsewhere {k}")
         session.commit()
         submissions.submit(session, storage, team=team, phase=world["phase"], user=captain,
                            name="run", files=tiny_data.run(seed=k), now=now)
-        time.sleep(0.15)
+        time.sleep(delay / 3)
+    # more time passed than one delay: only the later uploads can have held the groups back
+    assert time.monotonic() - started > delay
     assert computed == []
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20
     while board_jobs.running_threads() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert computed == [task_id]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -112,6 +113,9 @@ def test_cli_against_gunicorn(make, session, database_url, tmp_path, tiny_data):
                         "noisy gold")
         assert submitted.returncode == 0, submitted.stderr
         assert "accepted" in submitted.stdout and "ALL:" in submitted.stdout
+        # four digits, as everywhere else (the API's floats printed whole had 16)
+        scores = re.findall(r"^  \S+: (-?\d+\.\d+)$", submitted.stdout, re.M)
+        assert scores and all(len(v.split(".")[1]) == 4 for v in scores), submitted.stdout
         rejected = cli("submit", "tiny", str(bad), "--name", "broken")
         assert rejected.returncode == 6
         # Every problem the site found is printed, with file and line.
