@@ -51,7 +51,8 @@ def list_models(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/models")
 def submit_model(task_name: str) -> Any:
     """Upload a model in one request (multipart: file = a zip of the Hugging Face folder;
-    optional name, phase, prompt, pooling, publish); 202 once checked and queued."""
+    optional name, phase, prompt, prompt_name, pooling, publish); 202 once checked and
+    queued."""
     user = _require_user()
     # a model is far larger than a run: web.hardening gives this route its own body limit
     session = get_session()
@@ -67,6 +68,7 @@ def submit_model(task_name: str) -> Any:
             session, get_storage(), team=team, phase=phase, user=user, archive=archive,
             filename=client_filename(upload.filename) or "model.zip", now=now,
             name=request.form.get("name", ""), prompt=request.form.get("prompt") or None,
+            prompt_name=request.form.get("prompt_name") or None,
             pooling=request.form.get("pooling") or None,
             publish=_flag(request.form.get("publish", "")))
     return _queued(row)
@@ -82,7 +84,8 @@ def _upload_answer(row: Any, status: int = 200) -> Any:
 @bp.post("/tasks/<task_name>/model-uploads")
 def start_model_upload(task_name: str) -> Any:
     """Start a model upload in parts (JSON: size, filename, sha256 and the model's name, phase,
-    prompt, pooling, publish); 201 with where to send the parts and how big they may be."""
+    prompt, prompt_name, pooling, publish); 201 with where to send the parts and how big they
+    may be."""
     user = _require_user()
     session = get_session()
     now = request_now()
@@ -100,6 +103,7 @@ def start_model_upload(task_name: str) -> Any:
         sha256_hex=_text(body, "sha256"), now=now,
         max_bytes=int(current_app.config["SEMBOARD_MODEL_MAX_BYTES"]),
         name=_text(body, "name") or "", prompt=_text(body, "prompt"),
+        prompt_name=_text(body, "prompt_name"),
         pooling=_text(body, "pooling"), publish=_flag(body.get("publish", False)))
     return _upload_answer(row, 201)
 

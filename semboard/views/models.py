@@ -66,6 +66,7 @@ def upload_model(task_name: str) -> Any:
                         session, storage(), team=team, phase=phase, user=user, archive=archive,
                         filename=client_filename(upload.filename), now=now(),
                         name=form.name.data or "", prompt=form.prompt.data or None,
+                        prompt_name=form.prompt_name.data or None,
                         pooling=form.pooling.data or None, publish=bool(form.publish.data))
             except DomainError as err:
                 flash_error(err)
@@ -73,7 +74,8 @@ def upload_model(task_name: str) -> Any:
             else:
                 dispatch_model(current_app._get_current_object(), row.id)  # type: ignore[attr-defined]
                 flash(f"Model {row.name} accepted (digest {row.digest[:12]}); it is queued and "
-                      "runs on the site's hardware.", "success")
+                      "runs on the site's hardware. "
+                      f"{model_services.prompt_note(row.description or {})}", "success")
                 return redirect(url_for("web.team", team_id=team.id, _anchor="team-models"))
         status = 422
     elif form.is_submitted():
@@ -120,6 +122,7 @@ def start_model_upload_page(task_name: str) -> Any:
         size=int(size) if size.isdigit() and len(size) < 16 else 0, now=now(),
         max_bytes=int(current_app.config["SEMBOARD_MODEL_MAX_BYTES"]),
         name=form.name.data or "", prompt=form.prompt.data or None,
+        prompt_name=form.prompt_name.data or None,
         pooling=form.pooling.data or None, publish=bool(form.publish.data))
     return _upload_answer(row, 201)
 
