@@ -58,8 +58,9 @@ def load_tokenizer(folder: Path, desc: ModelDescription) -> Any:
     tok = hf.backend_tokenizer
     if desc.do_lower_case:  # as sentence-transformers' Transformer module does
         current = tok.normalizer
-        parts = (list(current) if isinstance(current, normalizers.Sequence)
-                 else [] if current is None else [current])
+        seq: Any = current  # a Sequence iterates over its normalisers (the stubs omit it)
+        parts: list[Any] = (list(seq) if isinstance(current, normalizers.Sequence)
+                            else [] if current is None else [current])
         if not any(isinstance(n, normalizers.Lowercase) for n in parts):
             tok.normalizer = normalizers.Sequence([normalizers.Lowercase(), *parts])
     tok.no_padding()

@@ -13,7 +13,7 @@ from semboard.db import get_session
 from semboard.errors import Conflict, InvalidData
 from semboard.jobs.models import dispatch_model
 from semboard.models import ModelSubmission
-from semboard.services import model_uploads, models, tasks, teams
+from semboard.services import model_exports, model_uploads, models, tasks, teams
 from semboard.storage import get_storage
 from semboard.web.files import (
     client_filename,
@@ -183,3 +183,17 @@ def model_archive(model_id: int) -> Any:
     name, key = models.archive_download(get_session(), model_id=model_id, viewer=_user())
     return Response(get_storage().stream(key), mimetype="application/zip",
                     headers=disposition(name))
+
+
+
+@bp.get("/runs/<int:run_id>/exports/<kind>")
+def model_run_export(run_id: int, kind: str) -> Any:
+    """A model run's results for others' tools: `mteb` (an MTEB TaskResult), `every-eval-ever`
+    (an Every Eval Ever record) or `model-index` (YAML for a model card); 404 for a run that is
+    not a model's or whose scores the caller may not see."""
+    facts = model_exports.run_facts(
+        get_session(), viewer=_user(), run_id=run_id, kind=kind,
+        site_name=str(current_app.config.get("SEMBOARD_SITE_NAME", "semboard")),
+        run_url=lambda i: url_for("web.run", run_id=i, _external=True))
+    body, mimetype = model_exports.render(facts, kind, now=request_now())
+    return Response(body, mimetype=mimetype)

@@ -20,7 +20,7 @@ from flask_login import login_required
 from baselines.models.check import POOLING_MODES
 from semboard.errors import Conflict, DomainError, InvalidData, PhaseNotOpen
 from semboard.jobs.models import dispatch_model
-from semboard.services import model_uploads, submissions
+from semboard.services import model_exports, model_uploads, submissions
 from semboard.services import models as model_services
 from semboard.views.common import (
     bp,
@@ -190,3 +190,15 @@ def model_archive(model_id: int) -> Any:
         abort(404)
     return Response(storage().stream(key), mimetype="application/zip",
                     headers=disposition(name))
+
+
+@bp.get("/runs/<int:run_id>/exports/<kind>")
+def model_run_export(run_id: int, kind: str) -> Any:
+    """A model run's MTEB TaskResult, Every Eval Ever record or model-index block (the run
+    page's links; the API serves the same at /api/v1/runs/<id>/exports/<kind>)."""
+    facts = model_exports.run_facts(
+        db(), viewer=me(), run_id=run_id, kind=kind,
+        site_name=str(current_app.config.get("SEMBOARD_SITE_NAME", "semboard")),
+        run_url=lambda i: url_for("web.run", run_id=i, _external=True))
+    body, mimetype = model_exports.render(facts, kind, now=now())
+    return Response(body, mimetype=mimetype)

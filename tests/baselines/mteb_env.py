@@ -8,13 +8,17 @@ what mteb adds (datasets, polars, pytrec-eval): about a minute, not a second tor
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
+from typing import Any
 
 MTEB_VERSION = "2.26.24"
+EEE_VERSION = "0.3.0"  # needs Python >= 3.12: its schema is read from the wheel, not installed
 VENV = Path(os.environ.get("SEMBOARD_MTEB_VENV", "/work/venvs/mteb"))
 
 
@@ -41,5 +45,32 @@ def mteb_python(build: bool = True) -> Path | None:
     return python
 
 
+def eee_schema() -> dict[str, Any]:
+    """Every Eval Ever's eval.schema.json, from its PyPI wheel (downloaded once, no deps)."""
+    cache = VENV.parent / f"every-eval-ever-{EEE_VERSION}"
+    wheels = sorted(cache.glob("*.whl"))
+    if not wheels:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                        "--python-version", "3.12", "--only-binary=:all:", "-d", str(cache),
+                        f"every-eval-ever=={EEE_VERSION}"], check=True)
+        wheels = sorted(cache.glob("*.whl"))
+    with zipfile.ZipFile(wheels[0]) as z:
+        return dict(json.loads(z.read("every_eval_ever/schemas/eval.schema.json")))
+
+
+def mteb_load(result: dict[str, Any]) -> dict[str, Any]:
+    """Load an MTEB TaskResult with the mteb package (its own venv): what mteb reads back."""
+    code = ("import json, sys; from mteb import TaskResult; "
+            "r = TaskResult.model_validate(json.load(sys.stdin)); "
+            "print(json.dumps({'task_name': r.task_name, 'splits': list(r.scores), "
+            "'main': {s['hf_subset']: s['main_score'] for s in r.scores['test']}}))")
+    python = mteb_python()
+    assert python is not None
+    done = subprocess.run([str(python), "-c", code], input=json.dumps(result),
+                          capture_output=True, text=True, timeout=600, check=True)
+    return dict(json.loads(done.stdout))
+
+
 if __name__ == "__main__":
     print(mteb_python())
+    print(len(eee_schema()), "keys in Every Eval Ever's schema")

@@ -227,3 +227,45 @@ def test_a_zip_with_a_pickle_or_a_parent_path_is_refused(model: Path, tmp_path: 
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValidationError, match="not a readable zip"):
         unpack_model_archive(model / "config.json", tmp_path / "out")
+
+
+def _with_prompts(model: Path, default: str | None = None) -> None:
+    (model / "config_sentence_transformers.json").write_text(json.dumps(
+        {"prompts": {"query": "query: ", "passage": "passage: "},
+         "default_prompt_name": default}))
+
+
+def test_prompts_follow_sentence_transformers_and_can_be_chosen(model: Path) -> None:
+    _with_prompts(model)  # prompts but no default: sentence-transformers applies none
+    d = check_model(model).description
+    assert d is not None and (d.prompt, d.prompt_source, d.prompt_name) == ("", "none", None)
+    _with_prompts(model, "query")
+    d = check_model(model).description
+    assert d is not None and (d.prompt, d.prompt_source, d.prompt_name) == (
+        "query: ", "default", "query")
+    d = check_model(model, prompt_name="passage").description
+    assert d is not None and (d.prompt, d.prompt_b, d.prompt_source) == (
+        "passage: ", None, "named")
+    d = check_model(model, prompt_name="query,passage").description
+    assert d is not None and (d.prompt, d.prompt_b, d.prompt_name_b) == (
+        "query: ", "passage: ", "passage")
+    d = check_model(model, prompt="").description  # an explicit empty prompt: none
+    assert d is not None and (d.prompt, d.prompt_source) == ("", "none")
+    unknown = check_model(model, prompt_name="document")
+    assert _codes(unknown) == [("config_sentence_transformers.json", "prompt")]
+    assert "query" in str(unknown.issues[0]) and "passage" in str(unknown.issues[0])
+    assert _codes(check_model(model, prompt="x", prompt_name="query")) == [(None, "prompt")]
+
+
+@pytest.mark.parametrize(("changes", "words"), [
+    ({"tokenizer_class": "LlamaTokenizer"}, "tokenizer_class 'LlamaTokenizer'"),
+    ({"tokenizer_file": "/etc/passwd"}, "tokenizer_file"),
+    ({"vocab_file": "../vocab.txt"}, "vocab_file")])
+def test_tokenizer_config_names_an_accepted_class_and_no_file(model: Path, changes: dict,
+                                                              words: str) -> None:
+    cfg = json.loads((model / "tokenizer_config.json").read_text())
+    cfg.update(changes)
+    (model / "tokenizer_config.json").write_text(json.dumps(cfg))
+    check = check_model(model)
+    assert _codes(check) == [("tokenizer_config.json", "bad-tokenizer")]
+    assert words in str(check.issues[0])

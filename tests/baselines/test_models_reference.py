@@ -21,16 +21,13 @@ from baselines.models.encode import ModelEncoder
 
 pytestmark = [pytest.mark.gpu_extra, pytest.mark.slow]
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "sts2012"
 ODD = re.compile(r"^\s|\s$|\s\s|\u00a0|\t")
 
 
-def sts2012_pairs() -> list[tuple[str, str]]:
+def sts2012_pairs(shared_data: Path) -> list[tuple[str, str]]:
     """Every pair of STS 2012's train and test inputs, exactly as the files hold them."""
-    if not DATA.is_dir():
-        missing(f"the shared STS 2012 release is not at {DATA}")
     pairs = []
-    for path in sorted(DATA.glob("*/STS.input.*.txt")):
+    for path in sorted((shared_data / "sts2012").glob("*/STS.input.*.txt")):
         for line in path.read_text(encoding="utf-8").splitlines():
             a, b = line.split("\t")
             pairs.append((a, b))
@@ -38,8 +35,8 @@ def sts2012_pairs() -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def pairs() -> list[tuple[str, str]]:
-    found = sts2012_pairs()
+def pairs(shared_data: Path) -> list[tuple[str, str]]:
+    found = sts2012_pairs(shared_data)
     assert len(found) == 5342
     assert sum(bool(ODD.search(a) or ODD.search(b)) for a, b in found) == 229
     return found
