@@ -257,6 +257,13 @@ def _paths() -> dict[str, dict[str, Any]]:
             "/models/{model_id}/archive", "A model's zip, as uploaded: its team and the "
             "organisers; anyone who sees its run once the team published it",
             _file("The zip", "application/zip"), auth=False)},
+        "/runs/{run_id}/exports/{kind}": {"get": _op(
+            "/runs/{run_id}/exports/{kind}", "A scored model run's results for others' tools: "
+            "kind mteb (an MTEB TaskResult), every-eval-ever (an Every Eval Ever record) or "
+            "model-index (YAML for a model card)",
+            {"description": "The export", "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/yaml": {"schema": STR}}}, auth=False)},
         "/runs/{run_id}/description": {
             method: _op("/runs/{run_id}/description",
                         "Edit my run's system description until its phase closes",

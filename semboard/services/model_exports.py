@@ -19,9 +19,9 @@ from sqlalchemy.orm import Session
 from baselines.signature import prompt_label
 from semboard.errors import NotFound
 from semboard.models import User
-from semboard.services import access, definitions, submissions
+from semboard.services import access, definitions, models, submissions
 
-EEE_SCHEMA_VERSION = "0.2.2"
+EEE_SCHEMA_VERSION = "0.3.0"  # the "version" of every-eval-ever 0.3.0's eval.schema.json
 CONFIDENCE = 0.95
 EXPORTS = ("mteb", "every-eval-ever", "model-index")
 
@@ -41,6 +41,7 @@ class RunFacts:
     primary_metric: str  # the per-dataset metric the board shows first (e.g. pearson)
     site_name: str
     run_url: str
+    published: bool = False  # the team published the model's files with the run
 
 
 def _datasets(facts: RunFacts) -> dict[str, dict[str, Any]]:
@@ -140,6 +141,10 @@ def every_eval_ever(facts: RunFacts, *, retrieved: datetime) -> dict[str, Any]:
         "model_info": {"name": facts.run_name, "id": model_label(facts),
                        "developer": facts.team,
                        "additional_details": {
+                           # the site ran the uploaded weights on its own hardware
+                           "deployment_type": "self_deployed",
+                           "model_availability": ("open_weights" if facts.published
+                                                  else "closed_weights"),
                            "architecture": str(facts.meta.get("architecture")),
                            "n_parameters": str(facts.meta.get("n_parameters")),
                            "model_digest": str(facts.meta.get("model_digest"))}},
@@ -186,7 +191,9 @@ def run_facts(session: Session, *, viewer: User | None, run_id: int, kind: str, 
         phase=run.phase.slug, submitted_at=run.submitted_at, meta=dict(run.meta),
         score=dict(record.scores),
         primary_metric=definitions.phase_definition(run.phase).dataset_primary,
-        site_name=site_name, run_url=run_url(run.id))
+        site_name=site_name, run_url=run_url(run.id),
+        published=(model := models.model_of_run(session, run)) is not None
+        and model.published_at is not None)
 
 
 def render(facts: RunFacts, kind: str, *, now: datetime) -> tuple[str, str]:

@@ -40,7 +40,10 @@ def test_a_model_run_exports_mteb_eee_and_model_index(client, models_world, sess
 
     eee = client.get(f"{API}/runs/{run.id}/exports/every-eval-ever", headers=headers)
     record = eee.get_json()
-    jsonschema.validate(record, eee_schema())
+    schema = eee_schema()
+    jsonschema.validate(record, schema)
+    assert record["schema_version"] == schema["version"]
+    assert record["model_info"]["additional_details"]["model_availability"] == "closed_weights"
     assert record["source_metadata"]["evaluator_relationship"] == "third_party"
     first = record["evaluation_results"][0]
     name = first["evaluation_result_id"].split("/")[1]
