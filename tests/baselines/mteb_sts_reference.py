@@ -2,13 +2,16 @@
 sentence-transformers folder on given sentences and gold, no hub download.
 
 stdin: JSON {"folder", "prompt", "datasets": {name: {"s1": [...], "s2": [...], "gold": [...]}}};
-stdout: JSON {name: {"pearson", "spearman", "cosine_pearson", "cosine_spearman"}} plus "mteb".
+stdout: JSON {name: {"pearson", "spearman", "cosine_pearson", "cosine_spearman", "cosines"}}
+plus "mteb"; "cosines" are the per-pair cosines mteb's evaluator scored (its predictions file).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import tempfile
+from pathlib import Path
 
 
 def main() -> None:
@@ -32,11 +35,14 @@ def main() -> None:
         task.dataset = {"default": {"test": Dataset.from_dict(
             {"sentence1": data["s1"], "sentence2": data["s2"], "score": data["gold"]})}}
         task.data_loaded = True
-        scores = task.evaluate(model, "test", encode_kwargs={"batch_size": 64,
-                                                             "show_progress_bar": False})
+        with tempfile.TemporaryDirectory() as tmp:
+            scores = task.evaluate(model, "test", prediction_folder=Path(tmp),
+                                   encode_kwargs={"batch_size": 64, "show_progress_bar": False})
+            saved = json.loads(next(Path(tmp).glob("*.json")).read_text())
         row = scores["default"]
         out[name] = {k: float(row[k]) for k in ("pearson", "spearman", "cosine_pearson",
                                                  "cosine_spearman")}
+        out[name]["cosines"] = [float(c) for c in saved["default"]["test"]["cosine_scores"]]
     json.dump(out, sys.stdout)
 
 
