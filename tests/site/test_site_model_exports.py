@@ -36,6 +36,8 @@ def test_a_model_run_exports_mteb_eee_and_model_index(client, models_world, sess
     response = post_model(client, headers, zip_folder(worded_model), name="tiny-encoder",
                           prompt="it is: ")
     assert response.status_code == 202, response.get_json()
+    assert response.get_json()["prompt_note"] == ("The prompt given at upload ('it is: ') is "
+                                                   "put before every text.")
     wait_for_threads(300)
     run = session.scalars(select(Run).where(Run.name == "tiny-encoder")).one()
     session.refresh(run)
