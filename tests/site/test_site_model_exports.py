@@ -73,10 +73,13 @@ def test_a_model_run_exports_mteb_eee_and_model_index(client, models_world, sess
             for r in block["results"]} == pytest.approx(
         {k: v["metrics"]["pearson"]["value"] for k, v in datasets.items()}, abs=1e-6)
 
-    # another team sees nothing it may not see; a run that is not a model's has no export
+    # whoever may see the run's scores may read its exports (this board is public); an unknown
+    # kind or run is a 404
     other = models_world["tokens"]["b"]
-    assert client.get(f"{API}/runs/{run.id}/exports/mteb", headers=other).status_code == 404
+    assert client.get(f"{API}/runs/{run.id}/exports/mteb", headers=other).status_code == \
+        client.get(f"{API}/runs/{run.id}", headers=other).status_code == 200
     assert client.get(f"{API}/runs/{run.id}/exports/csv", headers=headers).status_code == 404
+    assert client.get(f"{API}/runs/{run.id + 99}/exports/mteb").status_code == 404
 
     captain = models_world["captains"][0]
     assert client.post("/login", data={"email": captain.email,
