@@ -269,3 +269,18 @@ def test_tokenizer_config_names_an_accepted_class_and_no_file(model: Path, chang
     check = check_model(model)
     assert _codes(check) == [("tokenizer_config.json", "bad-tokenizer")]
     assert words in str(check.issues[0])
+
+
+def test_a_model_runs_signature_says_prompt_and_mapping() -> None:
+    from baselines.signature import baseline_signature, prompt_label
+
+    meta = {"system": "model", "model_id": "BertModel", "weights_sha256": "a" * 64,
+            "tokenizer": "tokenizer.json", "dtype": "float32", "device_class": "cpu",
+            "score_mapping": "linear", "prompt": "", "prompt_b": None}
+    assert baseline_signature(meta).endswith("|prompt:none|map:linear")
+    meta |= {"prompt": "query: ", "prompt_name": "query", "score_mapping": "clip"}
+    assert baseline_signature(meta).endswith('|prompt:query="query: "|map:clip')
+    meta |= {"prompt_b": "a|b", "prompt_name_b": None}
+    assert prompt_label(meta) == 'query="query: ","a\\u007cb"'  # '|' never splits a field
+    baseline = {k: v for k, v in meta.items() if k != "score_mapping"}
+    assert "prompt:" not in baseline_signature(baseline)  # baseline runs' signatures unchanged
