@@ -284,3 +284,17 @@ def test_a_model_runs_signature_says_prompt_and_mapping() -> None:
     assert prompt_label(meta) == 'query="query: ","a\\u007cb"'  # '|' never splits a field
     baseline = {k: v for k, v in meta.items() if k != "score_mapping"}
     assert "prompt:" not in baseline_signature(baseline)  # baseline runs' signatures unchanged
+
+
+def test_clipping_is_counted_and_summed_for_the_board() -> None:
+    import numpy as np
+
+    from baselines.models.job import clipped_pairs, cosine_to_scores
+    from semboard.services.leaderboard import model_summary
+
+    cos = np.array([-0.4, -0.1, 0.0, 0.3, 1.0])
+    assert clipped_pairs(cos, "clip") == 2 and clipped_pairs(cos, "linear") == 0
+    assert list(cosine_to_scores(cos, 0, 5, "clip")[:2]) == [0.0, 0.0]  # what was moved
+    row = model_summary({"system": "model", "score_mapping": "clip", "prompt": "query: ",
+                         "prompt_name": "query", "clipped_pairs": {"MSRvid": 2, "MSRpar": 1}})
+    assert row is not None and row["clipped"] == 3 and row["prompt_label"] == 'query="query: "'
