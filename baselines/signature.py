@@ -3,11 +3,13 @@
 Like the evaluation signature it is a `|`-separated list of `key:value` fields: system, model,
 weights digest, tokenizer (with its file's digest), dtype and device class (cpu or cuda, not
 the card: fp16 CUDA and fp32 CPU runs differ in the last digits), and the seed for systems
-whose scores depend on it. Digests are shortened to 12 hex digits.
+whose scores depend on it. Digests are shortened to 12 hex digits. A model-track run adds the
+prompt of each side (the folder's name for it and its text) and the cosine-to-score mapping.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,4 +33,24 @@ def baseline_signature(meta: Mapping[str, Any]) -> str | None:
               f"dtype:{meta['dtype'] or 'none'}", f"device:{meta['device_class']}"]
     if meta.get("seeded"):
         fields.append(f"seed:{meta.get('seed')}")
+    if "score_mapping" in meta:  # a model run: the texts' prompts, how a cosine became a score
+        fields += [f"prompt:{prompt_label(meta)}", f"map:{meta['score_mapping']}"]
     return "|".join(fields)
+
+
+def _one_prompt(name: str | None, text: str | None) -> str:
+    quoted = json.dumps(text or "").replace("|", "\\u007c")  # '|' separates the fields
+    return f"{name}={quoted}" if name else quoted
+
+
+def prompt_label(meta: Mapping[str, Any]) -> str:
+    """The prompt(s) a model run applied: `none`, `"query: "`, `query="query: "`, or
+    `query="query: ",passage="passage: "` when each side had its own."""
+    first = meta.get("prompt") or ""
+    second = meta.get("prompt_b")
+    if not first and second is None:
+        return "none"
+    label = _one_prompt(meta.get("prompt_name"), first)
+    if second is not None:
+        label += "," + _one_prompt(meta.get("prompt_name_b"), second)
+    return label

@@ -457,7 +457,9 @@ def cmd_submit_model(args: argparse.Namespace) -> int:
     """Upload a sentence encoder (the model track): the site checks it, then runs it itself."""
     api = _api(args)
     fields = {key: value for key, value in (("name", args.name), ("phase", args.phase),
-                                            ("prompt", args.prompt), ("pooling", args.pooling))
+                                            ("prompt", args.prompt),
+                                            ("prompt_name", args.prompt_name),
+                                            ("pooling", args.pooling))
               if value is not None}
     if args.publish:
         fields["publish"] = True
@@ -471,6 +473,8 @@ def cmd_submit_model(args: argparse.Namespace) -> int:
              if model.get("queue_position") else "")
     _out(f"Model {model['name']!r} accepted as #{model['id']} ({model['status']}{where}) in "
          f"phase {model['phase']} of {model['task']}; digest {model['digest'][:12]}.")
+    if model.get("prompt_note"):
+        _out(model["prompt_note"])
     _out(f"Follow it: GET {api.base}/models/{model['id']}")
     return EXIT_OK
 
@@ -648,7 +652,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="model folder or .zip")
     p.add_argument("--name", help="run name (default: model- and the model's digest)")
     p.add_argument("--phase", help="phase slug (default: the open one)")
-    p.add_argument("--prompt", help="prefix put before every text (overrides the folder's)")
+    p.add_argument("--prompt", help="prefix put before every text (overrides the folder's "
+                   "default prompt)")
+    p.add_argument("--prompt-name", help="one of the folder's prompts by name "
+                   "(config_sentence_transformers.json), or two as FIRST,SECOND: one per side "
+                   "of each pair")
     p.add_argument("--pooling", help="cls, mean, max, ... (overrides 1_Pooling/config.json)")
     p.add_argument("--publish", action="store_true",
                    help="publish the model's files with its run (anyone who sees the run may "

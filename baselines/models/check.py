@@ -63,6 +63,13 @@ _LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": 
                    "pooling_mode_lasttoken": "lasttoken"}
 SAFETENSORS_DTYPES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2,
                       "I8": 1, "U8": 1, "BOOL": 1}
+# tokenizer classes transformers builds for the accepted architectures (`tokenizer_class` of
+# tokenizer_config.json): the encoder asks transformers for the folder's tokenizer, as
+# sentence-transformers does, so the class (never code) comes from this list
+TOKENIZER_CLASSES = frozenset({
+    f"{base}{fast}" for base in ("BertTokenizer", "XLMRobertaTokenizer", "RobertaTokenizer",
+                                 "MPNetTokenizer", "PreTrainedTokenizer") for fast in ("", "Fast")
+} | {"TokenizersBackend"})
 MAX_JSON_BYTES = 64 << 20  # tokenizer.json of a 250k-piece vocabulary is ~17 MB
 MAX_HEADER_BYTES = 16 << 20
 
@@ -99,8 +106,14 @@ class ModelDescription:
     weights_dtype: str
     pooling: str
     normalize: bool
-    prompt: str  # the prefix put before every text
+    prompt: str  # the prefix put before every text (the first text of a pair, see prompt_b)
     prompts: dict[str, str] = field(default_factory=dict)  # all prompts the folder names
+    # where the prompt came from: "default" (default_prompt_name), "named", "given" or "none"
+    prompt_source: str = "none"
+    prompt_name: str | None = None  # the folder's name of the prompt in use
+    prompt_b: str | None = None  # the second text's prefix when it differs (one per side)
+    prompt_name_b: str | None = None
+    tokenizer_class: str | None = None
     do_lower_case: bool = False
     pad_token_id: int = 0
     tokenizer_sha256: str = ""
@@ -327,32 +340,62 @@ def _pooling(folder: Path, names: list[str], issues: list[Issue]) -> tuple[str, 
     return pooling, normalize
 
 
-def _prompts(folder: Path, names: list[str], issues: list[Issue]) -> tuple[dict[str, str], str]:
-    """The folder's prompts and the default one ('' when none is the default)."""
+def _prompts(folder: Path, names: list[str], issues: list[Issue]
+             ) -> tuple[dict[str, str], str | None]:
+    """The folder's prompts and the name of the default one (None when none is)."""
     if "config_sentence_transformers.json" not in names:
-        return {}, ""
+        return {}, None
     cfg = _read_json(folder, "config_sentence_transformers.json", issues) or {}
     prompts = cfg.get("prompts") or {}
     if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
         issues.append(Issue("config_sentence_transformers.json", None,
                             "prompts must map names to strings", "bad-config"))
-        return {}, ""
+        return {}, None
     default = cfg.get("default_prompt_name")
     if default is not None and default not in prompts:
         issues.append(Issue("config_sentence_transformers.json", None,
                             f"default_prompt_name {default!r} is not among the prompts",
                             "bad-config"))
-        return prompts, ""
-    return prompts, prompts[default] if default else ""
+        return prompts, None
+    return prompts, default or None
+
+
+def choose_prompts(prompts: Mapping[str, str], default: str | None, *, prompt: str | None,
+                   prompt_name: str | None, issues: list[Issue]) -> dict[str, Any]:
+    """The prompt of each side, as sentence-transformers picks it: a given text, else a named
+    prompt of the folder ("name", or "name_a,name_b" for one per side), else the folder's
+    default_prompt_name, else none. The ModelDescription fields prompt, prompt_b, their names
+    and prompt_source."""
+    if prompt is not None and prompt_name:
+        issues.append(Issue(None, None, "give a prompt or a prompt name, not both", "prompt"))
+    if prompt is not None:
+        return {"prompt": prompt, "prompt_source": "given" if prompt else "none"}
+    if prompt_name:
+        chosen = [n.strip() for n in prompt_name.split(",")]
+        unknown = [n for n in chosen if n not in prompts]
+        if len(chosen) > 2 or unknown:
+            known = ", ".join(sorted(prompts)) or "none"
+            issues.append(Issue("config_sentence_transformers.json", None,
+                                f"prompt name {prompt_name!r}: give one of the folder's prompt "
+                                f"names, or two separated by a comma (one per side); the "
+                                f"folder names: {known}", "prompt"))
+            return {"prompt": "", "prompt_source": "none"}
+        a, b = chosen[0], chosen[-1]
+        return {"prompt": prompts[a], "prompt_name": a, "prompt_source": "named",
+                "prompt_b": prompts[b] if b != a else None, "prompt_name_b": b if b != a else None}
+    if default is not None:
+        return {"prompt": prompts[default], "prompt_name": default, "prompt_source": "default"}
+    return {"prompt": "", "prompt_source": "none"}
 
 
 def _tokenizer(folder: Path, cfg: Mapping[str, Any], names: list[str],
-               issues: list[Issue]) -> int | None:
-    """Checks tokenizer.json (and tokenizer_config.json); model_max_length when it says one."""
+               issues: list[Issue]) -> tuple[int | None, str | None]:
+    """Checks tokenizer.json (and tokenizer_config.json); model_max_length when it says one,
+    and the tokenizer class."""
     if "tokenizer.json" not in names:
         issues.append(Issue(None, None, "no tokenizer.json: upload the fast tokenizer file "
                             "(tokenizer.save_pretrained writes it)", "no-tokenizer"))
-        return None
+        return None, None
     tok = _read_json(folder, "tokenizer.json", issues)
     if tok is not None:
         model = tok.get("model")
@@ -368,21 +411,34 @@ def _tokenizer(folder: Path, cfg: Mapping[str, Any], names: list[str],
             issues.append(Issue("tokenizer.json", None, f"token id {max(ids):,} does not fit "
                                 f"the model's vocab_size {cfg['vocab_size']:,}",
                                 "bad-tokenizer"))
-    max_len = None
+    max_len, tok_class = None, None
     if "tokenizer_config.json" in names:
         tcfg = _read_json(folder, "tokenizer_config.json", issues) or {}
         if "auto_map" in tcfg:
             issues.append(Issue("tokenizer_config.json", None, "auto_map names custom tokenizer "
                                 "code, which is refused", "custom-code"))
+        tok_class = tcfg.get("tokenizer_class")
+        if tok_class is not None and tok_class not in TOKENIZER_CLASSES:
+            issues.append(Issue("tokenizer_config.json", None, f"tokenizer_class {tok_class!r} "
+                                "is not accepted (one of: "
+                                f"{', '.join(sorted(TOKENIZER_CLASSES))})", "bad-tokenizer"))
+        # transformers opens a file named in the config: it must be the folder's own
+        named = sorted(k for k, v in tcfg.items() if k.endswith("_file") and v is not None)
+        if named:
+            issues.append(Issue("tokenizer_config.json", None, f"{', '.join(named)}: file "
+                                "paths are refused; the folder's own files are used",
+                                "bad-tokenizer"))
         value = tcfg.get("model_max_length")
         if isinstance(value, int) and 0 < value < 1 << 30:
             max_len = value
-    return max_len
+    return max_len, tok_class if isinstance(tok_class, str) else None
 
 
 def check_model(folder: Path, limits: ModelLimits | None = None, *, prompt: str | None = None,
-                pooling: str | None = None, normalize: bool | None = None) -> ModelCheck:
-    """Check a model folder in the Hugging Face layout; `prompt`/`pooling` override its files.
+                prompt_name: str | None = None, pooling: str | None = None,
+                normalize: bool | None = None) -> ModelCheck:
+    """Check a model folder in the Hugging Face layout; `prompt` (a text), `prompt_name` (the
+    folder's prompt names, see choose_prompts) and `pooling` override its files.
 
     Reads names, JSON files and safetensors headers only. Every problem is an Issue naming the
     file; the description (digest over all files, architecture, parameters, pooling, prompt)
@@ -437,7 +493,9 @@ def check_model(folder: Path, limits: ModelLimits | None = None, *, prompt: str 
                             f"{limits.max_parameters:,}", "limit"))
     st_pooling, st_normalize = _pooling(folder, names, issues)
     prompts, default_prompt = _prompts(folder, names, issues)
-    tok_max = _tokenizer(folder, cfg, names, issues)
+    chosen = choose_prompts(prompts, default_prompt, prompt=prompt, prompt_name=prompt_name,
+                            issues=issues)
+    tok_max, tok_class = _tokenizer(folder, cfg, names, issues)
     if pooling is not None and pooling not in POOLING_MODES:
         issues.append(Issue(None, None, f"pooling {pooling!r} is not one of "
                             f"{', '.join(POOLING_MODES)}", "pooling"))
@@ -462,7 +520,7 @@ def check_model(folder: Path, limits: ModelLimits | None = None, *, prompt: str 
         layers=cfg["num_hidden_layers"], vocab_size=cfg["vocab_size"], max_seq_length=max_seq,
         weights_dtype=",".join(sorted(dtypes)), pooling=pooling or st_pooling,
         normalize=st_normalize if normalize is None else normalize,
-        prompt=default_prompt if prompt is None else prompt, prompts=prompts,
-        do_lower_case=bool(sbert.get("do_lower_case", False)), pad_token_id=pad,
-        tokenizer_sha256=files["tokenizer.json"])
+        prompts=prompts, do_lower_case=bool(sbert.get("do_lower_case", False)),
+        pad_token_id=pad, tokenizer_sha256=files["tokenizer.json"], tokenizer_class=tok_class,
+        **chosen)
     return ModelCheck([], desc)

@@ -1,8 +1,13 @@
 """Encoding texts with a checked model: transformers' own classes, safetensors only.
 
 The model class is picked from the checked `model_type` (never from the folder's code) and
-loaded with remote code off, local files only and safetensors only; the tokenizer is the
-folder's `tokenizer.json` read by `tokenizers` (no Python tokenizer class is instantiated).
+loaded with remote code off, local files only and safetensors only. The tokenizer is built as
+transformers (and so sentence-transformers) builds it: transformers 5's tokenizer classes take
+only the vocabulary and post-processor from `tokenizer.json` and rebuild the normaliser and
+pre-tokeniser themselves (XLM-R splits on whitespace first, so leading, trailing and repeated
+spaces make no extra `▁` token, which the file's own Metaspace would), so the encoder asks
+transformers for the tokenizer (the checked `tokenizer_class`, no remote code) and runs its
+`tokenizers` backend.
 Texts are sorted by length and packed into padded batches under a token budget, and a thread
 tokenises the next chunk while the device encodes, as the project's e5 encoder does; pooling
 and prompts follow the sentence-transformers files.
@@ -41,6 +46,28 @@ def library_versions() -> dict[str, str | None]:
     return out
 
 
+def load_tokenizer(folder: Path, desc: ModelDescription) -> Any:
+    """The folder's tokenizer exactly as sentence-transformers runs it: transformers' class for
+    the folder (its own normaliser and pre-tokeniser), a Lowercase normaliser put first when
+    sentence_bert_config.json says do_lower_case, no padding, truncation at max_seq_length."""
+    from tokenizers import normalizers
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(str(folder), local_files_only=True,
+                                       trust_remote_code=False)
+    tok = hf.backend_tokenizer
+    if desc.do_lower_case:  # as sentence-transformers' Transformer module does
+        current = tok.normalizer
+        seq: Any = current  # a Sequence iterates over its normalisers (the stubs omit it)
+        parts: list[Any] = (list(seq) if isinstance(current, normalizers.Sequence)
+                            else [] if current is None else [current])
+        if not any(isinstance(n, normalizers.Lowercase) for n in parts):
+            tok.normalizer = normalizers.Sequence([normalizers.Lowercase(), *parts])
+    tok.no_padding()
+    tok.enable_truncation(desc.max_seq_length)  # longest_first, right: transformers' defaults
+    return tok
+
+
 class ModelEncoder:
     """A checked model folder loaded for encoding (fp16 on CUDA, fp32 on CPU by default)."""
 
@@ -49,8 +76,6 @@ class ModelEncoder:
         # torch and transformers are heavy optional dependencies (gpu and dev extras)
         import torch
         import transformers
-        from tokenizers import Tokenizer
-
         started = time.perf_counter()
         self.desc = desc
         self.device = resolve_device(device)
@@ -65,9 +90,7 @@ class ModelEncoder:
         ).to(self.device).eval()
         # transformers picks SDPA where the class has it (BERT, XLM-R), eager otherwise (MPNet)
         self.attention = str(getattr(self.model.config, "_attn_implementation", None))
-        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(desc.max_seq_length)
+        self.tokenizer = load_tokenizer(folder, desc)
         self.batch_tokens = batch_tokens or DEFAULT_BATCH_TOKENS[self.device]
         self.device_name = (torch.cuda.get_device_name(torch.device(self.device))
                             if self.device == "cuda" else "cpu")
@@ -91,12 +114,9 @@ class ModelEncoder:
             return total / w.sum(1).sqrt()
         return total / w.sum(1)
 
-    def _tokenise(self, texts: Sequence[str]) -> list[list[int]]:
+    def _tokenise(self, texts: Sequence[str], prompt: str) -> list[list[int]]:
         """Token ids (specials included, truncated) of prompt + text."""
-        full = [self.desc.prompt + t for t in texts]
-        if self.desc.do_lower_case:
-            full = [t.lower() for t in full]
-        return [e.ids for e in self.tokenizer.encode_batch(full)]
+        return [e.ids for e in self.tokenizer.encode_batch([prompt + t for t in texts])]
 
     def _encode_ids(self, ids: list[list[int]], out: np.ndarray,
                     progress: Callable[[int], None] | None) -> None:
@@ -121,22 +141,24 @@ class ModelEncoder:
             if progress is not None:
                 progress(len(rows))
 
-    def embed(self, texts: Sequence[str], *,
+    def embed(self, texts: Sequence[str], *, prompt: str | None = None,
               progress: Callable[[int], None] | None = None) -> np.ndarray:
-        """Embeddings (n, hidden) of prompt + text, L2-normalised when the model says so.
+        """Embeddings (n, hidden) of prompt + text (the model's prompt unless one is given),
+        L2-normalised when the model says so.
 
         A thread tokenises the next chunk of texts while the device encodes the current one.
         """
         import torch
 
+        prefix = self.desc.prompt if prompt is None else prompt
         out = np.zeros((len(texts), self.desc.hidden_size), dtype=np.float32)
         with ThreadPoolExecutor(1, thread_name_prefix="model-tokenise") as pool, \
                 torch.inference_mode():
-            pending = pool.submit(self._tokenise, texts[:CHUNK_TEXTS])
+            pending = pool.submit(self._tokenise, texts[:CHUNK_TEXTS], prefix)
             for first in range(0, len(texts), CHUNK_TEXTS):
                 ids = pending.result()
                 nxt = first + CHUNK_TEXTS
-                pending = pool.submit(self._tokenise, texts[nxt:nxt + CHUNK_TEXTS])
+                pending = pool.submit(self._tokenise, texts[nxt:nxt + CHUNK_TEXTS], prefix)
                 self._encode_ids(ids, out[first:first + len(ids)], progress)
         if self.desc.normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
@@ -144,9 +166,17 @@ class ModelEncoder:
 
     def similarity(self, pairs: Sequence[tuple[str, str]], *,
                    progress: Callable[[int], None] | None = None) -> np.ndarray:
-        """Cosine of the two sides' embeddings, one per pair (float64)."""
-        texts = [a for a, _ in pairs] + [b for _, b in pairs]
-        vecs = self.embed(texts, progress=progress).astype(np.float64)
+        """Cosine of the two sides' embeddings, one per pair (float64); each side gets its own
+        prompt (the model's `prompt` and `prompt_b`)."""
+        a_side = [a for a, _ in pairs]
+        b_side = [b for _, b in pairs]
+        if self.desc.prompt_b is None or self.desc.prompt_b == self.desc.prompt:
+            vecs = self.embed(a_side + b_side, progress=progress).astype(np.float64)
+        else:
+            vecs = np.concatenate([
+                self.embed(a_side, progress=progress),
+                self.embed(b_side, prompt=self.desc.prompt_b, progress=progress)
+            ]).astype(np.float64)
         vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         n = len(pairs)
         return (vecs[:n] * vecs[n:]).sum(1)

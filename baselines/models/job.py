@@ -84,6 +84,12 @@ def cosine_to_scores(cos: np.ndarray, lo: float, hi: float, mapping: Mapping_ = 
     return lo + sim * (hi - lo)
 
 
+def clipped_pairs(cos: np.ndarray, mapping: Mapping_) -> int:
+    """How many cosines the mapping moved: negatives under "clip" (all mapped to the range's
+    low end); none under "linear", which keeps every difference."""
+    return int(np.count_nonzero(np.asarray(cos) < 0)) if mapping == "clip" else 0
+
+
 def model_task_problem(task: TaskDefinition, datasets: Iterable[str]) -> str | None:
     """Why a model cannot answer these datasets of the task (None when it can): an encoder's
     cosine becomes a score, never a class label."""
@@ -117,7 +123,8 @@ def child_main(request_fd: int, reply_fd: int) -> None:
         total = sum(len(p) for _, p in datasets.values())
         conn.send(("event", JobEvent("started", 0, total, pid)))
         check = check_model(Path(folder), options["limits"], prompt=options["prompt"],
-                            pooling=options["pooling"], normalize=options["normalize"])
+                            prompt_name=options.get("prompt_name"), pooling=options["pooling"],
+                            normalize=options["normalize"])
         if not check.ok or check.description is None:
             conn.send(("failed", "the model was refused: "
                        + "; ".join(str(i) for i in check.issues)))
@@ -136,6 +143,7 @@ def child_main(request_fd: int, reply_fd: int) -> None:
                                dtype=options["dtype"])
         conn.send(("event", JobEvent("loaded", 0, total, pid)))
         files: dict[str, bytes] = {}
+        clipped: dict[str, int] = {}  # pairs whose cosine the mapping changed, by dataset
         done = [0, 0]  # texts embedded, pairs reported
         encode_s = 0.0
 
@@ -154,6 +162,7 @@ def child_main(request_fd: int, reply_fd: int) -> None:
             encode_s += time.perf_counter() - t0
             lo, hi = task.score_range(spec.name)  # a dataset may have a range of its own
             scores = cosine_to_scores(cos, lo, hi, options["mapping"])
+            clipped[spec.name] = clipped_pairs(cos, options["mapping"])
             name, content = write_run(task, spec.name, ids, scores.tolist(),
                                       run=options["run_name"])
             files[name] = content
@@ -165,9 +174,13 @@ def child_main(request_fd: int, reply_fd: int) -> None:
             "n_parameters": desc.n_parameters, "hidden_size": desc.hidden_size,
             "layers": desc.layers, "weights_dtype": desc.weights_dtype,
             "pooling": desc.pooling, "normalize": desc.normalize, "prompt": desc.prompt,
-            "prompts": desc.prompts, "max_seq_length": desc.max_seq_length,
+            "prompt_source": desc.prompt_source, "prompt_name": desc.prompt_name,
+            "prompt_b": desc.prompt_b, "prompt_name_b": desc.prompt_name_b,
+            "prompts": desc.prompts, "tokenizer_class": desc.tokenizer_class,
+            "max_seq_length": desc.max_seq_length,
             "tokenizer": "tokenizer.json", "tokenizer_sha256": desc.tokenizer_sha256,
-            "score_mapping": options["mapping"], "dtype": encoder.dtype,
+            "score_mapping": options["mapping"], "clipped_pairs": clipped,
+            "dtype": encoder.dtype,
             "device": encoder.device_name, "device_class": encoder.device,
             "batch_tokens": encoder.batch_tokens, "attention": encoder.attention,
             "n_pairs": total,
@@ -205,7 +218,8 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
                   inputs: Mapping[str, DatasetInputs], *, device: str = "auto",
                   dtype: str | None = None, budget: JobBudget | None = None,
                   limits: ModelLimits | None = None, prompt: str | None = None,
-                  pooling: str | None = None, normalize: bool | None = None,
+                  prompt_name: str | None = None, pooling: str | None = None,
+                  normalize: bool | None = None,
                   mapping: Mapping_ | None = None, threads: int | None = None,
                   run_name: str | None = None,
                   progress: Callable[[JobEvent], None] | None = None) -> ModelRun:
@@ -227,7 +241,8 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
         raise ModelJobFailed(problem)
     chosen: Mapping_ = mapping or cast(Mapping_, task_def.model_mapping)
     datasets = {name: (list(d.ids), [tuple(p) for p in d.texts]) for name, d in inputs.items()}
-    options = {"limits": limits or ModelLimits(), "prompt": prompt, "pooling": pooling,
+    options = {"limits": limits or ModelLimits(), "prompt": prompt,
+               "prompt_name": prompt_name, "pooling": pooling,
                "normalize": normalize, "device": device, "dtype": dtype, "mapping": chosen,
                "threads": threads, "gpu_memory_bytes": budget.gpu_memory_bytes,
                "run_name": run_name}

@@ -13,7 +13,7 @@ from semboard.db import get_session
 from semboard.errors import Conflict, InvalidData
 from semboard.jobs import models as model_jobs
 from semboard.models import ModelSubmission
-from semboard.services.models import model_uploads, models
+from semboard.services.models import model_exports, model_uploads, models
 from semboard.services.people import teams
 from semboard.services.tasks import participation, tasks
 from semboard.storage import get_storage
@@ -56,7 +56,8 @@ def list_models(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/models")
 def submit_model(task_name: str) -> Any:
     """Upload a model in one request (multipart: file = a zip of the Hugging Face folder;
-    optional name, phase, prompt, pooling, publish); 202 once checked and queued."""
+    optional name, phase, prompt, prompt_name, pooling, publish); 202 once checked and
+    queued."""
     user = require_token_user()
     # a model is far larger than a run: web.hardening gives this route its own body limit
     session = get_session()
@@ -73,6 +74,7 @@ def submit_model(task_name: str) -> Any:
             session, get_storage(), _app(), team=team, phase=phase, user=user, archive=archive,
             filename=client_filename(upload.filename) or "model.zip", now=now,
             name=request.form.get("name", ""), prompt=request.form.get("prompt") or None,
+            prompt_name=request.form.get("prompt_name") or None,
             pooling=request.form.get("pooling") or None,
             publish=_flag(request.form.get("publish", "")))
     return _queued(row)
@@ -88,7 +90,8 @@ def _upload_answer(row: Any, status: int = 200) -> Any:
 @bp.post("/tasks/<task_name>/model-uploads")
 def start_model_upload(task_name: str) -> Any:
     """Start a model upload in parts (JSON: size, filename, sha256 and the model's name, phase,
-    prompt, pooling, publish); 201 with where to send the parts and how big they may be."""
+    prompt, prompt_name, pooling, publish); 201 with where to send the parts and how big they
+    may be."""
     user = require_token_user()
     session = get_session()
     now = request_now()
@@ -107,6 +110,7 @@ def start_model_upload(task_name: str) -> Any:
         sha256_hex=_text(body, "sha256"), now=now,
         max_bytes=int(current_app.config["SEMBOARD_MODEL_MAX_BYTES"]),
         name=_text(body, "name") or "", prompt=_text(body, "prompt"),
+        prompt_name=_text(body, "prompt_name"),
         pooling=_text(body, "pooling"), publish=_flag(body.get("publish", False)))
     return _upload_answer(row, 201)
 
@@ -186,3 +190,17 @@ def model_archive(model_id: int) -> Any:
     name, key = models.archive_download(get_session(), model_id=model_id, viewer=token_user())
     return Response(get_storage().stream(key), mimetype="application/zip",
                     headers=disposition(name))
+
+
+
+@bp.get("/runs/<int:run_id>/exports/<kind>")
+def model_run_export(run_id: int, kind: str) -> Any:
+    """A model run's results for others' tools: `mteb` (an MTEB TaskResult), `every-eval-ever`
+    (an Every Eval Ever record) or `model-index` (YAML for a model card); 404 for a run that is
+    not a model's or whose scores the caller may not see."""
+    facts = model_exports.run_facts(
+        get_session(), viewer=token_user(), run_id=run_id, kind=kind,
+        site_name=str(current_app.config.get("SEMBOARD_SITE_NAME", "semboard")),
+        run_url=lambda i: url_for("web.run", run_id=i, _external=True))
+    body, mimetype = model_exports.render(facts, kind, now=request_now())
+    return Response(body, mimetype=mimetype)

@@ -114,7 +114,8 @@ SCHEMAS: dict[str, Any] = {
                    "started_at": NULL_TIME, "finished_at": NULL_TIME, "attempts": INT,
                    "run_id": {"type": ["integer", "null"]}, "digest": STR,
                    "archive_sha256": STR, "size": INT, "options": {"type": "object"},
-                   "published_at": NULL_TIME, "model": {"type": "object"}},
+                   "published_at": NULL_TIME, "model": {"type": "object"},
+                   "prompt_note": STR},
                   {"status_url": STR}),
     "ModelList": _obj({"task": STR, "team": STR,
                        "models": {"type": "array", "items": _ref("Model")}}),
@@ -236,7 +237,8 @@ def _paths() -> dict[str, dict[str, Any]]:
     model_upload = {"required": True, "content": {"multipart/form-data": {"schema": {
         "type": "object", "required": ["file"],
         "properties": {"file": {"type": "string", "format": "binary"}, "name": STR,
-                       "phase": STR, "prompt": STR, "pooling": STR, "publish": STR}}}}}
+                       "phase": STR, "prompt": STR, "prompt_name": STR, "pooling": STR,
+                       "publish": STR}}}}}
     part = {"required": True, "content": {"application/octet-stream": {"schema": {
         "type": "string", "format": "binary"}}}}
     u = "/model-uploads/{upload_id}"
@@ -269,7 +271,7 @@ def _paths() -> dict[str, dict[str, Any]]:
             "size up to the site's limit): refused at once where the model would be",
             _json("ModelUpload", "Started"), status="201",
             body=_fields(size=INT, filename=STR, sha256=STR, name=STR, phase=STR, prompt=STR,
-                         pooling=STR, publish=BOOL),
+                         prompt_name=STR, pooling=STR, publish=BOOL),
             errors=("401", "403", "404", "409", "422", "429"))},
         u: {
             "get": _op(u, "How much of my upload arrived (where to resume)",
@@ -296,6 +298,13 @@ def _paths() -> dict[str, dict[str, Any]]:
             "/models/{model_id}/archive", "A model's zip, as uploaded: its team and the "
             "organisers; anyone who sees its run once the team published it",
             _file("The zip", "application/zip"), auth=False)},
+        "/runs/{run_id}/exports/{kind}": {"get": _op(
+            "/runs/{run_id}/exports/{kind}", "A scored model run's results for others' tools: "
+            "kind mteb (an MTEB TaskResult), every-eval-ever (an Every Eval Ever record) or "
+            "model-index (YAML for a model card)",
+            {"description": "The export", "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/yaml": {"schema": STR}}}, auth=False)},
         "/runs/{run_id}/description": {
             method: _op("/runs/{run_id}/description",
                         "Edit my run's system description until its phase closes",

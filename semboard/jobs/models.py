@@ -158,6 +158,7 @@ def encode(storage: Storage, app: Flask, work: Work) -> ModelRun:
                                device=str(_setting(app, "SEMBOARD_MODEL_DEVICE")),
                                dtype=_setting(app, "SEMBOARD_MODEL_DTYPE"),
                                prompt=work.options.get("prompt"),
+                               prompt_name=work.options.get("prompt_name"),
                                pooling=work.options.get("pooling"), run_name=work.name)
     if result.metadata.get("model_digest") != work.digest:
         raise ModelJobFailed("the stored model's digest differs from the one checked at upload")

@@ -20,7 +20,7 @@ from flask_login import login_required
 from baselines.models.check import POOLING_MODES
 from semboard.errors import Conflict, DomainError, InvalidData, PhaseNotOpen
 from semboard.jobs import models as model_jobs
-from semboard.services.models import model_uploads
+from semboard.services.models import model_exports, model_uploads
 from semboard.services.models import models as model_services
 from semboard.services.runs import admission
 from semboard.views.common import (
@@ -68,13 +68,15 @@ def upload_model(task_name: str) -> Any:
                         team=team, phase=phase, user=user, archive=archive,
                         filename=client_filename(upload.filename), now=now(),
                         name=form.name.data or "", prompt=form.prompt.data or None,
+                        prompt_name=form.prompt_name.data or None,
                         pooling=form.pooling.data or None, publish=bool(form.publish.data))
             except DomainError as err:
                 flash_error(err)
                 issues = err.issues
             else:
                 flash(f"Model {row.name} accepted (digest {row.digest[:12]}); it is queued and "
-                      "runs on the site's hardware.", "success")
+                      "runs on the site's hardware. "
+                      f"{model_services.prompt_note(row.description or {})}", "success")
                 return redirect(url_for("web.team", team_id=team.id, _anchor="team-models"))
         status = 422
     elif form.is_submitted():
@@ -121,6 +123,7 @@ def start_model_upload_page(task_name: str) -> Any:
         size=int(size) if size.isdigit() and len(size) < 16 else 0, now=now(),
         max_bytes=int(current_app.config["SEMBOARD_MODEL_MAX_BYTES"]),
         name=form.name.data or "", prompt=form.prompt.data or None,
+        prompt_name=form.prompt_name.data or None,
         pooling=form.pooling.data or None, publish=bool(form.publish.data))
     return _upload_answer(row, 201)
 
@@ -188,3 +191,15 @@ def model_archive(model_id: int) -> Any:
         abort(404)
     return Response(storage().stream(key), mimetype="application/zip",
                     headers=disposition(name))
+
+
+@bp.get("/runs/<int:run_id>/exports/<kind>")
+def model_run_export(run_id: int, kind: str) -> Any:
+    """A model run's MTEB TaskResult, Every Eval Ever record or model-index block (the run
+    page's links; the API serves the same at /api/v1/runs/<id>/exports/<kind>)."""
+    facts = model_exports.run_facts(
+        db(), viewer=me(), run_id=run_id, kind=kind,
+        site_name=str(current_app.config.get("SEMBOARD_SITE_NAME", "semboard")),
+        run_url=lambda i: url_for("web.run", run_id=i, _external=True))
+    body, mimetype = model_exports.render(facts, kind, now=now())
+    return Response(body, mimetype=mimetype)

@@ -139,6 +139,8 @@ class UploadModelForm(FlaskForm):
     name = StringField("Run name", validators=[Optional(), Length(max=100)])
     file = FileField("Model (.zip of the folder)")
     prompt = StringField("Prefix before every text", validators=[Optional(), Length(max=200)])
+    prompt_name = StringField("Or the folder's prompt by name",
+                              validators=[Optional(), Length(max=200)])
     pooling = SelectField("Pooling", validators=[Optional()])
     publish = BooleanField("Publish the model's files with its run")
     submit = SubmitField("Upload model")

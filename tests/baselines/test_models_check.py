@@ -227,3 +227,74 @@ def test_a_zip_with_a_pickle_or_a_parent_path_is_refused(model: Path, tmp_path: 
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValidationError, match="not a readable zip"):
         unpack_model_archive(model / "config.json", tmp_path / "out")
+
+
+def _with_prompts(model: Path, default: str | None = None) -> None:
+    (model / "config_sentence_transformers.json").write_text(json.dumps(
+        {"prompts": {"query": "query: ", "passage": "passage: "},
+         "default_prompt_name": default}))
+
+
+def test_prompts_follow_sentence_transformers_and_can_be_chosen(model: Path) -> None:
+    _with_prompts(model)  # prompts but no default: sentence-transformers applies none
+    d = check_model(model).description
+    assert d is not None and (d.prompt, d.prompt_source, d.prompt_name) == ("", "none", None)
+    _with_prompts(model, "query")
+    d = check_model(model).description
+    assert d is not None and (d.prompt, d.prompt_source, d.prompt_name) == (
+        "query: ", "default", "query")
+    d = check_model(model, prompt_name="passage").description
+    assert d is not None and (d.prompt, d.prompt_b, d.prompt_source) == (
+        "passage: ", None, "named")
+    d = check_model(model, prompt_name="query,passage").description
+    assert d is not None and (d.prompt, d.prompt_b, d.prompt_name_b) == (
+        "query: ", "passage: ", "passage")
+    d = check_model(model, prompt="").description  # an explicit empty prompt: none
+    assert d is not None and (d.prompt, d.prompt_source) == ("", "none")
+    unknown = check_model(model, prompt_name="document")
+    assert _codes(unknown) == [("config_sentence_transformers.json", "prompt")]
+    assert "query" in str(unknown.issues[0]) and "passage" in str(unknown.issues[0])
+    assert _codes(check_model(model, prompt="x", prompt_name="query")) == [(None, "prompt")]
+
+
+@pytest.mark.parametrize(("changes", "words"), [
+    ({"tokenizer_class": "LlamaTokenizer"}, "tokenizer_class 'LlamaTokenizer'"),
+    ({"tokenizer_file": "/etc/passwd"}, "tokenizer_file"),
+    ({"vocab_file": "../vocab.txt"}, "vocab_file")])
+def test_tokenizer_config_names_an_accepted_class_and_no_file(model: Path, changes: dict,
+                                                              words: str) -> None:
+    cfg = json.loads((model / "tokenizer_config.json").read_text())
+    cfg.update(changes)
+    (model / "tokenizer_config.json").write_text(json.dumps(cfg))
+    check = check_model(model)
+    assert _codes(check) == [("tokenizer_config.json", "bad-tokenizer")]
+    assert words in str(check.issues[0])
+
+
+def test_a_model_runs_signature_says_prompt_and_mapping() -> None:
+    from baselines.signature import baseline_signature, prompt_label
+
+    meta = {"system": "model", "model_id": "BertModel", "weights_sha256": "a" * 64,
+            "tokenizer": "tokenizer.json", "dtype": "float32", "device_class": "cpu",
+            "score_mapping": "linear", "prompt": "", "prompt_b": None}
+    assert baseline_signature(meta).endswith("|prompt:none|map:linear")
+    meta |= {"prompt": "query: ", "prompt_name": "query", "score_mapping": "clip"}
+    assert baseline_signature(meta).endswith('|prompt:query="query: "|map:clip')
+    meta |= {"prompt_b": "a|b", "prompt_name_b": None}
+    assert prompt_label(meta) == 'query="query: ","a\\u007cb"'  # '|' never splits a field
+    baseline = {k: v for k, v in meta.items() if k != "score_mapping"}
+    assert "prompt:" not in baseline_signature(baseline)  # baseline runs' signatures unchanged
+
+
+def test_clipping_is_counted_and_summed_for_the_board() -> None:
+    import numpy as np
+
+    from baselines.models.job import clipped_pairs, cosine_to_scores
+    from semboard.services.boards.leaderboard import model_summary
+
+    cos = np.array([-0.4, -0.1, 0.0, 0.3, 1.0])
+    assert clipped_pairs(cos, "clip") == 2 and clipped_pairs(cos, "linear") == 0
+    assert list(cosine_to_scores(cos, 0, 5, "clip")[:2]) == [0.0, 0.0]  # what was moved
+    row = model_summary({"system": "model", "score_mapping": "clip", "prompt": "query: ",
+                         "prompt_name": "query", "clipped_pairs": {"MSRvid": 2, "MSRpar": 1}})
+    assert row is not None and row["clipped"] == 3 and row["prompt_label"] == 'query="query: "'

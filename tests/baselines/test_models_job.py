@@ -196,3 +196,29 @@ def test_class_label_datasets_are_refused_before_any_process(models, synthetic_i
                                    *base.datasets[1:]))
     with pytest.raises(ModelJobFailed, match=rf"{first.name} of sts2012 take class labels"):
         run_model_job(models["bert"], task, synthetic_inputs["sts2012"], device="cpu")
+
+
+def test_a_named_prompt_per_side_is_applied_and_signed(models, synthetic_inputs) -> None:
+    from models_support import st_cosines
+
+    task = load_task("sts2012")
+    inputs = synthetic_inputs["sts2012"]
+    run = run_model_job(models["xlmr"], task, inputs, device="cpu",
+                        prompt_name="query,passage")
+    scores = _run_scores(task, run.files, inputs)
+    for name, data in inputs.items():
+        st = st_cosines(models["xlmr"], data.texts, None, prompt_name="query",
+                        prompt_name_b="passage")
+        np.testing.assert_allclose(scores[name], np.clip(st, 0, 1) * 5, atol=5e-5)
+        same = st_cosines(models["xlmr"], data.texts, "query: ")
+        assert np.abs(st - same).max() > 1e-3  # the second side's prompt matters
+    meta = run.metadata
+    assert (meta["prompt"], meta["prompt_b"], meta["prompt_source"]) == (
+        "query: ", "passage: ", "named")
+    assert meta["clipped_pairs"] == {name: int((st_cosines(
+        models["xlmr"], d.texts, None, prompt_name="query", prompt_name_b="passage") < 0
+    ).sum()) for name, d in inputs.items()}
+    assert 'prompt:query="query: ",passage="passage: "|map:clip' in meta["signature"]
+    default = run_model_job(models["xlmr"], task, inputs, device="cpu")
+    assert default.metadata["prompt_source"] == "default"
+    assert default.metadata["signature"].endswith('|prompt:query="query: "|map:clip')

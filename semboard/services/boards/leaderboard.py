@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session, selectinload
 
+from baselines.signature import prompt_label
 from evaluation import RunScore, rank_runs, ranking_keys
 from semboard import exportsafe
 from semboard.cache import LRU
@@ -110,15 +111,20 @@ class Row:
         return format_parameters(self.n_parameters)
 
 
-MODEL_KEYS = ("model_digest", "architecture", "n_parameters", "pooling", "prompt", "dtype",
-              "device", "pairs_per_s")
+MODEL_KEYS = ("model_digest", "architecture", "n_parameters", "pooling", "prompt",
+              "prompt_source", "prompt_name", "prompt_b", "prompt_name_b", "score_mapping",
+              "dtype", "device", "pairs_per_s")
 
 
 def model_summary(meta: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What a board row says of a model-track run's encoder (None for other runs)."""
+    """What a board row says of a model-track run's encoder (None for other runs): with the
+    prompt as the signature writes it and the pairs whose score clipping changed."""
     if not meta or meta.get("system") != "model":
         return None
-    return {key: meta.get(key) for key in MODEL_KEYS}
+    clipped = meta.get("clipped_pairs")
+    return {key: meta.get(key) for key in MODEL_KEYS} | {
+        "prompt_label": prompt_label(meta),
+        "clipped": sum(clipped.values()) if isinstance(clipped, dict) else None}
 
 
 def model_facts(meta: dict[str, Any] | None) -> dict[str, Any] | None:

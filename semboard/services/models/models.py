@@ -38,14 +38,16 @@ ACCEPTING_PHASES = ("models", "both")
 
 
 def check_archive(archive: Path, filename: str, *, limits: ModelLimits | None = None,
-                  prompt: str | None = None, pooling: str | None = None) -> ModelDescription:
+                  prompt: str | None = None, pooling: str | None = None,
+                  prompt_name: str | None = None) -> ModelDescription:
     """Unpack the zip in a temporary folder and check the model; RunRejected lists every issue."""
     with tempfile.TemporaryDirectory(prefix="semboard-model-") as tmp:
         try:
             folder = unpack_model_archive(archive, Path(tmp) / "model", limits)
         except ValidationError as err:
             raise RunRejected(f"the model archive {filename!r} was refused", err.issues) from None
-        check = check_model(folder, limits, prompt=prompt, pooling=pooling)
+        check = check_model(folder, limits, prompt=prompt, prompt_name=prompt_name,
+                            pooling=pooling)
     if not check.ok or check.description is None:
         raise RunRejected(f"the model in {filename!r} was refused: {len(check.issues)} "
                           "problem(s)", check.issues)
@@ -87,7 +89,8 @@ def refuse(session: Session, err: DomainError, *, team: Team, phase: Phase, user
 def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase,
                  user: User | None, archive: Path, filename: str, now: datetime,
                  name: str = "", prompt: str | None = None, pooling: str | None = None,
-                 publish: bool = False, limits: ModelLimits | None = None) -> ModelSubmission:
+                 publish: bool = False, limits: ModelLimits | None = None,
+                 prompt_name: str | None = None) -> ModelSubmission:
     """Check, store and queue an uploaded model (a zip of the Hugging Face folder, on disk:
     a model may be larger than memory); commits.
 
@@ -105,7 +108,7 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
         check_submission(session, team=team, phase=phase, user=user, name=name,
                          pooling=pooling, now=now)
         description = check_archive(archive, filename, limits=limits, prompt=prompt,
-                                    pooling=pooling)
+                                    pooling=pooling, prompt_name=prompt_name)
     except DomainError as err:
         raise refused(err) from None
     name = name or f"model-{description.digest[:12]}"
@@ -122,7 +125,8 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
         task_id=team.task_id, phase_id=phase.id, team_id=team.id, user_id=user.id if user else
         None, name=name, uploaded_at=now, storage_key=key, archive_sha256=digest, size=size,
         digest=description.digest, description=description.to_dict(),
-        options={"prompt": prompt, "pooling": pooling}, status="queued", reason="",
+        options={"prompt": prompt, "prompt_name": prompt_name, "pooling": pooling},
+        status="queued", reason="",
         attempts=0, published_at=now if publish else None)
     session.add(row)
     admission.log_upload(session, team=team, phase=phase, user=user, name=name,
@@ -301,5 +305,32 @@ def model_json(session: Session, row: ModelSubmission, *,
         "published_at": api_time(row.published_at),
         "model": {k: desc.get(k) for k in ("model_type", "architecture", "n_parameters",
                                             "hidden_size", "layers", "max_seq_length",
-                                            "weights_dtype", "pooling", "normalize", "prompt")},
+                                            "weights_dtype", "pooling", "normalize", "prompt",
+                                            "prompt_source", "prompt_name", "prompt_b",
+                                            "prompt_name_b", "prompts")},
+        "prompt_note": prompt_note(desc),
     }
+
+
+def prompt_note(desc: dict[str, Any]) -> str:
+    """One sentence on the prompt the model will get, and the folder's others (said at upload:
+    a team whose folder defines prompts learns which one applies before the job runs)."""
+    prompts = desc.get("prompts") or {}
+    others = ", ".join(f"{k} ({v!r})" for k, v in sorted(prompts.items()))
+    source, name = desc.get("prompt_source"), desc.get("prompt_name")
+    if source == "default":
+        said = f"the folder's default prompt {name} ({desc.get('prompt')!r}) is put before " \
+               "every text"
+    elif source == "named":
+        said = f"the folder's prompt {name} ({desc.get('prompt')!r}) is put before every text"
+        if desc.get("prompt_name_b"):
+            said = (f"the folder's prompt {name} ({desc.get('prompt')!r}) goes before each "
+                    f"pair's first text and {desc['prompt_name_b']} "
+                    f"({desc.get('prompt_b')!r}) before its second")
+    elif source == "given":
+        said = f"the prompt given at upload ({desc.get('prompt')!r}) is put before every text"
+    else:
+        said = "no prompt is put before the texts"
+    if prompts and source in (None, "none", "given"):
+        said += f"; the folder defines prompts: {others} (choose one with prompt_name)"
+    return said[0].upper() + said[1:] + "."

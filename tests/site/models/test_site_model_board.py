@@ -106,7 +106,7 @@ def test_a_board_with_model_runs_has_a_sortable_parameters_column(client, world,
     # the exact count on hover; the badge keeps its title; no inline "N parameters" text
     assert 'title="109,482,240 parameters"' in bert
     assert re.search(r'class="badge model" title="a model the site ran: BertModel, '
-                     rf'109,482,240 parameters, sha256 {DIGEST_BERT}"', bert)
+                     rf'109,482,240 parameters, sha256 {DIGEST_BERT}; prompt [^"]+"', bert)
     assert "parameters</span>" not in html
     # one params cell per row, every row
     assert html.count('<td class="num params') == 3

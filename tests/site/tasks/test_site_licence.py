@@ -24,7 +24,8 @@ from tests.site.tasks.test_site_terms import CITATION, load, terms_toml
 
 def _cffconvert() -> str:
     """cffconvert's executable (its own venv: it pins an old jsonschema); .ci/run installs it."""
-    found = os.environ.get("SEMBOARD_CFFCONVERT") or "/work/venvs/cffconvert/bin/cffconvert"
+    found = os.environ.get("SEMBOARD_CFFCONVERT") or str(
+        Path(__file__).resolve().parents[3] / ".venvs" / "cffconvert" / "bin" / "cffconvert")
     if not Path(found).is_file():
         if os.environ.get("CI") == "true":
             pytest.fail(f"cffconvert is missing at {found} (.ci/run installs it)")
