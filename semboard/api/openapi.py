@@ -92,7 +92,9 @@ SCHEMAS: dict[str, Any] = {
     "ModelUpload": _obj({"id": INT, "filename": STR, "size": INT, "received": INT,
                          "next_offset": INT, "part_bytes": INT,
                          "sha256": {"type": ["string", "null"]}, "complete": BOOL,
-                         "created_at": TIME, "updated_at": TIME, "expires_at": TIME},
+                         "state": {"enum": ["open", "finishing", "finished", "refused",
+                                            "cancelled", "expired"]},
+                         "model_id": {"type": ["integer", "null"]}, "created_at": TIME, "updated_at": TIME, "expires_at": TIME},
                         {"upload_url": STR, "finish_url": STR, "error": STR}),
 }
 

@@ -7,6 +7,7 @@ slot and a daily upload until its job ends. A refusal changes nothing but the up
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -115,9 +116,11 @@ def refuse(session: Session, err: DomainError, *, team: Team, phase: Phase, user
 def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase,
                  user: User | None, archive: Path, filename: str, now: datetime,
                  name: str = "", prompt: str | None = None, pooling: str | None = None,
-                 publish: bool = False, limits: ModelLimits | None = None) -> ModelSubmission:
+                 publish: bool = False, limits: ModelLimits | None = None,
+                 on_accept: Callable[[ModelSubmission], None] | None = None) -> ModelSubmission:
     """Check, store and queue an uploaded model (a zip of the Hugging Face folder, on disk:
-    a model may be larger than memory); commits.
+    a model may be larger than memory); commits. on_accept(row) runs in the row's own
+    transaction (an upload in parts records the model it became).
 
     The caller dispatches the job (jobs.models.dispatch_model) once this returns. publish: the
     team publishes the model's files with its run from the start.
@@ -159,6 +162,8 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
     session.flush()
     if publish:
         _audit_publication(session, row, user, published=True, now=now)
+    if on_accept is not None:
+        on_accept(row)
     session.commit()
     return row
 
