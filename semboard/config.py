@@ -86,6 +86,13 @@ SETTINGS: tuple[Setting, ...] = (
             "model track: `auto` (CUDA when present), `cuda` or `cpu`"),
     Setting("SEMBOARD_MODEL_DTYPE", str, "fp16 on CUDA, fp32 on CPU",
             "model track: `float16`, `bfloat16` or `float32`"),
+    Setting("SEMBOARD_MODEL_BEAT_S", float, "10",
+            "model track: a running job writes its heartbeat and progress this often"),
+    Setting("SEMBOARD_MODEL_LOST_S", float, "120",
+            "model track: a running model with no heartbeat this long lost its worker: queued "
+            "again, or failed once its retries are spent"),
+    Setting("SEMBOARD_MODEL_RETRIES", int, "1",
+            "model track: how many times a model whose worker was lost is queued again"),
     Setting("SEMBOARD_MODEL_MAX_BYTES", int, "6442450944 (6 GiB)",
             "model track: largest model zip accepted (page, API, CLI); the page and the CLI send "
             "it in resumable parts"),

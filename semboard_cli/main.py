@@ -444,9 +444,32 @@ def cmd_models(args: argparse.Namespace) -> int:
     _out(_table(rows, ["ID", "PHASE", "NAME", "STATE", "UPLOADED (UTC)", "DIGEST", "RUN",
                        "FILES"]))
     for model in data["models"]:
+        progress = model.get("progress") or {}
+        if model["status"] == "running" and progress.get("total"):
+            _out(f"  #{model['id']} {model_progress_line(progress)}")
         if model["status"] == "failed":
-            _err(f"  #{model['id']} failed: {model['reason']}")
+            kind = f" ({model['failure']})" if model.get("failure") else ""
+            _err(f"  #{model['id']} failed{kind}: {model['reason']}")
     return EXIT_OK
+
+
+def model_progress_line(progress: dict[str, Any]) -> str:
+    """A running model's job in one line: pairs done of the total, rate, time left, memory,
+    and the time each finished dataset took."""
+    done, total = int(progress.get("done") or 0), int(progress.get("total") or 0)
+    parts = [f"{done:,} of {total:,} pairs ({100 * done / total:.0f}%)" if total else
+             f"{done:,} pairs"]
+    if progress.get("pairs_per_s"):
+        parts.append(f"{progress['pairs_per_s']:,.0f} pairs/s")
+    if progress.get("eta_s") is not None:
+        parts.append(f"about {progress['eta_s']:,.0f} s left")
+    if progress.get("peak_rss_bytes"):
+        parts.append(f"peak memory {progress['peak_rss_bytes'] / 2**20:,.0f} MiB")
+    datasets = progress.get("datasets") or {}
+    if datasets:
+        parts.append("datasets: " + ", ".join(f"{name} {seconds:.1f} s"
+                                              for name, seconds in datasets.items()))
+    return "; ".join(parts)
 
 
 def cmd_publish_model(args: argparse.Namespace) -> int:

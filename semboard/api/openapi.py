@@ -83,6 +83,10 @@ SCHEMAS: dict[str, Any] = {
                    "status": {"enum": ["queued", "running", "failed", "done"]}, "reason": STR,
                    "queue_position": {"type": ["integer", "null"]}, "uploaded_at": TIME,
                    "started_at": NULL_TIME, "finished_at": NULL_TIME, "attempts": INT,
+                   "failure": {"enum": ["refused", "too_slow", "out_of_memory", "worker_lost",
+                                        "cancelled", "internal", None]},
+                   "heartbeat_at": NULL_TIME, "display_name": STR,
+                   "progress": {"type": ["object", "null"]},
                    "run_id": {"type": ["integer", "null"]}, "digest": STR,
                    "archive_sha256": STR, "size": INT, "options": {"type": "object"},
                    "published_at": NULL_TIME, "model": {"type": "object"}},
@@ -94,7 +98,8 @@ SCHEMAS: dict[str, Any] = {
                          "sha256": {"type": ["string", "null"]}, "complete": BOOL,
                          "state": {"enum": ["open", "finishing", "finished", "refused",
                                             "cancelled", "expired"]},
-                         "model_id": {"type": ["integer", "null"]}, "created_at": TIME, "updated_at": TIME, "expires_at": TIME},
+                         "model_id": {"type": ["integer", "null"]}, "created_at": TIME,
+                         "updated_at": TIME, "expires_at": TIME},
                         {"upload_url": STR, "finish_url": STR, "error": STR}),
 }
 

@@ -36,9 +36,11 @@ from semboard.jobs import scoring as scoring_jobs
 
 log = logging.getLogger(__name__)
 
-# What `flask worker` serves by default: scoring and groups, mail, run comparisons (baseline
-# jobs run on the GPU host's own worker).
-WORKER_QUEUES = ("semboard", "mail", "analysis")
+# What `flask worker` serves by default: every queue the site uses, in priority order: scoring
+# and groups, mail, run comparisons, then baselines and models (`baselines`, last: a model's
+# encoding holds the worker for minutes, so a site with models runs a second worker, or
+# `flask worker baselines` on the GPU host).
+WORKER_QUEUES = ("semboard", "mail", "analysis", "baselines")
 SWEEP_LOCK = "semboard:worker-sweep"
 
 

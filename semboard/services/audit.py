@@ -22,7 +22,7 @@ from semboard.models import (
 from semboard.services import access
 
 ACTIONS = ("run-moved", "teams-merged", "published", "gold-released", "description-edited",
-           "model-published", "model-withdrawn", "model-rerun")
+           "model-published", "model-withdrawn", "model-rerun", "model-cancelled")
 
 
 def record(

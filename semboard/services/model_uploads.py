@@ -24,8 +24,8 @@ from typing import Any
 from sqlalchemy import Text, cast, func, select, update
 from sqlalchemy.orm import Session
 
-from semboard.db import begin_write
 from semboard import errors
+from semboard.db import begin_write
 from semboard.errors import Conflict, DomainError, InvalidData, NotFound, RateLimited
 from semboard.models import ModelSubmission, ModelUpload, Phase, Team, User
 from semboard.services import models as model_services

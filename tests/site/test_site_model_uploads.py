@@ -143,6 +143,7 @@ def test_a_finish_that_failed_inside_the_site_can_be_sent_again(
     monkeypatch.setattr(model_services, "submit_model", real)
     done = client.post(f"{API}/model-uploads/{upload['id']}/finish", headers=headers)
     assert done.status_code == 202 and _count(session, ModelSubmission) == 1
+    wait_for_threads(300)
 
 
 def test_a_racing_part_with_other_bytes_leaves_no_file(app, models_world, session, storage,
@@ -298,7 +299,7 @@ def test_the_cli_resumes_an_upload_cut_off(client, models_world, model_folder, m
     session.commit()
     row = session.scalars(select(ModelSubmission)).one()
     assert row.name == "resumed" and row.published_at is not None and row.status == "done"
-    assert _count(session, ModelUpload) == 0
+    assert [u.state for u in session.scalars(select(ModelUpload))] == ["finished"]
 
 
 def test_the_page_takes_a_model_larger_than_the_run_limit(client, app, models_world, session,
