@@ -79,8 +79,9 @@ def fail_abandoned(session: Session, app: Flask, *, now: datetime) -> dict[str, 
     cutoff = now - timedelta(seconds=float(_setting(app, "SEMBOARD_MODEL_LOST_S")))
     retries = int(_setting(app, "SEMBOARD_MODEL_RETRIES"))
     beat = func.coalesce(ModelSubmission.heartbeat_at, ModelSubmission.started_at)
-    stale = list(session.execute(select(ModelSubmission.id, ModelSubmission.attempts).where(
-        ModelSubmission.status == "running", beat < cutoff)).tuples())
+    stale = [(model_id, attempts) for model_id, attempts in session.execute(
+        select(ModelSubmission.id, ModelSubmission.attempts).where(
+            ModelSubmission.status == "running", beat < cutoff))]
     session.rollback()
     found: dict[str, list[int]] = {"failed": [], "requeued": []}
     for model_id, attempts in stale:
@@ -352,8 +353,9 @@ def recover(app: Flask, session: Session, *, now: datetime) -> dict[str, list[in
     lost = sweep_lost(app, session, now=now)
     failed = lost["failed"]
     cutoff = now - timedelta(seconds=LOST_AFTER_S)
-    old = dict(session.execute(select(ModelSubmission.id, ModelSubmission.attempts).where(
-        ModelSubmission.status == "queued", ModelSubmission.uploaded_at < cutoff)).tuples())
+    old = {model_id: attempts for model_id, attempts in session.execute(
+        select(ModelSubmission.id, ModelSubmission.attempts).where(
+            ModelSubmission.status == "queued", ModelSubmission.uploaded_at < cutoff))}
     waiting = [i for i in model_queue.queued_order(session)
                if i in old and i not in lost["requeued"]]
     session.rollback()  # nothing held while jobs are looked up or dispatched
@@ -377,9 +379,9 @@ def sweep_lost(app: Flask, session: Session, *, now: datetime) -> dict[str, list
     """fail_abandoned, then the re-queued models dispatched again."""
     lost = fail_abandoned(session, app, now=now)
     if lost["requeued"]:
-        attempts = dict(session.execute(select(ModelSubmission.id, ModelSubmission.attempts)
-                                        .where(ModelSubmission.id.in_(lost["requeued"])))
-                        .tuples())
+        attempts = {model_id: n for model_id, n in session.execute(
+            select(ModelSubmission.id, ModelSubmission.attempts)
+            .where(ModelSubmission.id.in_(lost["requeued"])))}
         session.rollback()
         for model_id in lost["requeued"]:
             dispatch_model(app, model_id, attempts.get(model_id, 0))
