@@ -406,7 +406,8 @@ def cmd_submit_model(args: argparse.Namespace) -> int:
     """Upload a sentence encoder (the model track): the site checks it, then runs it itself."""
     api = _api(args)
     fields = {key: value for key, value in (("name", args.name), ("phase", args.phase),
-                                            ("prompt", args.prompt), ("pooling", args.pooling))
+                                            ("prompt", args.prompt), ("pooling", args.pooling),
+                                            ("model_name", args.model_name))
               if value is not None}
     if args.publish:
         fields["publish"] = True
@@ -586,6 +587,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--phase", help="phase slug (default: the open one)")
     p.add_argument("--prompt", help="prefix put before every text (overrides the folder's)")
     p.add_argument("--pooling", help="cls, mean, max, ... (overrides 1_Pooling/config.json)")
+    p.add_argument("--model-name", dest="model_name",
+                   help="the model's name on the board (else the folder's _name_or_path)")
     p.add_argument("--publish", action="store_true",
                    help="publish the model's files with its run (anyone who sees the run may "
                         "download them; withdraw on the team page)")

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluation import jsonbound
 from evaluation.issues import Issue
 from evaluation.textfiles import file_sha256
 
@@ -153,7 +154,7 @@ def _read_json(folder: Path, rel: str, issues: list[Issue]) -> dict[str, Any] | 
         if path.stat().st_size > MAX_JSON_BYTES:
             issues.append(Issue(rel, None, f"larger than {MAX_JSON_BYTES >> 20} MiB", "too-large"))
             return None
-        data = json.loads(path.read_bytes())
+        data = jsonbound.loads(path.read_bytes())
     except (OSError, UnicodeDecodeError) as exc:
         issues.append(Issue(rel, None, f"cannot be read ({exc})", "unreadable"))
         return None
@@ -180,7 +181,7 @@ def safetensors_header(path: Path, rel: str) -> tuple[dict[str, Any], list[Issue
             return {}, [Issue(rel, None, f"not a safetensors file (header length {n} does not "
                               f"fit the file's {size} bytes)", "bad-weights")]
         try:
-            table = json.loads(stream.read(n))
+            table = jsonbound.loads(stream.read(n))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             return {}, [Issue(rel, None, f"safetensors header is not JSON ({exc})",
                               "bad-weights")]
@@ -207,7 +208,16 @@ def safetensors_header(path: Path, rel: str) -> tuple[dict[str, Any], list[Issue
                 and stop - start == count * SAFETENSORS_DTYPES[dtype]):
             return {}, [Issue(rel, None, f"tensor {name!r}: offsets {start}..{stop} do not fit "
                               f"its shape {shape} or the file", "bad-weights")]
-        tensors[name] = {"dtype": dtype, "shape": shape, "count": count}
+        tensors[name] = {"dtype": dtype, "shape": shape, "count": count,
+                         "span": (start, stop)}
+    # tensors may not share bytes: overlapping views would load as aliased weights
+    reach, holder = 0, ""  # the furthest byte a tensor so far covers, and that tensor
+    for (start, stop), name in sorted((t.pop("span"), name) for name, t in tensors.items()):
+        if stop > start and start < reach:
+            return {}, [Issue(rel, None, f"tensors {holder!r} and {name!r} overlap (bytes "
+                              f"{start}..{min(stop, reach)})", "bad-weights")]
+        if stop > reach:
+            reach, holder = stop, name
     return tensors, []
 
 
@@ -291,7 +301,7 @@ def _pooling(folder: Path, names: list[str], issues: list[Issue]) -> tuple[str, 
     if "modules.json" in names:
         modules = None
         try:
-            modules = json.loads((folder / "modules.json").read_bytes())
+            modules = jsonbound.loads((folder / "modules.json").read_bytes())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             issues.append(Issue("modules.json", None, f"not valid JSON ({exc})", "bad-json"))
         if modules is not None:

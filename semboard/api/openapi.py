@@ -203,7 +203,8 @@ def _paths() -> dict[str, dict[str, Any]]:
     model_upload = {"required": True, "content": {"multipart/form-data": {"schema": {
         "type": "object", "required": ["file"],
         "properties": {"file": {"type": "string", "format": "binary"}, "name": STR,
-                       "phase": STR, "prompt": STR, "pooling": STR, "publish": STR}}}}}
+                       "phase": STR, "prompt": STR, "pooling": STR, "publish": STR,
+                       "model_name": STR}}}}}
     part = {"required": True, "content": {"application/octet-stream": {"schema": {
         "type": "string", "format": "binary"}}}}
     u = "/model-uploads/{upload_id}"
@@ -236,7 +237,7 @@ def _paths() -> dict[str, dict[str, Any]]:
             "size up to the site's limit): refused at once where the model would be",
             _json("ModelUpload", "Started"), status="201",
             body=_fields(size=INT, filename=STR, sha256=STR, name=STR, phase=STR, prompt=STR,
-                         pooling=STR, publish=BOOL),
+                         pooling=STR, publish=BOOL, model_name=STR),
             errors=("401", "403", "404", "409", "422", "429"))},
         u: {
             "get": _op(u, "How much of my upload arrived (where to resume)",

@@ -1,8 +1,8 @@
 """The model queue's one order: round robin between teams, upload time within a team.
 
 A team that uploads five models does not make every other team wait behind all five: the
-first queued model of each team comes first (teams taken by their first model's upload
-time), then each team's second, and so on. Queue positions on the pages and the API, the
+first pending model of each team comes first (teams taken by their first model's upload
+time), then each team's second, and so on; a running model is its team's turn taken. Queue positions on the pages and the API, the
 local runner and rq jobs (which each run the head of this order) all follow it.
 """
 
@@ -32,11 +32,13 @@ def fair_order(rows: list[tuple[int, int, datetime]]) -> list[int]:
 
 
 def queued_order(session: Session) -> list[int]:
-    """Every queued model's id, the next one to run first (one query)."""
-    rows = session.execute(select(ModelSubmission.id, ModelSubmission.team_id,
-                                  ModelSubmission.uploaded_at)
-                           .where(ModelSubmission.status == "queued"))
-    return fair_order([(r[0], r[1], r[2]) for r in rows])
+    """Every queued model's id, the next one to run first (one query). A team's running models
+    count as its turns taken: its next model waits behind other teams' first ones."""
+    rows = list(session.execute(select(ModelSubmission.id, ModelSubmission.team_id,
+                                       ModelSubmission.uploaded_at, ModelSubmission.status)
+                                .where(ModelSubmission.status.in_(("queued", "running")))))
+    running = {r[0] for r in rows if r[3] == "running"}
+    return [i for i in fair_order([(r[0], r[1], r[2]) for r in rows]) if i not in running]
 
 
 def positions(session: Session) -> dict[int, int]:

@@ -45,7 +45,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user: User,
           filename: str, size: object, now: datetime, max_bytes: int, sha256_hex: str | None = None,
           name: str = "", prompt: str | None = None, pooling: str | None = None,
-          publish: bool = False) -> ModelUpload:
+          publish: bool = False, model_name: str | None = None) -> ModelUpload:
     """Open an upload of `size` bytes (as the client sent it: checked here); refused, and
     logged, now if the model would be."""
     name = name.strip()
@@ -77,7 +77,8 @@ def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user:
     row = ModelUpload(task_id=team.task_id, team_id=team.id, user_id=user.id, filename=filename,
                       size=total, received=0, sha256=sha256_hex, parts=[],
                       options={"phase_id": phase.id, "name": name, "prompt": prompt,
-                               "pooling": pooling, "publish": bool(publish)},
+                               "pooling": pooling, "publish": bool(publish),
+                               "model_name": model_name},
                       created_at=now, updated_at=now)
     session.add(row)
     session.commit()
@@ -194,7 +195,8 @@ def finish(session: Session, storage: Storage, *, upload_id: int, user: User,
                 session, storage, team=team, phase=phase, user=user, archive=archive,
                 filename=filename, now=arrived, name=options.get("name") or "",
                 prompt=options.get("prompt"), pooling=options.get("pooling"),
-                publish=bool(options.get("publish")), on_accept=accepted, **check)
+                publish=bool(options.get("publish")), on_accept=accepted,
+                model_name=options.get("model_name"), **check)
     except DomainError as err:
         session.rollback()
         _end(session, upload_row_id, "refused", outcome={

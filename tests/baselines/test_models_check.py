@@ -227,3 +227,44 @@ def test_a_zip_with_a_pickle_or_a_parent_path_is_refused(model: Path, tmp_path: 
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValidationError, match="not a readable zip"):
         unpack_model_archive(model / "config.json", tmp_path / "out")
+
+
+def _rewrite_header(path: Path, change) -> None:
+    data = path.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    text = change(header) if callable(change) else change
+    raw = (text if isinstance(text, str) else json.dumps(text)).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data[8 + n:])
+
+
+def test_overlapping_tensors_are_refused_at_the_check(model: Path) -> None:
+    """Two tensors sharing bytes load as aliased weights: refused before any job."""
+    def overlap(header):
+        sizes: dict[int, str] = {}
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            start, stop = info["data_offsets"]
+            if stop - start in sizes:
+                header[name]["data_offsets"] = header[sizes[stop - start]]["data_offsets"]
+                return header
+            sizes[stop - start] = name
+        raise AssertionError("no two tensors of one size")
+
+    _rewrite_header(model / "model.safetensors", overlap)
+    check = check_model(model)
+    assert _codes(check) == [("model.safetensors", "bad-weights")]
+    assert "overlap" in str(check.issues[0])
+
+
+@pytest.mark.parametrize("where", ["config.json", "model.safetensors", "modules.json"])
+def test_deeply_nested_json_is_an_issue_not_a_recursion_error(model: Path, where: str) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    if where == "model.safetensors":
+        _rewrite_header(model / where, '{"__metadata__": ' + deep + "}")
+    else:
+        (model / where).write_text('{"x": ' + deep + "}")
+    check = check_model(model)
+    assert not check.ok
+    assert any(i.file == where and "nested" in i.message for i in check.issues), check.issues

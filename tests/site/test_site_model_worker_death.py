@@ -103,10 +103,23 @@ def test_a_killed_worker_s_model_is_queued_again_and_its_child_ends(
         first = worker(0)
         _wait(lambda: _children(first.pid), 120, lambda: f"no encoding child: {log(0)}")
         child = _children(first.pid)[0]
+        # the child has read its request (and so asked for its parent-death signal first)
+        _wait(lambda: (_row(session, row.id).progress or {}).get("stage") in (
+            "started", "loaded", "encoding"), 60, "the child never started")
         assert _row(session, row.id).status == "running"
+        # stopped, the child cannot notice its parent's death by itself (a write to the closed
+        # pipe): only the kernel's parent-death signal ends it
+        os.kill(child, signal.SIGSTOP)
         os.kill(first.pid, signal.SIGKILL)  # the encoding child's parent
         first.wait(10)
-        took = _wait(lambda: not _alive(child), 10, "the encoding child outlived its worker")
+        try:
+            took = _wait(lambda: not _alive(child), 10, lambda: (
+                "the encoding child outlived its worker: "
+                + " ".join(line for line in Path(f"/proc/{child}/status").read_text()
+                           .splitlines() if line.startswith(("State", "PPid")))))
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # only when the check above failed
+                os.kill(child, signal.SIGKILL)
         assert took < 5
         # nobody beats now: the next worker's sweep queues it again (once) and runs it
         worker(1)
