@@ -2,8 +2,9 @@
 
 A team that uploads five models does not make every other team wait behind all five: the
 first pending model of each team comes first (teams taken by their first model's upload
-time), then each team's second, and so on; a running model is its team's turn taken. Queue positions on the pages and the API, the
-local runner and rq jobs (which each run the head of this order) all follow it.
+time), then each team's second, and so on; a running model is its team's turn taken. Queue
+positions on the pages and the API, the local runner and rq jobs (which each run the head of
+this order) all follow it.
 """
 
 from __future__ import annotations
