@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from baselines.models.bounds import config_issues
 from evaluation import jsonbound
 from evaluation.issues import Issue
 from evaluation.textfiles import file_sha256
@@ -81,6 +82,9 @@ class ModelLimits:
     max_vocab: int = 300_000
     max_positions: int = 8194  # max_position_embeddings, XLM-R style offset included
     max_seq_length: int = 8192
+    max_intermediate: int = 16384
+    max_memory_bytes: int = 16 << 30  # what config.json implies: weights + one batch
+    max_tokenizer_bytes: int = 32 << 20  # tokenizer.json (a 250k vocabulary is ~17 MB)
 
 
 @dataclass
@@ -357,7 +361,7 @@ def _prompts(folder: Path, names: list[str], issues: list[Issue]) -> tuple[dict[
 
 
 def _tokenizer(folder: Path, cfg: Mapping[str, Any], names: list[str],
-               issues: list[Issue]) -> int | None:
+               issues: list[Issue], max_vocab: int | None = None) -> int | None:
     """Checks tokenizer.json (and tokenizer_config.json); model_max_length when it says one."""
     if "tokenizer.json" not in names:
         issues.append(Issue(None, None, "no tokenizer.json: upload the fast tokenizer file "
@@ -374,6 +378,9 @@ def _tokenizer(folder: Path, cfg: Mapping[str, Any], names: list[str],
         ids = [i for i in ids if isinstance(i, int)]
         if not ids:
             issues.append(Issue("tokenizer.json", None, "has no vocabulary", "bad-tokenizer"))
+        elif max_vocab is not None and len(ids) > max_vocab:
+            issues.append(Issue("tokenizer.json", None, f"holds {len(ids):,} vocabulary "
+                                f"entries, over the limit of {max_vocab:,}", "limit"))
         elif isinstance(cfg.get("vocab_size"), int) and max(ids) >= cfg["vocab_size"]:
             issues.append(Issue("tokenizer.json", None, f"token id {max(ids):,} does not fit "
                                 f"the model's vocab_size {cfg['vocab_size']:,}",
@@ -445,9 +452,19 @@ def check_model(folder: Path, limits: ModelLimits | None = None, *, prompt: str 
     if n_params > limits.max_parameters:
         issues.append(Issue(None, None, f"{n_params:,} parameters exceed the limit of "
                             f"{limits.max_parameters:,}", "limit"))
+    if cls and not issues:
+        issues.extend(config_issues(cfg, weights_parameters=n_params,
+                                    max_parameters=limits.max_parameters,
+                                    max_intermediate=limits.max_intermediate,
+                                    max_memory_bytes=limits.max_memory_bytes))
+    if "tokenizer.json" in names and (
+            folder / "tokenizer.json").stat().st_size > limits.max_tokenizer_bytes:
+        issues.append(Issue("tokenizer.json", None, f"larger than the limit of "
+                            f"{limits.max_tokenizer_bytes >> 20} MiB", "limit"))
+        return ModelCheck(issues, None)
     st_pooling, st_normalize = _pooling(folder, names, issues)
     prompts, default_prompt = _prompts(folder, names, issues)
-    tok_max = _tokenizer(folder, cfg, names, issues)
+    tok_max = _tokenizer(folder, cfg, names, issues, limits.max_vocab)
     if pooling is not None and pooling not in POOLING_MODES:
         issues.append(Issue(None, None, f"pooling {pooling!r} is not one of "
                             f"{', '.join(POOLING_MODES)}", "pooling"))
