@@ -187,3 +187,15 @@ def test_a_finished_job_reports_pairs_datasets_memory_and_the_model_s_name(
 
 def test_flask_worker_serves_the_model_queue_by_default() -> None:
     assert model_jobs.QUEUE_NAME in WORKER_QUEUES
+
+
+def test_a_deeply_nested_config_is_a_422_at_upload(client, models_world, session,
+                                                   model_folder) -> None:
+    from tests.site.model_track_support import post_model
+
+    deep = '{"x": ' + "[" * 5000 + "]" * 5000 + "}"
+    archive = zip_folder(model_folder, extra={"modules.json": deep.encode()})
+    answer = post_model(client, models_world["tokens"]["a"], archive)
+    assert answer.status_code == 422, answer.get_data(as_text=True)[:300]
+    assert any("nested" in i["message"] for i in answer.get_json()["issues"])
+    assert session.scalars(select(ModelSubmission)).first() is None
