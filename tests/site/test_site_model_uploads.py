@@ -571,3 +571,28 @@ def test_published_files_follow_the_run_s_visibility(client, world, session, sto
     session.commit()
     assert client.get(url).data == archive
     assert client.get(f"/models/{row.id}/archive").data == archive
+
+
+@pytest.mark.parametrize("database_url", ["sqlite", pytest.param(
+    "postgres", marks=pytest.mark.postgres)], indirect=True)
+def test_a_finish_in_progress_is_waited_for_and_a_dead_one_taken_over(
+        client, models_world, session, storage, model_folder, now) -> None:
+    """A finish that is running answers 409 to a second; one whose process died (no end after
+    FINISH_STALE) is taken over by the next, which submits the model once."""
+    headers = models_world["tokens"]["a"]
+    archive = zip_folder(model_folder)
+    upload = _start(client, headers, archive).get_json()
+    assert _put(client, headers, upload["id"], archive, 0, len(archive)).status_code == 200
+    session.commit()
+    row = session.get(ModelUpload, upload["id"])
+    row.state, row.outcome = "finishing", {"since": now.isoformat()}
+    session.commit()
+    busy = client.post(f"{API}/model-uploads/{upload['id']}/finish", headers=headers)
+    assert busy.status_code == 409 and "being checked" in busy.get_json()["error"]
+    row.outcome = {"since": (now - model_uploads.FINISH_STALE
+                             - timedelta(seconds=1)).isoformat()}
+    session.commit()
+    taken = client.post(f"{API}/model-uploads/{upload['id']}/finish", headers=headers)
+    assert taken.status_code == 202, taken.get_json()
+    assert _count(session, ModelSubmission) == 1
+    wait_for_threads(300)
