@@ -66,7 +66,8 @@ def upload_model(task_name: str) -> Any:
                         session, storage(), team=team, phase=phase, user=user, archive=archive,
                         filename=client_filename(upload.filename), now=now(),
                         name=form.name.data or "", prompt=form.prompt.data or None,
-                        pooling=form.pooling.data or None, publish=bool(form.publish.data))
+                        pooling=form.pooling.data or None, publish=bool(form.publish.data),
+                        model_name=form.model_name.data or None)
             except DomainError as err:
                 flash_error(err)
                 issues = err.issues
@@ -120,7 +121,8 @@ def start_model_upload_page(task_name: str) -> Any:
         size=int(size) if size.isdigit() and len(size) < 16 else 0, now=now(),
         max_bytes=int(current_app.config["SEMBOARD_MODEL_MAX_BYTES"]),
         name=form.name.data or "", prompt=form.prompt.data or None,
-        pooling=form.pooling.data or None, publish=bool(form.publish.data))
+        pooling=form.pooling.data or None, publish=bool(form.publish.data),
+        model_name=form.model_name.data or None)
     return _upload_answer(row, 201)
 
 

@@ -199,3 +199,20 @@ def test_a_deeply_nested_config_is_a_422_at_upload(client, models_world, session
     assert answer.status_code == 422, answer.get_data(as_text=True)[:300]
     assert any("nested" in i["message"] for i in answer.get_json()["issues"])
     assert session.scalars(select(ModelSubmission)).first() is None
+
+
+def test_the_form_s_model_name_is_shown_on_the_team_page(client, models_world, session,
+                                                         model_folder) -> None:
+    import io
+
+    captain = models_world["captains"][0]
+    client.post("/login", data={"email": captain.email, "password": "password123"})
+    posted = client.post("/tasks/tiny/submit-model", content_type="multipart/form-data", data={
+        "phase": "eval", "name": "form-run", "model_name": "my-mini-encoder",
+        "file": (io.BytesIO(zip_folder(model_folder)), "tiny-bert.zip")})
+    assert posted.status_code == 302, posted.data[-600:]
+    row = session.scalars(select(ModelSubmission)).one()
+    assert row.options["model_name"] == "my-mini-encoder"
+    page = client.get(f"/teams/{row.team_id}").get_data(as_text=True)
+    assert '<span class="model-name">my-mini-encoder</span> · BertModel' in page
+    wait_for_threads(300)
