@@ -170,6 +170,7 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("GET", "/tasks/tiny/organise/tables/runs.csv", LOGIN, 403),
     ("GET", "/tasks/tiny/organise/bundle.zip", LOGIN, 403),
     ("POST", "/tasks/tiny/organise/models/{model}/rerun", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/models/{model}/cancel", LOGIN, 403),
     # the explicit start of a team window (issue 9c); eval has no windows
     ("POST", "/tasks/tiny/phases/eval/window", LOGIN, 302),  # refused: back to the task page
     ("GET", "/api/v1/tasks/tiny/phases/eval/window", 401, 404),
