@@ -88,7 +88,8 @@ def test_a_running_model_shows_its_progress_and_an_organiser_cancels_it(
         model_jobs.dispatch_model(app, row.id)
         for _ in range(600):
             current = _row(session, row.id)
-            if current.status == "running" and current.progress and current.progress["log"]:
+            if current.status == "running" and (current.progress or {}).get("stage") in (
+                    "spawned", "started"):
                 break
             threading.Event().wait(0.05)
         body = client.get(f"{API}/models/{row.id}", headers=models_world["tokens"]["a"]
@@ -109,8 +110,10 @@ def test_a_running_model_shows_its_progress_and_an_organiser_cancels_it(
     done = _row(session, row.id)
     assert done.status == "failed" and done.failure == "cancelled" and done.run_id is None
     assert done.reason == "cancelled by the organisers: wrong phase"
-    # the job saw it (its heartbeat found the row taken) and stopped its child
+    # the job saw it (its heartbeat found the row taken) and stopped its child at once: no
+    # dataset was encoded after the cancel
     assert seen and any("failed (cancelled)" in line for line in seen[-1]["log"])
+    assert not any("dataset" in line for line in seen[-1]["log"]), seen[-1]["log"]
     entry = session.scalars(select(AuditEntry).where(AuditEntry.action == "model-cancelled")
                             ).one()
     assert entry.reason == "wrong phase" and entry.user_id == organiser.id
