@@ -74,6 +74,8 @@ def _row(session, model_id: int) -> ModelSubmission:
     return row
 
 
+@pytest.mark.parametrize("database_url", ["sqlite", pytest.param(
+    "postgres", marks=pytest.mark.postgres)], indirect=True)
 def test_a_killed_worker_s_model_is_queued_again_and_its_child_ends(
         app, models_world, session, storage, database_url, redis_url, model_folder, now,
         tmp_path) -> None:
