@@ -59,8 +59,9 @@ SETTINGS: tuple[Setting, ...] = (
             "any S3-compatible endpoint (MinIO, ...); credentials from the usual `AWS_*` "
             "variables"),
     Setting("REDIS_URL", str, "",
-            "rq queues for scoring, significance groups, mail and comparisons (`flask worker`) "
-            "and baselines (`rq worker baselines` on the GPU host); without it the web "
+            "rq queues for scoring, significance groups, mail, comparisons, baselines and models "
+            "(`flask worker` serves them all; a second one, or `flask worker baselines` on the "
+            "GPU host, keeps a model's encoding from holding up scoring); without it the web "
             "processes do that work themselves"),
     Setting("SEMBOARD_BOARD_JOBS", str, "chosen",
             "where groups are computed after a change: `rq` (with `REDIS_URL`), `process` "
