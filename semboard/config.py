@@ -87,6 +87,9 @@ SETTINGS: tuple[Setting, ...] = (
             "model track: `auto` (CUDA when present), `cuda` or `cpu`"),
     Setting("SEMBOARD_MODEL_DTYPE", str, "fp16 on CUDA, fp32 on CPU",
             "model track: `float16`, `bfloat16` or `float32`"),
+    Setting("SEMBOARD_MODEL_GPU_MEMORY_MB", int, "0 (the whole GPU)",
+            "model track: a CUDA job's share of the GPU's memory; past it torch raises out of "
+            "memory and the model fails as `out_of_memory`"),
     Setting("SEMBOARD_MODEL_BEAT_S", float, "10",
             "model track: a running job writes its heartbeat and progress this often"),
     Setting("SEMBOARD_MODEL_LOST_S", float, "120",

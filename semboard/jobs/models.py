@@ -57,7 +57,7 @@ JOB_TIMEOUT_S = 6 * 3600
 DEFAULTS: dict[str, Any] = {"SEMBOARD_MODEL_TIME_S": 3600.0, "SEMBOARD_MODEL_MEMORY_MB": 16384,
                             "SEMBOARD_MODEL_DEVICE": "auto", "SEMBOARD_MODEL_DTYPE": None,
                             "SEMBOARD_MODEL_BEAT_S": 10.0, "SEMBOARD_MODEL_LOST_S": 120.0,
-                            "SEMBOARD_MODEL_RETRIES": 1}
+                            "SEMBOARD_MODEL_RETRIES": 1, "SEMBOARD_MODEL_GPU_MEMORY_MB": 0}
 
 
 def _setting(app: Flask, key: str) -> Any:
@@ -67,8 +67,10 @@ def _setting(app: Flask, key: str) -> Any:
 
 def budget(app: Flask) -> JobBudget:
     """The encoding budget from the app's config."""
+    gpu_mb = int(_setting(app, "SEMBOARD_MODEL_GPU_MEMORY_MB"))
     return JobBudget(time_s=float(_setting(app, "SEMBOARD_MODEL_TIME_S")),
-                     memory_bytes=int(_setting(app, "SEMBOARD_MODEL_MEMORY_MB")) << 20)
+                     memory_bytes=int(_setting(app, "SEMBOARD_MODEL_MEMORY_MB")) << 20,
+                     gpu_memory_bytes=gpu_mb << 20 if gpu_mb > 0 else None)
 
 
 def fail_abandoned(session: Session, app: Flask, *, now: datetime) -> dict[str, list[int]]:

@@ -192,6 +192,12 @@ def test_flask_worker_serves_the_model_queue_by_default() -> None:
     assert model_jobs.QUEUE_NAME in WORKER_QUEUES
 
 
+def test_the_gpu_share_comes_from_the_config(app) -> None:
+    assert model_jobs.budget(app).gpu_memory_bytes is None
+    app.config["SEMBOARD_MODEL_GPU_MEMORY_MB"] = "8192"
+    assert model_jobs.budget(app).gpu_memory_bytes == 8 << 30
+
+
 def test_a_deeply_nested_config_is_a_422_at_upload(client, models_world, session,
                                                    model_folder) -> None:
     from tests.site.model_track_support import post_model
