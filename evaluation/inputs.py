@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from evaluation import jsonbound
 from evaluation.fastparse import arrow_float_columns
 from evaluation.issues import Issue, ValidationError
 from evaluation.taskdef import DatasetSpec, GoldFormat, InputFormat, TaskDefinition, release_path
@@ -130,7 +131,7 @@ def _json_objects(text: str, filename: str, issues: list[Issue]
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = jsonbound.loads(line)
         except json.JSONDecodeError as exc:
             issues.append(Issue(filename, i, f"not valid JSON: {exc.msg} (column {exc.colno})",
                                 "bad-json"))

@@ -93,8 +93,9 @@ SETTINGS: tuple[Setting, ...] = (
             "any S3-compatible endpoint (MinIO, ...); credentials from the usual `AWS_*` "
             "variables"),
     Setting("REDIS_URL", str, "",
-            "rq queues for scoring, significance groups, mail and comparisons (`flask worker`) "
-            "and baselines (`rq worker baselines` on the GPU host); without it the web "
+            "rq queues for scoring, significance groups, mail, comparisons, baselines and models "
+            "(`flask worker` serves them all; a second one, or `flask worker baselines` on the "
+            "GPU host, keeps a model's encoding from holding up scoring); without it the web "
             "processes do that work themselves"),
     Setting("SEMBOARD_BOARD_JOBS", str, "chosen",
             "where groups are computed after a change: `rq` (with `REDIS_URL`), `process` "
@@ -123,6 +124,16 @@ SETTINGS: tuple[Setting, ...] = (
             "model track: `auto` (CUDA when present), `cuda` or `cpu`"),
     Setting("SEMBOARD_MODEL_DTYPE", str, "fp16 on CUDA, fp32 on CPU",
             "model track: `float16`, `bfloat16` or `float32`"),
+    Setting("SEMBOARD_MODEL_GPU_MEMORY_MB", int, "0 (the whole GPU)",
+            "model track: a CUDA job's share of the GPU's memory; past it torch raises out of "
+            "memory and the model fails as `out_of_memory`"),
+    Setting("SEMBOARD_MODEL_BEAT_S", float, "10",
+            "model track: a running job writes its heartbeat and progress this often"),
+    Setting("SEMBOARD_MODEL_LOST_S", float, "120",
+            "model track: a running model with no heartbeat this long lost its worker: queued "
+            "again, or failed once its retries are spent"),
+    Setting("SEMBOARD_MODEL_RETRIES", int, "1",
+            "model track: how many times a model whose worker was lost is queued again"),
     Setting("SEMBOARD_MODEL_MAX_BYTES", int, "6442450944 (6 GiB)",
             "model track: largest model zip accepted (page, API, CLI); the page and the CLI send "
             "it in resumable parts"),

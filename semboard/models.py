@@ -50,6 +50,10 @@ PHASE_ACCEPTS = ("runs", "models", "both")
 # are contrastive: listed unranked).
 PHASE_RANKINGS = ("every", "primary")
 MODEL_STATUSES = ("queued", "running", "failed", "done")
+# why a model failed, one word a client can act on (jobs.models: the failure classes)
+MODEL_FAILURES = ("refused", "too_slow", "out_of_memory", "worker_lost", "cancelled", "internal")
+# a model upload in parts: receiving parts, being joined and checked, and how it ended
+UPLOAD_STATES = ("open", "finishing", "finished", "refused", "cancelled", "expired")
 # Byte counts of models pass 2 GiB: 64-bit on PostgreSQL (SQLite's INTEGER already is).
 BYTES = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -701,6 +705,7 @@ class ModelSubmission(Base):
     __tablename__ = "model_submission"
     __table_args__ = (
         CheckConstraint(_in("status", MODEL_STATUSES), name="status"),
+        CheckConstraint(f"failure IS NULL OR {_in('failure', MODEL_FAILURES)}", name="failure"),
         Index(None, "status", "uploaded_at"),
         Index(None, "team_id", "phase_id"),
     )
@@ -729,6 +734,14 @@ class ModelSubmission(Base):
     # set when the team publishes the model's files with its run: then whoever sees the run
     # may download them; None keeps them to the team and the organisers
     published_at: Mapped[datetime | None]
+    # the running job's supervisor writes this every few seconds: a model whose beats stopped
+    # lost its worker (jobs.models.recover re-queues it once, then fails it)
+    heartbeat_at: Mapped[datetime | None]
+    # what the team sees of a job: pairs done of the total, rate, per-dataset times, peak
+    # memory and a short log of the job's own events (never input text)
+    progress: Mapped[dict[str, Any] | None] = mapped_column()
+    # a failed model's class (MODEL_FAILURES); reason says it in a sentence
+    failure: Mapped[str | None] = mapped_column(String(20))
 
     phase: Mapped[Phase] = relationship()
     team: Mapped[Team] = relationship()
@@ -741,13 +754,15 @@ class ModelUpload(Base):
     """A model arriving in parts (a chunked, resumable upload), staged in storage.
 
     Parts arrive in order: `received` moves from a part's offset to its end by a conditional
-    UPDATE, so a repeated or racing part is refused with the offset to resume from. The row and
-    its parts go once the upload becomes a ModelSubmission, is refused, cancelled or expires.
+    UPDATE, so a repeated or racing part is refused with the offset to resume from. The parts go
+    once the upload becomes a ModelSubmission, is refused, cancelled or expires; the row stays
+    with its state (ids are never reused; a repeated finish answers as the first did).
     """
 
     __tablename__ = "model_upload"
     __table_args__ = (
         CheckConstraint("received >= 0 AND received <= size", name="received"),
+        CheckConstraint(_in("state", UPLOAD_STATES), name="state"),
         Index(None, "user_id"),
         Index(None, "updated_at"),
     )
@@ -767,6 +782,13 @@ class ModelUpload(Base):
     options: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    # rows are kept once the upload ends (ids are never reused, and a repeated finish answers
+    # what the first did): the model it became, or the refusal it got
+    state: Mapped[str] = mapped_column(String(10), default="open", server_default="open")
+    # no foreign key: SQLite adds no named constraint to an existing table, and both rows go
+    # with their team (ON DELETE CASCADE) anyway
+    model_id: Mapped[int | None] = mapped_column(Integer)
+    outcome: Mapped[dict[str, Any] | None] = mapped_column()
 
     task: Mapped[Task] = relationship()
     team: Mapped[Team] = relationship()

@@ -459,7 +459,8 @@ def cmd_submit_model(args: argparse.Namespace) -> int:
     fields = {key: value for key, value in (("name", args.name), ("phase", args.phase),
                                             ("prompt", args.prompt),
                                             ("prompt_name", args.prompt_name),
-                                            ("pooling", args.pooling))
+                                            ("pooling", args.pooling),
+                                             ("model_name", args.model_name))
               if value is not None}
     if args.publish:
         fields["publish"] = True
@@ -499,9 +500,32 @@ def cmd_models(args: argparse.Namespace) -> int:
     _out(_table(rows, ["ID", "PHASE", "NAME", "STATE", "UPLOADED (UTC)", "DIGEST", "RUN",
                        "FILES"]))
     for model in data["models"]:
+        progress = model.get("progress") or {}
+        if model["status"] == "running" and progress.get("total"):
+            _out(f"  #{model['id']} {model_progress_line(progress)}")
         if model["status"] == "failed":
-            _err(f"  #{model['id']} failed: {model['reason']}")
+            kind = f" ({model['failure']})" if model.get("failure") else ""
+            _err(f"  #{model['id']} failed{kind}: {model['reason']}")
     return EXIT_OK
+
+
+def model_progress_line(progress: dict[str, Any]) -> str:
+    """A running model's job in one line: pairs done of the total, rate, time left, memory,
+    and the time each finished dataset took."""
+    done, total = int(progress.get("done") or 0), int(progress.get("total") or 0)
+    parts = [f"{done:,} of {total:,} pairs ({100 * done / total:.0f}%)" if total else
+             f"{done:,} pairs"]
+    if progress.get("pairs_per_s"):
+        parts.append(f"{progress['pairs_per_s']:,.0f} pairs/s")
+    if progress.get("eta_s") is not None:
+        parts.append(f"about {progress['eta_s']:,.0f} s left")
+    if progress.get("peak_rss_bytes"):
+        parts.append(f"peak memory {progress['peak_rss_bytes'] / 2**20:,.0f} MiB")
+    datasets = progress.get("datasets") or {}
+    if datasets:
+        parts.append("datasets: " + ", ".join(f"{name} {seconds:.1f} s"
+                                              for name, seconds in datasets.items()))
+    return "; ".join(parts)
 
 
 def cmd_publish_model(args: argparse.Namespace) -> int:
@@ -658,6 +682,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(config_sentence_transformers.json), or two as FIRST,SECOND: one per side "
                    "of each pair")
     p.add_argument("--pooling", help="cls, mean, max, ... (overrides 1_Pooling/config.json)")
+    p.add_argument("--model-name", dest="model_name",
+                   help="the model's name on the board (else the folder's _name_or_path)")
     p.add_argument("--publish", action="store_true",
                    help="publish the model's files with its run (anyone who sees the run may "
                         "download them; withdraw on the team page)")

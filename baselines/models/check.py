@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from baselines.models.bounds import config_issues
+from evaluation import jsonbound
 from evaluation.issues import Issue
 from evaluation.textfiles import file_sha256
 
@@ -87,6 +89,9 @@ class ModelLimits:
     max_vocab: int = 300_000
     max_positions: int = 8194  # max_position_embeddings, XLM-R style offset included
     max_seq_length: int = 8192
+    max_intermediate: int = 16384
+    max_memory_bytes: int = 16 << 30  # what config.json implies: weights + one batch
+    max_tokenizer_bytes: int = 32 << 20  # tokenizer.json (a 250k vocabulary is ~17 MB)
 
 
 @dataclass
@@ -166,7 +171,7 @@ def _read_json(folder: Path, rel: str, issues: list[Issue]) -> dict[str, Any] | 
         if path.stat().st_size > MAX_JSON_BYTES:
             issues.append(Issue(rel, None, f"larger than {MAX_JSON_BYTES >> 20} MiB", "too-large"))
             return None
-        data = json.loads(path.read_bytes())
+        data = jsonbound.loads(path.read_bytes())
     except (OSError, UnicodeDecodeError) as exc:
         issues.append(Issue(rel, None, f"cannot be read ({exc})", "unreadable"))
         return None
@@ -193,7 +198,7 @@ def safetensors_header(path: Path, rel: str) -> tuple[dict[str, Any], list[Issue
             return {}, [Issue(rel, None, f"not a safetensors file (header length {n} does not "
                               f"fit the file's {size} bytes)", "bad-weights")]
         try:
-            table = json.loads(stream.read(n))
+            table = jsonbound.loads(stream.read(n))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             return {}, [Issue(rel, None, f"safetensors header is not JSON ({exc})",
                               "bad-weights")]
@@ -220,7 +225,16 @@ def safetensors_header(path: Path, rel: str) -> tuple[dict[str, Any], list[Issue
                 and stop - start == count * SAFETENSORS_DTYPES[dtype]):
             return {}, [Issue(rel, None, f"tensor {name!r}: offsets {start}..{stop} do not fit "
                               f"its shape {shape} or the file", "bad-weights")]
-        tensors[name] = {"dtype": dtype, "shape": shape, "count": count}
+        tensors[name] = {"dtype": dtype, "shape": shape, "count": count,
+                         "span": (start, stop)}
+    # tensors may not share bytes: overlapping views would load as aliased weights
+    reach, holder = 0, ""  # the furthest byte a tensor so far covers, and that tensor
+    for (start, stop), name in sorted((t.pop("span"), name) for name, t in tensors.items()):
+        if stop > start and start < reach:
+            return {}, [Issue(rel, None, f"tensors {holder!r} and {name!r} overlap (bytes "
+                              f"{start}..{min(stop, reach)})", "bad-weights")]
+        if stop > reach:
+            reach, holder = stop, name
     return tensors, []
 
 
@@ -304,7 +318,7 @@ def _pooling(folder: Path, names: list[str], issues: list[Issue]) -> tuple[str, 
     if "modules.json" in names:
         modules = None
         try:
-            modules = json.loads((folder / "modules.json").read_bytes())
+            modules = jsonbound.loads((folder / "modules.json").read_bytes())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             issues.append(Issue("modules.json", None, f"not valid JSON ({exc})", "bad-json"))
         if modules is not None:
@@ -389,7 +403,8 @@ def choose_prompts(prompts: Mapping[str, str], default: str | None, *, prompt: s
 
 
 def _tokenizer(folder: Path, cfg: Mapping[str, Any], names: list[str],
-               issues: list[Issue]) -> tuple[int | None, str | None]:
+                issues: list[Issue], max_vocab: int | None = None
+                ) -> tuple[int | None, str | None]:
     """Checks tokenizer.json (and tokenizer_config.json); model_max_length when it says one,
     and the tokenizer class."""
     if "tokenizer.json" not in names:
@@ -407,6 +422,9 @@ def _tokenizer(folder: Path, cfg: Mapping[str, Any], names: list[str],
         ids = [i for i in ids if isinstance(i, int)]
         if not ids:
             issues.append(Issue("tokenizer.json", None, "has no vocabulary", "bad-tokenizer"))
+        elif max_vocab is not None and len(ids) > max_vocab:
+            issues.append(Issue("tokenizer.json", None, f"holds {len(ids):,} vocabulary "
+                                f"entries, over the limit of {max_vocab:,}", "limit"))
         elif isinstance(cfg.get("vocab_size"), int) and max(ids) >= cfg["vocab_size"]:
             issues.append(Issue("tokenizer.json", None, f"token id {max(ids):,} does not fit "
                                 f"the model's vocab_size {cfg['vocab_size']:,}",
@@ -491,11 +509,21 @@ def check_model(folder: Path, limits: ModelLimits | None = None, *, prompt: str 
     if n_params > limits.max_parameters:
         issues.append(Issue(None, None, f"{n_params:,} parameters exceed the limit of "
                             f"{limits.max_parameters:,}", "limit"))
+    if cls and not issues:
+        issues.extend(config_issues(cfg, weights_parameters=n_params,
+                                    max_parameters=limits.max_parameters,
+                                    max_intermediate=limits.max_intermediate,
+                                    max_memory_bytes=limits.max_memory_bytes))
+    if "tokenizer.json" in names and (
+            folder / "tokenizer.json").stat().st_size > limits.max_tokenizer_bytes:
+        issues.append(Issue("tokenizer.json", None, f"larger than the limit of "
+                            f"{limits.max_tokenizer_bytes >> 20} MiB", "limit"))
+        return ModelCheck(issues, None)
     st_pooling, st_normalize = _pooling(folder, names, issues)
     prompts, default_prompt = _prompts(folder, names, issues)
     chosen = choose_prompts(prompts, default_prompt, prompt=prompt, prompt_name=prompt_name,
                             issues=issues)
-    tok_max, tok_class = _tokenizer(folder, cfg, names, issues)
+    tok_max, tok_class = _tokenizer(folder, cfg, names, issues, limits.max_vocab)
     if pooling is not None and pooling not in POOLING_MODES:
         issues.append(Issue(None, None, f"pooling {pooling!r} is not one of "
                             f"{', '.join(POOLING_MODES)}", "pooling"))

@@ -40,11 +40,13 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ModelJobFailed(Exception):
-    """An encoding job that produced no run; `reason` says why in one sentence."""
+    """An encoding job that produced no run; `reason` says why in one sentence, `kind` is its
+    class: refused, too_slow, out_of_memory, worker_lost, cancelled or internal."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, kind: str = "internal") -> None:
         super().__init__(reason)
         self.reason = reason
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -58,13 +60,17 @@ class JobBudget:
 
 @dataclass
 class JobEvent:
-    """Progress of a job: stage ("spawned", "started", "loaded", "encoding"), pairs done of
-    the total, and the child's process id."""
+    """Progress of a job: stage ("spawned", "started", "loaded", "encoding", "dataset": one
+    dataset ended, after `seconds`), pairs done of the total, the child's process id, and its
+    peak resident memory so far (set by the supervising parent)."""
 
     stage: str
     done: int
     total: int
     pid: int
+    dataset: str = ""
+    seconds: float = 0.0
+    peak_rss: int = 0
 
 
 @dataclass
@@ -127,7 +133,7 @@ def child_main(request_fd: int, reply_fd: int) -> None:
                             normalize=options["normalize"])
         if not check.ok or check.description is None:
             conn.send(("failed", "the model was refused: "
-                       + "; ".join(str(i) for i in check.issues)))
+                       + "; ".join(str(i) for i in check.issues), "refused"))
             return
         desc = check.description
         import torch  # heavy optional dependency (gpu extra)
@@ -160,6 +166,8 @@ def child_main(request_fd: int, reply_fd: int) -> None:
             t0 = time.perf_counter()
             cos = encoder.similarity(pairs, progress=texts_done)
             encode_s += time.perf_counter() - t0
+            conn.send(("event", JobEvent("dataset", done[0] // 2, total, pid, spec.name,
+                                         round(time.perf_counter() - t0, 3))))
             lo, hi = task.score_range(spec.name)  # a dataset may have a range of its own
             scores = cosine_to_scores(cos, lo, hi, options["mapping"])
             clipped[spec.name] = clipped_pairs(cos, options["mapping"])
@@ -194,7 +202,9 @@ def child_main(request_fd: int, reply_fd: int) -> None:
         meta["signature"] = baseline_signature(meta)
         conn.send(("done", files, meta))
     except BaseException as exc:  # reported to the parent as the job's failure reason
-        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        kind = "out_of_memory" if isinstance(exc, MemoryError) or "OutOfMemory" in type(
+            exc).__name__ else "internal"
+        conn.send(("failed", f"{type(exc).__name__}: {exc}", kind))
     finally:
         conn.close()
 
@@ -222,14 +232,16 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
                   normalize: bool | None = None,
                   mapping: Mapping_ | None = None, threads: int | None = None,
                   run_name: str | None = None,
-                  progress: Callable[[JobEvent], None] | None = None) -> ModelRun:
+                  progress: Callable[[JobEvent], None] | None = None,
+                  stop: threading.Event | None = None) -> ModelRun:
     """Encode `inputs` with the model in `folder` in a child process; the run files + metadata.
 
     run_name goes into the file names of a task whose names carry the run ({run}); mapping
     (cosine to score) defaults to the definition's scores.model_mapping.
 
-    Raises ModelJobFailed when the model is refused, the child fails or dies, or the budget is
-    exceeded; ValueError for datasets the task does not have.
+    Raises ModelJobFailed when the model is refused, the child fails or dies, the budget is
+    exceeded, or `stop` is set (the job was cancelled or taken from this worker: the child is
+    killed at once); ValueError for datasets the task does not have.
     """
     budget = budget or JobBudget()
     task_def = load_task(task) if isinstance(task, str) else task
@@ -248,17 +260,20 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
                "run_name": run_name}
     with tempfile.TemporaryFile() as log:
         return _supervise((str(Path(folder).resolve()), task_def, datasets, options), budget,
-                          log, progress)
+                          log, progress, stop)
 
 
 def _supervise(request: tuple[Any, ...], budget: JobBudget, log: IO[bytes],
-               progress: Callable[[JobEvent], None] | None) -> ModelRun:
+               progress: Callable[[JobEvent], None] | None,
+               stop: threading.Event | None = None) -> ModelRun:
     """Start the child, hand it the request, watch its clock and memory, collect its reply."""
     request_r, request_w = os.pipe()
     reply_r, reply_w = os.pipe()
     started = time.monotonic()
+    # the child asks the kernel to kill it when this process dies (PR_SET_PDEATHSIG): a worker
+    # killed with -9 leaves no orphan encoding on
     proc = subprocess.Popen([sys.executable, "-m", "baselines.models", str(request_r),
-                             str(reply_w)], pass_fds=(request_r, reply_w),
+                             str(reply_w), str(os.getpid())], pass_fds=(request_r, reply_w),
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                             # -m puts the working folder first on sys.path: the child imports
                             # this very copy of the project, whatever else is installed
@@ -278,6 +293,7 @@ def _supervise(request: tuple[Any, ...], budget: JobBudget, log: IO[bytes],
 
     sender = threading.Thread(target=send_request, name="model-job-request", daemon=True)
     sender.start()
+    peak = 0
     try:
         while True:
             if receive.poll(POLL_S):
@@ -288,19 +304,25 @@ def _supervise(request: tuple[Any, ...], budget: JobBudget, log: IO[bytes],
                     raise ModelJobFailed(_death_reason(proc.returncode, log)) from None
                 if message[0] == "event":
                     if progress is not None:
+                        message[1].peak_rss = peak
                         progress(message[1])
                     continue
                 if message[0] == "done":
+                    message[2]["peak_rss_bytes"] = peak
                     return ModelRun(message[1], message[2])
-                raise ModelJobFailed(message[1])
+                raise ModelJobFailed(message[1], *message[2:3])
+            if stop is not None and stop.is_set():
+                raise ModelJobFailed("the job was stopped: the model was cancelled or taken "
+                                     "from this worker", "cancelled")
             if time.monotonic() - started > budget.time_s:
                 raise ModelJobFailed(f"the encoding job exceeded its time budget of "
-                                     f"{budget.time_s:g} s and was stopped")
+                                     f"{budget.time_s:g} s and was stopped", "too_slow")
             rss = _rss_bytes(proc.pid)
+            peak = max(peak, rss or 0)
             if rss is not None and rss > budget.memory_bytes:
                 raise ModelJobFailed(f"the encoding job used {rss / 2**20:,.0f} MiB, over its "
                                      f"memory ceiling of {budget.memory_bytes / 2**20:,.0f} MiB, "
-                                     "and was stopped")
+                                     "and was stopped", "out_of_memory")
             if proc.poll() is not None and not receive.poll(0):
                 raise ModelJobFailed(_death_reason(proc.returncode, log))
     finally:

@@ -56,8 +56,8 @@ def list_models(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/models")
 def submit_model(task_name: str) -> Any:
     """Upload a model in one request (multipart: file = a zip of the Hugging Face folder;
-    optional name, phase, prompt, prompt_name, pooling, publish); 202 once checked and
-    queued."""
+    optional name, phase, prompt, prompt_name, pooling, publish, model_name); 202 once checked
+    and queued."""
     user = require_token_user()
     # a model is far larger than a run: web.hardening gives this route its own body limit
     session = get_session()
@@ -76,7 +76,8 @@ def submit_model(task_name: str) -> Any:
             name=request.form.get("name", ""), prompt=request.form.get("prompt") or None,
             prompt_name=request.form.get("prompt_name") or None,
             pooling=request.form.get("pooling") or None,
-            publish=_flag(request.form.get("publish", "")))
+            publish=_flag(request.form.get("publish", "")),
+            model_name=request.form.get("model_name") or None)
     return _queued(row)
 
 
@@ -111,7 +112,8 @@ def start_model_upload(task_name: str) -> Any:
         max_bytes=int(current_app.config["SEMBOARD_MODEL_MAX_BYTES"]),
         name=_text(body, "name") or "", prompt=_text(body, "prompt"),
         prompt_name=_text(body, "prompt_name"),
-        pooling=_text(body, "pooling"), publish=_flag(body.get("publish", False)))
+        pooling=_text(body, "pooling"), publish=_flag(body.get("publish", False)),
+        model_name=_text(body, "model_name"))
     return _upload_answer(row, 201)
 
 

@@ -112,6 +112,10 @@ SCHEMAS: dict[str, Any] = {
                    "status": {"enum": ["queued", "running", "failed", "done"]}, "reason": STR,
                    "queue_position": {"type": ["integer", "null"]}, "uploaded_at": TIME,
                    "started_at": NULL_TIME, "finished_at": NULL_TIME, "attempts": INT,
+                   "failure": {"enum": ["refused", "too_slow", "out_of_memory", "worker_lost",
+                                        "cancelled", "internal", None]},
+                   "heartbeat_at": NULL_TIME, "display_name": STR,
+                   "progress": {"type": ["object", "null"]},
                    "run_id": {"type": ["integer", "null"]}, "digest": STR,
                    "archive_sha256": STR, "size": INT, "options": {"type": "object"},
                    "published_at": NULL_TIME, "model": {"type": "object"},
@@ -122,7 +126,10 @@ SCHEMAS: dict[str, Any] = {
     "ModelUpload": _obj({"id": INT, "filename": STR, "size": INT, "received": INT,
                          "next_offset": INT, "part_bytes": INT,
                          "sha256": {"type": ["string", "null"]}, "complete": BOOL,
-                         "created_at": TIME, "updated_at": TIME, "expires_at": TIME},
+                         "state": {"enum": ["open", "finishing", "finished", "refused",
+                                            "cancelled", "expired"]},
+                         "model_id": {"type": ["integer", "null"]}, "created_at": TIME,
+                         "updated_at": TIME, "expires_at": TIME},
                         {"upload_url": STR, "finish_url": STR, "error": STR}),
 }
 
@@ -237,8 +244,8 @@ def _paths() -> dict[str, dict[str, Any]]:
     model_upload = {"required": True, "content": {"multipart/form-data": {"schema": {
         "type": "object", "required": ["file"],
         "properties": {"file": {"type": "string", "format": "binary"}, "name": STR,
-                       "phase": STR, "prompt": STR, "prompt_name": STR, "pooling": STR,
-                       "publish": STR}}}}}
+                        "phase": STR, "prompt": STR, "prompt_name": STR, "pooling": STR,
+                        "publish": STR, "model_name": STR}}}}}
     part = {"required": True, "content": {"application/octet-stream": {"schema": {
         "type": "string", "format": "binary"}}}}
     u = "/model-uploads/{upload_id}"
@@ -271,7 +278,7 @@ def _paths() -> dict[str, dict[str, Any]]:
             "size up to the site's limit): refused at once where the model would be",
             _json("ModelUpload", "Started"), status="201",
             body=_fields(size=INT, filename=STR, sha256=STR, name=STR, phase=STR, prompt=STR,
-                         prompt_name=STR, pooling=STR, publish=BOOL),
+                         prompt_name=STR, pooling=STR, publish=BOOL, model_name=STR),
             errors=("401", "403", "404", "409", "422", "429"))},
         u: {
             "get": _op(u, "How much of my upload arrived (where to resume)",

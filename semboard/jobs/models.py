@@ -1,10 +1,14 @@
 """The model track's job: run a queued model on its phase's inputs and submit the run.
 
 A job claims its row with a conditional UPDATE (queued → running), so a second worker given the
-same id does nothing. The encoding runs in `run_model_job`'s own child process under a budget;
-the run goes through `accept_run` like any upload, at the model's upload time (late rules).
-A failure marks the row failed with its reason and takes no run slot. On the ``baselines`` rq
-queue with REDIS_URL (a GPU host runs ``rq worker -u $REDIS_URL baselines``), else a thread.
+same id does nothing. While it encodes, its supervisor beats (jobs.model_progress): a model whose
+beats stop is re-queued once, then failed (recover); a job that finds its row taken (cancelled,
+or re-queued) kills its encoding process. Jobs take the queue's head in its fair order
+(services.model_queue: round robin between teams), whichever model dispatched them. The
+encoding runs in `run_model_job`'s own child process under a budget; the run goes through
+`accept_run` like any upload, at the model's upload time (late rules). A failure marks the row
+failed with its reason and class and takes no run slot. On the ``baselines`` rq queue with
+REDIS_URL (`flask worker` serves it by default), else a thread.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from baselines.models import (
@@ -33,11 +37,12 @@ from semboard.clock import utcnow
 from semboard.db import begin_write, session_factory
 from semboard.errors import DomainError
 from semboard.jobs import queue as job_queue
+from semboard.jobs.model_progress import JobReporter
 from semboard.jobs.queue import job_app
 from semboard.jobs.scoring import accept_run
 from semboard.models import ModelSubmission, Phase, Team, User
 from semboard.services.data import inputs
-from semboard.services.models import model_uploads
+from semboard.services.models import model_facts, model_queue, model_uploads
 from semboard.services.models import models as model_services
 from semboard.services.tasks import definitions
 from semboard.storage import Storage, get_storage
@@ -49,11 +54,13 @@ log = logging.getLogger(__name__)
 
 QUEUE_NAME = "baselines"
 JOB_TIMEOUT_S = 6 * 3600
-# a "running" model this long past its time budget has lost its worker
-ABANDONED_AFTER_S = 600
-# app.config keys (defaults here): the job's wall time, memory ceiling, device and dtype
+# app.config keys (defaults here): the job's wall time, memory ceiling, device and dtype; how
+# often a running job beats, how long without a beat makes it lost, and how many times a lost
+# model is queued again before it fails
 DEFAULTS: dict[str, Any] = {"SEMBOARD_MODEL_TIME_S": 3600.0, "SEMBOARD_MODEL_MEMORY_MB": 16384,
-                            "SEMBOARD_MODEL_DEVICE": "auto", "SEMBOARD_MODEL_DTYPE": None}
+                            "SEMBOARD_MODEL_DEVICE": "auto", "SEMBOARD_MODEL_DTYPE": None,
+                            "SEMBOARD_MODEL_BEAT_S": 10.0, "SEMBOARD_MODEL_LOST_S": 120.0,
+                            "SEMBOARD_MODEL_RETRIES": 1, "SEMBOARD_MODEL_GPU_MEMORY_MB": 0}
 
 
 def _setting(app: Flask, key: str) -> Any:
@@ -63,30 +70,44 @@ def _setting(app: Flask, key: str) -> Any:
 
 def budget(app: Flask) -> JobBudget:
     """The encoding budget from the app's config."""
+    gpu_mb = int(_setting(app, "SEMBOARD_MODEL_GPU_MEMORY_MB"))
     return JobBudget(time_s=float(_setting(app, "SEMBOARD_MODEL_TIME_S")),
-                     memory_bytes=int(_setting(app, "SEMBOARD_MODEL_MEMORY_MB")) << 20)
+                     memory_bytes=int(_setting(app, "SEMBOARD_MODEL_MEMORY_MB")) << 20,
+                     gpu_memory_bytes=gpu_mb << 20 if gpu_mb > 0 else None)
 
 
-def fail_abandoned(session: Session, app: Flask, *, now: datetime) -> list[int]:
-    """Mark failed the models still "running" long past their budget: the worker or process
-    that ran them died without a word. Their run slots free up; returns their ids."""
-    cutoff = now - timedelta(seconds=budget(app).time_s + ABANDONED_AFTER_S)
-    stale = list(session.scalars(select(ModelSubmission.id).where(
-        ModelSubmission.status == "running", ModelSubmission.started_at < cutoff)))
-    failed = []
-    for model_id in stale:
+def fail_abandoned(session: Session, app: Flask, *, now: datetime) -> dict[str, list[int]]:
+    """Models "running" whose job stopped beating SEMBOARD_MODEL_LOST_S ago lost their worker
+    (killed, its host gone): queued again while they have retries left (SEMBOARD_MODEL_RETRIES),
+    else failed as "worker_lost", their slots free. Returns {"failed": ids, "requeued": ids};
+    the caller dispatches the re-queued ones."""
+    cutoff = now - timedelta(seconds=float(_setting(app, "SEMBOARD_MODEL_LOST_S")))
+    retries = int(_setting(app, "SEMBOARD_MODEL_RETRIES"))
+    beat = func.coalesce(ModelSubmission.heartbeat_at, ModelSubmission.started_at)
+    stale = [(model_id, attempts) for model_id, attempts in session.execute(
+        select(ModelSubmission.id, ModelSubmission.attempts).where(
+            ModelSubmission.status == "running", beat < cutoff))]
+    session.rollback()
+    found: dict[str, list[int]] = {"failed": [], "requeued": []}
+    for model_id, attempts in stale:
+        again = attempts <= retries
+        values: dict[str, Any] = (
+            {"status": "queued", "started_at": None,
+             "reason": f"its worker stopped (attempt {attempts}); queued again"} if again else
+            {"status": "failed", "failure": "worker_lost", "finished_at": now,
+             "reason": "the worker running this model stopped without a result (it was killed "
+                       f"or its host went down), {attempts} time(s); an organiser can run it "
+                       "again"})
         begin_write(session)
         result = session.execute(
             update(ModelSubmission)
-            .where(ModelSubmission.id == model_id, ModelSubmission.status == "running")
-            .values(status="failed", finished_at=now,
-                    reason="the worker running this model stopped without a result (it was "
-                           "killed or its host went down); upload the model again")
-            .execution_options(synchronize_session=False))
+            .where(ModelSubmission.id == model_id, ModelSubmission.status == "running",
+                   ModelSubmission.attempts == attempts, beat < cutoff)
+            .values(**values).execution_options(synchronize_session=False))
         session.commit()
         if result.rowcount == 1:  # type: ignore[attr-defined]
-            failed.append(model_id)
-    return failed
+            found["requeued" if again else "failed"].append(model_id)
+    return found
 
 
 def claim(session: Session, model_id: int, *, now: datetime) -> bool:
@@ -95,19 +116,39 @@ def claim(session: Session, model_id: int, *, now: datetime) -> bool:
     result = session.execute(
         update(ModelSubmission)
         .where(ModelSubmission.id == model_id, ModelSubmission.status == "queued")
-        .values(status="running", started_at=now, attempts=ModelSubmission.attempts + 1)
+        .values(status="running", started_at=now, heartbeat_at=now, failure=None,
+                progress=None, attempts=ModelSubmission.attempts + 1)
         .execution_options(synchronize_session=False))
     session.commit()
     return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
+def claim_next(session: Session, *, now: datetime) -> int | None:
+    """Take the queue's head in its fair order (the next free one when another worker took
+    it first); its id, or None when nothing waits."""
+    for model_id in model_queue.queued_order(session):
+        session.rollback()
+        if claim(session, model_id, now=now):
+            return model_id
+    session.rollback()
+    return None
+
+
 def _finish(session: Session, row: ModelSubmission, status: str, *, now: datetime,
-            reason: str = "", run_id: int | None = None) -> None:
+            reason: str = "", run_id: int | None = None, failure: str | None = None) -> None:
+    """End the job's row, if this job still owns it (running, the attempt it claimed): a
+    cancelled or re-queued model is left as the organiser or the sweep made it."""
     session.rollback()
     begin_write(session)
-    session.refresh(row)
-    row.status, row.reason, row.run_id, row.finished_at = status, reason[:4000], run_id, now
+    session.execute(
+        update(ModelSubmission)
+        .where(ModelSubmission.id == row.id, ModelSubmission.status == "running",
+               ModelSubmission.attempts == row.attempts)
+        .values(status=status, reason=reason[:4000], run_id=run_id, finished_at=now,
+                failure=failure if status == "failed" else None)
+        .execution_options(synchronize_session=False))
     session.commit()
+    session.refresh(row)
 
 
 @dataclass(frozen=True)
@@ -145,8 +186,10 @@ def prepare(session: Session, storage: Storage, row: ModelSubmission) -> Work:
         session.commit()  # ends the read; rows stay loaded (expire_on_commit=False)
 
 
-def encode(storage: Storage, app: Flask, work: Work) -> ModelRun:
-    """Download, unpack and encode the model in a budgeted child process; holds no session."""
+def encode(storage: Storage, app: Flask, work: Work, reporter: JobReporter | None = None
+           ) -> ModelRun:
+    """Download, unpack and encode the model in a budgeted child process; holds no session.
+    reporter: receives the child's progress, and stops the child when the row is taken."""
     with tempfile.TemporaryDirectory(prefix="semboard-model-job-") as tmp:
         archive = Path(tmp) / "model.zip"
         storage.get_file(work.storage_key, archive)  # a model may be larger than memory
@@ -159,7 +202,9 @@ def encode(storage: Storage, app: Flask, work: Work) -> ModelRun:
                                dtype=_setting(app, "SEMBOARD_MODEL_DTYPE"),
                                prompt=work.options.get("prompt"),
                                prompt_name=work.options.get("prompt_name"),
-                               pooling=work.options.get("pooling"), run_name=work.name)
+                               pooling=work.options.get("pooling"), run_name=work.name,
+                               progress=reporter.on_event if reporter else None,
+                               stop=reporter.taken if reporter else None)
     if result.metadata.get("model_digest") != work.digest:
         raise ModelJobFailed("the stored model's digest differs from the one checked at upload")
     return result
@@ -169,7 +214,7 @@ def submit(session: Session, storage: Storage, app: Flask, row: ModelSubmission,
            result: ModelRun) -> int:
     """Submit the encoded run as the team's upload at the model's upload time; its id."""
     metadata = {**result.metadata, "model_submission_id": row.id,
-                "archive_sha256": row.archive_sha256}
+                "archive_sha256": row.archive_sha256, "model_name": model_facts.display_name(row)}
     run, _queued = accept_run(session, storage, app, team=row.team, phase=row.phase,
                               user=row.user, name=row.name, files=result.files,
                               now=row.uploaded_at, metadata=metadata, score_here=True,
@@ -182,32 +227,62 @@ def run_model_submission(session: Session, storage: Storage, app: Flask, model_i
     """Claim, encode, submit; the row's final state (None when another worker claimed it).
 
     Three short transactions (claim; read the inputs; submit the run) with the encoding in
-    between holding none, so the site's other writers never wait on a model. Models abandoned
-    by a dead worker are marked failed first, so their slots never stay taken.
+    between holding none, so the site's other writers never wait on a model; beside it the
+    reporter's beats, each its own short transaction. Lost models are swept first, so their
+    slots never stay taken.
     """
-    fail_abandoned(session, app, now=now or utcnow())
+    sweep_lost(app, session, now=now or utcnow())
     if not claim(session, model_id, now=now or utcnow()):
         return None
+    return _run_claimed(session, storage, app, model_id, now=now)
+
+
+def _run_claimed(session: Session, storage: Storage, app: Flask, model_id: int, *,
+                 now: datetime | None = None) -> ModelSubmission:
     row = session.get(ModelSubmission, model_id)
     assert row is not None  # claimed just now
+    session.refresh(row)
+    reporter = JobReporter(session_factory(), model_id, row.attempts,
+                           beat_s=float(_setting(app, "SEMBOARD_MODEL_BEAT_S")),
+                           clock=lambda: now or utcnow())
+    reporter.start()
+    outcome: dict[str, Any] = {}
     try:
-        result = encode(storage, app, prepare(session, storage, row))
-        run_id = submit(session, storage, app, row, result)
+        result = encode(storage, app, prepare(session, storage, row), reporter)
+        if reporter.taken.is_set():
+            raise ModelJobFailed("the model was cancelled or taken from this worker",
+                                 "cancelled")
+        outcome = {"status": "done", "run_id": submit(session, storage, app, row, result)}
+        reporter.line(f"run {outcome['run_id']} submitted")
     except ModelJobFailed as err:
-        _finish(session, row, "failed", reason=err.reason, now=now or utcnow())
+        outcome = {"status": "failed", "reason": err.reason, "failure": err.kind}
     except DomainError as err:
         issues = "; ".join(str(i.get("message", i)) if isinstance(i, dict) else str(i)
                            for i in err.issues[:5])
-        _finish(session, row, "failed", now=now or utcnow(),
-                reason=f"the model's run was refused: {err.message}"
-                + (f" ({issues})" if issues else ""))
+        outcome = {"status": "failed", "failure": "refused",
+                   "reason": f"the model's run was refused: {err.message}"
+                   + (f" ({issues})" if issues else "")}
     except Exception as err:  # the row must never stay "running"; the cause goes to the log
         log.exception("model submission %s failed", model_id)
-        _finish(session, row, "failed", reason=f"{type(err).__name__}: {err}",
-                now=now or utcnow())
-    else:
-        _finish(session, row, "done", run_id=run_id, now=now or utcnow())
+        outcome = {"status": "failed", "failure": "internal",
+                   "reason": f"{type(err).__name__}: {err}"}
+    finally:
+        if outcome.get("status") == "failed":
+            reporter.line(f"failed ({outcome['failure']})")
+        reporter.stop()  # the last progress is written before the row ends
+    status = outcome.pop("status")
+    _finish(session, row, status, now=now or utcnow(), **outcome)
     return row
+
+
+def run_next(session: Session, storage: Storage, app: Flask, *,
+             now: datetime | None = None) -> ModelSubmission | None:
+    """Run the queue's head (fair order); None when nothing waits."""
+    sweep_lost(app, session, now=now or utcnow())
+    model_id = claim_next(session, now=now or utcnow())
+    if model_id is None:
+        return None
+    return _run_claimed(session, storage, app, model_id, now=now)
 
 
 def model_job(model_id: int) -> dict[str, Any]:
@@ -233,25 +308,30 @@ def _run_local(app: Flask, model_id: int) -> dict[str, Any]:
 
 
 def _run_in(app: Flask, model_id: int) -> dict[str, Any]:
+    """A dispatched job runs the queue's head (one job was dispatched per queued model, so
+    every model gets one), not necessarily the model that dispatched it."""
     with app.app_context():
         session = session_factory()()
         try:
-            row = run_model_submission(session, get_storage(), app, model_id)
+            row = run_next(session, get_storage(), app)
             if row is None:
-                return {"model_id": model_id, "status": "claimed elsewhere"}
-            return {"model_id": model_id, "status": row.status, "reason": row.reason,
-                    "run_id": row.run_id}
+                return {"dispatched_for": model_id, "status": "nothing queued"}
+            return {"dispatched_for": model_id, "model_id": row.id, "status": row.status,
+                    "reason": row.reason, "run_id": row.run_id}
         finally:
             session.close()
 
 
-def job_id(model_id: int) -> str:
-    """A model job's rq id: fixed, so the sweep tells a lost job from a waiting one."""
-    return f"semboard-model-{model_id}"
+def job_id(model_id: int, attempts: int = 0) -> str:
+    """A model job's rq id: fixed, so the sweep tells a lost job from a waiting one; a model
+    queued again after its worker was lost gets a new one (the lost job's records, which rq's
+    clean-up still marks failed, must not touch it)."""
+    return f"semboard-model-{model_id}" + (f"-{attempts}" if attempts else "")
 
 
-def dispatch_model(app: Flask, model_id: int) -> str:
-    """Queue a model's job on `baselines` (rq with REDIS_URL, else a thread of this app)."""
+def dispatch_model(app: Flask, model_id: int, attempts: int = 0) -> str:
+    """Queue a model's job on `baselines` (rq with REDIS_URL, else a thread of this app);
+    attempts: how many times it was claimed already (its rq id, job_id)."""
     if not app.config.get("REDIS_URL"):
         with _local_lock:
             if model_id in _local_held:
@@ -260,7 +340,8 @@ def dispatch_model(app: Flask, model_id: int) -> str:
     return job_queue.dispatch(app, "semboard.jobs.models.model_job", model_id,
                               queue_name=QUEUE_NAME, timeout_s=JOB_TIMEOUT_S, retry=False,
                               result_ttl=7 * 24 * 3600, description=f"model {model_id}",
-                              local=lambda i: _run_local(app, i), job_id=job_id(model_id))
+                              local=lambda i: _run_local(app, i),
+                              job_id=job_id(model_id, attempts))
 
 
 def accept_model(session: Session, storage: Storage, app: Flask, *, team: Team, phase: Phase,
@@ -303,22 +384,39 @@ def recover(app: Flask, session: Session, *, now: datetime) -> dict[str, list[in
     models whose job was lost are dispatched again (an rq job that no longer exists, or, without
     Redis, a process that died). A second job for one model is harmless: the claim lets one
     run. Returns the ids failed and dispatched."""
-    failed = fail_abandoned(session, app, now=now)
+    lost = sweep_lost(app, session, now=now)
+    failed = lost["failed"]
     cutoff = now - timedelta(seconds=LOST_AFTER_S)
-    waiting = list(session.scalars(select(ModelSubmission.id).where(
-        ModelSubmission.status == "queued", ModelSubmission.uploaded_at < cutoff)
-        .order_by(ModelSubmission.uploaded_at, ModelSubmission.id)))
+    old = {model_id: attempts for model_id, attempts in session.execute(
+        select(ModelSubmission.id, ModelSubmission.attempts).where(
+            ModelSubmission.status == "queued", ModelSubmission.uploaded_at < cutoff))}
+    waiting = [i for i in model_queue.queued_order(session)
+               if i in old and i not in lost["requeued"]]
     session.rollback()  # nothing held while jobs are looked up or dispatched
     redispatched = []
     for model_id in waiting:
         if app.config.get("REDIS_URL"):
-            status = job_queue.job_status(app, job_id(model_id), QUEUE_NAME)
+            status = job_queue.job_status(app, job_id(model_id, old[model_id]), QUEUE_NAME)
             if status is not None and status not in _DEAD_JOB:
                 continue  # waiting on the queue, or running: not lost
         elif model_id in _local_held:
             continue  # this process has it
-        dispatch_model(app, model_id)
+        dispatch_model(app, model_id, old[model_id])
         redispatched.append(model_id)
-    if failed or redispatched:
-        log.warning("model queue sweep: failed %s, dispatched again %s", failed, redispatched)
-    return {"failed": failed, "dispatched": redispatched}
+    if failed or redispatched or lost["requeued"]:
+        log.warning("model queue sweep: failed %s, re-queued %s, dispatched again %s", failed,
+                    lost["requeued"], redispatched)
+    return {"failed": failed, "requeued": lost["requeued"], "dispatched": redispatched}
+
+
+def sweep_lost(app: Flask, session: Session, *, now: datetime) -> dict[str, list[int]]:
+    """fail_abandoned, then the re-queued models dispatched again."""
+    lost = fail_abandoned(session, app, now=now)
+    if lost["requeued"]:
+        attempts = {model_id: n for model_id, n in session.execute(
+            select(ModelSubmission.id, ModelSubmission.attempts)
+            .where(ModelSubmission.id.in_(lost["requeued"])))}
+        session.rollback()
+        for model_id in lost["requeued"]:
+            dispatch_model(app, model_id, attempts.get(model_id, 0))
+    return lost

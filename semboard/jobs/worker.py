@@ -41,9 +41,10 @@ from semboard.jobs import scoring as scoring_jobs
 
 log = logging.getLogger(__name__)
 
-# What `flask worker` serves by default: every queue of the site, scoring and groups, mail, run
-# comparisons and the model queue (baselines and uploaded models); a GPU host names `baselines`
-# alone, and a CPU-only host may leave it out by naming the others.
+# What `flask worker` serves by default: every queue the site uses, in priority order: scoring
+# and groups, mail, run comparisons, then baselines and models (`baselines`, last: a model's
+# encoding holds the worker for minutes, so a site with models runs a second worker, or
+# `flask worker baselines` on the GPU host).
 WORKER_QUEUES = ("semboard", "mail", "analysis", "baselines")
 SWEEP_LOCK = "semboard:worker-sweep"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

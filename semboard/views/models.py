@@ -69,7 +69,8 @@ def upload_model(task_name: str) -> Any:
                         filename=client_filename(upload.filename), now=now(),
                         name=form.name.data or "", prompt=form.prompt.data or None,
                         prompt_name=form.prompt_name.data or None,
-                        pooling=form.pooling.data or None, publish=bool(form.publish.data))
+                        pooling=form.pooling.data or None, publish=bool(form.publish.data),
+                        model_name=form.model_name.data or None)
             except DomainError as err:
                 flash_error(err)
                 issues = err.issues
@@ -124,7 +125,8 @@ def start_model_upload_page(task_name: str) -> Any:
         max_bytes=int(current_app.config["SEMBOARD_MODEL_MAX_BYTES"]),
         name=form.name.data or "", prompt=form.prompt.data or None,
         prompt_name=form.prompt_name.data or None,
-        pooling=form.pooling.data or None, publish=bool(form.publish.data))
+        pooling=form.pooling.data or None, publish=bool(form.publish.data),
+        model_name=form.model_name.data or None)
     return _upload_answer(row, 201)
 
 

@@ -251,6 +251,20 @@ def rerun_model(task_name: str, model_id: int) -> Any:
     return organiser_action(task_name, act, anchor="#models")
 
 
+@bp.post("/tasks/<task_name>/organise/models/<int:model_id>/cancel")
+def cancel_model(task_name: str, model_id: int) -> Any:
+    """Cancel a queued or running model (audited; a running job stops at its next beat)."""
+    def act(task: Task, user: User) -> str:
+        found = db().get(ModelSubmission, model_id)
+        if found is None or found.task_id != task.id:
+            abort(404)
+        row = model_services.cancel(db(), model_id=model_id, by=user,
+                                    reason=request.form.get("reason", ""), now=now())
+        return f"Model {row.name} of {row.team.name} is cancelled."
+
+    return organiser_action(task_name, act, anchor="#models")
+
+
 @bp.post("/tasks/<task_name>/organise/teams/<int:team_id>/organiser-team")
 def mark_team(task_name: str, team_id: int) -> Any:
     """Mark or unmark a team as including organisers (‡)."""

@@ -137,6 +137,7 @@ class UploadModelForm(FlaskForm):
 
     phase = SelectField("Phase", validators=[DataRequired()])
     name = StringField("Run name", validators=[Optional(), Length(max=100)])
+    model_name = StringField("Model name", validators=[Optional(), Length(max=120)])
     file = FileField("Model (.zip of the folder)")
     prompt = StringField("Prefix before every text", validators=[Optional(), Length(max=200)])
     prompt_name = StringField("Or the folder's prompt by name",

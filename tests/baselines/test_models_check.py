@@ -298,3 +298,83 @@ def test_clipping_is_counted_and_summed_for_the_board() -> None:
     row = model_summary({"system": "model", "score_mapping": "clip", "prompt": "query: ",
                          "prompt_name": "query", "clipped_pairs": {"MSRvid": 2, "MSRpar": 1}})
     assert row is not None and row["clipped"] == 3 and row["prompt_label"] == 'query="query: "'
+
+
+def _rewrite_header(path: Path, change) -> None:
+    data = path.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    text = change(header) if callable(change) else change
+    raw = (text if isinstance(text, str) else json.dumps(text)).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data[8 + n:])
+
+
+def test_overlapping_tensors_are_refused_at_the_check(model: Path) -> None:
+    """Two tensors sharing bytes load as aliased weights: refused before any job."""
+    def overlap(header):
+        sizes: dict[int, str] = {}
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            start, stop = info["data_offsets"]
+            if stop - start in sizes:
+                header[name]["data_offsets"] = header[sizes[stop - start]]["data_offsets"]
+                return header
+            sizes[stop - start] = name
+        raise AssertionError("no two tensors of one size")
+
+    _rewrite_header(model / "model.safetensors", overlap)
+    check = check_model(model)
+    assert _codes(check) == [("model.safetensors", "bad-weights")]
+    assert "overlap" in str(check.issues[0])
+
+
+@pytest.mark.parametrize("where", ["config.json", "model.safetensors", "modules.json"])
+def test_deeply_nested_json_is_an_issue_not_a_recursion_error(model: Path, where: str) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    if where == "model.safetensors":
+        _rewrite_header(model / where, '{"__metadata__": ' + deep + "}")
+    else:
+        (model / where).write_text('{"x": ' + deep + "}")
+    check = check_model(model)
+    assert not check.ok
+    assert any(i.file == where and "nested" in i.message for i in check.issues), check.issues
+
+
+@pytest.mark.parametrize("kind", ["bert", "xlm-roberta", "mpnet"])
+def test_the_config_estimate_counts_the_weights(tmp_path: Path, kind: str) -> None:
+    """The estimate from config.json alone equals the tensors' count of a real folder."""
+    from models_support import write_tiny_model
+
+    from baselines.models.bounds import parameter_estimate
+
+    folder = write_tiny_model(tmp_path / kind, kind)
+    check = check_model(folder)
+    assert check.ok and check.description is not None
+    cfg = json.loads((folder / "config.json").read_text())
+    assert parameter_estimate(cfg) == check.description.n_parameters
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"intermediate_size": 10**9}, "intermediate_size 1,000,000,000 exceeds the limit"),
+    ({"intermediate_size": 16000, "num_hidden_layers": 40}, "but the weights hold"),
+    ({"type_vocab_size": 10**8}, "type_vocab_size must be an integer"),
+])
+def test_config_sizes_are_bounded_before_anything_is_built(model: Path, change, message
+                                                           ) -> None:
+    """A tiny zip whose config.json describes a huge model is refused at the check, before a
+    job would build it (transformers allocates from config.json first)."""
+    cfg = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**cfg, **change}))
+    check = check_model(model)
+    assert not check.ok and any(message in i.message for i in check.issues), check.issues
+
+
+def test_the_memory_estimate_and_tokenizer_limits(model: Path) -> None:
+    assert not check_model(model, ModelLimits(max_memory_bytes=1 << 20)).ok
+    assert check_model(model, ModelLimits(max_memory_bytes=1 << 30)).ok
+    size = (model / "tokenizer.json").stat().st_size
+    small = check_model(model, ModelLimits(max_tokenizer_bytes=size - 1))
+    assert ("tokenizer.json", "limit") in _codes(small)
+    few = check_model(model, ModelLimits(max_vocab=10))
+    assert any("vocabulary entries, over the limit of 10" in i.message for i in few.issues)

@@ -150,3 +150,29 @@ def test_bad_jsonl_gold_names_file_and_line():
     with pytest.raises(ValidationError, match=r"dev\.jsonl.*or their ids differ"):
         read_gold(task, "dev", b'{"uid": "p0", "label": 1}\n{"uid": "p9", "label": 2}\n'
                   b'{"uid": "p2", "label": 3}\n', filename="dev.gold.jsonl", inputs=inputs)
+
+
+@pytest.mark.parametrize("depth", [65, 5000])
+def test_deeply_nested_json_lines_are_a_clear_issue_not_a_recursion_error(depth) -> None:
+    """A record nested past 64 levels (or past Python's recursion limit) is refused with its
+    file and line, in inputs and gold alike: a web request answers 4xx, never a 500."""
+    task = parse_task(JSONL)
+    good = json.dumps({"uid": "p0", "first": "a", "second": "b", "domain": "news"})
+    nested = '{"uid": "p1", "first": "a", "second": "b", "domain": "x", "deep": ' + (
+        "[" * depth) + ("]" * depth) + "}"
+    with pytest.raises(ValidationError) as err:
+        read_inputs(task, "dev", f"{good}\n{nested}\n".encode(), filename="dev.jsonl")
+    issue = err.value.issues[0]
+    assert issue.line == 2 and "nested deeper than 64" in issue.message
+    gold_nested = '{"uid": "p1", "label": ' + "[" * depth + "]" * depth + "}"
+    with pytest.raises(ValidationError) as err:
+        read_gold(task, "dev", f'{{"uid": "p0", "label": 1}}\n{gold_nested}\n'.encode(),
+                  filename="dev.gold.jsonl")
+    assert err.value.issues[0].line == 2
+
+
+def test_nesting_bound_ignores_brackets_in_strings() -> None:
+    from evaluation import jsonbound
+
+    text = json.dumps({"s": "[" * 500, "k": [[1]]})
+    assert jsonbound.loads(text) == {"s": "[" * 500, "k": [[1]]}

@@ -107,11 +107,11 @@ class Row:
 
     @property
     def parameters_label(self) -> str:
-        """The parameter count as papers print it ("110M", "1.2B"); "" for other runs."""
+        """The parameter count to three significant figures ("118M", "1.23B"); "" otherwise."""
         return format_parameters(self.n_parameters)
 
 
-MODEL_KEYS = ("model_digest", "architecture", "n_parameters", "pooling", "prompt",
+MODEL_KEYS = ("model_digest", "model_name", "architecture", "n_parameters", "pooling", "prompt",
               "prompt_source", "prompt_name", "prompt_b", "prompt_name_b", "score_mapping",
               "dtype", "device", "pairs_per_s")
 
@@ -135,21 +135,24 @@ def model_facts(meta: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def format_parameters(n: int | None) -> str:
-    """A parameter count to two significant figures with K/M/B/T, as papers print it.
+    """A parameter count to three significant figures with K/M/B/T.
 
-    109,482,240 → "110M", 335,141,888 → "340M", 1,234,567,890 → "1.2B"; below 1,000 the number
-    itself; None → "".
+    117,500,000 → "118M", 109,482,240 → "109M", 22,713,216 → "22.7M", 1,234,567,890 → "1.23B";
+    below 1,000 the number itself; None → "".
     """
     if n is None:
         return ""
     if abs(n) < 1000:
         return str(n)
-    rounded = float(f"{n:.2g}")  # two significant figures first, so 999.6M reads "1B"
+    rounded = float(f"{n:.3g}")  # three significant figures first, so 999.6M reads "1B"
     for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(rounded) >= size:
             value = rounded / size
-            text = f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"
-            return text.removesuffix(".0") + unit
+            digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
+            text = f"{value:.{digits}f}"
+            if "." in text:
+                text = text.rstrip("0").removesuffix(".")
+            return text + unit
     return str(n)  # pragma: no cover - abs(rounded) >= 1000 always meets "K"
 
 

@@ -122,7 +122,7 @@ def runs_table(session: Session, *, task: Task, phase: Phase, rank_baselines: bo
         if column.ranked:
             header.append(f"rank {column.label}")
     table = Table("runs", header)
-    if models:  # LaTeX prints "110M" / "1.2B" as papers do; CSV and JSON the exact count
+    if models:  # LaTeX prints "118M" / "1.23B"; CSV and JSON the exact count
         table.latex_formats["parameters"] = leaderboard.format_parameters
     for row in board.rows:
         line: list[Any] = [f"{row.team}-{row.run}", "yes" if row.baseline else "",

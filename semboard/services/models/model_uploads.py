@@ -6,19 +6,25 @@ connection it asks how much arrived and goes on from there), then finishes it: t
 joined into one file, checked against the size and sha256 the client gave, and submitted like
 a model sent in one request. Staged parts live in the shared storage, so the parts of one
 upload may reach different web workers or hosts.
+
+Rows stay once an upload ends, with its state (finished, refused, cancelled, expired): an id
+is never given twice, and a finish sent again (its answer was lost) answers what the first
+did, the same model or the same refusal, without a second slot.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Text, cast, func, select, update
 from sqlalchemy.orm import Session
 
+from semboard import errors
 from semboard.db import begin_write
 from semboard.errors import Conflict, DomainError, InvalidData, NotFound, RateLimited
 from semboard.models import ModelSubmission, ModelUpload, Phase, Team, User
@@ -30,13 +36,17 @@ from semboard.timefmt import api_time
 EXPIRES_AFTER = timedelta(hours=24)
 # Unfinished uploads one account may hold at once (each may stage gigabytes).
 OPEN_PER_USER = 3
+# A finish that has not ended this long after it began died with its process: another may
+# take the upload over (the parts stay until a finish ends).
+FINISH_STALE = timedelta(minutes=15)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user: User,
           filename: str, size: object, now: datetime, max_bytes: int, sha256_hex: str | None = None,
           name: str = "", prompt: str | None = None, pooling: str | None = None,
-          publish: bool = False, prompt_name: str | None = None) -> ModelUpload:
+          publish: bool = False, prompt_name: str | None = None,
+          model_name: str | None = None) -> ModelUpload:
     """Open an upload of `size` bytes (as the client sent it: checked here); refused, and
     logged, now if the model would be."""
     name = name.strip()
@@ -59,7 +69,8 @@ def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user:
                                     name=name, filename=filename, size=total,
                                     now=now) from None
     prune_expired(session, storage, now=now)
-    held = session.scalar(select(func.count(ModelUpload.id)).where(ModelUpload.user_id == user.id))
+    held = session.scalar(select(func.count(ModelUpload.id)).where(
+        ModelUpload.user_id == user.id, ModelUpload.state == "open"))
     if (held or 0) >= OPEN_PER_USER:
         raise RateLimited(f"you have {held} unfinished model uploads (at most {OPEN_PER_USER}): "
                           "finish or cancel one first")
@@ -68,7 +79,7 @@ def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user:
                       size=total, received=0, sha256=sha256_hex, parts=[],
                       options={"phase_id": phase.id, "name": name, "prompt": prompt,
                                "prompt_name": prompt_name, "pooling": pooling,
-                               "publish": bool(publish)},
+                               "publish": bool(publish), "model_name": model_name},
                       created_at=now, updated_at=now)
     session.add(row)
     session.commit()
@@ -88,6 +99,7 @@ def put_part(session: Session, storage: Storage, *, upload_id: int, user: User, 
     """Store the part that starts at `offset`; Conflict (naming the offset to send) when the
     part is not the next one, e.g. a part repeated after a lost answer."""
     row = get_upload(session, upload_id=upload_id, user=user)
+    _require_open(row)
     if offset != row.received:
         raise Conflict(f"this upload has {row.received:,} bytes: send the part starting at byte "
                        f"{row.received}")
@@ -103,12 +115,16 @@ def put_part(session: Session, storage: Storage, *, upload_id: int, user: User, 
     # same part loses and is told where the upload stands.
     result = session.execute(
         update(ModelUpload)
-        .where(ModelUpload.id == row.id, ModelUpload.received == offset)
+        .where(ModelUpload.id == row.id, ModelUpload.received == offset,
+               ModelUpload.state == "open")
         .values(received=end, parts=[*row.parts, key], updated_at=now)
         .execution_options(synchronize_session=False))
     session.commit()
     if result.rowcount != 1:  # type: ignore[attr-defined]
         session.refresh(row)
+        if key not in row.parts:  # a racing copy with other bytes won: this one is nobody's
+            storage.delete(key)
+        _require_open(row)
         raise Conflict(f"this upload has {row.received:,} bytes: send the part starting at byte "
                        f"{row.received}")
     session.refresh(row)
@@ -117,12 +133,17 @@ def put_part(session: Session, storage: Storage, *, upload_id: int, user: User, 
 
 def finish(session: Session, storage: Storage, *, upload_id: int, user: User,
            now: datetime, **check: Any) -> ModelSubmission:
-    """Join the parts and submit the model (check: ModelLimits as `limits`); the staged upload
-    is gone afterwards, accepted or refused.
+    """Join the parts and submit the model (check: ModelLimits as `limits`); the parts are
+    gone afterwards, accepted or refused. Idempotent: a finish sent again returns the model the
+    first one made, or raises the refusal it got.
 
     The model's upload time is when its last byte arrived, not when the client said finish.
     """
     row = get_upload(session, upload_id=upload_id, user=user)
+    if row.state in ("finished", "refused"):
+        return _replay(session, row)
+    if row.state in ("cancelled", "expired"):
+        raise NotFound(f"model upload {upload_id} was {row.state}; start the upload again")
     if row.received != row.size:
         raise InvalidData(f"{row.received:,} of {row.size:,} bytes have arrived: send the part "
                           f"starting at byte {row.received}, then finish")
@@ -131,13 +152,33 @@ def finish(session: Session, storage: Storage, *, upload_id: int, user: User,
     if phase is None:
         raise NotFound("the phase of this upload is gone")
     filename, arrived, expected, parts = row.filename, row.updated_at, row.sha256, list(row.parts)
-    # Claim the upload by deleting its row: of two racing finishes only one submits the model.
+    # Claim the upload (open → finishing; or a finish that died FINISH_STALE ago, matched by
+    # the exact stamp read): of two racing finishes only one joins and submits.
+    if row.state == "finishing" and str((row.outcome or {}).get("since", "")) >= (
+            now - FINISH_STALE).isoformat():
+        raise Conflict(f"model upload {upload_id} is being checked now: ask again in a moment")
+    same = (ModelUpload.state == "open") if row.state == "open" else (
+        (ModelUpload.state == "finishing")
+        & (cast(ModelUpload.outcome, Text) == json.dumps(row.outcome)))
     begin_write(session)
-    claimed = session.execute(delete(ModelUpload).where(ModelUpload.id == row.id)
-                              .execution_options(synchronize_session=False))
-    session.commit()
+    claimed = session.execute(
+        update(ModelUpload).where(ModelUpload.id == row.id, same)
+        .values(state="finishing", outcome={"since": now.isoformat()})
+        .execution_options(synchronize_session=False))
     if claimed.rowcount != 1:  # type: ignore[attr-defined]
-        raise NotFound(f"no model upload {upload_id}")
+        session.rollback()
+        session.refresh(row)
+        if row.state in ("finished", "refused"):
+            return _replay(session, row)
+        raise Conflict(f"model upload {upload_id} is being checked now: ask again in a moment")
+    session.commit()
+    upload_row_id = row.id
+
+    def accepted(model: ModelSubmission) -> None:  # in the model's own transaction
+        session.execute(update(ModelUpload).where(ModelUpload.id == upload_row_id)
+                        .values(state="finished", model_id=model.id, outcome=None)
+                        .execution_options(synchronize_session=False))
+
     try:
         with tempfile.TemporaryDirectory(prefix="semboard-upload-") as tmp:
             archive = Path(tmp) / filename
@@ -151,15 +192,61 @@ def finish(session: Session, storage: Storage, *, upload_id: int, user: User,
                     "start (a part was damaged on the way); upload the model again"),
                     team=team, phase=phase, user=user, name=options.get("name") or "",
                     filename=filename, size=archive.stat().st_size, now=now)
-            return model_services.submit_model(
+            model = model_services.submit_model(
                 session, storage, team=team, phase=phase, user=user, archive=archive,
                 filename=filename, now=arrived, name=options.get("name") or "",
                 prompt=options.get("prompt"), pooling=options.get("pooling"),
                 prompt_name=options.get("prompt_name"),
-                publish=bool(options.get("publish")), **check)
-    finally:
-        for key in parts:  # accepted models are stored whole; refused ones leave nothing
-            storage.delete(key)
+                publish=bool(options.get("publish")), on_accept=accepted,
+                model_name=options.get("model_name"), **check)
+    except DomainError as err:
+        session.rollback()
+        _end(session, upload_row_id, "refused", outcome={
+            "error": type(err).__name__, "message": err.message,
+            "issues": errors.issue_dicts(err.issues)})
+        _drop_parts(storage, parts)
+        raise
+    except BaseException:  # the site failed, not the model: a finish sent again retries
+        session.rollback()
+        _end(session, upload_row_id, "open", outcome=None)
+        raise
+    _drop_parts(storage, parts)  # the model is stored whole
+    return model
+
+
+def _end(session: Session, upload_id: int, state: str, *, outcome: dict[str, Any] | None
+         ) -> None:
+    begin_write(session)
+    session.execute(update(ModelUpload).where(ModelUpload.id == upload_id)
+                    .values(state=state, outcome=outcome)
+                    .execution_options(synchronize_session=False))
+    session.commit()
+
+
+def _drop_parts(storage: Storage, parts: list[str]) -> None:
+    for key in parts:
+        storage.delete(key)
+
+
+def _replay(session: Session, row: ModelUpload) -> ModelSubmission:
+    """What a finished upload's first finish answered: its model, or its refusal raised."""
+    if row.state == "finished":
+        model = session.get(ModelSubmission, row.model_id) if row.model_id else None
+        if model is None:
+            raise NotFound(f"the model of upload {row.id} is gone")
+        return model
+    outcome = dict(row.outcome or {})
+    kind = getattr(errors, str(outcome.get("error", "")), None)
+    if not (isinstance(kind, type) and issubclass(kind, DomainError)):
+        kind = InvalidData
+    raise kind(str(outcome.get("message") or "the model was refused"),
+               list(outcome.get("issues") or []))
+
+
+def _require_open(row: ModelUpload) -> None:
+    """Conflict when parts may no longer be sent (the upload was finished or has ended)."""
+    if row.state != "open":
+        raise Conflict(f"model upload {row.id} is {row.state}: it takes no more parts")
 
 
 def cancel(session: Session, storage: Storage, *, upload_id: int, user: User) -> None:
@@ -167,23 +254,35 @@ def cancel(session: Session, storage: Storage, *, upload_id: int, user: User) ->
     discard(session, storage, get_upload(session, upload_id=upload_id, user=user))
 
 
-def discard(session: Session, storage: Storage, row: ModelUpload) -> None:
-    """Delete the upload's row, then its staged parts (commits)."""
+def discard(session: Session, storage: Storage, row: ModelUpload, *,
+            state: str = "cancelled") -> None:
+    """End an open upload (cancelled or expired), then drop its staged parts (commits); the row
+    stays, so its id is never given again."""
+    if row.state != "open":
+        raise Conflict(f"model upload {row.id} is {row.state}: there is nothing to cancel")
     parts = list(row.parts)
     begin_write(session)
-    session.delete(row)
+    ended = session.execute(update(ModelUpload)
+                            .where(ModelUpload.id == row.id, ModelUpload.state == "open")
+                            .values(state=state, parts=[])
+                            .execution_options(synchronize_session=False))
     session.commit()
-    for key in parts:
-        storage.delete(key)
+    if ended.rowcount != 1:  # type: ignore[attr-defined]
+        raise Conflict(f"model upload {row.id} ended meanwhile")
+    session.refresh(row)
+    _drop_parts(storage, parts)
 
 
 def prune_expired(session: Session, storage: Storage, *, now: datetime, limit: int = 20) -> int:
     """Drop uploads no part has reached for EXPIRES_AFTER (a few at a time); how many."""
     stale = list(session.scalars(select(ModelUpload).where(
-        ModelUpload.updated_at < now - EXPIRES_AFTER).order_by(ModelUpload.updated_at)
-        .limit(limit)))
+        ModelUpload.state == "open", ModelUpload.updated_at < now - EXPIRES_AFTER)
+        .order_by(ModelUpload.updated_at).limit(limit)))
     for row in stale:
-        discard(session, storage, row)
+        try:
+            discard(session, storage, row, state="expired")
+        except Conflict:  # finished or cancelled meanwhile
+            continue
     return len(stale)
 
 
@@ -191,6 +290,7 @@ def upload_json(row: ModelUpload, *, part_bytes: int) -> dict[str, Any]:
     """The JSON form of an upload: how much arrived and how to send the rest."""
     return {"id": row.id, "filename": row.filename, "size": row.size, "received": row.received,
             "next_offset": row.received, "part_bytes": part_bytes, "sha256": row.sha256,
-            "complete": row.received == row.size, "created_at": api_time(row.created_at),
+            "complete": row.received == row.size, "state": row.state, "model_id": row.model_id,
+            "created_at": api_time(row.created_at),
             "updated_at": api_time(row.updated_at),
             "expires_at": api_time(row.updated_at + EXPIRES_AFTER)}

@@ -7,11 +7,12 @@ daily upload until its job ends. A refusal changes nothing but the upload log.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
 from baselines.models import ModelDescription, ModelLimits, check_model, unpack_model_archive
@@ -29,6 +30,7 @@ from semboard.errors import (
     RunRejected,
 )
 from semboard.models import ModelSubmission, Phase, Run, Task, Team, User
+from semboard.services.models import model_facts, model_queue
 from semboard.services.runs import admission, audit
 from semboard.services.tasks import access, definitions
 from semboard.storage import Storage, file_sha256, keys, put_content_file
@@ -39,8 +41,9 @@ ACCEPTING_PHASES = ("models", "both")
 
 def check_archive(archive: Path, filename: str, *, limits: ModelLimits | None = None,
                   prompt: str | None = None, pooling: str | None = None,
-                  prompt_name: str | None = None) -> ModelDescription:
-    """Unpack the zip in a temporary folder and check the model; RunRejected lists every issue."""
+                  prompt_name: str | None = None) -> tuple[ModelDescription, str]:
+    """Unpack the zip in a temporary folder and check the model; RunRejected lists every issue.
+    Returns the description and the name the folder gives the model ("" for none)."""
     with tempfile.TemporaryDirectory(prefix="semboard-model-") as tmp:
         try:
             folder = unpack_model_archive(archive, Path(tmp) / "model", limits)
@@ -48,10 +51,11 @@ def check_archive(archive: Path, filename: str, *, limits: ModelLimits | None = 
             raise RunRejected(f"the model archive {filename!r} was refused", err.issues) from None
         check = check_model(folder, limits, prompt=prompt, prompt_name=prompt_name,
                             pooling=pooling)
+        folder_name = model_facts.folder_model_name(folder)
     if not check.ok or check.description is None:
         raise RunRejected(f"the model in {filename!r} was refused: {len(check.issues)} "
                           "problem(s)", check.issues)
-    return check.description
+    return check.description, folder_name
 
 
 def check_submission(session: Session, *, team: Team, phase: Phase, user: User | None,
@@ -90,9 +94,13 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
                  user: User | None, archive: Path, filename: str, now: datetime,
                  name: str = "", prompt: str | None = None, pooling: str | None = None,
                  publish: bool = False, limits: ModelLimits | None = None,
-                 prompt_name: str | None = None) -> ModelSubmission:
+                  prompt_name: str | None = None,
+                  on_accept: Callable[[ModelSubmission], None] | None = None,
+                  model_name: str | None = None) -> ModelSubmission:
     """Check, store and queue an uploaded model (a zip of the Hugging Face folder, on disk:
-    a model may be larger than memory); commits.
+    a model may be larger than memory); commits. on_accept(row) runs in the row's own
+    transaction (an upload in parts records the model it became). model_name: what the team
+    calls the model (else the folder's own name is shown).
 
     jobs.models.accept_model calls this and dispatches the job after the commit. publish: the
     team publishes the model's files with its run from the start.
@@ -107,8 +115,9 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
     try:
         check_submission(session, team=team, phase=phase, user=user, name=name,
                          pooling=pooling, now=now)
-        description = check_archive(archive, filename, limits=limits, prompt=prompt,
-                                    pooling=pooling, prompt_name=prompt_name)
+        description, folder_name = check_archive(archive, filename, limits=limits,
+                                                 prompt=prompt, pooling=pooling,
+                                                 prompt_name=prompt_name)
     except DomainError as err:
         raise refused(err) from None
     name = name or f"model-{description.digest[:12]}"
@@ -124,8 +133,10 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
     row = ModelSubmission(
         task_id=team.task_id, phase_id=phase.id, team_id=team.id, user_id=user.id if user else
         None, name=name, uploaded_at=now, storage_key=key, archive_sha256=digest, size=size,
-        digest=description.digest, description=description.to_dict(),
-        options={"prompt": prompt, "prompt_name": prompt_name, "pooling": pooling},
+        digest=description.digest,
+        description=description.to_dict() | {"model_name": folder_name},
+        options={"prompt": prompt, "prompt_name": prompt_name, "pooling": pooling,
+                 "model_name": " ".join((model_name or "").split())[:120] or None},
         status="queued", reason="",
         attempts=0, published_at=now if publish else None)
     session.add(row)
@@ -136,6 +147,8 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
     session.flush()
     if publish:
         _audit_publication(session, row, user, published=True, now=now)
+    if on_accept is not None:
+        on_accept(row)
     session.commit()
     return row
 
@@ -213,7 +226,8 @@ def rerun(session: Session, *, model_id: int, by: User | None, reason: str,
     result = session.execute(
         update(ModelSubmission)
         .where(ModelSubmission.id == row.id, ModelSubmission.status == "failed")
-        .values(status="queued", reason="", started_at=None, finished_at=None)
+        .values(status="queued", reason="", started_at=None, finished_at=None, failure=None,
+                progress=None, heartbeat_at=None)
         .execution_options(synchronize_session=False))
     if result.rowcount != 1:  # type: ignore[attr-defined]
         session.rollback()
@@ -222,6 +236,38 @@ def rerun(session: Session, *, model_id: int, by: User | None, reason: str,
                  reason=reason, now=now,
                  details={"summary": f"model {row.name} (#{row.id}) of {row.team.name} queued "
                                      "to run again", "model_id": row.id})
+    session.commit()
+    session.refresh(row)
+    return row
+
+
+def cancel(session: Session, *, model_id: int, by: User | None, reason: str,
+           now: datetime) -> ModelSubmission:
+    """An organiser cancels a queued or running model: failed (class "cancelled") with the
+    reason, its slot freed; a running job sees it at its next heartbeat and stops its encoding
+    process. Audited; commits."""
+    row = session.get(ModelSubmission, model_id)
+    if row is None:
+        raise NotFound(f"no model submission {model_id}")
+    access.require_organiser(session, by, row.task)
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidData("cancelling a model needs a reason (it is kept in the audit log)")
+    begin_write(session)
+    result = session.execute(
+        update(ModelSubmission)
+        .where(ModelSubmission.id == row.id, ModelSubmission.status.in_(admission.PENDING))
+        .values(status="failed", failure="cancelled", finished_at=now,
+                reason=f"cancelled by the organisers: {reason}"[:4000])
+        .execution_options(synchronize_session=False))
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        session.rollback()
+        raise Conflict(f"model {model_id} is {row.status}: only a queued or running model can "
+                       "be cancelled")
+    audit.record(session, task=row.task, user=by, team=row.team, action="model-cancelled",
+                 reason=reason, now=now,
+                 details={"summary": f"model {row.name} (#{row.id}) of {row.team.name} "
+                                     "cancelled", "model_id": row.id})
     session.commit()
     session.refresh(row)
     return row
@@ -268,22 +314,16 @@ def _with_positions(session: Session, rows: list[ModelSubmission]
                     ) -> list[tuple[ModelSubmission, int | None]]:
     if not any(row.status == "queued" for row in rows):
         return [(row, None) for row in rows]
-    order = session.scalars(select(ModelSubmission.id).where(ModelSubmission.status == "queued")
-                            .order_by(ModelSubmission.uploaded_at, ModelSubmission.id))
-    place = {model_id: k for k, model_id in enumerate(order, start=1)}
+    place = model_queue.positions(session)
     return [(row, place.get(row.id) if row.status == "queued" else None) for row in rows]
 
 
 def queue_position(session: Session, row: ModelSubmission) -> int | None:
-    """1 for the next model the workers take (all tasks share the queue); None unless queued."""
+    """1 for the next model the workers take (all tasks share the queue, round robin between
+    teams: services.model_queue); None unless queued."""
     if row.status != "queued":
         return None
-    ahead = session.scalar(select(func.count(ModelSubmission.id)).where(
-        ModelSubmission.status == "queued",
-        or_(ModelSubmission.uploaded_at < row.uploaded_at,
-            and_(ModelSubmission.uploaded_at == row.uploaded_at,
-                 ModelSubmission.id < row.id))))
-    return int(ahead or 0) + 1
+    return model_queue.positions(session).get(row.id)
 
 
 _UNKNOWN: Any = object()
@@ -300,6 +340,9 @@ def model_json(session: Session, row: ModelSubmission, *,
         "queue_position": queue_position(session, row) if position is _UNKNOWN else position,
         "uploaded_at": api_time(row.uploaded_at), "started_at": api_time(row.started_at),
         "finished_at": api_time(row.finished_at), "attempts": row.attempts,
+        "failure": row.failure, "heartbeat_at": api_time(row.heartbeat_at),
+        "progress": model_facts.public_progress(row.progress, row.status),
+        "display_name": model_facts.display_name(row),
         "run_id": row.run_id, "digest": row.digest, "archive_sha256": row.archive_sha256,
         "size": row.size, "options": row.options,
         "published_at": api_time(row.published_at),

@@ -23,7 +23,7 @@ from semboard.services.runs import admission
 from semboard.services.tasks import access
 
 ACTIONS = ("run-moved", "teams-merged", "published", "gold-released", "description-edited",
-           "model-published", "model-withdrawn", "model-rerun",
+           "model-published", "model-withdrawn", "model-rerun", "model-cancelled",
            "ranking-set", "primary-chosen", "primary-fallback")
 
 

@@ -166,6 +166,8 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("GET", "/runs/{run}/description", LOGIN, 404),
     ("POST", "/runs/{run}/description", LOGIN, 404),
     ("GET", "/runs/{run}/charts/bars.json", 404, 404),
+    ("GET", "/runs/{run}/exports/mteb", 404, 404),
+    ("GET", "/api/v1/runs/{run}/exports/mteb", 404, 404),
     ("GET", "/runs/{run}/items", 404, 404),
     ("GET", "/runs/{run}/items.csv", 404, 404),
     ("GET", "/tasks/tiny/compare?a={run}&b={run2}", 404, 404),
@@ -182,6 +184,7 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("GET", "/tasks/tiny/organise/tables/runs.csv", LOGIN, 403),
     ("GET", "/tasks/tiny/organise/bundle.zip", LOGIN, 403),
     ("POST", "/tasks/tiny/organise/models/{model}/rerun", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/models/{model}/cancel", LOGIN, 403),
     # the explicit start of a team window (issue 9c); eval has no windows
     ("POST", "/tasks/tiny/phases/eval/window", LOGIN, 302),  # refused: back to the task page
     ("GET", "/api/v1/tasks/tiny/phases/eval/window", 401, 404),

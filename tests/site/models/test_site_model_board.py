@@ -29,8 +29,8 @@ from tests.boards_support import sts2012_board
 from tests.chromium import launch, open_page, require_chromium
 
 API = "/api/v1"
-BERT = 109_482_240  # bert-base: "110M" in papers
-BIG = 1_234_567_890  # "1.2B"
+BERT = 109_482_240  # bert-base: "109M" (three significant figures)
+BIG = 1_234_567_890  # "1.23B"
 DIGEST_BERT = "b" * 64
 DIGEST_BIG = "c" * 64
 
@@ -58,7 +58,7 @@ def _submit(app: Flask, session, make, world, tiny_data, now, team_name: str, ru
 
 @pytest.fixture
 def model_runs(app, session, make, world, tiny_data, now) -> dict[str, Run]:
-    """Three runs on the tiny board: two model-track runs (110M, 1.2B) and an ordinary one."""
+    """Three runs on the tiny board: two model-track runs (109M, 1.23B) and an ordinary one."""
     return {
         "bert": _submit(app, session, make, world, tiny_data, now, "Bert team", "bert-run", 1,
                         model_meta(DIGEST_BERT, BERT)),
@@ -99,8 +99,8 @@ def test_a_board_with_model_runs_has_a_sortable_parameters_column(client, world,
     assert re.sub(r"<[^>]+>.*", "", headings[2]) == "Params", headings
     assert re.search(r'<th scope="col" class="num params" data-sort="number"', html)
     bert, big, plain = (_cells(html, model_runs[k].id) for k in ("bert", "big", "plain"))
-    assert f'data-sort-value="{BERT}"' in bert and ">110M</td>" in bert
-    assert f'data-sort-value="{BIG}"' in big and ">1.2B</td>" in big
+    assert f'data-sort-value="{BERT}"' in bert and ">109M</td>" in bert
+    assert f'data-sort-value="{BIG}"' in big and ">1.23B</td>" in big
     # a run without a model: an empty sort value (sorts last either way) and a dot
     assert re.search(r'<td class="num params muted" data-sort-value="" [^>]*>·</td>', plain)
     # the exact count on hover; the badge keeps its title; no inline "N parameters" text
@@ -124,8 +124,9 @@ def test_parameters_label_as_papers_print_it() -> None:
     f = leaderboard.format_parameters
     assert [f(n) for n in (None, 0, 999, 1000, 1250, 4_385_920, 22_713_216, BERT, 335_141_888,
                            999_600_000, BIG, 7_241_732_096, 12 * 10**12)] == [
-        "", "0", "999", "1K", "1.2K", "4.4M", "23M", "110M", "340M", "1B", "1.2B", "7.2B",
+        "", "0", "999", "1K", "1.25K", "4.39M", "22.7M", "109M", "335M", "1B", "1.23B", "7.24B",
         "12T"]
+    assert f(117_500_000) == "118M" and f(117_499_999) == "117M"  # e5-small: 117.5M
 
 
 # ----------------------------------------------------------------------------- exports
@@ -178,7 +179,7 @@ def test_latex_has_a_params_column_as_papers_print_it(session, world, model_runs
     assert header[:5] == ["team", "run", "baseline", "flags", "Params"]
     assert lines[0].startswith(r"\begin{tabular}{ll" + "c" * (len(header) - 2) + "}")
     cells = {line.split(" & ")[1]: line.split(" & ") for line in lines[4:-2]}
-    assert cells["bert-run"][4] == "110M" and cells["big-run"][4] == "1.2B"
+    assert cells["bert-run"][4] == "109M" and cells["big-run"][4] == "1.23B"
     assert cells["plain-run"][4] == "--"
     assert DIGEST_BERT not in latex  # a paper prints the size, not the digest
 
@@ -189,7 +190,7 @@ def test_paper_runs_table_and_bundle_carry_the_models(session, storage, world, m
     assert rows["Bert team-bert-run"]["parameters"] == BERT
     assert rows["Plain team-plain-run"]["parameters"] is None
     latex = table.render("latex")
-    assert " & 110M & " in latex and " & 1.2B & " in latex
+    assert " & 109M & " in latex and " & 1.23B & " in latex
     assert json.loads(table.render("json"))["rows"][0]["parameters"] in (BERT, BIG, None)
 
     data = b"".join(bundle.stream(session, storage, task=world["task"], phase=world["phase"],
@@ -222,14 +223,14 @@ def test_archive_shows_the_model_facts_and_the_parameters_column(session, storag
     session.commit()
     page = (out / f"runs/{model_runs['bert'].id}/index.html").read_text()
     model = page.split('<dl class="meta" id="model">', 1)[1].split("</dl>", 1)[0]
-    for fact in (DIGEST_BERT, "BertModel", "109,482,240 (110M)", "mean", "query: ", "float32",
+    for fact in (DIGEST_BERT, "BertModel", "109,482,240 (109M)", "mean", "query: ", "float32",
                  "NVIDIA H100 80GB HBM3"):
         assert fact in model, fact
     plain = (out / f"runs/{model_runs['plain'].id}/index.html").read_text()
     assert 'id="model"' not in plain
     board = (out / "phases/eval/index.html").read_text()
     assert '<th scope="col" class="num" title="Parameters of the model' in board
-    assert ">110M</td>" in board and ">1.2B</td>" in board and ">·</td>" in board
+    assert ">109M</td>" in board and ">1.23B</td>" in board and ">·</td>" in board
     with zipfile.ZipFile(out / "runs.zip") as zipped:
         facts = json.loads(zipped.read("runs/eval/Big_team/big-run/scores.json"))
     assert facts["model"]["model_digest"] == DIGEST_BIG

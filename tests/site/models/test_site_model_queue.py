@@ -38,7 +38,7 @@ def test_a_process_runs_its_models_one_at_a_time(app, models_world, session, sto
     started: list[int] = []
     release = threading.Event()
 
-    def encode(storage, app, work):  # stands in for the encoder: waits to be told
+    def encode(storage, app, work, reporter=None):  # stands in for the encoder: waits to be told
         started.append(work.model_id)
         assert release.wait(60)
         raise model_jobs.ModelJobFailed("stopped by the test")
@@ -71,13 +71,13 @@ def test_the_sweep_dispatches_lost_models_and_fails_abandoned_ones(
                     now + timedelta(days=1), "fresh")  # uploaded "after" the sweep: not lost
     abandoned = _submit(session, storage, models_world, model_folder, now, "abandoned")
     assert model_jobs.claim(session, abandoned.id, now=now)  # its worker then died
-    budget = model_jobs.budget(app).time_s
-    later = now + timedelta(seconds=max(model_jobs.LOST_AFTER_S,
-                                        budget + model_jobs.ABANDONED_AFTER_S) + 1)
-    # too early for the abandoned one (its budget has not passed), and nothing lost yet
-    assert model_jobs.recover(app, session, now=now) == {"failed": [], "dispatched": []}
+    app.config["SEMBOARD_MODEL_RETRIES"] = 0  # failed the first time its beats stop
+    later = now + timedelta(seconds=model_jobs.LOST_AFTER_S + 1)
+    # too early for the abandoned one (it beat just now), and nothing lost yet
+    assert model_jobs.recover(app, session, now=now) == {"failed": [], "requeued": [],
+                                                        "dispatched": []}
     found = model_jobs.recover(app, session, now=later)
-    assert found == {"failed": [abandoned.id], "dispatched": [lost.id]}
+    assert found == {"failed": [abandoned.id], "requeued": [], "dispatched": [lost.id]}
     wait_for_threads(300)
     assert _status(session, lost.id) == "done" and _status(session, fresh.id) == "queued"
     row = session.get(ModelSubmission, abandoned.id)
@@ -99,7 +99,7 @@ def test_with_redis_the_sweep_requeues_only_lost_jobs(app, models_world, session
     later = now + timedelta(seconds=model_jobs.LOST_AFTER_S + 1)
     assert queue.count == 1
     found = model_jobs.recover(app, session, now=later)
-    assert found == {"failed": [], "dispatched": [lost.id]}
+    assert found == {"failed": [], "requeued": [], "dispatched": [lost.id]}
     assert sorted(queue.job_ids) == sorted([model_jobs.job_id(waiting.id),
                                             model_jobs.job_id(lost.id)])
     # swept again: both jobs wait on the queue, nothing is added
@@ -146,6 +146,7 @@ def test_organisers_run_a_failed_model_again_at_its_upload_time(
     phase = models_world["phase"]
     row = _submit(session, storage, models_world, model_folder, now, "crashed")
     assert model_jobs.claim(session, row.id, now=now)
+    app.config["SEMBOARD_MODEL_RETRIES"] = 0
     model_jobs.fail_abandoned(session, app, now=now + timedelta(days=1))
     assert _status(session, row.id) == "failed"
     organiser = make.user()

@@ -82,9 +82,16 @@ def test_a_model_sent_in_parts_resumes_and_is_run(client, app, models_world, ses
     assert finished.status_code == 202, finished.get_json()
     model = finished.get_json()
     assert model["name"] == "in-parts" and model["options"]["prompt"] == "query: "
-    # the upload is gone with its parts; the model's upload time is its last byte's
-    assert _count(session, ModelUpload) == 0 and _staged(storage) == []
-    assert client.get(f"{API}/model-uploads/{upload['id']}", headers=headers).status_code == 404
+    # the parts are gone; the upload's row stays, finished, naming its model
+    assert _count(session, ModelUpload) == 1 and _staged(storage) == []
+    state = client.get(f"{API}/model-uploads/{upload['id']}", headers=headers).get_json()
+    assert state["state"] == "finished" and state["model_id"] == model["id"]
+    # a finish sent again (its answer was lost) answers the same model: no second slot
+    again = client.post(f"{API}/model-uploads/{upload['id']}/finish", headers=headers)
+    assert again.status_code == 202 and again.get_json()["id"] == model["id"]
+    assert _count(session, ModelSubmission) == 1
+    # and a finished upload takes no more parts
+    assert _put(client, headers, upload["id"], archive, 0, third).status_code == 409
     wait_for_threads(300)
     session.commit()
     row = session.get(ModelSubmission, model["id"])
@@ -104,8 +111,92 @@ def test_a_damaged_upload_is_refused_and_leaves_only_its_log(client, models_worl
     assert _put(client, headers, upload["id"], damaged, 0, len(damaged)).status_code == 200
     refused = client.post(f"{API}/model-uploads/{upload['id']}/finish", headers=headers)
     assert refused.status_code == 422 and "sha256 differs" in refused.get_json()["error"]
-    assert _count(session, ModelSubmission) == 0 and _count(session, ModelUpload) == 0
+    assert _count(session, ModelSubmission) == 0
+    assert session.scalars(select(ModelUpload)).one().state == "refused"
     assert _staged(storage) == [] and _count(session, UploadLog) == logs + 1
+    # the same refusal for a finish sent again, and no second log entry
+    again = client.post(f"{API}/model-uploads/{upload['id']}/finish", headers=headers)
+    assert again.status_code == 422 and again.get_json() == refused.get_json()
+    assert _count(session, UploadLog) == logs + 1
+
+
+def test_a_finish_that_failed_inside_the_site_can_be_sent_again(
+        client, models_world, session, storage, model_folder, monkeypatch) -> None:
+    """A finish that broke on the site's side (not a refusal) leaves the upload open with its
+    parts, so the client's retry submits the model once."""
+    from semboard.services.models import models as model_services
+
+    headers = models_world["tokens"]["a"]
+    archive = zip_folder(model_folder)
+    upload = _start(client, headers, archive).get_json()
+    assert _put(client, headers, upload["id"], archive, 0, len(archive)).status_code == 200
+    real = model_services.submit_model
+
+    def broken(*args, **kwargs):
+        raise OSError("storage went away")
+
+    monkeypatch.setattr(model_services, "submit_model", broken)
+    with pytest.raises(OSError):
+        client.post(f"{API}/model-uploads/{upload['id']}/finish", headers=headers)
+    session.commit()
+    row = session.get(ModelUpload, upload["id"])
+    session.refresh(row)
+    assert row is not None and row.state == "open" and len(_staged(storage)) == 1
+    monkeypatch.setattr(model_services, "submit_model", real)
+    done = client.post(f"{API}/model-uploads/{upload['id']}/finish", headers=headers)
+    assert done.status_code == 202 and _count(session, ModelSubmission) == 1
+    wait_for_threads(300)
+
+
+def test_a_racing_part_with_other_bytes_leaves_no_file(app, models_world, session, storage,
+                                                       now) -> None:
+    """Two copies of the part at one offset race: the second is stored while the first lands
+    (another web worker), so its conditional update loses; its bytes are removed, not orphaned
+    in storage."""
+    from semboard.db import session_factory
+
+    user = models_world["captains"][0]
+    row = model_uploads.start(session, storage, team=models_world["team_a"],
+                              phase=models_world["phase"], user=user, filename="m.zip",
+                              size=100, now=now, max_bytes=1 << 30)
+    upload_id = row.id
+
+    class Interleaved:
+        """The storage, where the other worker's part lands while this one is being stored."""
+
+        def __getattr__(self, name):
+            return getattr(storage, name)
+
+        def put(self, key, data, *args, **kwargs):
+            storage.put(key, data, *args, **kwargs)
+            with app.app_context():
+                other = session_factory()()
+            try:
+                model_uploads.put_part(other, storage, upload_id=upload_id,
+                                       user=other.get(type(user), user.id), offset=0,
+                                       data=b"a" * 50, now=now)
+            finally:
+                other.close()
+
+    session.commit()
+    with pytest.raises(model_uploads.Conflict):
+        model_uploads.put_part(session, Interleaved(), upload_id=upload_id, user=user, offset=0,
+                               data=b"b" * 50, now=now)
+    assert len(_staged(storage)) == 1
+    session.refresh(row)
+    assert row.received == 50 and len(row.parts) == 1
+    assert storage.get(row.parts[0]) == b"a" * 50
+
+
+def test_upload_ids_are_never_given_twice(client, models_world, session) -> None:
+    headers = models_world["tokens"]["a"]
+    first = _start(client, headers, b"x" * 100).get_json()["id"]
+    assert client.delete(f"{API}/model-uploads/{first}", headers=headers).status_code == 204
+    second = _start(client, headers, b"x" * 100).get_json()["id"]
+    assert second > first
+    cancelled = client.get(f"{API}/model-uploads/{first}", headers=headers).get_json()
+    assert cancelled["state"] == "cancelled"
+    assert client.post(f"{API}/model-uploads/{first}/finish", headers=headers).status_code == 404
 
 
 @pytest.mark.parametrize(("fields", "status", "message"), [
@@ -152,7 +243,8 @@ def test_open_uploads_are_bounded_cancelled_and_expire(client, app, models_world
     later = now + model_uploads.EXPIRES_AFTER + timedelta(minutes=1)
     app.config["SEMBOARD_CLOCK"] = lambda: later
     assert _start(client, headers, b"x" * 100).status_code == 201
-    assert _count(session, ModelUpload) == 1
+    states = [r.state for r in session.scalars(select(ModelUpload).order_by(ModelUpload.id))]
+    assert states == ["cancelled", "expired", "expired", "expired", "open"]
 
 
 def test_a_part_needs_its_range(client, models_world) -> None:
@@ -209,7 +301,7 @@ def test_the_cli_resumes_an_upload_cut_off(client, models_world, model_folder, m
     session.commit()
     row = session.scalars(select(ModelSubmission)).one()
     assert row.name == "resumed" and row.published_at is not None and row.status == "done"
-    assert _count(session, ModelUpload) == 0
+    assert [u.state for u in session.scalars(select(ModelUpload))] == ["finished"]
 
 
 def test_the_page_takes_a_model_larger_than_the_run_limit(client, app, models_world, session,
@@ -482,3 +574,28 @@ def test_published_files_follow_the_run_s_visibility(client, world, session, sto
     session.commit()
     assert client.get(url).data == archive
     assert client.get(f"/models/{row.id}/archive").data == archive
+
+
+@pytest.mark.parametrize("database_url", ["sqlite", pytest.param(
+    "postgres", marks=pytest.mark.postgres)], indirect=True)
+def test_a_finish_in_progress_is_waited_for_and_a_dead_one_taken_over(
+        client, models_world, session, storage, model_folder, now) -> None:
+    """A finish that is running answers 409 to a second; one whose process died (no end after
+    FINISH_STALE) is taken over by the next, which submits the model once."""
+    headers = models_world["tokens"]["a"]
+    archive = zip_folder(model_folder)
+    upload = _start(client, headers, archive).get_json()
+    assert _put(client, headers, upload["id"], archive, 0, len(archive)).status_code == 200
+    session.commit()
+    row = session.get(ModelUpload, upload["id"])
+    row.state, row.outcome = "finishing", {"since": now.isoformat()}
+    session.commit()
+    busy = client.post(f"{API}/model-uploads/{upload['id']}/finish", headers=headers)
+    assert busy.status_code == 409 and "being checked" in busy.get_json()["error"]
+    row.outcome = {"since": (now - model_uploads.FINISH_STALE
+                             - timedelta(seconds=1)).isoformat()}
+    session.commit()
+    taken = client.post(f"{API}/model-uploads/{upload['id']}/finish", headers=headers)
+    assert taken.status_code == 202, taken.get_json()
+    assert _count(session, ModelSubmission) == 1
+    wait_for_threads(300)

@@ -322,13 +322,23 @@ def test_a_model_whose_worker_died_is_failed_and_frees_its_slot(
                                       archive=on_disk(zip_folder(model_folder)), filename="m.zip",
                                       now=now)
     assert model_jobs.claim(session, row.id, now=now)  # then its worker is killed: no word
-    app.config["SEMBOARD_MODEL_TIME_S"] = 60
-    soon = now + timedelta(seconds=60 + model_jobs.ABANDONED_AFTER_S - 1)
-    assert model_jobs.fail_abandoned(session, app, now=soon) == []
+    app.config["SEMBOARD_MODEL_LOST_S"] = 60
+    soon = now + timedelta(seconds=59)
+    assert model_jobs.fail_abandoned(session, app, now=soon) == {"failed": [], "requeued": []}
     later = soon + timedelta(seconds=2)
-    assert model_jobs.fail_abandoned(session, app, now=later) == [row.id]
+    # the first time its beats stop it is queued again (once) ...
+    assert model_jobs.fail_abandoned(session, app, now=later) == {"failed": [],
+                                                                  "requeued": [row.id]}
     session.refresh(row)
-    assert row.status == "failed" and "stopped without a result" in row.reason
+    assert row.status == "queued" and "queued again" in row.reason
+    # ... a second worker takes it and dies too: failed as lost, its slot free
+    assert model_jobs.claim(session, row.id, now=later)
+    last = later + timedelta(seconds=61)
+    assert model_jobs.fail_abandoned(session, app, now=last) == {"failed": [row.id],
+                                                                 "requeued": []}
+    session.refresh(row)
+    assert row.status == "failed" and row.failure == "worker_lost"
+    assert "stopped without a result" in row.reason and row.attempts == 2
     admission.check_room(session, team=team, phase=phase, name="next", now=now)
 
 
