@@ -215,30 +215,12 @@ def rerun(session: Session, *, model_id: int, by: User | None, reason: str,
     """An organiser runs a failed model again (its worker died, the site's budget was too
     small): queued again at its own upload time, so a model sent before the deadline is not
     late; audited; commits (jobs.models.rerun_model dispatches its job)."""
-    row = session.get(ModelSubmission, model_id)
-    if row is None:
-        raise NotFound(f"no model submission {model_id}")
-    access.require_organiser(session, by, row.task)
-    reason = (reason or "").strip()
-    if not reason:
-        raise InvalidData("running a model again needs a reason (it is kept in the audit log)")
-    begin_write(session)
-    result = session.execute(
-        update(ModelSubmission)
-        .where(ModelSubmission.id == row.id, ModelSubmission.status == "failed")
-        .values(status="queued", reason="", started_at=None, finished_at=None, failure=None,
-                progress=None, heartbeat_at=None)
-        .execution_options(synchronize_session=False))
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        session.rollback()
-        raise Conflict(f"model {model_id} is {row.status}: only a failed model runs again")
-    audit.record(session, task=row.task, user=by, team=row.team, action="model-rerun",
-                 reason=reason, now=now,
-                 details={"summary": f"model {row.name} (#{row.id}) of {row.team.name} queued "
-                                     "to run again", "model_id": row.id})
-    session.commit()
-    session.refresh(row)
-    return row
+    return _organiser_change(
+        session, model_id=model_id, by=by, reason=reason, now=now, action="model-rerun",
+        doing="running a model again", done="queued to run again",
+        only=("failed",), refused="only a failed model runs again",
+        values={"status": "queued", "reason": "", "started_at": None, "finished_at": None,
+                "failure": None, "progress": None, "heartbeat_at": None})
 
 
 def cancel(session: Session, *, model_id: int, by: User | None, reason: str,
@@ -246,28 +228,40 @@ def cancel(session: Session, *, model_id: int, by: User | None, reason: str,
     """An organiser cancels a queued or running model: failed (class "cancelled") with the
     reason, its slot freed; a running job sees it at its next heartbeat and stops its encoding
     process. Audited; commits."""
+    return _organiser_change(
+        session, model_id=model_id, by=by, reason=reason, now=now, action="model-cancelled",
+        doing="cancelling a model", done="cancelled", only=admission.PENDING,
+        refused="only a queued or running model can be cancelled",
+        values={"status": "failed", "failure": "cancelled", "finished_at": now,
+                "reason": f"cancelled by the organisers: {(reason or '').strip()}"[:4000]})
+
+
+def _organiser_change(session: Session, *, model_id: int, by: User | None, reason: str,
+                      now: datetime, action: str, doing: str, done: str,
+                      only: tuple[str, ...], refused: str,
+                      values: dict[str, Any]) -> ModelSubmission:
+    """An organiser's change of a model's state: allowed from `only`, with a reason, by one
+    conditional UPDATE (a job changing it meanwhile wins), audited; commits."""
     row = session.get(ModelSubmission, model_id)
     if row is None:
         raise NotFound(f"no model submission {model_id}")
     access.require_organiser(session, by, row.task)
     reason = (reason or "").strip()
     if not reason:
-        raise InvalidData("cancelling a model needs a reason (it is kept in the audit log)")
+        raise InvalidData(f"{doing} needs a reason (it is kept in the audit log)")
     begin_write(session)
     result = session.execute(
         update(ModelSubmission)
-        .where(ModelSubmission.id == row.id, ModelSubmission.status.in_(admission.PENDING))
-        .values(status="failed", failure="cancelled", finished_at=now,
-                reason=f"cancelled by the organisers: {reason}"[:4000])
+        .where(ModelSubmission.id == row.id, ModelSubmission.status.in_(only))
+        .values(**values)
         .execution_options(synchronize_session=False))
     if result.rowcount != 1:  # type: ignore[attr-defined]
         session.rollback()
-        raise Conflict(f"model {model_id} is {row.status}: only a queued or running model can "
-                       "be cancelled")
-    audit.record(session, task=row.task, user=by, team=row.team, action="model-cancelled",
+        raise Conflict(f"model {model_id} is {row.status}: {refused}")
+    audit.record(session, task=row.task, user=by, team=row.team, action=action,
                  reason=reason, now=now,
-                 details={"summary": f"model {row.name} (#{row.id}) of {row.team.name} "
-                                     "cancelled", "model_id": row.id})
+                 details={"summary": f"model {row.name} (#{row.id}) of {row.team.name} {done}",
+                          "model_id": row.id})
     session.commit()
     session.refresh(row)
     return row
