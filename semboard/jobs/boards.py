@@ -34,6 +34,7 @@ from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, Phase, PrimaryRun, Run, RunScoreRecord, Task, Team
 from semboard.services import prepared as prepared_boards
+from semboard.services import significance
 from semboard.storage import get_storage
 
 log = logging.getLogger(__name__)
@@ -173,10 +174,17 @@ def compute_groups(app: Flask, task_id: int) -> int:
         task = session.get(Task, task_id)
         if task is None:
             return 0
+        use_host_cache(app)
         count = prepared_boards.refresh_significance(session, get_storage(), task=task,
                                                      now=utcnow(), write_lock=True)
         session.commit()
         return count
+
+
+def use_host_cache(app: Flask) -> None:
+    """Keep each run's resampled scores in the host's cache folder (shared by its processes)."""
+    folder = app.config.get("SEMBOARD_HOST_CACHE") or ""
+    significance.SAMPLES.use(None if folder in ("", "off") else folder)
 
 
 _threads: dict[tuple[int, int], bool] = {}  # (app, task) -> run again when done

@@ -17,14 +17,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, selectinload
 
 import evaluation
 from evaluation import ValidationError, validate_run
-from evaluation.significance import group_board
+from evaluation.significance import RunSamples, groups_of, run_samples
+from semboard.arraycache import ArrayCache
 from semboard.db import begin_write, insert_unless_refused
-from semboard.models import Phase, Run, SignificanceGroups
+from semboard.models import Phase, Run, RunFile, SignificanceGroups
 from semboard.services import definitions, gold, inputs
 from semboard.storage import ObjectMissing, Storage
 
@@ -33,6 +35,13 @@ log = logging.getLogger(__name__)
 # The test behind the groups; shown in the leaderboard's legend and stored with each result.
 SIGNIFICANCE_OPTIONS: dict[str, Any] = {"resamples": 1000, "seed": 12345, "alpha": 0.05}
 TEST_NAME = "paired bootstrap"
+
+# Each run's values and resampled values, computed once per run (and gold, inputs, settings):
+# a refresh reads them instead of re-reading, re-validating and resampling every run. The
+# groups job points it at the instance folder (jobs.boards.compute_groups).
+SAMPLES = ArrayCache("significance-samples")
+# runs resampled together when several lack samples (bounds the matrices' memory)
+SAMPLE_BATCH = 500
 
 
 def settings(session: Session, *, phase: Phase, runs: Sequence[Run],
@@ -101,27 +110,98 @@ def _validated_runs(session: Session, storage: Storage, *, phase: Phase,
     return valid, left_out
 
 
+def samples_key(session: Session, *, phase: Phase, metrics: Sequence[str]) -> str:
+    """Digest of everything a run's samples depend on besides the run (and its score)."""
+    values = settings_of(session, phase=phase, pairs=[], metrics=metrics)
+    values["inputs"] = sorted((row.dataset, row.sha256) for row in inputs.current_inputs(
+        session, task=phase.task, split=phase.split).values())
+    values["track"] = phase.track
+    return digest_of(values)
+
+
+def _sample_files(session: Session, base: str, runs: Sequence[Run]) -> dict[int, str]:
+    """Each run's key in SAMPLES: the settings, the run's files (by content) and its score."""
+    contents: dict[int, list[tuple[str, str]]] = {run.id: [] for run in runs}
+    for start in range(0, len(runs), 900):  # bounded IN lists
+        ids = [run.id for run in runs[start:start + 900]]
+        for run_id, name, digest in session.execute(
+                select(RunFile.run_id, RunFile.filename, RunFile.sha256)
+                .where(RunFile.run_id.in_(ids))):
+            contents[run_id].append((name, digest))
+    out = {}
+    for run in runs:
+        score = run.current_score.id if run.current_score is not None else 0
+        files = json.dumps(sorted(contents[run.id]))
+        out[run.id] = hashlib.sha256(f"{base}/{run.id}/{score}/{files}".encode()).hexdigest()
+    return out
+
+
+def _packed(found: RunSamples, metrics: Sequence[str], resamples: int) -> np.ndarray:
+    """A run's samples as one array: per metric, [member?, value, resampled values...]."""
+    out = np.zeros((len(metrics), 2 + resamples))
+    for i, metric in enumerate(metrics):
+        if metric in found:
+            value, boot = found[metric]
+            out[i, 0], out[i, 1], out[i, 2:] = 1.0, value, boot
+    return out
+
+
+def _unpacked(array: np.ndarray, metrics: Sequence[str]) -> RunSamples:
+    return {m: (float(array[i, 1]), array[i, 2:]) for i, m in enumerate(metrics)
+            if array[i, 0] == 1.0}
+
+
 def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[Run],
             metrics: Sequence[str]) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
-    """Groups {run id (text): {metric: group}} from the stored files, and notes on the run."""
+    """Groups {run id (text): {metric: group}} from each run's samples, and notes on the run.
+
+    A run's samples are read from SAMPLES; only runs without them are re-read from storage,
+    re-validated and resampled (in batches), so a refresh after one upload resamples one run
+    and the rest costs a walk over the sorted runs.
+    """
     started = time.perf_counter()
-    valid, left_out = _validated_runs(session, storage, phase=phase, runs=runs)
-    parsed_gold = gold.parsed_gold(session, storage, task=phase.task, split=phase.split)
-    notes: dict[str, Any] = {"left_out": left_out, "error": None}
+    metrics = list(metrics)
+    resamples, seed = SIGNIFICANCE_OPTIONS["resamples"], SIGNIFICANCE_OPTIONS["seed"]
+    base = samples_key(session, phase=phase, metrics=metrics)
+    shape = (len(metrics), 2 + resamples)
+    samples: dict[int, RunSamples] = {}
+    missing: list[Run] = []
+    keys = _sample_files(session, base, runs)
+    for run in runs:
+        found = SAMPLES.load(keys[run.id], lambda a: a.shape == shape)
+        if found is None:
+            missing.append(run)
+        else:
+            samples[run.id] = _unpacked(found, metrics)
+    notes: dict[str, Any] = {"left_out": [], "error": None, "resampled": len(missing),
+                             "reused": len(samples)}
     by_metric: dict[str, dict[int, int]] = {}
-    if valid and parsed_gold and metrics:
-        try:
-            by_metric = group_board(
-                definitions.phase_definition(phase), valid, parsed_gold, metrics=list(metrics),
-                alpha=SIGNIFICANCE_OPTIONS["alpha"], resamples=SIGNIFICANCE_OPTIONS["resamples"],
-                seed=SIGNIFICANCE_OPTIONS["seed"],
-            )
-        except (ValidationError, ValueError) as err:
-            # gold and inputs disagree (or the definition changed): the board shows no groups
-            log.warning("phase %s: significance groups failed: %s", phase.id, err)
-            notes["error"] = str(err)
+    definition = definitions.phase_definition(phase)
+    parsed_gold = gold.parsed_gold(session, storage, task=phase.task, split=phase.split)
+    if not parsed_gold or not metrics:
+        samples.clear()
+    try:
+        for start in range(0, len(missing) if parsed_gold and metrics else 0, SAMPLE_BATCH):
+            batch = missing[start:start + SAMPLE_BATCH]
+            valid, left_out = _validated_runs(session, storage, phase=phase, runs=batch)
+            notes["left_out"].extend(left_out)
+            ids = list(valid)
+            fresh = run_samples(definition, [valid[i] for i in ids], parsed_gold, metrics,
+                                resamples=resamples, seed=seed)
+            for run_id, found in zip(ids, fresh, strict=True):
+                SAMPLES.store(keys[run_id], _packed(found, metrics, resamples))
+                samples[run_id] = found
+        if samples:
+            ordered = {run_id: samples[run_id] for run_id in sorted(samples)}
+            by_metric = groups_of(definition, ordered, metrics,
+                                  alpha=SIGNIFICANCE_OPTIONS["alpha"])
+    except (ValidationError, ValueError) as err:
+        # gold and inputs disagree (or the definition changed): the board shows no groups
+        log.warning("phase %s: significance groups failed: %s", phase.id, err)
+        notes["error"] = str(err)
+    notes["left_out"].sort()
     groups = {str(run_id): {m: g[run_id] for m, g in by_metric.items() if run_id in g}
-              for run_id in valid}
+              for run_id in sorted(samples)}
     notes["elapsed_ms"] = round((time.perf_counter() - started) * 1000)
     return groups, notes
 

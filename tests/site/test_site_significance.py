@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
+from semboard.arraycache import ArrayCache
 from semboard.models import SignificanceGroups
 from semboard.services import gold, leaderboard, significance, submissions, teams
 from semboard.services import prepared as prepared_boards
@@ -122,21 +123,25 @@ def test_refresh_groups_every_board_eagerly(session, storage, board_world, now, 
     assert len(calls) == 1 and board.significance is not None  # found without a storage
 
 
-def test_runs_are_regrouped_from_the_stored_files(session, storage, board_world, now):
+def test_runs_are_regrouped_from_the_stored_files(session, storage, board_world, now,
+                                                  monkeypatch):
     """The groups come from the stored files, not from the stored scores."""
     _, phase, runs = board_world
+    monkeypatch.setattr(significance, "SAMPLES", ArrayCache("samples"))  # nothing computed yet
     good = runs["good"]
     values = significance.settings(session, phase=phase, runs=[good, runs["noisy"]],
                                    metrics=list(METRICS))
     groups, notes = significance.compute(session, storage, phase=phase,
                                          runs=[good, runs["noisy"]], metrics=list(METRICS))
-    assert notes == {"left_out": [], "error": None, "elapsed_ms": notes["elapsed_ms"]}
+    assert notes == {"left_out": [], "error": None, "elapsed_ms": notes["elapsed_ms"],
+                     "resampled": 2, "reused": 0}
     assert groups == {str(good.id): dict.fromkeys(METRICS, 1),
                       str(runs["noisy"].id): dict.fromkeys(METRICS, 2)}
     assert values["runs"] == sorted([[r.id, r.current_score.id] for r in (good, runs["noisy"])])
-    # a run whose stored file has gone is left out, not guessed
+    # a run whose stored file has gone before its samples were computed is left out
     storage_path = storage.root.joinpath(*good.files[0].storage_key.split("/"))
     storage_path.unlink()
+    monkeypatch.setattr(significance, "SAMPLES", ArrayCache("samples"))
     groups, notes = significance.compute(session, storage, phase=phase,
                                          runs=[good, runs["noisy"]], metrics=list(METRICS))
     assert notes["left_out"] == [good.id] and str(good.id) not in groups
