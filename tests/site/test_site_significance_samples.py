@@ -67,11 +67,15 @@ def test_samples_are_keyed_by_content_and_settings(session, storage, world, samp
                                                    monkeypatch):
     _, phase, runs = world
     significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
-    # other metrics or another seed: every run resampled again, never read under a wrong key
-    _, notes = significance.compute(session, storage, phase=phase, runs=runs, metrics=["ALL"])
-    assert notes["resampled"] == 6
-    monkeypatch.setitem(significance.SIGNIFICANCE_OPTIONS, "seed", 99)
+    # another seed or other metrics: every run resampled again, never read under a wrong key
+    with monkeypatch.context() as patched:
+        patched.setitem(significance.SIGNIFICANCE_OPTIONS, "seed", 99)
+        _, notes = significance.compute(session, storage, phase=phase, runs=runs,
+                                        metrics=METRICS)
+        assert notes["resampled"] == 6
     _, notes = significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
+    assert notes["resampled"] == 0  # both kept side by side
+    _, notes = significance.compute(session, storage, phase=phase, runs=runs, metrics=["ALL"])
     assert notes["resampled"] == 6
 
 
