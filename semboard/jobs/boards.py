@@ -28,6 +28,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.utils import import_string
 
+from semboard import inputcolumns
 from semboard.clock import utcnow
 from semboard.db import begin_write, job_session_factory
 from semboard.jobs import queue as job_queue
@@ -182,9 +183,12 @@ def compute_groups(app: Flask, task_id: int) -> int:
 
 
 def use_host_cache(app: Flask) -> None:
-    """Keep each run's resampled scores in the host's cache folder (shared by its processes)."""
+    """Keep parsed inputs and each run's resampled scores in the host's cache folder (shared by
+    its processes); `off`: each process keeps its own in memory."""
     folder = app.config.get("SEMBOARD_HOST_CACHE") or ""
-    significance.SAMPLES.use(None if folder in ("", "off") else folder)
+    chosen = None if folder in ("", "off") else folder
+    significance.SAMPLES.use(chosen)
+    inputcolumns.INPUTS.use(chosen)
 
 
 _threads: dict[tuple[int, int], bool] = {}  # (app, task) -> run again when done

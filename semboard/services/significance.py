@@ -188,9 +188,9 @@ def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[
             ids = list(valid)
             fresh = run_samples(definition, [valid[i] for i in ids], parsed_gold, metrics,
                                 resamples=resamples, seed=seed)
-            for run_id, found in zip(ids, fresh, strict=True):
-                SAMPLES.store(keys[run_id], _packed(found, metrics, resamples))
-                samples[run_id] = found
+            for run_id, one in zip(ids, fresh, strict=True):
+                SAMPLES.store(keys[run_id], _packed(one, metrics, resamples))
+                samples[run_id] = one
         if samples:
             ordered = {run_id: samples[run_id] for run_id in sorted(samples)}
             by_metric = groups_of(definition, ordered, metrics,
