@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Text, cast, func, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from evaluation import RunScore, rank_runs, ranking_keys
 from semboard import exportsafe
@@ -345,10 +345,9 @@ def _board_groups(session: Session, storage: Storage | None, *, phase: Phase,
     if storage is None:
         values = significance.settings_of(session, phase=phase, pairs=pairs, metrics=metrics)
         return significance.cached(session, phase=phase, digest=significance.digest_of(values))
-    runs = list(session.scalars(select(Run).where(Run.id.in_([run_id for run_id, _ in pairs]))
-                                .options(selectinload(Run.scores)).order_by(Run.id)))
-    return significance.board_groups(session, storage, phase=phase, runs=runs, metrics=metrics,
-                                     now=now, write_lock=write_lock)
+    # the ids are all it needs: no Run or score record (and its JSON) loaded per run
+    return significance.board_groups(session, storage, phase=phase, pairs=pairs,
+                                     metrics=metrics, now=now, write_lock=write_lock)
 
 
 def _record(run: Run) -> RunScoreRecord:

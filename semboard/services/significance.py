@@ -47,9 +47,7 @@ SAMPLE_BATCH = 500
 def settings(session: Session, *, phase: Phase, runs: Sequence[Run],
              metrics: Sequence[str]) -> dict[str, Any]:
     """Everything the groups of these runs depend on (the cache key is its digest)."""
-    return settings_of(session, phase=phase, metrics=metrics,
-                       pairs=[(run.id, run.current_score.id) for run in runs
-                              if run.current_score is not None])
+    return settings_of(session, phase=phase, metrics=metrics, pairs=_pairs(runs))
 
 
 def settings_of(session: Session, *, phase: Phase, pairs: Sequence[tuple[int, int]],
@@ -82,12 +80,11 @@ def cached(session: Session, *, phase: Phase, digest: str) -> SignificanceGroups
 
 
 def _validated_runs(session: Session, storage: Storage, *, phase: Phase,
-                    runs: Sequence[Run]) -> tuple[dict[int, Any], list[int]]:
+                    ids: Sequence[int]) -> tuple[dict[int, Any], list[int]]:
     """Each run re-read from storage and re-validated as the scorer does; (valid, left out)."""
     definition = definitions.phase_definition(phase)
     known_inputs = inputs.parsed_inputs(session, storage, task=phase.task, split=phase.split)
     datasets = definition.track_datasets(phase.track) if phase.track else None
-    ids = [run.id for run in runs]
     loaded = session.scalars(select(Run).where(Run.id.in_(ids))
                              .options(selectinload(Run.files), selectinload(Run.team))).all()
     valid: dict[int, Any] = {}
@@ -119,21 +116,19 @@ def samples_key(session: Session, *, phase: Phase, metrics: Sequence[str]) -> st
     return digest_of(values)
 
 
-def _sample_files(session: Session, base: str, runs: Sequence[Run]) -> dict[int, str]:
+def _sample_files(session: Session, base: str,
+                  pairs: Sequence[tuple[int, int]]) -> dict[int, str]:
     """Each run's key in SAMPLES: the settings, the run's files (by content) and its score."""
-    contents: dict[int, list[tuple[str, str]]] = {run.id: [] for run in runs}
-    for start in range(0, len(runs), 900):  # bounded IN lists
-        ids = [run.id for run in runs[start:start + 900]]
+    contents: dict[int, list[tuple[str, str]]] = {run_id: [] for run_id, _ in pairs}
+    ids = list(contents)
+    for start in range(0, len(ids), 900):  # bounded IN lists
         for run_id, name, digest in session.execute(
                 select(RunFile.run_id, RunFile.filename, RunFile.sha256)
-                .where(RunFile.run_id.in_(ids))):
+                .where(RunFile.run_id.in_(ids[start:start + 900]))):
             contents[run_id].append((name, digest))
-    out = {}
-    for run in runs:
-        score = run.current_score.id if run.current_score is not None else 0
-        files = json.dumps(sorted(contents[run.id]))
-        out[run.id] = hashlib.sha256(f"{base}/{run.id}/{score}/{files}".encode()).hexdigest()
-    return out
+    return {run_id: hashlib.sha256(
+        f"{base}/{run_id}/{score_id}/{json.dumps(sorted(contents[run_id]))}".encode()).hexdigest()
+        for run_id, score_id in pairs}
 
 
 def _packed(found: RunSamples, metrics: Sequence[str], resamples: int) -> np.ndarray:
@@ -151,28 +146,35 @@ def _unpacked(array: np.ndarray, metrics: Sequence[str]) -> RunSamples:
             if array[i, 0] == 1.0}
 
 
-def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[Run],
-            metrics: Sequence[str]) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
+def _pairs(runs: Sequence[Run]) -> list[tuple[int, int]]:
+    return [(run.id, run.current_score.id) for run in runs if run.current_score is not None]
+
+
+def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[Run] = (),
+            metrics: Sequence[str], pairs: Sequence[tuple[int, int]] | None = None,
+            ) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
     """Groups {run id (text): {metric: group}} from each run's samples, and notes on the run.
 
-    A run's samples are read from SAMPLES; only runs without them are re-read from storage,
-    re-validated and resampled (in batches), so a refresh after one upload resamples one run
-    and the rest costs a walk over the sorted runs.
+    The board is `pairs` (run id, current score id), or `runs`. A run's samples are read from
+    SAMPLES; only runs without them are re-read from storage, re-validated and resampled (in
+    batches), so a refresh after one upload resamples one run and the rest costs a walk over
+    the sorted runs.
     """
     started = time.perf_counter()
     metrics = list(metrics)
+    board = sorted(pairs if pairs is not None else _pairs(runs))
     resamples, seed = SIGNIFICANCE_OPTIONS["resamples"], SIGNIFICANCE_OPTIONS["seed"]
     base = samples_key(session, phase=phase, metrics=metrics)
     shape = (len(metrics), 2 + resamples)
     samples: dict[int, RunSamples] = {}
-    missing: list[Run] = []
-    keys = _sample_files(session, base, runs)
-    for run in runs:
-        found = SAMPLES.load(keys[run.id], lambda a: a.shape == shape)
+    missing: list[int] = []
+    keys = _sample_files(session, base, board)
+    for run_id, _ in board:
+        found = SAMPLES.load(keys[run_id], lambda a: a.shape == shape)
         if found is None:
-            missing.append(run)
+            missing.append(run_id)
         else:
-            samples[run.id] = _unpacked(found, metrics)
+            samples[run_id] = _unpacked(found, metrics)
     notes: dict[str, Any] = {"left_out": [], "error": None, "resampled": len(missing),
                              "reused": len(samples)}
     by_metric: dict[str, dict[int, int]] = {}
@@ -183,7 +185,7 @@ def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[
     try:
         for start in range(0, len(missing) if parsed_gold and metrics else 0, SAMPLE_BATCH):
             batch = missing[start:start + SAMPLE_BATCH]
-            valid, left_out = _validated_runs(session, storage, phase=phase, runs=batch)
+            valid, left_out = _validated_runs(session, storage, phase=phase, ids=batch)
             notes["left_out"].extend(left_out)
             ids = list(valid)
             fresh = run_samples(definition, [valid[i] for i in ids], parsed_gold, metrics,
@@ -206,22 +208,25 @@ def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[
     return groups, notes
 
 
-def board_groups(session: Session, storage: Storage | None, *, phase: Phase, runs: Sequence[Run],
-                 metrics: Sequence[str], now: datetime,
-                 write_lock: bool = False) -> SignificanceGroups | None:
-    """The cached groups of a board's ranked runs; computed and stored (flushed) on a miss.
+def board_groups(session: Session, storage: Storage | None, *, phase: Phase,
+                 runs: Sequence[Run] = (), metrics: Sequence[str], now: datetime,
+                 write_lock: bool = False, pairs: Sequence[tuple[int, int]] | None = None,
+                 ) -> SignificanceGroups | None:
+    """The cached groups of a board's ranked runs (`pairs` of run and current score ids, or
+    `runs`); computed and stored (flushed) on a miss.
 
     With storage None only a cached result is returned (None on a miss). Older results of the
     phase are deleted when a new one is stored. write_lock=True computes first, then starts a
     writer transaction (BEGIN IMMEDIATE on SQLite) to store: the seconds of resampling never
     hold the database's write lock. The caller commits.
     """
-    values = settings(session, phase=phase, runs=runs, metrics=metrics)
+    pairs = list(pairs) if pairs is not None else _pairs(runs)
+    values = settings_of(session, phase=phase, pairs=pairs, metrics=metrics)
     digest = digest_of(values)
     found = cached(session, phase=phase, digest=digest)
     if found is not None or storage is None:
         return found
-    groups, notes = compute(session, storage, phase=phase, runs=runs, metrics=metrics)
+    groups, notes = compute(session, storage, phase=phase, pairs=pairs, metrics=metrics)
     if write_lock:
         begin_write(session)
         found = cached(session, phase=phase, digest=digest)
