@@ -156,6 +156,8 @@ class Leaderboard:
     significance: dict[str, Any] | None = None
     # groups of these runs not computed yet (they are, after the change, off the request)
     groups_pending: bool = False
+    # when they went out of date (ISO 8601, UTC): the oldest score the stored groups lack
+    groups_pending_since: str | None = None
     # each row's stored 95% CIs {run id: {column key: [low, high]}}, read when the board is built
     intervals: dict[int, dict[str, list[float]]] = field(default_factory=dict)
     # "every" run ranked, or "primary" runs only (the others contrastive, unranked)
@@ -175,6 +177,7 @@ class Leaderboard:
             "rows": [r.to_json() for r in self.rows],
             "significance": self.significance,
             "groups_pending": self.groups_pending,
+            "groups_pending_since": self.groups_pending_since,
         } | ({} if self.ranking == primary.EVERY else {"ranking": self.ranking})
 
     @classmethod
@@ -183,6 +186,7 @@ class Leaderboard:
         """The board back from its stored JSON form (a prepared board)."""
         board = cls(task=task, phase=phase, significance=data.get("significance"),
                     groups_pending=bool(data.get("groups_pending")),
+                    groups_pending_since=data.get("groups_pending_since"),
                     ranking=data.get("ranking", primary.EVERY))
         board.columns = [Column(**c) for c in data["columns"]]
         board.rows = [Row(**{**r, "submitted_at": datetime.fromisoformat(r["submitted_at"])})
@@ -454,6 +458,9 @@ def build_leaderboard(
                 key: found.settings.get(key) for key in ("test", "resamples", "seed", "alpha")
             } | {"computed_at": found.computed_at.isoformat(), "metrics": metrics}
         board.groups_pending = found is None
+        if found is None:
+            since = significance.pending_since(session, phase=phase, pairs=ranked_pairs)
+            board.groups_pending_since = since.isoformat() if since else None
     column_keys = tuple(c.key for c in board.columns)
     for line, entry in scored:
         run_id, run_name, is_late, is_fix, submitted_at, meta = line[:6]

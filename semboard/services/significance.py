@@ -26,7 +26,7 @@ from evaluation import ValidationError, validate_run
 from evaluation.significance import RunSamples, groups_of, run_samples
 from semboard.arraycache import ArrayCache
 from semboard.db import begin_write, insert_unless_refused
-from semboard.models import Phase, Run, RunFile, SignificanceGroups
+from semboard.models import Phase, Run, RunFile, RunScoreRecord, SignificanceGroups
 from semboard.services import definitions, gold, inputs
 from semboard.storage import ObjectMissing, Storage
 
@@ -66,6 +66,24 @@ def settings_of(session: Session, *, phase: Phase, pairs: Sequence[tuple[int, in
         "alpha": SIGNIFICANCE_OPTIONS["alpha"],
         "evaluation": evaluation.__version__,
     }
+
+
+def pending_since(session: Session, *, phase: Phase,
+                  pairs: Sequence[tuple[int, int]]) -> datetime | None:
+    """Since when a board's groups are out of date: the oldest current score its stored groups
+    do not cover (else, settings changed, the newest score); None for an empty board."""
+    stored = session.scalar(select(SignificanceGroups.settings)
+                            .where(SignificanceGroups.phase_id == phase.id)
+                            .order_by(SignificanceGroups.id.desc()).limit(1))
+    covered = {(run_id, score_id) for run_id, score_id in (stored or {}).get("runs", [])}
+    uncovered = [score_id for pair in pairs if tuple(pair) not in covered
+                 for score_id in pair[1:]]
+    ids = uncovered or [score_id for _, score_id in pairs]
+    times = [t for start in range(0, len(ids), 900) for t in session.scalars(
+        select(RunScoreRecord.created_at).where(RunScoreRecord.id.in_(ids[start:start + 900])))]
+    if not times:
+        return None
+    return min(times) if uncovered else max(times)
 
 
 def digest_of(values: dict[str, Any]) -> str:

@@ -158,12 +158,17 @@ def test_api_and_downloads_carry_groups(app, client, session, board_world, now):
     assert body["significance"] is None and body["groups_pending"]
     assert all(row["groups"] == {} and row["ranks"] for row in body["rows"] if not row["baseline"])
     assert session.scalar(select(func.count()).select_from(SignificanceGroups)) == 0
+    # pending since the oldest score no stored groups cover (none are stored: the first one)
+    oldest = min(r.current_score.created_at for r in board_world[2].values()
+                 if not r.team.is_baseline)
+    assert body["groups_pending_since"] == oldest.isoformat()
     page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
     assert 'id="groups-pending"' in page
+    assert f"Significance groups pending since <time datetime=\"{oldest.isoformat()}\">" in page
     session.rollback()
     board_jobs.compute_groups(app, board_world[0].id)  # the step run after a change
     body = client.get("/api/v1/tasks/tiny/leaderboard?phase=eval").get_json()
-    assert not body["groups_pending"]
+    assert not body["groups_pending"] and body["groups_pending_since"] is None
     assert body["significance"]["resamples"] == significance.SIGNIFICANCE_OPTIONS["resamples"]
     by_run = {row["run"]: row for row in body["rows"]}
     for row in body["rows"]:

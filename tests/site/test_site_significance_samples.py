@@ -128,3 +128,29 @@ def test_two_processes_share_the_host_cache_and_writes_are_whole(tmp_path, monke
     assert cache.load("ab" * 32) is None
     again = cache.get_or_compute("ab" * 32, lambda: value * 2, mmap=True)
     assert (again == value * 2).all() and (cache.load("ab" * 32) == value * 2).all()
+
+
+def test_groups_are_pending_since_the_oldest_score_they_lack(session, storage, make, tiny_data,
+                                                             now, world):
+    from datetime import timedelta
+
+    task, phase, runs = world
+    pairs = [(r.id, r.current_score.id) for r in runs]
+    assert significance.pending_since(session, phase=phase, pairs=pairs) == min(
+        r.current_score.created_at for r in runs)  # nothing stored yet: the first score
+    significance.board_groups(session, storage, phase=phase, pairs=pairs, metrics=METRICS,
+                              now=now)
+    session.commit()
+    assert significance.pending_since(session, phase=phase, pairs=pairs) == max(
+        r.current_score.created_at for r in runs)  # covered (other settings): the newest
+    late = []
+    for hours in (3, 1):
+        team, captain = make.team(task, f"Late {hours}")
+        late.append(submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                                       name="late", files=tiny_data.run(seed=50 + hours),
+                                       now=now + timedelta(hours=hours)))
+    session.commit()
+    board = pairs + [(r.id, r.current_score.id) for r in late]
+    since = significance.pending_since(session, phase=phase, pairs=board)
+    assert since == late[1].current_score.created_at and since > max(
+        r.current_score.created_at for r in runs)
