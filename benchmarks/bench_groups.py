@@ -52,7 +52,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
 
 
 def _load() -> str:
-    return "%.1f" % os.getloadavg()[0]
+    return f"{os.getloadavg()[0]:.1f}"
 
 
 def main() -> None:
@@ -86,7 +86,7 @@ def main() -> None:
     for n in args.runs:
         with tempfile.TemporaryDirectory() as folder:
             cache = ArrayCache("samples", folder)
-            shape = (len(metrics), 2 + RESAMPLES)
+            want = (len(metrics), 2 + RESAMPLES)
 
             def compute_samples(lo: int, hi: int, cache: ArrayCache = cache) -> None:
                 for start in range(lo, hi, BATCH):
@@ -96,10 +96,11 @@ def main() -> None:
                     for i, one in zip(part, found, strict=True):
                         cache.store(f"{i:064d}", _packed(one, metrics, RESAMPLES))
 
-            def refresh(count: int, cache: ArrayCache = cache) -> dict[str, dict[int, int]]:
+            def refresh(count: int, cache: ArrayCache = cache,
+                        want: tuple[int, int] = want) -> dict[str, dict[int, int]]:
                 samples = {}
                 for i in range(count):
-                    got = cache.load(f"{i:064d}", lambda a: a.shape == shape)
+                    got = cache.load(f"{i:064d}", lambda a: a.shape == want)
                     assert got is not None
                     samples[i] = _unpacked(got, metrics)
                 return groups_of(task, samples, metrics)
