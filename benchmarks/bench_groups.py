@@ -17,6 +17,13 @@ resamples, seed 12345. For each board size, process CPU seconds (wall in bracket
   re-validated from its files, then every run resampled together and grouped), for boards up
   to --before-max runs, and whether its groups equal the refresh's.
 
+With --site, the same through the site's own groups step (`services.significance.compute`)
+on a scratch SQLite site: the real sts2012 task, inputs and gold loaded as an organiser does,
+and N teams' runs seeded directly in the database and storage (their files stored, a score
+record each; no request path, no scoring). For each size: the runs new since the last size
+validated from storage and resampled once, then a full refresh of the board's groups (every
+run's samples read from the host cache), then one more run and the refresh it causes.
+
 Prints the figures with the load average; nothing is asserted.
 """
 
@@ -55,13 +62,106 @@ def _load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
+def site(release: Path, sizes: list[int]) -> None:
+    """--site: the groups step of a scratch site with seeded runs, at each size."""
+    import secrets
+    from datetime import UTC, datetime, timedelta
+
+    from semboard.db import make_engine, make_session_factory
+    from semboard.models import Base, Run, RunFile, RunScoreRecord, Team
+    from semboard.services import gold, inputs, significance, tasks
+    from semboard.storage import LocalStorage, keys, put_content, sha256
+
+    now = datetime.now(UTC)
+    definition = load_task("sts2012")
+    metrics = ranking_keys(definition)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        url = f"sqlite:///{folder / 'bench.sqlite'}"
+        Base.metadata.create_all(make_engine(url))
+        session = make_session_factory(url)()
+        storage = LocalStorage(folder / "uploads")
+        significance.SAMPLES.use(folder / "host-cache")
+        task = tasks.load_task(session, definition, now=now)
+        inputs.load_release_inputs(session, storage, task=task, release_dir=release, user=None,
+                                   now=now)
+        gold.load_release_gold(session, storage, task=task, release_dir=release, user=None,
+                               now=now)
+        phase = tasks.add_phase(session, task, slug="eval", name="eval", kind="evaluation",
+                                opens_at=now - timedelta(days=1),
+                                closes_at=now + timedelta(days=9), now=now)
+        session.commit()
+        known = inputs.parsed_inputs(session, storage, task=task)
+        parsed_gold = gold.parsed_gold(session, storage, task=task)
+        pairs: list[tuple[int, int]] = []
+        made = [0]
+
+        def seed() -> None:
+            i = made[0]
+            made[0] += 1
+            rng = np.random.default_rng(i)
+            team = Team(task_id=task.id, name=f"team {i:05d}", invite_code=secrets.token_hex(8),
+                        created_at=now)
+            session.add(team)
+            session.flush()
+            run = Run(task_id=task.id, phase_id=phase.id, team_id=team.id, name="run",
+                      status="scored", submitted_at=now)
+            session.add(run)
+            session.flush()
+            for d, g in parsed_gold.items():
+                name, data = write_run(definition, d, known[d].ids, np.clip(
+                    g.scores + rng.normal(0, 0.6 + 0.004 * (i % 500), len(g)), 0, 5))
+                key = keys.run_file(task.name, team.id, sha256(data))
+                put_content(storage, key, data)
+                session.add(RunFile(run_id=run.id, filename=name, dataset=d,
+                                    sha256=sha256(data), size=len(data), storage_key=key))
+            record = RunScoreRecord(run_id=run.id, gold_digest="seeded", scores={}, flat={},
+                                    created_at=now)  # the groups never read a run's scores
+            session.add(record)
+            session.flush()
+            pairs.append((run.id, record.id))
+
+        def groups() -> dict[str, Any]:
+            return significance.compute(session, storage, phase=phase, pairs=pairs,
+                                        metrics=metrics)[1]
+
+        print(f"site mode: metrics {metrics}, {RESAMPLES} resamples; {os.cpu_count()} CPUs")
+        print("| runs | new runs resampled | full refresh | one more run + refresh | load |")
+        print("| ---: | ---: | ---: | ---: | ---: |")
+        for n in sizes:
+            fresh = n - len(pairs)
+            while len(pairs) < n:
+                seed()
+            session.commit()
+            notes, n_cpu, n_wall = _timed(groups)
+            assert notes["resampled"] == fresh and not notes["error"], notes
+            notes, r_cpu, r_wall = _timed(groups)
+            assert notes["reused"] == n and notes["resampled"] == 0, notes
+
+            def one_more() -> dict[str, Any]:
+                seed()
+                session.commit()
+                return groups()
+
+            notes, u_cpu, u_wall = _timed(one_more)
+            assert notes["resampled"] == 1, notes
+            print(f"| {n:,} | {fresh:,}: {n_cpu:.2f} ({n_wall:.1f}) | {r_cpu:.2f} ({r_wall:.1f}) "
+                  f"| {u_cpu:.2f} ({u_wall:.1f}) | {_load()} |", flush=True)
+            pairs.pop()  # the next size counts from n
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--runs", type=int, nargs="+", default=[20, 500, 2000, 5000])
     parser.add_argument("--before-max", type=int, default=2000)
+    parser.add_argument("--site", action="store_true",
+                        help="through the site's groups step on a scratch SQLite site")
     args = parser.parse_args()
     release = args.data / "sts2012" / "test"
+    if args.site:
+        site(release, args.runs)
+        return
     task = load_task("sts2012")
     inputs = load_inputs(task, release)
     gold = load_gold(task, release)
