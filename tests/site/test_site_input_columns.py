@@ -117,3 +117,19 @@ def test_the_site_parses_a_task_once_and_scores_from_the_columns(
                              files=files, now=now)
     session.commit()
     assert run.current_score is not None and len(calls) == parsed
+
+
+def test_the_app_points_the_host_cache_at_its_setting(database_url, tmp_path, monkeypatch):
+    from semboard import create_app
+    from semboard.services import significance
+
+    monkeypatch.setattr(inputcolumns, "INPUTS", ArrayCache("inputs"))
+    monkeypatch.setattr(significance, "SAMPLES", ArrayCache("significance-samples"))
+    base = {"TESTING": True, "SECRET_KEY": "test", "DATABASE_URL": database_url,
+            "SEMBOARD_INSTANCE_PATH": str(tmp_path / "instance")}
+    create_app(base)  # default: host-cache/ in the instance folder
+    assert inputcolumns.INPUTS.folder == tmp_path / "instance" / "host-cache" / "inputs"
+    assert significance.SAMPLES.folder == (tmp_path / "instance" / "host-cache"
+                                           / "significance-samples")
+    create_app({**base, "SEMBOARD_HOST_CACHE": "off"})
+    assert inputcolumns.INPUTS.folder is None and significance.SAMPLES.folder is None
