@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from evaluation import load_gold, load_inputs, load_task, validate_run, write_run  # noqa: E402
 from evaluation.ranking import ranking_keys  # noqa: E402
 from evaluation.significance import group_board, groups_of, run_samples  # noqa: E402
-from semboard.arraycache import ArrayCache  # noqa: E402
+from semboard.hostcache.arrays import ArrayCache  # noqa: E402
 from semboard.services.significance import _packed, _unpacked  # noqa: E402
 
 RESAMPLES, SEED, BATCH = 1000, 12345, 500

@@ -64,7 +64,7 @@ def child(folder: Path, mode: str) -> None:
     import gc
 
     from evaluation import parse_task, read_inputs, validate_run
-    from semboard import inputcolumns
+    from semboard.hostcache import columns as inputcolumns
 
     task = parse_task(TASK)
     data_path = folder / "STS.input.big.txt"

@@ -28,9 +28,9 @@ from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.utils import import_string
 
-from semboard import inputcolumns
 from semboard.clock import utcnow
 from semboard.db import begin_write, job_session_factory
+from semboard.hostcache import columns as inputcolumns
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, Phase, PrimaryRun, Run, RunScoreRecord, Task, Team

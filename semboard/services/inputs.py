@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 
 from evaluation import ValidationError, read_inputs
 from evaluation.inputs import participant_inputs
-from semboard import inputcolumns
 from semboard.errors import Forbidden, InvalidData, NotFound, PhaseNotOpen
+from semboard.hostcache import columns as inputcolumns
 from semboard.models import InputFile, Phase, Task, User
 from semboard.services import access, datafiles, definitions, participation, teams, windows
 from semboard.storage import Storage, keys

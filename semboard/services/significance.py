@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session, selectinload
 import evaluation
 from evaluation import ValidationError, validate_run
 from evaluation.significance import RunSamples, groups_of, run_samples
-from semboard.arraycache import ArrayCache
 from semboard.db import begin_write, insert_unless_refused
+from semboard.hostcache.arrays import ArrayCache
 from semboard.models import Phase, Run, RunFile, RunScoreRecord, SignificanceGroups
 from semboard.services import definitions, gold, inputs
 from semboard.storage import ObjectMissing, Storage

@@ -11,8 +11,8 @@ import pytest
 
 from evaluation import validate_run
 from evaluation.inputs import DatasetInputs, LineIds
-from semboard import inputcolumns
-from semboard.arraycache import ArrayCache
+from semboard.hostcache import columns as inputcolumns
+from semboard.hostcache.arrays import ArrayCache
 from semboard.services import definitions, inputs, submissions
 
 SAMPLE = DatasetInputs("ds", ["a-1", "b-2", "ç-3", "d-4"],

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from semboard.arraycache import ArrayCache
+from semboard.hostcache.arrays import ArrayCache
 from semboard.models import SignificanceGroups
 from semboard.services import gold, leaderboard, significance, submissions, teams
 from semboard.services import prepared as prepared_boards

@@ -8,7 +8,7 @@ import multiprocessing
 import numpy as np
 import pytest
 
-from semboard.arraycache import ArrayCache
+from semboard.hostcache.arrays import ArrayCache
 from semboard.services import significance, submissions
 
 METRICS = ["ALL", "ALLnorm", "Mean"]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.inputs import DatasetInputs, LineIds
-from semboard.arraycache import ArrayCache
+from semboard.hostcache.arrays import ArrayCache
 
 INPUTS = ArrayCache("inputs")
 _FORMAT = 1  # bump when the layout changes: old files are then never read
