@@ -98,8 +98,11 @@ def cached(session: Session, *, phase: Phase, digest: str) -> SignificanceGroups
 
 
 def _validated_runs(session: Session, storage: Storage, *, phase: Phase,
-                    ids: Sequence[int]) -> tuple[dict[int, Any], list[int]]:
-    """Each run re-read from storage and re-validated as the scorer does; (valid, left out)."""
+                    runs: Sequence[Run] = (), ids: Sequence[int] = (),
+                    ) -> tuple[dict[int, Any], list[int]]:
+    """Each run (`runs`, or by `ids`) re-read from storage and re-validated as the scorer does;
+    (valid, left out)."""
+    ids = [*ids, *(run.id for run in runs)]
     definition = definitions.phase_definition(phase)
     known_inputs = inputs.parsed_inputs(session, storage, task=phase.task, split=phase.split)
     datasets = definition.track_datasets(phase.track) if phase.track else None
