@@ -57,6 +57,7 @@ def test_columns_read_back_as_parsed(host_cache):
 
 def _read_in_child(folder, key, queue):
     inputcolumns.INPUTS.use(folder)
+    key = key or inputcolumns.key_of("def", "ds", "file")  # the same key, made in this process
 
     def refuse():
         raise AssertionError("the child parsed instead of reading the cache")
@@ -66,10 +67,11 @@ def _read_in_child(folder, key, queue):
 
 
 def test_another_process_reads_the_columns_without_parsing(host_cache, tmp_path):
-    inputcolumns.cached_inputs("ef" * 32, lambda: SAMPLE)
+    key = inputcolumns.key_of("def", "ds", "file")
+    inputcolumns.cached_inputs(key, lambda: SAMPLE)
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    child = ctx.Process(target=_read_in_child, args=(tmp_path / "host-cache", "ef" * 32, queue))
+    child = ctx.Process(target=_read_in_child, args=(tmp_path / "host-cache", None, queue))
     child.start()
     child.join(60)
     assert queue.get(timeout=5) == (list(SAMPLE.ids), list(SAMPLE.texts), "Strings")
