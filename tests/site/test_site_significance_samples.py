@@ -41,6 +41,10 @@ def _fresh(session, storage, phase, runs, monkeypatch):
     return significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
 
 
+@pytest.mark.parametrize(
+    ("database_url", "storage"),
+    [("sqlite", "local"), pytest.param("postgres", "s3", marks=pytest.mark.postgres)],
+    indirect=True)
 def test_a_new_run_is_resampled_alone_and_the_groups_equal_a_fresh_grouping(
         session, storage, make, tiny_data, now, world, samples_on_disk, monkeypatch):
     task, phase, runs = world
@@ -130,6 +134,9 @@ def test_two_processes_share_the_host_cache_and_writes_are_whole(tmp_path, monke
     assert (again == value * 2).all() and (cache.load("ab" * 32) == value * 2).all()
 
 
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
 def test_groups_are_pending_since_the_oldest_score_they_lack(session, storage, make, tiny_data,
                                                              now, world):
     from datetime import timedelta
