@@ -391,6 +391,53 @@ def _groups(observed: np.ndarray, boot: np.ndarray, alpha: float,
     return groups
 
 
+# one run's part of a board's groups: metric -> (its value, NaN if undefined; its resampled values)
+RunSamples = dict[str, tuple[float, np.ndarray]]
+
+
+def run_samples(task: TaskDefinition, runs: Sequence[ValidatedRun],
+                gold: Mapping[str, DatasetGold], metrics: Sequence[str], *,
+                resamples: int = 1000, seed: int = 12345) -> list[RunSamples]:
+    """Each run's values and bootstrap values on the metrics it is grouped on.
+
+    A run's resampled values depend only on the run, the gold, the metric and the seed (every
+    run is drawn with the same pair indices), so they are computed once per run and reused by
+    every later grouping of any board holding it (`groups_of`).
+    """
+    found = _board_samples(task, list(runs), gold, list(metrics), resamples=resamples,
+                           seed=seed)
+    out: list[RunSamples] = [{} for _ in runs]
+    for metric, (members, observed, boot) in found.items():
+        for col, i in enumerate(members):
+            out[i][metric] = (float(observed[col]), np.ascontiguousarray(boot[:, col]))
+    return out
+
+
+def groups_of(task: TaskDefinition, samples: Mapping[K, RunSamples], metrics: Sequence[str], *,
+              alpha: float = 0.05) -> dict[str, dict[K, int]]:
+    """Significance groups (1 = best) from each run's samples, in the mapping's order.
+
+    Only a run's neighbours in the sorted order are compared (each run against its group's
+    best run): O(runs x resamples) per metric once the samples exist.
+    """
+    out: dict[str, dict[K, int]] = {}
+    for metric in metrics:
+        keys = [k for k, got in samples.items() if metric in got]
+        observed = np.array([samples[k][metric][0] for k in keys], dtype=np.float64)
+        # rows (run, resample): the walk reads one run's resamples contiguously
+        rows = (np.stack([samples[k][metric][1] for k in keys]) if keys
+                else np.zeros((0, 0)))
+        last = (np.isnan(observed) if task.undefined == "ranks-last"
+                else np.zeros(len(observed), dtype=bool))
+        if task.lower_is_better(metric):
+            # an error: smaller is better, so group on its negation (undefined still last)
+            observed = np.where(np.isnan(observed), -np.inf, -observed)
+            rows = -rows
+        groups = _groups(observed, rows.T, alpha, last)
+        out[metric] = dict(zip(keys, groups, strict=True))
+    return out
+
+
 def group_board(task: TaskDefinition, runs: Mapping[K, ValidatedRun],
                 gold: Mapping[str, DatasetGold], *, metrics: Sequence[str] | None = None,
                 alpha: float = 0.05, resamples: int = 1000, seed: int = 12345
@@ -405,19 +452,9 @@ def group_board(task: TaskDefinition, runs: Mapping[K, ValidatedRun],
 
     keys = list(runs)
     chosen = list(metrics) if metrics is not None else ranking_keys(task)
-    found = _board_samples(task, [runs[k] for k in keys], gold, chosen, resamples=resamples,
-                           seed=seed)
-    out: dict[str, dict[K, int]] = {}
-    for metric, (members, observed, boot) in found.items():
-        last = (np.isnan(observed) if task.undefined == "ranks-last"
-                else np.zeros(len(observed), dtype=bool))
-        if task.lower_is_better(metric):
-            # an error: smaller is better, so group on its negation (undefined still last)
-            observed = np.where(np.isnan(observed), -np.inf, -observed)
-            boot = -boot
-        groups = _groups(observed, boot, alpha, last)
-        out[metric] = {keys[i]: g for i, g in zip(members, groups, strict=True)}
-    return out
+    found = run_samples(task, [runs[k] for k in keys], gold, chosen, resamples=resamples,
+                        seed=seed)
+    return groups_of(task, dict(zip(keys, found, strict=True)), chosen, alpha=alpha)
 
 
 def group_runs(task: TaskDefinition, runs: Mapping[K, ValidatedRun],

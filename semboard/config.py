@@ -87,6 +87,9 @@ SETTINGS: tuple[Setting, ...] = (
             "`local` (folder `SEMBOARD_UPLOAD_DIR`) or `s3`"),
     Setting("SEMBOARD_UPLOAD_DIR", str, "`uploads/` in the instance folder",
             "where `local` storage keeps inputs, gold and runs"),
+    Setting("SEMBOARD_HOST_CACHE", str, "`host-cache/` in the instance folder",
+            "where this host keeps arrays derived from stored files (parsed inputs, each "
+            "run's resampled scores), shared by its workers; `off`: kept per process"),
     Setting("SEMBOARD_S3_BUCKET", str, "", "bucket of `s3` storage (required with it)"),
     Setting("SEMBOARD_S3_PREFIX", str, "", "key prefix inside the bucket"),
     Setting("SEMBOARD_S3_ENDPOINT_URL", str, "AWS",
@@ -220,6 +223,7 @@ def defaults(instance_path: str | Path) -> dict[str, Any]:
         "DATABASE_URL": f"sqlite:///{instance / 'semboard.sqlite'}",
         "SEMBOARD_STORAGE": "local",
         "SEMBOARD_UPLOAD_DIR": str(instance / "uploads"),
+        "SEMBOARD_HOST_CACHE": str(instance / "host-cache"),
         "SEMBOARD_S3_BUCKET": "",
         "SEMBOARD_S3_PREFIX": "",
         "SEMBOARD_S3_ENDPOINT_URL": "",

@@ -94,7 +94,10 @@ SCHEMAS: dict[str, Any] = {
     "Leaderboard": _obj({"task": STR, "phase": STR, "rows": {"type": "array", "items": _obj(
         {"run_id": INT, "team": STR, "run": STR, "baseline": BOOL,
          "flags": {"type": "array", "items": STR}, "metrics": {"type": "object"},
-         "ranks": {"type": "object"}, "submitted_at": TIME})}}),
+         "ranks": {"type": "object"}, "submitted_at": TIME})}},
+        {"significance": {"type": ["object", "null"]}, "groups_pending": BOOL,
+         # when the groups went out of date (the oldest score they lack); null when current
+         "groups_pending_since": {"type": ["string", "null"], "format": "date-time"}}),
     "Team": _obj({"id": INT, "task": STR, "name": STR, "affiliation": STR,
                   "captain_id": {"type": ["integer", "null"]},
                   "members": {"type": "array", "items": _obj(

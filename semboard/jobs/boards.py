@@ -30,10 +30,12 @@ from werkzeug.utils import import_string
 
 from semboard.clock import utcnow
 from semboard.db import begin_write, job_session_factory
+from semboard.hostcache import columns as inputcolumns
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, Phase, PrimaryRun, Run, RunScoreRecord, Task, Team
 from semboard.services.boards import prepared as prepared_boards
+from semboard.services.boards import significance
 from semboard.storage import get_storage
 
 log = logging.getLogger(__name__)
@@ -173,10 +175,20 @@ def compute_groups(app: Flask, task_id: int) -> int:
         task = session.get(Task, task_id)
         if task is None:
             return 0
+        use_host_cache(app)
         count = prepared_boards.refresh_significance(session, get_storage(), task=task,
                                                      now=utcnow(), write_lock=True)
         session.commit()
         return count
+
+
+def use_host_cache(app: Flask) -> None:
+    """Keep parsed inputs and each run's resampled scores in the host's cache folder (shared by
+    its processes); `off`: each process keeps its own in memory."""
+    folder = app.config.get("SEMBOARD_HOST_CACHE") or ""
+    chosen = None if folder in ("", "off") else folder
+    significance.SAMPLES.use(chosen)
+    inputcolumns.INPUTS.use(chosen)
 
 
 _in_flight: dict[tuple[int, int], bool] = {}  # (app, task) -> run again when done

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 def install(app: Flask) -> None:
     """Register the observers db applies to the app's session factories; start the ticker."""
     app.extensions[OBSERVERS_KEY] = [_observe_boards, _observe_mail]
+    boards.use_host_cache(app)
     schedule.start_configured_ticker(app)
 
 

@@ -228,10 +228,14 @@ bp.add_app_template_filter(sentence, "sentence")
 
 
 @bp.app_template_filter("utc")
-def utc_filter(value: datetime | None) -> str:
-    """`2012-05-01 14:00 UTC`, with seconds when they are not zero (a 23:59:59 deadline)."""
+def utc_filter(value: datetime | str | None) -> str:
+    """`2012-05-01 14:00 UTC`, with seconds when they are not zero (a 23:59:59 deadline).
+
+    Also takes ISO 8601 text (a time read back from a stored board's JSON)."""
     if value is None:
         return "—"
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
     return clock_text(_aware(value).astimezone(UTC)) + " UTC"
 
 

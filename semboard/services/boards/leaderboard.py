@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Text, cast, func, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from baselines.signature import prompt_label
 from evaluation import RunScore, rank_runs, ranking_keys
@@ -167,6 +167,8 @@ class Leaderboard:
     significance: dict[str, Any] | None = None
     # groups of these runs not computed yet (they are, after the change, off the request)
     groups_pending: bool = False
+    # when they went out of date (ISO 8601, UTC): the oldest score the stored groups lack
+    groups_pending_since: str | None = None
     # each row's stored 95% CIs {run id: {column key: [low, high]}}, read when the board is built
     intervals: dict[int, dict[str, list[float]]] = field(default_factory=dict)
     # "every" run ranked, or "primary" runs only (the others contrastive, unranked)
@@ -186,6 +188,7 @@ class Leaderboard:
             "rows": [r.to_json() for r in self.rows],
             "significance": self.significance,
             "groups_pending": self.groups_pending,
+            "groups_pending_since": self.groups_pending_since,
         } | ({} if self.ranking == primary.EVERY else {"ranking": self.ranking})
 
     @classmethod
@@ -194,6 +197,7 @@ class Leaderboard:
         """The board back from its stored JSON form (a prepared board)."""
         board = cls(task=task, phase=phase, significance=data.get("significance"),
                     groups_pending=bool(data.get("groups_pending")),
+                    groups_pending_since=data.get("groups_pending_since"),
                     ranking=data.get("ranking", primary.EVERY))
         board.columns = [Column(**c) for c in data["columns"]]
         board.rows = [Row(**{**r, "submitted_at": datetime.fromisoformat(r["submitted_at"])})
@@ -356,10 +360,9 @@ def _board_groups(session: Session, storage: Storage | None, *, phase: Phase,
     if storage is None:
         values = significance.settings_of(session, phase=phase, pairs=pairs, metrics=metrics)
         return significance.cached(session, phase=phase, digest=significance.digest_of(values))
-    runs = list(session.scalars(select(Run).where(Run.id.in_([run_id for run_id, _ in pairs]))
-                                .options(selectinload(Run.scores)).order_by(Run.id)))
-    return significance.board_groups(session, storage, phase=phase, runs=runs, metrics=metrics,
-                                     now=now, write_lock=write_lock)
+    # the ids are all it needs: no Run or score record (and its JSON) loaded per run
+    return significance.board_groups(session, storage, phase=phase, pairs=pairs,
+                                     metrics=metrics, now=now, write_lock=write_lock)
 
 
 def _record(run: Run) -> RunScoreRecord:
@@ -466,6 +469,9 @@ def build_leaderboard(
                 key: found.settings.get(key) for key in ("test", "resamples", "seed", "alpha")
             } | {"computed_at": found.computed_at.isoformat(), "metrics": metrics}
         board.groups_pending = found is None
+        if found is None:
+            since = significance.pending_since(session, phase=phase, pairs=ranked_pairs)
+            board.groups_pending_since = since.isoformat() if since else None
     column_keys = tuple(c.key for c in board.columns)
     for line, entry in scored:
         run_id, run_name, is_late, is_fix, submitted_at, meta = line[:6]

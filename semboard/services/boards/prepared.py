@@ -198,6 +198,7 @@ class Prepared:
         return Leaderboard(task=task, phase=phase, columns=list(columns), rows=list(rows),
                            significance=self.data["board"].get("significance"),
                            groups_pending=self.groups_pending, intervals=intervals,
+                           groups_pending_since=self.data["board"].get("groups_pending_since"),
                            ranking=self.data["board"].get("ranking", primary.EVERY))
 
 

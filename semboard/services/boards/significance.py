@@ -17,14 +17,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, selectinload
 
 import evaluation
 from evaluation import ValidationError, validate_run
-from evaluation.significance import group_board
+from evaluation.significance import RunSamples, groups_of, run_samples
 from semboard.db import begin_write, insert_unless_refused
-from semboard.models import Phase, Run, SignificanceGroups
+from semboard.hostcache.arrays import ArrayCache
+from semboard.models import Phase, Run, RunFile, RunScoreRecord, SignificanceGroups
 from semboard.services.data import gold, inputs
 from semboard.services.tasks import definitions
 from semboard.storage import ObjectMissing, Storage
@@ -35,13 +37,18 @@ log = logging.getLogger(__name__)
 SIGNIFICANCE_OPTIONS: dict[str, Any] = {"resamples": 1000, "seed": 12345, "alpha": 0.05}
 TEST_NAME = "paired bootstrap"
 
+# Each run's values and resampled values, computed once per run (and gold, inputs, settings):
+# a refresh reads them instead of re-reading, re-validating and resampling every run. The
+# groups job points it at the instance folder (jobs.boards.compute_groups).
+SAMPLES = ArrayCache("significance-samples")
+# runs resampled together when several lack samples (bounds the matrices' memory)
+SAMPLE_BATCH = 500
+
 
 def settings(session: Session, *, phase: Phase, runs: Sequence[Run],
              metrics: Sequence[str]) -> dict[str, Any]:
     """Everything the groups of these runs depend on (the cache key is its digest)."""
-    return settings_of(session, phase=phase, metrics=metrics,
-                       pairs=[(run.id, run.current_score.id) for run in runs
-                              if run.current_score is not None])
+    return settings_of(session, phase=phase, metrics=metrics, pairs=_pairs(runs))
 
 
 def settings_of(session: Session, *, phase: Phase, pairs: Sequence[tuple[int, int]],
@@ -62,6 +69,24 @@ def settings_of(session: Session, *, phase: Phase, pairs: Sequence[tuple[int, in
     }
 
 
+def pending_since(session: Session, *, phase: Phase,
+                  pairs: Sequence[tuple[int, int]]) -> datetime | None:
+    """Since when a board's groups are out of date: the oldest current score its stored groups
+    do not cover (else, settings changed, the newest score); None for an empty board."""
+    stored = session.scalar(select(SignificanceGroups.settings)
+                            .where(SignificanceGroups.phase_id == phase.id)
+                            .order_by(SignificanceGroups.id.desc()).limit(1))
+    covered = {(run_id, score_id) for run_id, score_id in (stored or {}).get("runs", [])}
+    uncovered = [score_id for pair in pairs if tuple(pair) not in covered
+                 for score_id in pair[1:]]
+    ids = uncovered or [score_id for _, score_id in pairs]
+    times = [t for start in range(0, len(ids), 900) for t in session.scalars(
+        select(RunScoreRecord.created_at).where(RunScoreRecord.id.in_(ids[start:start + 900])))]
+    if not times:
+        return None
+    return min(times) if uncovered else max(times)
+
+
 def digest_of(values: dict[str, Any]) -> str:
     """sha256 of the settings' canonical JSON."""
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
@@ -74,12 +99,14 @@ def cached(session: Session, *, phase: Phase, digest: str) -> SignificanceGroups
 
 
 def validated_runs(session: Session, storage: Storage, *, phase: Phase,
-                    runs: Sequence[Run]) -> tuple[dict[int, Any], list[int]]:
-    """Each run re-read from storage and re-validated as the scorer does; (valid, left out)."""
+                    runs: Sequence[Run] = (), ids: Sequence[int] = (),
+                    ) -> tuple[dict[int, Any], list[int]]:
+    """Each run (`runs`, or by `ids`) re-read from storage and re-validated as the scorer does;
+    (valid, left out)."""
+    ids = [*ids, *(run.id for run in runs)]
     definition = definitions.phase_definition(phase)
     known_inputs = inputs.parsed_inputs(session, storage, task=phase.task, split=phase.split)
     datasets = definition.track_datasets(phase.track) if phase.track else None
-    ids = [run.id for run in runs]
     loaded = session.scalars(select(Run).where(Run.id.in_(ids))
                              .options(selectinload(Run.files), selectinload(Run.team))).all()
     valid: dict[int, Any] = {}
@@ -102,47 +129,126 @@ def validated_runs(session: Session, storage: Storage, *, phase: Phase,
     return valid, left_out
 
 
-def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[Run],
-            metrics: Sequence[str]) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
-    """Groups {run id (text): {metric: group}} from the stored files, and notes on the run."""
+def samples_key(session: Session, *, phase: Phase, metrics: Sequence[str]) -> str:
+    """Digest of everything a run's samples depend on besides the run (and its score)."""
+    values = settings_of(session, phase=phase, pairs=[], metrics=metrics)
+    values["inputs"] = sorted((row.dataset, row.sha256) for row in inputs.current_inputs(
+        session, task=phase.task, split=phase.split).values())
+    values["track"] = phase.track
+    return digest_of(values)
+
+
+def _sample_files(session: Session, base: str,
+                  pairs: Sequence[tuple[int, int]]) -> dict[int, str]:
+    """Each run's key in SAMPLES: the settings, the run's files (by content) and its score."""
+    contents: dict[int, list[tuple[str, str]]] = {run_id: [] for run_id, _ in pairs}
+    ids = list(contents)
+    for start in range(0, len(ids), 900):  # bounded IN lists
+        for run_id, name, digest in session.execute(
+                select(RunFile.run_id, RunFile.filename, RunFile.sha256)
+                .where(RunFile.run_id.in_(ids[start:start + 900]))):
+            contents[run_id].append((name, digest))
+    return {run_id: hashlib.sha256(
+        f"{base}/{run_id}/{score_id}/{json.dumps(sorted(contents[run_id]))}".encode()).hexdigest()
+        for run_id, score_id in pairs}
+
+
+def _packed(found: RunSamples, metrics: Sequence[str], resamples: int) -> np.ndarray:
+    """A run's samples as one array: per metric, [member?, value, resampled values...]."""
+    out = np.zeros((len(metrics), 2 + resamples))
+    for i, metric in enumerate(metrics):
+        if metric in found:
+            value, boot = found[metric]
+            out[i, 0], out[i, 1], out[i, 2:] = 1.0, value, boot
+    return out
+
+
+def _unpacked(array: np.ndarray, metrics: Sequence[str]) -> RunSamples:
+    return {m: (float(array[i, 1]), array[i, 2:]) for i, m in enumerate(metrics)
+            if array[i, 0] == 1.0}
+
+
+def _pairs(runs: Sequence[Run]) -> list[tuple[int, int]]:
+    return [(run.id, run.current_score.id) for run in runs if run.current_score is not None]
+
+
+def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[Run] = (),
+            metrics: Sequence[str], pairs: Sequence[tuple[int, int]] | None = None,
+            ) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
+    """Groups {run id (text): {metric: group}} from each run's samples, and notes on the run.
+
+    The board is `pairs` (run id, current score id), or `runs`. A run's samples are read from
+    SAMPLES; only runs without them are re-read from storage, re-validated and resampled (in
+    batches), so a refresh after one upload resamples one run and the rest costs a walk over
+    the sorted runs.
+    """
     started = time.perf_counter()
-    valid, left_out = validated_runs(session, storage, phase=phase, runs=runs)
-    parsed_gold = gold.parsed_gold(session, storage, task=phase.task, split=phase.split)
-    notes: dict[str, Any] = {"left_out": left_out, "error": None}
+    metrics = list(metrics)
+    board = sorted(pairs if pairs is not None else _pairs(runs))
+    resamples, seed = SIGNIFICANCE_OPTIONS["resamples"], SIGNIFICANCE_OPTIONS["seed"]
+    base = samples_key(session, phase=phase, metrics=metrics)
+    shape = (len(metrics), 2 + resamples)
+    samples: dict[int, RunSamples] = {}
+    missing: list[int] = []
+    keys = _sample_files(session, base, board)
+    for run_id, _ in board:
+        found = SAMPLES.load(keys[run_id], lambda a: a.shape == shape)
+        if found is None:
+            missing.append(run_id)
+        else:
+            samples[run_id] = _unpacked(found, metrics)
+    notes: dict[str, Any] = {"left_out": [], "error": None, "resampled": len(missing),
+                             "reused": len(samples)}
     by_metric: dict[str, dict[int, int]] = {}
-    if valid and parsed_gold and metrics:
-        try:
-            by_metric = group_board(
-                definitions.phase_definition(phase), valid, parsed_gold, metrics=list(metrics),
-                alpha=SIGNIFICANCE_OPTIONS["alpha"], resamples=SIGNIFICANCE_OPTIONS["resamples"],
-                seed=SIGNIFICANCE_OPTIONS["seed"],
-            )
-        except (ValidationError, ValueError) as err:
-            # gold and inputs disagree (or the definition changed): the board shows no groups
-            log.warning("phase %s: significance groups failed: %s", phase.id, err)
-            notes["error"] = str(err)
+    definition = definitions.phase_definition(phase)
+    parsed_gold = gold.parsed_gold(session, storage, task=phase.task, split=phase.split)
+    if not parsed_gold or not metrics:
+        samples.clear()
+    try:
+        for start in range(0, len(missing) if parsed_gold and metrics else 0, SAMPLE_BATCH):
+            batch = missing[start:start + SAMPLE_BATCH]
+            valid, left_out = validated_runs(session, storage, phase=phase, ids=batch)
+            notes["left_out"].extend(left_out)
+            ids = list(valid)
+            fresh = run_samples(definition, [valid[i] for i in ids], parsed_gold, metrics,
+                                resamples=resamples, seed=seed)
+            for run_id, one in zip(ids, fresh, strict=True):
+                SAMPLES.store(keys[run_id], _packed(one, metrics, resamples))
+                samples[run_id] = one
+        if samples:
+            ordered = {run_id: samples[run_id] for run_id in sorted(samples)}
+            by_metric = groups_of(definition, ordered, metrics,
+                                  alpha=SIGNIFICANCE_OPTIONS["alpha"])
+    except (ValidationError, ValueError) as err:
+        # gold and inputs disagree (or the definition changed): the board shows no groups
+        log.warning("phase %s: significance groups failed: %s", phase.id, err)
+        notes["error"] = str(err)
+    notes["left_out"].sort()
     groups = {str(run_id): {m: g[run_id] for m, g in by_metric.items() if run_id in g}
-              for run_id in valid}
+              for run_id in sorted(samples)}
     notes["elapsed_ms"] = round((time.perf_counter() - started) * 1000)
     return groups, notes
 
 
-def board_groups(session: Session, storage: Storage | None, *, phase: Phase, runs: Sequence[Run],
-                 metrics: Sequence[str], now: datetime,
-                 write_lock: bool = False) -> SignificanceGroups | None:
-    """The cached groups of a board's ranked runs; computed and stored (flushed) on a miss.
+def board_groups(session: Session, storage: Storage | None, *, phase: Phase,
+                 runs: Sequence[Run] = (), metrics: Sequence[str], now: datetime,
+                 write_lock: bool = False, pairs: Sequence[tuple[int, int]] | None = None,
+                 ) -> SignificanceGroups | None:
+    """The cached groups of a board's ranked runs (`pairs` of run and current score ids, or
+    `runs`); computed and stored (flushed) on a miss.
 
     With storage None only a cached result is returned (None on a miss). Older results of the
     phase are deleted when a new one is stored. write_lock=True computes first, then starts a
     writer transaction (BEGIN IMMEDIATE on SQLite) to store: the seconds of resampling never
     hold the database's write lock. The caller commits.
     """
-    values = settings(session, phase=phase, runs=runs, metrics=metrics)
+    pairs = list(pairs) if pairs is not None else _pairs(runs)
+    values = settings_of(session, phase=phase, pairs=pairs, metrics=metrics)
     digest = digest_of(values)
     found = cached(session, phase=phase, digest=digest)
     if found is not None or storage is None:
         return found
-    groups, notes = compute(session, storage, phase=phase, runs=runs, metrics=metrics)
+    groups, notes = compute(session, storage, phase=phase, pairs=pairs, metrics=metrics)
     if write_lock:
         begin_write(session)
         found = cached(session, phase=phase, digest=digest)

@@ -4,6 +4,7 @@ downloads (which never write)."""
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,7 @@ from sqlalchemy.orm import Session
 from evaluation import ValidationError, read_inputs
 from evaluation.inputs import participant_inputs
 from semboard.errors import Forbidden, InvalidData, NotFound, PhaseNotOpen
+from semboard.hostcache import columns as inputcolumns
 from semboard.models import InputFile, Phase, Task, User
 from semboard.services.data import datafiles
 from semboard.services.people import teams, windows
@@ -93,8 +95,14 @@ def parsed_inputs(session: Session, storage: Storage, *, task: Task,
     definition = definitions.split_definition(task, split)
     found = {}
     for dataset, row in current_inputs(session, task=task, split=split).items():
-        found[dataset] = _PARSED.get((definition.digest, dataset, row.sha256), _read_stored,
-                                     storage, definition, row)
+        if inputcolumns.INPUTS.folder is not None:
+            # mapped columns in the host cache: shared by the host's workers, parsed once
+            found[dataset] = inputcolumns.cached_inputs(
+                inputcolumns.key_of(definition.digest, dataset, row.sha256),
+                partial(_read_stored, storage, definition, row))
+        else:
+            found[dataset] = _PARSED.get((definition.digest, dataset, row.sha256),
+                                         _read_stored, storage, definition, row)
     return found
 
 

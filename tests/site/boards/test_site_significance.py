@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
+from semboard.hostcache.arrays import ArrayCache
 from semboard.models import SignificanceGroups
 from semboard.services.boards import leaderboard, significance
 from semboard.services.boards import prepared as prepared_boards
@@ -125,21 +126,25 @@ def test_refresh_groups_every_board_eagerly(session, storage, board_world, now, 
     assert len(calls) == 1 and board.significance is not None  # found without a storage
 
 
-def test_runs_are_regrouped_from_the_stored_files(session, storage, board_world, now):
+def test_runs_are_regrouped_from_the_stored_files(session, storage, board_world, now,
+                                                  monkeypatch):
     """The groups come from the stored files, not from the stored scores."""
     _, phase, runs = board_world
+    monkeypatch.setattr(significance, "SAMPLES", ArrayCache("samples"))  # nothing computed yet
     good = runs["good"]
     values = significance.settings(session, phase=phase, runs=[good, runs["noisy"]],
                                    metrics=list(METRICS))
     groups, notes = significance.compute(session, storage, phase=phase,
                                          runs=[good, runs["noisy"]], metrics=list(METRICS))
-    assert notes == {"left_out": [], "error": None, "elapsed_ms": notes["elapsed_ms"]}
+    assert notes == {"left_out": [], "error": None, "elapsed_ms": notes["elapsed_ms"],
+                     "resampled": 2, "reused": 0}
     assert groups == {str(good.id): dict.fromkeys(METRICS, 1),
                       str(runs["noisy"].id): dict.fromkeys(METRICS, 2)}
     assert values["runs"] == sorted([[r.id, r.current_score.id] for r in (good, runs["noisy"])])
-    # a run whose stored file has gone is left out, not guessed
+    # a run whose stored file has gone before its samples were computed is left out
     storage_path = storage.root.joinpath(*good.files[0].storage_key.split("/"))
     storage_path.unlink()
+    monkeypatch.setattr(significance, "SAMPLES", ArrayCache("samples"))
     groups, notes = significance.compute(session, storage, phase=phase,
                                          runs=[good, runs["noisy"]], metrics=list(METRICS))
     assert notes["left_out"] == [good.id] and str(good.id) not in groups
@@ -156,12 +161,17 @@ def test_api_and_downloads_carry_groups(app, client, session, board_world, now):
     assert body["significance"] is None and body["groups_pending"]
     assert all(row["groups"] == {} and row["ranks"] for row in body["rows"] if not row["baseline"])
     assert session.scalar(select(func.count()).select_from(SignificanceGroups)) == 0
+    # pending since the oldest score no stored groups cover (none are stored: the first one)
+    oldest = min(r.current_score.created_at for r in board_world[2].values()
+                 if not r.team.is_baseline)
+    assert body["groups_pending_since"] == oldest.isoformat()
     page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
     assert 'id="groups-pending"' in page
+    assert f"Significance groups pending since <time datetime=\"{oldest.isoformat()}\">" in page
     session.rollback()
     board_jobs.compute_groups(app, board_world[0].id)  # the step run after a change
     body = client.get("/api/v1/tasks/tiny/leaderboard?phase=eval").get_json()
-    assert not body["groups_pending"]
+    assert not body["groups_pending"] and body["groups_pending_since"] is None
     assert body["significance"]["resamples"] == significance.SIGNIFICANCE_OPTIONS["resamples"]
     by_run = {row["run"]: row for row in body["rows"]}
     for row in body["rows"]:

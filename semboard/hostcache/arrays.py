@@ -1,0 +1,98 @@
+"""Arrays derived from stored content, kept in one folder of this host (shared by its workers).
+
+Keys name what an array is computed from (content digests, settings), so a file is never
+stale. Files are written to a temporary name and renamed into place: a reader sees a whole
+file or none. A file that does not load or has the wrong shape is recomputed and written again,
+never trusted. Without a folder (tests, `off`) arrays are kept in this process only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from semboard.cache import LRU
+
+log = logging.getLogger(__name__)
+
+
+class ArrayCache:
+    """numpy arrays by key: .npy files under `folder` (memory-mapped reads) or in memory."""
+
+    def __init__(self, kind: str, folder: str | Path | None = None,
+                 memory_items: int = 8192) -> None:
+        self.kind = kind
+        self.folder: Path | None = None
+        self._memory: LRU[str, np.ndarray] = LRU(memory_items)
+        self._lock = threading.Lock()
+        self.use(folder)
+
+    def use(self, folder: str | Path | None) -> None:
+        """Keep files under folder/kind from now on (None: in memory only)."""
+        with self._lock:
+            self.folder = Path(folder) / self.kind if folder else None
+
+    def path(self, key: str) -> Path | None:
+        """Where key's file lives (None in memory mode)."""
+        if self.folder is None:
+            return None
+        return self.folder / key[:2] / f"{key}.npy"
+
+    def load(self, key: str, check: Callable[[np.ndarray], bool] | None = None,
+             *, mmap: bool = False) -> np.ndarray | None:
+        """The array stored under key, or None (absent, unreadable, or refused by check)."""
+        path = self.path(key)
+        if path is None:
+            found = self._memory.get(key)
+            return found if found is not None and (check is None or check(found)) else None
+        try:
+            found = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, EOFError) as err:
+            log.warning("cache file %s is unreadable (%s): computed again", path, err)
+            return None
+        if check is not None and not check(found):
+            log.warning("cache file %s does not fit its key: computed again", path)
+            return None
+        return found
+
+    def store(self, key: str, array: np.ndarray) -> None:
+        """Keep array under key (a whole file renamed into place; replaces a bad one)."""
+        path = self.path(key)
+        if path is None:
+            self._memory.put(key, array)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                np.save(out, np.ascontiguousarray(array), allow_pickle=False)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def get_or_compute(self, key: str, compute: Callable[[], np.ndarray],
+                       check: Callable[[np.ndarray], bool] | None = None,
+                       *, mmap: bool = False) -> np.ndarray:
+        """The stored array, else compute() stored and returned (read back mapped if mmap)."""
+        found = self.load(key, check, mmap=mmap)
+        if found is not None:
+            return found
+        value = compute()
+        self.store(key, value)
+        if mmap and self.folder is not None:
+            again = self.load(key, check, mmap=True)
+            if again is not None:
+                return again
+        return value
+

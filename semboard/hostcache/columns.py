@@ -1,0 +1,228 @@
+"""A task's parsed inputs as memory-mapped columns in the host cache, shared by its workers.
+
+A dataset's input file is parsed once per host (per file digest and definition digest) and
+written as columns: the texts and ids as one UTF-8 buffer with offsets, genres and breakdowns
+as category codes. Workers map the files, so the pages are the page cache's, shared by every
+process of the host, and a worker's own memory does not grow by the task's size. The metadata
+file is written last and every part is checked against it when read: a missing, torn or
+misshapen part means the dataset is parsed and written again, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+
+from evaluation.inputs import DatasetInputs, LineIds
+from semboard.hostcache.arrays import ArrayCache
+
+INPUTS = ArrayCache("inputs")
+_FORMAT = 1  # bump when the layout changes: old files are then never read
+_CHUNK = 65_536
+
+
+class Strings(Sequence[str]):
+    """Column `col` of a UTF-8 buffer with (columns, n + 1) offsets, decoded on access."""
+
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray, col: int) -> None:
+        self._blob = memoryview(blob)  # type: ignore[arg-type]
+        self._offsets = offsets[col]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))  # pickled (to another process) as a plain list
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def _one(self, i: int) -> str:
+        start, end = self._offsets[i:i + 2].tolist()
+        return str(self._blob[start:end], "utf-8")
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        if isinstance(i, slice):
+            return [self._one(j) for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._one(i)
+
+    def __iter__(self) -> Iterator[str]:
+        blob = self._blob
+        for lo in range(0, len(self), _CHUNK):
+            ends = self._offsets[lo:lo + _CHUNK + 1].tolist()
+            for start, end in pairwise(ends):
+                yield str(blob[start:end], "utf-8")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(other) == len(self) and all(
+                a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Pairs(Sequence[tuple[str, str]]):
+    """Two string columns read as (text1, text2) pairs."""
+
+    def __init__(self, first: Strings, second: Strings) -> None:
+        self._first, self._second = first, second
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))  # pickled (to another process) as a plain list
+
+    def __len__(self) -> int:
+        return len(self._first)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        if isinstance(i, slice):
+            return list(zip(self._first[i], self._second[i], strict=True))
+        return (self._first[i], self._second[i])
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return zip(self._first, self._second, strict=True)
+
+
+class Categories(Sequence[str | None]):
+    """Category codes (-1: none) over a list of categories."""
+
+    def __init__(self, codes: np.ndarray, names: list[str]) -> None:
+        self._codes = codes
+        self._names: list[str | None] = [*names, None]  # code -1 reads the last: None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))  # pickled (to another process) as a plain list
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        if isinstance(i, slice):
+            return [self._names[c] for c in self._codes[i].tolist()]
+        return self._names[int(self._codes[i])]
+
+    def __iter__(self) -> Iterator[str | None]:
+        names = self._names
+        for lo in range(0, len(self), _CHUNK):
+            yield from (names[c] for c in self._codes[lo:lo + _CHUNK].tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(other) == len(self) and all(
+                a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _codes(values: Sequence[str | None]) -> tuple[np.ndarray, list[str]]:
+    names: dict[str, int] = {}
+    codes = np.fromiter((-1 if v is None else names.setdefault(v, len(names)) for v in values),
+                        dtype=np.int32, count=len(values))
+    return codes, list(names)
+
+
+def _pack(found: DatasetInputs) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray]:
+    """(meta, blob, offsets, codes) of parsed inputs."""
+    line_ids = isinstance(found.ids, LineIds)
+    columns: list[Sequence[str]] = [] if line_ids else [found.ids]
+    has_texts = len(found.texts) == len(found)
+    if has_texts:
+        columns += [[a for a, _ in found.texts], [b for _, b in found.texts]]
+    n = len(found)
+    offsets = np.zeros((len(columns), n + 1), dtype=np.int64)
+    parts: list[bytes] = []
+    at = 0
+    for c, column in enumerate(columns):
+        encoded = [s.encode("utf-8") for s in column]
+        offsets[c, 1:] = at + np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64,
+                                                    count=n))
+        offsets[c, 0] = at
+        at = int(offsets[c, -1])
+        parts.extend(encoded)
+    blob = np.frombuffer(b"".join(parts) + b"\0", dtype=np.uint8)  # never empty: mappable
+    coded = [_codes(found.genres), *(_codes(found.breakdowns[b]) for b in found.breakdowns)]
+    codes = np.stack([c for c, _ in coded]) if n else np.zeros((len(coded), 0), np.int32)
+    meta = {"format": _FORMAT, "dataset": found.dataset, "filename": found.filename,
+            "digest": found.digest, "n": n, "line_ids": line_ids, "texts": has_texts,
+            "breakdowns": list(found.breakdowns), "categories": [names for _, names in coded],
+            "blob": len(blob), "columns": len(columns)}
+    return meta, blob, offsets, codes
+
+
+def _unpack(meta: dict[str, Any], blob: np.ndarray, offsets: np.ndarray,
+            codes: np.ndarray) -> DatasetInputs:
+    n = meta["n"]
+    col = 0
+    if meta["line_ids"]:
+        ids: Sequence[str] = LineIds(n)
+    else:
+        ids, col = Strings(blob, offsets, 0), 1
+    texts: Sequence[tuple[str, str]] = (
+        Pairs(Strings(blob, offsets, col), Strings(blob, offsets, col + 1)) if meta["texts"]
+        else [])
+    cats = meta["categories"]
+    return DatasetInputs(
+        meta["dataset"], ids, texts, Categories(codes[0], cats[0]),  # type: ignore[arg-type]
+        meta["filename"], meta["digest"],
+        {b: Categories(codes[i + 1], cats[i + 1])  # type: ignore[misc]
+         for i, b in enumerate(meta["breakdowns"])})
+
+
+def _meta(key: str) -> dict[str, Any] | None:
+    raw = INPUTS.load(f"{key}-meta", lambda a: a.dtype == np.uint8 and a.ndim == 1)
+    if raw is None:
+        return None
+    try:
+        meta = json.loads(bytes(raw).decode())
+    except ValueError:
+        return None
+    return meta if isinstance(meta, dict) and meta.get("format") == _FORMAT else None
+
+
+def _load(key: str) -> DatasetInputs | None:
+    """The cached columns under key, if every part is whole."""
+    meta = _meta(key)
+    if meta is None:
+        return None
+    n, width = meta["n"], 1 + len(meta["breakdowns"])
+    blob = INPUTS.load(f"{key}-blob", lambda a: a.dtype == np.uint8 and a.shape == (meta["blob"],),
+                       mmap=True)
+    offsets = INPUTS.load(f"{key}-offsets", lambda a: a.dtype == np.int64
+                          and a.shape == (meta["columns"], n + 1), mmap=True)
+    codes = INPUTS.load(f"{key}-codes", lambda a: a.dtype == np.int32 and a.shape == (width, n),
+                        mmap=True)
+    if blob is None or offsets is None or codes is None:
+        return None
+    if meta["columns"] and int(offsets[-1, -1]) != meta["blob"] - 1:
+        return None
+    return _unpack(meta, blob, offsets, codes)
+
+
+def key_of(definition_digest: str, dataset: str, file_digest: str) -> str:
+    """The cache key of one dataset's inputs: the definition that parses them and the file."""
+    return hashlib.sha256(
+        f"inputs/{_FORMAT}/{definition_digest}/{dataset}/{file_digest}".encode()).hexdigest()
+
+
+def cached_inputs(key: str, parse: Callable[[], DatasetInputs]) -> DatasetInputs:
+    """The parsed inputs under key, mapped from the host cache (INPUTS must have a folder);
+    parsed and written on a miss."""
+    got = _load(key)
+    if got is not None:
+        return got
+    meta, blob, offsets, codes = _pack(parse())
+    INPUTS.store(f"{key}-blob", blob)
+    INPUTS.store(f"{key}-offsets", offsets)
+    INPUTS.store(f"{key}-codes", codes)
+    INPUTS.store(f"{key}-meta", np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+    got = _load(key)
+    if got is None:
+        raise OSError(f"the inputs cache under {INPUTS.folder} cannot be read back")
+    return got

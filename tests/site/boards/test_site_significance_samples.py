@@ -1,0 +1,164 @@
+"""Significance groups from each run's cached samples: one upload resamples one run, a refresh
+reads the rest; the host's cache files are shared, written whole, and rebuilt when corrupt."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import numpy as np
+import pytest
+
+from semboard.hostcache.arrays import ArrayCache
+from semboard.services.boards import significance
+from semboard.services.runs import submissions
+
+METRICS = ["ALL", "ALLnorm", "Mean"]
+
+
+@pytest.fixture
+def samples_on_disk(monkeypatch, tmp_path):
+    cache = ArrayCache("samples", tmp_path / "host-cache")
+    monkeypatch.setattr(significance, "SAMPLES", cache)
+    return cache
+
+
+@pytest.fixture
+def world(session, storage, make, tiny_data, now):
+    task = make.task(with_gold=True)
+    phase = make.phase(task)
+    runs = []
+    for i in range(6):
+        team, captain = make.team(task, f"Team {i}")
+        runs.append(submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                                       name=f"r{i}", files=tiny_data.run(seed=i, noise=0.3 * i),
+                                       now=now))
+    session.commit()
+    return task, phase, runs
+
+
+def _fresh(session, storage, phase, runs, monkeypatch):
+    """The groups computed from nothing (every run re-read and resampled together)."""
+    monkeypatch.setattr(significance, "SAMPLES", ArrayCache("scratch"))
+    return significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
+
+
+@pytest.mark.parametrize(
+    ("database_url", "storage"),
+    [("sqlite", "local"), pytest.param("postgres", "s3", marks=pytest.mark.postgres)],
+    indirect=True)
+def test_a_new_run_is_resampled_alone_and_the_groups_equal_a_fresh_grouping(
+        session, storage, make, tiny_data, now, world, samples_on_disk, monkeypatch):
+    task, phase, runs = world
+    groups, notes = significance.compute(session, storage, phase=phase, runs=runs,
+                                         metrics=METRICS)
+    assert (notes["resampled"], notes["reused"]) == (6, 0)
+    assert {g["ALL"] for g in groups.values()} != {1}  # the noise levels split the board
+    team, captain = make.team(task, "Late")
+    late = submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                              name="late", files=tiny_data.run(seed=40, noise=0.5), now=now)
+    session.commit()
+    board = [*runs, late]
+    groups, notes = significance.compute(session, storage, phase=phase, runs=board,
+                                         metrics=METRICS)
+    assert (notes["resampled"], notes["reused"]) == (1, 6)
+    again, notes = significance.compute(session, storage, phase=phase, runs=board,
+                                        metrics=METRICS)
+    assert (notes["resampled"], notes["reused"]) == (0, 7) and again == groups
+    fresh, _ = _fresh(session, storage, phase, board, monkeypatch)
+    assert groups == fresh and str(late.id) in groups
+
+
+def test_samples_are_keyed_by_content_and_settings(session, storage, world, samples_on_disk,
+                                                   monkeypatch):
+    _, phase, runs = world
+    significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
+    # another seed or other metrics: every run resampled again, never read under a wrong key
+    with monkeypatch.context() as patched:
+        patched.setitem(significance.SIGNIFICANCE_OPTIONS, "seed", 99)
+        _, notes = significance.compute(session, storage, phase=phase, runs=runs,
+                                        metrics=METRICS)
+        assert notes["resampled"] == 6
+    _, notes = significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
+    assert notes["resampled"] == 0  # both kept side by side
+    _, notes = significance.compute(session, storage, phase=phase, runs=runs, metrics=["ALL"])
+    assert notes["resampled"] == 6
+
+
+def test_a_corrupt_or_misshapen_sample_file_is_computed_again(session, storage, world,
+                                                               samples_on_disk):
+    _, phase, runs = world
+    first, _ = significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
+    files = sorted(samples_on_disk.folder.rglob("*.npy"))
+    assert len(files) == 6
+    files[0].write_bytes(files[0].read_bytes()[:100])  # torn
+    np.save(files[1], np.zeros((2, 3)))  # the wrong shape
+    groups, notes = significance.compute(session, storage, phase=phase, runs=runs,
+                                         metrics=METRICS)
+    assert (notes["resampled"], notes["reused"]) == (2, 4) and groups == first
+    _, notes = significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
+    assert notes["resampled"] == 0  # rewritten whole
+
+
+def _read_in_child(folder, key, queue):
+    cache = ArrayCache("kind", folder)
+    found = cache.load(key, mmap=True)
+    queue.put(None if found is None else (type(found).__name__, float(found.sum())))
+
+
+def test_two_processes_share_the_host_cache_and_writes_are_whole(tmp_path, monkeypatch):
+    cache = ArrayCache("kind", tmp_path)
+    value = np.arange(12.0).reshape(3, 4)
+    cache.store("ab" * 32, value)
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_read_in_child, args=(tmp_path, "ab" * 32, queue))
+    child.start()
+    child.join(60)
+    assert queue.get(timeout=5) == ("memmap", float(value.sum()))
+    # a write that fails half-way leaves the old file and no temporary file behind
+    real_save = np.save
+
+    def torn(out, array, **kwargs):
+        out.write(b"\x93NUMPY partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "save", torn)
+    with pytest.raises(OSError):
+        cache.store("ab" * 32, np.zeros(5))
+    monkeypatch.setattr(np, "save", real_save)
+    assert (cache.load("ab" * 32) == value).all()
+    assert [p.name for p in cache.path("ab" * 32).parent.iterdir()] == ["ab" * 32 + ".npy"]
+    # a corrupt file is not trusted: computed again and replaced
+    cache.path("ab" * 32).write_bytes(b"not numpy at all")
+    assert cache.load("ab" * 32) is None
+    again = cache.get_or_compute("ab" * 32, lambda: value * 2, mmap=True)
+    assert (again == value * 2).all() and (cache.load("ab" * 32) == value * 2).all()
+
+
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
+def test_groups_are_pending_since_the_oldest_score_they_lack(session, storage, make, tiny_data,
+                                                             now, world):
+    from datetime import timedelta
+
+    task, phase, runs = world
+    pairs = [(r.id, r.current_score.id) for r in runs]
+    assert significance.pending_since(session, phase=phase, pairs=pairs) == min(
+        r.current_score.created_at for r in runs)  # nothing stored yet: the first score
+    significance.board_groups(session, storage, phase=phase, pairs=pairs, metrics=METRICS,
+                              now=now)
+    session.commit()
+    assert significance.pending_since(session, phase=phase, pairs=pairs) == max(
+        r.current_score.created_at for r in runs)  # covered (other settings): the newest
+    late = []
+    for hours in (3, 1):
+        team, captain = make.team(task, f"Late {hours}")
+        late.append(submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                                       name="late", files=tiny_data.run(seed=50 + hours),
+                                       now=now + timedelta(hours=hours)))
+    session.commit()
+    board = pairs + [(r.id, r.current_score.id) for r in late]
+    since = significance.pending_since(session, phase=phase, pairs=board)
+    assert since == late[1].current_score.created_at and since > max(
+        r.current_score.created_at for r in runs)
