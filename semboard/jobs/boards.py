@@ -71,9 +71,11 @@ def _touched(obj: Any) -> tuple[str, int] | None:
     """Which task (or run, for a score) a changed object's board depends on."""
     if isinstance(obj, RunScoreRecord | PrimaryRun):  # a primary run moves its phase's ranks
         return ("run", obj.run_id)
+    if isinstance(obj, Run):  # its row is re-read when the board is merged (prepared.py)
+        return ("run", obj.id)
     if isinstance(obj, Task):
         return ("task", obj.id)
-    if isinstance(obj, Run | Phase | GoldFile | Team):
+    if isinstance(obj, Phase | GoldFile | Team):
         return ("task", obj.task_id)
     return None
 
@@ -136,8 +138,15 @@ def _task_ids(session: Session, touched: Iterable[tuple[str, int]]) -> set[int]:
 
 
 def after_change(app: Flask, touched: Iterable[tuple[str, int]]) -> None:
-    """Store the touched tasks' boards now, then have their groups computed off the request."""
+    """Store the touched tasks' boards now, then have their groups computed off the request.
+
+    A board this process built is merged with the changed runs (a cost of the change, not of
+    the board); where it cannot be (new gold, another definition or phase settings, a process
+    that built none yet) the board is built from all its runs.
+    """
+    touched = list(touched)
     pending: set[int] = set()
+    runs = {i for kind, i in touched if kind == "run"}
     with _sessions(app)() as session:
         task_ids = _task_ids(session, touched)
         for task_id in sorted(task_ids):
@@ -145,21 +154,23 @@ def after_change(app: Flask, touched: Iterable[tuple[str, int]]) -> None:
             if task is None:
                 continue
             for phase in task.phases:
-                if prepare_phase(session, phase):
+                if prepare_phase(session, phase, touched=runs):
                     pending.add(task_id)
         session.commit()
     for task_id in sorted(pending):  # only boards whose runs changed need new groups
         schedule_groups(app, task_id)
 
 
-def prepare_phase(session: Session, phase: Phase) -> bool:
-    """Build the phase's board outside the write lock and store it (commits); groups pending?"""
+def prepare_phase(session: Session, phase: Phase, *, touched: set[int] | None = None) -> bool:
+    """Merge or build the phase's board outside the write lock and store it (commits); groups
+    pending? `touched`: runs the change wrote (re-read even where the version shows no change)."""
     # a change the board does not show (an upload waiting for its score) leaves its version
     # stored: answer from the row's flag, without loading the board
     pending = prepared_boards.stored_pending(session, phase=phase)
     if pending is not None:
         return pending
-    prepared = prepared_boards.prepared_board(session, phase=phase, now=utcnow())
+    prepared = prepared_boards.update_prepared(session, phase=phase, now=utcnow(),
+                                               touched=touched or set())
     if not prepared.stored:
         begin_write(session)
         prepared_boards.store_built(session, prepared=prepared)

@@ -416,21 +416,47 @@ def build_leaderboard(
     """
     if check_access and not access.can_view_leaderboard(session, viewer, phase):
         raise Forbidden("this leaderboard is not public yet")
-    definition = definitions.phase_definition(phase)
-    # one query of the columns the board shows, newest score only: no ORM object per run
+    return assemble_leaderboard(session, task=task, phase=phase,
+                                scored=board_listing(session, phase=phase), storage=storage,
+                                now=now, write_lock=write_lock)
+
+
+# One listed run: (Run.id, name, is_late, is_fix, submitted_at, meta, Team.name, is_baseline,
+# is_organiser_team, newest score id, its digest) and its parsed score record.
+Listed = tuple[Any, _ParsedScore]
+
+
+def board_listing(session: Session, *, phase: Phase,
+                  run_ids: list[int] | None = None) -> list[Listed]:
+    """The board's current scored runs (only these ids when given), by run id, scores parsed.
+
+    One query of the columns the board shows, newest score only: no ORM object per run; a
+    prepared board merges the listing of the runs a change touched into its own (prepared.py).
+    """
     newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
-              .group_by(RunScoreRecord.run_id).subquery())
+              .group_by(RunScoreRecord.run_id))
+    where = [Run.phase_id == phase.id, Run.is_current, Run.status == "scored"]
+    if run_ids is not None:
+        newest = newest.where(RunScoreRecord.run_id.in_(run_ids))
+        where.append(Run.id.in_(run_ids))
+    found = newest.subquery()
     listed = session.execute(
         select(Run.id, Run.name, Run.is_late, Run.is_fix, Run.submitted_at, Run.meta,
-               Team.name, Team.is_baseline, Team.is_organiser_team, newest.c.score_id,
+               Team.name, Team.is_baseline, Team.is_organiser_team, found.c.score_id,
                RunScoreRecord.digest)
-        .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
-        .join(RunScoreRecord, RunScoreRecord.id == newest.c.score_id)
-        .where(Run.phase_id == phase.id, Run.is_current, Run.status == "scored")
-        .order_by(Run.id)
+        .join(Team, Team.id == Run.team_id).join(found, found.c.run_id == Run.id)
+        .join(RunScoreRecord, RunScoreRecord.id == found.c.score_id)
+        .where(*where).order_by(Run.id)
     ).all()
     parsed = _parsed_scores(session, [(line[9], line[10]) for line in listed])
-    scored = [(line, parsed[line[9]]) for line in listed]
+    return [(line, parsed[line[9]]) for line in listed]
+
+
+def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: list[Listed],
+                         storage: Storage | None = None, now: datetime | None = None,
+                         write_lock: bool = False) -> Leaderboard:
+    """The board of these listed runs (in run id order): ranks, columns, groups, rows, order."""
+    definition = definitions.phase_definition(phase)
     ranked_ids = _ranked_filter(session, phase)
 
     def takes_rank(line: Any) -> bool:
