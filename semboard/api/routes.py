@@ -12,6 +12,7 @@ from semboard.clock import request_now
 from semboard.db import SAFE_METHODS, get_session
 from semboard.errors import InvalidData
 from semboard.jobs import analysis as analysis_jobs
+from semboard.jobs import boards as board_jobs
 from semboard.jobs.scoring import accept_run
 from semboard.models import Phase, Task, Team, TeamWindow, User
 from semboard.services import (
@@ -261,6 +262,9 @@ def show_leaderboard(task_name: str) -> Any:
     # the prepared board (never written here), with ETag/304 and gzip like the pages
     prepared = prepared_boards.served_board(session, phase=phase, viewer=_user(), now=request_now(),
                                         with_data=False)
+    if prepared.stale:  # the current version is not stored yet: built off the request
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
+        board_jobs.request_build(app, task.id)
     if request.args.get("format") == "csv":
         return files.send_prepared(prepared, "csv", phase=phase,
                              filename=f"{task.name}-{phase.slug}-leaderboard.csv")

@@ -328,6 +328,48 @@ def _process_body(app: Flask, task_id: int) -> None:
             _threads[key] = False
 
 
+_building: set[tuple[int, int]] = set()  # (app, task): a board build a GET asked for
+
+
+def request_build(app: Flask, task_id: int) -> str:
+    """A GET served a stand-in board (the current version not stored): have the task's boards
+    stored off the request, once per task at a time; the GET itself writes nothing."""
+    how = mode(app)
+    if how == "rq":
+        job_queue.enqueue(app, "semboard.jobs.boards.build_job", task_id,
+                          description=f"boards of task {task_id}", unique=f"boards-{task_id}")
+        return how
+    key = (id(app), task_id)
+    with _threads_lock:
+        if key in _building:
+            return how
+        _building.add(key)
+
+    def body() -> None:
+        try:
+            after_change(app, [("task", task_id)])
+        except Exception:
+            log.exception("boards of task %s failed", task_id)
+        finally:
+            with _threads_lock:
+                _building.discard(key)
+
+    threading.Thread(target=body, daemon=True, name=f"boards-{task_id}").start()
+    return how
+
+
+def building() -> int:
+    """Board builds GETs asked for, in flight in this process."""
+    with _threads_lock:
+        return len(_building)
+
+
+def build_job(task_id: int) -> int:
+    """The rq job a GET queued: the task's boards stored (then their groups scheduled)."""
+    after_change(job_app(), [("task", task_id)])
+    return 0
+
+
 _requeued: set[tuple[int, str]] = set()
 
 

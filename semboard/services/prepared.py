@@ -10,7 +10,7 @@ import gzip
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -190,6 +190,8 @@ class Prepared:
     stamp: str | None = None
     # whether this board was merged rather than built from every run (benchmarks, tests)
     merged: bool = False
+    # served while its phase's current version is being prepared (a GET builds nothing)
+    stale: bool = False
     _bodies: dict[str, bytes] = field(default_factory=dict, repr=False)
     _parsed: tuple[list[Column], list[Row], dict[int, Any]] | None = field(default=None,
                                                                           repr=False)
@@ -333,8 +335,9 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     found = _memo.get(_memo_key(session, phase.id, state.version))
     if found is not None and found.data is not None:
         return found
-    if is_stored(session, phase=phase, version=state.version):
-        return prepared_board(session, phase=phase, now=now)
+    stored = _stored(session, phase=phase, version=state.version, with_data=True)
+    if stored is not None:
+        return _remember(session, stored)
     base = _bases.get(_base_key(session, phase.id))
     listing = None
     if base is not None:
@@ -360,15 +363,25 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
     if found is not None:
         if with_data and found.data is None:
             extra = session.scalar(select(PreparedBoard.data).where(*where))
-            if extra is None:  # replaced meanwhile: this version is built here
-                return _remember(session, _build(session, phase=phase, version=version,
-                                                 now=now))
+            if extra is None:  # replaced meanwhile: the newest stored board stands in
+                return _stand_in(session, phase=phase, version=version, now=now,
+                                 with_data=with_data)
             found.data = _page_data(found.body("json"), extra)
         return found
+    found = _stored(session, phase=phase, version=version, with_data=with_data)
+    if found is not None:
+        return _remember(session, found)
+    return _stand_in(session, phase=phase, version=version, now=now, with_data=with_data)
+
+
+def _stored(session: Session, *, phase: Phase, version: str,
+            with_data: bool) -> Prepared | None:
+    """The stored board of this version (its texts only without data), or None."""
+    where = (PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)
     if with_data:
         row = session.scalar(select(PreparedBoard).where(*where))
         if row is not None:
-            return _remember(session, Prepared(
+            return (Prepared(
                 phase_id=phase.id, version=version, data=_page_data(row.json_text, row.data),
                 csv_text=row.csv_text, built_at=row.built_at, stored=True,
                 pending=row.groups_pending, _bodies={"json": row.json_text.encode()}))
@@ -377,11 +390,34 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
                                        PreparedBoard.built_at, PreparedBoard.groups_pending)
                                 .where(*where)).one_or_none()
         if texts is not None:
-            return _remember(session, Prepared(
+            return (Prepared(
                 phase_id=phase.id, version=version, data=None, csv_text=texts[0],
                 built_at=texts[2], stored=True, pending=texts[3],
                 _bodies={"json": texts[1].encode()}))
-    return _remember(session, _build(session, phase=phase, version=version, now=now))
+    return None
+
+
+def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
+              with_data: bool) -> Prepared:
+    """What a GET serves while the current version is not stored yet: the newest stored board
+    of the phase (stale, with its own version), else an empty board that says it is being
+    prepared. Never a build from the runs: the caller queues that (jobs.boards.request_build).
+    """
+    newest = session.scalar(select(PreparedBoard.version).where(PreparedBoard.phase_id == phase.id)
+                            .order_by(PreparedBoard.id.desc()).limit(1))
+    if newest is not None:
+        found = _memo.get(_memo_key(session, phase.id, newest))
+        if found is None or (with_data and found.data is None):
+            found = _stored(session, phase=phase, version=newest, with_data=with_data)
+        if found is not None:  # (else deleted meanwhile: a newer one is stored now)
+            found = _memo.put(_memo_key(session, phase.id, newest), found)
+            return replace(found, stale=True, _bodies=found._bodies, _parsed=found._parsed)
+    empty = _build(session, phase=phase, version=f"preparing:{version}", now=now, listing=[])
+    assert empty.data is not None
+    empty.data["board"]["preparing"] = True
+    empty._bodies.clear()
+    empty.stale = True
+    return empty
 
 
 def stored_pending(session: Session, *, phase: Phase) -> bool | None:
@@ -399,7 +435,7 @@ def is_stored(session: Session, *, phase: Phase, version: str) -> bool:
 
 def store_built(session: Session, *, prepared: Prepared) -> bool:
     """Store a built board (unless another worker did); older versions are deleted. Flushes."""
-    if prepared.stored:
+    if prepared.stored or prepared.stale:  # a stand-in is no build of the current version
         return False
     assert prepared.data is not None  # a built board has its data
     # the board itself is stored once, as the JSON download; `data` holds what pages add to it
@@ -454,7 +490,7 @@ def refresh_significance(session: Session, storage: Storage, *, task: Task, now:
         if write_lock:
             # groups stored: build the board without holding the write lock (uploads wait on it)
             session.commit()
-            prepared = prepared_board(session, phase=phase, now=now)
+            prepared = update_prepared(session, phase=phase, now=now)
             if not prepared.stored:
                 begin_write(session)
                 store_built(session, prepared=prepared)

@@ -66,7 +66,10 @@ def _prepared(task: Task, phase: Phase, *, with_data: bool = True) -> prepared_b
                                             with_data=with_data)
     except Forbidden:
         abort(403)
-    if prepared.groups_pending:
+    if prepared.stale:  # served the newest stored board (or an empty one): build off the request
+        board_jobs.request_build(current_app._get_current_object(),  # type: ignore[attr-defined]
+                                 task.id)
+    elif prepared.groups_pending:
         board_jobs.recover_pending(current_app._get_current_object(),  # type: ignore[attr-defined]
                                    task.id, prepared.version)
     return prepared
@@ -169,7 +172,8 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         # (the database: a version names content within one site, and a process may serve two)
         state = [(p.id, p.slug, p.visibility, p.results_published_at is not None) for p in phases]
         site = str(session_.get_bind().engine.url)
-        etag = hashlib.sha256(repr((site, prepared.version, page, search, state, requested, hide))
+        etag = hashlib.sha256(repr((site, prepared.version, prepared.stale, page, search, state,
+                                    requested, hide))
                               .encode()).hexdigest()[:32]
         if request.if_none_match.contains(etag):
             return files.respond(b"", etag=etag, mimetype="text/html", compressed=False)
@@ -193,6 +197,8 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         task=task,
         board=board,
         version=prepared.version,
+        stale=prepared.stale,
+        stale_at=prepared.built_at.strftime("%Y-%m-%d %H:%M UTC"),
         phase=phase,
         phases=phases,
         definition=definition,

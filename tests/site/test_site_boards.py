@@ -85,18 +85,58 @@ def test_an_upload_is_on_the_stored_board_and_gets_never_write(app, client, sess
     assert body["rows"][0]["groups"]
 
 
-def test_a_get_after_an_unprepared_change_builds_in_memory_without_writing(
+def test_a_get_after_an_unprepared_change_builds_nothing_and_queues_the_build(
         app, client, session, make, world, tiny_data, now):
-    # a change made outside the web app (no post-commit step): the board still shows it at once
+    # a change made outside the web app (no post-commit step): the GET serves what is stored
+    # (here nothing: an empty board that says it is being prepared), writes nothing, builds
+    # nothing, and has the board built off the request
     team, captain = make.team(world["task"], "C")
     submissions.submit(session, app.extensions["semboard.storage"], team=team,
                        phase=world["phase"], user=captain, name="outside",
                        files=tiny_data.run(seed=4), now=now)
-    with _statements(app) as seen:
-        body = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
-    assert [r["run"] for r in body["rows"]] == ["outside"] and body["groups_pending"]
-    assert _writes(seen) == []
+    builds = []
+    real = prepared_boards.assemble_leaderboard
+
+    def counted(*args, **kwargs):
+        builds.append(len(kwargs["scored"]))
+        return real(*args, **kwargs)
+
+    started = []
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(prepared_boards, "assemble_leaderboard", counted)
+    monkey.setattr(board_jobs, "request_build", lambda *a: started.append(a))
+    try:
+        with _statements(app) as seen:
+            body = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+            page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
+    finally:
+        monkey.undo()
+    assert body["rows"] == [] and body["preparing"] and "being prepared" in page
+    assert _writes(seen) == [] and builds == [0, 0]  # no run read: the empty stand-in only
     assert session.scalar(select(func.count()).select_from(PreparedBoard)) == 0
+    assert started == [(app, world["task"].id)] * 2  # the build asked for, off the request
+    session.commit()
+    assert board_jobs.request_build(app, world["task"].id) == "inline"  # a thread, even so
+    for _ in range(200):
+        if not board_jobs.building():
+            break
+        time.sleep(0.05)
+    body = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert [r["run"] for r in body["rows"]] == ["outside"] and "preparing" not in body
+    # a later change outside: the last stored board is served (stale) until the new one is in
+    team, captain = make.team(world["task"], "D")
+    submissions.submit(session, app.extensions["semboard.storage"], team=team,
+                       phase=world["phase"], user=captain, name="later",
+                       files=tiny_data.run(seed=5), now=now)
+    monkey.setattr(board_jobs, "request_build", lambda *a: started.append(a))
+    try:
+        with _statements(app) as seen:
+            body = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+            page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
+    finally:
+        monkey.undo()
+    assert [r["run"] for r in body["rows"]] == ["outside"] and _writes(seen) == []
+    assert "being updated" in page
 
 
 def test_etag_304_and_gzip(app, client, world, tiny_data):
