@@ -166,11 +166,12 @@ def prepare_phase(session: Session, phase: Phase, *, touched: set[int] | None = 
     pending? `touched`: runs the change wrote (re-read even where the version shows no change)."""
     # a change the board does not show (an upload waiting for its score) leaves its version
     # stored: answer from the row's flag, without loading the board
-    pending = prepared_boards.stored_pending(session, phase=phase)
+    state = prepared_boards.board_state(session, phase)  # read once, for both steps
+    pending = prepared_boards.stored_pending(session, phase=phase, state=state)
     if pending is not None:
         return pending
     prepared = prepared_boards.update_prepared(session, phase=phase, now=utcnow(),
-                                               touched=touched or set())
+                                               touched=touched or set(), state=state)
     if not prepared.stored:
         begin_write(session)
         prepared_boards.store_built(session, prepared=prepared)

@@ -324,14 +324,15 @@ def warm(session: Session, *, phase: Phase, now: datetime) -> Prepared:
 
 
 def update_prepared(session: Session, *, phase: Phase, now: datetime,
-                    touched: set[int] | frozenset[int] = frozenset()) -> Prepared:
+                    touched: set[int] | frozenset[int] = frozenset(),
+                    state: BoardState | None = None) -> Prepared:
     """The board's current version for the write path: memo, stored, merged or built.
 
     A board this process built is merged with the runs that changed since (the new or replaced
     rows, the withdrawn ones): the same assembly as a build, over a listing that re-reads only
     those runs, so the result is byte for byte a build's. Anything else is a full build.
     """
-    state = board_state(session, phase)
+    state = state or board_state(session, phase)
     found = _memo.get(_memo_key(session, phase.id, state.version))
     if found is not None and found.data is not None:
         return found
@@ -420,9 +421,10 @@ def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
     return empty
 
 
-def stored_pending(session: Session, *, phase: Phase) -> bool | None:
+def stored_pending(session: Session, *, phase: Phase,
+                   state: BoardState | None = None) -> bool | None:
     """Whether the stored board of the current version awaits its groups; None: not stored."""
-    version = board_version(session, phase)
+    version = state.version if state is not None else board_version(session, phase)
     return session.scalar(select(PreparedBoard.groups_pending).where(
         PreparedBoard.phase_id == phase.id, PreparedBoard.version == version))
 

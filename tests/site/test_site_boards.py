@@ -222,6 +222,9 @@ def test_search_and_pages(app, client, session, make, world, tiny_data, now, mon
                            phase=world["phase"], user=captain, name=f"run{i}",
                            files=tiny_data.run(seed=10 + i, noise=0.5 + i), now=now)
     session.commit()
+    # made outside the app (no post-commit step): the board is stored as the queued job would
+    prepared_boards.prepare_task_boards(session, task=world["task"], now=now)
+    session.commit()
     first = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
     assert first.count("data-run-id=") == 2 and "page 1 of 3" in first
     last = client.get("/tasks/tiny/leaderboard/eval?page=3").get_data(as_text=True)
@@ -459,6 +462,8 @@ def test_readers_reuse_the_board_version_until_a_commit(app, client, session, wo
     team = world["team_a"]
     team.name = "Renamed elsewhere"  # another connection (another worker) commits
     session.commit()
+    prepared_boards.prepare_task_boards(session, task=world["task"], now=team.created_at)
+    session.commit()  # (that worker's post-commit step)
     assert "Renamed elsewhere" in client.get(url).get_data(as_text=True)
 
     from semboard.db import app_engine
