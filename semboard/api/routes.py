@@ -260,10 +260,10 @@ def show_leaderboard(task_name: str) -> Any:
     phase = (tasks.get_phase(session, task, slug) if slug else
              phases.default_board_phase(session, task, viewer=_user(), now=request_now()))
     # the prepared board (never written here), with ETag/304 and gzip like the pages
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
     prepared = prepared_boards.served_board(session, phase=phase, viewer=_user(), now=request_now(),
-                                        with_data=False)
+                                        with_data=False, build_missing=board_jobs.get_builds(app))
     if prepared.stale:  # the current version is not stored yet: built off the request
-        app = current_app._get_current_object()  # type: ignore[attr-defined]
         board_jobs.request_build(app, task.id)
     if request.args.get("format") == "csv":
         return files.send_prepared(prepared, "csv", phase=phase,

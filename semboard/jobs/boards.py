@@ -329,6 +329,13 @@ def _process_body(app: Flask, task_id: int) -> None:
             _threads[key] = False
 
 
+def get_builds(app: Flask) -> bool:
+    """Whether a GET that finds its board's version not stored builds it in memory (writing
+    nothing): only in "inline" mode (tests, the CLI), where no job runs beside the request.
+    Every other mode serves a stand-in and queues the build (request_build)."""
+    return mode(app) == "inline"
+
+
 _building: set[tuple[int, int]] = set()  # (app, task): a board build a GET asked for
 
 

@@ -352,7 +352,7 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
 
 
 def prepared_board(session: Session, *, phase: Phase, now: datetime,
-                   with_data: bool = True) -> Prepared:
+                   with_data: bool = True, build_missing: bool = False) -> Prepared:
     """The board's current version, read-only: memo, then the stored board, else built in memory.
 
     with_data=False (downloads) reads only the stored CSV and JSON texts, not the board's data.
@@ -365,13 +365,15 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
         if with_data and found.data is None:
             extra = session.scalar(select(PreparedBoard.data).where(*where))
             if extra is None:  # replaced meanwhile: the newest stored board stands in
-                return _stand_in(session, phase=phase, version=version, now=now,
-                                 with_data=with_data)
+                return prepared_board(session, phase=phase, now=now, with_data=with_data,
+                                      build_missing=build_missing)
             found.data = _page_data(found.body("json"), extra)
         return found
     found = _stored(session, phase=phase, version=version, with_data=with_data)
     if found is not None:
         return _remember(session, found)
+    if build_missing:  # inline mode (tests, the CLI): built in memory, stored by no one here
+        return _remember(session, _build(session, phase=phase, version=version, now=now))
     return _stand_in(session, phase=phase, version=version, now=now, with_data=with_data)
 
 
@@ -463,11 +465,17 @@ def store_prepared(session: Session, *, phase: Phase, now: datetime) -> bool:
 
 
 def served_board(session: Session, *, phase: Phase, viewer: User | None, now: datetime,
-                 check_access: bool = True, with_data: bool = True) -> Prepared:
-    """The prepared board for this viewer (Forbidden when not visible); never writes."""
+                 check_access: bool = True, with_data: bool = True,
+                 build_missing: bool = False) -> Prepared:
+    """The prepared board for this viewer (Forbidden when not visible); never writes.
+
+    A version not stored yet is served by a stand-in (the newest stored board, else an empty
+    one) while the caller queues the build; build_missing (inline mode only) builds it here.
+    """
     if check_access and not access.can_view_leaderboard(session, viewer, phase):
         raise Forbidden("this leaderboard is not public yet")
-    return prepared_board(session, phase=phase, now=now, with_data=with_data)
+    return prepared_board(session, phase=phase, now=now, with_data=with_data,
+                          build_missing=build_missing)
 
 
 def prepare_task_boards(session: Session, *, task: Task, now: datetime) -> int:

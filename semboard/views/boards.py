@@ -62,16 +62,16 @@ def _phase(task: Task, phase_slug: str | None) -> Phase:
 def _prepared(task: Task, phase: Phase, *, with_data: bool = True) -> prepared_boards.Prepared:
     """The board's prepared version for this viewer (403 when hidden); never writes."""
     try:
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
         prepared = prepared_boards.served_board(db(), phase=phase, viewer=me(), now=now(),
-                                            with_data=with_data)
+                                                with_data=with_data,
+                                                build_missing=board_jobs.get_builds(app))
     except Forbidden:
         abort(403)
     if prepared.stale:  # served the newest stored board (or an empty one): build off the request
-        board_jobs.request_build(current_app._get_current_object(),  # type: ignore[attr-defined]
-                                 task.id)
+        board_jobs.request_build(app, task.id)
     elif prepared.groups_pending:
-        board_jobs.recover_pending(current_app._get_current_object(),  # type: ignore[attr-defined]
-                                   task.id, prepared.version)
+        board_jobs.recover_pending(app, task.id, prepared.version)
     return prepared
 
 
@@ -120,8 +120,7 @@ def board_chart_specs(board: Any, intervals: Any, version: str) -> dict[str, Any
     found = _BOARD_SPECS.get(key)
     if found is not None:
         return found
-    primary = next((c for c in board.columns if c.ranked), board.columns[0] if board.columns
-                   else None)
+    primary = charts.board_chart_metric(board)
     found = {"metric": primary, "ci": None, "heatmap": None}
     if primary is not None:
         found["ci"] = charts.board_ci_chart(board, intervals, primary.key)
