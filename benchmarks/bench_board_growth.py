@@ -61,6 +61,7 @@ task = tasks.get_task(session, "sts2012")
 phase = tasks.get_phase(session, task, "eval")
 known = inputs.parsed_inputs(session, storage, task=task)
 parsed_gold = gold.parsed_gold(session, storage, task=task)
+session.commit()  # no read snapshot kept: the warm-up commits (SQLite's WAL would refuse a write)
 page = "/tasks/sts2012/leaderboard/eval"
 with app.app_context():
     from semboard.db import job_session_factory
