@@ -71,11 +71,9 @@ def _touched(obj: Any) -> tuple[str, int] | None:
     """Which task (or run, for a score) a changed object's board depends on."""
     if isinstance(obj, RunScoreRecord | PrimaryRun):  # a primary run moves its phase's ranks
         return ("run", obj.run_id)
-    if isinstance(obj, Run):  # its row is re-read when the board is merged (prepared.py)
-        return ("run", obj.id)
     if isinstance(obj, Task):
         return ("task", obj.id)
-    if isinstance(obj, Phase | GoldFile | Team):
+    if isinstance(obj, Run | Phase | GoldFile | Team):
         return ("task", obj.task_id)
     return None
 
@@ -88,9 +86,13 @@ def collect(session: Session, _context: Any = None) -> None:
     for obj in (*session.new, *session.deleted):
         if (key := _touched(obj)) is not None:
             found.add(key)
+        if isinstance(obj, Run) and obj not in session.deleted:
+            found.add(("run", obj.id))  # re-read when its board is merged (prepared.py)
     for obj in session.dirty:
         if session.is_modified(obj) and (key := _touched(obj)) is not None:
             found.add(key)
+            if isinstance(obj, Run):
+                found.add(("run", obj.id))
 
 
 def forget(session: Session, _previous: Any = None) -> None:

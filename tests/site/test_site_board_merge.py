@@ -168,3 +168,45 @@ def test_uploads_through_the_site_store_merged_boards_equal_to_a_build(app, clie
         assert stored.json_text.encode() == fresh.body("json")
         assert stored.csv_text == fresh.csv_text
     assert board_jobs.mode(app) == "inline"
+
+
+def test_runs_the_change_wrote_are_re_read_even_where_the_run_list_shows_nothing(
+        session, storage, make, world, tiny_data, now):
+    """A run's name is not in the version's run list: the commit's runs are re-read anyway."""
+    task, phase = world["task"], world["phase"]
+    team, captain = make.team(task, "named")
+    session.commit()
+    run = submissions.submit(session, storage, team=team, phase=phase, user=captain, name="old",
+                             files=tiny_data.run(seed=100), now=now)
+    session.commit()
+    prepared_boards._bases.clear()
+    prepared_boards.warm(session, phase=phase, now=now)
+    run.name = "new name"
+    other, captain = make.team(task, "other")
+    session.commit()
+    submissions.submit(session, storage, team=other, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=101), now=now)
+    session.commit()
+    board = _check(session, phase, now, merged=True, touched={run.id})
+    assert {r["run"] for r in board.data["board"]["rows"]} == {"new name", "r"}
+
+
+def test_the_post_commit_step_passes_the_runs_a_commit_wrote(app, world, monkeypatch):
+    from semboard.db import session_factory
+
+    seen = []
+    monkeypatch.setattr(board_jobs, "prepare_phase",
+                        lambda _s, _phase, touched=None: seen.append(touched) or False)
+    with app.app_context():
+        writer = session_factory()()
+        made = Run(task_id=world["task"].id, phase_id=world["phase"].id,
+                   team_id=world["team_a"].id, name="hooked", slot=1, status="received",
+                   submitted_at=world["phase"].opens_at)
+        writer.add(made)
+        writer.commit()
+        assert seen and made.id in seen[-1]
+        made.name = "renamed"
+        seen.clear()
+        writer.commit()
+        assert seen and made.id in seen[-1]
+        writer.close()
