@@ -76,6 +76,8 @@ class Row:
     model: dict[str, Any] | None = None
     # boards ranking primary runs only: True for a contrastive (unranked) run; else None
     contrastive: bool | None = None
+    # the parsed score record the row was made from (keys its encoded parts; see to_json_text)
+    source: Any = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (the API's row)."""
@@ -94,6 +96,33 @@ class Row:
             "model": self.model,
         } | ({} if self.contrastive is None else {"contrastive": self.contrastive})
 
+    def to_json_text(self) -> str:
+        """json.dumps(self.to_json(), ensure_ascii=False), the parts other than ranks and groups
+        encoded once per run and score record (a board assembled again after an upload moves
+        ranks, not the metrics' floats, which are most of the encoding's cost)."""
+        if self.source is None:
+            return json.dumps(self.to_json(), ensure_ascii=False)
+        key = (self.run_id, self.team, self.run, self.baseline, tuple(self.flags),
+               self.submitted_at, self.contrastive, id(self.source),
+               tuple(self.missing.items()))
+        found = _ROW_PARTS.get(key)
+        if (found is None or found[0] is not self.source or found[1] != self.baseline_info
+                or found[2] != self.model):
+            full = self.to_json()
+            head = json.dumps({k: full[k] for k in ("run_id", "team", "run", "baseline",
+                                                    "flags", "metrics")}, ensure_ascii=False)
+            middle = json.dumps({k: full[k] for k in ("submitted_at", "baseline_info")},
+                                ensure_ascii=False)
+            tail = json.dumps({k: v for k, v in full.items() if k not in _ROW_SPLICED},
+                              ensure_ascii=False)
+            found = _ROW_PARTS.put(key, (self.source, self.baseline_info, self.model,
+                                         head[:-1] + ', "ranks": ',
+                                         ", " + middle[1:-1] + ', "groups": ',
+                                         ", " + tail[1:]))
+        return (found[3] + json.dumps(self.ranks, ensure_ascii=False) + found[4]
+                + json.dumps(self.groups, ensure_ascii=False)
+                + found[5])
+
     @property
     def n_parameters(self) -> int | None:
         """The parameter count of a model-track run's encoder (None for other runs)."""
@@ -107,6 +136,14 @@ class Row:
         """The parameter count as papers print it ("110M", "1.2B"); "" for other runs."""
         return format_parameters(self.n_parameters)
 
+
+# The keys of a row's JSON encoded apart from to_json_text's cached parts, or in its head and
+# middle parts; the tail holds the rest in to_json's order (missing, model, contrastive).
+_ROW_SPLICED = frozenset(("run_id", "team", "run", "baseline", "flags", "metrics", "ranks",
+                          "submitted_at", "baseline_info", "groups"))
+# A row's encoded parts by its identity (see Row.to_json_text); the parsed record is kept in
+# the value and compared, so a reused id() can never match.
+_ROW_PARTS: LRU[tuple[Any, ...], tuple[Any, Any, Any, str, str, str]] = LRU(12_288)
 
 MODEL_KEYS = ("model_digest", "architecture", "n_parameters", "pooling", "prompt", "dtype",
               "device", "pairs_per_s")
@@ -176,6 +213,17 @@ class Leaderboard:
             "significance": self.significance,
             "groups_pending": self.groups_pending,
         } | ({} if self.ranking == primary.EVERY else {"ranking": self.ranking})
+
+    def to_json_text(self) -> str:
+        """json.dumps(self.to_json(), ensure_ascii=False), byte for byte, from the rows' texts."""
+        head = json.dumps({"task": self.task.name, "phase": self.phase.slug,
+                           "columns": [c.to_json() for c in self.columns]}, ensure_ascii=False)
+        tail = json.dumps({"significance": self.significance,
+                           "groups_pending": self.groups_pending}
+                          | ({} if self.ranking == primary.EVERY else {"ranking": self.ranking}),
+                          ensure_ascii=False)
+        rows = ", ".join(row.to_json_text() for row in self.rows)
+        return head[:-1] + ', "rows": [' + rows + "], " + tail[1:]
 
     @classmethod
     def from_json(cls, task: Task, phase: Phase, data: dict[str, Any],
@@ -504,6 +552,7 @@ def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: 
             submitted_at=submitted_at,
             baseline_info=dict(meta) if is_baseline else None,
             model=model_summary(meta),
+            source=entry,
             contrastive=None if ranked_ids is None or is_baseline else run_id not in ranked_ids,
             # no group where the run takes no rank (CLSS: an incomplete run overall)
             groups={m: g for m, g in groups.get(str(run_id), {}).items()

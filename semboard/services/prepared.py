@@ -265,7 +265,8 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
     return Prepared(phase_id=phase.id, version=version, data=data, csv_text=board.to_csv(),
                     built_at=now, stored=False,
                     elapsed_ms=round((time.perf_counter() - started) * 1000),
-                    listing={entry[0][0]: entry for entry in listing}, stamp=stamp)
+                    listing={entry[0][0]: entry for entry in listing}, stamp=stamp,
+                    _bodies={"json": board.to_json_text().encode()})
 
 
 # A merge re-reads at most this many runs (changed, added or removed); more is a full build.

@@ -29,6 +29,8 @@ def _check(session, phase, now, *, merged: bool, touched=frozenset()) -> prepare
     updated = prepared_boards.update_prepared(session, phase=phase, now=now, touched=touched)
     fresh = prepared_boards._build(session, phase=phase, version=updated.version, now=now)
     assert _texts(updated) == _texts(fresh)
+    # and both are the plain encoding of the board (rows' parts are encoded once and reused)
+    assert updated.body("json") == json.dumps(updated.data["board"], ensure_ascii=False).encode()
     assert updated.merged is merged
     return updated
 
