@@ -145,6 +145,10 @@ _ROW_SPLICED = frozenset(("run_id", "team", "run", "baseline", "flags", "metrics
 # the value and compared, so a reused id() can never match.
 _ROW_PARTS: LRU[tuple[Any, ...], tuple[Any, Any, Any, str, str, str]] = LRU(12_288)
 
+# A CSV cell left open for a rank or group (no export text holds it: checked on use).
+_SPLICE = "\x1esemboard-cell\x1e"
+_CSV_PARTS: LRU[tuple[Any, ...], tuple[Any, Any, list[str]]] = LRU(12_288)
+
 MODEL_KEYS = ("model_digest", "architecture", "n_parameters", "pooling", "prompt", "dtype",
               "device", "pairs_per_s")
 
@@ -238,8 +242,11 @@ class Leaderboard:
         board.intervals = {int(k): v for k, v in (intervals or {}).items()}
         return board
 
-    def _table(self, *, latex: bool = False) -> tuple[list[str], list[list[Any]]]:
-        """Header and body of the exports; with model rows, their parameters (and digest)."""
+    def _table(self, *, latex: bool = False, rows: list[Row] | None = None,
+               spliced: bool = False) -> tuple[list[str], list[list[Any]]]:
+        """Header and body of the exports; with model rows, their parameters (and digest).
+
+        rows: only these; spliced: each rank cell a placeholder (to_csv fills them in)."""
         header = ["team", "run", "baseline", "flags"]
         contrastive = self.ranking != primary.EVERY  # boards ranking every run: as before
         if contrastive:
@@ -252,7 +259,7 @@ class Leaderboard:
             if column.ranked:
                 header.append(f"{column.label} rank")
         body = []
-        for row in self.rows:
+        for row in self.rows if rows is None else rows:
             line: list[Any] = [row.team, row.run, "yes" if row.baseline else "", "".join(row.flags)]
             if contrastive:
                 line.append(run_type(row))
@@ -268,18 +275,57 @@ class Leaderboard:
                 line.append(value if value is not None or reason == MISSING_UNDEFINED
                             else reason)
                 if column.ranked:
-                    line.append(row.ranks.get(column.key, ""))
+                    line.append(_SPLICE if spliced else row.ranks.get(column.key, ""))
             body.append(line)
         return header, body
 
     def to_csv(self) -> str:
-        """CSV with one row per run (values unrounded); group columns come last."""
-        header, body = self._table()
+        """CSV with one row per run (values unrounded); group columns come last.
+
+        Each row's text is made once per run and score record with its rank and group cells
+        left open, then filled in: a board assembled again after an upload moves ranks, and
+        re-encodes no value (the same text as writing every cell: the merge tests check it).
+        """
+        header, _ = self._table(rows=[])
         ranked = [c for c in self.columns if c.ranked]
         header = header + [f"{c.label} group" for c in ranked]
-        body = [line + [row.groups.get(c.key, "") for c in ranked]
-                for line, row in zip(body, self.rows, strict=True)]
-        return exportsafe.csv_text(header, body)
+        lines = [exportsafe.csv_text(header, [])]
+        shape = (self.has_models, self.ranking != primary.EVERY,
+                 tuple((c.key, c.ranked) for c in self.columns))
+        for row in self.rows:
+            cells = ([row.ranks.get(c.key, "") for c in ranked]
+                     + [row.groups.get(c.key, "") for c in ranked])
+            parts = self._csv_parts(row, shape, len(cells))
+            if parts is None:  # no source to key it by, or a text holding the placeholder
+                _, body = self._table(rows=[row])
+                lines.append(exportsafe.csv_text(
+                    ["" if v is None else v for v in body[0]]
+                    + [row.groups.get(c.key, "") for c in ranked], []))
+                continue
+            out = [parts[0]]
+            for cell, part in zip(cells, parts[1:], strict=True):
+                out.append(str(cell))
+                out.append(part)
+            lines.append("".join(out))
+        return "".join(lines)
+
+    def _csv_parts(self, row: Row, shape: tuple[Any, ...], n_cells: int) -> list[str] | None:
+        """A row's CSV line split where its rank and group cells go (None: write it whole)."""
+        if row.source is None:
+            return None
+        key = (row.run_id, row.team, row.run, row.baseline, tuple(row.flags), row.contrastive,
+               id(row.source), tuple(row.missing.items()), shape)
+        found = _CSV_PARTS.get(key)
+        if found is not None and found[0] is row.source and found[1] == row.model:
+            return found[2]
+        _, body = self._table(rows=[row], spliced=True)
+        line = ["" if v is None else v for v in body[0]] + [_SPLICE] * (n_cells - body[0].count(
+            _SPLICE))
+        parts = exportsafe.csv_text(line, []).split(_SPLICE)
+        if len(parts) != n_cells + 1:
+            return None
+        _CSV_PARTS.put(key, (row.source, row.model, parts))
+        return parts
 
     def to_latex(self, digits: int = 4) -> str:
         """A LaTeX tabular like the task paper's results table (model runs: a Params column)."""

@@ -10,10 +10,12 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, select
 
+from semboard import exportsafe
 from semboard.jobs import boards as board_jobs
 from semboard.models import PreparedBoard, Run
 from semboard.services import gold, grants, submissions
 from semboard.services import prepared as prepared_boards
+from semboard.services.leaderboard import Leaderboard
 
 API = "/api/v1"
 
@@ -31,6 +33,14 @@ def _check(session, phase, now, *, merged: bool, touched=frozenset()) -> prepare
     assert _texts(updated) == _texts(fresh)
     # and both are the plain encoding of the board (rows' parts are encoded once and reused)
     assert updated.body("json") == json.dumps(updated.data["board"], ensure_ascii=False).encode()
+    plain = Leaderboard.from_json(phase.task, phase, updated.data["board"],
+                                  updated.data["intervals"])
+    header, body = plain._table()  # every cell written (rows parsed back: no cached parts)
+    ranked = [c for c in plain.columns if c.ranked]
+    assert updated.csv_text == exportsafe.csv_text(
+        header + [f"{c.label} group" for c in ranked],
+        [line + [row.groups.get(c.key, "") for c in ranked]
+         for line, row in zip(body, plain.rows, strict=True)])
     assert updated.merged is merged
     return updated
 
