@@ -119,9 +119,7 @@ class Row:
                                          head[:-1] + ', "ranks": ',
                                          ", " + middle[1:-1] + ', "groups": ',
                                          ", " + tail[1:]))
-        return (found[3] + json.dumps(self.ranks, ensure_ascii=False) + found[4]
-                + json.dumps(self.groups, ensure_ascii=False)
-                + found[5])
+        return found[3] + _encode(self.ranks) + found[4] + _encode(self.groups) + found[5]
 
     @property
     def n_parameters(self) -> int | None:
@@ -145,6 +143,9 @@ _ROW_SPLICED = frozenset(("run_id", "team", "run", "baseline", "flags", "metrics
 # the value and compared, so a reused id() can never match.
 _ROW_PARTS: LRU[tuple[Any, ...], tuple[Any, Any, Any, str, str, str]] = LRU(12_288)
 
+# json.dumps(value, ensure_ascii=False) without a new encoder per call (json.dumps makes one
+# whenever an argument is given: most of the cost of encoding a small dict)
+_encode = json.JSONEncoder(ensure_ascii=False).encode
 # A CSV cell left open for a rank or group (no export text holds it: checked on use).
 _SPLICE = "\x1esemboard-cell\x1e"
 _CSV_PARTS: LRU[tuple[Any, ...], tuple[Any, Any, list[str]]] = LRU(12_288)
@@ -474,9 +475,9 @@ def _columns(
     """Aggregates, then each dataset's board metrics, then its genres (first-seen order)."""
     columns = [Column(m, m, "aggregate", m in ranked) for m in definition.aggregate_metrics]
     primary = definition.dataset_primary
-    present: list[str] = []
-    for flat in flats:
-        present += [k for k in flat if k not in present]
+    # every key in first-seen order (a dict: one pass, where a list scan per key grew with the
+    # board's keys times its runs)
+    present = list(dict.fromkeys(k for flat in flats for k in flat))
     for dataset in datasets:
         shown = definition.board_metrics_for(dataset)  # a subtask may have its own metrics
         for metric in shown:  # even on an empty board
