@@ -85,6 +85,9 @@ def test_an_upload_is_on_the_stored_board_and_gets_never_write(app, client, sess
     assert body["rows"][0]["groups"]
 
 
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
 def test_a_get_after_an_unprepared_change_builds_nothing_and_queues_the_build(
         app, client, session, make, world, tiny_data, now, monkeypatch):
     # a change made outside the web app (no post-commit step): the GET serves what is stored
