@@ -531,3 +531,19 @@ def test_the_rescore_button_answers_before_the_rescoring(app, client, session, s
     while not calls and time.monotonic() < deadline:
         time.sleep(0.05)
     assert calls == [(world["task"].id, True)]
+
+
+def test_with_redis_a_get_queues_the_build_as_a_job(app, world, monkeypatch):
+    from werkzeug.utils import import_string
+
+    from semboard.jobs import queue as job_queue
+
+    queued = []
+    monkeypatch.setitem(app.config, "SEMBOARD_BOARD_JOBS", "rq")
+    monkeypatch.setattr(job_queue, "enqueue", lambda _app, func, *args, **kw: queued.append(
+        (func, args, kw["unique"])))
+    assert board_jobs.request_build(app, world["task"].id) == "rq"
+    func, args, unique = queued[0]
+    assert import_string(func) is board_jobs.build_job and args == (world["task"].id,)
+    assert unique == f"boards-{world['task'].id}"  # one job per task however many GETs ask
+    assert not board_jobs.get_builds(app)
