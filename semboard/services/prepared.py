@@ -365,9 +365,13 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
     if found is not None:
         if with_data and found.data is None:
             extra = session.scalar(select(PreparedBoard.data).where(*where))
-            if extra is None:  # replaced meanwhile: the newest stored board stands in
-                return prepared_board(session, phase=phase, now=now, with_data=with_data,
-                                      build_missing=build_missing)
+            if extra is None:  # replaced meanwhile: as if it had never been stored
+                _memo.discard_where(lambda k: k == _memo_key(session, phase.id, version))
+                if build_missing:
+                    return _remember(session, _build(session, phase=phase, version=version,
+                                                     now=now))
+                return _stand_in(session, phase=phase, version=version, now=now,
+                                 with_data=with_data)
             found.data = _page_data(found.body("json"), extra)
         return found
     found = _stored(session, phase=phase, version=version, with_data=with_data)

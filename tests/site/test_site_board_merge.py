@@ -222,3 +222,23 @@ def test_the_post_commit_step_passes_the_runs_a_commit_wrote(app, world, monkeyp
         writer.commit()
         assert seen and made.id in seen[-1]
         writer.close()
+
+
+def test_a_version_whose_stored_row_went_meanwhile_is_served_by_a_stand_in(
+        session, storage, make, world, tiny_data, now):
+    """The memo knows the version's texts only, and its row was replaced: no build, no loop."""
+    task, phase = world["task"], world["phase"]
+    team, captain = make.team(task, "gone")
+    session.commit()
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=110), now=now)
+    session.commit()
+    version = prepared_boards.board_version(session, phase)
+    prepared_boards._memo.put(prepared_boards._memo_key(session, phase.id, version),
+                              prepared_boards.Prepared(phase_id=phase.id, version=version,
+                                                       data=None, csv_text="", built_at=now,
+                                                       stored=True))
+    served = prepared_boards.prepared_board(session, phase=phase, now=now)
+    assert served.stale and served.data["board"]["preparing"] and served.data["board"]["rows"] == []
+    built = prepared_boards.prepared_board(session, phase=phase, now=now, build_missing=True)
+    assert not built.stale and [r["run"] for r in built.data["board"]["rows"]] == ["r"]
