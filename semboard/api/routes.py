@@ -13,6 +13,7 @@ from semboard.config import Limits
 from semboard.db import SAFE_METHODS, get_session
 from semboard.errors import InvalidData
 from semboard.jobs import analysis as analysis_jobs
+from semboard.jobs import boards as board_jobs
 from semboard.jobs.scoring import accept_run
 from semboard.models import Phase, Task, Team, TeamWindow, User
 from semboard.services.boards import analysis
@@ -247,8 +248,12 @@ def show_leaderboard(task_name: str) -> Any:
     phase = (tasks.get_phase(session, task, slug) if slug else
              phases.default_board_phase(session, task, viewer=token_user(), now=request_now()))
     # the prepared board (never written here), with ETag/304 and gzip like the pages
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
     prepared = prepared_boards.served_board(session, phase=phase, viewer=token_user(),
-                                            now=request_now(), with_data=False)
+                                            now=request_now(), with_data=False,
+                                            build_missing=board_jobs.get_builds(app))
+    if prepared.stale:  # the current version is not stored yet: built off the request
+        board_jobs.request_build(app, task.id)
     if request.args.get("format") == "csv":
         return files.send_prepared(prepared, "csv", phase=phase,
                              filename=f"{task.name}-{phase.slug}-leaderboard.csv")

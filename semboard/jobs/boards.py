@@ -88,9 +88,13 @@ def collect(session: Session, _context: Any = None) -> None:
     for obj in (*session.new, *session.deleted):
         if (key := _touched(obj)) is not None:
             found.add(key)
+        if isinstance(obj, Run) and obj not in session.deleted:
+            found.add(("run", obj.id))  # re-read when its board is merged (prepared.py)
     for obj in session.dirty:
         if session.is_modified(obj) and (key := _touched(obj)) is not None:
             found.add(key)
+            if isinstance(obj, Run):
+                found.add(("run", obj.id))
 
 
 def forget(session: Session, _previous: Any = None) -> None:
@@ -138,8 +142,15 @@ def _task_ids(session: Session, touched: Iterable[tuple[str, int]]) -> set[int]:
 
 
 def after_change(app: Flask, touched: Iterable[tuple[str, int]]) -> None:
-    """Store the touched tasks' boards now, then have their groups computed off the request."""
+    """Store the touched tasks' boards now, then have their groups computed off the request.
+
+    A board this process built is merged with the changed runs (a cost of the change, not of
+    the board); where it cannot be (new gold, another definition or phase settings, a process
+    that built none yet) the board is built from all its runs.
+    """
+    touched = list(touched)
     pending: set[int] = set()
+    runs = {i for kind, i in touched if kind == "run"}
     with _sessions(app)() as session:
         task_ids = _task_ids(session, touched)
         for task_id in sorted(task_ids):
@@ -147,21 +158,24 @@ def after_change(app: Flask, touched: Iterable[tuple[str, int]]) -> None:
             if task is None:
                 continue
             for phase in task.phases:
-                if prepare_phase(session, phase):
+                if prepare_phase(session, phase, touched=runs):
                     pending.add(task_id)
         session.commit()
     for task_id in sorted(pending):  # only boards whose runs changed need new groups
         schedule_groups(app, task_id)
 
 
-def prepare_phase(session: Session, phase: Phase) -> bool:
-    """Build the phase's board outside the write lock and store it (commits); groups pending?"""
+def prepare_phase(session: Session, phase: Phase, *, touched: set[int] | None = None) -> bool:
+    """Merge or build the phase's board outside the write lock and store it (commits); groups
+    pending? `touched`: runs the change wrote (re-read even where the version shows no change)."""
     # a change the board does not show (an upload waiting for its score) leaves its version
     # stored: answer from the row's flag, without loading the board
-    pending = prepared_boards.stored_pending(session, phase=phase)
+    state = prepared_boards.board_state(session, phase)  # read once, for both steps
+    pending = prepared_boards.stored_pending(session, phase=phase, state=state)
     if pending is not None:
         return pending
-    prepared = prepared_boards.prepared_board(session, phase=phase, now=utcnow())
+    prepared = prepared_boards.update_prepared(session, phase=phase, now=utcnow(),
+                                               touched=touched or set(), state=state)
     if not prepared.stored:
         begin_write(session)
         prepared_boards.store_built(session, prepared=prepared)
@@ -331,6 +345,55 @@ def _process_body(app: Flask, task_id: int) -> None:
                 _in_flight.pop(key, None)
                 return
             _in_flight[key] = False
+
+
+def get_builds(app: Flask) -> bool:
+    """Whether a GET that finds its board's version not stored builds it in memory (writing
+    nothing): only in "inline" mode (tests, the CLI), where no job runs beside the request.
+    Every other mode serves a stand-in and queues the build (request_build)."""
+    return mode(app) == "inline"
+
+
+_building: set[tuple[int, int]] = set()  # (app, task): a board build a GET asked for
+
+
+def request_build(app: Flask, task_id: int) -> str:
+    """A GET served a stand-in board (the current version not stored): have the task's boards
+    stored off the request, once per task at a time; the GET itself writes nothing."""
+    how = mode(app)
+    if how == "rq":
+        job_queue.enqueue(app, "semboard.jobs.boards.build_job", task_id,
+                          description=f"boards of task {task_id}", unique=f"boards-{task_id}")
+        return how
+    key = (id(app), task_id)
+    with _in_flight_lock:
+        if key in _building:
+            return how
+        _building.add(key)
+
+    def body() -> None:
+        try:
+            after_change(app, [("task", task_id)])
+        except Exception:
+            log.exception("boards of task %s failed", task_id)
+        finally:
+            with _in_flight_lock:
+                _building.discard(key)
+
+    job_queue.start_thread(body, name=f"semboard-boards-{task_id}")
+    return how
+
+
+def building() -> int:
+    """Board builds GETs asked for, in flight in this process."""
+    with _in_flight_lock:
+        return len(_building)
+
+
+def build_job(task_id: int) -> int:
+    """The rq job a GET queued: the task's boards stored (then their groups scheduled)."""
+    after_change(job_app(), [("task", task_id)])
+    return 0
 
 
 _requeued: set[tuple[int, str]] = set()

@@ -55,13 +55,16 @@ def _phase(task: Task, phase_slug: str | None) -> Phase:
 def _prepared(task: Task, phase: Phase, *, with_data: bool = True) -> prepared_boards.Prepared:
     """The board's prepared version for this viewer (403 when hidden); never writes."""
     try:
+        app = current_app._get_current_object()  # type: ignore[attr-defined]
         prepared = prepared_boards.served_board(db(), phase=phase, viewer=me(), now=now(),
-                                            with_data=with_data)
+                                                with_data=with_data,
+                                                build_missing=board_jobs.get_builds(app))
     except Forbidden:
         abort(403)
-    if prepared.groups_pending:
-        board_jobs.recover_pending(current_app._get_current_object(),  # type: ignore[attr-defined]
-                                   task.id, prepared.version)
+    if prepared.stale:  # served the newest stored board (or an empty one): build off the request
+        board_jobs.request_build(app, task.id)
+    elif prepared.groups_pending:
+        board_jobs.recover_pending(app, task.id, prepared.version)
     return prepared
 
 
@@ -94,8 +97,7 @@ def board_chart_specs(board: Any, intervals: Any, version: str) -> dict[str, Any
     found = _BOARD_SPECS.get(key)
     if found is not None:
         return found
-    primary = next((c for c in board.columns if c.ranked), board.columns[0] if board.columns
-                   else None)
+    primary = charts.board_chart_metric(board)
     found = {"metric": primary, "ci": None, "heatmap": None}
     if primary is not None:
         found["ci"] = charts.board_ci_chart(board, intervals, primary.key)
@@ -146,7 +148,8 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         # (the database: a version names content within one site, and a process may serve two)
         state = [(p.id, p.slug, p.visibility, p.results_published_at is not None) for p in phases]
         site = str(session_.get_bind().engine.url)
-        etag = hashlib.sha256(repr((site, prepared.version, page, search, state, requested, hide))
+        etag = hashlib.sha256(repr((site, prepared.version, prepared.stale, page, search, state,
+                                    requested, hide))
                               .encode()).hexdigest()[:32]
         if request.if_none_match.contains(etag):
             return files.respond(b"", etag=etag, mimetype="text/html", compressed=False)
@@ -170,6 +173,8 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         task=task,
         board=board,
         version=prepared.version,
+        stale=prepared.stale,
+        stale_at=prepared.built_at.strftime("%Y-%m-%d %H:%M UTC"),
         phase=phase,
         phases=phases,
         definition=definition,

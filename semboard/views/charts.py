@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import Response, abort, flash, redirect, render_template, request, url_for
+from flask import Response, abort, current_app, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
 from semboard.errors import DomainError, Forbidden, InvalidData, NotFound
 from semboard.jobs import analysis as analysis_jobs
+from semboard.jobs import boards as board_jobs
 from semboard.models import Run
 from semboard.services.boards import analysis, charts, leaderboard
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.tasks import access, definitions, phases
-from semboard.views.boards import board_chart_specs
 from semboard.views.common import (
     bp,
     db,
@@ -42,18 +42,21 @@ def board_charts(board: Any, intervals: Any, version: str, rows: list[Any]) -> d
     """What the board page shows of its charts: which exist, and this page's text version.
 
     The specs (every run of the board) are fetched from their own URL, so a page of a large
-    board stays small; the text version and the compare links follow the table's page.
+    board stays small; the text version and the compare links follow the table's page, and are
+    made from its rows only: a first view of a new version costs the same at 5,000 runs as at
+    500 (the specs are built when the charts' URLs are fetched).
     """
-    specs = board_chart_specs(board, intervals, version)
-    shown = {row.run_id for row in rows}
+    metric = charts.board_chart_metric(board)
     leader = board.rows[0].run_id if board.rows else None
     compare = {row.run_id: url_for("web.compare_runs", task_name=board.task.name, a=leader,
                                    b=row.run_id)
                for row in rows if leader is not None and row.run_id != leader}
-    points = [p for p in (specs["ci"] or {}).get("data", {}).get("values", [])
-              if p["run_id"] in shown]
-    return {"metric": specs["metric"], "ci": specs["ci"] is not None,
-            "heatmap": specs["heatmap"] is not None, "points": points, "compare": compare}
+    if metric is None:
+        return {"metric": None, "ci": False, "heatmap": False, "points": [], "compare": compare}
+    points = [p for row in rows
+              if (p := charts.board_ci_point(row, 0, intervals, metric.key)) is not None]
+    return {"metric": metric, "ci": bool(points) or charts.board_has_ci(board, metric.key),
+            "heatmap": charts.board_has_heatmap(board), "points": points, "compare": compare}
 
 
 @bp.app_template_global()
@@ -72,8 +75,10 @@ def _run_bars(run: Run) -> dict[str, Any] | None:
     """The bars chart: the run against its prepared board (a GET never builds or writes)."""
     session = db()
     try:
-        board = prepared_boards.served_board(session, phase=run.phase, viewer=me(),
-                                             now=now()).board(run.task, run.phase)
+        board = prepared_boards.served_board(
+            session, phase=run.phase, viewer=me(), now=now(),
+            build_missing=board_jobs.get_builds(current_app._get_current_object()),  # type: ignore[attr-defined]
+        ).board(run.task, run.phase)
     except Forbidden:
         abort(404)
     row = next((r for r in board.rows if r.run_id == run.id), None)
@@ -193,8 +198,10 @@ def _choices(task: Any) -> list[Any]:
     session = db()
     try:
         phase = phases.default_board_phase(session, task, viewer=me(), now=now())
-        board = prepared_boards.served_board(session, phase=phase, viewer=me(),
-                                             now=now()).board(task, phase)
+        board = prepared_boards.served_board(
+            session, phase=phase, viewer=me(), now=now(),
+            build_missing=board_jobs.get_builds(current_app._get_current_object()),  # type: ignore[attr-defined]
+        ).board(task, phase)
     except (Forbidden, NotFound):
         return []
     return board.rows

@@ -28,27 +28,49 @@ def _label(row: Any) -> str:
     return f"{row.team} / {row.run}"
 
 
+def board_chart_metric(board: Any) -> Any:
+    """The column the board's CI chart shows: the first ranked one (else the first; None)."""
+    return next((c for c in board.columns if c.ranked),
+                board.columns[0] if board.columns else None)
+
+
+def board_ci_point(row: Any, order: int, intervals: Mapping[int, Mapping[str, Sequence[float]]],
+                   metric: str) -> dict[str, Any] | None:
+    """One run's point of the CI chart (None without a value): what the page's table lists."""
+    value = row.metrics.get(metric)
+    if value is None:
+        return None
+    ci = intervals.get(row.run_id, {}).get(metric)
+    group = row.groups.get(metric)
+    return {
+        "run": _label(row), "run_id": row.run_id, "order": order, "score": value,
+        "lo": ci[0] if ci else value, "hi": ci[1] if ci else value,
+        "rank": row.ranks.get(metric),
+        "group": f"G{group}" if group is not None else ("baseline" if row.baseline else
+                                                         "contrastive" if row.contrastive
+                                                         else "—"),
+        # alternate shading from one significance group to the next
+        "shade": (group % 2) if group is not None else 2,
+        "kind": "baseline" if row.baseline else "run",
+    }
+
+
+def board_has_ci(board: Any, metric: str) -> bool:
+    """Whether the CI chart has a point (stops at the first run with a value)."""
+    return any(row.metrics.get(metric) is not None for row in board.rows)
+
+
+def board_has_heatmap(board: Any) -> bool:
+    """Whether the heat map has a cell (stops at the first run with a value)."""
+    keys = [c.key for c in heatmap_columns(board)]
+    return any(row.metrics.get(key) is not None for row in board.rows for key in keys)
+
+
 def board_ci_chart(board: Any, intervals: Mapping[int, Mapping[str, Sequence[float]]],
                    metric: str) -> dict[str, Any] | None:
     """Each run's primary-metric score and 95% CI in rank order, groups shaded, baselines marked."""
-    rows = []
-    for order, row in enumerate(board.rows):
-        value = row.metrics.get(metric)
-        if value is None:
-            continue
-        ci = intervals.get(row.run_id, {}).get(metric)
-        group = row.groups.get(metric)
-        rows.append({
-            "run": _label(row), "run_id": row.run_id, "order": order, "score": value,
-            "lo": ci[0] if ci else value, "hi": ci[1] if ci else value,
-            "rank": row.ranks.get(metric),
-            "group": f"G{group}" if group is not None else ("baseline" if row.baseline else
-                                                             "contrastive" if row.contrastive
-                                                             else "—"),
-            # alternate shading from one significance group to the next
-            "shade": (group % 2) if group is not None else 2,
-            "kind": "baseline" if row.baseline else "run",
-        })
+    rows = [point for order, row in enumerate(board.rows)
+            if (point := board_ci_point(row, order, intervals, metric)) is not None]
     if not rows:
         return None
     sort = {"field": "order", "op": "min"}

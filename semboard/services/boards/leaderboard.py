@@ -79,6 +79,8 @@ class Row:
     model: dict[str, Any] | None = None
     # boards ranking primary runs only: True for a contrastive (unranked) run; else None
     contrastive: bool | None = None
+    # the parsed score record the row was made from (keys its encoded parts; see to_json_text)
+    source: Any = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (the API's row)."""
@@ -97,6 +99,31 @@ class Row:
             "model": self.model,
         } | ({} if self.contrastive is None else {"contrastive": self.contrastive})
 
+    def to_json_text(self) -> str:
+        """json.dumps(self.to_json(), ensure_ascii=False), the parts other than ranks and groups
+        encoded once per run and score record (a board assembled again after an upload moves
+        ranks, not the metrics' floats, which are most of the encoding's cost)."""
+        if self.source is None:
+            return json.dumps(self.to_json(), ensure_ascii=False)
+        key = (self.run_id, self.team, self.run, self.baseline, tuple(self.flags),
+               self.submitted_at, self.contrastive, id(self.source),
+               tuple(self.missing.items()))
+        found = _ROW_PARTS.get(key)
+        if (found is None or found[0] is not self.source or found[1] != self.baseline_info
+                or found[2] != self.model):
+            full = self.to_json()
+            head = json.dumps({k: full[k] for k in ("run_id", "team", "run", "baseline",
+                                                    "flags", "metrics")}, ensure_ascii=False)
+            middle = json.dumps({k: full[k] for k in ("submitted_at", "baseline_info")},
+                                ensure_ascii=False)
+            tail = json.dumps({k: v for k, v in full.items() if k not in _ROW_SPLICED},
+                              ensure_ascii=False)
+            found = _ROW_PARTS.put(key, (self.source, self.baseline_info, self.model,
+                                         head[:-1] + ', "ranks": ',
+                                         ", " + middle[1:-1] + ', "groups": ',
+                                         ", " + tail[1:]))
+        return found[3] + _encode(self.ranks) + found[4] + _encode(self.groups) + found[5]
+
     @property
     def n_parameters(self) -> int | None:
         """The parameter count of a model-track run's encoder (None for other runs)."""
@@ -110,6 +137,21 @@ class Row:
         """The parameter count to three significant figures ("118M", "1.23B"); "" otherwise."""
         return format_parameters(self.n_parameters)
 
+
+# The keys of a row's JSON encoded apart from to_json_text's cached parts, or in its head and
+# middle parts; the tail holds the rest in to_json's order (missing, model, contrastive).
+_ROW_SPLICED = frozenset(("run_id", "team", "run", "baseline", "flags", "metrics", "ranks",
+                          "submitted_at", "baseline_info", "groups"))
+# A row's encoded parts by its identity (see Row.to_json_text); the parsed record is kept in
+# the value and compared, so a reused id() can never match.
+_ROW_PARTS: LRU[tuple[Any, ...], tuple[Any, Any, Any, str, str, str]] = LRU(12_288)
+
+# json.dumps(value, ensure_ascii=False) without a new encoder per call (json.dumps makes one
+# whenever an argument is given: most of the cost of encoding a small dict)
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+# A CSV cell left open for a rank or group (no export text holds it: checked on use).
+_SPLICE = "\x1esemboard-cell\x1e"
+_CSV_PARTS: LRU[tuple[Any, ...], tuple[Any, Any, list[str]]] = LRU(12_288)
 
 MODEL_KEYS = ("model_digest", "model_name", "architecture", "n_parameters", "pooling", "prompt",
               "prompt_source", "prompt_name", "prompt_b", "prompt_name_b", "score_mapping",
@@ -191,6 +233,18 @@ class Leaderboard:
             "groups_pending_since": self.groups_pending_since,
         } | ({} if self.ranking == primary.EVERY else {"ranking": self.ranking})
 
+    def to_json_text(self) -> str:
+        """json.dumps(self.to_json(), ensure_ascii=False), byte for byte, from the rows' texts."""
+        head = json.dumps({"task": self.task.name, "phase": self.phase.slug,
+                           "columns": [c.to_json() for c in self.columns]}, ensure_ascii=False)
+        tail = json.dumps({"significance": self.significance,
+                           "groups_pending": self.groups_pending,
+                           "groups_pending_since": self.groups_pending_since}
+                          | ({} if self.ranking == primary.EVERY else {"ranking": self.ranking}),
+                          ensure_ascii=False)
+        rows = ", ".join(row.to_json_text() for row in self.rows)
+        return head[:-1] + ', "rows": [' + rows + "], " + tail[1:]
+
     @classmethod
     def from_json(cls, task: Task, phase: Phase, data: dict[str, Any],
                   intervals: dict[str, Any] | None = None) -> Leaderboard:
@@ -205,8 +259,11 @@ class Leaderboard:
         board.intervals = {int(k): v for k, v in (intervals or {}).items()}
         return board
 
-    def _table(self, *, latex: bool = False) -> tuple[list[str], list[list[Any]]]:
-        """Header and body of the exports; with model rows, their parameters (and digest)."""
+    def _table(self, *, latex: bool = False, rows: list[Row] | None = None,
+               spliced: bool = False) -> tuple[list[str], list[list[Any]]]:
+        """Header and body of the exports; with model rows, their parameters (and digest).
+
+        rows: only these; spliced: each rank cell a placeholder (to_csv fills them in)."""
         header = ["team", "run", "baseline", "flags"]
         contrastive = self.ranking != primary.EVERY  # boards ranking every run: as before
         if contrastive:
@@ -219,7 +276,7 @@ class Leaderboard:
             if column.ranked:
                 header.append(f"{column.label} rank")
         body = []
-        for row in self.rows:
+        for row in self.rows if rows is None else rows:
             line: list[Any] = [row.team, row.run, "yes" if row.baseline else "", "".join(row.flags)]
             if contrastive:
                 line.append(run_type(row))
@@ -235,18 +292,57 @@ class Leaderboard:
                 line.append(value if value is not None or reason == MISSING_UNDEFINED
                             else reason)
                 if column.ranked:
-                    line.append(row.ranks.get(column.key, ""))
+                    line.append(_SPLICE if spliced else row.ranks.get(column.key, ""))
             body.append(line)
         return header, body
 
     def to_csv(self) -> str:
-        """CSV with one row per run (values unrounded); group columns come last."""
-        header, body = self._table()
+        """CSV with one row per run (values unrounded); group columns come last.
+
+        Each row's text is made once per run and score record with its rank and group cells
+        left open, then filled in: a board assembled again after an upload moves ranks, and
+        re-encodes no value (the same text as writing every cell: the merge tests check it).
+        """
+        header, _ = self._table(rows=[])
         ranked = [c for c in self.columns if c.ranked]
         header = header + [f"{c.label} group" for c in ranked]
-        body = [line + [row.groups.get(c.key, "") for c in ranked]
-                for line, row in zip(body, self.rows, strict=True)]
-        return exportsafe.csv_text(header, body)
+        lines = [exportsafe.csv_text(header, [])]
+        shape = (self.has_models, self.ranking != primary.EVERY,
+                 tuple((c.key, c.ranked) for c in self.columns))
+        for row in self.rows:
+            cells = ([row.ranks.get(c.key, "") for c in ranked]
+                     + [row.groups.get(c.key, "") for c in ranked])
+            parts = self._csv_parts(row, shape, len(cells))
+            if parts is None:  # no source to key it by, or a text holding the placeholder
+                _, body = self._table(rows=[row])
+                lines.append(exportsafe.csv_text(
+                    ["" if v is None else v for v in body[0]]
+                    + [row.groups.get(c.key, "") for c in ranked], []))
+                continue
+            out = [parts[0]]
+            for cell, part in zip(cells, parts[1:], strict=True):
+                out.append(str(cell))
+                out.append(part)
+            lines.append("".join(out))
+        return "".join(lines)
+
+    def _csv_parts(self, row: Row, shape: tuple[Any, ...], n_cells: int) -> list[str] | None:
+        """A row's CSV line split where its rank and group cells go (None: write it whole)."""
+        if row.source is None:
+            return None
+        key = (row.run_id, row.team, row.run, row.baseline, tuple(row.flags), row.contrastive,
+               id(row.source), tuple(row.missing.items()), shape)
+        found = _CSV_PARTS.get(key)
+        if found is not None and found[0] is row.source and found[1] == row.model:
+            return found[2]
+        _, body = self._table(rows=[row], spliced=True)
+        line = ["" if v is None else v for v in body[0]] + [_SPLICE] * (n_cells - body[0].count(
+            _SPLICE))
+        parts = exportsafe.csv_text(line, []).split(_SPLICE)
+        if len(parts) != n_cells + 1:
+            return None
+        _CSV_PARTS.put(key, (row.source, row.model, parts))
+        return parts
 
     def to_latex(self, digits: int = 4) -> str:
         """A LaTeX tabular like the task paper's results table (model runs: a Params column)."""
@@ -394,9 +490,9 @@ def _columns(
     """Aggregates, then each dataset's board metrics, then its genres (first-seen order)."""
     columns = [Column(m, m, "aggregate", m in ranked) for m in definition.aggregate_metrics]
     primary = definition.dataset_primary
-    present: list[str] = []
-    for flat in flats:
-        present += [k for k in flat if k not in present]
+    # every key in first-seen order (a dict: one pass, where a list scan per key grew with the
+    # board's keys times its runs)
+    present = list(dict.fromkeys(k for flat in flats for k in flat))
     for dataset in datasets:
         shown = definition.board_metrics_for(dataset)  # a subtask may have its own metrics
         for metric in shown:  # even on an empty board
@@ -430,21 +526,47 @@ def build_leaderboard(
     """
     if check_access and not access.can_view_leaderboard(session, viewer, phase):
         raise Forbidden("this leaderboard is not public yet")
-    definition = definitions.phase_definition(phase)
-    # one query of the columns the board shows, newest score only: no ORM object per run
+    return assemble_leaderboard(session, task=task, phase=phase,
+                                scored=board_listing(session, phase=phase), storage=storage,
+                                now=now, write_lock=write_lock)
+
+
+# One listed run: (Run.id, name, is_late, is_fix, submitted_at, meta, Team.name, is_baseline,
+# is_organiser_team, newest score id, its digest) and its parsed score record.
+Listed = tuple[Any, _ParsedScore]
+
+
+def board_listing(session: Session, *, phase: Phase,
+                  run_ids: list[int] | None = None) -> list[Listed]:
+    """The board's current scored runs (only these ids when given), by run id, scores parsed.
+
+    One query of the columns the board shows, newest score only: no ORM object per run; a
+    prepared board merges the listing of the runs a change touched into its own (prepared.py).
+    """
     newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
-              .group_by(RunScoreRecord.run_id).subquery())
+              .group_by(RunScoreRecord.run_id))
+    where = [Run.phase_id == phase.id, Run.is_current, Run.status == "scored"]
+    if run_ids is not None:
+        newest = newest.where(RunScoreRecord.run_id.in_(run_ids))
+        where.append(Run.id.in_(run_ids))
+    found = newest.subquery()
     listed = session.execute(
         select(Run.id, Run.name, Run.is_late, Run.is_fix, Run.submitted_at, Run.meta,
-               Team.name, Team.is_baseline, Team.is_organiser_team, newest.c.score_id,
+               Team.name, Team.is_baseline, Team.is_organiser_team, found.c.score_id,
                RunScoreRecord.digest)
-        .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
-        .join(RunScoreRecord, RunScoreRecord.id == newest.c.score_id)
-        .where(Run.phase_id == phase.id, Run.is_current, Run.status == "scored")
-        .order_by(Run.id)
+        .join(Team, Team.id == Run.team_id).join(found, found.c.run_id == Run.id)
+        .join(RunScoreRecord, RunScoreRecord.id == found.c.score_id)
+        .where(*where).order_by(Run.id)
     ).all()
     parsed = _parsed_scores(session, [(line[9], line[10]) for line in listed])
-    scored = [(line, parsed[line[9]]) for line in listed]
+    return [(line, parsed[line[9]]) for line in listed]
+
+
+def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: list[Listed],
+                         storage: Storage | None = None, now: datetime | None = None,
+                         write_lock: bool = False) -> Leaderboard:
+    """The board of these listed runs (in run id order): ranks, columns, groups, rows, order."""
+    definition = definitions.phase_definition(phase)
     ranked_ids = _ranked_filter(session, phase)
 
     def takes_rank(line: Any) -> bool:
@@ -495,6 +617,7 @@ def build_leaderboard(
             submitted_at=submitted_at,
             baseline_info=dict(meta) if is_baseline else None,
             model=model_summary(meta),
+            source=entry,
             contrastive=None if ranked_ids is None or is_baseline else run_id not in ranked_ids,
             # no group where the run takes no rank (CLSS: an incomplete run overall)
             groups={m: g for m, g in groups.get(str(run_id), {}).items()

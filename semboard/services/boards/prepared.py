@@ -10,7 +10,7 @@ import gzip
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -32,7 +32,15 @@ from semboard.models import (
     Team,
     User,
 )
-from semboard.services.boards.leaderboard import Column, Leaderboard, Row, build_leaderboard
+from semboard.services.boards.leaderboard import (
+    Column,
+    Leaderboard,
+    Listed,
+    Row,
+    assemble_leaderboard,
+    board_listing,
+    build_leaderboard,
+)
 from semboard.services.runs import primary
 from semboard.services.tasks import access, tasks
 from semboard.storage import Storage
@@ -42,6 +50,9 @@ BOARD_FORMAT = 2
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
 # the database, so a stale entry can never be served; this only spares re-parsing the JSON.
 _memo: LRU[tuple[str, int, str], Prepared] = LRU(64)
+# The newest board each phase had built (or merged) in this process, with its listing: the base
+# the next change is merged into, whatever versions GETs have read meanwhile.
+_bases: LRU[tuple[str, int], Prepared] = LRU(64)
 
 
 def _version_statements(dialect: str) -> tuple[Any, Any]:
@@ -127,6 +138,20 @@ def _sqlite_stamp(session: Session) -> tuple[dict[Any, Any], tuple[int, int]] | 
 
 def _board_version(session: Session, phase: Phase) -> str:
     """board_version() computed from the database (two queries)."""
+    return board_state(session, phase).version
+
+
+@dataclass(frozen=True)
+class BoardState:
+    """What board_version() hashes: the version, the folded run list, the rest's digest."""
+    version: str
+    runs_text: str
+    # everything but the runs, the groups and the ranked set (which a merge reads afresh)
+    stamp: str
+
+
+def board_state(session: Session, phase: Phase) -> BoardState:
+    """The board's version from the database (two queries), with what a merge compares."""
     runs, stamps = _version_statements(session.get_bind().dialect.name)
     params = {"phase_id": phase.id, "task_id": phase.task_id}
     runs_text, n_runs = session.execute(runs, params).one()
@@ -141,9 +166,12 @@ def _board_version(session: Session, phase: Phase) -> str:
         "groups": groups,
         "runs": [n_runs, hashlib.sha256((runs_text or "").encode()).hexdigest()],
     }
+    stamp = hashlib.sha256(json.dumps({k: shown[k] for k in ("format", "phase", "task", "gold")},
+                                      sort_keys=True).encode()).hexdigest()
     if phase.ranking != primary.EVERY:  # which runs take a rank (versions of other boards stay)
         shown["ranked"] = sorted(primary.ranked_runs(session, phase=phase) or ())
-    return hashlib.sha256(json.dumps(shown, sort_keys=True).encode()).hexdigest()
+    return BoardState(version=hashlib.sha256(json.dumps(shown, sort_keys=True).encode())
+                      .hexdigest(), runs_text=runs_text or "", stamp=stamp)
 
 
 @dataclass
@@ -158,6 +186,13 @@ class Prepared:
     stored: bool
     elapsed_ms: int = 0
     pending: bool = False
+    # built in this process: the runs it lists (by run id) and its state's stamp, for merges
+    listing: dict[int, Listed] | None = field(default=None, repr=False)
+    stamp: str | None = None
+    # whether this board was merged rather than built from every run (benchmarks, tests)
+    merged: bool = False
+    # served while its phase's current version is being prepared (a GET builds nothing)
+    stale: bool = False
     _bodies: dict[str, bytes] = field(default_factory=dict, repr=False)
     _parsed: tuple[list[Column], list[Row], dict[int, Any]] | None = field(default=None,
                                                                           repr=False)
@@ -218,20 +253,109 @@ def _remember(session: Session, prepared: Prepared) -> Prepared:
     return _memo.put(key, prepared)
 
 
-def _build(session: Session, *, phase: Phase, version: str, now: datetime) -> Prepared:
-    """Build the board of this version from the database (groups from the cache only)."""
+def _build(session: Session, *, phase: Phase, version: str, now: datetime,
+           listing: list[Listed] | None = None, stamp: str | None = None) -> Prepared:
+    """Build the board of this version (groups from the cache only) from the database, or from
+    a listing of its runs a merge made."""
     started = time.perf_counter()
-    board = build_leaderboard(session, task=phase.task, phase=phase, viewer=None,
-                              check_access=False, storage=None, now=now)
+    if listing is None:
+        listing = board_listing(session, phase=phase)
+    board = assemble_leaderboard(session, task=phase.task, phase=phase, scored=listing,
+                                 storage=None, now=now)
     data = {"board": board.to_json(),
             "intervals": {str(k): v for k, v in board.intervals.items()}}
     return Prepared(phase_id=phase.id, version=version, data=data, csv_text=board.to_csv(),
                     built_at=now, stored=False,
-                    elapsed_ms=round((time.perf_counter() - started) * 1000))
+                    elapsed_ms=round((time.perf_counter() - started) * 1000),
+                    listing={entry[0][0]: entry for entry in listing}, stamp=stamp,
+                    _bodies={"json": board.to_json_text().encode()})
+
+
+# A merge re-reads at most this many runs (changed, added or removed); more is a full build.
+MERGE_MAX = 256
+
+
+def _fold(line: Any) -> str:
+    """A listed run as the version's run list folds it (see _version_statements)."""
+    return (f"{line[0]}:{line[9]}:{int(line[2])}{int(line[3])}{int(line[7])}{int(line[8])}:"
+            f"{line[6]}")
+
+
+def _merged_listing(session: Session, *, phase: Phase, base: Prepared, state: BoardState,
+                    touched: set[int]) -> list[Listed] | None:
+    """The listing of the board's current runs from a built board's own and the changed runs.
+
+    Which runs changed comes from the version's run list (id, newest score, flags, team per
+    run), so changes made by other processes are merged too; `touched` runs (the commit's) are
+    re-read as well. None where a merge cannot stand for a build: another gold set, definition
+    or phase settings, too many changes, or a listing that does not fold to the run list.
+    """
+    if base.listing is None or base.stamp != state.stamp:
+        return None
+    current: dict[int, str] = {}
+    for text in state.runs_text.split("\n") if state.runs_text else ():
+        head = text.split(":", 1)[0]
+        if not head.isdigit():
+            return None  # a team name with a line break: let a build decide
+        current[int(head)] = text
+    changed = [run_id for run_id, text in current.items()
+               if run_id in touched or run_id not in base.listing
+               or _fold(base.listing[run_id][0]) != text]
+    removed = base.listing.keys() - current.keys()
+    if len(changed) + len(removed) > MERGE_MAX:
+        return None
+    merged = {run_id: entry for run_id, entry in base.listing.items()
+              if run_id not in removed}
+    if changed:
+        merged.update((entry[0][0], entry)
+                      for entry in board_listing(session, phase=phase, run_ids=changed))
+    listing = [merged[run_id] for run_id in sorted(merged)]
+    if "\n".join(_fold(entry[0]) for entry in listing) != state.runs_text:
+        return None  # changed again between the two reads: a build reads one state
+    return listing
+
+
+def _base_key(session: Session, phase_id: int) -> tuple[str, int]:
+    return (str(session.get_bind().engine.url), phase_id)
+
+
+def warm(session: Session, *, phase: Phase, now: datetime) -> Prepared:
+    """Build the phase's board in this process to merge the next change into (a warm worker)."""
+    state = board_state(session, phase)
+    prepared = _build(session, phase=phase, version=state.version, now=now, stamp=state.stamp)
+    return _bases.put(_base_key(session, phase.id), prepared)
+
+
+def update_prepared(session: Session, *, phase: Phase, now: datetime,
+                    touched: set[int] | frozenset[int] = frozenset(),
+                    state: BoardState | None = None) -> Prepared:
+    """The board's current version for the write path: memo, stored, merged or built.
+
+    A board this process built is merged with the runs that changed since (the new or replaced
+    rows, the withdrawn ones): the same assembly as a build, over a listing that re-reads only
+    those runs, so the result is byte for byte a build's. Anything else is a full build.
+    """
+    state = state or board_state(session, phase)
+    found = _memo.get(_memo_key(session, phase.id, state.version))
+    if found is not None and found.data is not None:
+        return found
+    stored = _stored(session, phase=phase, version=state.version, with_data=True)
+    if stored is not None:
+        return _remember(session, stored)
+    base = _bases.get(_base_key(session, phase.id))
+    listing = None
+    if base is not None:
+        listing = _merged_listing(session, phase=phase, base=base, state=state,
+                                  touched=set(touched))
+    prepared = _build(session, phase=phase, version=state.version, now=now, listing=listing,
+                      stamp=state.stamp)
+    prepared.merged = listing is not None
+    _bases.put(_base_key(session, phase.id), prepared)
+    return _remember(session, prepared)
 
 
 def prepared_board(session: Session, *, phase: Phase, now: datetime,
-                   with_data: bool = True) -> Prepared:
+                   with_data: bool = True, build_missing: bool = False) -> Prepared:
     """The board's current version, read-only: memo, then the stored board, else built in memory.
 
     with_data=False (downloads) reads only the stored CSV and JSON texts, not the board's data.
@@ -243,15 +367,31 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
     if found is not None:
         if with_data and found.data is None:
             extra = session.scalar(select(PreparedBoard.data).where(*where))
-            if extra is None:  # replaced meanwhile: this version is built here
-                return _remember(session, _build(session, phase=phase, version=version,
-                                                 now=now))
+            if extra is None:  # replaced meanwhile: as if it had never been stored
+                _memo.discard_where(lambda k: k == _memo_key(session, phase.id, version))
+                if build_missing:
+                    return _remember(session, _build(session, phase=phase, version=version,
+                                                     now=now))
+                return _stand_in(session, phase=phase, version=version, now=now,
+                                 with_data=with_data)
             found.data = _page_data(found.body("json"), extra)
         return found
+    found = _stored(session, phase=phase, version=version, with_data=with_data)
+    if found is not None:
+        return _remember(session, found)
+    if build_missing:  # inline mode (tests, the CLI): built in memory, stored by no one here
+        return _remember(session, _build(session, phase=phase, version=version, now=now))
+    return _stand_in(session, phase=phase, version=version, now=now, with_data=with_data)
+
+
+def _stored(session: Session, *, phase: Phase, version: str,
+            with_data: bool) -> Prepared | None:
+    """The stored board of this version (its texts only without data), or None."""
+    where = (PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)
     if with_data:
         row = session.scalar(select(PreparedBoard).where(*where))
         if row is not None:
-            return _remember(session, Prepared(
+            return (Prepared(
                 phase_id=phase.id, version=version, data=_page_data(row.json_text, row.data),
                 csv_text=row.csv_text, built_at=row.built_at, stored=True,
                 pending=row.groups_pending, _bodies={"json": row.json_text.encode()}))
@@ -260,16 +400,40 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
                                        PreparedBoard.built_at, PreparedBoard.groups_pending)
                                 .where(*where)).one_or_none()
         if texts is not None:
-            return _remember(session, Prepared(
+            return (Prepared(
                 phase_id=phase.id, version=version, data=None, csv_text=texts[0],
                 built_at=texts[2], stored=True, pending=texts[3],
                 _bodies={"json": texts[1].encode()}))
-    return _remember(session, _build(session, phase=phase, version=version, now=now))
+    return None
 
 
-def stored_pending(session: Session, *, phase: Phase) -> bool | None:
+def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
+              with_data: bool) -> Prepared:
+    """What a GET serves while the current version is not stored yet: the newest stored board
+    of the phase (stale, with its own version), else an empty board that says it is being
+    prepared. Never a build from the runs: the caller queues that (jobs.boards.request_build).
+    """
+    newest = session.scalar(select(PreparedBoard.version).where(PreparedBoard.phase_id == phase.id)
+                            .order_by(PreparedBoard.id.desc()).limit(1))
+    if newest is not None:
+        found = _memo.get(_memo_key(session, phase.id, newest))
+        if found is None or (with_data and found.data is None):
+            found = _stored(session, phase=phase, version=newest, with_data=with_data)
+        if found is not None:  # (else deleted meanwhile: a newer one is stored now)
+            found = _memo.put(_memo_key(session, phase.id, newest), found)
+            return replace(found, stale=True, _bodies=found._bodies, _parsed=found._parsed)
+    empty = _build(session, phase=phase, version=f"preparing:{version}", now=now, listing=[])
+    assert empty.data is not None
+    empty.data["board"]["preparing"] = True
+    empty._bodies.clear()
+    empty.stale = True
+    return empty
+
+
+def stored_pending(session: Session, *, phase: Phase,
+                   state: BoardState | None = None) -> bool | None:
     """Whether the stored board of the current version awaits its groups; None: not stored."""
-    version = board_version(session, phase)
+    version = state.version if state is not None else board_version(session, phase)
     return session.scalar(select(PreparedBoard.groups_pending).where(
         PreparedBoard.phase_id == phase.id, PreparedBoard.version == version))
 
@@ -282,7 +446,7 @@ def is_stored(session: Session, *, phase: Phase, version: str) -> bool:
 
 def store_built(session: Session, *, prepared: Prepared) -> bool:
     """Store a built board (unless another worker did); older versions are deleted. Flushes."""
-    if prepared.stored:
+    if prepared.stored or prepared.stale:  # a stand-in is no build of the current version
         return False
     assert prepared.data is not None  # a built board has its data
     # the board itself is stored once, as the JSON download; `data` holds what pages add to it
@@ -308,11 +472,17 @@ def store_prepared(session: Session, *, phase: Phase, now: datetime) -> bool:
 
 
 def served_board(session: Session, *, phase: Phase, viewer: User | None, now: datetime,
-                 check_access: bool = True, with_data: bool = True) -> Prepared:
-    """The prepared board for this viewer (Forbidden when not visible); never writes."""
+                 check_access: bool = True, with_data: bool = True,
+                 build_missing: bool = False) -> Prepared:
+    """The prepared board for this viewer (Forbidden when not visible); never writes.
+
+    A version not stored yet is served by a stand-in (the newest stored board, else an empty
+    one) while the caller queues the build; build_missing (inline mode only) builds it here.
+    """
     if check_access and not access.can_view_leaderboard(session, viewer, phase):
         raise Forbidden("this leaderboard is not public yet")
-    return prepared_board(session, phase=phase, now=now, with_data=with_data)
+    return prepared_board(session, phase=phase, now=now, with_data=with_data,
+                          build_missing=build_missing)
 
 
 def prepare_task_boards(session: Session, *, task: Task, now: datetime) -> int:
@@ -337,7 +507,7 @@ def refresh_significance(session: Session, storage: Storage, *, task: Task, now:
         if write_lock:
             # groups stored: build the board without holding the write lock (uploads wait on it)
             session.commit()
-            prepared = prepared_board(session, phase=phase, now=now)
+            prepared = update_prepared(session, phase=phase, now=now)
             if not prepared.stored:
                 begin_write(session)
                 store_built(session, prepared=prepared)

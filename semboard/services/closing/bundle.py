@@ -102,7 +102,8 @@ def stream(session: Session, storage: Storage, *, task: Task, phase: Phase | Non
         _reuse_files(session, archive, task, now)
         yield sink.drain()
         for ph in phases:
-            board = prepared_boards.prepared_board(session, phase=ph, now=now).board(task, ph)
+            board = prepared_boards.prepared_board(session, phase=ph, now=now,
+                                                   build_missing=True).board(task, ph)
             archive.writestr(f"boards/{_part(ph.slug)}.csv", board.to_csv())
             archive.writestr(f"boards/{_part(ph.slug)}.json",
                              json.dumps(board.to_json(), indent=2, ensure_ascii=False))

@@ -103,7 +103,9 @@ def runs_table(session: Session, *, task: Task, phase: Phase, rank_baselines: bo
     With rank_baselines the baselines are ranked among the runs (as the STS 2012 paper did);
     otherwise they are listed unranked.
     """
-    board = prepared_boards.prepared_board(session, phase=phase, now=now).board(task, phase)
+    # an export: the stored board, else built in memory (a change made outside the app)
+    board = prepared_boards.prepared_board(session, phase=phase, now=now,
+                                           build_missing=True).board(task, phase)
     ranks = {row.run_id: row.ranks for row in board.rows}
     contrastive = {row.run_id for row in board.rows if row.contrastive}
     if rank_baselines:  # contrastive runs stay unranked

@@ -51,3 +51,31 @@ def test_board_chart_points_link_each_run_with_one_url_for(app, client, world, t
     links = {p["run_id"]: p["url"] for p in spec["data"]["values"]}
     assert links == {run_id: f"/runs/{run_id}" for run_id in ids}
     assert calls.count(("web.run",)) == 1
+
+
+def test_a_cold_board_page_builds_no_chart_spec_of_every_run(app, client, world, tiny_data,
+                                                             monkeypatch):
+    """The page's chart table comes from its page's rows; the specs wait for their own URLs."""
+    from semboard.services.boards import charts
+    from semboard.views import boards as board_views
+
+    for key, seed in (("a", 1), ("b", 2)):
+        data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in
+                                                tiny_data.run(seed=seed).items()]}
+        assert client.post(f"{API}/tasks/tiny/runs", data=data, headers=world["tokens"][key],
+                           content_type="multipart/form-data").status_code == 201
+    board_views._BOARD_SPECS.clear()
+    board_views._PAGES.clear()
+    real_ci, real_heatmap = charts.board_ci_chart, charts.board_heatmap
+    built = []
+    monkeypatch.setattr(charts, "board_ci_chart", lambda *a: built.append("ci") or real_ci(*a))
+    monkeypatch.setattr(charts, "board_heatmap", lambda *a: built.append("hm") or real_heatmap(*a))
+    page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
+    assert built == [] and 'id="board-ci"' in page and 'id="board-heatmap"' in page
+    spec = client.get("/tasks/tiny/leaderboard/eval/charts/ci.json").get_json()
+    assert built == ["ci", "hm"]
+    # the page's table lists each point the spec draws, with its group
+    table = page.split('id="board-ci"', 1)[1].split("</table>", 1)[0]
+    assert table.count("<tr><td>") == len(spec["data"]["values"]) == 2
+    for point in spec["data"]["values"]:
+        assert f"<tr><td>{point['run']}" in table and f"<td>{point['group']}</td>" in table

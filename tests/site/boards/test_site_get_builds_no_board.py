@@ -30,8 +30,9 @@ def test_no_get_builds_a_board(client, world, tiny_data, monkeypatch) -> None:
     def refuse(*_args, **_kwargs):
         raise AssertionError("a GET built a board")
 
-    monkeypatch.setattr(leaderboard, "build_leaderboard", refuse)
-    monkeypatch.setattr(prepared, "build_leaderboard", refuse)
+    for module in (leaderboard, prepared):  # a build, or a merge: both assemble a board
+        monkeypatch.setattr(module, "build_leaderboard", refuse)
+        monkeypatch.setattr(module, "assemble_leaderboard", refuse)
     client.post("/login", data={"email": world["captains"][0].email, "password": "password123"})
     run_id = runs[0]["id"]
     for url in ("/tasks/tiny/leaderboard", "/tasks/tiny/leaderboard/eval",
@@ -47,8 +48,11 @@ def test_no_get_builds_a_board(client, world, tiny_data, monkeypatch) -> None:
 
 def test_the_guard_sees_a_build(client, world, tiny_data, monkeypatch) -> None:
     """The check has teeth: with no stored board the page must build one, and it is seen."""
-    monkeypatch.setattr(prepared, "build_leaderboard", lambda *a, **k: (_ for _ in ()).throw(
-        AssertionError("a GET built a board")))
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a GET built a board")
+
+    monkeypatch.setattr(prepared, "build_leaderboard", refuse)
+    monkeypatch.setattr(prepared, "assemble_leaderboard", refuse)
     prepared._memo.clear()
     with pytest.raises(AssertionError, match="a GET built a board"):
         client.get("/tasks/tiny/leaderboard")

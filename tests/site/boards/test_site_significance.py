@@ -156,6 +156,9 @@ def test_api_and_downloads_carry_groups(app, client, session, board_world, now):
 
     app.config["SEMBOARD_CLOCK"] = lambda: now
     app.config["SEMBOARD_BOARD_JOBS"] = "inline"
+    # made outside the app: stored as the queued job would, groups not computed yet
+    prepared_boards.prepare_task_boards(session, task=board_world[0], now=now)
+    session.commit()
     # a GET computes nothing: the board shows its scores at once and says groups are pending
     body = client.get("/api/v1/tasks/tiny/leaderboard?phase=eval").get_json()
     assert body["significance"] is None and body["groups_pending"]

@@ -1,0 +1,246 @@
+"""A change is merged into the prepared board (only the changed runs re-read), and the merged
+board is byte for byte the board a build from every run makes; what cannot merge is built."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import event, select
+
+from semboard import exportsafe
+from semboard.jobs import boards as board_jobs
+from semboard.models import PreparedBoard, Run
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.boards.leaderboard import Leaderboard
+from semboard.services.data import gold
+from semboard.services.people import grants
+from semboard.services.runs import submissions
+
+API = "/api/v1"
+
+
+def _texts(prepared: prepared_boards.Prepared) -> tuple[bytes, str, str]:
+    assert prepared.data is not None
+    return (prepared.body("json"), prepared.csv_text,
+            json.dumps(prepared.data["intervals"], sort_keys=True))
+
+
+def _check(session, phase, now, *, merged: bool, touched=frozenset()) -> prepared_boards.Prepared:
+    """Update the board as the write path does; it must equal a build from every run."""
+    updated = prepared_boards.update_prepared(session, phase=phase, now=now, touched=touched)
+    fresh = prepared_boards._build(session, phase=phase, version=updated.version, now=now)
+    assert _texts(updated) == _texts(fresh)
+    # and both are the plain encoding of the board (rows' parts are encoded once and reused)
+    assert updated.body("json") == json.dumps(updated.data["board"], ensure_ascii=False).encode()
+    plain = Leaderboard.from_json(phase.task, phase, updated.data["board"],
+                                  updated.data["intervals"])
+    header, body = plain._table()  # every cell written (rows parsed back: no cached parts)
+    ranked = [c for c in plain.columns if c.ranked]
+    assert updated.csv_text == exportsafe.csv_text(
+        header + [f"{c.label} group" for c in ranked],
+        [line + [row.groups.get(c.key, "") for c in ranked]
+         for line, row in zip(body, plain.rows, strict=True)])
+    assert updated.merged is merged
+    return updated
+
+
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
+def test_uploads_replacements_and_withdrawals_merge_into_a_board_equal_to_a_build(
+        session, storage, make, world, tiny_data, now):
+    task, phase = world["task"], world["phase"]
+    prepared_boards._bases.clear()
+    prepared_boards.warm(session, phase=phase, now=now)  # an empty board, built once
+    teams = []
+    for k in range(4):
+        team, captain = make.team(task, f"merge {k}")
+        teams.append((team, captain))
+        session.commit()
+        submissions.submit(session, storage, team=team, phase=phase, user=captain, name="run",
+                           files=tiny_data.run(seed=40 + k, noise=0.5 + k), now=now)
+        session.commit()
+        board = _check(session, phase, now, merged=True)
+        assert len(board.data["board"]["rows"]) == k + 1
+    # a second run of a team, then a replacement of its first (same name): ranks move
+    team, captain = teams[1]
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="second",
+                       files=tiny_data.run(seed=50, noise=0.1), now=now)
+    session.commit()
+    board = _check(session, phase, now, merged=True)
+    assert board.data["board"]["rows"][0]["run"] == "second"
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="run",
+                       files=tiny_data.run(seed=51, noise=3.0), now=now + timedelta(minutes=1))
+    session.commit()
+    board = _check(session, phase, now, merged=True)
+    assert len(board.data["board"]["rows"]) == 5
+    # withdrawn: one run no longer current, one taken off the board (rescoring failed)
+    first = session.scalars(select(Run).where(Run.team_id == teams[0][0].id)).one()
+    first.is_current = False
+    session.commit()
+    board = _check(session, phase, now, merged=True)
+    assert "merge 0" not in {r["team"] for r in board.data["board"]["rows"]}
+    third = session.scalars(select(Run).where(Run.team_id == teams[2][0].id)).one()
+    third.status = "error"
+    session.commit()
+    board = _check(session, phase, now, merged=True, touched={third.id})
+    assert len(board.data["board"]["rows"]) == 3
+    # a team renamed and marked the organisers' (flag ‡): its rows re-read, merged
+    teams[3][0].name = "merge three renamed"
+    grants.mark_organiser_team(session, team=teams[3][0], by=None, now=now)
+    session.commit()
+    board = _check(session, phase, now, merged=True)
+    assert any(r["team"] == "merge three renamed" and r["flags"] == ["‡"]
+               for r in board.data["board"]["rows"])
+    # new gold: every score changes meaning, so the board is built from every run
+    corrected = "".join(f"{v}\n" for v in tiny_data.gold["beta"][::-1]).encode()
+    gold.upload_gold(session, storage, task=task, dataset="beta", filename="STS.gs.beta.txt",
+                     data=corrected, user=None, now=now + timedelta(hours=1))
+    session.commit()
+    _check(session, phase, now, merged=False)
+    gold.rescore(session, storage, task=task, now=now + timedelta(hours=1))
+    session.commit()
+    board = _check(session, phase, now, merged=True)  # the rescored runs, merged
+    # a definition or phase change: built again
+    phase.name = "evaluation, renamed"
+    session.commit()
+    _check(session, phase, now, merged=False)
+
+
+def test_a_merge_re_reads_only_the_changed_runs(session, storage, make, world, tiny_data, now):
+    task, phase = world["task"], world["phase"]
+    for k in range(3):
+        team, captain = make.team(task, f"few {k}")
+        session.commit()
+        submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                           files=tiny_data.run(seed=60 + k), now=now)
+        session.commit()
+    prepared_boards._bases.clear()
+    prepared_boards.warm(session, phase=phase, now=now)
+    team, captain = make.team(task, "few new")
+    session.commit()
+    new = submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                             files=tiny_data.run(seed=70), now=now)
+    session.commit()
+    seen: list[tuple[str, tuple]] = []
+    engine = session.get_bind()
+    listener = lambda *args: seen.append((args[2], args[3]))  # noqa: E731 - SQL, params
+    event.listen(engine, "before_cursor_execute", listener)
+    try:
+        board = prepared_boards.update_prepared(session, phase=phase, now=now)
+    finally:
+        event.remove(engine, "before_cursor_execute", listener)
+    assert board.merged and len(board.data["board"]["rows"]) == 4
+    listings = [params for sql, params in seen if "run.submitted_at" in sql]
+    assert len(listings) == 1 and new.id in tuple(listings[0])
+    assert len(tuple(listings[0])) < 6  # the phase, the new run's id (twice): not every run
+
+
+def test_a_stale_base_from_another_process_is_caught_up_or_built(session, storage, make, world,
+                                                                  tiny_data, now):
+    """Runs another worker added since this process's board are found in the version's run list."""
+    task, phase = world["task"], world["phase"]
+    prepared_boards._bases.clear()
+    prepared_boards.warm(session, phase=phase, now=now)
+    for k in range(2):  # "another worker": no update in this process meanwhile
+        team, captain = make.team(task, f"elsewhere {k}")
+        session.commit()
+        submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                           files=tiny_data.run(seed=80 + k), now=now)
+        session.commit()
+    board = _check(session, phase, now, merged=True)
+    assert len(board.data["board"]["rows"]) == 2
+    monkey_max = prepared_boards.MERGE_MAX
+    try:
+        prepared_boards.MERGE_MAX = 1
+        team, captain = make.team(task, "elsewhere 2")
+        session.commit()
+        for k in range(2):
+            submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                               name=f"r{k}", files=tiny_data.run(seed=90 + k), now=now)
+            session.commit()
+        _check(session, phase, now, merged=False)  # more changes than a merge takes: a build
+    finally:
+        prepared_boards.MERGE_MAX = monkey_max
+
+
+def test_uploads_through_the_site_store_merged_boards_equal_to_a_build(app, client, session,
+                                                                       world, tiny_data, now):
+    phase = world["phase"]
+    for key, seed in (("a", 1), ("b", 2), ("a", 3)):
+        data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in
+                                                tiny_data.run(seed=seed).items()]}
+        response = client.post(f"{API}/tasks/tiny/runs", data=data, headers=world["tokens"][key],
+                               content_type="multipart/form-data")
+        assert response.status_code == 201
+        session.expire_all()
+        stored = session.scalars(select(PreparedBoard)).one()
+        fresh = prepared_boards._build(session, phase=phase, version=stored.version, now=now)
+        assert stored.json_text.encode() == fresh.body("json")
+        assert stored.csv_text == fresh.csv_text
+    assert board_jobs.mode(app) == "inline"
+
+
+def test_runs_the_change_wrote_are_re_read_even_where_the_run_list_shows_nothing(
+        session, storage, make, world, tiny_data, now):
+    """A run's name is not in the version's run list: the commit's runs are re-read anyway."""
+    task, phase = world["task"], world["phase"]
+    team, captain = make.team(task, "named")
+    session.commit()
+    run = submissions.submit(session, storage, team=team, phase=phase, user=captain, name="old",
+                             files=tiny_data.run(seed=100), now=now)
+    session.commit()
+    prepared_boards._bases.clear()
+    prepared_boards.warm(session, phase=phase, now=now)
+    run.name = "new name"
+    other, captain = make.team(task, "other")
+    session.commit()
+    submissions.submit(session, storage, team=other, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=101), now=now)
+    session.commit()
+    board = _check(session, phase, now, merged=True, touched={run.id})
+    assert {r["run"] for r in board.data["board"]["rows"]} == {"new name", "r"}
+
+
+def test_the_post_commit_step_passes_the_runs_a_commit_wrote(app, world, monkeypatch):
+    from semboard.db import session_factory
+
+    seen = []
+    monkeypatch.setattr(board_jobs, "prepare_phase",
+                        lambda _s, _phase, touched=None: seen.append(touched) or False)
+    with app.app_context():
+        writer = session_factory()()
+        made = Run(task_id=world["task"].id, phase_id=world["phase"].id,
+                   team_id=world["team_a"].id, name="hooked", slot=1, status="received",
+                   submitted_at=world["phase"].opens_at)
+        writer.add(made)
+        writer.commit()
+        assert seen and made.id in seen[-1]
+        made.name = "renamed"
+        seen.clear()
+        writer.commit()
+        assert seen and made.id in seen[-1]
+        writer.close()
+
+
+def test_a_version_whose_stored_row_went_meanwhile_is_served_by_a_stand_in(
+        session, storage, make, world, tiny_data, now):
+    """The memo knows the version's texts only, and its row was replaced: no build, no loop."""
+    task, phase = world["task"], world["phase"]
+    team, captain = make.team(task, "gone")
+    session.commit()
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=110), now=now)
+    session.commit()
+    version = prepared_boards.board_version(session, phase)
+    prepared_boards._memo.put(prepared_boards._memo_key(session, phase.id, version),
+                              prepared_boards.Prepared(phase_id=phase.id, version=version,
+                                                       data=None, csv_text="", built_at=now,
+                                                       stored=True))
+    served = prepared_boards.prepared_board(session, phase=phase, now=now)
+    assert served.stale and served.data["board"]["preparing"] and served.data["board"]["rows"] == []
+    built = prepared_boards.prepared_board(session, phase=phase, now=now, build_missing=True)
+    assert not built.stale and [r["run"] for r in built.data["board"]["rows"]] == ["r"]
