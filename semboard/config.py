@@ -116,6 +116,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SEMBOARD_BASE_URL", str, "",
             "the site's public URL, e.g. `https://board.example.org`: every link in mail is "
             "built from it (required when `SEMBOARD_MAIL_URL` is set)"),
+    Setting("SEMBOARD_SITE_NAME", str, "semboard",
+            "the site's name as the evaluator in exported results (MTEB TaskResult, Every Eval "
+            "Ever records, model-index blocks)"),
     Setting("SEMBOARD_TRUSTED_HOSTS", str, "any host",
             "comma-separated host names the site answers; a request for another gets 400",
             in_app_config=False),
