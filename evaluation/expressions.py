@@ -9,6 +9,7 @@ An undefined input (NaN) makes the result undefined; so does a division by zero.
 from __future__ import annotations
 
 import ast
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -70,12 +71,19 @@ class Expression:
 MAX_LENGTH = 300
 
 
+# CPython 3.11's AST conversion counts its recursion depth in state the threads share: two
+# uploads parsing a definition at once can raise SystemError ("AST constructor recursion depth
+# mismatch"), so parses take turns.
+_PARSING = threading.Lock()
+
+
 @lru_cache(maxsize=256)
 def _parse(text: str) -> ast.Expression:
     if len(text) > MAX_LENGTH:
         raise ValueError(f"expression is {len(text)} characters long (at most {MAX_LENGTH})")
     try:
-        return ast.parse(text.strip(), mode="eval")
+        with _PARSING:
+            return ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise ValueError(f"expression {text!r} is not valid: {exc.msg}") from None
 

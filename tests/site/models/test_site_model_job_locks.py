@@ -46,6 +46,8 @@ def test_the_site_writes_while_a_model_is_encoded(app, client, models_world, ses
                                                   database_url, monkeypatch) -> None:
     task = models_world["task"]
     make.phase(task, "dev", max_runs=3)  # a phase taking plain runs, beside the model phase
+    user = make.user()  # who logs in while the model encodes
+    session.commit()
     encoding, release = threading.Event(), threading.Event()
     real_job = model_jobs.run_model_job
 
@@ -66,8 +68,6 @@ def test_the_site_writes_while_a_model_is_encoded(app, client, models_world, ses
             assert _idle_in_transaction(database_url) == []
 
         timings: dict[str, float] = {}
-        user = make.user()
-        session.commit()
         start = time.monotonic()
         login = client.post("/login", data={"email": user.email, "password": "password123"})
         timings["log-in"] = time.monotonic() - start
