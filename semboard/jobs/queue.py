@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -192,9 +193,9 @@ def start_thread(target: Callable[..., Any], *args: Any, name: str,
     of background threads: wait_for_threads joins them); a failure is logged, never raised."""
     thread = threading.Thread(target=_thread_main, args=(target, args, what or name),
                               daemon=True, name=name)
-    with _threads_lock:
+    with _threads_lock:  # registered as it starts: wait_for_threads never joins an unstarted one
         _threads.add(thread)
-    thread.start()
+        thread.start()
     return thread
 
 
@@ -221,11 +222,16 @@ def _thread_main(target: Callable[..., Any], args: tuple[Any, ...], what: str) -
 
 
 def wait_for_threads(timeout: float = 60.0) -> None:
-    """Join the dispatched threads still running (tests; a graceful shutdown)."""
-    with _threads_lock:
-        running = list(_threads)
-    for thread in running:
-        thread.join(timeout)
+    """Join the dispatched threads still running, and those they start meanwhile (tests; a
+    graceful shutdown), for at most `timeout` seconds in all."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with _threads_lock:
+            running = [t for t in _threads if t is not threading.current_thread()]
+        if not running or time.monotonic() >= deadline:
+            return
+        for thread in running:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def health(app: Flask, *, now: datetime | None = None) -> dict[str, Any]:
