@@ -72,8 +72,8 @@ MAX_LENGTH = 300
 
 
 # CPython 3.11's AST conversion counts its recursion depth in state the threads share: two
-# uploads parsing a definition at once can raise SystemError ("AST constructor recursion depth
-# mismatch"), so parses take turns.
+# threads parsing at once can raise SystemError ("AST constructor recursion depth mismatch"),
+# so parses of definition expressions take turns (semboard.hostcache.arrays guards np.load's).
 _PARSING = threading.Lock()
 
 

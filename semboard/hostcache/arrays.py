@@ -22,6 +22,11 @@ from semboard.cache import LRU
 
 log = logging.getLogger(__name__)
 
+# np.load parses each .npy header with ast.literal_eval, and CPython 3.11's AST conversion keeps
+# its recursion count in state the threads share: two threads loading at once can raise
+# SystemError ("AST constructor recursion depth mismatch"). Loads take turns.
+_LOADING = threading.Lock()
+
 
 class ArrayCache:
     """numpy arrays by key: .npy files under `folder` (memory-mapped reads) or in memory."""
@@ -53,7 +58,8 @@ class ArrayCache:
             found = self._memory.get(key)
             return found if found is not None and (check is None or check(found)) else None
         try:
-            found = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+            with _LOADING:
+                found = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
         except FileNotFoundError:
             return None
         except (OSError, ValueError, EOFError) as err:

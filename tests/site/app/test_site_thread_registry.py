@@ -1,0 +1,47 @@
+"""The one thread registry: wait_for_threads waits for every background thread, those a thread
+starts meanwhile too, and never meets one that is registered but not started."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from semboard.jobs import queue as job_queue
+
+
+def test_threads_started_by_a_waited_thread_are_waited_for_too() -> None:
+    done: list[str] = []
+
+    def child() -> None:
+        time.sleep(0.3)
+        done.append("child")
+
+    def parent() -> None:
+        time.sleep(0.1)  # wait_for_threads has taken its first look by now
+        job_queue.start_thread(child, name="semboard-test-child")
+        done.append("parent")
+
+    job_queue.start_thread(parent, name="semboard-test-parent")
+    job_queue.wait_for_threads(30)
+    assert done == ["parent", "child"]
+
+
+def test_a_thread_is_never_seen_registered_before_it_starts() -> None:
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def look() -> None:  # another thread joins the registry while threads start
+        while not stop.is_set():
+            try:
+                job_queue.wait_for_threads(0.01)
+            except RuntimeError as err:  # "cannot join thread before it is started"
+                seen.append(str(err))
+
+    watcher = threading.Thread(target=look, daemon=True)
+    watcher.start()
+    for i in range(300):
+        job_queue.start_thread(lambda: None, name=f"semboard-test-{i}")
+    stop.set()
+    watcher.join(30)
+    job_queue.wait_for_threads(30)
+    assert seen == []
