@@ -26,26 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-TASK = """
-name = "bench"
-[layout]
-input = "STS.input.{dataset}.txt"
-[scores]
-min = 0
-max = 5
-[inputs]
-format = "tsv"
-columns = ["sentence1", "sentence2"]
-id = "line"
-[run]
-filename = "STS.output.{dataset}.txt"
-[metrics]
-dataset = ["pearson"]
-primary = "pearson"
-ranking = "per_dataset"
-[[datasets]]
-name = "big"
-"""
+# the one-dataset task the upload memory benchmark uses
+from bench_upload_memory import TASK  # noqa: E402
+
 MODES = ("parsed", "first", "mapped")
 
 
