@@ -21,17 +21,13 @@ from semboard.web.files import attachment
 def _unlisted_tasks() -> None:
     """An unlisted task is a 404 here as on the pages, unless the caller may find it (?key=,
     a team, an acceptance, organising it). Runs after the token check (registered later)."""
-    name = (request.view_args or {}).get("task_name")
-    if not name:
-        return
     session = get_session()
-    try:
-        task = tasks.get_task(session, name)
-    except NotFound:
-        return
+    task = participation.task_in_address(session, request.view_args or {})
+    if task is None:
+        return  # the view answers its own 404
     if not participation.can_find(session, task=task, user=token_user(),
                                   key=request.args.get("key")):
-        raise HTTPNotFound(f"no task called {name!r}")
+        raise HTTPNotFound(f"no task called {task.name!r}")
 
 
 @bp.errorhandler(terms.TermsRequired)

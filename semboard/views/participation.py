@@ -9,7 +9,6 @@ from urllib.parse import urlsplit
 from flask import abort, flash, redirect, render_template, request, session, url_for
 from flask_login import login_required
 
-from semboard.errors import DomainError
 from semboard.models import Task
 from semboard.services.people import teams
 from semboard.services.tasks import announcements, participation, tasks, terms
@@ -34,13 +33,10 @@ KEYS = "task_keys"  # the session cookie's secret-link keys, by task name
 def _unlisted_tasks() -> None:
     """A page of an unlisted task is a 404 unless the visitor may find it (its secret link's
     key, here or remembered from an earlier visit, a team, an acceptance, or organising it)."""
-    args = request.view_args or {}
-    name = args.get("task_name")
-    if not name or request.blueprint != "web":
+    if request.blueprint != "web":
         return
-    try:
-        task = tasks.get_task(db(), name)
-    except DomainError:
+    task = participation.task_in_address(db(), request.view_args or {})
+    if task is None:
         return  # the view answers its own 404
     key = request.args.get("key")
     stored = session.get(KEYS)

@@ -17,7 +17,9 @@ from sqlalchemy.orm import Session
 from evaluation.participation import Participation, domain_matches, participation
 from semboard.errors import Forbidden, InvalidData
 from semboard.models import (
+    ModelSubmission,
     Phase,
+    Run,
     Task,
     TaskSecret,
     Team,
@@ -147,6 +149,25 @@ def can_find(session: Session, *, task: Task, user: User | None, key: str | None
     accepted = session.scalar(select(TermsAcceptance.id).where(
         TermsAcceptance.task_id == task.id, TermsAcceptance.user_id == user.id).limit(1))
     return member is not None or accepted is not None
+
+
+# what a page or API address names, by the argument that names it: a run, a model or a team
+# of an unlisted task is as hidden as the task itself
+_OWNED_BY_TASK: dict[str, type[Run] | type[ModelSubmission] | type[Team]] = {
+    "run_id": Run, "model_id": ModelSubmission, "team_id": Team}
+
+
+def task_in_address(session: Session, args: dict[str, object]) -> Task | None:
+    """The task an address's arguments name (task_name, or a run's, model's or team's id)."""
+    name = args.get("task_name")
+    if isinstance(name, str):
+        return session.scalar(select(Task).where(Task.name == name))
+    for key, model in _OWNED_BY_TASK.items():
+        ident = args.get(key)
+        if isinstance(ident, int):
+            task_id = session.scalar(select(model.task_id).where(model.id == ident))
+            return session.get(Task, task_id) if task_id is not None else None
+    return None
 
 
 def listed(session: Session, tasks: list[Task], *, user: User | None) -> list[Task]:

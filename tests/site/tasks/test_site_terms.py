@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from evaluation import TaskDefinitionError, parse_task
 from evaluation.participation import participation
-from semboard.models import TermsAcceptance, TermsVersion
+from semboard.models import Team, TermsAcceptance, TermsVersion
 from semboard.services.data import gold, inputs
 from semboard.services.tasks import tasks, terms
 from tests.site.conftest import NOW, TINY_TOML
@@ -355,3 +355,30 @@ def test_a_new_secret_link_revokes_the_old_one(app, client, unlisted):
     fresh = app.test_client()
     assert fresh.get("/tasks/tiny?key=" + old).status_code == 404
     assert fresh.get("/tasks/tiny?key=" + new).status_code == 200
+
+
+def test_runs_and_teams_of_an_unlisted_task_are_as_hidden_as_the_task(client, unlisted, session,
+                                                                       tiny_data):
+    ta = unlisted["ta"]
+    assert client.post("/api/v1/tasks/tiny/terms/accept", headers=ta, json={}).status_code == 201
+    data = {"name": "hidden", "files": [(io.BytesIO(content), filename)
+                                        for filename, content in tiny_data.run(seed=1).items()]}
+    posted = client.post("/api/v1/tasks/tiny/runs", data=data, headers=ta,
+                         content_type="multipart/form-data")
+    assert posted.status_code == 201, posted.get_json()
+    run_id = posted.get_json()["id"]
+    team_id = session.scalar(select(Team.id).where(Team.name == "A"))
+    # an address that names the task's run by id finds nothing for a stranger or a visitor
+    for path in (f"/runs/{run_id}", f"/runs/{run_id}/items", f"/runs/{run_id}/items.csv",
+                 f"/runs/{run_id}/charts/datasets.json"):
+        assert client.get(path).status_code == 404, path
+    assert client.get(f"/api/v1/runs/{run_id}", headers=unlisted["tx"]).status_code == 404
+    assert client.get(f"/api/v1/runs/{run_id}").status_code == 404
+    # the team's member, and whoever holds the link's key, still reach it
+    assert client.get(f"/api/v1/runs/{run_id}", headers=ta).status_code == 200
+    key = unlisted["key"]
+    assert client.get(f"/api/v1/runs/{run_id}?key={key}").status_code == 200
+    login(client, unlisted["stranger"])
+    assert client.get(f"/runs/{run_id}").status_code == 404
+    assert client.get(f"/teams/{team_id}").status_code == 404
+    assert client.get(f"/runs/{run_id}?key={key}").status_code == 200
