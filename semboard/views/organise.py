@@ -15,6 +15,7 @@ from semboard.models import ModelSubmission, Phase, Task, User
 from semboard.services.data import gold, inputs
 from semboard.services.models import models as model_services
 from semboard.services.people import accounts, grants, teams
+from semboard.services.runs import primary as primary_runs
 from semboard.services.runs import submissions
 from semboard.services.tasks import definitions, splits, tasks
 from semboard.views.common import (
@@ -326,8 +327,11 @@ def all_runs(task_name: str) -> Any:
     definition = definitions.definition(task)
     # The headline column: the first aggregate (ALL for STS 2012), when the task has one.
     primary = definition.aggregate_metrics[0] if definition.aggregate_metrics else None
+    # each team's primary run in phases that rank primary runs only (two queries a phase)
+    choices = {p.id: primary_runs.primary_runs(session, phase=p) for p in phases}
     return render_template("organiser/runs.html", task=task, phase_runs=phase_runs,
-                           primary=primary, totals=totals, page=page, pages=pages)
+                           primary=primary, totals=totals, page=page, pages=pages,
+                           choices=choices, fallback=primary_runs.FALLBACK)
 
 
 @bp.get("/tasks/<task_name>/organise/log")

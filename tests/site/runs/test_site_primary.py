@@ -5,6 +5,7 @@ scored run counts, written down and audited once the phase has closed."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from datetime import timedelta
 
@@ -196,6 +197,16 @@ def test_api_page_board_toggle_and_organiser_setting(app, client, session, make,
     rows = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()["rows"]
     assert {r["run"]: r.get("contrastive") for r in rows} == {"a1": True, "a2": False,
                                                               "b1": False}
+    # the organisers' list of runs says which run of each team is primary, and how
+    listing = other.get("/tasks/tiny/organise/runs").get_data(as_text=True)
+    marks = {}
+    for row in listing.split("<tr>")[2:]:
+        run_id = re.search(r'href="/runs/(\d+)"', row)
+        mark = re.search(r'data-primary="(\w+)"', row)
+        assert run_id is not None
+        marks[run_id.group(1)] = mark.group(1) if mark else ""
+    assert marks == {str(a1.id): "", str(a2.id): "chosen", str(b1.id): "fallback"}
+    assert "2 teams have one" in listing
 
 
 def test_participant_cli_is_a_thin_client(app, make, teams_runs, now, tmp_path, monkeypatch,
