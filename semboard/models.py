@@ -400,6 +400,10 @@ class Run(Base):
             sqlite_where=text("is_current"),
             postgresql_where=text("is_current"),
         ),
+        # a retried upload (the client's Idempotency-Key) finds its run instead of a new slot
+        Index("uq_run_client_key", "team_id", "client_key", unique=True,
+              sqlite_where=text("client_key IS NOT NULL"),
+              postgresql_where=text("client_key IS NOT NULL")),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -421,6 +425,8 @@ class Run(Base):
     # The system description: free text and answers to the definition's questions.
     description: Mapped[str] = mapped_column(Text, default="", server_default="")
     answers: Mapped[dict[str, Any]] = mapped_column(default=dict, server_default="{}")
+    # the uploading client's key for this upload (Idempotency-Key), unique within the team
+    client_key: Mapped[str | None] = mapped_column(String(64))
 
     phase: Mapped[Phase] = relationship()
     team: Mapped[Team] = relationship()
@@ -708,6 +714,10 @@ class ModelSubmission(Base):
         CheckConstraint(f"failure IS NULL OR {_in('failure', MODEL_FAILURES)}", name="failure"),
         Index(None, "status", "uploaded_at"),
         Index(None, "team_id", "phase_id"),
+        # a retried upload (the client's Idempotency-Key) finds its model, not a second slot
+        Index("uq_model_submission_client_key", "team_id", "client_key", unique=True,
+              sqlite_where=text("client_key IS NOT NULL"),
+              postgresql_where=text("client_key IS NOT NULL")),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -742,6 +752,8 @@ class ModelSubmission(Base):
     progress: Mapped[dict[str, Any] | None] = mapped_column()
     # a failed model's class (MODEL_FAILURES); reason says it in a sentence
     failure: Mapped[str | None] = mapped_column(String(20))
+    # the uploading client's key for this upload (Idempotency-Key), unique within the team
+    client_key: Mapped[str | None] = mapped_column(String(64))
 
     phase: Mapped[Phase] = relationship()
     team: Mapped[Team] = relationship()

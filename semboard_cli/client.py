@@ -33,11 +33,17 @@ class CliError(Exception):
     """A failure to report: message, exit code and any validation issues."""
 
     def __init__(self, message: str, code: int = EXIT_ERROR,
-                 issues: list[dict[str, Any]] | None = None) -> None:
+                 issues: list[dict[str, Any]] | None = None, status: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.issues = issues or []
+        self.status = status  # the HTTP status, when the site answered
+
+    @property
+    def retryable(self) -> bool:
+        """Whether sending the same request again may succeed (no answer, or a passing 5xx)."""
+        return self.code == EXIT_NETWORK or self.status in (500, 502, 503, 504)
 
 
 def config_path() -> Path:
@@ -152,7 +158,7 @@ class Api:
             if response.status_code == 401 and not self.token:
                 message += " (run 'semboard login' first)"
             raise CliError(message, STATUS_EXIT.get(response.status_code, EXIT_ERROR),
-                           body.get("issues") or [])
+                           body.get("issues") or [], status=response.status_code)
         return response
 
     def get_json(self, path: str, **kwargs: Any) -> Any:

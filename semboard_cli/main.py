@@ -10,6 +10,8 @@ import json
 import os
 import sys
 import tempfile
+import time
+import uuid
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -246,11 +248,36 @@ def _print_issues(issues: list[Any]) -> None:
             _err(f"  {issue}")
 
 
-def _upload(api: Any, path: str, body: bytes, content_type: str) -> dict[str, Any]:
-    """POST a multipart upload with the progress bar; the answer's JSON (CliError on refusal)."""
-    response = api.request("POST", path, data=ProgressBody(body, draw_progress),
-                           headers={"Content-Type": content_type})
-    return dict(response.json())
+# an upload whose answer was lost is sent again this many times, with the same key
+UPLOAD_ATTEMPTS = 4
+
+
+def _upload(api: Any, path: str, body: bytes, content_type: str,
+            pause: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    """POST a multipart upload with the progress bar; the answer's JSON (CliError on refusal).
+
+    One Idempotency-Key for every attempt: when the connection drops or the site answers 5xx,
+    the upload is sent again and the site answers with the run the first attempt made, if it
+    made one, so a retry never spends a second run."""
+    key = uuid.uuid4().hex
+    for attempt in range(UPLOAD_ATTEMPTS):
+        try:
+            response = api.request("POST", path, data=ProgressBody(body, draw_progress),
+                                   headers={"Content-Type": content_type,
+                                            "Idempotency-Key": key})
+        except CliError as err:
+            if not err.retryable or attempt == UPLOAD_ATTEMPTS - 1:
+                raise
+            wait = 2.0 ** attempt
+            _err(f"{err.message}; sending again in {wait:.0f} s with the same key "
+                 f"(attempt {attempt + 2} of {UPLOAD_ATTEMPTS}; it never counts twice)")
+            pause(wait)
+            continue
+        answer = dict(response.json())
+        if response.headers.get("Idempotent-Replayed") == "true":
+            _err("the site had received an earlier attempt: this is that attempt's run")
+        return answer
+    raise AssertionError("unreachable")
 
 
 def _refused(err: CliError) -> int:

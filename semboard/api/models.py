@@ -15,6 +15,7 @@ from semboard.jobs import models as model_jobs
 from semboard.models import ModelSubmission
 from semboard.services.models import model_exports, model_uploads, models
 from semboard.services.people import teams
+from semboard.services.runs import submissions
 from semboard.services.tasks import participation, tasks
 from semboard.storage import get_storage
 from semboard.web.files import (
@@ -69,15 +70,23 @@ def submit_model(task_name: str) -> Any:
         raise InvalidData("send the model as the multipart field 'file' (a .zip)")
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
     participation.require_participant(session, task=task, user=user, team=team, phase=phase)
-    with upload_on_disk(upload) as archive:
-        row = model_jobs.accept_model(
-            session, get_storage(), _app(), team=team, phase=phase, user=user, archive=archive,
-            filename=client_filename(upload.filename) or "model.zip", now=now,
-            name=request.form.get("name", ""), prompt=request.form.get("prompt") or None,
-            prompt_name=request.form.get("prompt_name") or None,
-            pooling=request.form.get("pooling") or None,
-            publish=_flag(request.form.get("publish", "")),
-            model_name=request.form.get("model_name") or None)
+    key = submissions.client_key(request.headers.get("Idempotency-Key"))
+    try:
+        with upload_on_disk(upload) as archive:
+            row = model_jobs.accept_model(
+                session, get_storage(), _app(), team=team, phase=phase, user=user,
+                archive=archive, filename=client_filename(upload.filename) or "model.zip",
+                now=now, name=request.form.get("name", ""),
+                prompt=request.form.get("prompt") or None,
+                prompt_name=request.form.get("prompt_name") or None,
+                pooling=request.form.get("pooling") or None,
+                publish=_flag(request.form.get("publish", "")),
+                model_name=request.form.get("model_name") or None, upload_key=key)
+    except models.Replayed as replay:
+        # a retry of an upload that was accepted: the same model, no second slot
+        answer = models.model_json(session, replay.row) | {
+            "status_url": url_for("api.show_model", model_id=replay.row.id)}
+        return jsonify(answer), 200, {"Idempotent-Replayed": "true"}
     return _queued(row)
 
 

@@ -197,6 +197,18 @@ def _op(path: str, summary: str, ok: dict[str, Any], *, status: str = "200", aut
     return operation
 
 
+def _keyed(operation: dict[str, Any], schema: str) -> dict[str, Any]:
+    """An upload that takes an Idempotency-Key: sent again with the same key (a lost answer,
+    a gateway timeout) it answers 200 with what the first attempt made, never a second one."""
+    operation["parameters"].append({
+        "name": "Idempotency-Key", "in": "header", "required": False, "schema": STR,
+        "description": "8 to 64 letters, digits or . _ : - (a UUID fits), one per upload; "
+                       "the same key with other files is refused (409)"})
+    operation["responses"]["200"] = _json(schema, "Sent before with this key: the first "
+                                          "attempt's answer, header Idempotent-Replayed: true")
+    return operation
+
+
 def _fields(*, optional: bool = False, **props: Any) -> dict[str, Any]:
     """A JSON or form body with these fields (optional: the route works without any body)."""
     schema = {"type": "object", "properties": props}
@@ -263,19 +275,19 @@ def _paths() -> dict[str, dict[str, Any]]:
         f"{t}/runs": {
             "get": _op(f"{t}/runs", "My team's runs in the task", _json("RunList"),
                        query={"phase": "phase slug", "all": "1 to include replaced runs"}),
-            "post": _op(f"{t}/runs", "Submit a run (every problem listed on 422)",
-                        _json("Run", "Accepted"), status="201", body=upload,
-                        errors=("401", "403", "404", "409", "422")),
+            "post": _keyed(_op(f"{t}/runs", "Submit a run (every problem listed on 422)",
+                               _json("Run", "Accepted"), status="201", body=upload,
+                               errors=("401", "403", "404", "409", "422")), "Run"),
         },
         "/runs/{run_id}": {"get": _op("/runs/{run_id}", "A run I may see (public runs need no "
                                       "token)", _json("Run"), auth=False)},
         f"{t}/models": {"get": _op(
             f"{t}/models", "My team's models in the task, newest first (state, queue position, "
-            "run)", _json("ModelList"), errors=("401", "404")), "post": _op(
+            "run)", _json("ModelList"), errors=("401", "404")), "post": _keyed(_op(
             f"{t}/models", "Submit a model (the model track): a zip of a Hugging Face folder, "
             "checked at once (every problem listed on 422), then run by the site",
             _json("Model", "Checked and queued"), status="202", body=model_upload,
-            errors=("401", "403", "404", "409", "422", "429"))},
+            errors=("401", "403", "404", "409", "422", "429")), "Model")},
         f"{t}/model-uploads": {"post": _op(
             f"{t}/model-uploads", "Start a model upload in parts (resumable; for models of any "
             "size up to the site's limit): refused at once where the model would be",

@@ -177,12 +177,18 @@ def submit_run(task_name: str) -> Any:
     team = teams.require_team(session, task=task, user=user)
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
     participation.require_participant(session, task=task, user=user, team=team, phase=phase)
+    key = submissions.client_key(request.headers.get("Idempotency-Key"))
     # with a queue (REDIS_URL) the run is validated and stored here, scored by a worker: 202
-    run, queued = accept_run(
-        session, get_storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
-        team=team, phase=phase, user=user, name=request.form.get("name", ""),
-        files=_uploaded_files(), now=now, description=request.form.get("description", ""),
-        given=descriptions.given_from_form(task, request.form))
+    try:
+        run, queued = accept_run(
+            session, get_storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
+            team=team, phase=phase, user=user, name=request.form.get("name", ""),
+            files=_uploaded_files(), now=now, description=request.form.get("description", ""),
+            given=descriptions.given_from_form(task, request.form), upload_key=key)
+    except submissions.Replayed as replay:
+        # a retry of an upload that was accepted: the same run, no second slot
+        shown = access.can_view_scores(session, user, replay.run.phase)
+        return jsonify(_run_json(replay.run, shown)), 200, {"Idempotent-Replayed": "true"}
     show = access.can_view_scores(session, user, run.phase)
     if queued:
         status_url = url_for("api.show_run", run_id=run.id)

@@ -32,7 +32,8 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
                description: str = "", given: Mapping[str, Any] | None = None,
                metadata: Mapping[str, Any] | None = None,
                score_here: bool = False,
-               from_model: ModelSubmission | None = None) -> tuple[Run, bool]:
+               from_model: ModelSubmission | None = None,
+               upload_key: str | None = None) -> tuple[Run, bool]:
     """Check the description, validate and store the run, apply the description, commit.
 
     Then, where a queue worker scores runs, queue its scoring (after the commit, so the worker
@@ -40,7 +41,11 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
     raises a DomainError with every issue (the rejected upload's own log entry is kept).
     score_here: a caller that is itself a background job (baselines, model runs) scores at once.
     from_model: the model whose run this is (jobs.models); "models" phases take only these.
+    upload_key: the client's Idempotency-Key: a retried upload raises submissions.Replayed.
     """
+    prior = submissions.run_for_key(session, team=team, key=upload_key, files=files)
+    if prior is not None:  # before the description's checks: the first upload passed them
+        raise submissions.Replayed(prior)
     queued = not score_here and (scoring_queued(app) or too_large_for_request(app, files))
     answers = descriptions.check_upload(
         session, team=team, phase=phase, user=user, name=name, files=files,
@@ -48,7 +53,7 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
     run = submissions.submit(session, storage, team=team, phase=phase, user=user, name=name,
                              files=files, now=now, score=not queued,
                              metadata=dict(metadata) if metadata is not None else None,
-                             from_model=from_model)
+                             from_model=from_model, upload_key=upload_key)
     descriptions.apply(run, description, answers)
     session.commit()
     if queued:

@@ -313,12 +313,17 @@ def upload(task_name: str) -> Any:
             form.files.errors = ["Choose the run's files (one per dataset) or one zip."]
         if files:
             phase = load_phase(task, form.phase.data)
-            with committed() as done:
-                run, queued = accept_run(
-                    session, storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
-                    team=team, phase=phase, user=user, name=form.name.data.strip(),
-                    files=files, now=now(), description=request.form.get("description", ""),
-                    given=descriptions.given_from_form(task, request.form))
+            try:
+                with committed() as done:
+                    run, queued = accept_run(
+                        session, storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
+                        team=team, phase=phase, user=user, name=form.name.data.strip(),
+                        files=files, now=now(), description=request.form.get("description", ""),
+                        given=descriptions.given_from_form(task, request.form),
+                        upload_key=_form_key(form.upload_key.data))
+            except submissions.Replayed as replay:  # the same form sent again: its first run
+                flash(f"Run {replay.run.name} was already received from this form.", "success")
+                return redirect(url_for("web.run", run_id=replay.run.id))
             if done and queued:  # stored and valid; a queue worker scores it
                 flash(f"Run {run.name} accepted{_run_notes(run)}; it is being scored.",
                       "success")
@@ -332,6 +337,14 @@ def upload(task_name: str) -> Any:
         status = 422
     return render_template("runs/upload.html", issues=issues,
                            **_upload_context(task, team, form)), status
+
+
+def _form_key(given: str | None) -> str | None:
+    """The upload form's own key; a form altered to carry a bad one just has none."""
+    try:
+        return submissions.client_key(given)
+    except DomainError:
+        return None
 
 
 @bp.get("/runs/<int:run_id>")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -129,6 +130,8 @@ class UploadRunForm(FlaskForm):
     # names, so it may be left empty); the form only bounds the length.
     name = StringField("Run name", validators=[Optional(), Length(max=100)])
     files = MultipleFileField("Run files")
+    # one key per rendered form: a form sent twice (a double click, a retried POST) makes one run
+    upload_key = HiddenField(default=lambda: uuid.uuid4().hex)
     submit = SubmitField("Upload run")
 
 

@@ -96,17 +96,20 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
                  publish: bool = False, limits: ModelLimits | None = None,
                   prompt_name: str | None = None,
                   on_accept: Callable[[ModelSubmission], None] | None = None,
-                  model_name: str | None = None) -> ModelSubmission:
+                  model_name: str | None = None, upload_key: str | None = None) -> ModelSubmission:
     """Check, store and queue an uploaded model (a zip of the Hugging Face folder, on disk:
     a model may be larger than memory); commits. on_accept(row) runs in the row's own
     transaction (an upload in parts records the model it became). model_name: what the team
     calls the model (else the folder's own name is shown).
 
     jobs.models.accept_model calls this and dispatches the job after the commit. publish: the
-    team publishes the model's files with its run from the start.
+    team publishes the model's files with its run from the start. upload_key: the client's
+    Idempotency-Key; an upload whose key already made a model raises Replayed with it.
     """
     name = name.strip()
     size = archive.stat().st_size
+    digest = file_sha256(archive)
+    _replay(session, team=team, key=upload_key, digest=digest)
 
     def refused(err: DomainError) -> DomainError:
         return refuse(session, err, team=team, phase=phase, user=user, name=name,
@@ -121,10 +124,10 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
     except DomainError as err:
         raise refused(err) from None
     name = name or f"model-{description.digest[:12]}"
-    digest = file_sha256(archive)
-    key = keys.model_archive(phase.task.name, team.id, digest)
-    put_content_file(storage, key, archive)  # content-addressed: never overwritten
+    stored_key = keys.model_archive(phase.task.name, team.id, digest)
+    put_content_file(storage, stored_key, archive)  # content-addressed: never overwritten
     begin_write(session)
+    _replay(session, team=team, key=upload_key, digest=digest)  # the same key twice at once
     try:
         # again, under the lock
         admission.check_room(session, team=team, phase=phase, name=name, now=now)
@@ -132,7 +135,8 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
         raise refused(err) from None
     row = ModelSubmission(
         task_id=team.task_id, phase_id=phase.id, team_id=team.id, user_id=user.id if user else
-        None, name=name, uploaded_at=now, storage_key=key, archive_sha256=digest, size=size,
+        None, name=name, uploaded_at=now, storage_key=stored_key, archive_sha256=digest,
+        size=size, client_key=upload_key,
         digest=description.digest,
         description=description.to_dict() | {"model_name": folder_name},
         options={"prompt": prompt, "prompt_name": prompt_name, "pooling": pooling,
@@ -151,6 +155,30 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
         on_accept(row)
     session.commit()
     return row
+
+
+class Replayed(Exception):
+    """A retried model upload: its key already made this model, which is the answer again."""
+
+    def __init__(self, row: ModelSubmission) -> None:
+        super().__init__(f"model {row.id} was made by an earlier upload with the same key")
+        self.row = row
+
+
+def _replay(session: Session, *, team: Team, key: str | None, digest: str) -> None:
+    """Raise Replayed when this team's key already made a model of the same archive; Conflict
+    when the key made a model of another archive."""
+    if key is None:
+        return
+    row = session.scalar(select(ModelSubmission).where(ModelSubmission.team_id == team.id,
+                                                       ModelSubmission.client_key == key))
+    if row is None:
+        return
+    if row.archive_sha256 != digest:
+        raise Conflict(f"Idempotency-Key {key!r} was used for another model (#{row.id}, "
+                       f"{row.name!r}): send a new key with a new archive")
+    session.commit()  # end the read (or the write lock taken for the insert)
+    raise Replayed(row)
 
 
 def can_view(session: Session, user: User | None, row: ModelSubmission) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from evaluation import ValidationError, match_run_filename, unpack_upload, valid
 from evaluation.runs import MAX_RUN_NAME, run_name_from_files, run_name_problem
 from semboard.db import begin_write
 from semboard.errors import (
+    Conflict,
     DomainError,
     Forbidden,
     InvalidData,
@@ -41,6 +43,46 @@ log = logging.getLogger(__name__)
 
 # Retries when a concurrent upload of the same team wins a slot or name between our read and write.
 INSERT_ATTEMPTS = 8
+
+# an upload's Idempotency-Key: what a client may send (a UUID fits)
+CLIENT_KEY = re.compile(r"[A-Za-z0-9._:-]{8,64}")
+
+
+class Replayed(Exception):
+    """A retried upload: its key already made this run, which is the answer again."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(f"run {run.id} was made by an earlier upload with the same key")
+        self.run = run
+
+
+def client_key(given: str | None) -> str | None:
+    """A checked Idempotency-Key (None when none was sent), or InvalidData."""
+    if given is None or given == "":
+        return None
+    if not CLIENT_KEY.fullmatch(given):
+        raise InvalidData("Idempotency-Key must be 8 to 64 letters, digits or . _ : - "
+                          "(a UUID fits)")
+    return given
+
+
+def run_for_key(session: Session, *, team: Team, key: str | None,
+                files: Mapping[str, bytes]) -> Run | None:
+    """The run an earlier upload of this team with the same key made, if any; Conflict when
+    this upload's files are not that run's (a key names one upload, never two)."""
+    if key is None:
+        return None
+    run = session.scalar(select(Run).where(Run.team_id == team.id, Run.client_key == key))
+    if run is None:
+        return None
+    try:
+        sent = {(name, sha256(data)) for name, data in unpack_upload(files).items()}
+    except ValidationError:
+        sent = set()
+    if sent != {(f.filename, f.sha256) for f in run.files}:
+        raise Conflict(f"Idempotency-Key {key!r} was used for another upload (run {run.id}, "
+                       f"{run.name!r}): send a new key with new files")
+    return run
 
 
 def _dataset_of(definition: TaskDefinition, filename: str) -> str | None:
@@ -72,12 +114,14 @@ def submit(
     metadata: dict[str, Any] | None = None,
     score: bool = True,
     from_model: ModelSubmission | None = None,
+    upload_key: str | None = None,
 ) -> Run:
     """Validate, store and record a run, then score it when gold exists (commits).
 
     score=False leaves the accepted run "valid" for a queue worker to score (board_jobs).
     from_model: the model whose run this is (the site's own job), taken by "models" phases;
-    it holds no slot against itself.
+    it holds no slot against itself. upload_key: the client's Idempotency-Key; an upload whose key
+    already made a run raises Replayed with that run (nothing else is done or logged).
     """
     task = phase.task
     if phase.task_id != team.task_id:
@@ -87,6 +131,9 @@ def submit(
             raise Forbidden("only organisers submit runs of the Baselines team")
     elif user is None or not access.is_member(session, user, team.id):
         raise Forbidden("only the team's members may submit its runs")
+    prior = run_for_key(session, team=team, key=upload_key, files=files)
+    if prior is not None:
+        raise Replayed(prior)
 
     def refuse(err: DomainError) -> DomainError:
         return admission.refuse(session, err, team=team, phase=phase, user=user, name=name,
@@ -155,7 +202,7 @@ def submit(
     run = _insert_run(
         session, team=team, phase=phase, user=user, name=name, now=now, is_late=is_late,
         is_fix=is_fix, stored=stored, definition=definition, validated=validated,
-        metadata=metadata or {}, files=files, except_model=except_model,
+        metadata=metadata or {}, files=files, except_model=except_model, upload_key=upload_key,
     )
     if not score:
         return run
@@ -185,6 +232,7 @@ def _insert_run(
     metadata: dict[str, Any],
     files: Mapping[str, bytes],
     except_model: int | None,
+    upload_key: str | None = None,
 ) -> Run:
     """Take a slot (or replace the same-named run) and insert the run, atomically."""
     for attempt in range(INSERT_ATTEMPTS):
@@ -196,6 +244,13 @@ def _insert_run(
                 update(Team).where(Team.id == team.id).values(last_upload_at=now)
                 .execution_options(synchronize_session=False)
             )
+            if upload_key is not None:
+                # the same key sent twice at once: the second waits for the team's lock here
+                prior = session.scalar(select(Run).where(Run.team_id == team.id,
+                                                         Run.client_key == upload_key))
+                if prior is not None:
+                    session.commit()
+                    raise Replayed(prior)
             # A team that got the inputs elsewhere starts its window with its first accepted run.
             windows.start_window(session, team=team, phase=phase, user=user, now=now)
             # The day's quota and the slots again, under the team's lock (admission.take_slot).
@@ -211,7 +266,7 @@ def _insert_run(
                 is_current=True, status="valid", is_late=is_late, is_fix=is_fix,
                 replaces_id=same.id if same else None,
                 issues=[i.to_dict() for i in validated.issues], meta=metadata,
-                submitted_at=now,
+                submitted_at=now, client_key=upload_key,
             )
             session.add(run)
             session.flush()

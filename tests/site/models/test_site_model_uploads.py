@@ -599,3 +599,26 @@ def test_a_finish_in_progress_is_waited_for_and_a_dead_one_taken_over(
     assert taken.status_code == 202, taken.get_json()
     assert _count(session, ModelSubmission) == 1
     wait_for_threads(300)
+
+
+def test_a_model_sent_again_with_its_key_answers_the_first_model(client, models_world, session,
+                                                                 model_folder) -> None:
+    from tests.site.model_track_support import post_model
+
+    headers = models_world["tokens"]["a"]
+    archive = zip_folder(model_folder)
+    keyed = {**headers, "Idempotency-Key": "model-key-0001"}
+    first = post_model(client, keyed, archive, name="enc")
+    assert first.status_code == 202, first.get_json()
+    again = post_model(client, keyed, archive, name="enc")
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.get_json()["id"] == first.get_json()["id"]
+    other = post_model(client, keyed, zip_folder(model_folder, extra={"README.md": b"v2"}),
+                       name="enc-2")
+    assert other.status_code == 409 and "another model" in other.get_json()["error"]
+    wait_for_threads(300)
+    session.expire_all()
+    assert session.scalar(select(func.count()).select_from(ModelSubmission)) == 1
+    logged = session.scalars(select(UploadLog.message).order_by(UploadLog.id)).all()
+    # the model and the run its job made; the retry and the clash left no entry
+    assert len(logged) == 2 and logged[0].startswith("model "), logged
