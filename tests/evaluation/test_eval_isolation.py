@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Imports evaluation (and its CLI), scores a tiny run end to end, then lists what got loaded.
@@ -33,3 +35,45 @@ def test_evaluation_imports_no_flask_sqlalchemy_or_site_code() -> None:
     loaded = set(json.loads(done.stdout))
     assert "evaluation" in loaded
     assert not loaded & {"flask", "sqlalchemy", "werkzeug", "semboard", "alembic"}, loaded
+
+
+# `python -m evaluation ARGS` as the shell runs it, then the modules it imported (to a file).
+_CLI_PROBE = """
+import json, runpy, sys
+out, sys.argv = sys.argv[1], ["evaluation", *sys.argv[2:]]
+try:
+    runpy.run_module("evaluation", run_name="__main__", alter_sys=True)
+except SystemExit as end:
+    assert not end.code, end.code
+with open(out, "w") as f:
+    json.dump(sorted(sys.modules), f)
+"""
+# What the scorer's command never needs: web and database code, scipy and pandas, and the
+# library's parts for boards (ranking, significance, comparisons), loaded on first use.
+NOT_FOR_THE_SCORER = ("scipy", "pandas", "pyarrow", "flask", "werkzeug", "sqlalchemy",
+                      "semboard", "alembic", "evaluation.ranking", "evaluation.significance",
+                      "evaluation.compare", "evaluation.items", "importlib.resources")
+
+
+@pytest.mark.parametrize("extra", [[], ["--json", "--no-ci"]])
+def test_the_scorer_command_imports_only_what_it_uses(tmp_path, extra) -> None:
+    rel, run = tmp_path / "release", tmp_path / "run"
+    rel.mkdir()
+    run.mkdir()
+    for i, d in enumerate(["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN",
+                           "surprise.SMTnews"]):
+        gold = [(j * 7 + i) % 11 / 2.2 for j in range(40)]
+        (rel / f"STS.input.{d}.txt").write_text("".join(f"a {j}\tb {j}\n" for j in range(40)))
+        (rel / f"STS.gs.{d}.txt").write_text("".join(f"{v:.2f}\n" for v in gold))
+        (run / f"STS.output.{d}.txt").write_text(
+            "".join(f"{min(5.0, v + (j % 3) / 2):.3f}\n" for j, v in enumerate(gold)))
+    modules = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", _CLI_PROBE, str(modules), "score", "--task", "sts2012", "--gold",
+         str(rel), "--run", str(run), "--resamples", "50", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "MSRpar" in done.stdout
+    loaded = set(json.loads(modules.read_text()))
+    assert "evaluation.scoring" in loaded
+    assert sorted(m for m in loaded if m.startswith(NOT_FOR_THE_SCORER)) == []
