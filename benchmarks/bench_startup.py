@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -62,26 +63,39 @@ printf "Pearson: %.5f\n", $xy / sqrt($xx * $yy);
 """
 
 
-def timed(command: list[str] | list[list[str]], env: dict[str, str]) -> float:
-    """Wall time of one command, or of several run one after the other."""
+def timed(command: list[str] | list[list[str]], env: dict[str, str]) -> tuple[float, float]:
+    """Wall time and CPU time (user + system) of one command, or of several run in turn."""
     commands = command if isinstance(command[0], list) else [command]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     for one in commands:
         subprocess.run(one, env=env, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def side_by_side(commands: dict[str, list], env: dict[str, str], rounds: int) -> dict[str, float]:
-    """Median wall time of each command over interleaved rounds (one untimed round first)."""
+def side_by_side(commands: dict[str, list], env: dict[str, str], rounds: int
+                 ) -> dict[str, tuple[float, float]]:
+    """Median wall and CPU time of each command over interleaved rounds (one untimed first)."""
     for command in commands.values():
         timed(command, env)
-    times: dict[str, list[float]] = {name: [] for name in commands}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(rounds):
         order = list(commands.items())
         random.shuffle(order)  # no command always runs just after another
         for name, command in order:
             times[name].append(timed(command, env))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {name: (statistics.median(w for w, _ in values),
+                   statistics.median(c for _, c in values)) for name, values in times.items()}
+
+
+def report(medians: dict[str, tuple[float, float]], base: str, unit: str) -> None:
+    """Each command's median wall and CPU time and their ratios to the base command's."""
+    wall0, cpu0 = medians[base]
+    print(f"  {'':26} {'wall':>7} {'ratio':>6}   {'CPU':>7} {'ratio':>6}   (ratio: x {unit})")
+    for name, (wall, cpu) in medians.items():
+        print(f"  {name:26} {wall:6.3f}s {wall / wall0:5.2f}x   {cpu:6.3f}s {cpu / cpu0:5.2f}x")
 
 
 def load() -> str:
@@ -97,9 +111,7 @@ def site(env: dict[str, str], rounds: int) -> None:
     before = load()
     medians = side_by_side(commands, env, rounds)
     print(f"site: median of {rounds} interleaved rounds, load average {before} -> {load()}")
-    base = medians["import flask"]
-    for name, median in medians.items():
-        print(f"  {name:24} {median:6.3f} s   {median / base:4.2f}x import flask")
+    report(medians, "import flask", "import flask")
     probe = ("import sys; from flask.cli import main; sys.argv = ['flask', '--help']\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
              f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
@@ -140,14 +152,15 @@ def scorer(env: dict[str, str], rounds: int, data: Path, perl_scorer: Path | Non
           + f" (ours: {', '.join(f'{v:.5f}' for v in _pearsons(ours))})")
     commands = {"perl scorer x 5 files": perl, "evaluation score": score,
                 "evaluation score --no-ci": [*score, "--no-ci"],
+                # the command's BLAS left at numpy's default (a thread per CPU)
+                f"... BLAS threads {os.cpu_count()}": [
+                    "env", f"OPENBLAS_NUM_THREADS={os.cpu_count()}", *score],
                 "python -c pass": [sys.executable, "-c", "pass"],
                 "python -c 'import numpy'": [sys.executable, "-c", "import numpy"]}
     before = load()
     medians = side_by_side(commands, env, rounds)
     print(f"scorer: median of {rounds} interleaved rounds, load average {before} -> {load()}")
-    base = medians["perl scorer x 5 files"]
-    for name, median in medians.items():
-        print(f"  {name:26} {median:6.3f} s   {median / base:4.2f}x the perl scorer")
+    report(medians, "perl scorer x 5 files", "the perl scorer")
     probe = [*score, "--no-ci"]
     imported = subprocess.run(
         [sys.executable, "-c", "import runpy, sys; sys.argv = ['evaluation', *sys.argv[1:]]\n"

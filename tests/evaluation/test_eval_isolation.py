@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,20 @@ def test_the_scorer_command_imports_only_what_it_uses(tmp_path, extra) -> None:
     loaded = set(json.loads(modules.read_text()))
     assert "evaluation.scoring" in loaded
     assert sorted(m for m in loaded if m.startswith(NOT_FOR_THE_SCORER)) == []
+
+
+@pytest.mark.parametrize(("given", "threads"), [(None, 1), ("2", 2)])
+def test_the_scorer_runs_blas_on_one_thread_unless_told(tmp_path, given, threads) -> None:
+    """Its products are resamples x pairs by 6 columns: threads cost more than they save."""
+    pytest.importorskip("threadpoolctl")
+    probe = _CLI_PROBE + (
+        "from threadpoolctl import threadpool_info\n"
+        "print(json.dumps([p['num_threads'] for p in threadpool_info()"
+        " if p['user_api'] == 'blas']))\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "m.json"), "tasks"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [threads]
