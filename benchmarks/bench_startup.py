@@ -13,8 +13,11 @@ alike; medians printed with the load average before and after):
 Children run with bytecode caching on (PYTHONDONTWRITEBYTECODE dropped; the first, untimed round
 writes the caches), as an installed copy runs.
 
+With --before REV, that commit's tree (app.py, semboard, evaluation, tasks, templates, static)
+is unpacked to a temporary folder and its commands are timed in the same rounds ("@REV").
+
     python benchmarks/bench_startup.py [--rounds 10] [--data ../shared/data] [--perl-scorer PL]
-        [--only site|scorer]
+        [--only site|scorer] [--before REV]
 """
 
 from __future__ import annotations
@@ -102,12 +105,32 @@ def load() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-def site(env: dict[str, str], rounds: int) -> None:
+TREE = ["app.py", "semboard", "evaluation", "tasks", "templates", "static"]
+
+
+def unpack(rev: str, folder: Path) -> Path:
+    """The project's tree at REV in FOLDER (the repository is untouched)."""
+    folder.mkdir()
+    archive = subprocess.run(["git", "archive", rev, *TREE], cwd=ROOT, check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def at(old: Path, command: list[str]) -> list[str]:
+    """COMMAND run in the unpacked tree (its folder first on the path, as ROOT is for ours)."""
+    return ["env", "-C", str(old), f"PYTHONPATH={old}", *command]
+
+
+def site(env: dict[str, str], rounds: int, old: Path | None, rev: str | None) -> None:
     flask = str(Path(sys.executable).parent / "flask")
     commands = {"import flask": [sys.executable, "-c", "import flask"],
                 "import semboard": [sys.executable, "-c", "import semboard"],
                 "flask --help": [flask, "--help"],
                 "flask --app app --help": [flask, "--app", "app", "--help"]}
+    if old is not None:
+        commands[f"import semboard @{rev}"] = at(old, commands["import semboard"])
+        commands[f"flask --help @{rev}"] = at(old, commands["flask --help"])
     before = load()
     medians = side_by_side(commands, env, rounds)
     print(f"site: median of {rounds} interleaved rounds, load average {before} -> {load()}")
@@ -121,7 +144,7 @@ def site(env: dict[str, str], rounds: int) -> None:
 
 
 def scorer(env: dict[str, str], rounds: int, data: Path, perl_scorer: Path | None,
-           folder: Path) -> None:
+           folder: Path, old: Path | None, rev: str | None) -> None:
     release = data / "sts2012" / "test"
     if not (release / "STS.gs.MSRpar.txt").exists():
         print(f"scorer: skipped, the STS 2012 release is not at {release} (--data)")
@@ -155,6 +178,7 @@ def scorer(env: dict[str, str], rounds: int, data: Path, perl_scorer: Path | Non
                 # the command's BLAS left at numpy's default (a thread per CPU)
                 f"... BLAS threads {os.cpu_count()}": [
                     "env", f"OPENBLAS_NUM_THREADS={os.cpu_count()}", *score],
+                **({f"evaluation score @{rev}": at(old, score)} if old is not None else {}),
                 "python -c pass": [sys.executable, "-c", "pass"],
                 "python -c 'import numpy'": [sys.executable, "-c", "import numpy"]}
     before = load()
@@ -185,6 +209,7 @@ def main() -> None:
         os.environ.get("SEMBOARD_DATA") or ROOT.parent / "shared" / "data"))
     parser.add_argument("--perl-scorer", type=Path, help="the official correlation script")
     parser.add_argument("--only", choices=["site", "scorer"])
+    parser.add_argument("--before", metavar="REV", help="also time the commands of commit REV")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         instance = Path(folder) / "instance"
@@ -192,10 +217,11 @@ def main() -> None:
                "SEMBOARD_INSTANCE_PATH": str(instance), "SEMBOARD_SCHEDULE_SECONDS": "0"}
         for key in ("DATABASE_URL", "REDIS_URL", "SEMBOARD_STORAGE", "PYTHONDONTWRITEBYTECODE"):
             env.pop(key, None)
+        old = unpack(args.before, Path(folder) / "before") if args.before else None
         if args.only != "scorer":
-            site(env, args.rounds)
+            site(env, args.rounds, old, args.before)
         if args.only != "site":
-            scorer(env, args.rounds, args.data, args.perl_scorer, Path(folder))
+            scorer(env, args.rounds, args.data, args.perl_scorer, Path(folder), old, args.before)
 
 
 if __name__ == "__main__":
