@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ["sqlalchemy", "numpy", "scipy", "pandas", "boto3", "botocore", "rq", "redis", "argon2",
@@ -173,14 +174,15 @@ def scorer(env: dict[str, str], rounds: int, data: Path, perl_scorer: Path | Non
     print(f"scorer: the perl scorer is {which}; it prints "
           + ", ".join(t.split()[-1] for t in theirs)
           + f" (ours: {', '.join(f'{v:.5f}' for v in _pearsons(ours))})")
-    commands = {"perl scorer x 5 files": perl, "evaluation score": score,
-                "evaluation score --no-ci": [*score, "--no-ci"],
-                # the command's BLAS left at numpy's default (a thread per CPU)
-                f"... BLAS threads {os.cpu_count()}": [
-                    "env", f"OPENBLAS_NUM_THREADS={os.cpu_count()}", *score],
-                **({f"evaluation score @{rev}": at(old, score)} if old is not None else {}),
-                "python -c pass": [sys.executable, "-c", "pass"],
-                "python -c 'import numpy'": [sys.executable, "-c", "import numpy"]}
+    commands: dict[str, list[Any]] = {"perl scorer x 5 files": perl, "evaluation score": score,
+        "evaluation score --no-ci": [*score, "--no-ci"],
+        # the command's BLAS left at numpy's default (a thread per CPU)
+        f"... BLAS threads {os.cpu_count()}": [
+            "env", f"OPENBLAS_NUM_THREADS={os.cpu_count()}", *score]}
+    if old is not None:
+        commands[f"evaluation score @{rev}"] = at(old, score)
+    commands["python -c pass"] = [sys.executable, "-c", "pass"]
+    commands["python -c 'import numpy'"] = [sys.executable, "-c", "import numpy"]
     before = load()
     medians = side_by_side(commands, env, rounds)
     print(f"scorer: median of {rounds} interleaved rounds, load average {before} -> {load()}")
