@@ -3,7 +3,12 @@
 import os
 import sys
 
-from evaluation.cli import main
+# The scorer's matrix products are (resamples x pairs) @ (pairs x 6): BLAS threads cost more to
+# start and wake than they save, and on a busy machine they spin against each other (a 5-file
+# release: about a third of the command's CPU time). Set before numpy loads; the user's wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from evaluation.cli import main  # numpy loads here, after the setting above
 
 if __name__ == "__main__":
     try:

@@ -6,18 +6,17 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import click
 from flask import Flask
+from flask.cli import FlaskGroup, ScriptInfo
+
+from semboard import cli, config
+from semboard.extensions import csrf, login_manager
+from semboard.web import errors, hardening
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     """Build the app: load config, register extensions, blueprints, error handlers and CLI."""
-    # The app's parts, imported here: `import semboard` (and any semboard.x module) costs Flask,
-    # not the whole site.
-    from semboard import api, cli, config, db, views  # the app's parts (see above)
-    from semboard.extensions import csrf, login_manager  # the app's parts (see above)
-    from semboard.jobs import hooks  # the app's parts (see above)
-    from semboard.web import errors, hardening  # the app's parts (see above)
-
     instance_path = (test_config or {}).get("SEMBOARD_INSTANCE_PATH") or os.environ.get(
         "SEMBOARD_INSTANCE_PATH"
     ) or None
@@ -42,10 +41,38 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     hardening.install(app)  # before the blueprints: their <int:...> routes use its converter
     login_manager.init_app(app)
     csrf.init_app(app)
+    cli.register(app)
+    if _finding_commands():
+        # `flask` builds the app only to list or look up commands: the site (database, jobs,
+        # pages, API) is installed when a command runs (cli.finish_site), so `flask --help`
+        # imports neither SQLAlchemy nor numpy
+        app.extensions[cli.PENDING_SITE] = install_site
+    else:
+        install_site(app)
+    return app
+
+
+def install_site(app: Flask) -> None:
+    """Install the site's parts: database teardown, post-commit hooks, the API, pages, errors."""
+    # The site's parts import the models, services and numpy: imported here, when the app is
+    # built to serve or to run a command, not when `flask` only lists its commands
+    from semboard import api, db, views  # the site's parts (see above)
+    from semboard.jobs import hooks  # the site's parts (see above)
+
     app.teardown_appcontext(db.close_session)
     hooks.install(app)
     api.register(app)
     views.register(app)
     errors.register(app)
-    cli.register(app)
-    return app
+
+
+def _finding_commands() -> bool:
+    """Whether `flask` itself is loading the app to list or look up its commands.
+
+    Flask's command line loads the app in its top context for `flask --help` and to find an app
+    command (whose run then installs the site); `flask run`, `routes` and `shell` load it in their
+    own context, and gunicorn, workers and tests load it outside any: all of those get the site.
+    """
+    ctx = click.get_current_context(silent=True)
+    return (ctx is not None and ctx.parent is None and isinstance(ctx.command, FlaskGroup)
+            and isinstance(ctx.obj, ScriptInfo))

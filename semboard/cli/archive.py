@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from flask.cli import with_appcontext
 
-from semboard.cli.core import command_session
+from semboard.cli.core import command_session, results_cli
 from semboard.clock import request_now
 from semboard.services.closing import archive
 from semboard.services.tasks import tasks
@@ -29,3 +29,6 @@ def results_archive(task_name: str, output: Path) -> None:
                f"{summary.files} files, {summary.size} bytes")
     for why in summary.left_out:
         click.echo(f"not included: {why}")
+
+
+results_cli.add_command(results_archive)

@@ -7,7 +7,6 @@ from datetime import datetime
 from pathlib import Path
 
 import click
-from flask import Flask
 from flask.cli import AppGroup
 from sqlalchemy.orm import Session
 
@@ -156,10 +155,3 @@ def schedule_tick() -> None:
     with command_session() as session:
         for line in schedule.tick(session, now=utcnow()):
             click.echo(line)
-
-
-def register_closing(app: Flask) -> None:
-    """Add the closing commands."""
-    app.cli.add_command(audit_cli)
-    app.cli.add_command(schedule_cli)
-

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from flask import Flask, current_app
+from flask import current_app
 from flask.cli import AppGroup, with_appcontext
 from sqlalchemy.orm import Session
 
@@ -20,6 +20,7 @@ from semboard import config
 from semboard.clock import utcnow
 from semboard.db import session_factory
 from semboard.errors import DomainError
+from semboard.health import check as check_health
 from semboard.models import PHASE_ACCEPTS, PHASE_KINDS, VISIBILITIES, Phase, Task
 from semboard.services.boards import leaderboard
 from semboard.services.boards import prepared as prepared_boards
@@ -107,8 +108,6 @@ def db_upgrade_alias() -> None:
 @with_appcontext
 def check_cli() -> None:
     """Check every part the configuration uses (database, storage, Redis), as /healthz does."""
-    from semboard.health import check as check_health  # the probes: this command only
-
     found = check_health(current_app._get_current_object())  # type: ignore[attr-defined]
     for part, verdict in found.items():
         click.echo(f"{part}: {verdict}")
@@ -409,11 +408,3 @@ def _pick_phase(session: Session, task: Task, slug: str | None) -> Phase:
         raise click.ClickException("the task has no phases")
     evaluation = [p for p in all_phases if p.kind == "evaluation"]
     return (evaluation or all_phases)[-1]
-
-
-def register_cli(app: Flask) -> None:
-    """Add every command group of the site core to the app."""
-    for group in (task_cli, gold_cli, token_cli, user_cli, results_cli, db_cli):
-        app.cli.add_command(group)
-    app.cli.add_command(db_upgrade_alias)
-    app.cli.add_command(check_cli)

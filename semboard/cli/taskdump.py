@@ -8,7 +8,7 @@ import click
 from flask.cli import with_appcontext
 from sqlalchemy import select
 
-from semboard.cli.core import command_session
+from semboard.cli.core import command_session, task_cli
 from semboard.clock import request_now
 from semboard.errors import NotFound
 from semboard.models import PHASE_RANKINGS, Run
@@ -99,3 +99,7 @@ def task_primary(task_name: str, phase_slug: str, run_id: int | None, reason: st
                              key=lambda c: c.team_id):
             how = "chosen" if choice.chosen else "fallback (latest scored run)"
             click.echo(f"team {choice.team_id}: run {choice.run_id} ({how})")
+
+
+for _command in (task_dump, task_restore, task_ranking, task_primary):
+    task_cli.add_command(_command)

@@ -1,4 +1,7 @@
-"""`flask worker`: serve the site's rq queues in this process (with rq's scheduler)."""
+"""`flask worker`: serve the site's rq queues in this process (with rq's scheduler).
+
+Imported only when `flask worker` runs (semboard.cli.COMMANDS), so rq is imported here.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from semboard.jobs.queue import worker_timing
+from semboard.jobs.worker import WORKER_QUEUES, serve
 
 
 @click.command("worker")
@@ -21,8 +25,6 @@ def worker_cli(queues: tuple[str, ...], burst: bool) -> None:
     It also runs rq's scheduler (retries) and, every SEMBOARD_WORKER_SWEEP_S seconds, retries the
     jobs of dead workers and re-queues stuck runs: see docs/WORKERS.md.
     """
-    from semboard.jobs.worker import WORKER_QUEUES, serve  # rq: only this command pays for it
-
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     if not app.config.get("REDIS_URL"):
         raise click.UsageError("set REDIS_URL: the worker serves the site's rq queues")
