@@ -68,6 +68,23 @@ def load_tokenizer(folder: Path, desc: ModelDescription) -> Any:
     return tok
 
 
+# a GPU encodes a chunk faster than it is tokenised unless chunks are long: each chunk is
+# sorted by length on its own, so a short one makes many small, padded batches
+GROW_TO_TEXTS = 8 * CHUNK_TEXTS
+
+
+def chunk_bounds(n: int, *, grow: bool) -> list[tuple[int, int]]:
+    """(start, stop) of the texts tokenised per step: CHUNK_TEXTS each on a CPU; on a GPU the
+    first as short (the device waits for it) and then doubling up to GROW_TO_TEXTS."""
+    bounds, first, size = [], 0, CHUNK_TEXTS
+    while first < n or not bounds:
+        bounds.append((first, min(first + size, n)))
+        first += size
+        if grow:
+            size = min(2 * size, GROW_TO_TEXTS)
+    return bounds
+
+
 class ModelEncoder:
     """A checked model folder loaded for encoding (fp16 on CUDA, fp32 on CPU by default)."""
 
@@ -152,14 +169,16 @@ class ModelEncoder:
 
         prefix = self.desc.prompt if prompt is None else prompt
         out = np.zeros((len(texts), self.desc.hidden_size), dtype=np.float32)
+        bounds = chunk_bounds(len(texts), grow=self.device == "cuda")
         with ThreadPoolExecutor(1, thread_name_prefix="model-tokenise") as pool, \
                 torch.inference_mode():
-            pending = pool.submit(self._tokenise, texts[:CHUNK_TEXTS], prefix)
-            for first in range(0, len(texts), CHUNK_TEXTS):
+            a, b = bounds[0]
+            pending = pool.submit(self._tokenise, texts[a:b], prefix)
+            for i, (first, stop) in enumerate(bounds):
                 ids = pending.result()
-                nxt = first + CHUNK_TEXTS
-                pending = pool.submit(self._tokenise, texts[nxt:nxt + CHUNK_TEXTS], prefix)
-                self._encode_ids(ids, out[first:first + len(ids)], progress)
+                a, b = bounds[i + 1] if i + 1 < len(bounds) else (stop, stop)
+                pending = pool.submit(self._tokenise, texts[a:b], prefix)
+                self._encode_ids(ids, out[first:stop], progress)
         if self.desc.normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
