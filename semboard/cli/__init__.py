@@ -28,5 +28,6 @@ def register(app: Flask) -> None:
         core.task_cli.add_command(command)
     closing.register_closing(app)
     for command in (baselines.baselines_cli, boards.boards_cli, demo.demo_cli,
-                    mail.notify_deadlines_cli, models.models_cli, worker.worker_cli):
+                    mail.notify_deadlines_cli, models.models_cli, models.worker_tokens_cli,
+                    worker.worker_cli):
         app.cli.add_command(command)
