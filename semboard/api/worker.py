@@ -98,8 +98,12 @@ def claim() -> Any:
 @bp.get("/jobs/<int:model_id>/model")
 def model_archive(model_id: int) -> Any:
     """The claimed model's zip, as uploaded (only while this worker holds its job)."""
-    row = remote_models.held_job(get_session(), _token(), model_id,
+    session = get_session()
+    row = remote_models.held_job(session, _token(), model_id,
                                  _attempt(request.args.get("attempt")))
+    # nothing is held while the zip streams (minutes for a large model): on SQLite an open
+    # transaction would hold the write lock for every other writer of the site
+    session.rollback()
     return Response(get_storage().stream(row.storage_key), mimetype="application/zip",
                     headers=disposition(f"model-{row.id}.zip"))
 
@@ -107,8 +111,10 @@ def model_archive(model_id: int) -> Any:
 @bp.get("/jobs/<int:model_id>/inputs/<dataset>")
 def job_input(model_id: int, dataset: str) -> Any:
     """One input file the claimed model encodes (only while this worker holds its job)."""
-    row = remote_models.input_file(get_session(), _token(), model_id,
+    session = get_session()
+    row = remote_models.input_file(session, _token(), model_id,
                                    _attempt(request.args.get("attempt")), dataset)
+    session.rollback()  # as above: no transaction across the download
     return attachment(get_storage().get(row.storage_key), row.filename)
 
 

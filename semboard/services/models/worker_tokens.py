@@ -45,7 +45,7 @@ def issue(session: Session, *, task: Task, name: str, by: User | None, now: date
                       created_by_id=by.id if by else None)
     session.add(row)
     session.flush()
-    audit.record(session, task=task, user=by, action="worker-token-issued",
+    audit.record(session, task=task, user=by, action="worker-token-issued", now=now,
                  reason=(reason or "").strip() or "a remote model worker",
                  details={"summary": f"worker token {name!r} (#{row.id}, {row.prefix}…) issued "
                                      "for the model queue", "token_id": row.id})
@@ -63,7 +63,7 @@ def revoke(session: Session, *, token_id: int, by: User | None, now: datetime,
     if row.revoked_at is None:
         row.revoked_at, row.revoked_by_id = now, by.id if by else None
         session.flush()
-        audit.record(session, task=row.task, user=by, action="worker-token-revoked",
+        audit.record(session, task=row.task, user=by, action="worker-token-revoked", now=now,
                      reason=(reason or "").strip() or "revoked",
                      details={"summary": f"worker token {row.name!r} (#{row.id}) revoked",
                               "token_id": row.id})
