@@ -628,8 +628,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from baselines.models.remote import main as worker_main  # the encoder: only this command
 
     options = list(args.worker_options)
-    if args.url and "--site" not in options:
-        options = ["--site", args.url, *options]
+    site = args.url or os.environ.get("SEMBOARD_URL")  # as every command finds the site
+    if site and "--site" not in options:
+        options = ["--site", site, *options]
     return worker_main(options, prog="semboard worker")
 
 

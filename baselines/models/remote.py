@@ -328,7 +328,7 @@ def serve(site: Site, host: Host, *, once: bool = False, burst: bool = False,
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The worker's options (shared by `semboard worker` and this module's command)."""
-    parser.add_argument("--site", help="the site's address, https://... (default: $SEMBOARD_URL)")
+    parser.add_argument("--site", help="the site's address, https://...")
     parser.add_argument("--token-file", help=f"a file holding the worker token (default: "
                         f"${TOKEN_ENV}); never give the token itself on the command line")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, "
@@ -351,11 +351,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the worker from parsed options; an exit code."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    site_url = args.site or os.environ.get("SEMBOARD_URL", "")
     try:
-        if not site_url:
-            raise WorkerError("give the site: --site https://... (or $SEMBOARD_URL)", EXIT_USAGE)
-        site = Site(site_url, read_token(args.token_file))
+        if not args.site:
+            raise WorkerError("give the site: --site https://...", EXIT_USAGE)
+        site = Site(args.site, read_token(args.token_file))
         host = Host(device=args.device, dtype=args.dtype, threads=args.threads,
                     memory_bytes=args.memory_mb << 20,
                     gpu_memory_bytes=args.gpu_memory_mb << 20 if args.gpu_memory_mb > 0
