@@ -83,14 +83,15 @@ def claim() -> Any:
         return "", 204
     job = remote_models.describe(session, app, row)
     session.commit()
-    base = {"model_id": row.id}
+    model_id, attempt = row.id, row.attempts
     job["urls"] = {
-        "model": url_for("worker_api.model_archive", **base, attempt=row.attempts),
-        "inputs": {i["dataset"]: url_for("worker_api.job_input", **base, dataset=i["dataset"],
-                                         attempt=row.attempts) for i in job["inputs"]},
-        "progress": url_for("worker_api.progress", **base),
-        "result": url_for("worker_api.result", **base),
-        "failure": url_for("worker_api.failure", **base),
+        "model": url_for("worker_api.model_archive", model_id=model_id, attempt=attempt),
+        "inputs": {i["dataset"]: url_for("worker_api.job_input", model_id=model_id,
+                                         dataset=i["dataset"], attempt=attempt)
+                   for i in job["inputs"]},
+        "progress": url_for("worker_api.progress", model_id=model_id),
+        "result": url_for("worker_api.result", model_id=model_id),
+        "failure": url_for("worker_api.failure", model_id=model_id),
     }
     return jsonify(job)
 

@@ -2,9 +2,10 @@
 
 The encoding child reports events (JobEvent) many times a second; the supervising job keeps the
 latest in memory (baselines.models.progress, shared with remote workers) and a thread writes
-them, with the heartbeat, every `beat_s` seconds in one short transaction. The write is conditional on the job still owning the row (running, same
-attempt): when it finds the row taken (cancelled by an organiser, or re-queued after this
-worker was thought lost) it sets `taken`, and the job stops its child.
+them, with the heartbeat, every `beat_s` seconds in one short transaction. The write is
+conditional on the job still owning the row (running, same attempt): when it finds the row taken
+(cancelled by an organiser, or re-queued after this worker was thought lost) it sets `taken`,
+and the job stops its child.
 
 What the team sees (`ModelSubmission.progress`) holds counts, times, rates and the job's own
 event lines only: never a text of the inputs.
@@ -16,7 +17,6 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session

@@ -68,7 +68,7 @@ def test_a_worker_process_with_only_its_token_scores_as_the_site_does(
     task = make.task(with_gold=True)
     phase = make.phase(task, "eval", opens_at=real_now - timedelta(days=1),
                        closes_at=real_now + timedelta(days=10), accepts="models")
-    team_a, captain_a = make.team(task, "Alpha")
+    _team_a, captain_a = make.team(task, "Alpha")
     team_b, captain_b = make.team(task, "Beta")
     api_token = accounts.create_api_token(session, user=captain_a, name="cli", now=real_now)
     _row, worker_token = worker_tokens.issue(session, task=task, name="gpu-e2e", by=None,
