@@ -369,3 +369,30 @@ def test_the_admin_page_issues_a_token_once_and_revokes_it(app, client, remote_w
     assert client.get(f"{API}/me", headers=worker).status_code == 401
     assert client.post("/admin/queue/workers", data={"task": "tiny", "name": ""}
                        ).status_code == 422
+
+
+def test_a_worker_whose_token_is_revoked_stops_at_once(app, client, remote_world, session,
+                                                       session_factory, storage, model_folder,
+                                                       now) -> None:
+    model_id = _upload(session, storage, remote_world, model_folder, now).id
+    site = _site(client, remote_world["worker"])
+    http = site.http
+    assert isinstance(http, ClientHttp)
+    request = http.request
+
+    def revoking(method: str, url: str, **kwargs: Any) -> ClientAnswer:
+        if url.endswith("/progress"):  # the organisers revoke it as the job starts
+            other = session_factory()
+            token_id = other.scalar(select(WorkerToken.id).where(WorkerToken.name == "gpu-1"))
+            worker_tokens.revoke(other, token_id=token_id, by=None, now=now)
+            other.commit()
+            other.close()
+        return request(method, url, **kwargs)
+
+    http.request = revoking  # type: ignore[method-assign]
+    with pytest.raises(remote.WorkerError) as refused:
+        remote.serve(site, remote.Host(device="cpu"), once=True, out=lambda _: None)
+    assert refused.value.code == remote.EXIT_AUTH and "revoked" in refused.value.message
+    # nothing was encoded or posted after the refusal; the job waits for the sweep
+    assert not [c for c in http.calls if c[1].endswith(("/result", "/failure"))]
+    assert _row(session, model_id).status == "running"
