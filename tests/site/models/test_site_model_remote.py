@@ -8,6 +8,8 @@ tests/site/models/test_site_model_remote_e2e.py runs it as its own process again
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import io
 import threading
 from typing import Any
@@ -22,7 +24,7 @@ from semboard.jobs import models as model_jobs
 from semboard.models import AuditEntry, ModelSubmission, Run, RunScoreRecord, WorkerToken
 from semboard.services.data import inputs
 from semboard.services.models import models as model_services
-from semboard.services.models import worker_tokens
+from semboard.services.models import model_queue, worker_tokens
 from semboard.services.tasks import tasks
 from tests.site.conftest import TINY_TOML
 from tests.site.model_track_support import on_disk, zip_folder
@@ -182,13 +184,26 @@ def _claim(client, headers) -> Any:
 
 @databases
 def test_claims_are_atomic_across_concurrent_workers(app, remote_world, session, storage,
-                                                      model_folder, now, make) -> None:
+                                                      model_folder, now, monkeypatch) -> None:
     task = remote_world["task"]
     ids = {_upload(session, storage, remote_world, model_folder, now, team=k % 2,
                    name=f"m{k}").id for k in range(3)}
     workers = [_token(session, task, f"gpu-{k}", now) for k in range(5)]
     barrier = threading.Barrier(len(workers))
     answers: list[Any] = []
+    # every worker reads the queue before any claims: all race for the same head, as workers
+    # on several hosts do (without this, one process's requests rarely overlap)
+    read = threading.Barrier(len(workers))
+    order = model_queue.queued_order
+
+    def stale_order(session: Any, **kwargs: Any) -> list[int]:
+        found = order(session, **kwargs)
+        session.rollback()  # SQLite: the read's lock goes before the wait (claim_next does so)
+        with contextlib.suppress(threading.BrokenBarrierError):
+            read.wait(10)
+        return found
+
+    monkeypatch.setattr(model_queue, "queued_order", stale_order)
 
     def claim(headers: dict[str, str]) -> None:
         client = app.test_client()
@@ -235,7 +250,9 @@ def test_a_token_serves_only_its_task_s_queue_and_a_revoked_one_is_refused_at_on
     got = client.get(job["urls"]["inputs"]["alpha"], headers=right)
     assert got.status_code == 200 and got.data == storage.get(stored["alpha"].storage_key)
     model = client.get(job["urls"]["model"], headers=right)
-    assert model.status_code == 200 and model.data == zip_folder(model_folder)
+    assert model.status_code == 200
+    assert hashlib.sha256(model.data).hexdigest() == job["archive"]["sha256"] == _row(
+        session, model_id).archive_sha256
     check_response(model)
 
     # the wrong queue's token sees none of it
@@ -296,6 +313,15 @@ def test_a_lost_worker_s_job_is_taken_from_it(app, client, remote_world, session
     model_id = _upload(session, storage, remote_world, model_folder, now).id
     headers = remote_world["worker"]
     job = _claim(client, headers).get_json()
+    # a beat keeps what the site's own job writes, nothing more (never a text of the inputs)
+    beat = client.post(job["urls"]["progress"], headers=headers, json={"attempt": 1, "progress": {
+        "stage": "encoding", "done": 5, "total": 50, "log": ["x" * 500] * 30,
+        "pairs": ["alpha sentence 1 one."]}})
+    assert beat.status_code == 200 and beat.get_json() == {"owned": True}
+    check_response(beat)
+    kept = _row(session, model_id).progress or {}
+    assert kept["done"] == 5 and kept["total"] == 50 and "pairs" not in kept
+    assert len(kept["log"]) == 20 and all(len(line) == 200 for line in kept["log"])
     app.config["SEMBOARD_MODEL_LOST_S"] = 60
     # no beat for longer than SEMBOARD_MODEL_LOST_S: the sweep queues it again
     lost = model_jobs.fail_abandoned(session, app, now=now.replace(hour=now.hour + 1))
@@ -314,10 +340,22 @@ def test_a_worker_s_failure_fails_the_model_once(app, client, remote_world, sess
     model_id = _upload(session, storage, remote_world, model_folder, now).id
     headers = remote_world["worker"]
     job = _claim(client, headers).get_json()
+    # a run said to come from another model is refused as the site's own job refuses it
+    other = client.post(job["urls"]["result"], headers=headers, data={
+        "attempt": "1", "metadata": '{"model_digest": "' + "0" * 64 + '"}'},
+        content_type="multipart/form-data")
+    assert other.status_code == 200 and other.get_json()["status"] == "failed"
+    assert "digest differs" in other.get_json()["reason"]
+    check_response(other)
+    session.rollback()
+    assert session.scalar(select(Run.id)) is None
+    model_services.rerun(session, model_id=model_id, by=None, reason="test", now=now)
+    job = _claim(client, headers).get_json()
+    assert job["attempt"] == 2
     bad = client.post(job["urls"]["failure"], headers=headers,
-                      json={"attempt": 1, "kind": "worker_lost", "reason": "x"})
+                      json={"attempt": 2, "kind": "worker_lost", "reason": "x"})
     assert bad.status_code == 422  # the sweep's word, not the worker's
-    body = {"attempt": 1, "kind": "out_of_memory", "reason": "CUDA out of memory"}
+    body = {"attempt": 2, "kind": "out_of_memory", "reason": "CUDA out of memory"}
     first = client.post(job["urls"]["failure"], headers=headers, json=body)
     second = client.post(job["urls"]["failure"], headers=headers, json=body)
     assert first.status_code == second.status_code == 200
