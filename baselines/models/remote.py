@@ -305,7 +305,15 @@ def serve(site: Site, host: Host, *, once: bool = False, burst: bool = False,
         f"{site.base} (device {host.device})")
     runs = 0
     while True:
-        answer = site.call("POST", f"{API}/claim", retry=True)
+        try:
+            answer = site.call("POST", f"{API}/claim", retry=True)
+        except WorkerError as err:
+            if err.code != EXIT_NETWORK or once or burst:
+                raise
+            # a serving worker outlives an outage of the site: it asks again later
+            log.warning("%s; trying again in %g s", err.message, poll_s)
+            time.sleep(poll_s)
+            continue
         if answer.status_code == 204:
             if once or burst:
                 out("nothing queued")
@@ -370,7 +378,9 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None, prog: str = "python -m baselines.models.remote") -> int:
     """`python -m baselines.models.remote` (and `semboard worker`)."""
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    # no abbreviations: `--token SECRET` must be refused, not read as --token-file
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

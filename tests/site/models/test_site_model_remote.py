@@ -23,8 +23,8 @@ from evaluation import parse_task
 from semboard.jobs import models as model_jobs
 from semboard.models import AuditEntry, ModelSubmission, Run, RunScoreRecord, WorkerToken
 from semboard.services.data import inputs
-from semboard.services.models import models as model_services
 from semboard.services.models import model_queue, worker_tokens
+from semboard.services.models import models as model_services
 from semboard.services.tasks import tasks
 from tests.site.conftest import TINY_TOML
 from tests.site.model_track_support import on_disk, zip_folder
@@ -434,3 +434,51 @@ def test_a_worker_whose_token_is_revoked_stops_at_once(app, client, remote_world
     # nothing was encoded or posted after the refusal; the job waits for the sweep
     assert not [c for c in http.calls if c[1].endswith(("/result", "/failure"))]
     assert _row(session, model_id).status == "running"
+
+
+def test_the_worker_takes_its_token_from_a_file_or_the_environment_only(tmp_path) -> None:
+    path = tmp_path / "token"
+    path.write_text("sbw_from-file\n")
+    assert remote.read_token(str(path), {}) == "sbw_from-file"
+    assert remote.read_token(None, {"SEMBOARD_WORKER_TOKEN": "sbw_env"}) == "sbw_env"
+    (tmp_path / "empty").write_text("")
+    for args in ((None, {}), (str(tmp_path / "empty"), {}), (str(tmp_path / "none"), {})):
+        with pytest.raises(remote.WorkerError) as refused:
+            remote.read_token(*args)
+        assert refused.value.code == remote.EXIT_USAGE
+    with pytest.raises(SystemExit):  # no option takes the token itself
+        remote.main(["--site", "http://site", "--token", "sbw_x"])
+
+
+class Outage(Exception):
+    """Ends the test's serving loop."""
+
+
+def test_a_serving_worker_outlives_an_outage_of_the_site(client, remote_world,
+                                                         monkeypatch) -> None:
+    import requests
+
+    site = _site(client, remote_world["worker"])
+    http = site.http
+    assert isinstance(http, ClientHttp)
+    request = http.request
+    claims: list[str] = []
+
+    def down(method: str, url: str, **kwargs: Any) -> ClientAnswer:
+        if url.endswith("/claim"):
+            claims.append(url)
+            raise requests.ConnectionError("connection refused")
+        return request(method, url, **kwargs)
+
+    def sleep(seconds: float) -> None:
+        if len(claims) >= 3:
+            raise Outage
+    http.request = down  # type: ignore[method-assign]
+    monkeypatch.setattr(remote, "RETRIES", 1)
+    monkeypatch.setattr(remote.time, "sleep", sleep)
+    with pytest.raises(Outage):
+        remote.serve(site, remote.Host(device="cpu"), poll_s=0.01, out=lambda _: None)
+    assert len(claims) == 3  # it kept asking
+    with pytest.raises(remote.WorkerError) as stopped:  # --once / --burst: an outage ends it
+        remote.serve(site, remote.Host(device="cpu"), burst=True, out=lambda _: None)
+    assert stopped.value.code == remote.EXIT_NETWORK
