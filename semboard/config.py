@@ -140,6 +140,13 @@ SETTINGS: tuple[Setting, ...] = (
             "again, or failed once its retries are spent"),
     Setting("SEMBOARD_MODEL_RETRIES", int, "1",
             "model track: how many times a model whose worker was lost is queued again"),
+    Setting("SEMBOARD_MODEL_JOBS", str, "`local`",
+            "model track: `local` encodes models on the site's own workers (remote workers with "
+            "a token may take them too); `remote` leaves every model to remote workers "
+            "(docs/MODELS.md, GPU host)"),
+    Setting("SEMBOARD_WORKER_TOKEN", str, "none",
+            "a remote model worker's token, on the GPU host (`semboard worker` reads it when "
+            "given no `--token-file`); the site itself never reads it", in_app_config=False),
     Setting("SEMBOARD_MODEL_MAX_BYTES", int, "6442450944 (6 GiB)",
             "model track: largest model zip accepted (page, API, CLI); the page and the CLI send "
             "it in resumable parts"),

@@ -754,6 +754,13 @@ class ModelSubmission(Base):
     failure: Mapped[str | None] = mapped_column(String(20))
     # the uploading client's key for this upload (Idempotency-Key), unique within the team
     client_key: Mapped[str | None] = mapped_column(String(64))
+    # the remote worker (WorkerToken) holding the running job; None for the site's own workers.
+    # No foreign key: SQLite adds no named constraint to an existing table, and tokens are
+    # revoked, never deleted
+    worker_token_id: Mapped[int | None] = mapped_column(Integer)
+    # when that worker's result arrived: set once per attempt by a conditional UPDATE, so a
+    # retried or racing result post never submits a second run
+    result_at: Mapped[datetime | None]
 
     phase: Mapped[Phase] = relationship()
     team: Mapped[Team] = relationship()
@@ -804,6 +811,28 @@ class ModelUpload(Base):
 
     task: Mapped[Task] = relationship()
     team: Mapped[Team] = relationship()
+
+
+class WorkerToken(Base):
+    """A remote model worker's token for one task's model queue (a GPU host that holds no site
+    secret): only its sha256 is stored, the plaintext is shown once; revoked, never deleted."""
+
+    __tablename__ = "worker_token"
+    __table_args__ = (Index(None, "task_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(120))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(12))
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    created_at: Mapped[datetime]
+    # the worker's last claim, beat or result (a GET never writes it)
+    last_seen_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+    revoked_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+
+    task: Mapped[Task] = relationship()
 
 
 # ----------------------------------------------------------------------------- issue 30 (part 1)

@@ -649,6 +649,18 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    """A remote model worker (baselines.models.remote) with the options after `worker`; its
+    token from a file or the environment, never from the command line."""
+    from baselines.models.remote import main as worker_main  # the encoder: only this command
+
+    options = list(args.worker_options)
+    site = args.url or os.environ.get("SEMBOARD_URL")  # as every command finds the site
+    if site and "--site" not in options:
+        options = ["--site", site, *options]
+    return worker_main(options, prog="semboard worker")
+
+
 # ----------------------------------------------------------------------------- parser
 
 
@@ -733,6 +745,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--phase", help="phase slug (default: the open one)")
     p.add_argument("--reason", help="organisers marking a team's run: why (audited)")
     p.add_argument("--format", choices=["table", "json"], default="table")
+    worker_help = ("run a remote model worker on this (GPU) host: it claims a task's models "
+                   "over the site's worker API with a worker token from the task's organisers, "
+                   "encodes them here and posts their runs (`semboard worker --help`; "
+                   "docs/MODELS.md, GPU host)")
+    # its options are the worker's own (baselines.models.remote), read there: importing the
+    # encoder to build this parser would slow every other command
+    p = sub.add_parser("worker", help=worker_help, add_help=False)
+    p.set_defaults(func=cmd_worker)
     p = add("leaderboard", cmd_leaderboard, "show a leaderboard")
     p.add_argument("task")
     p.add_argument("--phase")
@@ -742,7 +762,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit code says how it went (see --help)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "worker":
+        args.worker_options = rest  # the worker reads (and checks) its own options
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         return int(args.func(args))
     except BrokenPipeError:

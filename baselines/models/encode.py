@@ -76,7 +76,8 @@ GROW_TO_TEXTS = 8 * CHUNK_TEXTS
 def chunk_bounds(n: int, *, grow: bool) -> list[tuple[int, int]]:
     """(start, stop) of the texts tokenised per step: CHUNK_TEXTS each on a CPU; on a GPU the
     first as short (the device waits for it) and then doubling up to GROW_TO_TEXTS."""
-    bounds, first, size = [], 0, CHUNK_TEXTS
+    bounds: list[tuple[int, int]] = []
+    first, size = 0, CHUNK_TEXTS
     while first < n or not bounds:
         bounds.append((first, min(first + size, n)))
         first += size

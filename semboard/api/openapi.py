@@ -124,6 +124,20 @@ SCHEMAS: dict[str, Any] = {
                    "published_at": NULL_TIME, "model": {"type": "object"},
                    "prompt_note": STR},
                   {"status_url": STR}),
+    "WorkerJob": _obj({"model_id": INT, "attempt": INT, "task": STR, "phase": STR,
+                       "split": STR, "track": {"type": ["string", "null"]}, "name": STR,
+                       "definition": STR, "digest": STR,
+                       "archive": _obj({"sha256": STR, "size": INT}),
+                       "inputs": {"type": "array", "items": _obj(
+                           {"dataset": STR, "filename": STR, "sha256": STR})},
+                       "settings": {"type": "object"}, "budget": {"type": "object"},
+                       "beat_s": {"type": "number"}, "urls": {"type": "object"}}),
+    "WorkerJobState": _obj({"model_id": INT, "attempt": INT,
+                            "status": {"enum": ["queued", "running", "failed", "done"]},
+                            "run_id": {"type": ["integer", "null"]},
+                            "failure": {"type": ["string", "null"]}, "reason": STR}),
+    "WorkerBeat": _obj({"owned": BOOL}, {"error": STR}),
+    "Worker": _obj({"name": STR, "task": STR, "queue": STR, "prefix": STR}),
     "ModelList": _obj({"task": STR, "team": STR,
                        "models": {"type": "array", "items": _ref("Model")}}),
     "ModelUpload": _obj({"id": INT, "filename": STR, "size": INT, "received": INT,
@@ -441,10 +455,53 @@ def _paths() -> dict[str, dict[str, Any]]:
         },
         "/tokens/{token_id}": {"delete": _op("/tokens/{token_id}", "Revoke one of my tokens",
                                              _json("Token"))},
+        **_worker_paths(),
         "/openapi.json": {"get": _op("/openapi.json", "This description",
                                      {"description": "OpenAPI 3.1",
                                       "content": {"application/json": {"schema": {
                                           "type": "object"}}}}, auth=False, errors=())},
+    }
+
+
+def _worker_paths() -> dict[str, dict[str, Any]]:
+    """The worker API: remote model workers with a worker token (sbw_..., one task's model
+    queue; a participant's token is refused with a 401)."""
+    w, j = "/worker", "/worker/jobs/{model_id}"
+    attempt = {"attempt": "the attempt the worker claimed"}
+    held = ("401", "403", "404")
+    claim = _op(f"{w}/claim", "Claim the next model of the token's task queue: its job "
+                "(definition, inputs, model, settings, budget, where to post)",
+                _json("WorkerJob", "Claimed"), errors=("401",))
+    claim["responses"]["204"] = {"description": "Nothing waits"}
+    conflict = _json("WorkerBeat", "Not this worker's job any more: stop encoding")
+    beat = _op(f"{j}/progress", "Heartbeat and progress of a held job",
+               _json("WorkerBeat"), body=_fields(attempt=INT, progress={"type": "object"}),
+               errors=("401", "404"))
+    beat["responses"]["409"] = conflict
+    run = {"required": True, "content": {"multipart/form-data": {"schema": {
+        "type": "object", "required": ["attempt", "files"],
+        "properties": {"attempt": INT, "metadata": STR,
+                       "files": {"type": "array", "items": {"type": "string",
+                                                            "format": "binary"}}}}}}}
+    return {
+        f"{w}/me": {"get": _op(f"{w}/me", "The worker token and the queue it serves",
+                               _json("Worker"), errors=("401",))},
+        f"{w}/claim": {"post": claim},
+        f"{j}/model": {"get": _op(f"{j}/model", "The held job's model zip",
+                                  _file("The zip", "application/zip"), query=attempt,
+                                  errors=held)},
+        f"{j}/inputs/{{dataset}}": {"get": _op(
+            f"{j}/inputs/{{dataset}}", "One input file of the held job", _file("Inputs"),
+            query=attempt, errors=held)},
+        f"{j}/progress": {"post": beat},
+        f"{j}/result": {"post": _op(
+            f"{j}/result", "The held job's run and its facts, submitted as the site's own "
+            "jobs' runs are (a repeated post answers as the first did)",
+            _json("WorkerJobState"), body=run, errors=(*held, "409", "413"))},
+        f"{j}/failure": {"post": _op(
+            f"{j}/failure", "The held job failed on the worker (kind, reason)",
+            _json("WorkerJobState"), body=_fields(attempt=INT, kind=STR, reason=STR),
+            errors=(*held, "409"))},
     }
 
 

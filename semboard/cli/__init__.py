@@ -57,6 +57,9 @@ COMMANDS: dict[str, Entry] = {
     "task": Entry("semboard.cli.core:task_cli", "Load tasks, set phases, name organisers."),
     "token": Entry("semboard.cli.core:token_cli", "API tokens."),
     "user": Entry("semboard.cli.core:user_cli", "Accounts."),
+    "worker-tokens": Entry("semboard.cli.models:worker_tokens_cli", "Remote model workers' "
+                           "tokens: one task's model queue each (a GPU host holds only its "
+                           "token)."),
     "worker": Entry("semboard.cli.worker:worker_cli", "Run queued jobs in this process (default: "
                     "every queue, semboard, mail, analysis, baselines).", group=False),
 }

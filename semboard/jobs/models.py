@@ -8,7 +8,9 @@ or re-queued) kills its encoding process. Jobs take the queue's head in its fair
 encoding runs in `run_model_job`'s own child process under a budget; the run goes through
 `accept_run` like any upload, at the model's upload time (late rules). A failure marks the row
 failed with its reason and class and takes no run slot. On the ``baselines`` rq queue with
-REDIS_URL (`flask worker` serves it by default), else a thread.
+REDIS_URL (`flask worker` serves it by default), else a thread. Remote workers
+(jobs.remote_models, over the worker API) claim the same rows and end through the same `settle`;
+with SEMBOARD_MODEL_JOBS = "remote" the site leaves every model to them.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from semboard.jobs import queue as job_queue
 from semboard.jobs.model_progress import JobReporter
 from semboard.jobs.queue import job_app
 from semboard.jobs.scoring import accept_run
-from semboard.models import ModelSubmission, Phase, Team, User
+from semboard.models import InputFile, ModelSubmission, Phase, Team, User
 from semboard.services.data import inputs
 from semboard.services.models import model_facts, model_queue, model_uploads
 from semboard.services.models import models as model_services
@@ -60,7 +62,19 @@ JOB_TIMEOUT_S = 6 * 3600
 DEFAULTS: dict[str, Any] = {"SEMBOARD_MODEL_TIME_S": 3600.0, "SEMBOARD_MODEL_MEMORY_MB": 16384,
                             "SEMBOARD_MODEL_DEVICE": "auto", "SEMBOARD_MODEL_DTYPE": None,
                             "SEMBOARD_MODEL_BEAT_S": 10.0, "SEMBOARD_MODEL_LOST_S": 120.0,
-                            "SEMBOARD_MODEL_RETRIES": 1, "SEMBOARD_MODEL_GPU_MEMORY_MB": 0}
+                            "SEMBOARD_MODEL_RETRIES": 1, "SEMBOARD_MODEL_GPU_MEMORY_MB": 0,
+                            "SEMBOARD_MODEL_JOBS": "local"}
+
+
+def setting(app: Flask, key: str) -> Any:
+    """One of the model job's settings (DEFAULTS when unset)."""
+    return _setting(app, key)
+
+
+def remote_only(app: Flask) -> bool:
+    """Whether the site leaves every model to remote workers (SEMBOARD_MODEL_JOBS = "remote":
+    a web host without the GPU, or without torch); "local" (the default) runs them here too."""
+    return str(_setting(app, "SEMBOARD_MODEL_JOBS")).strip().lower() == "remote"
 
 
 def _setting(app: Flask, key: str) -> Any:
@@ -110,31 +124,35 @@ def fail_abandoned(session: Session, app: Flask, *, now: datetime) -> dict[str, 
     return found
 
 
-def claim(session: Session, model_id: int, *, now: datetime) -> bool:
-    """Take a queued model for this worker (queued → running); False when another has it."""
+def claim(session: Session, model_id: int, *, now: datetime,
+          worker_token_id: int | None = None) -> bool:
+    """Take a queued model for this worker (queued → running); False when another has it.
+    worker_token_id: the remote worker taking it (None: the site's own)."""
     begin_write(session)
     result = session.execute(
         update(ModelSubmission)
         .where(ModelSubmission.id == model_id, ModelSubmission.status == "queued")
         .values(status="running", started_at=now, heartbeat_at=now, failure=None,
-                progress=None, attempts=ModelSubmission.attempts + 1)
+                progress=None, attempts=ModelSubmission.attempts + 1,
+                worker_token_id=worker_token_id, result_at=None)
         .execution_options(synchronize_session=False))
     session.commit()
     return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
-def claim_next(session: Session, *, now: datetime) -> int | None:
+def claim_next(session: Session, *, now: datetime, task_id: int | None = None,
+               worker_token_id: int | None = None) -> int | None:
     """Take the queue's head in its fair order (the next free one when another worker took
-    it first); its id, or None when nothing waits."""
-    for model_id in model_queue.queued_order(session):
+    it first); its id, or None when nothing waits. task_id: only that task's models."""
+    for model_id in model_queue.queued_order(session, task_id=task_id):
         session.rollback()
-        if claim(session, model_id, now=now):
+        if claim(session, model_id, now=now, worker_token_id=worker_token_id):
             return model_id
     session.rollback()
     return None
 
 
-def _finish(session: Session, row: ModelSubmission, status: str, *, now: datetime,
+def finish(session: Session, row: ModelSubmission, status: str, *, now: datetime,
             reason: str = "", run_id: int | None = None, failure: str | None = None) -> None:
     """End the job's row, if this job still owns it (running, the attempt it claimed): a
     cancelled or re-queued model is left as the organiser or the sweep made it."""
@@ -160,8 +178,37 @@ class Work:
     inputs: dict[str, DatasetInputs]
     storage_key: str
     digest: str
-    options: dict[str, Any]
+    settings: dict[str, Any]
     name: str
+
+
+def job_inputs(session: Session, phase: Phase) -> tuple[TaskDefinition, dict[str, InputFile]]:
+    """The definition a model of the phase is encoded with and the stored input files it
+    encodes (the phase's split, cut to its track); ModelJobFailed when none is published."""
+    definition = definitions.phase_definition(phase)
+    rows = inputs.current_inputs(session, task=phase.task, split=phase.split)
+    if phase.track:
+        wanted = set(definition.track_datasets(phase.track))
+        rows = {k: v for k, v in rows.items() if k in wanted}
+    if not rows:
+        raise ModelJobFailed(f"no inputs of {phase.task.name} have been published")
+    return definition, rows
+
+
+def model_settings(row: ModelSubmission) -> dict[str, Any]:
+    """run_model_job's settings that the upload (or its phase) fixed, the same wherever the
+    model is encoded: the site's own job passes them, and a remote worker gets them in its job
+    description (JSON)."""
+    options = dict(row.options or {})
+    return {"prompt": options.get("prompt"), "prompt_name": options.get("prompt_name"),
+            "pooling": options.get("pooling"), "run_name": row.name}
+
+
+def host_settings(app: Flask) -> dict[str, Any]:
+    """run_model_job's settings of the host that encodes (the site's config); a remote worker
+    takes its own from its command line."""
+    return {"device": str(_setting(app, "SEMBOARD_MODEL_DEVICE")),
+            "dtype": _setting(app, "SEMBOARD_MODEL_DTYPE")}
 
 
 def prepare(session: Session, storage: Storage, row: ModelSubmission) -> Work:
@@ -169,19 +216,15 @@ def prepare(session: Session, storage: Storage, row: ModelSubmission) -> Work:
     encoding takes minutes to an hour, and no lock or snapshot may be held across it."""
     try:
         phase, task = row.phase, row.task
-        definition = definitions.phase_definition(phase)
-        stored = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
-        if phase.track:
-            wanted = set(definition.track_datasets(phase.track))
-            stored = {k: v for k, v in stored.items() if k in wanted}
-        if not stored:
-            raise ModelJobFailed(f"no inputs of {task.name} have been published")
+        definition, rows = job_inputs(session, phase)
+        stored = {k: v for k, v in inputs.parsed_inputs(session, storage, task=task,
+                                                        split=phase.split).items() if k in rows}
         # team and user are read now: the run is submitted after the encoding, in its own
         # transaction, and must not have to load them lazily in between
         _ = (row.team, row.user)
         return Work(model_id=row.id, definition=definition, inputs=stored,
                     storage_key=row.storage_key, digest=row.digest,
-                    options=dict(row.options or {}), name=row.name)
+                    settings=model_settings(row), name=row.name)
     finally:
         session.commit()  # ends the read; rows stay loaded (expire_on_commit=False)
 
@@ -197,24 +240,21 @@ def encode(storage: Storage, app: Flask, work: Work, reporter: JobReporter | Non
             folder = unpack_model_archive(archive, Path(tmp) / "model")
         except ValidationError as err:
             raise ModelJobFailed(f"the stored model could not be unpacked: {err}") from None
-        result = run_model_job(folder, work.definition, work.inputs, budget=budget(app),
-                               device=str(_setting(app, "SEMBOARD_MODEL_DEVICE")),
-                               dtype=_setting(app, "SEMBOARD_MODEL_DTYPE"),
-                               prompt=work.options.get("prompt"),
-                               prompt_name=work.options.get("prompt_name"),
-                               pooling=work.options.get("pooling"), run_name=work.name,
-                               progress=reporter.on_event if reporter else None,
-                               stop=reporter.taken if reporter else None)
-    if result.metadata.get("model_digest") != work.digest:
-        raise ModelJobFailed("the stored model's digest differs from the one checked at upload")
-    return result
+        settings = {**host_settings(app),
+                    **{k: v for k, v in work.settings.items() if v is not None}}
+        return run_model_job(folder, work.definition, work.inputs, budget=budget(app),
+                             progress=reporter.on_event if reporter else None,
+                             stop=reporter.taken if reporter else None, **settings)
 
 
 def submit(session: Session, storage: Storage, app: Flask, row: ModelSubmission,
-           result: ModelRun) -> int:
-    """Submit the encoded run as the team's upload at the model's upload time; its id."""
+           result: ModelRun, *, worker: str | None = None) -> int:
+    """Submit the encoded run as the team's upload at the model's upload time; its id.
+    worker: the remote worker that encoded it (a fact on the run)."""
     metadata = {**result.metadata, "model_submission_id": row.id,
                 "archive_sha256": row.archive_sha256, "model_name": model_facts.display_name(row)}
+    if worker is not None:
+        metadata["worker"] = worker
     run, _queued = accept_run(session, storage, app, team=row.team, phase=row.phase,
                               user=row.user, name=row.name, files=result.files,
                               now=row.uploaded_at, metadata=metadata, score_here=True,
@@ -246,33 +286,55 @@ def _run_claimed(session: Session, storage: Storage, app: Flask, model_id: int, 
                            beat_s=float(_setting(app, "SEMBOARD_MODEL_BEAT_S")),
                            clock=lambda: now or utcnow())
     reporter.start()
-    outcome: dict[str, Any] = {}
+    result: ModelRun | None = None
+    error: BaseException | None = None
     try:
         result = encode(storage, app, prepare(session, storage, row), reporter)
         if reporter.taken.is_set():
             raise ModelJobFailed("the model was cancelled or taken from this worker",
                                  "cancelled")
-        outcome = {"status": "done", "run_id": submit(session, storage, app, row, result)}
-        reporter.line(f"run {outcome['run_id']} submitted")
+    except Exception as err:  # settle() classes it; the row must never stay "running"
+        error = err
+    try:
+        outcome = settle(session, storage, app, row, result=result, error=error)
+        reporter.line(f"run {outcome['run_id']} submitted" if outcome["status"] == "done"
+                      else f"failed ({outcome['failure']})")
+    finally:
+        reporter.stop()  # the last progress is written before the row ends
+    status = outcome.pop("status")
+    finish(session, row, status, now=now or utcnow(), **outcome)
+    return row
+
+
+def settle(session: Session, storage: Storage, app: Flask, row: ModelSubmission, *,
+           result: ModelRun | None, error: BaseException | None,
+           worker: str | None = None) -> dict[str, Any]:
+    """How a job's encoding ends, the site's own or a remote worker's (one path for both):
+    the run's model digest checked against the upload's, the run submitted through
+    `accept_run` (admission, validation, scoring), or the failure classed. The outcome
+    ({"status", "run_id"} or {"status", "failure", "reason"}) for `finish`."""
+    try:
+        if error is not None:
+            raise error
+        assert result is not None
+        if result.metadata.get("model_digest") != row.digest:
+            raise ModelJobFailed("the stored model's digest differs from the one checked at "
+                                 "upload")
+        return {"status": "done",
+                "run_id": submit(session, storage, app, row, result, worker=worker)}
     except ModelJobFailed as err:
-        outcome = {"status": "failed", "reason": err.reason, "failure": err.kind}
+        return {"status": "failed", "reason": err.reason, "failure": err.kind}
     except DomainError as err:
         issues = "; ".join(str(i.get("message", i)) if isinstance(i, dict) else str(i)
                            for i in err.issues[:5])
-        outcome = {"status": "failed", "failure": "refused",
-                   "reason": f"the model's run was refused: {err.message}"
-                   + (f" ({issues})" if issues else "")}
+        return {"status": "failed", "failure": "refused",
+                "reason": f"the model's run was refused: {err.message}"
+                + (f" ({issues})" if issues else "")}
     except Exception as err:  # the row must never stay "running"; the cause goes to the log
-        log.exception("model submission %s failed", model_id)
-        outcome = {"status": "failed", "failure": "internal",
-                   "reason": f"{type(err).__name__}: {err}"}
-    finally:
-        if outcome.get("status") == "failed":
-            reporter.line(f"failed ({outcome['failure']})")
-        reporter.stop()  # the last progress is written before the row ends
-    status = outcome.pop("status")
-    _finish(session, row, status, now=now or utcnow(), **outcome)
-    return row
+        log.error("model submission %s failed", row.id, exc_info=err)
+        session.rollback()
+        return {"status": "failed", "failure": "internal",
+                "reason": f"{type(err).__name__}: {err}"}
 
 
 def run_next(session: Session, storage: Storage, app: Flask, *,
@@ -310,6 +372,8 @@ def _run_local(app: Flask, model_id: int) -> dict[str, Any]:
 def _run_in(app: Flask, model_id: int) -> dict[str, Any]:
     """A dispatched job runs the queue's head (one job was dispatched per queued model, so
     every model gets one), not necessarily the model that dispatched it."""
+    if remote_only(app):  # dispatched before the site left its models to remote workers
+        return {"dispatched_for": model_id, "status": "left to remote workers"}
     with app.app_context():
         session = session_factory()()
         try:
@@ -331,7 +395,10 @@ def job_id(model_id: int, attempts: int = 0) -> str:
 
 def dispatch_model(app: Flask, model_id: int, attempts: int = 0) -> str:
     """Queue a model's job on `baselines` (rq with REDIS_URL, else a thread of this app);
-    attempts: how many times it was claimed already (its rq id, job_id)."""
+    attempts: how many times it was claimed already (its rq id, job_id). With
+    SEMBOARD_MODEL_JOBS = "remote" nothing is queued: the model waits for a remote worker."""
+    if remote_only(app):
+        return "remote"
     if not app.config.get("REDIS_URL"):
         with _local_lock:
             if model_id in _local_held:
@@ -386,6 +453,8 @@ def recover(app: Flask, session: Session, *, now: datetime) -> dict[str, list[in
     run. Returns the ids failed and dispatched."""
     lost = sweep_lost(app, session, now=now)
     failed = lost["failed"]
+    if remote_only(app):  # queued models wait for remote workers: nothing to dispatch here
+        return {"failed": failed, "requeued": lost["requeued"], "dispatched": []}
     cutoff = now - timedelta(seconds=LOST_AFTER_S)
     old = {model_id: attempts for model_id, attempts in session.execute(
         select(ModelSubmission.id, ModelSubmission.attempts).where(

@@ -107,6 +107,15 @@ class TokenForm(FlaskForm):
     submit = SubmitField("Create token")
 
 
+class WorkerTokenForm(FlaskForm):
+    """Issue a remote model worker's token for one task's model queue (site admins)."""
+
+    task = SelectField("Task (its model queue)", validators=[DataRequired()])
+    name = StringField("Worker name", validators=[DataRequired(), Length(max=120)])
+    reason = StringField("Reason (kept in the audit log)", validators=[Length(max=500)])
+    submit = SubmitField("Issue token")
+
+
 class TeamCreateForm(FlaskForm):
     """Create a team for a task (the creator becomes its captain)."""
 

@@ -32,12 +32,16 @@ def fair_order(rows: list[tuple[int, int, datetime]]) -> list[int]:
     return [model_id for *_, model_id in sorted(ranked)]
 
 
-def queued_order(session: Session) -> list[int]:
+def queued_order(session: Session, *, task_id: int | None = None) -> list[int]:
     """Every queued model's id, the next one to run first (one query). A team's running models
-    count as its turns taken: its next model waits behind other teams' first ones."""
-    rows = list(session.execute(select(ModelSubmission.id, ModelSubmission.team_id,
-                                       ModelSubmission.uploaded_at, ModelSubmission.status)
-                                .where(ModelSubmission.status.in_(("queued", "running")))))
+    count as its turns taken: its next model waits behind other teams' first ones. task_id:
+    only that task's models (a remote worker's queue)."""
+    query = (select(ModelSubmission.id, ModelSubmission.team_id, ModelSubmission.uploaded_at,
+                    ModelSubmission.status)
+             .where(ModelSubmission.status.in_(("queued", "running"))))
+    if task_id is not None:
+        query = query.where(ModelSubmission.task_id == task_id)
+    rows = list(session.execute(query))
     running = {r[0] for r in rows if r[3] == "running"}
     return [i for i in fair_order([(r[0], r[1], r[2]) for r in rows]) if i not in running]
 

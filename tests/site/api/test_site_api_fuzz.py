@@ -157,5 +157,8 @@ def test_fuzzed_api_requests_answer_as_documented(app, client, make, now) -> Non
     # A model upload needs a real encoder's zip and a model's routes an uploaded model: no
     # fuzzed body gets that far (tests/site/models/test_site_models.py and
     # test_site_model_uploads.py cover them); the phase takes runs, so no model upload starts.
-    reachable = {op for op in seen if "/models" not in op and "model-uploads" not in op}
+    # The worker API takes only a worker token, which no caller here holds (every answer a
+    # documented 401; tests/site/models/test_site_model_remote.py covers it).
+    reachable = {op for op in seen if "/models" not in op and "model-uploads" not in op
+                 and "/worker/" not in op}
     assert len(succeeded & reachable) >= len(reachable) // 2, seen

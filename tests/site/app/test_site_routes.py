@@ -226,6 +226,18 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("GET", "/api/v1/tasks/tiny/announcements?status=draft", 401, 403),
     ("POST", "/api/v1/tasks/tiny/announcements", 401, 403),
     ("POST", "/api/v1/tasks/tiny/announcements/{announcement}/send", 401, 403),
+    # remote model workers (issue 28.7): a worker token only, a participant's is a 401; the
+    # tokens' page is the site admins'
+    ("GET", "/admin/queue/workers", LOGIN, 403),
+    ("POST", "/admin/queue/workers", LOGIN, 403),
+    ("POST", "/admin/queue/workers/1/revoke", LOGIN, 403),
+    ("GET", "/api/v1/worker/me", 401, 401),
+    ("POST", "/api/v1/worker/claim", 401, 401),
+    ("GET", "/api/v1/worker/jobs/{model}/model?attempt=1", 401, 401),
+    ("GET", "/api/v1/worker/jobs/{model}/inputs/alpha?attempt=1", 401, 401),
+    ("POST", "/api/v1/worker/jobs/{model}/progress", 401, 401),
+    ("POST", "/api/v1/worker/jobs/{model}/result", 401, 401),
+    ("POST", "/api/v1/worker/jobs/{model}/failure", 401, 401),
     # last but one: B leaves (its team, without runs, goes away)
     ("POST", "/api/v1/tasks/tiny/team/leave", 401, 200),
     ("POST", "/logout", 302, 302),  # last: it ends B's session

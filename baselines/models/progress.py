@@ -1,0 +1,92 @@
+"""What a running encoding job reports: pairs done of the total, rate, ETA, per-dataset times,
+peak memory and a short log of the job's own events (never a text of the inputs).
+
+The encoding child sends events (JobEvent) many times a second; a JobProgress keeps the latest
+in memory, and whoever supervises the job (the site's own worker, or a remote worker over HTTP)
+writes its snapshot with each heartbeat.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from baselines.models.job import JobEvent
+
+LOG_LINES = 20  # the log tail kept
+LINE_CHARS = 200
+STAGES = {"spawned": "encoding process started", "started": "checking the model again",
+          "loaded": "model loaded; encoding"}
+
+
+class JobProgress:
+    """Collects a job's events into the progress a team sees."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._encoding_since: tuple[float, int] | None = None  # (monotonic, pairs) at "loaded"
+        self.state: dict[str, Any] = {"stage": "queued", "done": 0, "total": 0,
+                                      "pairs_per_s": None, "eta_s": None, "datasets": {},
+                                      "peak_rss_bytes": 0, "elapsed_s": 0.0, "log": []}
+
+    def line(self, text: str) -> None:
+        """Add a line to the log tail (the job's own words, bounded)."""
+        with self._lock:
+            stamp = f"{time.monotonic() - self._started:7.1f}s"
+            self.state["log"] = [*self.state["log"], f"{stamp} {text}"[:LINE_CHARS]][-LOG_LINES:]
+
+    def on_event(self, event: JobEvent) -> None:
+        """The child's progress (called on the supervising thread; cheap, no I/O)."""
+        now = time.monotonic()
+        if event.stage == "dataset":
+            self.line(f"dataset {event.dataset}: done in {event.seconds:.1f} s")
+        elif event.stage in STAGES:
+            self.line(STAGES[event.stage])
+        with self._lock:
+            state = self.state
+            state.update(stage=event.stage if event.stage != "dataset" else "encoding",
+                         done=event.done, total=event.total,
+                         peak_rss_bytes=max(state["peak_rss_bytes"], event.peak_rss),
+                         elapsed_s=round(now - self._started, 1))
+            if event.stage == "dataset":
+                state["datasets"] = {**state["datasets"], event.dataset: event.seconds}
+            if event.stage == "loaded" or (self._encoding_since is None and event.done):
+                self._encoding_since = (now, event.done)
+            if self._encoding_since is not None and event.done > self._encoding_since[1]:
+                t0, d0 = self._encoding_since
+                rate = (event.done - d0) / max(now - t0, 1e-6)
+                state["pairs_per_s"] = round(rate, 1)
+                state["eta_s"] = round((event.total - event.done) / rate, 1)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The progress as written with a heartbeat."""
+        with self._lock:
+            return {**self.state, "elapsed_s": round(time.monotonic() - self._started, 1)}
+
+
+def bounded(progress: Any) -> dict[str, Any]:
+    """A progress snapshot as the site keeps it from a remote worker: the known keys only,
+    numbers as numbers, the log tail bounded (what a team sees is never more than this)."""
+    if not isinstance(progress, dict):
+        return {}
+    out: dict[str, Any] = {}
+    stage = progress.get("stage")
+    out["stage"] = str(stage)[:20] if isinstance(stage, str) else "encoding"
+    for key in ("done", "total", "peak_rss_bytes"):
+        value = progress.get(key)
+        out[key] = int(value) if isinstance(value, int | float) and not isinstance(
+            value, bool) and value >= 0 else 0
+    for key in ("pairs_per_s", "eta_s", "elapsed_s"):
+        value = progress.get(key)
+        out[key] = float(value) if isinstance(value, int | float) and not isinstance(
+            value, bool) and value == value and abs(value) < 1e12 else None
+    datasets = progress.get("datasets")
+    out["datasets"] = {str(k)[:120]: float(v) for k, v in list(datasets.items())[:200]
+                       if isinstance(v, int | float) and not isinstance(v, bool)
+                       } if isinstance(datasets, dict) else {}
+    log = progress.get("log")
+    out["log"] = [str(line)[:LINE_CHARS] for line in log[-LOG_LINES:]] if isinstance(
+        log, list) else []
+    return out
