@@ -106,9 +106,9 @@ class Storage(Protocol):
 
 def put_content(storage: Storage, key: str, data: bytes) -> None:
     """Store content-addressed bytes: an existing object under the same digest key is kept."""
-    if storage.exists(key):
-        return
-    with contextlib.suppress(ObjectExists):  # a concurrent writer stored the same content
+    # put refuses an existing key itself (ObjectExists): no second existence check, which on
+    # S3 was one more round trip per file of every upload
+    with contextlib.suppress(ObjectExists):  # stored before, or by a concurrent writer
         storage.put(key, data)
 
 
