@@ -251,9 +251,9 @@ def main() -> None:
         files = []
         for k in range(8):  # a few distinct runs, reused: the rush is about the site, not noise
             rng = np.random.default_rng(k)
-            files.append(dict(write_run(definition, d, known[d].ids,
-                                        np.clip(g.scores + rng.normal(0, 0.5 + 0.2 * k, len(g)),
-                                                0, 5)) for d, g in parsed_gold.items()))
+            files.append(dict(write_run(definition, d, known[d].ids, list(
+                np.clip(g.scores + rng.normal(0, 0.5 + 0.2 * k, len(g)), 0, 5)))
+                for d, g in parsed_gold.items()))
 
         env = {**os.environ, **AWS, "DATABASE_URL": url, "REDIS_URL": redis_url,
                "SECRET_KEY": "rush", "SEMBOARD_STORAGE": "s3", "SEMBOARD_S3_BUCKET": BUCKET,
@@ -384,12 +384,13 @@ def main() -> None:
             phase_row = tasks.get_phase(s, tasks.get_task(s, "sts2012"), "eval")
             version = prepared_boards.board_version(s, phase_row)
             board = prepared_boards.prepared_board(s, phase=phase_row, now=NOW)
-            rows = {row["run_id"] for row in board.data["board"]["rows"]}
+            rows = {row["run_id"] for row in (board.data or {})["board"]["rows"]}
             per_team_db = Counter(r.team.name for r in current)
         objects = set()
         for page in storage.client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
             objects |= {o["Key"].removeprefix("site/") for o in page.get("Contents", [])}
-        accepted = [run_id for _, status, _, run_id in answers if status in (201, 202)]
+        accepted = [run_id if run_id is not None else -1  # an acceptance naming no run: lost
+                    for _, status, _, run_id in answers if status in (201, 202)]
         loss = rushstats.check_lost(accepted, stored, objects)
         limits = rushstats.check_limits(((t, st) for t, st, _, _ in answers), args.max_runs)
         db_exact = sorted(per_team_db.values()) == sorted(
@@ -415,24 +416,34 @@ def main() -> None:
         idle = sorted(sampler.idle.values(), reverse=True)
         by_app = Counter(name for _, _, name, _ in idle)
         print(f"PostgreSQL sessions seen idle in a transaction (sampled every 0.5 s): "
-              f"{len(idle)} {dict(by_app)}")
-        for gap, age, name, query in idle[:3]:
+              f"{len(idle)} {dict(by_app)}; the longest of each application:")
+        longest: dict[str, tuple[float, float, str, str]] = {}
+        for gap, age, name, query in idle:
+            longest.setdefault(name, (gap, age, name, query))
+        for gap, age, name, query in longest.values():
             print(f"  {name}: idle {gap:.1f} s in a transaction {age:.1f} s old; last statement "
                   f"{query!r}")
         print(f"load average during the rush and drain: max "
               f"{max(sampler.load, default=0):.1f}, last {sampler.load[-1] if sampler.load else 0}")
         rush = cpu.report("the rush", 0, 1)
         drain = cpu.report("the drain (after the rush, until the queue was empty)", 1, 2)
-        web = sum(v for k, v in rush["groups"].items() if k.startswith("host "))
-        scorer = rush["groups"]["workers"] + drain["groups"]["workers"]
-        site = sum(v for k, v in rush["groups"].items() if k not in ("clients", "workers"))
-        print(f"per answer: {web / len(answers) * 1000:.1f} ms of gunicorn CPU, "
-              f"{site / len(answers) * 1000:.1f} ms of the web side's CPU (hosts, postgres, "
-              f"redis, moto) -> {len(answers) / site:.1f} answers per web-side core-second")
+        both = {k: rush["groups"][k] + drain["groups"][k] for k in rush["groups"]}
+        web = sum(v for k, v in both.items() if k.startswith("host "))
+        shared = both["postgres"] + both["redis"] + both["moto (S3)"]
+        site = web + shared + both["workers"]
+        # rush and drain together: a request the hosts had not reached by the rush's end is
+        # still served (its client gone), and the shared servers serve hosts and workers alike
+        print(f"CPU per upload, rush and drain together ({args.uploads} uploads, "
+              f"{len(scored)} runs scored): gunicorn {web / args.uploads * 1000:.1f} ms; "
+              f"postgres + redis + S3 {shared / args.uploads * 1000:.1f} ms; workers "
+              f"{both['workers'] / args.uploads * 1000:.1f} ms; the whole site "
+              f"{site / args.uploads * 1000:.1f} ms -> {args.uploads / site:.1f} uploads per "
+              f"site core-second")
         if scored:
-            print(f"per scored run: {scorer / len(scored) * 1000:.1f} ms of worker CPU (rush and"
-                  f" drain; boards and groups included) -> {len(scored) / scorer:.1f} runs per "
-                  f"worker core-second")
+            print(f"per scored run: {both['workers'] / len(scored) * 1000:.1f} ms of worker CPU "
+                  f"(boards and groups included) -> {len(scored) / both['workers']:.1f} runs "
+                  f"per worker core-second; gunicorn: {args.uploads / web:.1f} answers per "
+                  f"core-second")
     finally:
         for proc in procs:
             proc.terminate()
