@@ -175,6 +175,10 @@ class Cpu:
         self.marks.append((time.monotonic(), rushstats.group_cpu(procs, self.roots),
                            rushstats.machine_busy(Path("/proc/stat").read_text()), counts))
 
+    def group_now(self, name: str) -> float:
+        """The CPU seconds of one group so far."""
+        return rushstats.group_cpu(rushstats.snapshot(), {name: self.roots[name]})[name]
+
     def _in(self, pid: int, procs: dict[int, rushstats.Proc], roots: set[int]) -> bool:
         others = {p for pids in self.roots.values() for p in pids} - roots
         for _ in range(64):
@@ -369,7 +373,17 @@ def main() -> None:
         while (queue.count or queue.started_job_registry.count) and \
                 time.monotonic() - rush_end < args.drain:
             time.sleep(0.5)  # the last board and significance-groups jobs
-        groups_done = time.monotonic() - rush_end
+        queue_empty = time.monotonic() - rush_end
+        # the groups run in a child of a worker after the queue empties: wait until the
+        # workers' CPU stays flat (so their figures include the groups), within --drain
+        quiet = cpu.group_now("workers")
+        while time.monotonic() - rush_end < args.drain:
+            time.sleep(2)
+            now_cpu = cpu.group_now("workers")
+            if now_cpu - quiet < 0.05:
+                break
+            quiet = now_cpu
+        workers_idle = time.monotonic() - rush_end - 2  # the flat stretch's start
         cpu.mark()
         sampler.stop.set()
         sampler.thread.join()
@@ -399,7 +413,8 @@ def main() -> None:
         print(f"every accepted run scored {'in' if waiting == 0 else 'NOT within'} "
               f"{drained:.1f} s after the rush ({waiting} unscored; the last score record "
               f"{'none' if last_score is None else f'{(last_score[0].replace(tzinfo=UTC) - rush_end_utc).total_seconds():.1f} s'}"  # noqa: E501
-              f" after it); queue empty {groups_done:.1f} s after it; within 60 s: "
+              f" after it); queue empty {queue_empty:.1f} s after it; workers idle (groups "
+              f"included) {workers_idle:.1f} s after it; within 60 s: "
               f"{waiting == 0 and drained <= 60}")
         print(f"accepted answers {len(accepted)}; runs in the database {len(runs)} "
               f"({len(current)} current, {len(scored)} scored); objects in the bucket "
@@ -426,7 +441,7 @@ def main() -> None:
         print(f"load average during the rush and drain: max "
               f"{max(sampler.load, default=0):.1f}, last {sampler.load[-1] if sampler.load else 0}")
         rush = cpu.report("the rush", 0, 1)
-        drain = cpu.report("the drain (after the rush, until the queue was empty)", 1, 2)
+        drain = cpu.report("the drain (after the rush, until the workers were idle)", 1, 2)
         both = {k: rush["groups"][k] + drain["groups"][k] for k in rush["groups"]}
         web = sum(v for k, v in both.items() if k.startswith("host "))
         shared = both["postgres"] + both["redis"] + both["moto (S3)"]
