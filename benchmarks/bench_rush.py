@@ -2,7 +2,7 @@
 
     python benchmarks/bench_rush.py [--data ../shared/data] [--uploads 500] [--teams 200]
                                     [--seconds 60] [--max-runs 2] [--hosts 2] [--web-workers 2]
-                                    [--workers 2] [--order spread|burst] [--drain 600]
+                                    [--workers 2] [--order spread|burst] [--drain 600] [--keep]
 
 Throw-away servers on loopback ports: a PostgreSQL cluster, a redis-server and moto's S3 server
 (the site stores every file in a bucket there). The real sts2012 task with a phase allowing
@@ -218,6 +218,8 @@ def main() -> None:
     parser.add_argument("--order", choices=["spread", "burst"], default="spread")
     parser.add_argument("--drain", type=float, default=600.0,
                         help="give up waiting for the scores after this many seconds")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the scratch folder (logs, database) and print its path")
     args = parser.parse_args()
     release = args.data / "sts2012" / "test"
     root = Path(tempfile.mkdtemp(prefix="semboard-rush-"))
@@ -470,6 +472,10 @@ def main() -> None:
         stop_redis(root)
         subprocess.run([*as_postgres, str(pg_ctl), "-D", str(root / "data"), "-m", "immediate",
                         "stop"], capture_output=True)
+        if args.keep:
+            print(f"scratch folder kept: {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
