@@ -12,8 +12,8 @@ database, Redis and the bucket; --workers `flask worker` processes score the run
 uploads (every one under a new run name, so a team's uploads past --max-runs must be refused
 with 409) arrive at an even pace over --seconds, whatever the answers' speed (an open loop: a
 slow site faces a growing crowd), upload k going to host k mod --hosts. --order spread sends
-team k mod --teams; --order burst sends each team's uploads one after the other (a few ms apart:
-the run limit is raced).
+team k mod --teams; --order burst sends all of a team's uploads at the same moment (the teams
+spread over the window): the run limit is raced.
 
 Then it waits until every accepted run is scored and the queue is empty, and prints:
 answers (by status, p50/p95/p99), lost (each accepted answer's run must be in the database,
@@ -315,8 +315,10 @@ def main() -> None:
         sampler.thread.start()
 
         order = [k % args.teams for k in range(args.uploads)]
-        if args.order == "burst":
+        at = [k * args.seconds / args.uploads for k in range(args.uploads)]
+        if args.order == "burst":  # a team's uploads leave together: the run limit is raced
             order.sort()
+            at = [team * args.seconds / args.teams for team in order]
         answers: list[tuple[int, int, float, int | None]] = []  # team, status, s, run id
         lock = threading.Lock()
 
@@ -341,7 +343,7 @@ def main() -> None:
         cpu.mark()
         started = time.monotonic()
         for k in range(args.uploads):
-            wait = started + k * args.seconds / args.uploads - time.monotonic()
+            wait = started + at[k] - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
             thread = threading.Thread(target=upload, args=(k,))
@@ -409,8 +411,8 @@ def main() -> None:
                     for _, status, _, run_id in answers if status in (201, 202)]
         loss = rushstats.check_lost(accepted, stored, objects)
         limits = rushstats.check_limits(((t, st) for t, st, _, _ in answers), args.max_runs)
-        db_exact = sorted(per_team_db.values()) == sorted(
-            min(n, args.max_runs) for n in Counter(order).values())
+        db_exact = dict(per_team_db) == {f"team {t:04d}": min(n, args.max_runs)
+                                         for t, n in Counter(order).items()}
         errors = sum(v for k, v in statuses.items() if k not in (201, 202, 409))
         print(f"every accepted run scored {'in' if waiting == 0 else 'NOT within'} "
               f"{drained:.1f} s after the rush ({waiting} unscored; the last score record "
