@@ -129,8 +129,14 @@ _CELL_STEP_VALUES = 4_000_000
 
 def _count_cells(index: np.ndarray, cell_of: np.ndarray, k: int) -> np.ndarray:
     """(rows, k) counts of the cells of each row's drawn pairs."""
-    step = max(1, _CELL_STEP_VALUES // max(1, index.shape[1]))
     out = np.empty((index.shape[0], k))
+    if index.shape[1] >= _LONG_ROW:  # a row at a time, its cells into one reused buffer
+        cells = np.empty(index.shape[1], dtype=cell_of.dtype)
+        for row in range(index.shape[0]):
+            np.take(cell_of, index[row], out=cells, mode="wrap")  # in range: wrap is a no-op
+            out[row] = np.bincount(cells, minlength=k)
+        return out
+    step = max(1, _CELL_STEP_VALUES // max(1, index.shape[1]))
     for start in range(0, index.shape[0], step):
         stop = min(index.shape[0], start + step)
         out[start:stop] = _per_row_bincount(np.take(cell_of, index[start:stop]), k)
@@ -139,6 +145,9 @@ def _count_cells(index: np.ndarray, cell_of: np.ndarray, k: int) -> np.ndarray:
 
 # rows counted in one bincount: their bins (rows x bins) stay in cache, few calls for small n
 _BINS_PER_CALL = 262_144
+# rows this long are counted one per call: the call costs little beside them, and adding
+# offsets would cost two more passes over every draw
+_LONG_ROW = 32_768
 
 
 def _per_row_bincount(index: np.ndarray, k: int, weights: np.ndarray | None = None
@@ -148,9 +157,10 @@ def _per_row_bincount(index: np.ndarray, k: int, weights: np.ndarray | None = No
     rows = index.shape[0] if index.ndim == 2 else weights.shape[0]  # type: ignore[union-attr]
     out = np.empty((rows, k))
     step = max(1, _BINS_PER_CALL // max(k, 1))
-    if step == 1:  # large k: one row per call, no offsets to add
+    if step == 1 or index.shape[-1] >= _LONG_ROW:  # one row per call, no offsets to add
+        shared = index.astype(np.intp) if index.ndim == 1 else None  # cast once, not per row
         for row in range(rows):
-            out[row] = np.bincount(index[row] if index.ndim == 2 else index, minlength=k,
+            out[row] = np.bincount(index[row] if shared is None else shared, minlength=k,
                                    weights=None if weights is None else weights[row])
         return out
     for start in range(0, rows, step):

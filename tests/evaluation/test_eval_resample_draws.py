@@ -33,7 +33,11 @@ def test_draws_are_numpys_draws_and_counts_the_count_matrix() -> None:
 # and next to none)
 @pytest.mark.parametrize("decimals,n", [(0, 400), (1, 2000), (1, 400), (6, 400)])
 @pytest.mark.parametrize("pairs_first", [False, True])
-def test_every_form_equals_explicit_resampling(decimals: int, n: int, pairs_first: bool) -> None:
+@pytest.mark.parametrize("long_row", [R._LONG_ROW, 1])  # 1: every row counted on its own
+def test_every_form_equals_explicit_resampling(decimals: int, n: int, pairs_first: bool,
+                                               long_row: int,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "_LONG_ROW", long_row)
     b = 25
     x, y = _data(n, decimals, seed=decimals)
     r = R.draw(np.random.default_rng(decimals + 10), n, b)
