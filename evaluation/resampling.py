@@ -158,7 +158,9 @@ def _per_row_bincount(index: np.ndarray, k: int, weights: np.ndarray | None = No
     out = np.empty((rows, k))
     step = max(1, _BINS_PER_CALL // max(k, 1))
     if step == 1 or index.shape[-1] >= _LONG_ROW:  # one row per call, no offsets to add
-        shared = index.astype(np.intp) if index.ndim == 1 else None  # cast once, not per row
+        # a shared index cast once, not per row
+        shared = (None if index.ndim == 2 else
+                  index if index.dtype == np.intp else index.astype(np.intp))
         for row in range(rows):
             out[row] = np.bincount(index[row] if shared is None else shared, minlength=k,
                                    weights=None if weights is None else weights[row])
@@ -223,7 +225,8 @@ def pearson_from_moments(m: np.ndarray) -> np.ndarray:
 def boot_pearson(c: Counts, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Pearson of each resample, from moments about the means of all pairs (for precision;
     the very product ALL's moments use when a single dataset is scored)."""
-    return pearson_from_moments(moments(c, x, y, (x.mean(), y.mean())))
+    means = _memoised("means", (x, y), lambda: (float(x.mean()), float(y.mean())))
+    return pearson_from_moments(moments(c, x, y, means))
 
 
 def boot_weighted_pearson(c: Counts, x: np.ndarray, y: np.ndarray,
@@ -279,9 +282,23 @@ def boot_spearman(c: Counts, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     # draws per cell of equal (x, y): every sum below runs over cells, not pairs
     cc = (c.cell_counts(cell_of, k) if isinstance(c, Resample)
           else _per_row_bincount(cell_of, k, c))
-    gx = np.add.reduceat(cc, starts_x, axis=1)
-    gy = _per_row_bincount(cell_gy, int(n_gy), cc)
     half = (x.size + 1) / 2.0
+    # a few rows at a time: each temporary below stays in cache (row by row, the same sums)
+    step = max(1, _SPEARMAN_BLOCK_VALUES // max(1, k))
+    return np.concatenate([_spearman_of_cells(cc[i:i + step], cell_gx, cell_gy, starts_x,
+                                              int(n_gy), half)
+                           for i in range(0, cc.shape[0], step)])
+
+
+# cells x rows of one block of boot_spearman's sums (2 MiB per temporary)
+_SPEARMAN_BLOCK_VALUES = 262_144
+
+
+def _spearman_of_cells(cc: np.ndarray, cell_gx: np.ndarray, cell_gy: np.ndarray,
+                       starts_x: np.ndarray, n_gy: int, half: float) -> np.ndarray:
+    """Spearman of each row of cell counts (cells sorted by x's then y's tie group)."""
+    gx = np.add.reduceat(cc, starts_x, axis=1)
+    gy = _per_row_bincount(cell_gy, n_gy, cc)
     rx, ry = _average_ranks(gx, half), _average_ranks(gy, half)
     return _corr(gx.sum(axis=1), (gx * rx).sum(1), (gy * ry).sum(1), (gx * rx * rx).sum(1),
                  (gy * ry * ry).sum(1), (cc * rx[:, cell_gx] * ry[:, cell_gy]).sum(1))
