@@ -584,7 +584,7 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
                labels_of: dict[str, np.ndarray], genres_of: dict[str, dict[str, np.ndarray]],
                datasets: dict[str, DatasetScore], aggregates: dict[str, MetricValue],
                resamples: int, seed: int, n_with_gold: int = 0) -> None:
-    """Fill in percentile CIs: pairs resampled within each dataset, one count matrix per
+    """Fill in percentile CIs: pairs resampled within each dataset, one draw per
     dataset shared by every metric, so aggregates resample consistently with datasets."""
     rng = np.random.default_rng(seed)
     # read-only copies: resampling prepares each array once for every chunk of resamples

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -123,7 +124,7 @@ def test_score_run_cis_with_ties_match_golden(tmp_path: Path, label: str, long_r
     gold = load_gold(task, tmp_path, inputs)
     got = score_run(task, validate_run(task, read_run_files(run), inputs), gold,
                     resamples=1000).to_dict()
-    have = _cis({"aggregates": got["aggregates"], "datasets": got["datasets"]})
+    have: dict[str, Any] = _cis({"aggregates": got["aggregates"], "datasets": got["datasets"]})
     want = TIES[label]
     assert want.keys() == have.keys() and len(want) >= 5
     for key, ci in want.items():
