@@ -297,11 +297,13 @@ _SPEARMAN_BLOCK_VALUES = 262_144
 def _spearman_of_cells(cc: np.ndarray, cell_gx: np.ndarray, cell_gy: np.ndarray,
                        starts_x: np.ndarray, n_gy: int, half: float) -> np.ndarray:
     """Spearman of each row of cell counts (cells sorted by x's then y's tie group)."""
-    gx = np.add.reduceat(cc, starts_x, axis=1)
+    untied = len(starts_x) == cc.shape[1]  # each x group one cell: its counts are the cells'
+    gx = cc if untied else np.add.reduceat(cc, starts_x, axis=1)
     gy = _per_row_bincount(cell_gy, n_gy, cc)
     rx, ry = _average_ranks(gx, half), _average_ranks(gy, half)
+    rx_cells = rx if untied else rx[:, cell_gx]
     return _corr(gx.sum(axis=1), (gx * rx).sum(1), (gy * ry).sum(1), (gx * rx * rx).sum(1),
-                 (gy * ry * ry).sum(1), (cc * rx[:, cell_gx] * ry[:, cell_gy]).sum(1))
+                 (gy * ry * ry).sum(1), (cc * rx_cells * ry[:, cell_gy]).sum(1))
 
 
 def _binary_hits(pred: np.ndarray, gold: np.ndarray, threshold: float) -> np.ndarray:

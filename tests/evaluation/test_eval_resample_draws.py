@@ -11,10 +11,13 @@ from evaluation import metrics as M
 from evaluation import resampling as R
 
 
-def _data(n: int, decimals: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _data(n: int, decimals: int | None, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gold on a 0.2 grid; outputs rounded to decimals (None: unrounded, no two equal)."""
     rng = np.random.default_rng(seed)
     y = np.round(rng.uniform(0, 5, n) * 5) / 5
-    x = np.round(np.clip(y + rng.normal(0, 1.2, n), 0, 5), decimals)
+    x = y + rng.normal(0, 1.2, n)
+    if decimals is not None:
+        x = np.round(np.clip(x, 0, 5), decimals)
     return R.frozen(x), R.frozen(y)
 
 
@@ -30,17 +33,18 @@ def test_draws_are_numpys_draws_and_counts_the_count_matrix() -> None:
 
 
 # (decimals, pairs): 107 and 753 cells (counted per cell), 292 and 346 (per pair, with ties
-# and next to none)
-@pytest.mark.parametrize("decimals,n", [(0, 400), (1, 2000), (1, 400), (6, 400)])
+# and next to none), 400 (no tied outputs)
+@pytest.mark.parametrize("decimals,n", [(0, 400), (1, 2000), (1, 400), (6, 400), (None, 400)])
 @pytest.mark.parametrize("pairs_first", [False, True])
 @pytest.mark.parametrize("long_row", [R._LONG_ROW, 1])  # 1: every row counted on its own
-def test_every_form_equals_explicit_resampling(decimals: int, n: int, pairs_first: bool,
+def test_every_form_equals_explicit_resampling(decimals: int | None, n: int, pairs_first: bool,
                                                long_row: int,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(R, "_LONG_ROW", long_row)
     b = 25
-    x, y = _data(n, decimals, seed=decimals)
-    r = R.draw(np.random.default_rng(decimals + 10), n, b)
+    seed = 9 if decimals is None else decimals
+    x, y = _data(n, decimals, seed=seed)
+    r = R.draw(np.random.default_rng(seed + 10), n, b)
     if pairs_first:
         r.counts()  # cells then summed from the pair counts, not counted from the draws
     gx, gy = x[r.index], y[r.index]  # each resample's pairs, gathered
@@ -54,8 +58,8 @@ def test_every_form_equals_explicit_resampling(decimals: int, n: int, pairs_firs
                               (sy * sy).sum(1), (sx * sy).sum(1)])
     np.testing.assert_allclose(m, want_m, rtol=1e-12, atol=1e-9)
     # ALL over two datasets from moments with one shift, against the gathered concatenation
-    x2, y2 = _data(300, decimals, seed=decimals + 1)
-    r2 = R.draw(np.random.default_rng(decimals + 20), 300, b)
+    x2, y2 = _data(300, decimals, seed=seed + 1)
+    r2 = R.draw(np.random.default_rng(seed + 20), 300, b)
     ms = [R.moments(r, x, y, (2.4, 2.5)), R.moments(r2, x2, y2, (2.4, 2.5))]
     gathered = ([gx, x2[r2.index]], [gy, y2[r2.index]])
     np.testing.assert_allclose(R.boot_all(ms), M.concat_pearson(*gathered), atol=1e-9)
