@@ -5,11 +5,16 @@ Spearman, ALL, ALLnorm, Mean), runs `python -m evaluation score` in a subprocess
 wall time of the whole command (imports included). Then times bootstrap CIs (1000 resamples)
 for a 3,000-pair run in process and through the CLI, and the CIs' growth from 3,000 to 1M pairs
 (--ci-pairs), in process, one core's CPU time; --before REV times the bootstrap of that commit
-(evaluation/resampling.py and scoring.py as they were) side by side on the same data, where the
-pairs are at most --before-max.
+(its evaluation package) side by side on the same data, where the pairs are at most
+--before-max, and says whether every CI is the same (to 1e-9).
+
+BLAS and OpenMP run on one thread (set before numpy loads; the timed processes inherit it), so
+the figures are one core's. Needs only numpy and the repository's evaluation package:
 
     python benchmarks/bench_scoring.py [--pairs 1000000] [--repeat 3]
         [--ci-pairs 3000 30000 300000 1000000] [--before REV] [--before-max 100000]
+        [--continuous] [--skip-cli]
+    taskset -c 3 python benchmarks/bench_scoring.py --skip-cli --before REV --before-max 1000000
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # one core's figures, here and in every process timed
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -56,8 +64,13 @@ ranking = "aggregate"
 """
 
 
-def make_release(folder: Path, sizes: dict[str, int], seed: int = 0) -> tuple[Path, Path]:
-    """Write a task definition, inputs, gold and a run; returns (definition, run folder)."""
+def make_release(folder: Path, sizes: dict[str, int], seed: int = 0,
+                 continuous: bool = False) -> tuple[Path, Path]:
+    """Write a task definition, inputs, gold and a run; returns (definition, run folder).
+
+    The run's outputs have 3 decimals (ties within the 0.2 steps of the gold), or 9 with
+    `continuous` (jittered: next to no ties).
+    """
     rng = np.random.default_rng(seed)
     run = folder / "run"
     run.mkdir(parents=True)
@@ -71,7 +84,11 @@ def make_release(folder: Path, sizes: dict[str, int], seed: int = 0) -> tuple[Pa
         (folder / f"STS.input.{d}.txt").write_text(
             "\n".join(f"sentence a {i}\tsentence b {i}" for i in ids.tolist()) + "\n")
         np.savetxt(folder / f"STS.gs.{d}.txt", gold, fmt="%.1f")
-        np.savetxt(run / f"STS.output.{d}.txt", out, fmt="%.3f")
+        if continuous:
+            jittered = np.clip(out + np.random.default_rng(seed + n).uniform(-1e-3, 1e-3, n), 0, 5)
+            np.savetxt(run / f"STS.output.{d}.txt", jittered, fmt="%.9f")
+        else:
+            np.savetxt(run / f"STS.output.{d}.txt", out, fmt="%.3f")
     return definition, run
 
 
@@ -103,14 +120,17 @@ gold = load_gold(task, folder, inputs)
 validated = validate_run(task, read_run_files(folder / "run"), inputs)
 c0, t0 = time.process_time(), time.perf_counter()
 score = score_run(task, validated, gold, resamples=1000)
-print(json.dumps([time.process_time() - c0, time.perf_counter() - t0,
-                  score.aggregates["ALL"].ci]))
+cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+cis = {k: v.ci for k, v in score.aggregates.items()}
+cis.update({f"{d}/{k}": v.ci for d, s in score.datasets.items() for k, v in s.metrics.items()})
+print(json.dumps([cpu, wall, cis]))
 """
 
 
-def _time_cis(folder: Path, evaluation_root: Path) -> tuple[float, float, list[float]]:
+def _time_cis(folder: Path, evaluation_root: Path
+              ) -> tuple[float, float, dict[str, list[float] | None]]:
     """CPU and wall time of 1000-resample CIs, in a fresh process importing evaluation from
-    evaluation_root, and the ALL interval."""
+    evaluation_root, and every metric's interval."""
     env = {**os.environ, "PYTHONPATH": str(evaluation_root)}
     out = subprocess.run([sys.executable, "-c", _TIME_CIS, str(folder)], env=env, check=True,
                          cwd=folder,  # not this tree: "-c" puts the working folder first
@@ -119,11 +139,15 @@ def _time_cis(folder: Path, evaluation_root: Path) -> tuple[float, float, list[f
     return cpu, wall, ci
 
 
-def ci_growth(sizes: list[int], before: str | None, before_max: int) -> None:
+def ci_growth(sizes: list[int], before: str | None, before_max: int,
+              continuous: bool = False) -> None:
     """CPU time of 1000-resample CIs (every metric of the task) from 3k to 1M pairs."""
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; bootstrap CIs, 1000 "
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs "
+          f"({len(os.sched_getaffinity(0))} usable); bootstrap CIs, 1000 "
           "resamples, Pearson, Spearman, ALL, ALLnorm, Mean, one dataset, CPU time of "
-          "score_run in a fresh process" + (f"; this tree | {before}" if before else ""))
+          "score_run in a fresh process; outputs with " + (
+              "9 decimals (next to no ties)" if continuous else "3 decimals (ties)")
+          + (f"; this tree | {before}" if before else ""))
     with tempfile.TemporaryDirectory() as tmp:
         old_root = Path(tmp) / "before"
         if before:  # that commit's evaluation package, unpacked (the repository is untouched)
@@ -133,14 +157,17 @@ def ci_growth(sizes: list[int], before: str | None, before_max: int) -> None:
             subprocess.run(["tar", "-x", "-C", str(old_root)], input=archive, check=True)
         for n in sizes:
             folder = Path(tmp) / f"n{n}"
-            make_release(folder, {"big": n}, seed=2)
+            make_release(folder, {"big": n}, seed=2, continuous=continuous)
             cpu, wall, ci = _time_cis(folder, ROOT)
             line = f"  {n:>9,} pairs: {cpu:7.2f} s CPU ({wall:.2f} s wall)"
             if before and n <= before_max:
                 cpu_old, wall_old, ci_old = _time_cis(folder, old_root)
-                same = max(abs(a - b) for a, b in zip(ci, ci_old, strict=True)) < 1e-9
+                same = ci.keys() == ci_old.keys() and all(
+                    (a is None and b is None) or (a is not None and b is not None and max(
+                        abs(u - v) for u, v in zip(a, b, strict=True)) < 1e-9)
+                    for a, b in ((ci[k], ci_old[k]) for k in ci))
                 line += (f" | {cpu_old:7.2f} s CPU ({wall_old:.2f} s wall): {cpu_old / cpu:.1f}x "
-                         f"less CPU; ALL CI the same: {same}")
+                         f"less CPU; every CI the same: {same}")
             print(line, flush=True)
 
 
@@ -154,9 +181,11 @@ def main() -> None:
     parser.add_argument("--before", help="a commit whose bootstrap is timed side by side")
     parser.add_argument("--before-max", type=int, default=100_000)
     parser.add_argument("--skip-cli", action="store_true", help="only the CI growth")
+    parser.add_argument("--continuous", action="store_true",
+                        help="CI growth with 9-decimal outputs (next to no ties)")
     args = parser.parse_args()
     if args.ci_pairs:
-        ci_growth(args.ci_pairs, args.before, args.before_max)
+        ci_growth(args.ci_pairs, args.before, args.before_max, args.continuous)
     if args.skip_cli:
         return
     with tempfile.TemporaryDirectory() as tmp:

@@ -156,18 +156,20 @@ def recall(pred: np.ndarray, gold: np.ndarray, threshold: float = 0.5) -> np.nda
     return _ratio((p & g).sum(axis=-1).astype(np.float64), g.sum(axis=-1).astype(np.float64))
 
 
-def boot_precision(c: np.ndarray, pred: np.ndarray, gold: np.ndarray,
+def boot_precision(c: R.Counts, pred: np.ndarray, gold: np.ndarray,
                    threshold: float) -> np.ndarray:
     """Precision of each resample (rows of the count matrix c)."""
+    c = R.pair_counts(c)
     p = (np.asarray(pred) >= threshold).astype(np.float64)
     g = (np.asarray(gold) >= threshold).astype(np.float64)
     tp, pp = (c @ np.column_stack([p * g, p])).T
     return _ratio(tp, pp)
 
 
-def boot_recall(c: np.ndarray, pred: np.ndarray, gold: np.ndarray,
+def boot_recall(c: R.Counts, pred: np.ndarray, gold: np.ndarray,
                 threshold: float) -> np.ndarray:
     """Recall of each resample."""
+    c = R.pair_counts(c)
     p = (np.asarray(pred) >= threshold).astype(np.float64)
     g = (np.asarray(gold) >= threshold).astype(np.float64)
     tp, gp = (c @ np.column_stack([p * g, g])).T
@@ -212,9 +214,10 @@ def max_f1(pred: np.ndarray, gold: np.ndarray, threshold: float = 0.5) -> np.nda
     return np.asarray(out).reshape(x.shape[:-1])
 
 
-def boot_max_f1(c: np.ndarray, pred: np.ndarray, gold: np.ndarray,
+def boot_max_f1(c: R.Counts, pred: np.ndarray, gold: np.ndarray,
                 threshold: float) -> np.ndarray:
     """max_f1 of each resample: copies of a pair are its weight in the counts."""
+    c = R.pair_counts(c)
     return _max_f1_counts(c, np.asarray(pred, dtype=np.float64), np.asarray(gold) >= threshold)
 
 
@@ -339,12 +342,13 @@ _KENDALL_BLOCK = 4_000_000
 _KENDALL_QUADRATIC_MAX = 4_000
 
 
-def boot_kendall(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def boot_kendall(c: R.Counts, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Kendall's tau-b of each resample of a (B, n) count matrix.
 
     Copies of one drawn pair are tied on both sides and add nothing, so over distinct pairs
     S = c'Ac / 2 with A = sign(dx) sign(dy), and the untied-pair counts are c'|sign(dx)|c / 2.
     """
+    c = R.pair_counts(c)
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     n = x.size
@@ -527,7 +531,7 @@ def compute(name: str, x: np.ndarray, y: np.ndarray, *, labels: np.ndarray | Non
     return m.point(x, y)
 
 
-def compute_resampled(name: str, c: np.ndarray, x: np.ndarray, y: np.ndarray, *,
+def compute_resampled(name: str, c: R.Counts, x: np.ndarray, y: np.ndarray, *,
                       labels: np.ndarray | None = None, weights: np.ndarray | None = None,
                       threshold: float = 0.5, n_classes: int = 0) -> np.ndarray:
     """The registry metric `name` over every resample (row) of a count matrix c."""

@@ -8,6 +8,11 @@ are ties in the resample, so each group's average rank follows from the group co
 
 What depends only on the data (the columns of moments, tie groups and the cells of equal
 (x, y) pairs) is computed once per read-only array and reused for every chunk of resamples.
+
+A `Resample` keeps the drawn indices themselves and counts them on demand: per pair, or straight
+into the cells of equal (x, y) that Pearson, Spearman and the moments of ALL need (pairs tied on
+both sides are interchangeable to them). With ties, as STS gold and rounded outputs have, there
+are far fewer cells than pairs, so the counts and every sum after them are that much smaller.
 """
 
 from __future__ import annotations
@@ -50,17 +55,99 @@ def _memoised(name: str, arrays: tuple[np.ndarray, ...], build: Callable[[], Any
     return value
 
 
-def count_matrix(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray:
-    """(resamples, n) float counts of n indices drawn uniformly with replacement per row."""
+def draw(rng: np.random.Generator, n: int, resamples: int) -> Resample:
+    """resamples rows of n indices drawn uniformly with replacement (counted on demand)."""
     # 32-bit draws below 2**32 are the very values the int64 call draws (numpy draws bounded
     # integers under 2**32 from 32-bit halves either way), at a third of the cost
     dtype = np.uint32 if n <= 2**32 else np.int64
-    idx = rng.integers(0, n, size=(resamples, n), dtype=dtype)
-    return _per_row_bincount(idx, n)
+    return Resample(rng.integers(0, n, size=(resamples, n), dtype=dtype), n)
+
+
+def count_matrix(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray:
+    """(resamples, n) float counts of n indices drawn uniformly with replacement per row."""
+    return draw(rng, n, resamples).counts()
+
+
+class Resample:
+    """Rows of drawn pair indices, with counts per pair or per cell of pairs made once each."""
+
+    __slots__ = ("_cells", "_counts", "_products", "index", "n")
+
+    def __init__(self, index: np.ndarray, n: int) -> None:
+        self.index = index
+        self.n = n
+        self._counts: np.ndarray | None = None
+        # id of a cell map -> (the map, kept so its id is not reused; its counts)
+        self._cells: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._products: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(resamples, pairs), as the count matrix's."""
+        return (self.index.shape[0], self.n)
+
+    def counts(self) -> np.ndarray:
+        """(resamples, n) float counts of each pair."""
+        if self._counts is None:
+            self._counts = _per_row_bincount(self.index, self.n)
+        return self._counts
+
+    def cell_counts(self, cell_of: np.ndarray, k: int) -> np.ndarray:
+        """(resamples, k) float counts of the drawn pairs' cells (cell_of: each pair's cell)."""
+        hit = self._cells.get(id(cell_of))
+        if hit is None or hit[0] is not cell_of:
+            if self._counts is not None:  # counted already: sum them, no second pass over draws
+                cc = _per_row_bincount(cell_of, k, self._counts)
+            else:
+                cc = _count_cells(self.index, cell_of, k)
+            hit = self._cells[id(cell_of)] = (cell_of, cc)
+        return hit[1]
+
+    def product(self, cols: np.ndarray, cell_of: np.ndarray | None = None,
+                k: int = 0) -> np.ndarray:
+        """counts @ cols, per pair, or per cell (cell_of given) with cols a row per cell;
+        kept per cols array, so metrics sharing columns share one product."""
+        hit = self._products.get(id(cols))
+        if hit is None or hit[0] is not cols:
+            counts = self.counts() if cell_of is None else self.cell_counts(cell_of, k)
+            hit = self._products[id(cols)] = (cols, counts @ cols)
+        return hit[1]
+
+
+Counts = np.ndarray | Resample
+"""A (B, n) count matrix, or the Resample it counts."""
+
+
+def pair_counts(c: Counts) -> np.ndarray:
+    """The (B, n) count matrix of c."""
+    return c.counts() if isinstance(c, Resample) else c
+
+
+# draws mapped to their cells at once (a bounded temporary per step)
+_CELL_STEP_VALUES = 4_000_000
+
+
+def _count_cells(index: np.ndarray, cell_of: np.ndarray, k: int) -> np.ndarray:
+    """(rows, k) counts of the cells of each row's drawn pairs."""
+    out = np.empty((index.shape[0], k))
+    if index.shape[1] >= _LONG_ROW:  # a row at a time, its cells into one reused buffer
+        cells = np.empty(index.shape[1], dtype=cell_of.dtype)
+        for row in range(index.shape[0]):
+            np.take(cell_of, index[row], out=cells, mode="wrap")  # in range: wrap is a no-op
+            out[row] = np.bincount(cells, minlength=k)
+        return out
+    step = max(1, _CELL_STEP_VALUES // max(1, index.shape[1]))
+    for start in range(0, index.shape[0], step):
+        stop = min(index.shape[0], start + step)
+        out[start:stop] = _per_row_bincount(np.take(cell_of, index[start:stop]), k)
+    return out
 
 
 # rows counted in one bincount: their bins (rows x bins) stay in cache, few calls for small n
 _BINS_PER_CALL = 262_144
+# rows this long are counted one per call: the call costs little beside them, and adding
+# offsets would cost two more passes over every draw
+_LONG_ROW = 32_768
 
 
 def _per_row_bincount(index: np.ndarray, k: int, weights: np.ndarray | None = None
@@ -70,9 +157,12 @@ def _per_row_bincount(index: np.ndarray, k: int, weights: np.ndarray | None = No
     rows = index.shape[0] if index.ndim == 2 else weights.shape[0]  # type: ignore[union-attr]
     out = np.empty((rows, k))
     step = max(1, _BINS_PER_CALL // max(k, 1))
-    if step == 1:  # large k: one row per call, no offsets to add
+    if step == 1 or index.shape[-1] >= _LONG_ROW:  # one row per call, no offsets to add
+        # a shared index cast once, not per row
+        shared = (None if index.ndim == 2 else
+                  index if index.dtype == np.intp else index.astype(np.intp))
         for row in range(rows):
-            out[row] = np.bincount(index[row] if index.ndim == 2 else index, minlength=k,
+            out[row] = np.bincount(index[row] if shared is None else shared, minlength=k,
                                    weights=None if weights is None else weights[row])
         return out
     for start in range(0, rows, step):
@@ -104,9 +194,27 @@ def _moment_columns(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.column_stack([np.ones_like(x), x, y, x * x, y * y, x * y])
 
 
-def moments(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """(B, 6) count-weighted sums: n, Σx, Σy, Σx², Σy², Σxy."""
-    return c @ _memoised("moments", (x, y), lambda: _moment_columns(x, y))
+def _cells(c: Counts, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """The cells of equal (x, y) when c's draws are best counted per cell: read-only inputs
+    (their cells are made once) with at most half as many cells as pairs."""
+    if not isinstance(c, Resample) or not (_frozen(x) and _frozen(y)):
+        return None
+    cells = _memoised("cells", (x, y), lambda: _rank_cells(x, y))
+    return cells if 2 * len(cells[1]) <= x.size else None
+
+
+def moments(c: Counts, x: np.ndarray, y: np.ndarray,
+            shift: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:
+    """(B, 6) count-weighted sums of x - shift[0] and y - shift[1]: n, Σx, Σy, Σx², Σy², Σxy."""
+    sx, sy = float(shift[0]), float(shift[1])
+    cells = _cells(c, x, y)
+    if cells is not None:
+        cell_of, cell_x, cell_y = cells[0], cells[5], cells[6]
+        cols = _memoised(f"cell_moments@{sx!r},{sy!r}", (x, y),
+                         lambda: _moment_columns(cell_x - sx, cell_y - sy))
+        return c.product(cols, cell_of, len(cell_x))  # type: ignore[union-attr]
+    cols = _memoised(f"moments@{sx!r},{sy!r}", (x, y), lambda: _moment_columns(x - sx, y - sy))
+    return c.product(cols) if isinstance(c, Resample) else c @ cols
 
 
 def pearson_from_moments(m: np.ndarray) -> np.ndarray:
@@ -114,32 +222,37 @@ def pearson_from_moments(m: np.ndarray) -> np.ndarray:
     return _corr(m[:, 0], m[:, 1], m[:, 2], m[:, 3], m[:, 4], m[:, 5])
 
 
-def boot_pearson(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Pearson of each resample (x and y should be roughly centred for precision)."""
-    cols = _memoised("pearson", (x, y), lambda: _moment_columns(x - x.mean(), y - y.mean()))
-    return pearson_from_moments(c @ cols)
+def boot_pearson(c: Counts, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson of each resample, from moments about the means of all pairs (for precision;
+    the very product ALL's moments use when a single dataset is scored)."""
+    means = _memoised("means", (x, y), lambda: (float(x.mean()), float(y.mean())))
+    return pearson_from_moments(moments(c, x, y, means))
 
 
-def boot_weighted_pearson(c: np.ndarray, x: np.ndarray, y: np.ndarray,
+def boot_weighted_pearson(c: Counts, x: np.ndarray, y: np.ndarray,
                           w: np.ndarray) -> np.ndarray:
     """Confidence-weighted Pearson of each resample."""
     def build() -> np.ndarray:
         xc, yc = x - x.mean(), y - y.mean()
         return np.column_stack([w, w * xc, w * yc, w * xc * xc, w * yc * yc, w * xc * yc])
-    return pearson_from_moments(c @ _memoised("wpearson", (x, y, w), build))
+    return pearson_from_moments(pair_counts(c) @ _memoised("wpearson", (x, y, w), build))
 
 
 def _rank_cells(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
     """Pairs grouped into cells of equal (x, y), cells sorted by x's then y's tie group.
 
-    Returns the cell of each pair, each cell's x and y group, and where each x group starts.
+    Returns the cell of each pair, each cell's x and y group, where each x group starts, the
+    number of y groups, and each cell's x and y value.
     """
-    gx = np.unique(x, return_inverse=True, equal_nan=False)[1]
+    ux, gx = np.unique(x, return_inverse=True, equal_nan=False)
     uy, gy = np.unique(y, return_inverse=True, equal_nan=False)
     cells, cell_of = np.unique(gx.astype(np.int64) * len(uy) + gy, return_inverse=True)
     cell_gx, cell_gy = cells // len(uy), cells % len(uy)
     starts_x = np.flatnonzero(np.r_[True, cell_gx[1:] != cell_gx[:-1]])
-    return cell_of.ravel(), cell_gx, cell_gy, starts_x, np.array(len(uy))
+    # a narrow map: the table each drawn index is looked up in stays in cache
+    narrow = np.uint16 if len(cells) <= 2**16 else np.int32
+    return (cell_of.ravel().astype(narrow), cell_gx, cell_gy, starts_x, np.array(len(uy)),
+            ux[cell_gx], uy[cell_gy])
 
 
 def _resample_ranks(c: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -161,36 +274,55 @@ def _average_ranks(g: np.ndarray, half: float) -> np.ndarray:
     return np.cumsum(g, axis=1) - g + (g + 1.0) / 2.0 - half
 
 
-def boot_spearman(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def boot_spearman(c: Counts, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman's rho of each resample, exactly as rankdata on the resampled arrays."""
     cell_of, cell_gx, cell_gy, starts_x, n_gy = _memoised(
-        "spearman", (x, y), lambda: _rank_cells(x, y))
+        "cells", (x, y), lambda: _rank_cells(x, y))[:5]
     k = len(cell_gx)
     # draws per cell of equal (x, y): every sum below runs over cells, not pairs
-    cc = _per_row_bincount(cell_of, k, c)
-    gx = np.add.reduceat(cc, starts_x, axis=1)
-    gy = _per_row_bincount(cell_gy, int(n_gy), cc)
+    cc = (c.cell_counts(cell_of, k) if isinstance(c, Resample)
+          else _per_row_bincount(cell_of, k, c))
     half = (x.size + 1) / 2.0
+    # a few rows at a time: each temporary below stays in cache (row by row, the same sums)
+    step = max(1, _SPEARMAN_BLOCK_VALUES // max(1, k))
+    return np.concatenate([_spearman_of_cells(cc[i:i + step], cell_gx, cell_gy, starts_x,
+                                              int(n_gy), half)
+                           for i in range(0, cc.shape[0], step)])
+
+
+# cells x rows of one block of boot_spearman's sums (2 MiB per temporary)
+_SPEARMAN_BLOCK_VALUES = 262_144
+
+
+def _spearman_of_cells(cc: np.ndarray, cell_gx: np.ndarray, cell_gy: np.ndarray,
+                       starts_x: np.ndarray, n_gy: int, half: float) -> np.ndarray:
+    """Spearman of each row of cell counts (cells sorted by x's then y's tie group)."""
+    untied = len(starts_x) == cc.shape[1]  # each x group one cell: its counts are the cells'
+    gx = cc if untied else np.add.reduceat(cc, starts_x, axis=1)
+    gy = _per_row_bincount(cell_gy, n_gy, cc)
     rx, ry = _average_ranks(gx, half), _average_ranks(gy, half)
+    rx_cells = rx if untied else rx[:, cell_gx]
     return _corr(gx.sum(axis=1), (gx * rx).sum(1), (gy * ry).sum(1), (gx * rx * rx).sum(1),
-                 (gy * ry * ry).sum(1), (cc * rx[:, cell_gx] * ry[:, cell_gy]).sum(1))
+                 (gy * ry * ry).sum(1), (cc * rx_cells * ry[:, cell_gy]).sum(1))
 
 
 def _binary_hits(pred: np.ndarray, gold: np.ndarray, threshold: float) -> np.ndarray:
     return ((pred >= threshold) == (gold >= threshold)).astype(np.float64)
 
 
-def boot_accuracy(c: np.ndarray, pred: np.ndarray, gold: np.ndarray,
+def boot_accuracy(c: Counts, pred: np.ndarray, gold: np.ndarray,
                   threshold: float) -> np.ndarray:
     """Accuracy of thresholded predictions in each resample."""
+    c = pair_counts(c)
     def build() -> np.ndarray:
         return np.column_stack([_binary_hits(pred, gold, threshold), np.ones_like(pred)])
     hit, n = (c @ _memoised(f"accuracy@{threshold!r}", (pred, gold), build)).T
     return hit / n
 
 
-def boot_f1(c: np.ndarray, pred: np.ndarray, gold: np.ndarray, threshold: float) -> np.ndarray:
+def boot_f1(c: Counts, pred: np.ndarray, gold: np.ndarray, threshold: float) -> np.ndarray:
     """F1 of the positive class in each resample."""
+    c = pair_counts(c)
     def build() -> np.ndarray:
         p = (pred >= threshold).astype(np.float64)
         g = (gold >= threshold).astype(np.float64)
@@ -200,8 +332,9 @@ def boot_f1(c: np.ndarray, pred: np.ndarray, gold: np.ndarray, threshold: float)
         return np.where(pp + gp > 0, 2 * tp / np.where(pp + gp > 0, pp + gp, 1.0), np.nan)
 
 
-def boot_mse(c: np.ndarray, pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+def boot_mse(c: Counts, pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
     """Mean squared error of each resample."""
+    c = pair_counts(c)
     def build() -> np.ndarray:
         d = pred - gold
         return np.column_stack([d * d, np.ones_like(d)])
@@ -209,17 +342,19 @@ def boot_mse(c: np.ndarray, pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
     return sq / n
 
 
-def boot_class_accuracy(c: np.ndarray, pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+def boot_class_accuracy(c: Counts, pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
     """Exact-class accuracy of each resample."""
+    c = pair_counts(c)
     def build() -> np.ndarray:
         return np.column_stack([(pred == gold).astype(np.float64), np.ones_like(pred)])
     hit, n = (c @ _memoised("class_accuracy", (pred, gold), build)).T
     return hit / n
 
 
-def boot_macro_f1(c: np.ndarray, pred: np.ndarray, gold: np.ndarray,
+def boot_macro_f1(c: Counts, pred: np.ndarray, gold: np.ndarray,
                   n_classes: int) -> np.ndarray:
     """Macro-F1 (classes present in the resample's gold or predictions) of each resample."""
+    c = pair_counts(c)
     def build() -> np.ndarray:
         cols = []
         for k in range(n_classes):

@@ -538,7 +538,7 @@ def _from_dataset_values(agg: str, names: list[str], per: Mapping[str, Mapping[s
                        task.undefined)
 
 
-def _boot_metric(metric: str, task: TaskDefinition, c: np.ndarray, x: np.ndarray,
+def _boot_metric(metric: str, task: TaskDefinition, c: R.Counts, x: np.ndarray,
                  y: np.ndarray, labels: np.ndarray, w: np.ndarray | None,
                  n_classes: int = 0) -> np.ndarray:
     """A dataset metric over every resample of a count matrix."""
@@ -554,7 +554,7 @@ def _boot_metric(metric: str, task: TaskDefinition, c: np.ndarray, x: np.ndarray
                                threshold=task.binary_threshold, n_classes=n_classes)
 
 
-def _boot_each(metric: str, task: TaskDefinition, c: np.ndarray, p: _Pairs,
+def _boot_each(metric: str, task: TaskDefinition, c: R.Counts, p: _Pairs,
                labels: np.ndarray, w: np.ndarray | None, n_classes: int) -> list[np.ndarray]:
     """A dataset metric's resamples against the gold, or against each annotator's gold."""
     return [_boot_metric(metric, task, c, p.x, yk, lk, w, n_classes)
@@ -584,7 +584,7 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
                labels_of: dict[str, np.ndarray], genres_of: dict[str, dict[str, np.ndarray]],
                datasets: dict[str, DatasetScore], aggregates: dict[str, MetricValue],
                resamples: int, seed: int, n_with_gold: int = 0) -> None:
-    """Fill in percentile CIs: pairs resampled within each dataset, one count matrix per
+    """Fill in percentile CIs: pairs resampled within each dataset, one draw per
     dataset shared by every metric, so aggregates resample consistently with datasets."""
     rng = np.random.default_rng(seed)
     # read-only copies: resampling prepares each array once for every chunk of resamples
@@ -601,14 +601,13 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
     records = [task.aggregate(a) for a in aggregates]
     needed = {rec.of for rec in records if rec.of is not None}
     joined = any(rec.joined_resampled is not None for rec in records)
-    shifted = {k: (R.frozen(pairs[k].x - shift_x), R.frozen(pairs[k].y - shift_y))
-               for k in names} if joined else {}
     for b in _chunks(sizes, resamples):
         ms: list[Any] = []
         per: dict[str, Any] = {}
         for k in names:
             p = pairs[k]
-            c = R.count_matrix(rng, len(p.x), b)
+            # the draws, counted per pair or per cell of equal (x, y) as each metric needs
+            c = R.draw(rng, len(p.x), b)
             per[k] = {}
             n_classes = len(task.dataset(k).gold.classes)
             for metric in task.dataset_metrics(k):
@@ -622,7 +621,7 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
                 for j, one in enumerate(samples if len(samples) > 1 else (), start=1):
                     ds_samples[k].setdefault(f"{metric}@{j}", []).append(one)
             if joined:
-                ms.append(R.moments(c, *shifted[k]))
+                ms.append(R.moments(c, p.x, p.y, (shift_x, shift_y)))
             for metric in needed:
                 if metric in per[k]:
                     continue
@@ -645,7 +644,7 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
     for k in names:
         p = pairs[k]
         for genre, idx in genres_of.get(k, {}).items():
-            c = R.count_matrix(rng, len(idx), resamples)
+            c = R.draw(rng, len(idx), resamples)
             for metric in (task.genre_metrics if not task.dataset(k).gold.classes else ()):
                 v = _boot_metric(metric, task, c, p.x[idx], p.y[idx], labels_of[k][idx], None)
                 datasets[k].genres[genre].metrics[metric].ci = _ci(v)

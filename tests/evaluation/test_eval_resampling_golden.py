@@ -2,13 +2,16 @@
 
 tests/evaluation/data/resampling_golden*.{npz,json} were written by the count-matrix code
 before it was made fast (commit "golden bootstrap figures"); every figure must agree to
-rounding (1e-9), and the random draws exactly.
+rounding (1e-9), and the random draws exactly. resampling_golden_ties.json was written by the
+per-pair count code before CIs were computed from counts per cell of equal (x, y) (heavy ties,
+several datasets, and outputs without ties).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,6 +23,13 @@ from tests.evaluation import resampling_cases
 DATA = Path(__file__).parent / "data"
 GOLDEN = np.load(DATA / "resampling_golden.npz")
 SCORES = json.loads((DATA / "resampling_golden_scores.json").read_text())
+TIES = json.loads((DATA / "resampling_golden_ties.json").read_text())
+# label: (datasets and pairs, decimals of the outputs (None: no ties), seed)
+TIES_CASES: dict[str, tuple[dict[str, int], int | None, int]] = {
+    "one_decimal": ({"a": 3000, "b": 1200}, 1, 4),
+    "whole": ({"big": 30001}, 0, 5),
+    "continuous": ({"c": 4000}, None, 6),
+}
 STS5 = {"MSRpar": 750, "MSRvid": 750, "SMTeuroparl": 459, "OnWN": 750, "SMTnews": 291}
 
 
@@ -79,6 +89,46 @@ def test_score_run_cis_match_golden(tmp_path: Path, label: str, sizes: dict[str,
             assert have[key] is None, key
         else:
             np.testing.assert_allclose(have[key], ci, rtol=0, atol=1e-9, err_msg=key)
+
+
+def ties_release(folder: Path, sizes: dict[str, int], decimals: int | None,
+                 seed: int) -> tuple[Path, Path]:
+    """bench_scoring's release with its outputs rounded to `decimals` (None: jittered, no ties)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from bench_scoring import make_release
+
+    definition, run = make_release(folder, sizes, seed=seed)
+    rng = np.random.default_rng(seed)
+    for name in sizes:
+        path = run / f"STS.output.{name}.txt"
+        out = np.loadtxt(path)
+        if decimals is None:
+            jittered = np.clip(out + rng.uniform(-1e-3, 1e-3, out.size), 0, 5)
+            np.savetxt(path, jittered, fmt="%.9f")
+        else:
+            np.savetxt(path, np.round(out, decimals), fmt=f"%.{decimals}f")
+    return definition, run
+
+
+@pytest.mark.parametrize("long_row", [R._LONG_ROW, 1])  # 1: every row counted on its own
+@pytest.mark.parametrize("label", sorted(TIES_CASES))
+def test_score_run_cis_with_ties_match_golden(tmp_path: Path, label: str, long_row: int,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "_LONG_ROW", long_row)
+    sizes, decimals, seed = TIES_CASES[label]
+    definition, run = ties_release(tmp_path, sizes, decimals, seed)
+    task = load_task(definition)
+    inputs = load_inputs(task, tmp_path)
+    gold = load_gold(task, tmp_path, inputs)
+    got = score_run(task, validate_run(task, read_run_files(run), inputs), gold,
+                    resamples=1000).to_dict()
+    have: dict[str, Any] = _cis({"aggregates": got["aggregates"], "datasets": got["datasets"]})
+    want = TIES[label]
+    assert want.keys() == have.keys() and len(want) >= 5
+    for key, ci in want.items():
+        np.testing.assert_allclose(have[key], ci, rtol=0, atol=1e-9, err_msg=key)
 
 
 def test_prepared_forms_follow_the_values_of_writable_arrays() -> None:
