@@ -99,6 +99,19 @@ def begin_write(session: Session) -> None:
     session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
 
 
+def end_read(session: Session) -> None:
+    """End a transaction before slow work (validation, storage, encoding), keeping what it
+    loaded; one holding unflushed changes is left to its owner."""
+    if not session.in_transaction() or session.new or session.dirty or session.deleted:
+        return
+    keep = session.expire_on_commit
+    session.expire_on_commit = False  # the loaded rows stay usable without a new read
+    try:
+        session.commit()
+    finally:
+        session.expire_on_commit = keep
+
+
 def require_fits(value: str, column: Any, what: str) -> str:
     """value, unless it is longer than the model column holds (PostgreSQL would refuse it)."""
     limit = column.property.columns[0].type.length

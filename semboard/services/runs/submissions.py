@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from evaluation import ValidationError, match_run_filename, unpack_upload, validate_run
 from evaluation.runs import MAX_RUN_NAME, run_name_from_files, run_name_problem
-from semboard.db import begin_write
+from semboard.db import begin_write, end_read
 from semboard.errors import (
     Conflict,
     DomainError,
@@ -167,6 +167,8 @@ def submit(
     stored_inputs = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
     if not stored_inputs:
         raise refuse(PhaseNotOpen(f"no inputs of {task.name} have been published yet"))
+    # validating and storing the files hold no transaction (the insert takes its own)
+    end_read(session)
     try:
         unpacked = unpack_upload(files)
     except ValidationError as err:

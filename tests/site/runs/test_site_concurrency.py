@@ -126,3 +126,31 @@ def test_parallel_uploads_from_processes_on_sqlite(database_url, make, tiny_data
     for proc in procs:
         proc.join(timeout=30)
     assert Counter(outcomes) == {"accepted": 2, "limit": 3}, outcomes
+
+
+@databases
+def test_validating_and_storing_a_run_hold_no_transaction(session, make, storage, tiny_data,
+                                                          now, monkeypatch):
+    """The slow part of an upload (validation, the files into storage) runs with no database
+    transaction open: on PostgreSQL no session sits idle in transaction meanwhile."""
+    task = make.task(with_gold=True)
+    phase = make.phase(task)
+    team, captain = make.team(task)
+    seen: list[tuple[str, bool]] = []
+    validate, put = submissions.validate_run, storage.put
+
+    def validating(*args, **kwargs):
+        seen.append(("validate", session.in_transaction()))
+        return validate(*args, **kwargs)
+
+    def storing(key, data):
+        seen.append(("put", session.in_transaction()))
+        return put(key, data)
+
+    monkeypatch.setattr(submissions, "validate_run", validating)
+    monkeypatch.setattr(storage, "put", storing)
+    run = submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                             files=tiny_data.run(seed=1), now=now)
+    assert run.status == "scored"
+    assert seen[0] == ("validate", False)
+    assert [s for s in seen if s[0] == "put"] == [("put", False), ("put", False)]
