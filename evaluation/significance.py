@@ -9,7 +9,7 @@ costs about as much as scoring one run, whatever the number of runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -314,16 +314,17 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
     for d in data.values():
         weight[d.runs] += d.n
     sizes = [len(gold[d]) for d in draws]
-    rng = np.random.default_rng(seed)
     parts: dict[tuple[str, str], list[np.ndarray]] = {key: [] for key in wanted}
     step = max(1, _BLOCK_CELLS // max(1, n_runs))
-    for b in _chunks(sizes, resamples):
-        tot_all = np.zeros((6, b, n_runs)) if "ALL" in aggs else None
-        tot_norm = np.zeros((6, b, n_runs)) if "ALLnorm" in aggs else None
+    for b, counts in _count_matrices(seed, sizes, resamples):
+        tot_all = [np.zeros((b, n_runs)) for _ in range(6)] if "ALL" in aggs else None
+        tot_norm = [np.zeros((b, n_runs)) for _ in range(6)] if "ALLnorm" in aggs else None
+        if tot_all is not None and tot_norm is not None:
+            for j in _SHARED:  # the same sums of the same terms: added up once
+                tot_norm[j] = tot_all[j]
         acc = {a: np.zeros((b, n_runs)) for a in combined}
         undefined = {a: np.zeros((b, n_runs), dtype=bool) for a in combined}
-        for name, n in zip(draws, sizes, strict=True):
-            c = R.count_matrix(rng, n, b)
+        for name, n, c in zip(draws, sizes, counts, strict=True):
             found = data.get(name)
             if found is None:
                 continue  # drawn anyway: the next dataset's resamples must not depend on it
@@ -346,41 +347,32 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
                 # moments about this dataset's means, moved to each run's frame (exact algebra)
                 a = d.x.mean(axis=0) - shift_x[d.runs]
                 e = d.y.mean() - shift_y[d.runs]
+                # one frame shift of y for every run, and finite sums: see _joined_terms
+                e0 = float(e[0]) if (e == e[0]).all() and np.isfinite(d.x).all() else None
             for lo in range(0, b, step):
                 r = slice(lo, lo + step)
                 cn, sy, syy = m[r, :1], m[r, 1:2], m[r, 2:3]
                 sx, sxx, sxy = m[r, 3:3 + k], m[r, 3 + k:3 + 2 * k], m[r, 3 + 2 * k:]
                 pearson = R._corr(cn, sx, sy, sxx, syy, sxy) if need_pearson else None
-                if tot_all is not None:
-                    moved = (cn + 0 * sx, sx + cn * a, sy + cn * e,
-                             sxx + 2 * a * sx + cn * a * a, syy + 2 * e * sy + cn * e * e,
-                             sxy + a * sy + e * sx + cn * a * e)
-                    for j, v in enumerate(moved):
-                        tot_all[j][r, cols] += v
-                if tot_norm is not None:
-                    # as resampling.boot_allnorm: each run's output fitted to the gold by least
-                    # squares
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        mx, my = sx / cn, sy / cn
-                        vx = sxx - cn * mx * mx
-                        slope = np.where(vx > 1e-12 * (sxx + 1.0), (sxy - cn * mx * my) / vx,
-                                         0.0)
-                    sf = sy + 0 * sx
-                    sff = cn * my * my + slope * slope * vx
-                    sfy = my * sy + slope * (sxy - mx * sy)
-                    moved = (cn + 0 * sx, sf + cn * e, sy + cn * e,
-                             sff + 2 * e * sf + cn * e * e, syy + 2 * e * sy + cn * e * e,
-                             sfy + e * sf + e * sy + cn * e * e)
-                    for j, v in enumerate(moved):
-                        tot_norm[j][r, cols] += v
+                if tot_all is not None or tot_norm is not None:
+                    terms = _joined_terms((cn, sx, sy, sxx, syy, sxy), a, e, e0,
+                                          tot_all is not None, tot_norm is not None)
+                    for tot, moved in zip((tot_all, tot_norm), terms, strict=True):
+                        if tot is None or moved is None:
+                            continue
+                        for j, v in enumerate(moved):
+                            if not (tot is tot_norm and tot_all is not None and j in _SHARED):
+                                tot[j][r, cols] += v
                 for agg, rec in combined.items():
                     v = _picked(rec.of or "", whole, r, pearson)
+                    nan = np.isnan(v)
+                    # undefined counts 0 (a correlation is never infinite: where is nan_to_num)
+                    v = np.where(nan, 0.0, v) if rec.of not in whole else np.nan_to_num(v, nan=0.0)
                     # each dataset adds its value (times its scored pairs for a pair-weighted
                     # mean)
-                    acc[agg][r, cols] += np.nan_to_num(v, nan=0.0) * (
-                        d.n if rec.weights == "pairs" else 1)
+                    acc[agg][r, cols] += v * d.n if rec.weights == "pairs" else v
                     if ranks_last:
-                        undefined[agg][r, cols] |= np.isnan(v)
+                        undefined[agg][r, cols] |= nan
                 for metric in here:
                     full[metric][r, d.runs] = _picked(metric, whole, r, pearson)
             for metric in here:
@@ -392,9 +384,9 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
             r = slice(lo, lo + step)
             with np.errstate(invalid="ignore", divide="ignore"):
                 if tot_all is not None:
-                    values["ALL"][r] = R._corr(*tot_all[:, r])
+                    values["ALL"][r] = R._corr(*(t[r] for t in tot_all))
                 if tot_norm is not None:
-                    values["ALLnorm"][r] = R._corr(*tot_norm[:, r])
+                    values["ALLnorm"][r] = R._corr(*(t[r] for t in tot_norm))
             for agg, rec in combined.items():
                 # as scoring: Aggregate.combine, from the sums
                 v = rec.divide(acc[agg][r], weight, count, len(draws))
@@ -402,6 +394,83 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
         for name in aggs:
             parts[("", name)].append(values[name])
     return {key: np.nan_to_num(np.concatenate(p), nan=0.0) for key, p in parts.items()}
+
+
+# count matrices kept for the next batch of runs when they hold at most this many values
+_KEEP_DRAWS = 8_000_000
+_drawn: dict[tuple[int, tuple[int, ...], int], list[tuple[int, Iterable[np.ndarray]]]] = {}
+
+
+def _count_matrices(seed: int, sizes: Sequence[int], resamples: int
+                    ) -> Iterator[tuple[int, Iterable[np.ndarray]]]:
+    """(resamples in the chunk, one count matrix per dataset) of each chunk, drawn in order
+    from one generator seeded afresh.
+
+    They depend only on the seed and the datasets' sizes, so the last set (when small) is kept
+    read-only for the next call: a board's runs resampled in batches draw them once. Larger
+    ones are drawn one at a time, as they are used.
+    """
+    key = (seed, tuple(sizes), resamples)
+    found = _drawn.get(key)
+    if found is not None:
+        yield from found
+        return
+    rng = np.random.default_rng(seed)
+    if resamples * sum(sizes) > _KEEP_DRAWS:
+        for b in _chunks(list(sizes), resamples):
+            yield b, (R.count_matrix(rng, n, b) for n in sizes)
+        return
+    made: list[tuple[int, Iterable[np.ndarray]]] = []
+    for b in _chunks(list(sizes), resamples):
+        counts = [R.count_matrix(rng, n, b) for n in sizes]
+        for c in counts:
+            c.setflags(write=False)
+        made.append((b, counts))
+        yield b, counts
+    _drawn.clear()  # one set: a host grouping with other settings draws again
+    _drawn[key] = made
+
+
+# the sums ALL and ALLnorm share: pairs drawn, Σy and Σy² in each run's frame
+_SHARED = (0, 2, 4)
+
+
+def _joined_terms(sums: tuple[np.ndarray, ...], a: np.ndarray, e: np.ndarray,
+                  e0: float | None, want_all: bool, want_norm: bool
+                  ) -> tuple[tuple[np.ndarray, ...] | None, tuple[np.ndarray, ...] | None]:
+    """One dataset's sums (n, Σx, Σy, Σx², Σy², Σxy about its means) for a block of resamples,
+    moved to each run's frame by (a, e): the six terms ALL adds up, and the six ALLnorm adds up
+    (each run's output first fitted to the gold by least squares, as resampling.boot_allnorm).
+
+    e0: the shift of y when it is the same for every run and the sums are finite; then the
+    terms that depend on the run only through it are one column each, broadcast: the same
+    values (cn + 0 * sx is cn, sy + 0 * sx is sy), each from the same operations.
+    """
+    cn, sx, sy, sxx, syy, sxy = sums
+    if e0 is None:
+        n_, sy_e, syy_e = cn + 0 * sx, sy + cn * e, syy + 2 * e * sy + cn * e * e
+    else:
+        n_, sy_e, syy_e = cn, sy + cn * e0, syy + 2 * e0 * sy + cn * e0 * e0
+    all_terms = norm_terms = None
+    if want_all:
+        all_terms = (n_, sx + cn * a, sy_e, sxx + 2 * a * sx + cn * a * a, syy_e,
+                     sxy + a * sy + e * sx + cn * a * e)
+    if want_norm:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mx, my = sx / cn, sy / cn
+            cmx = cn * mx
+            vx = sxx - cmx * mx
+            slope = np.where(vx > 1e-12 * (sxx + 1.0), (sxy - cmx * my) / vx, 0.0)
+        sff = cn * my * my + slope * slope * vx
+        sfy = my * sy + slope * (sxy - mx * sy)
+        if e0 is None:
+            sf = sy + 0 * sx
+            norm_terms = (n_, sf + cn * e, sy_e, sff + 2 * e * sf + cn * e * e, syy_e,
+                          sfy + e * sf + e * sy + cn * e * e)
+        else:
+            ee, es = cn * e0 * e0, e0 * sy
+            norm_terms = (n_, sy_e, sy_e, sff + 2 * e0 * sy + ee, syy_e, sfy + es + es + ee)
+    return all_terms, norm_terms
 
 
 def _picked(metric: str, whole: Mapping[str, np.ndarray], rows: slice,
