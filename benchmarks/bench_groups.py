@@ -13,7 +13,7 @@ resamples, seed 12345. For each board size, process CPU seconds (wall in bracket
 - refresh: the whole board's groups from the host cache (every run's file read, the walk
   over the sorted board on each metric): what a refresh costs after any change;
 - upload: one new run resampled, then the refresh (the work an upload adds);
-- all at once: what the groups cost before samples were kept (c615bd3's path: every run
+- all at once: the groups without kept samples (c615bd3's path, with today's library: every run
   re-validated from its files, then every run resampled together and grouped), for boards up
   to --before-max runs, and whether its groups equal the refresh's.
 
@@ -22,7 +22,9 @@ on a scratch SQLite site: the real sts2012 task, inputs and gold loaded as an or
 and N teams' runs seeded directly in the database and storage (their files stored, a score
 record each; no request path, no scoring). For each size: the runs new since the last size
 validated from storage and resampled once, then a full refresh of the board's groups (every
-run's samples read from the host cache), then one more run and the refresh it causes.
+run's samples read from the host cache), then one more run and the refresh it causes, then a
+cold full refresh (an empty host cache: every run read from storage, validated, resampled and
+its samples written, then the groups).
 
 Prints the figures with the load average; nothing is asserted.
 """
@@ -128,8 +130,9 @@ def site(release: Path, sizes: list[int]) -> None:
                                         metrics=metrics)[1]
 
         print(f"site mode: metrics {metrics}, {RESAMPLES} resamples; {os.cpu_count()} CPUs")
-        print("| runs | new runs resampled | full refresh | one more run + refresh | load |")
-        print("| ---: | ---: | ---: | ---: | ---: |")
+        print("| runs | new runs resampled | full refresh | one more run + refresh "
+              "| cold full refresh | load |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
         for n in sizes:
             fresh = n - len(pairs)
             while len(pairs) < n:
@@ -147,9 +150,16 @@ def site(release: Path, sizes: list[int]) -> None:
 
             notes, u_cpu, u_wall = _timed(one_more)
             assert notes["resampled"] == 1, notes
-            print(f"| {n:,} | {fresh:,}: {n_cpu:.2f} ({n_wall:.1f}) | {r_cpu:.2f} ({r_wall:.1f}) "
-                  f"| {u_cpu:.2f} ({u_wall:.1f}) | {_load()} |", flush=True)
             pairs.pop()  # the next size counts from n
+            # an empty host cache (a new host, or new gold or settings): every run re-read
+            # from storage, validated and resampled, then grouped
+            significance.SAMPLES.use(folder / f"cold-{n}")
+            notes, c_cpu, c_wall = _timed(groups)
+            assert notes["resampled"] == n and not notes["error"], notes
+            significance.SAMPLES.use(folder / "host-cache")
+            print(f"| {n:,} | {fresh:,}: {n_cpu:.2f} ({n_wall:.1f}) | {r_cpu:.2f} ({r_wall:.1f}) "
+                  f"| {u_cpu:.2f} ({u_wall:.1f}) | {c_cpu:.2f} ({c_wall:.1f}) | {_load()} |",
+                  flush=True)
 
 
 def main() -> None:

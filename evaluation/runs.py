@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import itertools
 import json
@@ -244,7 +245,11 @@ class RunFileMatch:
     by_team_pattern: bool = False
 
 
-def _name_regex(pattern: str, names: Sequence[str], team: str | None = None) -> re.Pattern[str]:
+@functools.lru_cache(maxsize=256)
+def _name_regex(pattern: str, names: tuple[str, ...],
+                team: str | None = None) -> re.Pattern[str]:
+    # cached: validating a run matches each file name several times, and with a team in the
+    # pattern re's own cache (keyed by the whole text) turns over on a board of many teams
     alternation = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     rx = re.escape(pattern)
     rx = rx.replace(re.escape("{dataset}"), f"(?P<dataset>{alternation})")

@@ -9,7 +9,7 @@ costs about as much as scoring one run, whatever the number of runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -36,6 +36,8 @@ K = TypeVar("K", bound=Hashable)
 
 # rows of a count matrix handled at once by the Spearman loop: its arrays then stay in cache
 _BLOCK_VALUES = 131_072
+# values of one (resamples, runs) array handled at once after a board's matrix products
+_BLOCK_CELLS = 16_384
 
 # the built-in aggregates (the web's comparison page lists them)
 _AGGREGATES = tuple(M.AGGREGATES)
@@ -95,8 +97,25 @@ def _scored(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, DatasetG
     return [d for d in task.dataset_names if d in run.predictions and d in gold]
 
 
+class _Aligned:
+    """scoring._align once per (ids, gold) object pair: the runs validated against one set of
+    inputs share its ids, and comparing ids item by item dominated a board of thousands."""
+
+    def __init__(self) -> None:
+        # the key objects are kept with each result, so their ids are never reused meanwhile
+        self._found: dict[tuple[int, int], tuple[Any, Any, tuple[np.ndarray, np.ndarray]]] = {}
+
+    def __call__(self, pred: DatasetPrediction, gold: DatasetGold
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        key = (id(pred.ids), id(gold))
+        hit = self._found.get(key)
+        if hit is None:
+            hit = self._found[key] = (pred.ids, gold, _align(pred, gold))
+        return hit[2]
+
+
 def _datasets(task: TaskDefinition, runs: Sequence[ValidatedRun],
-              gold: Mapping[str, DatasetGold]) -> dict[str, _Dataset]:
+              gold: Mapping[str, DatasetGold], align: _Aligned) -> dict[str, _Dataset]:
     """Each gold dataset some run covers, with all covering runs' scores side by side."""
     found = {}
     for d in task.dataset_names:
@@ -105,9 +124,9 @@ def _datasets(task: TaskDefinition, runs: Sequence[ValidatedRun],
         cover = [i for i, run in enumerate(runs) if d in run.predictions]
         if not cover:
             continue
-        y, labels = _align(runs[cover[0]].predictions[d], gold[d])
+        y, labels = align(runs[cover[0]].predictions[d], gold[d])
         for i in cover[1:]:
-            if not np.array_equal(_align(runs[i].predictions[d], gold[d])[0], y):
+            if not np.array_equal(align(runs[i].predictions[d], gold[d])[0], y):
                 raise ValueError(f"the runs' {d} files are not aligned with the same inputs")
         preds = [runs[i].predictions[d] for i in cover]
         found[d] = _Dataset(d, len(y), np.asarray(y, dtype=np.float64),
@@ -119,31 +138,88 @@ def _datasets(task: TaskDefinition, runs: Sequence[ValidatedRun],
 
 
 def _observed(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, DatasetGold],
-              ds: str, name: str) -> float:
+              ds: str, name: str, align: _Aligned) -> float:
     """The metric's value for one run, computed as score_run computes it (NaN when undefined)."""
     if ds:
-        return _dataset_observed(task, run.predictions[ds], gold[ds], ds, name)
+        return _dataset_observed(task, run.predictions[ds], gold[ds], ds, name, align)
     names = _scored(task, run, gold)
     if not names:
         return math.nan
     xs = [run.predictions[d].scores for d in names]
-    ys = [_align(run.predictions[d], gold[d])[0] for d in names]
+    ys = [align(run.predictions[d], gold[d])[0] for d in names]
     rec = task.aggregate(name)
     per: dict[str, dict[str, float]] = {d: {} for d in names}
     if rec.of is not None:
         for d in names:
-            per[d][rec.of] = _dataset_observed(task, run.predictions[d], gold[d], d, rec.of)
+            per[d][rec.of] = _dataset_observed(task, run.predictions[d], gold[d], d, rec.of,
+                                               align)
     n_with_gold = sum(1 for d in task.dataset_names if d in gold)
     return float(_aggregate(name, task, names, xs, ys, per, n_with_gold))
 
 
+def _observed_values(task: TaskDefinition, runs: Sequence[ValidatedRun],
+                     gold: Mapping[str, DatasetGold], ds: str, name: str,
+                     members: Sequence[int], align: _Aligned) -> np.ndarray:
+    """_observed of each member run, with the runs that score the same datasets side by side.
+
+    Pearson, ALL and ALLnorm reduce along each run's own row of a (runs, pairs) matrix, so each
+    run gets the very value it gets alone (each row's sums are the same sums, in the same
+    order); any other metric is computed run by run.
+    """
+    if not _row_wise(task, gold, ds, name):
+        return np.array([_observed(task, runs[i], gold, ds, name, align) for i in members])
+    out = np.full(len(members), np.nan)
+    alike: dict[tuple[str, ...], list[int]] = {}
+    for col, i in enumerate(members):
+        alike.setdefault((ds,) if ds else tuple(_scored(task, runs[i], gold)), []).append(col)
+    n_with_gold = sum(1 for d in task.dataset_names if d in gold)
+    for names, cols in alike.items():
+        if not names:
+            continue  # no scored dataset: undefined
+        which = [runs[members[col]] for col in cols]
+        xs = [np.stack([np.asarray(run.predictions[d].scores, dtype=np.float64)
+                        for run in which]) for d in names]
+        aligned = [align(which[0].predictions[d], gold[d]) for d in names]
+        ys = [y for y, _ in aligned]
+        if ds:
+            out[cols] = _metric(name, _for_dataset(task, ds), xs[0], ys[0],
+                                _binary_labels(task, ds, aligned[0][1]), None, 0)
+            continue
+        rec = task.aggregate(name)
+        if rec.joined is not None:
+            out[cols] = _aggregate(name, task, list(names), xs, ys, {}, n_with_gold)
+            continue
+        per = [_metric("pearson", _for_dataset(task, d), x, y, _binary_labels(task, d, lab),
+                       None, 0) for d, x, (y, lab) in zip(names, xs, aligned, strict=True)]
+        for j, col in enumerate(cols):
+            # combined run by run, as for one run (a sum over many datasets is not row-wise)
+            one = {d: {"pearson": float(v[j])} for d, v in zip(names, per, strict=True)}
+            out[col] = float(_aggregate(name, task, list(names), xs, ys, one, n_with_gold))
+    return out
+
+
+def _row_wise(task: TaskDefinition, gold: Mapping[str, DatasetGold], ds: str,
+              name: str) -> bool:
+    """Whether _observed_values may score many runs at once: Pearson of one dataset, ALL,
+    ALLnorm, or an aggregate of Pearsons, on datasets without class labels."""
+    def plain_pearson(d: str) -> bool:
+        return task.derived_metric("pearson") is None and not task.dataset(d).gold.classes
+
+    if ds:
+        return name == "pearson" and plain_pearson(ds)
+    rec = task.aggregate(name)
+    if rec.joined is not None:
+        return rec.joined is M.concat_pearson or rec.joined is M.allnorm
+    return rec.of == "pearson" and all(plain_pearson(d) for d in task.dataset_names if d in gold)
+
+
 def _dataset_observed(task: TaskDefinition, pred: DatasetPrediction, gold: DatasetGold,
-                      ds: str, name: str) -> float:
+                      ds: str, name: str, align: _Aligned) -> float:
     """One dataset metric of one run, as score_run computes it (NaN when undefined)."""
     w = _weights(task, pred)
     if name in M.METRICS and M.METRICS[name].needs_weights and w is None:
         return math.nan
-    y, labels = _align(pred, gold)
+    y, labels = align(pred, gold)
     return float(_metric(name, _for_dataset(task, ds), pred.scores, y,
                          _binary_labels(task, ds, labels), w,
                          len(task.dataset(ds).gold.classes)))
@@ -212,13 +288,16 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
 
     draws: the datasets resampled, in task order, each drawn whether or not a run covers it,
     so the resamples depend only on the gold, the seed and the metric, never on the board.
+    The element-wise steps after each matrix product go through the resamples a block of rows
+    at a time, so their arrays stay in cache: each value is the same expression of the same
+    numbers as over the whole matrix, only the order of the work changes.
     """
     n_runs = len(runs)
     aggs = {name for ds, name in wanted if not ds}
     per_ds = {(ds, name) for ds, name in wanted if ds}
     records = {name: task.aggregate(name) for name in aggs}
     combined = {name: rec for name, rec in records.items() if rec.of is not None}
-    of = {rec.of for rec in combined.values()}
+    of = {rec.of for rec in combined.values() if rec.of is not None}
     need_pearson = "pearson" in of or any(n == "pearson" for _, n in per_ds)
     need_spearman = "spearman" in of or any(n == "spearman" for _, n in per_ds)
     ranks_last = task.undefined == "ranks-last"
@@ -235,15 +314,17 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
     for d in data.values():
         weight[d.runs] += d.n
     sizes = [len(gold[d]) for d in draws]
-    rng = np.random.default_rng(seed)
     parts: dict[tuple[str, str], list[np.ndarray]] = {key: [] for key in wanted}
-    for b in _chunks(sizes, resamples):
-        tot_all = np.zeros((6, b, n_runs))
-        tot_norm = np.zeros((6, b, n_runs))
+    step = max(1, _BLOCK_CELLS // max(1, n_runs))
+    for b, counts in _count_matrices(seed, sizes, resamples):
+        tot_all = [np.zeros((b, n_runs)) for _ in range(6)] if "ALL" in aggs else None
+        tot_norm = [np.zeros((b, n_runs)) for _ in range(6)] if "ALLnorm" in aggs else None
+        if tot_all is not None and tot_norm is not None:
+            for j in _SHARED:  # the same sums of the same terms: added up once
+                tot_norm[j] = tot_all[j]
         acc = {a: np.zeros((b, n_runs)) for a in combined}
         undefined = {a: np.zeros((b, n_runs), dtype=bool) for a in combined}
-        for name, n in zip(draws, sizes, strict=True):
-            c = R.count_matrix(rng, n, b)
+        for name, n, c in zip(draws, sizes, counts, strict=True):
             found = data.get(name)
             if found is None:
                 continue  # drawn anyway: the next dataset's resamples must not depend on it
@@ -252,57 +333,153 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
             yc = d.y - d.y.mean()
             k = d.x.shape[1]
             m = c @ np.column_stack([np.ones(n), yc, yc * yc, xc, xc * xc, xc * yc[:, None]])
-            cn, sy, syy = m[:, :1], m[:, 1:2], m[:, 2:3]
-            sx, sxx, sxy = m[:, 3:3 + k], m[:, 3 + k:3 + 2 * k], m[:, 3 + 2 * k:]
-            pearson = R._corr(cn, sx, sy, sxx, syy, sxy) if need_pearson else None
             spearman = _boot_spearman_runs(c, d.x, d.y) if need_spearman else None
-            if "ALL" in aggs or "ALLnorm" in aggs:
+            n_classes = len(task.dataset(name).gold.classes)
+            here = [metric for ds, metric in per_ds if ds == name]
+            # Pearson comes block by block from the moments; any other metric whole, per run
+            from_moments = need_pearson and not n_classes
+            whole = {metric: _run_values(metric, task, c, d, None, spearman, n_classes)
+                     for metric in {*of, *here} if not (metric == "pearson" and from_moments)}
+            full = {metric: np.full((b, n_runs), np.nan) for metric in here}
+            # every run covers this dataset: plain slices instead of gathering columns
+            cols: Any = slice(None) if k == n_runs else d.runs
+            if tot_all is not None or tot_norm is not None:
                 # moments about this dataset's means, moved to each run's frame (exact algebra)
                 a = d.x.mean(axis=0) - shift_x[d.runs]
                 e = d.y.mean() - shift_y[d.runs]
-            if "ALL" in aggs:
-                moved = (cn + 0 * sx, sx + cn * a, sy + cn * e, sxx + 2 * a * sx + cn * a * a,
-                         syy + 2 * e * sy + cn * e * e, sxy + a * sy + e * sx + cn * a * e)
-                for j, v in enumerate(moved):
-                    tot_all[j][:, d.runs] += v
-            if "ALLnorm" in aggs:
-                # as resampling.boot_allnorm: each run's output fitted to the gold by least squares
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    mx, my = sx / cn, sy / cn
-                    vx = sxx - cn * mx * mx
-                    slope = np.where(vx > 1e-12 * (sxx + 1.0), (sxy - cn * mx * my) / vx, 0.0)
-                sf = sy + 0 * sx
-                sff = cn * my * my + slope * slope * vx
-                sfy = my * sy + slope * (sxy - mx * sy)
-                moved = (cn + 0 * sx, sf + cn * e, sy + cn * e, sff + 2 * e * sf + cn * e * e,
-                         syy + 2 * e * sy + cn * e * e, sfy + e * sf + e * sy + cn * e * e)
-                for j, v in enumerate(moved):
-                    tot_norm[j][:, d.runs] += v
-            n_classes = len(task.dataset(name).gold.classes)
+                # one frame shift of y for every run, and finite sums: see _joined_terms
+                e0 = float(e[0]) if (e == e[0]).all() and np.isfinite(d.x).all() else None
+            for lo in range(0, b, step):
+                r = slice(lo, lo + step)
+                cn, sy, syy = m[r, :1], m[r, 1:2], m[r, 2:3]
+                sx, sxx, sxy = m[r, 3:3 + k], m[r, 3 + k:3 + 2 * k], m[r, 3 + 2 * k:]
+                pearson = R._corr(cn, sx, sy, sxx, syy, sxy) if need_pearson else None
+                if tot_all is not None or tot_norm is not None:
+                    terms = _joined_terms((cn, sx, sy, sxx, syy, sxy), a, e, e0,
+                                          tot_all is not None, tot_norm is not None)
+                    for tot, moved in zip((tot_all, tot_norm), terms, strict=True):
+                        if tot is None or moved is None:
+                            continue
+                        for j, v in enumerate(moved):
+                            if not (tot is tot_norm and tot_all is not None and j in _SHARED):
+                                tot[j][r, cols] += v
+                for agg, rec in combined.items():
+                    v = _picked(rec.of or "", whole, r, pearson)
+                    nan = np.isnan(v)
+                    # undefined counts 0 (a correlation is never infinite: where is nan_to_num)
+                    v = np.where(nan, 0.0, v) if rec.of not in whole else np.nan_to_num(v, nan=0.0)
+                    # each dataset adds its value (times its scored pairs for a pair-weighted
+                    # mean)
+                    acc[agg][r, cols] += v * d.n if rec.weights == "pairs" else v
+                    if ranks_last:
+                        undefined[agg][r, cols] |= nan
+                for metric in here:
+                    full[metric][r, d.runs] = _picked(metric, whole, r, pearson)
+            for metric in here:
+                parts[(name, metric)].append(full[metric])
+        # the aggregates computed here (any other name fails below, as it always has)
+        values = {name: np.empty((b, n_runs)) for name in aggs
+                  if name in combined or name in ("ALL", "ALLnorm")}
+        for lo in range(0, b, step):
+            r = slice(lo, lo + step)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                if tot_all is not None:
+                    values["ALL"][r] = R._corr(*(t[r] for t in tot_all))
+                if tot_norm is not None:
+                    values["ALLnorm"][r] = R._corr(*(t[r] for t in tot_norm))
             for agg, rec in combined.items():
-                v = _run_values(rec.of or "", task, c, d, pearson, spearman, n_classes)
-                # each dataset adds its value (times its scored pairs for a pair-weighted mean)
-                acc[agg][:, d.runs] += np.nan_to_num(v, nan=0.0) * (
-                    d.n if rec.weights == "pairs" else 1)
-                if ranks_last:
-                    undefined[agg][:, d.runs] |= np.isnan(v)
-            for ds, metric in per_ds:
-                if ds != name:
-                    continue
-                v = _run_values(metric, task, c, d, pearson, spearman, n_classes)
-                full = np.full((b, n_runs), np.nan)
-                full[:, d.runs] = v
-                parts[(ds, metric)].append(full)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            values = {"ALL": R._corr(*tot_all), "ALLnorm": R._corr(*tot_norm)}
-        for agg, rec in combined.items():
-            # as scoring: Aggregate.combine, from the sums
-            values[agg] = rec.divide(acc[agg], weight, count, len(draws))
-            if ranks_last:
-                values[agg] = np.where(undefined[agg], np.nan, values[agg])
+                # as scoring: Aggregate.combine, from the sums
+                v = rec.divide(acc[agg][r], weight, count, len(draws))
+                values[agg][r] = np.where(undefined[agg][r], np.nan, v) if ranks_last else v
         for name in aggs:
             parts[("", name)].append(values[name])
     return {key: np.nan_to_num(np.concatenate(p), nan=0.0) for key, p in parts.items()}
+
+
+# count matrices kept for the next batch of runs when they hold at most this many values
+_KEEP_DRAWS = 8_000_000
+_drawn: dict[tuple[int, tuple[int, ...], int], list[tuple[int, Iterable[np.ndarray]]]] = {}
+
+
+def _count_matrices(seed: int, sizes: Sequence[int], resamples: int
+                    ) -> Iterator[tuple[int, Iterable[np.ndarray]]]:
+    """(resamples in the chunk, one count matrix per dataset) of each chunk, drawn in order
+    from one generator seeded afresh.
+
+    They depend only on the seed and the datasets' sizes, so the last set (when small) is kept
+    read-only for the next call: a board's runs resampled in batches draw them once. Larger
+    ones are drawn one at a time, as they are used.
+    """
+    key = (seed, tuple(sizes), resamples)
+    found = _drawn.get(key)
+    if found is not None:
+        yield from found
+        return
+    rng = np.random.default_rng(seed)
+    if resamples * sum(sizes) > _KEEP_DRAWS:
+        for b in _chunks(list(sizes), resamples):
+            yield b, (R.count_matrix(rng, n, b) for n in sizes)
+        return
+    made: list[tuple[int, Iterable[np.ndarray]]] = []
+    for b in _chunks(list(sizes), resamples):
+        counts = [R.count_matrix(rng, n, b) for n in sizes]
+        for c in counts:
+            c.setflags(write=False)
+        made.append((b, counts))
+        yield b, counts
+    _drawn.clear()  # one set: a host grouping with other settings draws again
+    _drawn[key] = made
+
+
+# the sums ALL and ALLnorm share: pairs drawn, Σy and Σy² in each run's frame
+_SHARED = (0, 2, 4)
+
+
+def _joined_terms(sums: tuple[np.ndarray, ...], a: np.ndarray, e: np.ndarray,
+                  e0: float | None, want_all: bool, want_norm: bool
+                  ) -> tuple[tuple[np.ndarray, ...] | None, tuple[np.ndarray, ...] | None]:
+    """One dataset's sums (n, Σx, Σy, Σx², Σy², Σxy about its means) for a block of resamples,
+    moved to each run's frame by (a, e): the six terms ALL adds up, and the six ALLnorm adds up
+    (each run's output first fitted to the gold by least squares, as resampling.boot_allnorm).
+
+    e0: the shift of y when it is the same for every run and the sums are finite; then the
+    terms that depend on the run only through it are one column each, broadcast: the same
+    values (cn + 0 * sx is cn, sy + 0 * sx is sy), each from the same operations.
+    """
+    cn, sx, sy, sxx, syy, sxy = sums
+    if e0 is None:
+        n_, sy_e, syy_e = cn + 0 * sx, sy + cn * e, syy + 2 * e * sy + cn * e * e
+    else:
+        n_, sy_e, syy_e = cn, sy + cn * e0, syy + 2 * e0 * sy + cn * e0 * e0
+    all_terms = norm_terms = None
+    if want_all:
+        all_terms = (n_, sx + cn * a, sy_e, sxx + 2 * a * sx + cn * a * a, syy_e,
+                     sxy + a * sy + e * sx + cn * a * e)
+    if want_norm:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mx, my = sx / cn, sy / cn
+            cmx = cn * mx
+            vx = sxx - cmx * mx
+            slope = np.where(vx > 1e-12 * (sxx + 1.0), (sxy - cmx * my) / vx, 0.0)
+        sff = cn * my * my + slope * slope * vx
+        sfy = my * sy + slope * (sxy - mx * sy)
+        if e0 is None:
+            sf = sy + 0 * sx
+            norm_terms = (n_, sf + cn * e, sy_e, sff + 2 * e * sf + cn * e * e, syy_e,
+                          sfy + e * sf + e * sy + cn * e * e)
+        else:
+            ee, es = cn * e0 * e0, e0 * sy
+            norm_terms = (n_, sy_e, sy_e, sff + 2 * e0 * sy + ee, syy_e, sfy + es + es + ee)
+    return all_terms, norm_terms
+
+
+def _picked(metric: str, whole: Mapping[str, np.ndarray], rows: slice,
+            pearson: np.ndarray | None) -> np.ndarray:
+    """A block of rows of a dataset metric: computed whole, else the block's Pearson."""
+    if metric in whole:
+        return whole[metric][rows]
+    assert pearson is not None  # only Pearson is left out of `whole`
+    return pearson
 
 
 def _run_values(metric: str, task: TaskDefinition, c: np.ndarray, d: _Dataset,
@@ -344,7 +521,8 @@ def _board_samples(task: TaskDefinition, runs: Sequence[ValidatedRun],
         if not run.ok:
             raise ValidationError(run.issues)
     runs, gold = without_unscored(runs, gold)  # unscored pairs take no part in any test
-    data = _datasets(task, runs, gold)
+    align = _Aligned()
+    data = _datasets(task, runs, gold, align)
     split = {m: _split_metric(task, m) for m in metrics}
     passes: dict[tuple[str, ...], list[tuple[str, str]]] = {}
     for ds, name in split.values():
@@ -362,7 +540,7 @@ def _board_samples(task: TaskDefinition, runs: Sequence[ValidatedRun],
             out[metric] = ([], np.zeros(0), np.zeros((resamples, 0)))
             continue
         members = list(data[ds].runs) if ds else list(range(len(runs)))
-        observed = np.array([_observed(task, runs[i], gold, ds, name) for i in members])
+        observed = _observed_values(task, runs, gold, ds, name, members, align)
         out[metric] = (members, observed, samples[(ds, name)][:, members])
     return out
 

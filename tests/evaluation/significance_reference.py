@@ -1,0 +1,524 @@
+"""Reference for the equivalence tests: evaluation/significance.py as it was at 4316b67, before
+the samples were computed block by block (everything below this docstring is that file).
+
+test_eval_significance_equivalence.py checks that the library's samples and groups equal these
+bit for bit on random boards.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from evaluation import metrics as M
+from evaluation import resampling as R
+from evaluation.inputs import DatasetGold
+from evaluation.issues import ValidationError
+from evaluation.runs import DatasetPrediction, ValidatedRun
+from evaluation.scoring import (
+    _aggregate,
+    _align,
+    _binary_labels,
+    _boot_metric,
+    _chunks,
+    _for_dataset,
+    _metric,
+    without_unscored,
+)
+from evaluation.taskdef import TaskDefinition
+
+K = TypeVar("K", bound=Hashable)
+
+# rows of a count matrix handled at once by the Spearman loop: its arrays then stay in cache
+_BLOCK_VALUES = 131_072
+
+# the built-in aggregates (the web's comparison page lists them)
+_AGGREGATES = tuple(M.AGGREGATES)
+
+
+def williams_test(r12: float, r13: float, r23: float, n: int) -> tuple[float, float]:
+    """Williams' t (df n-3) for two dependent correlations sharing variable 1; (t, two-sided p).
+
+    r12, r13: each system's correlation with the gold; r23: the systems' correlation.
+    """
+    if n <= 3:
+        raise ValueError("Williams' test needs more than 3 pairs")
+    det = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
+    rbar = (r12 + r13) / 2
+    denom = 2 * (n - 1) / (n - 3) * det + rbar**2 * (1 - r23) ** 3
+    if denom <= 0:
+        return (0.0, 1.0) if r12 == r13 else (math.copysign(math.inf, r12 - r13), 0.0)
+    t = (r12 - r13) * math.sqrt((n - 1) * (1 + r23) / denom)
+    from scipy.special import stdtr  # lazy: scipy is slow to import and rarely needed
+
+    p = float(2 * stdtr(n - 3, -abs(t)))
+    return float(t), min(1.0, p)
+
+
+# ---------------------------------------------------------------- one board, every run at once
+
+@dataclass
+class _Dataset:
+    """One dataset of a board: its gold in input order and the scores of every run covering it."""
+
+    name: str
+    n: int
+    y: np.ndarray
+    labels: np.ndarray
+    runs: np.ndarray  # positions (into the board's run list) of the runs covering the dataset
+    x: np.ndarray  # (n, len(runs))
+    w: list[np.ndarray | None]
+
+
+def _split_metric(task: TaskDefinition, metric: str) -> tuple[str, str]:
+    """("", aggregate) or (dataset, dataset metric); ValueError for a metric the task lacks."""
+    if "/" in metric:
+        ds, name = metric.split("/", 1)
+        if ds not in task.dataset_names:
+            raise ValueError(f"task {task.name} has no dataset {ds!r}")
+        if name not in task.dataset_metrics(ds):
+            raise ValueError(f"task {task.name} has no dataset metric {name!r}")
+        return ds, name
+    if metric not in task.aggregate_metrics:
+        raise ValueError(f"task {task.name} has no aggregate metric {metric!r}")
+    task.aggregate(metric)  # ValueError for an unknown one
+    return "", metric
+
+
+def _scored(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, DatasetGold]) -> list[str]:
+    """The datasets score_run scores for this run (the run has them and gold exists)."""
+    return [d for d in task.dataset_names if d in run.predictions and d in gold]
+
+
+def _datasets(task: TaskDefinition, runs: Sequence[ValidatedRun],
+              gold: Mapping[str, DatasetGold]) -> dict[str, _Dataset]:
+    """Each gold dataset some run covers, with all covering runs' scores side by side."""
+    found = {}
+    for d in task.dataset_names:
+        if d not in gold:
+            continue
+        cover = [i for i, run in enumerate(runs) if d in run.predictions]
+        if not cover:
+            continue
+        y, labels = _align(runs[cover[0]].predictions[d], gold[d])
+        for i in cover[1:]:
+            if not np.array_equal(_align(runs[i].predictions[d], gold[d])[0], y):
+                raise ValueError(f"the runs' {d} files are not aligned with the same inputs")
+        preds = [runs[i].predictions[d] for i in cover]
+        found[d] = _Dataset(d, len(y), np.asarray(y, dtype=np.float64),
+                            _binary_labels(task, d, labels),
+                            np.asarray(cover, dtype=np.int64),
+                            np.column_stack([p.scores for p in preds]).astype(np.float64),
+                            [_weights(task, p) for p in preds])
+    return found
+
+
+def _observed(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, DatasetGold],
+              ds: str, name: str) -> float:
+    """The metric's value for one run, computed as score_run computes it (NaN when undefined)."""
+    if ds:
+        return _dataset_observed(task, run.predictions[ds], gold[ds], ds, name)
+    names = _scored(task, run, gold)
+    if not names:
+        return math.nan
+    xs = [run.predictions[d].scores for d in names]
+    ys = [_align(run.predictions[d], gold[d])[0] for d in names]
+    rec = task.aggregate(name)
+    per: dict[str, dict[str, float]] = {d: {} for d in names}
+    if rec.of is not None:
+        for d in names:
+            per[d][rec.of] = _dataset_observed(task, run.predictions[d], gold[d], d, rec.of)
+    n_with_gold = sum(1 for d in task.dataset_names if d in gold)
+    return float(_aggregate(name, task, names, xs, ys, per, n_with_gold))
+
+
+def _dataset_observed(task: TaskDefinition, pred: DatasetPrediction, gold: DatasetGold,
+                      ds: str, name: str) -> float:
+    """One dataset metric of one run, as score_run computes it (NaN when undefined)."""
+    w = _weights(task, pred)
+    if name in M.METRICS and M.METRICS[name].needs_weights and w is None:
+        return math.nan
+    y, labels = _align(pred, gold)
+    return float(_metric(name, _for_dataset(task, ds), pred.scores, y,
+                         _binary_labels(task, ds, labels), w,
+                         len(task.dataset(ds).gold.classes)))
+
+
+def _weights(task: TaskDefinition, pred: DatasetPrediction) -> np.ndarray | None:
+    """A prediction's confidence weights, as score_run uses them."""
+    if pred.confidence is None and task.run.confidence_missing == "equal_weights":
+        return np.ones(len(pred.scores))
+    return pred.confidence
+
+
+def _boot_spearman_runs(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(B, runs) Spearman of each resample for each column of x, as resampling.boot_spearman.
+
+    The gold's resample ranks are made once; each run's ranks are summed per tie group of its
+    scores (drawn duplicates are ties), so only the sums the correlation needs are formed.
+    Pairs run along the first axis and resamples go in cache-sized blocks.
+    """
+    sorts = []
+    for j in range(x.shape[1]):
+        order = np.argsort(x[:, j], kind="stable")
+        s = x[order, j]
+        new = np.r_[True, s[1:] != s[:-1]]
+        ties = None if new.all() else (np.r_[np.flatnonzero(new)[1:], len(s)] - 1,
+                                       np.cumsum(new) - 1)
+        sorts.append((order, ties))
+    step = max(8, _BLOCK_VALUES // max(1, len(y)))
+    return np.concatenate([_spearman_block(c[i:i + step], sorts, y)
+                           for i in range(0, c.shape[0], step)])
+
+
+def _spearman_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
+                    y: np.ndarray) -> np.ndarray:
+    """_boot_spearman_runs on one block of resamples; sorts: each run's order and tie groups."""
+    half = (len(y) + 1) / 2.0
+    ry = R._resample_ranks(c, y) - half
+    n = c.sum(axis=1)
+    cry = c * ry
+    sy, syy = cry.sum(1), np.einsum("ij,ij->i", cry, ry)
+    ct, cryt = np.ascontiguousarray(c.T), np.ascontiguousarray(cry.T)
+    out = np.empty((c.shape[0], len(sorts)))
+    for j, (order, ties) in enumerate(sorts):
+        drawn = ct[order]
+        upto = np.cumsum(drawn, axis=0)  # counts are whole numbers: these sums are exact
+        if ties is None:
+            g = drawn
+            rank = upto - g + (g + 1.0) / 2.0 - half
+            sxy = np.einsum("ij,ij->j", rank, cryt[order])
+        else:
+            ends, group = ties
+            through = upto[ends]
+            g = np.diff(through, axis=0, prepend=0.0)  # draws per tie group
+            rank = through - g + (g + 1.0) / 2.0 - half  # each group's average rank
+            sxy = np.einsum("ij,ij->j", rank[group], cryt[order])
+        gr = g * rank
+        out[:, j] = R._corr(n, gr.sum(0), sy, np.einsum("ij,ij->j", gr, rank), syy, sxy)
+    return out
+
+
+def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
+               gold: Mapping[str, DatasetGold], data: Mapping[str, _Dataset],
+               draws: Sequence[str], wanted: Sequence[tuple[str, str]], resamples: int,
+               seed: int) -> dict[tuple[str, str], np.ndarray]:
+    """(resamples, runs) bootstrap values of each wanted metric, undefined values as 0.
+
+    draws: the datasets resampled, in task order, each drawn whether or not a run covers it,
+    so the resamples depend only on the gold, the seed and the metric, never on the board.
+    """
+    n_runs = len(runs)
+    aggs = {name for ds, name in wanted if not ds}
+    per_ds = {(ds, name) for ds, name in wanted if ds}
+    records = {name: task.aggregate(name) for name in aggs}
+    combined = {name: rec for name, rec in records.items() if rec.of is not None}
+    of = {rec.of for rec in combined.values()}
+    need_pearson = "pearson" in of or any(n == "pearson" for _, n in per_ds)
+    need_spearman = "spearman" in of or any(n == "spearman" for _, n in per_ds)
+    ranks_last = task.undefined == "ranks-last"
+    # each run's frame for the summed moments of ALL / ALLnorm: the mean of its datasets' means
+    shift_x, shift_y = np.zeros(n_runs), np.zeros(n_runs)
+    count = np.zeros(n_runs)
+    for d in data.values():
+        shift_x[d.runs] += d.x.mean(axis=0)
+        shift_y[d.runs] += d.y.mean()
+        count[d.runs] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shift_x, shift_y = shift_x / np.maximum(count, 1), shift_y / np.maximum(count, 1)
+    weight = np.zeros(n_runs)  # Mean: pairs of each run's scored datasets
+    for d in data.values():
+        weight[d.runs] += d.n
+    sizes = [len(gold[d]) for d in draws]
+    rng = np.random.default_rng(seed)
+    parts: dict[tuple[str, str], list[np.ndarray]] = {key: [] for key in wanted}
+    for b in _chunks(sizes, resamples):
+        tot_all = np.zeros((6, b, n_runs))
+        tot_norm = np.zeros((6, b, n_runs))
+        acc = {a: np.zeros((b, n_runs)) for a in combined}
+        undefined = {a: np.zeros((b, n_runs), dtype=bool) for a in combined}
+        for name, n in zip(draws, sizes, strict=True):
+            c = R.count_matrix(rng, n, b)
+            found = data.get(name)
+            if found is None:
+                continue  # drawn anyway: the next dataset's resamples must not depend on it
+            d = found
+            xc = d.x - d.x.mean(axis=0)
+            yc = d.y - d.y.mean()
+            k = d.x.shape[1]
+            m = c @ np.column_stack([np.ones(n), yc, yc * yc, xc, xc * xc, xc * yc[:, None]])
+            cn, sy, syy = m[:, :1], m[:, 1:2], m[:, 2:3]
+            sx, sxx, sxy = m[:, 3:3 + k], m[:, 3 + k:3 + 2 * k], m[:, 3 + 2 * k:]
+            pearson = R._corr(cn, sx, sy, sxx, syy, sxy) if need_pearson else None
+            spearman = _boot_spearman_runs(c, d.x, d.y) if need_spearman else None
+            if "ALL" in aggs or "ALLnorm" in aggs:
+                # moments about this dataset's means, moved to each run's frame (exact algebra)
+                a = d.x.mean(axis=0) - shift_x[d.runs]
+                e = d.y.mean() - shift_y[d.runs]
+            if "ALL" in aggs:
+                moved = (cn + 0 * sx, sx + cn * a, sy + cn * e, sxx + 2 * a * sx + cn * a * a,
+                         syy + 2 * e * sy + cn * e * e, sxy + a * sy + e * sx + cn * a * e)
+                for j, v in enumerate(moved):
+                    tot_all[j][:, d.runs] += v
+            if "ALLnorm" in aggs:
+                # as resampling.boot_allnorm: each run's output fitted to the gold by least squares
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    mx, my = sx / cn, sy / cn
+                    vx = sxx - cn * mx * mx
+                    slope = np.where(vx > 1e-12 * (sxx + 1.0), (sxy - cn * mx * my) / vx, 0.0)
+                sf = sy + 0 * sx
+                sff = cn * my * my + slope * slope * vx
+                sfy = my * sy + slope * (sxy - mx * sy)
+                moved = (cn + 0 * sx, sf + cn * e, sy + cn * e, sff + 2 * e * sf + cn * e * e,
+                         syy + 2 * e * sy + cn * e * e, sfy + e * sf + e * sy + cn * e * e)
+                for j, v in enumerate(moved):
+                    tot_norm[j][:, d.runs] += v
+            n_classes = len(task.dataset(name).gold.classes)
+            for agg, rec in combined.items():
+                v = _run_values(rec.of or "", task, c, d, pearson, spearman, n_classes)
+                # each dataset adds its value (times its scored pairs for a pair-weighted mean)
+                acc[agg][:, d.runs] += np.nan_to_num(v, nan=0.0) * (
+                    d.n if rec.weights == "pairs" else 1)
+                if ranks_last:
+                    undefined[agg][:, d.runs] |= np.isnan(v)
+            for ds, metric in per_ds:
+                if ds != name:
+                    continue
+                v = _run_values(metric, task, c, d, pearson, spearman, n_classes)
+                full = np.full((b, n_runs), np.nan)
+                full[:, d.runs] = v
+                parts[(ds, metric)].append(full)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = {"ALL": R._corr(*tot_all), "ALLnorm": R._corr(*tot_norm)}
+        for agg, rec in combined.items():
+            # as scoring: Aggregate.combine, from the sums
+            values[agg] = rec.divide(acc[agg], weight, count, len(draws))
+            if ranks_last:
+                values[agg] = np.where(undefined[agg], np.nan, values[agg])
+        for name in aggs:
+            parts[("", name)].append(values[name])
+    return {key: np.nan_to_num(np.concatenate(p), nan=0.0) for key, p in parts.items()}
+
+
+def _run_values(metric: str, task: TaskDefinition, c: np.ndarray, d: _Dataset,
+                pearson: np.ndarray | None, spearman: np.ndarray | None,
+                n_classes: int) -> np.ndarray:
+    """(resamples, covering runs) values of one dataset metric, reusing computed correlations."""
+    if metric == "pearson" and pearson is not None and not n_classes:
+        return pearson
+    if metric == "spearman" and spearman is not None and not n_classes:
+        return spearman
+    weighted = metric in M.METRICS and M.METRICS[metric].needs_weights
+    return np.column_stack([
+        np.full(c.shape[0], np.nan) if weighted and w is None
+        else _boot_metric(metric, _for_dataset(task, d.name), c, d.x[:, j], d.y, d.labels, w,
+                          n_classes)
+        for j, w in enumerate(d.w)])
+
+
+def _p_value(delta: float, diff: np.ndarray) -> float:
+    """Two-sided paired bootstrap p: how often the resampled difference crosses zero."""
+    if delta > 0:
+        p = 2 * float(np.mean(diff <= 0))
+    elif delta < 0:
+        p = 2 * float(np.mean(diff >= 0))
+    else:
+        p = 1.0
+    return min(1.0, p)
+
+
+def _board_samples(task: TaskDefinition, runs: Sequence[ValidatedRun],
+                   gold: Mapping[str, DatasetGold], metrics: Sequence[str], *, resamples: int,
+                   seed: int) -> dict[str, tuple[list[int], np.ndarray, np.ndarray]]:
+    """metric → (positions of the runs that have it, their values, their (resamples, k) values).
+
+    Metrics sharing the resampled datasets (all aggregates) share one pass over the draws;
+    each pass is seeded afresh, so a metric's resamples never depend on the other metrics.
+    """
+    for run in runs:
+        if not run.ok:
+            raise ValidationError(run.issues)
+    runs, gold = without_unscored(runs, gold)  # unscored pairs take no part in any test
+    data = _datasets(task, runs, gold)
+    split = {m: _split_metric(task, m) for m in metrics}
+    passes: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+    for ds, name in split.values():
+        draws = (ds,) if ds else tuple(d for d in task.dataset_names if d in gold)
+        if ds and ds not in data:
+            continue  # no run has this dataset (or it has no gold): nobody is grouped on it
+        passes.setdefault(draws, []).append((ds, name))
+    samples: dict[tuple[str, str], np.ndarray] = {}
+    for draws, wanted in passes.items():
+        if draws:
+            samples.update(_bootstrap(task, runs, gold, data, draws, wanted, resamples, seed))
+    out: dict[str, Any] = {}
+    for metric, (ds, name) in split.items():
+        if (ds, name) not in samples:
+            out[metric] = ([], np.zeros(0), np.zeros((resamples, 0)))
+            continue
+        members = list(data[ds].runs) if ds else list(range(len(runs)))
+        observed = np.array([_observed(task, runs[i], gold, ds, name) for i in members])
+        out[metric] = (members, observed, samples[(ds, name)][:, members])
+    return out
+
+
+def _groups(observed: np.ndarray, boot: np.ndarray, alpha: float,
+            last: np.ndarray | None = None) -> list[int]:
+    """Groups in input order: sorted by value, a run significantly below its group's best
+    run (p < alpha) starts the next group. Runs marked `last` (undefined under "ranks-last")
+    share one group below every other."""
+    if last is None:
+        last = np.zeros(len(observed), dtype=bool)
+    values = np.nan_to_num(observed, nan=0.0)
+    order = sorted(range(len(values)), key=lambda i: (bool(last[i]), -values[i]))
+    groups = [0] * len(values)
+    group, leader = 0, -1
+    for i in order:
+        if last[i]:
+            if leader < 0 or not last[leader]:
+                group += 1
+                leader = i
+        elif leader < 0 or _p_value(float(values[leader] - values[i]),
+                                    boot[:, leader] - boot[:, i]) < alpha:
+            group += 1
+            leader = i
+        groups[i] = group
+    return groups
+
+
+# one run's part of a board's groups: metric -> (its value, NaN if undefined; its resampled values)
+RunSamples = dict[str, tuple[float, np.ndarray]]
+
+
+def run_samples(task: TaskDefinition, runs: Sequence[ValidatedRun],
+                gold: Mapping[str, DatasetGold], metrics: Sequence[str], *,
+                resamples: int = 1000, seed: int = 12345) -> list[RunSamples]:
+    """Each run's values and bootstrap values on the metrics it is grouped on.
+
+    A run's resampled values depend only on the run, the gold, the metric and the seed (every
+    run is drawn with the same pair indices), so they are computed once per run and reused by
+    every later grouping of any board holding it (`groups_of`).
+    """
+    found = _board_samples(task, list(runs), gold, list(metrics), resamples=resamples,
+                           seed=seed)
+    out: list[RunSamples] = [{} for _ in runs]
+    for metric, (members, observed, boot) in found.items():
+        for col, i in enumerate(members):
+            out[i][metric] = (float(observed[col]), np.ascontiguousarray(boot[:, col]))
+    return out
+
+
+def groups_of(task: TaskDefinition, samples: Mapping[K, RunSamples], metrics: Sequence[str], *,
+              alpha: float = 0.05) -> dict[str, dict[K, int]]:
+    """Significance groups (1 = best) from each run's samples, in the mapping's order.
+
+    Only a run's neighbours in the sorted order are compared (each run against its group's
+    best run): O(runs x resamples) per metric once the samples exist.
+    """
+    out: dict[str, dict[K, int]] = {}
+    for metric in metrics:
+        keys = [k for k, got in samples.items() if metric in got]
+        observed = np.array([samples[k][metric][0] for k in keys], dtype=np.float64)
+        # rows (run, resample): the walk reads one run's resamples contiguously
+        rows = (np.stack([samples[k][metric][1] for k in keys]) if keys
+                else np.zeros((0, 0)))
+        last = (np.isnan(observed) if task.undefined == "ranks-last"
+                else np.zeros(len(observed), dtype=bool))
+        if task.lower_is_better(metric):
+            # an error: smaller is better, so group on its negation (undefined still last)
+            observed = np.where(np.isnan(observed), -np.inf, -observed)
+            rows = -rows
+        groups = _groups(observed, rows.T, alpha, last)
+        out[metric] = dict(zip(keys, groups, strict=True))
+    return out
+
+
+def group_board(task: TaskDefinition, runs: Mapping[K, ValidatedRun],
+                gold: Mapping[str, DatasetGold], *, metrics: Sequence[str] | None = None,
+                alpha: float = 0.05, resamples: int = 1000, seed: int = 12345
+                ) -> dict[str, dict[K, int]]:
+    """Significance groups (1 = best) of a board on each metric (default: the ranking keys).
+
+    A run is grouped on a dataset metric only when it has that dataset; on an aggregate every
+    run is grouped, on its own scored datasets (a skipped CLSS type adds 0 to sum_pearson,
+    in every resample as in the score).
+    """
+    from evaluation.ranking import ranking_keys
+
+    keys = list(runs)
+    chosen = list(metrics) if metrics is not None else ranking_keys(task)
+    found = run_samples(task, [runs[k] for k in keys], gold, chosen, resamples=resamples,
+                        seed=seed)
+    return groups_of(task, dict(zip(keys, found, strict=True)), chosen, alpha=alpha)
+
+
+def group_runs(task: TaskDefinition, runs: Mapping[K, ValidatedRun],
+               gold: Mapping[str, DatasetGold], *, metric: str, alpha: float = 0.05,
+               resamples: int = 1000, seed: int = 12345) -> dict[K, int]:
+    """Significance groups (1 = best) on one metric, for leaderboards.
+
+    Runs are sorted by the metric (undefined counts 0); each run joins the current group unless
+    the paired bootstrap finds it significantly worse (p < alpha) than the group's best run,
+    in which case it starts the next group. Runs without the metric's dataset are left out.
+    """
+    return group_board(task, runs, gold, metrics=[metric], alpha=alpha, resamples=resamples,
+                       seed=seed)[metric]
+
+
+def compare_runs(task: TaskDefinition, a: ValidatedRun, b: ValidatedRun,
+                 gold: Mapping[str, DatasetGold], *, metric: str, resamples: int = 1000,
+                 seed: int = 12345) -> dict[str, Any]:
+    """Paired bootstrap p-value for metric (a flat key: "ALL", "MSRpar/pearson") between runs.
+
+    Both runs are resampled with the same pair indices; an aggregate is each run's own (over
+    the datasets it was scored on). For Pearson on one dataset, Williams' test for dependent
+    correlations is reported too.
+    """
+    missing = uncovered(task, a, b, gold, metric)
+    if missing:
+        raise ValueError(missing)
+    (a, b), gold = without_unscored([a, b], gold)
+    _, observed, boot = _board_samples(task, [a, b], gold, [metric], resamples=resamples,
+                                       seed=seed)[metric]
+    return paired_result(task, a, b, metric, observed, boot, resamples=resamples, seed=seed)
+
+
+def uncovered(task: TaskDefinition, a: ValidatedRun, b: ValidatedRun,
+              gold: Mapping[str, DatasetGold], metric: str) -> str | None:
+    """Why two runs cannot be compared on a dataset's metric (None: they can)."""
+    ds, _ = _split_metric(task, metric)
+    if ds and (ds not in a.predictions or ds not in b.predictions or ds not in gold):
+        return f"both runs and the gold must cover {ds}"
+    return None
+
+
+def paired_result(task: TaskDefinition, a: ValidatedRun, b: ValidatedRun, metric: str,
+                  observed: np.ndarray, boot: np.ndarray, *, resamples: int,
+                  seed: int) -> dict[str, Any]:
+    """One metric's comparison from its bootstrap sample (a, b already without unscored pairs).
+
+    The paired bootstrap p-value, and Williams' test for Pearson on one dataset.
+    """
+    ds, name = _split_metric(task, metric)
+    obs_a, obs_b = float(observed[0]), float(observed[1])
+    delta = float(np.nan_to_num(obs_a, nan=0.0) - np.nan_to_num(obs_b, nan=0.0))
+    result: dict[str, Any] = {
+        "metric": metric, "a": _finite(obs_a), "b": _finite(obs_b), "difference": delta,
+        "p_value": _p_value(delta, boot[:, 0] - boot[:, 1]), "test": "paired bootstrap",
+        "resamples": resamples, "seed": seed, "williams": None,
+    }
+    if ds and name == "pearson":
+        r23 = float(M.pearson(a.predictions[ds].scores, b.predictions[ds].scores))
+        if all(np.isfinite([obs_a, obs_b, r23])):
+            n = len(a.predictions[ds])
+            t, pw = williams_test(obs_a, obs_b, r23, n)
+            result["williams"] = {"t": t, "df": n - 3, "p_value": pw, "r_ab": r23}
+    return result
+
+
+def _finite(v: float) -> float | None:
+    return v if np.isfinite(v) else None
