@@ -99,10 +99,32 @@ def begin_write(session: Session) -> None:
     session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
 
 
+# session.info key: the session's transaction has written (a flush or an INSERT/UPDATE/DELETE)
+_WROTE = "semboard.wrote"
+
+
+@event.listens_for(Session, "after_flush")
+def _flushed(session: Session, _context: Any) -> None:
+    session.info[_WROTE] = True
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _executed(state: Any) -> None:
+    if state.is_insert or state.is_update or state.is_delete:
+        state.session.info[_WROTE] = True
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _ended(session: Session, transaction: Any) -> None:
+    if transaction.parent is None:  # the outermost transaction: a new one starts clean
+        session.info.pop(_WROTE, None)
+
+
 def end_read(session: Session) -> None:
-    """End a transaction before slow work (validation, storage, encoding), keeping what it
-    loaded; one holding unflushed changes is left to its owner."""
-    if not session.in_transaction() or session.new or session.dirty or session.deleted:
+    """End a transaction that only read, before slow work (validation, storage, resampling),
+    keeping what it loaded; one that wrote, or holds changes, is left to its owner."""
+    if (not session.in_transaction() or session.new or session.dirty or session.deleted
+            or session.info.get(_WROTE)):
         return
     keep = session.expire_on_commit
     session.expire_on_commit = False  # the loaded rows stay usable without a new read

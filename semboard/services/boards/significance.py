@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, selectinload
 import evaluation
 from evaluation import ValidationError, validate_run
 from evaluation.significance import RunSamples, groups_of, run_samples
-from semboard.db import begin_write, insert_unless_refused
+from semboard.db import begin_write, end_read, insert_unless_refused
 from semboard.hostcache.arrays import ArrayCache
 from semboard.models import Phase, Run, RunFile, RunScoreRecord, SignificanceGroups
 from semboard.services.data import gold, inputs
@@ -109,6 +109,7 @@ def validated_runs(session: Session, storage: Storage, *, phase: Phase,
     datasets = definition.track_datasets(phase.track) if phase.track else None
     loaded = session.scalars(select(Run).where(Run.id.in_(ids))
                              .options(selectinload(Run.files), selectinload(Run.team))).all()
+    end_read(session)  # reading the files, validating and resampling them hold no transaction
     valid: dict[int, Any] = {}
     left_out: list[int] = []
     for run in sorted(loaded, key=lambda r: r.id):

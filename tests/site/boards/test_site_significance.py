@@ -199,3 +199,34 @@ def test_api_and_downloads_carry_groups(app, client, session, board_world, now):
     assert {r["run"]: r["groups"] for r in download["rows"]} == {
         r: by_run[r]["groups"] for r in by_run}
     assert np.isclose(download["rows"][0]["metrics"]["ALL"], body["rows"][0]["metrics"]["ALL"])
+
+
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
+def test_resampling_and_reading_run_files_hold_no_transaction(session, storage, board_world, now,
+                                                              monkeypatch):
+    """The groups job (write_lock=True, as `flask worker` runs it) reads the runs, then
+    validates and resamples them with no transaction open: PostgreSQL shows no session idle in
+    transaction for the seconds a large board takes."""
+    task, _phase, _ = board_world
+    seen: list[tuple[str, bool]] = []
+    resample, get = significance.run_samples, storage.get
+
+    def resampling(*args, **kwargs):
+        seen.append(("resample", session.in_transaction()))
+        return resample(*args, **kwargs)
+
+    def reading(key):
+        seen.append(("read", session.in_transaction()))
+        return get(key)
+
+    monkeypatch.setattr(significance, "run_samples", resampling)
+    monkeypatch.setattr(significance, "SAMPLES", ArrayCache("samples"))  # nothing computed yet
+    session.commit()
+    monkeypatch.setattr(storage, "get", reading)
+    assert prepared_boards.refresh_significance(session, storage, task=task, now=now,
+                                                write_lock=True) == 1
+    session.commit()
+    assert ("resample", False) in seen and ("read", False) in seen
+    assert all(open_ is False for what, open_ in seen if what in ("resample", "read")), seen
