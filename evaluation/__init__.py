@@ -11,7 +11,7 @@ from evaluation.inputs import (
     read_inputs,
 )
 from evaluation.issues import Issue, TaskDefinitionError, ValidationError
-from evaluation.ranking import rank_runs, ranking_keys
+from evaluation.ranking import rank_runs, rank_values, ranking_keys
 from evaluation.runs import (
     DatasetPrediction,
     Substitution,
@@ -54,6 +54,7 @@ __all__ = [
     "match_run_filename",
     "parse_task",
     "rank_runs",
+    "rank_values",
     "ranking_keys",
     "read_gold",
     "read_gold_files",

@@ -6,8 +6,10 @@ groups from the significance service (evaluation's paired bootstrap over the sto
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,7 +18,7 @@ from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from baselines.signature import prompt_label
-from evaluation import RunScore, rank_runs, ranking_keys
+from evaluation import RunScore, rank_values, ranking_keys
 from semboard import exportsafe
 from semboard.cache import LRU
 from semboard.clock import utcnow
@@ -215,6 +217,8 @@ class Leaderboard:
     intervals: dict[int, dict[str, list[float]]] = field(default_factory=dict)
     # "every" run ranked, or "primary" runs only (the others contrastive, unranked)
     ranking: str = primary.EVERY
+    # kept by an assembly so a change can be merged in (merge_leaderboard); None when parsed
+    index: BoardIndex | None = field(default=None, repr=False, compare=False)
 
     @property
     def has_models(self) -> bool:
@@ -390,6 +394,16 @@ class _ParsedScore:
         self.unscored = set(scores.get("unscored", []))
         self._intervals: dict[tuple[str, ...], dict[str, list[float]]] = {}
         self._missing: dict[tuple[str, ...], dict[str, str]] = {}
+        self._rank_values: dict[Any, dict[str, float]] = {}
+        # the keys that may make genre columns (dataset/genre/metric), in the record's order
+        self.genre_keys = tuple(key for key in flat if key.count("/") == 2)
+
+    def rank_values(self, definition: Any) -> dict[str, float]:
+        """evaluation.rank_values of this record under a definition (kept: read-only)."""
+        found = self._rank_values.get(definition)
+        if found is None:
+            found = self._rank_values[definition] = rank_values(definition, self.score)
+        return found
 
     def intervals(self, keys: tuple[str, ...]) -> dict[str, list[float]]:
         """The stored 95% CI of each of these columns that has one."""
@@ -562,23 +576,96 @@ def board_listing(session: Session, *, phase: Phase,
     return [(line, parsed[line[9]]) for line in listed]
 
 
-def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: list[Listed],
-                         storage: Storage | None = None, now: datetime | None = None,
-                         write_lock: bool = False) -> Leaderboard:
-    """The board of these listed runs (in run id order): ranks, columns, groups, rows, order."""
-    definition = definitions.phase_definition(phase)
-    ranked_ids = _ranked_filter(session, phase)
+@dataclass
+class BoardIndex:
+    """What an assembled board keeps to take in changed runs without ranking every run again.
 
-    def takes_rank(line: Any) -> bool:
-        # baselines take no rank, nor contrastive runs where primary runs are ranked
-        return not line[7] and (ranked_ids is None or line[0] in ranked_ids)
+    Each ranking key's values of the ranked runs, sorted best first (a competition rank is one
+    more than the number of strictly better values: a binary search), each ranked run's values,
+    its score id, and the first run (by id) holding each genre key (the genre columns' order).
+    """
+    listing: dict[int, Listed]
+    values: dict[int, dict[str, float]]
+    ranked: dict[int, int]
+    sorted_values: dict[str, list[float]]
+    first: dict[str, int]
+    order: list[tuple[bool, bool, float, int]]
 
-    ranks = rank_runs(definition, {line[0]: p.score for line, p in scored if takes_rank(line)})
-    ranked_keys = set(ranking_keys(definition))
-    board = Leaderboard(task=task, phase=phase, ranking=phase.ranking)
-    datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
-    board.columns = _columns(definition, [p.flat for _, p in scored], ranked_keys, datasets)
-    ranked_pairs = [(line[0], line[9]) for line, _ in scored if takes_rank(line)]
+
+def _better_first(definition: Any, key: str, value: float) -> float:
+    """A ranking value turned so that sorting ascending puts the best first."""
+    return value if definition.lower_is_better(key) else -value
+
+
+def _takes_rank(line: Any, ranked_ids: set[int] | None) -> bool:
+    """Baselines take no rank, nor contrastive runs where primary runs are ranked."""
+    return not line[7] and (ranked_ids is None or line[0] in ranked_ids)
+
+
+def _row_ranks(values: dict[str, float], sorted_values: dict[str, list[float]],
+               definition: Any) -> dict[str, int]:
+    """A ranked run's competition ranks (1, 2, 2, 4) from every key's sorted values."""
+    return {key: bisect_left(sorted_values[key], _better_first(definition, key, v)) + 1
+            for key, v in values.items()}
+
+
+def _order_of(definition: Any, columns: list[Column]) -> Any:
+    """The rows' order: by the first column, best first (see the comment inside)."""
+    sort_key = columns[0].key if columns else None
+    ranked_sort = any(c.ranked and c.key == sort_key for c in columns)
+    sign = 1.0 if sort_key and definition.lower_is_better(sort_key) else -1.0
+
+    def order(row: Row) -> tuple[bool, bool, float, int]:
+        value = row.metrics.get(sort_key) if sort_key else None
+        # a run the rules exclude from the ranking (CLSS: not all four types) follows the
+        # ranked runs; baselines take no rank but stand among the runs by their value
+        excluded = ranked_sort and not row.baseline and sort_key not in row.ranks
+        return (value is None, excluded, sign * (value or 0.0), row.run_id)
+
+    return order
+
+
+def _new_row(line: Any, entry: _ParsedScore, *, columns: list[Column],
+             column_keys: tuple[str, ...], ranks: dict[str, int],
+             groups: dict[str, dict[str, int]], ranked_ids: set[int] | None) -> Row:
+    """One listed run's row."""
+    run_id, run_name, is_late, is_fix, submitted_at, meta = line[:6]
+    team_name, is_baseline, is_organiser_team = line[6:9]
+    flags = []
+    if is_late:
+        flags.append(FLAG_LATE)
+    if is_fix:
+        flags.append(FLAG_FIX)
+    if is_organiser_team:
+        flags.append(FLAG_ORGANISER)
+    return Row(
+        run_id=run_id,
+        team=team_name,
+        run=run_name,
+        baseline=is_baseline,
+        flags=flags,
+        metrics=dict(entry.flat),
+        missing=entry.missing(columns, column_keys),
+        ranks=ranks,
+        submitted_at=submitted_at,
+        baseline_info=dict(meta) if is_baseline else None,
+        model=model_summary(meta),
+        source=entry,
+        contrastive=None if ranked_ids is None or is_baseline else run_id not in ranked_ids,
+        # no group where the run takes no rank (CLSS: an incomplete run overall)
+        groups=_row_groups(groups, run_id, ranks),
+    )
+
+
+def _row_groups(groups: dict[str, dict[str, int]], run_id: int,
+                ranks: dict[str, int]) -> dict[str, int]:
+    return {m: g for m, g in groups.get(str(run_id), {}).items() if m in ranks}
+
+
+def _apply_groups(session: Session, board: Leaderboard, *, phase: Phase,
+                  ranked_pairs: list[tuple[int, int]], storage: Storage | None,
+                  now: datetime | None, write_lock: bool) -> dict[str, dict[str, int]]:
+    """The board's significance groups (and whether, since when, they are pending)."""
     groups: dict[str, dict[str, int]] = {}
     metrics = [c.key for c in board.columns if c.ranked]
     if ranked_pairs and metrics:
@@ -594,49 +681,134 @@ def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: 
         if found is None:
             since = significance.pending_since(session, phase=phase, pairs=ranked_pairs)
             board.groups_pending_since = since.isoformat() if since else None
+    return groups
+
+
+def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: list[Listed],
+                         storage: Storage | None = None, now: datetime | None = None,
+                         write_lock: bool = False) -> Leaderboard:
+    """The board of these listed runs (in run id order): ranks, columns, groups, rows, order.
+
+    The board keeps its index (BoardIndex), so a later change can be merged into it
+    (merge_leaderboard) with the same result.
+    """
+    definition = definitions.phase_definition(phase)
+    ranked_ids = _ranked_filter(session, phase)
+    values = {line[0]: p.rank_values(definition) for line, p in scored
+              if _takes_rank(line, ranked_ids)}
+    sorted_values = {key: sorted(_better_first(definition, key, found[key])
+                                 for found in values.values() if key in found)
+                     for key in ranking_keys(definition)}
+    board = Leaderboard(task=task, phase=phase, ranking=phase.ranking)
+    datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
+    board.columns = _columns(definition, [p.flat for _, p in scored],
+                             set(ranking_keys(definition)), datasets)
+    ranked = {line[0]: line[9] for line, _ in scored if _takes_rank(line, ranked_ids)}
+    groups = _apply_groups(session, board, phase=phase, ranked_pairs=list(ranked.items()),
+                           storage=storage, now=now, write_lock=write_lock)
     column_keys = tuple(c.key for c in board.columns)
+    first: dict[str, int] = {}
     for line, entry in scored:
-        run_id, run_name, is_late, is_fix, submitted_at, meta = line[:6]
-        team_name, is_baseline, is_organiser_team = line[6:9]
-        flags = []
-        if is_late:
-            flags.append(FLAG_LATE)
-        if is_fix:
-            flags.append(FLAG_FIX)
-        if is_organiser_team:
-            flags.append(FLAG_ORGANISER)
-        board.rows.append(Row(
-            run_id=run_id,
-            team=team_name,
-            run=run_name,
-            baseline=is_baseline,
-            flags=flags,
-            metrics=dict(entry.flat),
-            missing=entry.missing(board.columns, column_keys),
-            ranks=dict(ranks.get(run_id, {})),
-            submitted_at=submitted_at,
-            baseline_info=dict(meta) if is_baseline else None,
-            model=model_summary(meta),
-            source=entry,
-            contrastive=None if ranked_ids is None or is_baseline else run_id not in ranked_ids,
-            # no group where the run takes no rank (CLSS: an incomplete run overall)
-            groups={m: g for m, g in groups.get(str(run_id), {}).items()
-                    if m in ranks.get(run_id, {})},
-        ))
-        board.intervals[run_id] = dict(entry.intervals(column_keys))
-    sort_key = board.columns[0].key if board.columns else None
+        for key in entry.genre_keys:
+            first.setdefault(key, line[0])
+        found = values.get(line[0])
+        ranks = {} if found is None else _row_ranks(found, sorted_values, definition)
+        board.rows.append(_new_row(line, entry, columns=board.columns, column_keys=column_keys,
+                                   ranks=ranks, groups=groups, ranked_ids=ranked_ids))
+        board.intervals[line[0]] = dict(entry.intervals(column_keys))
+    order = _order_of(definition, board.columns)
+    keyed = sorted(((order(row), row) for row in board.rows), key=lambda pair: pair[0])
+    board.rows = [row for _, row in keyed]
+    board.index = BoardIndex(listing={entry[0][0]: entry for entry in scored}, values=values,
+                             ranked=ranked, sorted_values=sorted_values, first=first,
+                             order=[key for key, _ in keyed])
+    return board
 
-    ranked_sort = any(c.ranked and c.key == sort_key for c in board.columns)
 
-    def order(row: Row) -> tuple[bool, bool, float, int]:
-        value = row.metrics.get(sort_key) if sort_key else None
-        sign = 1.0 if sort_key and definition.lower_is_better(sort_key) else -1.0
-        # a run the rules exclude from the ranking (CLSS: not all four types) follows the
-        # ranked runs; baselines take no rank but stand among the runs by their value
-        excluded = ranked_sort and not row.baseline and sort_key not in row.ranks
-        return (value is None, excluded, sign * (value or 0.0), row.run_id)
+def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
+                      changed: list[Listed], removed: set[int], storage: Storage | None = None,
+                      now: datetime | None = None) -> Leaderboard | None:
+    """The board of base's runs with `changed` runs (new or re-read) and without `removed`.
 
-    board.rows.sort(key=order)
+    The same board assemble_leaderboard makes of every run, at the cost of the changed runs:
+    their rows are placed by binary search into the base's order and their values into each
+    key's sorted values; every other row keeps its parts (a new row object only where its
+    ranks or groups moved). None where that cannot stand for an assembly (the caller then
+    assembles): no index, primary-run ranking, or columns that would change.
+    """
+    index = base.index
+    if index is None or phase.ranking != primary.EVERY or base.ranking != primary.EVERY:
+        return None
+    definition = definitions.phase_definition(phase)
+    gone = set(removed) | {line[0] for line, _ in changed if line[0] in index.listing}
+    holders = set(index.first.values())
+    if gone & holders:
+        return None  # the run holding a genre key first went: the columns may change
+    for line, entry in changed:
+        for key in entry.genre_keys:
+            first = index.first.get(key)
+            if first is None or first > line[0]:
+                return None  # a new key, or one this run now holds first: columns may move
+    # the values: the gone runs' out, the changed runs' in (copies: the base stays as it was)
+    sorted_values = {key: list(found) for key, found in index.sorted_values.items()}
+    values = dict(index.values)
+    ranked = dict(index.ranked)
+    for run_id in gone:
+        for key, v in values.pop(run_id, {}).items():
+            kept = sorted_values[key]
+            del kept[bisect_left(kept, _better_first(definition, key, v))]
+        ranked.pop(run_id, None)
+    for line, entry in changed:
+        if _takes_rank(line, None):
+            found_values = values[line[0]] = entry.rank_values(definition)
+            ranked[line[0]] = line[9]
+            for key, v in found_values.items():
+                insort(sorted_values[key], _better_first(definition, key, v))
+    board = Leaderboard(task=base.task, phase=phase, ranking=phase.ranking, columns=base.columns)
+    groups = _apply_groups(session, board, phase=phase,
+                           ranked_pairs=sorted(ranked.items()), storage=storage, now=now,
+                           write_lock=False)
+    column_keys = tuple(c.key for c in board.columns)
+    order_of = _order_of(definition, board.columns)
+    rows = [row for row in base.rows if row.run_id not in gone] if gone else list(base.rows)
+    order = ([key for key, row in zip(index.order, base.rows, strict=True)
+              if row.run_id not in gone] if gone else list(index.order))
+    intervals = dict(base.intervals)
+    for run_id in gone:
+        intervals.pop(run_id, None)
+    # a build lists the intervals by run id: re-sorted only where a run comes in below the last
+    in_order = not changed or min(line[0] for line, _ in changed) > max(intervals, default=0)
+    listing = dict(index.listing)
+    for run_id in removed:
+        listing.pop(run_id, None)
+    for line, entry in sorted(changed, key=lambda pair: pair[0][0]):
+        found = values.get(line[0])
+        ranks = {} if found is None else _row_ranks(found, sorted_values, definition)
+        row = _new_row(line, entry, columns=board.columns, column_keys=column_keys,
+                       ranks=ranks, groups=groups, ranked_ids=None)
+        key = order_of(row)
+        at = bisect_left(order, key)
+        order.insert(at, key)
+        rows.insert(at, row)
+        intervals[line[0]] = dict(entry.intervals(column_keys))
+        listing[line[0]] = (line, entry)
+    if not in_order:
+        intervals = {run_id: intervals[run_id] for run_id in sorted(intervals)}
+    changed_ids = {line[0] for line, _ in changed}
+    for i, row in enumerate(rows):
+        if row.run_id in changed_ids:
+            continue
+        found = values.get(row.run_id)
+        ranks = row.ranks if found is None else _row_ranks(found, sorted_values, definition)
+        row_groups = _row_groups(groups, row.run_id, ranks) if groups or row.groups else {}
+        if ranks != row.ranks or row_groups != row.groups:
+            moved = copy.copy(row)
+            moved.ranks, moved.groups = ranks, row_groups
+            rows[i] = moved
+    board.rows = rows
+    board.intervals = intervals
+    board.index = BoardIndex(listing=listing, values=values, ranked=ranked,
+                             sorted_values=sorted_values, first=index.first, order=order)
     return board
 
 

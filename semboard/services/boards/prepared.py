@@ -40,6 +40,7 @@ from semboard.services.boards.leaderboard import (
     assemble_leaderboard,
     board_listing,
     build_leaderboard,
+    merge_leaderboard,
 )
 from semboard.services.runs import primary
 from semboard.services.tasks import access, tasks
@@ -191,6 +192,10 @@ class Prepared:
     stamp: str | None = None
     # whether this board was merged rather than built from every run (benchmarks, tests)
     merged: bool = False
+    # the assembled board with its index (built in this process), the next change merged into
+    assembled: Leaderboard | None = field(default=None, repr=False)
+    # whether the changes were merged into the base board (no run ranked again)
+    incremental: bool = False
     # served while its phase's current version is being prepared (a GET builds nothing)
     stale: bool = False
     _bodies: dict[str, bytes] = field(default_factory=dict, repr=False)
@@ -254,20 +259,31 @@ def _remember(session: Session, prepared: Prepared) -> Prepared:
 
 
 def _build(session: Session, *, phase: Phase, version: str, now: datetime,
-           listing: list[Listed] | None = None, stamp: str | None = None) -> Prepared:
+           listing: list[Listed] | None = None, stamp: str | None = None,
+           merge: tuple[Leaderboard, list[Listed], set[int]] | None = None,
+           keep: bool = False) -> Prepared:
     """Build the board of this version (groups from the cache only) from the database, or from
-    a listing of its runs a merge made."""
+    a listing of its runs a merge made; with `merge` (a base board, the changed runs, the
+    removed ones) the changes are merged into the base board where they can be. keep: the
+    board (with its index) stays with the result, the base of the next merge."""
     started = time.perf_counter()
     if listing is None:
         listing = board_listing(session, phase=phase)
-    board = assemble_leaderboard(session, task=phase.task, phase=phase, scored=listing,
-                                 storage=None, now=now)
+    board: Leaderboard | None = None
+    if merge is not None:
+        board = merge_leaderboard(session, merge[0], phase=phase, changed=merge[1],
+                                  removed=merge[2], now=now)
+    incremental = board is not None
+    if board is None:
+        board = assemble_leaderboard(session, task=phase.task, phase=phase, scored=listing,
+                                     storage=None, now=now)
     data = {"board": board.to_json(),
             "intervals": {str(k): v for k, v in board.intervals.items()}}
     return Prepared(phase_id=phase.id, version=version, data=data, csv_text=board.to_csv(),
                     built_at=now, stored=False,
                     elapsed_ms=round((time.perf_counter() - started) * 1000),
                     listing={entry[0][0]: entry for entry in listing}, stamp=stamp,
+                    assembled=board if keep else None, incremental=incremental,
                     _bodies={"json": board.to_json_text().encode()})
 
 
@@ -282,8 +298,9 @@ def _fold(line: Any) -> str:
 
 
 def _merged_listing(session: Session, *, phase: Phase, base: Prepared, state: BoardState,
-                    touched: set[int]) -> list[Listed] | None:
-    """The listing of the board's current runs from a built board's own and the changed runs.
+                    touched: set[int]) -> tuple[list[Listed], list[Listed], set[int]] | None:
+    """The listing of the board's current runs from a built board's own and the changed runs;
+    with the changed (re-read) runs' entries and the removed runs' ids.
 
     Which runs changed comes from the version's run list (id, newest score, flags, team per
     run), so changes made by other processes are merged too; `touched` runs (the commit's) are
@@ -301,18 +318,17 @@ def _merged_listing(session: Session, *, phase: Phase, base: Prepared, state: Bo
     changed = [run_id for run_id, text in current.items()
                if run_id in touched or run_id not in base.listing
                or _fold(base.listing[run_id][0]) != text]
-    removed = base.listing.keys() - current.keys()
+    removed = set(base.listing.keys() - current.keys())
     if len(changed) + len(removed) > MERGE_MAX:
         return None
     merged = {run_id: entry for run_id, entry in base.listing.items()
               if run_id not in removed}
-    if changed:
-        merged.update((entry[0][0], entry)
-                      for entry in board_listing(session, phase=phase, run_ids=changed))
+    entries = board_listing(session, phase=phase, run_ids=changed) if changed else []
+    merged.update((entry[0][0], entry) for entry in entries)
     listing = [merged[run_id] for run_id in sorted(merged)]
     if "\n".join(_fold(entry[0]) for entry in listing) != state.runs_text:
         return None  # changed again between the two reads: a build reads one state
-    return listing
+    return listing, entries, removed
 
 
 def _base_key(session: Session, phase_id: int) -> tuple[str, int]:
@@ -322,7 +338,8 @@ def _base_key(session: Session, phase_id: int) -> tuple[str, int]:
 def warm(session: Session, *, phase: Phase, now: datetime) -> Prepared:
     """Build the phase's board in this process to merge the next change into (a warm worker)."""
     state = board_state(session, phase)
-    prepared = _build(session, phase=phase, version=state.version, now=now, stamp=state.stamp)
+    prepared = _build(session, phase=phase, version=state.version, now=now, stamp=state.stamp,
+                      keep=True)
     return _bases.put(_base_key(session, phase.id), prepared)
 
 
@@ -343,13 +360,20 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     if stored is not None:
         return _remember(session, stored)
     base = _bases.get(_base_key(session, phase.id))
-    listing = None
+    found_merge = None
     if base is not None:
-        listing = _merged_listing(session, phase=phase, base=base, state=state,
-                                  touched=set(touched))
+        found_merge = _merged_listing(session, phase=phase, base=base, state=state,
+                                      touched=set(touched))
+    listing, merge = None, None
+    if found_merge is not None:
+        listing = found_merge[0]
+        if base is not None and base.assembled is not None:
+            merge = (base.assembled, found_merge[1], found_merge[2])
     prepared = _build(session, phase=phase, version=state.version, now=now, listing=listing,
-                      stamp=state.stamp)
+                      stamp=state.stamp, merge=merge, keep=True)
     prepared.merged = listing is not None
+    if base is not None:
+        base.assembled = None  # only the newest base is merged into: its index is enough
     _bases.put(_base_key(session, phase.id), prepared)
     return _remember(session, prepared)
 

@@ -17,7 +17,7 @@ from semboard.services.boards import prepared as prepared_boards
 from semboard.services.boards.leaderboard import Leaderboard
 from semboard.services.data import gold
 from semboard.services.people import grants
-from semboard.services.runs import submissions
+from semboard.services.runs import primary, submissions
 
 API = "/api/v1"
 
@@ -44,6 +44,9 @@ def _check(session, phase, now, *, merged: bool, touched=frozenset()) -> prepare
         [line + [row.groups.get(c.key, "") for c in ranked]
          for line, row in zip(body, plain.rows, strict=True)])
     assert updated.merged is merged
+    # the tiny task has no genre columns: every merge is taken in row by row (no run ranked
+    # again), except on boards ranking primary runs
+    assert updated.incremental is (merged and phase.ranking == primary.EVERY)
     return updated
 
 
