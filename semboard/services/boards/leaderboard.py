@@ -6,7 +6,7 @@ groups from the significance service (evaluation's paired bootstrap over the sto
 
 from __future__ import annotations
 
-import copy
+import functools
 import hashlib
 import json
 from bisect import bisect_left, insort
@@ -105,8 +105,15 @@ class Row:
         """json.dumps(self.to_json(), ensure_ascii=False), the parts other than ranks and groups
         encoded once per run and score record (a board assembled again after an upload moves
         ranks, not the metrics' floats, which are most of the encoding's cost)."""
-        if self.source is None:
+        parts = self.json_parts()
+        if parts is None:
             return json.dumps(self.to_json(), ensure_ascii=False)
+        return parts[0] + _encode(self.ranks) + parts[1] + _encode(self.groups) + parts[2]
+
+    def json_parts(self) -> tuple[str, str, str] | None:
+        """The row's JSON text around its ranks and groups (None: no source to key it by)."""
+        if self.source is None:
+            return None
         key = (self.run_id, self.team, self.run, self.baseline, tuple(self.flags),
                self.submitted_at, self.contrastive, id(self.source),
                tuple(self.missing.items()))
@@ -124,7 +131,7 @@ class Row:
                                          head[:-1] + ', "ranks": ',
                                          ", " + middle[1:-1] + ', "groups": ',
                                          ", " + tail[1:]))
-        return found[3] + _encode(self.ranks) + found[4] + _encode(self.groups) + found[5]
+        return found[3], found[4], found[5]
 
     @property
     def n_parameters(self) -> int | None:
@@ -239,6 +246,11 @@ class Leaderboard:
 
     def to_json_text(self) -> str:
         """json.dumps(self.to_json(), ensure_ascii=False), byte for byte, from the rows' texts."""
+        head, tail = self.json_frame()
+        return head + ", ".join(row.to_json_text() for row in self.rows) + tail
+
+    def json_frame(self) -> tuple[str, str]:
+        """The board's JSON text before and after its rows' texts (joined by ", ")."""
         head = json.dumps({"task": self.task.name, "phase": self.phase.slug,
                            "columns": [c.to_json() for c in self.columns]}, ensure_ascii=False)
         tail = json.dumps({"significance": self.significance,
@@ -246,8 +258,7 @@ class Leaderboard:
                            "groups_pending_since": self.groups_pending_since}
                           | ({} if self.ranking == primary.EVERY else {"ranking": self.ranking}),
                           ensure_ascii=False)
-        rows = ", ".join(row.to_json_text() for row in self.rows)
-        return head[:-1] + ', "rows": [' + rows + "], " + tail[1:]
+        return head[:-1] + ', "rows": [', "], " + tail[1:]
 
     @classmethod
     def from_json(cls, task: Task, phase: Phase, data: dict[str, Any],
@@ -307,28 +318,37 @@ class Leaderboard:
         left open, then filled in: a board assembled again after an upload moves ranks, and
         re-encodes no value (the same text as writing every cell: the merge tests check it).
         """
-        header, _ = self._table(rows=[])
-        ranked = [c for c in self.columns if c.ranked]
-        header = header + [f"{c.label} group" for c in ranked]
-        lines = [exportsafe.csv_text(header, [])]
-        shape = (self.has_models, self.ranking != primary.EVERY,
-                 tuple((c.key, c.ranked) for c in self.columns))
+        ranked = [c.key for c in self.columns if c.ranked]
+        lines = [self.csv_head()]
+        shape = self.csv_shape()
         for row in self.rows:
-            cells = ([row.ranks.get(c.key, "") for c in ranked]
-                     + [row.groups.get(c.key, "") for c in ranked])
-            parts = self._csv_parts(row, shape, len(cells))
-            if parts is None:  # no source to key it by, or a text holding the placeholder
-                _, body = self._table(rows=[row])
-                lines.append(exportsafe.csv_text(
-                    ["" if v is None else v for v in body[0]]
-                    + [row.groups.get(c.key, "") for c in ranked], []))
-                continue
-            out = [parts[0]]
-            for cell, part in zip(cells, parts[1:], strict=True):
-                out.append(str(cell))
-                out.append(part)
-            lines.append("".join(out))
+            parts = self.csv_parts(row, shape)
+            lines.append(self.csv_line(row) if parts is None
+                         else fill_csv(parts, ranked, row.ranks, row.groups))
         return "".join(lines)
+
+    def csv_head(self) -> str:
+        """The CSV header line."""
+        header, _ = self._table(rows=[])
+        return exportsafe.csv_text(header + [f"{c.label} group" for c in self.columns
+                                             if c.ranked], [])
+
+    def csv_shape(self) -> tuple[Any, ...]:
+        """What a row's CSV text depends on besides the row (its parts are kept by it)."""
+        return (self.has_models, self.ranking != primary.EVERY,
+                tuple((c.key, c.ranked) for c in self.columns))
+
+    def csv_line(self, row: Row) -> str:
+        """A row's CSV line, every cell written (rows without parts)."""
+        _, body = self._table(rows=[row])
+        return exportsafe.csv_text(["" if v is None else v for v in body[0]]
+                                   + [row.groups.get(c.key, "") for c in self.columns
+                                      if c.ranked], [])
+
+    def csv_parts(self, row: Row, shape: tuple[Any, ...]) -> list[str] | None:
+        """A row's CSV line split where its rank and group cells go (fill_csv joins them);
+        None: no source to key it by, or a text holding the placeholder."""
+        return self._csv_parts(row, shape, 2 * sum(c.ranked for c in self.columns))
 
     def _csv_parts(self, row: Row, shape: tuple[Any, ...], n_cells: int) -> list[str] | None:
         """A row's CSV line split where its rank and group cells go (None: write it whole)."""
@@ -368,6 +388,22 @@ class Leaderboard:
         lines += [" & ".join(cell(v) for v in line) + r" \\" for line in body]
         lines += [r"\hline", r"\end{tabular}", ""]
         return "\n".join(lines)
+
+
+def fill_csv(parts: list[str], ranked: list[str], ranks: dict[str, int],
+             groups: dict[str, int]) -> str:
+    """A row's CSV line from its parts, its ranks and groups (on each ranked column)."""
+    cells = [ranks.get(key, "") for key in ranked] + [groups.get(key, "") for key in ranked]
+    out = [parts[0]]
+    for cell, part in zip(cells, parts[1:], strict=True):
+        out.append(str(cell))
+        out.append(part)
+    return "".join(out)
+
+
+def encode_json(value: Any) -> str:
+    """json.dumps(value, ensure_ascii=False), with the module's one encoder."""
+    return _encode(value)
 
 
 def run_type(row: Row) -> str:
@@ -592,9 +628,16 @@ class BoardIndex:
     order: list[tuple[bool, bool, float, int]]
 
 
+@functools.lru_cache(maxsize=64)
+def _signs(definition: Any) -> dict[str, float]:
+    """Each ranking key's sign: 1 where lower is better, else -1 (sorted ascending, best first)."""
+    return {key: 1.0 if definition.lower_is_better(key) else -1.0
+            for key in ranking_keys(definition)}
+
+
 def _better_first(definition: Any, key: str, value: float) -> float:
     """A ranking value turned so that sorting ascending puts the best first."""
-    return value if definition.lower_is_better(key) else -value
+    return _signs(definition)[key] * value
 
 
 def _takes_rank(line: Any, ranked_ids: set[int] | None) -> bool:
@@ -605,7 +648,8 @@ def _takes_rank(line: Any, ranked_ids: set[int] | None) -> bool:
 def _row_ranks(values: dict[str, float], sorted_values: dict[str, list[float]],
                definition: Any) -> dict[str, int]:
     """A ranked run's competition ranks (1, 2, 2, 4) from every key's sorted values."""
-    return {key: bisect_left(sorted_values[key], _better_first(definition, key, v)) + 1
+    signs = _signs(definition)
+    return {key: bisect_left(sorted_values[key], signs[key] * v) + 1
             for key, v in values.items()}
 
 
@@ -802,7 +846,8 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
         ranks = row.ranks if found is None else _row_ranks(found, sorted_values, definition)
         row_groups = _row_groups(groups, row.run_id, ranks) if groups or row.groups else {}
         if ranks != row.ranks or row_groups != row.groups:
-            moved = copy.copy(row)
+            moved = Row.__new__(Row)  # a shallow copy (copy.copy costs 3x more)
+            moved.__dict__.update(row.__dict__)
             moved.ranks, moved.groups = ranks, row_groups
             rows[i] = moved
     board.rows = rows

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from evaluation import RunScore, parse_task, rank_runs
-from semboard.services.boards import leaderboard
+from semboard.services.boards import leaderboard, prepared
 from semboard.services.boards.leaderboard import assemble_leaderboard, merge_leaderboard
 from semboard.services.runs import primary
 from tests.site.conftest import TINY_TOML
@@ -108,9 +108,17 @@ class Board:
         return [self.runs[run_id] for run_id in sorted(self.runs)]
 
 
-def _observed(board: leaderboard.Leaderboard) -> tuple[str, str, str, str]:
+def _observed(board: leaderboard.Leaderboard) -> tuple[Any, ...]:
+    """Everything stored or served of a board: its texts, intervals, and the texts made back
+    from its parts (a board is stored as its rows' parts and their order)."""
+    parts = prepared.board_parts(board)
+    stored = {key: json.loads(json.dumps(text)) for key, text in parts.rows.items()}
+    frame = json.loads(json.dumps(parts.frame))  # through JSON, as the database keeps it
+    intervals = {str(k): v for k, v in board.intervals.items()}
+    assert prepared.texts_of_parts(frame, stored) == (board.to_json_text(), board.to_csv(),
+                                                      intervals)
     return (json.dumps(board.to_json(), ensure_ascii=False), board.to_json_text(),
-            board.to_csv(), json.dumps(list(board.intervals.items())))
+            board.to_csv(), json.dumps(list(board.intervals.items())), parts.frame["keys"])
 
 
 @pytest.mark.parametrize("toml", [TINY_TOML, STRICT], ids=["counts-zero", "strict-rules"])
