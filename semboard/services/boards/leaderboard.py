@@ -11,7 +11,7 @@ import hashlib
 import json
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Text, cast, func, select
@@ -691,7 +691,7 @@ def _new_row(line: Any, entry: _ParsedScore, *, columns: list[Column],
         metrics=dict(entry.flat),
         missing=entry.missing(columns, column_keys),
         ranks=ranks,
-        submitted_at=submitted_at,
+        submitted_at=_to_the_second(submitted_at),
         baseline_info=dict(meta) if is_baseline else None,
         model=model_summary(meta),
         source=entry,
@@ -699,6 +699,13 @@ def _new_row(line: Any, entry: _ParsedScore, *, columns: list[Column],
         # no group where the run takes no rank (CLSS: an incomplete run overall)
         groups=_row_groups(groups, run_id, ranks),
     )
+
+
+def _to_the_second(value: datetime) -> datetime:
+    """A time as a stored board gives it back (api_time's UTC to the second): built and stored
+    boards' rows are then equal."""
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC).replace(
+        microsecond=0)
 
 
 def _row_groups(groups: dict[str, dict[str, int]], run_id: int,

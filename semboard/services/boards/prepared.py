@@ -223,6 +223,8 @@ class Prepared:
         self.stale = stale
         self._texts = texts
         self._intervals: dict[str, Any] | None = None
+        # the board itself where this process built it (pages read its rows)
+        self.built: Leaderboard | None = None
         # the rows' parts and the order a store writes (built in this process); the keys of
         # the rows stored with the board this one was merged into, and once stored, its own
         self.parts = parts
@@ -307,7 +309,17 @@ class Prepared:
         return self._bodies[key]
 
     def board(self, task: Task, phase: Phase) -> Leaderboard:
-        """The Leaderboard of this version (rows parsed once per process, shared read-only)."""
+        """The Leaderboard of this version (rows parsed once per process, shared read-only).
+
+        A board built in this process gives its own rows (equal to the stored text's, parsed:
+        the merge tests check it), so the first page after an upload parses nothing."""
+        built = self.built
+        if built is not None:
+            return Leaderboard(task=task, phase=phase, columns=list(built.columns),
+                               rows=list(built.rows), significance=built.significance,
+                               groups_pending=built.groups_pending, intervals=built.intervals,
+                               groups_pending_since=built.groups_pending_since,
+                               ranking=built.ranking)
         data = self.data
         assert data is not None, "prepared_board(with_data=True) loads the data"
         if self._parsed is None:
@@ -364,12 +376,14 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
         return (built.to_json_text(), built.to_csv(),
                 {str(k): v for k, v in built.intervals.items()})
 
-    return Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
-                    built_at=now, stored=False, pending=board.groups_pending,
-                    elapsed_ms=round((time.perf_counter() - started) * 1000),
-                    listing={entry[0][0]: entry for entry in listing}, stamp=stamp,
-                    assembled=board if keep else None, incremental=incremental,
-                    texts=texts, parts=parts)
+    prepared = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
+                        built_at=now, stored=False, pending=board.groups_pending,
+                        elapsed_ms=round((time.perf_counter() - started) * 1000),
+                        listing={entry[0][0]: entry for entry in listing}, stamp=stamp,
+                        assembled=board if keep else None, incremental=incremental,
+                        texts=texts, parts=parts)
+    prepared.built = board
+    return prepared
 
 
 @dataclass

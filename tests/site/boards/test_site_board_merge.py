@@ -37,6 +37,15 @@ def _check(session, phase, now, *, merged: bool, touched=frozenset()) -> prepare
     assert updated.body("json") == json.dumps(updated.data["board"], ensure_ascii=False).encode()
     plain = Leaderboard.from_json(phase.task, phase, updated.data["board"],
                                   updated.data["intervals"])
+    # pages in the building process read the built rows: equal to the stored text's, parsed
+    built = updated.board(phase.task, phase)
+    assert updated.built is not None and built.rows is not plain.rows
+
+    def shown(board):
+        return (board.columns, board.rows, board.intervals, board.significance,
+                board.groups_pending, board.groups_pending_since, board.ranking)
+
+    assert shown(built) == shown(plain)
     header, body = plain._table()  # every cell written (rows parsed back: no cached parts)
     ranked = [c for c in plain.columns if c.ranked]
     assert updated.csv_text == exportsafe.csv_text(
@@ -76,7 +85,8 @@ def test_uploads_replacements_and_withdrawals_merge_into_a_board_equal_to_a_buil
     board = _check(session, phase, now, merged=True)
     assert board.data["board"]["rows"][0]["run"] == "second"
     submissions.submit(session, storage, team=team, phase=phase, user=captain, name="run",
-                       files=tiny_data.run(seed=51, noise=3.0), now=now + timedelta(minutes=1))
+                       files=tiny_data.run(seed=51, noise=3.0),
+                       now=now + timedelta(minutes=1, microseconds=250_000))  # a real clock
     session.commit()
     board = _check(session, phase, now, merged=True)
     assert len(board.data["board"]["rows"]) == 5
