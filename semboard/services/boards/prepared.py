@@ -225,6 +225,7 @@ class Prepared:
         self._intervals: dict[str, Any] | None = None
         # the board itself where this process built it (pages read its rows)
         self.built: Leaderboard | None = None
+        self.lines: frozenset[str] | None = None
         # the rows' parts and the order a store writes (built in this process); the keys of
         # the rows stored with the board this one was merged into, and once stored, its own
         self.parts = parts
@@ -246,6 +247,12 @@ class Prepared:
         self._bodies.setdefault("json", json_text.encode())
         self._csv = csv_text
         self._intervals = intervals
+
+    @property
+    def has_data(self) -> bool:
+        """Whether pages can be served from this object (its data read, or made when asked)."""
+        return (self._data is not None or self._texts is not None
+                or self._intervals is not None or self.built is not None)
 
     @property
     def parsed(self) -> bool:
@@ -352,7 +359,7 @@ def _remember(session: Session, prepared: Prepared) -> Prepared:
 def _build(session: Session, *, phase: Phase, version: str, now: datetime,
            listing: list[Listed] | None = None, stamp: str | None = None,
            merge: tuple[Leaderboard, list[Listed], set[int]] | None = None,
-           keep: bool = False) -> Prepared:
+           keep: bool = False, lines: frozenset[str] | None = None) -> Prepared:
     """Build the board of this version (groups from the cache only) from the database, or from
     a listing of its runs a merge made; with `merge` (a base board, the changed runs, the
     removed ones) the changes are merged into the base board where they can be. keep: the
@@ -383,6 +390,8 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
                         assembled=board if keep else None, incremental=incremental,
                         texts=texts, parts=parts)
     prepared.built = board
+    # the run list's lines this board shows (a merge compares the next version's with them)
+    prepared.lines = lines if lines is not None else frozenset(_fold(e[0]) for e in listing)
     return prepared
 
 
@@ -462,37 +471,49 @@ def _fold(line: Any) -> str:
 
 
 def _merged_listing(session: Session, *, phase: Phase, base: Prepared, state: BoardState,
-                    touched: set[int]) -> tuple[list[Listed], list[Listed], set[int]] | None:
+                    touched: set[int]
+                    ) -> tuple[list[Listed], list[Listed], set[int], frozenset[str]] | None:
     """The listing of the board's current runs from a built board's own and the changed runs;
-    with the changed (re-read) runs' entries and the removed runs' ids.
+    with the changed (re-read) runs' entries, the removed runs' ids and the run list's lines.
 
-    Which runs changed comes from the version's run list (id, newest score, flags, team per
-    run), so changes made by other processes are merged too; `touched` runs (the commit's) are
-    re-read as well. None where a merge cannot stand for a build: another gold set, definition
-    or phase settings, too many changes, or a listing that does not fold to the run list.
+    Which runs changed comes from the version's run list (a line per run: id, newest score,
+    flags, team), compared line for line with the base's as sets, so changes made by other
+    processes are merged too; `touched` runs (the commit's) are re-read as well. None where a
+    merge cannot stand for a build: another gold set, definition or phase settings, too many
+    changes, or re-read runs that do not fold to their lines (changed again meanwhile).
     """
-    if base.listing is None or base.stamp != state.stamp:
+    if base.listing is None or base.lines is None or base.stamp != state.stamp:
         return None
-    current: dict[int, str] = {}
-    for text in state.runs_text.split("\n") if state.runs_text else ():
-        head = text.split(":", 1)[0]
-        if not head.isdigit():
-            return None  # a team name with a line break: let a build decide
-        current[int(head)] = text
-    changed = [run_id for run_id, text in current.items()
-               if run_id in touched or run_id not in base.listing
-               or _fold(base.listing[run_id][0]) != text]
-    removed = set(base.listing.keys() - current.keys())
-    if len(changed) + len(removed) > MERGE_MAX:
+    lines = state.runs_text.split("\n") if state.runs_text else []
+    now = frozenset(lines)
+    added: dict[int, str] = {}
+    gone: set[int] = set()
+    for texts, into in ((now - base.lines, added), (base.lines - now, None)):
+        for text in texts:
+            head = text.split(":", 1)[0]
+            if not head.isdigit():
+                return None  # a team name with a line break: let a build decide
+            if into is None:
+                gone.add(int(head))
+            else:
+                into[int(head)] = text
+    expected = dict(added)
+    for run_id in touched:  # written by the commit, its line perhaps the same: re-read it too
+        if run_id not in expected and run_id in base.listing and run_id not in gone:
+            expected[run_id] = _fold(base.listing[run_id][0])
+    removed = gone - expected.keys()
+    if len(expected) + len(removed) > MERGE_MAX:
         return None
-    merged = {run_id: entry for run_id, entry in base.listing.items()
-              if run_id not in removed}
+    changed = sorted(expected)
     entries = board_listing(session, phase=phase, run_ids=changed) if changed else []
-    merged.update((entry[0][0], entry) for entry in entries)
-    listing = [merged[run_id] for run_id in sorted(merged)]
-    if "\n".join(_fold(entry[0]) for entry in listing) != state.runs_text:
+    if (len(entries) != len(changed)
+            or any(_fold(entry[0]) != expected[entry[0][0]] for entry in entries)):
         return None  # changed again between the two reads: a build reads one state
-    return listing, entries, removed
+    merged = {run_id: entry for run_id, entry in base.listing.items() if run_id not in removed}
+    merged.update((entry[0][0], entry) for entry in entries)
+    if len(merged) != len(lines):
+        return None
+    return [merged[run_id] for run_id in sorted(merged)], entries, removed, now
 
 
 def _base_key(session: Session, phase_id: int) -> tuple[str, int]:
@@ -518,7 +539,7 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     """
     state = state or board_state(session, phase)
     found = _memo.get(_memo_key(session, phase.id, state.version))
-    if found is not None and found.data is not None:
+    if found is not None and found.has_data:
         return found
     stored = _stored(session, phase=phase, version=state.version, with_data=True)
     if stored is not None:
@@ -528,13 +549,13 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     if base is not None:
         found_merge = _merged_listing(session, phase=phase, base=base, state=state,
                                       touched=set(touched))
-    listing, merge = None, None
+    listing, merge, lines = None, None, None
     if found_merge is not None:
-        listing = found_merge[0]
+        listing, lines = found_merge[0], found_merge[3]
         if base is not None and base.assembled is not None:
             merge = (base.assembled, found_merge[1], found_merge[2])
     prepared = _build(session, phase=phase, version=state.version, now=now, listing=listing,
-                      stamp=state.stamp, merge=merge, keep=True)
+                      stamp=state.stamp, merge=merge, keep=True, lines=lines)
     prepared.merged = listing is not None
     if listing is not None and base is not None and base.stored_keys is not None:
         prepared.known = base.stored_keys
@@ -555,7 +576,7 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
     found = _memo.get(_memo_key(session, phase.id, version))
     where = (PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)
     if found is not None:
-        if with_data and found.data is None:
+        if with_data and not found.has_data:
             extra = session.scalar(select(PreparedBoard.data).where(*where))
             if extra is None:  # replaced meanwhile: as if it had never been stored
                 _memo.discard_where(lambda k: k == _memo_key(session, phase.id, version))
@@ -637,7 +658,7 @@ def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
                             .order_by(PreparedBoard.id.desc()).limit(1))
     if newest is not None:
         found = _memo.get(_memo_key(session, phase.id, newest))
-        if found is None or (with_data and found.data is None):
+        if found is None or (with_data and not found.has_data):
             found = _stored(session, phase=phase, version=newest, with_data=with_data)
         if found is not None:  # (else deleted meanwhile: a newer one is stored now)
             found = _memo.put(_memo_key(session, phase.id, newest), found)

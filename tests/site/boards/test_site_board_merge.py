@@ -152,6 +152,25 @@ def test_a_merge_re_reads_only_the_changed_runs(session, storage, make, world, t
     assert len(tuple(listings[0])) < 6  # the phase, the new run's id (twice): not every run
 
 
+def test_a_run_changed_again_between_the_version_and_its_reading_is_built(
+        session, storage, make, world, tiny_data, now):
+    """The version read first, then the runs: a run changed in between does not fold to its
+    line, and the board is built from every run instead of merged (one state, not two)."""
+    task, phase = world["task"], world["phase"]
+    prepared_boards._bases.clear()
+    prepared_boards.warm(session, phase=phase, now=now)
+    team, captain = make.team(task, "before")
+    session.commit()
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=90), now=now)
+    session.commit()
+    state = prepared_boards.board_state(session, phase)
+    team.name = "after"  # another worker's change, between the version and the listing
+    session.commit()
+    board = prepared_boards.update_prepared(session, phase=phase, now=now, state=state)
+    assert not board.merged
+
+
 def test_a_stale_base_from_another_process_is_caught_up_or_built(session, storage, make, world,
                                                                   tiny_data, now):
     """Runs another worker added since this process's board are found in the version's run list."""
