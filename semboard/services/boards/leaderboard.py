@@ -626,6 +626,8 @@ class BoardIndex:
     sorted_values: dict[str, list[float]]
     first: dict[str, int]
     order: list[tuple[bool, bool, float, int]]
+    # what the pending time was taken from (merges); None: taken from every pair
+    pending: Pending | None = None
 
 
 @functools.lru_cache(maxsize=64)
@@ -715,9 +717,15 @@ def _row_groups(groups: dict[str, dict[str, int]], run_id: int,
 
 def _apply_groups(session: Session, board: Leaderboard, *, phase: Phase,
                   ranked_pairs: list[tuple[int, int]], storage: Storage | None,
-                  now: datetime | None, write_lock: bool) -> dict[str, dict[str, int]]:
-    """The board's significance groups (and whether, since when, they are pending)."""
+                  now: datetime | None, write_lock: bool,
+                  changes: tuple[Pending | None, list[tuple[int, int]],
+                                 list[tuple[int, int]]] | None = None
+                  ) -> tuple[dict[str, dict[str, int]], Pending | None]:
+    """The board's significance groups (and whether, since when, they are pending); with the
+    pairs the pending time was taken from (a merge passes its base's, the gone and the added
+    pairs: the time then costs the changed runs, not the board)."""
     groups: dict[str, dict[str, int]] = {}
+    pending: Pending | None = None
     metrics = [c.key for c in board.columns if c.ranked]
     if ranked_pairs and metrics:
         found = _board_groups(session, storage, phase=phase, pairs=ranked_pairs, metrics=metrics,
@@ -730,9 +738,70 @@ def _apply_groups(session: Session, board: Leaderboard, *, phase: Phase,
             } | {"computed_at": found.computed_at.isoformat(), "metrics": metrics}
         board.groups_pending = found is None
         if found is None:
-            since = significance.pending_since(session, phase=phase, pairs=ranked_pairs)
+            if changes is None:
+                since = significance.pending_since(session, phase=phase, pairs=ranked_pairs)
+            else:
+                since, pending = _pending_since(session, phase=phase, pairs=ranked_pairs,
+                                                base=changes[0], gone=changes[1],
+                                                added=changes[2])
             board.groups_pending_since = since.isoformat() if since else None
-    return groups
+    return groups, pending
+
+
+# What a board's pending time was taken from: the stored grouping it compared with (id,
+# digest) and each uncovered (run, score) pair's score time.
+Pending = tuple[tuple[int, str] | None, dict[tuple[int, int], datetime]]
+# The (run, score) pairs each stored grouping covers, by (database, id, digest): a stored
+# grouping is never changed (its digest names its settings), so an entry is never stale.
+_COVERED: LRU[tuple[str, int, str], frozenset[tuple[int, int]]] = LRU(16)
+
+
+def _stored_grouping(session: Session, phase: Phase
+                     ) -> tuple[tuple[int, str] | None, frozenset[tuple[int, int]]]:
+    """The phase's newest stored grouping (id, digest) and the pairs it covers."""
+    found = session.execute(select(SignificanceGroups.id, SignificanceGroups.digest)
+                            .where(SignificanceGroups.phase_id == phase.id)
+                            .order_by(SignificanceGroups.id.desc()).limit(1)).one_or_none()
+    if found is None:
+        return None, frozenset()
+    key = (str(session.get_bind().engine.url), found[0], found[1])
+    covered = _COVERED.get(key)
+    if covered is None:
+        settings = session.scalar(select(SignificanceGroups.settings)
+                                  .where(SignificanceGroups.id == found[0]))
+        covered = _COVERED.put(key, frozenset(
+            (int(run_id), int(score_id)) for run_id, score_id in (settings or {}).get("runs", [])))
+    return (found[0], found[1]), covered
+
+
+def _score_times(session: Session, score_ids: list[int]) -> dict[int, datetime]:
+    out: dict[int, datetime] = {}
+    for start in range(0, len(score_ids), 900):
+        out.update((score_id, created_at) for score_id, created_at in session.execute(
+            select(RunScoreRecord.id, RunScoreRecord.created_at)
+            .where(RunScoreRecord.id.in_(score_ids[start:start + 900]))))
+    return out
+
+
+def _pending_since(session: Session, *, phase: Phase, pairs: list[tuple[int, int]],
+                   base: Pending | None, gone: list[tuple[int, int]],
+                   added: list[tuple[int, int]]) -> tuple[datetime | None, Pending]:
+    """significance.pending_since of these pairs, from the base's uncovered pairs and the
+    changed ones while the stored grouping is the base's (else from every pair, once)."""
+    stamp, covered = _stored_grouping(session, phase)
+    if base is None or base[0] != stamp:
+        new = [pair for pair in pairs if pair not in covered]
+        kept: dict[tuple[int, int], datetime] = {}
+    else:
+        kept = dict(base[1])
+        for pair in gone:
+            kept.pop(pair, None)
+        new = [pair for pair in added if pair not in covered]
+    times = _score_times(session, [score_id for _, score_id in new])
+    kept.update((pair, times[pair[1]]) for pair in new if pair[1] in times)
+    if not kept:  # every pair covered (other settings): the rule's other case, as it says
+        return significance.pending_since(session, phase=phase, pairs=pairs), (stamp, kept)
+    return min(kept.values()), (stamp, kept)
 
 
 def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: list[Listed],
@@ -755,8 +824,8 @@ def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: 
     board.columns = _columns(definition, [p.flat for _, p in scored],
                              set(ranking_keys(definition)), datasets)
     ranked = {line[0]: line[9] for line, _ in scored if _takes_rank(line, ranked_ids)}
-    groups = _apply_groups(session, board, phase=phase, ranked_pairs=list(ranked.items()),
-                           storage=storage, now=now, write_lock=write_lock)
+    groups, _ = _apply_groups(session, board, phase=phase, ranked_pairs=list(ranked.items()),
+                              storage=storage, now=now, write_lock=write_lock)
     column_keys = tuple(c.key for c in board.columns)
     first: dict[str, int] = {}
     for line, entry in scored:
@@ -816,9 +885,12 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
             for key, v in found_values.items():
                 insort(sorted_values[key], _better_first(definition, key, v))
     board = Leaderboard(task=base.task, phase=phase, ranking=phase.ranking, columns=base.columns)
-    groups = _apply_groups(session, board, phase=phase,
-                           ranked_pairs=sorted(ranked.items()), storage=storage, now=now,
-                           write_lock=False)
+    gone_pairs = [(run_id, index.ranked[run_id]) for run_id in gone if run_id in index.ranked]
+    added_pairs = [(line[0], line[9]) for line, _ in changed if line[0] in ranked]
+    groups, pending = _apply_groups(session, board, phase=phase,
+                                    ranked_pairs=sorted(ranked.items()), storage=storage,
+                                    now=now, write_lock=False,
+                                    changes=(index.pending, gone_pairs, added_pairs))
     column_keys = tuple(c.key for c in board.columns)
     order_of = _order_of(definition, board.columns)
     rows = [row for row in base.rows if row.run_id not in gone] if gone else list(base.rows)
@@ -860,7 +932,8 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
     board.rows = rows
     board.intervals = intervals
     board.index = BoardIndex(listing=listing, values=values, ranked=ranked,
-                             sorted_values=sorted_values, first=index.first, order=order)
+                             sorted_values=sorted_values, first=index.first, order=order,
+                             pending=pending)
     return board
 
 

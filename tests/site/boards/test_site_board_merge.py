@@ -39,7 +39,6 @@ def _check(session, phase, now, *, merged: bool, touched=frozenset()) -> prepare
                                   updated.data["intervals"])
     # pages in the building process read the built rows: equal to the stored text's, parsed
     built = updated.board(phase.task, phase)
-    assert updated.built is not None and built.rows is not plain.rows
 
     def shown(board):
         return (board.columns, board.rows, board.intervals, board.significance,
@@ -150,6 +149,50 @@ def test_a_merge_re_reads_only_the_changed_runs(session, storage, make, world, t
     listings = [params for sql, params in seen if "run.submitted_at" in sql]
     assert len(listings) == 1 and new.id in tuple(listings[0])
     assert len(tuple(listings[0])) < 6  # the phase, the new run's id (twice): not every run
+
+
+def test_a_merged_board_says_since_when_its_groups_are_pending_as_a_build_does(
+        session, storage, make, world, tiny_data, now):
+    """The pending time, taken from the changed runs on a merge, is a build's: before any
+    grouping, after one (runs it covers and runs it does not), and after withdrawals."""
+    task, phase = world["task"], world["phase"]
+    prepared_boards._bases.clear()
+    prepared_boards.warm(session, phase=phase, now=now)
+    runs = []
+
+    def upload(k: int) -> prepared_boards.Prepared:
+        team, captain = make.team(task, f"pending {k}")
+        session.commit()
+        runs.append(submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                                       name="r", files=tiny_data.run(seed=60 + k),
+                                       now=now + timedelta(minutes=k)))
+        session.commit()
+        return _check(session, phase, now, merged=True)
+
+    def since(board: prepared_boards.Prepared) -> str | None:
+        return board.data["board"]["groups_pending_since"]
+
+    for k in range(3):
+        board = upload(k)
+    assert since(board) == (now).isoformat()  # the oldest score no grouping covers
+    prepared_boards.refresh_significance(session, storage, task=task, now=now)
+    session.commit()
+    assert not prepared_boards.update_prepared(session, phase=phase, now=now).groups_pending
+    board = upload(3)
+    assert since(board) == (now + timedelta(minutes=3)).isoformat()
+    board = upload(4)
+    assert since(board) == (now + timedelta(minutes=3)).isoformat()
+    runs[0].team.name = "pending renamed"  # a covered run re-read: still covered
+    session.commit()
+    board = _check(session, phase, now, merged=True)
+    assert since(board) == (now + timedelta(minutes=3)).isoformat()
+    runs[3].is_current = False  # the oldest uncovered run withdrawn: the next one's time
+    session.commit()
+    board = _check(session, phase, now, merged=True)
+    assert since(board) == (now + timedelta(minutes=4)).isoformat()
+    runs[4].is_current = False  # every run covered again: groups of these runs are stored
+    session.commit()
+    assert not prepared_boards.update_prepared(session, phase=phase, now=now).groups_pending
 
 
 def test_a_run_changed_again_between_the_version_and_its_reading_is_built(
