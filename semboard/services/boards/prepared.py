@@ -53,7 +53,7 @@ from semboard.services.tasks import access, tasks
 from semboard.storage import Storage
 
 # Bump when the prepared data's shape changes: every stored board then misses once.
-BOARD_FORMAT = 2
+BOARD_FORMAT = 3
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
 # the database, so a stale entry can never be served; this only spares re-parsing the JSON.
 _memo: LRU[tuple[str, int, str], Prepared] = LRU(64)
@@ -403,10 +403,14 @@ class BoardParts:
     frame: dict[str, Any]
 
 
+# Board shapes (see Leaderboard.csv_shape), one object each: as many as boards of other columns
+_SHAPES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
 def _row_part(board: Leaderboard, row: Row, shape: tuple[Any, ...]) -> tuple[str, str, bool]:
     """A row's stored part: (key, text, whether it leaves ranks and groups open)."""
     cached = row.__dict__.get("_stored_part")
-    if cached is not None and cached[0] == shape:
+    if cached is not None and cached[0] is shape:  # shapes are interned (board_parts)
         return cached[1], cached[2], True
     json_parts = row.json_parts()
     csv_parts = board.csv_parts(row, shape)
@@ -425,6 +429,7 @@ def _row_part(board: Leaderboard, row: Row, shape: tuple[Any, ...]) -> tuple[str
 def board_parts(board: Leaderboard) -> BoardParts:
     """The board in parts (rows' texts encoded once per row object and board shape)."""
     shape = board.csv_shape()
+    shape = _SHAPES.setdefault(shape, shape)  # one object per shape: rows compare identity
     json_head, json_tail = board.json_frame()
     rows: dict[str, str] = {}
     keys = []
