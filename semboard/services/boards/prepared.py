@@ -230,6 +230,7 @@ class Prepared:
         # the rows stored with the board this one was merged into, and once stored, its own
         self.parts = parts
         self.known: frozenset[str] = frozenset()
+        self.known_version: str | None = None
         self.stored_keys: frozenset[str] | None = None
         self._bodies = {} if _bodies is None else _bodies
         self._parsed = _parsed
@@ -545,6 +546,9 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     state = state or board_state(session, phase)
     found = _memo.get(_memo_key(session, phase.id, state.version))
     if found is not None and found.has_data:
+        if found.stored and not is_stored(session, phase=phase, version=state.version):
+            # stored, then deleted by another worker's newer board; the state is back: again
+            found.stored, found.known = False, frozenset()
         return found
     stored = _stored(session, phase=phase, version=state.version, with_data=True)
     if stored is not None:
@@ -563,7 +567,7 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
                       stamp=state.stamp, merge=merge, keep=True, lines=lines)
     prepared.merged = listing is not None
     if listing is not None and base is not None and base.stored_keys is not None:
-        prepared.known = base.stored_keys
+        prepared.known, prepared.known_version = base.stored_keys, base.version
     if base is not None:
         base.assembled = None  # only the newest base is merged into: its index is enough
     _bases.put(_base_key(session, phase.id), prepared)
@@ -710,14 +714,18 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         if not insert_unless_refused(session, row):
             return False
     else:
+        # the known rows are stored only while the board stored is still the one they came
+        # with: another worker's store since may have deleted some
+        stored_now = set(session.scalars(select(PreparedBoard.version).where(
+            PreparedBoard.phase_id == prepared.phase_id)))
+        known = prepared.known if stored_now == {prepared.known_version} else frozenset()
         row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version,
                             data={"parts": prepared.parts.frame}, csv_text="", json_text="",
                             groups_pending=prepared.groups_pending,
                             built_at=prepared.built_at, elapsed_ms=prepared.elapsed_ms)
         if not insert_unless_refused(session, row):
             return False
-        _store_rows(session, phase_id=prepared.phase_id, parts=prepared.parts,
-                    known=prepared.known)
+        _store_rows(session, phase_id=prepared.phase_id, parts=prepared.parts, known=known)
         prepared.stored_keys = frozenset(prepared.parts.rows)
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
                                                 PreparedBoard.version != prepared.version))

@@ -195,6 +195,59 @@ def test_a_merged_board_says_since_when_its_groups_are_pending_as_a_build_does(
     assert not prepared_boards.update_prepared(session, phase=phase, now=now).groups_pending
 
 
+def test_rows_another_worker_deleted_are_stored_again(session, storage, make, world,
+                                                      tiny_data, now):
+    """A merge skips looking up the rows its base stored, unless another worker stored a board
+    since (its store deletes the rows it does not name): a row back as it was is inserted."""
+    task, phase = world["task"], world["phase"]
+    prepared_boards._bases.clear()
+    prepared_boards.warm(session, phase=phase, now=now)
+    teams = []
+    for k in range(2):
+        team, captain = make.team(task, f"rows {k}")
+        teams.append(team)
+        session.commit()
+        submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                           files=tiny_data.run(seed=70 + k), now=now)
+        session.commit()
+        board = prepared_boards.update_prepared(session, phase=phase, now=now)
+        assert prepared_boards.store_built(session, prepared=board)
+        session.commit()
+    teams[1].name = "rows renamed"  # another worker stores this version (built from every run)
+    session.commit()
+    version = prepared_boards.board_version(session, phase)
+    assert prepared_boards.store_built(session, prepared=prepared_boards._build(
+        session, phase=phase, version=version, now=now))
+    session.commit()
+    teams[1].name = "rows 1"  # and back: the row this process stored before, deleted since
+    session.commit()
+    # the very state this process stored before: its board is stored again, not taken as stored
+    assert not prepared_boards.is_stored(session, phase=phase,
+                                         version=prepared_boards.board_version(session, phase))
+    again = prepared_boards.update_prepared(session, phase=phase, now=now)
+    assert prepared_boards.store_built(session, prepared=again)
+    session.commit()
+    assert prepared_boards.stored_texts(session, phase=phase, version=again.version) == (
+        again.body("json").decode(), again.csv_text)
+    teams[1].name = "rows renamed again"  # another worker's board again, then back, and a
+    session.commit()                      # new run: the rows known stored went meanwhile
+    version = prepared_boards.board_version(session, phase)
+    assert prepared_boards.store_built(session, prepared=prepared_boards._build(
+        session, phase=phase, version=version, now=now))
+    session.commit()
+    teams[1].name = "rows 1"
+    team, captain = make.team(task, "rows 2")
+    session.commit()
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=72), now=now)
+    session.commit()
+    board = prepared_boards.update_prepared(session, phase=phase, now=now)
+    assert board.merged and prepared_boards.store_built(session, prepared=board)
+    session.commit()
+    texts = prepared_boards.stored_texts(session, phase=phase, version=board.version)
+    assert texts == (board.body("json").decode(), board.csv_text)
+
+
 def test_a_run_changed_again_between_the_version_and_its_reading_is_built(
         session, storage, make, world, tiny_data, now):
     """The version read first, then the runs: a run changed in between does not fold to its
