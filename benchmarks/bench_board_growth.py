@@ -17,7 +17,8 @@ unpacked from git, on the same database), a warm web worker in process:
   version (`jobs.boards.prepare_phase`); p50 of the two together and of the board step alone;
 - the first board page view after each upload against a task-list view (Flask test client).
 
-Prints the figures with the load average; nothing is asserted.
+Prints the figures with the load average, and the ratios of the largest board to the smallest;
+nothing is asserted.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ with app.app_context():
     reader.close()
 client.get(page); client.get("/tasks")
 visible, step, first, listing, step_cpu, first_cpu = [], [], [], [], [], []
-merged = 0
+merged = incremental = 0
 try:
     from semboard.services.boards import prepared as prepared_boards
     bases = prepared_boards._bases
@@ -103,6 +104,8 @@ for i in range(count):
         reader.close()
     t2 = time.perf_counter()
     merged += bool(bases is not None and bases.values() and bases.values()[-1].merged)
+    incremental += bool(bases is not None and bases.values()
+                        and getattr(bases.values()[-1], "incremental", False))
     step_cpu.append((time.process_time() - c1) * 1000)
     visible.append((t2 - t0) * 1000)
     step.append((t2 - t1) * 1000)
@@ -116,7 +119,8 @@ for i in range(count):
 print(json.dumps({"visible": statistics.median(visible), "step": statistics.median(step),
                   "first": statistics.median(first), "list": statistics.median(listing),
                   "step_cpu": statistics.median(step_cpu),
-                  "first_cpu": statistics.median(first_cpu), "merged": merged}))
+                  "first_cpu": statistics.median(first_cpu), "merged": merged,
+                  "incremental": incremental}))
 """
 
 
@@ -211,15 +215,17 @@ def main() -> None:
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; medians in ms "
               f"over {args.uploads} uploads; this tree" + (f" | {args.before}" if args.before
                                                               else ""), flush=True)
+        figures = {}
         for runs in args.runs:
             folder = base / f"runs{runs}"
             folder.mkdir(parents=True, exist_ok=True)
             site = seed_site(folder, args.data / "sts2012" / "test", runs)
-            now = measure(site, folder, PROJECT_ROOT, args.uploads)
+            now = figures[runs] = measure(site, folder, PROJECT_ROOT, args.uploads)
             line = (f"  {runs:>5} runs: upload->visible p50 {now['visible']:7.0f} ms (board "
                     f"step {now['step']:6.0f}, {now['step_cpu']:4.0f} CPU), first view after "
                     f"upload {now['first'] / now['list']:5.1f}x a task list ({now['first']:.0f} "
-                    f"ms, {now['first_cpu']:.0f} CPU); {now['merged']} of {args.uploads} merged")
+                    f"ms, {now['first_cpu']:.0f} CPU); {now['merged']} of {args.uploads} merged, "
+                    f"{now['incremental']} row by row")
             if args.before:
                 old = measure(site, folder, old_root, args.uploads)
                 line += (f" | {old['visible']:7.0f} ms (step {old['step']:6.0f}, "
@@ -229,6 +235,14 @@ def main() -> None:
             print(line, flush=True)
             print(f"    (site seeded in {site['submit_s']:.1f} s; load average "
                   f"{os.getloadavg()[0]:.2f})", flush=True)
+        if len(figures) > 1:  # the growth: the largest board against the smallest
+            small, large = figures[min(figures)], figures[max(figures)]
+            print(f"  {max(figures)} / {min(figures)} runs: upload->visible "
+                  f"{large['visible'] / small['visible']:.2f}x (board step CPU "
+                  f"{large['step_cpu'] / small['step_cpu']:.2f}x), first view "
+                  f"{large['first'] / small['first']:.2f}x (CPU "
+                  f"{large['first_cpu'] / small['first_cpu']:.2f}x); load average "
+                  f"{os.getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":

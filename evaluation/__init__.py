@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         read_inputs,
     )
     from evaluation.issues import Issue, TaskDefinitionError, ValidationError
-    from evaluation.ranking import rank_runs, ranking_keys
+    from evaluation.ranking import rank_runs, rank_values, ranking_keys
     from evaluation.runs import (
         DatasetPrediction,
         Substitution,
@@ -59,6 +59,7 @@ _HOMES = {
     "MetricValue": "evaluation.scoring",
     "parse_task": "evaluation.taskdef",
     "rank_runs": "evaluation.ranking",
+    "rank_values": "evaluation.ranking",
     "ranking_keys": "evaluation.ranking",
     "read_gold": "evaluation.inputs",
     "read_gold_files": "evaluation.inputs",
@@ -104,6 +105,7 @@ __all__ = [
     "match_run_filename",
     "parse_task",
     "rank_runs",
+    "rank_values",
     "ranking_keys",
     "read_gold",
     "read_gold_files",

@@ -52,25 +52,35 @@ def competition_ranks(values: Mapping[K, float], ascending: bool = False) -> dic
     return {k: first[v] for k, v in values.items()}
 
 
+def rank_values(task: TaskDefinition, score: RunScore | dict[str, Any]) -> dict[str, float]:
+    """One run's value on each ranking key it is ranked on, as rank_runs compares them.
+
+    A board that takes in one run at a time places it by these values (a binary search into
+    each key's sorted values) instead of ranking every run again: same ranks as rank_runs.
+    """
+    s = score if isinstance(score, RunScore) else RunScore.from_dict(score)
+    needs_all = board_rules(task).overall_needs_all_datasets
+    values: dict[str, float] = {}
+    for key in ranking_keys(task):
+        if needs_all and "/" not in key and s.skipped:
+            continue  # a run that left a dataset out takes no overall rank
+        present, v = _lookup(s, key)
+        if present:
+            ascending = task.lower_is_better(key)
+            if _undefined(s, key) and (ascending or task.undefined == "ranks-last"):
+                # below every defined value (an undefined error must never rank first)
+                v = float("inf") if ascending else float("-inf")
+            values[key] = v
+    return values
+
+
 def rank_runs(task: TaskDefinition, scores: Mapping[K, RunScore | dict[str, Any]]
               ) -> dict[K, dict[str, int]]:
     """Ranks of each run on each ranking key; a run without a key's value is not ranked on it."""
-    parsed = {k: s if isinstance(s, RunScore) else RunScore.from_dict(s)
-              for k, s in scores.items()}
-    out: dict[K, dict[str, int]] = {k: {} for k in parsed}
-    needs_all = board_rules(task).overall_needs_all_datasets
+    by_run = {k: rank_values(task, s) for k, s in scores.items()}
+    out: dict[K, dict[str, int]] = {k: {} for k in by_run}
     for key in ranking_keys(task):
-        values = {}
-        ascending = task.lower_is_better(key)
-        for k, s in parsed.items():
-            if needs_all and "/" not in key and s.skipped:
-                continue  # a run that left a dataset out takes no overall rank
-            present, v = _lookup(s, key)
-            if present:
-                if _undefined(s, key) and (ascending or task.undefined == "ranks-last"):
-                    # below every defined value (an undefined error must never rank first)
-                    v = float("inf") if ascending else float("-inf")
-                values[k] = v
+        values = {k: found[key] for k, found in by_run.items() if key in found}
         for k, r in competition_ranks(values, task.lower_is_better(key)).items():
             out[k][key] = r
     return out

@@ -683,7 +683,8 @@ class PreparedBoard(Base):
 
     `version` is services.prepared.board_version()'s digest of everything the board shows, so a
     change simply misses; `json_text` is the board's JSON form as downloaded, `data` what pages need
-    beside it (intervals).
+    beside it (intervals). A board stored in parts has empty texts and `data["parts"]`: its rows
+    (PreparedBoardRow) in order, with their ranks and groups.
     """
 
     __tablename__ = "prepared_board"
@@ -699,6 +700,22 @@ class PreparedBoard(Base):
     groups_pending: Mapped[bool] = mapped_column(Boolean)
     built_at: Mapped[datetime]
     elapsed_ms: Mapped[int] = mapped_column(Integer)
+
+
+class PreparedBoardRow(Base):
+    """One row of a phase's prepared board stored in parts: its JSON and CSV texts with the rank
+    and group cells left open, and its intervals (`parts`, a JSON text), under a digest of that
+    text (`key`). A stored board names its rows' keys in order, with their ranks and groups
+    (`PreparedBoard.data["parts"]`), so storing an upload's board writes the changed rows.
+    """
+
+    __tablename__ = "prepared_board_row"
+    __table_args__ = (UniqueConstraint("phase_id", "key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(64))
+    parts: Mapped[str] = mapped_column(Text)
 
 
 class ModelSubmission(Base):

@@ -1,7 +1,7 @@
 """Client keys: a retried upload (same Idempotency-Key) answers the first one's run or model.
 
 Revision ID: 0040_client_keys
-Revises: 0037_worker_tokens
+Revises: 0039_prepared_board_rows
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0040_client_keys"
-down_revision: str | None = "0037_worker_tokens"
+down_revision: str | None = "0039_prepared_board_rows"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -6,17 +6,19 @@ groups from the significance service (evaluation's paired bootstrap over the sto
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from baselines.signature import prompt_label
-from evaluation import RunScore, rank_runs, ranking_keys
+from evaluation import RunScore, rank_values, ranking_keys
 from semboard import exportsafe
 from semboard.cache import LRU
 from semboard.clock import utcnow
@@ -103,8 +105,15 @@ class Row:
         """json.dumps(self.to_json(), ensure_ascii=False), the parts other than ranks and groups
         encoded once per run and score record (a board assembled again after an upload moves
         ranks, not the metrics' floats, which are most of the encoding's cost)."""
-        if self.source is None:
+        parts = self.json_parts()
+        if parts is None:
             return json.dumps(self.to_json(), ensure_ascii=False)
+        return parts[0] + _encode(self.ranks) + parts[1] + _encode(self.groups) + parts[2]
+
+    def json_parts(self) -> tuple[str, str, str] | None:
+        """The row's JSON text around its ranks and groups (None: no source to key it by)."""
+        if self.source is None:
+            return None
         key = (self.run_id, self.team, self.run, self.baseline, tuple(self.flags),
                self.submitted_at, self.contrastive, id(self.source),
                tuple(self.missing.items()))
@@ -122,7 +131,7 @@ class Row:
                                          head[:-1] + ', "ranks": ',
                                          ", " + middle[1:-1] + ', "groups": ',
                                          ", " + tail[1:]))
-        return found[3] + _encode(self.ranks) + found[4] + _encode(self.groups) + found[5]
+        return found[3], found[4], found[5]
 
     @property
     def n_parameters(self) -> int | None:
@@ -215,6 +224,8 @@ class Leaderboard:
     intervals: dict[int, dict[str, list[float]]] = field(default_factory=dict)
     # "every" run ranked, or "primary" runs only (the others contrastive, unranked)
     ranking: str = primary.EVERY
+    # kept by an assembly so a change can be merged in (merge_leaderboard); None when parsed
+    index: BoardIndex | None = field(default=None, repr=False, compare=False)
 
     @property
     def has_models(self) -> bool:
@@ -235,6 +246,11 @@ class Leaderboard:
 
     def to_json_text(self) -> str:
         """json.dumps(self.to_json(), ensure_ascii=False), byte for byte, from the rows' texts."""
+        head, tail = self.json_frame()
+        return head + ", ".join(row.to_json_text() for row in self.rows) + tail
+
+    def json_frame(self) -> tuple[str, str]:
+        """The board's JSON text before and after its rows' texts (joined by ", ")."""
         head = json.dumps({"task": self.task.name, "phase": self.phase.slug,
                            "columns": [c.to_json() for c in self.columns]}, ensure_ascii=False)
         tail = json.dumps({"significance": self.significance,
@@ -242,8 +258,7 @@ class Leaderboard:
                            "groups_pending_since": self.groups_pending_since}
                           | ({} if self.ranking == primary.EVERY else {"ranking": self.ranking}),
                           ensure_ascii=False)
-        rows = ", ".join(row.to_json_text() for row in self.rows)
-        return head[:-1] + ', "rows": [' + rows + "], " + tail[1:]
+        return head[:-1] + ', "rows": [', "], " + tail[1:]
 
     @classmethod
     def from_json(cls, task: Task, phase: Phase, data: dict[str, Any],
@@ -303,28 +318,37 @@ class Leaderboard:
         left open, then filled in: a board assembled again after an upload moves ranks, and
         re-encodes no value (the same text as writing every cell: the merge tests check it).
         """
-        header, _ = self._table(rows=[])
-        ranked = [c for c in self.columns if c.ranked]
-        header = header + [f"{c.label} group" for c in ranked]
-        lines = [exportsafe.csv_text(header, [])]
-        shape = (self.has_models, self.ranking != primary.EVERY,
-                 tuple((c.key, c.ranked) for c in self.columns))
+        ranked = [c.key for c in self.columns if c.ranked]
+        lines = [self.csv_head()]
+        shape = self.csv_shape()
         for row in self.rows:
-            cells = ([row.ranks.get(c.key, "") for c in ranked]
-                     + [row.groups.get(c.key, "") for c in ranked])
-            parts = self._csv_parts(row, shape, len(cells))
-            if parts is None:  # no source to key it by, or a text holding the placeholder
-                _, body = self._table(rows=[row])
-                lines.append(exportsafe.csv_text(
-                    ["" if v is None else v for v in body[0]]
-                    + [row.groups.get(c.key, "") for c in ranked], []))
-                continue
-            out = [parts[0]]
-            for cell, part in zip(cells, parts[1:], strict=True):
-                out.append(str(cell))
-                out.append(part)
-            lines.append("".join(out))
+            parts = self.csv_parts(row, shape)
+            lines.append(self.csv_line(row) if parts is None
+                         else fill_csv(parts, ranked, row.ranks, row.groups))
         return "".join(lines)
+
+    def csv_head(self) -> str:
+        """The CSV header line."""
+        header, _ = self._table(rows=[])
+        return exportsafe.csv_text(header + [f"{c.label} group" for c in self.columns
+                                             if c.ranked], [])
+
+    def csv_shape(self) -> tuple[Any, ...]:
+        """What a row's CSV text depends on besides the row (its parts are kept by it)."""
+        return (self.has_models, self.ranking != primary.EVERY,
+                tuple((c.key, c.ranked) for c in self.columns))
+
+    def csv_line(self, row: Row) -> str:
+        """A row's CSV line, every cell written (rows without parts)."""
+        _, body = self._table(rows=[row])
+        return exportsafe.csv_text(["" if v is None else v for v in body[0]]
+                                   + [row.groups.get(c.key, "") for c in self.columns
+                                      if c.ranked], [])
+
+    def csv_parts(self, row: Row, shape: tuple[Any, ...]) -> list[str] | None:
+        """A row's CSV line split where its rank and group cells go (fill_csv joins them);
+        None: no source to key it by, or a text holding the placeholder."""
+        return self._csv_parts(row, shape, 2 * sum(c.ranked for c in self.columns))
 
     def _csv_parts(self, row: Row, shape: tuple[Any, ...], n_cells: int) -> list[str] | None:
         """A row's CSV line split where its rank and group cells go (None: write it whole)."""
@@ -366,6 +390,22 @@ class Leaderboard:
         return "\n".join(lines)
 
 
+def fill_csv(parts: list[str], ranked: list[str], ranks: dict[str, int],
+             groups: dict[str, int]) -> str:
+    """A row's CSV line from its parts, its ranks and groups (on each ranked column)."""
+    cells = [ranks.get(key, "") for key in ranked] + [groups.get(key, "") for key in ranked]
+    out = [parts[0]]
+    for cell, part in zip(cells, parts[1:], strict=True):
+        out.append(str(cell))
+        out.append(part)
+    return "".join(out)
+
+
+def encode_json(value: Any) -> str:
+    """json.dumps(value, ensure_ascii=False), with the module's one encoder."""
+    return _encode(value)
+
+
 def run_type(row: Row) -> str:
     """A row of a board ranking primary runs: "primary", "contrastive" ("" for baselines)."""
     if row.contrastive is None:
@@ -390,6 +430,16 @@ class _ParsedScore:
         self.unscored = set(scores.get("unscored", []))
         self._intervals: dict[tuple[str, ...], dict[str, list[float]]] = {}
         self._missing: dict[tuple[str, ...], dict[str, str]] = {}
+        self._rank_values: dict[Any, dict[str, float]] = {}
+        # the keys that may make genre columns (dataset/genre/metric), in the record's order
+        self.genre_keys = tuple(key for key in flat if key.count("/") == 2)
+
+    def rank_values(self, definition: Any) -> dict[str, float]:
+        """evaluation.rank_values of this record under a definition (kept: read-only)."""
+        found = self._rank_values.get(definition)
+        if found is None:
+            found = self._rank_values[definition] = rank_values(definition, self.score)
+        return found
 
     def intervals(self, keys: tuple[str, ...]) -> dict[str, list[float]]:
         """The stored 95% CI of each of these columns that has one."""
@@ -562,24 +612,120 @@ def board_listing(session: Session, *, phase: Phase,
     return [(line, parsed[line[9]]) for line in listed]
 
 
-def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: list[Listed],
-                         storage: Storage | None = None, now: datetime | None = None,
-                         write_lock: bool = False) -> Leaderboard:
-    """The board of these listed runs (in run id order): ranks, columns, groups, rows, order."""
-    definition = definitions.phase_definition(phase)
-    ranked_ids = _ranked_filter(session, phase)
+@dataclass
+class BoardIndex:
+    """What an assembled board keeps to take in changed runs without ranking every run again.
 
-    def takes_rank(line: Any) -> bool:
-        # baselines take no rank, nor contrastive runs where primary runs are ranked
-        return not line[7] and (ranked_ids is None or line[0] in ranked_ids)
+    Each ranking key's values of the ranked runs, sorted best first (a competition rank is one
+    more than the number of strictly better values: a binary search), each ranked run's values,
+    its score id, and the first run (by id) holding each genre key (the genre columns' order).
+    """
+    listing: dict[int, Listed]
+    values: dict[int, dict[str, float]]
+    ranked: dict[int, int]
+    sorted_values: dict[str, list[float]]
+    first: dict[str, int]
+    order: list[tuple[bool, bool, float, int]]
+    # what the pending time was taken from (merges); None: taken from every pair
+    pending: Pending | None = None
 
-    ranks = rank_runs(definition, {line[0]: p.score for line, p in scored if takes_rank(line)})
-    ranked_keys = set(ranking_keys(definition))
-    board = Leaderboard(task=task, phase=phase, ranking=phase.ranking)
-    datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
-    board.columns = _columns(definition, [p.flat for _, p in scored], ranked_keys, datasets)
-    ranked_pairs = [(line[0], line[9]) for line, _ in scored if takes_rank(line)]
+
+@functools.lru_cache(maxsize=64)
+def _signs(definition: Any) -> dict[str, float]:
+    """Each ranking key's sign: 1 where lower is better, else -1 (sorted ascending, best first)."""
+    return {key: 1.0 if definition.lower_is_better(key) else -1.0
+            for key in ranking_keys(definition)}
+
+
+def _better_first(definition: Any, key: str, value: float) -> float:
+    """A ranking value turned so that sorting ascending puts the best first."""
+    return _signs(definition)[key] * value
+
+
+def _takes_rank(line: Any, ranked_ids: set[int] | None) -> bool:
+    """Baselines take no rank, nor contrastive runs where primary runs are ranked."""
+    return not line[7] and (ranked_ids is None or line[0] in ranked_ids)
+
+
+def _row_ranks(values: dict[str, float], sorted_values: dict[str, list[float]],
+               definition: Any) -> dict[str, int]:
+    """A ranked run's competition ranks (1, 2, 2, 4) from every key's sorted values."""
+    signs = _signs(definition)
+    return {key: bisect_left(sorted_values[key], signs[key] * v) + 1
+            for key, v in values.items()}
+
+
+def _order_of(definition: Any, columns: list[Column]) -> Any:
+    """The rows' order: by the first column, best first (see the comment inside)."""
+    sort_key = columns[0].key if columns else None
+    ranked_sort = any(c.ranked and c.key == sort_key for c in columns)
+    sign = 1.0 if sort_key and definition.lower_is_better(sort_key) else -1.0
+
+    def order(row: Row) -> tuple[bool, bool, float, int]:
+        value = row.metrics.get(sort_key) if sort_key else None
+        # a run the rules exclude from the ranking (CLSS: not all four types) follows the
+        # ranked runs; baselines take no rank but stand among the runs by their value
+        excluded = ranked_sort and not row.baseline and sort_key not in row.ranks
+        return (value is None, excluded, sign * (value or 0.0), row.run_id)
+
+    return order
+
+
+def _new_row(line: Any, entry: _ParsedScore, *, columns: list[Column],
+             column_keys: tuple[str, ...], ranks: dict[str, int],
+             groups: dict[str, dict[str, int]], ranked_ids: set[int] | None) -> Row:
+    """One listed run's row."""
+    run_id, run_name, is_late, is_fix, submitted_at, meta = line[:6]
+    team_name, is_baseline, is_organiser_team = line[6:9]
+    flags = []
+    if is_late:
+        flags.append(FLAG_LATE)
+    if is_fix:
+        flags.append(FLAG_FIX)
+    if is_organiser_team:
+        flags.append(FLAG_ORGANISER)
+    return Row(
+        run_id=run_id,
+        team=team_name,
+        run=run_name,
+        baseline=is_baseline,
+        flags=flags,
+        metrics=dict(entry.flat),
+        missing=entry.missing(columns, column_keys),
+        ranks=ranks,
+        submitted_at=_to_the_second(submitted_at),
+        baseline_info=dict(meta) if is_baseline else None,
+        model=model_summary(meta),
+        source=entry,
+        contrastive=None if ranked_ids is None or is_baseline else run_id not in ranked_ids,
+        # no group where the run takes no rank (CLSS: an incomplete run overall)
+        groups=_row_groups(groups, run_id, ranks),
+    )
+
+
+def _to_the_second(value: datetime) -> datetime:
+    """A time as a stored board gives it back (api_time's UTC to the second): built and stored
+    boards' rows are then equal."""
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC).replace(
+        microsecond=0)
+
+
+def _row_groups(groups: dict[str, dict[str, int]], run_id: int,
+                ranks: dict[str, int]) -> dict[str, int]:
+    return {m: g for m, g in groups.get(str(run_id), {}).items() if m in ranks}
+
+
+def _apply_groups(session: Session, board: Leaderboard, *, phase: Phase,
+                  ranked_pairs: list[tuple[int, int]], storage: Storage | None,
+                  now: datetime | None, write_lock: bool,
+                  changes: tuple[Pending | None, list[tuple[int, int]],
+                                 list[tuple[int, int]]] | None = None
+                  ) -> tuple[dict[str, dict[str, int]], Pending | None]:
+    """The board's significance groups (and whether, since when, they are pending); with the
+    pairs the pending time was taken from (a merge passes its base's, the gone and the added
+    pairs: the time then costs the changed runs, not the board)."""
     groups: dict[str, dict[str, int]] = {}
+    pending: Pending | None = None
     metrics = [c.key for c in board.columns if c.ranked]
     if ranked_pairs and metrics:
         found = _board_groups(session, storage, phase=phase, pairs=ranked_pairs, metrics=metrics,
@@ -592,51 +738,202 @@ def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: 
             } | {"computed_at": found.computed_at.isoformat(), "metrics": metrics}
         board.groups_pending = found is None
         if found is None:
-            since = significance.pending_since(session, phase=phase, pairs=ranked_pairs)
+            if changes is None:
+                since = significance.pending_since(session, phase=phase, pairs=ranked_pairs)
+            else:
+                since, pending = _pending_since(session, phase=phase, pairs=ranked_pairs,
+                                                base=changes[0], gone=changes[1],
+                                                added=changes[2])
             board.groups_pending_since = since.isoformat() if since else None
+    return groups, pending
+
+
+# What a board's pending time was taken from: the stored grouping it compared with (id,
+# digest) and each uncovered (run, score) pair's score time.
+Pending = tuple[tuple[int, str] | None, dict[tuple[int, int], datetime]]
+# The (run, score) pairs each stored grouping covers, by (database, id, digest): a stored
+# grouping is never changed (its digest names its settings), so an entry is never stale.
+_COVERED: LRU[tuple[str, int, str], frozenset[tuple[int, int]]] = LRU(16)
+
+
+def _stored_grouping(session: Session, phase: Phase
+                     ) -> tuple[tuple[int, str] | None, frozenset[tuple[int, int]]]:
+    """The phase's newest stored grouping (id, digest) and the pairs it covers."""
+    found = session.execute(select(SignificanceGroups.id, SignificanceGroups.digest)
+                            .where(SignificanceGroups.phase_id == phase.id)
+                            .order_by(SignificanceGroups.id.desc()).limit(1)).one_or_none()
+    if found is None:
+        return None, frozenset()
+    key = (str(session.get_bind().engine.url), found[0], found[1])
+    covered = _COVERED.get(key)
+    if covered is None:
+        settings = session.scalar(select(SignificanceGroups.settings)
+                                  .where(SignificanceGroups.id == found[0]))
+        covered = _COVERED.put(key, frozenset(
+            (int(run_id), int(score_id)) for run_id, score_id in (settings or {}).get("runs", [])))
+    return (found[0], found[1]), covered
+
+
+def _score_times(session: Session, score_ids: list[int]) -> dict[int, datetime]:
+    out: dict[int, datetime] = {}
+    for start in range(0, len(score_ids), 900):
+        out.update((score_id, created_at) for score_id, created_at in session.execute(
+            select(RunScoreRecord.id, RunScoreRecord.created_at)
+            .where(RunScoreRecord.id.in_(score_ids[start:start + 900]))))
+    return out
+
+
+def _pending_since(session: Session, *, phase: Phase, pairs: list[tuple[int, int]],
+                   base: Pending | None, gone: list[tuple[int, int]],
+                   added: list[tuple[int, int]]) -> tuple[datetime | None, Pending]:
+    """significance.pending_since of these pairs, from the base's uncovered pairs and the
+    changed ones while the stored grouping is the base's (else from every pair, once)."""
+    stamp, covered = _stored_grouping(session, phase)
+    if base is None or base[0] != stamp:
+        new = [pair for pair in pairs if pair not in covered]
+        kept: dict[tuple[int, int], datetime] = {}
+    else:
+        kept = dict(base[1])
+        for pair in gone:
+            kept.pop(pair, None)
+        new = [pair for pair in added if pair not in covered]
+    times = _score_times(session, [score_id for _, score_id in new])
+    kept.update((pair, times[pair[1]]) for pair in new if pair[1] in times)
+    if not kept:  # every pair covered (other settings): the rule's other case, as it says
+        return significance.pending_since(session, phase=phase, pairs=pairs), (stamp, kept)
+    return min(kept.values()), (stamp, kept)
+
+
+def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: list[Listed],
+                         storage: Storage | None = None, now: datetime | None = None,
+                         write_lock: bool = False) -> Leaderboard:
+    """The board of these listed runs (in run id order): ranks, columns, groups, rows, order.
+
+    The board keeps its index (BoardIndex), so a later change can be merged into it
+    (merge_leaderboard) with the same result.
+    """
+    definition = definitions.phase_definition(phase)
+    ranked_ids = _ranked_filter(session, phase)
+    values = {line[0]: p.rank_values(definition) for line, p in scored
+              if _takes_rank(line, ranked_ids)}
+    sorted_values = {key: sorted(_better_first(definition, key, found[key])
+                                 for found in values.values() if key in found)
+                     for key in ranking_keys(definition)}
+    board = Leaderboard(task=task, phase=phase, ranking=phase.ranking)
+    datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
+    board.columns = _columns(definition, [p.flat for _, p in scored],
+                             set(ranking_keys(definition)), datasets)
+    ranked = {line[0]: line[9] for line, _ in scored if _takes_rank(line, ranked_ids)}
+    groups, _ = _apply_groups(session, board, phase=phase, ranked_pairs=list(ranked.items()),
+                              storage=storage, now=now, write_lock=write_lock)
     column_keys = tuple(c.key for c in board.columns)
+    first: dict[str, int] = {}
     for line, entry in scored:
-        run_id, run_name, is_late, is_fix, submitted_at, meta = line[:6]
-        team_name, is_baseline, is_organiser_team = line[6:9]
-        flags = []
-        if is_late:
-            flags.append(FLAG_LATE)
-        if is_fix:
-            flags.append(FLAG_FIX)
-        if is_organiser_team:
-            flags.append(FLAG_ORGANISER)
-        board.rows.append(Row(
-            run_id=run_id,
-            team=team_name,
-            run=run_name,
-            baseline=is_baseline,
-            flags=flags,
-            metrics=dict(entry.flat),
-            missing=entry.missing(board.columns, column_keys),
-            ranks=dict(ranks.get(run_id, {})),
-            submitted_at=submitted_at,
-            baseline_info=dict(meta) if is_baseline else None,
-            model=model_summary(meta),
-            source=entry,
-            contrastive=None if ranked_ids is None or is_baseline else run_id not in ranked_ids,
-            # no group where the run takes no rank (CLSS: an incomplete run overall)
-            groups={m: g for m, g in groups.get(str(run_id), {}).items()
-                    if m in ranks.get(run_id, {})},
-        ))
-        board.intervals[run_id] = dict(entry.intervals(column_keys))
-    sort_key = board.columns[0].key if board.columns else None
+        for key in entry.genre_keys:
+            first.setdefault(key, line[0])
+        found = values.get(line[0])
+        ranks = {} if found is None else _row_ranks(found, sorted_values, definition)
+        board.rows.append(_new_row(line, entry, columns=board.columns, column_keys=column_keys,
+                                   ranks=ranks, groups=groups, ranked_ids=ranked_ids))
+        board.intervals[line[0]] = dict(entry.intervals(column_keys))
+    order = _order_of(definition, board.columns)
+    keyed = sorted(((order(row), row) for row in board.rows), key=lambda pair: pair[0])
+    board.rows = [row for _, row in keyed]
+    board.index = BoardIndex(listing={entry[0][0]: entry for entry in scored}, values=values,
+                             ranked=ranked, sorted_values=sorted_values, first=first,
+                             order=[key for key, _ in keyed])
+    return board
 
-    ranked_sort = any(c.ranked and c.key == sort_key for c in board.columns)
 
-    def order(row: Row) -> tuple[bool, bool, float, int]:
-        value = row.metrics.get(sort_key) if sort_key else None
-        sign = 1.0 if sort_key and definition.lower_is_better(sort_key) else -1.0
-        # a run the rules exclude from the ranking (CLSS: not all four types) follows the
-        # ranked runs; baselines take no rank but stand among the runs by their value
-        excluded = ranked_sort and not row.baseline and sort_key not in row.ranks
-        return (value is None, excluded, sign * (value or 0.0), row.run_id)
+def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
+                      changed: list[Listed], removed: set[int], storage: Storage | None = None,
+                      now: datetime | None = None) -> Leaderboard | None:
+    """The board of base's runs with `changed` runs (new or re-read) and without `removed`.
 
-    board.rows.sort(key=order)
+    The same board assemble_leaderboard makes of every run, at the cost of the changed runs:
+    their rows are placed by binary search into the base's order and their values into each
+    key's sorted values; every other row keeps its parts (a new row object only where its
+    ranks or groups moved). None where that cannot stand for an assembly (the caller then
+    assembles): no index, primary-run ranking, or columns that would change.
+    """
+    index = base.index
+    if index is None or phase.ranking != primary.EVERY or base.ranking != primary.EVERY:
+        return None
+    definition = definitions.phase_definition(phase)
+    gone = set(removed) | {line[0] for line, _ in changed if line[0] in index.listing}
+    holders = set(index.first.values())
+    if gone & holders:
+        return None  # the run holding a genre key first went: the columns may change
+    for line, entry in changed:
+        for key in entry.genre_keys:
+            first = index.first.get(key)
+            if first is None or first > line[0]:
+                return None  # a new key, or one this run now holds first: columns may move
+    # the values: the gone runs' out, the changed runs' in (copies: the base stays as it was)
+    sorted_values = {key: list(found) for key, found in index.sorted_values.items()}
+    values = dict(index.values)
+    ranked = dict(index.ranked)
+    for run_id in gone:
+        for key, v in values.pop(run_id, {}).items():
+            kept = sorted_values[key]
+            del kept[bisect_left(kept, _better_first(definition, key, v))]
+        ranked.pop(run_id, None)
+    for line, entry in changed:
+        if _takes_rank(line, None):
+            found_values = values[line[0]] = entry.rank_values(definition)
+            ranked[line[0]] = line[9]
+            for key, v in found_values.items():
+                insort(sorted_values[key], _better_first(definition, key, v))
+    board = Leaderboard(task=base.task, phase=phase, ranking=phase.ranking, columns=base.columns)
+    gone_pairs = [(run_id, index.ranked[run_id]) for run_id in gone if run_id in index.ranked]
+    added_pairs = [(line[0], line[9]) for line, _ in changed if line[0] in ranked]
+    groups, pending = _apply_groups(session, board, phase=phase,
+                                    ranked_pairs=sorted(ranked.items()), storage=storage,
+                                    now=now, write_lock=False,
+                                    changes=(index.pending, gone_pairs, added_pairs))
+    column_keys = tuple(c.key for c in board.columns)
+    order_of = _order_of(definition, board.columns)
+    rows = [row for row in base.rows if row.run_id not in gone] if gone else list(base.rows)
+    order = ([key for key, row in zip(index.order, base.rows, strict=True)
+              if row.run_id not in gone] if gone else list(index.order))
+    intervals = dict(base.intervals)
+    for run_id in gone:
+        intervals.pop(run_id, None)
+    # a build lists the intervals by run id: re-sorted only where a run comes in below the last
+    in_order = not changed or min(line[0] for line, _ in changed) > max(intervals, default=0)
+    listing = dict(index.listing)
+    for run_id in removed:
+        listing.pop(run_id, None)
+    for line, entry in sorted(changed, key=lambda pair: pair[0][0]):
+        found = values.get(line[0])
+        ranks = {} if found is None else _row_ranks(found, sorted_values, definition)
+        row = _new_row(line, entry, columns=board.columns, column_keys=column_keys,
+                       ranks=ranks, groups=groups, ranked_ids=None)
+        key = order_of(row)
+        at = bisect_left(order, key)
+        order.insert(at, key)
+        rows.insert(at, row)
+        intervals[line[0]] = dict(entry.intervals(column_keys))
+        listing[line[0]] = (line, entry)
+    if not in_order:
+        intervals = {run_id: intervals[run_id] for run_id in sorted(intervals)}
+    changed_ids = {line[0] for line, _ in changed}
+    for i, row in enumerate(rows):
+        if row.run_id in changed_ids:
+            continue
+        found = values.get(row.run_id)
+        ranks = row.ranks if found is None else _row_ranks(found, sorted_values, definition)
+        row_groups = _row_groups(groups, row.run_id, ranks) if groups or row.groups else {}
+        if ranks != row.ranks or row_groups != row.groups:
+            moved = Row.__new__(Row)  # a shallow copy (copy.copy costs 3x more)
+            moved.__dict__.update(row.__dict__)
+            moved.ranks, moved.groups = ranks, row_groups
+            rows[i] = moved
+    board.rows = rows
+    board.intervals = intervals
+    board.index = BoardIndex(listing=listing, values=values, ranked=ranked,
+                             sorted_values=sorted_values, first=index.first, order=order,
+                             pending=pending)
     return board
 
 

@@ -10,12 +10,15 @@ import gzip
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Integer, String, bindparam, cast, delete, func, literal, select
 from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from semboard.cache import LRU
@@ -25,6 +28,7 @@ from semboard.models import (
     GoldFile,
     Phase,
     PreparedBoard,
+    PreparedBoardRow,
     Run,
     RunScoreRecord,
     SignificanceGroups,
@@ -40,13 +44,16 @@ from semboard.services.boards.leaderboard import (
     assemble_leaderboard,
     board_listing,
     build_leaderboard,
+    encode_json,
+    fill_csv,
+    merge_leaderboard,
 )
 from semboard.services.runs import primary
 from semboard.services.tasks import access, tasks
 from semboard.storage import Storage
 
 # Bump when the prepared data's shape changes: every stored board then misses once.
-BOARD_FORMAT = 2
+BOARD_FORMAT = 3
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
 # the database, so a stale entry can never be served; this only spares re-parsing the JSON.
 _memo: LRU[tuple[str, int, str], Prepared] = LRU(64)
@@ -174,34 +181,119 @@ def board_state(session: Session, phase: Phase) -> BoardState:
                       .hexdigest(), runs_text=runs_text or "", stamp=stamp)
 
 
-@dataclass
+# what a board stored in parts gives back when read: its JSON text, CSV text and intervals
+Texts = tuple[str, str, dict[str, Any]]
+
+
 class Prepared:
-    """A board built for one version: its JSON form, CSV, intervals, and encoded bodies."""
-    phase_id: int
-    version: str
-    # None until a page needs it: downloads are served from the stored texts without parsing
-    data: dict[str, Any] | None
-    csv_text: str
-    built_at: datetime
-    stored: bool
-    elapsed_ms: int = 0
-    pending: bool = False
-    # built in this process: the runs it lists (by run id) and its state's stamp, for merges
-    listing: dict[int, Listed] | None = field(default=None, repr=False)
-    stamp: str | None = None
-    # whether this board was merged rather than built from every run (benchmarks, tests)
-    merged: bool = False
-    # served while its phase's current version is being prepared (a GET builds nothing)
-    stale: bool = False
-    _bodies: dict[str, bytes] = field(default_factory=dict, repr=False)
-    _parsed: tuple[list[Column], list[Row], dict[int, Any]] | None = field(default=None,
-                                                                          repr=False)
+    """A board built for one version: its JSON form, CSV, intervals, and encoded bodies.
+
+    A board built in this process, or stored in parts, makes its texts when first asked
+    (`texts`): storing an upload's board then costs the changed rows, not the whole texts.
+    """
+
+    def __init__(self, *, phase_id: int, version: str, data: dict[str, Any] | None,
+                 csv_text: str | None, built_at: datetime, stored: bool, elapsed_ms: int = 0,
+                 pending: bool = False, listing: dict[int, Listed] | None = None,
+                 stamp: str | None = None, merged: bool = False,
+                 assembled: Leaderboard | None = None, incremental: bool = False,
+                 stale: bool = False, texts: Callable[[], Texts] | None = None,
+                 parts: BoardParts | None = None,
+                 _bodies: dict[str, bytes] | None = None,
+                 _parsed: tuple[list[Column], list[Row], dict[int, Any]] | None = None) -> None:
+        self.phase_id = phase_id
+        self.version = version
+        # None until a page needs it: downloads are served from the texts without parsing
+        self._data = data
+        self._csv = csv_text
+        self.built_at = built_at
+        self.stored = stored
+        self.elapsed_ms = elapsed_ms
+        self.pending = pending
+        # built in this process: the runs it lists (by run id) and its state's stamp, for merges
+        self.listing = listing
+        self.stamp = stamp
+        # whether this board was merged rather than built from every run (benchmarks, tests)
+        self.merged = merged
+        # the assembled board with its index (built in this process), the next change merged in
+        self.assembled = assembled
+        # whether the changes were merged into the base board (no run ranked again)
+        self.incremental = incremental
+        # served while its phase's current version is being prepared (a GET builds nothing)
+        self.stale = stale
+        self._texts = texts
+        self._intervals: dict[str, Any] | None = None
+        # the board itself where this process built it (pages read its rows)
+        self.built: Leaderboard | None = None
+        self.lines: frozenset[str] | None = None
+        # the rows' parts and the order a store writes (built in this process); the keys of
+        # the rows stored with the board this one was merged into, and once stored, its own
+        self.parts = parts
+        self.known: frozenset[str] = frozenset()
+        self.known_version: str | None = None
+        self.stored_keys: frozenset[str] | None = None
+        self._bodies = {} if _bodies is None else _bodies
+        self._parsed = _parsed
+
+    def __repr__(self) -> str:
+        return (f"Prepared(phase_id={self.phase_id}, version={self.version[:12]}, "
+                f"stored={self.stored}, stale={self.stale})")
+
+    def _load(self) -> None:
+        """Make the texts (once): the JSON body, the CSV text and the intervals."""
+        if self._texts is None:
+            return
+        json_text, csv_text, intervals = self._texts()
+        self._texts = None
+        self._bodies.setdefault("json", json_text.encode())
+        self._csv = csv_text
+        self._intervals = intervals
+
+    @property
+    def has_data(self) -> bool:
+        """Whether pages can be served from this object (its data read, or made when asked)."""
+        return (self._data is not None or self._texts is not None
+                or self._intervals is not None or self.built is not None)
+
+    @property
+    def parsed(self) -> bool:
+        """Whether the board's data was read (downloads serve the texts without it)."""
+        return self._data is not None
+
+    @property
+    def data(self) -> dict[str, Any] | None:
+        """The board's JSON form and its intervals (pages); made from the texts when asked."""
+        if self._data is None and (self._texts is not None or self._intervals is not None):
+            self._load()
+            self._data = {"board": json.loads(self._bodies["json"]),
+                          "intervals": self._intervals}
+        return self._data
+
+    @data.setter
+    def data(self, value: dict[str, Any] | None) -> None:
+        self._data = value
+
+    @property
+    def csv_text(self) -> str:
+        """The board as CSV."""
+        if self._csv is None:
+            self._load()
+        assert self._csv is not None
+        return self._csv
+
+    def copy(self, **changes: Any) -> Prepared:
+        """The same prepared board (texts, bodies and parsed rows shared) with these changes."""
+        other = Prepared.__new__(Prepared)
+        other.__dict__.update(self.__dict__)
+        other.__dict__.update(changes)
+        return other
 
     @property
     def groups_pending(self) -> bool:
         """Whether significance groups of these runs are still being computed."""
-        if self.data is None:
+        if self._data is None:
             return self.pending
+        assert self.data is not None
         return bool(self.data["board"].get("groups_pending"))
 
     def etag(self, kind: str) -> str:
@@ -211,6 +303,8 @@ class Prepared:
     def body(self, kind: str, *, compressed: bool = False) -> bytes:
         """The encoded CSV or JSON body (gzip-compressed when asked), built once per process."""
         key = f"{kind}.gz" if compressed else kind
+        if key not in self._bodies and not compressed:
+            self._load()
         if key not in self._bodies:
             if compressed:
                 self._bodies[key] = gzip.compress(self.body(kind), compresslevel=6, mtime=0)
@@ -223,18 +317,28 @@ class Prepared:
         return self._bodies[key]
 
     def board(self, task: Task, phase: Phase) -> Leaderboard:
-        """The Leaderboard of this version (rows parsed once per process, shared read-only)."""
-        assert self.data is not None, "prepared_board(with_data=True) loads the data"
+        """The Leaderboard of this version (rows parsed once per process, shared read-only).
+
+        A board built in this process gives its own rows (equal to the stored text's, parsed:
+        the merge tests check it), so the first page after an upload parses nothing."""
+        built = self.built
+        if built is not None:
+            return Leaderboard(task=task, phase=phase, columns=list(built.columns),
+                               rows=list(built.rows), significance=built.significance,
+                               groups_pending=built.groups_pending, intervals=built.intervals,
+                               groups_pending_since=built.groups_pending_since,
+                               ranking=built.ranking)
+        data = self.data
+        assert data is not None, "prepared_board(with_data=True) loads the data"
         if self._parsed is None:
-            parsed = Leaderboard.from_json(task, phase, self.data["board"],
-                                           self.data.get("intervals"))
+            parsed = Leaderboard.from_json(task, phase, data["board"], data.get("intervals"))
             self._parsed = (parsed.columns, parsed.rows, parsed.intervals)
         columns, rows, intervals = self._parsed
         return Leaderboard(task=task, phase=phase, columns=list(columns), rows=list(rows),
-                           significance=self.data["board"].get("significance"),
+                           significance=data["board"].get("significance"),
                            groups_pending=self.groups_pending, intervals=intervals,
-                           groups_pending_since=self.data["board"].get("groups_pending_since"),
-                           ranking=self.data["board"].get("ranking", primary.EVERY))
+                           groups_pending_since=data["board"].get("groups_pending_since"),
+                           ranking=data["board"].get("ranking", primary.EVERY))
 
 
 def _page_data(json_text: str | bytes, extra: dict[str, Any]) -> dict[str, Any]:
@@ -254,21 +358,112 @@ def _remember(session: Session, prepared: Prepared) -> Prepared:
 
 
 def _build(session: Session, *, phase: Phase, version: str, now: datetime,
-           listing: list[Listed] | None = None, stamp: str | None = None) -> Prepared:
+           listing: list[Listed] | None = None, stamp: str | None = None,
+           merge: tuple[Leaderboard, list[Listed], set[int]] | None = None,
+           keep: bool = False, lines: frozenset[str] | None = None) -> Prepared:
     """Build the board of this version (groups from the cache only) from the database, or from
-    a listing of its runs a merge made."""
+    a listing of its runs a merge made; with `merge` (a base board, the changed runs, the
+    removed ones) the changes are merged into the base board where they can be. keep: the
+    board (with its index) stays with the result, the base of the next merge."""
     started = time.perf_counter()
     if listing is None:
         listing = board_listing(session, phase=phase)
-    board = assemble_leaderboard(session, task=phase.task, phase=phase, scored=listing,
-                                 storage=None, now=now)
-    data = {"board": board.to_json(),
-            "intervals": {str(k): v for k, v in board.intervals.items()}}
-    return Prepared(phase_id=phase.id, version=version, data=data, csv_text=board.to_csv(),
-                    built_at=now, stored=False,
-                    elapsed_ms=round((time.perf_counter() - started) * 1000),
-                    listing={entry[0][0]: entry for entry in listing}, stamp=stamp,
-                    _bodies={"json": board.to_json_text().encode()})
+    board: Leaderboard | None = None
+    if merge is not None:
+        board = merge_leaderboard(session, merge[0], phase=phase, changed=merge[1],
+                                  removed=merge[2], now=now)
+    incremental = board is not None
+    if board is None:
+        board = assemble_leaderboard(session, task=phase.task, phase=phase, scored=listing,
+                                     storage=None, now=now)
+    built = board
+    parts = board_parts(board)
+
+    def texts() -> Texts:
+        # made when first asked (a page, a download): storing needs only the parts
+        return (built.to_json_text(), built.to_csv(),
+                {str(k): v for k, v in built.intervals.items()})
+
+    prepared = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
+                        built_at=now, stored=False, pending=board.groups_pending,
+                        elapsed_ms=round((time.perf_counter() - started) * 1000),
+                        listing={entry[0][0]: entry for entry in listing}, stamp=stamp,
+                        assembled=board if keep else None, incremental=incremental,
+                        texts=texts, parts=parts)
+    prepared.built = board
+    # the run list's lines this board shows (a merge compares the next version's with them)
+    prepared.lines = lines if lines is not None else frozenset(_fold(e[0]) for e in listing)
+    return prepared
+
+
+@dataclass
+class BoardParts:
+    """A board in parts: each row's text by its key, and the frame a stored board keeps (the
+    texts around the rows, the rows' keys in order with their ranks and groups)."""
+    rows: dict[str, str]
+    frame: dict[str, Any]
+
+
+# Board shapes (see Leaderboard.csv_shape), one object each: as many as boards of other columns
+_SHAPES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def _row_part(board: Leaderboard, row: Row, shape: tuple[Any, ...]) -> tuple[str, str, bool]:
+    """A row's stored part: (key, text, whether it leaves ranks and groups open)."""
+    cached = row.__dict__.get("_stored_part")
+    if cached is not None and cached[0] is shape:  # shapes are interned (board_parts)
+        return cached[1], cached[2], True
+    json_parts = row.json_parts()
+    csv_parts = board.csv_parts(row, shape)
+    open_cells = json_parts is not None and csv_parts is not None
+    part = {"run": row.run_id,
+            "json": list(json_parts) if json_parts is not None else row.to_json_text(),
+            "csv": csv_parts if csv_parts is not None else board.csv_line(row),
+            "intervals": board.intervals.get(row.run_id, {})}
+    text = json.dumps(part, ensure_ascii=False)
+    key = hashlib.sha256(text.encode()).hexdigest()[:40]
+    if open_cells:  # kept by the row object (a row whose ranks move is a copy: it shares it)
+        row.__dict__["_stored_part"] = (shape, key, text)
+    return key, text, open_cells
+
+
+def board_parts(board: Leaderboard) -> BoardParts:
+    """The board in parts (rows' texts encoded once per row object and board shape)."""
+    shape = board.csv_shape()
+    shape = _SHAPES.setdefault(shape, shape)  # one object per shape: rows compare identity
+    json_head, json_tail = board.json_frame()
+    rows: dict[str, str] = {}
+    keys = []
+    for row in board.rows:
+        key, text, _ = _row_part(board, row, shape)
+        rows[key] = text
+        keys.append(key)
+    frame = {"json_head": json_head, "json_tail": json_tail, "csv_head": board.csv_head(),
+             "ranked": [c.key for c in board.columns if c.ranked], "keys": keys,
+             "ranks": [row.ranks for row in board.rows],
+             "groups": [row.groups for row in board.rows]}
+    return BoardParts(rows=rows, frame=frame)
+
+
+def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
+    """A stored board's JSON and CSV texts and intervals from its frame and rows' parts."""
+    encode = encode_json
+    ranked = frame["ranked"]
+    json_rows, csv_lines, intervals = [], [frame["csv_head"]], {}
+    parsed: dict[str, Any] = {}
+    for key, ranks, groups in zip(frame["keys"], frame["ranks"], frame["groups"], strict=True):
+        part = parsed.get(key)
+        if part is None:
+            part = parsed[key] = json.loads(rows[key])
+        found = part["json"]
+        json_rows.append(found if isinstance(found, str)
+                         else found[0] + encode(ranks) + found[1] + encode(groups) + found[2])
+        found = part["csv"]
+        csv_lines.append(found if isinstance(found, str)
+                         else fill_csv(found, ranked, ranks, groups))
+        intervals[part["run"]] = part["intervals"]
+    json_text = frame["json_head"] + ", ".join(json_rows) + frame["json_tail"]
+    return json_text, "".join(csv_lines), {str(k): intervals[k] for k in sorted(intervals)}
 
 
 # A merge re-reads at most this many runs (changed, added or removed); more is a full build.
@@ -282,37 +477,49 @@ def _fold(line: Any) -> str:
 
 
 def _merged_listing(session: Session, *, phase: Phase, base: Prepared, state: BoardState,
-                    touched: set[int]) -> list[Listed] | None:
-    """The listing of the board's current runs from a built board's own and the changed runs.
+                    touched: set[int]
+                    ) -> tuple[list[Listed], list[Listed], set[int], frozenset[str]] | None:
+    """The listing of the board's current runs from a built board's own and the changed runs;
+    with the changed (re-read) runs' entries, the removed runs' ids and the run list's lines.
 
-    Which runs changed comes from the version's run list (id, newest score, flags, team per
-    run), so changes made by other processes are merged too; `touched` runs (the commit's) are
-    re-read as well. None where a merge cannot stand for a build: another gold set, definition
-    or phase settings, too many changes, or a listing that does not fold to the run list.
+    Which runs changed comes from the version's run list (a line per run: id, newest score,
+    flags, team), compared line for line with the base's as sets, so changes made by other
+    processes are merged too; `touched` runs (the commit's) are re-read as well. None where a
+    merge cannot stand for a build: another gold set, definition or phase settings, too many
+    changes, or re-read runs that do not fold to their lines (changed again meanwhile).
     """
-    if base.listing is None or base.stamp != state.stamp:
+    if base.listing is None or base.lines is None or base.stamp != state.stamp:
         return None
-    current: dict[int, str] = {}
-    for text in state.runs_text.split("\n") if state.runs_text else ():
-        head = text.split(":", 1)[0]
-        if not head.isdigit():
-            return None  # a team name with a line break: let a build decide
-        current[int(head)] = text
-    changed = [run_id for run_id, text in current.items()
-               if run_id in touched or run_id not in base.listing
-               or _fold(base.listing[run_id][0]) != text]
-    removed = base.listing.keys() - current.keys()
-    if len(changed) + len(removed) > MERGE_MAX:
+    lines = state.runs_text.split("\n") if state.runs_text else []
+    now = frozenset(lines)
+    added: dict[int, str] = {}
+    gone: set[int] = set()
+    for texts, into in ((now - base.lines, added), (base.lines - now, None)):
+        for text in texts:
+            head = text.split(":", 1)[0]
+            if not head.isdigit():
+                return None  # a team name with a line break: let a build decide
+            if into is None:
+                gone.add(int(head))
+            else:
+                into[int(head)] = text
+    expected = dict(added)
+    for run_id in touched:  # written by the commit, its line perhaps the same: re-read it too
+        if run_id not in expected and run_id in base.listing and run_id not in gone:
+            expected[run_id] = _fold(base.listing[run_id][0])
+    removed = gone - expected.keys()
+    if len(expected) + len(removed) > MERGE_MAX:
         return None
-    merged = {run_id: entry for run_id, entry in base.listing.items()
-              if run_id not in removed}
-    if changed:
-        merged.update((entry[0][0], entry)
-                      for entry in board_listing(session, phase=phase, run_ids=changed))
-    listing = [merged[run_id] for run_id in sorted(merged)]
-    if "\n".join(_fold(entry[0]) for entry in listing) != state.runs_text:
+    changed = sorted(expected)
+    entries = board_listing(session, phase=phase, run_ids=changed) if changed else []
+    if (len(entries) != len(changed)
+            or any(_fold(entry[0]) != expected[entry[0][0]] for entry in entries)):
         return None  # changed again between the two reads: a build reads one state
-    return listing
+    merged = {run_id: entry for run_id, entry in base.listing.items() if run_id not in removed}
+    merged.update((entry[0][0], entry) for entry in entries)
+    if len(merged) != len(lines):
+        return None
+    return [merged[run_id] for run_id in sorted(merged)], entries, removed, now
 
 
 def _base_key(session: Session, phase_id: int) -> tuple[str, int]:
@@ -322,7 +529,8 @@ def _base_key(session: Session, phase_id: int) -> tuple[str, int]:
 def warm(session: Session, *, phase: Phase, now: datetime) -> Prepared:
     """Build the phase's board in this process to merge the next change into (a warm worker)."""
     state = board_state(session, phase)
-    prepared = _build(session, phase=phase, version=state.version, now=now, stamp=state.stamp)
+    prepared = _build(session, phase=phase, version=state.version, now=now, stamp=state.stamp,
+                      keep=True)
     return _bases.put(_base_key(session, phase.id), prepared)
 
 
@@ -337,19 +545,31 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     """
     state = state or board_state(session, phase)
     found = _memo.get(_memo_key(session, phase.id, state.version))
-    if found is not None and found.data is not None:
+    if found is not None and found.has_data:
+        if found.stored and not is_stored(session, phase=phase, version=state.version):
+            # stored, then deleted by another worker's newer board; the state is back: again
+            found.stored, found.known = False, frozenset()
         return found
     stored = _stored(session, phase=phase, version=state.version, with_data=True)
     if stored is not None:
         return _remember(session, stored)
     base = _bases.get(_base_key(session, phase.id))
-    listing = None
+    found_merge = None
     if base is not None:
-        listing = _merged_listing(session, phase=phase, base=base, state=state,
-                                  touched=set(touched))
+        found_merge = _merged_listing(session, phase=phase, base=base, state=state,
+                                      touched=set(touched))
+    listing, merge, lines = None, None, None
+    if found_merge is not None:
+        listing, lines = found_merge[0], found_merge[3]
+        if base is not None and base.assembled is not None:
+            merge = (base.assembled, found_merge[1], found_merge[2])
     prepared = _build(session, phase=phase, version=state.version, now=now, listing=listing,
-                      stamp=state.stamp)
+                      stamp=state.stamp, merge=merge, keep=True, lines=lines)
     prepared.merged = listing is not None
+    if listing is not None and base is not None and base.stored_keys is not None:
+        prepared.known, prepared.known_version = base.stored_keys, base.version
+    if base is not None:
+        base.assembled = None  # only the newest base is merged into: its index is enough
     _bases.put(_base_key(session, phase.id), prepared)
     return _remember(session, prepared)
 
@@ -365,7 +585,7 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
     found = _memo.get(_memo_key(session, phase.id, version))
     where = (PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)
     if found is not None:
-        if with_data and found.data is None:
+        if with_data and not found.has_data:
             extra = session.scalar(select(PreparedBoard.data).where(*where))
             if extra is None:  # replaced meanwhile: as if it had never been stored
                 _memo.discard_where(lambda k: k == _memo_key(session, phase.id, version))
@@ -391,6 +611,9 @@ def _stored(session: Session, *, phase: Phase, version: str,
     if with_data:
         row = session.scalar(select(PreparedBoard).where(*where))
         if row is not None:
+            if "parts" in row.data:
+                return _stored_in_parts(session, phase=phase, version=version, data=row.data,
+                                        built_at=row.built_at, pending=row.groups_pending)
             return (Prepared(
                 phase_id=phase.id, version=version, data=_page_data(row.json_text, row.data),
                 csv_text=row.csv_text, built_at=row.built_at, stored=True,
@@ -399,12 +622,39 @@ def _stored(session: Session, *, phase: Phase, version: str,
         texts = session.execute(select(PreparedBoard.csv_text, PreparedBoard.json_text,
                                        PreparedBoard.built_at, PreparedBoard.groups_pending)
                                 .where(*where)).one_or_none()
+        if texts is not None and not texts[1]:  # in parts: the frame is in its data
+            data = session.scalar(select(PreparedBoard.data).where(*where))
+            if data is None or "parts" not in data:
+                return None
+            return _stored_in_parts(session, phase=phase, version=version, data=data,
+                                    built_at=texts[2], pending=texts[3])
         if texts is not None:
             return (Prepared(
                 phase_id=phase.id, version=version, data=None, csv_text=texts[0],
                 built_at=texts[2], stored=True, pending=texts[3],
                 _bodies={"json": texts[1].encode()}))
     return None
+
+
+def stored_texts(session: Session, *, phase: Phase, version: str) -> tuple[str, str] | None:
+    """The stored JSON and CSV texts of this version read from the database (no memo), or None."""
+    found = _stored(session, phase=phase, version=version, with_data=False)
+    return None if found is None else (found.body("json").decode(), found.csv_text)
+
+
+def _stored_in_parts(session: Session, *, phase: Phase, version: str, data: dict[str, Any],
+                     built_at: datetime, pending: bool) -> Prepared | None:
+    """A board stored in parts: its rows read now (the texts made when first asked); None where
+    a row went meanwhile (a newer version replaced it: as if this one were not stored)."""
+    frame = data["parts"]
+    rows = {key: text for key, text in session.execute(
+        select(PreparedBoardRow.key, PreparedBoardRow.parts)
+        .where(PreparedBoardRow.phase_id == phase.id))}
+    if any(key not in rows for key in frame["keys"]):
+        return None
+    return Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
+                    built_at=built_at, stored=True, pending=pending,
+                    texts=lambda: texts_of_parts(frame, rows))
 
 
 def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
@@ -417,11 +667,11 @@ def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
                             .order_by(PreparedBoard.id.desc()).limit(1))
     if newest is not None:
         found = _memo.get(_memo_key(session, phase.id, newest))
-        if found is None or (with_data and found.data is None):
+        if found is None or (with_data and not found.has_data):
             found = _stored(session, phase=phase, version=newest, with_data=with_data)
         if found is not None:  # (else deleted meanwhile: a newer one is stored now)
             found = _memo.put(_memo_key(session, phase.id, newest), found)
-            return replace(found, stale=True, _bodies=found._bodies, _parsed=found._parsed)
+            return found.copy(stale=True)
     empty = _build(session, phase=phase, version=f"preparing:{version}", now=now, listing=[])
     assert empty.data is not None
     empty.data["board"]["preparing"] = True
@@ -445,22 +695,73 @@ def is_stored(session: Session, *, phase: Phase, version: str) -> bool:
 
 
 def store_built(session: Session, *, prepared: Prepared) -> bool:
-    """Store a built board (unless another worker did); older versions are deleted. Flushes."""
+    """Store a built board (unless another worker did); older versions are deleted. Flushes.
+
+    A board built in this process is stored in parts: the rows not stored yet (the rows stored
+    with the board it was merged into are known: a merge looks up only its new rows), and the
+    frame naming them in order; rows no longer named are deleted.
+    """
     if prepared.stored or prepared.stale:  # a stand-in is no build of the current version
         return False
-    assert prepared.data is not None  # a built board has its data
-    # the board itself is stored once, as the JSON download; `data` holds what pages add to it
-    extra = {k: v for k, v in prepared.data.items() if k != "board"}
-    row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version, data=extra,
-                        csv_text=prepared.csv_text, json_text=prepared.body("json").decode(),
-                        groups_pending=prepared.groups_pending,
-                        built_at=prepared.built_at, elapsed_ms=prepared.elapsed_ms)
-    if not insert_unless_refused(session, row):
-        return False
+    if prepared.parts is None:
+        assert prepared.data is not None  # a built board has its data
+        # the board itself is stored once, as the JSON download; `data` what pages add to it
+        extra = {k: v for k, v in prepared.data.items() if k != "board"}
+        row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version, data=extra,
+                            csv_text=prepared.csv_text, json_text=prepared.body("json").decode(),
+                            groups_pending=prepared.groups_pending,
+                            built_at=prepared.built_at, elapsed_ms=prepared.elapsed_ms)
+        if not insert_unless_refused(session, row):
+            return False
+    else:
+        # the known rows are stored only while the board stored is still the one they came
+        # with: another worker's store since may have deleted some
+        stored_now = set(session.scalars(select(PreparedBoard.version).where(
+            PreparedBoard.phase_id == prepared.phase_id)))
+        known = prepared.known if stored_now == {prepared.known_version} else frozenset()
+        row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version,
+                            data={"parts": prepared.parts.frame}, csv_text="", json_text="",
+                            groups_pending=prepared.groups_pending,
+                            built_at=prepared.built_at, elapsed_ms=prepared.elapsed_ms)
+        if not insert_unless_refused(session, row):
+            return False
+        _store_rows(session, phase_id=prepared.phase_id, parts=prepared.parts, known=known)
+        prepared.stored_keys = frozenset(prepared.parts.rows)
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
                                                 PreparedBoard.version != prepared.version))
     prepared.stored = True
     return True
+
+
+def _store_rows(session: Session, *, phase_id: int, parts: BoardParts,
+                known: set[str] | frozenset[str]) -> None:
+    """Insert the board's rows not stored yet, delete the phase's rows it does not name."""
+    wanted = parts.rows.keys()
+    unknown = [key for key in wanted if key not in known]
+    stored: set[str] = set()
+    for start in range(0, len(unknown), 500):
+        stored.update(session.scalars(select(PreparedBoardRow.key).where(
+            PreparedBoardRow.phase_id == phase_id,
+            PreparedBoardRow.key.in_(unknown[start:start + 500]))))
+    missing = [key for key in unknown if key not in stored]
+    if missing:
+        insert = (postgresql_insert if session.get_bind().dialect.name == "postgresql"
+                  else sqlite_insert)
+        session.execute(insert(PreparedBoardRow).on_conflict_do_nothing(), [
+            {"phase_id": phase_id, "key": key, "parts": parts.rows[key]} for key in missing])
+    if known:  # merged: only rows the base named can have gone
+        gone = [key for key in known if key not in parts.rows]
+        for start in range(0, len(gone), 500):
+            session.execute(delete(PreparedBoardRow).where(
+                PreparedBoardRow.phase_id == phase_id,
+                PreparedBoardRow.key.in_(gone[start:start + 500])))
+        return
+    ids = [row_id for row_id, key in session.execute(
+        select(PreparedBoardRow.id, PreparedBoardRow.key)
+        .where(PreparedBoardRow.phase_id == phase_id)) if key not in parts.rows]
+    for start in range(0, len(ids), 500):
+        session.execute(delete(PreparedBoardRow).where(
+            PreparedBoardRow.id.in_(ids[start:start + 500])))
 
 
 def store_prepared(session: Session, *, phase: Phase, now: datetime) -> bool:

@@ -17,7 +17,7 @@ from semboard.services.boards import prepared as prepared_boards
 from semboard.services.boards.leaderboard import Leaderboard
 from semboard.services.data import gold
 from semboard.services.people import grants
-from semboard.services.runs import submissions
+from semboard.services.runs import primary, submissions
 
 API = "/api/v1"
 
@@ -37,6 +37,14 @@ def _check(session, phase, now, *, merged: bool, touched=frozenset()) -> prepare
     assert updated.body("json") == json.dumps(updated.data["board"], ensure_ascii=False).encode()
     plain = Leaderboard.from_json(phase.task, phase, updated.data["board"],
                                   updated.data["intervals"])
+    # pages in the building process read the built rows: equal to the stored text's, parsed
+    built = updated.board(phase.task, phase)
+
+    def shown(board):
+        return (board.columns, board.rows, board.intervals, board.significance,
+                board.groups_pending, board.groups_pending_since, board.ranking)
+
+    assert shown(built) == shown(plain)
     header, body = plain._table()  # every cell written (rows parsed back: no cached parts)
     ranked = [c for c in plain.columns if c.ranked]
     assert updated.csv_text == exportsafe.csv_text(
@@ -44,6 +52,9 @@ def _check(session, phase, now, *, merged: bool, touched=frozenset()) -> prepare
         [line + [row.groups.get(c.key, "") for c in ranked]
          for line, row in zip(body, plain.rows, strict=True)])
     assert updated.merged is merged
+    # the tiny task has no genre columns: every merge is taken in row by row (no run ranked
+    # again), except on boards ranking primary runs
+    assert updated.incremental is (merged and phase.ranking == primary.EVERY)
     return updated
 
 
@@ -73,7 +84,8 @@ def test_uploads_replacements_and_withdrawals_merge_into_a_board_equal_to_a_buil
     board = _check(session, phase, now, merged=True)
     assert board.data["board"]["rows"][0]["run"] == "second"
     submissions.submit(session, storage, team=team, phase=phase, user=captain, name="run",
-                       files=tiny_data.run(seed=51, noise=3.0), now=now + timedelta(minutes=1))
+                       files=tiny_data.run(seed=51, noise=3.0),
+                       now=now + timedelta(minutes=1, microseconds=250_000))  # a real clock
     session.commit()
     board = _check(session, phase, now, merged=True)
     assert len(board.data["board"]["rows"]) == 5
@@ -139,6 +151,122 @@ def test_a_merge_re_reads_only_the_changed_runs(session, storage, make, world, t
     assert len(tuple(listings[0])) < 6  # the phase, the new run's id (twice): not every run
 
 
+def test_a_merged_board_says_since_when_its_groups_are_pending_as_a_build_does(
+        session, storage, make, world, tiny_data, now):
+    """The pending time, taken from the changed runs on a merge, is a build's: before any
+    grouping, after one (runs it covers and runs it does not), and after withdrawals."""
+    task, phase = world["task"], world["phase"]
+    prepared_boards._bases.clear()
+    prepared_boards.warm(session, phase=phase, now=now)
+    runs = []
+
+    def upload(k: int) -> prepared_boards.Prepared:
+        team, captain = make.team(task, f"pending {k}")
+        session.commit()
+        runs.append(submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                                       name="r", files=tiny_data.run(seed=60 + k),
+                                       now=now + timedelta(minutes=k)))
+        session.commit()
+        return _check(session, phase, now, merged=True)
+
+    def since(board: prepared_boards.Prepared) -> str | None:
+        return board.data["board"]["groups_pending_since"]
+
+    for k in range(3):
+        board = upload(k)
+    assert since(board) == (now).isoformat()  # the oldest score no grouping covers
+    prepared_boards.refresh_significance(session, storage, task=task, now=now)
+    session.commit()
+    assert not prepared_boards.update_prepared(session, phase=phase, now=now).groups_pending
+    board = upload(3)
+    assert since(board) == (now + timedelta(minutes=3)).isoformat()
+    board = upload(4)
+    assert since(board) == (now + timedelta(minutes=3)).isoformat()
+    runs[0].team.name = "pending renamed"  # a covered run re-read: still covered
+    session.commit()
+    board = _check(session, phase, now, merged=True)
+    assert since(board) == (now + timedelta(minutes=3)).isoformat()
+    runs[3].is_current = False  # the oldest uncovered run withdrawn: the next one's time
+    session.commit()
+    board = _check(session, phase, now, merged=True)
+    assert since(board) == (now + timedelta(minutes=4)).isoformat()
+    runs[4].is_current = False  # every run covered again: groups of these runs are stored
+    session.commit()
+    assert not prepared_boards.update_prepared(session, phase=phase, now=now).groups_pending
+
+
+def test_rows_another_worker_deleted_are_stored_again(session, storage, make, world,
+                                                      tiny_data, now):
+    """A merge skips looking up the rows its base stored, unless another worker stored a board
+    since (its store deletes the rows it does not name): a row back as it was is inserted."""
+    task, phase = world["task"], world["phase"]
+    prepared_boards._bases.clear()
+    prepared_boards.warm(session, phase=phase, now=now)
+    teams = []
+    for k in range(2):
+        team, captain = make.team(task, f"rows {k}")
+        teams.append(team)
+        session.commit()
+        submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                           files=tiny_data.run(seed=70 + k), now=now)
+        session.commit()
+        board = prepared_boards.update_prepared(session, phase=phase, now=now)
+        assert prepared_boards.store_built(session, prepared=board)
+        session.commit()
+    teams[1].name = "rows renamed"  # another worker stores this version (built from every run)
+    session.commit()
+    version = prepared_boards.board_version(session, phase)
+    assert prepared_boards.store_built(session, prepared=prepared_boards._build(
+        session, phase=phase, version=version, now=now))
+    session.commit()
+    teams[1].name = "rows 1"  # and back: the row this process stored before, deleted since
+    session.commit()
+    # the very state this process stored before: its board is stored again, not taken as stored
+    assert not prepared_boards.is_stored(session, phase=phase,
+                                         version=prepared_boards.board_version(session, phase))
+    again = prepared_boards.update_prepared(session, phase=phase, now=now)
+    assert prepared_boards.store_built(session, prepared=again)
+    session.commit()
+    assert prepared_boards.stored_texts(session, phase=phase, version=again.version) == (
+        again.body("json").decode(), again.csv_text)
+    teams[1].name = "rows renamed again"  # another worker's board again, then back, and a
+    session.commit()                      # new run: the rows known stored went meanwhile
+    version = prepared_boards.board_version(session, phase)
+    assert prepared_boards.store_built(session, prepared=prepared_boards._build(
+        session, phase=phase, version=version, now=now))
+    session.commit()
+    teams[1].name = "rows 1"
+    team, captain = make.team(task, "rows 2")
+    session.commit()
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=72), now=now)
+    session.commit()
+    board = prepared_boards.update_prepared(session, phase=phase, now=now)
+    assert board.merged and prepared_boards.store_built(session, prepared=board)
+    session.commit()
+    texts = prepared_boards.stored_texts(session, phase=phase, version=board.version)
+    assert texts == (board.body("json").decode(), board.csv_text)
+
+
+def test_a_run_changed_again_between_the_version_and_its_reading_is_built(
+        session, storage, make, world, tiny_data, now):
+    """The version read first, then the runs: a run changed in between does not fold to its
+    line, and the board is built from every run instead of merged (one state, not two)."""
+    task, phase = world["task"], world["phase"]
+    prepared_boards._bases.clear()
+    prepared_boards.warm(session, phase=phase, now=now)
+    team, captain = make.team(task, "before")
+    session.commit()
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=90), now=now)
+    session.commit()
+    state = prepared_boards.board_state(session, phase)
+    team.name = "after"  # another worker's change, between the version and the listing
+    session.commit()
+    board = prepared_boards.update_prepared(session, phase=phase, now=now, state=state)
+    assert not board.merged
+
+
 def test_a_stale_base_from_another_process_is_caught_up_or_built(session, storage, make, world,
                                                                   tiny_data, now):
     """Runs another worker added since this process's board are found in the version's run list."""
@@ -179,8 +307,10 @@ def test_uploads_through_the_site_store_merged_boards_equal_to_a_build(app, clie
         session.expire_all()
         stored = session.scalars(select(PreparedBoard)).one()
         fresh = prepared_boards._build(session, phase=phase, version=stored.version, now=now)
-        assert stored.json_text.encode() == fresh.body("json")
-        assert stored.csv_text == fresh.csv_text
+        # stored in parts: the texts made from the stored rows and frame are a build's
+        texts = prepared_boards.stored_texts(session, phase=phase, version=stored.version)
+        assert texts == (fresh.body("json").decode(), fresh.csv_text)
+        assert stored.json_text == "" and "parts" in stored.data
     assert board_jobs.mode(app) == "inline"
 
 

@@ -33,6 +33,7 @@ def test_no_get_builds_a_board(client, world, tiny_data, monkeypatch) -> None:
     for module in (leaderboard, prepared):  # a build, or a merge: both assemble a board
         monkeypatch.setattr(module, "build_leaderboard", refuse)
         monkeypatch.setattr(module, "assemble_leaderboard", refuse)
+        monkeypatch.setattr(module, "merge_leaderboard", refuse)
     client.post("/login", data={"email": world["captains"][0].email, "password": "password123"})
     run_id = runs[0]["id"]
     for url in ("/tasks/tiny/leaderboard", "/tasks/tiny/leaderboard/eval",
