@@ -12,7 +12,8 @@ from flask.cli import FlaskGroup, ScriptInfo
 
 from semboard import cli, config
 from semboard.extensions import csrf, login_manager
-from semboard.web import errors, hardening
+from semboard.web import errors as web_errors  # `semboard.errors` names the domain errors
+from semboard.web import hardening
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
@@ -63,7 +64,7 @@ def install_site(app: Flask) -> None:
     hooks.install(app)
     api.register(app)
     views.register(app)
-    errors.register(app)
+    web_errors.register(app)
 
 
 def _finding_commands() -> bool:

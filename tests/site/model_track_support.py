@@ -76,14 +76,17 @@ class FlaskHttp:
             body = b"".join(iter(lambda: data.read(1 << 16), b""))
         answer = self.client.open(url.split("http://site", 1)[1], method=method, data=body,
                                   headers=headers, query_string=params, json=json)
-        return Answer(answer.status_code, answer.get_json(), answer.get_data(as_text=True))
+        return Answer(answer.status_code, answer.get_json(), answer.get_data(as_text=True),
+                      dict(answer.headers))
 
 
 class Answer:
     """The part of requests.Response the CLI reads."""
 
-    def __init__(self, status_code: int, body: Any, text: str) -> None:
+    def __init__(self, status_code: int, body: Any, text: str,
+                 headers: dict[str, str] | None = None) -> None:
         self.status_code, self.body, self.text, self.reason = status_code, body, text, ""
+        self.headers = headers or {}
 
     def json(self) -> Any:
         return self.body

@@ -134,3 +134,14 @@ def test_every_command_of_the_cli_package_is_reachable() -> None:
                     if isinstance(value, click.Command) and value.__module__ != "click"
                     and id(value) not in reachable]
     assert orphans == []
+
+
+def test_the_package_names_its_domain_errors_not_the_web_handlers() -> None:
+    """`from semboard import errors` is the domain errors module after the factory's module has
+    loaded its web helpers (a package attribute named after a web module hid it)."""
+    probe = ("import semboard\nfrom semboard import errors\nimport semboard.web.errors\n"
+             "from semboard import errors as again\nprint(errors.__name__, again.__name__)")
+    done = subprocess.run([sys.executable, "-c", probe], env={**os.environ,
+                          "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.split() == ["semboard.errors", "semboard.errors"]

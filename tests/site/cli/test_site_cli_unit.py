@@ -6,6 +6,7 @@ import io
 import os
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -102,6 +103,8 @@ class _FakeApi:
         self.body = bytes(data.read(1 << 20))  # type: ignore[attr-defined]
 
         class Answer:
+            headers: ClassVar[dict[str, str]] = {}
+
             def json(self) -> dict[str, object]:
                 return {"name": "r1", "id": 1, "status": "scored", "phase": "test",
                         "task": "t"}
