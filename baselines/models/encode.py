@@ -31,6 +31,7 @@ from baselines.embedding import (
     token_budget_batches,
 )
 from baselines.models.check import ModelDescription
+from baselines.models.settings import device_dtype
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy")
 
@@ -69,7 +70,8 @@ def load_tokenizer(folder: Path, desc: ModelDescription) -> Any:
 
 
 class ModelEncoder:
-    """A checked model folder loaded for encoding (fp16 on CUDA, fp32 on CPU by default)."""
+    """A checked model folder loaded for encoding (fp16 on CUDA, fp32 on CPU by default; half
+    dtypes on CUDA only); texts are cut at desc.max_seq_length tokens."""
 
     def __init__(self, folder: Path, desc: ModelDescription, *, device: str = "auto",
                  dtype: str | None = None, batch_tokens: int | None = None) -> None:
@@ -79,10 +81,8 @@ class ModelEncoder:
         started = time.perf_counter()
         self.desc = desc
         self.device = resolve_device(device)
-        # fp16 halves memory traffic on a GPU; CPUs lack fast fp16 kernels
-        self.dtype = dtype or ("float16" if self.device == "cuda" else "float32")
-        if self.dtype not in ("float16", "float32", "bfloat16"):
-            raise ValueError(f"dtype must be float16, bfloat16 or float32, not {self.dtype!r}")
+        # fp16 halves memory traffic on a GPU; CPUs lack fast fp16 kernels (refused there)
+        self.dtype = device_dtype(dtype, self.device)
         cls = getattr(transformers, desc.architecture)
         self.model = cls.from_pretrained(
             str(folder), add_pooling_layer=False, trust_remote_code=False,

@@ -26,6 +26,10 @@ from semboard.web.files import (
 )
 
 
+# an upload's encoding settings (baselines.models.settings: checked by the service)
+ENCODING_FIELDS = ("max_seq_length", "batch_tokens", "dtype")
+
+
 def _queued(row: ModelSubmission) -> Any:
     """202 with the model's state and where to follow it (its job was dispatched)."""
     status_url = url_for("api.show_model", model_id=row.id)
@@ -56,8 +60,8 @@ def list_models(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/models")
 def submit_model(task_name: str) -> Any:
     """Upload a model in one request (multipart: file = a zip of the Hugging Face folder;
-    optional name, phase, prompt, prompt_name, pooling, publish, model_name); 202 once checked
-    and queued."""
+    optional name, phase, prompt, prompt_name, pooling, publish, model_name and the encoding's
+    max_seq_length, batch_tokens, dtype); 202 once checked and queued."""
     user = require_token_user()
     # a model is far larger than a run: web.hardening gives this route its own body limit
     session = get_session()
@@ -77,7 +81,8 @@ def submit_model(task_name: str) -> Any:
             prompt_name=request.form.get("prompt_name") or None,
             pooling=request.form.get("pooling") or None,
             publish=_flag(request.form.get("publish", "")),
-            model_name=request.form.get("model_name") or None)
+            model_name=request.form.get("model_name") or None,
+            encoding={key: request.form.get(key) for key in ENCODING_FIELDS})
     return _queued(row)
 
 
@@ -91,8 +96,8 @@ def _upload_answer(row: Any, status: int = 200) -> Any:
 @bp.post("/tasks/<task_name>/model-uploads")
 def start_model_upload(task_name: str) -> Any:
     """Start a model upload in parts (JSON: size, filename, sha256 and the model's name, phase,
-    prompt, prompt_name, pooling, publish); 201 with where to send the parts and how big they
-    may be."""
+    prompt, prompt_name, pooling, publish, max_seq_length, batch_tokens, dtype); 201 with where
+    to send the parts and how big they may be."""
     user = require_token_user()
     session = get_session()
     now = request_now()
@@ -113,7 +118,8 @@ def start_model_upload(task_name: str) -> Any:
         name=_text(body, "name") or "", prompt=_text(body, "prompt"),
         prompt_name=_text(body, "prompt_name"),
         pooling=_text(body, "pooling"), publish=_flag(body.get("publish", False)),
-        model_name=_text(body, "model_name"))
+        model_name=_text(body, "model_name"),
+        encoding={key: body.get(key) for key in ENCODING_FIELDS})
     return _upload_answer(row, 201)
 
 

@@ -32,6 +32,7 @@ from baselines.models import (
     run_model_job,
     unpack_model_archive,
 )
+from baselines.models.settings import EncodingSettings
 from evaluation import ValidationError
 from semboard.clock import utcnow
 from semboard.db import begin_write, session_factory
@@ -203,6 +204,8 @@ def encode(storage: Storage, app: Flask, work: Work, reporter: JobReporter | Non
                                prompt=work.options.get("prompt"),
                                prompt_name=work.options.get("prompt_name"),
                                pooling=work.options.get("pooling"), run_name=work.name,
+                               encoding=EncodingSettings.from_dict(
+                                   work.options.get("encoding")),
                                progress=reporter.on_event if reporter else None,
                                stop=reporter.taken if reporter else None)
     if result.metadata.get("model_digest") != work.digest:

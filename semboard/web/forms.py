@@ -143,6 +143,12 @@ class UploadModelForm(FlaskForm):
     prompt_name = StringField("Or the folder's prompt by name",
                               validators=[Optional(), Length(max=200)])
     pooling = SelectField("Pooling", validators=[Optional()])
+    # encoding settings: checked against the phase's limits by the service (one home), so the
+    # form keeps them as text and refusals name the phase's limit
+    max_seq_length = StringField("Maximum sequence length (tokens)",
+                                 validators=[Optional(), Length(max=12)])
+    batch_tokens = StringField("Tokens per batch", validators=[Optional(), Length(max=12)])
+    dtype = SelectField("dtype", validators=[Optional()])
     publish = BooleanField("Publish the model's files with its run")
     submit = SubmitField("Upload model")
 
