@@ -167,16 +167,48 @@ class ModelEncoder:
     def similarity(self, pairs: Sequence[tuple[str, str]], *,
                    progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Cosine of the two sides' embeddings, one per pair (float64); each side gets its own
-        prompt (the model's `prompt` and `prompt_b`)."""
-        a_side = [a for a, _ in pairs]
-        b_side = [b for _, b in pairs]
-        if self.desc.prompt_b is None or self.desc.prompt_b == self.desc.prompt:
-            vecs = self.embed(a_side + b_side, progress=progress).astype(np.float64)
-        else:
-            vecs = np.concatenate([
-                self.embed(a_side, progress=progress),
-                self.embed(b_side, prompt=self.desc.prompt_b, progress=progress)
-            ]).astype(np.float64)
-        vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        prompt (the model's `prompt` and `prompt_b`).
+
+        Each distinct (prompt, text) is encoded once (real releases repeat sentences: STS 2012's
+        SMTeuroparl pairs sentences with themselves); a text's vector does not depend on what
+        else is encoded with it (rows are masked: tested), so the cosines are those of encoding
+        every text. progress gets texts as if every one were encoded.
+        """
         n = len(pairs)
-        return (vecs[:n] * vecs[n:]).sum(1)
+        second = self.desc.prompt_b
+        one_prompt = second is None or second == self.desc.prompt
+        # distinct texts per prompt, in first-seen order; where each side's text went
+        firsts: dict[str, int] = {}
+        seconds: dict[str, int] = firsts if one_prompt else {}
+        where = np.empty(2 * n, dtype=np.int64)
+        for i, (a, _) in enumerate(pairs):
+            where[i] = firsts.setdefault(a, len(firsts))
+        offset = 0 if one_prompt else len(firsts)
+        for i, (_, b) in enumerate(pairs):
+            where[n + i] = seconds.setdefault(b, len(seconds)) + offset
+        report = None if progress is None else _Scaled(progress, 2 * n,
+                                                       len(firsts) + offset + (
+                                                           0 if one_prompt else len(seconds)))
+        if one_prompt:
+            vecs = self.embed(list(firsts), progress=report)
+        else:
+            vecs = np.concatenate([self.embed(list(firsts), progress=report),
+                                   self.embed(list(seconds), prompt=second, progress=report)])
+        vecs = vecs.astype(np.float64)
+        vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        return (vecs[where[:n]] * vecs[where[n:]]).sum(1)
+
+
+class _Scaled:
+    """Progress in texts of the whole input while only its distinct texts are encoded."""
+
+    def __init__(self, progress: Callable[[int], None], total: int, distinct: int) -> None:
+        self.progress, self.total, self.distinct = progress, total, max(distinct, 1)
+        self.done = self.reported = 0
+
+    def __call__(self, k: int) -> None:
+        self.done += k
+        now = self.done * self.total // self.distinct
+        if now > self.reported:
+            self.progress(now - self.reported)
+            self.reported = now

@@ -164,3 +164,26 @@ def test_a_job_applies_and_records_the_settings(xlmr, synthetic_inputs) -> None:
         run_model_job(xlmr, task, {name: data}, device="cpu",
                       encoding=EncodingSettings(dtype="float16"))
     assert failed.value.kind == "refused"
+
+
+@pytest.mark.gpu_extra
+def test_each_distinct_text_is_encoded_once_and_cosines_stay(xlmr, monkeypatch) -> None:
+    from models_support import SENTENCES, st_cosines
+
+    from baselines.models import check_model
+    from baselines.models.encode import ModelEncoder
+
+    desc = check_model(xlmr, prompt="q: ").description
+    encoder = ModelEncoder(xlmr, desc, device="cpu", batch_tokens=64)
+    # a sentence paired with itself, repeats across pairs and sides (SMTeuroparl's pattern)
+    pairs = [(s, s) for s in SENTENCES[:3]] + list(zip(SENTENCES, SENTENCES[::-1], strict=True))
+    seen: list[str] = []
+    real = encoder.embed
+    monkeypatch.setattr(encoder, "embed", lambda texts, **kw: seen.extend(texts) or real(
+        texts, **kw))
+    done: list[int] = []
+    cos = encoder.similarity(pairs, progress=done.append)
+    assert sorted(seen) == sorted(set(SENTENCES))  # each once
+    assert sum(done) == 2 * len(pairs)  # progress counts every text of the input
+    np.testing.assert_allclose(cos, st_cosines(xlmr, pairs, "q: "), atol=1e-5)
+    assert np.abs(cos[:3] - 1).max() < 1e-6
