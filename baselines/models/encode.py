@@ -165,35 +165,38 @@ class ModelEncoder:
         return out
 
     def similarity(self, pairs: Sequence[tuple[str, str]], *,
-                   progress: Callable[[int], None] | None = None) -> np.ndarray:
+                   progress: Callable[[int], None] | None = None,
+                   distinct: bool = True) -> np.ndarray:
         """Cosine of the two sides' embeddings, one per pair (float64); each side gets its own
         prompt (the model's `prompt` and `prompt_b`).
 
         Each distinct (prompt, text) is encoded once (real releases repeat sentences: STS 2012's
         SMTeuroparl pairs sentences with themselves); a text's vector does not depend on what
         else is encoded with it (rows are masked: tested), so the cosines are those of encoding
-        every text. progress gets texts as if every one were encoded.
+        every text. progress gets texts as if every one were encoded. distinct=False encodes
+        every text (benchmarks: random pairings of a few sentences repeat them far more than
+        real data does).
         """
         n = len(pairs)
         second = self.desc.prompt_b
         one_prompt = second is None or second == self.desc.prompt
-        # distinct texts per prompt, in first-seen order; where each side's text went
-        firsts: dict[str, int] = {}
-        seconds: dict[str, int] = firsts if one_prompt else {}
-        where = np.empty(2 * n, dtype=np.int64)
-        for i, (a, _) in enumerate(pairs):
-            where[i] = firsts.setdefault(a, len(firsts))
-        offset = 0 if one_prompt else len(firsts)
-        for i, (_, b) in enumerate(pairs):
-            where[n + i] = seconds.setdefault(b, len(seconds)) + offset
-        report = None if progress is None else _Scaled(progress, 2 * n,
-                                                       len(firsts) + offset + (
-                                                           0 if one_prompt else len(seconds)))
-        if one_prompt:
-            vecs = self.embed(list(firsts), progress=report)
-        else:
-            vecs = np.concatenate([self.embed(list(firsts), progress=report),
-                                   self.embed(list(seconds), prompt=second, progress=report)])
+        sides = [[a for a, _ in pairs], [b for _, b in pairs]]
+        # the texts each prompt encodes, and the row of each pair side's vector among them
+        groups = [sides[0] + sides[1]] if one_prompt else sides
+        where = np.arange(2 * n, dtype=np.int64)
+        if distinct:
+            rows: list[dict[str, int]] = [{} for _ in groups]
+            for side in (0, 1):
+                seen = rows[0 if one_prompt else side]
+                for i, text in enumerate(sides[side]):
+                    where[side * n + i] = seen.setdefault(text, len(seen))
+            if not one_prompt:  # the second prompt's rows follow the first's
+                where[n:] += len(rows[0])
+            groups = [list(r) for r in rows]
+        encoded = sum(len(g) for g in groups)
+        report = None if progress is None else _Scaled(progress, 2 * n, encoded)
+        vecs = np.concatenate([self.embed(g, prompt=None if k == 0 else second, progress=report)
+                               for k, g in enumerate(groups)])
         vecs = vecs.astype(np.float64)
         vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         return (vecs[where[:n]] * vecs[where[n:]]).sum(1)

@@ -187,3 +187,7 @@ def test_each_distinct_text_is_encoded_once_and_cosines_stay(xlmr, monkeypatch) 
     assert sum(done) == 2 * len(pairs)  # progress counts every text of the input
     np.testing.assert_allclose(cos, st_cosines(xlmr, pairs, "q: "), atol=1e-5)
     assert np.abs(cos[:3] - 1).max() < 1e-6
+    seen.clear()
+    every = encoder.similarity(pairs, distinct=False)
+    assert len(seen) == 2 * len(pairs)  # the benchmark's comparison: every text encoded
+    np.testing.assert_allclose(every, cos, atol=1e-6)
