@@ -25,7 +25,6 @@ from semboard.web.files import (
     upload_on_disk,
 )
 
-
 # an upload's encoding settings (baselines.models.settings: checked by the service)
 ENCODING_FIELDS = ("max_seq_length", "batch_tokens", "dtype")
 
