@@ -120,7 +120,7 @@ def test_chosen_settings_are_applied_signed_and_shown(client, app, models_world,
     assert (meta["max_seq_length"], meta["batch_tokens"], meta["dtype"]) == (6, 64, "float32")
     assert "|dtype:float32|device:cpu|maxlen:6|" in meta["signature"]
     assert "|maxlen:48|" in runs["phase-default"].meta["signature"]
-    assert runs["phase-default"].meta["batch_tokens"] == 1024  # the CPU's default budget
+    assert runs["phase-default"].meta["batch_tokens"] == 4096  # the CPU's default budget
     page = client.get(f"/runs/{runs['cut'].id}").get_data(as_text=True)
     assert "texts cut at 6 tokens (chosen at upload; the model's own: 64)" in page
     assert "batches of at most 64 tokens" in page
