@@ -17,7 +17,7 @@ Printed, each measured in this run:
    does: that line is inflated beyond the STS 2012 pairs, so the real test set's share of
    distinct texts and tokens is printed apart);
 3. the same through run_model_job (a spawned child: import, load and encode, run files
-   written): wall seconds and the pairs/s it records;
+   written, each distinct text once as on the site): wall seconds and the pairs/s it records;
 4. sentence-transformers encoding the same folder with the same prompt (in the same dtype on
    CUDA);
 5. the project's own e5 encoder (baselines.embedding) on the same pairs, when the folder is
