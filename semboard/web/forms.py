@@ -198,6 +198,9 @@ class PhaseForm(FlaskForm):
     accepts = SelectField("Teams submit", choices=options([
         ("runs", "Runs (files of scores)"), ("models", "Models (an encoder the site runs)"),
         ("both", "Runs or models")]), default="runs")
+    # checked by the service (baselines.models.settings.EncodingRules), JSON here
+    model_settings = TextAreaField("Models' encoding rules (JSON)",
+                                   validators=[Optional(), Length(max=2000)])
     submit = SubmitField("Save phase")
 
     def validate_closes_at(self, field: DateTimeLocalField) -> None:

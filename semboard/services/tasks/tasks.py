@@ -147,6 +147,9 @@ def _check_phase(task: Task, values: dict[str, Any]) -> None:
         problem = definitions.model_problem(task, split=values["split"], track=track or None)
         if problem is not None:
             raise InvalidData(f"phase {slug} cannot take models: {problem}")
+    if values.get("model_settings") is not None and not isinstance(values["model_settings"],
+                                                                    dict):
+        raise InvalidData(f"phase {slug}, model settings: give a JSON object")
     if values.get("model_settings"):  # stored whole and checked: uploads read it as it is
         try:
             values["model_settings"] = EncodingRules.from_dict(values["model_settings"]).to_dict()

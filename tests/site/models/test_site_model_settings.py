@@ -168,3 +168,23 @@ def test_the_page_and_the_cli_send_the_settings(client, app, models_world, sessi
     assert row.options["encoding"] == {"max_seq_length": 9, "max_seq_length_limit": 128,
                                        "batch_tokens": 32, "dtype": "auto"}
     wait_for_threads(300)
+
+
+def test_the_organiser_page_sets_the_rules(client, models_world, session, make) -> None:
+    phase = models_world["phase"]
+    admin = make.user("admin@example.org", admin=True)
+    client.post("/login", data={"email": admin.email, "password": "password123"})
+    form = {"slug": "eval", "name": "Eval", "kind": phase.kind, "opens_at": "2012-04-01T00:00",
+            "closes_at": "2012-04-20T00:00", "max_runs": "3", "late_policy": "reject",
+            "visibility": "public", "track": "", "split": phase.split, "accepts": "models"}
+    url = "/tasks/tiny/organise/phases/eval"
+    for bad, message in [("{", "not JSON"), ("[1]", "give a JSON object"),
+                         ('{"dtype": "float16"}', "default dtype float16 is not among")]:
+        answer = client.post(url, data={**form, "model_settings": bad})
+        assert answer.status_code == 422 and message in answer.get_data(as_text=True)
+    saved = client.post(url, data={**form, "model_settings": '{"max_seq_length_limit": 96}'})
+    assert saved.status_code == 302
+    session.commit()  # a new snapshot (SQLite)
+    session.expire_all()
+    assert phase.model_settings["max_seq_length_limit"] == 96
+    assert "max_seq_length_limit&#34;: 96" in client.get(url).get_data(as_text=True)
