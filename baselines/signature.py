@@ -4,7 +4,9 @@ Like the evaluation signature it is a `|`-separated list of `key:value` fields: 
 weights digest, tokenizer (with its file's digest), dtype and device class (cpu or cuda, not
 the card: fp16 CUDA and fp32 CPU runs differ in the last digits), and the seed for systems
 whose scores depend on it. Digests are shortened to 12 hex digits. A model-track run adds the
-prompt of each side (the folder's name for it and its text) and the cosine-to-score mapping.
+length texts were cut at (maxlen), the prompt of each side (the folder's name for it and its
+text) and the cosine-to-score mapping; its token budget per batch is recorded beside the run,
+not signed (rows are encoded independently: only float summation order changes).
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ def baseline_signature(meta: Mapping[str, Any]) -> str | None:
               f"dtype:{meta['dtype'] or 'none'}", f"device:{meta['device_class']}"]
     if meta.get("seeded"):
         fields.append(f"seed:{meta.get('seed')}")
-    if "score_mapping" in meta:  # a model run: the texts' prompts, how a cosine became a score
+    if "score_mapping" in meta:  # a model run: where texts were cut, the texts' prompts, how
+        # a cosine became a score (the token budget per batch moves no number: not signed)
+        if meta.get("max_seq_length"):
+            fields.append(f"maxlen:{meta['max_seq_length']}")
         fields += [f"prompt:{prompt_label(meta)}", f"map:{meta['score_mapping']}"]
     return "|".join(fields)
 

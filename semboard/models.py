@@ -242,6 +242,9 @@ class Phase(Base):
     accepts: Mapped[str] = mapped_column(String(8), default="runs", server_default="runs")
     # "every" run ranked, or each team's "primary" run only (services.primary)
     ranking: Mapped[str] = mapped_column(String(8), default="every", server_default="every")
+    # the organisers' defaults and limits for the models' encoding (baselines.models.settings.
+    # EncodingRules: max_seq_length, batch_tokens, dtype); None: the defaults
+    model_settings: Mapped[dict[str, Any] | None] = mapped_column()
 
     task: Mapped[Task] = relationship(back_populates="phases")
 

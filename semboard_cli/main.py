@@ -487,7 +487,10 @@ def cmd_submit_model(args: argparse.Namespace) -> int:
                                             ("prompt", args.prompt),
                                             ("prompt_name", args.prompt_name),
                                             ("pooling", args.pooling),
-                                             ("model_name", args.model_name))
+                                             ("model_name", args.model_name),
+                                            ("max_seq_length", args.max_seq_length),
+                                            ("batch_tokens", args.batch_tokens),
+                                            ("dtype", args.dtype))
               if value is not None}
     if args.publish:
         fields["publish"] = True
@@ -723,6 +726,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooling", help="cls, mean, max, ... (overrides 1_Pooling/config.json)")
     p.add_argument("--model-name", dest="model_name",
                    help="the model's name on the board (else the folder's _name_or_path)")
+    # checked by the site against the phase's limits (a clear refusal names them)
+    p.add_argument("--max-seq-length", dest="max_seq_length", type=int,
+                   help="cut texts after this many tokens (default: the phase's, else the "
+                        "model's own); recorded in the run's signature")
+    p.add_argument("--batch-tokens", dest="batch_tokens", type=int,
+                   help="padded tokens per batch (speed and memory; scores unchanged)")
+    p.add_argument("--dtype", help="auto, float32, float16 or bfloat16 (half dtypes on CUDA "
+                   "only; default: the phase's)")
     p.add_argument("--publish", action="store_true",
                    help="publish the model's files with its run (anyone who sees the run may "
                         "download them; withdraw on the team page)")

@@ -107,7 +107,7 @@ class ModelDescription:
     hidden_size: int
     layers: int
     vocab_size: int
-    max_seq_length: int
+    max_seq_length: int  # where texts are cut: the model's own, a phase's limit or a choice
     weights_dtype: str
     pooling: str
     normalize: bool
@@ -122,6 +122,7 @@ class ModelDescription:
     do_lower_case: bool = False
     pad_token_id: int = 0
     tokenizer_sha256: str = ""
+    model_max_seq_length: int = 0  # the folder's own length (sentence_bert_config, positions)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
@@ -454,9 +455,12 @@ def _tokenizer(folder: Path, cfg: Mapping[str, Any], names: list[str],
 
 def check_model(folder: Path, limits: ModelLimits | None = None, *, prompt: str | None = None,
                 prompt_name: str | None = None, pooling: str | None = None,
-                normalize: bool | None = None) -> ModelCheck:
+                normalize: bool | None = None, max_seq_length: int | None = None
+                ) -> ModelCheck:
     """Check a model folder in the Hugging Face layout; `prompt` (a text), `prompt_name` (the
-    folder's prompt names, see choose_prompts) and `pooling` override its files.
+    folder's prompt names, see choose_prompts) and `pooling` override its files;
+    `max_seq_length` the length texts are cut at (at most the positions the model has and
+    `limits.max_seq_length`; None: the model's own, capped by that limit).
 
     Reads names, JSON files and safetensors headers only. Every problem is an Issue naming the
     file; the description (digest over all files, architecture, parameters, pooling, prompt)
@@ -537,15 +541,23 @@ def check_model(folder: Path, limits: ModelLimits | None = None, *, prompt: str 
     # fairseq-style models number positions from pad + 1: fewer usable positions
     usable = cfg["max_position_embeddings"] - (pad + 1 if model_type in PADDING_OFFSET_TYPES
                                                else 0)
-    max_seq = min(v for v in (usable, tok_max, sbert.get("max_seq_length"))
-                  if isinstance(v, int) and v > 0)
-    if max_seq > limits.max_seq_length:
-        max_seq = limits.max_seq_length  # truncate at the host's limit rather than refuse
+    own = min(v for v in (usable, tok_max, sbert.get("max_seq_length"))
+              if isinstance(v, int) and v > 0)
+    max_seq = min(own, limits.max_seq_length)  # truncate at the host's limit, not refuse
+    if max_seq_length is not None:
+        most = min(usable, limits.max_seq_length)
+        if not 1 <= max_seq_length <= most:
+            return ModelCheck([Issue(None, None, f"max_seq_length {max_seq_length:,}: this "
+                                     f"model takes at most {most:,} tokens here (its "
+                                     f"positions: {usable:,}; the limit: "
+                                     f"{limits.max_seq_length:,})", "max-seq-length")], None)
+        max_seq = max_seq_length
     files = {rel: file_sha256(folder / rel) for rel in names}
     desc = ModelDescription(
         digest=model_digest(files), files=files, total_bytes=total, model_type=model_type,
         architecture=cls, n_parameters=n_params, hidden_size=cfg["hidden_size"],
         layers=cfg["num_hidden_layers"], vocab_size=cfg["vocab_size"], max_seq_length=max_seq,
+        model_max_seq_length=own,
         weights_dtype=",".join(sorted(dtypes)), pooling=pooling or st_pooling,
         normalize=st_normalize if normalize is None else normalize,
         prompts=prompts, do_lower_case=bool(sbert.get("do_lower_case", False)),

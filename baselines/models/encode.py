@@ -24,15 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from baselines.embedding import (
-    CHUNK_TEXTS,
-    DEFAULT_BATCH_TOKENS,
-    resolve_device,
-    token_budget_batches,
-)
+from baselines.embedding import CHUNK_TEXTS, resolve_device, token_budget_batches
 from baselines.models.check import ModelDescription
+from baselines.models.settings import device_dtype
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy")
+# padded tokens per batch by device: on a CPU, 4,096 encoded STS text 1.7x faster than 1,024
+# (fewer, larger matrix products; the per-batch cost of transformers' forward counts there:
+# benchmarks/README.md); a GPU wants large batches
+BATCH_TOKENS = {"cuda": 131072, "cpu": 4096}
 
 
 def library_versions() -> dict[str, str | None]:
@@ -87,7 +87,8 @@ def chunk_bounds(n: int, *, grow: bool) -> list[tuple[int, int]]:
 
 
 class ModelEncoder:
-    """A checked model folder loaded for encoding (fp16 on CUDA, fp32 on CPU by default)."""
+    """A checked model folder loaded for encoding (fp16 on CUDA, fp32 on CPU by default; half
+    dtypes on CUDA only); texts are cut at desc.max_seq_length tokens."""
 
     def __init__(self, folder: Path, desc: ModelDescription, *, device: str = "auto",
                  dtype: str | None = None, batch_tokens: int | None = None) -> None:
@@ -97,10 +98,8 @@ class ModelEncoder:
         started = time.perf_counter()
         self.desc = desc
         self.device = resolve_device(device)
-        # fp16 halves memory traffic on a GPU; CPUs lack fast fp16 kernels
-        self.dtype = dtype or ("float16" if self.device == "cuda" else "float32")
-        if self.dtype not in ("float16", "float32", "bfloat16"):
-            raise ValueError(f"dtype must be float16, bfloat16 or float32, not {self.dtype!r}")
+        # fp16 halves memory traffic on a GPU; CPUs lack fast fp16 kernels (refused there)
+        self.dtype = device_dtype(dtype, self.device)
         cls = getattr(transformers, desc.architecture)
         self.model = cls.from_pretrained(
             str(folder), add_pooling_layer=False, trust_remote_code=False,
@@ -109,7 +108,7 @@ class ModelEncoder:
         # transformers picks SDPA where the class has it (BERT, XLM-R), eager otherwise (MPNet)
         self.attention = str(getattr(self.model.config, "_attn_implementation", None))
         self.tokenizer = load_tokenizer(folder, desc)
-        self.batch_tokens = batch_tokens or DEFAULT_BATCH_TOKENS[self.device]
+        self.batch_tokens = batch_tokens or BATCH_TOKENS[self.device]
         self.device_name = (torch.cuda.get_device_name(torch.device(self.device))
                             if self.device == "cuda" else "cpu")
         self.load_s = time.perf_counter() - started
@@ -185,18 +184,53 @@ class ModelEncoder:
         return out
 
     def similarity(self, pairs: Sequence[tuple[str, str]], *,
-                   progress: Callable[[int], None] | None = None) -> np.ndarray:
+                   progress: Callable[[int], None] | None = None,
+                   distinct: bool = True) -> np.ndarray:
         """Cosine of the two sides' embeddings, one per pair (float64); each side gets its own
-        prompt (the model's `prompt` and `prompt_b`)."""
-        a_side = [a for a, _ in pairs]
-        b_side = [b for _, b in pairs]
-        if self.desc.prompt_b is None or self.desc.prompt_b == self.desc.prompt:
-            vecs = self.embed(a_side + b_side, progress=progress).astype(np.float64)
-        else:
-            vecs = np.concatenate([
-                self.embed(a_side, progress=progress),
-                self.embed(b_side, prompt=self.desc.prompt_b, progress=progress)
-            ]).astype(np.float64)
-        vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        prompt (the model's `prompt` and `prompt_b`).
+
+        Each distinct (prompt, text) is encoded once (real releases repeat sentences: STS 2012's
+        SMTeuroparl pairs sentences with themselves); a text's vector does not depend on what
+        else is encoded with it (rows are masked: tested), so the cosines are those of encoding
+        every text. progress gets texts as if every one were encoded. distinct=False encodes
+        every text (benchmarks: random pairings of a few sentences repeat them far more than
+        real data does).
+        """
         n = len(pairs)
-        return (vecs[:n] * vecs[n:]).sum(1)
+        second = self.desc.prompt_b
+        one_prompt = second is None or second == self.desc.prompt
+        sides = [[a for a, _ in pairs], [b for _, b in pairs]]
+        # the texts each prompt encodes, and the row of each pair side's vector among them
+        groups = [sides[0] + sides[1]] if one_prompt else sides
+        where = np.arange(2 * n, dtype=np.int64)
+        if distinct:
+            rows: list[dict[str, int]] = [{} for _ in groups]
+            for side in (0, 1):
+                seen = rows[0 if one_prompt else side]
+                for i, text in enumerate(sides[side]):
+                    where[side * n + i] = seen.setdefault(text, len(seen))
+            if not one_prompt:  # the second prompt's rows follow the first's
+                where[n:] += len(rows[0])
+            groups = [list(r) for r in rows]
+        encoded = sum(len(g) for g in groups)
+        report = None if progress is None else _Scaled(progress, 2 * n, encoded)
+        vecs = np.concatenate([self.embed(g, prompt=None if k == 0 else second, progress=report)
+                               for k, g in enumerate(groups)])
+        vecs = vecs.astype(np.float64)
+        vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        return (vecs[where[:n]] * vecs[where[n:]]).sum(1)
+
+
+class _Scaled:
+    """Progress in texts of the whole input while only its distinct texts are encoded."""
+
+    def __init__(self, progress: Callable[[int], None], total: int, distinct: int) -> None:
+        self.progress, self.total, self.distinct = progress, total, max(distinct, 1)
+        self.done = self.reported = 0
+
+    def __call__(self, k: int) -> None:
+        self.done += k
+        now = self.done * self.total // self.distinct
+        if now > self.reported:
+            self.progress(now - self.reported)
+            self.reported = now

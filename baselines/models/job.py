@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, Any, Literal, cast
@@ -30,6 +30,7 @@ import numpy as np
 from baselines.embedding import gpu_driver_version, resolve_device
 from baselines.models.check import ModelLimits, check_model
 from baselines.models.encode import ModelEncoder, library_versions
+from baselines.models.settings import EncodingSettings, SettingsError, device_dtype
 from baselines.signature import baseline_signature
 from evaluation import DatasetInputs, TaskDefinition, load_task, write_run
 
@@ -55,7 +56,9 @@ class JobBudget:
 
     time_s: float = 3600.0
     memory_bytes: int = 16 << 30
-    gpu_memory_bytes: int | None = None  # a CUDA job's share of the GPU, None for all of it
+    # a CUDA job's share of the GPU; None: what the device has free when the job starts
+    # (torch.cuda.mem_get_info, read by the encoding process)
+    gpu_memory_bytes: int | None = None
 
 
 @dataclass
@@ -128,9 +131,14 @@ def child_main(request_fd: int, reply_fd: int) -> None:
         pid = os.getpid()
         total = sum(len(p) for _, p in datasets.values())
         conn.send(("event", JobEvent("started", 0, total, pid)))
-        check = check_model(Path(folder), options["limits"], prompt=options["prompt"],
+        settings = EncodingSettings.from_dict(options.get("encoding"))
+        limits = options["limits"]
+        limits = replace(limits, max_seq_length=min(limits.max_seq_length,
+                                                    settings.max_seq_length_limit))
+        check = check_model(Path(folder), limits, prompt=options["prompt"],
                             prompt_name=options.get("prompt_name"), pooling=options["pooling"],
-                            normalize=options["normalize"])
+                            normalize=options["normalize"],
+                            max_seq_length=settings.max_seq_length)
         if not check.ok or check.description is None:
             conn.send(("failed", "the model was refused: "
                        + "; ".join(str(i) for i in check.issues), "refused"))
@@ -140,13 +148,25 @@ def child_main(request_fd: int, reply_fd: int) -> None:
 
         if options["threads"]:
             torch.set_num_threads(options["threads"])
-        if options["gpu_memory_bytes"] and resolve_device(options["device"]) == "cuda":
-            # set before the model is allocated: beyond it torch raises OutOfMemoryError
-            total_gpu = torch.cuda.get_device_properties(0).total_memory
-            torch.cuda.set_per_process_memory_fraction(
-                min(1.0, options["gpu_memory_bytes"] / total_gpu))
-        encoder = ModelEncoder(Path(folder), desc, device=options["device"],
-                               dtype=options["dtype"])
+        device = resolve_device(options["device"])
+        try:
+            dtype = device_dtype(settings.dtype if settings.dtype != "auto"
+                                 else options["dtype"], device)
+        except SettingsError as err:
+            conn.send(("failed", f"the model's settings cannot run here: {err}", "refused"))
+            return
+        gpu: dict[str, Any] = {}
+        if device == "cuda":
+            free, total_gpu = torch.cuda.mem_get_info()
+            # the budget: the site's share, else what is free now; set before the model is
+            # allocated (beyond it torch raises OutOfMemoryError, a typed failure)
+            share = min(options["gpu_memory_bytes"] or free, total_gpu)
+            torch.cuda.set_per_process_memory_fraction(share / total_gpu)
+            torch.cuda.reset_peak_memory_stats()
+            gpu = {"gpu_memory_bytes": share, "gpu_free_bytes": free,
+                   "gpu_total_bytes": total_gpu}
+        encoder = ModelEncoder(Path(folder), desc, device=device, dtype=dtype,
+                               batch_tokens=settings.batch_tokens)
         conn.send(("event", JobEvent("loaded", 0, total, pid)))
         files: dict[str, bytes] = {}
         clipped: dict[str, int] = {}  # pairs whose cosine the mapping changed, by dataset
@@ -186,6 +206,8 @@ def child_main(request_fd: int, reply_fd: int) -> None:
             "prompt_b": desc.prompt_b, "prompt_name_b": desc.prompt_name_b,
             "prompts": desc.prompts, "tokenizer_class": desc.tokenizer_class,
             "max_seq_length": desc.max_seq_length,
+            "model_max_seq_length": desc.model_max_seq_length,
+            "max_seq_length_source": "chosen" if settings.max_seq_length else "model",
             "tokenizer": "tokenizer.json", "tokenizer_sha256": desc.tokenizer_sha256,
             "score_mapping": options["mapping"], "clipped_pairs": clipped,
             "dtype": encoder.dtype,
@@ -199,6 +221,7 @@ def child_main(request_fd: int, reply_fd: int) -> None:
         }
         if cuda:
             meta["cuda"], meta["driver"] = torch.version.cuda, gpu_driver_version()
+            meta |= gpu | {"gpu_peak_bytes": torch.cuda.max_memory_allocated()}
         meta["signature"] = baseline_signature(meta)
         conn.send(("done", files, meta))
     except BaseException as exc:  # reported to the parent as the job's failure reason
@@ -232,12 +255,15 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
                   normalize: bool | None = None,
                   mapping: Mapping_ | None = None, threads: int | None = None,
                   run_name: str | None = None,
+                  encoding: EncodingSettings | Mapping[str, Any] | None = None,
                   progress: Callable[[JobEvent], None] | None = None,
                   stop: threading.Event | None = None) -> ModelRun:
     """Encode `inputs` with the model in `folder` in a child process; the run files + metadata.
 
     run_name goes into the file names of a task whose names carry the run ({run}); mapping
-    (cosine to score) defaults to the definition's scores.model_mapping.
+    (cosine to score) defaults to the definition's scores.model_mapping. encoding: the
+    upload's maximum sequence length, token budget and dtype (its dtype "auto" takes `dtype`,
+    the host's choice, else float16 on CUDA and float32 on CPU).
 
     Raises ModelJobFailed when the model is refused, the child fails or dies, the budget is
     exceeded, or `stop` is set (the job was cancelled or taken from this worker: the child is
@@ -257,7 +283,10 @@ def run_model_job(folder: Path, task: TaskDefinition | str,
                "prompt_name": prompt_name, "pooling": pooling,
                "normalize": normalize, "device": device, "dtype": dtype, "mapping": chosen,
                "threads": threads, "gpu_memory_bytes": budget.gpu_memory_bytes,
-               "run_name": run_name}
+               "run_name": run_name,
+               # a job description (the site's own or a remote worker's) carries it as JSON
+               "encoding": (encoding if isinstance(encoding, EncodingSettings)
+                            else EncodingSettings.from_dict(encoding)).to_dict()}
     with tempfile.TemporaryFile() as log:
         return _supervise((str(Path(folder).resolve()), task_def, datasets, options), budget,
                           log, progress, stop)

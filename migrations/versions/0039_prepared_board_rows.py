@@ -1,7 +1,7 @@
 """Prepared boards stored in parts: each row once, so storing an upload's board writes its rows.
 
 Revision ID: 0039_prepared_board_rows
-Revises: 0037_worker_tokens
+Revises: 0038_model_encoding
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0039_prepared_board_rows"
-down_revision: str | None = "0037_worker_tokens"
+down_revision: str | None = "0038_model_encoding"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -26,6 +26,9 @@ from semboard.web.files import (
     upload_on_disk,
 )
 
+# an upload's encoding settings (baselines.models.settings: checked by the service)
+ENCODING_FIELDS = ("max_seq_length", "batch_tokens", "dtype")
+
 
 def _queued(row: ModelSubmission) -> Any:
     """202 with the model's state and where to follow it (its job was dispatched)."""
@@ -57,8 +60,8 @@ def list_models(task_name: str) -> Any:
 @bp.post("/tasks/<task_name>/models")
 def submit_model(task_name: str) -> Any:
     """Upload a model in one request (multipart: file = a zip of the Hugging Face folder;
-    optional name, phase, prompt, prompt_name, pooling, publish, model_name); 202 once checked
-    and queued."""
+    optional name, phase, prompt, prompt_name, pooling, publish, model_name and the encoding's
+    max_seq_length, batch_tokens, dtype); 202 once checked and queued."""
     user = require_token_user()
     # a model is far larger than a run: web.hardening gives this route its own body limit
     session = get_session()
@@ -70,7 +73,7 @@ def submit_model(task_name: str) -> Any:
         raise InvalidData("send the model as the multipart field 'file' (a .zip)")
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
     participation.require_participant(session, task=task, user=user, team=team, phase=phase)
-    key = submissions.client_key(request.headers.get("Idempotency-Key"))
+    upload_key = submissions.client_key(request.headers.get("Idempotency-Key"))
     try:
         with upload_on_disk(upload) as archive:
             row = model_jobs.accept_model(
@@ -81,7 +84,9 @@ def submit_model(task_name: str) -> Any:
                 prompt_name=request.form.get("prompt_name") or None,
                 pooling=request.form.get("pooling") or None,
                 publish=_flag(request.form.get("publish", "")),
-                model_name=request.form.get("model_name") or None, upload_key=key)
+                model_name=request.form.get("model_name") or None,
+                encoding={key: request.form.get(key) for key in ENCODING_FIELDS},
+                upload_key=upload_key)
     except models.Replayed as replay:
         # a retry of an upload that was accepted: the same model, no second slot
         answer = models.model_json(session, replay.row) | {
@@ -100,8 +105,8 @@ def _upload_answer(row: Any, status: int = 200) -> Any:
 @bp.post("/tasks/<task_name>/model-uploads")
 def start_model_upload(task_name: str) -> Any:
     """Start a model upload in parts (JSON: size, filename, sha256 and the model's name, phase,
-    prompt, prompt_name, pooling, publish); 201 with where to send the parts and how big they
-    may be."""
+    prompt, prompt_name, pooling, publish, max_seq_length, batch_tokens, dtype); 201 with where
+    to send the parts and how big they may be."""
     user = require_token_user()
     session = get_session()
     now = request_now()
@@ -122,7 +127,8 @@ def start_model_upload(task_name: str) -> Any:
         name=_text(body, "name") or "", prompt=_text(body, "prompt"),
         prompt_name=_text(body, "prompt_name"),
         pooling=_text(body, "pooling"), publish=_flag(body.get("publish", False)),
-        model_name=_text(body, "model_name"))
+        model_name=_text(body, "model_name"),
+        encoding={key: body.get(key) for key in ENCODING_FIELDS})
     return _upload_answer(row, 201)
 
 

@@ -38,7 +38,8 @@ SCHEMAS: dict[str, Any] = {
                    "open": BOOL, "team_window_hours": {"type": ["integer", "null"]},
                    "max_runs": {"type": ["integer", "null"]}, "late_policy": STR,
                    "visibility": STR, "track": {"type": ["string", "null"]},
-                   "results_published": BOOL}),
+                   "results_published": BOOL},
+                  {"model_settings": {"type": ["object", "null"]}}),
     "Task": _obj({"name": STR, "title": STR, "gold_released": BOOL,
                   "phases": {"type": "array", "items": _ref("Phase")}},
                  {"description": STR,
@@ -236,7 +237,8 @@ def _phase_op(path: str) -> dict[str, Any]:
                     "oracle on private gold", _json("Phase", "Created"), status="201",
                     body=_fields(slug=STR, name=STR, kind=STR, opens_at=TIME, closes_at=TIME,
                                  split=STR, max_per_day=INT, max_runs=INT, accepts=STR,
-                                 team_window_hours=INT, visibility=STR, track=STR),
+                                 team_window_hours=INT, visibility=STR, track=STR,
+                                 model_settings={"type": "object"}),
                     errors=("401", "403", "404", "422"))
     operation["responses"]["200"] = _json("Phase", "Changed")
     return operation
@@ -274,7 +276,8 @@ def _paths() -> dict[str, dict[str, Any]]:
         "type": "object", "required": ["file"],
         "properties": {"file": {"type": "string", "format": "binary"}, "name": STR,
                         "phase": STR, "prompt": STR, "prompt_name": STR, "pooling": STR,
-                        "publish": STR, "model_name": STR}}}}}
+                        "publish": STR, "model_name": STR, "max_seq_length": STR,
+                        "batch_tokens": STR, "dtype": STR}}}}}
     part = {"required": True, "content": {"application/octet-stream": {"schema": {
         "type": "string", "format": "binary"}}}}
     u = "/model-uploads/{upload_id}"
@@ -307,7 +310,8 @@ def _paths() -> dict[str, dict[str, Any]]:
             "size up to the site's limit): refused at once where the model would be",
             _json("ModelUpload", "Started"), status="201",
             body=_fields(size=INT, filename=STR, sha256=STR, name=STR, phase=STR, prompt=STR,
-                         prompt_name=STR, pooling=STR, publish=BOOL, model_name=STR),
+                         prompt_name=STR, pooling=STR, publish=BOOL, model_name=STR,
+                         max_seq_length=INT, batch_tokens=INT, dtype=STR),
             errors=("401", "403", "404", "409", "422", "429"))},
         u: {
             "get": _op(u, "How much of my upload arrived (where to resume)",

@@ -86,6 +86,9 @@ def _phase_json(phase: Phase, now: datetime) -> dict[str, Any]:
         "split": phase.split,
         "max_per_day": phase.max_per_day,
         "accepts": phase.accepts,
+        # the models' encoding defaults and limits (what an upload may choose)
+        "model_settings": (models.encoding_rules(phase).to_dict()
+                           if phase.accepts != "runs" else None),
     }
 
 

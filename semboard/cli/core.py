@@ -173,11 +173,15 @@ def task_list() -> None:
               help="Uploads per team in any 24 hours, replacements included (0: unlimited).")
 @click.option("--accepts", type=click.Choice(PHASE_ACCEPTS),
               help="What teams submit: runs, models (an encoder the site runs) or both.")
+@click.option("--model-settings", help="The models' encoding defaults and limits as JSON, "
+              "e.g. '{\"max_seq_length_limit\": 256, \"dtypes\": [\"auto\", \"float16\"]}' "
+              "(keys: max_seq_length, max_seq_length_limit, batch_tokens, batch_tokens_limit, "
+              "dtype, dtypes); '' for the defaults.")
 def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, opens: str | None,
                closes: str | None, window_hours: int | None, max_runs: int | None,
                late_policy: str | None, visibility: str | None, track: str | None,
                split: str | None = None, max_per_day: int | None = None,
-               accepts: str | None = None) -> None:
+               accepts: str | None = None, model_settings: str | None = None) -> None:
     """Add phase SLUG to TASK_NAME, or update the settings given."""
     given: dict[str, object] = {}
     if name is not None:
@@ -204,6 +208,15 @@ def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, op
         given["max_per_day"] = max_per_day or None
     if accepts is not None:
         given["accepts"] = accepts
+    if model_settings is not None:
+        try:
+            given["model_settings"] = json.loads(model_settings) if model_settings else None
+        except json.JSONDecodeError as err:
+            raise click.BadParameter(f"not JSON: {err}", param_hint="--model-settings"
+                                     ) from None
+        if given["model_settings"] is not None and not isinstance(given["model_settings"],
+                                                                  dict):
+            raise click.BadParameter("give a JSON object", param_hint="--model-settings")
     with command_session() as session:
         task = tasks.get_task(session, task_name)
         existing = {p.slug: p for p in tasks.phases(session, task)}

@@ -201,7 +201,9 @@ def model_settings(row: ModelSubmission) -> dict[str, Any]:
     description (JSON)."""
     options = dict(row.options or {})
     return {"prompt": options.get("prompt"), "prompt_name": options.get("prompt_name"),
-            "pooling": options.get("pooling"), "run_name": row.name}
+            "pooling": options.get("pooling"), "run_name": row.name,
+            # the upload's max_seq_length, token budget and dtype, as chosen at upload
+            "encoding": options.get("encoding")}
 
 
 def host_settings(app: Flask) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from flask import (
 from flask_login import login_required
 
 from baselines.models.check import POOLING_MODES
+from baselines.models.settings import DTYPES
 from semboard.errors import Conflict, DomainError, InvalidData, PhaseNotOpen
 from semboard.jobs import models as model_jobs
 from semboard.services.models import model_exports, model_uploads
@@ -70,7 +71,8 @@ def upload_model(task_name: str) -> Any:
                         name=form.name.data or "", prompt=form.prompt.data or None,
                         prompt_name=form.prompt_name.data or None,
                         pooling=form.pooling.data or None, publish=bool(form.publish.data),
-                        model_name=form.model_name.data or None)
+                        model_name=form.model_name.data or None,
+                        encoding=_encoding(form))
             except DomainError as err:
                 flash_error(err)
                 issues = err.issues
@@ -84,6 +86,8 @@ def upload_model(task_name: str) -> Any:
         status = 422
     return render_template("runs/upload_model.html", task=task, team=team, form=form,
                            phases=phases, issues=issues,
+                           encoding_rules={p.slug: model_services.encoding_rules(p)
+                                           for p in phases},
                            max_bytes=current_app.config["SEMBOARD_MODEL_MAX_BYTES"]), status
 
 
@@ -94,7 +98,14 @@ def _model_form(session: Any, task: Any, team: Any) -> tuple[list[Any], UploadMo
     form = UploadModelForm()
     form.phase.choices = options([(p.slug, p.name) for p in phases])
     form.pooling.choices = options([("", "As the folder says"), *((m, m) for m in POOLING_MODES)])
+    form.dtype.choices = options([("", "The phase's default"), *((d, d) for d in DTYPES)])
     return phases, form
+
+
+def _encoding(form: UploadModelForm) -> dict[str, Any]:
+    """The encoding settings the form asks (checked by the service against the phase)."""
+    return {"max_seq_length": form.max_seq_length.data, "batch_tokens": form.batch_tokens.data,
+            "dtype": form.dtype.data}
 
 
 def _upload_answer(row: Any, status: int = 200) -> Any:
@@ -126,7 +137,7 @@ def start_model_upload_page(task_name: str) -> Any:
         name=form.name.data or "", prompt=form.prompt.data or None,
         prompt_name=form.prompt_name.data or None,
         pooling=form.pooling.data or None, publish=bool(form.publish.data),
-        model_name=form.model_name.data or None)
+        model_name=form.model_name.data or None, encoding=_encoding(form))
     return _upload_answer(row, 201)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -124,6 +125,8 @@ def _phase_form_page(task: Task, phase: Phase | None) -> Any:
     form.split.choices = options(_split_choices(task))
     if request.method == "GET" and phase is not None:
         form.track.data = phase.track or ""
+        form.model_settings.data = (json.dumps(phase.model_settings)
+                                    if phase.model_settings else "")
     if request.method == "GET" and phase is None:
         form.split.data = definitions.definition(task).default_split
     if form.validate_on_submit():
@@ -136,14 +139,19 @@ def _phase_form_page(task: Task, phase: Phase | None) -> Any:
             "split": form.split.data or None, "max_per_day": form.max_per_day.data or None,
             "accepts": form.accepts.data or "runs",
         }
-        with committed() as done:
-            if phase is None:
-                phase = tasks.add_phase(session, task, now=now(), **values)
-            else:
-                tasks.update_phase(session, phase, **values)
-        if done:
-            flash(f"Phase {phase.name} saved.", "success")
-            return redirect(url_for("web.organise", task_name=task.name) + "#phases")
+        try:
+            values["model_settings"] = json.loads(form.model_settings.data or "null")
+        except json.JSONDecodeError as err:
+            form.model_settings.errors = [f"not JSON: {err}"]
+        else:
+            with committed() as done:
+                if phase is None:
+                    phase = tasks.add_phase(session, task, now=now(), **values)
+                else:
+                    tasks.update_phase(session, phase, **values)
+            if done:
+                flash(f"Phase {phase.name} saved.", "success")
+                return redirect(url_for("web.organise", task_name=task.name) + "#phases")
     status = 200 if request.method == "GET" else 422
     return render_template("organiser/phase.html", task=task, phase=phase, form=form), status
 

@@ -155,6 +155,12 @@ class UploadModelForm(FlaskForm):
     prompt_name = StringField("Or the folder's prompt by name",
                               validators=[Optional(), Length(max=200)])
     pooling = SelectField("Pooling", validators=[Optional()])
+    # encoding settings: checked against the phase's limits by the service (one home), so the
+    # form keeps them as text and refusals name the phase's limit
+    max_seq_length = StringField("Maximum sequence length (tokens)",
+                                 validators=[Optional(), Length(max=12)])
+    batch_tokens = StringField("Tokens per batch", validators=[Optional(), Length(max=12)])
+    dtype = SelectField("dtype", validators=[Optional()])
     publish = BooleanField("Publish the model's files with its run")
     submit = SubmitField("Upload model")
 
@@ -204,6 +210,9 @@ class PhaseForm(FlaskForm):
     accepts = SelectField("Teams submit", choices=options([
         ("runs", "Runs (files of scores)"), ("models", "Models (an encoder the site runs)"),
         ("both", "Runs or models")]), default="runs")
+    # checked by the service (baselines.models.settings.EncodingRules), JSON here
+    model_settings = TextAreaField("Models' encoding rules (JSON)",
+                                   validators=[Optional(), Length(max=2000)])
     submit = SubmitField("Save phase")
 
     def validate_closes_at(self, field: DateTimeLocalField) -> None:

@@ -120,12 +120,16 @@ def _legacy(mode: str) -> str:
 
 def st_cosines(folder: Path, pairs: list[tuple[str, str]], prompt: str | None,
                prompt_b: str | None = None, *, prompt_name: str | None = None,
-               prompt_name_b: str | None = None, batch_size: int = 4) -> np.ndarray:
+               prompt_name_b: str | None = None, batch_size: int = 4,
+               max_seq_length: int | None = None) -> np.ndarray:
     """sentence-transformers' encode of the same folder: cosine of each pair (float64). With
-    prompt=None and no prompt_name, sentence-transformers applies the folder's default."""
+    prompt=None and no prompt_name, sentence-transformers applies the folder's default;
+    max_seq_length: where it cuts texts (else the folder's own)."""
     from sentence_transformers import SentenceTransformer
 
     st = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+    if max_seq_length is not None:
+        st.max_seq_length = max_seq_length
     kw = {"convert_to_numpy": True, "normalize_embeddings": True, "show_progress_bar": False,
           "batch_size": batch_size}
     a = st.encode([p[0] for p in pairs], prompt=prompt, prompt_name=prompt_name,

@@ -164,7 +164,7 @@ _CSV_PARTS: LRU[tuple[Any, ...], tuple[Any, Any, list[str]]] = LRU(12_288)
 
 MODEL_KEYS = ("model_digest", "model_name", "architecture", "n_parameters", "pooling", "prompt",
               "prompt_source", "prompt_name", "prompt_b", "prompt_name_b", "score_mapping",
-              "dtype", "device", "pairs_per_s")
+              "dtype", "device", "pairs_per_s", "max_seq_length")
 
 
 def model_summary(meta: dict[str, Any] | None) -> dict[str, Any] | None:

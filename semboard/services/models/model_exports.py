@@ -58,7 +58,7 @@ def _value(metric: dict[str, Any] | None) -> float | None:
 def _settings(meta: dict[str, Any]) -> dict[str, str]:
     """How the cosines were made, as strings (both formats take string-valued details)."""
     keys = ("model_digest", "architecture", "pooling", "score_mapping", "dtype", "device",
-            "signature")
+            "max_seq_length", "batch_tokens", "signature")
     out = {k: str(meta[k]) for k in keys if meta.get(k) is not None}
     out["prompt"] = prompt_label(meta)
     if isinstance(meta.get("clipped_pairs"), dict):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,8 @@ def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user:
           filename: str, size: object, now: datetime, max_bytes: int, sha256_hex: str | None = None,
           name: str = "", prompt: str | None = None, pooling: str | None = None,
           publish: bool = False, prompt_name: str | None = None,
-          model_name: str | None = None) -> ModelUpload:
+          model_name: str | None = None,
+          encoding: Mapping[str, Any] | None = None) -> ModelUpload:
     """Open an upload of `size` bytes (as the client sent it: checked here); refused, and
     logged, now if the model would be."""
     name = name.strip()
@@ -63,7 +65,7 @@ def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user:
         if sha256_hex is not None and not _SHA256.match(sha256_hex):
             raise InvalidData("sha256: give the archive's sha256 as 64 lower-case hex digits")
         model_services.check_submission(session, team=team, phase=phase, user=user, name=name,
-                                        pooling=pooling, now=now)
+                                        pooling=pooling, now=now, encoding=encoding)
     except DomainError as err:
         raise model_services.refuse(session, err, team=team, phase=phase, user=user,
                                     name=name, filename=filename, size=total,
@@ -79,7 +81,8 @@ def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user:
                       size=total, received=0, sha256=sha256_hex, parts=[],
                       options={"phase_id": phase.id, "name": name, "prompt": prompt,
                                "prompt_name": prompt_name, "pooling": pooling,
-                               "publish": bool(publish), "model_name": model_name},
+                               "publish": bool(publish), "model_name": model_name,
+                               "encoding": dict(encoding or {})},
                       created_at=now, updated_at=now)
     session.add(row)
     session.commit()
@@ -198,7 +201,8 @@ def finish(session: Session, storage: Storage, *, upload_id: int, user: User,
                 prompt=options.get("prompt"), pooling=options.get("pooling"),
                 prompt_name=options.get("prompt_name"),
                 publish=bool(options.get("publish")), on_accept=accepted,
-                model_name=options.get("model_name"), **check)
+                model_name=options.get("model_name"), encoding=options.get("encoding"),
+                **check)
     except DomainError as err:
         session.rollback()
         _end(session, upload_row_id, "refused", outcome={

@@ -7,7 +7,8 @@ daily upload until its job ends. A refusal changes nothing but the upload log.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from baselines.models import ModelDescription, ModelLimits, check_model, unpack_model_archive
 from baselines.models.check import POOLING_MODES
+from baselines.models.settings import EncodingRules, EncodingSettings, SettingsError, choose
 from evaluation import ValidationError
 from evaluation.runs import run_name_problem
 from semboard.db import begin_write
@@ -41,16 +43,22 @@ ACCEPTING_PHASES = ("models", "both")
 
 def check_archive(archive: Path, filename: str, *, limits: ModelLimits | None = None,
                   prompt: str | None = None, pooling: str | None = None,
-                  prompt_name: str | None = None) -> tuple[ModelDescription, str]:
-    """Unpack the zip in a temporary folder and check the model; RunRejected lists every issue.
-    Returns the description and the name the folder gives the model ("" for none)."""
+                  prompt_name: str | None = None,
+                  encoding: EncodingSettings | None = None) -> tuple[ModelDescription, str]:
+    """Unpack the zip in a temporary folder and check the model (with the encoding settings'
+    sequence length); RunRejected lists every issue. Returns the description and the name the
+    folder gives the model ("" for none)."""
+    encoding = encoding or EncodingSettings()
+    limits = limits or ModelLimits()
+    limits = replace(limits, max_seq_length=min(limits.max_seq_length,
+                                                encoding.max_seq_length_limit))
     with tempfile.TemporaryDirectory(prefix="semboard-model-") as tmp:
         try:
             folder = unpack_model_archive(archive, Path(tmp) / "model", limits)
         except ValidationError as err:
             raise RunRejected(f"the model archive {filename!r} was refused", err.issues) from None
         check = check_model(folder, limits, prompt=prompt, prompt_name=prompt_name,
-                            pooling=pooling)
+                            pooling=pooling, max_seq_length=encoding.max_seq_length)
         folder_name = model_facts.folder_model_name(folder)
     if not check.ok or check.description is None:
         raise RunRejected(f"the model in {filename!r} was refused: {len(check.issues)} "
@@ -58,10 +66,27 @@ def check_archive(archive: Path, filename: str, *, limits: ModelLimits | None = 
     return check.description, folder_name
 
 
+def encoding_rules(phase: Phase) -> EncodingRules:
+    """The phase's defaults and limits for its models' encoding (checked when they were set)."""
+    return EncodingRules.from_dict(phase.model_settings)
+
+
+def encoding_settings(phase: Phase, requested: Mapping[str, Any] | None) -> EncodingSettings:
+    """What an upload asking `requested` (max_seq_length, batch_tokens, dtype; from a form,
+    JSON or flags) gets in this phase; InvalidData names a refused value."""
+    try:
+        return choose(encoding_rules(phase), {k: v for k, v in (requested or {}).items()
+                                              if v is not None and v != ""})
+    except SettingsError as err:
+        raise InvalidData(str(err)) from None
+
+
 def check_submission(session: Session, *, team: Team, phase: Phase, user: User | None,
-                     name: str, pooling: str | None, now: datetime) -> None:
+                     name: str, pooling: str | None, now: datetime,
+                     encoding: Mapping[str, Any] | None = None) -> EncodingSettings:
     """What is checked before a model's bytes are looked at: rights, the phase's rules, the
-    team's room, the name and options. A DomainError names the first problem."""
+    team's room, the name and options; the encoding settings the upload gets. A DomainError
+    names the first problem."""
     if phase.task_id != team.task_id:
         raise InvalidData("the team and the phase belong to different tasks")
     if team.is_baseline or user is None or not access.is_member(session, user, team.id):
@@ -80,7 +105,9 @@ def check_submission(session: Session, *, team: Team, phase: Phase, user: User |
     problem = definitions.model_problem(phase.task, split=phase.split, track=phase.track)
     if problem is not None:
         raise InvalidData(problem)
+    settings = encoding_settings(phase, encoding)
     admission.admit(session, team=team, phase=phase, name=name, now=now)
+    return settings
 
 
 def refuse(session: Session, err: DomainError, *, team: Team, phase: Phase, user: User | None,
@@ -96,11 +123,14 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
                  publish: bool = False, limits: ModelLimits | None = None,
                   prompt_name: str | None = None,
                   on_accept: Callable[[ModelSubmission], None] | None = None,
-                  model_name: str | None = None, upload_key: str | None = None) -> ModelSubmission:
+                  model_name: str | None = None,
+                  encoding: Mapping[str, Any] | None = None,
+                  upload_key: str | None = None) -> ModelSubmission:
     """Check, store and queue an uploaded model (a zip of the Hugging Face folder, on disk:
     a model may be larger than memory); commits. on_accept(row) runs in the row's own
     transaction (an upload in parts records the model it became). model_name: what the team
-    calls the model (else the folder's own name is shown).
+    calls the model (else the folder's own name is shown). encoding: the max_seq_length,
+    batch_tokens and dtype asked (within the phase's limits; its defaults for the rest).
 
     jobs.models.accept_model calls this and dispatches the job after the commit. publish: the
     team publishes the model's files with its run from the start. upload_key: the client's
@@ -116,11 +146,11 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
                       filename=filename, size=size, now=now)
 
     try:
-        check_submission(session, team=team, phase=phase, user=user, name=name,
-                         pooling=pooling, now=now)
+        settings = check_submission(session, team=team, phase=phase, user=user, name=name,
+                                    pooling=pooling, now=now, encoding=encoding)
         description, folder_name = check_archive(archive, filename, limits=limits,
                                                  prompt=prompt, pooling=pooling,
-                                                 prompt_name=prompt_name)
+                                                 prompt_name=prompt_name, encoding=settings)
     except DomainError as err:
         raise refused(err) from None
     name = name or f"model-{description.digest[:12]}"
@@ -140,7 +170,9 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
         digest=description.digest,
         description=description.to_dict() | {"model_name": folder_name},
         options={"prompt": prompt, "prompt_name": prompt_name, "pooling": pooling,
-                 "model_name": " ".join((model_name or "").split())[:120] or None},
+                 "model_name": " ".join((model_name or "").split())[:120] or None,
+                 # the job description's encoding: what a worker, here or remote, applies
+                 "encoding": settings.to_dict()},
         status="queued", reason="",
         attempts=0, published_at=now if publish else None)
     session.add(row)

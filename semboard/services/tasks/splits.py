@@ -36,7 +36,7 @@ def shows_scores(phase: Phase) -> bool:
 _PHASE_INPUT = {"name": str, "kind": str, "opens_at": str, "closes_at": str,
                 "team_window_hours": int, "max_runs": int, "late_policy": str,
                 "visibility": str, "track": str, "split": str, "max_per_day": int,
-                "accepts": str}
+                "accepts": str, "model_settings": dict}
 
 
 def phase_fields(body: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 import evaluation
+from baselines.models.settings import EncodingRules, SettingsError
 from evaluation import TaskDefinitionError, parse_task
 from semboard.clock import utcnow
 from semboard.db import insert_unless_refused, require_fits
@@ -45,6 +46,7 @@ PHASE_FIELDS = (
     "split",
     "max_per_day",
     "accepts",
+    "model_settings",
 )
 
 
@@ -145,6 +147,16 @@ def _check_phase(task: Task, values: dict[str, Any]) -> None:
         problem = definitions.model_problem(task, split=values["split"], track=track or None)
         if problem is not None:
             raise InvalidData(f"phase {slug} cannot take models: {problem}")
+    if values.get("model_settings") is not None and not isinstance(values["model_settings"],
+                                                                    dict):
+        raise InvalidData(f"phase {slug}, model settings: give a JSON object")
+    if values.get("model_settings"):  # stored whole and checked: uploads read it as it is
+        try:
+            values["model_settings"] = EncodingRules.from_dict(values["model_settings"]).to_dict()
+        except SettingsError as err:
+            raise InvalidData(f"phase {slug}, model settings: {err}") from None
+    else:
+        values["model_settings"] = None
 
 
 def _check_split_rules(session: Session, task: Task, values: dict[str, Any],
@@ -173,9 +185,11 @@ def add_phase(
     split: str | None = None,
     max_per_day: int | None = None,
     accepts: str = "runs",
+    model_settings: dict[str, Any] | None = None,
     now: datetime,
 ) -> Phase:
-    """Add a phase to the task (split: the definition's default when None)."""
+    """Add a phase to the task (split: the definition's default when None; model_settings:
+    the models' encoding defaults and limits, baselines.models.settings.EncodingRules)."""
     values = dict(
         slug=slug.strip(),
         name=name.strip() or slug,
@@ -190,6 +204,7 @@ def add_phase(
         split=split or definitions.definition(task).default_split,
         max_per_day=max_per_day,
         accepts=accepts,
+        model_settings=model_settings,
     )
     _check_phase(task, values)
     _check_split_rules(session, task, values, None)
