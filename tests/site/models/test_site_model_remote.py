@@ -482,3 +482,22 @@ def test_a_serving_worker_outlives_an_outage_of_the_site(client, remote_world,
     with pytest.raises(remote.WorkerError) as stopped:  # --once / --burst: an outage ends it
         remote.serve(site, remote.Host(device="cpu"), burst=True, out=lambda _: None)
     assert stopped.value.code == remote.EXIT_NETWORK
+
+
+def test_the_upload_s_encoding_settings_reach_a_remote_worker(
+        app, client, remote_world, session, storage, model_folder, now) -> None:
+    """max_seq_length chosen at upload travels in the job description: the remote run is
+    truncated, recorded and signed as the site's own job would do it."""
+    session.rollback()
+    row = model_services.submit_model(
+        session, storage, team=remote_world["teams"][0], phase=remote_world["phase"],
+        user=remote_world["captains"][0], archive=on_disk(zip_folder(model_folder)),
+        filename="m.zip", now=now, name="short", encoding={"max_seq_length": "8"})
+    model_id = row.id
+    site = _site(client, remote_world["worker"])
+    assert remote.serve(site, remote.Host(device="cpu"), once=True, out=lambda _: None) == 1
+    done = _row(session, model_id)
+    assert done.status == "done", done.reason
+    run = session.scalars(select(Run).where(Run.id == done.run_id)).one()
+    assert run.meta["max_seq_length"] == 8 and run.meta["max_seq_length_source"] == "chosen"
+    assert "maxlen:8" in run.meta["signature"]
