@@ -6,6 +6,8 @@ command, never pay for them.
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
 import logging
 import os
@@ -187,10 +189,33 @@ def dispatch(app: Flask, func: str, *args: Any, queue_name: str = QUEUE_NAME,
     return "thread"
 
 
+# CPython 3.11 keeps the AST constructor's recursion count in state its threads share: two
+# threads building ASTs at once (werkzeug compiles each URL rule with ast.parse, np.load reads
+# .npy headers with ast.literal_eval) can raise SystemError ("AST constructor recursion depth
+# mismatch"). In a process that runs background threads, ast.parse takes turns.
+AST_TURNS = threading.Lock()
+
+
+def ast_in_turns() -> None:
+    """Make ast.parse (and so literal_eval, which calls it) hold AST_TURNS; idempotent."""
+    if getattr(ast.parse, "in_turns", False):
+        return
+    parse = ast.parse
+
+    @functools.wraps(parse)
+    def parse_in_turn(*args: Any, **kwargs: Any) -> Any:
+        with AST_TURNS:
+            return parse(*args, **kwargs)
+
+    parse_in_turn.in_turns = True  # type: ignore[attr-defined]
+    ast.parse = parse_in_turn  # type: ignore[assignment]
+
+
 def start_thread(target: Callable[..., Any], *args: Any, name: str,
                  what: str = "") -> threading.Thread:
     """Run target(*args) in a daemon thread of this process, registered here (the one registry
     of background threads: wait_for_threads joins them); a failure is logged, never raised."""
+    ast_in_turns()  # before a second thread exists
     thread = threading.Thread(target=_thread_main, args=(target, args, what or name),
                               daemon=True, name=name)
     with _threads_lock:  # registered as it starts: wait_for_threads never joins an unstarted one

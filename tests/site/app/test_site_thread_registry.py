@@ -45,3 +45,24 @@ def test_a_thread_is_never_seen_registered_before_it_starts() -> None:
     watcher.join(30)
     job_queue.wait_for_threads(30)
     assert seen == []
+
+
+def test_once_a_thread_runs_ast_parse_takes_turns() -> None:
+    """Two threads never build ASTs at once (CPython 3.11 shares the AST constructor's
+    recursion count between threads): a parse waits while another holds the turn."""
+    import ast
+
+    job_queue.start_thread(lambda: None, name="test-ast-turns")
+    job_queue.wait_for_threads(10)
+    parsed = threading.Event()
+
+    def parse() -> None:
+        ast.literal_eval("{'descr': '<f8', 'shape': (3,)}")  # as np.load reads a header
+        parsed.set()
+
+    with job_queue.AST_TURNS:
+        other = threading.Thread(target=parse)
+        other.start()
+        assert not parsed.wait(0.5)  # waits for its turn
+    assert parsed.wait(10)
+    other.join()
