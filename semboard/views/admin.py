@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from flask import abort, current_app, flash, redirect, render_template, url_for
+from flask_login import login_required
 
 from semboard.jobs import boards as board_jobs
 from semboard.jobs import queue as job_queue
 from semboard.jobs import scoring as scoring_jobs
 from semboard.models import User
 from semboard.services.models import worker_tokens
-from semboard.services.tasks import tasks
+from semboard.services.tasks import access, tasks
 from semboard.views.common import admin_required, bp, committed, db, login_or_redirect, now
 from semboard.web.forms import ActionForm, WorkerTokenForm
 
@@ -45,10 +46,23 @@ def queue_recover() -> Any:
     return redirect(url_for("web.queue_health"))
 
 
-def _token_form() -> WorkerTokenForm:
+def _organised(user: User) -> list[Any]:
+    """The tasks whose worker tokens the user manages (a site admin: every task)."""
+    return [t for t in tasks.list_tasks(db()) if access.is_organiser(db(), user, t)]
+
+
+def _token_form(user: User) -> WorkerTokenForm:
     form = WorkerTokenForm()
-    form.task.choices = [(t.name, t.name) for t in tasks.list_tasks(db())]
+    form.task.choices = [(t.name, t.name) for t in _organised(user)]
     return form
+
+
+def _token_manager() -> User:
+    """The signed-in user, if a site admin or an organiser of some task (else 403)."""
+    user = login_or_redirect()
+    if not _organised(user):
+        abort(403)
+    return user
 
 
 def _workers_page(user: User, form: WorkerTokenForm, new_token: str | None = None) -> str:
@@ -58,18 +72,21 @@ def _workers_page(user: User, form: WorkerTokenForm, new_token: str | None = Non
 
 
 @bp.get("/admin/queue/workers")
-@admin_required
+@login_required
 def worker_tokens_page() -> Any:
-    """Site admin: remote model workers' tokens (issue, list, revoke)."""
-    return _workers_page(login_or_redirect(), _token_form())
+    """Remote model workers' tokens (issue, list, revoke): site admins, and each task's
+    organisers for their own tasks."""
+    user = _token_manager()
+    return _workers_page(user, _token_form(user))
 
 
 @bp.post("/admin/queue/workers")
-@admin_required
+@login_required
 def issue_worker_token() -> Any:
-    """Site admin: issue a worker token; its plaintext is shown on this response only."""
-    user = login_or_redirect()
-    form = _token_form()
+    """Issue a worker token (organisers of its task); its plaintext is shown on this response
+    only."""
+    user = _token_manager()
+    form = _token_form(user)
     new_token = None
     if form.validate_on_submit():
         with committed() as done:
@@ -78,7 +95,7 @@ def issue_worker_token() -> Any:
                 by=user, now=now(), reason=form.reason.data or "")
         if done:
             flash("Worker token issued. Copy it now: it will not be shown again.", "success")
-            form = _token_form()
+            form = _token_form(user)
             form.process(formdata=None)
     # the secret must not linger in caches
     return (_workers_page(user, form, new_token), 201 if new_token else 422,
@@ -86,14 +103,16 @@ def issue_worker_token() -> Any:
 
 
 @bp.post("/admin/queue/workers/<int:token_id>/revoke")
-@admin_required
+@login_required
 def revoke_worker_token(token_id: int) -> Any:
-    """Site admin: revoke a worker token (its worker is refused from its next request)."""
+    """Revoke a worker token (organisers of its task; its worker is refused from its next
+    request)."""
+    user = _token_manager()
     if not ActionForm().validate_on_submit():
         abort(400)
     with committed() as done:
-        worker_tokens.revoke(db(), token_id=token_id, by=login_or_redirect(), now=now(),
-                             reason="revoked on the queue page")
+        worker_tokens.revoke(db(), token_id=token_id, by=user, now=now(),
+                             reason="revoked on the workers page")
     if done:
         flash("Worker token revoked.", "success")
     return redirect(url_for("web.worker_tokens_page"))

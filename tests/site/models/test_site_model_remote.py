@@ -501,3 +501,39 @@ def test_the_upload_s_encoding_settings_reach_a_remote_worker(
     run = session.scalars(select(Run).where(Run.id == done.run_id)).one()
     assert run.meta["max_seq_length"] == 8 and run.meta["max_seq_length_source"] == "chosen"
     assert "maxlen:8" in run.meta["signature"]
+
+
+def test_a_task_s_organisers_manage_its_worker_tokens_and_no_other(app, client, remote_world,
+                                                                   session, make, now) -> None:
+    """A task's organisers, not only site admins, issue and revoke its worker tokens on the
+    page; another task's tokens and tasks are not theirs; a participant gets 403."""
+    other = _other_task(session, make, now)
+    _token(session, other, "their-gpu", now)  # a token of the other task
+    organiser = make.user()
+    tasks.add_organiser(session, task=remote_world["task"], user=organiser, now=now)
+    session.commit()
+    participant = make.user()
+    client.post("/login", data={"email": participant.email, "password": "password123"})
+    assert client.get("/admin/queue/workers").status_code == 403
+    client.post("/logout")
+    client.post("/login", data={"email": organiser.email, "password": "password123"})
+    page = client.get("/admin/queue/workers").get_data(as_text=True)
+    assert 'value="tiny"' in page and 'value="other"' not in page and "their-gpu" not in page
+    assert "gpu-1" in page  # the fixture's token of the organiser's own task
+    assert "worker tokens" in client.get("/tasks/tiny/organise").get_data(as_text=True)
+    issued = client.post("/admin/queue/workers", data={"task": "tiny", "name": "lab-gpu"})
+    assert issued.status_code == 201
+    token = issued.get_data(as_text=True).split('id="new-token">', 1)[1].split("<", 1)[0]
+    assert client.get(f"{API}/me", headers={"Authorization": f"Bearer {token}"}
+                      ).get_json()["task"] == "tiny"
+    assert client.post("/admin/queue/workers", data={"task": "other", "name": "x"}
+                       ).status_code == 422  # not a task this organiser may choose
+    session.rollback()
+    theirs = session.scalar(select(WorkerToken).where(WorkerToken.name == "their-gpu"))
+    mine = session.scalar(select(WorkerToken).where(WorkerToken.name == "lab-gpu"))
+    client.post(f"/admin/queue/workers/{theirs.id}/revoke")
+    client.post(f"/admin/queue/workers/{mine.id}/revoke")
+    session.rollback()
+    session.expire_all()
+    assert session.get(WorkerToken, theirs.id).revoked_at is None
+    assert session.get(WorkerToken, mine.id).revoked_by_id == organiser.id
