@@ -196,6 +196,16 @@ def dispatch(app: Flask, func: str, *args: Any, queue_name: str = QUEUE_NAME,
 AST_TURNS = threading.Lock()
 
 
+def _fresh_turns() -> None:
+    """In a forked child: a new lock (another thread of the parent may have held the old one)."""
+    global AST_TURNS
+    AST_TURNS = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_turns)
+
+
 def ast_in_turns() -> None:
     """Make ast.parse (and so literal_eval, which calls it) hold AST_TURNS; idempotent."""
     if getattr(ast.parse, "in_turns", False):

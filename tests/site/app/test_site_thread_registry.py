@@ -66,3 +66,28 @@ def test_once_a_thread_runs_ast_parse_takes_turns() -> None:
         assert not parsed.wait(0.5)  # waits for its turn
     assert parsed.wait(10)
     other.join()
+
+
+def test_a_forked_child_parses_while_a_parent_thread_held_the_turn() -> None:
+    """A child forked while another thread held the AST turn gets a free one (rq forks its
+    scheduler from a worker whose threads may be parsing)."""
+    import ast
+    import os
+    import signal
+
+    job_queue.ast_in_turns()
+    with job_queue.AST_TURNS:
+        pid = os.fork()
+        if pid == 0:  # the child: parse, then leave at once
+            ast.parse("x = 1")
+            os._exit(0)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    raise AssertionError("the forked child waited for a turn no thread of it held")
