@@ -8,12 +8,10 @@ import re
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from site_net import free_port
+from site_net import serve_gunicorn
 from sqlalchemy import func, select
 
 from semboard.models import Task, TeamWindow
@@ -23,29 +21,6 @@ from semboard.services.tasks import tasks
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
-
-def _serve(database_url: str, tmp_path: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": str(PROJECT_ROOT),
-           "SEMBOARD_UPLOAD_DIR": str(tmp_path / "uploads"),
-           "SEMBOARD_INSTANCE_PATH": str(tmp_path / "instance"), "SECRET_KEY": "cli-test"}
-    log = (tmp_path / "gunicorn.log").open("wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--workers", "2", "--bind", f"127.0.0.1:{port}",
-         "--timeout", "120", "app:app"],
-        cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise AssertionError((tmp_path / "gunicorn.log").read_text())
-        try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=2):
-                return server, base
-        except OSError:
-            time.sleep(0.2)
-    server.kill()
-    raise AssertionError("gunicorn did not answer in 30 s")
 
 
 def test_cli_against_gunicorn(make, session, database_url, tmp_path, tiny_data):
@@ -59,7 +34,7 @@ def test_cli_against_gunicorn(make, session, database_url, tmp_path, tiny_data):
     task_id = task.id
     session.close()
 
-    server, base = _serve(database_url, tmp_path)
+    server, base = serve_gunicorn(database_url, tmp_path, secret="cli-test")
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT),
            "SEMBOARD_CONFIG": str(tmp_path / "cli" / "config.json")}
     env.pop("SEMBOARD_TOKEN", None)

@@ -10,13 +10,12 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import requests
-from site_net import free_port
+from site_net import serve_gunicorn
 from sqlalchemy import select
 
 from semboard.jobs import models as model_jobs
@@ -36,31 +35,6 @@ SITE_SECRETS = ("DATABASE_URL", "REDIS_URL", "SECRET_KEY", "SEMBOARD_UPLOAD_DIR"
                 "SEMBOARD_STORAGE", "AWS_", "S3_", "SEMBOARD_INSTANCE_PATH", "FLASK_APP")
 
 
-def _serve(database_url: str, tmp_path: Path, extra: dict[str, str]) -> tuple[subprocess.Popen,
-                                                                              str]:
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": database_url, "PYTHONPATH": str(PROJECT_ROOT),
-           "SEMBOARD_UPLOAD_DIR": str(tmp_path / "uploads"),
-           "SEMBOARD_INSTANCE_PATH": str(tmp_path / "instance"), "SECRET_KEY": "remote-test",
-           **extra}
-    log = (tmp_path / "gunicorn.log").open("wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--workers", "2", "--bind", f"127.0.0.1:{port}",
-         "--timeout", "300", "app:app"],
-        cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise AssertionError((tmp_path / "gunicorn.log").read_text())
-        try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=2):
-                return server, base
-        except OSError:
-            time.sleep(0.2)
-    server.kill()
-    raise AssertionError("gunicorn did not answer in 60 s")
-
 
 def test_a_worker_process_with_only_its_token_scores_as_the_site_does(
         app, make, session, storage, database_url, tmp_path, model_folder) -> None:
@@ -76,7 +50,8 @@ def test_a_worker_process_with_only_its_token_scores_as_the_site_does(
     session.commit()
     archive = zip_folder(model_folder)
 
-    server, base = _serve(database_url, tmp_path, {"SEMBOARD_MODEL_JOBS": "remote",
+    server, base = serve_gunicorn(database_url, tmp_path, secret="remote-test", timeout_s=300,
+                                  start_s=60, extra={"SEMBOARD_MODEL_JOBS": "remote",
                                                    "SEMBOARD_MODEL_BEAT_S": "1"})
     try:
         # team A uploads its encoder to the site; the site leaves it to remote workers
