@@ -9,11 +9,12 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
+from site_net import serve_gunicorn
 from sqlalchemy import select
 
 from semboard.models import TermsAcceptance
 from semboard.services.people import accounts
-from tests.site.cli.test_site_cli_e2e import PROJECT_ROOT, _serve
+from tests.site.cli.test_site_cli_e2e import PROJECT_ROOT
 from tests.site.tasks.test_site_terms import CITATION, load, terms_toml
 
 
@@ -28,7 +29,7 @@ def test_accept_then_download_with_licence_and_citation(make, session, storage, 
     session.commit()
     session.close()
 
-    server, base = _serve(database_url, tmp_path)
+    server, base = serve_gunicorn(database_url, tmp_path, secret="cli-test")
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "SEMBOARD_URL": base,
            "SEMBOARD_TOKEN": token, "SEMBOARD_CONFIG": str(tmp_path / "cli" / "config.json")}
 
