@@ -146,7 +146,11 @@ def _count_cells(index: np.ndarray, cell_of: np.ndarray, k: int) -> np.ndarray:
 # rows counted in one bincount: their bins (rows x bins) stay in cache, few calls for small n
 _BINS_PER_CALL = 262_144
 # rows this long are counted one per call: the call costs little beside them, and adding
-# offsets would cost two more passes over every draw
+# offsets would cost two more passes over every draw (widening them to int64 and adding; a
+# 1,000 x 750 count matrix: about 2 ms a row at a time against 3.5 to 7 ms with offsets, the
+# two even near 100 draws a row; benchmarks/README.md)
+_ROW_PER_CALL = 128
+# rows this long have their cells taken a row at a time into one buffer (_count_cells)
 _LONG_ROW = 32_768
 
 
@@ -157,7 +161,7 @@ def _per_row_bincount(index: np.ndarray, k: int, weights: np.ndarray | None = No
     rows = index.shape[0] if index.ndim == 2 else weights.shape[0]  # type: ignore[union-attr]
     out = np.empty((rows, k))
     step = max(1, _BINS_PER_CALL // max(k, 1))
-    if step == 1 or index.shape[-1] >= _LONG_ROW:  # one row per call, no offsets to add
+    if step == 1 or index.shape[-1] >= _ROW_PER_CALL:  # one row per call, no offsets to add
         # a shared index cast once, not per row
         shared = (None if index.ndim == 2 else
                   index if index.dtype == np.intp else index.astype(np.intp))

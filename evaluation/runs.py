@@ -8,12 +8,11 @@ import io
 import itertools
 import json
 import re
-import zipfile
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -23,6 +22,9 @@ from evaluation.issues import Issue, ValidationError
 from evaluation.taskdef import TaskDefinition
 from evaluation.textfiles import decode_text, sha256, split_lines
 from evaluation.values import parse_boolean, split_fields
+
+if TYPE_CHECKING:
+    import zipfile
 
 # Per file and problem kind, list this many lines, then one summary issue: a run in the wrong
 # scale would otherwise produce a million identical messages.
@@ -144,6 +146,8 @@ def _read_bounded(zf: zipfile.ZipFile, member: zipfile.ZipInfo, limit: int) -> b
 
 def _unzip(name: str, data: bytes) -> dict[str, bytes]:
     """An archive's files by base name, decompression bounded in entries, size and ratio."""
+
+    import zipfile  # only for archives: it costs the scorer's start (shutil, lzma, bz2...)
 
     def refuse(message: str, code: str = "archive") -> ValidationError:
         return ValidationError(Issue(name, None, message, code))

@@ -630,6 +630,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
                 else:
                     per[k][metric] = np.mean(_boot_each(metric, _for_dataset(task, k), c, p,
                                                         labels_of[k], None, n_classes), axis=0)
+            # freed before the next dataset's draws, which then reuse its memory
+            del c
         for agg in aggregates:
             if names:
                 agg_samples[agg].append(_boot_aggregate(agg, names, ms, per, sizes, task,

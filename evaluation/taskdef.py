@@ -999,15 +999,30 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     )
 
 
+# The keys each closing setting reads (top level; rules: in [metrics]). A definition with none
+# of a setting's keys has nothing there that could fail, and skips importing its module (the
+# scorer's start).
+_QUESTION_KEYS = ("system_description",)
+_RULE_KEYS = ("rank_datasets", "overall_needs_all_datasets")
+_PARTICIPATION_KEYS = ("terms", "terms_url", "license", "citation", "phase_terms",
+                       "participation")
+
+
 def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
     """Description questions and board rules are read on use; a bad one fails the load here."""
-    from evaluation.descriptions import parse_questions
-    from evaluation.participation import parse_participation
-    from evaluation.rules import parse_rules
+    metrics = doc.get("metrics")
+    if any(key in doc for key in _QUESTION_KEYS):
+        from evaluation.descriptions import parse_questions  # on use: the scorer's start
 
-    parse_questions(doc, source)
-    parse_rules(doc, source)
-    parse_participation(doc, source)
+        parse_questions(doc, source)
+    if isinstance(metrics, dict) and any(key in metrics for key in _RULE_KEYS):
+        from evaluation.rules import parse_rules  # on use: the scorer's start
+
+        parse_rules(doc, source)
+    if any(key in doc for key in _PARTICIPATION_KEYS):
+        from evaluation.participation import parse_participation  # on use: the scorer's start
+
+        parse_participation(doc, source)
 
 
 # ---------------------------------------------------------------- names and paths

@@ -107,7 +107,8 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds without a change before a board's groups are computed (at most 10 s)"),
     Setting("SEMBOARD_SCORE_IN_REQUEST_PAIRS", int, "100000",
             "without a queue worker, a run of up to this many lines is scored inside its "
-            "upload request; a larger one answers 202 and is scored off the request"),
+            "upload request; a larger one answers 202 and is scored off the request (a phase's "
+            "organisers may set a lower limit for its runs)"),
     Setting("MAX_CONTENT_LENGTH", int, "67108864 (64 MiB)", "largest upload in bytes"),
     Setting("SEMBOARD_MAIL_URL", str, "",
             "SMTP server (`smtp://host:25`, `smtp://user:pass@host:587?starttls=1`, "

@@ -215,6 +215,8 @@ class Phase(Base):
         CheckConstraint("max_per_day IS NULL OR max_per_day > 0", name="max_per_day"),
         CheckConstraint(_in("accepts", PHASE_ACCEPTS), name="accepts"),
         CheckConstraint(_in("ranking", PHASE_RANKINGS), name="ranking"),
+        CheckConstraint("score_in_request_pairs IS NULL OR score_in_request_pairs > 0",
+                        name="score_in_request_pairs"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -245,6 +247,10 @@ class Phase(Base):
     # the organisers' defaults and limits for the models' encoding (baselines.models.settings.
     # EncodingRules: max_seq_length, batch_tokens, dtype); None: the defaults
     model_settings: Mapped[dict[str, Any] | None] = mapped_column()
+    # runs of more lines are scored off the upload request (202), by the queue; None: the
+    # site's SEMBOARD_SCORE_IN_REQUEST_PAIRS, which is also the most a phase can set
+    # (services.runs.request_scoring)
+    score_in_request_pairs: Mapped[int | None] = mapped_column(Integer)
 
     task: Mapped[Task] = relationship(back_populates="phases")
 

@@ -39,7 +39,9 @@ SCHEMAS: dict[str, Any] = {
                    "max_runs": {"type": ["integer", "null"]}, "late_policy": STR,
                    "visibility": STR, "track": {"type": ["string", "null"]},
                    "results_published": BOOL},
-                  {"model_settings": {"type": ["object", "null"]}}),
+                  {"model_settings": {"type": ["object", "null"]},
+                   "score_in_request_pairs": {"type": ["integer", "null"]},
+                   "scored_in_request_up_to": INT}),
     "Task": _obj({"name": STR, "title": STR, "gold_released": BOOL,
                   "phases": {"type": "array", "items": _ref("Phase")}},
                  {"description": STR,
@@ -238,7 +240,8 @@ def _phase_op(path: str) -> dict[str, Any]:
                     body=_fields(slug=STR, name=STR, kind=STR, opens_at=TIME, closes_at=TIME,
                                  split=STR, max_per_day=INT, max_runs=INT, accepts=STR,
                                  team_window_hours=INT, visibility=STR, track=STR,
-                                 model_settings={"type": "object"}),
+                                 model_settings={"type": "object"},
+                                 score_in_request_pairs={"type": ["integer", "null"]}),
                     errors=("401", "403", "404", "422"))
     operation["responses"]["200"] = _json("Phase", "Changed")
     return operation

@@ -14,7 +14,7 @@ from semboard.db import SAFE_METHODS, get_session
 from semboard.errors import InvalidData
 from semboard.jobs import analysis as analysis_jobs
 from semboard.jobs import boards as board_jobs
-from semboard.jobs.scoring import accept_run
+from semboard.jobs.scoring import accept_run, request_limit
 from semboard.models import Phase, Task, Team, TeamWindow, User
 from semboard.services.boards import analysis
 from semboard.services.boards import prepared as prepared_boards
@@ -22,7 +22,7 @@ from semboard.services.closing import descriptions
 from semboard.services.data import gold, inputs, scorediff
 from semboard.services.models import models
 from semboard.services.people import accounts, teams, windows
-from semboard.services.runs import admission, audit, submissions
+from semboard.services.runs import admission, audit, request_scoring, submissions
 from semboard.services.tasks import access, definitions, participation, phases, tasks, terms
 from semboard.services.tasks import splits as split_views
 from semboard.storage import get_storage
@@ -89,6 +89,10 @@ def _phase_json(phase: Phase, now: datetime) -> dict[str, Any]:
         # the models' encoding defaults and limits (what an upload may choose)
         "model_settings": (models.encoding_rules(phase).to_dict()
                            if phase.accepts != "runs" else None),
+        # the organisers' own limit (None: the site's), and the one in force: a run of more
+        # lines answers 202 and is scored off the request
+        "score_in_request_pairs": phase.score_in_request_pairs,
+        "scored_in_request_up_to": request_limit(current_app, phase),
     }
 
 
@@ -332,6 +336,9 @@ def save_phase(task_name: str) -> Any:
     if not isinstance(body, dict) or not isinstance(body.get("slug"), str):
         raise InvalidData("send a JSON object with at least a 'slug'")
     fields = split_views.phase_fields(body)
+    limit_given = request_scoring.FIELD in body
+    # 0 or null: the site's setting, as 0 clears the other numbers; checked before any change
+    pairs = request_scoring.parse(body.get(request_scoring.FIELD), zero_clears=True)
     existing = {p.slug: p for p in tasks.phases(session, task)}
     slug = body["slug"]
     if slug in existing:
@@ -344,6 +351,8 @@ def save_phase(task_name: str) -> Any:
         fields.setdefault("name", slug)
         phase = tasks.add_phase(session, task, slug=slug, now=request_now(), **fields)
         status = 201
+    if limit_given:
+        request_scoring.set_limit(session, phase=phase, pairs=pairs, user=user, now=request_now())
     session.commit()
     return jsonify(_phase_json(phase, request_now())), status
 

@@ -27,6 +27,7 @@ from semboard.services.boards import prepared as prepared_boards
 from semboard.services.closing import papertables
 from semboard.services.data import gold, inputs
 from semboard.services.people import accounts
+from semboard.services.runs import request_scoring
 from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 
@@ -177,11 +178,16 @@ def task_list() -> None:
               "e.g. '{\"max_seq_length_limit\": 256, \"dtypes\": [\"auto\", \"float16\"]}' "
               "(keys: max_seq_length, max_seq_length_limit, batch_tokens, batch_tokens_limit, "
               "dtype, dtypes); '' for the defaults.")
+@click.option("--score-in-request-pairs", type=int,
+              help="Score runs of up to this many lines inside the upload request; larger ones "
+              "are scored by the queue (0: the site's SEMBOARD_SCORE_IN_REQUEST_PAIRS, which is "
+              "also the most that counts).")
 def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, opens: str | None,
                closes: str | None, window_hours: int | None, max_runs: int | None,
                late_policy: str | None, visibility: str | None, track: str | None,
                split: str | None = None, max_per_day: int | None = None,
-               accepts: str | None = None, model_settings: str | None = None) -> None:
+               accepts: str | None = None, model_settings: str | None = None,
+               score_in_request_pairs: int | None = None) -> None:
     """Add phase SLUG to TASK_NAME, or update the settings given."""
     given: dict[str, object] = {}
     if name is not None:
@@ -220,17 +226,22 @@ def task_phase(task_name: str, slug: str, name: str | None, kind: str | None, op
     with command_session() as session:
         task = tasks.get_task(session, task_name)
         existing = {p.slug: p for p in tasks.phases(session, task)}
+        # checked before any change (0 clears, as for the other numbers)
+        pairs = request_scoring.parse(score_in_request_pairs, zero_clears=True)
         if slug in existing:
             phase = tasks.update_phase(session, existing[slug], **given)
-            click.echo(f"updated phase {task.name}/{phase.slug}")
-            return
-        missing = [o for o, k in (("--kind", "kind"), ("--opens", "opens_at"),
-                                  ("--closes", "closes_at")) if k not in given]
-        if missing:
-            raise click.UsageError(f"a new phase needs {', '.join(missing)}")
-        given.setdefault("name", slug)
-        phase = tasks.add_phase(session, task, slug=slug, now=utcnow(), **given)  # type: ignore[arg-type]
-        click.echo(f"added phase {task.name}/{phase.slug}")
+            done = "updated"
+        else:
+            missing = [o for o, k in (("--kind", "kind"), ("--opens", "opens_at"),
+                                      ("--closes", "closes_at")) if k not in given]
+            if missing:
+                raise click.UsageError(f"a new phase needs {', '.join(missing)}")
+            given.setdefault("name", slug)
+            phase = tasks.add_phase(session, task, slug=slug, now=utcnow(), **given)  # type: ignore[arg-type]
+            done = "added"
+        if score_in_request_pairs is not None:
+            request_scoring.set_limit(session, phase=phase, pairs=pairs, user=None, now=utcnow())
+        click.echo(f"{done} phase {task.name}/{phase.slug}")
 
 
 @task_cli.command("organiser")

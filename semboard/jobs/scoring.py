@@ -21,7 +21,7 @@ from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, ModelSubmission, Phase, Run, Task, Team, User
 from semboard.services.closing import descriptions
 from semboard.services.data import gold
-from semboard.services.runs import submissions
+from semboard.services.runs import request_scoring, submissions
 from semboard.storage import Storage, get_storage
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
     prior = submissions.run_for_key(session, team=team, key=upload_key, files=files)
     if prior is not None:  # before the description's checks: the first upload passed them
         raise submissions.Replayed(prior)
-    queued = not score_here and (scoring_queued(app) or too_large_for_request(app, files))
+    queued = not score_here and (scoring_queued(app) or too_large_for_request(app, phase, files))
     answers = descriptions.check_upload(
         session, team=team, phase=phase, user=user, name=name, files=files,
         description=description, given=dict(given or {}), now=now)
@@ -72,9 +72,19 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
 SCORE_IN_REQUEST_PAIRS = 100_000
 
 
-def too_large_for_request(app: Flask, files: Mapping[str, bytes]) -> bool:
-    """Whether a run has more lines than the site scores inside an upload request."""
-    limit = int(app.config.get("SEMBOARD_SCORE_IN_REQUEST_PAIRS", SCORE_IN_REQUEST_PAIRS))
+def site_request_limit(app: Flask) -> int:
+    """The site's limit: the most lines a run may have to be scored inside its request."""
+    return int(app.config.get("SEMBOARD_SCORE_IN_REQUEST_PAIRS", SCORE_IN_REQUEST_PAIRS))
+
+
+def request_limit(app: Flask, phase: Phase) -> int:
+    """The most lines a run of the phase may have to be scored inside its upload request."""
+    return request_scoring.effective_limit(phase, site_request_limit(app))
+
+
+def too_large_for_request(app: Flask, phase: Phase, files: Mapping[str, bytes]) -> bool:
+    """Whether a run has more lines than the phase's runs are scored with inside a request."""
+    limit = request_limit(app, phase)
     try:
         unpacked = unpack_upload(files)
     except ValidationError:

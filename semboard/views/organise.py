@@ -17,7 +17,7 @@ from semboard.services.data import gold, inputs
 from semboard.services.models import models as model_services
 from semboard.services.people import accounts, grants, teams
 from semboard.services.runs import primary as primary_runs
-from semboard.services.runs import submissions
+from semboard.services.runs import request_scoring, submissions
 from semboard.services.tasks import definitions, splits, tasks
 from semboard.views.common import (
     admin_required,
@@ -118,7 +118,7 @@ def organise(task_name: str) -> Any:
 
 
 def _phase_form_page(task: Task, phase: Phase | None) -> Any:
-    require_organiser(task)
+    user = require_organiser(task)
     session = db()
     form = PhaseForm(obj=phase if request.method == "GET" else None)
     form.track.choices = options(_track_choices(task))
@@ -149,11 +149,17 @@ def _phase_form_page(task: Task, phase: Phase | None) -> Any:
                     phase = tasks.add_phase(session, task, now=now(), **values)
                 else:
                     tasks.update_phase(session, phase, **values)
+                request_scoring.set_limit(session, phase=phase, user=user,
+                                          pairs=form.score_in_request_pairs.data, now=now())
             if done:
                 flash(f"Phase {phase.name} saved.", "success")
                 return redirect(url_for("web.organise", task_name=task.name) + "#phases")
     status = 200 if request.method == "GET" else 422
-    return render_template("organiser/phase.html", task=task, phase=phase, form=form), status
+    return render_template(
+        "organiser/phase.html", task=task, phase=phase, form=form,
+        site_request_limit=scoring_jobs.site_request_limit(current_app),
+        scored_in_request_up_to=(scoring_jobs.request_limit(current_app, phase)
+                                 if phase is not None else None)), status
 
 
 @bp.route("/tasks/<task_name>/organise/phases/new", methods=["GET", "POST"])

@@ -213,6 +213,10 @@ class PhaseForm(FlaskForm):
     # checked by the service (baselines.models.settings.EncodingRules), JSON here
     model_settings = TextAreaField("Models' encoding rules (JSON)",
                                    validators=[Optional(), Length(max=2000)])
+    # services.runs.request_scoring: at most the site's limit counts; empty: the site's
+    score_in_request_pairs = IntegerField(
+        "Score in the upload request up to (lines)", validators=[Optional(), NumberRange(min=1)]
+    )
     submit = SubmitField("Save phase")
 
     def validate_closes_at(self, field: DateTimeLocalField) -> None:

@@ -49,11 +49,15 @@ except SystemExit as end:
 with open(out, "w") as f:
     json.dump(sorted(sys.modules), f)
 """
-# What the scorer's command never needs: web and database code, scipy and pandas, and the
-# library's parts for boards (ranking, significance, comparisons), loaded on first use.
+# What the scorer's command never needs: web and database code, scipy and pandas, the
+# library's parts for boards (ranking, significance, comparisons) and the site's settings of a
+# definition it lacks (participation, board rules), loaded on first use; zip support (and
+# shutil, which argparse's own formatter imports) unless a run is an archive.
 NOT_FOR_THE_SCORER = ("scipy", "pandas", "pyarrow", "flask", "werkzeug", "sqlalchemy",
                       "semboard", "alembic", "evaluation.ranking", "evaluation.significance",
-                      "evaluation.compare", "evaluation.items", "importlib.resources")
+                      "evaluation.compare", "evaluation.items", "importlib.resources",
+                      "evaluation.participation", "evaluation.rules", "zipfile", "shutil",
+                      "bz2", "lzma")
 
 
 @pytest.mark.parametrize("extra", [[], ["--json", "--no-ci"]])

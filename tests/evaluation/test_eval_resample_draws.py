@@ -36,11 +36,14 @@ def test_draws_are_numpys_draws_and_counts_the_count_matrix() -> None:
 # and next to none), 400 (no tied outputs)
 @pytest.mark.parametrize("decimals,n", [(0, 400), (1, 2000), (1, 400), (6, 400), (None, 400)])
 @pytest.mark.parametrize("pairs_first", [False, True])
-@pytest.mark.parametrize("long_row", [R._LONG_ROW, 1])  # 1: every row counted on its own
+# the counting paths: as shipped; every row on its own; every row with offsets, in chunks
+@pytest.mark.parametrize("long_row", [None, 1, 10**9])
 def test_every_form_equals_explicit_resampling(decimals: int | None, n: int, pairs_first: bool,
-                                               long_row: int,
+                                               long_row: int | None,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(R, "_LONG_ROW", long_row)
+    if long_row is not None:
+        monkeypatch.setattr(R, "_LONG_ROW", long_row)
+        monkeypatch.setattr(R, "_ROW_PER_CALL", long_row)
     b = 25
     seed = 9 if decimals is None else decimals
     x, y = _data(n, decimals, seed=seed)

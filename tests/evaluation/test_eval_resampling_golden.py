@@ -112,11 +112,14 @@ def ties_release(folder: Path, sizes: dict[str, int], decimals: int | None,
     return definition, run
 
 
-@pytest.mark.parametrize("long_row", [R._LONG_ROW, 1])  # 1: every row counted on its own
+# the counting paths: as shipped; every row on its own; every row with offsets, in chunks
+@pytest.mark.parametrize("long_row", [None, 1, 10**9])
 @pytest.mark.parametrize("label", sorted(TIES_CASES))
-def test_score_run_cis_with_ties_match_golden(tmp_path: Path, label: str, long_row: int,
+def test_score_run_cis_with_ties_match_golden(tmp_path: Path, label: str, long_row: int | None,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(R, "_LONG_ROW", long_row)
+    if long_row is not None:
+        monkeypatch.setattr(R, "_LONG_ROW", long_row)
+        monkeypatch.setattr(R, "_ROW_PER_CALL", long_row)
     sizes, decimals, seed = TIES_CASES[label]
     definition, run = ties_release(tmp_path, sizes, decimals, seed)
     task = load_task(definition)
