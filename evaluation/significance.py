@@ -307,9 +307,9 @@ def _spearman_exact_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
     # counts and the pairs' Y as whole numbers (they are: counts, and counts times half-ranks);
     # every product below (at most 2m draws times a Y) fits 32 bits unless counts are huge
     small = float(c.max(initial=0.0)) * 4 * m * m < _INT32_BOUND
-    kind = np.int32 if small else np.int64
-    ct = np.ascontiguousarray(c.T).astype(kind)
-    yt = np.ascontiguousarray((2.0 * cry).T).astype(kind)
+    kind: type[np.signedinteger[Any]] = np.int32 if small else np.int64
+    ct: np.ndarray = np.ascontiguousarray(c.T).astype(kind)
+    yt: np.ndarray = np.ascontiguousarray((2.0 * cry).T).astype(kind)
     big_n = np.rint(n).astype(np.int64)
     cy = (ct * yt).sum(0, dtype=np.int64)  # Σ c·Y
     c3 = (ct * ct * ct).sum(0, dtype=np.int64)  # Σ c³: Σ g³ of an untied run
