@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import delete, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 import evaluation
 from evaluation import ValidationError, validate_run
@@ -29,7 +29,7 @@ from evaluation.runs import ValidatedRun
 from evaluation.significance import RunSamples, groups_of, run_samples
 from semboard.db import begin_write, end_read, insert_unless_refused
 from semboard.hostcache.arrays import ArrayCache
-from semboard.models import Phase, Run, RunFile, RunScoreRecord, SignificanceGroups
+from semboard.models import Phase, Run, RunFile, RunScoreRecord, SignificanceGroups, Team
 from semboard.services.data import gold, inputs
 from semboard.services.tasks import definitions
 from semboard.storage import ObjectMissing, Storage, keys, put_content
@@ -118,34 +118,42 @@ def validated_runs(session: Session, storage: Storage, *, phase: Phase,
     definition = definitions.phase_definition(phase)
     known_inputs = inputs.parsed_inputs(session, storage, task=phase.task, split=phase.split)
     datasets = definition.track_datasets(phase.track) if phase.track else None
-    loaded = session.scalars(select(Run).where(Run.id.in_(ids))
-                             .options(selectinload(Run.files), selectinload(Run.team))).all()
+    # plain rows, not Run objects: a cold refresh loads thousands of them
+    loaded = session.execute(select(Run.id, Run.team_id, Team.name, Team.is_baseline)
+                             .join(Team, Team.id == Run.team_id)
+                             .where(Run.id.in_(ids)).order_by(Run.id)).all()
+    files_of: dict[int, list[tuple[str, str, str]]] = {}
+    for run_id, filename, digest, storage_key in session.execute(
+            select(RunFile.run_id, RunFile.filename, RunFile.sha256, RunFile.storage_key)
+            .where(RunFile.run_id.in_(ids))):
+        files_of.setdefault(run_id, []).append((filename, digest, storage_key))
     base = _values_base(session, phase=phase) if packed else ""
     task_name = phase.task.name
     end_read(session)  # reading the files, validating and resampling them hold no transaction
     valid: dict[int, Any] = {}
     left_out: list[int] = []
-    for run in sorted(loaded, key=lambda r: r.id):
-        team = None if run.team.is_baseline else run.team.name
-        key = _values_key(task_name, run, team, base) if packed else ""
+    for run_id, team_id, team_name, is_baseline in loaded:
+        team = None if is_baseline else team_name
+        run_files = files_of.get(run_id, [])
+        key = _values_key(task_name, team_id, team, run_files, base) if packed else ""
         if packed:
             found = _read_packed(storage, key, known_inputs)
             if found is not None:
-                valid[run.id] = found
+                valid[run_id] = found
                 continue
         try:
-            files = {f.filename: storage.get(f.storage_key) for f in run.files}
+            files = {filename: storage.get(storage_key) for filename, _, storage_key in run_files}
         except ObjectMissing as err:
-            log.warning("run %s: stored file %s is missing; no significance group", run.id, err)
-            left_out.append(run.id)
+            log.warning("run %s: stored file %s is missing; no significance group", run_id, err)
+            left_out.append(run_id)
             continue
         checked = validate_run(definition, files, known_inputs, team=team, datasets=datasets)
         if not checked.ok:
             # valid when accepted, so the inputs changed since; the scorer marks it on rescore
-            log.warning("run %s no longer validates; no significance group", run.id)
-            left_out.append(run.id)
+            log.warning("run %s no longer validates; no significance group", run_id)
+            left_out.append(run_id)
             continue
-        valid[run.id] = checked
+        valid[run_id] = checked
         if packed:
             data = pack_run(checked, known_inputs)
             if data is not None:
@@ -164,11 +172,13 @@ def _values_base(session: Session, *, phase: Phase) -> str:
     })
 
 
-def _values_key(task_name: str, run: Run, team: str | None, base: str) -> str:
-    """The storage key of a run's packed values (its files by content, its team's name)."""
-    files = sorted((f.filename, f.sha256) for f in run.files)
-    digest = digest_of({"base": base, "team": team, "files": files})
-    return keys.run_values(task_name, run.team_id, digest)
+def _values_key(task_name: str, team_id: int, team: str | None,
+                files: Sequence[tuple[str, str, str]], base: str) -> str:
+    """The storage key of a run's packed values: its files (name, digest, key) by content,
+    its team's name."""
+    digest = digest_of({"base": base, "team": team,
+                        "files": sorted([name, sha] for name, sha, _ in files)})
+    return keys.run_values(task_name, team_id, digest)
 
 
 def _read_packed(storage: Storage, key: str,

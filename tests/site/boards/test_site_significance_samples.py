@@ -168,8 +168,8 @@ def _packed_keys(session, phase, runs):
     """Each run's key of its packed values (the groups job's own derivation)."""
     base = significance._values_base(session, phase=phase)
     return {run.id: significance._values_key(
-        phase.task.name, run, None if run.team.is_baseline else run.team.name, base)
-        for run in runs}
+        phase.task.name, run.team_id, None if run.team.is_baseline else run.team.name,
+        [(f.filename, f.sha256, f.storage_key) for f in run.files], base) for run in runs}
 
 
 @pytest.mark.parametrize(
