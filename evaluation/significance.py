@@ -308,11 +308,13 @@ def _spearman_exact_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
     # every product below (at most 2m draws times a Y) fits 32 bits unless counts are huge
     small = float(c.max(initial=0.0)) * 4 * m * m < _INT32_BOUND
     kind: type[np.signedinteger[Any]] = np.int32 if small else np.int64
+    # (16-bit running counts were slower: mixed-width products are cast first)
     ct: np.ndarray = np.ascontiguousarray(c.T).astype(kind)
     yt: np.ndarray = np.ascontiguousarray((2.0 * cry).T).astype(kind)
     big_n = np.rint(n).astype(np.int64)
     cy = (ct * yt).sum(0, dtype=np.int64)  # Σ c·Y
-    c3 = (ct * ct * ct).sum(0, dtype=np.int64)  # Σ c³: Σ g³ of an untied run
+    c64 = ct.astype(np.int64)
+    c3 = (c64 * c64 * c64).sum(0)  # Σ c³: Σ g³ of an untied run
     base = -cy - m * yt.sum(0, dtype=np.int64)
     sxy4 = np.empty((len(sorts), c.shape[0]), dtype=np.int64)  # (runs, resamples)
     g3 = np.empty_like(sxy4)
@@ -332,7 +334,8 @@ def _spearman_exact_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
         moved = (lo + hi)[group] - 2 * upto[rows] + counts
         sxy4[j] += (moved * y_in_order[rows]).sum(0, dtype=np.int64)
         g = (hi - lo).astype(np.int64)
-        g3[j] += (g * g * g).sum(0) - (counts * counts * counts).sum(0, dtype=np.int64)
+        wide_counts = counts.astype(np.int64)
+        g3[j] += (g * g * g).sum(0) - (wide_counts * wide_counts * wide_counts).sum(0)
     sgrr4 = (4 * big_n ** 3 - g3) // 3 - 2 * m * big_n ** 2 + m * m * big_n
     sgr = (big_n * (big_n - m)).astype(np.float64) / 2.0
     # element by element, as for one run at a time
