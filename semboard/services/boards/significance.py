@@ -1,8 +1,9 @@
 """Significance groups of a phase's board: computed by evaluation from the stored runs, cached.
 
 Nothing here computes a statistic: the runs are re-read from storage, re-validated against the
-stored inputs and grouped by `evaluation.significance.group_board` against the parsed gold, the
-same inputs the scorer uses. The result is kept in `SignificanceGroups` under a digest of
+stored inputs (or read from their values packed at their first validation, keyed by the files
+and inputs) and grouped by `evaluation.significance` against the parsed gold, the same inputs
+the scorer uses. The result is kept in `SignificanceGroups` under a digest of
 everything it depends on, so a board is grouped once per change (a new or replaced run, a
 rescore, new gold, other settings), not once per request.
 """
