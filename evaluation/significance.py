@@ -316,13 +316,22 @@ def _spearman_exact_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
     c64 = ct.astype(np.int64)
     c3 = (c64 * c64 * c64).sum(0)  # Σ c³: Σ g³ of an untied run
     base = -cy - m * yt.sum(0, dtype=np.int64)
+    # each sum of (draws up to a pair)·Y is at most m·m·(m - 1) in size: below 2^31, einsum
+    # adds it up in 32 bits, a third of the work of a product summed in 64 bits
+    narrow = small and m ** 3 < _INT32_BOUND
+
+    def summed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if narrow:
+            return np.einsum("ij,ij->j", a, b).astype(np.int64)
+        return (a * b).sum(0, dtype=np.int64)
+
     sxy4 = np.empty((len(sorts), c.shape[0]), dtype=np.int64)  # (runs, resamples)
     g3 = np.empty_like(sxy4)
     for j, ((order, _), groups) in enumerate(zip(sorts, tied, strict=True)):
         upto = ct[order]
         np.cumsum(upto, axis=0, dtype=kind, out=upto)  # draws up to each pair, run's order
         y_in_order = yt[order]
-        sxy4[j] = 2 * (upto * y_in_order).sum(0, dtype=np.int64) + base
+        sxy4[j] = 2 * summed(upto, y_in_order) + base
         g3[j] = c3
         if groups is None:
             continue
@@ -332,7 +341,7 @@ def _spearman_exact_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
         hi = upto[lasts]
         counts = ct[order[rows]]
         moved = (lo + hi)[group] - 2 * upto[rows] + counts
-        sxy4[j] += (moved * y_in_order[rows]).sum(0, dtype=np.int64)
+        sxy4[j] += summed(moved, y_in_order[rows])
         g = (hi - lo).astype(np.int64)
         wide_counts = counts.astype(np.int64)
         g3[j] += (g * g * g).sum(0) - (wide_counts * wide_counts * wide_counts).sum(0)

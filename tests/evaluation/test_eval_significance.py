@@ -131,9 +131,10 @@ def test_spearman_of_many_runs_equals_boot_spearman_with_ties(monkeypatch):
 def test_exact_spearman_sums_equal_the_float_sums_bit_for_bit(monkeypatch, wide):
     """The integer sums of _spearman_exact_block give the very values _spearman_block does
     (float sums of the same ranks): untied, lightly and heavily tied runs, a constant run,
-    several blocks, 32- and 64-bit counts; and datasets above _EXACT_PAIRS take the floats."""
+    several blocks, 32- and 64-bit counts and sums; and datasets above _EXACT_PAIRS take the
+    floats."""
     rng = np.random.default_rng(8)
-    for n, resamples in ((7, 40), (300, 50), (1200, 30)):
+    for n, resamples in ((7, 40), (300, 50), (1400, 30)):  # 1400³ > 2³¹: 64-bit sums
         y = np.round(rng.uniform(0, 5, n), 1)
         x = np.column_stack([np.round(y + rng.normal(0, s, n), d) for s, d in
                              ((0.5, 6), (1.0, 1), (2.0, 0), (0.8, 9))] + [np.full(n, 2.0)])
