@@ -1,7 +1,7 @@
 """Significance-group refresh time against board size, on the real STS 2012 test set.
 
     python benchmarks/bench_groups.py [--data ../shared/data] [--runs 20 500 2000 5000]
-                                      [--before-max 2000]
+                                      [--before-max 2000] [--site] [--spearman]
 
 Runs are seeded directly (gold plus noise written as run files and validated, as an upload is;
 no request path, no database), with the task's ranking keys (ALL, ALLnorm, Mean), 1,000
@@ -26,6 +26,10 @@ run's samples read from the host cache), then one more run and the refresh it ca
 cold full refresh (an empty host cache: every run read from storage, validated, resampled and
 its samples written, then the groups).
 
+With --spearman, the board is ranked by Spearman: sts2012's definition with Spearman as a
+dataset metric and one aggregate, mean_spearman (the mean of the datasets' Spearman), as its
+only ranking key (tasks such as semrel2024 rank by Spearman).
+
 Prints the figures with the load average; nothing is asserted.
 """
 
@@ -45,7 +49,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluation import load_gold, load_inputs, load_task, validate_run, write_run  # noqa: E402
+from evaluation import (  # noqa: E402
+    load_gold,
+    load_inputs,
+    load_task,
+    parse_task,
+    validate_run,
+    write_run,
+)
 from evaluation.ranking import ranking_keys  # noqa: E402
 from evaluation.significance import group_board, groups_of, run_samples  # noqa: E402
 from semboard.hostcache.arrays import ArrayCache  # noqa: E402
@@ -64,7 +75,22 @@ def _load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
-def site(release: Path, sizes: list[int]) -> None:
+def _definition(spearman: bool) -> Any:
+    """sts2012, or with --spearman its variant ranked by the mean of the datasets' Spearman."""
+    task = load_task("sts2012")
+    if not spearman:
+        return task
+    text = (task.text
+            .replace('dataset = ["pearson", "weighted_pearson"]',
+                     'dataset = ["pearson", "weighted_pearson", "spearman"]')
+            .replace('aggregate = ["ALL", "ALLnorm", "Mean"]', 'aggregate = ["mean_spearman"]')
+            .replace('primary = "ALL"', 'primary = "mean_spearman"'))
+    variant = parse_task(text)
+    assert ranking_keys(variant) == ["mean_spearman"], ranking_keys(variant)
+    return variant
+
+
+def site(release: Path, sizes: list[int], spearman: bool = False) -> None:
     """--site: the groups step of a scratch site with seeded runs, at each size."""
     import secrets
     from datetime import UTC, datetime, timedelta
@@ -77,7 +103,7 @@ def site(release: Path, sizes: list[int]) -> None:
     from semboard.storage import LocalStorage, keys, put_content, sha256
 
     now = datetime.now(UTC)
-    definition = load_task("sts2012")
+    definition = _definition(spearman)
     metrics = ranking_keys(definition)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -169,12 +195,14 @@ def main() -> None:
     parser.add_argument("--before-max", type=int, default=2000)
     parser.add_argument("--site", action="store_true",
                         help="through the site's groups step on a scratch SQLite site")
+    parser.add_argument("--spearman", action="store_true",
+                        help="a board ranked by the mean of the datasets' Spearman")
     args = parser.parse_args()
     release = args.data / "sts2012" / "test"
     if args.site:
-        site(release, args.runs)
+        site(release, args.runs, args.spearman)
         return
-    task = load_task("sts2012")
+    task = _definition(args.spearman)
     inputs = load_inputs(task, release)
     gold = load_gold(task, release)
     metrics = ranking_keys(task)

@@ -235,9 +235,11 @@ def _weights(task: TaskDefinition, pred: DatasetPrediction) -> np.ndarray | None
 def _boot_spearman_runs(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """(B, runs) Spearman of each resample for each column of x, as resampling.boot_spearman.
 
-    The gold's resample ranks are made once; each run's ranks are summed per tie group of its
-    scores (drawn duplicates are ties), so only the sums the correlation needs are formed.
-    Pairs run along the first axis and resamples go in cache-sized blocks.
+    The gold's resample ranks are made once. Up to _EXACT_PAIRS pairs every sum the correlation
+    needs is a whole number of quarters, so each is counted exactly in integers
+    (_spearman_exact_block): per run one running sum of draws in the run's order, corrected
+    for its tied scores. Larger datasets take the sums in floats (_spearman_block). Pairs run
+    along the first axis; resamples go in cache-sized blocks.
     """
     sorts = []
     for j in range(x.shape[1]):
@@ -248,8 +250,106 @@ def _boot_spearman_runs(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarr
                                        np.cumsum(new) - 1)
         sorts.append((order, ties))
     step = max(8, _BLOCK_VALUES // max(1, len(y)))
-    return np.concatenate([_spearman_block(c[i:i + step], sorts, y)
+    if len(y) > _EXACT_PAIRS:
+        return np.concatenate([_spearman_block(c[i:i + step], sorts, y)
+                               for i in range(0, c.shape[0], step)])
+    tied = [_tie_groups(ties) for _, ties in sorts]
+    return np.concatenate([_spearman_exact_block(c[i:i + step], sorts, tied, y)
                            for i in range(0, c.shape[0], step)])
+
+
+# pairs of a dataset up to which the Spearman sums of _spearman_exact_block are exact: each is
+# at most m^3 quarters (m pairs), so they stay whole numbers below 2^53 in float64 too
+_EXACT_PAIRS = 100_000
+
+# products of counts and Y below this bound are taken in 32 bits (fewer bytes to move)
+_INT32_BOUND = 2**31
+
+# a run's groups of two or more equal scores, in its sorted order: their positions, each
+# position's group, and each group's first and last position
+_Ties = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _tie_groups(ties: Any) -> _Ties | None:
+    """A run's groups of tied scores from its sorted order's groups; None without any."""
+    if ties is None:
+        return None
+    ends = ties[0]
+    sizes = np.diff(ends, prepend=-1)
+    big = sizes > 1
+    if not big.any():
+        return None
+    lasts, lengths = ends[big], sizes[big]
+    firsts = lasts - lengths + 1
+    offsets = np.r_[0, np.cumsum(lengths)[:-1]]
+    rows = np.repeat(firsts - offsets, lengths) + np.arange(lengths.sum())
+    return rows, np.repeat(np.arange(len(lengths)), lengths), firsts, lasts
+
+
+def _spearman_exact_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
+                          tied: list[_Ties | None], y: np.ndarray) -> np.ndarray:
+    """_spearman_block's values from exact integer sums (m pairs, at most _EXACT_PAIRS).
+
+    With N draws, a group of a run's equal scores with g draws and b draws below it has twice
+    its centred average rank K = 2b + g - m. Then 2 Σ g·rank = N(N - m); 4 Σ g·rank² =
+    (4N³ - Σ g³) / 3 - 2mN² + m²N; and with Y = 2·count·(gold rank - centre) per pair,
+    4 Σ rank·count·(gold rank) = Σ (K - m)·Y over pairs, where K = 2·(draws up to the pair)
+    - count for an untied pair (one running sum per run) and (draws up to the group's start
+    and end) for a tied one. The float sums of _spearman_block are of the same quarters,
+    below 2^53, hence the same numbers: the same correlations, bit for bit.
+    """
+    m = len(y)
+    half = (m + 1) / 2.0
+    ry = R._resample_ranks(c, y) - half
+    n = c.sum(axis=1)
+    cry = c * ry
+    sy, syy = cry.sum(1), np.einsum("ij,ij->i", cry, ry)
+    # counts and the pairs' Y as whole numbers (they are: counts, and counts times half-ranks);
+    # every product below (at most 2m draws times a Y) fits 32 bits unless counts are huge
+    small = float(c.max(initial=0.0)) * 4 * m * m < _INT32_BOUND
+    kind: type[np.signedinteger[Any]] = np.int32 if small else np.int64
+    # (16-bit running counts were slower: mixed-width products are cast first)
+    ct: np.ndarray = np.ascontiguousarray(c.T).astype(kind)
+    yt: np.ndarray = np.ascontiguousarray((2.0 * cry).T).astype(kind)
+    big_n = np.rint(n).astype(np.int64)
+    cy = (ct * yt).sum(0, dtype=np.int64)  # Σ c·Y
+    c64 = ct.astype(np.int64)
+    c3 = (c64 * c64 * c64).sum(0)  # Σ c³: Σ g³ of an untied run
+    base = -cy - m * yt.sum(0, dtype=np.int64)
+    # each sum of (draws up to a pair)·Y is at most m·m·(m - 1) in size: below 2^31, einsum
+    # adds it up in 32 bits, a third of the work of a product summed in 64 bits
+    narrow = small and m ** 3 < _INT32_BOUND
+
+    def summed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if narrow:
+            return np.einsum("ij,ij->j", a, b).astype(np.int64)
+        return (a * b).sum(0, dtype=np.int64)
+
+    sxy4 = np.empty((len(sorts), c.shape[0]), dtype=np.int64)  # (runs, resamples)
+    g3 = np.empty_like(sxy4)
+    for j, ((order, _), groups) in enumerate(zip(sorts, tied, strict=True)):
+        upto = ct[order]
+        np.cumsum(upto, axis=0, dtype=kind, out=upto)  # draws up to each pair, run's order
+        y_in_order = yt[order]
+        sxy4[j] = 2 * summed(upto, y_in_order) + base
+        g3[j] = c3
+        if groups is None:
+            continue
+        # tied pairs rank at their group's middle: K is the draws up to its start and end
+        rows, group, firsts, lasts = groups
+        lo = np.where((firsts > 0)[:, None], upto[np.maximum(firsts - 1, 0)], 0)
+        hi = upto[lasts]
+        counts = ct[order[rows]]
+        moved = (lo + hi)[group] - 2 * upto[rows] + counts
+        sxy4[j] += summed(moved, y_in_order[rows])
+        g = (hi - lo).astype(np.int64)
+        wide_counts = counts.astype(np.int64)
+        g3[j] += (g * g * g).sum(0) - (wide_counts * wide_counts * wide_counts).sum(0)
+    sgrr4 = (4 * big_n ** 3 - g3) // 3 - 2 * m * big_n ** 2 + m * m * big_n
+    sgr = (big_n * (big_n - m)).astype(np.float64) / 2.0
+    # element by element, as for one run at a time
+    return R._corr(n, sgr, sy, sgrr4.astype(np.float64) / 4.0, syy,
+                   sxy4.astype(np.float64) / 4.0).T
 
 
 def _spearman_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],

@@ -60,6 +60,12 @@ class keys:
         return f"runs/{cls._part(task)}/team-{cls._part(team_id)}/{cls._part(digest)}"
 
     @classmethod
+    def run_values(cls, task: str, team_id: int, digest: str) -> str:
+        """A run's validated values, packed (digest: of the run's files and all validation
+        depends on), written once when the run is first validated for its board's groups."""
+        return f"values/{cls._part(task)}/team-{cls._part(team_id)}/{cls._part(digest)}"
+
+    @classmethod
     def model_archive(cls, task: str, team_id: int, digest: str) -> str:
         """An uploaded model's zip (the model track), content-addressed per team like runs."""
         return f"models/{cls._part(task)}/team-{cls._part(team_id)}/{cls._part(digest)}.zip"

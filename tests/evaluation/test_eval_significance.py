@@ -127,6 +127,42 @@ def test_spearman_of_many_runs_equals_boot_spearman_with_ties(monkeypatch):
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("wide", [False, True])
+def test_exact_spearman_sums_equal_the_float_sums_bit_for_bit(monkeypatch, wide):
+    """The integer sums of _spearman_exact_block give the very values _spearman_block does
+    (float sums of the same ranks): untied, lightly and heavily tied runs, a constant run,
+    several blocks, 32- and 64-bit counts and sums; and datasets above _EXACT_PAIRS take the
+    floats."""
+    rng = np.random.default_rng(8)
+    for n, resamples in ((7, 40), (300, 50), (1400, 30)):  # 1400³ > 2³¹: 64-bit sums
+        y = np.round(rng.uniform(0, 5, n), 1)
+        x = np.column_stack([np.round(y + rng.normal(0, s, n), d) for s, d in
+                             ((0.5, 6), (1.0, 1), (2.0, 0), (0.8, 9))] + [np.full(n, 2.0)])
+        x[: n // 3, 3] = np.clip(x[: n // 3, 3], 1, 4)  # long runs of equal scores
+        c = R.count_matrix(np.random.default_rng(n), n, resamples)
+        monkeypatch.setattr(S, "_BLOCK_VALUES", n * 16)  # several blocks of resamples
+        if wide:
+            monkeypatch.setattr(S, "_INT32_BOUND", 0)
+        sorts = []
+        for j in range(x.shape[1]):
+            order = np.argsort(x[:, j], kind="stable")
+            s = x[order, j]
+            new = np.r_[True, s[1:] != s[:-1]]
+            sorts.append((order, None if new.all() else (
+                np.r_[np.flatnonzero(new)[1:], len(s)] - 1, np.cumsum(new) - 1)))
+        want = S._spearman_block(c, sorts, y)
+        got = S._boot_spearman_runs(c, x, y)
+        assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist()
+        monkeypatch.setattr(S, "_EXACT_PAIRS", n - 1)  # the float sums, for large datasets
+        def refused(*args: object) -> None:
+            raise AssertionError("the integer sums are not exact above _EXACT_PAIRS")
+
+        monkeypatch.setattr(S, "_spearman_exact_block", refused)
+        again = S._boot_spearman_runs(c, x, y)
+        assert again.view(np.uint64).tolist() == want.view(np.uint64).tolist()
+        monkeypatch.undo()
+
+
 def test_groups_split_clearly_different_and_join_near_identical_runs(setup):
     task, inputs, gold = setup
     good = make_run(task, inputs, gold, 0.4, 1)

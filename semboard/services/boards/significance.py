@@ -1,8 +1,9 @@
 """Significance groups of a phase's board: computed by evaluation from the stored runs, cached.
 
 Nothing here computes a statistic: the runs are re-read from storage, re-validated against the
-stored inputs and grouped by `evaluation.significance.group_board` against the parsed gold, the
-same inputs the scorer uses. The result is kept in `SignificanceGroups` under a digest of
+stored inputs (or read from their values packed at their first validation, keyed by the files
+and inputs) and grouped by `evaluation.significance` against the parsed gold, the same inputs
+the scorer uses. The result is kept in `SignificanceGroups` under a digest of
 everything it depends on, so a board is grouped once per change (a new or replaced run, a
 rescore, new gold, other settings), not once per request.
 """
@@ -13,23 +14,26 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 from sqlalchemy import delete, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 import evaluation
 from evaluation import ValidationError, validate_run
+from evaluation.inputs import DatasetInputs
+from evaluation.packed import PackedError, pack_run, unpack_run
+from evaluation.runs import ValidatedRun
 from evaluation.significance import RunSamples, groups_of, run_samples
 from semboard.db import begin_write, end_read, insert_unless_refused
 from semboard.hostcache.arrays import ArrayCache
-from semboard.models import Phase, Run, RunFile, RunScoreRecord, SignificanceGroups
+from semboard.models import Phase, Run, RunFile, RunScoreRecord, SignificanceGroups, Team
 from semboard.services.data import gold, inputs
 from semboard.services.tasks import definitions
-from semboard.storage import ObjectMissing, Storage
+from semboard.storage import ObjectMissing, Storage, keys, put_content
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,8 @@ TEST_NAME = "paired bootstrap"
 # a refresh reads them instead of re-reading, re-validating and resampling every run. The
 # groups job points it at the instance folder (jobs.boards.compute_groups).
 SAMPLES = ArrayCache("significance-samples")
+# the packed values' layout and key scheme (a new one never reads an older object)
+PACKED_FORMAT = 1
 # runs resampled together when several lack samples (bounds the matrices' memory)
 SAMPLE_BATCH = 500
 
@@ -99,35 +105,96 @@ def cached(session: Session, *, phase: Phase, digest: str) -> SignificanceGroups
 
 
 def validated_runs(session: Session, storage: Storage, *, phase: Phase,
-                    runs: Sequence[Run] = (), ids: Sequence[int] = (),
+                    runs: Sequence[Run] = (), ids: Sequence[int] = (), packed: bool = False,
                     ) -> tuple[dict[int, Any], list[int]]:
     """Each run (`runs`, or by `ids`) re-read from storage and re-validated as the scorer does;
-    (valid, left out)."""
+    (valid, left out).
+
+    packed=True (the groups job, never a request): a run's values are read from their packed
+    object when it exists (`evaluation.packed`: one object, no parsing; its key names the run's
+    files and everything validation depends on), else its files are validated and the packed
+    object is written once for the next time.
+    """
     ids = [*ids, *(run.id for run in runs)]
     definition = definitions.phase_definition(phase)
     known_inputs = inputs.parsed_inputs(session, storage, task=phase.task, split=phase.split)
     datasets = definition.track_datasets(phase.track) if phase.track else None
-    loaded = session.scalars(select(Run).where(Run.id.in_(ids))
-                             .options(selectinload(Run.files), selectinload(Run.team))).all()
+    # plain rows, not Run objects: a cold refresh loads thousands of them
+    loaded = session.execute(select(Run.id, Run.team_id, Team.name, Team.is_baseline)
+                             .join(Team, Team.id == Run.team_id)
+                             .where(Run.id.in_(ids)).order_by(Run.id)).all()
+    files_of: dict[int, list[tuple[str, str, str]]] = {}
+    for run_id, filename, digest, storage_key in session.execute(
+            select(RunFile.run_id, RunFile.filename, RunFile.sha256, RunFile.storage_key)
+            .where(RunFile.run_id.in_(ids))):
+        files_of.setdefault(run_id, []).append((filename, digest, storage_key))
+    base = _values_base(session, phase=phase) if packed else ""
+    task_name = phase.task.name
     end_read(session)  # reading the files, validating and resampling them hold no transaction
     valid: dict[int, Any] = {}
     left_out: list[int] = []
-    for run in sorted(loaded, key=lambda r: r.id):
+    for run_id, team_id, team_name, is_baseline in loaded:
+        team = None if is_baseline else team_name
+        run_files = files_of.get(run_id, [])
+        key = _values_key(task_name, team_id, team, run_files, base) if packed else ""
+        if packed:
+            found = _read_packed(storage, key, known_inputs)
+            if found is not None:
+                valid[run_id] = found
+                continue
         try:
-            files = {f.filename: storage.get(f.storage_key) for f in run.files}
+            files = {filename: storage.get(storage_key) for filename, _, storage_key in run_files}
         except ObjectMissing as err:
-            log.warning("run %s: stored file %s is missing; no significance group", run.id, err)
-            left_out.append(run.id)
+            log.warning("run %s: stored file %s is missing; no significance group", run_id, err)
+            left_out.append(run_id)
             continue
-        team = None if run.team.is_baseline else run.team.name
         checked = validate_run(definition, files, known_inputs, team=team, datasets=datasets)
         if not checked.ok:
             # valid when accepted, so the inputs changed since; the scorer marks it on rescore
-            log.warning("run %s no longer validates; no significance group", run.id)
-            left_out.append(run.id)
+            log.warning("run %s no longer validates; no significance group", run_id)
+            left_out.append(run_id)
             continue
-        valid[run.id] = checked
+        valid[run_id] = checked
+        if packed:
+            data = pack_run(checked, known_inputs)
+            if data is not None:
+                put_content(storage, key, data)
     return valid, left_out
+
+
+def _values_base(session: Session, *, phase: Phase) -> str:
+    """What a run's validated values depend on besides its files and team: the task's
+    definition, the inputs' contents, the track and the evaluation version."""
+    return digest_of({
+        "format": PACKED_FORMAT, "task": phase.task.definition_digest,
+        "split": phase.split, "track": phase.track, "evaluation": evaluation.__version__,
+        "inputs": sorted((row.dataset, row.sha256) for row in inputs.current_inputs(
+            session, task=phase.task, split=phase.split).values()),
+    })
+
+
+def _values_key(task_name: str, team_id: int, team: str | None,
+                files: Sequence[tuple[str, str, str]], base: str) -> str:
+    """The storage key of a run's packed values: its files (name, digest, key) by content,
+    its team's name."""
+    digest = digest_of({"base": base, "team": team,
+                        "files": sorted([name, sha] for name, sha, _ in files)})
+    return keys.run_values(task_name, team_id, digest)
+
+
+def _read_packed(storage: Storage, key: str,
+                 known_inputs: Mapping[str, DatasetInputs]) -> ValidatedRun | None:
+    """A run's packed values, or None (absent, or unreadable: validated from its files)."""
+    try:
+        data = storage.get(key)
+    except ObjectMissing:
+        return None
+    try:
+        return unpack_run(data, known_inputs)
+    except PackedError as err:
+        log.warning("packed values %s are unreadable (%s): the run's files are validated", key,
+                    err)
+        return None
 
 
 def samples_key(session: Session, *, phase: Phase, metrics: Sequence[str]) -> str:
@@ -208,7 +275,8 @@ def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[
     try:
         for start in range(0, len(missing) if parsed_gold and metrics else 0, SAMPLE_BATCH):
             batch = missing[start:start + SAMPLE_BATCH]
-            valid, left_out = validated_runs(session, storage, phase=phase, ids=batch)
+            valid, left_out = validated_runs(session, storage, phase=phase, ids=batch,
+                                             packed=True)
             notes["left_out"].extend(left_out)
             ids = list(valid)
             fresh = run_samples(definition, [valid[i] for i in ids], parsed_gold, metrics,

@@ -141,9 +141,18 @@ def test_runs_are_regrouped_from_the_stored_files(session, storage, board_world,
     assert groups == {str(good.id): dict.fromkeys(METRICS, 1),
                       str(runs["noisy"].id): dict.fromkeys(METRICS, 2)}
     assert values["runs"] == sorted([[r.id, r.current_score.id] for r in (good, runs["noisy"])])
-    # a run whose stored file has gone before its samples were computed is left out
+    # a run whose stored file has gone is read from its packed values, written at its first
+    # validation; without them too, before its samples were computed, it is left out
     storage_path = storage.root.joinpath(*good.files[0].storage_key.split("/"))
     storage_path.unlink()
+    monkeypatch.setattr(significance, "SAMPLES", ArrayCache("samples"))
+    again, notes = significance.compute(session, storage, phase=phase,
+                                        runs=[good, runs["noisy"]], metrics=list(METRICS))
+    assert notes["left_out"] == [] and again == groups
+    packed = list(storage.root.joinpath("values").rglob("*"))
+    for path in packed:
+        if path.is_file() and path.parent.name == f"team-{good.team_id}":
+            path.unlink()
     monkeypatch.setattr(significance, "SAMPLES", ArrayCache("samples"))
     groups, notes = significance.compute(session, storage, phase=phase,
                                          runs=[good, runs["noisy"]], metrics=list(METRICS))

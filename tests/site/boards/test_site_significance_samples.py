@@ -162,3 +162,75 @@ def test_groups_are_pending_since_the_oldest_score_they_lack(session, storage, m
     since = significance.pending_since(session, phase=phase, pairs=board)
     assert since == late[1].current_score.created_at and since > max(
         r.current_score.created_at for r in runs)
+
+
+def _packed_keys(session, phase, runs):
+    """Each run's key of its packed values (the groups job's own derivation)."""
+    base = significance._values_base(session, phase=phase)
+    return {run.id: significance._values_key(
+        phase.task.name, run.team_id, None if run.team.is_baseline else run.team.name,
+        [(f.filename, f.sha256, f.storage_key) for f in run.files], base) for run in runs}
+
+
+@pytest.mark.parametrize(
+    ("database_url", "storage"),
+    [("sqlite", "local"), pytest.param("postgres", "s3", marks=pytest.mark.postgres)],
+    indirect=True)
+def test_a_cold_refresh_reads_packed_values_instead_of_parsing(session, storage, world,
+                                                               monkeypatch):
+    """The first validation packs each run's values into storage; a refresh on an empty host
+    cache then reads those, parses no run file, and gives the same groups."""
+    _, phase, runs = world
+    keys = _packed_keys(session, phase, runs)
+    assert not any(storage.exists(k) for k in keys.values())
+    parsed, notes = _fresh(session, storage, phase, runs, monkeypatch)
+    assert notes["resampled"] == 6 and all(storage.exists(k) for k in keys.values())
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a run file was parsed")
+
+    monkeypatch.setattr(significance, "validate_run", refused)
+    packed, notes = _fresh(session, storage, phase, runs, monkeypatch)
+    assert notes["resampled"] == 6 and not notes["left_out"] and packed == parsed
+
+
+def test_missing_or_corrupt_packed_values_fall_back_to_parsing(session, storage, world,
+                                                               monkeypatch, caplog):
+    _, phase, runs = world
+    parsed, _ = _fresh(session, storage, phase, runs, monkeypatch)
+    keys = _packed_keys(session, phase, runs)
+    path = {run_id: storage.root.joinpath(*key.split("/")) for run_id, key in keys.items()}
+    ids = sorted(path)
+    good = path[ids[2]].read_bytes()
+    path[ids[0]].write_bytes(path[ids[0]].read_bytes()[:-5])  # torn
+    flipped = bytearray(good)
+    flipped[-3] ^= 1
+    path[ids[1]].write_bytes(bytes(flipped))  # one bit of a value
+    path[ids[2]].unlink()  # gone
+    seen = []
+    real = significance.validate_run
+
+    def counted(definition, files, *args, **kwargs):
+        seen.append(sorted(files))
+        return real(definition, files, *args, **kwargs)
+
+    monkeypatch.setattr(significance, "validate_run", counted)
+    with caplog.at_level("WARNING"):
+        again, notes = _fresh(session, storage, phase, runs, monkeypatch)
+    assert again == parsed and notes["resampled"] == 6 and not notes["left_out"]
+    assert len(seen) == 3  # the three without usable packed values, and only those
+    assert sum("packed values" in r.getMessage() for r in caplog.records) == 2
+    assert path[ids[2]].read_bytes() == good  # a missing one is packed again
+    # stored objects are never overwritten: damaged ones stay, and are parsed around each time
+    seen.clear()
+    _fresh(session, storage, phase, runs, monkeypatch)
+    assert len(seen) == 2
+
+
+def test_a_request_path_validation_writes_no_packed_values(session, storage, world):
+    """validated_runs without packed=True (the run pages) neither reads nor writes them."""
+    _, phase, runs = world
+    valid, left_out = significance.validated_runs(session, storage, phase=phase, runs=runs)
+    assert len(valid) == 6 and not left_out
+    keys = _packed_keys(session, phase, runs)
+    assert not any(storage.exists(k) for k in keys.values())
