@@ -230,7 +230,10 @@ class Leaderboard:
     @property
     def has_models(self) -> bool:
         """Whether any row is a model-track run: boards and exports then show its parameters."""
-        return any(row.model for row in self.rows)
+        rows = self.rows
+        if isinstance(rows, RankedRows):  # read-only: looked at once
+            return rows.has_models()
+        return any(row.model for row in rows)
 
     def to_json(self) -> dict[str, Any]:
         """The API's leaderboard object."""
@@ -628,6 +631,10 @@ class BoardIndex:
     order: list[tuple[bool, bool, float, int]]
     # what the pending time was taken from (merges); None: taken from every pair
     pending: Pending | None = None
+    # the stored groups the rows' groups come from ({run id: {metric: group}}; {} without)
+    groups: dict[str, dict[str, int]] = field(default_factory=dict)
+    # each ranking key's sign: 1 where lower is better, else -1 (see _signs)
+    signs: dict[str, float] = field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=64)
@@ -841,7 +848,8 @@ def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: 
     board.rows = [row for _, row in keyed]
     board.index = BoardIndex(listing={entry[0][0]: entry for entry in scored}, values=values,
                              ranked=ranked, sorted_values=sorted_values, first=first,
-                             order=[key for key, _ in keyed])
+                             order=[key for key, _ in keyed], groups=groups,
+                             signs=_signs(definition))
     return board
 
 
@@ -893,8 +901,9 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
                                     changes=(index.pending, gone_pairs, added_pairs))
     column_keys = tuple(c.key for c in board.columns)
     order_of = _order_of(definition, board.columns)
-    rows = [row for row in base.rows if row.run_id not in gone] if gone else list(base.rows)
-    order = ([key for key, row in zip(index.order, base.rows, strict=True)
+    base_rows = raw_rows(base.rows)  # ranks and groups are made when read: none made here
+    rows = [row for row in base_rows if row.run_id not in gone] if gone else list(base_rows)
+    order = ([key for key, row in zip(index.order, base_rows, strict=True)
               if row.run_id not in gone] if gone else list(index.order))
     intervals = dict(base.intervals)
     for run_id in gone:
@@ -917,24 +926,128 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
         listing[line[0]] = (line, entry)
     if not in_order:
         intervals = {run_id: intervals[run_id] for run_id in sorted(intervals)}
-    changed_ids = {line[0] for line, _ in changed}
-    for i, row in enumerate(rows):
-        if row.run_id in changed_ids:
-            continue
-        found = values.get(row.run_id)
-        ranks = row.ranks if found is None else _row_ranks(found, sorted_values, definition)
-        row_groups = _row_groups(groups, row.run_id, ranks) if groups or row.groups else {}
-        if ranks != row.ranks or row_groups != row.groups:
-            moved = Row.__new__(Row)  # a shallow copy (copy.copy costs 3x more)
-            moved.__dict__.update(row.__dict__)
-            moved.ranks, moved.groups = ranks, row_groups
-            rows[i] = moved
-    board.rows = rows
+    # every other row keeps its object: its ranks and groups are made where it is read
+    board.rows = RankedRows(rows, values=values, sorted_values=sorted_values,
+                            signs=_signs(definition), groups=groups)
     board.intervals = intervals
     board.index = BoardIndex(listing=listing, values=values, ranked=ranked,
                              sorted_values=sorted_values, first=index.first, order=order,
-                             pending=pending)
+                             pending=pending, groups=groups, signs=_signs(definition))
     return board
+
+
+class RankedRows(list[Row]):
+    """A merged board's rows in order, each row's ranks and groups made when it is read.
+
+    An upload near the top moves the rank of nearly every row: a merge keeps the rows it did
+    not change as they were (their ranks perhaps those of an older version) with each key's
+    sorted values, and a row read from here (by index, slice or iteration) gets its ranks by
+    binary search then, once: a page of 100 rows costs 100 lookups whatever the board holds.
+    Read-only (a board's rows are shared by its readers); `raw` gives the rows as kept.
+    """
+
+    def __init__(self, rows: list[Row], *, values: dict[int, dict[str, float]],
+                 sorted_values: dict[str, list[float]], signs: dict[str, float],
+                 groups: dict[str, dict[str, int]]) -> None:
+        super().__init__(rows)
+        self._values = values
+        self._sorted = sorted_values
+        self._signs = signs
+        self._groups = groups
+        self._done: dict[int, Row] = {}
+        self._models: bool | None = None
+
+    def has_models(self) -> bool:
+        """Whether any row is a model-track run (looked at once: these rows never change)."""
+        if self._models is None:
+            self._models = any(row.model for row in list.__iter__(self))
+        return self._models
+
+    def raw(self) -> list[Row]:
+        """The rows as kept (ranks and groups perhaps not this board's): for what no rank moves
+        (names, flags, models, the stored parts)."""
+        return list(list.__iter__(self))
+
+    def row(self, i: int) -> Row:
+        """The i-th row with this board's ranks and groups (made once)."""
+        found = self._done.get(i)
+        if found is None:
+            found = self._done[i] = self._resolve(list.__getitem__(self, i))
+        return found
+
+    def _resolve(self, row: Row) -> Row:
+        values = self._values.get(row.run_id)
+        if values is None:
+            ranks = row.ranks  # no rank (a baseline): as it was made
+        else:
+            signs, found = self._signs, self._sorted
+            ranks = {key: bisect_left(found[key], signs[key] * v) + 1
+                     for key, v in values.items()}
+        groups = _row_groups(self._groups, row.run_id, ranks) if self._groups or row.groups else {}
+        if ranks == row.ranks and groups == row.groups:
+            return row
+        moved = Row.__new__(Row)  # a shallow copy (copy.copy costs 3x more)
+        moved.__dict__.update(row.__dict__)
+        moved.ranks, moved.groups = ranks, groups
+        return moved
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self.row(j) for j in range(*i.indices(len(self)))]
+        n = len(self)
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise IndexError("list index out of range")
+        return self.row(j)
+
+    def __iter__(self) -> Any:
+        return (self.row(i) for i in range(len(self)))
+
+    def __reversed__(self) -> Any:
+        return (self.row(i) for i in range(len(self) - 1, -1, -1))
+
+    def __contains__(self, item: object) -> bool:
+        return any(row == item for row in self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, list):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def copy(self) -> list[Row]:
+        """Every row with its ranks (a plain list)."""
+        return list(self)
+
+    def index(self, item: Any, *args: Any) -> int:
+        """Where a row stands (compared with the rows as read)."""
+        return list(self).index(item, *args)
+
+    def count(self, item: Any) -> int:
+        """How many rows equal this one (as read)."""
+        return list(self).count(item)
+
+    def __add__(self, other: Any) -> Any:
+        return list(self) + list(other)
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a merged board's rows are read-only (copy them with list())")
+
+    append = extend = insert = pop = remove = sort = reverse = clear = _read_only  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only  # type: ignore[assignment]
+
+
+def raw_rows(rows: list[Row]) -> list[Row]:
+    """A board's rows as kept, for what no rank or group moves (no row's ranks are made)."""
+    return rows.raw() if isinstance(rows, RankedRows) else rows
 
 
 def page_rows(rows: list[Row], *, page: int, per_page: int,

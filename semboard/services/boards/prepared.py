@@ -10,6 +10,7 @@ import gzip
 import hashlib
 import json
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,6 +41,7 @@ from semboard.services.boards.leaderboard import (
     Column,
     Leaderboard,
     Listed,
+    RankedRows,
     Row,
     assemble_leaderboard,
     board_listing,
@@ -47,13 +49,14 @@ from semboard.services.boards.leaderboard import (
     encode_json,
     fill_csv,
     merge_leaderboard,
+    raw_rows,
 )
 from semboard.services.runs import primary
 from semboard.services.tasks import access, tasks
 from semboard.storage import Storage
 
 # Bump when the prepared data's shape changes: every stored board then misses once.
-BOARD_FORMAT = 3
+BOARD_FORMAT = 4
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
 # the database, so a stale entry can never be served; this only spares re-parsing the JSON.
 _memo: LRU[tuple[str, int, str], Prepared] = LRU(64)
@@ -323,8 +326,10 @@ class Prepared:
         the merge tests check it), so the first page after an upload parses nothing."""
         built = self.built
         if built is not None:
+            # a merged board's rows make their ranks when read (read-only, shared as they are)
+            rows = built.rows if isinstance(built.rows, RankedRows) else list(built.rows)
             return Leaderboard(task=task, phase=phase, columns=list(built.columns),
-                               rows=list(built.rows), significance=built.significance,
+                               rows=rows, significance=built.significance,
                                groups_pending=built.groups_pending, intervals=built.intervals,
                                groups_pending_since=built.groups_pending_since,
                                ranking=built.ranking)
@@ -408,53 +413,102 @@ class BoardParts:
 _SHAPES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
 
-def _row_part(board: Leaderboard, row: Row, shape: tuple[Any, ...]) -> tuple[str, str, bool]:
-    """A row's stored part: (key, text, whether it leaves ranks and groups open)."""
+def _row_part(board: Leaderboard, row: Row, shape: tuple[Any, ...],
+              values: dict[str, float] | None) -> tuple[str, str, bool]:
+    """A row's stored part: (key, text, whether it leaves ranks and groups open).
+
+    The part holds the row's ranking values (None: it takes no rank), not its ranks: a rank
+    moves with every better run that comes in, the values never."""
     cached = row.__dict__.get("_stored_part")
-    if cached is not None and cached[0] is shape:  # shapes are interned (board_parts)
+    if cached is not None and cached[0] is shape and cached[3] == values:  # shapes interned
         return cached[1], cached[2], True
     json_parts = row.json_parts()
     csv_parts = board.csv_parts(row, shape)
-    open_cells = json_parts is not None and csv_parts is not None
+    open_cells = json_parts is not None and csv_parts is not None and values is not None
     part = {"run": row.run_id,
             "json": list(json_parts) if json_parts is not None else row.to_json_text(),
             "csv": csv_parts if csv_parts is not None else board.csv_line(row),
             "intervals": board.intervals.get(row.run_id, {})}
+    if open_cells:
+        part["values"] = values
+    elif json_parts is not None and csv_parts is not None and not row.ranks:
+        open_cells = True  # no rank (a baseline): its cells stay empty, no values needed
+    else:  # written whole: ranks and groups as they are now (the board's own rows)
+        part["json"] = row.to_json_text()
+        part["csv"] = board.csv_line(row)
     text = json.dumps(part, ensure_ascii=False)
     key = hashlib.sha256(text.encode()).hexdigest()[:40]
     if open_cells:  # kept by the row object (a row whose ranks move is a copy: it shares it)
-        row.__dict__["_stored_part"] = (shape, key, text)
+        row.__dict__["_stored_part"] = (shape, key, text, values)
     return key, text, open_cells
 
 
 def board_parts(board: Leaderboard) -> BoardParts:
-    """The board in parts (rows' texts encoded once per row object and board shape)."""
+    """The board in parts (rows' texts encoded once per row object and board shape).
+
+    No rank is stored: the frame names the rows in order, each ranking key's sign and the
+    board's groups; a reader makes the ranks from the rows' values (texts_of_parts). An upload
+    then writes its own row and the frame, whatever ranks it moved."""
     shape = board.csv_shape()
     shape = _SHAPES.setdefault(shape, shape)  # one object per shape: rows compare identity
     json_head, json_tail = board.json_frame()
+    index = board.index
     rows: dict[str, str] = {}
     keys = []
-    for row in board.rows:
-        key, text, _ = _row_part(board, row, shape)
+    closed = False
+    kept = raw_rows(board.rows)
+    for i, row in enumerate(kept):
+        values = index.values.get(row.run_id) if index is not None else None
+        key, text, open_cells = _row_part(board, row, shape, values)
+        if not open_cells and kept is not board.rows:  # written whole: with its own ranks
+            key, text, _ = _row_part(board, board.rows[i], shape, values)
+        closed = closed or not open_cells
         rows[key] = text
         keys.append(key)
-    frame = {"json_head": json_head, "json_tail": json_tail, "csv_head": board.csv_head(),
-             "ranked": [c.key for c in board.columns if c.ranked], "keys": keys,
-             "ranks": [row.ranks for row in board.rows],
-             "groups": [row.groups for row in board.rows]}
+    frame: dict[str, Any] = {
+        "json_head": json_head, "json_tail": json_tail, "csv_head": board.csv_head(),
+        "ranked": [c.key for c in board.columns if c.ranked], "keys": keys,
+        "signs": index.signs if index is not None else {},
+        "groups": index.groups if index is not None else {}}
+    if index is None or closed:  # no values to rank by: each row's ranks and groups stored
+        frame["ranks"] = [row.ranks for row in board.rows]
+        frame["row_groups"] = [row.groups for row in board.rows]
     return BoardParts(rows=rows, frame=frame)
 
 
 def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
-    """A stored board's JSON and CSV texts and intervals from its frame and rows' parts."""
+    """A stored board's JSON and CSV texts and intervals from its frame and rows' parts: each
+    row's ranks made from every row's values (competition ranks: one more than the number of
+    better values), its groups from the board's."""
     encode = encode_json
     ranked = frame["ranked"]
     json_rows, csv_lines, intervals = [], [frame["csv_head"]], {}
     parsed: dict[str, Any] = {}
-    for key, ranks, groups in zip(frame["keys"], frame["ranks"], frame["groups"], strict=True):
+    parts = []
+    for key in frame["keys"]:
         part = parsed.get(key)
         if part is None:
             part = parsed[key] = json.loads(rows[key])
+        parts.append(part)
+    signs: dict[str, float] = frame.get("signs", {})
+    board_groups: dict[str, dict[str, int]] = frame.get("groups", {})
+    explicit = "ranks" in frame
+    ordered: dict[str, list[float]] = {}
+    if not explicit:
+        for part in parts:
+            for k, v in (part.get("values") or {}).items():
+                ordered.setdefault(k, []).append(signs[k] * v)
+        for found in ordered.values():
+            found.sort()
+    for i, part in enumerate(parts):
+        if explicit:
+            ranks, groups = frame["ranks"][i], frame["row_groups"][i]
+        else:
+            values = part.get("values")
+            ranks = ({} if values is None else
+                     {k: bisect_left(ordered[k], signs[k] * v) + 1 for k, v in values.items()})
+            groups = {m: g for m, g in board_groups.get(str(part["run"]), {}).items()
+                      if m in ranks}
         found = part["json"]
         json_rows.append(found if isinstance(found, str)
                          else found[0] + encode(ranks) + found[1] + encode(groups) + found[2])
