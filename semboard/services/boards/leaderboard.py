@@ -635,6 +635,11 @@ class BoardIndex:
     groups: dict[str, dict[str, int]] = field(default_factory=dict)
     # each ranking key's sign: 1 where lower is better, else -1 (see _signs)
     signs: dict[str, float] = field(default_factory=dict)
+    # the board's stored parts once made (prepared.board_parts), and for a merged board how
+    # its rows came from its base's: (the base's parts, the positions of the base's rows that
+    # went, each new row's position as inserted in turn), so its parts are the base's edited
+    parts: Any = None
+    edits: tuple[Any, list[int], list[tuple[int, Row]]] | None = None
 
 
 @functools.lru_cache(maxsize=64)
@@ -903,6 +908,8 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
     order_of = _order_of(definition, board.columns)
     base_rows = raw_rows(base.rows)  # ranks and groups are made when read: none made here
     rows = [row for row in base_rows if row.run_id not in gone] if gone else list(base_rows)
+    went = [i for i, row in enumerate(base_rows) if row.run_id in gone] if gone else []
+    inserted: list[tuple[int, Row]] = []
     order = ([key for key, row in zip(index.order, base_rows, strict=True)
               if row.run_id not in gone] if gone else list(index.order))
     intervals = dict(base.intervals)
@@ -922,6 +929,7 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
         at = bisect_left(order, key)
         order.insert(at, key)
         rows.insert(at, row)
+        inserted.append((at, row))
         intervals[line[0]] = dict(entry.intervals(column_keys))
         listing[line[0]] = (line, entry)
     if not in_order:
@@ -932,7 +940,8 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
     board.intervals = intervals
     board.index = BoardIndex(listing=listing, values=values, ranked=ranked,
                              sorted_values=sorted_values, first=index.first, order=order,
-                             pending=pending, groups=groups, signs=_signs(definition))
+                             pending=pending, groups=groups, signs=_signs(definition),
+                             edits=(index.parts, went, inserted))
     return board
 
 

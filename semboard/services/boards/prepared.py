@@ -407,6 +407,10 @@ class BoardParts:
     texts around the rows, the rows' keys in order with their ranks and groups)."""
     rows: dict[str, str]
     frame: dict[str, Any]
+    # the shape its rows' texts were made for, and whether every row leaves its cells open
+    # (ranks made from values): only then can a merged board's parts be this one's edited
+    shape: tuple[Any, ...] | None = None
+    open: bool = False
 
 
 # Board shapes (see Leaderboard.csv_shape), one object each: as many as boards of other columns
@@ -425,7 +429,7 @@ def _row_part(board: Leaderboard, row: Row, shape: tuple[Any, ...],
     json_parts = row.json_parts()
     csv_parts = board.csv_parts(row, shape)
     open_cells = json_parts is not None and csv_parts is not None and values is not None
-    part = {"run": row.run_id,
+    part: dict[str, Any] = {"run": row.run_id,
             "json": list(json_parts) if json_parts is not None else row.to_json_text(),
             "csv": csv_parts if csv_parts is not None else board.csv_line(row),
             "intervals": board.intervals.get(row.run_id, {})}
@@ -447,33 +451,74 @@ def board_parts(board: Leaderboard) -> BoardParts:
     """The board in parts (rows' texts encoded once per row object and board shape).
 
     No rank is stored: the frame names the rows in order, each ranking key's sign and the
-    board's groups; a reader makes the ranks from the rows' values (texts_of_parts). An upload
-    then writes its own row and the frame, whatever ranks it moved."""
+    board's groups; a reader makes the ranks from the rows' values (texts_of_parts). A merged
+    board's parts are its base's with the merge's rows taken out and put in (an upload costs
+    its own row, whatever ranks it moved); a board is looked at row by row otherwise."""
     shape = board.csv_shape()
     shape = _SHAPES.setdefault(shape, shape)  # one object per shape: rows compare identity
+    index = board.index
+    if index is not None and index.parts is not None:
+        return index.parts  # type: ignore[no-any-return]
+    found = _edited_parts(board, shape)
+    if found is None:
+        found = _all_parts(board, shape)
     json_head, json_tail = board.json_frame()
+    frame: dict[str, Any] = {
+        "json_head": json_head, "json_tail": json_tail, "csv_head": board.csv_head(),
+        "ranked": [c.key for c in board.columns if c.ranked], "keys": found[1],
+        "signs": index.signs if index is not None else {},
+        "groups": index.groups if index is not None else {}}
+    if not found[2]:  # no values to rank by: each row's ranks and groups stored
+        frame["ranks"] = [row.ranks for row in board.rows]
+        frame["row_groups"] = [row.groups for row in board.rows]
+    parts = BoardParts(rows=found[0], frame=frame, shape=shape, open=found[2])
+    if index is not None:
+        index.parts = parts
+    return parts
+
+
+def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
+                  ) -> tuple[dict[str, str], list[str], bool] | None:
+    """A merged board's rows' texts and keys in order, from its base's parts and the merge's
+    edits (None: no base parts of this shape to edit)."""
+    index = board.index
+    edits = None if index is None else index.edits
+    if edits is None or edits[0] is None:
+        return None
+    base, went, inserted = edits
+    if base.shape is not shape or not base.open:
+        return None
+    keys = list(base.frame["keys"])
+    rows = dict(base.rows)
+    for at in reversed(went):
+        rows.pop(keys.pop(at), None)
+    assert index is not None
+    for at, row in inserted:
+        key, text, open_cells = _row_part(board, row, shape, index.values.get(row.run_id))
+        if not open_cells:
+            return None
+        keys.insert(at, key)
+        rows[key] = text
+    return rows, keys, True
+
+
+def _all_parts(board: Leaderboard, shape: tuple[Any, ...]
+               ) -> tuple[dict[str, str], list[str], bool]:
+    """Every row's text by its key, the keys in order, and whether all leave cells open."""
     index = board.index
     rows: dict[str, str] = {}
     keys = []
-    closed = False
+    every_open = index is not None
     kept = raw_rows(board.rows)
     for i, row in enumerate(kept):
         values = index.values.get(row.run_id) if index is not None else None
         key, text, open_cells = _row_part(board, row, shape, values)
         if not open_cells and kept is not board.rows:  # written whole: with its own ranks
             key, text, _ = _row_part(board, board.rows[i], shape, values)
-        closed = closed or not open_cells
+        every_open = every_open and open_cells
         rows[key] = text
         keys.append(key)
-    frame: dict[str, Any] = {
-        "json_head": json_head, "json_tail": json_tail, "csv_head": board.csv_head(),
-        "ranked": [c.key for c in board.columns if c.ranked], "keys": keys,
-        "signs": index.signs if index is not None else {},
-        "groups": index.groups if index is not None else {}}
-    if index is None or closed:  # no values to rank by: each row's ranks and groups stored
-        frame["ranks"] = [row.ranks for row in board.rows]
-        frame["row_groups"] = [row.groups for row in board.rows]
-    return BoardParts(rows=rows, frame=frame)
+    return rows, keys, every_open
 
 
 def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:

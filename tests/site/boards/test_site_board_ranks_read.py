@@ -1,0 +1,211 @@
+"""A merged board makes each row's ranks where the row is read (RankedRows), and its stored parts
+hold the rows' ranking values, not their ranks: an upload at the top of a 300-run board moves
+nearly every rank, yet the merge makes only its own row's ranks, the first page view only its
+page's, and every text (JSON, CSV, the texts made back from the stored parts) equals a full
+rebuild's; ranks are evaluation.rank_runs' (the reference)."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import insert, select
+
+from evaluation import parse_task, rank_runs
+from semboard.models import PreparedBoard, Run, RunScoreRecord, Team, score_digest
+from semboard.services.boards import leaderboard
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.boards.leaderboard import (
+    RankedRows,
+    assemble_leaderboard,
+    merge_leaderboard,
+)
+from semboard.views import boards as board_views
+from tests.site.boards.test_site_board_incremental import STRICT, Board, _observed
+from tests.site.conftest import TINY_TOML
+
+API = "/api/v1"
+
+
+def _top(state: Board, run_id: int) -> tuple[Any, Any]:
+    """A run better than every other on every metric (every ranked run below it moves)."""
+    line, parsed = state._entry(run_id)
+    scores = json.loads(json.dumps(parsed.scores))
+
+    def lift(node: Any) -> None:
+        if isinstance(node, dict):
+            if "value" in node and "ci" in node:
+                node["value"], node["ci"] = 0.99, [0.98, 1.0]
+            for value in node.values():
+                lift(value)
+
+    lift(scores)
+    scores["skipped"] = []
+    scores["datasets"] = {name: scores["datasets"].get(name) or {
+        "n": 10, "metrics": {m: {"value": 0.99, "ci": [0.98, 1.0], "warning": None,
+                                 "signature": "s"} for m in ("pearson", "weighted_pearson")},
+        "genres": {}} for name in ("alpha", "beta")}
+    from evaluation import RunScore
+    entry = leaderboard._ParsedScore(scores, RunScore.from_dict(scores).flat())
+    return (line[:7] + (False, False) + line[9:]), entry
+
+
+@pytest.mark.parametrize("toml", [TINY_TOML, STRICT], ids=["counts-zero", "strict-rules"])
+def test_an_upload_at_the_top_of_300_runs_makes_only_its_own_ranks(
+        session, world, now, monkeypatch, toml) -> None:
+    task, phase = world["task"], world["phase"]
+    definition = parse_task(toml)
+    monkeypatch.setattr(leaderboard.definitions, "phase_definition", lambda _phase: definition)
+    state = Board(random.Random(11), now)
+    for run_id in range(1, 301):
+        state.runs[run_id] = state._entry(run_id, baseline=run_id % 50 == 0)
+    state.next_run = 301
+    base = assemble_leaderboard(session, task=task, phase=phase, scored=state.listing(),
+                                now=now)
+    prepared_boards.board_parts(base)  # stored as the base: the merge's parts are its, edited
+    top = _top(state, 301)
+    state.runs[301] = top
+    made = []
+    real = leaderboard._row_ranks
+    monkeypatch.setattr(leaderboard, "_row_ranks",
+                        lambda *a: made.append(1) or real(*a))
+    merged = merge_leaderboard(session, base, phase=phase, changed=[top], removed=set(), now=now)
+    assert merged is not None and isinstance(merged.rows, RankedRows)
+    assert len(made) == 1  # the new row's ranks only, though nearly every rank moved
+    full = assemble_leaderboard(session, task=task, phase=phase, scored=state.listing(),
+                                now=now)
+    moved = {row.run_id for row, old in zip(full.rows[1:], base.rows, strict=True)
+             if row.ranks != old.ranks}
+    assert len(moved) > 250
+    # a page reads its rows only: 100 rows, 100 rows' ranks made
+    resolved = []
+    real_resolve = RankedRows._resolve
+    monkeypatch.setattr(RankedRows, "_resolve",
+                        lambda self, row: resolved.append(row.run_id) or real_resolve(self, row))
+    page, matching, pages = leaderboard.page_rows(merged.rows, page=2, per_page=100)
+    assert (matching, pages, len(resolved)) == (301, 4, 100)
+    assert page == full.rows[100:200]
+    assert merged.rows[0].run_id == 301 and merged.rows[-1] == full.rows[-1]
+    # everything served or stored equals the full rebuild's (texts, parts, made-back texts)
+    assert _observed(merged) == _observed(full)
+    reference = rank_runs(definition, {line[0]: p.score for line, p in state.listing()
+                                       if not line[7]})
+    assert {row.run_id: row.ranks for row in merged.rows} == {
+        line[0]: reference.get(line[0], {}) for line, _ in state.listing()}
+    # the stored frame keeps no rank: an upload writes its row and the order, not 301 ranks
+    frame = prepared_boards.board_parts(merged).frame
+    assert "ranks" not in frame and len(frame["keys"]) == 301
+    # a second upload merges into the merged board (its rows as kept), still equal
+    second = state._entry(302)
+    state.runs[302] = second
+    again = merge_leaderboard(session, merged, phase=phase, changed=[second], removed={5},
+                              now=now)
+    state.runs.pop(5)
+    assert again is not None
+    assert _observed(again) == _observed(assemble_leaderboard(
+        session, task=task, phase=phase, scored=state.listing(), now=now))
+
+
+def test_a_merged_boards_rows_are_read_only_and_compare_as_read(session, world, now,
+                                                                monkeypatch) -> None:
+    task, phase = world["task"], world["phase"]
+    definition = parse_task(TINY_TOML)
+    monkeypatch.setattr(leaderboard.definitions, "phase_definition", lambda _phase: definition)
+    state = Board(random.Random(3), now)
+    for run_id in range(1, 21):
+        state.runs[run_id] = state._entry(run_id)
+    base = assemble_leaderboard(session, task=task, phase=phase, scored=state.listing(),
+                                now=now)
+    top = _top(state, 21)
+    state.runs[21] = top
+    merged = merge_leaderboard(session, base, phase=phase, changed=[top], removed=set(), now=now)
+    full = assemble_leaderboard(session, task=task, phase=phase, scored=state.listing(),
+                                now=now)
+    assert merged is not None
+    rows = merged.rows
+    assert rows == full.rows and list(rows) == full.rows and rows.copy() == full.rows
+    assert list(reversed(rows)) == full.rows[::-1] and rows[-1] == full.rows[-1]
+    assert full.rows[3] in rows and rows.index(full.rows[3]) == 3
+    assert [r.ranks for r in rows.raw()] != [r.ranks for r in full.rows]  # kept as they were
+    with pytest.raises(TypeError):
+        rows.append(full.rows[0])
+    with pytest.raises(IndexError):
+        rows[21]
+
+
+def _seed(session, phase, template: RunScoreRecord, count: int) -> None:
+    """count teams with one scored run each, every score a scaled copy of template (below it)."""
+    def scaled(value: Any, factor: float) -> Any:
+        if isinstance(value, float):
+            return value * factor
+        if isinstance(value, dict):
+            return {k: scaled(v, factor) for k, v in value.items()}
+        if isinstance(value, list):
+            return [scaled(v, factor) for v in value]
+        return value
+
+    session.execute(insert(Team), [
+        {"task_id": phase.task_id, "name": f"bulk {i:04d}", "affiliation": "",
+         "invite_code": f"bulk{i:04d}", "created_at": template.created_at} for i in range(count)])
+    team_ids = list(session.scalars(select(Team.id).where(Team.name.like("bulk %"))
+                                    .order_by(Team.id)))
+    session.execute(insert(Run), [
+        {"task_id": phase.task_id, "phase_id": phase.id, "team_id": team_id, "name": "run",
+         "slot": 1, "is_current": True, "status": "scored", "issues": [], "meta": {},
+         "submitted_at": template.created_at} for team_id in team_ids])
+    run_ids = list(session.scalars(select(Run.id).where(Run.team_id.in_(team_ids))
+                                   .order_by(Run.id)))
+    records = []
+    for i, run_id in enumerate(run_ids):
+        factor = 0.9 - 0.5 * (i + 1) / (count + 1)  # distinct, every one below the template
+        scores, flat = scaled(template.scores, factor), scaled(template.flat, factor)
+        records.append({"run_id": run_id, "gold_digest": template.gold_digest, "scores": scores,
+                        "flat": flat, "created_at": template.created_at + timedelta(seconds=i),
+                        "digest": score_digest(scores, flat)})
+    session.execute(insert(RunScoreRecord), records)
+    session.commit()
+
+
+def test_the_first_page_after_an_upload_at_the_top_reads_only_its_rows(
+        app, client, session, world, tiny_data, now, monkeypatch) -> None:
+    """300 runs, then a better one: the board step merges it, the page reads its 100 rows."""
+    phase = world["phase"]
+
+    def upload(key: str, name: str, noise: float) -> None:
+        data = {"name": name, "files": [(io.BytesIO(v), k) for k, v in
+                                        tiny_data.run(seed=5, noise=noise).items()]}
+        response = client.post(f"{API}/tasks/tiny/runs", data=data,
+                               headers=world["tokens"][key], content_type="multipart/form-data")
+        assert response.status_code == 201
+
+    upload("a", "first", 1.5)
+    template = session.scalars(select(RunScoreRecord)).one()
+    _seed(session, phase, template, 300)
+    upload("a", "second", 2.0)  # the step builds every run once (the bulk rows bypassed it)
+    assert client.get("/tasks/tiny/leaderboard/eval").status_code == 200
+    resolved: list[int] = []
+    real = RankedRows._resolve
+    monkeypatch.setattr(RankedRows, "_resolve",
+                        lambda self, row: resolved.append(row.run_id) or real(self, row))
+    upload("b", "best", 0.05)  # better than every run: nearly every rank moves
+    assert resolved == []  # the step merged it and made no row's ranks
+    page = client.get("/tasks/tiny/leaderboard/eval")
+    assert page.status_code == 200
+    assert 0 < len(resolved) <= board_views.PER_PAGE
+    assert "303 of 303 runs · page 1 of 4" in page.get_data(as_text=True)
+    # what the page and the downloads show is a full rebuild's
+    session.expire_all()
+    stored = session.scalars(select(PreparedBoard)).one()
+    fresh = prepared_boards._build(session, phase=phase, version=stored.version, now=now)
+    assert prepared_boards.stored_texts(session, phase=phase, version=stored.version) == (
+        fresh.body("json").decode(), fresh.csv_text)
+    assert "ranks" not in stored.data["parts"]
+    board = json.loads(client.get("/tasks/tiny/leaderboard/eval.json").get_data())
+    assert board == json.loads(fresh.body("json"))
+    best = board["rows"][0]
+    assert best["run"] == "best" and set(best["ranks"].values()) == {1}
+    assert sorted(r["ranks"]["ALL"] for r in board["rows"] if r["ranks"]) == list(range(1, 304))
