@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import insert, select
 
-from evaluation import parse_task, rank_runs
+from evaluation import RunScore, parse_task, rank_runs
 from semboard.models import PreparedBoard, Run, RunScoreRecord, Team, score_digest
 from semboard.services.boards import leaderboard
 from semboard.services.boards import prepared as prepared_boards
@@ -49,9 +49,8 @@ def _top(state: Board, run_id: int) -> tuple[Any, Any]:
         "n": 10, "metrics": {m: {"value": 0.99, "ci": [0.98, 1.0], "warning": None,
                                  "signature": "s"} for m in ("pearson", "weighted_pearson")},
         "genres": {}} for name in ("alpha", "beta")}
-    from evaluation import RunScore
     entry = leaderboard._ParsedScore(scores, RunScore.from_dict(scores).flat())
-    return (line[:7] + (False, False) + line[9:]), entry
+    return (*line[:7], False, False, *line[9:]), entry
 
 
 @pytest.mark.parametrize("toml", [TINY_TOML, STRICT], ids=["counts-zero", "strict-rules"])
