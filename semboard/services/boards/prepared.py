@@ -228,7 +228,9 @@ class Prepared:
         self._intervals: dict[str, Any] | None = None
         # the board itself where this process built it (pages read its rows)
         self.built: Leaderboard | None = None
-        self.lines: frozenset[str] | None = None
+        # the version's run list this board shows (a merge compares the next one's with it)
+        self.runs_text: str | None = None
+        self._lines: frozenset[str] | None = None
         # the rows' parts and the order a store writes (built in this process); the keys of
         # the rows stored with the board this one was merged into, and once stored, its own
         self.parts = parts
@@ -237,6 +239,16 @@ class Prepared:
         self.stored_keys: frozenset[str] | None = None
         self._bodies = {} if _bodies is None else _bodies
         self._parsed = _parsed
+
+    @property
+    def lines(self) -> frozenset[str] | None:
+        """The run list's lines (made when a merge first compares them as sets)."""
+        if self._lines is None:
+            if self.runs_text is not None:
+                self._lines = frozenset(self.runs_text.split("\n") if self.runs_text else ())
+            elif self.listing is not None:
+                self._lines = frozenset(_fold(entry[0]) for entry in self.listing.values())
+        return self._lines
 
     def __repr__(self) -> str:
         return (f"Prepared(phase_id={self.phase_id}, version={self.version[:12]}, "
@@ -363,9 +375,9 @@ def _remember(session: Session, prepared: Prepared) -> Prepared:
 
 
 def _build(session: Session, *, phase: Phase, version: str, now: datetime,
-           listing: list[Listed] | None = None, stamp: str | None = None,
+           listing: list[Listed] | dict[int, Listed] | None = None, stamp: str | None = None,
            merge: tuple[Leaderboard, list[Listed], set[int]] | None = None,
-           keep: bool = False, lines: frozenset[str] | None = None) -> Prepared:
+           keep: bool = False, runs_text: str | None = None) -> Prepared:
     """Build the board of this version (groups from the cache only) from the database, or from
     a listing of its runs a merge made; with `merge` (a base board, the changed runs, the
     removed ones) the changes are merged into the base board where they can be. keep: the
@@ -373,13 +385,16 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
     started = time.perf_counter()
     if listing is None:
         listing = board_listing(session, phase=phase)
+    listed = listing if isinstance(listing, dict) else {e[0][0]: e for e in listing}
     board: Leaderboard | None = None
     if merge is not None:
         board = merge_leaderboard(session, merge[0], phase=phase, changed=merge[1],
                                   removed=merge[2], now=now)
     incremental = board is not None
     if board is None:
-        board = assemble_leaderboard(session, task=phase.task, phase=phase, scored=listing,
+        scored = ([listed[run_id] for run_id in sorted(listed)] if isinstance(listing, dict)
+                  else listing)
+        board = assemble_leaderboard(session, task=phase.task, phase=phase, scored=scored,
                                      storage=None, now=now)
     built = board
     parts = board_parts(board)
@@ -392,12 +407,11 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
     prepared = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
                         built_at=now, stored=False, pending=board.groups_pending,
                         elapsed_ms=round((time.perf_counter() - started) * 1000),
-                        listing={entry[0][0]: entry for entry in listing}, stamp=stamp,
+                        listing=listed, stamp=stamp,
                         assembled=board if keep else None, incremental=incremental,
                         texts=texts, parts=parts)
     prepared.built = board
-    # the run list's lines this board shows (a merge compares the next version's with them)
-    prepared.lines = lines if lines is not None else frozenset(_fold(e[0]) for e in listing)
+    prepared.runs_text = runs_text
     return prepared
 
 
@@ -577,31 +591,43 @@ def _fold(line: Any) -> str:
 
 def _merged_listing(session: Session, *, phase: Phase, base: Prepared, state: BoardState,
                     touched: set[int]
-                    ) -> tuple[list[Listed], list[Listed], set[int], frozenset[str]] | None:
-    """The listing of the board's current runs from a built board's own and the changed runs;
-    with the changed (re-read) runs' entries, the removed runs' ids and the run list's lines.
+                    ) -> tuple[dict[int, Listed], list[Listed], set[int]] | None:
+    """The listing of the board's current runs (by run id) from a built board's own and the
+    changed runs; with the changed (re-read) runs' entries and the removed runs' ids.
 
     Which runs changed comes from the version's run list (a line per run: id, newest score,
-    flags, team), compared line for line with the base's as sets, so changes made by other
-    processes are merged too; `touched` runs (the commit's) are re-read as well. None where a
-    merge cannot stand for a build: another gold set, definition or phase settings, too many
-    changes, or re-read runs that do not fold to their lines (changed again meanwhile).
+    flags, team, in run id order): where the base's list is the start of it, the new lines
+    are its end (an upload: no line compared); else the two are compared line for line as
+    sets, so changes made by other processes are merged too. `touched` runs (the commit's)
+    are re-read as well. None where a merge cannot stand for a build: another gold set,
+    definition or phase settings, too many changes, or re-read runs that do not fold to their
+    lines (changed again meanwhile).
     """
-    if base.listing is None or base.lines is None or base.stamp != state.stamp:
+    if base.listing is None or base.stamp != state.stamp:
         return None
-    lines = state.runs_text.split("\n") if state.runs_text else []
-    now = frozenset(lines)
+    text, known = state.runs_text, base.runs_text
+    if known is not None and text.startswith(known) and (
+            not known or len(text) == len(known) or text[len(known)] == "\n"):
+        tail = text[len(known) + 1:] if known else text
+        new_lines: Any = tail.split("\n") if tail else ()
+        went: Any = ()
+    else:
+        lines = base.lines
+        if lines is None:
+            return None
+        now = frozenset(text.split("\n") if text else ())
+        new_lines, went = now - lines, lines - now
     added: dict[int, str] = {}
     gone: set[int] = set()
-    for texts, into in ((now - base.lines, added), (base.lines - now, None)):
-        for text in texts:
-            head = text.split(":", 1)[0]
+    for texts, into in ((new_lines, added), (went, None)):
+        for line in texts:
+            head = line.split(":", 1)[0]
             if not head.isdigit():
                 return None  # a team name with a line break: let a build decide
             if into is None:
                 gone.add(int(head))
             else:
-                into[int(head)] = text
+                into[int(head)] = line
     expected = dict(added)
     for run_id in touched:  # written by the commit, its line perhaps the same: re-read it too
         if run_id not in expected and run_id in base.listing and run_id not in gone:
@@ -614,11 +640,13 @@ def _merged_listing(session: Session, *, phase: Phase, base: Prepared, state: Bo
     if (len(entries) != len(changed)
             or any(_fold(entry[0]) != expected[entry[0][0]] for entry in entries)):
         return None  # changed again between the two reads: a build reads one state
-    merged = {run_id: entry for run_id, entry in base.listing.items() if run_id not in removed}
+    merged = dict(base.listing)
+    for run_id in removed:
+        merged.pop(run_id, None)
     merged.update((entry[0][0], entry) for entry in entries)
-    if len(merged) != len(lines):
+    if len(merged) != (text.count("\n") + 1 if text else 0):
         return None
-    return [merged[run_id] for run_id in sorted(merged)], entries, removed, now
+    return merged, entries, removed
 
 
 def _base_key(session: Session, phase_id: int) -> tuple[str, int]:
@@ -657,13 +685,16 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     if base is not None:
         found_merge = _merged_listing(session, phase=phase, base=base, state=state,
                                       touched=set(touched))
-    listing, merge, lines = None, None, None
+    listing, merge = None, None
     if found_merge is not None:
-        listing, lines = found_merge[0], found_merge[3]
+        listing = found_merge[0]
         if base is not None and base.assembled is not None:
             merge = (base.assembled, found_merge[1], found_merge[2])
     prepared = _build(session, phase=phase, version=state.version, now=now, listing=listing,
-                      stamp=state.stamp, merge=merge, keep=True, lines=lines)
+                      stamp=state.stamp, merge=merge, keep=True,
+                      # a merged listing is the run list's (its lines checked); a build's lines
+                      # are its listing's (read after the list: perhaps newer)
+                      runs_text=state.runs_text if listing is not None else None)
     prepared.merged = listing is not None
     if listing is not None and base is not None and base.stored_keys is not None:
         prepared.known, prepared.known_version = base.stored_keys, base.version
