@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import event, insert, select
 
 from evaluation import RunScore, parse_task, rank_runs
 from semboard.models import PreparedBoard, Run, RunScoreRecord, Team, score_digest
@@ -214,3 +214,26 @@ def test_the_first_page_after_an_upload_at_the_top_reads_only_its_rows(
     upload("b", "later", 1.0)
     newest = prepared_boards._bases.values()[-1]
     assert newest is not base and newest.incremental and base._lines is None
+
+
+def test_re_reading_the_changed_runs_searches_their_scores_by_run(session, world) -> None:
+    """A merge re-reads the changed runs: their newest scores come from the index of score
+    records by run (migration 0041), not a scan of every run's records."""
+    phase = world["phase"]
+    if session.get_bind().dialect.name != "sqlite":
+        pytest.skip("the query plan read here is SQLite's")
+    statements: list[str] = []
+
+    def note(_conn, _cursor, statement, _params, _context, _many) -> None:
+        statements.append(statement)
+
+    engine = session.get_bind().engine
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        leaderboard.board_listing(session, phase=phase, run_ids=[1, 2])
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+    listing = next(s for s in statements if "max(run_score.id)" in s)
+    plan = " ".join(str(row) for row in session.connection().exec_driver_sql(
+        "EXPLAIN QUERY PLAN " + listing, (1, 2, 1, 2, phase.id, "scored")).all())
+    assert "ix_run_score_run_id_id" in plan and "SCAN run_score" not in plan, plan
