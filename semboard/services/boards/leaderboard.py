@@ -1047,6 +1047,9 @@ class RankedRows(list[Row]):
     def __repr__(self) -> str:
         return repr(list(self))
 
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))  # pickled or copied: a plain list, every row's ranks made
+
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("a merged board's rows are read-only (copy them with list())")
 

@@ -6,8 +6,10 @@ rebuild's; ranks are evaluation.rank_runs' (the reference)."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
+import pickle
 import random
 from datetime import timedelta
 from typing import Any
@@ -132,6 +134,8 @@ def test_a_merged_boards_rows_are_read_only_and_compare_as_read(session, world, 
     assert [r.ranks for r in rows.raw()] != [r.ranks for r in full.rows]  # kept as they were
     with pytest.raises(TypeError):
         rows.append(full.rows[0])
+    # pickled (a child process's arguments) or copied: a plain list of the rows as read
+    assert pickle.loads(pickle.dumps(rows)) == full.rows == copy.deepcopy(rows)
     with pytest.raises(IndexError):
         rows[21]
 
