@@ -740,8 +740,13 @@ def _apply_groups(session: Session, board: Leaderboard, *, phase: Phase,
     pending: Pending | None = None
     metrics = [c.key for c in board.columns if c.ranked]
     if ranked_pairs and metrics:
-        found = _board_groups(session, storage, phase=phase, pairs=ranked_pairs, metrics=metrics,
-                              now=now or utcnow(), write_lock=write_lock)
+        grouping = None if changes is None else _stored_grouping(session, phase)
+        if (grouping is not None and changes is not None
+                and not _may_cover(grouping, ranked_pairs, changes[2])):
+            found = None  # a merge's new pair no stored grouping holds: no lookup can hit
+        else:
+            found = _board_groups(session, storage, phase=phase, pairs=ranked_pairs,
+                                  metrics=metrics, now=now or utcnow(), write_lock=write_lock)
         # a failed grouping (noted in its settings) is cached too, but shows no groups
         if found is not None and not found.settings.get("error"):
             groups = found.groups
@@ -755,7 +760,7 @@ def _apply_groups(session: Session, board: Leaderboard, *, phase: Phase,
             else:
                 since, pending = _pending_since(session, phase=phase, pairs=ranked_pairs,
                                                 base=changes[0], gone=changes[1],
-                                                added=changes[2])
+                                                added=changes[2], grouping=grouping)
             board.groups_pending_since = since.isoformat() if since else None
     return groups, pending
 
@@ -768,14 +773,20 @@ Pending = tuple[tuple[int, str] | None, dict[tuple[int, int], datetime]]
 _COVERED: LRU[tuple[str, int, str], frozenset[tuple[int, int]]] = LRU(16)
 
 
-def _stored_grouping(session: Session, phase: Phase
-                     ) -> tuple[tuple[int, str] | None, frozenset[tuple[int, int]]]:
-    """The phase's newest stored grouping (id, digest) and the pairs it covers."""
-    found = session.execute(select(SignificanceGroups.id, SignificanceGroups.digest)
-                            .where(SignificanceGroups.phase_id == phase.id)
-                            .order_by(SignificanceGroups.id.desc()).limit(1)).one_or_none()
-    if found is None:
-        return None, frozenset()
+# The phase's newest stored grouping (id, digest), the pairs it covers, and whether it is the
+# only one stored (storing a grouping deletes the phase's others: two only during a race)
+Grouping = tuple[tuple[int, str] | None, frozenset[tuple[int, int]], bool]
+
+
+def _stored_grouping(session: Session, phase: Phase) -> Grouping:
+    """The phase's newest stored grouping (id, digest), the pairs it covers, and whether it is
+    the only one stored."""
+    newest = session.execute(select(SignificanceGroups.id, SignificanceGroups.digest)
+                             .where(SignificanceGroups.phase_id == phase.id)
+                             .order_by(SignificanceGroups.id.desc()).limit(2)).all()
+    if not newest:
+        return None, frozenset(), True
+    found = newest[0]
     key = (str(session.get_bind().engine.url), found[0], found[1])
     covered = _COVERED.get(key)
     if covered is None:
@@ -783,7 +794,21 @@ def _stored_grouping(session: Session, phase: Phase
                                   .where(SignificanceGroups.id == found[0]))
         covered = _COVERED.put(key, frozenset(
             (int(run_id), int(score_id)) for run_id, score_id in (settings or {}).get("runs", [])))
-    return (found[0], found[1]), covered
+    return (found[0], found[1]), covered, len(newest) == 1
+
+
+def _may_cover(grouping: Grouping, pairs: list[tuple[int, int]],
+               added: list[tuple[int, int]]) -> bool:
+    """Whether a stored grouping may be one of exactly these pairs (else the digest lookup
+    cannot hit: it keys the pairs). Only the newest grouping of a phase is kept, so where it is
+    alone and lacks a pair a merge added (an upload's new score), or covers another number of
+    pairs, none is of these pairs: the lookup, and its digest of every pair, is skipped."""
+    stamp, covered, alone = grouping
+    if not alone:
+        return True
+    if stamp is None:
+        return False
+    return len(covered) == len(pairs) and all(pair in covered for pair in added)
 
 
 def _score_times(session: Session, score_ids: list[int]) -> dict[int, datetime]:
@@ -797,10 +822,11 @@ def _score_times(session: Session, score_ids: list[int]) -> dict[int, datetime]:
 
 def _pending_since(session: Session, *, phase: Phase, pairs: list[tuple[int, int]],
                    base: Pending | None, gone: list[tuple[int, int]],
-                   added: list[tuple[int, int]]) -> tuple[datetime | None, Pending]:
+                   added: list[tuple[int, int]], grouping: Grouping | None = None
+                   ) -> tuple[datetime | None, Pending]:
     """significance.pending_since of these pairs, from the base's uncovered pairs and the
     changed ones while the stored grouping is the base's (else from every pair, once)."""
-    stamp, covered = _stored_grouping(session, phase)
+    stamp, covered, _ = grouping or _stored_grouping(session, phase)
     if base is None or base[0] != stamp:
         new = [pair for pair in pairs if pair not in covered]
         kept: dict[tuple[int, int], datetime] = {}

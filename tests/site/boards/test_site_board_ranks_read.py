@@ -18,8 +18,15 @@ import pytest
 from sqlalchemy import event, insert, select
 
 from evaluation import RunScore, parse_task, rank_runs
-from semboard.models import PreparedBoard, Run, RunScoreRecord, Team, score_digest
-from semboard.services.boards import leaderboard
+from semboard.models import (
+    PreparedBoard,
+    Run,
+    RunScoreRecord,
+    SignificanceGroups,
+    Team,
+    score_digest,
+)
+from semboard.services.boards import leaderboard, significance
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.boards.leaderboard import (
     RankedRows,
@@ -241,3 +248,50 @@ def test_re_reading_the_changed_runs_searches_their_scores_by_run(session, world
     plan = " ".join(str(row) for row in session.connection().exec_driver_sql(
         "EXPLAIN QUERY PLAN " + listing, (1, 2, 1, 2, phase.id, "scored")).all())
     assert "ix_run_score_run_id_id" in plan and "SCAN run_score" not in plan, plan
+
+
+def test_a_merge_looks_its_groups_up_only_where_the_stored_grouping_may_hold_its_pairs(
+        session, world, now, monkeypatch) -> None:
+    """Only a phase's newest grouping is kept: a merge whose new pair it lacks skips the
+    lookup (and its digest of every pair); one whose pairs may be the grouping's looks up."""
+    task, phase = world["task"], world["phase"]
+    definition = parse_task(TINY_TOML)
+    monkeypatch.setattr(leaderboard.definitions, "phase_definition", lambda _phase: definition)
+    state = Board(random.Random(5), now)
+    for run_id in range(1, 31):
+        state.runs[run_id] = state._entry(run_id, baseline=run_id == 7)
+    state.next_run = 31
+
+    def full() -> leaderboard.Leaderboard:
+        return assemble_leaderboard(session, task=task, phase=phase, scored=state.listing(),
+                                    now=now)
+
+    base = full()
+    pairs = sorted((line[0], line[9]) for line, _ in state.listing() if not line[7])
+    metrics = [c.key for c in base.columns if c.ranked]
+    values = significance.settings_of(session, phase=phase, pairs=pairs, metrics=metrics)
+    session.add(SignificanceGroups(
+        phase_id=phase.id, digest=significance.digest_of(values), settings=values,
+        groups={str(run_id): {m: 1 + run_id % 3 for m in metrics} for run_id, _ in pairs},
+        elapsed_ms=1, computed_at=now))
+    session.flush()
+    lookups: list[int] = []
+    real = significance.settings_of
+    monkeypatch.setattr(significance, "settings_of",
+                        lambda *a, **k: lookups.append(1) or real(*a, **k))
+    base = full()
+    assert lookups and base.significance is not None and not base.groups_pending
+    lookups.clear()
+    new = state._entry(31)
+    state.runs[31] = new
+    merged = merge_leaderboard(session, base, phase=phase, changed=[new], removed=set(), now=now)
+    assert merged is not None and lookups == []  # the grouping lacks the upload's pair
+    assert merged.groups_pending and merged.significance is None
+    assert _observed(merged) == _observed(full())  # the full assembly looks up, and misses
+    lookups.clear()
+    state.runs.pop(31)  # withdrawn again: the pairs are the grouping's, looked up and found
+    again = merge_leaderboard(session, merged, phase=phase, changed=[], removed={31}, now=now)
+    assert again is not None and lookups
+    assert again.significance is not None and not again.groups_pending
+    assert any(row.groups for row in again.rows)
+    assert _observed(again) == _observed(full())
