@@ -549,9 +549,12 @@ def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
         if part is None:
             part = parsed[key] = json.loads(rows[key])
         parts.append(part)
-    signs: dict[str, float] = frame.get("signs", {})
-    board_groups: dict[str, dict[str, int]] = frame.get("groups", {})
     explicit = "ranks" in frame
+    signs: dict[str, float] = frame.get("signs", {})
+    # a frame of format 3 (stored before ranks were made from values; a stand-in may serve it
+    # while the current version is prepared) lists each row's groups under "groups"
+    board_groups: dict[str, dict[str, int]] = {} if explicit else frame.get("groups", {})
+    row_groups = frame.get("row_groups", frame.get("groups")) if explicit else None
     ordered: dict[str, list[float]] = {}
     if not explicit:
         for part in parts:
@@ -561,7 +564,8 @@ def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
             found.sort()
     for i, part in enumerate(parts):
         if explicit:
-            ranks, groups = frame["ranks"][i], frame["row_groups"][i]
+            assert row_groups is not None
+            ranks, groups = frame["ranks"][i], row_groups[i]
         else:
             values = part.get("values")
             ranks = ({} if values is None else

@@ -295,3 +295,25 @@ def test_a_merge_looks_its_groups_up_only_where_the_stored_grouping_may_hold_its
     assert again.significance is not None and not again.groups_pending
     assert any(row.groups for row in again.rows)
     assert _observed(again) == _observed(full())
+
+
+def test_a_frame_stored_before_ranks_came_from_values_still_gives_its_texts(
+        session, world, now, monkeypatch) -> None:
+    """A stand-in may serve the newest stored board of an older format (each row's ranks and
+    groups listed in the frame) while the current version is prepared."""
+    task, phase = world["task"], world["phase"]
+    definition = parse_task(STRICT)
+    monkeypatch.setattr(leaderboard.definitions, "phase_definition", lambda _phase: definition)
+    state = Board(random.Random(9), now)
+    for run_id in range(1, 41):
+        state.runs[run_id] = state._entry(run_id, baseline=run_id % 13 == 0)
+    board = assemble_leaderboard(session, task=task, phase=phase, scored=state.listing(),
+                                 now=now)
+    for row in board.rows[:5]:  # some groups, so the old frame's list of them is read
+        row.groups = {key: 1 for key in row.ranks}
+    parts = prepared_boards.board_parts(board)
+    old = {key: value for key, value in parts.frame.items() if key not in ("signs", "groups")}
+    old["ranks"] = [row.ranks for row in board.rows]
+    old["groups"] = [row.groups for row in board.rows]
+    texts = prepared_boards.texts_of_parts(json.loads(json.dumps(old)), parts.rows)
+    assert texts[:2] == (board.to_json_text(), board.to_csv())
