@@ -475,6 +475,8 @@ class RunScoreRecord(Base):
     """A run's scores against one gold version (RunScore.to_dict()); rescoring appends."""
 
     __tablename__ = "run_score"
+    # a run's newest score found without scanning every record (boards: changed runs re-read)
+    __table_args__ = (Index(None, "run_id", "id"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))

@@ -165,7 +165,8 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
                                                   search=search)
     page = min(max(page, 1), pages)
     definition = definitions.definition(task)
-    flags_present = {f for row in board.rows for f in row.flags}
+    # flags move with no rank: the rows as kept (a merged board makes ranks per row read)
+    flags_present = {f for row in leaderboard.raw_rows(board.rows) for f in row.flags}
     declared = breakdowns.declared(definition)
     shown = breakdowns.chosen(requested, declared)
     html = render_template(

@@ -230,7 +230,10 @@ class Leaderboard:
     @property
     def has_models(self) -> bool:
         """Whether any row is a model-track run: boards and exports then show its parameters."""
-        return any(row.model for row in self.rows)
+        rows = self.rows
+        if isinstance(rows, RankedRows):  # read-only: looked at once
+            return rows.has_models()
+        return any(row.model for row in rows)
 
     def to_json(self) -> dict[str, Any]:
         """The API's leaderboard object."""
@@ -628,6 +631,15 @@ class BoardIndex:
     order: list[tuple[bool, bool, float, int]]
     # what the pending time was taken from (merges); None: taken from every pair
     pending: Pending | None = None
+    # the stored groups the rows' groups come from ({run id: {metric: group}}; {} without)
+    groups: dict[str, dict[str, int]] = field(default_factory=dict)
+    # each ranking key's sign: 1 where lower is better, else -1 (see _signs)
+    signs: dict[str, float] = field(default_factory=dict)
+    # the board's stored parts once made (prepared.board_parts), and for a merged board how
+    # its rows came from its base's: (the base's parts, the positions of the base's rows that
+    # went, each new row's position as inserted in turn), so its parts are the base's edited
+    parts: Any = None
+    edits: tuple[Any, list[int], list[tuple[int, Row]]] | None = None
 
 
 @functools.lru_cache(maxsize=64)
@@ -728,8 +740,13 @@ def _apply_groups(session: Session, board: Leaderboard, *, phase: Phase,
     pending: Pending | None = None
     metrics = [c.key for c in board.columns if c.ranked]
     if ranked_pairs and metrics:
-        found = _board_groups(session, storage, phase=phase, pairs=ranked_pairs, metrics=metrics,
-                              now=now or utcnow(), write_lock=write_lock)
+        grouping = None if changes is None else _stored_grouping(session, phase)
+        if (grouping is not None and changes is not None
+                and not _may_cover(grouping, ranked_pairs, changes[2])):
+            found = None  # a merge's new pair no stored grouping holds: no lookup can hit
+        else:
+            found = _board_groups(session, storage, phase=phase, pairs=ranked_pairs,
+                                  metrics=metrics, now=now or utcnow(), write_lock=write_lock)
         # a failed grouping (noted in its settings) is cached too, but shows no groups
         if found is not None and not found.settings.get("error"):
             groups = found.groups
@@ -743,7 +760,7 @@ def _apply_groups(session: Session, board: Leaderboard, *, phase: Phase,
             else:
                 since, pending = _pending_since(session, phase=phase, pairs=ranked_pairs,
                                                 base=changes[0], gone=changes[1],
-                                                added=changes[2])
+                                                added=changes[2], grouping=grouping)
             board.groups_pending_since = since.isoformat() if since else None
     return groups, pending
 
@@ -756,14 +773,20 @@ Pending = tuple[tuple[int, str] | None, dict[tuple[int, int], datetime]]
 _COVERED: LRU[tuple[str, int, str], frozenset[tuple[int, int]]] = LRU(16)
 
 
-def _stored_grouping(session: Session, phase: Phase
-                     ) -> tuple[tuple[int, str] | None, frozenset[tuple[int, int]]]:
-    """The phase's newest stored grouping (id, digest) and the pairs it covers."""
-    found = session.execute(select(SignificanceGroups.id, SignificanceGroups.digest)
-                            .where(SignificanceGroups.phase_id == phase.id)
-                            .order_by(SignificanceGroups.id.desc()).limit(1)).one_or_none()
-    if found is None:
-        return None, frozenset()
+# The phase's newest stored grouping (id, digest), the pairs it covers, and whether it is the
+# only one stored (storing a grouping deletes the phase's others: two only during a race)
+Grouping = tuple[tuple[int, str] | None, frozenset[tuple[int, int]], bool]
+
+
+def _stored_grouping(session: Session, phase: Phase) -> Grouping:
+    """The phase's newest stored grouping (id, digest), the pairs it covers, and whether it is
+    the only one stored."""
+    newest = session.execute(select(SignificanceGroups.id, SignificanceGroups.digest)
+                             .where(SignificanceGroups.phase_id == phase.id)
+                             .order_by(SignificanceGroups.id.desc()).limit(2)).all()
+    if not newest:
+        return None, frozenset(), True
+    found = newest[0]
     key = (str(session.get_bind().engine.url), found[0], found[1])
     covered = _COVERED.get(key)
     if covered is None:
@@ -771,7 +794,21 @@ def _stored_grouping(session: Session, phase: Phase
                                   .where(SignificanceGroups.id == found[0]))
         covered = _COVERED.put(key, frozenset(
             (int(run_id), int(score_id)) for run_id, score_id in (settings or {}).get("runs", [])))
-    return (found[0], found[1]), covered
+    return (found[0], found[1]), covered, len(newest) == 1
+
+
+def _may_cover(grouping: Grouping, pairs: list[tuple[int, int]],
+               added: list[tuple[int, int]]) -> bool:
+    """Whether a stored grouping may be one of exactly these pairs (else the digest lookup
+    cannot hit: it keys the pairs). Only the newest grouping of a phase is kept, so where it is
+    alone and lacks a pair a merge added (an upload's new score), or covers another number of
+    pairs, none is of these pairs: the lookup, and its digest of every pair, is skipped."""
+    stamp, covered, alone = grouping
+    if not alone:
+        return True
+    if stamp is None:
+        return False
+    return len(covered) == len(pairs) and all(pair in covered for pair in added)
 
 
 def _score_times(session: Session, score_ids: list[int]) -> dict[int, datetime]:
@@ -785,10 +822,11 @@ def _score_times(session: Session, score_ids: list[int]) -> dict[int, datetime]:
 
 def _pending_since(session: Session, *, phase: Phase, pairs: list[tuple[int, int]],
                    base: Pending | None, gone: list[tuple[int, int]],
-                   added: list[tuple[int, int]]) -> tuple[datetime | None, Pending]:
+                   added: list[tuple[int, int]], grouping: Grouping | None = None
+                   ) -> tuple[datetime | None, Pending]:
     """significance.pending_since of these pairs, from the base's uncovered pairs and the
     changed ones while the stored grouping is the base's (else from every pair, once)."""
-    stamp, covered = _stored_grouping(session, phase)
+    stamp, covered, _ = grouping or _stored_grouping(session, phase)
     if base is None or base[0] != stamp:
         new = [pair for pair in pairs if pair not in covered]
         kept: dict[tuple[int, int], datetime] = {}
@@ -841,7 +879,8 @@ def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: 
     board.rows = [row for _, row in keyed]
     board.index = BoardIndex(listing={entry[0][0]: entry for entry in scored}, values=values,
                              ranked=ranked, sorted_values=sorted_values, first=first,
-                             order=[key for key, _ in keyed])
+                             order=[key for key, _ in keyed], groups=groups,
+                             signs=_signs(definition))
     return board
 
 
@@ -893,8 +932,11 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
                                     changes=(index.pending, gone_pairs, added_pairs))
     column_keys = tuple(c.key for c in board.columns)
     order_of = _order_of(definition, board.columns)
-    rows = [row for row in base.rows if row.run_id not in gone] if gone else list(base.rows)
-    order = ([key for key, row in zip(index.order, base.rows, strict=True)
+    base_rows = raw_rows(base.rows)  # ranks and groups are made when read: none made here
+    rows = [row for row in base_rows if row.run_id not in gone] if gone else list(base_rows)
+    went = [i for i, row in enumerate(base_rows) if row.run_id in gone] if gone else []
+    inserted: list[tuple[int, Row]] = []
+    order = ([key for key, row in zip(index.order, base_rows, strict=True)
               if row.run_id not in gone] if gone else list(index.order))
     intervals = dict(base.intervals)
     for run_id in gone:
@@ -913,28 +955,137 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
         at = bisect_left(order, key)
         order.insert(at, key)
         rows.insert(at, row)
+        inserted.append((at, row))
         intervals[line[0]] = dict(entry.intervals(column_keys))
         listing[line[0]] = (line, entry)
     if not in_order:
         intervals = {run_id: intervals[run_id] for run_id in sorted(intervals)}
-    changed_ids = {line[0] for line, _ in changed}
-    for i, row in enumerate(rows):
-        if row.run_id in changed_ids:
-            continue
-        found = values.get(row.run_id)
-        ranks = row.ranks if found is None else _row_ranks(found, sorted_values, definition)
-        row_groups = _row_groups(groups, row.run_id, ranks) if groups or row.groups else {}
-        if ranks != row.ranks or row_groups != row.groups:
-            moved = Row.__new__(Row)  # a shallow copy (copy.copy costs 3x more)
-            moved.__dict__.update(row.__dict__)
-            moved.ranks, moved.groups = ranks, row_groups
-            rows[i] = moved
-    board.rows = rows
+    # every other row keeps its object: its ranks and groups are made where it is read
+    board.rows = RankedRows(rows, values=values, sorted_values=sorted_values,
+                            signs=_signs(definition), groups=groups)
     board.intervals = intervals
     board.index = BoardIndex(listing=listing, values=values, ranked=ranked,
                              sorted_values=sorted_values, first=index.first, order=order,
-                             pending=pending)
+                             pending=pending, groups=groups, signs=_signs(definition),
+                             edits=(index.parts, went, inserted))
     return board
+
+
+class RankedRows(list[Row]):
+    """A merged board's rows in order, each row's ranks and groups made when it is read.
+
+    An upload near the top moves the rank of nearly every row: a merge keeps the rows it did
+    not change as they were (their ranks perhaps those of an older version) with each key's
+    sorted values, and a row read from here (by index, slice or iteration) gets its ranks by
+    binary search then, once: a page of 100 rows costs 100 lookups whatever the board holds.
+    Read-only (a board's rows are shared by its readers); `raw` gives the rows as kept.
+    """
+
+    def __init__(self, rows: list[Row], *, values: dict[int, dict[str, float]],
+                 sorted_values: dict[str, list[float]], signs: dict[str, float],
+                 groups: dict[str, dict[str, int]]) -> None:
+        super().__init__(rows)
+        self._values = values
+        self._sorted = sorted_values
+        self._signs = signs
+        self._groups = groups
+        self._done: dict[int, Row] = {}
+        self._models: bool | None = None
+
+    def has_models(self) -> bool:
+        """Whether any row is a model-track run (looked at once: these rows never change)."""
+        if self._models is None:
+            self._models = any(row.model for row in list.__iter__(self))
+        return self._models
+
+    def raw(self) -> list[Row]:
+        """The rows as kept (ranks and groups perhaps not this board's): for what no rank moves
+        (names, flags, models, the stored parts)."""
+        return list(list.__iter__(self))
+
+    def row(self, i: int) -> Row:
+        """The i-th row with this board's ranks and groups (made once)."""
+        found = self._done.get(i)
+        if found is None:
+            found = self._done[i] = self._resolve(list.__getitem__(self, i))
+        return found
+
+    def _resolve(self, row: Row) -> Row:
+        values = self._values.get(row.run_id)
+        if values is None:
+            ranks = row.ranks  # no rank (a baseline): as it was made
+        else:
+            signs, found = self._signs, self._sorted
+            ranks = {key: bisect_left(found[key], signs[key] * v) + 1
+                     for key, v in values.items()}
+        groups = _row_groups(self._groups, row.run_id, ranks) if self._groups or row.groups else {}
+        if ranks == row.ranks and groups == row.groups:
+            return row
+        moved = Row.__new__(Row)  # a shallow copy (copy.copy costs 3x more)
+        moved.__dict__.update(row.__dict__)
+        moved.ranks, moved.groups = ranks, groups
+        return moved
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self.row(j) for j in range(*i.indices(len(self)))]
+        n = len(self)
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise IndexError("list index out of range")
+        return self.row(j)
+
+    def __iter__(self) -> Any:
+        return (self.row(i) for i in range(len(self)))
+
+    def __reversed__(self) -> Any:
+        return (self.row(i) for i in range(len(self) - 1, -1, -1))
+
+    def __contains__(self, item: object) -> bool:
+        return any(row == item for row in self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, list):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def copy(self) -> list[Row]:
+        """Every row with its ranks (a plain list)."""
+        return list(self)
+
+    def index(self, item: Any, *args: Any) -> int:
+        """Where a row stands (compared with the rows as read)."""
+        return list(self).index(item, *args)
+
+    def count(self, item: Any) -> int:
+        """How many rows equal this one (as read)."""
+        return list(self).count(item)
+
+    def __add__(self, other: Any) -> Any:
+        return list(self) + list(other)
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))  # pickled or copied: a plain list, every row's ranks made
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a merged board's rows are read-only (copy them with list())")
+
+    append = extend = insert = pop = remove = sort = reverse = clear = _read_only  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only  # type: ignore[assignment]
+
+
+def raw_rows(rows: list[Row]) -> list[Row]:
+    """A board's rows as kept, for what no rank or group moves (no row's ranks are made)."""
+    return rows.raw() if isinstance(rows, RankedRows) else rows
 
 
 def page_rows(rows: list[Row], *, page: int, per_page: int,
