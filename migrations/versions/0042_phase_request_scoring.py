@@ -1,7 +1,7 @@
 """A phase's own size above which runs are never scored inside the upload request (issue 32).
 
 Revision ID: 0042_phase_request_scoring
-Revises: 0040_client_keys
+Revises: 0041_run_score_run_index
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0042_phase_request_scoring"
-down_revision: str | None = "0040_client_keys"
+down_revision: str | None = "0041_run_score_run_index"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
