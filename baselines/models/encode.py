@@ -173,12 +173,13 @@ class ModelEncoder:
                                  keep))
         return batches
 
-    def feed(self, texts: Sequence[str], prompt: str) -> Iterator[tuple[int, Batch]]:
+    def feed(self, texts: Sequence[str], prompt: str, *,
+             grow: bool | None = None) -> Iterator[tuple[int, Batch]]:
         """(first text of the chunk, batch) for every batch of prompt + texts: everything the
         encoder does before a forward pass. A thread tokenises and batches the next chunk while
         the caller encodes the current one (`tokenizers` releases Python's lock while it
-        tokenises)."""
-        bounds = chunk_bounds(len(texts), grow=self.device == "cuda")
+        tokenises). grow: chunk_bounds' (default: on CUDA)."""
+        bounds = chunk_bounds(len(texts), grow=self.device == "cuda" if grow is None else grow)
         with ThreadPoolExecutor(1, thread_name_prefix="model-tokenise") as pool:
             a, b = bounds[0]
             pending = pool.submit(self._batches, texts[a:b], prompt)
