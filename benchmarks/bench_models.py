@@ -83,12 +83,16 @@ def distinct_pairs(sentences: list[str], n: int, seed: int = 0) -> Pairs:
     seen: set[str] = set()
     texts: list[str] = []
     while len(texts) < 2 * n:
+        before = len(texts)
         for i, j in rng.integers(0, len(words), size=(2 * n - len(texts), 2)):
             a, b = words[i], words[j]
             text = " ".join(a[:len(a) // 2] + b[len(b) // 2:])
             if text and text not in seen and text not in given:
                 seen.add(text)
                 texts.append(text)
+        if len(texts) == before:  # the halves' combinations are (nearly) used up
+            raise ValueError(f"{len(sentences):,} sentences make too few distinct texts for "
+                             f"{n:,} pairs")
     return list(zip(texts[:n], texts[n:], strict=True))
 
 
