@@ -180,9 +180,9 @@ def main() -> None:
         d = check.description
         print(f"model: {d.architecture}, {d.n_parameters:,} parameters, pooling {d.pooling}, "
               f"prompt {d.prompt!r}, digest {d.digest[:12]}; check {check_s:.2f} s")
-        print(f"pairs: {len(pairs):,} ({min(n, len(sts)):,} STS 2012 test, the rest "
-              + ("random pairings of its sentences)" if args.random_pairings
-                 else "distinct texts made of its sentences' halves)"))
+        rest = ("" if more == 0 else ", the rest random pairings of its sentences"
+                if args.random_pairings else ", the rest distinct texts of its sentences' halves")
+        print(f"pairs: {len(pairs):,} ({min(n, len(sts)):,} STS 2012 test{rest})")
         # engine → (load seconds, encode function); timed interleaved, best of --repeat, so a
         # busy machine slows every engine alike
         engines: dict[str, tuple[float, Callable[[], np.ndarray]]] = {}
