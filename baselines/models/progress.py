@@ -3,13 +3,14 @@ peak memory and a short log of the job's own events (never a text of the inputs)
 
 The encoding child sends events (JobEvent) many times a second; a JobProgress keeps the latest
 in memory, and whoever supervises the job (the site's own worker, or a remote worker over HTTP)
-writes its snapshot with each heartbeat.
+writes its snapshot with each heartbeat: both beat with a Heartbeat, each writing its own beat.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from baselines.models.job import JobEvent
@@ -64,6 +65,51 @@ class JobProgress:
         """The progress as written with a heartbeat."""
         with self._lock:
             return {**self.state, "elapsed_s": round(time.monotonic() - self._started, 1)}
+
+
+def daemon_thread(target: Callable[[], None], name: str) -> threading.Thread:
+    """target run in a started daemon thread (the remote worker's threads)."""
+    thread = threading.Thread(target=target, daemon=True, name=name)
+    thread.start()
+    return thread
+
+
+class Heartbeat(JobProgress):
+    """A job's progress written with a heartbeat every beat_s seconds by a thread: the first
+    beat at start, the last at stop. `beat` (the site's row update, a remote worker's post)
+    sets `taken` when it finds the job no longer this supervisor's; the job then stops."""
+
+    def __init__(self, *, beat_s: float, name: str, beat_timeout_s: float,
+                 start_thread: Callable[[Callable[[], None], str],
+                                        threading.Thread] = daemon_thread) -> None:
+        super().__init__()
+        self.beat_s, self.name, self.beat_timeout_s = beat_s, name, beat_timeout_s
+        self.taken = threading.Event()
+        self._start_thread = start_thread  # the site starts its threads through its registry
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start beating (the first beat is immediate)."""
+        self._thread = self._start_thread(self._run, self.name)
+
+    def stop(self) -> None:
+        """Stop beating (waiting at most one interval and one beat) and write the last
+        progress (the job then ends)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.beat_s + self.beat_timeout_s)
+        self.beat()
+
+    def _run(self) -> None:
+        while True:
+            self.beat()
+            if self._stop.wait(self.beat_s):
+                return
+
+    def beat(self) -> bool:
+        """Write heartbeat + progress; False (`taken` set if so) when it was not written."""
+        raise NotImplementedError
 
 
 def bounded(progress: Any) -> dict[str, Any]:

@@ -23,7 +23,6 @@ import logging
 import os
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ import requests
 
 from baselines.models.archive import unpack_model_archive
 from baselines.models.job import JobBudget, ModelJobFailed, ModelRun, run_model_job
-from baselines.models.progress import JobProgress
+from baselines.models.progress import Heartbeat
 from evaluation import DatasetInputs, ValidationError, parse_task, read_inputs
 
 log = logging.getLogger("semboard.worker")
@@ -129,34 +128,16 @@ def _check(answer: requests.Response, what: str) -> requests.Response:
     return answer
 
 
-class RemoteReporter(JobProgress):
+class RemoteReporter(Heartbeat):
     """A job's progress, posted with a heartbeat every beat_s seconds; `taken` is set when the
     site says the job is no longer this worker's (cancelled, queued again, token revoked)."""
 
     def __init__(self, site: Site, job: dict[str, Any], *, beat_s: float) -> None:
-        super().__init__()
-        self.site, self.job, self.beat_s = site, job, beat_s
-        self.taken = threading.Event()
+        # a beat is one post: it may take the site's timeout
+        super().__init__(beat_s=beat_s, name=f"semboard-worker-beat-{job['model_id']}",
+                         beat_timeout_s=site.timeout_s)
+        self.site, self.job = site, job
         self.refused: WorkerError | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name=f"semboard-worker-beat-{job['model_id']}")
-
-    def start(self) -> None:
-        """Start beating (the first beat is immediate)."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop beating and post the last progress."""
-        self._stop.set()
-        self._thread.join(self.beat_s + self.site.timeout_s)
-        self.beat()
-
-    def _run(self) -> None:
-        while True:
-            self.beat()
-            if self._stop.wait(self.beat_s):
-                return
 
     def beat(self) -> bool:
         """Post heartbeat + progress; False (and `taken` set) when the job was taken."""

@@ -109,3 +109,31 @@ def test_real_minilm_on_every_sts2012_line(folders: dict[str, Path],
     reference = st_cosines(folders["minilm"], chosen, None, batch_size=64)
     assert np.abs(ours - reference).max() <= 1e-5
     assert ours.std() > 0.1  # real cosines, not a degenerate constant
+
+
+@pytest.mark.parametrize("kind", ["bert", "xlmr"])
+def test_the_batched_feed_holds_every_lines_ids(folders: dict[str, Path],
+                                                pairs: list[tuple[str, str]], kind: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the encoder feeds the model: each text once, its ids exactly as tokenised one by one
+    (and so as sentence-transformers tokenises them: above), padded right with the pad id,
+    within the token budget, over several chunks."""
+    from baselines.models import encode as encode_module
+
+    desc = check_model(folders[kind]).description
+    assert desc is not None
+    encoder = ModelEncoder(folders[kind], desc, device="cpu", batch_tokens=512)
+    texts = [t for p in pairs for t in p] + ["", " ", "word " * 600]  # empty, cut at the length
+    monkeypatch.setattr(encode_module, "CHUNK_TEXTS", 3000)
+    reference = encoder._tokenise(texts, desc.prompt)
+    fed: list[list[int] | None] = [None] * len(texts)
+    for first, batch in encoder.feed(texts, desc.prompt):
+        assert batch.ids.dtype == np.int64 and batch.ids.shape == batch.keep.shape
+        assert batch.ids.size <= 512 or len(batch.rows) == 1
+        for r, row in enumerate(batch.rows):
+            n = int(batch.keep[r].sum())
+            assert batch.keep[r, :n].all() and fed[first + row] is None
+            assert (batch.ids[r, n:] == desc.pad_token_id).all()
+            fed[first + row] = batch.ids[r, :n].tolist()
+    assert first > 0  # several chunks
+    assert fed == reference
