@@ -557,6 +557,10 @@ def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
 
 # A merge re-reads at most this many runs (changed, added or removed); more is a full build.
 MERGE_MAX = 256
+# Storing a board prunes the phase's change log to the newest this many changes: a base further
+# behind than MERGE_MAX changes is built anyway, so the log stays small whatever the traffic
+# (twice that: a base another worker built a little earlier can still be caught up).
+CHANGES_KEPT = 2 * MERGE_MAX
 
 
 def _merged_listing(session: Session, *, phase: Phase, base: Prepared, state: BoardState,
@@ -817,6 +821,11 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         prepared.stored_keys = frozenset(prepared.parts.rows)
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
                                                 PreparedBoard.version != prepared.version))
+    if prepared.serial is not None and prepared.serial > CHANGES_KEPT:
+        # a range of the (phase, serial) index: nothing read where nothing is that old
+        session.execute(delete(BoardChange).where(
+            BoardChange.phase_id == prepared.phase_id,
+            BoardChange.serial <= prepared.serial - CHANGES_KEPT))
     prepared.stored = True
     return True
 

@@ -207,3 +207,42 @@ def test_a_migrated_database_has_the_models_triggers(database_url: str) -> None:
     assert _triggers(database_url) == set()
     command.upgrade(cfg, "head")
     assert _triggers(database_url) == set(BOARD_TRIGGERS)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite", POSTGRES], indirect=True)
+def test_a_stored_board_prunes_the_log_and_a_base_behind_it_is_built(
+        session, storage, make, world, tiny_data, now, monkeypatch):
+    """Storing a board keeps the newest CHANGES_KEPT changes of the log; a base whose changes
+    were pruned is not merged (the log cannot name them all) but built, equal to a build."""
+    from semboard.jobs import boards as board_jobs
+
+    task, phase = world["task"], world["phase"]
+    monkeypatch.setattr(prepared_boards, "CHANGES_KEPT", 2)
+    prepared_boards._bases.clear()
+    old = prepared_boards.warm(session, phase=phase, now=now)
+    key = prepared_boards._base_key(session, phase.id)
+    for k in range(3):
+        team, captain = make.team(task, f"pruned {k}")
+        session.commit()
+        submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                           files=tiny_data.run(seed=60 + k), now=now)
+        session.commit()
+        board_jobs.prepare_phase(session, phase)  # merged into this process's newest base
+        assert prepared_boards._bases.get(key).merged
+    serial = prepared_boards.board_state(session, phase).serial
+    assert serial >= 3
+    logged = session.scalars(select(BoardChange.serial).where(BoardChange.phase_id == phase.id)
+                             .order_by(BoardChange.serial)).all()
+    assert logged == [serial - 1, serial]
+    # a worker whose board is older than the log: the next change is built, not merged
+    prepared_boards._bases.put(key, old)
+    team, captain = make.team(task, "pruned 3")
+    session.commit()
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=63), now=now)
+    session.commit()
+    rebuilt = prepared_boards.update_prepared(session, phase=phase, now=now)
+    assert not rebuilt.merged
+    fresh = prepared_boards._build(session, phase=phase, version=rebuilt.version, now=now)
+    assert rebuilt.body("json") == fresh.body("json") and rebuilt.csv_text == fresh.csv_text
+    assert len(rebuilt.data["board"]["rows"]) == 4
