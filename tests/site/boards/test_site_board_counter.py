@@ -246,3 +246,50 @@ def test_a_stored_board_prunes_the_log_and_a_base_behind_it_is_built(
     fresh = prepared_boards._build(session, phase=phase, version=rebuilt.version, now=now)
     assert rebuilt.body("json") == fresh.body("json") and rebuilt.csv_text == fresh.csv_text
     assert len(rebuilt.data["board"]["rows"]) == 4
+
+
+@pytest.mark.parametrize("database_url", ["sqlite", POSTGRES], indirect=True)
+def test_concurrent_writers_take_consecutive_serials(session, storage, world, tiny_data, now,
+                                                    database_url):
+    """Writers in parallel transactions (first from no counter row): each change takes the next
+    serial under the counter row's lock, none lost or taken twice, whatever the commit order."""
+    import threading
+
+    phase = world["phase"]
+    team, captain = world["teams"][0], world["captains"][0]
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=5), now=now)
+    session.commit()
+    session.execute(delete(BoardChange))
+    session.execute(text("DELETE FROM board_counter"))
+    session.commit()
+    record = session.scalars(select(RunScoreRecord)).one()
+    values = {"run_id": record.run_id, "gold_digest": record.gold_digest,
+              "scores": record.scores, "flat": record.flat, "created_at": now,
+              "digest": record.digest}
+    session.commit()  # no read snapshot held meanwhile (SQLite's WAL)
+    engine = make_engine(database_url)
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def write() -> None:
+        try:
+            start.wait()
+            for _ in range(10):
+                with engine.begin() as conn:
+                    conn.execute(insert(RunScoreRecord).values(**values))
+        except BaseException as error:  # reported by the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=write) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    engine.dispose()
+    assert errors == []
+    session.commit()
+    assert prepared_boards.board_state(session, phase).serial == 40
+    serials = session.scalars(select(BoardChange.serial).where(BoardChange.phase_id == phase.id)
+                              .order_by(BoardChange.serial)).all()
+    assert serials == list(range(1, 41))
