@@ -1102,14 +1102,18 @@ def _postgresql() -> list[str]:
         "AND OLD.phase_id = NEW.phase_id)) THEN\n"
         "    PERFORM board_change_bump(NEW.phase_id, NEW.id, NULL);\n  END IF;\n"
         "  RETURN NULL;\nEND $$",
-        "CREATE OR REPLACE TRIGGER board_change_run_insert "
+        # dropped first: CREATE OR REPLACE TRIGGER needs PostgreSQL 14, DEPLOY.md says 13
+        "DROP TRIGGER IF EXISTS board_change_run_insert ON run",
+        "CREATE TRIGGER board_change_run_insert "
         "AFTER INSERT ON run FOR EACH ROW "
         f"WHEN ({shown_new}) EXECUTE FUNCTION board_change_run()",
-        "CREATE OR REPLACE TRIGGER board_change_run_update "
+        "DROP TRIGGER IF EXISTS board_change_run_update ON run",
+        "CREATE TRIGGER board_change_run_update "
         f"AFTER UPDATE OF {', '.join(_RUN_COLUMNS)} ON run "
         f"FOR EACH ROW WHEN ({_distinct(_RUN_COLUMNS)} AND (({shown_old}) OR ({shown_new}))) "
         "EXECUTE FUNCTION board_change_run()",
-        "CREATE OR REPLACE TRIGGER board_change_run_delete "
+        "DROP TRIGGER IF EXISTS board_change_run_delete ON run",
+        "CREATE TRIGGER board_change_run_delete "
         "AFTER DELETE ON run FOR EACH ROW "
         f"WHEN ({shown_old}) EXECUTE FUNCTION board_change_run()",
         "CREATE OR REPLACE FUNCTION board_change_score() "
@@ -1119,10 +1123,12 @@ def _postgresql() -> list[str]:
         f"  SELECT r.phase_id INTO p FROM run r WHERE r.id = k AND {shown_run};\n"
         "  IF p IS NOT NULL THEN\n    PERFORM board_change_bump(p, k, NULL);\n  END IF;\n"
         "  RETURN NULL;\nEND $$",
-        "CREATE OR REPLACE TRIGGER board_change_score_insert "
+        "DROP TRIGGER IF EXISTS board_change_score_insert ON run_score",
+        "CREATE TRIGGER board_change_score_insert "
         "AFTER INSERT ON run_score FOR EACH ROW "
         "EXECUTE FUNCTION board_change_score()",
-        "CREATE OR REPLACE TRIGGER board_change_score_delete "
+        "DROP TRIGGER IF EXISTS board_change_score_delete ON run_score",
+        "CREATE TRIGGER board_change_score_delete "
         "AFTER DELETE ON run_score FOR EACH ROW "
         "EXECUTE FUNCTION board_change_score()",
         "CREATE OR REPLACE FUNCTION board_change_team() "
@@ -1133,7 +1139,8 @@ def _postgresql() -> list[str]:
         f"{shown_run} ORDER BY r.phase_id LOOP\n"
         "    PERFORM board_change_bump(p, NULL, NEW.id);\n  END LOOP;\n"
         "  RETURN NULL;\nEND $$",
-        "CREATE OR REPLACE TRIGGER board_change_team "
+        "DROP TRIGGER IF EXISTS board_change_team ON team",
+        "CREATE TRIGGER board_change_team "
         f"AFTER UPDATE OF {', '.join(_TEAM_COLUMNS)} ON team "
         f"FOR EACH ROW WHEN ({_distinct(_TEAM_COLUMNS)}) EXECUTE FUNCTION board_change_team()",
     ]
