@@ -8,6 +8,7 @@ the board version, must change exactly when the fold does, on SQLite and Postgre
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from sqlalchemy import delete, insert, select, text, update
 
 from semboard.cli.core import alembic_config
 from semboard.db import make_engine
+from semboard.jobs import boards as board_jobs
 from semboard.models import BOARD_TRIGGERS, Base, BoardChange, Run, RunScoreRecord
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.data import gold
@@ -214,8 +216,6 @@ def test_a_stored_board_prunes_the_log_and_a_base_behind_it_is_built(
         session, storage, make, world, tiny_data, now, monkeypatch):
     """Storing a board keeps the newest CHANGES_KEPT changes of the log; a base whose changes
     were pruned is not merged (the log cannot name them all) but built, equal to a build."""
-    from semboard.jobs import boards as board_jobs
-
     task, phase = world["task"], world["phase"]
     monkeypatch.setattr(prepared_boards, "CHANGES_KEPT", 2)
     prepared_boards._bases.clear()
@@ -253,8 +253,6 @@ def test_concurrent_writers_take_consecutive_serials(session, storage, world, ti
                                                     database_url):
     """Writers in parallel transactions (first from no counter row): each change takes the next
     serial under the counter row's lock, none lost or taken twice, whatever the commit order."""
-    import threading
-
     phase = world["phase"]
     team, captain = world["teams"][0], world["captains"][0]
     submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
