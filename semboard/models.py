@@ -1001,3 +1001,212 @@ class AnnouncementOptIn(Base):
     task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
     user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"))
     created_at: Mapped[datetime]
+
+
+# ----------------------------------------------------------------------------- board changes
+# The database's own record of changes a board shows: triggers on run, run_score and team.
+#
+# Every write that changes what a phase board shows (a shown run added, changed, withdrawn or
+# moved; a new score record of a shown run; a team's name or flags where it has shown runs) bumps
+# the phase's `board_counter.serial` and logs the change in `board_change` under that serial, by
+# trigger, so no write path (ORM, core `update()`, bulk inserts, SQL by hand) can bypass it. A
+# board's version names the serial; a merge reads the runs logged since its base's serial.
+#
+# A shown run is a current, scored one (services/boards/leaderboard.board_listing). The counter is
+# a row per phase, not a sequence: the row lock orders concurrent writers, so on PostgreSQL a
+# reader that sees serial N sees every change logged under N or less (a sequence's max id would
+# not: ids are taken in one order and committed in another). One home for the DDL: the models'
+# metadata (create_all) and migration 0043 both run these statements.
+
+# the columns of run whose change can change a board (board_listing's and the version's)
+_RUN_COLUMNS = ("phase_id", "is_current", "status", "is_late", "is_fix", "team_id")
+_TEAM_COLUMNS = ("name", "is_baseline", "is_organiser_team")
+_SHOWN = "{row}.is_current AND {row}.status = 'scored'"
+
+BOARD_TRIGGERS = ("board_change_run_insert", "board_change_run_update",
+                  "board_change_run_delete", "board_change_score_insert",
+                  "board_change_score_delete", "board_change_team")
+
+
+def _changed(columns: tuple[str, ...]) -> str:
+    return " OR ".join(f"OLD.{c} IS NOT NEW.{c}" for c in columns)
+
+
+def _sqlite_bump(phases: str, run: str, team: str) -> str:
+    """Bump the counter of each phase `phases` (a SELECT of phase ids, WHERE included) yields
+    and log the change under its new serial (two statements of a trigger body)."""
+    return (f"INSERT INTO board_counter (phase_id, serial) SELECT phase_id, 1 FROM ({phases}) "
+            "WHERE true ON CONFLICT (phase_id) DO UPDATE SET serial = serial + 1;\n"
+            "INSERT INTO board_change (phase_id, serial, run_id, team_id) "
+            f"SELECT c.phase_id, c.serial, {run}, {team} FROM board_counter c "
+            f"WHERE c.phase_id IN ({phases});\n")
+
+
+def _sqlite() -> list[str]:
+    shown_new, shown_old = _SHOWN.format(row="NEW"), _SHOWN.format(row="OLD")
+    return [
+        "CREATE TRIGGER IF NOT EXISTS board_change_run_insert "
+        "AFTER INSERT ON run "
+        f"WHEN {shown_new} BEGIN\n"
+        + _sqlite_bump("SELECT NEW.phase_id AS phase_id", "NEW.id", "NULL") + "END",
+        "CREATE TRIGGER IF NOT EXISTS board_change_run_update "
+        f"AFTER UPDATE OF {', '.join(_RUN_COLUMNS)} "
+        f"ON run WHEN ({_changed(_RUN_COLUMNS)}) AND (({shown_old}) OR ({shown_new})) BEGIN\n"
+        + _sqlite_bump(f"SELECT OLD.phase_id AS phase_id WHERE {shown_old}", "OLD.id", "NULL")
+        + _sqlite_bump(f"SELECT NEW.phase_id AS phase_id WHERE {shown_new} "
+                       f"AND NOT ({shown_old} AND OLD.phase_id = NEW.phase_id)",
+                       "NEW.id", "NULL") + "END",
+        "CREATE TRIGGER IF NOT EXISTS board_change_run_delete "
+        "AFTER DELETE ON run "
+        f"WHEN {shown_old} BEGIN\n"
+        + _sqlite_bump("SELECT OLD.phase_id AS phase_id", "OLD.id", "NULL") + "END",
+        "CREATE TRIGGER IF NOT EXISTS board_change_score_insert "
+        "AFTER INSERT ON run_score BEGIN\n"
+        + _sqlite_bump("SELECT phase_id FROM run WHERE id = NEW.run_id AND "
+                       + _SHOWN.format(row="run"), "NEW.run_id", "NULL") + "END",
+        "CREATE TRIGGER IF NOT EXISTS board_change_score_delete "
+        "AFTER DELETE ON run_score BEGIN\n"
+        + _sqlite_bump("SELECT phase_id FROM run WHERE id = OLD.run_id AND "
+                       + _SHOWN.format(row="run"), "OLD.run_id", "NULL") + "END",
+        "CREATE TRIGGER IF NOT EXISTS board_change_team "
+        f"AFTER UPDATE OF {', '.join(_TEAM_COLUMNS)} ON team "
+        f"WHEN {_changed(_TEAM_COLUMNS)} BEGIN\n"
+        + _sqlite_bump("SELECT DISTINCT phase_id FROM run WHERE team_id = NEW.id AND "
+                       + _SHOWN.format(row="run"), "NULL", "NEW.id") + "END",
+    ]
+
+
+def _distinct(columns: tuple[str, ...]) -> str:
+    old = ", ".join(f"OLD.{c}" for c in columns)
+    new = ", ".join(f"NEW.{c}" for c in columns)
+    return f"({old}) IS DISTINCT FROM ({new})"
+
+
+def _postgresql() -> list[str]:
+    shown_new, shown_old = _SHOWN.format(row="NEW"), _SHOWN.format(row="OLD")
+    shown_run = _SHOWN.format(row="r")
+    return [
+        # the counter row's lock orders writers: the serial is taken and logged under it
+        "CREATE OR REPLACE FUNCTION board_change_bump(p integer, r integer, t integer) "
+        "RETURNS void "
+        "LANGUAGE plpgsql AS $$\nDECLARE s bigint;\nBEGIN\n"
+        "  INSERT INTO board_counter (phase_id, serial) VALUES (p, 1) ON CONFLICT (phase_id) "
+        "DO UPDATE SET serial = board_counter.serial + 1 RETURNING serial INTO s;\n"
+        "  INSERT INTO board_change (phase_id, serial, run_id, team_id) VALUES (p, s, r, t);\n"
+        "END $$",
+        "CREATE OR REPLACE FUNCTION board_change_run() "
+        "RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n"
+        f"  IF TG_OP <> 'INSERT' AND {shown_old} THEN\n"
+        "    PERFORM board_change_bump(OLD.phase_id, OLD.id, NULL);\n  END IF;\n"
+        f"  IF TG_OP <> 'DELETE' AND {shown_new} AND (TG_OP = 'INSERT' OR NOT ({shown_old} "
+        "AND OLD.phase_id = NEW.phase_id)) THEN\n"
+        "    PERFORM board_change_bump(NEW.phase_id, NEW.id, NULL);\n  END IF;\n"
+        "  RETURN NULL;\nEND $$",
+        # dropped first: CREATE OR REPLACE TRIGGER needs PostgreSQL 14, DEPLOY.md says 13
+        "DROP TRIGGER IF EXISTS board_change_run_insert ON run",
+        "CREATE TRIGGER board_change_run_insert "
+        "AFTER INSERT ON run FOR EACH ROW "
+        f"WHEN ({shown_new}) EXECUTE FUNCTION board_change_run()",
+        "DROP TRIGGER IF EXISTS board_change_run_update ON run",
+        "CREATE TRIGGER board_change_run_update "
+        f"AFTER UPDATE OF {', '.join(_RUN_COLUMNS)} ON run "
+        f"FOR EACH ROW WHEN ({_distinct(_RUN_COLUMNS)} AND (({shown_old}) OR ({shown_new}))) "
+        "EXECUTE FUNCTION board_change_run()",
+        "DROP TRIGGER IF EXISTS board_change_run_delete ON run",
+        "CREATE TRIGGER board_change_run_delete "
+        "AFTER DELETE ON run FOR EACH ROW "
+        f"WHEN ({shown_old}) EXECUTE FUNCTION board_change_run()",
+        "CREATE OR REPLACE FUNCTION board_change_score() "
+        "RETURNS trigger LANGUAGE plpgsql AS $$\n"
+        "DECLARE p integer; k integer;\nBEGIN\n"
+        "  k := CASE WHEN TG_OP = 'DELETE' THEN OLD.run_id ELSE NEW.run_id END;\n"
+        f"  SELECT r.phase_id INTO p FROM run r WHERE r.id = k AND {shown_run};\n"
+        "  IF p IS NOT NULL THEN\n    PERFORM board_change_bump(p, k, NULL);\n  END IF;\n"
+        "  RETURN NULL;\nEND $$",
+        "DROP TRIGGER IF EXISTS board_change_score_insert ON run_score",
+        "CREATE TRIGGER board_change_score_insert "
+        "AFTER INSERT ON run_score FOR EACH ROW "
+        "EXECUTE FUNCTION board_change_score()",
+        "DROP TRIGGER IF EXISTS board_change_score_delete ON run_score",
+        "CREATE TRIGGER board_change_score_delete "
+        "AFTER DELETE ON run_score FOR EACH ROW "
+        "EXECUTE FUNCTION board_change_score()",
+        "CREATE OR REPLACE FUNCTION board_change_team() "
+        "RETURNS trigger LANGUAGE plpgsql AS $$\n"
+        "DECLARE p integer;\nBEGIN\n"
+        # in phase order: two writers bump the same counters in one order (no deadlock)
+        f"  FOR p IN SELECT DISTINCT r.phase_id FROM run r WHERE r.team_id = NEW.id AND "
+        f"{shown_run} ORDER BY r.phase_id LOOP\n"
+        "    PERFORM board_change_bump(p, NULL, NEW.id);\n  END LOOP;\n"
+        "  RETURN NULL;\nEND $$",
+        "DROP TRIGGER IF EXISTS board_change_team ON team",
+        "CREATE TRIGGER board_change_team "
+        f"AFTER UPDATE OF {', '.join(_TEAM_COLUMNS)} ON team "
+        f"FOR EACH ROW WHEN ({_distinct(_TEAM_COLUMNS)}) EXECUTE FUNCTION board_change_team()",
+    ]
+
+
+def board_trigger_statements(dialect: str) -> list[str]:
+    """The statements creating the triggers (after the tables they read and write exist)."""
+    if dialect == "sqlite":
+        return _sqlite()
+    if dialect == "postgresql":
+        return _postgresql()
+    raise NotImplementedError(f"board change triggers for {dialect}")
+
+
+def board_trigger_drops(dialect: str) -> list[str]:
+    """The statements dropping what board_trigger_statements() made."""
+    tables = {"run_insert": "run", "run_update": "run", "run_delete": "run",
+              "score_insert": "run_score", "score_delete": "run_score", "team": "team"}
+    if dialect == "sqlite":
+        return [f"DROP TRIGGER IF EXISTS {name}" for name in BOARD_TRIGGERS]
+    drops = [f"DROP TRIGGER IF EXISTS {name} ON {tables[name.removeprefix('board_change_')]}"
+             for name in BOARD_TRIGGERS]
+    return drops + [f"DROP FUNCTION IF EXISTS {f}" for f in (
+        "board_change_run()", "board_change_score()", "board_change_team()",
+        "board_change_bump(integer, integer, integer)")]
+
+
+class BoardCounter(Base):
+    """A phase's board serial: moved by database triggers (board_trigger_statements) with every
+    write that changes what the phase's board shows; a board's version names it."""
+
+    __tablename__ = "board_counter"
+
+    # no foreign key: the triggers write it while a phase's runs are cascade-deleted
+    phase_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    serial: Mapped[int] = mapped_column(BigInteger)
+
+
+class BoardChange(Base):
+    """One change a phase's board shows, logged by trigger under the serial it took: a run
+    (run_id) or every run of a team (team_id, run_id NULL). A merge reads those after its base's
+    serial; the board job prunes old ones (only recent ones can be merged)."""
+
+    __tablename__ = "board_change"
+    __table_args__ = (UniqueConstraint("phase_id", "serial"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    # no foreign keys: the log names runs deleted since, and is written during cascades
+    phase_id: Mapped[int] = mapped_column(Integer)
+    serial: Mapped[int] = mapped_column(BigInteger)
+    run_id: Mapped[int | None] = mapped_column(Integer)
+    team_id: Mapped[int | None] = mapped_column(Integer)
+
+
+def _board_triggers(action: str) -> Any:
+    """Create (or drop) the board change triggers with the metadata's tables (create_all)."""
+
+    def run(_target: Any, connection: Any, **_kw: Any) -> None:
+        name = connection.dialect.name
+        statements = (board_trigger_statements(name) if action == "create"
+                      else board_trigger_drops(name))
+        for statement in statements:
+            connection.exec_driver_sql(statement)
+
+    return run
+
+
+event.listen(Base.metadata, "after_create", _board_triggers("create"))
+event.listen(Base.metadata, "before_drop", _board_triggers("drop"))

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String, bindparam, cast, delete, func, literal, select
-from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy import Integer, bindparam, delete, func, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -26,15 +25,15 @@ from semboard.cache import LRU
 from semboard.db import READ_ONLY, begin_write, insert_unless_refused
 from semboard.errors import Forbidden
 from semboard.models import (
+    BoardChange,
+    BoardCounter,
     GoldFile,
     Phase,
     PreparedBoard,
     PreparedBoardRow,
     Run,
-    RunScoreRecord,
     SignificanceGroups,
     Task,
-    Team,
     User,
 )
 from semboard.services.boards.leaderboard import (
@@ -65,52 +64,37 @@ _memo: LRU[tuple[str, int, str], Prepared] = LRU(64)
 _bases: LRU[tuple[str, int], Prepared] = LRU(64)
 
 
-def _version_statements(dialect: str) -> tuple[Any, Any]:
-    """The two queries behind board_version, built once per dialect (building costs more than
-    running them): the folded run list, and the gold and groups stamps."""
-    found = _statements.get(dialect)
-    if found is not None:
-        return found
+def _version_statement() -> Any:
+    """The query behind board_version, built once (building costs more than running it): the
+    phase's board serial (kept by the database's triggers), the gold and groups stamps."""
+    global _statement
+    if _statement is not None:
+        return _statement
     phase_id = bindparam("phase_id", type_=Integer)
     task_id = bindparam("task_id", type_=Integer)
-    newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
-              .group_by(RunScoreRecord.run_id).subquery())
-    line = (cast(Run.id, String) + ":" + cast(newest.c.score_id, String) + ":"
-            + cast(cast(Run.is_late, Integer), String) + cast(cast(Run.is_fix, Integer), String)
-            + cast(cast(Team.is_baseline, Integer), String)
-            + cast(cast(Team.is_organiser_team, Integer), String) + ":" + Team.name)
-    rows = (select(line.label("line"), Run.id.label("id"))
-            .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
-            .where(Run.phase_id == phase_id, Run.is_current, Run.status == "scored")
-            .order_by(Run.id).subquery())
-    if dialect == "postgresql":
-
-        folded = func.string_agg(rows.c.line, aggregate_order_by(literal("\n"), rows.c.id))
-    else:
-        folded = func.group_concat(rows.c.line, "\n")  # rows arrive in the subquery's order
-    runs = select(folded, func.count(rows.c.id))
     # gold versions are only ever added: their count and newest id name the current set
-    stamps = select(
+    _statement = select(
+        select(BoardCounter.serial).where(BoardCounter.phase_id == phase_id).scalar_subquery(),
         select(func.count(GoldFile.id)).where(GoldFile.task_id == task_id).scalar_subquery(),
         select(func.max(GoldFile.id)).where(GoldFile.task_id == task_id).scalar_subquery(),
         select(func.max(SignificanceGroups.id)).where(SignificanceGroups.phase_id == phase_id)
         .scalar_subquery(),
     )
-    _statements[dialect] = (runs, stamps)
-    return runs, stamps
+    return _statement
 
 
-_statements: dict[str, tuple[Any, Any]] = {}
+_statement: Any = None
 
 
 def board_version(session: Session, phase: Phase) -> str:
     """The one place that decides a board's version: a digest of everything the board shows.
 
-    Current scored runs (id, newest score, late, fix, team name and flags), the phase's settings,
-    the task definition, the gold versions and the phase's stored significance groups: any
-    change to what a board shows changes this, so no write path has to invalidate anything.
-    Two queries whatever the number of runs (the run list is folded inside the database); on
-    SQLite none while the connection sees no commit since it last computed the version.
+    The phase's board serial (moved by database triggers with every write to what the board
+    shows of its runs: models.board_trigger_statements), the phase's settings, the task
+    definition, the gold versions and the phase's stored significance groups: any change to
+    what a board shows changes this, so no write path has to invalidate anything. One query
+    whatever the number of runs; on SQLite none while the connection sees no commit since it
+    last computed the version.
     """
     stamp = _sqlite_stamp(session)
     if stamp is not None:
@@ -147,25 +131,24 @@ def _sqlite_stamp(session: Session) -> tuple[dict[Any, Any], tuple[int, int]] | 
 
 
 def _board_version(session: Session, phase: Phase) -> str:
-    """board_version() computed from the database (two queries)."""
+    """board_version() computed from the database (one query)."""
     return board_state(session, phase).version
 
 
 @dataclass(frozen=True)
 class BoardState:
-    """What board_version() hashes: the version, the folded run list, the rest's digest."""
+    """What board_version() hashes: the version, the board serial, the rest's digest."""
     version: str
-    runs_text: str
+    serial: int
     # everything but the runs, the groups and the ranked set (which a merge reads afresh)
     stamp: str
 
 
 def board_state(session: Session, phase: Phase) -> BoardState:
-    """The board's version from the database (two queries), with what a merge compares."""
-    runs, stamps = _version_statements(session.get_bind().dialect.name)
+    """The board's version from the database (one query), with what a merge compares."""
     params = {"phase_id": phase.id, "task_id": phase.task_id}
-    runs_text, n_runs = session.execute(runs, params).one()
-    gold_count, gold_newest, groups = session.execute(stamps, params).one()
+    serial, gold_count, gold_newest, groups = session.execute(_version_statement(), params).one()
+    serial = int(serial or 0)  # no counter row yet: no change logged
     task = phase.task
     shown = {
         "format": BOARD_FORMAT,
@@ -174,14 +157,14 @@ def board_state(session: Session, phase: Phase) -> BoardState:
         "task": [task.name, task.definition_digest],
         "gold": [gold_count, gold_newest],
         "groups": groups,
-        "runs": [n_runs, hashlib.sha256((runs_text or "").encode()).hexdigest()],
+        "runs": serial,
     }
     stamp = hashlib.sha256(json.dumps({k: shown[k] for k in ("format", "phase", "task", "gold")},
                                       sort_keys=True).encode()).hexdigest()
     if phase.ranking != primary.EVERY:  # which runs take a rank (versions of other boards stay)
         shown["ranked"] = sorted(primary.ranked_runs(session, phase=phase) or ())
     return BoardState(version=hashlib.sha256(json.dumps(shown, sort_keys=True).encode())
-                      .hexdigest(), runs_text=runs_text or "", stamp=stamp)
+                      .hexdigest(), serial=serial, stamp=stamp)
 
 
 # what a board stored in parts gives back when read: its JSON text, CSV text and intervals
@@ -228,9 +211,8 @@ class Prepared:
         self._intervals: dict[str, Any] | None = None
         # the board itself where this process built it (pages read its rows)
         self.built: Leaderboard | None = None
-        # the version's run list this board shows (a merge compares the next one's with it)
-        self.runs_text: str | None = None
-        self._lines: frozenset[str] | None = None
+        # the board serial whose runs this board shows (a merge reads the changes since)
+        self.serial: int | None = None
         # the rows' parts and the order a store writes (built in this process); the keys of
         # the rows stored with the board this one was merged into, and once stored, its own
         self.parts = parts
@@ -239,16 +221,6 @@ class Prepared:
         self.stored_keys: frozenset[str] | None = None
         self._bodies = {} if _bodies is None else _bodies
         self._parsed = _parsed
-
-    @property
-    def lines(self) -> frozenset[str] | None:
-        """The run list's lines (made when a merge first compares them as sets)."""
-        if self._lines is None:
-            if self.runs_text is not None:
-                self._lines = frozenset(self.runs_text.split("\n") if self.runs_text else ())
-            elif self.listing is not None:
-                self._lines = frozenset(_fold(entry[0]) for entry in self.listing.values())
-        return self._lines
 
     def __repr__(self) -> str:
         return (f"Prepared(phase_id={self.phase_id}, version={self.version[:12]}, "
@@ -377,7 +349,7 @@ def _remember(session: Session, prepared: Prepared) -> Prepared:
 def _build(session: Session, *, phase: Phase, version: str, now: datetime,
            listing: list[Listed] | dict[int, Listed] | None = None, stamp: str | None = None,
            merge: tuple[Leaderboard, list[Listed], set[int]] | None = None,
-           keep: bool = False, runs_text: str | None = None) -> Prepared:
+           keep: bool = False, serial: int | None = None) -> Prepared:
     """Build the board of this version (groups from the cache only) from the database, or from
     a listing of its runs a merge made; with `merge` (a base board, the changed runs, the
     removed ones) the changes are merged into the base board where they can be. keep: the
@@ -411,7 +383,7 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
                         assembled=board if keep else None, incremental=incremental,
                         texts=texts, parts=parts)
     prepared.built = board
-    prepared.runs_text = runs_text
+    prepared.serial = serial
     return prepared
 
 
@@ -585,12 +557,10 @@ def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
 
 # A merge re-reads at most this many runs (changed, added or removed); more is a full build.
 MERGE_MAX = 256
-
-
-def _fold(line: Any) -> str:
-    """A listed run as the version's run list folds it (see _version_statements)."""
-    return (f"{line[0]}:{line[9]}:{int(line[2])}{int(line[3])}{int(line[7])}{int(line[8])}:"
-            f"{line[6]}")
+# Storing a board prunes the phase's change log to the newest this many changes: a base further
+# behind than MERGE_MAX changes is built anyway, so the log stays small whatever the traffic
+# (twice that: a base another worker built a little earlier can still be caught up).
+CHANGES_KEPT = 2 * MERGE_MAX
 
 
 def _merged_listing(session: Session, *, phase: Phase, base: Prepared, state: BoardState,
@@ -599,57 +569,45 @@ def _merged_listing(session: Session, *, phase: Phase, base: Prepared, state: Bo
     """The listing of the board's current runs (by run id) from a built board's own and the
     changed runs; with the changed (re-read) runs' entries and the removed runs' ids.
 
-    Which runs changed comes from the version's run list (a line per run: id, newest score,
-    flags, team, in run id order): where the base's list is the start of it, the new lines
-    are its end (an upload: no line compared); else the two are compared line for line as
-    sets, so changes made by other processes are merged too. `touched` runs (the commit's)
-    are re-read as well. None where a merge cannot stand for a build: another gold set,
-    definition or phase settings, too many changes, or re-read runs that do not fold to their
-    lines (changed again meanwhile).
+    Which runs changed comes from the database's change log (board_change, written by
+    trigger): the runs logged after the base's serial up to the state's, whichever process
+    wrote them. `touched` runs (the commit's) are re-read as well. None where a merge cannot
+    stand for a build: another gold set, definition or phase settings, the log pruned past the
+    base, too many changes, or the serial moved while the runs were read (a build reads one
+    state). A team's name or flags logged: that team's shown runs are re-read.
     """
-    if base.listing is None or base.stamp != state.stamp:
+    if base.listing is None or base.stamp != state.stamp or base.serial is None:
         return None
-    text, known = state.runs_text, base.runs_text
-    if known is not None and text.startswith(known) and (
-            not known or len(text) == len(known) or text[len(known)] == "\n"):
-        tail = text[len(known) + 1:] if known else text
-        new_lines: Any = tail.split("\n") if tail else ()
-        went: Any = ()
-    else:
-        lines = base.lines
-        if lines is None:
-            return None
-        now = frozenset(text.split("\n") if text else ())
-        new_lines, went = now - lines, lines - now
-    added: dict[int, str] = {}
-    gone: set[int] = set()
-    for texts, into in ((new_lines, added), (went, None)):
-        for line in texts:
-            head = line.split(":", 1)[0]
-            if not head.isdigit():
-                return None  # a team name with a line break: let a build decide
-            if into is None:
-                gone.add(int(head))
-            else:
-                into[int(head)] = line
-    expected = dict(added)
-    for run_id in touched:  # written by the commit, its line perhaps the same: re-read it too
-        if run_id not in expected and run_id in base.listing and run_id not in gone:
-            expected[run_id] = _fold(base.listing[run_id][0])
-    removed = gone - expected.keys()
-    if len(expected) + len(removed) > MERGE_MAX:
+    if base.serial > state.serial:
         return None
-    changed = sorted(expected)
+    changes = session.execute(
+        select(BoardChange.run_id, BoardChange.team_id)
+        .where(BoardChange.phase_id == phase.id, BoardChange.serial > base.serial,
+               BoardChange.serial <= state.serial)
+        .limit(MERGE_MAX + 1)).all()
+    if len(changes) != min(state.serial - base.serial, MERGE_MAX + 1):
+        return None  # the log was pruned past the base (or is incomplete): build
+    if len(changes) > MERGE_MAX:
+        return None
+    wanted = {run_id for run_id, _ in changes if run_id is not None} | touched
+    teams = {team_id for run_id, team_id in changes if run_id is None}
+    if teams:  # a team's name or flags: its shown runs (their lines carry them) re-read
+        wanted.update(session.scalars(select(Run.id).where(
+            Run.phase_id == phase.id, Run.team_id.in_(sorted(teams)), Run.is_current,
+            Run.status == "scored")))
+    if len(wanted) > MERGE_MAX:
+        return None
+    changed = sorted(wanted)
     entries = board_listing(session, phase=phase, run_ids=changed) if changed else []
-    if (len(entries) != len(changed)
-            or any(_fold(entry[0]) != expected[entry[0][0]] for entry in entries)):
+    if changes and session.scalar(select(BoardCounter.serial).where(
+            BoardCounter.phase_id == phase.id)) != state.serial:
         return None  # changed again between the two reads: a build reads one state
+    found = {entry[0][0] for entry in entries}
+    removed = {run_id for run_id in changed if run_id not in found and run_id in base.listing}
     merged = dict(base.listing)
     for run_id in removed:
         merged.pop(run_id, None)
     merged.update((entry[0][0], entry) for entry in entries)
-    if len(merged) != (text.count("\n") + 1 if text else 0):
-        return None
     return merged, entries, removed
 
 
@@ -661,7 +619,7 @@ def warm(session: Session, *, phase: Phase, now: datetime) -> Prepared:
     """Build the phase's board in this process to merge the next change into (a warm worker)."""
     state = board_state(session, phase)
     prepared = _build(session, phase=phase, version=state.version, now=now, stamp=state.stamp,
-                      keep=True)
+                      keep=True, serial=state.serial)
     return _bases.put(_base_key(session, phase.id), prepared)
 
 
@@ -696,9 +654,9 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
             merge = (base.assembled, found_merge[1], found_merge[2])
     prepared = _build(session, phase=phase, version=state.version, now=now, listing=listing,
                       stamp=state.stamp, merge=merge, keep=True,
-                      # a merged listing is the run list's (its lines checked); a build's lines
-                      # are its listing's (read after the list: perhaps newer)
-                      runs_text=state.runs_text if listing is not None else None)
+                      # a build's listing, read after the serial, may be newer: the next merge
+                      # then re-reads the runs logged since, which is harmless
+                      serial=state.serial)
     prepared.merged = listing is not None
     if listing is not None and base is not None and base.stored_keys is not None:
         prepared.known, prepared.known_version = base.stored_keys, base.version
@@ -863,6 +821,11 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         prepared.stored_keys = frozenset(prepared.parts.rows)
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
                                                 PreparedBoard.version != prepared.version))
+    if prepared.serial is not None and prepared.serial > CHANGES_KEPT:
+        # a range of the (phase, serial) index: nothing read where nothing is that old
+        session.execute(delete(BoardChange).where(
+            BoardChange.phase_id == prepared.phase_id,
+            BoardChange.serial <= prepared.serial - CHANGES_KEPT))
     prepared.stored = True
     return True
 

@@ -219,12 +219,12 @@ def test_the_first_page_after_an_upload_at_the_top_reads_only_its_rows(
     best = board["rows"][0]
     assert best["run"] == "best" and set(best["ranks"].values()) == {1}
     assert sorted(r["ranks"]["ALL"] for r in board["rows"] if r["ranks"]) == list(range(1, 304))
-    # the next upload's run list starts with this one's: its new line is read off the end,
-    # no line compared with the base's (their sets are never made)
+    # the next upload: the runs it changed come from the database's change log (no run list)
     base = prepared_boards._bases.values()[-1]
     upload("b", "later", 1.0)
     newest = prepared_boards._bases.values()[-1]
-    assert newest is not base and newest.incremental and base._lines is None
+    assert newest is not base and newest.incremental
+    assert base.serial is not None and newest.serial is not None and newest.serial > base.serial
 
 
 def test_re_reading_the_changed_runs_searches_their_scores_by_run(session, world) -> None:
