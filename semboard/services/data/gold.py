@@ -23,7 +23,7 @@ from evaluation import (
     validate_run,
 )
 from evaluation.runs import MAX_ARCHIVE_ENTRIES, MAX_ENTRY_BYTES
-from semboard.db import begin_write
+from semboard.db import begin_write, end_read
 from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import GoldFile, GoldRelease, Phase, Run, RunScoreRecord, Task, User
 from semboard.services.data import datafiles, inputs, scorediff
@@ -275,7 +275,8 @@ def score_stored_run(
     """Score a run; append a record when gold, definition or evaluation changed (or force).
 
     write_lock=True computes first, then commits and starts a writer transaction (BEGIN
-    IMMEDIATE on SQLite) for the writes, so several workers can score at the same time.
+    IMMEDIATE on SQLite) for the writes, so several workers can score at the same time. A
+    transaction that only read ends before the files are read and scored (db.end_read).
     `validated` may pass the ValidatedRun of the stored files to skip validating them again.
     """
     task = run.task
@@ -288,20 +289,25 @@ def score_stored_run(
     if latest is not None and latest.gold_digest == digest and not force:
         return latest
     definition = definitions.phase_definition(run.phase)
+    # everything read from the database first: the run's files, validating and scoring them
+    # (storage I/O and the bootstrap) then hold no transaction when nothing was written yet
+    known_gold = parsed_gold(session, storage, task=task, split=split)
     if validated is None:
-        files = {f.filename: storage.get(f.storage_key) for f in run.files}
+        stored = [(f.filename, f.storage_key) for f in run.files]
         datasets = definition.track_datasets(run.phase.track) if run.phase.track else None
         team = None if run.team.is_baseline else run.team.name
+        known_inputs = inputs.parsed_inputs(session, storage, task=task, split=split)
+        end_read(session)
         validated = validate_run(
-            definition, files, inputs.parsed_inputs(session, storage, task=task, split=split),
+            definition, {name: storage.get(key) for name, key in stored}, known_inputs,
             team=team,
             datasets=datasets,
         )
+    else:
+        end_read(session)
     score = None
     if validated.ok:
-        score = score_run(definition, validated,
-                          parsed_gold(session, storage, task=task, split=split),
-                          **SCORE_OPTIONS)
+        score = score_run(definition, validated, known_gold, **SCORE_OPTIONS)
     if write_lock:
         begin_write(session)
     if score is None:
