@@ -23,6 +23,7 @@ from semboard.models import Phase, Task
 from semboard.services.boards import breakdowns, charts, leaderboard
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.tasks import access, definitions, phases, tasks
+from semboard.views import board_rows
 from semboard.views import primary as primary_views
 from semboard.views.common import bp, db, load_phase, load_task, me, now
 from semboard.web import files
@@ -73,10 +74,27 @@ def _table(board: leaderboard.Leaderboard, prepared: prepared_boards.Prepared,
            shown: str = breakdowns.NONE) -> Markup:
     """The rendered table of one page of rows, once per version and page in this process."""
     key = (str(db().get_bind().engine.url), prepared.phase_id, prepared.version, *key, shown)
-    return _FRAGMENTS.get_or_compute(key, lambda: Markup(render_template(
-        "leaderboard/_table.html", board=board, rows=rows, intervals=board.intervals,
-        shown=shown, breakdown_of=breakdowns.by_key(board.columns),
-        group_name=breakdowns.group_name)))
+    return _FRAGMENTS.get_or_compute(key, lambda: _render_table(board, rows, shown))
+
+
+def _render_table(board: leaderboard.Leaderboard, rows: list[leaderboard.Row],
+                  shown: str) -> Markup:
+    """One page of rows rendered, each row's text kept across versions (views/board_rows)."""
+    breakdown_of = breakdowns.by_key(board.columns)
+    columns, sig, intervals = board.columns, board.significance, board.intervals
+    # the run page's URL with a placeholder id: the kept rows hold URLs, so the prefix is keyed
+    context = board_rows.table_context(
+        columns, sig=sig, params=bool(board.has_models), shown=shown, breakdown_of=breakdown_of,
+        run_url=url_for("web.run", run_id=_URL_ID))
+
+    def row_html(row: leaderboard.Row, macro: Any) -> Markup:
+        return board_rows.row_html(row, macro, context=context, columns=columns, sig=sig,
+                                   intervals=intervals)
+
+    return Markup(render_template(
+        "leaderboard/_table.html", board=board, rows=rows, intervals=intervals,
+        shown=shown, breakdown_of=breakdown_of, group_name=breakdowns.group_name,
+        row_html=row_html))
 
 
 
@@ -165,8 +183,6 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
                                                   search=search)
     page = min(max(page, 1), pages)
     definition = definitions.definition(task)
-    # flags move with no rank: the rows as kept (a merged board makes ranks per row read)
-    flags_present = {f for row in leaderboard.raw_rows(board.rows) for f in row.flags}
     declared = breakdowns.declared(definition)
     shown = breakdowns.chosen(requested, declared)
     html = render_template(
@@ -179,7 +195,6 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         phase=phase,
         phases=phases,
         definition=definition,
-        flags_present=flags_present,
         intervals=board.intervals,
         table=_table(board, prepared, rows, (page, search, hide), shown),
         hide_contrastive=hide,

@@ -37,6 +37,9 @@ def spec_json(spec: dict[str, Any] | None) -> Markup:
     return Markup(text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
+_URL_ID = 918_273_645_546_372_819  # a run id no URL prefix contains
+
+
 @bp.app_template_global()
 def board_charts(board: Any, intervals: Any, version: str, rows: list[Any]) -> dict[str, Any]:
     """What the board page shows of its charts: which exist, and this page's text version.
@@ -48,9 +51,12 @@ def board_charts(board: Any, intervals: Any, version: str, rows: list[Any]) -> d
     """
     metric = charts.board_chart_metric(board)
     leader = board.rows[0].run_id if board.rows else None
-    compare = {row.run_id: url_for("web.compare_runs", task_name=board.task.name, a=leader,
-                                   b=row.run_id)
-               for row in rows if leader is not None and row.run_id != leader}
+    compare = {}
+    if leader is not None:  # one url_for, not one per row: the link with a placeholder for b
+        head, _, tail = url_for("web.compare_runs", task_name=board.task.name, a=leader,
+                                b=_URL_ID).rpartition(str(_URL_ID))
+        compare = {row.run_id: f"{head}{int(row.run_id)}{tail}" for row in rows
+                   if row.run_id != leader}
     if metric is None:
         return {"metric": None, "ci": False, "heatmap": False, "points": [], "compare": compare}
     points = [p for row in rows

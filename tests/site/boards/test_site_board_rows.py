@@ -1,0 +1,164 @@
+"""A board table's kept rows (views/board_rows): the same bytes as rendering every row in full."""
+
+from __future__ import annotations
+
+import io
+import re
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from semboard.services.boards.leaderboard import Column, Row
+from semboard.views import board_rows
+from semboard.views import boards as board_views
+
+API = "/api/v1"
+WHEN = datetime(2026, 1, 1, tzinfo=UTC)
+COLUMNS = [Column("all", "ALL", "aggregate", True), Column("mean", "Mean", "aggregate", True),
+           Column("sts/MSRpar/pearson", "MSRpar", "dataset", False),
+           Column("sts/year=2014/pearson", "sts/2014", "genre", False),
+           Column("sts/news/pearson", "sts/news", "genre", False)]
+MODEL = {"architecture": "bert", "model_name": "tiny-bert", "n_parameters": 118_000_000,
+         "model_digest": "ab" * 32, "prompt_label": "none", "score_mapping": "linear",
+         "clipped": 3, "max_seq_length": 128, "dtype": "float32"}
+
+
+def _rows() -> list[Row]:
+    """Rows through every branch of the row template (flags, badges, models, n/s, n/g, -0.0)."""
+    def row(run_id: int, team: str, metrics: dict[str, Any], ranks: dict[str, int],
+            **extra: Any) -> Row:
+        return Row(**{"run_id": run_id, "team": team, "run": f"run{run_id}", "baseline": False,
+                      "flags": [], "metrics": metrics, "ranks": ranks, "submitted_at": WHEN,
+                      **extra})
+
+    full = {c.key: 0.5 + c.ranked * 0.1 for c in COLUMNS}
+    return [
+        row(1, "Alpha & Co", full, {"all": 1, "mean": 2}, groups={"all": 1, "mean": 1},
+            flags=["*", "†"], contrastive=False),
+        row(2, "<Beta>", {**full, "all": -0.0, "mean": 1}, {"all": 2, "mean": 1},
+            groups={"all": 2}, contrastive=True),
+        row(3, "Gamma", {**full, "sts/MSRpar/pearson": None}, {"all": 3, "mean": 3},
+            missing={"sts/MSRpar/pearson": "not submitted"}, model=MODEL),
+        row(4, "Delta", {**full, "sts/news/pearson": None}, {},
+            missing={"sts/news/pearson": "no gold"}, baseline=True),
+        row(5, "Epsilon", {**full, "all": None}, {"mean": 4}),
+    ]
+
+
+def _board(rows: list[Row], *, sig: Any = True) -> Any:
+    intervals = {1: {"all": (0.4, 0.7), "sts/MSRpar/pearson": (-0.0, 1.0)},
+                 3: {"mean": (0.1, 0.9)}}
+    return SimpleNamespace(columns=COLUMNS, significance=sig, intervals=intervals,
+                           has_models=any(r.model for r in rows))
+
+
+def _both(app: Any, board: Any, rows: list[Row], shown: str) -> tuple[str, str]:
+    """The table through kept rows and through the reference path (every row rendered)."""
+    with app.test_request_context("/"):
+        kept = str(board_views._render_table(board, rows, shown))
+        board_rows.USE_KEPT = False
+        try:
+            reference = str(board_views._render_table(board, rows, shown))
+        finally:
+            board_rows.USE_KEPT = True
+    return kept, reference
+
+
+@pytest.mark.parametrize("sig", [True, None])
+@pytest.mark.parametrize("shown", ["genre", "year", "none"])
+def test_kept_rows_render_the_bytes_of_every_row_rendered(app, sig, shown):
+    board_rows._ROWS.clear()
+    rows = _rows()
+    board = _board(rows, sig=sig)
+    first, reference = _both(app, board, rows, shown)
+    assert first == reference
+    assert 'data-rank="2"' in first and "G2" in first if sig else "G2" not in first
+    assert "-0.0" in first and "&lt;Beta&gt;" in first and "n/s" in first and "n/g" in first
+    again, _ = _both(app, board, rows, shown)  # every row from the kept text now
+    assert again == reference
+
+
+def test_a_row_whose_rank_or_group_moved_shows_the_new_ones(app):
+    """An upload above a row moves its rank (and groups): the kept text, new numbers."""
+    board_rows._ROWS.clear()
+    rows = _rows()
+    board = _board(rows)
+    _both(app, board, rows, "genre")
+    kept_before = len(board_rows._ROWS)
+    for row in rows:
+        row.ranks = {k: v + 1 for k, v in row.ranks.items()}
+        row.groups = {k: v + 1 for k, v in row.groups.items()}
+    moved, reference = _both(app, board, rows, "genre")
+    assert moved == reference
+    assert len(board_rows._ROWS) == kept_before  # no row rendered again: only numbers moved
+    assert 'data-rank="4"' in moved and 'title="rank 4 by ALL">#4' in moved and "G3" in moved
+    # a rank that appears or goes (a run ranked, a baseline's "·") is another kept text
+    rows[4].ranks = {"all": 9, "mean": 5}
+    rows[0].ranks = {}
+    appeared, reference = _both(app, board, rows, "genre")
+    assert appeared == reference and 'title="rank 9 by ALL">#9' in appeared
+
+
+def test_a_value_change_is_not_served_from_a_kept_row(app):
+    """Content that == joins but prints apart (1 and 1.0, 0.0 and -0.0) keys apart."""
+    board_rows._ROWS.clear()
+    rows = _rows()
+    board = _board(rows)
+    _both(app, board, rows, "genre")
+    rows[1].metrics = {**rows[1].metrics, "all": 0.0, "mean": 1.0}
+    rows[0].team = "Alpha and Co"
+    changed, reference = _both(app, board, rows, "genre")
+    assert changed == reference
+    assert 'data-sort-value="0.0"' in changed and "Alpha and Co" in changed
+
+
+def test_a_marker_in_a_name_is_rendered_not_cut(app):
+    board_rows._ROWS.clear()
+    rows = _rows()
+    rows[0].team = "\x1er0\x1e team"
+    rows[1].run = "\x1e"
+    board = _board(rows)
+    first, reference = _both(app, board, rows, "genre")
+    assert first == reference and "\x1er0\x1e team" in first
+
+
+def _upload(client: Any, world: Any, tiny_data: Any, key: str, seed: int, noise: float) -> None:
+    files = tiny_data.run(seed=seed, noise=noise)
+    data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in files.items()]}
+    response = client.post(f"{API}/tasks/tiny/runs", data=data, headers=world["tokens"][key],
+                           content_type="multipart/form-data")
+    assert response.status_code == 201, response.get_data(as_text=True)
+
+
+def _page(client: Any) -> str:
+    text = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
+    return re.sub(r'data-now="[^"]*"', "", text)  # the page's clock, nothing else, varies
+
+
+def _reference_page(client: Any) -> str:
+    board_views._FRAGMENTS.clear()
+    board_views._PAGES.clear()
+    board_rows.USE_KEPT = False
+    try:
+        return _page(client)
+    finally:
+        board_rows.USE_KEPT = True
+        board_views._FRAGMENTS.clear()
+        board_views._PAGES.clear()
+
+
+def test_board_page_after_uploads_matches_every_row_rendered(app, client, world, tiny_data):
+    """The page after an upload that moves ranks: kept rows, the same bytes as rendered anew."""
+    board_rows._ROWS.clear()
+    _upload(client, world, tiny_data, "a", 1, 2.0)
+    _upload(client, world, tiny_data, "b", 2, 1.0)
+    before = _page(client)
+    assert before == _reference_page(client)
+    kept = len(board_rows._ROWS)
+    _upload(client, world, tiny_data, "a", 3, 0.05)  # the best run: every other rank moves
+    after = _page(client)
+    assert len(board_rows._ROWS) == kept + 1  # the new run's row; the others' text was kept
+    assert after != before and 'data-rank="3"' in after
+    assert after == _reference_page(client)
