@@ -95,3 +95,19 @@ def row_html(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
         out.append(value)
         out.append(text)
     return Markup("".join(out))
+
+
+# The CI table's rows (charts/_board_charts.html, macro point_row) by everything they print:
+# no rank is printed there, so a kept row is whole.
+_POINTS: LRU[str, Markup] = LRU(8192)
+
+
+def point_row_html(point: dict[str, Any], link: str | None,
+                   macro: Callable[[Any, Any], str]) -> Markup:
+    """One row of the board page's CI table: kept by its content, else rendered."""
+    if not USE_KEPT:
+        return Markup(macro(point, link))
+    key = repr((point["run"], point["kind"], point["score"], point["lo"], point["hi"],
+                point["group"], link))
+    found = _POINTS.get(key)
+    return found if found is not None else _POINTS.put(key, Markup(macro(point, link)))

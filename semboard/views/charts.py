@@ -15,6 +15,7 @@ from semboard.models import Run
 from semboard.services.boards import analysis, charts, leaderboard
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.tasks import access, definitions, phases
+from semboard.views import board_rows
 from semboard.views.common import (
     bp,
     db,
@@ -38,6 +39,12 @@ def spec_json(spec: dict[str, Any] | None) -> Markup:
 
 
 _URL_ID = 918_273_645_546_372_819  # a run id no URL prefix contains
+
+
+@bp.app_template_global()
+def chart_row(point: dict[str, Any], link: str | None, macro: Any) -> Markup:
+    """One row of a board page's CI table (kept by its content: views/board_rows)."""
+    return board_rows.point_row_html(point, link, macro)
 
 
 @bp.app_template_global()

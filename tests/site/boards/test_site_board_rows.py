@@ -162,3 +162,41 @@ def test_board_page_after_uploads_matches_every_row_rendered(app, client, world,
     assert len(board_rows._ROWS) == kept + 1  # the new run's row; the others' text was kept
     assert after != before and 'data-rank="3"' in after
     assert after == _reference_page(client)
+
+
+def test_ci_table_rows_follow_their_points(app):
+    """The CI table's kept rows: a changed group, score or compare link is rendered anew."""
+    from flask import render_template_string
+
+    board_rows._POINTS.clear()
+    # the page's macro as written (importing the template would run its body: a whole board)
+    page = app.jinja_env.loader.get_source(app.jinja_env, "charts/_board_charts.html")[0]
+    macro = re.search(r"{% macro point_row.*?{% endmacro %}", page, re.S)
+    assert macro is not None
+    source = (macro.group(0) + '{% for p in points %}{{ chart_row(p, links.get(p.run_id), point_row) }}'
+              '{% endfor %}')
+    points = [{"run": "A / run1", "run_id": 1, "kind": "run", "score": 0.5, "lo": 0.4,
+               "hi": 0.6, "group": "G1"},
+              {"run": "<B> / base", "run_id": 2, "kind": "baseline", "score": -0.0, "lo": -0.0,
+               "hi": 0.1, "group": "baseline"}]
+    links = {1: "/tasks/t/compare?a=2&b=1"}
+
+    def both() -> tuple[str, str]:
+        kept = render_template_string(source, points=points, links=links)
+        board_rows.USE_KEPT = False
+        try:
+            return kept, render_template_string(source, points=points, links=links)
+        finally:
+            board_rows.USE_KEPT = True
+
+    with app.test_request_context("/"):
+        first, reference = both()
+        assert first == reference and "G1" in first and "&lt;B&gt; / base (baseline)" in first
+        assert "-0.0000" in first and 'href="/tasks/t/compare?a=2&amp;b=1"' in first
+        points[0]["group"], points[1]["score"] = "G2", 0.0
+        moved, reference = both()
+        assert moved == reference and "G2" in moved and "G1" not in moved
+        assert '"num">0.0000</td>' in moved
+        links = {2: "/tasks/t/compare?a=1&b=2"}
+        relinked, reference = both()
+        assert relinked == reference and 'href="/tasks/t/compare?a=1&amp;b=2"' in relinked
