@@ -89,7 +89,9 @@ def row_html(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
             return Markup(macro(row))  # a marker in the row's own text: rendered, not kept
         kept = _ROWS.put(key, (texts, slots))
     texts, slots = kept
-    values = [str(escape(ranks[i] if kind == "r" else groups[i])) for kind, i in slots]
+    # an int prints as str() does (escape would make a Markup of it, most of a splice's cost)
+    values = [str(v) if type(v) is int else str(escape(v))
+              for v in (ranks[i] if kind == "r" else groups[i] for kind, i in slots)]
     out = [texts[0]]
     for value, text in zip(values, texts[1:], strict=True):
         out.append(value)
