@@ -19,8 +19,8 @@ from semboard.cache import LRU
 
 # Kept rows: (table context, row content, which ranks/groups are present) → text pieces and the
 # slots between them (("r" | "g", column index)). Every input of the rendering is in the key,
-# so an entry is never wrong, only evicted. 100 rows a page, a few pages and breakdowns a board.
-_ROWS: LRU[tuple[Any, ...], tuple[tuple[str, ...], tuple[tuple[str, int], ...]]] = LRU(8192)
+# so an entry is never wrong, only evicted. 100 rows a page: 40 pages (a few KB a row).
+_ROWS: LRU[tuple[Any, ...], tuple[tuple[str, ...], tuple[tuple[str, int], ...]]] = LRU(4096)
 # Rendering every row in full (no kept text): the reference path the tests compare against.
 USE_KEPT = True
 
@@ -101,7 +101,7 @@ def row_html(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
 
 # The CI table's rows (charts/_board_charts.html, macro point_row) by everything they print:
 # no rank is printed there, so a kept row is whole.
-_POINTS: LRU[str, Markup] = LRU(8192)
+_POINTS: LRU[str, Markup] = LRU(4096)
 
 
 def point_row_html(point: dict[str, Any], link: str | None,

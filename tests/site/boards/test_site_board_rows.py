@@ -162,6 +162,16 @@ def test_board_page_after_uploads_matches_every_row_rendered(app, client, world,
     assert len(board_rows._ROWS) == kept + 1  # the new run's row; the others' text was kept
     assert after != before and 'data-rank="3"' in after
     assert after == _reference_page(client)
+    # each compare link: the leader against that row's run, as url_for makes it
+    table = after.split('id="leaderboard"', 1)[1].split("</table>", 1)[0]
+    run_ids = [int(i) for i in re.findall(r'<tr class="[^"]*" data-run-id="(\d+)"', table)]
+    links = re.findall(r'<a href="([^"]+)" class="compare-link"', after)
+    with app.test_request_context("/"):
+        from flask import url_for
+
+        expected = [url_for("web.compare_runs", task_name="tiny", a=run_ids[0], b=run_id)
+                    for run_id in run_ids[1:]]
+    assert len(run_ids) == 3 and [link.replace("&amp;", "&") for link in links] == expected
 
 
 def test_ci_table_rows_follow_their_points(app):
