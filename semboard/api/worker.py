@@ -13,6 +13,7 @@ from typing import Any
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request, url_for
 from werkzeug.exceptions import Unauthorized
 
+from semboard.api.participant import request_body
 from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.errors import InvalidData
@@ -49,15 +50,6 @@ def _challenge(response: Response) -> Response:
 
 def _token() -> WorkerToken:
     return g.worker_token  # type: ignore[no-any-return]
-
-
-def _body() -> dict[str, Any]:
-    data = request.get_json(silent=True)
-    if data is None:
-        return dict(request.form)
-    if not isinstance(data, dict):
-        raise InvalidData("send a JSON object")
-    return data
 
 
 def _attempt(raw: Any) -> int:
@@ -123,7 +115,7 @@ def job_input(model_id: int, dataset: str) -> Any:
 def progress(model_id: int) -> Any:
     """The worker's heartbeat and progress (JSON: attempt, progress); 409 when the job is no
     longer its own (cancelled, or lost and queued again): stop encoding."""
-    body = _body()
+    body = request_body()
     owned = remote_models.beat(get_session(), _token(), model_id, _attempt(body.get("attempt")),
                                body.get("progress"), now=request_now())
     if not owned:
@@ -155,7 +147,7 @@ def failure(model_id: int) -> Any:
     """The job failed on the worker (JSON: attempt, kind, reason): the model is failed with
     that class and reason, its slot freed; the job's state. A repeated post answers as the
     first did."""
-    body = _body()
+    body = request_body()
     error = remote_models.failure(body.get("kind"), body.get("reason"))
     row = remote_models.post_result(
         get_session(), get_storage(), _app(), _token(), model_id,

@@ -101,6 +101,13 @@ def input_file(session: Session, token: WorkerToken, model_id: int, attempt: Any
     return rows[dataset]
 
 
+def _held(token: WorkerToken, model_id: int, attempt: Any) -> tuple[Any, ...]:
+    """The conditions under which a model's job is still this worker's attempt, unanswered."""
+    return (ModelSubmission.id == model_id, ModelSubmission.status == "running",
+            ModelSubmission.worker_token_id == token.id, ModelSubmission.attempts == attempt,
+            ModelSubmission.result_at.is_(None))
+
+
 def beat(session: Session, token: WorkerToken, model_id: int, attempt: Any,
          progress: Any, *, now: datetime) -> bool:
     """A worker's heartbeat with its progress (bounded: never more than the site's own job
@@ -112,9 +119,7 @@ def beat(session: Session, token: WorkerToken, model_id: int, attempt: Any,
     worker_tokens.seen(session, token, now=now)
     result = session.execute(
         update(ModelSubmission)
-        .where(ModelSubmission.id == model_id, ModelSubmission.status == "running",
-               ModelSubmission.worker_token_id == token.id,
-               ModelSubmission.attempts == attempt, ModelSubmission.result_at.is_(None))
+        .where(*_held(token, model_id, attempt))
         .values(heartbeat_at=now, progress=bounded(progress))
         .execution_options(synchronize_session=False))
     session.commit()
@@ -151,9 +156,7 @@ def post_result(session: Session, storage: Storage, app: Flask, token: WorkerTok
     worker_tokens.seen(session, token, now=now)
     taken = session.execute(
         update(ModelSubmission)
-        .where(ModelSubmission.id == model_id, ModelSubmission.status == "running",
-               ModelSubmission.worker_token_id == token.id,
-               ModelSubmission.attempts == attempt, ModelSubmission.result_at.is_(None))
+        .where(*_held(token, model_id, attempt))
         # the beat too: the sweep must not take the job while its run is being submitted
         .values(result_at=now, heartbeat_at=now)
         .execution_options(synchronize_session=False))

@@ -333,6 +333,13 @@ def test_a_lost_worker_s_job_is_taken_from_it(app, client, remote_world, session
                          json={"attempt": 1, "kind": "internal", "reason": "late"})
     assert failed.status_code == 403 and "not this worker's job" in failed.get_json()["error"]
     assert _row(session, model_id).status == "queued"
+    # the same worker claims it again: a late beat of its first attempt is not the second's
+    again = _claim(client, headers).get_json()
+    assert again["model_id"] == model_id and again["attempt"] == 2
+    late = client.post(job["urls"]["progress"], headers=headers,
+                       json={"attempt": 1, "progress": {"stage": "stale"}})
+    assert late.status_code == 409 and late.get_json()["owned"] is False
+    assert (_row(session, model_id).progress or {}).get("stage") != "stale"
 
 
 def test_a_worker_s_failure_fails_the_model_once(app, client, remote_world, session, storage,
