@@ -42,9 +42,15 @@ _URL_ID = 918_273_645_546_372_819  # a run id no URL prefix contains
 
 
 @bp.app_template_global()
-def chart_row(point: dict[str, Any], link: str | None, macro: Any) -> Markup:
-    """One row of a board page's CI table (kept by its content: views/board_rows)."""
-    return board_rows.point_row_html(point, link, macro)
+def chart_rows(points: list[dict[str, Any]], links: dict[int, str], macro: Any) -> Markup:
+    """The rows of a board page's CI table (each kept by its content: views/board_rows)."""
+    return board_rows.point_rows_html(points, links, macro)
+
+
+@bp.app_template_global()
+def run_options(rows: list[Any], selected: int, macro: Any) -> Markup:
+    """The compare form's options of a board page's runs (kept: views/board_rows)."""
+    return board_rows.run_options_html(rows, selected, macro)
 
 
 @bp.app_template_global()

@@ -183,8 +183,7 @@ def test_ci_table_rows_follow_their_points(app):
     page = app.jinja_env.loader.get_source(app.jinja_env, "charts/_board_charts.html")[0]
     macro = re.search(r"{% macro point_row.*?{% endmacro %}", page, re.S)
     assert macro is not None
-    source = (macro.group(0) + "{% for p in points %}"
-              "{{ chart_row(p, links.get(p.run_id), point_row) }}{% endfor %}")
+    source = macro.group(0) + "{{ chart_rows(points, links, point_row) }}"
     points = [{"run": "A / run1", "run_id": 1, "kind": "run", "score": 0.5, "lo": 0.4,
                "hi": 0.6, "group": "G1"},
               {"run": "<B> / base", "run_id": 2, "kind": "baseline", "score": -0.0, "lo": -0.0,
