@@ -177,19 +177,40 @@ def point_rows_html(points: Sequence[dict[str, Any]], links: dict[int, str],
 _OPTIONS: LRU[tuple[Any, ...], tuple[str, str]] = LRU(4096)
 
 
-def run_options_html(rows: Sequence[Any], selected: int,
-                     macro: Callable[[Any, bool], str]) -> Markup:
-    """One select's options, a row each, the row at index `selected` (from 0) selected."""
+def run_options_html(rows: Sequence[Any],
+                     macro: Callable[[Any, bool], str]) -> tuple[Markup, Markup]:
+    """The compare form's two selects' options, a row each: the first row selected in the
+    first, the second in the second."""
     if not USE_KEPT:
-        return Markup("".join([str(macro(row, i == selected)) for i, row in enumerate(rows)]))
-    out = []
-    for i, row in enumerate(rows):
+        return (Markup("".join([str(macro(row, i == 0)) for i, row in enumerate(rows)])),
+                Markup("".join([str(macro(row, i == 1)) for i, row in enumerate(rows)])))
+    plain, chosen = [], []
+    for row in rows:
         key = (row.run_id, row.team, row.run)
         if type(key[0]) is not int or type(key[1]) is not str or type(key[2]) is not str:
-            out.append(str(macro(row, i == selected)))  # == would join what prints apart
-            continue
-        found = _OPTIONS.get(key)
-        if found is None:
-            found = _OPTIONS.put(key, (str(macro(row, False)), str(macro(row, True))))
-        out.append(found[i == selected])
-    return Markup("".join(out))
+            found = (str(macro(row, False)), str(macro(row, True)))  # == would join what
+        else:  # prints apart
+            found = _OPTIONS.get(key) or _OPTIONS.put(
+                key, (str(macro(row, False)), str(macro(row, True))))
+        plain.append(found[0])
+        chosen.append(found[1])
+    first = chosen[:1] + plain[1:]
+    second = plain[:1] + chosen[1:2] + plain[2:]
+    return Markup("".join(first)), Markup("".join(second))
+
+
+# The board pager's links to every page (leaderboard/show.html, macro page_links) by its
+# arguments: one link per page of the board, the same for every version with as many pages.
+_PAGE_LINKS: LRU[tuple[int, int, str], str] = LRU(256)
+
+
+def page_links_html(page: int, pages: int, suffix: Markup,
+                    macro: Callable[[int, int, Markup], str]) -> Markup:
+    """The pager's page links: kept by page, pages and the query they carry, else rendered."""
+    if (not USE_KEPT or type(page) is not int or type(pages) is not int
+            or type(suffix) is not Markup):  # == would join what prints apart
+        return Markup(macro(page, pages, suffix))
+    key = (page, pages, str(suffix))
+    found = _PAGE_LINKS.get(key)
+    return Markup(found if found is not None else _PAGE_LINKS.put(key, str(macro(page, pages,
+                                                                               suffix))))

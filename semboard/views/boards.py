@@ -208,6 +208,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         is_organiser=access.is_organiser(session_, user, task),
         csv_url=url_for("web.leaderboard_csv", task_name=task.name, phase_slug=phase.slug),
         json_url=url_for("web.leaderboard_json", task_name=task.name, phase_slug=phase.slug),
+        page_links_html=board_rows.page_links_html,
     )
     compressed = files.gzip_ok()
     body = html.encode()

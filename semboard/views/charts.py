@@ -48,9 +48,9 @@ def chart_rows(points: list[dict[str, Any]], links: dict[int, str], macro: Any) 
 
 
 @bp.app_template_global()
-def run_options(rows: list[Any], selected: int, macro: Any) -> Markup:
-    """The compare form's options of a board page's runs (kept: views/board_rows)."""
-    return board_rows.run_options_html(rows, selected, macro)
+def run_options(rows: list[Any], macro: Any) -> tuple[Markup, Markup]:
+    """The compare form's two selects' options of a board page's runs (kept: views/board_rows)."""
+    return board_rows.run_options_html(rows, macro)
 
 
 @bp.app_template_global()
