@@ -209,3 +209,205 @@ def test_ci_table_rows_follow_their_points(app):
         links = {2: "/tasks/t/compare?a=1&b=2"}
         relinked, reference = both()
         assert relinked == reference and 'href="/tasks/t/compare?a=1&amp;b=2"' in relinked
+
+
+def test_braces_in_a_name_print_as_they_are(app):
+    """A kept row is a format string: a name's braces are text, not fields."""
+    board_rows._ROWS.clear()
+    board_rows._BY_PARTS.clear()
+    rows = _rows()
+    rows[0].team, rows[2].run = "{0} {x} }{", "run {{1}}"
+    board = _board(rows)
+    first, reference = _both(app, board, rows, "genre")
+    assert first == reference and "{0} {x} }{" in first and "run {{1}}" in first
+    again, _ = _both(app, board, rows, "genre")
+    assert again == reference
+
+
+def _moved(row: Row, **changed: Any) -> Row:
+    """A shallow copy with other values, as a merged board's RankedRows reads a row."""
+    copy = Row.__new__(Row)
+    copy.__dict__.update(row.__dict__)
+    copy.__dict__.update(changed)
+    return copy
+
+
+def test_a_row_read_again_is_found_by_its_parts(app):
+    """A merged board's row read for a new version: a copy sharing its parts, other ranks and
+    groups; its kept text is found without a repr or a render, with the new numbers."""
+    board_rows._ROWS.clear()
+    board_rows._BY_PARTS.clear()
+    rows = _rows()
+    board = _board(rows)
+    _both(app, board, rows, "genre")
+    kept, found = len(board_rows._ROWS), len(board_rows._BY_PARTS)
+    moved = [_moved(r, ranks={k: v + 2 for k, v in r.ranks.items()},
+                    groups={k: v + 1 for k, v in r.groups.items()}) for r in rows]
+    contents = []
+    real_kept = board_rows._kept
+    board_rows._kept = lambda row, *a, **k: contents.append(row) or real_kept(row, *a, **k)
+    try:
+        again, reference = _both(app, board, moved, "genre")
+    finally:
+        board_rows._kept = real_kept
+    assert again == reference and 'title="rank 5 by ALL">#5' in again and "G3" in again
+    assert contents == [] and len(board_rows._ROWS) == kept
+    assert len(board_rows._BY_PARTS) == found
+
+
+@pytest.mark.parametrize("change", [
+    {"flags": ["*"]}, {"baseline": True}, {"contrastive": False}, {"contrastive": None},
+    {"baseline_info": {"method": "lcs"}}, {"model": {**MODEL, "clipped": 4}},
+    {"missing": {"sts/news/pearson": "no gold"}}, {"run": "renamed"}, {"team": "Renamed"},
+    {"metrics": {"all": 1, "mean": 1.0}}, {"run_id": 77}])
+def test_a_row_with_another_part_is_not_found_by_the_old_parts(app, change):
+    """Each part a row prints is in its key: a copy with one part replaced prints that part."""
+    board_rows._ROWS.clear()
+    board_rows._BY_PARTS.clear()
+    rows = _rows()
+    board = _board(rows)
+    board.intervals = {**board.intervals, 77: {"all": (0.1, 0.2)}}
+    _both(app, board, rows, "genre")
+    changed = [_moved(r, **change) for r in rows]
+    again, reference = _both(app, board, changed, "genre")
+    assert again == reference
+
+
+def test_a_row_with_another_interval_is_not_found_by_the_old_parts(app):
+    board_rows._BY_PARTS.clear()
+    rows = _rows()
+    board = _board(rows)
+    first, _ = _both(app, board, rows, "genre")
+    board.intervals = {**board.intervals, 1: {"all": (0.1, 0.2)}}
+    again, reference = _both(app, board, rows, "genre")
+    assert again == reference and again != first and "[0.100, 0.200]" in again
+
+
+def _options(app: Any, rows: list[Any]) -> tuple[tuple[str, str], tuple[str, str]]:
+    """The compare form's selects through kept options and through the macro for each row."""
+    from flask import render_template_string
+
+    page = app.jinja_env.loader.get_source(app.jinja_env, "charts/_board_charts.html")[0]
+    macro = re.search(r"{% macro run_option.*?{% endmacro %}", page, re.S)
+    assert macro is not None
+    source = macro.group(0) + ("{% set o = run_options(rows, run_option) %}"
+                               "{{ o[0] }}|{{ o[1] }}")
+    with app.test_request_context("/"):
+        kept = render_template_string(source, rows=rows).split("|")
+        board_rows.USE_KEPT = False
+        try:
+            reference = render_template_string(source, rows=rows).split("|")
+        finally:
+            board_rows.USE_KEPT = True
+    return (kept[0], kept[1]), (reference[0], reference[1])
+
+
+def test_compare_options_are_kept_by_what_they_print(app):
+    from markupsafe import Markup
+
+    board_rows._OPTIONS.clear()
+    rows = _rows()
+    kept, reference = _options(app, rows)
+    assert kept == reference
+    assert kept[0].startswith('<option value="1" selected>Alpha &amp; Co / run1</option>')
+    assert '<option value="2" selected>&lt;Beta&gt; / run2</option>' in kept[1]
+    assert kept[1].startswith('<option value="1" >') and kept[0].count("selected") == 1
+    assert _options(app, rows) == (reference, reference)  # from the kept options now
+    # a Markup team equals the plain text but prints unescaped: not the plain one's option
+    rows[0] = _moved(rows[0], team=Markup("Alpha &amp; Co"))
+    kept, reference = _options(app, rows)
+    assert kept == reference and "Alpha &amp; Co / run1" in kept[0]
+    for few in (rows[:1], []):
+        kept, reference = _options(app, few)
+        assert kept == reference
+
+
+def _page_links(app: Any, page: int, pages: int, suffix: str) -> tuple[str, str]:
+    """The pager's page links kept and rendered (the macro of leaderboard/show.html)."""
+    from flask import render_template_string
+
+    source = app.jinja_env.loader.get_source(app.jinja_env, "leaderboard/show.html")[0]
+    macro = re.search(r"{% macro page_links.*?{% endmacro %}", source, re.S)
+    assert macro is not None
+    text = (macro.group(0) + "{% set suffix %}{{ raw }}{% endset %}"
+            "{{ page_links_html(page, pages, suffix, page_links) }}")
+
+    def render() -> str:
+        return render_template_string(text, page=page, pages=pages, raw=suffix,
+                                      page_links_html=board_rows.page_links_html)
+
+    with app.test_request_context("/"):
+        kept = render()
+        board_rows.USE_KEPT = False
+        try:
+            return kept, render()
+        finally:
+            board_rows.USE_KEPT = True
+
+
+def test_pager_links_are_kept_by_page_pages_and_query(app):
+    board_rows._PAGE_LINKS.clear()
+    kept, reference = _page_links(app, 2, 4, "")
+    assert kept == reference and '<strong aria-current="page">2</strong>' in kept
+    assert kept.count('<a href="?page=') == 3
+    assert _page_links(app, 2, 4, "") == (reference, reference)  # kept now
+    for page, pages, suffix in ((3, 4, ""), (2, 5, ""), (2, 4, "&q=a%26b")):
+        kept, reference = _page_links(app, page, pages, suffix)
+        assert kept == reference
+    assert 'href="?page=4&amp;q=a%26b">4</a>' in kept
+
+
+def test_board_pages_with_a_pager_match_every_row_rendered(app, client, world, tiny_data,
+                                                           monkeypatch):
+    """A board of several pages after an upload: pages, search and pager as rendered anew."""
+    monkeypatch.setattr(board_views, "PER_PAGE", 1)
+    board_rows._PAGE_LINKS.clear()
+    for key, seed, noise in (("a", 1, 2.0), ("b", 2, 1.0), ("a", 3, 0.05)):
+        _upload(client, world, tiny_data, key, seed, noise)
+    pages = {}
+    for query in ("", "?page=2", "?page=3&q=run", "?q=run%20%26"):
+        board_views._FRAGMENTS.clear()
+        board_views._PAGES.clear()
+        url = f"/tasks/tiny/leaderboard/eval{query}"
+        kept = re.sub(r'data-now="[^"]*"', "", client.get(url).get_data(as_text=True))
+        board_views._FRAGMENTS.clear()
+        board_views._PAGES.clear()
+        board_rows.USE_KEPT = False
+        try:
+            reference = re.sub(r'data-now="[^"]*"', "",
+                               client.get(url).get_data(as_text=True))
+        finally:
+            board_rows.USE_KEPT = True
+        assert kept == reference, query
+        pages[query] = kept
+    assert '<strong aria-current="page">2</strong>' in pages["?page=2"]
+    assert '<a href="?page=3">3</a>' in pages["?page=2"]
+    assert '<a href="?page=2&amp;q=run">2</a>' in pages["?page=3&q=run"]
+    assert "page 1 of" not in pages["?q=run%20%26"]  # no run matches: one page, no pager
+
+
+def test_a_plain_view_packs_no_gzip_and_a_gzip_view_packs_once(app, client, world, tiny_data,
+                                                               monkeypatch):
+    """An anonymous page is kept plain; its gzip is made when a client first asks for it."""
+    import gzip
+
+    _upload(client, world, tiny_data, "a", 1, 1.0)
+    packed: list[int] = []
+    real = gzip.compress
+    monkeypatch.setattr(board_views.gzip, "compress",
+                        lambda data, **kw: packed.append(len(data)) or real(data, **kw))
+    url = "/tasks/tiny/leaderboard/eval"
+    for first in ("plain", "gzip"):
+        board_views._PAGES.clear()
+        packed.clear()
+        zipped = {"Accept-Encoding": "gzip"}
+        if first == "plain":
+            plain = client.get(url).data
+            assert packed == []
+        views = [client.get(url, headers=zipped) for _ in range(2)]
+        assert all(v.headers["Content-Encoding"] == "gzip" for v in views)
+        assert gzip.decompress(views[0].data) == gzip.decompress(views[1].data)
+        assert len(packed) == 1  # packed once, kept for the next
+        again = client.get(url)
+        assert "Content-Encoding" not in again.headers and len(packed) == 1
+        assert again.data == gzip.decompress(views[0].data) == plain
