@@ -314,26 +314,28 @@ def test_compare_options_are_kept_by_what_they_print(app):
     assert kept[1].startswith('<option value="1" >') and kept[0].count("selected") == 1
     assert _options(app, rows) == (reference, reference)  # from the kept options now
     # a Markup team equals the plain text but prints unescaped: not the plain one's option
-    rows[0] = _moved(rows[0], team=Markup("Alpha &amp; Co"))
+    rows[0] = _moved(rows[0], team=Markup("Alpha & Co"))
     kept, reference = _options(app, rows)
-    assert kept == reference and "Alpha &amp; Co / run1" in kept[0]
+    assert kept == reference and ">Alpha & Co / run1<" in kept[0]
     for few in (rows[:1], []):
         kept, reference = _options(app, few)
         assert kept == reference
 
 
-def _page_links(app: Any, page: int, pages: int, suffix: str) -> tuple[str, str]:
-    """The pager's page links kept and rendered (the macro of leaderboard/show.html)."""
+def _page_links(app: Any, page: int, pages: int, suffix: str,
+                plain: bool = False) -> tuple[str, str]:
+    """The pager's page links kept and rendered (the macro of leaderboard/show.html); plain:
+    the suffix passed as text, not as the template's Markup."""
     from flask import render_template_string
 
     source = app.jinja_env.loader.get_source(app.jinja_env, "leaderboard/show.html")[0]
     macro = re.search(r"{% macro page_links.*?{% endmacro %}", source, re.S)
     assert macro is not None
     text = (macro.group(0) + "{% set suffix %}{{ raw }}{% endset %}"
-            "{{ page_links_html(page, pages, suffix, page_links) }}")
+            "{{ page_links_html(page, pages, raw if plain else suffix, page_links) }}")
 
     def render() -> str:
-        return render_template_string(text, page=page, pages=pages, raw=suffix,
+        return render_template_string(text, page=page, pages=pages, raw=suffix, plain=plain,
                                       page_links_html=board_rows.page_links_html)
 
     with app.test_request_context("/"):
@@ -355,6 +357,10 @@ def test_pager_links_are_kept_by_page_pages_and_query(app):
         kept, reference = _page_links(app, page, pages, suffix)
         assert kept == reference
     assert 'href="?page=4&amp;q=a%26b">4</a>' in kept
+    # the same characters as text print escaped: not the Markup suffix's kept links
+    _page_links(app, 2, 4, "&q=a")  # kept under the Markup "&amp;q=a"
+    kept, reference = _page_links(app, 2, 4, "&amp;q=a", plain=True)
+    assert kept == reference and "?page=4&amp;amp;q=a" in kept
 
 
 def test_board_pages_with_a_pager_match_every_row_rendered(app, client, world, tiny_data,
