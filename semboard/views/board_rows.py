@@ -20,6 +20,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from semboard.cache import LRU
+from semboard.services.boards import charts
 
 # Kept rows: (table context, row content, which ranks/groups are present) → the row's text as a
 # format string, its ranks then its groups as positional fields. Every input of the rendering
@@ -155,20 +156,47 @@ def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tupl
 # The CI table's rows (charts/_board_charts.html, macro point_row) by everything they print:
 # no rank is printed there, so a kept row is whole.
 _POINTS: LRU[str, str] = LRU(4096)
+# The same by the identity of the row parts its point is made from (charts.board_ci_point: the
+# run's names, kind, value and CI), with its group and compare link: a row read again for a new
+# version makes no point and no repr. Each entry holds the parts it names (see _BY_PARTS).
+_POINTS_BY_PARTS: LRU[tuple[Any, ...], tuple[tuple[Any, ...], str]] = LRU(4096)
 
 
-def point_rows_html(points: Sequence[dict[str, Any]], links: dict[int, str],
-                    macro: Callable[[Any, Any], str]) -> Markup:
-    """The rows of the board page's CI table, joined: each kept by its content, else rendered."""
+def _point_row(row: Any, metric: str, intervals: dict[int, Any], link: str | None,
+               macro: Callable[[Any, Any], str]) -> str:
+    """One run's CI-table row from its point ("" without a value), kept by what it prints."""
+    point = charts.board_ci_point(row, 0, intervals, metric)
+    if point is None:
+        return ""
     if not USE_KEPT:
-        return Markup("".join([str(macro(p, links.get(p["run_id"]))) for p in points]))
+        return str(macro(point, link))
+    key = repr((point["run"], point["kind"], point["score"], point["lo"], point["hi"],
+                point["group"], link))
+    found = _POINTS.get(key)
+    return found if found is not None else _POINTS.put(key, str(macro(point, link)))
+
+
+def point_rows_html(rows: Sequence[Any], metric: str, intervals: dict[int, Any],
+                    links: dict[int, str], macro: Callable[[Any, Any], str]) -> Markup:
+    """The rows of the board page's CI table, a row per run with a value, joined."""
+    if not USE_KEPT:
+        return Markup("".join([_point_row(row, metric, intervals, links.get(row.run_id), macro)
+                               for row in rows]))
     out = []
-    for point in points:
-        link = links.get(point["run_id"])
-        key = repr((point["run"], point["kind"], point["score"], point["lo"], point["hi"],
-                    point["group"], link))
-        found = _POINTS.get(key)
-        out.append(found if found is not None else _POINTS.put(key, str(macro(point, link))))
+    for row in rows:
+        link = links.get(row.run_id)
+        group = row.groups.get(metric)
+        if not (type(group) is int or group is None) or not (type(link) is str or link is None):
+            out.append(_point_row(row, metric, intervals, link, macro))  # == would join what
+            continue  # prints apart
+        parts = (row.run_id, row.team, row.run, row.baseline, row.contrastive, row.metrics,
+                 intervals.get(row.run_id))
+        key = (metric, *map(id, parts), group, link)
+        found = _POINTS_BY_PARTS.get(key)
+        if found is None:
+            found = _POINTS_BY_PARTS.put(key, (parts, _point_row(row, metric, intervals, link,
+                                                                 macro)))
+        out.append(found[1])
     return Markup("".join(out))
 
 

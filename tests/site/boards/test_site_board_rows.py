@@ -174,41 +174,77 @@ def test_board_page_after_uploads_matches_every_row_rendered(app, client, world,
     assert len(run_ids) == 3 and [link.replace("&amp;", "&") for link in links] == expected
 
 
-def test_ci_table_rows_follow_their_points(app):
-    """The CI table's kept rows: a changed group, score or compare link is rendered anew."""
+def _ci_rows(app: Any, rows: list[Row], intervals: dict[int, Any],
+             links: dict[int, str]) -> tuple[str, str]:
+    """The CI table's rows through kept rows and through a point and the macro for each row."""
     from flask import render_template_string
 
-    board_rows._POINTS.clear()
     # the page's macro as written (importing the template would run its body: a whole board)
     page = app.jinja_env.loader.get_source(app.jinja_env, "charts/_board_charts.html")[0]
     macro = re.search(r"{% macro point_row.*?{% endmacro %}", page, re.S)
     assert macro is not None
-    source = macro.group(0) + "{{ chart_rows(points, links, point_row) }}"
-    points = [{"run": "A / run1", "run_id": 1, "kind": "run", "score": 0.5, "lo": 0.4,
-               "hi": 0.6, "group": "G1"},
-              {"run": "<B> / base", "run_id": 2, "kind": "baseline", "score": -0.0, "lo": -0.0,
-               "hi": 0.1, "group": "baseline"}]
-    links = {1: "/tasks/t/compare?a=2&b=1"}
-
-    def both() -> tuple[str, str]:
-        kept = render_template_string(source, points=points, links=links)
+    source = macro.group(0) + "{{ chart_rows(rows, bc, point_row) }}"
+    bc = {"metric": COLUMNS[0], "intervals": intervals, "compare": links}
+    with app.test_request_context("/"):
+        kept = render_template_string(source, rows=rows, bc=bc)
         board_rows.USE_KEPT = False
         try:
-            return kept, render_template_string(source, points=points, links=links)
+            return kept, render_template_string(source, rows=rows, bc=bc)
         finally:
             board_rows.USE_KEPT = True
 
+
+def test_ci_table_rows_follow_their_points(app):
+    """The CI table's kept rows: a changed group, score, CI, kind or compare link is rendered
+    anew; a row without a value has none."""
+    board_rows._POINTS.clear()
+    board_rows._POINTS_BY_PARTS.clear()
+    rows = _rows()
+    rows[1] = _moved(rows[1], baseline=True)
+    intervals = dict(_board(rows).intervals)
+    links = {2: "/tasks/t/compare?a=1&b=2", 3: "/tasks/t/compare?a=1&b=3"}
+    first, reference = _ci_rows(app, rows, intervals, links)
+    assert first == reference and "G1" in first and "&lt;Beta&gt; / run2 (baseline)" in first
+    assert "-0.0000" in first and 'href="/tasks/t/compare?a=1&amp;b=2"' in first
+    assert "[0.4000, 0.7000]" in first and "Epsilon" not in first  # no value: no row
+    assert _ci_rows(app, rows, intervals, links) == (reference, reference)
+    rows[0] = _moved(rows[0], groups={"all": 2})
+    rows[1] = _moved(rows[1], metrics={**rows[1].metrics, "all": 0.0})
+    rows[2] = _moved(rows[2], contrastive=True, team="Gamma 2")
+    moved, reference = _ci_rows(app, rows, intervals, links)
+    assert moved == reference and "<td>G2</td>" in moved and "<td>G1</td>" not in moved
+    assert '"num">0.0000</td>' in moved and "<td>contrastive</td>" in moved
+    intervals[1] = {"all": (0.3, 0.8)}
+    links = {2: "/tasks/t/compare?a=3&b=2"}
+    relinked, reference = _ci_rows(app, rows, intervals, links)
+    assert relinked == reference and 'href="/tasks/t/compare?a=3&amp;b=2"' in relinked
+    assert "[0.3000, 0.8000]" in relinked and "b=3" not in relinked
+
+
+def test_a_ci_row_read_again_makes_no_point(app, monkeypatch):
+    """A merged board's row read for a new version (a copy sharing its parts, other ranks): its
+    CI-table row is found by its parts, no point made."""
+    from semboard.services.boards import charts
+
+    board_rows._POINTS_BY_PARTS.clear()
+    rows = _rows()
+    intervals = dict(_board(rows).intervals)
+    first, _ = _ci_rows(app, rows, intervals, {})
+    made = []
+    real = charts.board_ci_point
+    monkeypatch.setattr(charts, "board_ci_point", lambda *a: made.append(a) or real(*a))
+    moved = [_moved(r, ranks={k: v + 1 for k, v in r.ranks.items()}) for r in rows]
+    board_rows.USE_KEPT = True
+    from flask import render_template_string
+
+    page = app.jinja_env.loader.get_source(app.jinja_env, "charts/_board_charts.html")[0]
+    macro = re.search(r"{% macro point_row.*?{% endmacro %}", page, re.S)
+    assert macro is not None
     with app.test_request_context("/"):
-        first, reference = both()
-        assert first == reference and "G1" in first and "&lt;B&gt; / base (baseline)" in first
-        assert "-0.0000" in first and 'href="/tasks/t/compare?a=2&amp;b=1"' in first
-        points[0]["group"], points[1]["score"] = "G2", 0.0
-        moved, reference = both()
-        assert moved == reference and "G2" in moved and "G1" not in moved
-        assert '"num">0.0000</td>' in moved
-        links = {2: "/tasks/t/compare?a=1&b=2"}
-        relinked, reference = both()
-        assert relinked == reference and 'href="/tasks/t/compare?a=1&amp;b=2"' in relinked
+        again = render_template_string(
+            macro.group(0) + "{{ chart_rows(rows, bc, point_row) }}", rows=moved,
+            bc={"metric": COLUMNS[0], "intervals": intervals, "compare": {}})
+    assert again == first and made == []
 
 
 def test_braces_in_a_name_print_as_they_are(app):
