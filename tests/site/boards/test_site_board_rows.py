@@ -210,7 +210,7 @@ def test_ci_table_rows_follow_their_points(app):
     assert _ci_rows(app, rows, intervals, links) == (reference, reference)
     rows[0] = _moved(rows[0], groups={"all": 2})
     rows[1] = _moved(rows[1], metrics={**rows[1].metrics, "all": 0.0})
-    rows[2] = _moved(rows[2], contrastive=True, team="Gamma 2")
+    rows[2] = _moved(rows[2], contrastive=True)
     moved, reference = _ci_rows(app, rows, intervals, links)
     assert moved == reference and "<td>G2</td>" in moved and "<td>G1</td>" not in moved
     assert '"num">0.0000</td>' in moved and "<td>contrastive</td>" in moved
@@ -219,6 +219,9 @@ def test_ci_table_rows_follow_their_points(app):
     relinked, reference = _ci_rows(app, rows, intervals, links)
     assert relinked == reference and 'href="/tasks/t/compare?a=3&amp;b=2"' in relinked
     assert "[0.3000, 0.8000]" in relinked and "b=3" not in relinked
+    rows[2] = _moved(rows[2], team="Gamma 2")
+    renamed, reference = _ci_rows(app, rows, intervals, links)
+    assert renamed == reference and "Gamma 2 / run3" in renamed
 
 
 def test_a_ci_row_read_again_makes_no_point(app, monkeypatch):
