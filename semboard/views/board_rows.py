@@ -136,11 +136,12 @@ def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tupl
             groups = [row_groups.get(k) for k in ranked]
         else:
             groups = no_groups
+        values = ranks + groups
         parts = (row.run_id, row.team, row.run, row.baseline, row.flags, row.contrastive,
                  row.baseline_info, row.model, row.metrics, row.missing,
                  intervals.get(row.run_id))
-        key = (context_id, *map(id, parts), *[r is None for r in ranks],
-               *[g is None for g in groups])
+        # which ranks and groups are present: the kept text has a field for each
+        key = (context_id, *map(id, parts), *[v is None for v in values])
         found = _BY_PARTS.get(key)
         if found is None:
             kept = _kept(row, macro, context=context, columns=columns, ranked=ranked,
@@ -149,7 +150,11 @@ def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tupl
                 out.append(str(macro(row)))
                 continue
             found = _BY_PARTS.put(key, (parts, kept))
-        out.append(found[1].format(*map(_printed, ranks), *map(_printed, groups)))
+        for value in values:  # an int (every rank and group a board makes) prints as it is
+            if type(value) is not int and value is not None:
+                values = [_printed(v) for v in values]
+                break
+        out.append(found[1].format(*values))
     return Markup("".join(out))
 
 

@@ -456,3 +456,16 @@ def test_a_plain_view_packs_no_gzip_and_a_gzip_view_packs_once(app, client, worl
         again = client.get(url)
         assert "Content-Encoding" not in again.headers and len(packed) == 1
         assert again.data == gzip.decompress(views[0].data) == plain
+
+
+def test_a_rank_or_group_that_is_not_an_int_prints_escaped(app):
+    """Ranks and groups a board makes are ints; any other value is escaped as the template
+    escapes it."""
+    board_rows._BY_PARTS.clear()
+    rows = _rows()
+    board = _board(rows)
+    _both(app, board, rows, "genre")
+    rows[0] = _moved(rows[0], groups={"all": "<b>", "mean": 1.5},
+                     ranks={"all": True, "mean": 2})
+    again, reference = _both(app, board, rows, "genre")
+    assert again == reference and "G&lt;b&gt;" in again and "G1.5" in again
