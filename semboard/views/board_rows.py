@@ -5,8 +5,9 @@ rows only moved rank. A row is rendered (templates/leaderboard/_table.html, macr
 markers in place of its ranks and groups, cut at the markers and kept as a format string under
 everything else it shows; later versions format their ranks and groups into it. A page's rows
 are joined here, not in a template loop: the first view of a new version costs a look-up and a
-format per row, not a template per cell. The CI table's rows and the compare form's options are
-kept the same way (by what they print), so no part of a first view renders each row.
+format per row, not a template per cell. The CI table's rows, the compare form's options and
+the pager's links are kept the same way (by what they print), so no part of a first view
+renders a template per row or per page of the board.
 """
 
 from __future__ import annotations
