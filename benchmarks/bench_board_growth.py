@@ -2,6 +2,7 @@
 
     python benchmarks/bench_board_growth.py [--data ../shared/data] [--runs 20 500 2000 5000]
                                             [--uploads 7] [--before REV] [--site-dir DIR]
+                                            [--gzip]
 
 For each size: a scratch SQLite site with the real sts2012 task and N teams with one run each,
 seeded in bulk (seed_site): 10 runs go through the real `submit` (validated, stored, scored
@@ -15,7 +16,8 @@ unpacked from git, on the same database), a warm web worker in process:
 - upload to visible: --uploads runs submitted through the real `submit` service (validated,
   stored and scored, as in the request), then the post-commit step that stores the new board
   version (`jobs.boards.prepare_phase`); p50 of the two together and of the board step alone;
-- the first board page view after each upload against a task-list view (Flask test client).
+- the first board page view after each upload against a task-list view (Flask test client;
+  taken plain, or with --gzip asking for gzip as a browser does).
 
 Prints the figures with the load average, and the ratios of the largest board to the smallest;
 nothing is asserted.
@@ -52,6 +54,7 @@ from semboard.services.tasks import tasks
 from semboard.storage import LocalStorage
 
 url, uploads, folder, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+asked = {"Accept-Encoding": "gzip"} if sys.argv[5] == "gzip" else {}  # as a browser asks
 gold.SCORE_OPTIONS["resamples"] = 0
 app = create_app({"DATABASE_URL": url, "SECRET_KEY": "bench", "SEMBOARD_UPLOAD_DIR": uploads,
                   "SEMBOARD_INSTANCE_PATH": folder + "/instance", "SEMBOARD_BOARD_JOBS": "rq",
@@ -110,7 +113,7 @@ for i in range(count):
     visible.append((t2 - t0) * 1000)
     step.append((t2 - t1) * 1000)
     t3, c3 = time.perf_counter(), time.process_time()
-    assert client.get(page).status_code == 200
+    assert client.get(page, headers=asked).status_code == 200
     first_cpu.append((time.process_time() - c3) * 1000)
     t4 = time.perf_counter()
     assert client.get("/tasks").status_code == 200
@@ -183,11 +186,13 @@ def seed_site(folder: Path, release: Path, runs: int) -> dict[str, Any]:
     return {**site, "submit_s": time.perf_counter() - started}
 
 
-def measure(site: dict, folder: Path, root: Path, count: int) -> dict[str, float]:
+def measure(site: dict, folder: Path, root: Path, count: int,
+            gzip: bool = False) -> dict[str, float]:
     """Run the timing script in a fresh process importing the project from root."""
     env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run([sys.executable, "-c", _MEASURE, site["url"], site["uploads"],
-                           str(folder), str(count)], env=env, cwd=folder,
+                           str(folder), str(count), "gzip" if gzip else "plain"],
+                          env=env, cwd=folder,
                           capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"the timing process failed:\n{done.stderr[-4000:]}")
@@ -202,6 +207,8 @@ def main() -> None:
     parser.add_argument("--uploads", type=int, default=7)
     parser.add_argument("--before", help="a commit timed side by side on the same sites")
     parser.add_argument("--site-dir", type=Path, help="keep the sites here (reused when there)")
+    parser.add_argument("--gzip", action="store_true",
+                        help="the first view asks for gzip, as a browser does (default: plain)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = args.site_dir or Path(tmp)
@@ -213,36 +220,39 @@ def main() -> None:
                                      cwd=PROJECT_ROOT, check=True, capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(old_root)], input=archive, check=True)
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; medians in ms "
-              f"over {args.uploads} uploads; this tree" + (f" | {args.before}" if args.before
-                                                              else ""), flush=True)
-        figures = {}
+              f"over {args.uploads} uploads; first view {'gzip' if args.gzip else 'plain'}; "
+              f"this tree" + (f" | {args.before}" if args.before else ""), flush=True)
+        figures, before = {}, {}
         for runs in args.runs:
             folder = base / f"runs{runs}"
             folder.mkdir(parents=True, exist_ok=True)
             site = seed_site(folder, args.data / "sts2012" / "test", runs)
-            now = figures[runs] = measure(site, folder, PROJECT_ROOT, args.uploads)
+            now = figures[runs] = measure(site, folder, PROJECT_ROOT, args.uploads, args.gzip)
             line = (f"  {runs:>5} runs: upload->visible p50 {now['visible']:7.0f} ms (board "
                     f"step {now['step']:6.0f}, {now['step_cpu']:4.0f} CPU), first view after "
-                    f"upload {now['first'] / now['list']:5.1f}x a task list ({now['first']:.0f} "
-                    f"ms, {now['first_cpu']:.0f} CPU); {now['merged']} of {args.uploads} merged, "
+                    f"upload {now['first'] / now['list']:5.1f}x a task list ({now['first']:.1f} "
+                    f"ms, {now['first_cpu']:.1f} CPU); {now['merged']} of {args.uploads} merged, "
                     f"{now['incremental']} row by row")
             if args.before:
-                old = measure(site, folder, old_root, args.uploads)
+                old = before[runs] = measure(site, folder, old_root, args.uploads, args.gzip)
                 line += (f" | {old['visible']:7.0f} ms (step {old['step']:6.0f}, "
                          f"{old['step_cpu']:4.0f} CPU), first view "
-                         f"{old['first'] / old['list']:5.1f}x ({old['first']:.0f} ms, "
-                         f"{old['first_cpu']:.0f} CPU)")
+                         f"{old['first'] / old['list']:5.1f}x ({old['first']:.1f} ms, "
+                         f"{old['first_cpu']:.1f} CPU)")
             print(line, flush=True)
             print(f"    (site seeded in {site['submit_s']:.1f} s; load average "
                   f"{os.getloadavg()[0]:.2f})", flush=True)
         if len(figures) > 1:  # the growth: the largest board against the smallest
-            small, large = figures[min(figures)], figures[max(figures)]
-            print(f"  {max(figures)} / {min(figures)} runs: upload->visible "
-                  f"{large['visible'] / small['visible']:.2f}x (board step CPU "
-                  f"{large['step_cpu'] / small['step_cpu']:.2f}x), first view "
-                  f"{large['first'] / small['first']:.2f}x (CPU "
-                  f"{large['first_cpu'] / small['first_cpu']:.2f}x); load average "
-                  f"{os.getloadavg()[0]:.2f}", flush=True)
+            for name, got in (("this tree", figures), (args.before, before)):
+                if not got:
+                    continue
+                small, large = got[min(got)], got[max(got)]
+                print(f"  {max(got)} / {min(got)} runs, {name}: upload->visible "
+                      f"{large['visible'] / small['visible']:.2f}x (board step CPU "
+                      f"{large['step_cpu'] / small['step_cpu']:.2f}x), first view "
+                      f"{large['first'] / small['first']:.2f}x (CPU "
+                      f"{large['first_cpu'] / small['first_cpu']:.2f}x); load average "
+                      f"{os.getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,31 +1,46 @@
-"""A board table's rows as HTML, each rendered once per content and reused across versions.
+"""A board page's rows as HTML, each rendered once per content and reused across versions.
 
 After an upload a board has a new version, so its page's table is rendered again; most of its
 rows only moved rank. A row is rendered (templates/leaderboard/_table.html, macro table_row) with
-markers in place of its ranks and groups, cut at the markers and kept under everything else it
-shows; later versions splice their ranks and groups into the kept text. The first view of a
-new version then costs a few dict look-ups per row, not a template per cell.
+markers in place of its ranks and groups, cut at the markers and kept as a format string under
+everything else it shows; later versions format their ranks and groups into it. A page's rows
+are joined here, not in a template loop: the first view of a new version costs a look-up and a
+format per row, not a template per cell. The CI table's rows, the compare form's options and
+the pager's links are kept the same way (by what they print), so no part of a first view
+renders a template per row or per page of the board.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from markupsafe import Markup, escape
 
 from semboard.cache import LRU
+from semboard.services.boards import charts
 
-# Kept rows: (table context, row content, which ranks/groups are present) → text pieces and the
-# slots between them (("r" | "g", column index)). Every input of the rendering is in the key,
-# so an entry is never wrong, only evicted. 100 rows a page: 40 pages (a few KB a row).
-_ROWS: LRU[tuple[Any, ...], tuple[tuple[str, ...], tuple[tuple[str, int], ...]]] = LRU(4096)
+# Kept rows: (table context, row content, which ranks/groups are present) → the row's text as a
+# format string, its ranks then its groups as positional fields. Every input of the rendering
+# is in the key, so an entry is never wrong, only evicted. 100 rows a page: 40 pages (a few KB a
+# row).
+_ROWS: LRU[tuple[Any, ...], str] = LRU(4096)
+# The same texts by the identity of a row's parts (a merged board keeps the objects of the rows
+# it did not change, and a board's rows are read-only): each entry holds the parts it names, so
+# no other object can take their ids while it lives. A row seen before costs no repr.
+_BY_PARTS: LRU[tuple[Any, ...], tuple[tuple[Any, ...], str]] = LRU(4096)
 # Rendering every row in full (no kept text): the reference path the tests compare against.
 USE_KEPT = True
 
 _MARK = "\x1e"
 _SLOT = re.compile("\x1e([rg])(\\d+)\x1e")
+# A small number for each table context (a tuple of tuples hashes anew every time it is used).
+_CONTEXTS: dict[tuple[Any, ...], int] = {}
+_NEXT_CONTEXT = itertools.count()
+_CONTEXTS_LOCK = threading.Lock()
 
 
 class _Slot:
@@ -60,56 +75,176 @@ def table_context(columns: list[Any], *, sig: Any, params: bool, shown: str,
             shown, tuple(sorted(breakdown_of.items())), run_url)
 
 
-def row_html(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
-             columns: list[Any], sig: Any, intervals: dict[int, Any]) -> Markup:
-    """One table row: its kept text with this version's ranks and groups, else rendered."""
-    ranked = [c.key for c in columns if c.ranked]
-    row_ranks = row.ranks  # made per read on a merged board: read once
-    ranks = [row_ranks.get(k) for k in ranked]
-    groups = [row.groups.get(k) for k in ranked] if sig else [None] * len(ranked)
-    if not USE_KEPT:
-        return Markup(macro(row))
+def _context_id(context: tuple[Any, ...]) -> int:
+    with _CONTEXTS_LOCK:
+        found = _CONTEXTS.get(context)
+        if found is None:
+            if len(_CONTEXTS) >= 256:  # bounded: an old context's rows are keyed again
+                _CONTEXTS.clear()
+            found = _CONTEXTS[context] = next(_NEXT_CONTEXT)
+        return found
+
+
+def _kept(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
+          columns: list[Any], ranked: list[str], ranks: list[Any], groups: list[Any],
+          intervals: dict[int, Any]) -> str | None:
+    """The row's format string (rendered with slots when not kept); None: not keepable."""
     # repr keeps apart what == joins and the page prints differently (1 and 1.0, 0.0 and -0.0)
     content = repr((row.run_id, row.team, row.run, row.baseline, row.flags, row.contrastive,
                     row.baseline_info, row.model, [row.metrics.get(c.key) for c in columns],
                     [row.missing.get(c.key) for c in columns], intervals.get(row.run_id)))
     key = (context, content, tuple(r is None for r in ranks), tuple(g is None for g in groups))
     kept = _ROWS.get(key)
-    if kept is None:
-        marked = _Marked(
-            row, {k: _Slot("r", i) for i, k in enumerate(ranked) if ranks[i] is not None},
-            {k: _Slot("g", i) for i, k in enumerate(ranked) if groups[i] is not None})
-        cut = _SLOT.split(str(macro(marked)))
-        texts = tuple(cut[0::3])
-        slots = tuple((k, int(i)) for k, i in zip(cut[1::3], cut[2::3], strict=True))
-        # a rank prints in three places (data-rank, title, #n), a group in two (title, Gn)
-        expected = (3 * sum(r is not None for r in ranks)
-                    + 2 * sum(g is not None for g in groups))
-        if len(slots) != expected or any(_MARK in t for t in texts):
-            return Markup(macro(row))  # a marker in the row's own text: rendered, not kept
-        kept = _ROWS.put(key, (texts, slots))
-    texts, slots = kept
+    if kept is not None:
+        return kept
+    marked = _Marked(
+        row, {k: _Slot("r", i) for i, k in enumerate(ranked) if ranks[i] is not None},
+        {k: _Slot("g", i) for i, k in enumerate(ranked) if groups[i] is not None})
+    cut = _SLOT.split(str(macro(marked)))
+    texts = cut[0::3]
+    # a rank prints in three places (data-rank, title, #n), a group in two (title, Gn)
+    expected = 3 * sum(r is not None for r in ranks) + 2 * sum(g is not None for g in groups)
+    if len(cut[1::3]) != expected or any(_MARK in t for t in texts):
+        return None  # a marker in the row's own text: rendered each time, not kept
+    # the fields: ranks first (0..n-1), then groups (n..2n-1); braces of the text doubled
+    fields = [f"{{{int(i) + (len(ranked) if kind == 'g' else 0)}}}"
+              for kind, i in zip(cut[1::3], cut[2::3], strict=True)]
+    pieces = [t.replace("{", "{{").replace("}", "}}") for t in texts]
+    return _ROWS.put(key, "".join(itertools.chain.from_iterable(
+        itertools.zip_longest(pieces, fields, fillvalue=""))))
+
+
+def _printed(value: Any) -> Any:
     # an int prints as str() does (escape would make a Markup of it, most of a splice's cost)
-    values = [str(v) if type(v) is int else str(escape(v))
-              for v in (ranks[i] if kind == "r" else groups[i] for kind, i in slots)]
-    out = [texts[0]]
-    for value, text in zip(values, texts[1:], strict=True):
-        out.append(value)
-        out.append(text)
+    return value if type(value) is int or value is None else str(escape(value))
+
+
+def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tuple[Any, ...],
+              columns: list[Any], sig: Any, intervals: dict[int, Any]) -> Markup:
+    """A page's table rows, joined: each row's kept text with this version's ranks and groups
+    (else rendered)."""
+    if not USE_KEPT:
+        return Markup("".join([str(macro(row)) for row in rows]))
+    ranked = [c.key for c in columns if c.ranked]
+    no_groups = [None] * len(ranked)
+    context_id = _context_id(context)
+    out = []
+    for row in rows:
+        row_ranks = row.ranks  # made per read on a merged board: read once
+        ranks = [row_ranks.get(k) for k in ranked]
+        if sig:
+            row_groups = row.groups
+            groups = [row_groups.get(k) for k in ranked]
+        else:
+            groups = no_groups
+        values = ranks + groups
+        parts = (row.run_id, row.team, row.run, row.baseline, row.flags, row.contrastive,
+                 row.baseline_info, row.model, row.metrics, row.missing,
+                 intervals.get(row.run_id))
+        # which ranks and groups are present: the kept text has a field for each
+        key = (context_id, *map(id, parts), *[v is None for v in values])
+        found = _BY_PARTS.get(key)
+        if found is None:
+            kept = _kept(row, macro, context=context, columns=columns, ranked=ranked,
+                         ranks=ranks, groups=groups, intervals=intervals)
+            if kept is None:
+                out.append(str(macro(row)))
+                continue
+            found = _BY_PARTS.put(key, (parts, kept))
+        for value in values:  # an int (every rank and group a board makes) prints as it is
+            if type(value) is not int and value is not None:
+                values = [_printed(v) for v in values]
+                break
+        out.append(found[1].format(*values))
     return Markup("".join(out))
 
 
 # The CI table's rows (charts/_board_charts.html, macro point_row) by everything they print:
 # no rank is printed there, so a kept row is whole.
-_POINTS: LRU[str, Markup] = LRU(4096)
+_POINTS: LRU[str, str] = LRU(4096)
+# The same by the identity of the row parts its point is made from (charts.board_ci_point: the
+# run's names, kind, value and CI), with its group and compare link: a row read again for a new
+# version makes no point and no repr. Each entry holds the parts it names (see _BY_PARTS).
+_POINTS_BY_PARTS: LRU[tuple[Any, ...], tuple[tuple[Any, ...], str]] = LRU(4096)
 
 
-def point_row_html(point: dict[str, Any], link: str | None,
-                   macro: Callable[[Any, Any], str]) -> Markup:
-    """One row of the board page's CI table: kept by its content, else rendered."""
+def _point_row(row: Any, metric: str, intervals: dict[int, Any], link: str | None,
+               macro: Callable[[Any, Any], str]) -> str:
+    """One run's CI-table row from its point ("" without a value), kept by what it prints."""
+    point = charts.board_ci_point(row, 0, intervals, metric)
+    if point is None:
+        return ""
     if not USE_KEPT:
-        return Markup(macro(point, link))
+        return str(macro(point, link))
     key = repr((point["run"], point["kind"], point["score"], point["lo"], point["hi"],
                 point["group"], link))
     found = _POINTS.get(key)
-    return found if found is not None else _POINTS.put(key, Markup(macro(point, link)))
+    return found if found is not None else _POINTS.put(key, str(macro(point, link)))
+
+
+def point_rows_html(rows: Sequence[Any], metric: str, intervals: dict[int, Any],
+                    links: dict[int, str], macro: Callable[[Any, Any], str]) -> Markup:
+    """The rows of the board page's CI table, a row per run with a value, joined."""
+    if not USE_KEPT:
+        return Markup("".join([_point_row(row, metric, intervals, links.get(row.run_id), macro)
+                               for row in rows]))
+    out = []
+    for row in rows:
+        link = links.get(row.run_id)
+        group = row.groups.get(metric)
+        if not (type(group) is int or group is None) or not (type(link) is str or link is None):
+            out.append(_point_row(row, metric, intervals, link, macro))  # == would join what
+            continue  # prints apart
+        parts = (row.run_id, row.team, row.run, row.baseline, row.contrastive, row.metrics,
+                 intervals.get(row.run_id))
+        key = (metric, *map(id, parts), group, link)
+        found = _POINTS_BY_PARTS.get(key)
+        if found is None:
+            found = _POINTS_BY_PARTS.put(key, (parts, _point_row(row, metric, intervals, link,
+                                                                 macro)))
+        out.append(found[1])
+    return Markup("".join(out))
+
+
+# The compare form's options (charts/_board_charts.html, macro run_option), plain and selected,
+# by what they print.
+_OPTIONS: LRU[tuple[Any, ...], tuple[str, str]] = LRU(4096)
+
+
+def run_options_html(rows: Sequence[Any],
+                     macro: Callable[[Any, bool], str]) -> tuple[Markup, Markup]:
+    """The compare form's two selects' options, a row each: the first row selected in the
+    first, the second in the second."""
+    if not USE_KEPT:
+        return (Markup("".join([str(macro(row, i == 0)) for i, row in enumerate(rows)])),
+                Markup("".join([str(macro(row, i == 1)) for i, row in enumerate(rows)])))
+    plain, chosen = [], []
+    for row in rows:
+        key = (row.run_id, row.team, row.run)
+        if type(key[0]) is not int or type(key[1]) is not str or type(key[2]) is not str:
+            found = (str(macro(row, False)), str(macro(row, True)))  # == would join what
+        else:  # prints apart
+            found = _OPTIONS.get(key) or _OPTIONS.put(
+                key, (str(macro(row, False)), str(macro(row, True))))
+        plain.append(found[0])
+        chosen.append(found[1])
+    first = chosen[:1] + plain[1:]
+    second = plain[:1] + chosen[1:2] + plain[2:]
+    return Markup("".join(first)), Markup("".join(second))
+
+
+# The board pager's links to every page (leaderboard/show.html, macro page_links) by its
+# arguments: one link per page of the board, the same for every version with as many pages.
+_PAGE_LINKS: LRU[tuple[int, int, str], str] = LRU(256)
+
+
+def page_links_html(page: int, pages: int, suffix: Markup,
+                    macro: Callable[[int, int, Markup], str]) -> Markup:
+    """The pager's page links: kept by page, pages and the query they carry, else rendered."""
+    if (not USE_KEPT or type(page) is not int or type(pages) is not int
+            or type(suffix) is not Markup):  # == would join what prints apart
+        return Markup(macro(page, pages, suffix))
+    key = (page, pages, str(suffix))
+    found = _PAGE_LINKS.get(key)
+    return Markup(found if found is not None else _PAGE_LINKS.put(key, str(macro(page, pages,
+                                                                               suffix))))

@@ -29,10 +29,10 @@ from semboard.views.common import bp, db, load_phase, load_task, me, now
 from semboard.web import files
 
 PER_PAGE = 100
-# Whole anonymous pages (plain and gzip) by ETag, kept a minute: the ETag holds the version, so
-# an entry is never stale in content; the minute bounds the age of the page's clock (data-now,
-# which only countdowns read, and a board page has none).
-_PAGES: LRU[str, tuple[float, bytes, bytes]] = LRU(64)
+# Whole anonymous pages (plain, and gzip once asked for) by ETag, kept a minute: the ETag holds
+# the version, so an entry is never stale in content; the minute bounds the age of the page's
+# clock (data-now, which only countdowns read, and a board page has none).
+_PAGES: LRU[str, tuple[float, bytes, bytes | None]] = LRU(64)
 PAGE_TTL_S = 60.0
 # Rendered table fragments per (database, phase, version, page, search): the version comes from
 # the database, so a fragment is never stale; this spares re-rendering the same rows.
@@ -87,14 +87,14 @@ def _render_table(board: leaderboard.Leaderboard, rows: list[leaderboard.Row],
         columns, sig=sig, params=bool(board.has_models), shown=shown, breakdown_of=breakdown_of,
         run_url=url_for("web.run", run_id=_URL_ID))
 
-    def row_html(row: leaderboard.Row, macro: Any) -> Markup:
-        return board_rows.row_html(row, macro, context=context, columns=columns, sig=sig,
-                                   intervals=intervals)
+    def rows_html(rows: list[leaderboard.Row], macro: Any) -> Markup:
+        return board_rows.rows_html(rows, macro, context=context, columns=columns, sig=sig,
+                                    intervals=intervals)
 
     return Markup(render_template(
         "leaderboard/_table.html", board=board, rows=rows, intervals=intervals,
         shown=shown, breakdown_of=breakdown_of, group_name=breakdowns.group_name,
-        row_html=row_html))
+        rows_html=rows_html))
 
 
 
@@ -174,7 +174,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         kept = _PAGES.get(etag)
         if kept is not None and time.monotonic() - kept[0] < PAGE_TTL_S:
             compressed = files.gzip_ok()
-            return files.respond(kept[2] if compressed else kept[1], etag=etag,
+            return files.respond(_kept_page(etag, kept, compressed=compressed), etag=etag,
                                  mimetype="text/html", compressed=compressed,
                                  public=phase.visibility == "public")
     board = prepared.board(task, phase)
@@ -208,17 +208,30 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         is_organiser=access.is_organiser(session_, user, task),
         csv_url=url_for("web.leaderboard_csv", task_name=task.name, phase_slug=phase.slug),
         json_url=url_for("web.leaderboard_json", task_name=task.name, phase_slug=phase.slug),
+        page_links_html=board_rows.page_links_html,
     )
     compressed = files.gzip_ok()
     body = html.encode()
     if etag is not None:
-        packed = gzip.compress(body, compresslevel=6, mtime=0)
-        _PAGES.put(etag, (time.monotonic(), body, packed))
-        body = packed if compressed else body
+        body = _kept_page(etag, _PAGES.put(etag, (time.monotonic(), body, None)),
+                          compressed=compressed)
     elif compressed:
         body = gzip.compress(body, compresslevel=5, mtime=0)
     return files.respond(body, etag=etag, mimetype="text/html", compressed=compressed,
                     public=etag is not None and phase.visibility == "public")
+
+
+def _kept_page(etag: str, kept: tuple[float, bytes, bytes | None], *,
+               compressed: bool) -> bytes:
+    """A kept page's bytes, plain or gzip; packed when first asked for (a view that takes
+    the page plain pays no compression of a whole page)."""
+    made, plain, packed = kept
+    if not compressed:
+        return plain
+    if packed is None:  # two threads may pack at once: each keeps the same bytes
+        packed = gzip.compress(plain, compresslevel=6, mtime=0)
+        _PAGES.put(etag, (made, plain, packed))
+    return packed
 
 
 @bp.get("/tasks/<task_name>/leaderboard.csv")

@@ -42,9 +42,17 @@ _URL_ID = 918_273_645_546_372_819  # a run id no URL prefix contains
 
 
 @bp.app_template_global()
-def chart_row(point: dict[str, Any], link: str | None, macro: Any) -> Markup:
-    """One row of a board page's CI table (kept by its content: views/board_rows)."""
-    return board_rows.point_row_html(point, link, macro)
+def chart_rows(rows: list[Any], charts_: dict[str, Any], macro: Any) -> Markup:
+    """The rows of a board page's CI table, its page's runs with a value (kept by what they
+    print: views/board_rows)."""
+    return board_rows.point_rows_html(rows, charts_["metric"].key, charts_["intervals"],
+                                      charts_["compare"], macro)
+
+
+@bp.app_template_global()
+def run_options(rows: list[Any], macro: Any) -> tuple[Markup, Markup]:
+    """The compare form's two selects' options of a board page's runs (kept: views/board_rows)."""
+    return board_rows.run_options_html(rows, macro)
 
 
 @bp.app_template_global()
@@ -65,11 +73,11 @@ def board_charts(board: Any, intervals: Any, version: str, rows: list[Any]) -> d
         compare = {row.run_id: f"{head}{int(row.run_id)}{tail}" for row in rows
                    if row.run_id != leader}
     if metric is None:
-        return {"metric": None, "ci": False, "heatmap": False, "points": [], "compare": compare}
-    points = [p for row in rows
-              if (p := charts.board_ci_point(row, 0, intervals, metric.key)) is not None]
-    return {"metric": metric, "ci": bool(points) or charts.board_has_ci(board, metric.key),
-            "heatmap": charts.board_has_heatmap(board), "points": points, "compare": compare}
+        return {"metric": None, "ci": False, "heatmap": False, "compare": compare}
+    # the CI table's points are made where its rows are (chart_rows), the kept ones not at all
+    return {"metric": metric, "ci": charts.board_has_ci(board, metric.key),
+            "heatmap": charts.board_has_heatmap(board), "intervals": intervals,
+            "compare": compare}
 
 
 @bp.app_template_global()

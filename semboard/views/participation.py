@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import abort, flash, redirect, render_template, request, session, url_for
+from flask import abort, flash, g, redirect, render_template, request, session, url_for
 from flask_login import login_required
 
 from semboard.models import Task
@@ -44,6 +44,7 @@ def _unlisted_tasks() -> None:
     if participation.can_find(db(), task=task, user=me(), key=key or known.get(task.name)):
         if key and participation.can_find(db(), task=task, user=None, key=key):
             session[KEYS] = {**known, task.name: key}  # the cookie remembers the link
+        g.address_task = task  # load_task's, when the view asks for it by name
         return
     abort(404)
 

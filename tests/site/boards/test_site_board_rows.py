@@ -174,39 +174,298 @@ def test_board_page_after_uploads_matches_every_row_rendered(app, client, world,
     assert len(run_ids) == 3 and [link.replace("&amp;", "&") for link in links] == expected
 
 
-def test_ci_table_rows_follow_their_points(app):
-    """The CI table's kept rows: a changed group, score or compare link is rendered anew."""
+def _ci_rows(app: Any, rows: list[Row], intervals: dict[int, Any],
+             links: dict[int, str]) -> tuple[str, str]:
+    """The CI table's rows through kept rows and through a point and the macro for each row."""
     from flask import render_template_string
 
-    board_rows._POINTS.clear()
     # the page's macro as written (importing the template would run its body: a whole board)
     page = app.jinja_env.loader.get_source(app.jinja_env, "charts/_board_charts.html")[0]
     macro = re.search(r"{% macro point_row.*?{% endmacro %}", page, re.S)
     assert macro is not None
-    source = (macro.group(0) + "{% for p in points %}"
-              "{{ chart_row(p, links.get(p.run_id), point_row) }}{% endfor %}")
-    points = [{"run": "A / run1", "run_id": 1, "kind": "run", "score": 0.5, "lo": 0.4,
-               "hi": 0.6, "group": "G1"},
-              {"run": "<B> / base", "run_id": 2, "kind": "baseline", "score": -0.0, "lo": -0.0,
-               "hi": 0.1, "group": "baseline"}]
-    links = {1: "/tasks/t/compare?a=2&b=1"}
-
-    def both() -> tuple[str, str]:
-        kept = render_template_string(source, points=points, links=links)
+    source = macro.group(0) + "{{ chart_rows(rows, bc, point_row) }}"
+    bc = {"metric": COLUMNS[0], "intervals": intervals, "compare": links}
+    with app.test_request_context("/"):
+        kept = render_template_string(source, rows=rows, bc=bc)
         board_rows.USE_KEPT = False
         try:
-            return kept, render_template_string(source, points=points, links=links)
+            return kept, render_template_string(source, rows=rows, bc=bc)
         finally:
             board_rows.USE_KEPT = True
 
+
+def test_ci_table_rows_follow_their_points(app):
+    """The CI table's kept rows: a changed group, score, CI, kind or compare link is rendered
+    anew; a row without a value has none."""
+    board_rows._POINTS.clear()
+    board_rows._POINTS_BY_PARTS.clear()
+    rows = _rows()
+    rows[1] = _moved(rows[1], baseline=True)
+    intervals = dict(_board(rows).intervals)
+    links = {2: "/tasks/t/compare?a=1&b=2", 3: "/tasks/t/compare?a=1&b=3"}
+    first, reference = _ci_rows(app, rows, intervals, links)
+    assert first == reference and "G1" in first and "&lt;Beta&gt; / run2 (baseline)" in first
+    assert "-0.0000" in first and 'href="/tasks/t/compare?a=1&amp;b=2"' in first
+    assert "[0.4000, 0.7000]" in first and "Epsilon" not in first  # no value: no row
+    assert _ci_rows(app, rows, intervals, links) == (reference, reference)
+    rows[0] = _moved(rows[0], groups={"all": 2})
+    rows[1] = _moved(rows[1], metrics={**rows[1].metrics, "all": 0.0})
+    rows[2] = _moved(rows[2], contrastive=True)
+    moved, reference = _ci_rows(app, rows, intervals, links)
+    assert moved == reference and "<td>G2</td>" in moved and "<td>G1</td>" not in moved
+    assert '"num">0.0000</td>' in moved and "<td>contrastive</td>" in moved
+    intervals[1] = {"all": (0.3, 0.8)}
+    links = {2: "/tasks/t/compare?a=3&b=2"}
+    relinked, reference = _ci_rows(app, rows, intervals, links)
+    assert relinked == reference and 'href="/tasks/t/compare?a=3&amp;b=2"' in relinked
+    assert "[0.3000, 0.8000]" in relinked and "b=3" not in relinked
+    rows[2] = _moved(rows[2], team="Gamma 2")
+    renamed, reference = _ci_rows(app, rows, intervals, links)
+    assert renamed == reference and "Gamma 2 / run3" in renamed
+
+
+def test_a_ci_row_read_again_makes_no_point(app, monkeypatch):
+    """A merged board's row read for a new version (a copy sharing its parts, other ranks): its
+    CI-table row is found by its parts, no point made."""
+    from semboard.services.boards import charts
+
+    board_rows._POINTS_BY_PARTS.clear()
+    rows = _rows()
+    intervals = dict(_board(rows).intervals)
+    first, _ = _ci_rows(app, rows, intervals, {})
+    made = []
+    real = charts.board_ci_point
+    monkeypatch.setattr(charts, "board_ci_point", lambda *a: made.append(a) or real(*a))
+    moved = [_moved(r, ranks={k: v + 1 for k, v in r.ranks.items()}) for r in rows]
+    board_rows.USE_KEPT = True
+    from flask import render_template_string
+
+    page = app.jinja_env.loader.get_source(app.jinja_env, "charts/_board_charts.html")[0]
+    macro = re.search(r"{% macro point_row.*?{% endmacro %}", page, re.S)
+    assert macro is not None
     with app.test_request_context("/"):
-        first, reference = both()
-        assert first == reference and "G1" in first and "&lt;B&gt; / base (baseline)" in first
-        assert "-0.0000" in first and 'href="/tasks/t/compare?a=2&amp;b=1"' in first
-        points[0]["group"], points[1]["score"] = "G2", 0.0
-        moved, reference = both()
-        assert moved == reference and "G2" in moved and "G1" not in moved
-        assert '"num">0.0000</td>' in moved
-        links = {2: "/tasks/t/compare?a=1&b=2"}
-        relinked, reference = both()
-        assert relinked == reference and 'href="/tasks/t/compare?a=1&amp;b=2"' in relinked
+        again = render_template_string(
+            macro.group(0) + "{{ chart_rows(rows, bc, point_row) }}", rows=moved,
+            bc={"metric": COLUMNS[0], "intervals": intervals, "compare": {}})
+    assert again == first and made == []
+
+
+def test_braces_in_a_name_print_as_they_are(app):
+    """A kept row is a format string: a name's braces are text, not fields."""
+    board_rows._ROWS.clear()
+    board_rows._BY_PARTS.clear()
+    rows = _rows()
+    rows[0].team, rows[2].run = "{0} {x} }{", "run {{1}}"
+    board = _board(rows)
+    first, reference = _both(app, board, rows, "genre")
+    assert first == reference and "{0} {x} }{" in first and "run {{1}}" in first
+    again, _ = _both(app, board, rows, "genre")
+    assert again == reference
+
+
+def _moved(row: Row, **changed: Any) -> Row:
+    """A shallow copy with other values, as a merged board's RankedRows reads a row."""
+    copy = Row.__new__(Row)
+    copy.__dict__.update(row.__dict__)
+    copy.__dict__.update(changed)
+    return copy
+
+
+def test_a_row_read_again_is_found_by_its_parts(app):
+    """A merged board's row read for a new version: a copy sharing its parts, other ranks and
+    groups; its kept text is found without a repr or a render, with the new numbers."""
+    board_rows._ROWS.clear()
+    board_rows._BY_PARTS.clear()
+    rows = _rows()
+    board = _board(rows)
+    _both(app, board, rows, "genre")
+    kept, found = len(board_rows._ROWS), len(board_rows._BY_PARTS)
+    moved = [_moved(r, ranks={k: v + 2 for k, v in r.ranks.items()},
+                    groups={k: v + 1 for k, v in r.groups.items()}) for r in rows]
+    contents = []
+    real_kept = board_rows._kept
+    board_rows._kept = lambda row, *a, **k: contents.append(row) or real_kept(row, *a, **k)
+    try:
+        again, reference = _both(app, board, moved, "genre")
+    finally:
+        board_rows._kept = real_kept
+    assert again == reference and 'title="rank 5 by ALL">#5' in again and "G3" in again
+    assert contents == [] and len(board_rows._ROWS) == kept
+    assert len(board_rows._BY_PARTS) == found
+
+
+@pytest.mark.parametrize("change", [
+    {"flags": ["*"]}, {"baseline": True}, {"contrastive": False}, {"contrastive": None},
+    {"baseline_info": {"method": "lcs"}}, {"model": {**MODEL, "clipped": 4}},
+    {"missing": {"sts/news/pearson": "no gold"}}, {"run": "renamed"}, {"team": "Renamed"},
+    {"metrics": {"all": 1, "mean": 1.0}}, {"run_id": 77}])
+def test_a_row_with_another_part_is_not_found_by_the_old_parts(app, change):
+    """Each part a row prints is in its key: a copy with one part replaced prints that part."""
+    board_rows._ROWS.clear()
+    board_rows._BY_PARTS.clear()
+    rows = _rows()
+    board = _board(rows)
+    board.intervals = {**board.intervals, 77: {"all": (0.1, 0.2)}}
+    _both(app, board, rows, "genre")
+    changed = [_moved(r, **change) for r in rows]
+    again, reference = _both(app, board, changed, "genre")
+    assert again == reference
+
+
+def test_a_row_with_another_interval_is_not_found_by_the_old_parts(app):
+    board_rows._BY_PARTS.clear()
+    rows = _rows()
+    board = _board(rows)
+    first, _ = _both(app, board, rows, "genre")
+    board.intervals = {**board.intervals, 1: {"all": (0.1, 0.2)}}
+    again, reference = _both(app, board, rows, "genre")
+    assert again == reference and again != first and "[0.100, 0.200]" in again
+
+
+def _options(app: Any, rows: list[Any]) -> tuple[tuple[str, str], tuple[str, str]]:
+    """The compare form's selects through kept options and through the macro for each row."""
+    from flask import render_template_string
+
+    page = app.jinja_env.loader.get_source(app.jinja_env, "charts/_board_charts.html")[0]
+    macro = re.search(r"{% macro run_option.*?{% endmacro %}", page, re.S)
+    assert macro is not None
+    source = macro.group(0) + ("{% set o = run_options(rows, run_option) %}"
+                               "{{ o[0] }}|{{ o[1] }}")
+    with app.test_request_context("/"):
+        kept = render_template_string(source, rows=rows).split("|")
+        board_rows.USE_KEPT = False
+        try:
+            reference = render_template_string(source, rows=rows).split("|")
+        finally:
+            board_rows.USE_KEPT = True
+    return (kept[0], kept[1]), (reference[0], reference[1])
+
+
+def test_compare_options_are_kept_by_what_they_print(app):
+    from markupsafe import Markup
+
+    board_rows._OPTIONS.clear()
+    rows = _rows()
+    kept, reference = _options(app, rows)
+    assert kept == reference
+    assert kept[0].startswith('<option value="1" selected>Alpha &amp; Co / run1</option>')
+    assert '<option value="2" selected>&lt;Beta&gt; / run2</option>' in kept[1]
+    assert kept[1].startswith('<option value="1" >') and kept[0].count("selected") == 1
+    assert _options(app, rows) == (reference, reference)  # from the kept options now
+    # a Markup team equals the plain text but prints unescaped: not the plain one's option
+    rows[0] = _moved(rows[0], team=Markup("Alpha & Co"))
+    kept, reference = _options(app, rows)
+    assert kept == reference and ">Alpha & Co / run1<" in kept[0]
+    for few in (rows[:1], []):
+        kept, reference = _options(app, few)
+        assert kept == reference
+
+
+def _page_links(app: Any, page: int, pages: int, suffix: str,
+                plain: bool = False) -> tuple[str, str]:
+    """The pager's page links kept and rendered (the macro of leaderboard/show.html); plain:
+    the suffix passed as text, not as the template's Markup."""
+    from flask import render_template_string
+
+    source = app.jinja_env.loader.get_source(app.jinja_env, "leaderboard/show.html")[0]
+    macro = re.search(r"{% macro page_links.*?{% endmacro %}", source, re.S)
+    assert macro is not None
+    text = (macro.group(0) + "{% set suffix %}{{ raw }}{% endset %}"
+            "{{ page_links_html(page, pages, raw if plain else suffix, page_links) }}")
+
+    def render() -> str:
+        return render_template_string(text, page=page, pages=pages, raw=suffix, plain=plain,
+                                      page_links_html=board_rows.page_links_html)
+
+    with app.test_request_context("/"):
+        kept = render()
+        board_rows.USE_KEPT = False
+        try:
+            return kept, render()
+        finally:
+            board_rows.USE_KEPT = True
+
+
+def test_pager_links_are_kept_by_page_pages_and_query(app):
+    board_rows._PAGE_LINKS.clear()
+    kept, reference = _page_links(app, 2, 4, "")
+    assert kept == reference and '<strong aria-current="page">2</strong>' in kept
+    assert kept.count('<a href="?page=') == 3
+    assert _page_links(app, 2, 4, "") == (reference, reference)  # kept now
+    for page, pages, suffix in ((3, 4, ""), (2, 5, ""), (2, 4, "&q=a%26b")):
+        kept, reference = _page_links(app, page, pages, suffix)
+        assert kept == reference
+    assert 'href="?page=4&amp;q=a%26b">4</a>' in kept
+    # the same characters as text print escaped: not the Markup suffix's kept links
+    _page_links(app, 2, 4, "&q=a")  # kept under the Markup "&amp;q=a"
+    kept, reference = _page_links(app, 2, 4, "&amp;q=a", plain=True)
+    assert kept == reference and "?page=4&amp;amp;q=a" in kept
+
+
+def test_board_pages_with_a_pager_match_every_row_rendered(app, client, world, tiny_data,
+                                                           monkeypatch):
+    """A board of several pages after an upload: pages, search and pager as rendered anew."""
+    monkeypatch.setattr(board_views, "PER_PAGE", 1)
+    board_rows._PAGE_LINKS.clear()
+    for key, seed, noise in (("a", 1, 2.0), ("b", 2, 1.0), ("a", 3, 0.05)):
+        _upload(client, world, tiny_data, key, seed, noise)
+    pages = {}
+    for query in ("", "?page=2", "?page=3&q=run", "?q=run%20%26"):
+        board_views._FRAGMENTS.clear()
+        board_views._PAGES.clear()
+        url = f"/tasks/tiny/leaderboard/eval{query}"
+        kept = re.sub(r'data-now="[^"]*"', "", client.get(url).get_data(as_text=True))
+        board_views._FRAGMENTS.clear()
+        board_views._PAGES.clear()
+        board_rows.USE_KEPT = False
+        try:
+            reference = re.sub(r'data-now="[^"]*"', "",
+                               client.get(url).get_data(as_text=True))
+        finally:
+            board_rows.USE_KEPT = True
+        assert kept == reference, query
+        pages[query] = kept
+    assert '<strong aria-current="page">2</strong>' in pages["?page=2"]
+    assert '<a href="?page=3">3</a>' in pages["?page=2"]
+    assert '<a href="?page=2&amp;q=run">2</a>' in pages["?page=3&q=run"]
+    assert "page 1 of" not in pages["?q=run%20%26"]  # no run matches: one page, no pager
+
+
+def test_a_plain_view_packs_no_gzip_and_a_gzip_view_packs_once(app, client, world, tiny_data,
+                                                               monkeypatch):
+    """An anonymous page is kept plain; its gzip is made when a client first asks for it."""
+    import gzip
+
+    _upload(client, world, tiny_data, "a", 1, 1.0)
+    packed: list[int] = []
+    real = gzip.compress
+    monkeypatch.setattr(board_views.gzip, "compress",
+                        lambda data, **kw: packed.append(len(data)) or real(data, **kw))
+    url = "/tasks/tiny/leaderboard/eval"
+    for first in ("plain", "gzip"):
+        board_views._PAGES.clear()
+        packed.clear()
+        zipped = {"Accept-Encoding": "gzip"}
+        if first == "plain":
+            plain = client.get(url).data
+            assert packed == []
+        views = [client.get(url, headers=zipped) for _ in range(2)]
+        assert all(v.headers["Content-Encoding"] == "gzip" for v in views)
+        assert gzip.decompress(views[0].data) == gzip.decompress(views[1].data)
+        assert len(packed) == 1  # packed once, kept for the next
+        again = client.get(url)
+        assert "Content-Encoding" not in again.headers and len(packed) == 1
+        assert again.data == gzip.decompress(views[0].data) == plain
+
+
+def test_a_rank_or_group_that_is_not_an_int_prints_escaped(app):
+    """Ranks and groups a board makes are ints; any other value is escaped as the template
+    escapes it."""
+    board_rows._BY_PARTS.clear()
+    rows = _rows()
+    board = _board(rows)
+    _both(app, board, rows, "genre")
+    rows[0] = _moved(rows[0], groups={"all": "<b>", "mean": 1.5},
+                     ranks={"all": True, "mean": 2})
+    again, reference = _both(app, board, rows, "genre")
+    assert again == reference and "G&lt;b&gt;" in again and "G1.5" in again

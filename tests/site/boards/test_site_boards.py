@@ -277,6 +277,18 @@ def _queries(app, client, urls) -> dict[str, int]:
     return counts
 
 
+def test_a_task_page_reads_its_task_once(app, client, world, tiny_data):
+    """The unlisted-task check finds the address's task; the view's load_task takes it."""
+    _post_run(client, world["tokens"]["a"], tiny_data.run(seed=1), name="first")
+    for url in ("/tasks/tiny/leaderboard/eval", "/tasks/tiny"):
+        client.get(url)
+        with _statements(app) as seen:
+            assert client.get(url).status_code == 200
+        assert len([s for s in seen if " FROM task " in " ".join(s.split()) + " "
+                    and "task.name = " in s]) == 1, url
+    assert client.get("/tasks/nosuch/leaderboard").status_code == 404
+
+
 @pytest.mark.parametrize("who", ["anonymous", "organiser", "captain"])
 def test_page_queries_do_not_grow_with_the_runs(app, session, make, world, tiny_data, now,
                                                 who):
