@@ -5,7 +5,8 @@
    below[r, b] = sum over the run's groups of equal scores of (draws before the group) times
    (the group's Y); extra_cy[r, b] = sum over groups of two or more of (group draws x group Y
    - sum of the members' draws x Y); extra_g3 likewise with cubes of draws. ends[r, t] is 1
-   where sorted position t ends a group. Every value is a whole number below 2^53, so the
+   where sorted position t ends a group. counts and ys are whole numbers below 2^24 (the
+   caller checks), stored as floats exactly; every sum is a whole number below 2^53, so the
    double sums are exact whatever the order of the additions (no rounding ever happens).
 
    Python's buffer protocol only: no numpy headers. Compiled once per platform; when it is
@@ -16,76 +17,104 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
-#define CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define CLONES
-#endif
-
 /* resamples handled together: their running sums stay in registers while a run's pairs go
    by (four vectors of four doubles: one AVX2 register each, two SSE2 ones) */
 #define LANES 16
 typedef double v4d __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
 
-/* four doubles from memory (a macro: a function would not be compiled for each clone) */
-#define load4(from) __extension__({ v4d v_; memcpy(&v_, (from), sizeof v_); v_; })
+typedef void (*run_sums_fn)(const float *restrict, const float *restrict,
+                            const int64_t *restrict, const int8_t *restrict, Py_ssize_t,
+                            double *restrict);
 
-/* one untied pair at `at` (its row of counts and Ys), into accumulators b0..b3 */
-#define PAIR(at, b0, b1, b2, b3) do { \
-        const double *c_ = counts + (at) * LANES, *y_ = ys + (at) * LANES; \
-        b0 += p0 * load4(y_); p0 += load4(c_); \
-        b1 += p1 * load4(y_ + 4); p1 += load4(c_ + 4); \
-        b2 += p2 * load4(y_ + 8); p2 += load4(c_ + 8); \
-        b3 += p3 * load4(y_ + 12); p3 += load4(c_ + 12); \
+/* The walk over one run's sorted pairs for one block of LANES resamples. counts, ys: (m,
+   LANES) whole numbers stored as floats (exact below 2^24, half the bytes of doubles to move),
+   summed as doubles; out: below, extra_cy, extra_g3. Two sets of accumulators, for even and
+   odd pairs, so that each addition waits for the one two pairs back (the sums are exact, so
+   their order does not matter). LOAD(p) reads four floats at p as four doubles. A macro, so
+   that the portable and the AVX2 build are the same code. */
+/* one untied pair (its row `at` of counts and Ys) into accumulators s0..s3 */
+#define PAIR(LOAD, at, s0, s1, s2, s3) do {                                                  \
+        const float *c_ = counts + (at) * LANES, *y_ = ys + (at) * LANES;                    \
+        s0 += p0 * LOAD(y_); p0 += LOAD(c_);                                                 \
+        s1 += p1 * LOAD(y_ + 4); p1 += LOAD(c_ + 4);                                         \
+        s2 += p2 * LOAD(y_ + 8); p2 += LOAD(c_ + 8);                                         \
+        s3 += p3 * LOAD(y_ + 12); p3 += LOAD(c_ + 12);                                       \
     } while (0)
 
-CLONES static void run_sums(const double *restrict counts, const double *restrict ys,
-                            const int64_t *restrict order, const int8_t *restrict ends,
-                            Py_ssize_t m, double *restrict out) {
-    /* counts, ys: (m, LANES) for this block of resamples; out: below, extra_cy, extra_g3.
-       Two sets of accumulators, for even and odd pairs, so that each addition waits for
-       the one two pairs back (the sums are exact, so their order does not matter). */
-    v4d p0 = {0}, p1 = {0}, p2 = {0}, p3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
-    v4d d0 = {0}, d1 = {0}, d2 = {0}, d3 = {0};
-    v4d cy[4] = {{0}}, g3[4] = {{0}};
-    Py_ssize_t t = 0, e;
-    int j;
-    while (t < m) {
-        for (e = t; e < m && ends[e]; e++) {} /* untied pairs: each its own group */
-        for (; t + 1 < e; t += 2) {
-            PAIR(order[t], b0, b1, b2, b3);
-            PAIR(order[t + 1], d0, d1, d2, d3);
-        }
-        if (t < e) {
-            PAIR(order[t], b0, b1, b2, b3);
-            t++;
-        }
-        if (t >= m) break;
-        { /* a group of equal scores, from t to the next end: its draws and Y as one pair's */
-            v4d gc[4] = {{0}}, gy[4] = {{0}}, scy[4] = {{0}}, sc3[4] = {{0}};
-            for (e = t; !ends[e]; e++) {} /* the last position always ends a group */
-            for (; t <= e; t++) {
-                const double *c = counts + order[t] * LANES, *y = ys + order[t] * LANES;
-                for (j = 0; j < 4; j++) {
-                    v4d cj = load4(c + 4 * j), yj = load4(y + 4 * j);
-                    gc[j] += cj; gy[j] += yj; scy[j] += cj * yj; sc3[j] += cj * cj * cj;
-                }
-            }
-            b0 += p0 * gy[0]; p0 += gc[0];
-            b1 += p1 * gy[1]; p1 += gc[1];
-            b2 += p2 * gy[2]; p2 += gc[2];
-            b3 += p3 * gy[3]; p3 += gc[3];
-            for (j = 0; j < 4; j++) {
-                cy[j] += gc[j] * gy[j] - scy[j];
-                g3[j] += gc[j] * gc[j] * gc[j] - sc3[j];
-            }
-        }
-    }
-    b0 += d0; b1 += d1; b2 += d2; b3 += d3;
-    memcpy(out, &b0, sizeof b0); memcpy(out + 4, &b1, sizeof b1);
-    memcpy(out + 8, &b2, sizeof b2); memcpy(out + 12, &b3, sizeof b3);
-    memcpy(out + LANES, cy, sizeof cy);
+#define RUN_SUMS_BODY(LOAD)                                                                  \
+    v4d p0 = {0}, p1 = {0}, p2 = {0}, p3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};      \
+    v4d d0 = {0}, d1 = {0}, d2 = {0}, d3 = {0};                                              \
+    v4d cy[4] = {{0}}, g3[4] = {{0}};                                                        \
+    Py_ssize_t t = 0, e;                                                                     \
+    int j;                                                                                   \
+    while (t < m) {                                                                          \
+        for (e = t; e < m && ends[e]; e++) {} /* untied pairs: each its own group */         \
+        for (; t + 1 < e; t += 2) {                                                          \
+            PAIR(LOAD, order[t], b0, b1, b2, b3);                                            \
+            PAIR(LOAD, order[t + 1], d0, d1, d2, d3);                                        \
+        }                                                                                    \
+        if (t < e) {                                                                         \
+            PAIR(LOAD, order[t], b0, b1, b2, b3);                                            \
+            t++;                                                                             \
+        }                                                                                    \
+        if (t >= m) break;                                                                   \
+        { /* a group of equal scores, from t to the next end: its draws and Y as one pair's */ \
+            v4d gc[4] = {{0}}, gy[4] = {{0}}, scy[4] = {{0}}, sc3[4] = {{0}};                \
+            for (e = t; !ends[e]; e++) {} /* the last position always ends a group */        \
+            for (; t <= e; t++) {                                                            \
+                const float *c = counts + order[t] * LANES, *y = ys + order[t] * LANES;      \
+                for (j = 0; j < 4; j++) {                                                    \
+                    v4d cj = LOAD(c + 4 * j), yj = LOAD(y + 4 * j);                          \
+                    gc[j] += cj; gy[j] += yj; scy[j] += cj * yj; sc3[j] += cj * cj * cj;     \
+                }                                                                            \
+            }                                                                                \
+            b0 += p0 * gy[0]; p0 += gc[0];                                                   \
+            b1 += p1 * gy[1]; p1 += gc[1];                                                   \
+            b2 += p2 * gy[2]; p2 += gc[2];                                                   \
+            b3 += p3 * gy[3]; p3 += gc[3];                                                   \
+            for (j = 0; j < 4; j++) {                                                        \
+                cy[j] += gc[j] * gy[j] - scy[j];                                             \
+                g3[j] += gc[j] * gc[j] * gc[j] - sc3[j];                                     \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+    b0 += d0; b1 += d1; b2 += d2; b3 += d3;                                                  \
+    memcpy(out, &b0, sizeof b0); memcpy(out + 4, &b1, sizeof b1);                            \
+    memcpy(out + 8, &b2, sizeof b2); memcpy(out + 12, &b3, sizeof b3);                       \
+    memcpy(out + LANES, cy, sizeof cy);                                                      \
     memcpy(out + 2 * LANES, g3, sizeof g3);
+
+#define LOAD_PORTABLE(from) \
+    __extension__({ v4f v_; memcpy(&v_, (from), sizeof v_); __builtin_convertvector(v_, v4d); })
+
+static void run_sums_portable(const float *restrict counts, const float *restrict ys,
+                              const int64_t *restrict order, const int8_t *restrict ends,
+                              Py_ssize_t m, double *restrict out) {
+    RUN_SUMS_BODY(LOAD_PORTABLE)
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_AVX2_BUILD 1
+#define LOAD_AVX2(from) ((v4d)_mm256_cvtps_pd(_mm_loadu_ps(from)))
+
+__attribute__((target("avx2,fma"))) static void run_sums_avx2(
+    const float *restrict counts, const float *restrict ys, const int64_t *restrict order,
+    const int8_t *restrict ends, Py_ssize_t m, double *restrict out) {
+    RUN_SUMS_BODY(LOAD_AVX2)
+}
+#endif
+
+/* the AVX2 build where the processor has it, unless asked for the portable one */
+static run_sums_fn pick(int portable) {
+#ifdef HAVE_AVX2_BUILD
+    __builtin_cpu_init();
+    if (!portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return run_sums_avx2;
+#endif
+    (void)portable;
+    return run_sums_portable;
 }
 
 static int get(PyObject *obj, Py_buffer *view, const char *format, int writable,
@@ -107,13 +136,17 @@ static int get(PyObject *obj, Py_buffer *view, const char *format, int writable,
 static PyObject *sums(PyObject *self, PyObject *args) {
     PyObject *o[7];
     Py_buffer v[7];
+    int portable = 0;
+    run_sums_fn run_sums;
     static const char *formats[7] = {"i", "i", "q", "b", "d", "d", "d"};
     static const char *names[7] = {"counts", "ys", "orders", "ends", "below", "extra_cy",
                                    "extra_g3"};
     int i, got = 0;
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
+    if (!PyArg_ParseTuple(args, "OOOOOOO|p", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &portable))
         return NULL;
+    run_sums = pick(portable);
     for (; got < 7; got++)
         if (get(o[got], &v[got], formats[got], got >= 4, names[got]) < 0) goto done;
     {
@@ -138,7 +171,7 @@ static PyObject *sums(PyObject *self, PyObject *args) {
             /* each block of LANES resamples packed (blocks, m, LANES), zero-padded: a pair
                never drawn adds nothing; a block's table stays in cache across the runs */
             Py_ssize_t blocks = (b + LANES - 1) / LANES, k, q, j;
-            double *packed = PyMem_Calloc((size_t)(2 * blocks * m * LANES), sizeof(double));
+            float *packed = PyMem_Calloc((size_t)(2 * blocks * m * LANES), sizeof(float));
             double out[3 * LANES];
             const int32_t *counts = (const int32_t *)v[0].buf, *ys = (const int32_t *)v[1].buf;
             double *below = (double *)v[4].buf, *cy = (double *)v[5].buf,
@@ -149,12 +182,12 @@ static PyObject *sums(PyObject *self, PyObject *args) {
             }
             Py_BEGIN_ALLOW_THREADS
             for (k = 0; k < blocks; k++) {
-                double *pc = packed + 2 * k * m * LANES, *py = pc + m * LANES;
+                float *pc = packed + 2 * k * m * LANES, *py = pc + m * LANES;
                 Py_ssize_t width = b - k * LANES < LANES ? b - k * LANES : LANES;
                 for (q = 0; q < m; q++)
                     for (j = 0; j < width; j++) {
-                        pc[q * LANES + j] = (double)counts[q * b + k * LANES + j];
-                        py[q * LANES + j] = (double)ys[q * b + k * LANES + j];
+                        pc[q * LANES + j] = (float)counts[q * b + k * LANES + j];
+                        py[q * LANES + j] = (float)ys[q * b + k * LANES + j];
                     }
                 for (r = 0; r < runs; r++) {
                     run_sums(pc, py, orders + r * m, (const int8_t *)v[3].buf + r * m, m, out);
@@ -178,7 +211,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"sums", sums, METH_VARARGS,
-     "sums(counts, ys, orders, ends, below, extra_cy, extra_g3): many runs' Spearman sums."},
+     "sums(counts, ys, orders, ends, below, extra_cy, extra_g3, portable=False): many runs' "
+     "Spearman sums (portable: without the AVX2 build)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_spearman",

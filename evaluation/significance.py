@@ -292,6 +292,10 @@ _EXACT_PAIRS = 100_000
 # products of counts and Y below this bound are taken in 32 bits (fewer bytes to move)
 _INT32_BOUND = 2**31
 
+# counts and Ys below this bound are whole numbers a float holds exactly: the kernel keeps
+# them as floats (half the bytes of doubles); larger ones leave the block to the numpy path
+_KERNEL_BOUND = 2**24
+
 # a run's groups of two or more equal scores, in its sorted order: their positions, each
 # position's group, and each group's first and last position
 _Ties = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -382,7 +386,7 @@ def _spearman_exact_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
 def _spearman_kernel_block(c: np.ndarray, orders: np.ndarray, ends: np.ndarray,
                            y: np.ndarray) -> np.ndarray | None:
     """_spearman_exact_block's values with the run side summed by the compiled kernel
-    (evaluation/_spearman.c); None where a count or Y does not fit 32 bits.
+    (evaluation/_spearman.c); None where a count or a Y is not below _KERNEL_BOUND.
 
     The kernel walks each run's sorted pairs once per block of resamples, keeping the draws
     below, and returns per run Σ (draws below a group)·(its Y) and, for its groups of ties,
@@ -397,7 +401,7 @@ def _spearman_kernel_block(c: np.ndarray, orders: np.ndarray, ends: np.ndarray,
     cry = c * ry
     sy, syy = cry.sum(1), np.einsum("ij,ij->i", cry, ry)
     yy = 2.0 * cry
-    if max(float(c.max(initial=0.0)), float(np.abs(yy).max(initial=0.0))) >= _INT32_BOUND:
+    if max(float(c.max(initial=0.0)), float(np.abs(yy).max(initial=0.0))) >= _KERNEL_BOUND:
         return None
     ct = np.ascontiguousarray(c.T).astype(np.int32)
     yt = np.ascontiguousarray(yy.T).astype(np.int32)

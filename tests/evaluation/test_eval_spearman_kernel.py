@@ -109,19 +109,55 @@ def test_values_equal_scipy_spearmanr_on_the_resampled_pairs():
                 assert got[row, j] == pytest.approx(want, abs=1e-12), (row, j)
 
 
-def test_counts_or_ys_beyond_32_bits_take_the_numpy_path(monkeypatch):
-    """Where a count or a Y would not fit the kernel's 32-bit input, the block is left to the
-    numpy path (64-bit sums there): the same values."""
+def test_counts_or_ys_a_float_cannot_hold_take_the_numpy_path(monkeypatch):
+    """Where a count or a Y is not below 2^24 (the kernel keeps them as floats), the block is
+    left to the numpy path (64-bit sums there): the same values."""
     rng = np.random.default_rng(12)
     y = np.round(rng.uniform(0, 5, 60), 1)
     x = _runs(rng, y)
     c = R.count_matrix(np.random.default_rng(13), 60, 20)
     want = S._spearman_block(c, _sorts(x), y)
+    assert S._KERNEL_BOUND == 2**24
+    monkeypatch.setattr(S, "_KERNEL_BOUND", 0)
     monkeypatch.setattr(S, "_INT32_BOUND", 0)
     if S._kernel is not None:
         assert S._spearman_kernel_block(c, np.zeros((1, 60), dtype=np.int64),
                                         np.ones((1, 60), dtype=np.int8), y) is None
     assert _bits(S._boot_spearman_runs(c, x, y)) == _bits(want)
+
+
+@built
+def test_the_portable_build_gives_the_same_sums():
+    """The kernel's portable code (processors without AVX2) sums as its AVX2 code does: the
+    same whole numbers, on tied and untied runs and a block of resamples not a multiple of 16."""
+    rng = np.random.default_rng(14)
+    y = np.round(rng.uniform(0, 5, 90), 1)
+    x = _runs(rng, y)
+    orders = np.ascontiguousarray(np.argsort(x, axis=0, kind="stable").T, dtype=np.int64)
+    s = np.take_along_axis(x.T, orders, axis=1)
+    ends = np.ones(orders.shape, dtype=np.int8)
+    ends[:, :-1] = s[:, 1:] != s[:, :-1]
+    c = np.ascontiguousarray(R.count_matrix(np.random.default_rng(15), 90, 37).T).astype(np.int32)
+    ys = (c * rng.integers(-90, 90, c.shape)).astype(np.int32)
+    fast = [np.zeros((x.shape[1], 37)) for _ in range(3)]
+    portable = [np.zeros((x.shape[1], 37)) for _ in range(3)]
+    S._kernel.sums(c, ys, orders, ends, *fast)
+    S._kernel.sums(c, ys, orders, ends, *portable, True)
+    for a, b in zip(fast, portable, strict=True):
+        assert _bits(a) == _bits(b)
+    # and both are the sums written out: draws below each group times its Y
+    for r in range(x.shape[1]):
+        below = np.zeros(37)
+        seen = np.zeros(37)
+        group_c, group_y = np.zeros(37), np.zeros(37)
+        for t in range(90):
+            group_c += c[orders[r, t]]
+            group_y += ys[orders[r, t]]
+            if ends[r, t]:
+                below += seen * group_y
+                seen += group_c
+                group_c[:], group_y[:] = 0, 0
+        assert _bits(fast[0][r]) == _bits(below)
 
 
 @built
