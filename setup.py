@@ -1,4 +1,5 @@
-"""The wheel's packages: every Python package found, plus the site's folders at the repo root.
+"""The wheel's packages: every Python package found, plus the site's folders at the repo root,
+and one optional C extension (evaluation._spearman).
 
 templates/, static/ (with the vendored JavaScript) and migrations/ ship inside the semboard
 package (semboard/templates, ...), where semboard.config.resource_dir finds them. Each of their
@@ -8,7 +9,7 @@ setuptools builds quietly; the rest of the packaging is in pyproject.toml.
 
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 SITE_FOLDERS = {"semboard.templates": "templates", "semboard.static": "static",
                 "semboard.migrations": "migrations"}
@@ -34,9 +35,15 @@ def site_packages() -> tuple[dict[str, str], dict[str, list[str]]]:
 
 FOLDERS, FILES = site_packages()
 
+# The compiled run side of many runs' bootstrap Spearman sums (evaluation/_spearman.c: Python's
+# C API and buffer protocol only). Optional: without a C compiler the wheel still builds and
+# evaluation.significance takes its numpy path, which gives the same numbers more slowly.
+SPEARMAN = Extension("evaluation._spearman", ["evaluation/_spearman.c"], optional=True)
+
 setup(
     packages=[*find_packages(include=["evaluation*", "tasks*", "baselines*", "semboard*"]),
               *FOLDERS],
     package_dir=FOLDERS,
     package_data={"tasks": ["*.toml"], **FILES},
+    ext_modules=[SPEARMAN],
 )

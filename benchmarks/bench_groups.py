@@ -30,7 +30,9 @@ With --spearman, the board is ranked by Spearman: sts2012's definition with Spea
 dataset metric and one aggregate, mean_spearman (the mean of the datasets' Spearman), as its
 only ranking key (tasks such as semrel2024 rank by Spearman).
 
-Prints the figures with the load average; nothing is asserted.
+Prints the figures with the load average, and whether Spearman went through the compiled
+kernel (evaluation/_spearman.c, `python setup.py build_ext --inplace`) or the numpy path;
+nothing is asserted.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from evaluation import (  # noqa: E402
     validate_run,
     write_run,
 )
+from evaluation import significance as library  # noqa: E402
 from evaluation.ranking import ranking_keys  # noqa: E402
 from evaluation.significance import group_board, groups_of, run_samples  # noqa: E402
 from semboard.hostcache.arrays import ArrayCache  # noqa: E402
@@ -198,6 +201,8 @@ def main() -> None:
     parser.add_argument("--spearman", action="store_true",
                         help="a board ranked by the mean of the datasets' Spearman")
     args = parser.parse_args()
+    print("Spearman sums: " + ("compiled kernel" if library._kernel is not None
+                               else "numpy (evaluation._spearman not built)"), flush=True)
     release = args.data / "sts2012" / "test"
     if args.site:
         site(release, args.runs, args.spearman)

@@ -9,6 +9,7 @@ costs about as much as scoring one run, whatever the number of runs.
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -31,6 +32,12 @@ from evaluation.scoring import (
     without_unscored,
 )
 from evaluation.taskdef import TaskDefinition
+
+_kernel: types.ModuleType | None
+try:  # the compiled run side of many runs' Spearman sums (setup.py builds it)
+    from evaluation import _spearman as _kernel
+except ImportError:  # not built here: the numpy path gives the same numbers, more slowly
+    _kernel = None
 
 K = TypeVar("K", bound=Hashable)
 
@@ -162,9 +169,10 @@ def _observed_values(task: TaskDefinition, runs: Sequence[ValidatedRun],
                      members: Sequence[int], align: _Aligned) -> np.ndarray:
     """_observed of each member run, with the runs that score the same datasets side by side.
 
-    Pearson, ALL and ALLnorm reduce along each run's own row of a (runs, pairs) matrix, so each
-    run gets the very value it gets alone (each row's sums are the same sums, in the same
-    order); any other metric is computed run by run.
+    Pearson, Spearman (Pearson of each row's average ranks, exact half-integers), ALL and
+    ALLnorm reduce along each run's own row of a (runs, pairs) matrix, so each run gets the
+    very value it gets alone (each row's sums are the same sums, in the same order); any other
+    metric is computed run by run.
     """
     if not _row_wise(task, gold, ds, name):
         return np.array([_observed(task, runs[i], gold, ds, name, align) for i in members])
@@ -189,28 +197,34 @@ def _observed_values(task: TaskDefinition, runs: Sequence[ValidatedRun],
         if rec.joined is not None:
             out[cols] = _aggregate(name, task, list(names), xs, ys, {}, n_with_gold)
             continue
-        per = [_metric("pearson", _for_dataset(task, d), x, y, _binary_labels(task, d, lab),
+        of = rec.of or ""
+        per = [_metric(of, _for_dataset(task, d), x, y, _binary_labels(task, d, lab),
                        None, 0) for d, x, (y, lab) in zip(names, xs, aligned, strict=True)]
         for j, col in enumerate(cols):
             # combined run by run, as for one run (a sum over many datasets is not row-wise)
-            one = {d: {"pearson": float(v[j])} for d, v in zip(names, per, strict=True)}
+            one = {d: {of: float(v[j])} for d, v in zip(names, per, strict=True)}
             out[col] = float(_aggregate(name, task, list(names), xs, ys, one, n_with_gold))
     return out
 
 
+# dataset metrics whose value for many runs at once is each run's own (row-wise reductions)
+_ROW_WISE = ("pearson", "spearman")
+
+
 def _row_wise(task: TaskDefinition, gold: Mapping[str, DatasetGold], ds: str,
               name: str) -> bool:
-    """Whether _observed_values may score many runs at once: Pearson of one dataset, ALL,
-    ALLnorm, or an aggregate of Pearsons, on datasets without class labels."""
-    def plain_pearson(d: str) -> bool:
-        return task.derived_metric("pearson") is None and not task.dataset(d).gold.classes
+    """Whether _observed_values may score many runs at once: Pearson or Spearman of one
+    dataset, ALL, ALLnorm, or an aggregate of either, on datasets without class labels."""
+    def plain(d: str, metric: str) -> bool:
+        return (metric in _ROW_WISE and task.derived_metric(metric) is None
+                and not task.dataset(d).gold.classes)
 
     if ds:
-        return name == "pearson" and plain_pearson(ds)
+        return plain(ds, name)
     rec = task.aggregate(name)
     if rec.joined is not None:
         return rec.joined is M.concat_pearson or rec.joined is M.allnorm
-    return rec.of == "pearson" and all(plain_pearson(d) for d in task.dataset_names if d in gold)
+    return rec.of is not None and all(plain(d, rec.of) for d in task.dataset_names if d in gold)
 
 
 def _dataset_observed(task: TaskDefinition, pred: DatasetPrediction, gold: DatasetGold,
@@ -236,11 +250,25 @@ def _boot_spearman_runs(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarr
     """(B, runs) Spearman of each resample for each column of x, as resampling.boot_spearman.
 
     The gold's resample ranks are made once. Up to _EXACT_PAIRS pairs every sum the correlation
-    needs is a whole number of quarters, so each is counted exactly in integers
-    (_spearman_exact_block): per run one running sum of draws in the run's order, corrected
-    for its tied scores. Larger datasets take the sums in floats (_spearman_block). Pairs run
-    along the first axis; resamples go in cache-sized blocks.
+    needs is a whole number of quarters, so each is counted exactly: by the compiled kernel
+    (_spearman_kernel_block, every run's sorted pairs walked once per block of resamples)
+    where it is built, else in numpy integers (_spearman_exact_block: per run one running sum
+    of draws in the run's order, corrected for its tied scores); both give the same numbers.
+    Larger datasets take the sums in floats (_spearman_block). Pairs run along the first
+    axis; resamples go in cache-sized blocks.
     """
+    step = max(8, _BLOCK_VALUES // max(1, len(y)))
+    if _kernel is not None and 0 < len(y) <= _EXACT_PAIRS and x.shape[1]:
+        # every run's sorted order at once, and where each group of equal scores ends
+        orders = np.ascontiguousarray(np.argsort(x, axis=0, kind="stable").T, dtype=np.int64)
+        s = np.take_along_axis(x.T, orders, axis=1)
+        ends = np.ones(orders.shape, dtype=np.int8)
+        ends[:, :-1] = s[:, 1:] != s[:, :-1]
+        found = [_spearman_kernel_block(c[i:i + step], orders, ends, y)
+                 for i in range(0, c.shape[0], step)]
+        blocks = [block for block in found if block is not None]
+        if len(blocks) == len(found):
+            return np.concatenate(blocks)
     sorts = []
     for j in range(x.shape[1]):
         order = np.argsort(x[:, j], kind="stable")
@@ -249,7 +277,6 @@ def _boot_spearman_runs(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarr
         ties = None if new.all() else (np.r_[np.flatnonzero(new)[1:], len(s)] - 1,
                                        np.cumsum(new) - 1)
         sorts.append((order, ties))
-    step = max(8, _BLOCK_VALUES // max(1, len(y)))
     if len(y) > _EXACT_PAIRS:
         return np.concatenate([_spearman_block(c[i:i + step], sorts, y)
                                for i in range(0, c.shape[0], step)])
@@ -264,6 +291,10 @@ _EXACT_PAIRS = 100_000
 
 # products of counts and Y below this bound are taken in 32 bits (fewer bytes to move)
 _INT32_BOUND = 2**31
+
+# counts and Ys below this bound are whole numbers a float holds exactly: the kernel keeps
+# them as floats (half the bytes of doubles); larger ones leave the block to the numpy path
+_KERNEL_BOUND = 2**24
 
 # a run's groups of two or more equal scores, in its sorted order: their positions, each
 # position's group, and each group's first and last position
@@ -352,6 +383,46 @@ def _spearman_exact_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
                    sxy4.astype(np.float64) / 4.0).T
 
 
+def _spearman_kernel_block(c: np.ndarray, orders: np.ndarray, ends: np.ndarray,
+                           y: np.ndarray) -> np.ndarray | None:
+    """_spearman_exact_block's values with the run side summed by the compiled kernel
+    (evaluation/_spearman.c); None where a count or a Y is not below _KERNEL_BOUND.
+
+    The kernel walks each run's sorted pairs once per block of resamples, keeping the draws
+    below, and returns per run Σ (draws below a group)·(its Y) and, for its groups of ties,
+    how much Σ G·Yg and Σ g³ differ from the untied sums. Every sum is of whole numbers
+    below 2^53 in doubles, so exact: the same integers as _spearman_exact_block's, hence the
+    same correlations, bit for bit.
+    """
+    m = len(y)
+    half = (m + 1) / 2.0
+    ry = R._resample_ranks(c, y) - half
+    n = c.sum(axis=1)
+    cry = c * ry
+    sy, syy = cry.sum(1), np.einsum("ij,ij->i", cry, ry)
+    yy = 2.0 * cry
+    if max(float(c.max(initial=0.0)), float(np.abs(yy).max(initial=0.0))) >= _KERNEL_BOUND:
+        return None
+    ct = np.ascontiguousarray(c.T).astype(np.int32)
+    yt = np.ascontiguousarray(yy.T).astype(np.int32)
+    runs, b = orders.shape[0], c.shape[0]
+    below, extra_cy, extra_g3 = (np.empty((runs, b)) for _ in range(3))
+    assert _kernel is not None  # only called where it is built
+    _kernel.sums(ct, yt, orders, ends, below, extra_cy, extra_g3)
+    c64, y64 = ct.astype(np.int64), yt.astype(np.int64)
+    cy = (c64 * y64).sum(0)  # Σ c·Y
+    c3 = (c64 * c64 * c64).sum(0)  # Σ c³: Σ g³ of an untied run
+    big_n = np.rint(n).astype(np.int64)
+    sxy4 = (2 * below.astype(np.int64) + extra_cy.astype(np.int64)
+            + (cy - m * y64.sum(0)))
+    g3 = c3 + extra_g3.astype(np.int64)
+    sgrr4 = (4 * big_n ** 3 - g3) // 3 - 2 * m * big_n ** 2 + m * m * big_n
+    sgr = (big_n * (big_n - m)).astype(np.float64) / 2.0
+    # element by element, as for one run at a time
+    return R._corr(n, sgr, sy, sgrr4.astype(np.float64) / 4.0, syy,
+                   sxy4.astype(np.float64) / 4.0).T
+
+
 def _spearman_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
                     y: np.ndarray) -> np.ndarray:
     """_boot_spearman_runs on one block of resamples; sorts: each run's order and tie groups."""
@@ -429,10 +500,14 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
             if found is None:
                 continue  # drawn anyway: the next dataset's resamples must not depend on it
             d = found
-            xc = d.x - d.x.mean(axis=0)
-            yc = d.y - d.y.mean()
             k = d.x.shape[1]
-            m = c @ np.column_stack([np.ones(n), yc, yc * yc, xc, xc * xc, xc * yc[:, None]])
+            m = None
+            # the moments feed Pearson, ALL and ALLnorm only (a board ranked by Spearman
+            # alone skips this product, the largest of a Pearson board)
+            if need_pearson or tot_all is not None or tot_norm is not None:
+                xc = d.x - d.x.mean(axis=0)
+                yc = d.y - d.y.mean()
+                m = c @ np.column_stack([np.ones(n), yc, yc * yc, xc, xc * xc, xc * yc[:, None]])
             spearman = _boot_spearman_runs(c, d.x, d.y) if need_spearman else None
             n_classes = len(task.dataset(name).gold.classes)
             here = [metric for ds, metric in per_ds if ds == name]
@@ -451,10 +526,12 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
                 e0 = float(e[0]) if (e == e[0]).all() and np.isfinite(d.x).all() else None
             for lo in range(0, b, step):
                 r = slice(lo, lo + step)
-                cn, sy, syy = m[r, :1], m[r, 1:2], m[r, 2:3]
-                sx, sxx, sxy = m[r, 3:3 + k], m[r, 3 + k:3 + 2 * k], m[r, 3 + 2 * k:]
-                pearson = R._corr(cn, sx, sy, sxx, syy, sxy) if need_pearson else None
-                if tot_all is not None or tot_norm is not None:
+                pearson = None
+                if m is not None:
+                    cn, sy, syy = m[r, :1], m[r, 1:2], m[r, 2:3]
+                    sx, sxx, sxy = m[r, 3:3 + k], m[r, 3 + k:3 + 2 * k], m[r, 3 + 2 * k:]
+                    pearson = R._corr(cn, sx, sy, sxx, syy, sxy) if need_pearson else None
+                if m is not None and (tot_all is not None or tot_norm is not None):
                     terms = _joined_terms((cn, sx, sy, sxx, syy, sxy), a, e, e0,
                                           tot_all is not None, tot_norm is not None)
                     for tot, moved in zip((tot_all, tot_norm), terms, strict=True):
