@@ -167,6 +167,12 @@ static PyObject *sums(PyObject *self, PyObject *args) {
                 PyErr_SetString(PyExc_ValueError, "sums: an order outside the pairs");
                 goto done;
             }
+        /* the walk over a tied group stops at its end: the last position must end one */
+        for (r = 0; r < runs && m > 0; r++)
+            if (!((const int8_t *)v[3].buf)[r * m + m - 1]) {
+                PyErr_SetString(PyExc_ValueError, "sums: a run's last position ends no group");
+                goto done;
+            }
         {
             /* each block of LANES resamples packed (blocks, m, LANES), zero-padded: a pair
                never drawn adds nothing; a block's table stays in cache across the runs */

@@ -176,3 +176,7 @@ def test_the_kernel_refuses_arrays_it_cannot_read():
         kernel.sums(counts, counts, orders + 1, ends, *out)
     with pytest.raises(ValueError, match="output"):
         kernel.sums(counts, counts, orders, ends, out[0][:, :2].copy(), out[1], out[2])
+    open_end = ends.copy()
+    open_end[1, -1] = 0  # the walk over a tied group would read past the run's last pair
+    with pytest.raises(ValueError, match="ends no group"):
+        kernel.sums(counts, counts, orders, open_end, *out)
