@@ -125,6 +125,11 @@ static void stream_final(const stream_t *g, uint64_t used, u128 state, u128 inc,
     *out_uint = (uint32_t)(output(*out_state) >> 32);
 }
 
+/* Lemire's rule, in one place: u maps to (u * n) >> 32 unless the low 32 bits of u * n are
+   below 2**32 mod n (then the next value is tried) */
+INLINE uint32_t threshold(uint64_t n) { return (uint32_t)(((uint64_t)1 << 32) % n); }
+INLINE int rejected(uint64_t m, uint32_t thr) { return (uint32_t)m < thr; }
+
 /* Values mapped to draws at once (a vectorised loop), counted without checks when none of
    them is rejected (for n = 10**6, 94% of blocks) */
 #define BLOCK 256
@@ -149,7 +154,7 @@ INLINE unsigned bump(void *row, size_t bin, const void *cell_of, const int out_s
 INLINE uint64_t count_rows(stream_t *g, uint64_t n, Py_ssize_t rows, void *out, Py_ssize_t k,
                            const void *cell_of, void *row, const int out_size,
                            const int cells_size) {
-    const uint32_t thr = (uint32_t)(((uint64_t)1 << 32) % n);
+    const uint32_t thr = threshold(n);
     const uint32_t n32 = (uint32_t)n;
     const int fast = n < ((uint64_t)1 << 32);
     uint32_t idx[BLOCK];
@@ -163,13 +168,13 @@ INLINE uint64_t count_rows(stream_t *g, uint64_t n, Py_ssize_t rows, void *out, 
             size_t avail = g->len - g->pos;
             const uint32_t *p = g->buf + g->pos;
             if (fast && avail >= BLOCK && need >= BLOCK) {
-                uint32_t rejected = 0;
+                uint32_t any = 0;
                 for (int i = 0; i < BLOCK; i++) {
                     uint64_t m = (uint64_t)p[i] * n32;
                     idx[i] = (uint32_t)(m >> 32);
-                    rejected |= (uint32_t)m < thr;
+                    any |= (uint32_t)rejected(m, thr);
                 }
-                if (!rejected) {
+                if (!any) {
                     for (int i = 0; i < BLOCK; i++)
                         wrapped |= bump(row, idx[i], cell_of, out_size, cells_size);
                     g->pos += BLOCK;
@@ -183,7 +188,7 @@ INLINE uint64_t count_rows(stream_t *g, uint64_t n, Py_ssize_t rows, void *out, 
             size_t kept = take;
             for (size_t i = 0; i < take; i++) {
                 uint64_t m = (uint64_t)p[i] * n;
-                if ((uint32_t)m < thr) {  /* Lemire's rejection: the next value instead */
+                if (rejected(m, thr)) {  /* the next value instead */
                     kept--;
                     continue;
                 }
@@ -372,14 +377,14 @@ static PyObject *draws_fill(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
-    const uint32_t thr = (uint32_t)(((uint64_t)1 << 32) % n);
+    const uint32_t thr = threshold(n);
     stream_init(g, state, inc, has, uinteger);
     size_t done = 0;
     while (done < total) {
         if (g->pos == g->len)
             stream_refill(g);
         uint64_t m = (uint64_t)g->buf[g->pos++] * n;
-        if ((uint32_t)m >= thr)
+        if (!rejected(m, thr))
             o[done++] = (uint32_t)(m >> 32);
     }
     stream_final(g, g->base + g->pos, state, inc, has, uinteger, &fin, &fhas, &fuint);

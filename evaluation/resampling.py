@@ -114,7 +114,7 @@ def _draw_counted(kernel: ModuleType, rng: np.random.Generator, n: int,
     rng left in the state numpy's call leaves it in."""
     bg = rng.bit_generator
     with bg.lock:
-        start = bg.state
+        start = dict(bg.state)
         state, inc = start["state"]["state"], start["state"]["inc"]
         args = (state >> 64, state & _M64, inc >> 64, inc & _M64, start["has_uint32"],
                 start["uinteger"], n, resamples)
@@ -163,6 +163,7 @@ class Resample:
         """(resamples, n) drawn indices: numpy's draws, made again from the starting state
         when the kernel counted them."""
         if self._index is None:
+            assert self._start is not None, "counted by the kernel, from this state"
             again = np.random.Generator(np.random.PCG64())
             again.bit_generator.state = self._start
             self._index = again.integers(0, self.n, size=(self.rows, self.n), dtype=np.uint32)
