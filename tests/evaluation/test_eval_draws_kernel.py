@@ -8,6 +8,7 @@ it could not be (no C compiler), its own tests are skipped and resampling draws 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -211,3 +212,41 @@ def test_score_run_cis_are_the_same_with_the_kernel_or_without(
         cis[on] = _cis({"aggregates": got["aggregates"], "datasets": got["datasets"]})
     assert len(cis[True]) >= 5 and all(v is not None for v in cis[True].values())
     assert cis[True] == cis[False]  # the very same numbers, not merely close
+
+
+def _wheel(tmp: Path, env: dict[str, str]) -> set[str]:
+    """The files of a wheel built (pip wheel, no isolation) from a copy of the package sources."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    root = Path(__file__).resolve().parents[2]
+    src = tmp / "src"
+    src.mkdir(parents=True)
+    for name in ["setup.py", "pyproject.toml", "README.md"]:
+        shutil.copy2(root / name, src / name)
+    for folder in ["evaluation", "tasks", "baselines", "semboard", "semboard_cli", "templates",
+                   "static", "migrations"]:
+        shutil.copytree(root / folder, src / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                           "--no-build-isolation", str(src), "-w", str(tmp / "out")],
+                          capture_output=True, text=True, env={**os.environ, **env}, cwd=tmp)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = (tmp / "out").glob("semboard-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        return set(archive.namelist())
+
+
+def test_the_package_builds_with_the_kernel_or_without_a_compiler(tmp_path: Path) -> None:
+    """setup.py's extension is optional: no C compiler, the wheel builds without it."""
+    import shutil
+
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler here")
+    with_cc = _wheel(tmp_path / "cc", {})
+    assert any(n.startswith("evaluation/_draws.") and n.endswith(".so") for n in with_cc)
+    without = _wheel(tmp_path / "nocc", {"CC": "/bin/false"})
+    assert not any(n.endswith(".so") for n in without)
+    assert "evaluation/resampling.py" in without and "evaluation/_draws.pyi" in without
