@@ -2,7 +2,7 @@
 
 One dataset of --pairs pairs (gold on a 0.2 grid, outputs with 3 decimals: ties, as
 bench_scoring.py's), CIs with 1,000 resamples through `score_run`, each in a fresh process with
-the kernel (evaluation._draws) and with SEMBOARD_DRAWS=numpy (numpy's draws and counts):
+the kernel (evaluation._draws) and with resampling.KERNEL = False (numpy's draws and counts):
 
 - "pearson": a task scoring Pearson alone (its Mean over the one dataset costs nothing more);
 - "default": Pearson, Spearman, ALL, ALLnorm and Mean (bench_scoring.py's task);
@@ -47,6 +47,7 @@ from pathlib import Path
 from evaluation import load_gold, load_inputs, load_task, read_run_files, score_run, validate_run
 from evaluation import resampling as R
 folder, definition, resamples = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+R.KERNEL = sys.argv[4] == "compiled"
 task = load_task(definition)
 inputs = load_inputs(task, folder)
 gold = load_gold(task, folder, inputs)
@@ -64,6 +65,7 @@ import json, sys, time
 import numpy as np
 from evaluation import resampling as R
 n, resamples, continuous = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+R.KERNEL = sys.argv[4] == "compiled"
 rng = np.random.default_rng(2)
 y = np.round(rng.uniform(0, 5, n) * 5) / 5
 x = np.clip(y + rng.normal(0, 1.2, n), 0, 5)
@@ -96,9 +98,7 @@ print(json.dumps([R.draws_path(), len(cells[1]), steps]))
 
 def _run(code: str, args: list[str], numpy_draws: bool) -> list:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("SEMBOARD_DRAWS", None)
-    if numpy_draws:
-        env["SEMBOARD_DRAWS"] = "numpy"
+    args = [*args, "numpy" if numpy_draws else "compiled"]
     out = subprocess.run([sys.executable, "-c", code, *args], env=env, check=True,
                          cwd=ROOT.parent,  # "-c" puts the working folder first on the path
                          capture_output=True, text=True).stdout

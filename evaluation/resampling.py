@@ -18,13 +18,12 @@ Where the compiled kernel (evaluation/_draws.c) is built and the generator is a 
 draws are numpy's very stream counted as they are drawn, in one pass: per pair, in the narrowest
 integers that hold the counts, summed into cells on demand; the indices themselves are drawn
 again (by numpy, from the state the draws started at) only if asked for. The generator is left
-where numpy's call leaves it, so every figure is the same with the kernel or without it.
-SEMBOARD_DRAWS=numpy turns the kernel off.
+where numpy's call leaves it, so every figure is the same with the kernel or without it
+(KERNEL = False below: numpy's path, as the tests and benchmarks/bench_draws.py compare).
 """
 
 from __future__ import annotations
 
-import os
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -76,7 +75,7 @@ def draw(rng: np.random.Generator, n: int, resamples: int) -> Resample:
 
 
 # False: numpy draws and counts (the reference path), even where the kernel is built
-KERNEL = os.environ.get("SEMBOARD_DRAWS", "").strip().lower() != "numpy"
+KERNEL = True
 _kernel: ModuleType | None = None
 _kernel_missing = False
 _M64 = (1 << 64) - 1
