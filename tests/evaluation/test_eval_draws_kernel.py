@@ -29,6 +29,20 @@ def kernel() -> ModuleType:
     return pytest.importorskip("evaluation._draws", reason="the C kernel is not built")
 
 
+def test_the_kernel_is_built_where_it_can_be() -> None:
+    """With a C compiler and Python's headers (as .ci/run's `pip install -e` has), the kernel is
+    built: its tests below are skipped only where it cannot be, never because a build broke."""
+    import shutil
+    import sysconfig
+
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if shutil.which("cc") is None or not headers.is_file():
+        pytest.skip("no C compiler or no Python headers: numpy draws")
+    assert R.kernel_module() is not None, (
+        "evaluation._draws is not built: pip install -e . (or python setup.py build_ext --inplace)")
+    assert R.draws_path() == "compiled"
+
+
 def _args(rng: np.random.Generator) -> tuple[int, ...]:
     st = rng.bit_generator.state
     s, i = st["state"]["state"], st["state"]["inc"]
