@@ -23,8 +23,10 @@ typedef unsigned __int128 u128;
 
 #define MULT ((((u128)0x2360ED051FC65DA4ULL) << 64) | (u128)0x4385DF649FCCF645ULL)
 #define LANES 4
-/* outputs per buffer: 2 * OUTPUTS halves (16 KiB), in L1 beside the counts being made */
-#define OUTPUTS 2048
+/* outputs per buffer (2 * OUTPUTS halves): a few, so that making them (multiplies) and counting
+   the last ones (cache misses) overlap in the processor; 16 against 2,048: 1.58 against 1.82 s
+   per 10^9 draws counted into 10^6 pairs */
+#define OUTPUTS 16
 
 #if defined(__GNUC__)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -131,8 +133,8 @@ INLINE uint32_t threshold(uint64_t n) { return (uint32_t)(((uint64_t)1 << 32) % 
 INLINE int rejected(uint64_t m, uint32_t thr) { return (uint32_t)m < thr; }
 
 /* Values mapped to draws at once (a vectorised loop), counted without checks when none of
-   them is rejected (for n = 10**6, 94% of blocks) */
-#define BLOCK 256
+   them is rejected (for n = 10**6, 99.3% of blocks): a buffer's halves */
+#define BLOCK (2 * OUTPUTS)
 
 INLINE unsigned bump(void *row, size_t bin, const void *cell_of, const int out_size,
                      const int cells_size) {
