@@ -430,6 +430,35 @@ INLINE void reduce_rows(const void *counts, Py_ssize_t rows, size_t n, const voi
     }
 }
 
+/* reduce_rows for uint8 counts into uint16 sums, half the cache of uint32 ones (104,736 cells
+   x 8 rows: 1.7 MB, in L2); 1 when a sum wrapped (a cell drawn 65,536 times in a row: summed
+   again in uint32) */
+INLINE int reduce_rows16(const uint8_t *counts, Py_ssize_t rows, size_t n, const void *cell_of,
+                         size_t k, double *out, uint16_t *acc, const int cs) {
+    unsigned wrapped = 0;
+    for (Py_ssize_t r0 = 0; r0 < rows; r0 += GROUP) {
+        int g = rows - r0 < GROUP ? (int)(rows - r0) : GROUP;
+        const uint8_t *first = counts + (size_t)r0 * n;
+        memset(acc, 0, k * GROUP * sizeof(uint16_t));
+        for (size_t i = 0; i < n; i++) {
+            uint16_t *a = acc + cell_at(cell_of, cs, i) * GROUP;
+            if (i + AHEAD < n)
+                __builtin_prefetch(acc + cell_at(cell_of, cs, i + AHEAD) * GROUP, 1);
+            for (int j = 0; j < g; j++) {
+                uint16_t c = first[(size_t)j * n + i], v = (uint16_t)(a[j] + c);
+                wrapped |= v < c;
+                a[j] = v;
+            }
+        }
+        if (wrapped)
+            return 1;
+        for (int j = 0; j < g; j++)
+            for (size_t c = 0; c < k; c++)
+                out[(size_t)(r0 + j) * k + c] = acc[c * GROUP + (size_t)j];
+    }
+    return 0;
+}
+
 static PyObject *draws_reduce(PyObject *self, PyObject *args) {
     Py_buffer counts, cells, out;
     Py_ssize_t rows, n, k;
@@ -459,10 +488,18 @@ static PyObject *draws_reduce(PyObject *self, PyObject *args) {
     }
     Py_BEGIN_ALLOW_THREADS
 #define REDUCE(s, c) reduce_rows(counts.buf, rows, (size_t)n, cells.buf, (size_t)k, out.buf, acc, s, c)
-    if (cs == 2)
-        size == 1 ? REDUCE(1, 2) : size == 2 ? REDUCE(2, 2) : REDUCE(4, 2);
-    else
-        size == 1 ? REDUCE(1, 4) : size == 2 ? REDUCE(2, 4) : REDUCE(4, 4);
+    int wrapped = 1;
+    if (size == 1)
+        wrapped = cs == 2 ? reduce_rows16(counts.buf, rows, (size_t)n, cells.buf, (size_t)k,
+                                          out.buf, (uint16_t *)acc, 2)
+                          : reduce_rows16(counts.buf, rows, (size_t)n, cells.buf, (size_t)k,
+                                          out.buf, (uint16_t *)acc, 4);
+    if (wrapped) {
+        if (cs == 2)
+            size == 1 ? REDUCE(1, 2) : size == 2 ? REDUCE(2, 2) : REDUCE(4, 2);
+        else
+            size == 1 ? REDUCE(1, 4) : size == 2 ? REDUCE(2, 4) : REDUCE(4, 4);
+    }
 #undef REDUCE
     Py_END_ALLOW_THREADS
     PyMem_RawFree(acc);

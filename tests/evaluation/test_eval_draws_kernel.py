@@ -126,6 +126,22 @@ def test_a_wrapped_count_is_reported_not_returned(kernel: ModuleType) -> None:
     assert wide.tolist() == [[300], [300]]
 
 
+def test_cell_sums_past_uint16_are_summed_again_wider(kernel: ModuleType) -> None:
+    """uint8 pair counts are summed per cell in uint16 (in cache); a sum past 65,535 is not
+    lost: 70,001 pairs in one cell, and in two cells of 70,000 and 1."""
+    n = 70_001
+    rng = np.random.default_rng(4)
+    pairs = np.empty((3, n), np.uint8)
+    _set(rng, kernel.count(*_args(rng), n, 3, pairs, None, n))
+    for cell_of, want in [(np.zeros(n, np.uint16), [[n]] * 3),
+                          (np.r_[np.zeros(n - 1), 1].astype(np.uint32),
+                           np.c_[pairs[:, :-1].sum(1), pairs[:, -1]].tolist())]:
+        k = len(want[0])
+        out = np.empty((3, k))
+        kernel.reduce(pairs, 3, n, cell_of, k, out)
+        assert out.tolist() == want
+
+
 def test_bad_arguments_are_refused(kernel: ModuleType) -> None:
     args = _args(np.random.default_rng(0))
     with pytest.raises(ValueError, match="cell >= k"):
