@@ -104,24 +104,17 @@ static void stream_refill(stream_t *g) {
 }
 
 /* The state numpy's generator holds after the stream's first `used` values were handed out. */
-static void stream_final(const stream_t *g, uint64_t used, u128 state, u128 inc, int has_uint32,
-                         uint32_t uinteger, u128 *out_state, int *out_has, uint32_t *out_uint) {
-    uint64_t halves = used - (has_uint32 ? 1 : 0);
-    uint64_t outputs = (halves + 1) / 2;
-    (void)g;
-    if (has_uint32 && used == 0) {  /* nothing drawn: everything as it was */
+static void stream_final(uint64_t used, u128 state, u128 inc, int has_uint32, uint32_t uinteger,
+                         u128 *out_state, int *out_has, uint32_t *out_uint) {
+    uint64_t carried = has_uint32 && used ? 1 : 0;
+    uint64_t halves = used - carried;  /* of the outputs drawn in this call */
+    if (halves == 0) {  /* no output drawn: numpy leaves uinteger as it was */
         *out_state = state;
-        *out_has = 1;
+        *out_has = has_uint32 && !carried;
         *out_uint = uinteger;
         return;
     }
-    if (halves == 0) {  /* only the carried half: numpy leaves uinteger as it was */
-        *out_state = state;
-        *out_has = 0;
-        *out_uint = uinteger;
-        return;
-    }
-    *out_state = advance(state, inc, outputs);
+    *out_state = advance(state, inc, (halves + 1) / 2);
     *out_has = (int)(halves & 1);
     /* numpy keeps the high half it stored, handed out or not */
     *out_uint = (uint32_t)(output(*out_state) >> 32);
@@ -327,7 +320,7 @@ static PyObject *draws_count(PyObject *self, PyObject *args) {
                        : (cs == 0 ? COUNT(4, 0) : cs == 2 ? COUNT(4, 2) : COUNT(4, 4));
 #undef COUNT
         if (used != UINT64_MAX)
-            stream_final(g, used, state, inc, has, uinteger, &fin, &fhas, &fuint);
+            stream_final(used, state, inc, has, uinteger, &fin, &fhas, &fuint);
         Py_END_ALLOW_THREADS
         PyMem_RawFree(g);
         PyMem_RawFree(row);
@@ -389,7 +382,7 @@ static PyObject *draws_fill(PyObject *self, PyObject *args) {
         if (!rejected(m, thr))
             o[done++] = (uint32_t)(m >> 32);
     }
-    stream_final(g, g->base + g->pos, state, inc, has, uinteger, &fin, &fhas, &fuint);
+    stream_final(g->base + g->pos, state, inc, has, uinteger, &fin, &fhas, &fuint);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(g);
     PyBuffer_Release(&out);
