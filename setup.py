@@ -1,5 +1,5 @@
 """The wheel's packages: every Python package found, plus the site's folders at the repo root,
-and one optional C extension (evaluation._spearman).
+and two optional C extensions (evaluation._spearman, evaluation._draws).
 
 templates/, static/ (with the vendored JavaScript) and migrations/ ship inside the semboard
 package (semboard/templates, ...), where semboard.config.resource_dir finds them. Each of their
@@ -39,11 +39,15 @@ FOLDERS, FILES = site_packages()
 # C API and buffer protocol only). Optional: without a C compiler the wheel still builds and
 # evaluation.significance takes its numpy path, which gives the same numbers more slowly.
 SPEARMAN = Extension("evaluation._spearman", ["evaluation/_spearman.c"], optional=True)
+# Bootstrap draws counted as they are drawn (evaluation/_draws.c: numpy's PCG64 stream exactly).
+DRAWS = Extension("evaluation._draws", ["evaluation/_draws.c"], optional=True)
 
 setup(
     packages=[*find_packages(include=["evaluation*", "tasks*", "baselines*", "semboard*"]),
               *FOLDERS],
     package_dir=FOLDERS,
     package_data={"tasks": ["*.toml"], **FILES},
-    ext_modules=[SPEARMAN],
+    # Optional: without a C compiler or Python's headers the package installs all the same, and
+    # evaluation/ takes its numpy paths (the same figures, slower).
+    ext_modules=[SPEARMAN, DRAWS],
 )

@@ -13,6 +13,13 @@ A `Resample` keeps the drawn indices themselves and counts them on demand: per p
 into the cells of equal (x, y) that Pearson, Spearman and the moments of ALL need (pairs tied on
 both sides are interchangeable to them). With ties, as STS gold and rounded outputs have, there
 are far fewer cells than pairs, so the counts and every sum after them are that much smaller.
+
+Where the compiled kernel (evaluation/_draws.c) is built and the generator is a plain PCG64, the
+draws are numpy's very stream counted as they are drawn, in one pass: per pair, in the narrowest
+integers that hold the counts, summed into cells on demand; the indices themselves are drawn
+again (by numpy, from the state the draws started at) only if asked for. The generator is left
+where numpy's call leaves it, so every figure is the same with the kernel or without it
+(KERNEL = False below: numpy's path, as the tests and benchmarks/bench_draws.py compare).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -57,10 +65,70 @@ def _memoised(name: str, arrays: tuple[np.ndarray, ...], build: Callable[[], Any
 
 def draw(rng: np.random.Generator, n: int, resamples: int) -> Resample:
     """resamples rows of n indices drawn uniformly with replacement (counted on demand)."""
+    kernel = _kernel_for(rng, n)
+    if kernel is not None:
+        return _draw_counted(kernel, rng, n, resamples)
     # 32-bit draws below 2**32 are the very values the int64 call draws (numpy draws bounded
     # integers under 2**32 from 32-bit halves either way), at a third of the cost
     dtype = np.uint32 if n <= 2**32 else np.int64
     return Resample(rng.integers(0, n, size=(resamples, n), dtype=dtype), n)
+
+
+# False: numpy draws and counts (the reference path), even where the kernel is built
+KERNEL = True
+_kernel: ModuleType | None = None
+_kernel_missing = False
+_M64 = (1 << 64) - 1
+
+
+def kernel_module() -> ModuleType | None:
+    """The compiled draws (evaluation._draws), imported when first needed; None if not built."""
+    global _kernel, _kernel_missing
+    if _kernel is None and not _kernel_missing:
+        try:
+            from evaluation import _draws
+        except ImportError:
+            _kernel_missing = True
+        else:
+            _kernel = _draws
+    return _kernel
+
+
+def draws_path() -> str:
+    """Which path draws the resamples: "compiled" (the kernel) or "numpy"."""
+    return "compiled" if KERNEL and kernel_module() is not None else "numpy"
+
+
+def _kernel_for(rng: np.random.Generator, n: int) -> ModuleType | None:
+    """The kernel when it draws exactly what rng.integers(0, n, dtype=uint32) would: a plain
+    PCG64 (no subclass: its stream could differ) and 1 <= n <= 2**32."""
+    if not KERNEL or not 1 <= n <= 2**32 or type(rng.bit_generator) is not np.random.PCG64:
+        return None
+    return kernel_module()
+
+
+def _draw_counted(kernel: ModuleType, rng: np.random.Generator, n: int,
+                  resamples: int) -> Resample:
+    """The draws of rng.integers(0, n, (resamples, n), uint32) counted per pair by the kernel,
+    rng left in the state numpy's call leaves it in."""
+    bg = rng.bit_generator
+    with bg.lock:
+        start = dict(bg.state)
+        state, inc = start["state"]["state"], start["state"]["inc"]
+        args = (state >> 64, state & _M64, inc >> 64, inc & _M64, start["has_uint32"],
+                start["uinteger"], n, resamples)
+        # a pair drawn 256 times in a row (never, in practice) wraps uint8: counted again
+        for dtype in (np.uint8, np.uint16, np.uint32):
+            drawn = np.empty((resamples, n), dtype=dtype)
+            end = kernel.count(*args, drawn, None, n)
+            if end is not None:
+                break
+        else:  # not reached: a uint32 count holds any row of n <= 2**32 draws but one
+            raise RuntimeError("the draws' counts did not fit in uint32")
+        bg.state = {"bit_generator": "PCG64",
+                    "state": {"state": (end[0] << 64) | end[1], "inc": inc},
+                    "has_uint32": end[2], "uinteger": end[3]}
+    return Resample(None, n, drawn=drawn, start=start)
 
 
 def count_matrix(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray:
@@ -71,32 +139,56 @@ def count_matrix(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray
 class Resample:
     """Rows of drawn pair indices, with counts per pair or per cell of pairs made once each."""
 
-    __slots__ = ("_cells", "_counts", "_products", "index", "n")
+    __slots__ = ("_cells", "_counts", "_drawn", "_index", "_products", "_start", "n", "rows")
 
-    def __init__(self, index: np.ndarray, n: int) -> None:
-        self.index = index
+    def __init__(self, index: np.ndarray | None, n: int, *, drawn: np.ndarray | None = None,
+                 start: dict[str, Any] | None = None) -> None:
+        """index: the drawn indices; or drawn (the kernel's integer counts per pair) and start
+        (the generator's state before the draws, to draw the indices again if asked)."""
+        self._index = index
+        self._drawn = drawn
+        self._start = start
         self.n = n
+        source = index if index is not None else drawn
+        assert source is not None, "a Resample needs its indices or its counts"
+        self.rows = int(source.shape[0])
         self._counts: np.ndarray | None = None
         # id of a cell map -> (the map, kept so its id is not reused; its counts)
         self._cells: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._products: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     @property
+    def index(self) -> np.ndarray:
+        """(resamples, n) drawn indices: numpy's draws, made again from the starting state
+        when the kernel counted them."""
+        if self._index is None:
+            assert self._start is not None, "counted by the kernel, from this state"
+            again = np.random.Generator(np.random.PCG64())
+            again.bit_generator.state = self._start
+            self._index = again.integers(0, self.n, size=(self.rows, self.n), dtype=np.uint32)
+        return self._index
+
+    @property
     def shape(self) -> tuple[int, int]:
         """(resamples, pairs), as the count matrix's."""
-        return (self.index.shape[0], self.n)
+        return (self.rows, self.n)
 
     def counts(self) -> np.ndarray:
         """(resamples, n) float counts of each pair."""
         if self._counts is None:
-            self._counts = _per_row_bincount(self.index, self.n)
+            if self._drawn is not None:
+                self._counts = self._drawn.astype(np.float64)
+            else:
+                self._counts = _per_row_bincount(self.index, self.n)
         return self._counts
 
     def cell_counts(self, cell_of: np.ndarray, k: int) -> np.ndarray:
         """(resamples, k) float counts of the drawn pairs' cells (cell_of: each pair's cell)."""
         hit = self._cells.get(id(cell_of))
         if hit is None or hit[0] is not cell_of:
-            if self._counts is not None:  # counted already: sum them, no second pass over draws
+            if self._drawn is not None:
+                cc = _sum_cells(self._drawn, cell_of, k)
+            elif self._counts is not None:  # counted already: sum them, no second pass
                 cc = _per_row_bincount(cell_of, k, self._counts)
             else:
                 cc = _count_cells(self.index, cell_of, k)
@@ -121,6 +213,18 @@ Counts = np.ndarray | Resample
 def pair_counts(c: Counts) -> np.ndarray:
     """The (B, n) count matrix of c."""
     return c.counts() if isinstance(c, Resample) else c
+
+
+def _sum_cells(drawn: np.ndarray, cell_of: np.ndarray, k: int) -> np.ndarray:
+    """(rows, k) float sums of each row of integer pair counts over the pairs' cells."""
+    rows, n = drawn.shape
+    out = np.empty((rows, k))
+    if cell_of.dtype not in (np.uint16, np.uint32, np.int32) or not cell_of.flags.c_contiguous:
+        cell_of = np.ascontiguousarray(cell_of, dtype=np.uint32)
+    kernel = kernel_module()
+    assert kernel is not None, "counted by the kernel, summed by it"
+    kernel.reduce(drawn, rows, n, cell_of, k, out)
+    return out
 
 
 # draws mapped to their cells at once (a bounded temporary per step)

@@ -1,0 +1,19 @@
+"""numpy's PCG64 bounded uint32 draws, counted as they are drawn (evaluation/_draws.c)."""
+
+from typing import Any
+
+State = tuple[int, int, int, int]
+"""(state >> 64, state & (2**64 - 1), has_uint32, uinteger): a PCG64 state (inc unchanged)."""
+
+def count(state_hi: int, state_lo: int, inc_hi: int, inc_lo: int, has_uint32: int,
+          uinteger: int, n: int, rows: int, out: Any, cell_of: Any | None,
+          k: int, /) -> State | None:
+    """rows x n draws counted per row into out (rows x k, uint8/16/32), through cell_of (n
+    uint16/uint32 cells) when given; the state after them, or None when a count wrapped."""
+
+def fill(state_hi: int, state_lo: int, inc_hi: int, inc_lo: int, has_uint32: int,
+         uinteger: int, n: int, out: Any, /) -> State:
+    """out (uint32) filled with the draws; the state after them."""
+
+def reduce(counts: Any, rows: int, n: int, cell_of: Any, k: int, out: Any, /) -> None:
+    """out (rows x k float64): each row of counts (rows x n, uint8/16/32) summed per cell."""

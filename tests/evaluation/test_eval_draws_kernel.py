@@ -1,0 +1,282 @@
+"""The compiled draws (evaluation/_draws.c) are numpy's draws: the same values of
+Generator(PCG64).integers(0, n, dtype=uint32), counted as numpy's bincount counts them, and the
+generator left in the very state numpy's call leaves it in; CIs are the same with it or without.
+
+The kernel is built by `pip install .`/`-e .` or `python setup.py build_ext --inplace`; where
+it could not be (no C compiler), its own tests are skipped and resampling draws with numpy.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evaluation import load_gold, load_inputs, load_task, read_run_files, score_run, validate_run
+from evaluation import resampling as R
+from tests.evaluation.test_eval_resampling_golden import _cis, ties_release
+
+M64 = (1 << 64) - 1
+BOUNDS = [1, 2, 3, 6, 7, 1000, 2**16, 2**20, 2**20 + 3, 2**31, 2**31 + 1, 2**32 - 1, 2**32]
+
+
+@pytest.fixture(scope="module")
+def kernel() -> ModuleType:
+    return pytest.importorskip("evaluation._draws", reason="the C kernel is not built")
+
+
+def test_the_kernel_is_built_where_it_can_be() -> None:
+    """With a C compiler and Python's headers (as .ci/run's `pip install -e` has), the kernel is
+    built: its tests below are skipped only where it cannot be, never because a build broke."""
+    import shutil
+    import sysconfig
+
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if shutil.which("cc") is None or not headers.is_file():
+        pytest.skip("no C compiler or no Python headers: numpy draws")
+    assert R.kernel_module() is not None, (
+        "evaluation._draws is not built: pip install -e . (or python setup.py build_ext --inplace)")
+    assert R.draws_path() == "compiled"
+
+
+def _args(rng: np.random.Generator) -> tuple[int, ...]:
+    st = rng.bit_generator.state
+    s, i = st["state"]["state"], st["state"]["inc"]
+    return (s >> 64, s & M64, i >> 64, i & M64, st["has_uint32"], st["uinteger"])
+
+
+def _set(rng: np.random.Generator, end: tuple[int, int, int, int]) -> None:
+    st = dict(rng.bit_generator.state)
+    st["state"]["state"] = (end[0] << 64) | end[1]
+    st["has_uint32"], st["uinteger"] = end[2], end[3]
+    rng.bit_generator.state = st
+
+
+def _pair(seed: int, carry: int) -> tuple[np.random.Generator, np.random.Generator]:
+    """Two generators in one state; carry 1 or 3 leaves a 32-bit half kept (has_uint32)."""
+    a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+    for g in (a, b):
+        g.integers(0, 10, size=carry, dtype=np.uint32)
+    assert a.bit_generator.state["has_uint32"] == carry % 2
+    return a, b
+
+
+@pytest.mark.parametrize("n", BOUNDS)
+@pytest.mark.parametrize("carry", [0, 1, 2, 3])
+@pytest.mark.parametrize("seed", [0, 1, 12345])
+def test_fill_draws_numpys_values_and_leaves_its_state(kernel: ModuleType, n: int, carry: int,
+                                                       seed: int) -> None:
+    a, b = _pair(seed, carry)
+    for size in (0, 1, 2, 3, 1001):  # in turn: each call starts where the last one left off
+        want = a.integers(0, n, size=size, dtype=np.uint32)
+        got = np.empty(size, dtype=np.uint32)
+        _set(b, kernel.fill(*_args(b), n, got))
+        assert np.array_equal(got, want), (n, size)
+        assert b.bit_generator.state == a.bit_generator.state, (n, size)
+    assert b.random() == a.random()
+
+
+# n up to 2**20 + 3: a row of per-pair counts each (larger bounds need gigabytes of counts)
+@pytest.mark.parametrize("n", [b for b in BOUNDS if b <= 2**20 + 3])
+@pytest.mark.parametrize("carry", [0, 1])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+def test_count_is_bincount_of_numpys_draws(kernel: ModuleType, n: int, carry: int,
+                                           dtype: type) -> None:
+    rows = 3 if n > 5000 else 7
+    a, b = _pair(n % 97, carry)
+    want = a.integers(0, n, size=(rows, n), dtype=np.uint32)
+    got: np.ndarray = np.empty((rows, n), dtype=dtype)
+    end = kernel.count(*_args(b), n, rows, got, None, n)
+    assert end is not None
+    _set(b, end)
+    assert np.array_equal(got, np.stack([np.bincount(r, minlength=n) for r in want]))
+    assert b.bit_generator.state == a.bit_generator.state
+    assert b.integers(0, 5, size=3).tolist() == a.integers(0, 5, size=3).tolist()
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 1000, 70_001])
+@pytest.mark.parametrize("cells_dtype", [np.uint16, np.uint32])
+def test_count_through_cells_and_reduce_agree_with_numpy(kernel: ModuleType, n: int,
+                                                         cells_dtype: type) -> None:
+    k = min(n, 300)
+    cell_of: np.ndarray = np.random.default_rng(n).integers(0, k, n).astype(cells_dtype)
+    a, b = _pair(3, 1)
+    want = a.integers(0, n, size=(4, n), dtype=np.uint32)
+    want_cells = np.stack([np.bincount(cell_of[r], minlength=k) for r in want])
+    got = np.empty((4, k), dtype=np.uint32)
+    _set(b, kernel.count(*_args(b), n, 4, got, cell_of, k))
+    assert np.array_equal(got, want_cells)
+    assert b.bit_generator.state == a.bit_generator.state
+    pairs = np.stack([np.bincount(r, minlength=n) for r in want]).astype(np.uint8)
+    summed = np.empty((4, k))
+    kernel.reduce(pairs, 4, n, cell_of, k, summed)
+    assert np.array_equal(summed, want_cells)
+
+
+def test_a_wrapped_count_is_reported_not_returned(kernel: ModuleType) -> None:
+    rng = np.random.default_rng(0)
+    one_cell = np.zeros(300, dtype=np.uint16)  # 300 draws a row into one uint8 count
+    assert kernel.count(*_args(rng), 300, 2, np.empty((2, 1), np.uint8), one_cell, 1) is None
+    wide = np.empty((2, 1), np.uint16)
+    assert kernel.count(*_args(rng), 300, 2, wide, one_cell, 1) is not None
+    assert wide.tolist() == [[300], [300]]
+
+
+def test_cell_sums_past_uint16_are_summed_again_wider(kernel: ModuleType) -> None:
+    """uint8 pair counts are summed per cell in uint16 (in cache); a sum past 65,535 is not
+    lost: 70,001 pairs in one cell, and in two cells of 70,000 and 1."""
+    n = 70_001
+    rng = np.random.default_rng(4)
+    pairs = np.empty((3, n), np.uint8)
+    _set(rng, kernel.count(*_args(rng), n, 3, pairs, None, n))
+    for cell_of, want in [(np.zeros(n, np.uint16), [[n]] * 3),
+                          (np.r_[np.zeros(n - 1), 1].astype(np.uint32),
+                           np.c_[pairs[:, :-1].sum(1), pairs[:, -1]].tolist())]:
+        k = len(want[0])
+        out = np.empty((3, k))
+        kernel.reduce(pairs, 3, n, cell_of, k, out)
+        assert out.tolist() == want
+
+
+def test_bad_arguments_are_refused(kernel: ModuleType) -> None:
+    args = _args(np.random.default_rng(0))
+    with pytest.raises(ValueError, match="cell >= k"):
+        kernel.count(*args, 4, 1, np.empty((1, 2), np.uint32), np.array([0, 1, 2, 1], np.uint16),
+                     2)
+    with pytest.raises(ValueError, match="k must be n"):
+        kernel.count(*args, 4, 1, np.empty((1, 3), np.uint32), None, 3)
+    with pytest.raises(ValueError, match="n must be"):
+        kernel.fill(*args, 0, np.empty(3, np.uint32))
+    with pytest.raises(ValueError, match="out must be"):
+        kernel.count(*args, 4, 1, np.empty((1, 4), np.int64), None, 4)
+
+
+def _resample(monkeypatch: pytest.MonkeyPatch, on: bool, rng: np.random.Generator, n: int,
+              b: int) -> R.Resample:
+    monkeypatch.setattr(R, "KERNEL", on)
+    try:
+        return R.draw(rng, n, b)
+    finally:
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 300, 70_001])
+@pytest.mark.parametrize("carry", [0, 1])
+def test_resample_is_the_same_with_the_kernel_or_without(kernel: ModuleType, n: int, carry: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = _pair(7, carry)
+    on = _resample(monkeypatch, True, a, n, 6)
+    off = _resample(monkeypatch, False, b, n, 6)
+    assert on._drawn is not None and off._drawn is None  # each drawn its own way
+    assert a.bit_generator.state == b.bit_generator.state
+    k = min(n, 40)
+    cell_of = (np.arange(n) % k).astype(np.uint16)
+    assert np.array_equal(on.cell_counts(cell_of, k), off.cell_counts(cell_of, k))
+    assert np.array_equal(on.counts(), off.counts())
+    assert on.shape == off.shape == (6, n)
+    assert np.array_equal(on.index, off.index)  # drawn again from the starting state
+    assert a.bit_generator.state == b.bit_generator.state  # which moved nothing
+
+
+def test_a_wrapped_uint8_count_is_counted_again_wider(kernel: ModuleType,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+
+    class Wrapping:
+        """The kernel, reporting a uint8 count wrapped (as a pair drawn 256 times would)."""
+
+        fill, reduce = kernel.fill, kernel.reduce
+
+        @staticmethod
+        def count(*args: Any) -> Any:
+            seen.append(args[8].dtype)
+            return None if args[8].dtype == np.uint8 else kernel.count(*args)
+
+    monkeypatch.setattr(R, "_kernel", Wrapping)
+    a, b = np.random.default_rng(2), np.random.default_rng(2)
+    got = R.draw(a, 500, 4)
+    monkeypatch.setattr(R, "KERNEL", False)
+    want = R.draw(b, 500, 4)
+    assert seen == [np.uint8, np.uint16]
+    assert got._drawn is not None and got._drawn.dtype == np.uint16
+    assert np.array_equal(got.counts(), want.counts())
+    assert a.bit_generator.state == b.bit_generator.state
+
+
+def test_other_bit_generators_and_a_missing_kernel_draw_with_numpy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for bits in (np.random.MT19937(5), np.random.PCG64DXSM(5), np.random.Philox(5)):
+        rng = np.random.Generator(bits)
+        state = rng.bit_generator.state
+        r = R.draw(rng, 50, 3)
+        assert r._drawn is None
+        again = np.random.Generator(type(bits)())
+        again.bit_generator.state = state
+        assert np.array_equal(r.index, again.integers(0, 50, size=(3, 50), dtype=np.uint32))
+    monkeypatch.setattr(R, "_kernel", None)
+    monkeypatch.setattr(R, "_kernel_missing", True)
+    assert R.draws_path() == "numpy"
+    assert R.draw(np.random.default_rng(1), 50, 3)._drawn is None
+
+
+# ties on both sides (counted per cell), two datasets (ALL's shared moments), next to none
+@pytest.mark.parametrize("sizes,decimals", [({"a": 3000, "b": 1200}, 1), ({"big": 30001}, 0),
+                                            ({"c": 4000}, None)])
+def test_score_run_cis_are_the_same_with_the_kernel_or_without(
+        kernel: ModuleType, tmp_path: Path, sizes: dict[str, int], decimals: int | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    definition, run = ties_release(tmp_path, sizes, decimals, seed=11)
+    task = load_task(definition)
+    inputs = load_inputs(task, tmp_path)
+    gold = load_gold(task, tmp_path, inputs)
+    validated = validate_run(task, read_run_files(run), inputs)
+    cis = {}
+    for on in (True, False):
+        monkeypatch.setattr(R, "KERNEL", on)
+        assert R.draws_path() == ("compiled" if on else "numpy")
+        got = score_run(task, validated, gold, resamples=300, seed=99).to_dict()
+        cis[on] = _cis({"aggregates": got["aggregates"], "datasets": got["datasets"]})
+    assert len(cis[True]) >= 5 and all(v is not None for v in cis[True].values())
+    assert cis[True] == cis[False]  # the very same numbers, not merely close
+
+
+def _wheel(tmp: Path, env: dict[str, str]) -> set[str]:
+    """The files of a wheel built (pip wheel, no isolation) from a copy of the package sources."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    root = Path(__file__).resolve().parents[2]
+    src = tmp / "src"
+    src.mkdir(parents=True)
+    for name in ["setup.py", "pyproject.toml", "README.md"]:
+        shutil.copy2(root / name, src / name)
+    for folder in ["evaluation", "tasks", "baselines", "semboard", "semboard_cli", "templates",
+                   "static", "migrations"]:
+        shutil.copytree(root / folder, src / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                           "--no-build-isolation", str(src), "-w", str(tmp / "out")],
+                          capture_output=True, text=True, env={**os.environ, **env}, cwd=tmp)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = (tmp / "out").glob("semboard-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        return set(archive.namelist())
+
+
+def test_the_package_builds_with_the_kernel_or_without_a_compiler(tmp_path: Path) -> None:
+    """setup.py's extension is optional: no C compiler, the wheel builds without it."""
+    import shutil
+
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler here")
+    with_cc = _wheel(tmp_path / "cc", {})
+    assert any(n.startswith("evaluation/_draws.") and n.endswith(".so") for n in with_cc)
+    without = _wheel(tmp_path / "nocc", {"CC": "/bin/false"})
+    assert not any(n.endswith(".so") for n in without)
+    assert "evaluation/resampling.py" in without and "evaluation/_draws.pyi" in without
