@@ -317,6 +317,14 @@ def _tie_groups(ties: Any) -> _Ties | None:
     return rows, np.repeat(np.arange(len(lengths)), lengths), firsts, lasts
 
 
+def _gold_side(c: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The gold's part of every run's resampled Spearman (the same for all runs): per resample
+    the draws N, each pair's count times its centred gold rank, and their sum and Σ c·rank²."""
+    ry = R._resample_ranks(c, y) - (len(y) + 1) / 2.0
+    cry = c * ry
+    return c.sum(axis=1), cry, cry.sum(1), np.einsum("ij,ij->i", cry, ry)
+
+
 def _spearman_exact_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
                           tied: list[_Ties | None], y: np.ndarray) -> np.ndarray:
     """_spearman_block's values from exact integer sums (m pairs, at most _EXACT_PAIRS).
@@ -330,11 +338,7 @@ def _spearman_exact_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
     below 2^53, hence the same numbers: the same correlations, bit for bit.
     """
     m = len(y)
-    half = (m + 1) / 2.0
-    ry = R._resample_ranks(c, y) - half
-    n = c.sum(axis=1)
-    cry = c * ry
-    sy, syy = cry.sum(1), np.einsum("ij,ij->i", cry, ry)
+    n, cry, sy, syy = _gold_side(c, y)
     # counts and the pairs' Y as whole numbers (they are: counts, and counts times half-ranks);
     # every product below (at most 2m draws times a Y) fits 32 bits unless counts are huge
     small = float(c.max(initial=0.0)) * 4 * m * m < _INT32_BOUND
@@ -395,11 +399,7 @@ def _spearman_kernel_block(c: np.ndarray, orders: np.ndarray, ends: np.ndarray,
     same correlations, bit for bit.
     """
     m = len(y)
-    half = (m + 1) / 2.0
-    ry = R._resample_ranks(c, y) - half
-    n = c.sum(axis=1)
-    cry = c * ry
-    sy, syy = cry.sum(1), np.einsum("ij,ij->i", cry, ry)
+    n, cry, sy, syy = _gold_side(c, y)
     yy = 2.0 * cry
     if max(float(c.max(initial=0.0)), float(np.abs(yy).max(initial=0.0))) >= _KERNEL_BOUND:
         return None
@@ -427,10 +427,7 @@ def _spearman_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
                     y: np.ndarray) -> np.ndarray:
     """_boot_spearman_runs on one block of resamples; sorts: each run's order and tie groups."""
     half = (len(y) + 1) / 2.0
-    ry = R._resample_ranks(c, y) - half
-    n = c.sum(axis=1)
-    cry = c * ry
-    sy, syy = cry.sum(1), np.einsum("ij,ij->i", cry, ry)
+    n, cry, sy, syy = _gold_side(c, y)
     ct, cryt = np.ascontiguousarray(c.T), np.ascontiguousarray(cry.T)
     out = np.empty((c.shape[0], len(sorts)))
     for j, (order, ties) in enumerate(sorts):
