@@ -25,8 +25,9 @@ typedef unsigned __int128 u128;
 #define LANES 4
 /* outputs per buffer (2 * OUTPUTS halves): a few, so that making them (multiplies) and counting
    the last ones (cache misses) overlap in the processor; 16 against 2,048: 1.58 against 1.82 s
-   per 10^9 draws counted into 10^6 pairs */
-#define OUTPUTS 16
+   per 10^9 draws counted into 10^6 pairs (C alone); through Python, 4 against 8 and 16: 1.50
+   against 1.76-1.84 and 1.85-1.93 s (LANES 2: 1.53-1.55; LANES 8 with 8 outputs: 1.83) */
+#define OUTPUTS 4
 
 #if defined(__GNUC__)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
