@@ -12,7 +12,10 @@
    XSL-RR output (high ^ low 64 bits, rotated right by the top 6 bits). Its step is a serial
    chain, so LANES chains jumped ahead by 1 .. LANES steps, each stepping LANES at a time, fill
    a buffer of outputs in stream order; a rejection only skips a value of the buffer, and the
-   final state is the start jumped ahead by the outputs consumed. */
+   final state is the start jumped ahead by the outputs consumed.
+
+   moments() sums the count-weighted moments of Pearson and ALL straight from the counts per
+   pair (AVX-512 where the processor has it): see its comment below. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -18,8 +18,11 @@ Where the compiled kernel (evaluation/_draws.c) is built and the generator is a 
 draws are numpy's very stream counted as they are drawn, in one pass: per pair, in the narrowest
 integers that hold the counts, summed into cells on demand; the indices themselves are drawn
 again (by numpy, from the state the draws started at) only if asked for. The generator is left
-where numpy's call leaves it, so every figure is the same with the kernel or without it
-(KERNEL = False below: numpy's path, as the tests and benchmarks/bench_draws.py compare).
+where numpy's call leaves it, so the draws are the same with the kernel or without it
+(KERNEL = False below: numpy's path, as the tests and benchmarks/bench_draws.py compare). The
+moments of Pearson and ALL are then summed by the kernel straight from its counts per pair (no
+cells, no float count matrix): the same figures as numpy's product of cell counts to rounding
+(1e-12 relative), not bit for bit; every other metric's the very same numbers.
 """
 
 from __future__ import annotations

@@ -289,7 +289,7 @@ def test_score_run_cis_are_the_same_with_the_kernel_or_without(
     inputs = load_inputs(task, tmp_path)
     gold = load_gold(task, tmp_path, inputs)
     validated = validate_run(task, read_run_files(run), inputs)
-    cis = {}
+    cis: dict[bool, dict[str, Any]] = {}
     for on in (True, False):
         monkeypatch.setattr(R, "KERNEL", on)
         assert R.draws_path() == ("compiled" if on else "numpy")
