@@ -534,10 +534,10 @@ INLINE VT NAME##_load(const void *row, size_t i, const int size) {              
     memcpy(&v, (const uint32_t *)row + i, sizeof v);                                             \
     return __builtin_convertvector(__builtin_convertvector(v, IT64), VT);                                                     \
 }                                                                                                \
-INLINE double NAME##_hsum(VT v) {                                                                \
+INLINE double NAME##_hsum(const VT *v) {                                                         \
     double t = 0;                                                                                \
     for (int l = 0; l < VW; l++)                                                                 \
-        t += v[l];                                                                               \
+        t += (*v)[l];                                                                            \
     return t;                                                                                    \
 }                                                                                                \
 INLINE void NAME(const void *counts, Py_ssize_t rows, size_t n, const double *x,                 \
@@ -575,9 +575,10 @@ INLINE void NAME(const void *counts, Py_ssize_t rows, size_t n, const double *x,
                     xy0 += c * *(const VT *)(mom_cols[4] + i);                                   \
                     xy1 += d * *(const VT *)(mom_cols[4] + i + VW);                              \
                 }                                                                                \
-                double t[6] = {NAME##_hsum(n0 + n1), NAME##_hsum(x0 + x1), NAME##_hsum(y0 + y1), \
-                               NAME##_hsum(xx0 + xx1), NAME##_hsum(yy0 + yy1),                   \
-                               NAME##_hsum(xy0 + xy1)};                                          \
+                VT sums[6] = {n0 + n1, x0 + x1, y0 + y1, xx0 + xx1, yy0 + yy1, xy0 + xy1};      \
+                double t[6];                                                                     \
+                for (int q = 0; q < 6; q++)                                                      \
+                    t[q] = NAME##_hsum(&sums[q]);                                                \
                 for (size_t i = mv; i < m; i++) {                                                \
                     double c = count_at(row, i, size);                                           \
                     t[0] += c;                                                                   \
