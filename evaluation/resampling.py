@@ -335,7 +335,8 @@ def moments(c: Counts, x: np.ndarray, y: np.ndarray,
             shift: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:
     """(B, 6) count-weighted sums of x - shift[0] and y - shift[1]: n, Σx, Σy, Σx², Σy², Σxy."""
     sx, sy = float(shift[0]), float(shift[1])
-    if isinstance(c, Resample) and c.counted:
+    # a build of the kernel from before its moments existed: cells and a product, below
+    if isinstance(c, Resample) and c.counted and hasattr(kernel_module(), "moments"):
         # from the integer counts per pair, x and y streamed once per block of resamples: less
         # than summing the counts into cells first (the sums agree to rounding, not bit for bit)
         xs, ys = _memoised(f"shifted@{sx!r},{sy!r}", (x, y), lambda: (

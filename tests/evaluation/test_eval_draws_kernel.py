@@ -237,6 +237,24 @@ def test_resample_moments_from_the_kernel_match_numpys_cells(
     assert not on._cells  # no cell counts were made for the moments
 
 
+def test_a_kernel_built_before_moments_sums_cells(kernel: ModuleType,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """An extension built from an older _draws.c (no moments) still scores: cells + product."""
+
+    class Older:
+        count, fill, reduce = kernel.count, kernel.fill, kernel.reduce
+
+    rng = np.random.default_rng(4)
+    y = R.frozen(np.round(rng.uniform(0, 5, 3000) * 5) / 5)
+    x = R.frozen(np.round(np.clip(y + rng.normal(0, 1, 3000), 0, 5), 1))
+    want = R.moments(R.draw(np.random.default_rng(3), 3000, 5), x, y)
+    monkeypatch.setattr(R, "_kernel", Older)
+    older = R.draw(np.random.default_rng(3), 3000, 5)
+    assert older.counted
+    assert np.allclose(R.moments(older, x, y), want, rtol=1e-12, atol=1e-9)
+    assert older._cells  # summed per cell, as before the kernel's moments
+
+
 def test_a_wrapped_uint8_count_is_counted_again_wider(kernel: ModuleType,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
