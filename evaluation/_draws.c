@@ -21,6 +21,11 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+/* here, outside any target pragma: each intrinsic keeps its own target (one included under
+   the AVX-512 pragma below would carry AVX-512 into the AVX2 build's calls) */
+#include <immintrin.h>
+#endif
 
 typedef unsigned __int128 u128;
 
@@ -597,7 +602,6 @@ INLINE void NAME(const void *counts, Py_ssize_t rows, size_t n, const double *x,
 #define MOM_AVX512 1
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,fma")
-#include <immintrin.h>
 MOMENTS_ROWS(moments_rows8, v8d, 8, v8u8, v8u16, v8u32, v8i32, v8i64)
 
 /* moments_rows for uint8 counts in AVX-512 intrinsics: 8 counts widened to doubles, two sets of
@@ -676,31 +680,93 @@ static void moments_plain(const void *counts, Py_ssize_t rows, size_t n, const d
         moments_rows(counts, rows, n, x, y, out, 4);
 }
 
-/* 1: the AVX-512 build of moments_rows where the processor has it; 0: the plain one (both are
-   tested: _draws.moments takes which) */
-static int moments_wide(void) {
+#ifdef MOM_AVX512
+/* moments_rows for uint8 counts in AVX2 intrinsics (processors without AVX-512): 4 counts
+   widened to doubles, two sets of six partial sums */
+__attribute__((target("avx,avx2,fma")))
+static void moments_rows4_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, const double *x,
+                             const double *y, double *out) {
+    for (Py_ssize_t r0 = 0; r0 < rows; r0 += MOM_ROWS) {
+        int g = rows - r0 < MOM_ROWS ? (int)(rows - r0) : MOM_ROWS;
+        double tot[MOM_ROWS][6];
+        memset(tot, 0, sizeof tot);
+        for (size_t c0 = 0; c0 < n; c0 += MOM_CHUNK) {
+            size_t m = n - c0 < MOM_CHUNK ? n - c0 : MOM_CHUNK, mv = m - m % 8;
+            for (size_t i = 0; i < m; i++) {
+                double a = x[c0 + i], b = y[c0 + i];
+                mom_cols[0][i] = a;
+                mom_cols[1][i] = b;
+                mom_cols[2][i] = a * a;
+                mom_cols[3][i] = b * b;
+                mom_cols[4][i] = a * b;
+            }
+            for (int j = 0; j < g; j++) {
+                const uint8_t *row = counts + (size_t)(r0 + j) * n + c0;
+                __m256d s0[6], s1[6];
+                for (int q = 0; q < 6; q++)
+                    s0[q] = s1[q] = _mm256_setzero_pd();
+                for (size_t i = 0; i < mv; i += 8) {
+                    __m128i b8 = _mm_loadl_epi64((const __m128i *)(row + i));
+                    __m256d c = _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(b8));
+                    __m256d d = _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_srli_si128(b8, 4)));
+                    s0[0] = _mm256_add_pd(s0[0], c);
+                    s1[0] = _mm256_add_pd(s1[0], d);
+                    for (int q = 0; q < 5; q++) {
+                        s0[q + 1] = _mm256_fmadd_pd(c, _mm256_load_pd(mom_cols[q] + i), s0[q + 1]);
+                        s1[q + 1] = _mm256_fmadd_pd(d, _mm256_load_pd(mom_cols[q] + i + 4),
+                                                    s1[q + 1]);
+                    }
+                }
+                double t[6];
+                for (int q = 0; q < 6; q++) {
+                    double lanes[4];
+                    _mm256_storeu_pd(lanes, _mm256_add_pd(s0[q], s1[q]));
+                    t[q] = ((lanes[0] + lanes[1]) + lanes[2]) + lanes[3];
+                }
+                for (size_t i = mv; i < m; i++) {
+                    double c = row[i];
+                    t[0] += c;
+                    for (int q = 0; q < 5; q++)
+                        t[q + 1] += c * mom_cols[q][i];
+                }
+                for (int q = 0; q < 6; q++)
+                    tot[j][q] += t[q];
+            }
+        }
+        memcpy(out + (size_t)r0 * 6, tot, (size_t)g * 6 * sizeof(double));
+    }
+}
+#endif
+
+/* The best build of moments_rows this processor runs, at most `level`: 2 AVX-512, 1 AVX2 with
+   FMA (uint8 counts; wider ones take the plain build), 0 the plain one (each is tested:
+   _draws.moments takes the level) */
+static int moments_level(int level) {
 #ifdef MOM_AVX512
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-#else
-    return 0;
+    if (level >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        return 2;
+    if (level >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return 1;
 #endif
+    (void)level;
+    return 0;
 }
 
 static const char moments_doc[] =
-    "moments(counts, rows, n, x, y, out, wide=True) -> bool\n\n"
+    "moments(counts, rows, n, x, y, out, level=2) -> int\n\n"
     "out (rows x 6 float64) = each row of counts (rows x n, uint8, uint16 or uint32) times the "
-    "columns 1, x, y, x*x, y*y, x*y (x, y: n float64); wide: the AVX-512 build where the "
-    "processor has it. Returns whether that build ran.";
+    "columns 1, x, y, x*x, y*y, x*y (x, y: n float64), by the best build the processor runs up to "
+    "level (2 AVX-512, 1 AVX2, 0 plain C); returns the level that ran.";
 
 static PyObject *draws_moments(PyObject *self, PyObject *args) {
     Py_buffer counts, xb, yb, out;
     Py_ssize_t rows, n;
-    int wide = 1;
+    int level = 2;
     PyObject *result = NULL;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*nny*y*w*|p", &counts, &rows, &n, &xb, &yb, &out, &wide))
+    if (!PyArg_ParseTuple(args, "y*nny*y*w*|i", &counts, &rows, &n, &xb, &yb, &out, &level))
         return NULL;
     int size = (int)counts.itemsize;
     if (rows < 0 || n < 1 || (size != 1 && size != 2 && size != 4) ||
@@ -712,16 +778,18 @@ static PyObject *draws_moments(PyObject *self, PyObject *args) {
                         "float64, out rows x 6 float64, all contiguous");
         goto done;
     }
-    wide = wide && moments_wide();
+    level = moments_level(level);
     Py_BEGIN_ALLOW_THREADS
 #ifdef MOM_AVX512
-    if (wide)
+    if (level == 2)
         moments_avx512(counts.buf, rows, (size_t)n, xb.buf, yb.buf, out.buf, size);
+    else if (level == 1 && size == 1)
+        moments_rows4_u8(counts.buf, rows, (size_t)n, xb.buf, yb.buf, out.buf);
     else
 #endif
         moments_plain(counts.buf, rows, (size_t)n, xb.buf, yb.buf, out.buf, size);
     Py_END_ALLOW_THREADS
-    result = PyBool_FromLong(wide);
+    result = PyLong_FromLong(level);
 done:
     PyBuffer_Release(&counts);
     PyBuffer_Release(&xb);

@@ -190,10 +190,11 @@ def _moments_reference(counts: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.n
 
 @pytest.mark.parametrize("n", [1, 2, 15, 16, 17, 511, 512, 513, 1000, 70_001])
 @pytest.mark.parametrize("rows", [1, 3, 16, 17, 40])
-@pytest.mark.parametrize("wide", [True, False])
+@pytest.mark.parametrize("level", [2, 1, 0])
 def test_moments_are_the_product_of_counts_and_columns(kernel: ModuleType, n: int, rows: int,
-                                                       wide: bool) -> None:
-    """Every chunk edge (512 pairs, 16 lanes, 16 rows a pass), every count width, both builds."""
+                                                       level: int) -> None:
+    """Every chunk edge (512 pairs, 16 lanes, 16 rows a pass), every count width, each build
+    this processor runs (AVX-512, AVX2, plain C)."""
     rng = np.random.default_rng(n * 100 + rows)
     x, y = rng.normal(0.3, 1.0, n), rng.uniform(-2, 3, n)
     drawn = rng.poisson(1.0, (rows, n))
@@ -201,13 +202,23 @@ def test_moments_are_the_product_of_counts_and_columns(kernel: ModuleType, n: in
     for dtype in (np.uint8, np.uint16, np.uint32):
         counts = drawn.astype(dtype)
         out = np.full((rows, 6), np.nan)
-        ran_wide = kernel.moments(counts, rows, n, x, y, out, wide)
-        assert ran_wide == (wide and ran_wide)
+        assert kernel.moments(counts, rows, n, x, y, out, level) <= level
         want = _moments_reference(counts, x, y)
         scale = np.abs(counts.astype(np.float64)) @ np.abs(
             np.column_stack([np.ones_like(x), x, y, x * x, y * y, x * y]))
-        assert np.all(np.abs(out - want) <= 1e-13 * scale), (dtype, wide)
+        assert np.all(np.abs(out - want) <= 1e-13 * scale), (dtype, level)
         assert np.array_equal(out[:, 0], counts.sum(axis=1))
+
+
+def test_moments_take_the_best_build_the_processor_runs(kernel: ModuleType) -> None:
+    import platform
+
+    counts, x = np.ones((1, 20), np.uint8), np.arange(20.0)
+    levels = [kernel.moments(counts, 1, 20, x, x, np.empty((1, 6)), level) for level in (2, 1, 0)]
+    assert levels[2] == 0 and levels[0] >= levels[1] >= 0
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    if platform.machine() == "x86_64" and " avx512dq" in flags and " avx512bw" in flags:
+        assert levels[:2] == [2, 1]  # built with them, and used: not silently the plain build
 
 
 def test_moments_refuse_bad_shapes(kernel: ModuleType) -> None:
