@@ -17,3 +17,9 @@ def fill(state_hi: int, state_lo: int, inc_hi: int, inc_lo: int, has_uint32: int
 
 def reduce(counts: Any, rows: int, n: int, cell_of: Any, k: int, out: Any, /) -> None:
     """out (rows x k float64): each row of counts (rows x n, uint8/16/32) summed per cell."""
+
+def moments(counts: Any, rows: int, n: int, x: Any, y: Any, out: Any, level: int = 2,
+            /) -> int:
+    """out (rows x 6 float64): each row of counts (rows x n, uint8/16/32) times the columns 1,
+    x, y, x*x, y*y, x*y (n float64 each), by the best build the processor runs up to level (2
+    AVX-512, 1 AVX2, 0 plain C). The level that ran."""

@@ -18,8 +18,11 @@ Where the compiled kernel (evaluation/_draws.c) is built and the generator is a 
 draws are numpy's very stream counted as they are drawn, in one pass: per pair, in the narrowest
 integers that hold the counts, summed into cells on demand; the indices themselves are drawn
 again (by numpy, from the state the draws started at) only if asked for. The generator is left
-where numpy's call leaves it, so every figure is the same with the kernel or without it
-(KERNEL = False below: numpy's path, as the tests and benchmarks/bench_draws.py compare).
+where numpy's call leaves it, so the draws are the same with the kernel or without it
+(KERNEL = False below: numpy's path, as the tests and benchmarks/bench_draws.py compare). The
+moments of Pearson and ALL are then summed by the kernel straight from its counts per pair (no
+cells, no float count matrix): the same figures as numpy's product of cell counts to rounding
+(1e-12 relative), not bit for bit; every other metric's the very same numbers.
 """
 
 from __future__ import annotations
@@ -195,6 +198,23 @@ class Resample:
             hit = self._cells[id(cell_of)] = (cell_of, cc)
         return hit[1]
 
+    @property
+    def counted(self) -> bool:
+        """True when the kernel counted the draws (its integer counts per pair are kept)."""
+        return self._drawn is not None
+
+    def pair_moments(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """(resamples, 6) count-weighted sums of 1, x, y, x², y², xy straight from the kernel's
+        integer counts per pair (no cells, no float count matrix); kept per x array."""
+        hit = self._products.get(id(x))
+        if hit is None or hit[0] is not x:
+            kernel = kernel_module()
+            assert kernel is not None and self._drawn is not None, "counted by the kernel"
+            out = np.empty((self.rows, 6))
+            kernel.moments(self._drawn, self.rows, self.n, x, y, out)
+            hit = self._products[id(x)] = (x, out)
+        return hit[1]
+
     def product(self, cols: np.ndarray, cell_of: np.ndarray | None = None,
                 k: int = 0) -> np.ndarray:
         """counts @ cols, per pair, or per cell (cell_of given) with cols a row per cell;
@@ -315,6 +335,14 @@ def moments(c: Counts, x: np.ndarray, y: np.ndarray,
             shift: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:
     """(B, 6) count-weighted sums of x - shift[0] and y - shift[1]: n, Σx, Σy, Σx², Σy², Σxy."""
     sx, sy = float(shift[0]), float(shift[1])
+    # a build of the kernel from before its moments existed: cells and a product, below
+    if isinstance(c, Resample) and c.counted and hasattr(kernel_module(), "moments"):
+        # from the integer counts per pair, x and y streamed once per block of resamples: less
+        # than summing the counts into cells first (the sums agree to rounding, not bit for bit)
+        xs, ys = _memoised(f"shifted@{sx!r},{sy!r}", (x, y), lambda: (
+            np.ascontiguousarray(x - sx, dtype=np.float64),
+            np.ascontiguousarray(y - sy, dtype=np.float64)))
+        return c.pair_moments(xs, ys)
     cells = _cells(c, x, y)
     if cells is not None:
         cell_of, cell_x, cell_y = cells[0], cells[5], cells[6]

@@ -71,7 +71,10 @@ def test_every_form_equals_explicit_resampling(decimals: int | None, n: int, pai
     np.testing.assert_allclose(R.boot_pearson(r.counts().copy(), x, y), want_p, atol=1e-9)
 
 
-def test_tied_read_only_inputs_are_counted_per_cell_not_per_pair() -> None:
+@pytest.mark.parametrize("kernel", [True, False])
+def test_tied_read_only_inputs_are_counted_per_cell_not_per_pair(
+        kernel: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(R, "KERNEL", kernel)
     x, y = _data(2000, 1, seed=3)
     r = R.draw(np.random.default_rng(4), 2000, 10)
     R.boot_pearson(r, x, y)
@@ -80,4 +83,5 @@ def test_tied_read_only_inputs_are_counted_per_cell_not_per_pair() -> None:
     assert r._counts is None  # no (B, n) pair counts were made
     x, y = _data(2000, 9, seed=3)  # next to no ties: per pair
     R.boot_pearson(r, x, y)
-    assert r._counts is not None
+    # the kernel's moments come from its integer counts per pair: no float count matrix either
+    assert (r._counts is None) == (r.counted and R.kernel_module() is not None)
