@@ -419,9 +419,9 @@ def test_score_run_cis_are_the_same_with_the_kernel_or_without(
     assert len(cis[True]) >= 5 and all(v is not None for v in cis[True].values())
     weighted = [k for k in cis[True] if k.endswith("/weighted_pearson")]
     assert len(weighted) == (len(sizes) if confidence else 0)
-    # the kernel's moments (Pearson, ALL, ALLnorm, weighted Pearson) are summed from the counts per pair in another
-    # order than numpy's product of cell counts: the same figures to 1e-12 relative; the rest
-    # (Spearman, the draws themselves) the very same numbers
+    # the kernel's moments (Pearson, ALL, ALLnorm, weighted Pearson) are summed from the counts
+    # per pair in another order than numpy's product of cell (or pair) counts: the same figures
+    # to 1e-12 relative; the rest (Spearman, the draws themselves) the very same numbers
     assert cis[True].keys() == cis[False].keys()
     for name, ci in cis[True].items():
         assert np.allclose(ci, cis[False][name], rtol=1e-12, atol=0), name
