@@ -6,6 +6,8 @@ the kernel (evaluation._draws) and with resampling.KERNEL = False (numpy's draws
 
 - "pearson": a task scoring Pearson alone (its Mean over the one dataset costs nothing more);
 - "default": Pearson, Spearman, ALL, ALLnorm and Mean (bench_scoring.py's task);
+- "sts2012": Pearson and confidence-weighted Pearson, ALL, ALLnorm and Mean, as
+  tasks/sts2012.toml scores, the run's lines each with a TAB and a confidence in 1..100;
 - the steps alone, in chunks of 8 resamples as score_run draws them: the draws (with the
   kernel, counted per pair), the moments of Pearson and ALL (the kernel's: straight from those
   counts; numpy's: counts per cell of equal (x, y) and a product), the counts per cell that
@@ -41,6 +43,20 @@ from bench_scoring import TASK, make_release  # noqa: E402
 PEARSON_TASK = (TASK.replace('dataset = ["pearson", "spearman"]', 'dataset = ["pearson"]')
                 .replace('aggregate = ["ALL", "ALLnorm", "Mean"]\nprimary = "ALL"',
                          'aggregate = ["Mean"]\nprimary = "Mean"'))
+STS2012_TASK = TASK.replace('dataset = ["pearson", "spearman"]',
+                            'dataset = ["pearson", "weighted_pearson"]')
+
+
+def add_confidences(run: Path, seed: int) -> None:
+    """Each line of each run file given a TAB and a confidence in 1..100, as STS 2012 runs carry."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    for path in sorted(run.glob("STS.output.*.txt")):
+        lines = path.read_text().splitlines()
+        conf = rng.integers(1, 101, len(lines)).tolist()
+        path.write_text("".join(f"{ln}\t{c}\n" for ln, c in zip(lines, conf, strict=True)))
+
 
 _TIME_CIS = """
 import json, sys, time
@@ -134,12 +150,18 @@ def main() -> None:
         folder = Path(tmp) / "release"
         definition, _ = make_release(folder, {"big": args.pairs}, seed=2,
                                      continuous=args.continuous)
-        tasks = {"pearson": folder / "pearson.toml", "default": definition}
-        tasks["pearson"].write_text(PEARSON_TASK + '\n[[datasets]]\nname = "big"\n')
-        for name, task in tasks.items():
+        # the same pairs again, the run's lines with confidences
+        confident = Path(tmp) / "confident"
+        make_release(confident, {"big": args.pairs}, seed=2, continuous=args.continuous)
+        add_confidences(confident / "run", seed=3)
+        tasks = {"pearson": (folder, folder / "pearson.toml"), "default": (folder, definition),
+                 "sts2012": (confident, confident / "sts2012.toml")}
+        tasks["pearson"][1].write_text(PEARSON_TASK + '\n[[datasets]]\nname = "big"\n')
+        tasks["sts2012"][1].write_text(STS2012_TASK + '\n[[datasets]]\nname = "big"\n')
+        for name, (release, task) in tasks.items():
             runs = {}
             for numpy_draws in (False, True):
-                cpu, wall, path, cis = _run(_TIME_CIS, [str(folder), str(task),
+                cpu, wall, path, cis = _run(_TIME_CIS, [str(release), str(task),
                                                         str(args.resamples)], numpy_draws)
                 runs[path] = cis
                 print(f"  score_run, {name} metrics, {path} draws: {cpu:.2f} ({wall:.2f})",

@@ -518,8 +518,31 @@ INLINE double count_at(const void *row, size_t i, const int size) {
          : size == 2 ? ((const uint16_t *)row)[i] : ((const uint32_t *)row)[i];
 }
 
-/* the chunk's columns: x, y, x², y², xy */
-static double mom_cols[5][MOM_CHUNK] __attribute__((aligned(64)));
+/* a chunk's columns, made per call (each call its own, on its stack: the GIL is released):
+   w (weighted only), then x, y, x², y², xy, each times w when weighted (w·x·x as numpy's
+   (w * xc) * xc) */
+#define MOM_COLS double mom_cols[6][MOM_CHUNK] __attribute__((aligned(64)))
+INLINE void mom_fill(double (*mom_cols)[MOM_CHUNK], size_t c0, size_t m, const double *x,
+                     const double *y, const double *w, const int weighted) {
+    for (size_t i = 0; i < m; i++) {
+        double a = x[c0 + i], b = y[c0 + i];
+        if (weighted) {
+            double v = w[c0 + i], va = v * a, vb = v * b;
+            mom_cols[0][i] = v;
+            mom_cols[1][i] = va;
+            mom_cols[2][i] = vb;
+            mom_cols[3][i] = va * a;
+            mom_cols[4][i] = vb * b;
+            mom_cols[5][i] = va * b;
+        } else {
+            mom_cols[1][i] = a;
+            mom_cols[2][i] = b;
+            mom_cols[3][i] = a * a;
+            mom_cols[4][i] = b * b;
+            mom_cols[5][i] = a * b;
+        }
+    }
+}
 
 /* moments_rows in vectors of VT (VW lanes, counts loaded as CT8/CT16/CT32), two sets of
    partial sums per row */
@@ -546,39 +569,34 @@ INLINE double NAME##_hsum(const VT *v) {                                        
     return t;                                                                                    \
 }                                                                                                \
 INLINE void NAME(const void *counts, Py_ssize_t rows, size_t n, const double *x,                 \
-                 const double *y, double *out, const int size) {                                 \
+                 const double *y, const double *w, double *out, const int size,                  \
+                 const int weighted) {                                                           \
+    MOM_COLS;                                                                                    \
     for (Py_ssize_t r0 = 0; r0 < rows; r0 += MOM_ROWS) {                                         \
         int g = rows - r0 < MOM_ROWS ? (int)(rows - r0) : MOM_ROWS;                              \
         double tot[MOM_ROWS][6];                                                                 \
         memset(tot, 0, sizeof tot);                                                              \
         for (size_t c0 = 0; c0 < n; c0 += MOM_CHUNK) {                                           \
             size_t m = n - c0 < MOM_CHUNK ? n - c0 : MOM_CHUNK, mv = m - m % (2 * VW);           \
-            for (size_t i = 0; i < m; i++) {                                                     \
-                double a = x[c0 + i], b = y[c0 + i];                                             \
-                mom_cols[0][i] = a;                                                              \
-                mom_cols[1][i] = b;                                                              \
-                mom_cols[2][i] = a * a;                                                          \
-                mom_cols[3][i] = b * b;                                                          \
-                mom_cols[4][i] = a * b;                                                          \
-            }                                                                                    \
+            mom_fill(mom_cols, c0, m, x, y, w, weighted);                                        \
             for (int j = 0; j < g; j++) {                                                        \
                 const char *row = (const char *)counts + ((size_t)(r0 + j) * n + c0) * (size_t)size; \
                 VT n0 = {0}, x0 = {0}, y0 = {0}, xx0 = {0}, yy0 = {0}, xy0 = {0};                \
                 VT n1 = {0}, x1 = {0}, y1 = {0}, xx1 = {0}, yy1 = {0}, xy1 = {0};                \
                 for (size_t i = 0; i < mv; i += 2 * VW) {                                        \
                     VT c = NAME##_load(row, i, size), d = NAME##_load(row, i + VW, size);        \
-                    n0 += c;                                                                     \
-                    n1 += d;                                                                     \
-                    x0 += c * *(const VT *)(mom_cols[0] + i);                                    \
-                    x1 += d * *(const VT *)(mom_cols[0] + i + VW);                               \
-                    y0 += c * *(const VT *)(mom_cols[1] + i);                                    \
-                    y1 += d * *(const VT *)(mom_cols[1] + i + VW);                               \
-                    xx0 += c * *(const VT *)(mom_cols[2] + i);                                   \
-                    xx1 += d * *(const VT *)(mom_cols[2] + i + VW);                              \
-                    yy0 += c * *(const VT *)(mom_cols[3] + i);                                   \
-                    yy1 += d * *(const VT *)(mom_cols[3] + i + VW);                              \
-                    xy0 += c * *(const VT *)(mom_cols[4] + i);                                   \
-                    xy1 += d * *(const VT *)(mom_cols[4] + i + VW);                              \
+                    n0 += weighted ? c * *(const VT *)(mom_cols[0] + i) : c;                     \
+                    n1 += weighted ? d * *(const VT *)(mom_cols[0] + i + VW) : d;                \
+                    x0 += c * *(const VT *)(mom_cols[1] + i);                                    \
+                    x1 += d * *(const VT *)(mom_cols[1] + i + VW);                               \
+                    y0 += c * *(const VT *)(mom_cols[2] + i);                                    \
+                    y1 += d * *(const VT *)(mom_cols[2] + i + VW);                               \
+                    xx0 += c * *(const VT *)(mom_cols[3] + i);                                   \
+                    xx1 += d * *(const VT *)(mom_cols[3] + i + VW);                              \
+                    yy0 += c * *(const VT *)(mom_cols[4] + i);                                   \
+                    yy1 += d * *(const VT *)(mom_cols[4] + i + VW);                              \
+                    xy0 += c * *(const VT *)(mom_cols[5] + i);                                   \
+                    xy1 += d * *(const VT *)(mom_cols[5] + i + VW);                              \
                 }                                                                                \
                 VT sums[6] = {n0 + n1, x0 + x1, y0 + y1, xx0 + xx1, yy0 + yy1, xy0 + xy1};      \
                 double t[6];                                                                     \
@@ -586,9 +604,9 @@ INLINE void NAME(const void *counts, Py_ssize_t rows, size_t n, const double *x,
                     t[q] = NAME##_hsum(&sums[q]);                                                \
                 for (size_t i = mv; i < m; i++) {                                                \
                     double c = count_at(row, i, size);                                           \
-                    t[0] += c;                                                                   \
+                    t[0] += weighted ? c * mom_cols[0][i] : c;                                   \
                     for (int q = 0; q < 5; q++)                                                  \
-                        t[q + 1] += c * mom_cols[q][i];                                          \
+                        t[q + 1] += c * mom_cols[q + 1][i];                                          \
                 }                                                                                \
                 for (int q = 0; q < 6; q++)                                                      \
                     tot[j][q] += t[q];                                                           \
@@ -606,22 +624,16 @@ MOMENTS_ROWS(moments_rows8, v8d, 8, v8u8, v8u16, v8u32, v8i32, v8i64)
 
 /* moments_rows for uint8 counts in AVX-512 intrinsics: 8 counts widened to doubles, two sets of
    six partial sums */
-static void moments_rows8_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, const double *x,
-                             const double *y, double *out) {
+INLINE void moments_rows8_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, const double *x,
+                             const double *y, const double *w, double *out, const int weighted) {
+    MOM_COLS;
     for (Py_ssize_t r0 = 0; r0 < rows; r0 += MOM_ROWS) {
         int g = rows - r0 < MOM_ROWS ? (int)(rows - r0) : MOM_ROWS;
         double tot[MOM_ROWS][6];
         memset(tot, 0, sizeof tot);
         for (size_t c0 = 0; c0 < n; c0 += MOM_CHUNK) {
             size_t m = n - c0 < MOM_CHUNK ? n - c0 : MOM_CHUNK, mv = m - m % 16;
-            for (size_t i = 0; i < m; i++) {
-                double a = x[c0 + i], b = y[c0 + i];
-                mom_cols[0][i] = a;
-                mom_cols[1][i] = b;
-                mom_cols[2][i] = a * a;
-                mom_cols[3][i] = b * b;
-                mom_cols[4][i] = a * b;
-            }
+            mom_fill(mom_cols, c0, m, x, y, w, weighted);
             for (int j = 0; j < g; j++) {
                 const uint8_t *row = counts + (size_t)(r0 + j) * n + c0;
                 __m512d s0[6], s1[6];
@@ -631,11 +643,16 @@ static void moments_rows8_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, c
                     __m128i b16 = _mm_loadu_si128((const __m128i *)(row + i));
                     __m512d c = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(b16));
                     __m512d d = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(_mm_srli_si128(b16, 8)));
-                    s0[0] = _mm512_add_pd(s0[0], c);
-                    s1[0] = _mm512_add_pd(s1[0], d);
+                    if (weighted) {
+                        s0[0] = _mm512_fmadd_pd(c, _mm512_load_pd(mom_cols[0] + i), s0[0]);
+                        s1[0] = _mm512_fmadd_pd(d, _mm512_load_pd(mom_cols[0] + i + 8), s1[0]);
+                    } else {
+                        s0[0] = _mm512_add_pd(s0[0], c);
+                        s1[0] = _mm512_add_pd(s1[0], d);
+                    }
                     for (int q = 0; q < 5; q++) {
-                        s0[q + 1] = _mm512_fmadd_pd(c, _mm512_load_pd(mom_cols[q] + i), s0[q + 1]);
-                        s1[q + 1] = _mm512_fmadd_pd(d, _mm512_load_pd(mom_cols[q] + i + 8),
+                        s0[q + 1] = _mm512_fmadd_pd(c, _mm512_load_pd(mom_cols[q + 1] + i), s0[q + 1]);
+                        s1[q + 1] = _mm512_fmadd_pd(d, _mm512_load_pd(mom_cols[q + 1] + i + 8),
                                                     s1[q + 1]);
                     }
                 }
@@ -644,9 +661,9 @@ static void moments_rows8_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, c
                     t[q] = _mm512_reduce_add_pd(_mm512_add_pd(s0[q], s1[q]));
                 for (size_t i = mv; i < m; i++) {
                     double c = row[i];
-                    t[0] += c;
+                    t[0] += weighted ? c * mom_cols[0][i] : c;
                     for (int q = 0; q < 5; q++)
-                        t[q + 1] += c * mom_cols[q][i];
+                        t[q + 1] += c * mom_cols[q + 1][i];
                 }
                 for (int q = 0; q < 6; q++)
                     tot[j][q] += t[q];
@@ -657,13 +674,16 @@ static void moments_rows8_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, c
 }
 
 static void moments_avx512(const void *counts, Py_ssize_t rows, size_t n, const double *x,
-                           const double *y, double *out, int size) {
+                           const double *y, const double *w, double *out, int size) {
     if (size == 1)
-        moments_rows8_u8(counts, rows, n, x, y, out);
+        w ? moments_rows8_u8(counts, rows, n, x, y, w, out, 1)
+          : moments_rows8_u8(counts, rows, n, x, y, w, out, 0);
     else if (size == 2)
-        moments_rows8(counts, rows, n, x, y, out, 2);
+        w ? moments_rows8(counts, rows, n, x, y, w, out, 2, 1)
+          : moments_rows8(counts, rows, n, x, y, w, out, 2, 0);
     else
-        moments_rows8(counts, rows, n, x, y, out, 4);
+        w ? moments_rows8(counts, rows, n, x, y, w, out, 4, 1)
+          : moments_rows8(counts, rows, n, x, y, w, out, 4, 0);
 }
 #pragma GCC pop_options
 #endif
@@ -671,35 +691,33 @@ static void moments_avx512(const void *counts, Py_ssize_t rows, size_t n, const 
 MOMENTS_ROWS(moments_rows, v4d, 4, v4u8, v4u16, v4u32, v4i32, v4i64)
 
 static void moments_plain(const void *counts, Py_ssize_t rows, size_t n, const double *x,
-                          const double *y, double *out, int size) {
+                          const double *y, const double *w, double *out, int size) {
     if (size == 1)
-        moments_rows(counts, rows, n, x, y, out, 1);
+        w ? moments_rows(counts, rows, n, x, y, w, out, 1, 1)
+          : moments_rows(counts, rows, n, x, y, w, out, 1, 0);
     else if (size == 2)
-        moments_rows(counts, rows, n, x, y, out, 2);
+        w ? moments_rows(counts, rows, n, x, y, w, out, 2, 1)
+          : moments_rows(counts, rows, n, x, y, w, out, 2, 0);
     else
-        moments_rows(counts, rows, n, x, y, out, 4);
+        w ? moments_rows(counts, rows, n, x, y, w, out, 4, 1)
+          : moments_rows(counts, rows, n, x, y, w, out, 4, 0);
 }
 
 #ifdef MOM_AVX512
 /* moments_rows for uint8 counts in AVX2 intrinsics (processors without AVX-512): 4 counts
    widened to doubles, two sets of six partial sums */
-__attribute__((target("avx,avx2,fma")))
-static void moments_rows4_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, const double *x,
-                             const double *y, double *out) {
+__attribute__((target("avx,avx2,fma"), always_inline))
+static inline void moments_rows4_u8_of(const uint8_t *counts, Py_ssize_t rows, size_t n,
+                                       const double *x, const double *y, const double *w,
+                                       double *out, const int weighted) {
+    MOM_COLS;
     for (Py_ssize_t r0 = 0; r0 < rows; r0 += MOM_ROWS) {
         int g = rows - r0 < MOM_ROWS ? (int)(rows - r0) : MOM_ROWS;
         double tot[MOM_ROWS][6];
         memset(tot, 0, sizeof tot);
         for (size_t c0 = 0; c0 < n; c0 += MOM_CHUNK) {
             size_t m = n - c0 < MOM_CHUNK ? n - c0 : MOM_CHUNK, mv = m - m % 8;
-            for (size_t i = 0; i < m; i++) {
-                double a = x[c0 + i], b = y[c0 + i];
-                mom_cols[0][i] = a;
-                mom_cols[1][i] = b;
-                mom_cols[2][i] = a * a;
-                mom_cols[3][i] = b * b;
-                mom_cols[4][i] = a * b;
-            }
+            mom_fill(mom_cols, c0, m, x, y, w, weighted);
             for (int j = 0; j < g; j++) {
                 const uint8_t *row = counts + (size_t)(r0 + j) * n + c0;
                 __m256d s0[6], s1[6];
@@ -709,11 +727,16 @@ static void moments_rows4_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, c
                     __m128i b8 = _mm_loadl_epi64((const __m128i *)(row + i));
                     __m256d c = _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(b8));
                     __m256d d = _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_srli_si128(b8, 4)));
-                    s0[0] = _mm256_add_pd(s0[0], c);
-                    s1[0] = _mm256_add_pd(s1[0], d);
+                    if (weighted) {
+                        s0[0] = _mm256_fmadd_pd(c, _mm256_load_pd(mom_cols[0] + i), s0[0]);
+                        s1[0] = _mm256_fmadd_pd(d, _mm256_load_pd(mom_cols[0] + i + 4), s1[0]);
+                    } else {
+                        s0[0] = _mm256_add_pd(s0[0], c);
+                        s1[0] = _mm256_add_pd(s1[0], d);
+                    }
                     for (int q = 0; q < 5; q++) {
-                        s0[q + 1] = _mm256_fmadd_pd(c, _mm256_load_pd(mom_cols[q] + i), s0[q + 1]);
-                        s1[q + 1] = _mm256_fmadd_pd(d, _mm256_load_pd(mom_cols[q] + i + 4),
+                        s0[q + 1] = _mm256_fmadd_pd(c, _mm256_load_pd(mom_cols[q + 1] + i), s0[q + 1]);
+                        s1[q + 1] = _mm256_fmadd_pd(d, _mm256_load_pd(mom_cols[q + 1] + i + 4),
                                                     s1[q + 1]);
                     }
                 }
@@ -725,9 +748,9 @@ static void moments_rows4_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, c
                 }
                 for (size_t i = mv; i < m; i++) {
                     double c = row[i];
-                    t[0] += c;
+                    t[0] += weighted ? c * mom_cols[0][i] : c;
                     for (int q = 0; q < 5; q++)
-                        t[q + 1] += c * mom_cols[q][i];
+                        t[q + 1] += c * mom_cols[q + 1][i];
                 }
                 for (int q = 0; q < 6; q++)
                     tot[j][q] += t[q];
@@ -735,6 +758,15 @@ static void moments_rows4_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, c
         }
         memcpy(out + (size_t)r0 * 6, tot, (size_t)g * 6 * sizeof(double));
     }
+}
+
+__attribute__((target("avx,avx2,fma")))
+static void moments_rows4_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, const double *x,
+                             const double *y, const double *w, double *out) {
+    if (w)
+        moments_rows4_u8_of(counts, rows, n, x, y, w, out, 1);
+    else
+        moments_rows4_u8_of(counts, rows, n, x, y, w, out, 0);
 }
 #endif
 
@@ -760,42 +792,67 @@ static const char moments_doc[] =
     "columns 1, x, y, x*x, y*y, x*y (x, y: n float64), by the best build the processor runs up to "
     "level (2 AVX-512, 1 AVX2, 0 plain C); returns the level that ran.";
 
-static PyObject *draws_moments(PyObject *self, PyObject *args) {
-    Py_buffer counts, xb, yb, out;
+static const char weighted_moments_doc[] =
+    "weighted_moments(counts, rows, n, x, y, w, out, level=2) -> int\n\n"
+    "As moments, with every column times w (n float64): out (rows x 6) = each row of counts "
+    "times w, w*x, w*y, w*x*x, w*y*y, w*x*y; returns the level that ran.";
+
+/* moments and weighted_moments: one parser, one set of builds (w NULL: unweighted) */
+static PyObject *moments_call(PyObject *args, int weighted) {
+    Py_buffer counts, xb, yb, wb, out;
     Py_ssize_t rows, n;
     int level = 2;
     PyObject *result = NULL;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "y*nny*y*w*|i", &counts, &rows, &n, &xb, &yb, &out, &level))
+    int ok = weighted
+        ? PyArg_ParseTuple(args, "y*nny*y*y*w*|i", &counts, &rows, &n, &xb, &yb, &wb, &out,
+                           &level)
+        : PyArg_ParseTuple(args, "y*nny*y*w*|i", &counts, &rows, &n, &xb, &yb, &out, &level);
+    if (!ok)
         return NULL;
+    if (!weighted)
+        wb = xb;  /* checked as x is, never read */
     int size = (int)counts.itemsize;
     if (rows < 0 || n < 1 || (size != 1 && size != 2 && size != 4) ||
         counts.len != rows * n * size || !PyBuffer_IsContiguous(&counts, 'C') ||
         xb.itemsize != 8 || xb.len != n * 8 || !PyBuffer_IsContiguous(&xb, 'C') ||
         yb.itemsize != 8 || yb.len != n * 8 || !PyBuffer_IsContiguous(&yb, 'C') ||
+        wb.itemsize != 8 || wb.len != n * 8 || !PyBuffer_IsContiguous(&wb, 'C') ||
         out.itemsize != 8 || out.len != rows * 6 * 8 || !PyBuffer_IsContiguous(&out, 'C')) {
-        PyErr_SetString(PyExc_ValueError, "counts must be rows x n uint8, 16 or 32, x and y n "
-                        "float64, out rows x 6 float64, all contiguous");
+        PyErr_SetString(PyExc_ValueError, "counts must be rows x n uint8, 16 or 32, x, y (and w) "
+                        "n float64, out rows x 6 float64, all contiguous");
         goto done;
     }
     level = moments_level(level);
+    const double *w = weighted ? wb.buf : NULL;
     Py_BEGIN_ALLOW_THREADS
 #ifdef MOM_AVX512
     if (level == 2)
-        moments_avx512(counts.buf, rows, (size_t)n, xb.buf, yb.buf, out.buf, size);
+        moments_avx512(counts.buf, rows, (size_t)n, xb.buf, yb.buf, w, out.buf, size);
     else if (level == 1 && size == 1)
-        moments_rows4_u8(counts.buf, rows, (size_t)n, xb.buf, yb.buf, out.buf);
+        moments_rows4_u8(counts.buf, rows, (size_t)n, xb.buf, yb.buf, w, out.buf);
     else
 #endif
-        moments_plain(counts.buf, rows, (size_t)n, xb.buf, yb.buf, out.buf, size);
+        moments_plain(counts.buf, rows, (size_t)n, xb.buf, yb.buf, w, out.buf, size);
     Py_END_ALLOW_THREADS
     result = PyLong_FromLong(level);
 done:
     PyBuffer_Release(&counts);
     PyBuffer_Release(&xb);
     PyBuffer_Release(&yb);
+    if (weighted)
+        PyBuffer_Release(&wb);
     PyBuffer_Release(&out);
     return result;
+}
+
+static PyObject *draws_moments(PyObject *self, PyObject *args) {
+    (void)self;
+    return moments_call(args, 0);
+}
+
+static PyObject *draws_weighted_moments(PyObject *self, PyObject *args) {
+    (void)self;
+    return moments_call(args, 1);
 }
 
 static PyMethodDef methods[] = {
@@ -803,6 +860,7 @@ static PyMethodDef methods[] = {
     {"fill", draws_fill, METH_VARARGS, fill_doc},
     {"reduce", draws_reduce, METH_VARARGS, reduce_doc},
     {"moments", draws_moments, METH_VARARGS, moments_doc},
+    {"weighted_moments", draws_weighted_moments, METH_VARARGS, weighted_moments_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -23,3 +23,8 @@ def moments(counts: Any, rows: int, n: int, x: Any, y: Any, out: Any, level: int
     """out (rows x 6 float64): each row of counts (rows x n, uint8/16/32) times the columns 1,
     x, y, x*x, y*y, x*y (n float64 each), by the best build the processor runs up to level (2
     AVX-512, 1 AVX2, 0 plain C). The level that ran."""
+
+def weighted_moments(counts: Any, rows: int, n: int, x: Any, y: Any, w: Any, out: Any,
+                     level: int = 2, /) -> int:
+    """out (rows x 6 float64): as moments, every column times w (n float64): w, w*x, w*y,
+    w*x*x, w*y*y, w*x*y. The level that ran."""

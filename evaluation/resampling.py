@@ -142,7 +142,8 @@ def count_matrix(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray
 class Resample:
     """Rows of drawn pair indices, with counts per pair or per cell of pairs made once each."""
 
-    __slots__ = ("_cells", "_counts", "_drawn", "_index", "_products", "_start", "n", "rows")
+    __slots__ = ("_cells", "_counts", "_drawn", "_index", "_products", "_start", "_weighted",
+                 "n", "rows")
 
     def __init__(self, index: np.ndarray | None, n: int, *, drawn: np.ndarray | None = None,
                  start: dict[str, Any] | None = None) -> None:
@@ -159,6 +160,8 @@ class Resample:
         # id of a cell map -> (the map, kept so its id is not reused; its counts)
         self._cells: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._products: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # id of a weights array -> (x, y, w, kept so their ids are not reused; the sums)
+        self._weighted: dict[int, tuple[tuple[np.ndarray, ...], np.ndarray]] = {}
 
     @property
     def index(self) -> np.ndarray:
@@ -213,6 +216,18 @@ class Resample:
             out = np.empty((self.rows, 6))
             kernel.moments(self._drawn, self.rows, self.n, x, y, out)
             hit = self._products[id(x)] = (x, out)
+        return hit[1]
+
+    def weighted_moments(self, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """(resamples, 6) count-weighted sums of w, wx, wy, wx², wy², wxy straight from the
+        kernel's integer counts per pair; kept per (x, y, w) arrays."""
+        hit = self._weighted.get(id(w))
+        if hit is None or any(a is not b for a, b in zip(hit[0], (x, y, w), strict=True)):
+            kernel = kernel_module()
+            assert kernel is not None and self._drawn is not None, "counted by the kernel"
+            out = np.empty((self.rows, 6))
+            kernel.weighted_moments(self._drawn, self.rows, self.n, x, y, w, out)
+            hit = self._weighted[id(w)] = ((x, y, w), out)
         return hit[1]
 
     def product(self, cols: np.ndarray, cell_of: np.ndarray | None = None,
@@ -367,7 +382,20 @@ def boot_pearson(c: Counts, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def boot_weighted_pearson(c: Counts, x: np.ndarray, y: np.ndarray,
                           w: np.ndarray) -> np.ndarray:
-    """Confidence-weighted Pearson of each resample."""
+    """Confidence-weighted Pearson of each resample, from sums about the (unweighted) means of
+    all pairs. From a kernel-counted Resample, summed by the kernel straight from its counts per
+    pair: numpy's product to rounding (1e-12 relative), not bit for bit."""
+    # a build of the kernel from before its weighted sums existed: the product, below
+    if (isinstance(c, Resample) and c.counted
+            and hasattr(kernel_module(), "weighted_moments")):
+        means = _memoised("means", (x, y), lambda: (float(x.mean()), float(y.mean())))
+        # the very centred arrays Pearson's moments use (shared when both are bootstrapped)
+        xs, ys = _memoised(f"shifted@{means[0]!r},{means[1]!r}", (x, y), lambda: (
+            np.ascontiguousarray(x - means[0], dtype=np.float64),
+            np.ascontiguousarray(y - means[1], dtype=np.float64)))
+        ws = _memoised("weights", (w,), lambda: np.ascontiguousarray(w, dtype=np.float64))
+        return pearson_from_moments(c.weighted_moments(xs, ys, ws))
+
     def build() -> np.ndarray:
         xc, yc = x - x.mean(), y - y.mean()
         return np.column_stack([w, w * xc, w * yc, w * xc * xc, w * yc * yc, w * xc * yc])

@@ -1,7 +1,8 @@
 """The compiled draws (evaluation/_draws.c) are numpy's draws: the same values of
 Generator(PCG64).integers(0, n, dtype=uint32), counted as numpy's bincount counts them, and the
 generator left in the very state numpy's call leaves it in; CIs are the same with it or without
-(the moments, summed from the counts per pair in C, to 1e-12 relative).
+(the moments, plain and confidence-weighted, summed from the counts per pair in C, to 1e-12
+relative).
 
 The kernel is built by `pip install .`/`-e .` or `python setup.py build_ext --inplace`; where
 it could not be (no C compiler), its own tests are skipped and resampling draws with numpy.
@@ -210,6 +211,37 @@ def test_moments_are_the_product_of_counts_and_columns(kernel: ModuleType, n: in
         assert np.array_equal(out[:, 0], counts.sum(axis=1))
 
 
+def _weighted_columns(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """boot_weighted_pearson's numpy columns (x and y as centred there)."""
+    return np.column_stack([w, w * x, w * y, w * x * x, w * y * y, w * x * y])
+
+
+@pytest.mark.parametrize("n", [1, 2, 15, 16, 17, 511, 512, 513, 1000, 70_001])
+@pytest.mark.parametrize("rows", [1, 3, 16, 17, 40])
+@pytest.mark.parametrize("level", [2, 1, 0])
+def test_weighted_moments_are_the_product_of_counts_and_weighted_columns(
+        kernel: ModuleType, n: int, rows: int, level: int) -> None:
+    """The confidence-weighted sums at every chunk edge, count width and build, as above."""
+    rng = np.random.default_rng(n * 100 + rows + 7)
+    x, y = rng.normal(0.0, 1.0, n), rng.uniform(-2.5, 2.5, n)
+    w = rng.integers(1, 101, n).astype(np.float64)  # confidences as STS 2012 runs carry them
+    drawn = rng.poisson(1.0, (rows, n))
+    drawn[:, :3] += 200
+    cols = _weighted_columns(x, y, w)
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        counts = drawn.astype(dtype)
+        out = np.full((rows, 6), np.nan)
+        assert kernel.weighted_moments(counts, rows, n, x, y, w, out, level) <= level
+        want = counts.astype(np.float64) @ cols
+        scale = np.abs(counts.astype(np.float64)) @ np.abs(cols)
+        assert np.all(np.abs(out - want) <= 1e-13 * scale), (dtype, level)
+        # the plain moments beside them are unchanged by the weights' build
+        plain = np.full((rows, 6), np.nan)
+        kernel.moments(counts, rows, n, x, y, plain, level)
+        assert np.array_equal(plain[:, 0], counts.sum(axis=1))
+        assert np.allclose(plain, _moments_reference(counts, x, y), rtol=1e-12, atol=1e-9)
+
+
 def test_moments_take_the_best_build_the_processor_runs(kernel: ModuleType) -> None:
     import platform
 
@@ -229,6 +261,11 @@ def test_moments_refuse_bad_shapes(kernel: ModuleType) -> None:
         kernel.moments(counts, 2, 5, x, x, np.empty((2, 5)))
     with pytest.raises(ValueError, match="contiguous"):
         kernel.moments(counts, 2, 5, x.astype(np.float32), x, np.empty((2, 6)))
+    for w in (np.zeros(4), np.zeros(5, np.float32), np.zeros(10)[::2]):
+        with pytest.raises((ValueError, BufferError)):
+            kernel.weighted_moments(counts, 2, 5, x, x, w, np.empty((2, 6)))
+    with pytest.raises(TypeError):  # the weights are not optional
+        kernel.weighted_moments(counts, 2, 5, x, x, np.empty((2, 6)))
 
 
 def test_resample_moments_from_the_kernel_match_numpys_cells(
@@ -246,6 +283,43 @@ def test_resample_moments_from_the_kernel_match_numpys_cells(
         assert np.allclose(got, want, rtol=1e-12, atol=1e-9)
         assert R.moments(on, x, y, shift) is got  # kept: Pearson and ALL share one pass
     assert not on._cells  # no cell counts were made for the moments
+
+
+def test_weighted_pearson_from_the_kernel_matches_numpys_product(
+        kernel: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """boot_weighted_pearson of a kernel-counted Resample (C) against numpy's (counts @ cols)."""
+    rng = np.random.default_rng(5)
+    y = R.frozen(np.round(rng.uniform(0, 5, 5000) * 5) / 5)
+    x = R.frozen(np.round(np.clip(y + rng.normal(0, 1, 5000), 0, 5), 1))
+    w = R.frozen(rng.integers(1, 101, 5000).astype(np.float64))
+    on = _resample(monkeypatch, True, np.random.default_rng(8), 5000, 37)
+    off = _resample(monkeypatch, False, np.random.default_rng(8), 5000, 37)
+    got, want = R.boot_weighted_pearson(on, x, y, w), R.boot_weighted_pearson(off, x, y, w)
+    assert np.allclose(got, want, rtol=1e-12, atol=0)
+    assert on._counts is None  # no float count matrix was made
+    sums = on._weighted[id(w)][1]
+    assert R.boot_weighted_pearson(on, x, y, w) is not None and on._weighted[id(w)][1] is sums
+    # the centred x and y are Pearson's own (one memoised pair for both)
+    R.boot_pearson(on, x, y)
+    assert any(v[0] is on._weighted[id(w)][0][0] for v in on._products.values())
+
+
+def test_a_kernel_built_before_weighted_moments_takes_the_product(
+        kernel: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An extension with moments but no weighted_moments: weighted Pearson by the product."""
+
+    class Older:
+        count, fill, reduce, moments = kernel.count, kernel.fill, kernel.reduce, kernel.moments
+
+    rng = np.random.default_rng(6)
+    x, y = R.frozen(rng.normal(size=3000)), R.frozen(rng.normal(size=3000))
+    w = R.frozen(rng.uniform(1, 100, 3000))
+    want = R.boot_weighted_pearson(R.draw(np.random.default_rng(3), 3000, 5), x, y, w)
+    monkeypatch.setattr(R, "_kernel", Older)
+    older = R.draw(np.random.default_rng(3), 3000, 5)
+    assert older.counted
+    assert np.allclose(R.boot_weighted_pearson(older, x, y, w), want, rtol=1e-12, atol=0)
+    assert older._counts is not None and not older._weighted  # the float counts' product
 
 
 def test_a_kernel_built_before_moments_sums_cells(kernel: ModuleType,
@@ -307,13 +381,31 @@ def test_other_bit_generators_and_a_missing_kernel_draw_with_numpy(
     assert R.draw(np.random.default_rng(1), 50, 3)._drawn is None
 
 
-# ties on both sides (counted per cell), two datasets (ALL's shared moments), next to none
-@pytest.mark.parametrize("sizes,decimals", [({"a": 3000, "b": 1200}, 1), ({"big": 30001}, 0),
-                                            ({"c": 4000}, None)])
+def _with_confidences(definition: Path, run: Path, seed: int) -> None:
+    """The task scored as tasks/sts2012.toml is (Pearson and confidence-weighted Pearson per
+    dataset), each run line given a TAB and a confidence in 1..100."""
+    text = definition.read_text()
+    assert 'dataset = ["pearson", "spearman"]' in text
+    definition.write_text(text.replace('dataset = ["pearson", "spearman"]',
+                                       'dataset = ["pearson", "weighted_pearson"]'))
+    rng = np.random.default_rng(seed)
+    for path in sorted(run.glob("STS.output.*.txt")):
+        lines = path.read_text().splitlines()
+        conf = rng.integers(1, 101, len(lines))
+        path.write_text("".join(f"{ln}\t{c}\n" for ln, c in zip(lines, conf, strict=True)))
+
+
+# ties on both sides (counted per cell), two datasets (ALL's shared moments), next to none;
+# confidences (weighted Pearson, as STS 2012 scores)
+@pytest.mark.parametrize("sizes,decimals,confidence", [
+    ({"a": 3000, "b": 1200}, 1, False), ({"big": 30001}, 0, False), ({"c": 4000}, None, False),
+    ({"a": 3000, "b": 1200}, 1, True), ({"c": 4000}, None, True)])
 def test_score_run_cis_are_the_same_with_the_kernel_or_without(
         kernel: ModuleType, tmp_path: Path, sizes: dict[str, int], decimals: int | None,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        confidence: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     definition, run = ties_release(tmp_path, sizes, decimals, seed=11)
+    if confidence:
+        _with_confidences(definition, run, seed=12)
     task = load_task(definition)
     inputs = load_inputs(task, tmp_path)
     gold = load_gold(task, tmp_path, inputs)
@@ -325,9 +417,11 @@ def test_score_run_cis_are_the_same_with_the_kernel_or_without(
         got = score_run(task, validated, gold, resamples=300, seed=99).to_dict()
         cis[on] = _cis({"aggregates": got["aggregates"], "datasets": got["datasets"]})
     assert len(cis[True]) >= 5 and all(v is not None for v in cis[True].values())
-    # the kernel's moments (Pearson, ALL, ALLnorm) are summed from the counts per pair in another
-    # order than numpy's product of cell counts: the same figures to 1e-12 relative; the rest
-    # (Spearman, the draws themselves) the very same numbers
+    weighted = [k for k in cis[True] if k.endswith("/weighted_pearson")]
+    assert len(weighted) == (len(sizes) if confidence else 0)
+    # the kernel's moments (Pearson, ALL, ALLnorm, weighted Pearson) are summed from the counts
+    # per pair in another order than numpy's product of cell (or pair) counts: the same figures
+    # to 1e-12 relative; the rest (Spearman, the draws themselves) the very same numbers
     assert cis[True].keys() == cis[False].keys()
     for name, ci in cis[True].items():
         assert np.allclose(ci, cis[False][name], rtol=1e-12, atol=0), name
