@@ -211,6 +211,32 @@ def test_moments_are_the_product_of_counts_and_columns(kernel: ModuleType, n: in
         assert np.array_equal(out[:, 0], counts.sum(axis=1))
 
 
+def test_moments_in_threads_at_once_are_each_call_s_own(kernel: ModuleType) -> None:
+    """The sums run with the GIL released: calls from several threads at once (a site's worker
+    threads) each get their own data's sums, as one at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    n, rows = 200_000, 16
+    rng = np.random.default_rng(7)
+    counts = rng.poisson(1.0, (rows, n)).astype(np.uint8)
+    data = [(rng.normal(k, 1.0, n), rng.uniform(-k, k + 1, n), rng.uniform(1, 100, n))
+            for k in range(4)]
+
+    def sums(k: int) -> tuple[np.ndarray, np.ndarray]:
+        x, y, w = data[k % 4]
+        plain, weighted = np.empty((rows, 6)), np.empty((rows, 6))
+        kernel.moments(counts, rows, n, x, y, plain)
+        kernel.weighted_moments(counts, rows, n, x, y, w, weighted)
+        return plain, weighted
+
+    alone = [sums(k) for k in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(sums, range(32)))
+    for k, (plain, weighted) in enumerate(together):
+        assert np.array_equal(plain, alone[k % 4][0]) and np.array_equal(weighted,
+                                                                          alone[k % 4][1]), k
+
+
 def _weighted_columns(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """boot_weighted_pearson's numpy columns (x and y as centred there)."""
     return np.column_stack([w, w * x, w * y, w * x * x, w * y * y, w * x * y])
