@@ -269,7 +269,19 @@ def _boot_spearman_runs(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarr
         blocks = [block for block in found if block is not None]
         if len(blocks) == len(found):
             return np.concatenate(blocks)
-    sorts = []
+    sorts = _sorted_runs(x)
+    if len(y) > _EXACT_PAIRS:
+        return np.concatenate([_spearman_block(c[i:i + step], sorts, y)
+                               for i in range(0, c.shape[0], step)])
+    tied = [_tie_groups(ties) for _, ties in sorts]
+    return np.concatenate([_spearman_exact_block(c[i:i + step], sorts, tied, y)
+                           for i in range(0, c.shape[0], step)])
+
+
+def _sorted_runs(x: np.ndarray) -> list[tuple[np.ndarray, Any]]:
+    """Each run's (column of x's) sorted order and, where it has ties, its groups of equal
+    scores: each group's last position and each position's group (None without ties)."""
+    sorts: list[tuple[np.ndarray, Any]] = []
     for j in range(x.shape[1]):
         order = np.argsort(x[:, j], kind="stable")
         s = x[order, j]
@@ -277,12 +289,7 @@ def _boot_spearman_runs(c: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarr
         ties = None if new.all() else (np.r_[np.flatnonzero(new)[1:], len(s)] - 1,
                                        np.cumsum(new) - 1)
         sorts.append((order, ties))
-    if len(y) > _EXACT_PAIRS:
-        return np.concatenate([_spearman_block(c[i:i + step], sorts, y)
-                               for i in range(0, c.shape[0], step)])
-    tied = [_tie_groups(ties) for _, ties in sorts]
-    return np.concatenate([_spearman_exact_block(c[i:i + step], sorts, tied, y)
-                           for i in range(0, c.shape[0], step)])
+    return sorts
 
 
 # pairs of a dataset up to which the Spearman sums of _spearman_exact_block are exact: each is

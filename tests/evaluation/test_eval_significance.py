@@ -143,13 +143,7 @@ def test_exact_spearman_sums_equal_the_float_sums_bit_for_bit(monkeypatch, wide)
         monkeypatch.setattr(S, "_BLOCK_VALUES", n * 16)  # several blocks of resamples
         if wide:
             monkeypatch.setattr(S, "_INT32_BOUND", 0)
-        sorts = []
-        for j in range(x.shape[1]):
-            order = np.argsort(x[:, j], kind="stable")
-            s = x[order, j]
-            new = np.r_[True, s[1:] != s[:-1]]
-            sorts.append((order, None if new.all() else (
-                np.r_[np.flatnonzero(new)[1:], len(s)] - 1, np.cumsum(new) - 1)))
+        sorts = S._sorted_runs(x)
         want = S._spearman_block(c, sorts, y)
         got = S._boot_spearman_runs(c, x, y)
         assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist()

@@ -32,17 +32,6 @@ def _runs(rng: np.random.Generator, y: np.ndarray) -> np.ndarray:
     return np.column_stack(cols)
 
 
-def _sorts(x: np.ndarray) -> list[tuple[np.ndarray, object]]:
-    """Each run's sorted order and tie groups, as _boot_spearman_runs makes them."""
-    sorts = []
-    for j in range(x.shape[1]):
-        order = np.argsort(x[:, j], kind="stable")
-        s = x[order, j]
-        new = np.r_[True, s[1:] != s[:-1]]
-        sorts.append((order, None if new.all() else (
-            np.r_[np.flatnonzero(new)[1:], len(s)] - 1, np.cumsum(new) - 1)))
-    return sorts
-
 
 def _bits(a: np.ndarray) -> list[int]:
     return np.ascontiguousarray(a).view(np.uint64).ravel().tolist()
@@ -59,7 +48,7 @@ def test_many_runs_give_the_float_ranks_values_bit_for_bit(monkeypatch, n, resam
     x = _runs(rng, y)
     c = R.count_matrix(np.random.default_rng(n), n, resamples)
     monkeypatch.setattr(S, "_BLOCK_VALUES", max(1, n) * 16)  # blocks of 16 resamples and less
-    want = S._spearman_block(c, _sorts(x), y)
+    want = S._spearman_block(c, S._sorted_runs(x), y)
     got = S._boot_spearman_runs(c, x, y)  # the kernel where built
     assert _bits(got) == _bits(want)
     assert np.isnan(got[:, 5]).all()  # a constant run has no Spearman
@@ -116,7 +105,7 @@ def test_counts_or_ys_a_float_cannot_hold_take_the_numpy_path(monkeypatch):
     y = np.round(rng.uniform(0, 5, 60), 1)
     x = _runs(rng, y)
     c = R.count_matrix(np.random.default_rng(13), 60, 20)
-    want = S._spearman_block(c, _sorts(x), y)
+    want = S._spearman_block(c, S._sorted_runs(x), y)
     assert S._KERNEL_BOUND == 2**24
     monkeypatch.setattr(S, "_KERNEL_BOUND", 0)
     monkeypatch.setattr(S, "_INT32_BOUND", 0)
