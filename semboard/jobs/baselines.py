@@ -55,6 +55,11 @@ def run_baselines(session: Session, storage: Storage, *, task_name: str,
     if phase.track:
         wanted = set(definition.track_datasets(phase.track))
         stored = {k: v for k, v in stored.items() if k in wanted}
+    single = [d for d in stored if definition.dataset(d).inputs.single_text]
+    if single:
+        raise InvalidData(f"dataset(s) {', '.join(single)} of {task.name} have one text an item; "
+                          "the baseline systems compare two texts (add the organisers' own "
+                          "outputs as rows: flask baselines add-file)")
     team = teams.baseline_team(session, task=task, now=now)
     session.commit()
     total = sum(len(v) for v in stored.values())
