@@ -145,9 +145,11 @@ def test_a_label_only_run_gives_no_degree_and_ranks_last_on_it():
 
 
 def test_a_constant_run_is_scored_under_the_default_rule():
-    """Without constant_run = "undefined" a constant run's sweep has one cut, everything
-    positive: the 0.346-style figure the issue saw."""
-    task = _variant('constant_run = "undefined" # label-only', 'constant_run = "scored" #')
+    """Without constant_run = "undefined" a constant run is scored: cut at distinct values its
+    sweep has one cut, everything positive (the 0.346-style figure the issue saw)."""
+    text = (SHIPPED / "pit2015.toml").read_text()
+    task = parse_task(text.replace('constant_run = "undefined" # label-only', "#").replace(
+        'sweep = "items"', 'sweep = "distinct"'), source="pit2015-scored.toml")
     flat = _score(task, FIXTURE / "PIT2015_LABELS_01_only.output", resamples=0).flat()
     gold = read_gold(task, "ranked", (FIXTURE / "test.label").read_bytes(),
                      filename="test.label").scores
