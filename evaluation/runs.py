@@ -36,6 +36,9 @@ MAX_ARCHIVE_ENTRIES = 1000
 # Applied to the archive's size, counted as at least 1 MiB: a small zip of a constant run
 # ("0\n" a million times) compresses far better than 100x and is still fine.
 MAX_COMPRESSION_RATIO = 100
+# A file of an upload is named by its path where a task's run files lie in folders; the site
+# keeps names of at most this many characters.
+MAX_PATH_CHARS = 255
 
 _T = TypeVar("_T")
 _NUMBER = re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")
@@ -184,6 +187,9 @@ def _unzip(name: str, data: bytes, keep_folders: bool = False) -> dict[str, byte
         used = 0
         for m in members:
             base = _member_key(m.filename, keep_folders)
+            if len(base) > MAX_PATH_CHARS:
+                raise refuse(f"the archive entry {base[:60]!r}... has a path of {len(base)} "
+                             f"characters; at most {MAX_PATH_CHARS} are kept", "path-too-long")
             if base in out:
                 raise refuse(f"the archive holds two files named {base!r}" + (
                     "" if keep_folders else " (folders are flattened: this task's run file "
@@ -218,6 +224,11 @@ def unpack_upload(files: Mapping[str, bytes], *, keep_folders: bool = False
             members = _unzip(base, data, keep_folders)
         else:
             members = {_member_key(name, keep_folders): data}
+            (member,) = members
+            if len(member) > MAX_PATH_CHARS:
+                raise ValidationError(Issue(member[:60] + "...", None, f"the file name has "
+                                            f"{len(member)} characters; at most "
+                                            f"{MAX_PATH_CHARS} are kept", "path-too-long"))
         for member, content in members.items():
             if member in out:
                 raise ValidationError(Issue(member, None, "two uploaded files have this name",

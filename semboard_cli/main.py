@@ -308,8 +308,8 @@ def _read_run(path: Path) -> dict[str, bytes]:
             top = path.resolve().name or "run"
             buffer = io.BytesIO()
             with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-                for rel, data in found.items():
-                    zf.writestr(f"{top}/{rel}", data)
+                for member, data in found.items():
+                    zf.writestr(f"{top}/{member}", data)
             return {f"{top}.zip": buffer.getvalue()}
         return found
     if path.is_file():

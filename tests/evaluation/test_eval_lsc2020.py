@@ -230,3 +230,12 @@ def test_numbers_of_the_answers_rank_with_ties_as_spearmanr():
     answer = _pairs(FIXTURE / "answer" / "task2" / "english.txt")
     values = np.array([float(v) for v in answer.values()])
     assert len(np.unique(values)) < len(values)  # the fixture's answers tie
+
+
+def test_a_path_longer_than_the_site_keeps_is_refused():
+    deep = "/".join(["folder"] * 40) + "/answer/task1/english.txt"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr(deep, "attack_nn\t1\n")
+    with pytest.raises(Exception, match=r"has a path of \d+ characters; at most 255"):
+        unpack_upload({"a.zip": buffer.getvalue()}, keep_folders=True)
