@@ -35,7 +35,6 @@ from evaluation import (
     validate_run,
 )
 from evaluation.cli import main
-from evaluation.taskdef import SHIPPED
 
 FIXTURE = Path(__file__).parent / "data" / "lsc2020"
 LANGUAGES = ("english", "german")

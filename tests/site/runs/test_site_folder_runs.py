@@ -65,3 +65,22 @@ def test_the_official_zip_is_one_run_answering_both_subtasks(app, client, make, 
     (row,) = board.rows
     assert set(row.ranks) == {"binary-english/accuracy", "binary-german/accuracy",
                               "graded-english/spearman", "graded-german/spearman"}
+
+
+def test_flask_baselines_add_file_takes_the_answer_folder_and_needs_a_name(app, make, session):
+    app.config["SEMBOARD_CLOCK"] = lambda: NOW
+    task = tasks.load_task(make.session, load_task("lsc2020"), now=NOW)
+    inputs.load_release_inputs(make.session, make.storage, task=task, release_dir=FIXTURE,
+                               user=None, now=NOW)
+    gold.load_release_gold(make.session, make.storage, task=task, release_dir=FIXTURE,
+                           user=None, now=NOW)
+    make.session.commit()
+    make.phase(task)
+    runner = app.test_cli_runner()
+    nameless = runner.invoke(args=["baselines", "add-file", "lsc2020", str(FIXTURE / "answer")])
+    assert nameless.exit_code != 0
+    assert "carry no run name: give the row's name" in nameless.output
+    added = runner.invoke(args=["baselines", "add-file", "lsc2020", str(FIXTURE / "answer"),
+                                "--name", "organisers-reference", "--source", "the kit"])
+    assert added.exit_code == 0, added.output
+    assert "organisers-reference: run" in added.output and "answer/task2/german.txt" in added.output

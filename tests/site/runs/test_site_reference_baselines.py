@@ -43,7 +43,7 @@ def pit(app, make):
     organiser = make.user()
     tasks.add_organiser(make.session, task=task, user=organiser, now=NOW)
     make.session.commit()
-    team, captain = make.team(task, "Team1")
+    _team, captain = make.team(task, "Team1")
     return {"task": task, "phase": phase, "organiser": organiser, "captain": captain}
 
 
@@ -105,7 +105,7 @@ def test_an_organiser_adds_the_official_outputs_named_for_a_reserved_team(client
     exported = {r["run"]: r for r in board.to_json()["rows"]}
     assert exported["BASELINE_02_coarse"]["baseline_info"]["provenance"] == SOURCE
 
-    page = client.get(f"/tasks/pit2015/leaderboard/eval").get_data(as_text=True)
+    page = client.get("/tasks/pit2015/leaderboard/eval").get_data(as_text=True)
     assert "BASELINE_02_coarse" in page and SOURCE in page
     _log_in(client, pit["organiser"])
     run_page = client.get(f"/runs/{body['id']}").get_data(as_text=True)
