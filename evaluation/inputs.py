@@ -62,11 +62,15 @@ class LineIds(Sequence[str]):
 
 @dataclass
 class DatasetInputs:
-    """The pairs of one dataset: ids, the two compared texts and genres, in file order."""
+    """The items of one dataset: ids, texts and genres, in file order.
+
+    An item's texts are the two compared texts of a pair, or one text (a target word) where the
+    definition names one text column without a split (InputFormat.single_text).
+    """
 
     dataset: str
     ids: Sequence[str]
-    texts: list[tuple[str, str]]
+    texts: Sequence[tuple[str, ...]]
     genres: Sequence[str | None]
     filename: str = ""
     digest: str = ""
@@ -290,12 +294,15 @@ def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: st
     rows, lines = _rows(fmt, text, filename, wanted)
     issues: list[Issue] = []
     ids: list[str] = []
-    pairs: list[tuple[str, str]] = []
+    pairs: list[tuple[str, ...]] = []
     genres: list[str | None] = []
     breakdowns: dict[str, list[str | None]] = {b: [] for b in fmt.breakdowns}
     for n, (row, line) in enumerate(zip(rows, lines, strict=True), start=1):
         ident = str(n) if fmt.id == "line" else row[fmt.id].strip()
-        if len(fmt.texts) == 1:
+        pair: tuple[str, ...] | None
+        if fmt.single_text:
+            pair = (row[fmt.texts[0]].strip(),)
+        elif len(fmt.texts) == 1:
             pair = _split_pair(row[fmt.texts[0]], fmt.split)
             if pair is None:
                 issues.append(Issue(filename, line, f"column {fmt.texts[0]} does not hold two "
@@ -305,7 +312,7 @@ def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: st
         else:
             pair = (row[fmt.texts[0]], row[fmt.texts[1]])
         if fmt.transform == "lemma":
-            pair = (_lemma(pair[0]), _lemma(pair[1]))
+            pair = tuple(_lemma(t) for t in pair)
         genre: str | None = None
         if fmt.genre == "id_prefix":
             genre = ident.split(fmt.genre_separator, 1)[0] if fmt.genre_separator in ident else None
@@ -552,11 +559,13 @@ def _gold_number(token: str, what: str, filename: str, line: int,
                  issues: list[Issue], gfmt: GoldFormat | None = None) -> float | None:
     """A finite number from a gold file, else None with the problem added to `issues`.
 
-    With gold.unscored = "blank" an empty token is NaN: the pair was not scored. With
+    With gold.unscored = "blank" an empty token is NaN: the pair was not scored; so is a token
+    listed in gold.unscored_markers (a release's "----"). With
     gold.classes the token is a class label and its value is the label's position.
     """
     raw = token.strip()
-    if gfmt is not None and not raw and gfmt.unscored == "blank":
+    if gfmt is not None and ((not raw and gfmt.unscored == "blank")
+                             or raw in gfmt.unscored_markers):
         return float("nan")
     if gfmt is not None and gfmt.values == "boolean":
         b = parse_boolean(raw)

@@ -275,6 +275,11 @@ def _paths() -> dict[str, dict[str, Any]]:
         "properties": {"name": STR, "phase": STR, "description": STR,
                        "files": {"type": "array", "items": {"type": "string",
                                                             "format": "binary"}}}}}}}
+    reference_upload = {"required": True, "content": {"multipart/form-data": {"schema": {
+        "type": "object", "required": ["files"],
+        "properties": {"name": STR, "phase": STR, "source": STR,
+                       "files": {"type": "array", "items": {"type": "string",
+                                                            "format": "binary"}}}}}}}
     model_upload = {"required": True, "content": {"multipart/form-data": {"schema": {
         "type": "object", "required": ["file"],
         "properties": {"file": {"type": "string", "format": "binary"}, "name": STR,
@@ -299,6 +304,11 @@ def _paths() -> dict[str, dict[str, Any]]:
                                _json("Run", "Accepted"), status="201", body=upload,
                                errors=("401", "403", "404", "409", "422")), "Run"),
         },
+        f"{t}/baselines": {"post": _op(
+            f"{t}/baselines", "Add the organisers' own output file(s), as published, as an "
+            "unranked baseline row named as the files are (organisers; 202 when queued)",
+            _json("Run", "Added"), status="201", body=reference_upload,
+            errors=("401", "403", "404", "422"))},
         "/runs/{run_id}": {"get": _op("/runs/{run_id}", "A run I may see (public runs need no "
                                       "token)", _json("Run"), auth=False)},
         f"{t}/models": {"get": _op(

@@ -11,8 +11,9 @@ from werkzeug.exceptions import Unauthorized
 from semboard.clock import request_now
 from semboard.config import Limits
 from semboard.db import SAFE_METHODS, get_session
-from semboard.errors import InvalidData
+from semboard.errors import Forbidden, InvalidData
 from semboard.jobs import analysis as analysis_jobs
+from semboard.jobs import baselines as baseline_jobs
 from semboard.jobs import boards as board_jobs
 from semboard.jobs.scoring import accept_run, request_limit
 from semboard.models import Phase, Task, Team, TeamWindow, User
@@ -202,6 +203,25 @@ def submit_run(task_name: str) -> Any:
         return jsonify(_run_json(run, show) | {"status_url": status_url}), 202, \
             {"Location": status_url}
     return jsonify(_run_json(run, show)), 201
+
+
+@bp.post("/tasks/<task_name>/baselines")
+def add_reference(task_name: str) -> Any:
+    """An organiser adds the task's own output file(s) as an unranked baseline row (multipart:
+    files, optional phase, name and source)."""
+    user = require_token_user()
+    if not access.is_organiser(get_session(), user, tasks.get_task(get_session(), task_name)):
+        raise Forbidden("only the task's organisers add reference outputs")
+    run, queued = baseline_jobs.add_reference_files(
+        get_session(), get_storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
+        task_name=task_name, files=_uploaded_files(), now=request_now(), user=user,
+        phase_slug=request.form.get("phase"), name=request.form.get("name", ""),
+        provenance=request.form.get("source", ""))
+    if queued:
+        status_url = url_for("api.show_run", run_id=run.id)
+        return jsonify(_run_json(run, True) | {"status_url": status_url}), 202, \
+            {"Location": status_url}
+    return jsonify(_run_json(run, True)), 201
 
 
 def _run_json(run: Any, show: bool) -> dict[str, Any]:

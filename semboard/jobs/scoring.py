@@ -22,6 +22,7 @@ from semboard.models import GoldFile, ModelSubmission, Phase, Run, Task, Team, U
 from semboard.services.closing import descriptions
 from semboard.services.data import gold
 from semboard.services.runs import request_scoring, submissions
+from semboard.services.tasks import definitions
 from semboard.storage import Storage, get_storage
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,8 @@ def too_large_for_request(app: Flask, phase: Phase, files: Mapping[str, bytes]) 
     """Whether a run has more lines than the phase's runs are scored with inside a request."""
     limit = request_limit(app, phase)
     try:
-        unpacked = unpack_upload(files)
+        unpacked = unpack_upload(
+            files, keep_folders=definitions.phase_definition(phase).run_folders)
     except ValidationError:
         return False  # refused by validation, in the request, as before
     return sum(data.count(b"\n") for data in unpacked.values()) > limit

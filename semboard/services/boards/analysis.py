@@ -12,6 +12,7 @@ import csv
 import io
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -87,7 +88,7 @@ class RunItems:
     """A run's pairs by dataset (evaluation.items) and the inputs' texts."""
     run: Run
     datasets: dict[str, Any]
-    texts: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    texts: dict[str, Sequence[tuple[str, ...]]] = field(default_factory=dict)
 
     def genres(self) -> list[str]:
         """Every genre named by some pair, first-seen order."""
@@ -127,7 +128,8 @@ class RunItems:
             name = names[int(which[i])]
             items, at = self.datasets[name], int(where[i])
             texts = self.texts.get(name) or []
-            t1, t2 = texts[at] if at < len(texts) else ("", "")
+            # a one-text item (a target word) has no second text
+            t1, t2 = (*texts[at], "")[:2] if at < len(texts) else ("", "")
             found.append(Item(name, str(items.ids[at]), items.genres[at], t1, t2,
                               _value(items.gold[at]), _value(items.scores[at]),
                               _value(items.fitted[at]), _value(items.error[at])))

@@ -76,7 +76,9 @@ def run_for_key(session: Session, *, team: Team, key: str | None,
     if run is None:
         return None
     try:
-        sent = {(name, sha256(data)) for name, data in unpack_upload(files).items()}
+        keep = definitions.phase_definition(run.phase).run_folders
+        sent = {(name, sha256(data)) for name, data in unpack_upload(
+            files, keep_folders=keep).items()}
     except ValidationError:
         sent = set()
     if sent != {(f.filename, f.sha256) for f in run.files}:
@@ -170,7 +172,7 @@ def submit(
     # validating and storing the files hold no transaction (the insert takes its own)
     end_read(session)
     try:
-        unpacked = unpack_upload(files)
+        unpacked = unpack_upload(files, keep_folders=definition.run_folders)
     except ValidationError as err:
         raise invalid(RunRejected("the upload could not be read", err.issues)) from None
     team_token = None if team.is_baseline else team.name
