@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,3 +142,52 @@ class RedisProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
+
+
+class PostgresProcess:
+    """A throw-away PostgreSQL cluster of its own that a test stops and starts again on the same
+    port (an outage). Root runs it as the `postgres` user, in a folder that user may enter."""
+
+    def __init__(self) -> None:
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+        if not found:
+            raise FileNotFoundError("PostgreSQL binaries not found under /usr/lib/postgresql")
+        self.bindir = found[-1].parent
+        self.root = Path(tempfile.mkdtemp(prefix="semboard-pg-outage-"))
+        self.as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.as_postgres:
+            shutil.chown(self.root, "postgres", "postgres")
+        self.data, self.port = self.root / "data", free_port()
+        self.base_url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}"
+        subprocess.run([*self.as_postgres, str(self.bindir / "initdb"), "-N", "-D",
+                        str(self.data), "-A", "trust", "-U", "postgres"],
+                       check=True, capture_output=True, timeout=120)
+
+    def _ctl(self, *args: str) -> None:
+        subprocess.run([*self.as_postgres, str(self.bindir / "pg_ctl"), "-D", str(self.data),
+                        *args], check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        """Start the server and wait until it takes connections."""
+        self._ctl("-l", str(self.root / "pg.log"), "-w", "start", "-o",
+                  f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 -c fsync=off "
+                  "-c synchronous_commit=off -c full_page_writes=off")
+
+    def stop(self) -> None:
+        """Stop it at once (`immediate`: connections cut, as a crash or a failover would)."""
+        self._ctl("-m", "immediate", "-w", "stop")
+
+    def create_database(self, name: str) -> str:
+        """A new empty database on the running server: its URL."""
+        import psycopg  # as redis_server's client: only tests with this server need it
+
+        plain = self.base_url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(f"{plain}/postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return f"{self.base_url}/{name}"
+
+    def remove(self) -> None:
+        """Stop it if it runs, and delete its folder."""
+        subprocess.run([*self.as_postgres, str(self.bindir / "pg_ctl"), "-D", str(self.data),
+                        "-m", "immediate", "stop"], capture_output=True, timeout=120)
+        shutil.rmtree(self.root, ignore_errors=True)
