@@ -58,13 +58,24 @@ def redis_server(exe: str, folder: Path) -> Iterator[str]:
 NGINX = "/usr/sbin/nginx"
 
 
+# docs/DEPLOY.md's nginx recipe (tests/deploy/test_proxy.py reads it from there and holds the two
+# equal): what its `location /` sets besides proxy_pass
+NGINX_DIRECTIVES = ("proxy_set_header Host $host;", "proxy_set_header X-Forwarded-Host $host;",
+                    "proxy_set_header X-Forwarded-Proto $scheme;",
+                    "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
+                    "client_max_body_size 64m;")
+
+
 @contextlib.contextmanager
-def nginx_proxy(upstream: str, folder: Path) -> Iterator[str]:
+def nginx_proxy(upstream: str, folder: Path,
+                directives: tuple[str, ...] = NGINX_DIRECTIVES) -> Iterator[str]:
     """Debian's nginx on a free loopback port, in front of UPSTREAM (host:port), configured as
-    docs/DEPLOY.md says; yields its URL. Listens on every loopback address (127.0.0.0/8)."""
+    docs/DEPLOY.md says (its `location /` directives); yields its URL. Listens on every loopback
+    address (127.0.0.0/8)."""
     port = free_port()
     folder.mkdir(parents=True, exist_ok=True)
     conf = folder / "nginx.conf"
+    settings = "\n      ".join(directives)
     conf.write_text(f"""
 daemon off;
 pid {folder}/nginx.pid;
@@ -79,26 +90,56 @@ http {{
   scgi_temp_path {folder}/scgi;
   server {{
     listen {port};
-    client_max_body_size 64m;
     location / {{
       proxy_pass http://{upstream};
-      proxy_set_header Host $host;
-      proxy_set_header X-Forwarded-Proto $scheme;
-      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      {settings}
     }}
   }}
 }}
 """)
     proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(folder)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with _serving(proc, port, "nginx") as url:
+        yield url
+
+
+CADDY = "/usr/bin/caddy"
+
+
+@contextlib.contextmanager
+def caddy_proxy(upstream: str, folder: Path) -> Iterator[str]:
+    """Debian's Caddy on a free loopback port in front of UPSTREAM with docs/DEPLOY.md's
+    Caddyfile (plain HTTP here: no certificate); yields its URL."""
+    port = free_port()
+    folder.mkdir(parents=True, exist_ok=True)
+    conf = folder / "Caddyfile"
+    conf.write_text(f"""{{
+\tadmin off
+\tauto_https off
+}}
+http://:{port} {{
+\treverse_proxy {upstream}
+}}
+""")
+    env = {**os.environ, "XDG_DATA_HOME": str(folder / "data"),
+           "XDG_CONFIG_HOME": str(folder / "config"), "HOME": str(folder)}
+    proc = subprocess.Popen([CADDY, "run", "--config", str(conf), "--adapter", "caddyfile"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with _serving(proc, port, "caddy") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _serving(proc: subprocess.Popen[bytes], port: int, name: str) -> Iterator[str]:
+    """PROC's URL once it listens on PORT; stopped by its pid afterwards."""
     try:
         deadline = time.monotonic() + 20
         while True:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
-                why = proc.stderr.read() if proc.stderr else ""
-                raise RuntimeError(f"nginx did not start: {why}")
+                why = proc.stderr.read() if proc.stderr and proc.poll() is not None else ""
+                raise RuntimeError(f"{name} did not start: {why!r}")
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
