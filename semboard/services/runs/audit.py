@@ -20,7 +20,7 @@ from semboard.models import (
 )
 from semboard.services.runs import admission
 from semboard.services.tasks import access
-from semboard.services.tasks.auditlog import record
+from semboard.services.tasks.auditlog import check_reason, record
 
 
 def entries(session: Session, *, task: Task, run: Run | None = None) -> list[AuditEntry]:
@@ -59,7 +59,7 @@ def _versions(session: Session, run: Run) -> list[int]:
 
 
 def _reason(reason: str) -> str:
-    reason = (reason or "").strip()
+    reason = check_reason(reason)
     if not reason:
         raise InvalidData("this action needs a reason (it is kept in the audit log)")
     return reason

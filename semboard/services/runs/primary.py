@@ -21,7 +21,7 @@ from semboard.db import insert_unless_refused
 from semboard.errors import Conflict, Forbidden, InvalidData, PhaseNotOpen
 from semboard.models import PHASE_RANKINGS, Phase, PrimaryRun, Run, Team, TeamMember, User
 from semboard.services.runs import audit
-from semboard.services.tasks import access
+from semboard.services.tasks import access, auditlog
 from semboard.timefmt import api_time
 
 EVERY, PRIMARY = PHASE_RANKINGS
@@ -123,6 +123,7 @@ def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: 
     """
     if phase.ranking != PRIMARY:
         raise InvalidData(f"phase {phase.slug} ranks every run: there is no primary run to mark")
+    reason = auditlog.check_reason(reason)
     if run.phase_id != phase.id:
         raise InvalidData(f"run {run.id} is not a run of phase {phase.slug}")
     team = session.get(Team, run.team_id)

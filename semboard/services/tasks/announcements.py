@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import delete, exists, or_, select
 from sqlalchemy.orm import Session
 
-from semboard.db import require_fits
+from semboard.db import require_fits, require_text
 from semboard.errors import Conflict, InvalidData, NotFound
 from semboard.mail.events import queue_event
 from semboard.models import (
@@ -39,8 +39,9 @@ def _check(title: str, body: str) -> tuple[str, str]:
     title, body = title.strip(), body.strip()
     if not title or not body:
         raise InvalidData("an announcement needs a title and a text")
-    if len(body) > MAX_BODY:
-        raise InvalidData(f"an announcement's text is limited to {MAX_BODY} characters")
+    # the title is also a mail's Subject: one line
+    title = require_text(title, what="an announcement's title", one_line=True)
+    body = require_text(body, what="an announcement's text", limit=MAX_BODY)
     return require_fits(title, Announcement.title, "an announcement's title"), body
 
 
