@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from semboard.errors import InvalidData
 from semboard.models import Announcement, AuditEntry, Grant, UploadLog
 from semboard.services.closing import descriptions
-from semboard.services.models import worker_tokens
+from semboard.services.models import model_uploads, worker_tokens
 from semboard.services.people import accounts, grants, teams
 from semboard.services.runs import admission, audit, primary, submissions
 from semboard.services.tasks import announcements, auditlog, tasks, terms
@@ -105,6 +105,13 @@ def test_the_upload_log_keeps_bounded_file_names(session, scene, now):
     session.flush()
     assert max(len(n) for n in row.filenames) <= 255 and len(row.run_name) <= 255
     assert session.scalar(select(func.count()).select_from(UploadLog)) >= 2
+
+
+def test_a_model_archive_name_is_bounded(session, make, scene, now):
+    """The name is stored (255 characters) and the joined parts are written under it."""
+    _refused(lambda: model_uploads.start(
+        session, make.storage, team=scene["a"], phase=scene["phase"], user=scene["captain"],
+        filename="m" * 300 + ".zip", size=1000, now=now, max_bytes=10**6), "255")
 
 
 @pytest.mark.parametrize(("field", "limit"), [
