@@ -76,9 +76,7 @@ def test_announcement_titles_are_one_line_of_text(app, client, session, make, sc
     _refused(lambda: announcements.post(session, task=task, user=None, title="t",
                                         body="b\x00c", now=now), "U+0000")
     session.rollback()
-    organiser = make.user("org@example.org")
-    tasks.add_organiser(session, task=task, user=organiser, now=now)
-    session.commit()
+    organiser = make.organiser(task)
     answer = client.post("/api/v1/tasks/tiny/announcements", headers=make.bearer(organiser),
                          json={"title": "Two\nlines", "body": "text"})
     assert answer.status_code == 422 and "one line" in answer.get_json()["error"]

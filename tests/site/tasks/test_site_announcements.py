@@ -211,8 +211,7 @@ def test_a_gold_correction_never_drafts_hidden_scores(app, client, session, make
     task = make.task(with_gold=True)
     hidden = make.phase(task, "eval", visibility="hidden")
     team, captain = make.team(task, "A")
-    organiser = make.user("org@example.org")
-    tasks.add_organiser(session, task=task, user=organiser, now=now)
+    organiser = make.organiser(task)
     secret = submissions.submit(session, make.storage, team=team, phase=hidden, user=captain,
                                 name="secret", files=tiny_data.run(seed=1), now=now)
     gold.release_gold(session, task=task, user=None, now=now)  # a public board beside it

@@ -4,7 +4,6 @@ moves and merges (issue 40): who, when, what; shown on the closing page and `fla
 from __future__ import annotations
 
 from semboard.services.runs import audit
-from semboard.services.tasks import tasks
 
 
 def _login(client, user):
@@ -17,9 +16,7 @@ def test_approvals_and_terms_changes_are_audited(app, client, session, make, now
     task = make.task()
     phase = make.phase(task, "eval")
     team, _captain = make.team(task, "A")
-    organiser = make.user("org@example.org")
-    tasks.add_organiser(session, task=task, user=organiser, now=now)
-    session.commit()
+    organiser = make.organiser(task)
     org = make.bearer(organiser)
     assert client.post(f"/api/v1/tasks/tiny/teams/{team.id}/approval", headers=org,
                        json={"state": "refused"}).status_code == 200
