@@ -953,6 +953,8 @@ class Announcement(Base):
 
     Drafts (some written by the site: a gold correction, a deadline change, published results)
     wait for an organiser to send them; sending queues the mail to those who opted in.
+    score_phases: the phases whose scores or ranks the site wrote into the text (sending is
+    refused while any of them is hidden from the readers).
     """
 
     __tablename__ = "announcement"
@@ -974,6 +976,7 @@ class Announcement(Base):
     created_at: Mapped[datetime]
     sent_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
     sent_at: Mapped[datetime | None]
+    score_phases: Mapped[list[Any]] = mapped_column(default=list, server_default="[]")
 
     phase: Mapped[Phase | None] = relationship()
 

@@ -109,6 +109,9 @@ class Storage(Protocol):
         """Remove a staging object (parts of a chunked upload, a health probe); nothing else is
         ever deleted."""
 
+    def reachable(self) -> None:
+        """Raise unless the store answers (/healthz): a read only, nothing written."""
+
 
 def put_content(storage: Storage, key: str, data: bytes) -> None:
     """Store content-addressed bytes: an existing object under the same digest key is kept."""
@@ -180,6 +183,16 @@ class LocalStorage:
         """Remove a staging file (absent is fine)."""
         with contextlib.suppress(FileNotFoundError):
             self._path(key).unlink()
+
+    def reachable(self) -> None:
+        """The root, or the folder that will hold it, is a folder this process may write to."""
+        folder = self.root
+        while not folder.exists() and folder.parent != folder:
+            folder = folder.parent
+        if not folder.is_dir():
+            raise NotADirectoryError(f"{folder} is not a folder")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(f"{folder} is not writable by this process")
 
     def get(self, key: str) -> bytes:
         """Read a stored file."""
@@ -282,6 +295,11 @@ class S3Storage:
     def delete(self, key: str) -> None:
         """Delete a staging object."""
         self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+    def reachable(self) -> None:
+        """List at most one key under the prefix: a missing bucket (NoSuchBucket) or refused
+        credentials fail; a LIST is read-only."""
+        self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1)
 
     def url(self, key: str, expires: int = 300) -> str | None:
         """A presigned GET URL."""

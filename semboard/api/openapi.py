@@ -76,7 +76,8 @@ SCHEMAS: dict[str, Any] = {
     "Approval": _obj({"team": STR, "state": {"enum": ["approved", "refused"]}}),
     "Announcement": _obj({"id": INT, "kind": STR, "status": {"enum": ["draft", "sent"]},
                           "title": STR, "body": STR, "phase": {"type": ["string", "null"]},
-                          "created_at": TIME, "sent_at": NULL_TIME}, {"unread": BOOL}),
+                          "audience": STR, "created_at": TIME, "sent_at": NULL_TIME},
+                         {"unread": BOOL}),
     "AnnouncementList": _obj({"task": STR, "announcements": {
         "type": "array", "items": _ref("Announcement")}}),
     "TaskList": _obj({"tasks": {"type": "array", "items": _ref("Task")}}),
@@ -437,9 +438,9 @@ def _paths() -> dict[str, dict[str, Any]]:
         },
         f"{t}/announcements/{{announcement_id}}/send": {"post": _op(
             f"{t}/announcements/{{announcement_id}}/send", "Send a draft (organisers; title "
-            "and body replace the draft's)", _json("Announcement"),
-            body=_fields(optional=True, title=STR, body=STR),
-            errors=("401", "403", "404", "422"))},
+            "and body replace the draft's; 409 while it lists scores its readers may not see)",
+            _json("Announcement"), body=_fields(optional=True, title=STR, body=STR),
+            errors=("401", "403", "404", "409", "422"))},
         "/me": {"get": _op("/me", "The token's account", _json("Me"), errors=("401",))},
         f"{t}/team": {
             "get": _op(f"{t}/team", "My team", _json("Team")),

@@ -243,9 +243,12 @@ def organise_announcements(task_name: str) -> Any:
     """Write an announcement; review and send the drafts the site wrote."""
     task = load_task(task_name)
     user = require_organiser(task)
+    drafts = announcements.drafts(db(), task=task, user=user)
     return render_template(
-        "organiser/announcements.html", task=task,
-        drafts=announcements.drafts(db(), task=task, user=user),
+        "organiser/announcements.html", task=task, drafts=drafts,
+        audience={row.id: announcements.audience(row) for row in drafts},
+        scores_of={row.id: announcements.score_phases(db(), row) for row in drafts},
+        hidden_of={row.id: announcements.hidden_score_phases(db(), row) for row in drafts},
         sent=announcements.visible(db(), task=task, user=user))
 
 

@@ -8,8 +8,6 @@ stored (`RunComparison`) and computed only by `compute_comparison`, off the requ
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import time
 from collections.abc import Sequence
@@ -25,6 +23,7 @@ import evaluation
 from evaluation.compare import compare_runs_many
 from evaluation.items import dataset_items, paired_scores
 from evaluation.significance import _AGGREGATES
+from semboard import exportsafe
 from semboard.db import insert_unless_refused
 from semboard.errors import DomainError, Forbidden, NotFound
 from semboard.models import Run, RunComparison, Task, User
@@ -163,16 +162,12 @@ def run_items(session: Session, storage: Storage, *, run: Run, viewer: User | No
 
 
 def items_csv(items: list[Item]) -> str:
-    """The listed pairs as CSV (one line per pair, largest error first; empty: not scored)."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["dataset", "id", "genre", "text1", "text2", "gold", "score", "fitted",
-                     "error"])
-    for item in items:
-        writer.writerow([item.dataset, item.id, item.genre or "", item.text1, item.text2,
-                         *("" if v is None else v
-                           for v in (item.gold, item.score, item.fitted, item.error))])
-    return out.getvalue()
+    """The listed pairs as CSV (one line per pair, largest error first; empty: not scored); a
+    text that would start a spreadsheet formula stays text."""
+    return exportsafe.csv_text(
+        ["dataset", "id", "genre", "text1", "text2", "gold", "score", "fitted", "error"],
+        ([item.dataset, item.id, item.genre or "", item.text1, item.text2, item.gold,
+          item.score, item.fitted, item.error] for item in items))
 
 
 def scatter_points(found: RunItems) -> list[dict[str, Any]]:

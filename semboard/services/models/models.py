@@ -34,7 +34,7 @@ from semboard.errors import (
 from semboard.models import ModelSubmission, Phase, Run, Task, Team, User
 from semboard.services.models import model_facts, model_queue
 from semboard.services.runs import admission, audit
-from semboard.services.tasks import access, definitions
+from semboard.services.tasks import access, auditlog, definitions
 from semboard.storage import Storage, file_sha256, keys, put_content_file
 from semboard.timefmt import api_time
 
@@ -306,7 +306,7 @@ def _organiser_change(session: Session, *, model_id: int, by: User | None, reaso
     if row is None:
         raise NotFound(f"no model submission {model_id}")
     access.require_organiser(session, by, row.task)
-    reason = (reason or "").strip()
+    reason = auditlog.check_reason(reason)
     if not reason:
         raise InvalidData(f"{doing} needs a reason (it is kept in the audit log)")
     begin_write(session)

@@ -29,6 +29,8 @@ from semboard.models import (
 from semboard.services.people import names, ratelimit
 
 MIN_PASSWORD_LENGTH = 8
+# argon2 hashes any length, at a cost that grows with it: a pass phrase fits, a megabyte does not
+MAX_PASSWORD_LENGTH = 1024
 # Failed password checks older than this no longer slow anything down.
 LOGIN_WINDOW = timedelta(hours=1)
 # An address that logged in to an account within this time is that account's "usual" address.
@@ -64,6 +66,8 @@ def hash_password(password: str) -> str:
     """argon2id hash of a password."""
     if len(password) < MIN_PASSWORD_LENGTH:
         raise InvalidData(f"a password needs at least {MIN_PASSWORD_LENGTH} characters")
+    if len(password) > MAX_PASSWORD_LENGTH:
+        raise InvalidData(f"a password has at most {MAX_PASSWORD_LENGTH} characters")
     return _hasher.hash(password)
 
 

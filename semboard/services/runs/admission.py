@@ -302,7 +302,7 @@ def log_upload(
         outcome=outcome,
         message=message,
         issues=issue_dicts(issues or []),
-        filenames=sorted(files)[:200],
+        filenames=[name[:255] for name in sorted(files)[:200]],
         # a model's archive is logged by its size: it is never held in memory whole
         total_bytes=sum(v if isinstance(v, int) else len(v) for v in files.values()),
         created_at=now,

@@ -28,7 +28,7 @@ from semboard.models import (
     TermsAcceptance,
     User,
 )
-from semboard.services.tasks import access, definitions, terms
+from semboard.services.tasks import access, auditlog, definitions, terms
 
 
 def rules(task: Task) -> Participation:
@@ -64,6 +64,7 @@ def decide(session: Session, *, team: Team, state: str, user: User | None,
     if state not in ("approved", "refused"):
         raise InvalidData("a team is approved or refused")
     row = session.scalar(select(TeamApproval).where(TeamApproval.team_id == team.id))
+    previous = row.state if row is not None else "pending"
     if row is None:
         row = TeamApproval(team_id=team.id, state=state, decided_at=now)
         session.add(row)
@@ -71,6 +72,9 @@ def decide(session: Session, *, team: Team, state: str, user: User | None,
     row.decided_at = now
     row.decided_by_id = user.id if user else None
     session.flush()
+    auditlog.record(session, task=team.task, user=user, team=team, action=f"team-{state}",
+                    now=now, reason="the organisers' decision",
+                    details={"summary": f"team {team.name} {state}", "previous": previous})
     return row
 
 

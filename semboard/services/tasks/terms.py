@@ -30,7 +30,7 @@ from semboard.models import (
     TermsVersion,
     User,
 )
-from semboard.services.tasks import access, definitions
+from semboard.services.tasks import access, auditlog, definitions
 from semboard.timefmt import api_time
 
 MAX_TERMS = 100_000
@@ -93,6 +93,13 @@ def _add(session: Session, *, task: Task, phase: Phase | None, text: str, source
                        created_by_id=user.id if user else None, created_at=now)
     session.add(row)
     session.flush()
+    where = f"terms of {phase.slug}" if phase is not None else "the task's terms"
+    what = "lifted" if not row.text else f"set (version {row.digest[:12]})"
+    auditlog.record(session, task=task, user=user, action="terms-changed", now=now,
+                    reason="from the task definition" if source == "definition"
+                    else "set by an organiser",
+                    details={"summary": f"{where} {what}", "phase": phase.slug if phase else None,
+                             "digest": row.digest, "source": source})
     return row
 
 
