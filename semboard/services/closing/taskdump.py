@@ -35,6 +35,7 @@ from semboard.models import (
     Announcement,
     AnnouncementOptIn,
     AnnouncementRead,
+    AnnouncementRevision,
     AuditEntry,
     Base,
     GoldFile,
@@ -42,8 +43,12 @@ from semboard.models import (
     Grant,
     InputFile,
     ModelSubmission,
+    NotificationChannel,
     Phase,
     PrimaryRun,
+    Question,
+    QuestionReply,
+    QueueWatch,
     Run,
     RunFile,
     RunScoreRecord,
@@ -120,6 +125,8 @@ DUMPED: list[Dumped] = [
     Dumped("announcement", Announcement, _of_task(Announcement)),
     Dumped("announcement_read", AnnouncementRead, _of_announcement(AnnouncementRead)),
     Dumped("announcement_opt_in", AnnouncementOptIn, _of_task(AnnouncementOptIn)),
+    Dumped("announcement_revision", AnnouncementRevision,
+           _of_announcement(AnnouncementRevision)),
     Dumped("team_window", TeamWindow, _of_team(TeamWindow)),
     Dumped("input_file", InputFile, _of_task(InputFile), FILE),
     Dumped("gold_file", GoldFile, _of_task(GoldFile), FILE),
@@ -134,6 +141,14 @@ DUMPED: list[Dumped] = [
     Dumped("upload_log", UploadLog, _of_task(UploadLog)),
     Dumped("primary_run", PrimaryRun, _of_phase(PrimaryRun)),
     Dumped("audit_entry", AuditEntry, _of_task(AuditEntry)),
+    # issue 44: questions and answers, the channels (their secrets too, as task_secret's) and
+    # the queue's alert settings; the delivery log, raised alerts and analytics are derived
+    Dumped("question", Question, _of_task(Question)),
+    Dumped("question_reply", QuestionReply, lambda task: (
+        select(QuestionReply).join(Question, Question.id == QuestionReply.question_id)
+        .where(Question.task_id == task.id).order_by(QuestionReply.id))),
+    Dumped("notification_channel", NotificationChannel, _of_task(NotificationChannel)),
+    Dumped("queue_watch", QueueWatch, _of_task(QueueWatch)),
 ]
 
 
