@@ -15,6 +15,7 @@ import logging
 import smtplib
 import ssl
 from dataclasses import dataclass
+from email import policy
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid, parseaddr
 from typing import Any
@@ -32,6 +33,9 @@ from semboard.models import User
 log = logging.getLogger(__name__)
 
 QUEUE_NAME = "mail"
+# headers folded at RFC 5322's 998 characters, not 78: a folded List-Unsubscribe would be
+# written as an encoded word, which no mail client reads as a link
+POLICY = policy.default.clone(max_line_length=998)
 _TRUE = {"1", "true", "yes", "on"}
 
 
@@ -85,7 +89,7 @@ def send_messages(settings: MailSettings, messages: list[Mail]) -> None:
             smtp.login(settings.username, settings.password or "")
         domain = parseaddr(settings.sender)[1].rpartition("@")[2] or settings.host
         for mail in messages:
-            message = EmailMessage()
+            message = EmailMessage(policy=POLICY)
             message["From"] = settings.sender
             message["To"] = mail.to
             message["Subject"] = mail.subject

@@ -131,7 +131,8 @@ def _announcement(session: Session, ev: dict[str, Any], base: str) -> Notice | N
 
 
 def _job_failed(session: Session, ev: dict[str, Any], base: str) -> Notice | None:
-    row = session.get(ModelSubmission, ev["model_id"])
+    # the job ended the row by a core UPDATE: the loaded object is read again
+    row = session.get(ModelSubmission, ev["model_id"], populate_existing=True)
     if row is None:
         return None
     return Notice("job_failed", row.task_id, row.task.name,
