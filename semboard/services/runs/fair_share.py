@@ -4,7 +4,9 @@ upload time within a team.
 One task's flood (a hundred runs, or one team's ten models) does not make every other task
 wait behind it: each task's first waiting job comes first (tasks taken by their first job's
 time), then each task's second, and so on; within a task each team's first job, then each
-team's second. A running job is its task's and its team's turn taken. The model queue
+team's second. A running job is its task's and its team's turn taken, and so is one served
+since the oldest waiting job arrived: a worker that takes one job at a time keeps none
+running, yet must not give the flooding task every turn. The model queue
 (services.models.model_queue) and queued scoring (jobs.scoring) both follow it.
 """
 
@@ -17,7 +19,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from semboard.models import GoldFile, Run
+from semboard.models import GoldFile, Run, RunScoreRecord
 
 
 def _round_robin(rows: Iterable[tuple[int, Hashable, datetime]]) -> list[int]:
@@ -48,8 +50,17 @@ def fair_order(rows: Iterable[tuple[int, Hashable, Hashable, datetime]]) -> list
 
 
 def waiting_runs(session: Session) -> list[int]:
-    """Accepted current runs waiting for a score (their task has gold), next first (one query)."""
+    """Accepted current runs waiting for a score (their task has gold), next first; runs
+    scored since the oldest of them was uploaded count as turns taken (two queries)."""
     has_gold = select(GoldFile.id).where(GoldFile.task_id == Run.task_id).exists()
-    rows = session.execute(select(Run.id, Run.task_id, Run.team_id, Run.submitted_at).where(
-        Run.status == "valid", Run.is_current, has_gold))
-    return fair_order((r[0], r[1], r[2], r[3]) for r in rows)
+    columns = (Run.id, Run.task_id, Run.team_id, Run.submitted_at)
+    rows = [(r[0], r[1], r[2], r[3]) for r in session.execute(
+        select(*columns).where(Run.status == "valid", Run.is_current, has_gold))]
+    if not rows:
+        return []
+    served = [(r[0], r[1], r[2], r[3]) for r in session.execute(
+        select(*columns).distinct().join(RunScoreRecord, RunScoreRecord.run_id == Run.id)
+        .where(Run.status == "scored",
+               RunScoreRecord.created_at >= min(r[3] for r in rows)))]
+    taken = {r[0] for r in served}
+    return [i for i in fair_order([*rows, *served]) if i not in taken]
