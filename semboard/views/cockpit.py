@@ -80,7 +80,8 @@ def _analytics_charts(data: dict[str, Any]) -> list[tuple[str, str, dict[str, An
     if data.get("model_times"):
         found.append(("analytics-models", "Model jobs: time queued and time running (median)",
                       charts.analytics_model_times(data["model_times"])))
-    return found
+    # a chart without values draws nothing (and vega warns): the page says so instead
+    return [f for f in found if f[2]["data"]["values"]]
 
 
 @bp.get("/tasks/<task_name>/organise/analytics")
