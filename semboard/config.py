@@ -170,7 +170,8 @@ SETTINGS: tuple[Setting, ...] = (
             "addresses (a chat server on your own network); off, such targets are refused "
             "(docs/SECURITY.md, server-side request forgery)"),
     Setting("SEMBOARD_SCHEDULE_SECONDS", str, "60",
-            "how often each web process publishes due boards and releases due gold; `0` "
+            "how often each web process publishes due boards and releases due gold, raises "
+            "queue alerts, retries webhook deliveries and recomputes changed analytics; `0` "
             "turns it off (then run `flask schedule tick` from cron)", in_app_config=False),
     Setting("SEMBOARD_BASELINES_QUEUE", str, "off",
             "`1`: `flask baselines run` enqueues on the `baselines` queue instead of running "

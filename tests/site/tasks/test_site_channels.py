@@ -100,7 +100,8 @@ def test_signed_webhook_gets_the_events_without_smtp(app, client, session, make,
         assert scored["url"].startswith("https://board.example.org/runs/")
         assert "pearson" not in got[0].body.decode() and "ALL" not in scored["data"]
         assert got[1].json()["title"] == "tiny: Test data out"
-        # the delivery log: both sent, first attempt
+        # the delivery log: both sent, first attempt (once the senders recorded it)
+        wait_for_threads()
         log = _deliveries(session)
         assert [(d.event, d.status, d.attempts, d.last_status) for d in log] == [
             ("run_scored", "sent", 1, 200), ("announcement", "sent", 1, 200)]
