@@ -25,7 +25,7 @@ from semboard.services.tasks import access
 ACTIONS = ("run-moved", "teams-merged", "published", "gold-released", "description-edited",
            "model-published", "model-withdrawn", "model-rerun", "model-cancelled",
            "ranking-set", "primary-chosen", "primary-fallback", "worker-token-issued",
-           "worker-token-revoked", "request-scoring-set")
+           "worker-token-revoked", "request-scoring-set", "task-imported")
 
 
 def record(
