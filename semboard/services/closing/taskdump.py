@@ -523,6 +523,10 @@ def _read(zf: zipfile.ZipFile, path: Path, bounds: Bounds, trusted: Mapping[str,
             raise refuse(f"this site cannot restore the table {table} (a newer semboard wrote "
                          "the dump?)")
         tables[table] = _json_entry(zf, entry, bounds, refuse)
+        if not isinstance(tables[table], list) or len(tables[table]) != manifest["tables"].get(
+                table):
+            raise refuse(f"entry {entry} does not hold the {manifest['tables'].get(table)} rows "
+                         f"{MANIFEST} says it does")
     if set(tables) != {t for t in manifest["tables"] if t not in DERIVED}:
         raise refuse(f"the tables of {MANIFEST} and the dump's table entries differ")
     if USERS not in listed:

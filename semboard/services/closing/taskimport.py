@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -91,6 +92,8 @@ class Report:
     cancelled_models: list[str] = field(default_factory=list)
     # e-mail -> the token of its invitation link (mailed when the site sends mail)
     invitations: dict[str, str] = field(default_factory=dict)
+    # seconds spent reading the dump, checking its rows, scoring, writing
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def _where(table: str, index: int, row: Any) -> str:
@@ -831,13 +834,20 @@ def restore(session: Session, storage: Storage, *, path: Path, now: datetime,
     """Import a task dump as a new task of this site (taskdump.read's checks, then every row,
     file and score); flushes, the caller commits. InvalidData or Conflict say which entry,
     which row and why when refused; then nothing was written."""
+    started = time.perf_counter()
     with taskdump.read(path, bounds=options.bounds, trusted=options.trusted) as dump:
         if options.require_signature and dump.signature.state != "valid":
             raise Forbidden(f"{path.name}: {dump.signature}; a valid signature was required "
                             "(--require-signature): nothing was restored")
         job = _Import(dump, options)
+        seconds = job.report.seconds
+        seconds["read"] = time.perf_counter() - started
         job.check()
         job.check_site(session)  # refused early, before the scores are computed
         end_read(session)  # no transaction is held while scores are computed
+        seconds["check"] = time.perf_counter() - started - seconds["read"]
         job.recompute()
-        return job.write(session, storage, now=now)
+        seconds["scores"] = time.perf_counter() - started - sum(seconds.values())
+        report = job.write(session, storage, now=now)
+        seconds["write"] = time.perf_counter() - started - sum(seconds.values())
+        return report

@@ -81,12 +81,17 @@ def entries(path: Path) -> Entries:
         return {name: zf.read(name) for name in zf.namelist()}
 
 
-def write(path: Path, items: Entries, *, redigest: bool = True) -> Path:
-    """A dump of these entries; with redigest the manifest lists them anew (digests, sizes and
-    its own digest), as a forger without the signing key would, and no signature is kept."""
+def write(path: Path, items: Entries, *, redigest: bool = True, recount: bool = True) -> Path:
+    """A dump of these entries; with redigest the manifest lists them anew (digests, sizes, rows
+    per table unless not recount, and its own digest), as a forger without the signing key
+    would, and no signature is kept."""
     items = dict(items)
     if redigest:
         manifest = json.loads(items[taskdump.MANIFEST])
+        if recount:
+            manifest["tables"] = {
+                name[7:-5]: len(json.loads(data)) for name, data in items.items()
+                if name.startswith("tables/") and isinstance(_loads(data), list)}
         manifest["files"] = {name: {"sha256": hashlib.sha256(data).hexdigest(),
                                     "size": len(data)}
                              for name, data in items.items()
@@ -98,6 +103,14 @@ def write(path: Path, items: Entries, *, redigest: bool = True) -> Path:
         for name, data in items.items():
             zf.writestr(name, data)
     return path
+
+
+def _loads(data: bytes) -> object:
+    """JSON, or None where it is not (a forgery's own bytes)."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
 
 
 def edit_table(items: Entries, table: str, change: Callable[[list[Any]], Any]) -> Entries:

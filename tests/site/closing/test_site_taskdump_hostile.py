@@ -23,6 +23,7 @@ from tests.site.closing.taskdump_support import edit_table, entries, snapshot, t
 from tests.site.conftest import NOW
 
 Items = dict[str, bytes]
+R = "redigest"
 
 
 def _restore(app: Flask, path: Path, *more: str) -> tuple[int, str]:
@@ -89,69 +90,76 @@ def _forged_all(items: Items) -> Items:
     return edit_table(items, "run_score", forge)
 
 
-def _cases(victim: dict[str, int]) -> list[tuple[str, Callable[[Items], Items], str, bool]]:
-    """(what, forgery, the message it must get, whether the manifest is re-digested)."""
+def _cases(victim: dict[str, int]) -> list[tuple[str, Callable[[Items], Items], str, str]]:
+    """(what, forgery, the message it must get, how the manifest is made: "redigest" (a forger
+    lists the entries anew), "stale" (anew but for the rows per table), "kept")."""
     return [
         ("organiser of the victim task", _added("task_organiser", lambda r: r.update(
             task_id=victim["task"], user_id=victim["user"])),
          f"table task_organiser, row 2 (id 9999): column task_id names task {victim['task']}, "
-         "which is not in the dump", True),
+         "which is not in the dump", R),
         ("the victim's gold released", _added("gold_release", lambda r: r.update(
             task_id=victim["task"], split="test")),
-         f"column task_id names task {victim['task']}, which is not in the dump", True),
+         f"column task_id names task {victim['task']}, which is not in the dump", R),
         ("a member of the victim's team", _added("team_member", lambda r: r.update(
             team_id=victim["team"])),
-         f"table team_member, row 4 (id 9999): column team_id names team {victim['team']}", True),
+         f"table team_member, row 4 (id 9999): column team_id names team {victim['team']}", R),
         ("a run in the victim's phase", _changed("run", lambda r: r.update(
             phase_id=victim["phase"])),
-         f"table run, row 1 (id 1): column phase_id names phase {victim['phase']}", True),
+         f"table run, row 1 (id 1): column phase_id names phase {victim['phase']}", R),
         ("an audit entry naming the victim's run", _changed("audit_entry", lambda r: r.update(
             run_id=victim["run"])),
-         f"column run_id names run {victim['run']}", True),
+         f"column run_id names run {victim['run']}", R),
         ("a merge naming the victim's team inside JSON", _changed(
             "audit_entry", lambda r: r["details"].update(from_team_id=victim["team"])),
-         f"column details: from_team_id names team {victim['team']}", True),
+         f"column details: from_team_id names team {victim['team']}", R),
         ("a parent path as an entry", _entry("objects/../../victim.txt", b"overwritten"),
-         "entry 'objects/../../victim.txt' is no entry of a task dump", True),
+         "entry 'objects/../../victim.txt' is no entry of a task dump", R),
         ("an absolute path as an entry", _entry("/tmp/victim.txt", b"overwritten"),
-         "entry '/tmp/victim.txt' is no entry of a task dump", True),
+         "entry '/tmp/victim.txt' is no entry of a task dump", R),
         ("a parent path as a file's digest", _changed("run_file", lambda r: r.update(
             sha256="../../../instance/secret_key")),
          "table run_file, row 1 (id 1): not a sha256 (64 lower-case hex digits): "
-         "'../../../instance/secret_key'", True),
+         "'../../../instance/secret_key'", R),
         ("a parent path as a storage key", _changed("run_file", lambda r: r.update(
             storage_key="../../instance/secret_key")),
-         "table run_file, row 1 (id 1): not usable in a storage key: '..'", True),
+         "table run_file, row 1 (id 1): not usable in a storage key: '..'", R),
         ("an absolute storage key", _changed("input_file", lambda r: r.update(
             storage_key="/etc/passwd")),
-         "table input_file, row 1 (id 1): not usable in a storage key: ''", True),
+         "table input_file, row 1 (id 1): not usable in a storage key: ''", R),
         ("forged scores, re-digested", _forged_all,
-         "ALL is 0.999 in the dump, 0.8", True),
+         "ALL is 0.999 in the dump, 0.8", R),
         ("an account missing from users.json", lambda items: {**items, "users.json": json.dumps(
             [p for p in json.loads(items["users.json"]) if p["email"] != "org@tiny.org"]
         ).encode()},
-         "table task_organiser, row 1 (id 1): names the account", True),
+         "table task_organiser, row 1 (id 1): names the account", R),
         ("a JSON table nested 100,000 deep", _entry("tables/phase.json",
                                                     b"[" * 100_000 + b"]" * 100_000),
-         "entry tables/phase.json nests deeper than 32 levels", True),
+         "entry tables/phase.json nests deeper than 32 levels", R),
         ("a JSON column nested 40 deep", _changed("run", lambda r: r.update(
             meta=json.loads("[" * 40 + "]" * 40))),
-         "entry tables/run.json nests deeper than 32 levels", True),
+         "entry tables/run.json nests deeper than 32 levels", R),
         ("NaN in a table", _changed("run_score", lambda r: r["flat"].update(ALL=float("nan"))),
-         "entry tables/run_score.json is not readable JSON (NaN is not a JSON number)", True),
+         "entry tables/run_score.json is not readable JSON (NaN is not a JSON number)", R),
         ("text where a number belongs", _changed("run", lambda r: r.update(slot="1")),
-         "table run, row 1 (id 1): column slot: '1' is not a whole number", True),
+         "table run, row 1 (id 1): column slot: '1' is not a whole number", R),
         ("a column this site lacks", _changed("team", lambda r: r.update(is_admin=True)),
-         "table team, row 1 (id 1): has the column 'is_admin'", True),
+         "table team, row 1 (id 1): has the column 'is_admin'", R),
         ("a value the database refuses", _changed("phase", lambda r: r.update(kind="bogus")),
-         "table phase, row 1 (id 1): this site's database refuses it", True),
+         "table phase, row 1 (id 1): this site's database refuses it", R),
+        ("a definition that does not load", _changed("task", lambda r: r.update(
+            definition_text="name = [[[")),
+         "table task, row 1 (id 1): its definition does not load here", R),
+        ("fewer rows than the manifest says", lambda items: {**items, "tables/run.json": json.dumps(
+            json.loads(items["tables/run.json"])[:-1]).encode()},
+         "entry tables/run.json does not hold the 5 rows manifest.json says it does", "stale"),
         ("a file the manifest does not list", _entry("tables/smuggled.json", b"[]"),
-         "entry tables/smuggled.json is not in the manifest", False),
+         "entry tables/smuggled.json is not in the manifest", "kept"),
         ("a tampered table", lambda items: {**items, "tables/run.json": items[
             "tables/run.json"].replace(b'"a1"', b'"a9"', 1)},
-         "entry tables/run.json does not match its sha256 in the manifest", False),
+         "entry tables/run.json does not match its sha256 in the manifest", "kept"),
         ("a user id where a run is named", _changed("primary_run", lambda r: r.update(
-            run_id=987654)), "column run_id names run 987654, which is not in the dump", True),
+            run_id=987654)), "column run_id names run 987654, which is not in the dump", R),
     ]
 
 
@@ -159,8 +167,9 @@ def _cases(victim: dict[str, int]) -> list[tuple[str, Callable[[Items], Items], 
 @pytest.mark.parametrize("database_url", ["sqlite", "postgres"], indirect=True)
 def test_hostile_dumps_are_refused_and_write_nothing(database_url, app, session, site, tmp_path):
     roots = (tmp_path / "uploads", tmp_path / "instance")
-    for what, forge, message, redigest in _cases(site["victim"]):
-        forged = write(tmp_path / "forged.zip", forge(site["items"]), redigest=redigest)
+    for what, forge, message, how in _cases(site["victim"]):
+        forged = write(tmp_path / "forged.zip", forge(site["items"]), redigest=how != "kept",
+                       recount=how == "redigest")
         before = snapshot(session, *roots)
         code, output = _restore(app, forged)
         assert code == 1 and message in output and "nothing was restored" in output, (
