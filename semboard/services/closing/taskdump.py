@@ -14,10 +14,12 @@ A model becomes part of the dump by one line in DUMPED (in foreign-key order).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
 import re
+import typing
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -110,6 +112,8 @@ class Dumped:
     fresh: Mapping[str, Callable[[], str]] = field(default_factory=dict)
     # columns naming something of the dumping site only (no foreign key): cleared
     cleared: tuple[str, ...] = ()
+    # keys a JSON column's object must hold (pages read them without asking)
+    json_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _of_task(model: Any) -> Callable[[Task], Select[Any]]:
@@ -174,7 +178,8 @@ DUMPED: list[Dumped] = [
            cleared=("worker_token_id",)),
     Dumped("upload_log", UploadLog, _of_task(UploadLog)),
     Dumped("primary_run", PrimaryRun, _of_phase(PrimaryRun)),
-    Dumped("audit_entry", AuditEntry, _of_task(AuditEntry), json_ids={"details": AUDIT_IDS}),
+    Dumped("audit_entry", AuditEntry, _of_task(AuditEntry), json_ids={"details": AUDIT_IDS},
+           json_keys={"details": ("summary",)}),
 ]
 BY_NAME = {entry.name: entry for entry in DUMPED}
 
@@ -182,6 +187,20 @@ BY_NAME = {entry.name: entry for entry in DUMPED}
 def columns(model: type[Base]) -> list[Any]:
     """Every column of the model's table."""
     return [attr.columns[0] for attr in inspect(model).column_attrs]
+
+
+@functools.cache
+def _hints(model: type[Base]) -> dict[str, Any]:
+    return typing.get_type_hints(model)
+
+
+def json_shape(model: type[Base], column: Any) -> type | None:
+    """dict or list: what a JSON column holds by its model's annotation (None: not said)."""
+    (held,) = typing.get_args(_hints(model).get(column.key)) or (None,)
+    for kind in (held, *typing.get_args(held)):  # X itself, or the members of X | None
+        if typing.get_origin(kind) in (dict, list):
+            return typing.get_origin(kind)
+    return None
 
 
 def references(model: type[Base]) -> dict[str, str]:

@@ -44,7 +44,7 @@ from semboard.services.closing.taskdump import BY_NAME, DUMPED, USER_TABLE, Boun
 from semboard.services.data import gold
 from semboard.services.people import account_links, accounts
 from semboard.services.runs import audit
-from semboard.services.tasks import definitions, terms
+from semboard.services.tasks import definitions, tasks, terms
 from semboard.storage import Storage, keys, put_content, put_content_file
 
 if TYPE_CHECKING:
@@ -248,6 +248,15 @@ class _Import:
             for column in cols:
                 if column.name in row:
                     values[column.name] = _decode(column, row[column.name], where)
+                    shape = taskdump.json_shape(entry.model, column) if isinstance(
+                        column.type, JSON) else None
+                    if shape is not None and values[column.name] is not None and not isinstance(
+                            values[column.name], shape):
+                        raise _refuse(where, f"column {column.name} must hold a JSON "
+                                             f"{'object' if shape is dict else 'list'}")
+                    for key in entry.json_keys.get(column.name, ()):
+                        if key not in (values[column.name] or {}):
+                            raise _refuse(where, f"column {column.name} has no {key!r}")
                 elif column.default is not None and column.default.is_scalar:
                     values[column.name] = column.default.arg  # a column newer than the dump
                 elif column.nullable:
@@ -397,13 +406,12 @@ class _Import:
         definition, terms digests, scored runs with scores."""
         assert self.definition is not None
         whole = self.definition
+        task = Task(name=self.name, definition_text=self.rows["task"][0]["definition_text"])
         for index, phase in enumerate(self.rows["phase"]):
-            if phase["split"] not in whole.splits:
-                raise _refuse(_where("phase", index, phase),
-                              f"split {phase['split']!r} is not one of the definition's")
-            if phase["track"] is not None and phase["track"] not in whole.tracks:
-                raise _refuse(_where("phase", index, phase),
-                              f"track {phase['track']!r} is not one of the definition's")
+            try:  # the rule a phase added or changed here passes
+                tasks.check_phase(task, phase)
+            except InvalidData as err:
+                raise _refuse(_where("phase", index, phase), str(err)) from None
         for table in ("input_file", "gold_file"):
             for index, row in enumerate(self.rows[table]):
                 where = _where(table, index, row)

@@ -145,8 +145,15 @@ def _cases(victim: dict[str, int]) -> list[tuple[str, Callable[[Items], Items], 
          "table run, row 1 (id 1): column slot: '1' is not a whole number", R),
         ("a column this site lacks", _changed("team", lambda r: r.update(is_admin=True)),
          "table team, row 1 (id 1): has the column 'is_admin'", R),
-        ("a value the database refuses", _changed("phase", lambda r: r.update(kind="bogus")),
-         "table phase, row 1 (id 1): this site's database refuses it", R),
+        ("a phase this site refuses", _changed("phase", lambda r: r.update(kind="bogus")),
+         "table phase, row 1 (id 1): phase kind must be one of", R),
+        ("a list where an object belongs", _changed("run", lambda r: r.update(meta=[1])),
+         "table run, row 1 (id 1): column meta must hold a JSON object", R),
+        ("an audit entry without its summary", _changed("audit_entry", lambda r: r.update(
+            details={})), "column details has no 'summary'", R),
+        ("rows the database refuses together", lambda items: edit_table(
+            items, "team", lambda rows: rows[1].update(name=rows[0]["name"])),
+         "table team, row 2 (id 2): this site's database refuses it", R),
         ("a definition that does not load", _changed("task", lambda r: r.update(
             definition_text="name = [[[")),
          "table task, row 1 (id 1): its definition does not load here", R),
