@@ -519,6 +519,9 @@ def _read(zf: zipfile.ZipFile, path: Path, bounds: Bounds, trusted: Mapping[str,
     for entry in sorted(set(listed) - present):
         raise refuse(f"entry {entry} is missing")
     for entry in sorted(listed):
+        named = _OBJECT_ENTRY.fullmatch(entry)
+        if named and named.group(1) != listed[entry]["sha256"]:
+            raise refuse(f"entry {entry} is named by a digest that is not its content's")
         if sizes[entry] != listed[entry]["size"]:
             raise refuse(f"entry {entry} unpacks to {sizes[entry]} bytes, the manifest says "
                          f"{listed[entry]['size']} (tampered or corrupt)")

@@ -81,6 +81,12 @@ def _entry(name: str, data: bytes) -> Callable[[Items], Items]:
     return lambda items: {**items, name: data}
 
 
+def _swap_objects(items: Items) -> Items:
+    """Two stored files trade contents: each entry keeps its name, not its digest."""
+    first, second = sorted(name for name in items if name.startswith("objects/"))[:2]
+    return {**items, first: items[second], second: items[first]}
+
+
 def _forged_all(items: Items) -> Items:
     """The current score of team A's first run says ALL 0.999 (the run's true ALL is lower)."""
     def forge(rows: list[Any]) -> None:
@@ -117,6 +123,8 @@ def _cases(victim: dict[str, int]) -> list[tuple[str, Callable[[Items], Items], 
          "entry 'objects/../../victim.txt' is no entry of a task dump", R),
         ("an absolute path as an entry", _entry("/tmp/victim.txt", b"overwritten"),
          "entry '/tmp/victim.txt' is no entry of a task dump", R),
+        ("a file under another file's digest", _swap_objects,
+         "is named by a digest that is not its content's", R),
         ("a parent path as a file's digest", _changed("run_file", lambda r: r.update(
             sha256="../../../instance/secret_key")),
          "table run_file, row 1 (id 1): not a sha256 (64 lower-case hex digits): "
