@@ -577,7 +577,7 @@ def _check_manifest(manifest: Any, refuse: Callable[[str], InvalidData]) -> None
     """The manifest's fields and their types (InvalidData naming the first that is wrong)."""
     if not isinstance(manifest, dict):
         raise refuse(f"entry {MANIFEST} is not an object")
-    if manifest.get("format") not in FORMATS:
+    if type(manifest.get("format")) is not int or manifest["format"] not in FORMATS:
         raise refuse(f"entry {MANIFEST} is not a manifest of format "
                      f"{' or '.join(map(str, FORMATS))} (format {manifest.get('format')!r})")
     for text in ("task", "dumped_at", "definition_digest", "evaluation", "digest"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -731,8 +732,6 @@ class _Import:
         if self.dump.objects[sha] <= _IN_MEMORY:
             put_content(storage, key, self.dump.object_bytes(sha))
             return
-        import tempfile  # only for objects too large to hold in memory (models)
-
         with tempfile.TemporaryDirectory() as folder:
             staged = Path(folder) / keys.digest(sha)
             with self.dump.open_object(sha) as source, staged.open("wb") as target:

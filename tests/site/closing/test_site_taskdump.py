@@ -234,9 +234,12 @@ def test_signatures(session, storage, make, tiny_data, tmp_path):
         "a": b"0123456789abcdef", "b": b"fedcba9876543210"}
 
 
-def test_a_format_1_dump_still_imports(session, storage, make, tiny_data, tmp_path):
+def test_a_format_1_dump_still_imports(session, storage, make, tiny_data, tmp_path,
+                                       monkeypatch):
     """Format 1 (issue 30): a storage map of keys, significance groups, no deleted flag: read,
-    its keys checked, its groups recomputed instead of restored."""
+    its keys checked, its groups recomputed instead of restored. (Every file is stored through
+    a temporary file here, as files too large for memory are.)"""
+    monkeypatch.setattr(taskimport, "_IN_MEMORY", 0)
     source = tiny_world(session, make, tiny_data)
     dump = tmp_path / "tiny.zip"
     taskdump.dump(session, storage, task=source, out=dump, now=NOW)
