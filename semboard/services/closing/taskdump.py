@@ -106,7 +106,8 @@ class Dumped:
     rows: Callable[[Task], Select[Any]]
     stored: Stored | None = None
     # ids inside a JSON column: column -> {key: the table its ids name (None: cleared, they
-    # name something of the dumping site only)}; a key holds an id or a list of ids
+    # name something of the dumping site only)}; a key holds an id or a list of ids; the key
+    # WHOLE stands for the column's value itself (a list of ids)
     json_ids: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
     # columns unique across the whole site: a fresh value where this site already has the value
     fresh: Mapping[str, Callable[[], str]] = field(default_factory=dict)
@@ -148,6 +149,8 @@ RUN_FILE = Stored("sha256", "size", lambda task, row, find: keys.run_file(
     task, find("run", row["run_id"])["team_id"], keys.digest(row["sha256"])))
 MODEL_ARCHIVE = Stored("archive_sha256", "size", lambda task, row, _: keys.model_archive(
     task, row["team_id"], keys.digest(row["archive_sha256"])), model=True)
+WHOLE = ""
+"""The json_ids key of a JSON column that is itself a list of ids."""
 AUDIT_IDS = {"from_team_id": "team", "to_team_id": "team", "versions": "run", "runs": "run",
              "members": USER_TABLE, "model_id": "model_submission", "token_id": None}
 
@@ -162,7 +165,8 @@ DUMPED: list[Dumped] = [
     Dumped("terms_acceptance", TermsAcceptance, _of_task(TermsAcceptance)),
     Dumped("task_secret", TaskSecret, _of_task(TaskSecret)),
     Dumped("team_approval", TeamApproval, _of_team(TeamApproval)),
-    Dumped("announcement", Announcement, _of_task(Announcement)),
+    Dumped("announcement", Announcement, _of_task(Announcement),
+           json_ids={"score_phases": {WHOLE: "phase"}}),
     Dumped("announcement_read", AnnouncementRead, _of_announcement(AnnouncementRead)),
     Dumped("announcement_opt_in", AnnouncementOptIn, _of_task(AnnouncementOptIn)),
     Dumped("team_window", TeamWindow, _of_team(TeamWindow)),
@@ -207,6 +211,13 @@ def references(model: type[Base]) -> dict[str, str]:
     """Column name -> the table its foreign key names."""
     return {column.name: fk.column.table.name for column in columns(model)
             for fk in column.foreign_keys}
+
+
+def held(value: Any, key: str) -> Any:
+    """What a JSON column's value holds under a json_ids key (None: nothing)."""
+    if key == WHOLE:
+        return value if isinstance(value, list) else None
+    return value.get(key) if isinstance(value, dict) else None
 
 
 def json_ids(value: Any) -> list[int] | None:
@@ -311,7 +322,7 @@ def _write(session: Session, storage: Storage, *, task: Task, path: Path, now: d
                 row = {column.name: _encode(getattr(obj, column.key)) for column in cols}
                 user_ids.update(row[name] for name in users if row[name] is not None)
                 for column, json_key in named:
-                    value = (row[column] or {}).get(json_key)
+                    value = held(row[column], json_key)
                     user_ids.update(json_ids(value) or [] if value is not None else [])
                 if entry.stored is not None:
                     stored.setdefault(row[entry.stored.sha], obj.storage_key)  # type: ignore[attr-defined]

@@ -286,17 +286,16 @@ class _Import:
                     if row[column] is not None:
                         self._names(where, f"column {column}", table, [row[column]])
                 for column, mapping in entry.json_ids.items():
-                    value = row[column]
-                    if not isinstance(value, dict):
-                        continue
                     for key, target in mapping.items():
-                        if key not in value or value[key] is None:
+                        value = taskdump.held(row[column], key)
+                        if value is None:
                             continue
-                        found = taskdump.json_ids(value[key])
+                        found = taskdump.json_ids(value)
+                        what = f"column {column}" + (f": {key}" if key != taskdump.WHOLE else "")
                         if found is None:
-                            raise _refuse(where, f"column {column}: {key} must hold ids")
+                            raise _refuse(where, f"{what} must hold ids")
                         if target is not None:
-                            self._names(where, f"column {column}: {key}", target, found)
+                            self._names(where, what, target, found)
 
     def _names(self, where: str, what: str, table: str, values: list[int]) -> None:
         if table == USER_TABLE:
@@ -689,7 +688,15 @@ class _Import:
             for column, mapping in entry.json_ids.items():
                 for old in self.rows[entry.name]:
                     value = old[column]
-                    if not isinstance(value, dict) or not any(k in value for k in mapping):
+                    if all(taskdump.held(value, k) is None for k in mapping):
+                        continue
+                    if taskdump.WHOLE in mapping:  # the column is a list of ids
+                        target = mapping[taskdump.WHOLE]
+                        moved: Any = ([] if target is None else
+                                      [maps[target][i] for i in taskdump.json_ids(value) or []])
+                        session.execute(update(table)
+                                        .where(table.c.id == maps[entry.name][old["id"]])
+                                        .values({column: moved}))
                         continue
                     moved = dict(value)
                     for key, target in mapping.items():

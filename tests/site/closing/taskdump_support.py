@@ -65,6 +65,9 @@ def tiny_world(session: Session, make: Factory, tiny_data: TinyData, *,
     audit.merge_teams(session, source=team_c, target=team_b, by=None, reason="one team",
                       now=NOW)
     announcements.post(session, task=task, user=None, title="Welcome", body="Hello.", now=NOW)
+    # a site-written draft that lists the phase's scores (ids inside a JSON list)
+    announcements.draft(session, task=task, kind="gold-correction", title="Scores changed",
+                        body="a1: 0.5", now=NOW, phase=phase, score_phases=[phase])
     session.commit()
     make.corrected_gold(task)
     gold.rescore(session, storage, task=task, now=NOW)

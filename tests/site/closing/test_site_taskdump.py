@@ -122,6 +122,8 @@ def test_round_trip_beside_another_task_keeps_every_figure(
         assert set(merge["details"]["runs"]) <= {r["id"] for r in moved["run"]}
         assert any(r["merged_into_id"] in team_ids for r in moved["team"])
         assert any(r["replaces_id"] for r in moved["run"])
+        listed = next(r for r in moved["announcement"] if r["score_phases"])
+        assert listed["score_phases"] == [r["id"] for r in moved["phase"]]
         imported = next(r for r in moved["audit_entry"] if r["action"] == "task-imported")
         assert imported["details"]["manifest_digest"] == manifest["digest"]
         # the other task: every row and file as it was

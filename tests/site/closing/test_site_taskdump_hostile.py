@@ -119,6 +119,9 @@ def _cases(victim: dict[str, int]) -> list[tuple[str, Callable[[Items], Items], 
         ("a merge naming the victim's team inside JSON", _changed(
             "audit_entry", lambda r: r["details"].update(from_team_id=victim["team"])),
          f"column details: from_team_id names team {victim['team']}", R),
+        ("a draft listing the victim's phase's scores", _changed(
+            "announcement", lambda r: r.update(score_phases=[victim["phase"]])),
+         f"column score_phases names phase {victim['phase']}, which is not in the dump", R),
         ("a parent path as an entry", _entry("objects/../../victim.txt", b"overwritten"),
          "entry 'objects/../../victim.txt' is no entry of a task dump", R),
         ("an absolute path as an entry", _entry("/tmp/victim.txt", b"overwritten"),
