@@ -494,9 +494,22 @@ done:
    once per MOM_ROWS rows: a chunk of their five columns is made in L1 and every row of the
    block is summed over it, each in 8-lane partial sums (two sets, for independent chains),
    added into the row's totals chunk by chunk. The order differs from a BLAS product of cell
-   counts: the figures agree to rounding (1e-12 relative, the tests' bound), not bit for bit. */
+   counts: the figures agree to rounding (1e-12 relative, the tests' bound), not bit for bit.
+   The confidence-weighted sums (Σcw, Σcwx, ...) are made the same way, alone or beside
+   Pearson's in the same pass (MOM_BOTH: x, y, w and the counts stream from memory once for
+   both; a chunk's counts, in L1, are summed twice). */
 #define MOM_CHUNK 512
 #define MOM_ROWS 16
+
+/* what one call sums: Pearson's moments, the weighted ones, or both in one pass */
+#define MOM_PLAIN 0
+#define MOM_WEIGHTED 1
+#define MOM_BOTH 2
+/* how a chunk's counts meet its columns: times the plain columns; times the weighted ones
+   (column 0 is w); times w first, then the plain ones (MOM_BOTH's weighted sums) */
+#define KIND_PLAIN 0
+#define KIND_WCOLS 1
+#define KIND_TIMES_W 2
 
 /* the vectors only pass between always-inlined functions: no call ABI is involved */
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -519,14 +532,14 @@ INLINE double count_at(const void *row, size_t i, const int size) {
 }
 
 /* a chunk's columns, made per call (each call its own, on its stack: the GIL is released):
-   w (weighted only), then x, y, x², y², xy, each times w when weighted (w·x·x as numpy's
-   (w * xc) * xc) */
+   x, y, x², y², xy in 1..5; MOM_WEIGHTED: w in 0 and each column times w (w·x·x as numpy's
+   (w * xc) * xc); MOM_BOTH: w in 0 beside the plain columns */
 #define MOM_COLS double mom_cols[6][MOM_CHUNK] __attribute__((aligned(64)))
 INLINE void mom_fill(double (*mom_cols)[MOM_CHUNK], size_t c0, size_t m, const double *x,
-                     const double *y, const double *w, const int weighted) {
+                     const double *y, const double *w, const int mode) {
     for (size_t i = 0; i < m; i++) {
         double a = x[c0 + i], b = y[c0 + i];
-        if (weighted) {
+        if (mode == MOM_WEIGHTED) {
             double v = w[c0 + i], va = v * a, vb = v * b;
             mom_cols[0][i] = v;
             mom_cols[1][i] = va;
@@ -535,6 +548,8 @@ INLINE void mom_fill(double (*mom_cols)[MOM_CHUNK], size_t c0, size_t m, const d
             mom_cols[4][i] = vb * b;
             mom_cols[5][i] = va * b;
         } else {
+            if (mode == MOM_BOTH)
+                mom_cols[0][i] = w[c0 + i];
             mom_cols[1][i] = a;
             mom_cols[2][i] = b;
             mom_cols[3][i] = a * a;
@@ -544,23 +559,58 @@ INLINE void mom_fill(double (*mom_cols)[MOM_CHUNK], size_t c0, size_t m, const d
     }
 }
 
-/* moments_rows in vectors of VT (VW lanes, counts loaded as CT8/CT16/CT32), two sets of
-   partial sums per row */
-#define MOMENTS_ROWS(NAME, VT, VW, CT8, CT16, CT32, IT32, IT64)                                              \
+/* The rows x n counts summed by a build's CHUNK (one row's m counts over a chunk's columns
+   into t[6], as KIND says): x, y (and w) stream once per MOM_ROWS rows; out gets the sums
+   MOM_PLAIN or MOM_WEIGHTED name, MOM_BOTH Pearson's in out and the weighted ones in wout. */
+#define MOM_DRIVER(NAME, CHUNK, ATTR)                                                            \
+ATTR INLINE void NAME(const void *counts, Py_ssize_t rows, size_t n, const double *x,            \
+                      const double *y, const double *w, double *out, double *wout,               \
+                      const int size, const int mode) {                                          \
+    MOM_COLS;                                                                                    \
+    for (Py_ssize_t r0 = 0; r0 < rows; r0 += MOM_ROWS) {                                         \
+        int g = rows - r0 < MOM_ROWS ? (int)(rows - r0) : MOM_ROWS;                              \
+        double tot[MOM_ROWS][6], wtot[MOM_ROWS][6];                                              \
+        memset(tot, 0, sizeof tot);                                                              \
+        memset(wtot, 0, sizeof wtot);                                                            \
+        for (size_t c0 = 0; c0 < n; c0 += MOM_CHUNK) {                                           \
+            size_t m = n - c0 < MOM_CHUNK ? n - c0 : MOM_CHUNK;                                  \
+            mom_fill(mom_cols, c0, m, x, y, w, mode);                                            \
+            for (int j = 0; j < g; j++) {                                                        \
+                const char *row = (const char *)counts + ((size_t)(r0 + j) * n + c0) * (size_t)size; \
+                double t[6];                                                                     \
+                CHUNK(row, m, mom_cols, t, size, mode == MOM_WEIGHTED ? KIND_WCOLS : KIND_PLAIN); \
+                for (int q = 0; q < 6; q++)                                                      \
+                    tot[j][q] += t[q];                                                           \
+                if (mode == MOM_BOTH) {                                                          \
+                    CHUNK(row, m, mom_cols, t, size, KIND_TIMES_W);                              \
+                    for (int q = 0; q < 6; q++)                                                  \
+                        wtot[j][q] += t[q];                                                      \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+        memcpy(out + (size_t)r0 * 6, tot, (size_t)g * 6 * sizeof(double));                      \
+        if (mode == MOM_BOTH)                                                                    \
+            memcpy(wout + (size_t)r0 * 6, wtot, (size_t)g * 6 * sizeof(double));                 \
+    }                                                                                            \
+}
+
+/* the chunk sums in GCC's vectors of VT (VW lanes, counts loaded as CT8/CT16/CT32), two sets
+   of partial sums; any count width */
+#define MOMENTS_CHUNK(NAME, VT, VW, CT8, CT16, CT32, IT32, IT64)                                 \
 INLINE VT NAME##_load(const void *row, size_t i, const int size) {                               \
     if (size == 1) {                                                                             \
         CT8 v;                                                                                   \
         memcpy(&v, (const uint8_t *)row + i, sizeof v);                                          \
-        return __builtin_convertvector(__builtin_convertvector(v, IT32), VT);                                                 \
+        return __builtin_convertvector(__builtin_convertvector(v, IT32), VT);                    \
     }                                                                                            \
     if (size == 2) {                                                                             \
         CT16 v;                                                                                  \
         memcpy(&v, (const uint16_t *)row + i, sizeof v);                                         \
-        return __builtin_convertvector(__builtin_convertvector(v, IT32), VT);                                                 \
+        return __builtin_convertvector(__builtin_convertvector(v, IT32), VT);                    \
     }                                                                                            \
     CT32 v;                                                                                      \
     memcpy(&v, (const uint32_t *)row + i, sizeof v);                                             \
-    return __builtin_convertvector(__builtin_convertvector(v, IT64), VT);                                                     \
+    return __builtin_convertvector(__builtin_convertvector(v, IT64), VT);                        \
 }                                                                                                \
 INLINE double NAME##_hsum(const VT *v) {                                                         \
     double t = 0;                                                                                \
@@ -568,209 +618,192 @@ INLINE double NAME##_hsum(const VT *v) {                                        
         t += (*v)[l];                                                                            \
     return t;                                                                                    \
 }                                                                                                \
-INLINE void NAME(const void *counts, Py_ssize_t rows, size_t n, const double *x,                 \
-                 const double *y, const double *w, double *out, const int size,                  \
-                 const int weighted) {                                                           \
-    MOM_COLS;                                                                                    \
-    for (Py_ssize_t r0 = 0; r0 < rows; r0 += MOM_ROWS) {                                         \
-        int g = rows - r0 < MOM_ROWS ? (int)(rows - r0) : MOM_ROWS;                              \
-        double tot[MOM_ROWS][6];                                                                 \
-        memset(tot, 0, sizeof tot);                                                              \
-        for (size_t c0 = 0; c0 < n; c0 += MOM_CHUNK) {                                           \
-            size_t m = n - c0 < MOM_CHUNK ? n - c0 : MOM_CHUNK, mv = m - m % (2 * VW);           \
-            mom_fill(mom_cols, c0, m, x, y, w, weighted);                                        \
-            for (int j = 0; j < g; j++) {                                                        \
-                const char *row = (const char *)counts + ((size_t)(r0 + j) * n + c0) * (size_t)size; \
-                VT n0 = {0}, x0 = {0}, y0 = {0}, xx0 = {0}, yy0 = {0}, xy0 = {0};                \
-                VT n1 = {0}, x1 = {0}, y1 = {0}, xx1 = {0}, yy1 = {0}, xy1 = {0};                \
-                for (size_t i = 0; i < mv; i += 2 * VW) {                                        \
-                    VT c = NAME##_load(row, i, size), d = NAME##_load(row, i + VW, size);        \
-                    n0 += weighted ? c * *(const VT *)(mom_cols[0] + i) : c;                     \
-                    n1 += weighted ? d * *(const VT *)(mom_cols[0] + i + VW) : d;                \
-                    x0 += c * *(const VT *)(mom_cols[1] + i);                                    \
-                    x1 += d * *(const VT *)(mom_cols[1] + i + VW);                               \
-                    y0 += c * *(const VT *)(mom_cols[2] + i);                                    \
-                    y1 += d * *(const VT *)(mom_cols[2] + i + VW);                               \
-                    xx0 += c * *(const VT *)(mom_cols[3] + i);                                   \
-                    xx1 += d * *(const VT *)(mom_cols[3] + i + VW);                              \
-                    yy0 += c * *(const VT *)(mom_cols[4] + i);                                   \
-                    yy1 += d * *(const VT *)(mom_cols[4] + i + VW);                              \
-                    xy0 += c * *(const VT *)(mom_cols[5] + i);                                   \
-                    xy1 += d * *(const VT *)(mom_cols[5] + i + VW);                              \
-                }                                                                                \
-                VT sums[6] = {n0 + n1, x0 + x1, y0 + y1, xx0 + xx1, yy0 + yy1, xy0 + xy1};      \
-                double t[6];                                                                     \
-                for (int q = 0; q < 6; q++)                                                      \
-                    t[q] = NAME##_hsum(&sums[q]);                                                \
-                for (size_t i = mv; i < m; i++) {                                                \
-                    double c = count_at(row, i, size);                                           \
-                    t[0] += weighted ? c * mom_cols[0][i] : c;                                   \
-                    for (int q = 0; q < 5; q++)                                                  \
-                        t[q + 1] += c * mom_cols[q + 1][i];                                          \
-                }                                                                                \
-                for (int q = 0; q < 6; q++)                                                      \
-                    tot[j][q] += t[q];                                                           \
-            }                                                                                    \
+INLINE void NAME(const char *row, size_t m, double (*mom_cols)[MOM_CHUNK], double *t,            \
+                 const int size, const int kind) {                                               \
+    size_t mv = m - m % (2 * VW);                                                                \
+    VT n0 = {0}, x0 = {0}, y0 = {0}, xx0 = {0}, yy0 = {0}, xy0 = {0};                            \
+    VT n1 = {0}, x1 = {0}, y1 = {0}, xx1 = {0}, yy1 = {0}, xy1 = {0};                            \
+    for (size_t i = 0; i < mv; i += 2 * VW) {                                                    \
+        VT c = NAME##_load(row, i, size), d = NAME##_load(row, i + VW, size);                    \
+        if (kind == KIND_TIMES_W) {                                                              \
+            c *= *(const VT *)(mom_cols[0] + i);                                                 \
+            d *= *(const VT *)(mom_cols[0] + i + VW);                                            \
         }                                                                                        \
-        memcpy(out + (size_t)r0 * 6, tot, (size_t)g * 6 * sizeof(double));                      \
+        n0 += kind == KIND_WCOLS ? c * *(const VT *)(mom_cols[0] + i) : c;                       \
+        n1 += kind == KIND_WCOLS ? d * *(const VT *)(mom_cols[0] + i + VW) : d;                  \
+        x0 += c * *(const VT *)(mom_cols[1] + i);                                                \
+        x1 += d * *(const VT *)(mom_cols[1] + i + VW);                                           \
+        y0 += c * *(const VT *)(mom_cols[2] + i);                                                \
+        y1 += d * *(const VT *)(mom_cols[2] + i + VW);                                           \
+        xx0 += c * *(const VT *)(mom_cols[3] + i);                                               \
+        xx1 += d * *(const VT *)(mom_cols[3] + i + VW);                                          \
+        yy0 += c * *(const VT *)(mom_cols[4] + i);                                               \
+        yy1 += d * *(const VT *)(mom_cols[4] + i + VW);                                          \
+        xy0 += c * *(const VT *)(mom_cols[5] + i);                                               \
+        xy1 += d * *(const VT *)(mom_cols[5] + i + VW);                                          \
     }                                                                                            \
+    VT sums[6] = {n0 + n1, x0 + x1, y0 + y1, xx0 + xx1, yy0 + yy1, xy0 + xy1};                  \
+    for (int q = 0; q < 6; q++)                                                                  \
+        t[q] = NAME##_hsum(&sums[q]);                                                            \
+    for (size_t i = mv; i < m; i++) {                                                            \
+        double c = count_at(row, i, size);                                                       \
+        if (kind == KIND_TIMES_W)                                                                \
+            c *= mom_cols[0][i];                                                                 \
+        t[0] = kind == KIND_WCOLS ? MADD(c, mom_cols[0][i], t[0]) : t[0] + c;                    \
+        for (int q = 0; q < 5; q++)                                                              \
+            t[q + 1] = MADD(c, mom_cols[q + 1][i], t[q + 1]);                                    \
+    }                                                                                            \
+}
+
+/* a build's dispatch to its drivers, each count width and mode a specialised copy */
+#define MOM_DISPATCH(NAME, U8, ANY, ATTR)                                                        \
+ATTR static void NAME(const void *counts, Py_ssize_t rows, size_t n, const double *x,            \
+                      const double *y, const double *w, double *out, double *wout, int size,     \
+                      int mode) {                                                                \
+    if (size == 1)                                                                               \
+        mode == MOM_PLAIN ? U8(counts, rows, n, x, y, w, out, wout, 1, MOM_PLAIN)                \
+        : mode == MOM_WEIGHTED ? U8(counts, rows, n, x, y, w, out, wout, 1, MOM_WEIGHTED)        \
+                               : U8(counts, rows, n, x, y, w, out, wout, 1, MOM_BOTH);           \
+    else if (size == 2)                                                                          \
+        mode == MOM_PLAIN ? ANY(counts, rows, n, x, y, w, out, wout, 2, MOM_PLAIN)               \
+        : mode == MOM_WEIGHTED ? ANY(counts, rows, n, x, y, w, out, wout, 2, MOM_WEIGHTED)       \
+                               : ANY(counts, rows, n, x, y, w, out, wout, 2, MOM_BOTH);          \
+    else                                                                                         \
+        mode == MOM_PLAIN ? ANY(counts, rows, n, x, y, w, out, wout, 4, MOM_PLAIN)               \
+        : mode == MOM_WEIGHTED ? ANY(counts, rows, n, x, y, w, out, wout, 4, MOM_WEIGHTED)       \
+                               : ANY(counts, rows, n, x, y, w, out, wout, 4, MOM_BOTH);          \
 }
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define MOM_AVX512 1
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,fma")
-MOMENTS_ROWS(moments_rows8, v8d, 8, v8u8, v8u16, v8u32, v8i32, v8i64)
+/* a*b + c in the tails: one rounding where the build has FMA, written out so that every copy
+   of a tail (each mode's) rounds alike, whatever GCC would contract */
+#define MADD(a, b, c) __builtin_fma(a, b, c)
+MOMENTS_CHUNK(chunk8, v8d, 8, v8u8, v8u16, v8u32, v8i32, v8i64)
 
-/* moments_rows for uint8 counts in AVX-512 intrinsics: 8 counts widened to doubles, two sets of
-   six partial sums */
-INLINE void moments_rows8_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, const double *x,
-                             const double *y, const double *w, double *out, const int weighted) {
-    MOM_COLS;
-    for (Py_ssize_t r0 = 0; r0 < rows; r0 += MOM_ROWS) {
-        int g = rows - r0 < MOM_ROWS ? (int)(rows - r0) : MOM_ROWS;
-        double tot[MOM_ROWS][6];
-        memset(tot, 0, sizeof tot);
-        for (size_t c0 = 0; c0 < n; c0 += MOM_CHUNK) {
-            size_t m = n - c0 < MOM_CHUNK ? n - c0 : MOM_CHUNK, mv = m - m % 16;
-            mom_fill(mom_cols, c0, m, x, y, w, weighted);
-            for (int j = 0; j < g; j++) {
-                const uint8_t *row = counts + (size_t)(r0 + j) * n + c0;
-                __m512d s0[6], s1[6];
-                for (int q = 0; q < 6; q++)
-                    s0[q] = s1[q] = _mm512_setzero_pd();
-                for (size_t i = 0; i < mv; i += 16) {
-                    __m128i b16 = _mm_loadu_si128((const __m128i *)(row + i));
-                    __m512d c = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(b16));
-                    __m512d d = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(_mm_srli_si128(b16, 8)));
-                    if (weighted) {
-                        s0[0] = _mm512_fmadd_pd(c, _mm512_load_pd(mom_cols[0] + i), s0[0]);
-                        s1[0] = _mm512_fmadd_pd(d, _mm512_load_pd(mom_cols[0] + i + 8), s1[0]);
-                    } else {
-                        s0[0] = _mm512_add_pd(s0[0], c);
-                        s1[0] = _mm512_add_pd(s1[0], d);
-                    }
-                    for (int q = 0; q < 5; q++) {
-                        s0[q + 1] = _mm512_fmadd_pd(c, _mm512_load_pd(mom_cols[q + 1] + i), s0[q + 1]);
-                        s1[q + 1] = _mm512_fmadd_pd(d, _mm512_load_pd(mom_cols[q + 1] + i + 8),
-                                                    s1[q + 1]);
-                    }
-                }
-                double t[6];
-                for (int q = 0; q < 6; q++)
-                    t[q] = _mm512_reduce_add_pd(_mm512_add_pd(s0[q], s1[q]));
-                for (size_t i = mv; i < m; i++) {
-                    double c = row[i];
-                    t[0] += weighted ? c * mom_cols[0][i] : c;
-                    for (int q = 0; q < 5; q++)
-                        t[q + 1] += c * mom_cols[q + 1][i];
-                }
-                for (int q = 0; q < 6; q++)
-                    tot[j][q] += t[q];
-            }
+/* chunk8 for uint8 counts in AVX-512 intrinsics: 8 counts widened to doubles, two sets of six
+   partial sums */
+INLINE void chunk8_u8(const char *counts, size_t m, double (*mom_cols)[MOM_CHUNK], double *t,
+                      const int size, const int kind) {
+    const uint8_t *row = (const uint8_t *)counts;
+    size_t mv = m - m % 16;
+    __m512d s0[6], s1[6];
+    (void)size;
+    for (int q = 0; q < 6; q++)
+        s0[q] = s1[q] = _mm512_setzero_pd();
+    for (size_t i = 0; i < mv; i += 16) {
+        __m128i b16 = _mm_loadu_si128((const __m128i *)(row + i));
+        __m512d c = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(b16));
+        __m512d d = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(_mm_srli_si128(b16, 8)));
+        if (kind == KIND_TIMES_W) {
+            c = _mm512_mul_pd(c, _mm512_load_pd(mom_cols[0] + i));
+            d = _mm512_mul_pd(d, _mm512_load_pd(mom_cols[0] + i + 8));
         }
-        memcpy(out + (size_t)r0 * 6, tot, (size_t)g * 6 * sizeof(double));
+        if (kind == KIND_WCOLS) {
+            s0[0] = _mm512_fmadd_pd(c, _mm512_load_pd(mom_cols[0] + i), s0[0]);
+            s1[0] = _mm512_fmadd_pd(d, _mm512_load_pd(mom_cols[0] + i + 8), s1[0]);
+        } else {
+            s0[0] = _mm512_add_pd(s0[0], c);
+            s1[0] = _mm512_add_pd(s1[0], d);
+        }
+        for (int q = 0; q < 5; q++) {
+            s0[q + 1] = _mm512_fmadd_pd(c, _mm512_load_pd(mom_cols[q + 1] + i), s0[q + 1]);
+            s1[q + 1] = _mm512_fmadd_pd(d, _mm512_load_pd(mom_cols[q + 1] + i + 8), s1[q + 1]);
+        }
+    }
+    for (int q = 0; q < 6; q++)
+        t[q] = _mm512_reduce_add_pd(_mm512_add_pd(s0[q], s1[q]));
+    for (size_t i = mv; i < m; i++) {
+        double c = row[i];
+        if (kind == KIND_TIMES_W)
+            c *= mom_cols[0][i];
+        t[0] = kind == KIND_WCOLS ? MADD(c, mom_cols[0][i], t[0]) : t[0] + c;
+        for (int q = 0; q < 5; q++)
+            t[q + 1] = MADD(c, mom_cols[q + 1][i], t[q + 1]);
     }
 }
 
-static void moments_avx512(const void *counts, Py_ssize_t rows, size_t n, const double *x,
-                           const double *y, const double *w, double *out, int size) {
-    if (size == 1)
-        w ? moments_rows8_u8(counts, rows, n, x, y, w, out, 1)
-          : moments_rows8_u8(counts, rows, n, x, y, w, out, 0);
-    else if (size == 2)
-        w ? moments_rows8(counts, rows, n, x, y, w, out, 2, 1)
-          : moments_rows8(counts, rows, n, x, y, w, out, 2, 0);
-    else
-        w ? moments_rows8(counts, rows, n, x, y, w, out, 4, 1)
-          : moments_rows8(counts, rows, n, x, y, w, out, 4, 0);
-}
+MOM_DRIVER(moments_rows8_u8, chunk8_u8, )
+MOM_DRIVER(moments_rows8, chunk8, )
+MOM_DISPATCH(moments_avx512, moments_rows8_u8, moments_rows8, )
+#undef MADD
 #pragma GCC pop_options
 #endif
 
-MOMENTS_ROWS(moments_rows, v4d, 4, v4u8, v4u16, v4u32, v4i32, v4i64)
+/* the plain build: no FMA (x86-64's baseline has none), two roundings */
+#define MADD(a, b, c) ((a) * (b) + (c))
+MOMENTS_CHUNK(chunk4, v4d, 4, v4u8, v4u16, v4u32, v4i32, v4i64)
+MOM_DRIVER(moments_rows, chunk4, )
+MOM_DISPATCH(moments_plain, moments_rows, moments_rows, )
 
-static void moments_plain(const void *counts, Py_ssize_t rows, size_t n, const double *x,
-                          const double *y, const double *w, double *out, int size) {
-    if (size == 1)
-        w ? moments_rows(counts, rows, n, x, y, w, out, 1, 1)
-          : moments_rows(counts, rows, n, x, y, w, out, 1, 0);
-    else if (size == 2)
-        w ? moments_rows(counts, rows, n, x, y, w, out, 2, 1)
-          : moments_rows(counts, rows, n, x, y, w, out, 2, 0);
-    else
-        w ? moments_rows(counts, rows, n, x, y, w, out, 4, 1)
-          : moments_rows(counts, rows, n, x, y, w, out, 4, 0);
-}
+#undef MADD
 
 #ifdef MOM_AVX512
-/* moments_rows for uint8 counts in AVX2 intrinsics (processors without AVX-512): 4 counts
-   widened to doubles, two sets of six partial sums */
-__attribute__((target("avx,avx2,fma"), always_inline))
-static inline void moments_rows4_u8_of(const uint8_t *counts, Py_ssize_t rows, size_t n,
-                                       const double *x, const double *y, const double *w,
-                                       double *out, const int weighted) {
-    MOM_COLS;
-    for (Py_ssize_t r0 = 0; r0 < rows; r0 += MOM_ROWS) {
-        int g = rows - r0 < MOM_ROWS ? (int)(rows - r0) : MOM_ROWS;
-        double tot[MOM_ROWS][6];
-        memset(tot, 0, sizeof tot);
-        for (size_t c0 = 0; c0 < n; c0 += MOM_CHUNK) {
-            size_t m = n - c0 < MOM_CHUNK ? n - c0 : MOM_CHUNK, mv = m - m % 8;
-            mom_fill(mom_cols, c0, m, x, y, w, weighted);
-            for (int j = 0; j < g; j++) {
-                const uint8_t *row = counts + (size_t)(r0 + j) * n + c0;
-                __m256d s0[6], s1[6];
-                for (int q = 0; q < 6; q++)
-                    s0[q] = s1[q] = _mm256_setzero_pd();
-                for (size_t i = 0; i < mv; i += 8) {
-                    __m128i b8 = _mm_loadl_epi64((const __m128i *)(row + i));
-                    __m256d c = _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(b8));
-                    __m256d d = _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_srli_si128(b8, 4)));
-                    if (weighted) {
-                        s0[0] = _mm256_fmadd_pd(c, _mm256_load_pd(mom_cols[0] + i), s0[0]);
-                        s1[0] = _mm256_fmadd_pd(d, _mm256_load_pd(mom_cols[0] + i + 4), s1[0]);
-                    } else {
-                        s0[0] = _mm256_add_pd(s0[0], c);
-                        s1[0] = _mm256_add_pd(s1[0], d);
-                    }
-                    for (int q = 0; q < 5; q++) {
-                        s0[q + 1] = _mm256_fmadd_pd(c, _mm256_load_pd(mom_cols[q + 1] + i), s0[q + 1]);
-                        s1[q + 1] = _mm256_fmadd_pd(d, _mm256_load_pd(mom_cols[q + 1] + i + 4),
-                                                    s1[q + 1]);
-                    }
-                }
-                double t[6];
-                for (int q = 0; q < 6; q++) {
-                    double lanes[4];
-                    _mm256_storeu_pd(lanes, _mm256_add_pd(s0[q], s1[q]));
-                    t[q] = ((lanes[0] + lanes[1]) + lanes[2]) + lanes[3];
-                }
-                for (size_t i = mv; i < m; i++) {
-                    double c = row[i];
-                    t[0] += weighted ? c * mom_cols[0][i] : c;
-                    for (int q = 0; q < 5; q++)
-                        t[q + 1] += c * mom_cols[q + 1][i];
-                }
-                for (int q = 0; q < 6; q++)
-                    tot[j][q] += t[q];
-            }
+#define MADD(a, b, c) __builtin_fma(a, b, c)
+#define AVX2 __attribute__((target("avx,avx2,fma")))
+/* chunk4 for uint8 counts in AVX2 intrinsics (processors without AVX-512): 4 counts widened to
+   doubles, two sets of six partial sums */
+AVX2 INLINE void chunk4_u8(const char *counts, size_t m, double (*mom_cols)[MOM_CHUNK], double *t,
+                           const int size, const int kind) {
+    const uint8_t *row = (const uint8_t *)counts;
+    size_t mv = m - m % 8;
+    __m256d s0[6], s1[6];
+    (void)size;
+    for (int q = 0; q < 6; q++)
+        s0[q] = s1[q] = _mm256_setzero_pd();
+    for (size_t i = 0; i < mv; i += 8) {
+        __m128i b8 = _mm_loadl_epi64((const __m128i *)(row + i));
+        __m256d c = _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(b8));
+        __m256d d = _mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_srli_si128(b8, 4)));
+        if (kind == KIND_TIMES_W) {
+            c = _mm256_mul_pd(c, _mm256_load_pd(mom_cols[0] + i));
+            d = _mm256_mul_pd(d, _mm256_load_pd(mom_cols[0] + i + 4));
         }
-        memcpy(out + (size_t)r0 * 6, tot, (size_t)g * 6 * sizeof(double));
+        if (kind == KIND_WCOLS) {
+            s0[0] = _mm256_fmadd_pd(c, _mm256_load_pd(mom_cols[0] + i), s0[0]);
+            s1[0] = _mm256_fmadd_pd(d, _mm256_load_pd(mom_cols[0] + i + 4), s1[0]);
+        } else {
+            s0[0] = _mm256_add_pd(s0[0], c);
+            s1[0] = _mm256_add_pd(s1[0], d);
+        }
+        for (int q = 0; q < 5; q++) {
+            s0[q + 1] = _mm256_fmadd_pd(c, _mm256_load_pd(mom_cols[q + 1] + i), s0[q + 1]);
+            s1[q + 1] = _mm256_fmadd_pd(d, _mm256_load_pd(mom_cols[q + 1] + i + 4), s1[q + 1]);
+        }
+    }
+    for (int q = 0; q < 6; q++) {
+        double lanes[4];
+        _mm256_storeu_pd(lanes, _mm256_add_pd(s0[q], s1[q]));
+        t[q] = ((lanes[0] + lanes[1]) + lanes[2]) + lanes[3];
+    }
+    for (size_t i = mv; i < m; i++) {
+        double c = row[i];
+        if (kind == KIND_TIMES_W)
+            c *= mom_cols[0][i];
+        t[0] = kind == KIND_WCOLS ? MADD(c, mom_cols[0][i], t[0]) : t[0] + c;
+        for (int q = 0; q < 5; q++)
+            t[q + 1] = MADD(c, mom_cols[q + 1][i], t[q + 1]);
     }
 }
 
-__attribute__((target("avx,avx2,fma")))
-static void moments_rows4_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, const double *x,
-                             const double *y, const double *w, double *out) {
-    if (w)
-        moments_rows4_u8_of(counts, rows, n, x, y, w, out, 1);
-    else
-        moments_rows4_u8_of(counts, rows, n, x, y, w, out, 0);
+MOM_DRIVER(moments_rows4_u8_of, chunk4_u8, AVX2)
+#undef MADD
+
+/* uint8 counts only: wider ones take the plain build */
+AVX2 static void moments_rows4_u8(const uint8_t *counts, Py_ssize_t rows, size_t n,
+                                  const double *x, const double *y, const double *w, double *out,
+                                  double *wout, int mode) {
+    mode == MOM_PLAIN ? moments_rows4_u8_of(counts, rows, n, x, y, w, out, wout, 1, MOM_PLAIN)
+    : mode == MOM_WEIGHTED ? moments_rows4_u8_of(counts, rows, n, x, y, w, out, wout, 1,
+                                                 MOM_WEIGHTED)
+                           : moments_rows4_u8_of(counts, rows, n, x, y, w, out, wout, 1,
+                                                 MOM_BOTH);
 }
 #endif
 
-/* The best build of moments_rows this processor runs, at most `level`: 2 AVX-512, 1 AVX2 with
+/* The best build of the moments this processor runs, at most `level`: 2 AVX-512, 1 AVX2 with
    FMA (uint8 counts; wider ones take the plain build), 0 the plain one (each is tested:
    _draws.moments takes the level) */
 static int moments_level(int level) {
@@ -797,62 +830,85 @@ static const char weighted_moments_doc[] =
     "As moments, with every column times w (n float64): out (rows x 6) = each row of counts "
     "times w, w*x, w*y, w*x*x, w*y*y, w*x*y; returns the level that ran.";
 
-/* moments and weighted_moments: one parser, one set of builds (w NULL: unweighted) */
-static PyObject *moments_call(PyObject *args, int weighted) {
-    Py_buffer counts, xb, yb, wb, out;
+static const char both_moments_doc[] =
+    "both_moments(counts, rows, n, x, y, w, out, wout, level=2) -> int\n\n"
+    "moments into out and weighted_moments into wout (rows x 6 float64 each) in one pass over "
+    "the counts, x, y and w; returns the level that ran.";
+
+/* moments, weighted_moments and both_moments: one parser, one set of builds */
+static PyObject *moments_call(PyObject *args, int mode) {
+    Py_buffer counts, xb, yb, wb, out, wout;
     Py_ssize_t rows, n;
     int level = 2;
     PyObject *result = NULL;
-    int ok = weighted
+    int ok = mode == MOM_BOTH
+        ? PyArg_ParseTuple(args, "y*nny*y*y*w*w*|i", &counts, &rows, &n, &xb, &yb, &wb, &out,
+                           &wout, &level)
+        : mode == MOM_WEIGHTED
         ? PyArg_ParseTuple(args, "y*nny*y*y*w*|i", &counts, &rows, &n, &xb, &yb, &wb, &out,
                            &level)
         : PyArg_ParseTuple(args, "y*nny*y*w*|i", &counts, &rows, &n, &xb, &yb, &out, &level);
     if (!ok)
         return NULL;
-    if (!weighted)
+    if (mode == MOM_PLAIN)
         wb = xb;  /* checked as x is, never read */
+    if (mode != MOM_BOTH)
+        wout = out;  /* checked as out is, never written */
     int size = (int)counts.itemsize;
     if (rows < 0 || n < 1 || (size != 1 && size != 2 && size != 4) ||
         counts.len != rows * n * size || !PyBuffer_IsContiguous(&counts, 'C') ||
         xb.itemsize != 8 || xb.len != n * 8 || !PyBuffer_IsContiguous(&xb, 'C') ||
         yb.itemsize != 8 || yb.len != n * 8 || !PyBuffer_IsContiguous(&yb, 'C') ||
         wb.itemsize != 8 || wb.len != n * 8 || !PyBuffer_IsContiguous(&wb, 'C') ||
-        out.itemsize != 8 || out.len != rows * 6 * 8 || !PyBuffer_IsContiguous(&out, 'C')) {
+        out.itemsize != 8 || out.len != rows * 6 * 8 || !PyBuffer_IsContiguous(&out, 'C') ||
+        wout.itemsize != 8 || wout.len != rows * 6 * 8 || !PyBuffer_IsContiguous(&wout, 'C') ||
+        (mode == MOM_BOTH && wout.buf == out.buf)) {
         PyErr_SetString(PyExc_ValueError, "counts must be rows x n uint8, 16 or 32, x, y (and w) "
-                        "n float64, out rows x 6 float64, all contiguous");
+                        "n float64, out (and wout, another array) rows x 6 float64, all "
+                        "contiguous");
         goto done;
     }
     level = moments_level(level);
-    const double *w = weighted ? wb.buf : NULL;
+    const double *w = mode == MOM_PLAIN ? NULL : wb.buf;
     Py_BEGIN_ALLOW_THREADS
 #ifdef MOM_AVX512
     if (level == 2)
-        moments_avx512(counts.buf, rows, (size_t)n, xb.buf, yb.buf, w, out.buf, size);
+        moments_avx512(counts.buf, rows, (size_t)n, xb.buf, yb.buf, w, out.buf, wout.buf, size,
+                       mode);
     else if (level == 1 && size == 1)
-        moments_rows4_u8(counts.buf, rows, (size_t)n, xb.buf, yb.buf, w, out.buf);
+        moments_rows4_u8(counts.buf, rows, (size_t)n, xb.buf, yb.buf, w, out.buf, wout.buf,
+                         mode);
     else
 #endif
-        moments_plain(counts.buf, rows, (size_t)n, xb.buf, yb.buf, w, out.buf, size);
+        moments_plain(counts.buf, rows, (size_t)n, xb.buf, yb.buf, w, out.buf, wout.buf, size,
+                      mode);
     Py_END_ALLOW_THREADS
     result = PyLong_FromLong(level);
 done:
     PyBuffer_Release(&counts);
     PyBuffer_Release(&xb);
     PyBuffer_Release(&yb);
-    if (weighted)
+    if (mode != MOM_PLAIN)
         PyBuffer_Release(&wb);
     PyBuffer_Release(&out);
+    if (mode == MOM_BOTH)
+        PyBuffer_Release(&wout);
     return result;
 }
 
 static PyObject *draws_moments(PyObject *self, PyObject *args) {
     (void)self;
-    return moments_call(args, 0);
+    return moments_call(args, MOM_PLAIN);
 }
 
 static PyObject *draws_weighted_moments(PyObject *self, PyObject *args) {
     (void)self;
-    return moments_call(args, 1);
+    return moments_call(args, MOM_WEIGHTED);
+}
+
+static PyObject *draws_both_moments(PyObject *self, PyObject *args) {
+    (void)self;
+    return moments_call(args, MOM_BOTH);
 }
 
 static PyMethodDef methods[] = {
@@ -861,6 +917,7 @@ static PyMethodDef methods[] = {
     {"reduce", draws_reduce, METH_VARARGS, reduce_doc},
     {"moments", draws_moments, METH_VARARGS, moments_doc},
     {"weighted_moments", draws_weighted_moments, METH_VARARGS, weighted_moments_doc},
+    {"both_moments", draws_both_moments, METH_VARARGS, both_moments_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -28,3 +28,8 @@ def weighted_moments(counts: Any, rows: int, n: int, x: Any, y: Any, w: Any, out
                      level: int = 2, /) -> int:
     """out (rows x 6 float64): as moments, every column times w (n float64): w, w*x, w*y,
     w*x*x, w*y*y, w*x*y. The level that ran."""
+
+def both_moments(counts: Any, rows: int, n: int, x: Any, y: Any, w: Any, out: Any, wout: Any,
+                 level: int = 2, /) -> int:
+    """moments into out and weighted_moments into wout (rows x 6 float64, two arrays) in one
+    pass over the counts, x, y and w. The level that ran."""
