@@ -22,7 +22,9 @@ where numpy's call leaves it, so the draws are the same with the kernel or witho
 (KERNEL = False below: numpy's path, as the tests and benchmarks/bench_draws.py compare). The
 moments of Pearson and ALL are then summed by the kernel straight from its counts per pair (no
 cells, no float count matrix): the same figures as numpy's product of cell counts to rounding
-(1e-12 relative), not bit for bit; every other metric's the very same numbers.
+(1e-12 relative), not bit for bit; every other metric's the very same numbers. A dataset scored
+by Pearson and confidence-weighted Pearson has both sums made in one pass over its counts, and
+ALL's moments (about a shift shared by the datasets) are Pearson's moved to that shift.
 """
 
 from __future__ import annotations
