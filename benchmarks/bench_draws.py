@@ -137,9 +137,15 @@ try:
 except ImportError:
     print(json.dumps("not built (numpy's draws)"))
 else:
-    one = np.ones((1, 16), np.uint8)
-    level = _draws.moments(one, 1, 16, np.zeros(16), np.zeros(16), np.empty((1, 6)))
-    print(json.dumps("compiled, moments " + ("plain C", "AVX2", "AVX-512")[level]))
+    if hasattr(_draws, "builds"):
+        draws, moments = _draws.builds()
+        draws = ("scalar", "", "AVX-512 IFMA")[draws]
+    else:  # a build from before builds() existed: the draws were scalar
+        one = np.ones((1, 16), np.uint8)
+        draws = "scalar"
+        moments = _draws.moments(one, 1, 16, np.zeros(16), np.zeros(16), np.empty((1, 6)))
+    moments = ("plain C", "AVX2", "AVX-512")[moments]
+    print(json.dumps(f"compiled, draws {draws}, moments {moments}"))
 """
 
 

@@ -86,18 +86,46 @@ def test_fill_draws_numpys_values_and_leaves_its_state(kernel: ModuleType, n: in
 @pytest.mark.parametrize("n", [b for b in BOUNDS if b <= 2**20 + 3])
 @pytest.mark.parametrize("carry", [0, 1])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+@pytest.mark.parametrize("level", [2, 0])
 def test_count_is_bincount_of_numpys_draws(kernel: ModuleType, n: int, carry: int,
-                                           dtype: type) -> None:
+                                           dtype: type, level: int) -> None:
+    """Each path (level 2: uint8 counts per pair in AVX-512 IFMA where the processor has it;
+    0: scalar), each count width: numpy's draws, counted, and numpy's state after them."""
     rows = 3 if n > 5000 else 7
     a, b = _pair(n % 97, carry)
     want = a.integers(0, n, size=(rows, n), dtype=np.uint32)
     got: np.ndarray = np.empty((rows, n), dtype=dtype)
-    end = kernel.count(*_args(b), n, rows, got, None, n)
+    end = kernel.count(*_args(b), n, rows, got, None, n, level)
     assert end is not None
     _set(b, end)
     assert np.array_equal(got, np.stack([np.bincount(r, minlength=n) for r in want]))
     assert b.bit_generator.state == a.bit_generator.state
     assert b.integers(0, 5, size=3).tolist() == a.integers(0, 5, size=3).tolist()
+
+
+@pytest.mark.parametrize("n", [2, 3, 255, 256, 4097, 2**20 + 3])
+def test_the_draws_paths_agree_call_after_call(kernel: ModuleType, n: int) -> None:
+    """Rows that end inside a block of 16 values, rejections (2**20 + 3 rejects 1 value in
+    about 4,000), calls that start where the last left off (a kept half or none): the vector
+    path's counts and states are the scalar path's."""
+    a, b = np.random.default_rng(n), np.random.default_rng(n)
+    for rows in (1, 3, 2, 5):
+        got, want = np.empty((rows, n), np.uint8), np.empty((rows, n), np.uint8)
+        _set(a, kernel.count(*_args(a), n, rows, got, None, n, 2))
+        _set(b, kernel.count(*_args(b), n, rows, want, None, n, 0))
+        assert np.array_equal(got, want) and a.bit_generator.state == b.bit_generator.state
+        assert got.sum(axis=1).tolist() == [n] * rows
+
+
+def test_the_draws_build_is_the_best_the_processor_runs(kernel: ModuleType) -> None:
+    import platform
+
+    draws, moments = kernel.builds()
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    if platform.machine() == "x86_64" and " avx512ifma" in flags and " avx512bw" in flags:
+        assert draws == 2  # built with it and used: not silently the scalar path
+    assert draws in (0, 2) and moments == kernel.moments(
+        np.ones((1, 4), np.uint8), 1, 4, np.zeros(4), np.zeros(4), np.empty((1, 6)))
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 1000, 70_001])
