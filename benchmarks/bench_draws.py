@@ -169,7 +169,10 @@ def kernel_build(tree: Path) -> str:
 
 
 def unpack(rev: str, folder: Path) -> Path:
-    """evaluation/ at REV, its kernel built in place, in FOLDER (the repository is untouched)."""
+    """evaluation/ at REV, its kernel built in place, in FOLDER (the repository is untouched);
+    REV may also name a folder holding such a tree (a copy where there is no git)."""
+    if Path(rev).is_dir():
+        return Path(rev).resolve()
     folder.mkdir()
     archive = subprocess.run(["git", "archive", rev, "evaluation", "tasks", "setup.py"], cwd=ROOT,
                              check=True, capture_output=True).stdout
@@ -200,7 +203,8 @@ def main() -> None:
     parser.add_argument("--sets", default="pearson,default,sts2012",
                         help="the metric sets timed through score_run (comma-separated)")
     parser.add_argument("--no-steps", action="store_true", help="skip the steps timed alone")
-    parser.add_argument("--before", metavar="REV", help="also time commit REV's evaluation/")
+    parser.add_argument("--before", metavar="REV", help="also time commit REV's evaluation/ "
+                        "(or a folder holding an evaluation/ with its kernel built)")
     args = parser.parse_args()
     cpu = processor()
     print(f"processor: {cpu}; kernel: {kernel_build(ROOT)}", flush=True)
