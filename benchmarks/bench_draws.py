@@ -23,6 +23,7 @@ turn (the same machine and window):
     python setup.py build_ext --inplace   # the kernel
     taskset -c 0 python benchmarks/bench_draws.py [--pairs 1000000] [--resamples 1000]
         [--continuous] [--sets pearson,default,sts2012] [--no-steps] [--before REV]
+        [--no-numpy] [--repeat N]
 """
 
 from __future__ import annotations
@@ -203,6 +204,10 @@ def main() -> None:
     parser.add_argument("--sets", default="pearson,default,sts2012",
                         help="the metric sets timed through score_run (comma-separated)")
     parser.add_argument("--no-steps", action="store_true", help="skip the steps timed alone")
+    parser.add_argument("--no-numpy", action="store_true",
+                        help="skip numpy's draws (the reference the CIs are compared with)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="time each kernel's score_run this many times in turn (medians)")
     parser.add_argument("--before", metavar="REV", help="also time commit REV's evaluation/ "
                         "(or a folder holding an evaluation/ with its kernel built)")
     args = parser.parse_args()
@@ -232,14 +237,24 @@ def main() -> None:
         for name in args.sets.split(","):
             release, task = tasks[name]
             runs = {}
-            # each tree's kernel, then numpy's draws (this tree)
-            for label, tree, numpy_draws in [*((k, t, False) for k, t in trees.items()),
-                                             ("numpy", ROOT, True)]:
+            # each tree's kernel (in turn, --repeat times), then numpy's draws (this tree)
+            configs = [(k, t, False) for _ in range(args.repeat) for k, t in trees.items()]
+            if not args.no_numpy:
+                configs.append(("numpy", ROOT, True))
+            times: dict[str, list[tuple[float, float]]] = {}
+            for label, tree, numpy_draws in configs:
                 cpu_s, wall, path, cis = _run(_TIME_CIS, [str(release), str(task),
                                                           str(args.resamples)], numpy_draws, tree)
-                runs[label if path == "compiled" else "numpy"] = cis
-                print(f"  score_run, {name} metrics, {label if path == 'compiled' else 'numpy'} "
-                      f"draws: {cpu_s:.2f} ({wall:.2f})", flush=True)
+                label = label if path == "compiled" else "numpy"
+                runs[label] = cis
+                times.setdefault(label, []).append((cpu_s, wall))
+                print(f"  score_run, {name} metrics, {label} draws: {cpu_s:.2f} ({wall:.2f})",
+                      flush=True)
+            if args.repeat > 1:
+                for label, seen in times.items():
+                    cpus = sorted(c for c, _ in seen)
+                    print(f"    median of {len(cpus)}, {label}: {cpus[len(cpus) // 2]:.2f} "
+                          f"(from {cpus[0]:.2f} to {cpus[-1]:.2f})", flush=True)
             for label in trees:
                 if label in runs and "numpy" in runs:
                     print(f"    CIs, {label} against numpy's: "
