@@ -403,14 +403,14 @@ def moments(c: Counts, x: np.ndarray, y: np.ndarray,
         # from the integer counts per pair, x and y streamed once per block of resamples: less
         # than summing the counts into cells first (the sums agree to rounding, not bit for bit)
         xs, ys = _shifted(x, y, sx, sy)
-        if c.kept_moments(xs) is None:
+        if c.kept_moments(xs) is None and _frozen(x) and _frozen(y):
             # ALL's shift beside Pearson's (about each dataset's means): the sums Pearson's pass
             # made, moved to this shift, instead of a second pass over the counts
             mx, my = _means(x, y)
-            about_means = c.kept_moments(_shifted(x, y, mx, my)[0]) if (sx, sy) != (mx, my) \
-                else None
-            if about_means is not None:
-                c.keep_moments(xs, _moved(about_means, mx - sx, my - sy))
+            if (sx, sy) != (mx, my):
+                about_means = c.kept_moments(_shifted(x, y, mx, my)[0])
+                if about_means is not None:
+                    c.keep_moments(xs, _moved(about_means, mx - sx, my - sy))
         return c.pair_moments(xs, ys)
     cells = _cells(c, x, y)
     if cells is not None:
