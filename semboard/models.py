@@ -878,7 +878,8 @@ ANNOUNCEMENT_STATUSES = ("draft", "sent")
 class TermsVersion(Base):
     """One version of a task's (phase_id None) or a phase's terms, named by its text's digest.
 
-    The newest row of a (task, phase) is the current version; an empty text lifts the terms.
+    The row of a (task, phase) that took effect last is the current version (services.terms);
+    an empty text lifts the terms.
     """
 
     __tablename__ = "terms_version"
@@ -895,6 +896,11 @@ class TermsVersion(Base):
     source: Mapped[str] = mapped_column(String(12))
     created_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
     created_at: Mapped[datetime]
+    # when the version takes effect (None: when created); until then the one before it is in
+    # force. A change scheduled ahead, so nobody is locked out by surprise (issue 40).
+    effective_at: Mapped[datetime | None]
+    # until then, having accepted the version this one replaces counts as accepting this one
+    grace_until: Mapped[datetime | None]
 
     phase: Mapped[Phase | None] = relationship()
 

@@ -25,10 +25,10 @@ from evaluation import (
 )
 from evaluation.runs import MAX_ARCHIVE_ENTRIES, MAX_ENTRY_BYTES
 from semboard.db import begin_write, end_read
-from semboard.errors import Forbidden, InvalidData, NotFound
+from semboard.errors import InvalidData, NotFound
 from semboard.models import GoldFile, GoldRelease, Phase, Run, RunScoreRecord, Task, User
 from semboard.services.data import datafiles, inputs, scorediff
-from semboard.services.tasks import access, announcements, definitions, splits, terms
+from semboard.services.tasks import access, announcements, definitions, splits
 from semboard.storage import Storage, keys
 
 if TYPE_CHECKING:
@@ -260,13 +260,13 @@ def publish_results(session: Session, *, phase: Phase, user: User | None, now: d
 
 def download_gold(
     session: Session, storage: Storage, *, task: Task, dataset: str, viewer: User | None,
-    split: str | None = None,
+    now: datetime, split: str | None = None,
 ) -> tuple[str, bytes]:
-    """A dataset's gold file: public gold (training, trial, released) for all, else organisers."""
+    """A dataset's gold file, by the read rule (services.tasks.access): organisers; once public
+    (training, trial, released) anyone where the definition shows it publicly, else
+    participants who pass the gate."""
     split = definitions.split_name(task, split)
-    if not access.can_view_gold(session, viewer, task, split):
-        raise Forbidden(f"the {split} gold of this task has not been released")
-    terms.require_accepted(session, task=task, user=viewer)
+    access.require_read(session, viewer, task, part="gold", split=split, now=now)
     row = current_gold(session, task=task, split=split).get(dataset)
     if row is None:
         raise NotFound(f"no gold for {dataset}")

@@ -84,13 +84,11 @@ def encoding_settings(phase: Phase, requested: Mapping[str, Any] | None) -> Enco
 def check_submission(session: Session, *, team: Team, phase: Phase, user: User | None,
                      name: str, pooling: str | None, now: datetime,
                      encoding: Mapping[str, Any] | None = None) -> EncodingSettings:
-    """What is checked before a model's bytes are looked at: rights, the phase's rules, the
-    team's room, the name and options; the encoding settings the upload gets. A DomainError
-    names the first problem."""
-    if phase.task_id != team.task_id:
-        raise InvalidData("the team and the phase belong to different tasks")
-    if team.is_baseline or user is None or not access.is_member(session, user, team.id):
-        raise Forbidden("only the team's members may submit its models")
+    """What is checked before a model's bytes are looked at: rights (admission.rights: members
+    who pass the participation gate with the phase's terms), the phase's rules, the team's room,
+    the name and options; the encoding settings the upload gets. A DomainError names the first
+    problem."""
+    admission.rights(session, team=team, phase=phase, user=user, now=now, what="models")
     if name and (problem := run_name_problem(name)) is not None:
         raise InvalidData(problem)
     if name and definitions.phase_definition(phase).run_in_filename and (

@@ -12,6 +12,7 @@ from semboard.db import insert_unless_refused, require_fits
 from semboard.errors import AlreadyInTeam, NameTaken, NotFound
 from semboard.models import Task, TaskOrganiser, Team, TeamMember, User
 from semboard.services.people import names, team_rules
+from semboard.services.tasks import roles
 
 BASELINE_TEAM_NAME = "Baselines"
 
@@ -22,15 +23,8 @@ def new_invite_code() -> str:
 
 
 def team_for_user(session: Session, *, task: Task, user: User | None) -> Team | None:
-    """The user's team on the task, if any."""
-    if user is None:
-        return None
-    query = (
-        select(Team)
-        .join(TeamMember, TeamMember.team_id == Team.id)
-        .where(TeamMember.task_id == task.id, TeamMember.user_id == user.id)
-    )
-    return session.scalar(query)
+    """The user's team on the task, if any (roles.team_of: the rules below people ask it)."""
+    return roles.team_of(session, task=task, user=user)
 
 
 def teams_of_user(session: Session, *, user: User) -> list[Team]:
