@@ -224,6 +224,9 @@ DOORS: list[Door] = [
     # the organisers' doors
     W("POST", f"{T}/organise/data", "/tasks/tiny/organise/data", ORGANISERS,
       form={"kind": "gold", "dataset": "alpha"}),
+    W("POST", f"{T}/organise/baselines", "/tasks/tiny/organise/baselines", ORGANISERS,
+      form={"phase": "eval", "name": "walk"}),
+    W("POST", f"{AT}/baselines", f"{A}/tasks/tiny/baselines", ORGANISERS, form={"phase": "eval"}),
     W("POST", f"{T}/organise/grants", "/tasks/tiny/organise/grants", ORGANISERS,
       form={"team": "{team_b}", "phase": "eval", "reason": "walk",
             "until": "2012-04-20T00:00"}),

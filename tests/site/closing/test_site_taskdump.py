@@ -27,7 +27,7 @@ from semboard.services.boards import leaderboard
 from semboard.services.closing import papertables, taskdump, taskimport
 from semboard.services.people import accounts, teams
 from semboard.services.runs import submissions
-from semboard.services.tasks import tasks
+from semboard.services.tasks import tasks, terms
 from semboard.storage import LocalStorage, Storage
 from tests.site.closing.taskdump_support import entries, task_rows, tiny_world, write
 from tests.site.conftest import NOW, Factory
@@ -138,6 +138,7 @@ def test_round_trip_beside_another_task_keeps_every_figure(
                                       password="a-long-password", display_name="New", now=NOW)
         team = teams.create_team(target, task=task, captain=user, name="D", affiliation="",
                                  now=NOW)
+        terms.accept(target, task=task, user=user, client="web", now=NOW)
         target.commit()
         run = submissions.submit(target, target_storage, team=team, phase=phase, user=user,
                                  name="d1", files=tiny_data.run(seed=9), now=NOW)
