@@ -3,9 +3,9 @@ and answers, announcement revisions (critical, edited, withdrawn), queue alerts,
 analytics, the entry deadline, refusal reasons and the reason of an approval decision.
 
 Revision ID: 0052_organiser_cockpit
-Revises: 0045_terms_schedule, 0046_announcement_score_phases
+Revises: 0046_announcement_score_phases
 
-Both heads of this tree are its parents (the lead re-chains at merge). Added columns are plain
+Added columns are plain
 ADD COLUMN, nullable or with a server default: phase, announcement, upload_log and team_approval
 are never rebuilt on SQLite (a copy would cascade-delete the rows that point at them).
 """
@@ -17,8 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0052_organiser_cockpit"
-down_revision: str | tuple[str, ...] | None = ("0045_terms_schedule",
-                                               "0046_announcement_score_phases")
+down_revision: str | None = "0046_announcement_score_phases"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

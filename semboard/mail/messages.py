@@ -126,6 +126,19 @@ def _reset(session: Session, ev: dict[str, Any], out: _Out) -> None:
             "not ask, ignore this message.")
 
 
+def _invite(session: Session, ev: dict[str, Any], out: _Out) -> None:
+    moved = (f"The shared task {ev['task']} moved to this site, and your account came "
+             "with it: your teams, runs and scores are here." if ev.get("task") else
+             "An account on this site was made for you.")
+    out.add(ev["email"], "[semboard] Choose your password",
+            f"{moved} The account has no password yet; choose one here:\n\n"
+            f"{out.base}/reset-password/{ev['token']}\n\nThen log in at "
+            f"{out.base}/login with this address. The link works once and expires "
+            f"in {ev['hours']} hours; after that, ask for a new one at "
+            f"{out.base}/forgot-password. API tokens do not move with a task: make "
+            "new ones on your profile page.")
+
+
 def _account_exists(session: Session, ev: dict[str, Any], out: _Out) -> None:
     out.add(ev["email"], "[semboard] You already have an account",
             "Someone (hopefully you) tried to create a semboard account with this "
@@ -363,7 +376,8 @@ def _announcement(session: Session, announcement_id: int, out: _Out, *,
     return mails
 
 
-_BUILDERS = {"verify": _verify, "reset": _reset, "account_exists": _account_exists,
+_BUILDERS = {"verify": _verify, "reset": _reset, "invite": _invite,
+             "account_exists": _account_exists,
              "run_scored": _run_scored, "run_rejected": _run_rejected,
              "gold_released": _gold_released, "results_published": _results_published,
              "deadline": _deadline, "announcement": _announcement_mail,

@@ -33,7 +33,7 @@ from semboard.models import (
     User,
 )
 from semboard.notify.events import queue_event
-from semboard.services.tasks import access
+from semboard.services.tasks import access, auditlog
 from semboard.timefmt import api_time, clock_text
 
 MAX_BODY = 20_000
@@ -154,9 +154,14 @@ def edit(session: Session, *, announcement: Announcement, user: User | None, tit
     session.add(AnnouncementRevision(announcement_id=announcement.id, title=announcement.title,
                                      body=announcement.body, edited_at=now,
                                      edited_by_id=user.id if user else None))
+    before = announcement.title
     announcement.title, announcement.body = title, body
     announcement.edited_at = now
     session.flush()
+    auditlog.record(session, task=task, user=user, action="announcement-edited", now=now,
+                    reason="the organisers' correction",
+                    details={"summary": f"announcement {before!r} edited"
+                                        + (", mailed again" if notify else "")})
     if notify:
         queue_event(session, "announcement", announcement_id=announcement.id, edited=True)
     return announcement
@@ -175,9 +180,11 @@ def withdraw(session: Session, *, announcement: Announcement, user: User | None,
         raise InvalidData("this announcement was withdrawn already")
     announcement.withdrawn_at = now
     announcement.withdrawn_by_id = user.id if user else None
-    announcement.withdraw_reason = require_text(reason.strip(), what="the reason",
-                                                limit=2000) if reason.strip() else None
+    announcement.withdraw_reason = auditlog.check_reason(reason) or None
     session.flush()
+    auditlog.record(session, task=task, user=user, action="announcement-withdrawn", now=now,
+                    reason=announcement.withdraw_reason or "withdrawn by the organisers",
+                    details={"summary": f"announcement {announcement.title!r} withdrawn"})
     return announcement
 
 

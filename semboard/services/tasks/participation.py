@@ -16,7 +16,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evaluation.participation import Participation, domain_matches, participation
-from semboard.db import require_text
 from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import (
     ModelSubmission,
@@ -68,8 +67,7 @@ def decide(session: Session, *, team: Team, state: str, user: User | None,
     roles.require_organiser(session, user, team.task)
     if state not in ("approved", "refused"):
         raise InvalidData("a team is approved or refused")
-    said = require_text(reason.strip(), what="the reason", limit=2000) if reason.strip() \
-        else None
+    said = auditlog.check_reason(reason) or None
     row = session.scalar(select(TeamApproval).where(TeamApproval.team_id == team.id))
     previous = row.state if row is not None else "pending"
     if row is None:
@@ -83,7 +81,7 @@ def decide(session: Session, *, team: Team, state: str, user: User | None,
     if previous != state or said:
         queue_event(session, "team_decided", team_id=team.id)
     auditlog.record(session, task=team.task, user=user, team=team, action=f"team-{state}",
-                    now=now, reason="the organisers' decision",
+                    now=now, reason=said or "the organisers' decision",
                     details={"summary": f"team {team.name} {state}", "previous": previous})
     return row
 
