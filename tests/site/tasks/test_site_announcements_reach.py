@@ -14,7 +14,7 @@ import urllib.parse
 import pytest
 from sqlalchemy import select
 
-from semboard.models import Announcement, AnnouncementOptIn, Team, User
+from semboard.models import Announcement, AnnouncementOptIn, AuditEntry, Team, User
 from semboard.services.tasks import announcements, tasks
 from tests.site.people.test_site_mail import _body, inbox, mail_app  # noqa: F401  (fixtures)
 from tests.site.tasks.test_site_terms import load, login, terms_toml
@@ -119,8 +119,19 @@ def test_edit_and_withdraw_a_sent_announcement(client, session, season, inbox): 
     page = client.get("/tasks/tiny/announcements").get_data(as_text=True)
     assert "Closes on the 6th." in page and "edited" in page and "Closes on the 5th." in page
 
+    # a reason is bounded as every audited reason (auditlog.check_reason): nothing withdrawn
+    assert client.post(f"{API}/{aid}/withdraw", headers=season["to"],
+                       json={"reason": "x" * 2001}).status_code == 422
     assert client.post(f"{API}/{aid}/withdraw", headers=season["to"],
                        json={"reason": "wrong date again"}).status_code == 200
+    # both are in the task's audit log, with who and why
+    session.expire_all()
+    log = session.scalars(select(AuditEntry).where(AuditEntry.action.like("announcement-%"))
+                          .order_by(AuditEntry.id)).all()
+    assert [(e.action, e.user_id, e.reason) for e in log] == [
+        ("announcement-edited", season["organiser"].id, "the organisers' correction"),
+        ("announcement-withdrawn", season["organiser"].id, "wrong date again")]
+    assert "'Dates' edited, mailed again" in log[0].details["summary"]
     for headers in ({}, season["ta"]):
         titles = [a["title"] for a in client.get(API, headers=headers).get_json()[
             "announcements"]]
