@@ -66,12 +66,24 @@ def resolve(host: str, port: int) -> list[str]:
     return sorted({str(info[4][0]).split("%")[0] for info in found})
 
 
+# IPv6 prefixes that carry an IPv4 address a gateway forwards to (NAT64, RFC 6052 and 8215)
+NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+
+
 def is_public(address: str) -> bool:
-    """Whether an address is a global unicast one (IPv4-mapped IPv6 judged as its IPv4)."""
+    """Whether an address is a global unicast one; an IPv6 address that carries an IPv4 one
+    (IPv4-mapped, 6to4, NAT64) is judged by that IPv4 address too, so 2002:7f00:1:: or
+    64:ff9b::a9fe:a9fe cannot reach loopback or the metadata service through a gateway."""
     ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
+    judged: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = [ip]
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            judged = [ip.ipv4_mapped]
+        if ip.sixtofour is not None:
+            judged.append(ip.sixtofour)
+        if any(ip in net for net in NAT64):
+            judged.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return all(a.is_global and not a.is_multicast for a in judged)
 
 
 def check_address(address: str) -> str:

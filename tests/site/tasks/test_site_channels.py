@@ -243,7 +243,10 @@ def test_a_rolled_back_change_stages_nothing(app, client, session, hooked):
     "http://[::ffff:127.0.0.1]/hook", "http://100.64.0.1/hook", "http://0.0.0.0/hook",
     "ftp://93.184.216.34/hook", "file:///etc/passwd", "gopher://93.184.216.34/",
     "http://user:pw@93.184.216.34/hook", "javascript:alert(1)", "http:///nohost",
-    "http://93.184.216.34/a b"])
+    "http://93.184.216.34/a b",
+    # IPv6 forms that carry an internal IPv4 address: 6to4 and NAT64 (loopback, metadata)
+    "http://[2002:7f00:1::]/hook", "http://[64:ff9b::a9fe:a9fe]/hook",
+    "http://[64:ff9b:1::a00:1]/hook"])
 def test_ssrf_targets_are_refused(app, client, hooked, target):
     app.config["SEMBOARD_WEBHOOK_ALLOW_PRIVATE"] = ""
     answer = client.post("/api/v1/tasks/tiny/channels", headers=hooked["org"],
