@@ -17,10 +17,12 @@ from semboard.views import (  # noqa: F401  (each module adds its routes to comm
     boards,
     charts,
     closing,
+    cockpit,
     models,
     organise,
     participation,
     primary,
+    questions,
     tasks,
 )
 from semboard.views.common import bp, current_session_key
