@@ -1,6 +1,7 @@
 """Post-commit observers: create_app installs them, and the app's session factories run them.
 
-A commit that changed what a board shows stores that board and schedules its groups; a commit
+A commit that changed what a board shows stores that board and schedules its groups (and the
+boards stored beside it: frozen, private, whole, the shake-up report); a commit
 that recorded something worth telling (a score, a rejection, gold released, an e-mail link)
 hands its mail to a delivery job. Both are wired here, on the app's own session factories, so
 sessions made outside the app (scripts, tests' own factories) do no hidden work.
@@ -15,7 +16,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 from semboard.db import OBSERVERS_KEY
-from semboard.jobs import boards, schedule
+from semboard.jobs import boards, reveal, schedule
 from semboard.jobs import queue as job_queue
 from semboard.mail import delivery, events
 
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 def install(app: Flask) -> None:
     """Register the observers db applies to the app's session factories; start the ticker."""
-    app.extensions[OBSERVERS_KEY] = [_observe_boards, _observe_mail]
+    app.extensions[OBSERVERS_KEY] = [_observe_boards, _observe_mail, _observe_reveal]
     boards.use_host_cache(app)
     schedule.start_configured_ticker(app)
 
@@ -32,6 +33,11 @@ def install(app: Flask) -> None:
 def _observe_boards(factory: sessionmaker[Session], app: Flask, role: str) -> None:
     if role == "writer":  # request and command sessions; the board step's own write nothing
         boards.attach(factory, app)
+
+
+def _observe_reveal(factory: sessionmaker[Session], app: Flask, role: str) -> None:
+    if role == "writer":  # after the boards' observer: it sets the factory's info first
+        reveal.attach(factory, app)
 
 
 def _observe_mail(factory: sessionmaker[Session], app: Flask, role: str) -> None:

@@ -21,6 +21,7 @@ from semboard.views import (  # noqa: F401  (each module adds its routes to comm
     organise,
     participation,
     primary,
+    reveal,
     tasks,
 )
 from semboard.views.common import bp, current_session_key

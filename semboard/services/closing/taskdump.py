@@ -37,12 +37,15 @@ from semboard.models import (
     AnnouncementRead,
     AuditEntry,
     Base,
+    FinalRun,
     GoldFile,
     GoldRelease,
     Grant,
     InputFile,
     ModelSubmission,
+    PartScore,
     Phase,
+    PhaseParts,
     PrimaryRun,
     Run,
     RunFile,
@@ -133,6 +136,13 @@ DUMPED: list[Dumped] = [
            (("storage_key", "archive_sha256"),)),
     Dumped("upload_log", UploadLog, _of_task(UploadLog)),
     Dumped("primary_run", PrimaryRun, _of_phase(PrimaryRun)),
+    # a split test set (issue 42): the split, each score's private and whole parts, final runs
+    Dumped("phase_parts", PhaseParts, _of_phase(PhaseParts), FILE),
+    Dumped("part_score", PartScore, lambda task: (
+        select(PartScore).join(RunScoreRecord, RunScoreRecord.id == PartScore.score_id)
+        .join(Run, Run.id == RunScoreRecord.run_id).where(Run.task_id == task.id)
+        .order_by(PartScore.id))),
+    Dumped("final_run", FinalRun, _of_phase(FinalRun)),
     Dumped("audit_entry", AuditEntry, _of_task(AuditEntry)),
 ]
 

@@ -22,11 +22,13 @@ from evaluation import (
     score_run,
     validate_run,
 )
+from evaluation import parts as evaluation_parts
+from evaluation.parts import score_parts
 from evaluation.runs import MAX_ARCHIVE_ENTRIES, MAX_ENTRY_BYTES
 from semboard.db import begin_write, end_read
 from semboard.errors import InvalidData, NotFound
 from semboard.models import GoldFile, GoldRelease, Phase, Run, RunScoreRecord, Task, User
-from semboard.services.data import datafiles, inputs, scorediff
+from semboard.services.data import datafiles, inputs, parts, scorediff
 from semboard.services.tasks import access, announcements, definitions, splits
 from semboard.storage import Storage, keys
 
@@ -285,13 +287,22 @@ def score_stored_run(
     if not current:
         return None
     digest = scoring_digest(task, current)
+    # a phase that splits its test items scores each part (the record holds the public one)
+    rule = parts.rule_of(run.phase)
+    known_gold = parsed_gold(session, storage, task=task, split=split) if rule else {}
+    items = parts.to_draw(session, storage, phase=run.phase, gold=known_gold) if rule else None
+    if rule is not None:
+        if items is None:
+            return None  # the organisers' split file is awaited: no score may show yet
+        digest = hashlib.sha256(f"{digest}\nparts:{items.digest}".encode()).hexdigest()
     latest = run.current_score
     if latest is not None and latest.gold_digest == digest and not force:
         return latest
     definition = definitions.phase_definition(run.phase)
     # everything read from the database first: the run's files, validating and scoring them
     # (storage I/O and the bootstrap) then hold no transaction when nothing was written yet
-    known_gold = parsed_gold(session, storage, task=task, split=split)
+    known_gold = known_gold or parsed_gold(session, storage, task=task, split=split)
+    fresh = items is not None and parts.digest(session, phase=run.phase) != items.digest
     if validated is None:
         stored = [(f.filename, f.storage_key) for f in run.files]
         datasets = definition.track_datasets(run.phase.track) if run.phase.track else None
@@ -306,10 +317,23 @@ def score_stored_run(
     else:
         end_read(session)
     score = None
+    scored_parts = None
     if validated.ok:
-        score = score_run(definition, validated, known_gold, **SCORE_OPTIONS)
+        if items is None:
+            score = score_run(definition, validated, known_gold, **SCORE_OPTIONS)
+        else:
+            scored_parts = score_parts(definition, validated, known_gold, items, **SCORE_OPTIONS)
+            score = scored_parts["public"]
     if write_lock:
         begin_write(session)
+    if items is not None and fresh and score is not None:
+        kept = parts.store(session, storage, phase=run.phase, split=items, now=now)
+        if kept.digest != items.digest:  # another process drew the first split meanwhile
+            items = kept
+            digest = hashlib.sha256(f"{scoring_digest(task, current)}\nparts:{kept.digest}"
+                                    .encode()).hexdigest()
+            scored_parts = score_parts(definition, validated, known_gold, kept, **SCORE_OPTIONS)
+            score = scored_parts["public"]
     if score is None:
         # Stored runs were valid when accepted; inputs changed since. Keep the run, record why.
         run.status = "error"
@@ -323,8 +347,22 @@ def score_stored_run(
     session.add(record)
     run.status = "scored"
     session.flush()
+    if scored_parts is not None:
+        parts.add_scores(session, record=record, scores=scored_parts)
     session.refresh(run, ["scores"])
     return record
+
+
+def part_gold(session: Session, storage: Storage, *, phase: Phase,
+              part: str = "public") -> dict[str, DatasetGold]:
+    """The gold a phase's figures are computed against: for a phase splitting its test items,
+    one part's (items outside it unscored; {} until the split exists), else the whole gold.
+    The live board's groups and comparisons use the public part: what teams may see."""
+    known = parsed_gold(session, storage, task=phase.task, split=phase.split)
+    if parts.rule_of(phase) is None:
+        return known
+    items = parts.usable(session, storage, phase=phase, gold=known)
+    return {} if items is None else evaluation_parts.part_gold(known, items, part)
 
 
 def rescore(session: Session, storage: Storage, *, task: Task, now: datetime,

@@ -16,6 +16,7 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
+from semboard.clock import request_now
 from semboard.errors import Forbidden
 from semboard.models import Phase, Run, Task, Team, User
 from semboard.services.tasks import definitions, participation, splits, terms
@@ -55,11 +56,56 @@ def can_view_scores(session: Session, user: User | None, phase: Phase) -> bool:
     return can_view_leaderboard(session, user, phase)
 
 
-def can_view_run(session: Session, user: User | None, run: Run) -> bool:
-    """A run's page: its team's members and organisers; others once it is on a visible board."""
+def can_view_run(session: Session, user: User | None, run: Run, *,
+                 now: datetime | None = None) -> bool:
+    """A run's page: its team's members and organisers; others once it is on the board they
+    see (while a board is frozen, the runs current at the freeze: a later upload's scores stay
+    its team's until the reveal)."""
     if is_organiser(session, user, run.task) or is_member(session, user, run.team_id):
         return True
-    return run.is_current and can_view_leaderboard(session, user, run.phase)
+    if not can_view_leaderboard(session, user, run.phase):
+        return False
+    phase = run.phase
+    when = now if now is not None else request_now()
+    if phase.freeze_at is not None and frozen(session, phase, when):
+        return run.submitted_at < phase.freeze_at and (
+            run.is_current or (run.replaced_at is not None and run.replaced_at >= phase.freeze_at))
+    return run.is_current
+
+
+def revealed(session: Session, phase: Phase, now: datetime) -> bool:
+    """Whether a phase's hidden figures are out: private and whole scores of a split test set,
+    its final boards and shake-up report, and (a frozen board) its live state. The one reveal
+    rule: once the phase has closed and, unless it reveals at the close (`reveal = "close"`),
+    its results are published (by hand or at their publish time); or once its split's gold is
+    public (nothing is hidden from whoever holds the gold and their runs)."""
+    if gold_is_public(session, task=phase.task, split=phase.split):
+        return True
+    if phase.state(now) != "closed":
+        return False
+    return phase.reveal == "close" or phase.results_published_at is not None
+
+
+def frozen(session: Session, phase: Phase, now: datetime) -> bool:
+    """Whether the phase's board shows its state at the freeze time: from `freeze_at` until the
+    reveal (organisers see the live board all along: sees_live)."""
+    return (phase.freeze_at is not None and now >= phase.freeze_at
+            and not revealed(session, phase, now))
+
+
+def sees_live(session: Session, user: User | None, phase: Phase, now: datetime) -> bool:
+    """Whether the viewer is served the live board (not the frozen one): organisers always,
+    everyone else unless the board is frozen."""
+    return not frozen(session, phase, now) or is_organiser(session, user, phase.task)
+
+
+def can_view_private(session: Session, user: User | None, phase: Phase, now: datetime) -> bool:
+    """A split phase's private and whole scores, final boards and shake-up report: organisers
+    at any time; whoever sees its board once revealed, never before (page, API, exports, mail,
+    announcements, the archive all ask this)."""
+    if is_organiser(session, user, phase.task):
+        return True
+    return can_view_leaderboard(session, user, phase) and revealed(session, phase, now)
 
 
 def gold_is_public(session: Session, *, task: Task, split: str | None = None) -> bool:
@@ -162,7 +208,8 @@ def can_view_gold(session: Session, user: User | None, task: Task,
 def can_view_items(session: Session, user: User | None, run: Run, *, now: datetime) -> bool:
     """A run's pairs beside gold (errors, scatter, comparisons' pairs): whoever sees its scores,
     when the read rule lets them read its split's gold (through the run's phase)."""
-    return (can_view_run(session, user, run) and can_view_scores(session, user, run.phase)
+    return (can_view_run(session, user, run, now=now)
+            and can_view_scores(session, user, run.phase)
             and can_read(session, user, run.task, part="gold", phase=run.phase, now=now))
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import delete, exists, or_, select
 from sqlalchemy.orm import Session
 
+from semboard.clock import request_now
 from semboard.db import require_fits, require_text
 from semboard.errors import Conflict, InvalidData, NotFound
 from semboard.mail.events import queue_event
@@ -29,7 +30,7 @@ from semboard.models import (
     TeamWindow,
     User,
 )
-from semboard.services.tasks import access
+from semboard.services.tasks import access, definitions
 from semboard.timefmt import api_time, clock_text
 
 MAX_BODY = 20_000
@@ -91,13 +92,13 @@ def send_draft(session: Session, *, announcement: Announcement, user: User | Non
     access.require_organiser(session, user, task)
     if announcement.status == "sent":
         raise InvalidData("this announcement was sent already")
-    hidden = hidden_score_phases(session, announcement)
+    hidden = hidden_score_phases(session, announcement, now)
     if hidden:
         names = ", ".join(p.slug for p in hidden)
         raise Conflict(
             f"this draft lists scores of {names}, which its readers may not see until the "
-            "results are published: delete it and write one without them, or send it after "
-            "publishing the results")
+            "results are published (or a frozen board is revealed): delete it and write one "
+            "without them, or send it after publishing the results")
     if title is not None or body is not None:
         announcement.title, announcement.body = _check(
             title if title is not None else announcement.title,
@@ -126,12 +127,15 @@ def score_phases(session: Session, announcement: Announcement) -> list[Phase]:
     return list(session.scalars(select(Phase).where(Phase.id.in_(ids)).order_by(Phase.id)))
 
 
-def hidden_score_phases(session: Session, announcement: Announcement) -> list[Phase]:
+def hidden_score_phases(session: Session, announcement: Announcement,
+                        now: datetime | None = None) -> list[Phase]:
     """Phases whose scores the text lists and its readers may not see: every reader of an
     announcement is a participant or the public, who see a board's scores only when anyone
-    may (access.can_view_scores for no one in particular)."""
+    may (access.can_view_scores for no one in particular), and of a board frozen until its
+    reveal only its state at the freeze (the text may list later runs: it waits)."""
+    when = now if now is not None else request_now()
     return [p for p in score_phases(session, announcement)
-            if not access.can_view_scores(session, None, p)]
+            if not access.can_view_scores(session, None, p) or access.frozen(session, p, when)]
 
 
 def discard(session: Session, *, announcement: Announcement, user: User | None) -> None:
@@ -263,7 +267,10 @@ def draft_results(session: Session, *, phase: Phase, now: datetime) -> Announcem
         session, task=task, kind="results", now=now, phase=None,
         title=f"{phase.name}: results published",
         body=(f"The results of phase {phase.name} of {task.title} are published: see the "
-              f"leaderboard at /tasks/{task.name}/leaderboard/{phase.slug}."))
+              f"leaderboard at /tasks/{task.name}/leaderboard/{phase.slug}."
+              + (f" Its final board (the private part of the test set) and the shake-up "
+                 f"report: /tasks/{task.name}/leaderboard/{phase.slug}/final."
+                 if definitions.phase_parts_rule(phase) is not None else "")))
 
 
 def draft_gold_correction(session: Session, *, task: Task, changes: list[Any],
@@ -281,7 +288,8 @@ def draft_gold_correction(session: Session, *, task: Task, changes: list[Any],
         if not moved and not ranks:
             continue
         phase = phases[diff.phase]
-        if not access.can_view_scores(session, None, phase):
+        if not access.can_view_scores(session, None, phase) or access.frozen(session, phase,
+                                                                               now):
             hidden[diff.phase] = hidden.get(diff.phase, 0) + 1
             continue
         listed[diff.phase] = phase
