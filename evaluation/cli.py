@@ -251,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _rule(task: TaskDefinition) -> Any:
-    from evaluation.parts import PartsRule, parts_rule  # on use: only these commands need it
+    from evaluation.partsrule import PartsRule, parts_rule  # on use: only these commands need it
 
     return parts_rule(task) or PartsRule(phases=())
 

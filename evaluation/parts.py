@@ -20,11 +20,9 @@ Pure: numpy (and scipy for Kendall's tau), no site.
 from __future__ import annotations
 
 import csv
-import functools
 import hashlib
 import io
 import math
-import tomllib
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,7 +30,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from evaluation.inputs import DatasetGold
-from evaluation.issues import Issue, TaskDefinitionError, ValidationError
+from evaluation.issues import Issue, ValidationError
+from evaluation.partsrule import PartsRule
 from evaluation.runs import ValidatedRun
 from evaluation.scoring import RunScore, score_run
 
@@ -45,10 +44,6 @@ T = TypeVar("T", bound=Hashable)
 PARTS = ("public", "private", "ignored")
 # the parts every metric is computed on; "whole" is public and private together
 SCORED_PARTS = ("public", "private", "whole")
-OFFICIAL = ("private", "whole")
-SOURCES = ("drawn", "file")
-PARTS_KEYS = ("phases", "public", "ignored", "bins", "official", "final_runs", "source",
-              "resplits", "resamples", "alpha")
 _CODE = {"public": 0, "private": 1, "ignored": 2}
 _NAME = {code: name for name, code in _CODE.items()}
 # what a split file's usage column may say, any case (Kaggle writes Public, Private, Ignored)
@@ -58,108 +53,6 @@ NULL_SEED = 12345
 # re-split rows drawn and scored at once (a bounded set of weight matrices)
 RESPLIT_CHUNK = 100
 MAX_ISSUES = 20
-
-
-@dataclass(frozen=True)
-class PartsRule:
-    """The definition's `[parts]`: which phases split their test items, and how."""
-
-    phases: tuple[str, ...]
-    public: float = 0.3
-    ignored: float = 0.0
-    bins: int = 5
-    official: str = "private"
-    final_runs: int = 2
-    source: str = "drawn"
-    resplits: int = 1000
-    resamples: int = 1000
-    alpha: float = 0.05
-
-    @property
-    def private(self) -> float:
-        """The private part's share: what public and ignored leave."""
-        return round(1.0 - self.public - self.ignored, 12)
-
-    def statement(self) -> str:
-        """The rule in words, as signatures and pages state it."""
-        how = ("from the organisers' split file (dataset, id, usage)" if self.source == "file"
-               else f"drawn from a seed, stratified by dataset and {self.bins} equal-width "
-                    "gold-score ranges")
-        return (f"public {self.public:g}, private {self.private:g}, ignored {self.ignored:g}; "
-                f"{how}; official part: {self.official}")
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON form (the API's statement of a phase's split)."""
-        return {"phases": list(self.phases), "public": self.public, "private": self.private,
-                "ignored": self.ignored, "bins": self.bins, "official": self.official,
-                "final_runs": self.final_runs, "source": self.source,
-                "resplits": self.resplits, "resamples": self.resamples, "alpha": self.alpha,
-                "statement": self.statement()}
-
-
-def _number(table: Mapping[str, Any], key: str, default: float, source: str, *,
-            kind: type = float, low: float, high: float, closed: bool = False) -> Any:
-    value = table.get(key, default)
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if kind is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    inside = ok and (low <= value <= high if closed else low < value < high)
-    if not inside:
-        what = "a whole number" if kind is int else "a number"
-        ends = f"[{low:g}, {high:g}]" if closed else f"({low:g}, {high:g})"
-        raise TaskDefinitionError(f"{source}: parts.{key} must be {what} in {ends}, "
-                                  f"not {value!r}")
-    return kind(value)
-
-
-def parse_parts(doc: Mapping[str, Any], source: str) -> PartsRule | None:
-    """The `[parts]` table of a parsed definition (None without one); TaskDefinitionError names
-    what is wrong."""
-    table = doc.get("parts")
-    if table is None:
-        return None
-    if not isinstance(table, dict):
-        raise TaskDefinitionError(f"{source}: parts must be a table")
-    for key in table:
-        if key not in PARTS_KEYS:
-            raise TaskDefinitionError(f"{source}: unknown key parts.{key} (allowed: "
-                                      f"{', '.join(PARTS_KEYS)})")
-    phases = table.get("phases")
-    if (not isinstance(phases, list) or not phases
-            or not all(isinstance(p, str) and p.strip() for p in phases)):
-        raise TaskDefinitionError(f"{source}: parts.phases must list the slugs of the phases "
-                                  "whose test items are split (\"evaluation\")")
-    public = _number(table, "public", 0.3, source, low=0.0, high=1.0)
-    ignored = _number(table, "ignored", 0.0, source, low=0.0, high=1.0, closed=True)
-    if public + ignored >= 1.0 - 1e-9:
-        raise TaskDefinitionError(f"{source}: parts.public + parts.ignored must leave a private "
-                                  f"part (they add up to {public + ignored:g})")
-    official = table.get("official", "private")
-    if official not in OFFICIAL:
-        raise TaskDefinitionError(f"{source}: parts.official {official!r} is not one of "
-                                  f"{', '.join(OFFICIAL)}")
-    chosen = table.get("source", "drawn")
-    if chosen not in SOURCES:
-        raise TaskDefinitionError(f"{source}: parts.source {chosen!r} is not one of "
-                                  f"{', '.join(SOURCES)}")
-    return PartsRule(
-        phases=tuple(p.strip() for p in phases), public=public, ignored=ignored,
-        bins=_number(table, "bins", 5, source, kind=int, low=1, high=100, closed=True),
-        official=official,
-        final_runs=_number(table, "final_runs", 2, source, kind=int, low=1, high=100,
-                           closed=True),
-        source=chosen,
-        resplits=_number(table, "resplits", 1000, source, kind=int, low=0, high=100_000,
-                         closed=True),
-        resamples=_number(table, "resamples", 1000, source, kind=int, low=0, high=100_000,
-                          closed=True),
-        alpha=_number(table, "alpha", 0.05, source, low=0.0, high=1.0))
-
-
-@functools.lru_cache(maxsize=64)
-def parts_rule(definition: TaskDefinition) -> PartsRule | None:
-    """A definition's `[parts]` (read from its kept text; checked by parse_task)."""
-    return parse_parts(tomllib.loads(definition.text), definition.name)
 
 
 # ---------------------------------------------------------------- the split
@@ -414,6 +307,28 @@ def score_parts(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Data
 # ---------------------------------------------------------------- the shake-up report
 
 
+def part_resamples(gold: Mapping[str, DatasetGold], parts: ItemParts, part: str, count: int,
+                   *, seed: int = NULL_SEED, chunk: int = RESPLIT_CHUNK
+                   ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """Bootstrap resamples of one part's items as counts over each dataset's gold pairs (0
+    outside the part): each dataset's part drawn with replacement, as many draws as it has
+    items, `chunk` resamples at a time; every run scored on them is resampled alike."""
+    rng = np.random.default_rng(seed)
+    inside = {d: np.flatnonzero(parts.mask(d, part)) for d in sorted(gold)}
+    done = 0
+    while done < count:
+        rows = min(chunk, count - done)
+        out = {}
+        for d, where in inside.items():
+            n = len(gold[d])
+            drawn = where[rng.integers(0, len(where), size=(rows, len(where)))] if len(where) \
+                else np.zeros((rows, 0), dtype=np.int64)
+            flat = (np.arange(rows)[:, None] * n + drawn).ravel()
+            out[d] = np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float64)
+        yield rows, out
+        done += rows
+
+
 def official_metric(task: TaskDefinition) -> str:
     """The metric the boards rank on first (the definition's primary where it ranks)."""
     from evaluation.ranking import ranking_keys  # on use: the scorer's start needs no ranking
@@ -434,14 +349,38 @@ def ranks_of(values: np.ndarray) -> np.ndarray:
 
 
 def kendall_tau(a: Sequence[float], b: Sequence[float]) -> dict[str, float | None]:
-    """Kendall's tau-b between two rankings, with its two-sided p-value (None: undefined)."""
-    if len(a) < 2:
+    """Kendall's tau-b between two rankings, with its two-sided p-value from the normal
+    approximation corrected for ties (scipy's "asymptotic" method); None where undefined.
+    Pairs are counted in blocks (teams, not items: thousands at most)."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    n = len(x)
+    if n < 2:
         return {"tau": None, "p_value": None}
-    from scipy.stats import kendalltau  # on use: scipy is slow to import and rarely needed
+    concordance = 0.0
+    for start in range(0, n, 512):  # each block against every later item
+        block = slice(start, min(n, start + 512))
+        sx = np.sign(x[block, None] - x[None, :])
+        sy = np.sign(y[block, None] - y[None, :])
+        later = np.arange(n)[None, :] > np.arange(n)[block, None]
+        concordance += float((sx * sy * later).sum())
 
-    found = kendalltau(a, b)
-    tau, p = float(found.statistic), float(found.pvalue)
-    return {"tau": tau if math.isfinite(tau) else None, "p_value": p if math.isfinite(p) else None}
+    def tied(values: np.ndarray) -> np.ndarray:
+        return np.unique(values, return_counts=True)[1].astype(np.float64)
+
+    t, u = tied(x), tied(y)
+    pairs = n * (n - 1) / 2
+    ties_x, ties_y = float((t * (t - 1) / 2).sum()), float((u * (u - 1) / 2).sum())
+    denominator = math.sqrt((pairs - ties_x) * (pairs - ties_y))
+    if denominator == 0:
+        return {"tau": None, "p_value": None}
+    tau = concordance / denominator
+    var = ((n * (n - 1) * (2 * n + 5) - float((t * (t - 1) * (2 * t + 5)).sum())
+            - float((u * (u - 1) * (2 * u + 5)).sum())) / 18
+           + float((t * (t - 1)).sum()) * float((u * (u - 1)).sum()) / (2 * n * (n - 1))
+           + (float((t * (t - 1) * (t - 2)).sum()) * float((u * (u - 1) * (u - 2)).sum())
+              / (9 * n * (n - 1) * (n - 2)) if n > 2 else 0.0))
+    p = math.erfc(abs(concordance) / math.sqrt(2 * var)) if var > 0 else None
+    return {"tau": max(-1.0, min(1.0, tau)), "p_value": p}
 
 
 def _teams_best(values: np.ndarray, groups: Sequence[np.ndarray]) -> np.ndarray:
@@ -499,7 +438,7 @@ def shakeup(task: TaskDefinition, runs: Mapping[K, ValidatedRun], team_of: Mappi
     p-value is the share of splits moving the team at least as far, counting the observed one,
     and a change with p <= alpha is flagged. Kendall's tau-b compares the two rankings.
     """
-    from evaluation.significance import run_samples, subset_values  # on use: heavy imports
+    from evaluation.significance import subset_values  # on use: heavy imports
 
     metric = metric or official_metric(task)
     sign = -1.0 if task.lower_is_better(metric) else 1.0
@@ -530,14 +469,8 @@ def shakeup(task: TaskDefinition, runs: Mapping[K, ValidatedRun], team_of: Mappi
     boots = rule.resamples if resamples is None else resamples
     interval: list[tuple[int, int] | None] = [None] * len(teams)
     if boots:
-        counted = sorted({int(c) for t, cols in enumerate(stated)
-                          for c in (cols if cols is not None else runs_of[t])})
-        found = run_samples(task, [listed[c] for c in counted], part_gold(gold, parts, official),
-                            [metric], resamples=boots, seed=seed)
-        boot = np.zeros((boots, len(keys)))
-        for c, one in zip(counted, found, strict=True):
-            if metric in one:
-                boot[:, c] = sign * one[metric][1]
+        boot = sign * subset_values(task, listed, gold, metric,
+                                    part_resamples(gold, parts, official, boots, seed=seed))
         ranked = ranks_of(_best_finals(np.broadcast_to(observed_pub, boot.shape), boot, runs_of,
                                        stated, rule.final_runs))
         lo = np.floor(np.quantile(ranked, 0.025, axis=0)).astype(int)
@@ -568,16 +501,18 @@ def shakeup(task: TaskDefinition, runs: Mapping[K, ValidatedRun], team_of: Mappi
     report = []
     for t, team in enumerate(teams):
         best_final = None
-        cols = stated[t] if stated[t] is not None else runs_of[t]
+        kept = stated[t]
+        cols = kept if kept is not None else runs_of[t]
         if len(cols):
             best_final = keys[int(cols[np.argmax(observed_off[0, cols])])]
+        ci = interval[t]
         report.append({
             "team": team, "runs": int((submitted or {}).get(team, len(runs_of[t]))),
             "public": float(sign * team_pub[t]), "private": float(sign * team_off[t]),
             "gap": float(sign * (team_pub[t] - team_off[t])),
             "public_rank": int(pub_rank[t]), "private_rank": int(off_rank[t]),
             "change": int(change[t]),
-            "private_rank_ci": list(interval[t]) if interval[t] is not None else None,
+            "private_rank_ci": list(ci) if ci is not None else None,
             "null_percentile": (float(100.0 * below[t] / count) if count else None),
             "p_value": float(p_values[t]) if count else None,
             "flagged": bool(count and p_values[t] <= rule.alpha),

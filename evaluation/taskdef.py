@@ -1140,7 +1140,7 @@ def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
 
         parse_participation(doc, source)
     if "parts" in doc:
-        from evaluation.parts import parse_parts  # on use: the scorer's start
+        from evaluation.partsrule import parse_parts  # on use: the scorer's start
 
         parse_parts(doc, source)
 

@@ -74,7 +74,7 @@ def show_board(task_name: str, phase_slug: str, kind: str) -> Any:
         served = reveal.served_kind(session, phase=phase, kind=kind, viewer=user, now=now,
                                     build_missing=build)
         if served.stale:
-            reveal_jobs.request(_app(), phase.task_id)
+            reveal_jobs.request_from_get(_app(), phase.task_id)
     if chosen == "latex":
         return files.attachment(reveal.latex_of(served, phase).encode(),
                                 f"{phase.task.name}-{phase.slug}-{kind}.tex",
@@ -91,7 +91,7 @@ def show_shakeup(task_name: str, phase_slug: str) -> Any:
     chosen = _format()
     found = reveal.served_report(session, phase=phase, viewer=token_user(), now=now)
     if found.stale and access.revealed(session, phase, now):
-        reveal_jobs.request(_app(), phase.task_id)
+        reveal_jobs.request_from_get(_app(), phase.task_id)
     if found.report is None:
         return jsonify({"phase": phase.slug, "status": "pending"}), 202
     if chosen == "csv":
@@ -112,6 +112,7 @@ def compute_shakeup(task_name: str, phase_slug: str) -> Any:
     """Organisers: have the shake-up report computed now (off the request): 202."""
     phase = _phase(task_name, phase_slug)
     access.require_organiser(get_session(), require_token_user(), phase.task)
+    get_session().commit()  # nothing written: the job's writer must not wait for this one
     reveal_jobs.request(_app(), phase.task_id, report=True)
     return jsonify({"phase": phase.slug, "status": "pending"}), 202
 

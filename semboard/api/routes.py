@@ -288,7 +288,7 @@ def show_leaderboard(task_name: str) -> Any:
                                    now=request_now(), with_data=False,
                                    build_missing=board_jobs.get_builds(app))
     if prepared.stale and not access.sees_live(session, token_user(), phase, request_now()):
-        reveal_jobs.request(app, task.id)  # the frozen board, stored off the request
+        reveal_jobs.request_from_get(app, task.id)  # the frozen board, stored off the request
     elif prepared.stale:  # the current version is not stored yet: built off the request
         board_jobs.request_build(app, task.id)
     if request.args.get("format") == "csv":

@@ -115,6 +115,16 @@ def request(app: Flask, task_id: int, *, report: bool = False) -> str:
     return "thread"
 
 
+def request_from_get(app: Flask, task_id: int) -> str:
+    """A GET found a stored board or report out of date: have it made off the request. In
+    "inline" mode (tests, the command line) nothing runs beside the request, and a GET never
+    computes: the GET built what it serves in memory, the report waits for a write or the
+    command line."""
+    if board_jobs.mode(app) == "inline":
+        return "inline: left to the next write"
+    return request(app, task_id)
+
+
 def _task_of(session: Session, obj: Any) -> int | None:
     """The task whose stored boards a changed object may move."""
     if isinstance(obj, Task):

@@ -65,7 +65,7 @@ def _prepared(task: Task, phase: Phase, *, with_data: bool = True) -> prepared_b
     except Forbidden:
         abort(403)
     if prepared.stale and not access.sees_live(db(), me(), phase, now()):
-        reveal_jobs.request(app, task.id)  # the frozen board, stored off the request
+        reveal_jobs.request_from_get(app, task.id)  # the frozen board, stored off the request
     elif prepared.stale:  # served the newest stored board (or an empty one): built off the request
         board_jobs.request_build(app, task.id)
     elif prepared.groups_pending:

@@ -49,7 +49,7 @@ def _app() -> Any:
 def _queued(prepared: Any, task: Task) -> Any:
     """A stand-in served: the board is built off the request."""
     if prepared.stale:
-        reveal_jobs.request(_app(), task.id)
+        reveal_jobs.request_from_get(_app(), task.id)
     return prepared
 
 
@@ -114,7 +114,7 @@ def final_board(task_name: str, phase_slug: str) -> Any:
         context["stale"] = served.stale
         found = reveal.served_report(session, phase=phase, viewer=user, now=when)
         if found.stale and revealed:
-            reveal_jobs.request(_app(), task.id)  # computed off the request, never here
+            reveal_jobs.request_from_get(_app(), task.id)  # computed off the request
         context["report"] = found.report
         context["report_stale"] = found.stale
         context["chart"] = reveal.report_chart(found.report) if found.report else None
@@ -337,6 +337,7 @@ def compute_shakeup(task_name: str, phase_slug: str) -> Any:
     if not ActionForm().validate_on_submit():
         flash_error(DomainError("the form expired; try again"))
         return back
+    db().commit()  # nothing written: the job's writer must not wait for this request
     reveal_jobs.request(_app(), task.id, report=True)
     flash("The shake-up report is being computed; reload this page in a moment.", "success")
     return back

@@ -18,13 +18,11 @@ from evaluation import (
 )
 from evaluation.cli import main as cli_main
 from evaluation.parts import (
-    PartsRule,
     covers,
     draw_parts,
     fresh_splits,
-    parse_parts,
+    kendall_tau,
     part_gold,
-    parts_rule,
     ranks_of,
     read_parts,
     score_part,
@@ -32,6 +30,7 @@ from evaluation.parts import (
     shakeup,
     strata,
 )
+from evaluation.partsrule import PartsRule, parse_parts, parts_rule
 from evaluation.significance import subset_values
 
 SIZES = {"MSRpar": 120, "MSRvid": 90, "SMTeuroparl": 60, "surprise.OnWN": 80,
@@ -89,7 +88,7 @@ def test_a_seeded_split_reproduces_and_is_stratified(data):
     other = draw_parts(gold, RULE, seed=8)
     assert one.digest == again.digest and one.text() == again.text()
     assert other.digest != one.digest
-    assert covers(one, gold) and one.seed == 7 and "seed" not in one.rule
+    assert covers(one, gold) and one.seed == 7 and one.rule == RULE.statement()
     for d, g in gold.items():
         labels = strata(g.scores, RULE.bins)
         for stratum in np.unique(labels):
@@ -192,6 +191,21 @@ def test_fresh_splits_follow_the_rule(data):
     assert share == pytest.approx(RULE.public, abs=0.01)
     assert len({row.tobytes() for row in drawn}) == 250
     assert ranks_of(np.array([0.5, 0.9, 0.5, 0.1])).tolist() == [2, 1, 2, 4]
+
+
+def test_kendall_tau_is_scipys_with_ties():
+    from scipy.stats import kendalltau
+
+    rng = np.random.default_rng(0)
+    for n in (3, 7, 40, 600):
+        a = ranks_of(np.round(rng.normal(size=n), 1))
+        b = ranks_of(np.round(a + rng.normal(0, n / 3, size=n)))
+        found = kendall_tau(a.tolist(), b.tolist())
+        expected = kendalltau(a, b, method="asymptotic")
+        assert found["tau"] == pytest.approx(expected.statistic, abs=1e-12)
+        assert found["p_value"] == pytest.approx(expected.pvalue, rel=1e-9)
+    assert kendall_tau([1.0], [1.0]) == {"tau": None, "p_value": None}
+    assert kendall_tau([1.0, 1.0], [1.0, 2.0])["tau"] is None
 
 
 def test_the_report_of_a_board(sts, data):

@@ -24,7 +24,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evaluation import ValidationError
-from evaluation.parts import ItemParts, PartsRule, covers, draw_parts, read_parts
+from evaluation.parts import ItemParts, covers, draw_parts, read_parts
+from evaluation.partsrule import PartsRule
 from semboard.cache import LRU
 from semboard.db import insert_unless_refused
 from semboard.errors import Conflict, Forbidden, InvalidData, NotFound

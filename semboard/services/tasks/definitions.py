@@ -6,7 +6,7 @@ from pathlib import Path
 
 from baselines.models.job import model_task_problem
 from evaluation import DatasetSpec, TaskDefinition, TaskDefinitionError, parse_task
-from evaluation.parts import PartsRule, parts_rule
+from evaluation.partsrule import PartsRule, parts_rule
 from evaluation.taskdef import release_path
 from semboard.cache import LRU
 from semboard.errors import InvalidData, NotFound

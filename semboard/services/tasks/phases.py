@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from evaluation.parts import parts_rule
+from evaluation.partsrule import parts_rule
 from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import REVEALS, Phase, Task, User
 from semboard.services.tasks import access, auditlog, definitions

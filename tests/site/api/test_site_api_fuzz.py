@@ -159,6 +159,10 @@ def test_fuzzed_api_requests_answer_as_documented(app, client, make, now) -> Non
     # test_site_model_uploads.py cover them); the phase takes runs, so no model upload starts.
     # The worker API takes only a worker token, which no caller here holds (every answer a
     # documented 401; tests/site/models/test_site_model_remote.py covers it).
+    # A phase's split test set, frozen board and final runs (issue 42) need a definition with
+    # [parts], which tiny has not: every answer a documented 404 or refusal here
+    # (tests/site/boards/test_site_parts.py checks their answers against the document).
+    split_routes = ("/parts", "/boards/", "/shakeup", "/split", "/finals", "/freeze")
     reachable = {op for op in seen if "/models" not in op and "model-uploads" not in op
-                 and "/worker/" not in op}
+                 and "/worker/" not in op and not any(r in op for r in split_routes)}
     assert len(succeeded & reachable) >= len(reachable) // 2, seen

@@ -12,15 +12,17 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from evaluation import parse_task
+from evaluation import parse_task, score_run
+from evaluation.parts import score_part
 from semboard.errors import Conflict, Forbidden, InvalidData, PhaseNotOpen
 from semboard.models import AuditEntry, FinalRun, PartScore, PhaseParts
-from semboard.services.boards import reveal
+from semboard.services.boards import reveal, significance
 from semboard.services.closing import schedule
 from semboard.services.data import gold, inputs, parts
 from semboard.services.runs import primary, submissions
 from semboard.services.tasks import access, phases, tasks
 from tests.site.conftest import TINY_TOML
+from tests.site.openapi_support import check_response
 
 API = "/api/v1"
 PARTS_TOML = TINY_TOML + """
@@ -76,13 +78,9 @@ def test_the_split_is_drawn_once_and_scores_are_per_part(session, storage, split
                                                  .where(PartScore.score_id == record.id))}
     assert set(stored) == {"private", "whole"}
     whole = gold.parsed_gold(session, storage, task=phase.task, split=phase.split)
-    from evaluation import score_run
-    from evaluation.parts import score_part
-    from semboard.services.boards import significance
-
     valid, _ = significance.validated_runs(session, storage, phase=phase, ids=[runs["a1"].id])
     items = parts.usable(session, storage, phase=phase, gold=whole)
-    definition = phase.task and parse_task(PARTS_TOML)
+    definition = parse_task(PARTS_TOML)
     for part in ("public", "private", "whole"):
         alone = score_part(definition, valid[runs["a1"].id], whole, items, part, resamples=0)
         found = record.flat if part == "public" else stored[part].flat
@@ -135,7 +133,6 @@ def test_final_runs_choice_limits_and_fallback(session, split_world, now):
 
 def test_private_board_before_and_after_the_reveal(session, storage, split_world, now):
     phase, runs = split_world["phase"], split_world["runs"]
-    team_a, team_b = split_world["teams"]
     captain_a, _ = split_world["captains"]
     organiser = split_world["organiser"]
     for viewer in (None, captain_a):
@@ -184,7 +181,7 @@ def test_frozen_board_and_runs_after_the_freeze(app, session, storage, split_wor
     session.commit()
     app.config["SEMBOARD_CLOCK"] = lambda: later
     client = app.test_client()
-    served = json.loads(client.get(f"/tasks/tiny/leaderboard/eval.json").data)
+    served = json.loads(client.get("/tasks/tiny/leaderboard/eval.json").data)
     assert {r["run"] for r in served["rows"]} == {"a1", "a2", "b1"}
     live = json.loads(client.get(f"{API}/tasks/tiny/leaderboard?phase=eval",
                                  headers=split_world["tokens"]["org"]).data)
@@ -207,14 +204,123 @@ def test_frozen_board_and_runs_after_the_freeze(app, session, storage, split_wor
     gold.publish_results(session, phase=phase, user=organiser, now=closed)
     session.commit()
     app.config["SEMBOARD_CLOCK"] = lambda: closed
-    served = json.loads(client.get(f"/tasks/tiny/leaderboard/eval.json").data)
+    served = json.loads(client.get("/tasks/tiny/leaderboard/eval.json").data)
     assert {r["run"] for r in served["rows"]} == {"a1", "a2", "b1", "b2"}
 
 
-def _private_values(split_world: dict[str, Any], session: Any) -> set[float]:
-    found = set()
-    for run in split_world["runs"].values():
-        for row in session.scalars(select(PartScore).where(
-                PartScore.score_id == run.current_score.id)):
-            found |= {round(v, 9) for v in row.flat.values() if isinstance(v, float)}
-    return found
+def _api(client: Any, method: str, path: str, headers: dict[str, str] | None = None,
+         **kwargs: Any) -> Any:
+    """A request whose answer the OpenAPI document describes (checked)."""
+    return check_response(client.open(f"{API}{path}", method=method, headers=headers or {},
+                                      **kwargs))
+
+
+def test_the_api_answers_as_documented(app, session, split_world, now):
+    client = app.test_client()
+    tokens, runs = split_world["tokens"], split_world["runs"]
+    phase = "/tasks/tiny/phases/eval"
+    stated = _api(client, "GET", f"{phase}/parts").get_json()
+    assert stated["drawn"] and stated["seed"] is None and stated["rule"]["public"] == 0.4
+    assert _api(client, "GET", f"{phase}/parts", tokens["org"]).get_json()["seed"] is not None
+    for kind in ("private", "whole"):
+        assert _api(client, "GET", f"{phase}/boards/{kind}", tokens["a"]).status_code == 403
+        assert _api(client, "GET", f"{phase}/boards/{kind}").status_code == 403
+        board = _api(client, "GET", f"{phase}/boards/{kind}", tokens["org"])
+        assert board.status_code == 200 and len(board.get_json()["rows"]) == 2
+        assert _api(client, "GET", f"{phase}/boards/{kind}?format=csv",
+                    tokens["org"]).mimetype == "text/csv"
+        assert b"tabular" in _api(client, "GET", f"{phase}/boards/{kind}?format=latex",
+                                  tokens["org"]).data
+    assert _api(client, "GET", f"{phase}/boards/frozen").status_code == 404  # no freeze set
+    assert _api(client, "GET", f"{phase}/boards/live", tokens["a"]).status_code == 200
+    assert _api(client, "GET", f"{phase}/shakeup", tokens["b"]).status_code == 403
+    assert _api(client, "GET", f"{phase}/shakeup", tokens["org"]).status_code == 202
+    assert _api(client, "POST", f"{phase}/shakeup", tokens["a"]).status_code == 403
+    assert _api(client, "POST", f"{phase}/shakeup", tokens["org"]).status_code == 202
+    report = _api(client, "GET", f"{phase}/shakeup", tokens["org"]).get_json()
+    assert report["status"] == "done" and len(report["teams"]) == 2
+    assert _api(client, "GET", f"{phase}/split", tokens["a"]).status_code == 403
+    assert _api(client, "GET", f"{phase}/split", tokens["org"]).status_code == 200
+    status = _api(client, "GET", f"{phase}/finals", tokens["a"]).get_json()
+    assert status["limit"] == 2 and not status["chosen"] and len(status["finals"]) == 2
+    chosen = _api(client, "PUT", f"{phase}/finals", tokens["a"],
+                  json={"runs": [runs["a1"].id]}).get_json()
+    assert chosen["chosen"] and [f["run"] for f in chosen["finals"]] == ["a1"]
+    assert _api(client, "PUT", f"{phase}/finals", tokens["a"],
+                json={"runs": [runs["b1"].id]}).status_code == 422  # another team's run
+    assert _api(client, "PUT", f"{phase}/finals", tokens["org"],
+                json={"runs": [runs["b1"].id]}).status_code == 422  # no reason given
+    assert _api(client, "PUT", f"{phase}/finals", tokens["org"],
+                json={"runs": [runs["b1"].id], "reason": "asked by mail"}).status_code == 200
+    assert _api(client, "PUT", f"{phase}/freeze", tokens["a"],
+                json={"reveal": "close"}).status_code == 403
+    frozen = _api(client, "PUT", f"{phase}/freeze", tokens["org"],
+                  json={"freeze_at": (now + timedelta(hours=1)).isoformat(), "reveal": "close"})
+    assert frozen.get_json()["reveal"] == "close"
+    assert _api(client, "POST", f"{phase}/parts", tokens["a"], json={"seed": 3}).status_code \
+        == 403
+    # a split runs were scored against is replaced only on purpose, with a reason
+    assert _api(client, "POST", f"{phase}/parts", tokens["org"],
+                json={"seed": 3}).status_code == 409
+    redrawn = _api(client, "POST", f"{phase}/parts", tokens["org"],
+                   json={"seed": 3, "again": True, "reason": "a fresh draw"})
+    assert redrawn.status_code == 200 and redrawn.get_json()["seed"] == 3
+    assert session.scalar(select(PhaseParts.seed)) == 3
+    assert split_world["runs"]["a1"].current_score is not None
+    session.rollback()  # a fresh snapshot: the requests wrote since
+    record = session.get(type(runs["a1"]), runs["a1"].id).current_score
+    assert record.scores["signature"]["parts"]["digest"] == redrawn.get_json()["digest"][:12]
+
+
+def test_pages_say_what_is_frozen_and_what_is_final(app, session, split_world, now):
+    phase, organiser = split_world["phase"], split_world["organiser"]
+    team_a = split_world["teams"][0]
+    phases.set_freeze(session, phase, freeze_at=now - timedelta(minutes=1), reveal="publish",
+                      user=organiser, now=now)
+    session.commit()
+    member, org = app.test_client(), app.test_client()
+    for client, user in ((member, split_world["captains"][0]), (org, organiser)):
+        assert client.post("/login", data={"email": user.email,
+                                           "password": "password123"}).status_code == 302
+    board = member.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
+    assert 'id="board-frozen"' in board and 'id="board-public-part"' in board
+    assert 'id="board-live"' in org.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
+    assert member.get("/tasks/tiny/leaderboard/eval/final").status_code == 200
+    final = member.get("/tasks/tiny/leaderboard/eval/final").get_data(as_text=True)
+    assert 'id="not-revealed"' in final and 'id="final-board"' not in final
+    assert member.get("/tasks/tiny/leaderboard/eval/boards/private.csv").status_code == 403
+    shown = org.get("/tasks/tiny/leaderboard/eval/final").get_data(as_text=True)
+    assert 'id="final-board"' in shown and 'id="organise"' in shown
+    team_page = member.get(f"/teams/{team_a.id}").get_data(as_text=True)
+    assert 'id="finals"' in team_page and "Choose final runs" in team_page
+    posted = member.post("/tasks/tiny/phases/eval/finals",
+                         data={"run_id": [str(split_world["runs"]["a2"].id)]})
+    assert posted.status_code == 302
+    assert primary.final_runs(session, phase=phase)[team_a.id].run_ids == (
+        split_world["runs"]["a2"].id,)
+    # organisers set the freeze and draw the split on the final page
+    assert org.post("/tasks/tiny/organise/phases/eval/freeze",
+                    data={"freeze_at": "", "reveal": "close"}).status_code == 302
+    session.rollback()  # a fresh snapshot: the requests wrote since
+    assert phase.freeze_at is None and phase.reveal == "close"
+    assert member.post("/tasks/tiny/organise/phases/eval/parts",
+                       data={"seed": "5"}).status_code == 403
+
+
+def test_a_draft_listing_live_scores_waits_for_the_reveal(session, split_world, now):
+    from semboard.services.tasks import announcements
+
+    phase, organiser = split_world["phase"], split_world["organiser"]
+    draft = announcements.draft(session, task=phase.task, kind="gold-correction", title="t",
+                                body="scores", now=now, score_phases=[phase])
+    phases.set_freeze(session, phase, freeze_at=now - timedelta(hours=1), reveal="publish",
+                      user=organiser, now=now)
+    session.commit()
+    with pytest.raises(Conflict, match="frozen board"):
+        announcements.send_draft(session, announcement=draft, user=organiser, now=now)
+    later = phase.closes_at + timedelta(hours=2)
+    gold.publish_results(session, phase=phase, user=organiser, now=later)
+    announcements.send_draft(session, announcement=draft, user=organiser, now=later)
+    results = [a for a in session.scalars(select(announcements.Announcement))
+               if a.kind == "results"]
+    assert results and "/tasks/tiny/leaderboard/eval/final" in results[0].body
