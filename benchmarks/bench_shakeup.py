@@ -23,18 +23,18 @@ from typing import Any
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402  (after the BLAS setting)
+import numpy as np
 
-from evaluation import load_gold, load_inputs, load_task, score_run, validate_run  # noqa: E402
-from evaluation.parts import (  # noqa: E402
+from evaluation import load_gold, load_inputs, load_task, score_run, validate_run
+from evaluation.parts import (
     draw_parts,
     fresh_splits,
     part_resamples,
     score_parts,
     shakeup,
 )
-from evaluation.partsrule import PartsRule  # noqa: E402
-from evaluation.significance import subset_values  # noqa: E402
+from evaluation.partsrule import PartsRule
+from evaluation.significance import subset_values
 
 DATASETS = ["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"]
 
