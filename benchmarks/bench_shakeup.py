@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# before numpy is imported: BLAS on one thread, as the scorer runs it
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np

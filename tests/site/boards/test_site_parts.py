@@ -67,6 +67,8 @@ def split_world(app, session, storage, make, tiny_data, now):
 
 def test_the_split_is_drawn_once_and_scores_are_per_part(session, storage, split_world):
     phase, runs = split_world["phase"], split_world["runs"]
+    # its public board shows scores against the private gold: a daily limit, as practice phases
+    assert phase.max_per_day == phases.DEFAULT_MAX_PER_DAY
     row = session.scalar(select(PhaseParts).where(PhaseParts.phase_id == phase.id))
     assert row is not None and row.source == "drawn" and row.seed is not None
     assert sum(c["public"] for c in row.counts.values()) == pytest.approx(0.4 * 50, abs=3)
