@@ -27,6 +27,7 @@ class ObjectMissing(KeyError):
 
 
 _KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
 BLOCK = 1 << 20  # files are copied, hashed and streamed in blocks of this size
@@ -40,9 +41,27 @@ class keys:
     @staticmethod
     def _part(value: str | int) -> str:
         text = str(value)
-        if not _KEY_PART.match(text) or ".." in text:
+        if not _KEY_PART.fullmatch(text) or ".." in text:
             raise ValueError(f"not usable in a storage key: {text!r}")
         return text
+
+    @classmethod
+    def check(cls, key: str) -> str:
+        """A key as this module makes them (two or more parts, each a slug: no empty, `.` or
+        `..` part, no absolute path), from outside (a task dump); ValueError otherwise."""
+        parts = key.split("/") if isinstance(key, str) else []
+        if len(parts) < 2:
+            raise ValueError(f"not a storage key: {key!r}")
+        for part in parts:
+            cls._part(part)
+        return key
+
+    @staticmethod
+    def digest(value: str) -> str:
+        """A sha256 as it names stored objects: 64 lower-case hex digits (ValueError else)."""
+        if not isinstance(value, str) or not _DIGEST.fullmatch(value):
+            raise ValueError(f"not a sha256 (64 lower-case hex digits): {value!r}")
+        return value
 
     @classmethod
     def inputs(cls, task: str, dataset: str, digest: str) -> str:

@@ -2,7 +2,7 @@
 scores (issue 40).
 
 Revision ID: 0046_announcement_score_phases
-Revises: 0043_board_change_triggers
+Revises: 0045_terms_schedule
 
 Gold-correction drafts written before this revision listed every rescored run of every phase:
 each unsent one is marked with all its task's phases, so sending it is refused while any of them
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0046_announcement_score_phases"
-down_revision: str | None = "0043_board_change_triggers"
+down_revision: str | None = "0045_terms_schedule"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

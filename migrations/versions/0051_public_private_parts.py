@@ -15,8 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0051_public_private_parts"
-down_revision: str | Sequence[str] | None = ("0045_terms_schedule",
-                                             "0046_announcement_score_phases")
+down_revision: str | Sequence[str] | None = "0046_announcement_score_phases"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -86,12 +86,17 @@ SCHEMAS: dict[str, Any] = {
                      "kendall_tau": {"type": "object"}, "flagged": INT,
                      "resplits": INT, "resamples": INT, "alpha": {"type": "number"},
                      "chart": {"type": ["object", "null"]}}),
-    "Terms": _obj({"task": STR, "accepted": BOOL, "terms_url": STR, "versions": {
-        "type": "array", "items": _obj({"phase": {"type": ["string", "null"]}, "digest": STR,
-                                        "text": STR, "accepted": BOOL, "source": STR})}},
+    "Terms": _obj({"task": STR, "accepted": BOOL, "terms_url": STR,
+                   "versions": {"type": "array", "items": _ref("TermsVersion")},
+                   "scheduled": {"type": "array", "items": _ref("TermsVersion")}},
                   {"license": {"type": ["string", "null"]}, "license_is_spdx": BOOL,
                    "citation": {"type": ["string", "null"]},
                    "terms_document_url": {"type": ["string", "null"]}}),
+    # one version as its caller stands with it; covered_until: not accepted, but the text it
+    # replaced was and its grace period runs until then (issue 40)
+    "TermsVersion": _obj({"phase": {"type": ["string", "null"]}, "digest": STR, "text": STR,
+                          "accepted": BOOL, "source": STR, "effective_at": TIME,
+                          "grace_until": NULL_TIME, "covered_until": NULL_TIME}),
     "TermsAccepted": _obj({"task": STR, "accepted": {"type": "array", "items": STR},
                            "new": INT}),
     "AcceptanceList": _obj({"task": STR, "summary": {"type": "object"}, "acceptances": {

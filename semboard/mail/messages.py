@@ -69,6 +69,17 @@ def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: 
                         f"\nChoose a new one here:\n\n{base_url}/reset-password/{ev['token']}\n\n"
                         f"The link works once and expires in {ev['hours']} hours. If you did "
                         "not ask, ignore this message." + sign))
+        elif kind == "invite":
+            moved = (f"The shared task {ev['task']} moved to this site, and your account came "
+                     "with it: your teams, runs and scores are here." if ev.get("task") else
+                     "An account on this site was made for you.")
+            out.append((ev["email"], "[semboard] Choose your password",
+                        f"{moved} The account has no password yet; choose one here:\n\n"
+                        f"{base_url}/reset-password/{ev['token']}\n\nThen log in at "
+                        f"{base_url}/login with this address. The link works once and expires "
+                        f"in {ev['hours']} hours; after that, ask for a new one at "
+                        f"{base_url}/forgot-password. API tokens do not move with a task: make "
+                        "new ones on your profile page." + sign))
         elif kind == "account_exists":
             out.append((ev["email"], "[semboard] You already have an account",
                         "Someone (hopefully you) tried to create a semboard account with this "

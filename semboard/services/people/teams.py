@@ -17,7 +17,8 @@ from semboard.services.tasks import roles
 BASELINE_TEAM_NAME = "Baselines"
 
 
-def _new_invite_code() -> str:
+def new_invite_code() -> str:
+    """A fresh team invite code (random: unique across the site in practice, and by constraint)."""
     return secrets.token_urlsafe(12)
 
 
@@ -75,7 +76,7 @@ def create_team(
         task_id=task.id,
         name=name,
         affiliation=require_fits(affiliation.strip(), Team.affiliation, "an affiliation"),
-        invite_code=_new_invite_code(),
+        invite_code=new_invite_code(),
         captain_id=captain.id,
         is_baseline=False,
         is_organiser_team=False,
@@ -110,7 +111,7 @@ def baseline_team(session: Session, *, task: Task, now: datetime) -> Team:
             task_id=task.id,
             name=BASELINE_TEAM_NAME,
             affiliation="reference systems",
-            invite_code=_new_invite_code(),
+            invite_code=new_invite_code(),
             captain_id=None,
             is_baseline=True,
             is_organiser_team=False,

@@ -15,7 +15,7 @@ ACTIONS = ("run-moved", "teams-merged", "published", "gold-released", "descripti
            "model-published", "model-withdrawn", "model-rerun", "model-cancelled",
            "ranking-set", "primary-chosen", "primary-fallback", "worker-token-issued",
            "worker-token-revoked", "request-scoring-set", "team-approved", "team-refused",
-           "terms-changed")
+           "terms-changed", "task-imported")
 # A reason is a sentence or a paragraph; the log keeps nothing longer.
 MAX_REASON = 2000
 

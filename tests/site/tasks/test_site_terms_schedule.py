@@ -13,6 +13,7 @@ import pytest
 from semboard.mail.events import EVENTS_KEY
 from semboard.mail.messages import build_messages
 from semboard.services.tasks import terms
+from tests.site.openapi_support import check_response
 from tests.site.tasks.test_site_terms import TERMS, load, login, terms_toml
 
 INPUTS = "/api/v1/tasks/tiny/phases/eval/inputs/alpha"
@@ -55,6 +56,9 @@ def test_a_change_with_a_grace_period_keeps_those_who_accepted_the_old_text(
     assert _upload(client, accepted["ta"], tiny_data, "r1").status_code == 201
     assert client.get(INPUTS, headers=accepted["ta"]).status_code == 200
     assert client.get(INPUTS, headers=accepted["tb"]).status_code == 403  # B never accepted
+    stand = check_response(client.get("/api/v1/tasks/tiny/terms", headers=accepted["ta"]))
+    (version,) = stand.get_json()["versions"]
+    assert not version["accepted"] and version["covered_until"] == "2012-04-04T12:00:00+00:00"
     login(client, accepted["a"])
     page = client.get("/tasks/tiny").get_data(as_text=True)
     assert 'id="terms-grace"' in page and "2012-04-04 12:00 UTC" in page
@@ -74,7 +78,8 @@ def test_a_scheduled_change_takes_effect_at_its_time(client, accepted, tiny_data
     assert saved.status_code == 302
     client.post("/logout")
     assert _upload(client, accepted["ta"], tiny_data, "r1").status_code == 201
-    shown = client.get("/api/v1/tasks/tiny/terms", headers=accepted["ta"]).get_json()
+    shown = check_response(client.get("/api/v1/tasks/tiny/terms",
+                                      headers=accepted["ta"])).get_json()
     assert shown["accepted"] is True
     assert [v["effective_at"] for v in shown["scheduled"]] == ["2012-04-05T00:00:00+00:00"]
     login(client, accepted["a"])
