@@ -305,7 +305,7 @@ def score_stored_run(
     if rule is not None:
         if items is None:
             return None  # the organisers' split file is awaited: no score may show yet
-        digest = hashlib.sha256(f"{digest}\nparts:{items.digest}".encode()).hexdigest()
+        digest = parts_digest(digest, items.digest)
     latest = run.current_score
     if latest is not None and latest.gold_digest == digest and not force:
         return latest
@@ -338,8 +338,7 @@ def score_stored_run(
         kept = parts.store(session, storage, phase=run.phase, split=items, now=now)
         if kept.digest != items.digest:  # another process drew the first split meanwhile
             items = kept
-            digest = hashlib.sha256(f"{scoring_digest(task, current)}\nparts:{kept.digest}"
-                                    .encode()).hexdigest()
+            digest = parts_digest(scoring_digest(task, current), kept.digest)
             scored_parts = score_parts(definition, validated, known_gold, kept, **SCORE_OPTIONS)
             score = scored_parts["public"]
     if score is None:
@@ -388,6 +387,21 @@ def score_validated(definition: TaskDefinition, validated: ValidatedRun,
     if not validated.ok:
         return None
     return score_run(definition, validated, known_gold, **SCORE_OPTIONS)
+
+
+def score_validated_parts(definition: TaskDefinition, validated: ValidatedRun,
+                          known_gold: Mapping[str, DatasetGold],
+                          items: evaluation_parts.ItemParts) -> dict[str, RunScore] | None:
+    """The site's scores of a validated run on each part of a split test set (public,
+    private, whole; SCORE_OPTIONS' bootstrap); None when invalid."""
+    if not validated.ok:
+        return None
+    return score_parts(definition, validated, known_gold, items, **SCORE_OPTIONS)
+
+
+def parts_digest(gold_digest: str, split_digest: str) -> str:
+    """A split phase's score digest: the gold's and the split's (a new split scores again)."""
+    return hashlib.sha256(f"{gold_digest}\nparts:{split_digest}".encode()).hexdigest()
 
 
 def rescore(session: Session, storage: Storage, *, task: Task, now: datetime,

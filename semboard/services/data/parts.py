@@ -51,7 +51,8 @@ def stored(session: Session, *, phase: Phase) -> PhaseParts | None:
     return session.scalar(select(PhaseParts).where(PhaseParts.phase_id == phase.id))
 
 
-def _ids(gold: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+def item_ids(gold: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Each dataset's item ids, as a split names them."""
     return {d: tuple(str(i) for i in g.ids) for d, g in gold.items()}
 
 
@@ -60,16 +61,19 @@ def parsed(storage: Storage, row: PhaseParts, ids: Mapping[str, tuple[str, ...]]
     """The stored split read back (once per content and items)."""
     key = (row.sha256, tuple(sorted((d, hash(found)) for d, found in ids.items())))
 
-    def read() -> ItemParts:
-        data = storage.get(row.storage_key)
-        wanted = {d: found for d, found in ids.items()}
-        # a stored split names the datasets it covers: read those the gold has
-        present = {line.split("\t", 1)[0] for line in data.decode().splitlines()[1:]}
-        found = read_parts(data, {d: v for d, v in wanted.items() if d in present},
-                           filename=SPLIT_FILENAME, rule=rule)
-        return ItemParts(found.codes, found.ids, row.rule, found.digest, row.seed)
+    return _PARSED.get_or_compute(key, lambda: from_text(
+        storage.get(row.storage_key), ids, rule, stated=row.rule, seed=row.seed))
 
-    return _PARSED.get_or_compute(key, read)
+
+def from_text(data: bytes, ids: Mapping[str, tuple[str, ...]], rule: PartsRule, *,
+              stated: str, seed: int | None) -> ItemParts:
+    """A stored split's text read back (here, and from a task dump), with the rule and seed
+    its row states; ValidationError when it does not fit the items."""
+    # a stored split names the datasets it covers: read those the gold has
+    present = {line.split("\t", 1)[0] for line in data.decode().splitlines()[1:]}
+    found = read_parts(data, {d: v for d, v in ids.items() if d in present},
+                       filename=SPLIT_FILENAME, rule=rule)
+    return ItemParts(found.codes, found.ids, stated, found.digest, seed)
 
 
 def usable(session: Session, storage: Storage, *, phase: Phase,
@@ -80,7 +84,7 @@ def usable(session: Session, storage: Storage, *, phase: Phase,
     if row is None or rule is None or not gold:
         return None
     try:
-        found = parsed(storage, row, _ids(gold), rule)
+        found = parsed(storage, row, item_ids(gold), rule)
     except ValidationError:
         return None  # items the split names are no longer the gold's: drawn again
     return found if covers(found, gold) else None
@@ -101,7 +105,7 @@ def to_draw(session: Session, storage: Storage, *, phase: Phase,
     keep = None
     if row is not None and row.seed is not None:
         try:
-            keep = parsed(storage, row, _ids(gold), rule)
+            keep = parsed(storage, row, item_ids(gold), rule)
         except ValidationError:
             keep = None
     seed = row.seed if row is not None and row.seed is not None else secrets.randbits(48)
@@ -237,7 +241,7 @@ def upload(session: Session, storage: Storage, *, phase: Phase,
         raise InvalidData(f"phase {phase.slug} is not listed in the definition's [parts]")
     _check_again(session, phase, again, reason)
     try:
-        split = read_parts(data, _ids(items), filename=filename, rule=rule)
+        split = read_parts(data, item_ids(items), filename=filename, rule=rule)
     except ValidationError as err:
         raise InvalidData(f"{filename} is not a split of {phase.slug}'s items", err.issues) from err
     split = store(session, storage, phase=phase, split=split, now=now, user=user,

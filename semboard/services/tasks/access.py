@@ -6,6 +6,8 @@ per-item pages and their CSV, charts drawn from gold, comparisons' pairs, export
 archive). It weighs the organisers' role, the gold's release, the definition's redistribution
 keys (`public_inputs`, `public_gold`) and, for everyone else, the participation gate: a team,
 its approval, the e-mail domain and the task's and phase's terms in force (with their grace).
+Its part "private" is a split phase's private part (issue 42): private and whole scores, final
+boards, the shake-up report and the split itself, the organisers' alone until the reveal.
 Roles (admin, organiser, member) come from `roles`, named here again so callers ask access.
 """
 
@@ -33,7 +35,9 @@ from semboard.services.tasks.roles import (
 __all__ = ["can_manage_task", "is_admin", "is_member", "is_organiser", "require_organiser",
            "team_of", "viewer"]  # the roles, asked of access like every other rule
 
-Part = Literal["inputs", "gold"]
+# inputs, gold, or a split phase's private part (its private and whole scores, final boards,
+# shake-up report and the split itself: issue 42)
+Part = Literal["inputs", "gold", "private"]
 
 
 def results_visible(visibility: object, published_at: object) -> bool:
@@ -100,12 +104,9 @@ def sees_live(session: Session, user: User | None, phase: Phase, now: datetime) 
 
 
 def can_view_private(session: Session, user: User | None, phase: Phase, now: datetime) -> bool:
-    """A split phase's private and whole scores, final boards and shake-up report: organisers
-    at any time; whoever sees its board once revealed, never before (page, API, exports, mail,
-    announcements, the archive all ask this)."""
-    if is_organiser(session, user, phase.task):
-        return True
-    return can_view_leaderboard(session, user, phase) and revealed(session, phase, now)
+    """A split phase's private and whole scores, final boards and shake-up report, its split:
+    the read rule's part "private" (page, API, exports, mail, announcements, the archive)."""
+    return can_read(session, user, phase.task, part="private", phase=phase, now=now)
 
 
 def gold_is_public(session: Session, *, task: Task, split: str | None = None) -> bool:
@@ -162,9 +163,12 @@ def read_refusal(session: Session, user: User | None, task: Task, *, part: Part,
     participants: a member of a team of the task who passes the gate (domain, approval, the
     task's terms and those of the phase read through, else of every phase of the split).
     Timing (a phase not open yet, a team window) is the inputs download's own, on top.
+    The part "private" (a split phase's private part) is nobody else's before the reveal.
     """
     if is_organiser(session, user, task):
         return None
+    if part == "private":
+        return _private_refusal(session, user, phase, now)
     split = definitions.split_name(task, split or (phase.split if phase else None))
     if part == "gold" and not gold_is_public(session, task=task, split=split):
         return Forbidden(f"the {split} gold of this task has not been released")
@@ -180,6 +184,20 @@ def read_refusal(session: Session, user: User | None, task: Task, *, part: Part,
             terms.require_accepted(session, task=task, user=user, phase=other, now=now)
     except Forbidden as refusal:
         return refusal
+    return None
+
+
+def _private_refusal(session: Session, user: User | None, phase: Phase | None,
+                     now: datetime) -> Forbidden | None:
+    """The private part of a phase's split test set: nobody's but the organisers' before the
+    phase's reveal; then whoever sees its board."""
+    if phase is None:
+        return Forbidden("a private part belongs to a phase")
+    if not revealed(session, phase, now):
+        return Forbidden(f"the private part of phase {phase.slug}'s test set stays hidden until "
+                         "its reveal")
+    if not can_view_leaderboard(session, user, phase):
+        return Forbidden(f"the results of phase {phase.slug} are not published")
     return None
 
 
@@ -207,10 +225,14 @@ def can_view_gold(session: Session, user: User | None, task: Task,
 
 def can_view_items(session: Session, user: User | None, run: Run, *, now: datetime) -> bool:
     """A run's pairs beside gold (errors, scatter, comparisons' pairs): whoever sees its scores,
-    when the read rule lets them read its split's gold (through the run's phase)."""
+    when the read rule lets them read its split's gold (through the run's phase) and, in a
+    phase splitting its test set, its private part."""
+    split_phase = definitions.phase_parts_rule(run.phase) is not None
     return (can_view_run(session, user, run, now=now)
             and can_view_scores(session, user, run.phase)
-            and can_read(session, user, run.task, part="gold", phase=run.phase, now=now))
+            and can_read(session, user, run.task, part="gold", phase=run.phase, now=now)
+            # a split test set's items hold its private part's: hidden until the reveal
+            and (not split_phase or can_view_private(session, user, run.phase, now)))
 
 
 def can_view_item_texts(session: Session, user: User | None, run: Run, *,

@@ -326,3 +326,163 @@ def test_a_draft_listing_live_scores_waits_for_the_reveal(session, split_world, 
     results = [a for a in session.scalars(select(announcements.Announcement))
                if a.kind == "results"]
     assert results and "/tasks/tiny/leaderboard/eval/final" in results[0].body
+
+
+def _private_figures(session, runs) -> tuple[set[str], set[str]]:
+    """Each run's private and whole ALL as pages print them (4 decimals), and the public ones."""
+    hidden, shown = set(), set()
+    for run in runs.values():
+        record = run.current_score
+        shown |= {f"{v:.4f}" for v in record.flat.values() if v is not None}
+        for row in session.scalars(select(PartScore).where(PartScore.score_id == record.id)):
+            hidden |= {f"{v:.4f}" for k, v in row.flat.items() if k == "ALL" and v is not None}
+    return hidden - shown, shown
+
+
+def _doors(runs, team_ids) -> list[str]:
+    """Every door that could show a split phase's figures or its items."""
+    board, api = "/tasks/tiny/leaderboard", f"{API}/tasks/tiny"
+    doors = [f"{board}", f"{board}.csv", f"{board}.json", f"{board}/eval", f"{board}/eval.csv",
+             f"{board}/eval.json", f"{board}/eval/final", f"{board}/eval/charts/ci.json",
+             f"{board}/eval/charts/heatmap.json", f"{board}/eval/shakeup.json",
+             f"{board}/eval/shakeup.csv", "/tasks/tiny/phases/eval/split.tsv",
+             "/tasks/tiny/announcements", "/tasks/tiny/announcements.atom",
+             f"/tasks/tiny/compare?a={runs['a1'].id}&b={runs['b1'].id}",
+             f"{api}/leaderboard", f"{api}/runs", f"{api}/phases/eval/parts",
+             f"{api}/phases/eval/shakeup", f"{api}/phases/eval/split",
+             f"{api}/phases/eval/finals", f"{api}/compare?a={runs['a1'].id}&b={runs['b1'].id}"]
+    for kind in ("private", "whole", "frozen", "live"):
+        doors += [f"{board}/eval/boards/{kind}.{fmt}" for fmt in ("csv", "json", "tex")]
+        doors.append(f"{api}/phases/eval/boards/{kind}")
+    for run in runs.values():
+        doors += [f"/runs/{run.id}", f"/runs/{run.id}/items", f"/runs/{run.id}/items.csv",
+                  f"/runs/{run.id}/charts/bars.json", f"/runs/{run.id}/charts/scatter.json",
+                  f"/runs/{run.id}/charts/distribution.json", f"{API}/runs/{run.id}"]
+    return doors + [f"/teams/{team_id}" for team_id in team_ids]
+
+
+def test_no_door_shows_a_private_figure_or_item_before_the_reveal(app, session, storage,
+                                                                  split_world, tmp_path, now):
+    """A visitor, a team's captain (web and API) and its member ask every door for the private
+    and whole scores, the split and the per-item results (which hold the private part's): none
+    is served before the reveal, whatever the door; after it the same figures are on the final
+    board, so the figures searched for are the ones pages print."""
+    from semboard.services.closing import archive
+
+    runs, organiser = split_world["runs"], split_world["organiser"]
+    captain_a, _ = split_world["captains"]
+    team_a, team_b = split_world["teams"]
+    member = next(m.user for m in team_a.members if m.user_id != captain_a.id)
+    hidden, _ = _private_figures(session, runs)
+    assert hidden
+    # the gold stays unreleased here: its release is a reveal (access.revealed)
+    clients = {"visitor": app.test_client()}
+    for name, user in (("captain", captain_a), ("member", member), ("organiser", organiser)):
+        clients[name] = app.test_client()
+        assert clients[name].post("/login", data={"email": user.email,
+                                                  "password": "password123"}).status_code == 302
+    headers = {"visitor": {}, "captain": split_world["tokens"]["a"], "member": {},
+               "organiser": split_world["tokens"]["org"]}
+    doors = _doors(runs, (team_a.id, team_b.id))
+    seen_by_organiser: set[str] = set()
+    for actor, client in clients.items():
+        for path in doors:
+            answer = client.get(path, headers=headers[actor] if path.startswith(API) else {})
+            assert answer.status_code < 500, f"{actor} {path}: {answer.status_code}"
+            body = answer.get_data(as_text=True)
+            found = {figure for figure in hidden if figure in body}
+            if actor == "organiser":
+                seen_by_organiser |= found
+                continue
+            assert not found, f"{actor} {path} ({answer.status_code}) shows {found}"
+            if "/items" in path or "split" in path:
+                assert answer.status_code in (403, 404), f"{actor} {path}: {answer.status_code}"
+    assert seen_by_organiser  # the organisers see them: the search finds what pages print
+    # the static archive (written for anyone) and the mails of the close hold none either
+    out = tmp_path / "archive"
+    archive.write_archive(session, storage, task=split_world["task"], out=out, now=now)
+    for path in out.rglob("*"):
+        if path.is_file() and path.suffix in (".html", ".csv", ".json", ".tex", ".tsv", ".txt"):
+            text = path.read_text(errors="replace")
+            assert not {f for f in hidden if f in text}, f"archive {path.name} shows them"
+    # after the reveal the visitor reads them on the final board
+    later = split_world["phase"].closes_at + timedelta(hours=1)
+    gold.publish_results(session, phase=split_world["phase"], user=organiser, now=later)
+    session.commit()
+    app.config["SEMBOARD_CLOCK"] = lambda: later
+    final = clients["visitor"].get(f"{API}/tasks/tiny/phases/eval/boards/private")
+    assert final.status_code == 200
+    assert {f for f in hidden if f in final.get_data(as_text=True)}
+
+
+def test_a_split_task_moves_by_dump_keeping_its_split_scores_and_secrecy(
+        session, storage, split_world, tmp_path, now):
+    """A task dump holds the split, the private and whole scores and the final runs; the import
+    scores every run again on the dumped split (a forged private score is refused) and the
+    moved phase keeps its private part hidden until its reveal."""
+    from semboard.models import Phase, Run, Task
+    from semboard.services.closing import taskdump, taskimport
+    from tests.site.closing.taskdump_support import edit_table, entries, write
+
+    phase, runs = split_world["phase"], split_world["runs"]
+    team_a, _ = split_world["teams"]
+    captain_a, _ = split_world["captains"]
+    primary.choose_finals(session, phase=phase, team=team_a, user=captain_a, now=now,
+                          runs=[runs["a2"]])
+    phases.set_freeze(session, phase, freeze_at=now + timedelta(hours=1), reveal="publish",
+                      user=split_world["organiser"], now=now)
+    session.commit()
+    dump = tmp_path / "tiny.zip"
+    taskdump.dump(session, storage, task=phase.task, out=dump, now=now)
+
+    def forge(rows: list[Any]) -> None:
+        row = next(r for r in rows if r["part"] == "private")
+        row["flat"]["ALL"] += 0.01
+
+    forged = write(tmp_path / "forged.zip", edit_table(entries(dump), "part_score", forge))
+    with pytest.raises(InvalidData, match="private part's score differs"):
+        taskimport.restore(session, storage, path=forged, now=now, options=taskimport.Options(
+            name="forged", link_existing=True))
+    session.rollback()
+    taskimport.restore(session, storage, path=dump, now=now, options=taskimport.Options(
+        name="moved", link_existing=True))
+    session.commit()
+    moved = session.scalar(select(Phase).join(Task).where(Task.name == "moved"))
+    assert moved.freeze_at == phase.freeze_at and moved.reveal == "publish"
+    split = session.scalar(select(PhaseParts).where(PhaseParts.phase_id == moved.id))
+    assert split.sha256 == parts.digest(session, phase=phase)
+    whole = gold.parsed_gold(session, storage, task=moved.task, split=moved.split)
+    assert parts.usable(session, storage, phase=moved, gold=whole).digest == split.sha256
+
+    def by_run(task_phase: Phase) -> dict[str, Any]:
+        found = {}
+        for run in session.scalars(select(Run).where(Run.phase_id == task_phase.id)):
+            stored = parts.part_scores(session, record=run.current_score)
+            found[run.name] = ({p: row.flat for p, row in stored.items()},
+                               run.current_score.flat)
+        return found
+
+    assert by_run(moved) == by_run(phase)
+    finals = primary.final_runs(session, phase=moved)
+    assert {session.get(Run, r).name for f in finals.values() for r in f.run_ids} == {"a2", "b1"}
+    for viewer in (None, captain_a):
+        assert not access.can_view_private(session, viewer, moved, now)
+        with pytest.raises(Forbidden):
+            reveal.served_kind(session, phase=moved, kind="private", viewer=viewer, now=now,
+                               build_missing=True)
+
+
+def test_per_item_results_ask_the_private_part_too(app, session, split_world, monkeypatch, now):
+    """A split phase's per-item pages hold its private items: beyond the gold's read rule they
+    ask the private part's (with the gold released but the reveal held back, they are shut)."""
+    run, captain_a = split_world["runs"]["a1"], split_world["captains"][0]
+    gold.release_gold(session, task=split_world["task"], user=None, now=now)
+    session.commit()
+    client = app.test_client()
+    assert client.post("/login", data={"email": captain_a.email,
+                                       "password": "password123"}).status_code == 302
+    assert client.get(f"/runs/{run.id}/items.csv").status_code == 200
+    monkeypatch.setattr(access, "revealed", lambda *args: False)
+    for path in (f"/runs/{run.id}/items", f"/runs/{run.id}/items.csv",
+                 f"/runs/{run.id}/charts/scatter.json"):
+        assert client.get(path).status_code in (403, 404), path
