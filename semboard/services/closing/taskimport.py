@@ -472,7 +472,9 @@ class _Import:
                           slug=phase_row["slug"])
             phase.task = task
             definition = definitions.phase_definition(phase)
-            current = parsed.gold_set(phase.split, record, task, evaluated)
+            split_row = splits.get(run["phase_id"])
+            current = parsed.gold_set(phase.split, record, task, evaluated,
+                                      split_digest=split_row["sha256"] if split_row else None)
             if not current:
                 raise _refuse(where, "the dump holds no gold this score could come from")
             known_inputs = parsed.inputs_at(phase.split, record["created_at"])
@@ -490,7 +492,7 @@ class _Import:
                 raise _refuse(where, f"the files of run {run['id']} ({run['name']!r}) do not "
                                      f"validate here: {issues}")
             digest = gold.scoring_digest(task, _gold_rows(current))
-            items = self._split(where, phase, splits.get(run["phase_id"]), known_gold)
+            items = self._split(where, phase, split_row, known_gold)
             if items is None:
                 made = gold.score_validated(definition, check, known_gold)
             else:
@@ -872,17 +874,20 @@ class _Parsed:
             self.job.rows["input_file"], split, None)
         return {dataset: self._parse_inputs(row, "input_file") for dataset, row in rows.items()}
 
-    def gold_set(self, split: str, record: dict[str, Any], task: Task,
-                 evaluated: str) -> dict[str, dict[str, Any]]:
+    def gold_set(self, split: str, record: dict[str, Any], task: Task, evaluated: str, *,
+                 split_digest: str | None = None) -> dict[str, dict[str, Any]]:
         """The gold versions a score record was made against: the set whose scoring digest it
-        holds (this definition, the dump's evaluation version), else the set in force then."""
+        holds (this definition, the dump's evaluation version; with the split's digest in a
+        phase splitting its test items), else the set in force then."""
         rows = self.job.rows["gold_file"]
         uploads = sorted((r for r in rows if r["split"] == split),
                          key=lambda r: (r["uploaded_at"], r["id"]))
         for count in range(1, len(uploads) + 1):  # the sets the uploads made, one by one
             current = self._in_force(uploads[:count], split, None)
-            if gold.scoring_digest(task, _gold_rows(current), version=evaluated) \
-                    == record["gold_digest"]:
+            digest = gold.scoring_digest(task, _gold_rows(current), version=evaluated)
+            if split_digest is not None:
+                digest = gold.parts_digest(digest, split_digest)
+            if digest == record["gold_digest"]:
                 return current
         return self._in_force(rows, split, record["created_at"])
 
