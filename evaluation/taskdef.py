@@ -475,7 +475,8 @@ def _choice(value: str, allowed: tuple[str, ...], what: str, source: str) -> str
 _KEYS: dict[str, tuple[str, ...]] = {
     "": ("name", "title", "description", "source", "layout", "scores", "inputs", "gold", "run",
          "metrics", "tracks", "datasets", "default_split", "splits", "system_description",
-         "teams", "terms", "terms_url", "license", "citation", "phase_terms", "participation"),
+         "teams", "terms", "terms_url", "license", "citation", "phase_terms", "participation",
+         "parts"),
     "layout.": ("input", "gold"),
     "scores.": ("min", "max", "nan_policy", "model_mapping"),
     "inputs.": ("format", "columns", "header", "id", "texts", "split", "transform", "genre",
@@ -1138,6 +1139,10 @@ def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
         from evaluation.participation import parse_participation  # on use: the scorer's start
 
         parse_participation(doc, source)
+    if "parts" in doc:
+        from evaluation.partsrule import parse_parts  # on use: the scorer's start
+
+        parse_parts(doc, source)
 
 
 # ---------------------------------------------------------------- names and paths

@@ -1,5 +1,5 @@
 """The `semboard` command: login, tasks, accept, download, validate, submit, submit-model,
-models, publish-model, runs, primary, leaderboard."""
+models, publish-model, runs, primary, finals, leaderboard."""
 
 from __future__ import annotations
 
@@ -644,6 +644,31 @@ def cmd_primary(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_finals(args: argparse.Namespace) -> int:
+    """Show the team's final runs in a phase with a split test set, or choose them (RUN ids;
+    --clear returns to the fallback, the best public runs)."""
+    api = _api(args)
+    phase = _pick_phase(api.get_json(f"/tasks/{args.task}"), args.phase)
+    path = f"/tasks/{args.task}/phases/{phase['slug']}/finals"
+    if args.runs or args.clear:
+        body: dict[str, Any] = {"runs": [] if args.clear else list(args.runs)}
+        if args.reason:
+            body["reason"] = args.reason
+        data = api.request("PUT", path, json=body).json()
+    else:
+        data = api.get_json(path)
+    if args.format == "json":
+        _out(json.dumps(data, indent=2))
+        return EXIT_OK
+    listed = ", ".join(f"{f['run']!r} (#{f['run_id']})" for f in data["finals"]) or "none yet"
+    how = "chosen" if data["chosen"] else f"fallback: {data['fallback']}"
+    _out(f"Team {data['team']}'s final runs in {data['phase']}: {listed} ({how}).")
+    if data["changeable"]:
+        _out(f"At most {data['limit']}; changeable until the phase closes ({data['closes_at']}). "
+             "The final board ranks each team's best final run on the private part.")
+    return EXIT_OK
+
+
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """A phase's leaderboard as a table, CSV or JSON."""
     api = _api(args, need_token=False)
@@ -772,6 +797,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", nargs="?", type=int, help="the id of the run to mark primary")
     p.add_argument("--phase", help="phase slug (default: the open one)")
     p.add_argument("--reason", help="organisers marking a team's run: why (audited)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p = add("finals", cmd_finals, "show your team's final runs in a phase with a public and "
+            "a private board, or choose them (changeable until the phase closes)")
+    p.add_argument("task")
+    p.add_argument("runs", nargs="*", type=int, help="the ids of the final runs")
+    p.add_argument("--clear", action="store_true",
+                   help="choose none: the best public runs count (the fallback)")
+    p.add_argument("--phase", help="phase slug (default: the open one)")
+    p.add_argument("--reason", help="organisers choosing a team's runs: why (audited)")
     p.add_argument("--format", choices=["table", "json"], default="table")
     worker_help = ("run a remote model worker on this (GPU) host: it claims a task's models "
                    "over the site's worker API with a worker token from the task's organisers, "

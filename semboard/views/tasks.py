@@ -21,6 +21,7 @@ from semboard.services.tasks import access, definitions, participation, splits, 
 from semboard.timefmt import clock_text
 from semboard.views import participation as participation_views
 from semboard.views import primary as primary_views
+from semboard.views import reveal as reveal_views
 from semboard.views.common import (
     bp,
     committed,
@@ -200,6 +201,7 @@ def team(team_id: int) -> Any:
         phase_status=admission.team_phase_status(
             session, team=team, phases=tasks.phases(session, team.task), now=now()),
         primary_phases=primary_views.team_primary(team),
+        final_phases=reveal_views.team_finals(team),
     )
 
 

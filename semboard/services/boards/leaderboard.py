@@ -24,6 +24,7 @@ from semboard.cache import LRU
 from semboard.clock import utcnow
 from semboard.errors import Forbidden
 from semboard.models import (
+    PartScore,
     Phase,
     Run,
     RunScoreRecord,
@@ -615,6 +616,52 @@ def board_listing(session: Session, *, phase: Phase,
     return [(line, parsed[line[9]]) for line in listed]
 
 
+def listing_at(session: Session, *, phase: Phase, at: datetime) -> list[Listed]:
+    """The board's runs as they stood at a time (a frozen board): each scored run submitted
+    before it and current then (current now, or replaced since), with its newest score."""
+    newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
+              .group_by(RunScoreRecord.run_id)).subquery()
+    listed = session.execute(
+        select(Run.id, Run.name, Run.is_late, Run.is_fix, Run.submitted_at, Run.meta,
+               Team.name, Team.is_baseline, Team.is_organiser_team, newest.c.score_id,
+               RunScoreRecord.digest)
+        .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
+        .join(RunScoreRecord, RunScoreRecord.id == newest.c.score_id)
+        .where(Run.phase_id == phase.id, Run.status == "scored", Run.submitted_at < at,
+               Run.is_current | (Run.replaced_at >= at))
+        .order_by(Run.id)
+    ).all()
+    parsed = _parsed_scores(session, [(line[9], line[10]) for line in listed])
+    return [(line, parsed[line[9]]) for line in listed]
+
+
+def part_listing(session: Session, *, phase: Phase, part: str,
+                 run_ids: list[int]) -> list[Listed]:
+    """These current runs with their newest score's private or whole part (a split test set's
+    boards of final runs), in run id order; a run without that part is left out."""
+    newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
+              .where(RunScoreRecord.run_id.in_(run_ids)).group_by(RunScoreRecord.run_id)
+              ).subquery()
+    listed = session.execute(
+        select(Run.id, Run.name, Run.is_late, Run.is_fix, Run.submitted_at, Run.meta,
+               Team.name, Team.is_baseline, Team.is_organiser_team, newest.c.score_id,
+               PartScore.digest, PartScore.id)
+        .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
+        .join(PartScore, (PartScore.score_id == newest.c.score_id) & (PartScore.part == part))
+        .where(Run.phase_id == phase.id, Run.id.in_(run_ids), Run.status == "scored")
+        .order_by(Run.id)
+    ).all()
+    out = []
+    for line in listed:
+        entry = _parsed.get(line[10])
+        if entry is None:
+            scores, flat = session.execute(select(PartScore.scores, PartScore.flat)
+                                           .where(PartScore.id == line[11])).one()
+            entry = _parsed.put(line[10], _ParsedScore(scores, flat))
+        out.append((tuple(line[:11]), entry))
+    return out
+
+
 @dataclass
 class BoardIndex:
     """What an assembled board keeps to take in changed runs without ranking every run again.
@@ -844,26 +891,33 @@ def _pending_since(session: Session, *, phase: Phase, pairs: list[tuple[int, int
 
 def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: list[Listed],
                          storage: Storage | None = None, now: datetime | None = None,
-                         write_lock: bool = False) -> Leaderboard:
+                         write_lock: bool = False, rank_every: bool = False,
+                         grouped: bool = True) -> Leaderboard:
     """The board of these listed runs (in run id order): ranks, columns, groups, rows, order.
 
     The board keeps its index (BoardIndex), so a later change can be merged into it
-    (merge_leaderboard) with the same result.
+    (merge_leaderboard) with the same result. rank_every: every listed run takes a rank
+    whatever the phase ranks (boards of final runs); grouped=False: no significance groups
+    (a board stored beside the phase's own, whose groups are the live board's).
     """
     definition = definitions.phase_definition(phase)
-    ranked_ids = _ranked_filter(session, phase)
+    ranked_ids = None if rank_every else _ranked_filter(session, phase)
     values = {line[0]: p.rank_values(definition) for line, p in scored
               if _takes_rank(line, ranked_ids)}
     sorted_values = {key: sorted(_better_first(definition, key, found[key])
                                  for found in values.values() if key in found)
                      for key in ranking_keys(definition)}
-    board = Leaderboard(task=task, phase=phase, ranking=phase.ranking)
+    board = Leaderboard(task=task, phase=phase,
+                        ranking=primary.EVERY if rank_every else phase.ranking)
     datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
     board.columns = _columns(definition, [p.flat for _, p in scored],
                              set(ranking_keys(definition)), datasets)
     ranked = {line[0]: line[9] for line, _ in scored if _takes_rank(line, ranked_ids)}
-    groups, _ = _apply_groups(session, board, phase=phase, ranked_pairs=list(ranked.items()),
-                              storage=storage, now=now, write_lock=write_lock)
+    groups: dict[str, dict[str, int]] = {}
+    if grouped:
+        groups, _ = _apply_groups(session, board, phase=phase,
+                                  ranked_pairs=list(ranked.items()), storage=storage, now=now,
+                                  write_lock=write_lock)
     column_keys = tuple(c.key for c in board.columns)
     first: dict[str, int] = {}
     for line, entry in scored:

@@ -31,7 +31,7 @@ from evaluation.significance import RunSamples, groups_of, run_samples
 from semboard.db import begin_write, end_read, insert_unless_refused
 from semboard.hostcache.arrays import ArrayCache
 from semboard.models import Phase, Run, RunFile, RunScoreRecord, SignificanceGroups, Team
-from semboard.services.data import gold, inputs
+from semboard.services.data import gold, inputs, parts
 from semboard.services.tasks import definitions
 from semboard.storage import ObjectMissing, Storage, keys, put_content
 
@@ -61,7 +61,8 @@ def settings_of(session: Session, *, phase: Phase, pairs: Sequence[tuple[int, in
                 metrics: Sequence[str]) -> dict[str, Any]:
     """settings() from (run id, current score id) pairs: boards read no Run objects."""
     task = phase.task
-    return {
+    split = parts.digest(session, phase=phase) if parts.rule_of(phase) else None
+    return ({"parts": split} if split else {}) | {
         "phase": phase.id,
         "runs": sorted([run_id, score_id] for run_id, score_id in pairs),
         "gold": gold.gold_digest(gold.current_gold(session, task=task, split=phase.split)),
@@ -269,7 +270,8 @@ def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[
                              "reused": len(samples)}
     by_metric: dict[str, dict[int, int]] = {}
     definition = definitions.phase_definition(phase)
-    parsed_gold = gold.parsed_gold(session, storage, task=phase.task, split=phase.split)
+    # a split test set's board shows its public part: its groups are the public part's
+    parsed_gold = gold.part_gold(session, storage, phase=phase)
     if not parsed_gold or not metrics:
         samples.clear()
     try:

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import delete, exists, or_, select
 from sqlalchemy.orm import Session
 
+from semboard.clock import request_now
 from semboard.db import require_fits, require_text
 from semboard.errors import Conflict, InvalidData, NotFound
 from semboard.models import (
@@ -33,7 +34,7 @@ from semboard.models import (
     User,
 )
 from semboard.notify.events import queue_event
-from semboard.services.tasks import access, auditlog
+from semboard.services.tasks import access, auditlog, definitions
 from semboard.timefmt import api_time, clock_text
 
 MAX_BODY = 20_000
@@ -108,7 +109,7 @@ def send_draft(session: Session, *, announcement: Announcement, user: User | Non
     if announcement.status == "sent":
         raise InvalidData("this announcement was sent already")
     _refuse_hidden_scores(session, announcement, "this draft", "delete it and write one "
-                          "without them, or send it after publishing the results")
+                          "without them, or send it after publishing the results", now=now)
     if title is not None or body is not None:
         announcement.title, announcement.body = _check(
             title if title is not None else announcement.title,
@@ -124,14 +125,14 @@ def send_draft(session: Session, *, announcement: Announcement, user: User | Non
 
 
 def _refuse_hidden_scores(session: Session, announcement: Announcement, what: str,
-                          instead: str) -> None:
+                          instead: str, *, now: datetime) -> None:
     """Conflict while the text lists scores of a board its readers may not see (at sending,
     and at each edit of a sent one)."""
-    hidden = hidden_score_phases(session, announcement)
+    hidden = hidden_score_phases(session, announcement, now)
     if hidden:
         names = ", ".join(p.slug for p in hidden)
         raise Conflict(f"{what} lists scores of {names}, which its readers may not see until "
-                       f"the results are published: {instead}")
+                       f"the results are published (or a frozen board is revealed): {instead}")
 
 
 def edit(session: Session, *, announcement: Announcement, user: User | None, title: str,
@@ -147,7 +148,7 @@ def edit(session: Session, *, announcement: Announcement, user: User | None, tit
     if announcement.withdrawn_at is not None:
         raise InvalidData("a withdrawn announcement cannot be edited")
     _refuse_hidden_scores(session, announcement, "this announcement",
-                          "withdraw it instead, or edit it after publishing the results")
+                          "withdraw it instead, or edit it after publishing the results", now=now)
     title, body = _check(title, body)
     if (title, body) == (announcement.title, announcement.body):
         raise InvalidData("nothing changed")
@@ -212,12 +213,15 @@ def score_phases(session: Session, announcement: Announcement) -> list[Phase]:
     return list(session.scalars(select(Phase).where(Phase.id.in_(ids)).order_by(Phase.id)))
 
 
-def hidden_score_phases(session: Session, announcement: Announcement) -> list[Phase]:
+def hidden_score_phases(session: Session, announcement: Announcement,
+                        now: datetime | None = None) -> list[Phase]:
     """Phases whose scores the text lists and its readers may not see: every reader of an
     announcement is a participant or the public, who see a board's scores only when anyone
-    may (access.can_view_scores for no one in particular)."""
+    may (access.can_view_scores for no one in particular), and of a board frozen until its
+    reveal only its state at the freeze (the text may list later runs: it waits)."""
+    when = now if now is not None else request_now()
     return [p for p in score_phases(session, announcement)
-            if not access.can_view_scores(session, None, p)]
+            if not access.can_view_scores(session, None, p) or access.frozen(session, p, when)]
 
 
 def discard(session: Session, *, announcement: Announcement, user: User | None) -> None:
@@ -375,7 +379,10 @@ def draft_results(session: Session, *, phase: Phase, now: datetime) -> Announcem
         session, task=task, kind="results", now=now, phase=None,
         title=f"{phase.name}: results published",
         body=(f"The results of phase {phase.name} of {task.title} are published: see the "
-              f"leaderboard at /tasks/{task.name}/leaderboard/{phase.slug}."))
+              f"leaderboard at /tasks/{task.name}/leaderboard/{phase.slug}."
+              + (f" Its final board (the private part of the test set) and the shake-up "
+                 f"report: /tasks/{task.name}/leaderboard/{phase.slug}/final."
+                 if definitions.phase_parts_rule(phase) is not None else "")))
 
 
 def draft_gold_correction(session: Session, *, task: Task, changes: list[Any],
@@ -393,7 +400,8 @@ def draft_gold_correction(session: Session, *, task: Task, changes: list[Any],
         if not moved and not ranks:
             continue
         phase = phases[diff.phase]
-        if not access.can_view_scores(session, None, phase):
+        if not access.can_view_scores(session, None, phase) or access.frozen(session, phase,
+                                                                               now):
             hidden[diff.phase] = hidden.get(diff.phase, 0) + 1
             continue
         listed[diff.phase] = phase
