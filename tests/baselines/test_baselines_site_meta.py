@@ -68,7 +68,7 @@ def test_board_run_page_and_json_show_timing_and_signature(site) -> None:  # noq
     page = client.get(f"/runs/{new.id}").get_data(as_text=True)
     assert 'id="baseline-signature"' in page and meta["signature"] in page
     assert "<dt>Load</dt>" in page and "<dt>Encode</dt>" in page
-    assert "(pairs / encode time)" in page
+    assert "(pairs / encode time, on the host that ran it under its load then)" in page
 
     old_page = client.get(f"/runs/{old_id}")
     assert old_page.status_code == 200
