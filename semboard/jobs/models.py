@@ -208,8 +208,8 @@ def claim(session: Session, model_id: int, *, now: datetime,
                 progress=None, attempts=attempt,
                 # the first attempt has nothing to say beside its progress
                 reason=case((ModelSubmission.attempts > 0,
-                             literal("attempt ") + cast(attempt, String)
-                             + literal(" running (an earlier worker stopped)")), else_=""),
+                             literal("attempt ") + cast(attempt, String) + literal(" running")),
+                            else_=""),
                 worker_token_id=worker_token_id, result_at=None)
         .execution_options(synchronize_session=False))
     session.commit()

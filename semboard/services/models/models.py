@@ -179,9 +179,9 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
                                     pooling=pooling, now=now, encoding=encoding)
         declaration = check_options(phase, prompt=prompt, prompt_name=prompt_name,
                                     training_data=training_data)
-        description, (folder_name, base) = check_archive(archive, filename, limits=limits,
-                                                 prompt=prompt, pooling=pooling,
-                                                 prompt_name=prompt_name, encoding=settings)
+        description, (folder_name, base) = check_archive(
+            archive, filename, limits=limits, prompt=prompt, pooling=pooling,
+            prompt_name=prompt_name, encoding=settings)
     except DomainError as err:
         raise refused(err) from None
     name = name or f"model-{description.digest[:12]}"
