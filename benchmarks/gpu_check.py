@@ -106,9 +106,9 @@ def prepare(data: Path, carry: Path = CARRY) -> int:
     print("\nOn the device, two calls back to back (the machine keeps .gpu_carry/a from the "
           "first for the second only while it stays warm, 30 s):")
     print('  1. run(command="python3 benchmarks/gpu_check.py stage", '
-          'carry=[".gpu_carry/a"], timeout_s=300)')
+          'carry=[".gpu_carry/a"], timeout_s=120)')
     print('  2. run(command="python3 benchmarks/gpu_check.py run --out $OUT", '
-          'carry=[".gpu_carry/b"], timeout_s=540)')
+          'carry=[".gpu_carry/b"], timeout_s=450)')
     return 0
 
 

@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import func, select, update
 from test_site_model_remote import _row, _token
 
+from semboard.errors import InvalidData
 from semboard.jobs import models as model_jobs
 from semboard.models import ModelSubmission, Run, UploadLog
 from semboard.services.models import models as model_services
@@ -83,8 +84,8 @@ def test_a_worker_s_facts_are_checked_and_missing_ones_are_not_recorded(
     assert text.count("not recorded") >= 5 and "Training data" in text
 
 
-def test_a_prompt_is_bounded_at_upload(client, models_world, session, model_folder,
-                                       tmp_path) -> None:
+def test_a_prompt_is_bounded_at_upload(client, models_world, session, storage, model_folder,
+                                       now, tmp_path) -> None:
     headers = models_world["tokens"]["a"]
     huge = "x" * 200_000
     answer = post_model(client, headers, zip_folder(model_folder), prompt=huge)
@@ -96,6 +97,10 @@ def test_a_prompt_is_bounded_at_upload(client, models_world, session, model_fold
     session.rollback()
     assert session.scalar(select(func.count(ModelSubmission.id))) == 0
     assert {log.outcome for log in session.scalars(select(UploadLog))} == {"rejected"}
+    # an organiser's reason is bounded too (it is audited and shown to the team)
+    row = _upload(session, storage, models_world, model_folder, now)
+    with pytest.raises(InvalidData, match="at most 1,000"):
+        model_services.cancel(session, model_id=row.id, by=None, reason="r" * 5000, now=now)
     # a folder whose own prompt is a document is refused the same way
     folder = tmp_path / "wordy"
     shutil.copytree(model_folder, folder)
