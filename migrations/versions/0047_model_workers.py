@@ -1,7 +1,7 @@
 """Model workers' declared capabilities (the queue hands a model only to a worker that can run it).
 
 Revision ID: 0047_model_workers
-Revises: 0043_board_change_triggers
+Revises: 0046_announcement_score_phases
 """
 
 from collections.abc import Sequence
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0047_model_workers"
-down_revision: str | None = "0043_board_change_triggers"
+down_revision: str | None = "0046_announcement_score_phases"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
