@@ -40,7 +40,6 @@ from semboard.storage import Storage, file_sha256, keys, put_content_file
 from semboard.timefmt import api_time
 
 ACCEPTING_PHASES = ("models", "both")
-MAX_REASON = 1000  # an organiser's reason for cancelling or re-running a model (audited)
 
 
 def check_archive(archive: Path, filename: str, *, limits: ModelLimits | None = None,
@@ -340,8 +339,6 @@ def _organiser_change(session: Session, *, model_id: int, by: User | None, reaso
     reason = auditlog.check_reason(reason)
     if not reason:
         raise InvalidData(f"{doing} needs a reason (it is kept in the audit log)")
-    if len(reason) > MAX_REASON:
-        raise InvalidData(f"the reason has {len(reason):,} characters; at most {MAX_REASON:,}")
     begin_write(session)
     result = session.execute(
         update(ModelSubmission)
