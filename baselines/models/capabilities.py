@@ -177,7 +177,7 @@ def host_capabilities(device: str = "auto", *, memory_bytes: int = 16 << 30,
     the whole device)."""
     import torch  # heavy optional dependency (gpu extra)
 
-    from baselines.embedding import resolve_device
+    from baselines.embedding import resolve_device  # with torch: the site reads declarations only
 
     where = resolve_device(device.split(":")[0] if device.startswith("cuda") else device)
     if where != "cuda":
