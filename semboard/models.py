@@ -884,6 +884,26 @@ class WorkerToken(Base):
     task: Mapped[Task] = relationship()
 
 
+class ModelWorker(Base):
+    """A model worker that declared what it can run (baselines.models.capabilities): a remote
+    worker (its token; key "token:ID") or a host of the site's own workers (key "site:HOST",
+    any task). The queue hands a model only to a worker that can run it, and says of a queued
+    model that no registered worker can run why it waits. A site's hardware, not a task's data:
+    not in a task's dump."""
+
+    __tablename__ = "model_worker"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(160), unique=True)
+    name: Mapped[str] = mapped_column(String(120))
+    token_id: Mapped[int | None] = mapped_column(
+        ForeignKey("worker_token.id", ondelete="CASCADE"), index=True)
+    capabilities: Mapped[dict[str, Any]] = mapped_column()
+    # its last declaration (a claim, or the site's sweep): a worker not seen for an hour is
+    # not counted as registered
+    seen_at: Mapped[datetime]
+
+
 # ----------------------------------------------------------------------------- issue 30 (part 1)
 # Terms, the participation gate and announcements. A task dump includes these tables:
 # TermsVersion, TermsAcceptance, TaskSecret, TeamApproval, Announcement, AnnouncementRead,

@@ -511,6 +511,18 @@ def cmd_submit_model(args: argparse.Namespace) -> int:
               if value is not None}
     if args.publish:
         fields["publish"] = True
+    if args.training_data is not None:
+        fields["training_data"] = args.training_data
+    answers: dict[str, Any] = {}
+    for item in args.training_answer or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--training-answer {item!r}: give KEY=VALUE", EXIT_USAGE)
+        previous = answers.get(key.strip())
+        answers[key.strip()] = value.strip() if previous is None else [
+            *(previous if isinstance(previous, list) else [previous]), value.strip()]
+    if answers:
+        fields["training_answers"] = answers
     with tempfile.TemporaryDirectory(prefix="semboard-model-") as tmp:
         archive = model_archive(Path(args.model), Path(tmp))
         try:
@@ -546,13 +558,17 @@ def cmd_models(args: argparse.Namespace) -> int:
     _out(f"Team {data['team']} on {data['task']}:")
     _out(_table(rows, ["ID", "PHASE", "NAME", "STATE", "UPLOADED (UTC)", "DIGEST", "RUN",
                        "FILES"]))
+    # part of the listing (stdout): a failure's reason, why a queued model waits, a running
+    # job's progress
     for model in data["models"]:
         progress = model.get("progress") or {}
         if model["status"] == "running" and progress.get("total"):
             _out(f"  #{model['id']} {model_progress_line(progress)}")
+        if model["status"] == "queued" and model.get("waiting"):
+            _out(f"  #{model['id']} {model['waiting']}")
         if model["status"] == "failed":
             kind = f" ({model['failure']})" if model.get("failure") else ""
-            _err(f"  #{model['id']} failed{kind}: {model['reason']}")
+            _out(f"  #{model['id']} failed{kind}: {model['reason']}")
     return EXIT_OK
 
 
@@ -779,6 +795,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--publish", action="store_true",
                    help="publish the model's files with its run (anyone who sees the run may "
                         "download them; withdraw on the team page)")
+    p.add_argument("--training-data", dest="training_data",
+                   help="what the model was trained on (shown with its run; some tasks "
+                        "require it)")
+    p.add_argument("--training-answer", dest="training_answer", action="append",
+                   metavar="KEY=VALUE", help="an answer to one of the task's training-data "
+                   "questions, e.g. test_data=no (repeat for several)")
     p = add("models", cmd_models, "list your team's models (state, queue, runs)")
     p.add_argument("task")
     p.add_argument("--format", choices=["table", "json"], default="table")

@@ -203,7 +203,11 @@ SCHEMAS: dict[str, Any] = {
                    "run_id": {"type": ["integer", "null"]}, "digest": STR,
                    "archive_sha256": STR, "size": INT, "options": {"type": "object"},
                    "published_at": NULL_TIME, "model": {"type": "object"},
-                   "prompt_note": STR},
+                   "prompt_note": STR,
+                   # a queued model no registered worker can run: why it waits (else null)
+                   "waiting": {"type": ["string", "null"]},
+                   "base_model": {"type": ["string", "null"]},
+                   "training_data": {"type": ["object", "null"]}},
                   {"status_url": STR}),
     "WorkerJob": _obj({"model_id": INT, "attempt": INT, "task": STR, "phase": STR,
                        "split": STR, "track": {"type": ["string", "null"]}, "name": STR,
@@ -698,10 +702,16 @@ def _worker_paths() -> dict[str, dict[str, Any]]:
     w, j = "/worker", "/worker/jobs/{model_id}"
     attempt = {"attempt": "the attempt the worker claimed"}
     held = ("401", "403", "404")
-    claim = _op(f"{w}/claim", "Claim the next model of the token's task queue: its job "
-                "(definition, inputs, model, settings, budget, where to post)",
-                _json("WorkerJob", "Claimed"), errors=("401",))
-    claim["responses"]["204"] = {"description": "Nothing waits"}
+    claim = _op(f"{w}/claim", "Claim the next model of the token's task queue that the "
+                "worker can run (its declared capabilities): its job (definition, inputs, "
+                "model, settings, budget, where to post)",
+                _json("WorkerJob", "Claimed"), errors=("401",),
+                body=_fields(optional=True, capabilities=_obj(
+                    {}, {"device": {"enum": ["cpu", "cuda"]},
+                         "dtypes": {"type": "array", "items": STR},
+                         "memory_bytes": INT, "gpu_memory_bytes": {"type": ["integer", "null"]},
+                         "max_seq_length": INT, "gpu": {"type": ["string", "null"]}})))
+    claim["responses"]["204"] = {"description": "Nothing this worker can run waits"}
     conflict = _json("WorkerBeat", "Not this worker's job any more: stop encoding")
     beat = _op(f"{j}/progress", "Heartbeat and progress of a held job",
                _json("WorkerBeat"), body=_fields(attempt=INT, progress={"type": "object"}),

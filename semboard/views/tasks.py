@@ -9,11 +9,13 @@ from typing import Any
 from flask import abort, current_app, flash, redirect, render_template, request, url_for
 from flask_login import login_required
 
+from evaluation.descriptions import questions as declared_questions
 from semboard.errors import DomainError
 from semboard.jobs.scoring import accept_run
 from semboard.models import Phase, Run, Task, Team
 from semboard.services.closing import descriptions
 from semboard.services.data import gold, inputs
+from semboard.services.models import model_facts, model_workers
 from semboard.services.models import models as model_services
 from semboard.services.people import teams, windows
 from semboard.services.runs import admission, submissions
@@ -197,7 +199,8 @@ def team(team_id: int) -> Any:
         show_invite_code=access.can_see_invite_code(session, user, team),
         runs=submissions.runs_for_team(session, team=team, include_replaced=True),
         logs=submissions.upload_logs(session, task=team.task, team=team)[:50],
-        models=model_services.team_models_queued(session, team=team),
+        models=(models := model_services.team_models_queued(session, team=team)),
+        waiting=model_workers.waiting(session, [row for row, _ in models], now=now()),
         phase_status=admission.team_phase_status(
             session, team=team, phases=tasks.phases(session, team.task), now=now()),
         primary_phases=primary_views.team_primary(team),
@@ -372,6 +375,10 @@ def run(run_id: int) -> Any:
     return render_template(
         "runs/show.html",
         run=run,
+        facts=model_facts.run_model_facts(run.meta, model)
+        if (run.meta or {}).get("system") == "model" else None,
+        training_labels={q.key: q.label for q in declared_questions(
+            definitions.definition(run.task), "training_data")},
         model=model if model is not None and model_services.can_download(session, user, model)
         else None,
         can_publish=member,

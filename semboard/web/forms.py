@@ -151,7 +151,7 @@ class UploadModelForm(FlaskForm):
     name = StringField("Run name", validators=[Optional(), Length(max=100)])
     model_name = StringField("Model name", validators=[Optional(), Length(max=120)])
     file = FileField("Model (.zip of the folder)")
-    prompt = StringField("Prefix before every text", validators=[Optional(), Length(max=200)])
+    prompt = StringField("Prefix before every text", validators=[Optional(), Length(max=2000)])
     prompt_name = StringField("Or the folder's prompt by name",
                               validators=[Optional(), Length(max=200)])
     pooling = SelectField("Pooling", validators=[Optional()])
@@ -161,6 +161,10 @@ class UploadModelForm(FlaskForm):
                                  validators=[Optional(), Length(max=12)])
     batch_tokens = StringField("Tokens per batch", validators=[Optional(), Length(max=12)])
     dtype = SelectField("dtype", validators=[Optional()])
+    # the training-data declaration's text (bounded by the service: 4,000 characters); its
+    # answers are the definition's questions' fields, training_<key>
+    training_data = TextAreaField("What the model was trained on",
+                                  validators=[Optional(), Length(max=4000)])
     publish = BooleanField("Publish the model's files with its run")
     submit = SubmitField("Upload model")
 

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from baselines.signature import prompt_label
 from evaluation import RunScore, rank_values, ranking_keys
+from evaluation.descriptions import declaration_label
 from semboard import exportsafe
 from semboard.cache import LRU
 from semboard.clock import utcnow
@@ -176,7 +177,8 @@ def model_summary(meta: dict[str, Any] | None) -> dict[str, Any] | None:
     clipped = meta.get("clipped_pairs")
     return {key: meta.get(key) for key in MODEL_KEYS} | {
         "prompt_label": prompt_label(meta),
-        "clipped": sum(clipped.values()) if isinstance(clipped, dict) else None}
+        "clipped": sum(clipped.values()) if isinstance(clipped, dict) else None,
+        "training_data": declaration_label(meta.get("training_data"))}
 
 
 def model_facts(meta: dict[str, Any] | None) -> dict[str, Any] | None:

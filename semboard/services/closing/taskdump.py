@@ -224,6 +224,8 @@ NOT_DUMPED = {
     "model_upload": "a model sent in parts, not yet whole: nothing a site can finish",
     "part_board": "the frozen, private and whole boards and the shake-up report are built anew "
                   "by the importing site, like prepared boards",
+    "model_worker": "a worker's declared hardware belongs to the dumping site; the importing "
+                    "site's workers declare their own when they claim",
     "prepared_board": "boards are built anew by the importing site",
     "prepared_board_row": "boards are built anew by the importing site",
     "run_comparison": "comparisons are computed again when asked",
