@@ -278,15 +278,19 @@ class Leaderboard:
         return board
 
     def _table(self, *, latex: bool = False, rows: list[Row] | None = None,
-               spliced: bool = False) -> tuple[list[str], list[list[Any]]]:
+               spliced: bool = False, models: bool | None = None
+               ) -> tuple[list[str], list[list[Any]]]:
         """Header and body of the exports; with model rows, their parameters (and digest).
 
-        rows: only these; spliced: each rank cell a placeholder (to_csv fills them in)."""
+        rows: only these; spliced: each rank cell a placeholder (to_csv fills them in);
+        models: whether the board has model rows, where the caller knows (a row's line is
+        made once per row: looking at every row for each would be quadratic)."""
         header = ["team", "run", "baseline", "flags"]
         contrastive = self.ranking != primary.EVERY  # boards ranking every run: as before
         if contrastive:
             header.append("run type")
-        models = self.has_models
+        if models is None:
+            models = self.has_models
         if models:  # boards without model runs export exactly as before
             header += ["Params"] if latex else ["parameters", "model digest"]
         for column in self.columns:
@@ -326,7 +330,7 @@ class Leaderboard:
         shape = self.csv_shape()
         for row in self.rows:
             parts = self.csv_parts(row, shape)
-            lines.append(self.csv_line(row) if parts is None
+            lines.append(self.csv_line(row, shape) if parts is None
                          else fill_csv(parts, ranked, row.ranks, row.groups))
         return "".join(lines)
 
@@ -337,13 +341,15 @@ class Leaderboard:
                                              if c.ranked], [])
 
     def csv_shape(self) -> tuple[Any, ...]:
-        """What a row's CSV text depends on besides the row (its parts are kept by it)."""
+        """What a row's CSV text depends on besides the row (its parts are kept by it): made
+        once per board, and passed to each row's line (its first item says whether the board
+        has model rows)."""
         return (self.has_models, self.ranking != primary.EVERY,
                 tuple((c.key, c.ranked) for c in self.columns))
 
-    def csv_line(self, row: Row) -> str:
-        """A row's CSV line, every cell written (rows without parts)."""
-        _, body = self._table(rows=[row])
+    def csv_line(self, row: Row, shape: tuple[Any, ...] | None = None) -> str:
+        """A row's CSV line, every cell written (rows without parts); shape: csv_shape()."""
+        _, body = self._table(rows=[row], models=None if shape is None else shape[0])
         return exportsafe.csv_text(["" if v is None else v for v in body[0]]
                                    + [row.groups.get(c.key, "") for c in self.columns
                                       if c.ranked], [])
@@ -362,7 +368,7 @@ class Leaderboard:
         found = _CSV_PARTS.get(key)
         if found is not None and found[0] is row.source and found[1] == row.model:
             return found[2]
-        _, body = self._table(rows=[row], spliced=True)
+        _, body = self._table(rows=[row], spliced=True, models=shape[0])
         line = ["" if v is None else v for v in body[0]] + [_SPLICE] * (n_cells - body[0].count(
             _SPLICE))
         parts = exportsafe.csv_text(line, []).split(_SPLICE)

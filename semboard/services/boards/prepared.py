@@ -417,7 +417,7 @@ def _row_part(board: Leaderboard, row: Row, shape: tuple[Any, ...],
     open_cells = json_parts is not None and csv_parts is not None and values is not None
     part: dict[str, Any] = {"run": row.run_id,
             "json": list(json_parts) if json_parts is not None else row.to_json_text(),
-            "csv": csv_parts if csv_parts is not None else board.csv_line(row),
+            "csv": csv_parts if csv_parts is not None else board.csv_line(row, shape),
             "intervals": board.intervals.get(row.run_id, {})}
     if open_cells:
         part["values"] = values
@@ -425,7 +425,7 @@ def _row_part(board: Leaderboard, row: Row, shape: tuple[Any, ...],
         open_cells = True  # no rank (a baseline): its cells stay empty, no values needed
     else:  # written whole: ranks and groups as they are now (the board's own rows)
         part["json"] = row.to_json_text()
-        part["csv"] = board.csv_line(row)
+        part["csv"] = board.csv_line(row, shape)
     text = json.dumps(part, ensure_ascii=False)
     key = hashlib.sha256(text.encode()).hexdigest()[:40]
     if open_cells:  # kept by the row object (a row whose ranks move is a copy: it shares it)
