@@ -629,7 +629,7 @@ class BoardIndex:
     more than the number of strictly better values: a binary search), each ranked run's values,
     its score id, and the first run (by id) holding each genre key (the genre columns' order).
     """
-    listing: dict[int, Listed]
+    listing: dict[int, Listed | None]  # None: known by id only (a board read back)
     values: dict[int, dict[str, float]]
     ranked: dict[int, int]
     sorted_values: dict[str, list[float]]
@@ -887,6 +887,41 @@ def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: 
                              ranked=ranked, sorted_values=sorted_values, first=first,
                              order=[key for key, _ in keyed], groups=groups,
                              signs=_signs(definition))
+    return board
+
+
+def seeded_board(task: Task, phase: Phase, *, columns: list[Column], rows: list[Row],
+                 values: dict[int, dict[str, float]], ranked: dict[int, Any],
+                 groups: dict[str, dict[str, int]], intervals: dict[int, Any],
+                 significance: dict[str, Any] | None, groups_pending: bool,
+                 groups_pending_since: str | None,
+                 first: dict[str, int] | None = None) -> Leaderboard:
+    """The board assemble_leaderboard made of these rows (in the board's order, read back from
+    a stored board: prepared._seeded), with its index, so that changes are merged into it. Each
+    row's ranks come from the ranked runs' values; its listing names the runs by id only (a
+    build from it reads every run again: prepared._build)."""
+    definition = definitions.phase_definition(phase)
+    signs = _signs(definition)
+    sorted_values = {key: sorted(signs[key] * found[key] for found in values.values()
+                                 if key in found)
+                     for key in ranking_keys(definition)}
+    resolved = list(RankedRows(rows, values=values, sorted_values=sorted_values, signs=signs,
+                               groups=groups))
+    if first is None:  # the first run (by id) holding each genre key, as an assembly finds it
+        first = {}
+        for row in sorted(resolved, key=lambda row: row.run_id):
+            for key in row.metrics:
+                if key.count("/") == 2:
+                    first.setdefault(key, row.run_id)
+    order_of = _order_of(definition, columns)
+    board = Leaderboard(task=task, phase=phase, columns=columns, rows=resolved,
+                        significance=significance, groups_pending=groups_pending,
+                        groups_pending_since=groups_pending_since, intervals=intervals,
+                        ranking=phase.ranking)
+    board.index = BoardIndex(listing=dict.fromkeys(row.run_id for row in resolved),
+                             values=values, ranked=ranked, sorted_values=sorted_values,
+                             first=first, order=[order_of(row) for row in resolved],
+                             groups=groups, signs=signs)
     return board
 
 

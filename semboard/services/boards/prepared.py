@@ -10,7 +10,6 @@ import gzip
 import hashlib
 import json
 import time
-from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,6 +35,7 @@ from semboard.models import (
     Task,
     User,
 )
+from semboard.services.boards import stored as stored_rows
 from semboard.services.boards.leaderboard import (
     Column,
     Leaderboard,
@@ -45,8 +45,6 @@ from semboard.services.boards.leaderboard import (
     assemble_leaderboard,
     board_listing,
     build_leaderboard,
-    encode_json,
-    fill_csv,
     merge_leaderboard,
     raw_rows,
 )
@@ -55,13 +53,16 @@ from semboard.services.tasks import access, tasks
 from semboard.storage import Storage
 
 # Bump when the prepared data's shape changes: every stored board then misses once.
-BOARD_FORMAT = 4
+BOARD_FORMAT = 5
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
 # the database, so a stale entry can never be served; this only spares re-parsing the JSON.
 _memo: LRU[tuple[str, int, str], Prepared] = LRU(64)
 # The newest board each phase had built (or merged) in this process, with its listing: the base
 # the next change is merged into, whatever versions GETs have read meanwhile.
 _bases: LRU[tuple[str, int], Prepared] = LRU(64)
+# The newest stored version of each phase's board this process read from its parts: the next
+# version is read by the rows it adds (stored.view_of).
+_views: LRU[tuple[str, int], stored_rows.View] = LRU(64)
 
 
 def _version_statement() -> Any:
@@ -168,7 +169,7 @@ def board_state(session: Session, phase: Phase) -> BoardState:
 
 
 # what a board stored in parts gives back when read: its JSON text, CSV text and intervals
-Texts = tuple[str, str, dict[str, Any]]
+Texts = stored_rows.Texts
 
 
 class Prepared:
@@ -180,7 +181,7 @@ class Prepared:
 
     def __init__(self, *, phase_id: int, version: str, data: dict[str, Any] | None,
                  csv_text: str | None, built_at: datetime, stored: bool, elapsed_ms: int = 0,
-                 pending: bool = False, listing: dict[int, Listed] | None = None,
+                 pending: bool = False, listing: dict[int, Listed | None] | None = None,
                  stamp: str | None = None, merged: bool = False,
                  assembled: Leaderboard | None = None, incremental: bool = False,
                  stale: bool = False, texts: Callable[[], Texts] | None = None,
@@ -219,6 +220,8 @@ class Prepared:
         self.known: frozenset[str] = frozenset()
         self.known_version: str | None = None
         self.stored_keys: frozenset[str] | None = None
+        # a version stored in parts as this process read it (its rows made where read)
+        self.view: stored_rows.View | None = None
         self._bodies = {} if _bodies is None else _bodies
         self._parsed = _parsed
 
@@ -240,7 +243,8 @@ class Prepared:
     def has_data(self) -> bool:
         """Whether pages can be served from this object (its data read, or made when asked)."""
         return (self._data is not None or self._texts is not None
-                or self._intervals is not None or self.built is not None)
+                or self._intervals is not None or self.built is not None
+                or self.view is not None)
 
     @property
     def parsed(self) -> bool:
@@ -317,6 +321,8 @@ class Prepared:
                                groups_pending=built.groups_pending, intervals=built.intervals,
                                groups_pending_since=built.groups_pending_since,
                                ranking=built.ranking)
+        if self.view is not None:  # stored in parts: rows parsed once per process, by key
+            return self.view.board(task, phase)
         data = self.data
         assert data is not None, "prepared_board(with_data=True) loads the data"
         if self._parsed is None:
@@ -347,7 +353,8 @@ def _remember(session: Session, prepared: Prepared) -> Prepared:
 
 
 def _build(session: Session, *, phase: Phase, version: str, now: datetime,
-           listing: list[Listed] | dict[int, Listed] | None = None, stamp: str | None = None,
+           listing: list[Listed] | dict[int, Listed | None] | None = None,
+           stamp: str | None = None,
            merge: tuple[Leaderboard, list[Listed], set[int]] | None = None,
            keep: bool = False, serial: int | None = None) -> Prepared:
     """Build the board of this version (groups from the cache only) from the database, or from
@@ -357,24 +364,29 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
     started = time.perf_counter()
     if listing is None:
         listing = board_listing(session, phase=phase)
-    listed = listing if isinstance(listing, dict) else {e[0][0]: e for e in listing}
+    listed: dict[int, Listed | None] = (
+        listing if isinstance(listing, dict) else {e[0][0]: e for e in listing})
     board: Leaderboard | None = None
     if merge is not None:
         board = merge_leaderboard(session, merge[0], phase=phase, changed=merge[1],
                                   removed=merge[2], now=now)
     incremental = board is not None
     if board is None:
-        scored = ([listed[run_id] for run_id in sorted(listed)] if isinstance(listing, dict)
-                  else listing)
-        board = assemble_leaderboard(session, task=phase.task, phase=phase, scored=scored,
-                                     storage=None, now=now)
-    built = board
+        scored = [entry for _, entry in sorted(listed.items()) if entry is not None]
+        if len(scored) < len(listed):
+            # a base read from a stored board lists its runs by id only: every run read now
+            scored = board_listing(session, phase=phase)
+            listed = {e[0][0]: e for e in scored}
+        board = assemble_leaderboard(session, task=phase.task, phase=phase,
+                                     scored=scored, storage=None, now=now)
     parts = board_parts(board)
+    ordered = board.index.sorted_values if board.index is not None and parts.open else None
 
     def texts() -> Texts:
-        # made when first asked (a page, a download): storing needs only the parts
-        return (built.to_json_text(), built.to_csv(),
-                {str(k): v for k, v in built.intervals.items()})
+        # made when first asked (a page, a download) from the parts, each parsed once per
+        # process: storing needs only the parts
+        rows = [stored_rows.parsed(key, parts.rows[key]).part for key in parts.frame["keys"]]
+        return stored_rows.texts_of_rows(parts.frame, rows, ordered=ordered)
 
     prepared = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
                         built_at=now, stored=False, pending=board.groups_pending,
@@ -404,13 +416,15 @@ _SHAPES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
 
 def _row_part(board: Leaderboard, row: Row, shape: tuple[Any, ...],
-              values: dict[str, float] | None) -> tuple[str, str, bool]:
+              values: dict[str, float] | None, score: int | None) -> tuple[str, str, bool]:
     """A row's stored part: (key, text, whether it leaves ranks and groups open).
 
-    The part holds the row's ranking values (None: it takes no rank), not its ranks: a rank
-    moves with every better run that comes in, the values never."""
+    The part holds the row's ranking values (None: it takes no rank) and their score record's
+    id, not its ranks: a rank moves with every better run that comes in, the values never (a
+    process that starts merges into the stored board: prepared._seeded)."""
     cached = row.__dict__.get("_stored_part")
-    if cached is not None and cached[0] is shape and cached[3] == values:  # shapes interned
+    if (cached is not None and cached[0] is shape and cached[3] == values  # shapes interned
+            and cached[4] == score):
         return cached[1], cached[2], True
     json_parts = row.json_parts()
     csv_parts = board.csv_parts(row, shape)
@@ -421,6 +435,7 @@ def _row_part(board: Leaderboard, row: Row, shape: tuple[Any, ...],
             "intervals": board.intervals.get(row.run_id, {})}
     if open_cells:
         part["values"] = values
+        part["score"] = score
     elif json_parts is not None and csv_parts is not None and not row.ranks:
         open_cells = True  # no rank (a baseline): its cells stay empty, no values needed
     else:  # written whole: ranks and groups as they are now (the board's own rows)
@@ -429,7 +444,7 @@ def _row_part(board: Leaderboard, row: Row, shape: tuple[Any, ...],
     text = json.dumps(part, ensure_ascii=False)
     key = hashlib.sha256(text.encode()).hexdigest()[:40]
     if open_cells:  # kept by the row object (a row whose ranks move is a copy: it shares it)
-        row.__dict__["_stored_part"] = (shape, key, text, values)
+        row.__dict__["_stored_part"] = (shape, key, text, values, score)
     return key, text, open_cells
 
 
@@ -453,7 +468,9 @@ def board_parts(board: Leaderboard) -> BoardParts:
         "json_head": json_head, "json_tail": json_tail, "csv_head": board.csv_head(),
         "ranked": [c.key for c in board.columns if c.ranked], "keys": found[1],
         "signs": index.signs if index is not None else {},
-        "groups": index.groups if index is not None else {}}
+        "groups": index.groups if index is not None else {},
+        # what a process that merges into the stored board reads rather than every row's
+        "models": shape[0], "first": index.first if index is not None else {}}
     if not found[2]:  # no values to rank by: each row's ranks and groups stored
         frame["ranks"] = [row.ranks for row in board.rows]
         frame["row_groups"] = [row.groups for row in board.rows]
@@ -480,7 +497,8 @@ def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
         rows.pop(keys.pop(at), None)
     assert index is not None
     for at, row in inserted:
-        key, text, open_cells = _row_part(board, row, shape, index.values.get(row.run_id))
+        key, text, open_cells = _row_part(board, row, shape, index.values.get(row.run_id),
+                                          index.ranked.get(row.run_id))
         if not open_cells:
             return None
         keys.insert(at, key)
@@ -498,9 +516,10 @@ def _all_parts(board: Leaderboard, shape: tuple[Any, ...]
     kept = raw_rows(board.rows)
     for i, row in enumerate(kept):
         values = index.values.get(row.run_id) if index is not None else None
-        key, text, open_cells = _row_part(board, row, shape, values)
+        score = index.ranked.get(row.run_id) if index is not None else None
+        key, text, open_cells = _row_part(board, row, shape, values, score)
         if not open_cells and kept is not board.rows:  # written whole: with its own ranks
-            key, text, _ = _row_part(board, board.rows[i], shape, values)
+            key, text, _ = _row_part(board, board.rows[i], shape, values, score)
         every_open = every_open and open_cells
         rows[key] = text
         keys.append(key)
@@ -508,12 +527,9 @@ def _all_parts(board: Leaderboard, shape: tuple[Any, ...]
 
 
 def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
-    """A stored board's JSON and CSV texts and intervals from its frame and rows' parts: each
-    row's ranks made from every row's values (competition ranks: one more than the number of
-    better values), its groups from the board's."""
-    encode = encode_json
-    ranked = frame["ranked"]
-    json_rows, csv_lines, intervals = [], [frame["csv_head"]], {}
+    """A stored board's JSON and CSV texts and intervals from its frame and rows' texts (by
+    key): each row's ranks made from every row's values, its groups from the board's
+    (stored.texts_of_rows)."""
     parsed: dict[str, Any] = {}
     parts = []
     for key in frame["keys"]:
@@ -521,38 +537,7 @@ def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
         if part is None:
             part = parsed[key] = json.loads(rows[key])
         parts.append(part)
-    explicit = "ranks" in frame
-    signs: dict[str, float] = frame.get("signs", {})
-    # a frame of format 3 (stored before ranks were made from values; a stand-in may serve it
-    # while the current version is prepared) lists each row's groups under "groups"
-    board_groups: dict[str, dict[str, int]] = {} if explicit else frame.get("groups", {})
-    row_groups = frame.get("row_groups", frame.get("groups")) if explicit else None
-    ordered: dict[str, list[float]] = {}
-    if not explicit:
-        for part in parts:
-            for k, v in (part.get("values") or {}).items():
-                ordered.setdefault(k, []).append(signs[k] * v)
-        for found in ordered.values():
-            found.sort()
-    for i, part in enumerate(parts):
-        if explicit:
-            assert row_groups is not None
-            ranks, groups = frame["ranks"][i], row_groups[i]
-        else:
-            values = part.get("values")
-            ranks = ({} if values is None else
-                     {k: bisect_left(ordered[k], signs[k] * v) + 1 for k, v in values.items()})
-            groups = {m: g for m, g in board_groups.get(str(part["run"]), {}).items()
-                      if m in ranks}
-        found = part["json"]
-        json_rows.append(found if isinstance(found, str)
-                         else found[0] + encode(ranks) + found[1] + encode(groups) + found[2])
-        found = part["csv"]
-        csv_lines.append(found if isinstance(found, str)
-                         else fill_csv(found, ranked, ranks, groups))
-        intervals[part["run"]] = part["intervals"]
-    json_text = frame["json_head"] + ", ".join(json_rows) + frame["json_tail"]
-    return json_text, "".join(csv_lines), {str(k): intervals[k] for k in sorted(intervals)}
+    return stored_rows.texts_of_rows(frame, parts)
 
 
 # A merge re-reads at most this many runs (changed, added or removed); more is a full build.
@@ -565,7 +550,7 @@ CHANGES_KEPT = 2 * MERGE_MAX
 
 def _merged_listing(session: Session, *, phase: Phase, base: Prepared, state: BoardState,
                     touched: set[int]
-                    ) -> tuple[dict[int, Listed], list[Listed], set[int]] | None:
+                    ) -> tuple[dict[int, Listed | None], list[Listed], set[int]] | None:
     """The listing of the board's current runs (by run id) from a built board's own and the
     changed runs; with the changed (re-read) runs' entries and the removed runs' ids.
 
@@ -623,6 +608,48 @@ def warm(session: Session, *, phase: Phase, now: datetime) -> Prepared:
     return _bases.put(_base_key(session, phase.id), prepared)
 
 
+def _seeded(session: Session, *, phase: Phase, state: BoardState) -> Prepared | None:
+    """The phase's newest stored board as the base to merge the changes since into, read from
+    its parts (each row parsed once: O(runs), no score record read or ranked); None where it
+    cannot stand for one (none stored, another stamp, rows ranked from other values, the
+    phase ranking primary runs: those are built)."""
+    if phase.ranking != primary.EVERY:
+        return None
+    newest = session.execute(
+        select(PreparedBoard.version, PreparedBoard.data, PreparedBoard.built_at,
+               PreparedBoard.groups_pending)
+        .where(PreparedBoard.phase_id == phase.id).order_by(PreparedBoard.id.desc()).limit(1)
+    ).one_or_none()
+    if newest is None:
+        return None
+    version, data, built_at, pending = newest
+    frame, serial = data.get("parts"), data.get("serial")
+    if (frame is None or not stored_rows.is_open(frame) or data.get("stamp") != state.stamp
+            or serial is None or serial > state.serial):
+        return None
+    key = _base_key(session, phase.id)
+    view = stored_rows.view_of(session, phase.id, frame, before=_views.get(key))
+    if view is None:  # replaced meanwhile: built
+        return None
+    _views.put(key, view)
+    board = view.seeded(phase.task, phase)
+    shape = board.csv_shape()
+    shape = _SHAPES.setdefault(shape, shape)
+    for row, found in zip(board.rows, view.rows, strict=True):
+        # the row's part as stored: a merge's parts reuse it, not a new encoding
+        row.__dict__["_stored_part"] = (shape, found.key, found.text, found.values, found.score)
+    assert board.index is not None
+    board.index.parts = BoardParts(rows={found.key: found.text for found in view.rows},
+                                   frame=frame, shape=shape, open=True)
+    base = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
+                    built_at=built_at, stored=True, pending=pending,
+                    listing=board.index.listing, stamp=state.stamp, assembled=board,
+                    texts=view.texts, parts=board.index.parts)
+    base.built, base.serial = board, serial
+    base.stored_keys = frozenset(view.by_key)
+    return base
+
+
 def update_prepared(session: Session, *, phase: Phase, now: datetime,
                     touched: set[int] | frozenset[int] = frozenset(),
                     state: BoardState | None = None) -> Prepared:
@@ -643,6 +670,8 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     if stored is not None:
         return _remember(session, stored)
     base = _bases.get(_base_key(session, phase.id))
+    if base is None:  # none built here (a worker's start): the stored board, read by its rows
+        base = _seeded(session, phase=phase, state=state)
     found_merge = None
     if base is not None:
         found_merge = _merged_listing(session, phase=phase, base=base, state=state,
@@ -736,17 +765,30 @@ def stored_texts(session: Session, *, phase: Phase, version: str) -> tuple[str, 
 
 def _stored_in_parts(session: Session, *, phase: Phase, version: str, data: dict[str, Any],
                      built_at: datetime, pending: bool) -> Prepared | None:
-    """A board stored in parts: its rows read now (the texts made when first asked); None where
-    a row went meanwhile (a newer version replaced it: as if this one were not stored)."""
+    """A board stored in parts, as this process reads it: the rows it has not parsed yet read
+    now (a version after the one it read before: the changed rows), its texts made when first
+    asked; None where a row went meanwhile (a newer version replaced it: as if this one were
+    not stored)."""
     frame = data["parts"]
-    rows = {key: text for key, text in session.execute(
-        select(PreparedBoardRow.key, PreparedBoardRow.parts)
-        .where(PreparedBoardRow.phase_id == phase.id))}
-    if any(key not in rows for key in frame["keys"]):
+    if not stored_rows.is_open(frame):  # each row's ranks stored with the frame
+        rows = stored_rows.read_rows(session, phase.id, frame["keys"], len(frame["keys"]))
+        if rows is None:
+            return None
+        parts = [rows[key].part for key in frame["keys"]]
+        return Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
+                        built_at=built_at, stored=True, pending=pending,
+                        texts=lambda: stored_rows.texts_of_rows(frame, parts))
+    key = _base_key(session, phase.id)
+    view = stored_rows.view_of(session, phase.id, frame, before=_views.get(key))
+    if view is None:
         return None
-    return Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
-                    built_at=built_at, stored=True, pending=pending,
-                    texts=lambda: texts_of_parts(frame, rows))
+    _views.put(key, view)
+    found = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
+                     built_at=built_at, stored=True, pending=pending, texts=view.texts,
+                     stamp=data.get("stamp"))
+    found.view = view
+    found.serial = data.get("serial")
+    return found
 
 
 def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
@@ -811,8 +853,12 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         stored_now = set(session.scalars(select(PreparedBoard.version).where(
             PreparedBoard.phase_id == prepared.phase_id)))
         known = prepared.known if stored_now == {prepared.known_version} else frozenset()
+        # the serial and stamp its runs are of: a process without a board of its own merges
+        # the changes since into this one (_seeded)
         row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version,
-                            data={"parts": prepared.parts.frame}, csv_text="", json_text="",
+                            data={"parts": prepared.parts.frame, "serial": prepared.serial,
+                                  "stamp": prepared.stamp},
+                            csv_text="", json_text="",
                             groups_pending=prepared.groups_pending,
                             built_at=prepared.built_at, elapsed_ms=prepared.elapsed_ms)
         if not insert_unless_refused(session, row):

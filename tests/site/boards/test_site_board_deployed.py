@@ -4,16 +4,23 @@ reads only the rows it has not seen."""
 
 from __future__ import annotations
 
+import io
 import random
 from typing import Any
 
 import pytest
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
 
 from evaluation import parse_task
+from semboard.jobs import boards as board_jobs
+from semboard.models import PreparedBoardRow, RunScoreRecord
 from semboard.services.boards import leaderboard
 from semboard.services.boards import prepared as prepared_boards
+from semboard.services.boards import stored as stored_rows
 from semboard.services.boards.leaderboard import Row, assemble_leaderboard
 from tests.site.boards.test_site_board_incremental import Board
+from tests.site.boards.test_site_board_ranks_read import _seed
 from tests.site.conftest import TINY_TOML
 
 
@@ -62,3 +69,115 @@ def test_a_full_build_reads_each_rows_model_a_bounded_number_of_times(
     # each row's parts read its model a few times (its JSON, its CSV line, the board's one
     # look over every row): linear in the rows, whatever their number
     assert counted.reads <= 16 * runs, counted.reads
+
+
+API = "/api/v1"
+
+
+def _upload(client, world, tiny_data, key: str, name: str, noise: float) -> None:
+    data = {"name": name, "files": [(io.BytesIO(v), k) for k, v in
+                                    tiny_data.run(seed=5, noise=noise).items()]}
+    response = client.post(f"{API}/tasks/tiny/runs", data=data, headers=world["tokens"][key],
+                           content_type="multipart/form-data")
+    assert response.status_code == 201, response.get_data(as_text=True)
+
+
+class _RowsRead:
+    """Counts the rows every session's SELECTs of stored board rows give back (and them)."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.statements = 0
+
+    def __call__(self, state: Any) -> Any:
+        if not state.is_select or PreparedBoardRow.__table__ not in (
+                state.statement.get_final_froms()):
+            return None
+        frozen = state.invoke_statement().freeze()
+        self.statements += 1
+        self.rows += len(frozen().all())
+        return frozen()
+
+
+def _as_another_process() -> None:
+    """Forget what this process keeps of the boards the upload's step made or parsed (the
+    board it merged stays: it is the writer's; the reader's last read stays: it is the
+    reader's)."""
+    prepared_boards._memo.clear()
+    stored_rows._ROWS.clear()
+
+
+@pytest.fixture
+def counted_reads() -> Any:
+    counter = _RowsRead()
+    event.listen(Session, "do_orm_execute", counter)
+    yield counter
+    event.remove(Session, "do_orm_execute", counter)
+
+
+def test_a_version_another_process_stored_is_read_by_the_rows_it_changed(
+        app, client, session, world, tiny_data, now, counted_reads) -> None:
+    """120 runs; a worker that served the board reads the next version (an upload another
+    worker took and stored) by its new row: not every stored row of the phase."""
+    phase = world["phase"]
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 120)
+    _upload(client, world, tiny_data, "a", "second", 2.0)  # stored: every run built once
+    _as_another_process()
+    counted_reads.rows = 0
+    assert client.get("/tasks/tiny/leaderboard/eval").status_code == 200
+    assert counted_reads.rows == 122  # this worker's first read of the board: every row
+    for name, noise in (("third", 0.05), ("fourth", 1.0)):  # at the top, then in the middle
+        _upload(client, world, tiny_data, "b", name, noise)
+        _as_another_process()
+        counted_reads.rows = counted_reads.statements = 0
+        page = client.get("/tasks/tiny/leaderboard/eval")
+        assert page.status_code == 200 and f'>{name}<' in page.get_data(as_text=True)
+        body = client.get("/tasks/tiny/leaderboard/eval.json").get_data()
+        api = client.get(f"{API}/tasks/tiny/leaderboard", headers=world["tokens"]["a"])
+        assert counted_reads.rows == 1 and counted_reads.statements == 1, vars(counted_reads)
+        # what it serves is a full build's
+        session.commit()  # a read of now, not of the snapshot before the upload
+        version = prepared_boards.board_version(session, phase)
+        fresh = prepared_boards._build(session, phase=phase, version=version, now=now)
+        assert body == fresh.body("json") and api.get_data() == fresh.body("json")
+        assert client.get("/tasks/tiny/leaderboard/eval.csv").get_data(
+            as_text=True) == fresh.csv_text
+
+
+def test_a_process_without_a_board_merges_into_the_stored_one(
+        app, client, session, world, tiny_data, now, monkeypatch, counted_reads) -> None:
+    """A worker's first upload after its start (or a restart, a timeout kill, a new host, a
+    `flask worker`'s first job) reads the stored board's rows, not every run's score record,
+    and merges its change into it: the board equals a full build."""
+    phase = world["phase"]
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 120)
+    _upload(client, world, tiny_data, "a", "second", 2.0)
+    for forget in (prepared_boards._memo, prepared_boards._bases, prepared_boards._views,
+                   stored_rows._ROWS, leaderboard._parsed):
+        forget.clear()  # a fresh process
+    # the board step alone (the groups' refresh is another test's)
+    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
+    parsed: list[int] = []
+    real = leaderboard._ParsedScore.__init__
+    monkeypatch.setattr(leaderboard._ParsedScore, "__init__",
+                        lambda self, *a: parsed.append(1) or real(self, *a))
+    counted_reads.rows = 0
+    _upload(client, world, tiny_data, "b", "third", 0.05)
+    assert len(parsed) == 1  # the upload's own score record; every other row read back
+    assert counted_reads.rows == 122  # the stored rows, once
+    newest = prepared_boards._bases.values()[-1]
+    assert newest.merged and newest.incremental
+    session.commit()
+    version = prepared_boards.board_version(session, phase)
+    assert newest.version == version and newest.stored
+    fresh = prepared_boards._build(session, phase=phase, version=version, now=now)
+    assert prepared_boards.stored_texts(session, phase=phase, version=version) == (
+        fresh.body("json").decode(), fresh.csv_text)
+    # its own texts, made from the parts, are the same bytes
+    assert newest.body("json") == fresh.body("json") and newest.csv_text == fresh.csv_text
+    # and the next upload merges into it again
+    parsed.clear()
+    _upload(client, world, tiny_data, "b", "fourth", 1.0)
+    assert len(parsed) == 1 and prepared_boards._bases.values()[-1].incremental
