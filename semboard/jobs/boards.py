@@ -20,6 +20,7 @@ import os
 import pickle
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -299,36 +300,98 @@ def _picklable(value: Any) -> bool:
     return True
 
 
-def _spawned_groups(config: dict[str, Any], storage: Any, task_id: int) -> None:
-    """In the spawned child: an app of the parent's settings (and storage), then the groups."""
+# How long a groups process waits for its next round before it ends (its memory given back; the
+# next round starts another, which reads the stored board back by its rows: O(runs)).
+GROUPS_IDLE_S = 600.0
+
+
+class _GroupsProcess:
+    """A spawned process computing the groups of the tasks it is sent, one round after another,
+    in an app of the parent's settings: its board of each phase (merged with the changes since
+    its last round), the rows it parsed and the runs' samples stay between rounds, so a round
+    costs the changes, not a new interpreter and a board made of every run's scores. It ends
+    when its parent does (the pipe closes), when the parent's app goes, or after GROUPS_IDLE_S
+    without a round."""
+
+    def __init__(self, app: Flask) -> None:
+        config = {k: v for k, v in app.config.items() if _picklable(v)}
+        config["SEMBOARD_BOARD_JOBS"] = "inline"
+        storage = app.extensions.get("semboard.storage")
+        self.app = weakref.ref(app)
+        self.conn, theirs = _SPAWN.Pipe()
+        self.process = _SPAWN.Process(
+            target=_serve_groups, name="groups", daemon=True,
+            args=(config, storage if _picklable(storage) else None, theirs, GROUPS_IDLE_S))
+        self.process.start()
+        theirs.close()
+        weakref.finalize(app, self.conn.close)  # the app gone: the child sees the pipe close
+
+    def round(self, task_id: int) -> int | None:
+        """One task's groups computed in the process: 0, 1 (failed), None (it ended first)."""
+        try:
+            self.conn.send(task_id)
+            while not self.conn.poll(1.0):
+                if not self.process.is_alive():
+                    return None
+            return int(self.conn.recv())
+        except (EOFError, OSError):
+            return None
+
+
+_groups_processes: dict[int, _GroupsProcess] = {}  # id(app) -> its groups process
+_groups_lock = threading.Lock()  # one round at a time in a process's groups process
+
+
+def _serve_groups(config: dict[str, Any], storage: Any, conn: Any, idle_s: float) -> None:
+    """In the spawned process: an app of the parent's settings (and storage), then a round of
+    groups for each task id received, until the pipe closes or none comes for idle_s."""
     os.nice(10)  # requests come first: the resampling takes the CPU they leave
     # by name, as job_app does: no job module imports the package root
     app = import_string("semboard:create_app")(config)
     if storage is not None:
         app.extensions["semboard.storage"] = storage
-    compute_groups(app, task_id)
+    while conn.poll(idle_s):
+        try:
+            task_id = conn.recv()
+        except EOFError:
+            return  # the parent ended
+        try:
+            compute_groups(app, task_id)
+            code = 0
+        except Exception:
+            log.exception("significance groups of task %s failed", task_id)
+            code = 1
+        try:
+            conn.send(code)
+        except OSError:
+            return
 
 
 def _run_in_child(app: Flask, task_id: int) -> int:
-    """Compute a task's groups in a fresh (spawned) process; its exit code.
+    """Compute a task's groups in this process's groups process (spawned when there is none,
+    or it ended); its exit code.
 
     Never a fork: the parent's BLAS and server threads would leave their locks held in the
     child (a board built by OpenBLAS threads while the child forked hung it).
     """
-    config = {k: v for k, v in app.config.items() if _picklable(v)}
-    config["SEMBOARD_BOARD_JOBS"] = "inline"
-    storage = app.extensions.get("semboard.storage")
-    child = _SPAWN.Process(target=_spawned_groups, name=f"groups-{task_id}", daemon=True,
-                           args=(config, storage if _picklable(storage) else None, task_id))
-    child.start()
-    child.join()
-    if child.exitcode and child.exitcode > 0:
-        log.error("significance groups of task %s failed in child (exit %s)", task_id,
-                  child.exitcode)
-    elif child.exitcode:  # stopped by a signal (this process shutting down): a GET re-queues
-        log.warning("significance groups of task %s stopped (signal %s)", task_id,
-                    -child.exitcode)
-    return int(child.exitcode or 0)
+    with _groups_lock:
+        for _ in range(2):  # once more where an idle process ended as the round was sent
+            child = _groups_processes.get(id(app))
+            if child is None or child.app() is not app or not child.process.is_alive():
+                child = _groups_processes[id(app)] = _GroupsProcess(app)
+            code = child.round(task_id)
+            if code is not None:
+                break
+            child.process.join(5)
+            _groups_processes.pop(id(app), None)
+            code = child.process.exitcode
+            if code:  # stopped by an error or a signal, not an idle end
+                break
+    if code and code > 0:
+        log.error("significance groups of task %s failed in child (exit %s)", task_id, code)
+    elif code:  # stopped by a signal (this process shutting down): a GET re-queues
+        log.warning("significance groups of task %s stopped (signal %s)", task_id, -code)
+    return int(code or 0)
 
 
 def _process_body(app: Flask, task_id: int) -> None:

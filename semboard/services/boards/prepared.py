@@ -35,6 +35,7 @@ from semboard.models import (
     Task,
     User,
 )
+from semboard.services.boards import significance
 from semboard.services.boards import stored as stored_rows
 from semboard.services.boards.leaderboard import (
     Column,
@@ -936,6 +937,40 @@ def prepare_task_boards(session: Session, *, task: Task, now: datetime) -> int:
                for phase in tasks.phases(session, task))
 
 
+def _grouped(session: Session, storage: Storage, *, phase: Phase, now: datetime,
+             write_lock: bool) -> bool:
+    """Compute (or find) and store the groups of the phase's current board; whether it has
+    groups. Its runs come from the board of its current version this process has (merged with
+    the changes since its last one, or read back from the stored board: no run's score is
+    parsed again), else from a build."""
+    prepared = update_prepared(session, phase=phase, now=now)
+    found = _ranked(prepared)
+    if found is None:  # a board stored whole (an older format): built with the groups
+        board = build_leaderboard(session, task=phase.task, phase=phase, viewer=None,
+                                  check_access=False, storage=storage, now=now,
+                                  write_lock=write_lock)
+        return board.significance is not None
+    pairs, metrics = found
+    if not pairs or not metrics:
+        return False
+    groups = significance.board_groups(session, storage, phase=phase, pairs=pairs,
+                                       metrics=metrics, now=now, write_lock=write_lock)
+    return groups is not None and not groups.settings.get("error")
+
+
+def _ranked(prepared: Prepared) -> tuple[list[tuple[int, int]], list[str]] | None:
+    """A board's ranked (run, score) pairs and ranked columns, the groups' subject (None: a
+    board stored whole, which keeps neither)."""
+    board = prepared.built
+    if board is not None and board.index is not None:
+        return (sorted(board.index.ranked.items()),
+                [column.key for column in board.columns if column.ranked])
+    view = prepared.view
+    if view is not None:
+        return view.ranked_pairs(), [column.key for column in view.columns() if column.ranked]
+    return None
+
+
 def refresh_significance(session: Session, storage: Storage, *, task: Task, now: datetime,
                          write_lock: bool = False) -> int:
     """Group every phase board of the task now and store its prepared board; flushes.
@@ -945,10 +980,7 @@ def refresh_significance(session: Session, storage: Storage, *, task: Task, now:
     """
     count = 0
     for phase in tasks.phases(session, task):
-        board = build_leaderboard(session, task=task, phase=phase, viewer=None,
-                                  check_access=False, storage=storage, now=now,
-                                  write_lock=write_lock)
-        count += board.significance is not None
+        count += _grouped(session, storage, phase=phase, now=now, write_lock=write_lock)
         if write_lock:
             # groups stored: build the board without holding the write lock (uploads wait on it)
             session.commit()

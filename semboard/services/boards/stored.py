@@ -198,11 +198,16 @@ class View:
                            intervals=self.intervals(),
                            ranking=head.get("ranking", primary.EVERY))
 
+    def ranked_pairs(self) -> list[tuple[int, int]]:
+        """The ranked runs' (run id, score id) pairs, by run id (what their groups are of)."""
+        return sorted((row.run_id, row.score) for row in self.rows
+                      if row.values is not None and row.score is not None)
+
     def seeded(self, task: Any, phase: Any) -> Leaderboard:
         """This version as the board a build makes, with its index (a change is merged into
         it): every row made, no score record read and nothing ranked but from the values."""
         head = self.head()
-        ranked = {row.run_id: row.score for row in self.rows if row.values is not None}
+        ranked = dict(self.ranked_pairs())
         return seeded_board(task, phase, columns=self.columns(),
                             rows=[row.row() for row in self.rows], values=dict(self.values),
                             ranked=ranked, groups=self.groups,

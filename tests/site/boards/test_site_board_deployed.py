@@ -5,7 +5,10 @@ reads only the rows it has not seen."""
 from __future__ import annotations
 
 import io
+import json
+import multiprocessing
 import random
+import time
 from typing import Any
 
 import pytest
@@ -181,3 +184,77 @@ def test_a_process_without_a_board_merges_into_the_stored_one(
     parsed.clear()
     _upload(client, world, tiny_data, "b", "fourth", 1.0)
     assert len(parsed) == 1 and prepared_boards._bases.values()[-1].incremental
+
+
+def test_a_groups_refresh_in_a_fresh_process_parses_no_runs_score(
+        app, client, session, world, tiny_data, now, monkeypatch) -> None:
+    """The groups' round takes the board's runs from the stored board (read back by its rows),
+    not from a build that parses every run's stored scores again."""
+    phase = world["phase"]
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 60)
+    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
+    _upload(client, world, tiny_data, "a", "second", 2.0)
+    for forget in (prepared_boards._memo, prepared_boards._bases, prepared_boards._views,
+                   stored_rows._ROWS, leaderboard._parsed):
+        forget.clear()  # the groups' process, fresh
+    parsed: list[int] = []
+    real = leaderboard._ParsedScore.__init__
+    monkeypatch.setattr(leaderboard._ParsedScore, "__init__",
+                        lambda self, *a: parsed.append(1) or real(self, *a))
+    assert board_jobs.compute_groups(app, world["task"].id) == 1
+    assert parsed == []
+    session.commit()
+    body = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval",
+                      headers=world["tokens"]["a"]).get_json()
+    assert not body["groups_pending"] and body["significance"] is not None
+    grouped = {row["run"]: row["groups"] for row in body["rows"] if row["groups"]}
+    assert set(grouped) == {"first", "second"}  # the seeded runs have no files to resample
+    version = prepared_boards.board_version(session, phase)
+    fresh = prepared_boards._build(session, phase=phase, version=version, now=now)
+    assert json.loads(fresh.body("json")) == body
+
+
+def _wait_for_groups(app) -> None:
+    deadline = time.monotonic() + 180
+    while board_jobs.running_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not board_jobs.running_threads(), "the groups' round did not end"
+
+
+def _groups_processes() -> set[int]:
+    return {p.pid for p in multiprocessing.active_children() if p.name == "groups"}
+
+
+def test_groups_rounds_run_in_one_kept_process(app, client, world, tiny_data,
+                                                monkeypatch) -> None:
+    """Each round of groups goes to the same spawned process (its app, boards and samples
+    kept), not a fresh one that starts, imports and reads every run again; one that ended
+    while idle is started again for the next round."""
+    app.config.update(SEMBOARD_BOARD_JOBS="process", SEMBOARD_GROUPS_DELAY_S=0)
+    seen = []
+    for i, name in enumerate(("first", "second")):
+        _upload(client, world, tiny_data, "ab"[i], name, 1.0 + i)
+        _wait_for_groups(app)
+        seen.append(_groups_processes())
+        body = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+        assert not body["groups_pending"] and len(body["rows"]) == i + 1
+    assert len(seen[0]) == 1 and seen[0] == seen[1]
+    (kept,) = seen[0]
+    # an idle process ends; the next round starts another and is done all the same
+    monkeypatch.setattr(board_jobs, "GROUPS_IDLE_S", 0.5)
+    board_jobs._groups_processes[id(app)].conn.close()  # as when this app goes
+    deadline = time.monotonic() + 30
+    while kept in _groups_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert kept not in _groups_processes()
+    _upload(client, world, tiny_data, "a", "third", 0.5)
+    _wait_for_groups(app)
+    body = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").get_json()
+    assert not body["groups_pending"] and len(body["rows"]) == 3
+    again = _groups_processes()
+    assert len(again) == 1 and kept not in again
+    deadline = time.monotonic() + 30
+    while again <= _groups_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not again & _groups_processes()  # idle for GROUPS_IDLE_S: it ended by itself
