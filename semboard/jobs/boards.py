@@ -22,6 +22,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from flask import Flask
@@ -29,6 +30,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.utils import import_string
 
+from semboard.cache import LRU
 from semboard.clock import utcnow
 from semboard.db import begin_write, job_session_factory
 from semboard.hostcache import columns as inputcolumns
@@ -339,7 +341,8 @@ class _GroupsProcess:
 
 
 _groups_processes: dict[int, _GroupsProcess] = {}  # id(app) -> its groups process
-_groups_lock = threading.Lock()  # one round at a time in a process's groups process
+_round_locks: dict[int, threading.Lock] = {}  # id(app) -> one round at a time in its process
+_groups_lock = threading.Lock()
 
 
 def _serve_groups(config: dict[str, Any], storage: Any, conn: Any, idle_s: float) -> None:
@@ -375,6 +378,8 @@ def _run_in_child(app: Flask, task_id: int) -> int:
     child (a board built by OpenBLAS threads while the child forked hung it).
     """
     with _groups_lock:
+        lock = _round_locks.setdefault(id(app), threading.Lock())
+    with lock:
         for _ in range(2):  # once more where an idle process ended as the round was sent
             child = _groups_processes.get(id(app))
             if child is None or child.app() is not app or not child.process.is_alive():
@@ -459,25 +464,37 @@ def build_job(task_id: int) -> int:
     return 0
 
 
-_requeued: set[tuple[int, str]] = set()
+_requeued: LRU[tuple[int, str], bool] = LRU(1024)  # (task, version) re-queued by this process
+# A board's groups pending for less than this are left to the job its change queued: a GET of
+# each new version then costs no queue round trip (a lost job is re-queued once this old).
+RECOVER_AFTER_S = 60.0
 
 
-def recover_pending(app: Flask, task_id: int, version: str) -> None:
-    """A GET saw groups pending: if no job of this process covers it, schedule one (no writes).
+def recover_pending(app: Flask, task_id: int, version: str, since: str | None = None) -> None:
+    """A GET saw groups pending (since `since`, ISO 8601, when known): if no job of this
+    process covers it, schedule one (no writes).
 
-    Covers a thread or rq job that died; each version is re-queued once per process.
+    Covers a thread or rq job that died; each version is re-queued once per process, once its
+    groups have been pending for RECOVER_AFTER_S.
     """
     how = mode(app)
     if how == "inline":
         return
+    if since is not None:
+        try:
+            waited = (utcnow() - datetime.fromisoformat(since)).total_seconds()
+        except (TypeError, ValueError):
+            waited = RECOVER_AFTER_S
+        if waited < RECOVER_AFTER_S:
+            return
     if how in ("thread", "process"):
         with _in_flight_lock:
             if (id(app), task_id) in _in_flight:
                 return
     key = (task_id, version)
-    if key in _requeued:
+    if _requeued.get(key):
         return
-    _requeued.add(key)
+    _requeued.put(key, True)
     schedule_groups(app, task_id)
 
 

@@ -281,6 +281,17 @@ class Prepared:
         return other
 
     @property
+    def pending_since(self) -> str | None:
+        """Since when its groups are pending (ISO 8601), where known without parsing it."""
+        if self.built is not None:
+            return self.built.groups_pending_since
+        if self.view is not None:
+            return self.view.head().get("groups_pending_since")  # type: ignore[no-any-return]
+        if self._data is not None:
+            return self._data["board"].get("groups_pending_since")  # type: ignore[no-any-return]
+        return None
+
+    @property
     def groups_pending(self) -> bool:
         """Whether significance groups of these runs are still being computed."""
         if self._data is None:

@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import random
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -258,3 +259,40 @@ def test_groups_rounds_run_in_one_kept_process(app, client, world, tiny_data,
     while again <= _groups_processes() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not again & _groups_processes()  # idle for GROUPS_IDLE_S: it ended by itself
+
+
+def test_a_get_re_queues_groups_only_once_they_waited(app, monkeypatch) -> None:
+    """Each new version of a pending board would otherwise cost every web worker a queue round
+    trip on its first GET: the change's own job covers it until RECOVER_AFTER_S have passed;
+    then a lost job is queued again, once per version and process."""
+    app.config["SEMBOARD_BOARD_JOBS"] = "rq"
+    queued: list[int] = []
+    monkeypatch.setattr(board_jobs, "schedule_groups",
+                        lambda _app, task_id: queued.append(task_id) or "rq")
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    monkeypatch.setattr(board_jobs, "utcnow", lambda: now)
+    recent = (now - timedelta(seconds=board_jobs.RECOVER_AFTER_S - 1)).isoformat()
+    old = (now - timedelta(seconds=board_jobs.RECOVER_AFTER_S + 1)).isoformat()
+    for version in ("v1", "v2", "v3"):
+        board_jobs.recover_pending(app, 7, version, recent)
+    assert queued == []
+    board_jobs.recover_pending(app, 7, "v3", old)
+    board_jobs.recover_pending(app, 7, "v3", old)
+    board_jobs.recover_pending(app, 7, "v4", None)  # since unknown: as before, once
+    assert queued == [7, 7]
+
+
+def test_a_pending_board_page_says_since_when_without_parsing_it(
+        app, client, world, tiny_data, monkeypatch) -> None:
+    """The page passes the board's pending time to the recovery (read from the stored frame)."""
+    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
+    _upload(client, world, tiny_data, "a", "first", 1.0)
+    _as_another_process()
+    seen: list[Any] = []
+    monkeypatch.setattr(board_jobs, "recover_pending",
+                        lambda _app, task_id, version, since=None: seen.append(since))
+    app.config["SEMBOARD_BOARD_JOBS"] = "thread"  # not inline: a GET builds nothing
+    assert client.get("/tasks/tiny/leaderboard/eval").status_code == 200
+    (kept,) = prepared_boards._memo.values()
+    assert kept.view is not None and not kept.parsed and kept.groups_pending
+    assert len(seen) == 1 and seen[0] is not None and datetime.fromisoformat(seen[0])
