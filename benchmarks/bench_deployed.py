@@ -205,8 +205,8 @@ def start_postgres(root: Path, names: list[str]) -> tuple[dict[str, str], Callab
     import psycopg
     from bench_rush import start_postgres as start
 
-    folder = root / "pg"
-    folder.mkdir()
+    # its own folder: bench_rush's start hands it to the postgres user (the root folder is ours)
+    folder = Path(tempfile.mkdtemp(prefix="semboard-deployed-pg-"))
     url, as_postgres, pg_ctl = start(folder)
     admin = url.replace("+psycopg", "").rsplit("/", 1)[0] + "/postgres"
     with psycopg.connect(admin, autocommit=True) as conn:
@@ -217,6 +217,7 @@ def start_postgres(root: Path, names: list[str]) -> tuple[dict[str, str], Callab
     def stop() -> None:
         subprocess.run([*as_postgres, str(pg_ctl), "-D", str(folder / "data"), "-m", "fast",
                         "stop"], capture_output=True, check=False)
+        shutil.rmtree(folder, ignore_errors=True)
 
     return urls, stop
 
@@ -856,6 +857,7 @@ def main() -> None:
                         default=["queue", "request"])
     parser.add_argument("--memory-pairs", type=int, default=1_500_000)
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--only-memory", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--profile", type=Path,
                         help="cProfile every web request into this folder (slows them)")
@@ -877,7 +879,7 @@ def main() -> None:
         print(f"{os.cpu_count()} CPUs, load average {load():.1f}; {args.db}; "
               f"gunicorn {args.web_workers} sync workers per site; scratch {root}", flush=True)
         infos = []
-        for n in args.runs:
+        for n in [] if args.only_memory else args.runs:
             folder = root / f"site{n}"
             folder.mkdir(exist_ok=True)
             started = time.process_time()
@@ -887,7 +889,7 @@ def main() -> None:
                   f"CPU; load {load():.1f})", flush=True)
             infos.append(info)
         dbs = [Db(info["url"], info["phase_id"]) for info in infos]
-        for m, mode in enumerate(args.mode):
+        for m, mode in enumerate([] if args.only_memory else args.mode):
             sites = [Site(n, info, mode, redis.rsplit("/", 1)[0] + f"/{1 + i + 2 * m}"
                           if mode == "queue" else None)
                      for i, (n, info) in enumerate(zip(args.runs, infos, strict=True))]

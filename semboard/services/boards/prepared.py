@@ -922,10 +922,13 @@ def _store_rows(session: Session, *, phase_id: int, parts: BoardParts,
 
 def store_prepared(session: Session, *, phase: Phase, now: datetime) -> bool:
     """Build and store the board's current version unless stored (flushes; caller commits)."""
-    version = board_version(session, phase)
-    if is_stored(session, phase=phase, version=version):
+    state = board_state(session, phase)
+    if is_stored(session, phase=phase, version=state.version):
         return False
-    return store_built(session, prepared=_build(session, phase=phase, version=version, now=now))
+    # with its serial and stamp: a process without a board merges into it (_seeded)
+    return store_built(session, prepared=_build(session, phase=phase, version=state.version,
+                                                now=now, stamp=state.stamp,
+                                                serial=state.serial))
 
 
 def served_board(session: Session, *, phase: Phase, viewer: User | None, now: datetime,

@@ -18,11 +18,12 @@ from sqlalchemy.orm import Session
 
 from evaluation import parse_task
 from semboard.jobs import boards as board_jobs
-from semboard.models import PreparedBoardRow, RunScoreRecord
+from semboard.models import PreparedBoard, PreparedBoardRow, RunScoreRecord
 from semboard.services.boards import leaderboard
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.boards import stored as stored_rows
 from semboard.services.boards.leaderboard import Row, assemble_leaderboard
+from semboard.services.runs import submissions
 from tests.site.boards.test_site_board_incremental import Board
 from tests.site.boards.test_site_board_ranks_read import _seed
 from tests.site.conftest import TINY_TOML
@@ -296,3 +297,29 @@ def test_a_pending_board_page_says_since_when_without_parsing_it(
     (kept,) = prepared_boards._memo.values()
     assert kept.view is not None and not kept.parsed and kept.groups_pending
     assert len(seen) == 1 and seen[0] is not None and datetime.fromisoformat(seen[0])
+
+
+def test_a_board_the_cli_stored_is_merged_into_by_a_fresh_process(
+        app, session, world, make, storage, tiny_data, now, monkeypatch) -> None:
+    """Boards stored outside the upload's step (`flask boards refresh`, a task's boards
+    prepared after a bulk change) carry their serial and stamp too: the next process merges."""
+    phase = world["phase"]
+    for i in range(3):
+        team, captain = make.team(world["task"], f"bulk team {i}")
+        submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                           name=f"run{i}", files=tiny_data.run(seed=20 + i), now=now)
+    session.commit()
+    assert prepared_boards.prepare_task_boards(session, task=world["task"], now=now) == 1
+    session.commit()
+    data = session.scalars(select(PreparedBoard.data)).one()
+    state = prepared_boards.board_state(session, phase)
+    assert data["serial"] == state.serial and data["stamp"] == state.stamp
+    for forget in (prepared_boards._memo, prepared_boards._bases, prepared_boards._views,
+                   stored_rows._ROWS):
+        forget.clear()
+    team, captain = make.team(world["task"], "later team")
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="later",
+                       files=tiny_data.run(seed=30), now=now)
+    session.commit()
+    merged = prepared_boards.update_prepared(session, phase=phase, now=now)
+    assert merged.merged and merged.incremental
