@@ -13,7 +13,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +121,32 @@ class ArrayCache:
         try:
             with os.fdopen(fd, "wb") as out:
                 np.save(out, np.ascontiguousarray(array), allow_pickle=False)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def store_bytes(self, key: str, chunks: Iterable[bytes], length: int) -> None:
+        """Keep `length` bytes, given in pieces, as a uint8 array under key (written as they
+        come: the whole never held in memory). Raises ValueError where the pieces are not
+        `length` bytes (nothing is kept then)."""
+        path = self.path(key)
+        if path is None:
+            self._memory.put(key, np.frombuffer(b"".join(chunks), dtype=np.uint8))
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                np.lib.format.write_array_header_1_0(out, {
+                    "descr": "|u1", "fortran_order": False, "shape": (length,)})
+                written = 0
+                for chunk in chunks:
+                    out.write(chunk)
+                    written += len(chunk)
+            if written != length:
+                raise ValueError(f"{written} bytes written for {length}")
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):

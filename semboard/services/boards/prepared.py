@@ -185,7 +185,8 @@ class Prepared:
                  pending: bool = False, listing: dict[int, Listed | None] | None = None,
                  stamp: str | None = None, merged: bool = False,
                  assembled: Leaderboard | None = None, incremental: bool = False,
-                 stale: bool = False, texts: Callable[[], Texts] | None = None,
+                 stale: bool = False,
+                 texts: Callable[[], stored_rows.LazyTexts] | None = None,
                  parts: BoardParts | None = None,
                  _bodies: dict[str, bytes] | None = None,
                  _parsed: tuple[list[Column], list[Row], dict[int, Any]] | None = None) -> None:
@@ -210,6 +211,7 @@ class Prepared:
         # served while its phase's current version is being prepared (a GET builds nothing)
         self.stale = stale
         self._texts = texts
+        self._lazy: stored_rows.LazyTexts | None = None
         self._intervals: dict[str, Any] | None = None
         # the board itself where this process built it (pages read its rows)
         self.built: Leaderboard | None = None
@@ -230,15 +232,19 @@ class Prepared:
         return (f"Prepared(phase_id={self.phase_id}, version={self.version[:12]}, "
                 f"stored={self.stored}, stale={self.stale})")
 
-    def _load(self) -> None:
-        """Make the texts (once): the JSON body, the CSV text and the intervals."""
+    def _load(self, *kinds: str) -> None:
+        """Make these texts ("json", "csv", "intervals") once each, from the parts: a JSON
+        download makes no CSV."""
         if self._texts is None:
             return
-        json_text, csv_text, intervals = self._texts()
-        self._texts = None
-        self._bodies.setdefault("json", json_text.encode())
-        self._csv = csv_text
-        self._intervals = intervals
+        if self._lazy is None:
+            self._lazy = self._texts()
+        if "json" in kinds and "json" not in self._bodies:
+            self._bodies["json"] = self._lazy.json().encode()
+        if "csv" in kinds and self._csv is None:
+            self._csv = self._lazy.csv()
+        if "intervals" in kinds and self._intervals is None:
+            self._intervals = self._lazy.intervals()
 
     @property
     def has_data(self) -> bool:
@@ -256,7 +262,7 @@ class Prepared:
     def data(self) -> dict[str, Any] | None:
         """The board's JSON form and its intervals (pages); made from the texts when asked."""
         if self._data is None and (self._texts is not None or self._intervals is not None):
-            self._load()
+            self._load("json", "intervals")
             self._data = {"board": json.loads(self._bodies["json"]),
                           "intervals": self._intervals}
         return self._data
@@ -269,7 +275,7 @@ class Prepared:
     def csv_text(self) -> str:
         """The board as CSV."""
         if self._csv is None:
-            self._load()
+            self._load("csv")
         assert self._csv is not None
         return self._csv
 
@@ -307,7 +313,7 @@ class Prepared:
         """The encoded CSV or JSON body (gzip-compressed when asked), built once per process."""
         key = f"{kind}.gz" if compressed else kind
         if key not in self._bodies and not compressed:
-            self._load()
+            self._load(kind)
         if key not in self._bodies:
             if compressed:
                 self._bodies[key] = gzip.compress(self.body(kind), compresslevel=6, mtime=0)
@@ -392,13 +398,15 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
         board = assemble_leaderboard(session, task=phase.task, phase=phase,
                                      scored=scored, storage=None, now=now)
     parts = board_parts(board)
+    parts.version = version
     ordered = board.index.sorted_values if board.index is not None and parts.open else None
 
-    def texts() -> Texts:
+    def texts() -> stored_rows.LazyTexts:
         # made when first asked (a page, a download) from the parts, each parsed once per
         # process: storing needs only the parts
-        rows = [stored_rows.parsed(key, parts.rows[key]).part for key in parts.frame["keys"]]
-        return stored_rows.texts_of_rows(parts.frame, rows, ordered=ordered)
+        return stored_rows.LazyTexts(
+            parts.frame, lambda: [stored_rows.parsed(key, parts.rows[key]).part
+                                  for key in parts.frame["keys"]], ordered=ordered)
 
     prepared = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
                         built_at=now, stored=False, pending=board.groups_pending,
@@ -421,6 +429,25 @@ class BoardParts:
     # (ranks made from values): only then can a merged board's parts be this one's edited
     shape: tuple[Any, ...] | None = None
     open: bool = False
+    # the version these parts are of (set where the board is built or read back), and for a
+    # merged board's parts the edits from its base's: {"base": the base's keys_digest(),
+    # "went": positions of the base's rows taken out, "added": [position, key] of each row
+    # put in, in turn}
+    version: str | None = None
+    delta: dict[str, Any] | None = None
+    _digest: str | None = None
+
+    def keys_digest(self) -> str:
+        """A digest of the rows' keys in order: which stored versions list the same rows (a
+        version whose groups came lists its base's), so a reader applies edits to either."""
+        if self._digest is None:
+            self._digest = keys_digest(self.frame["keys"])
+        return self._digest
+
+
+def keys_digest(keys: list[str]) -> str:
+    """A digest of row keys in order (BoardParts.keys_digest)."""
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:32]
 
 
 # Board shapes (see Leaderboard.csv_shape), one object each: as many as boards of other columns
@@ -486,16 +513,17 @@ def board_parts(board: Leaderboard) -> BoardParts:
     if not found[2]:  # no values to rank by: each row's ranks and groups stored
         frame["ranks"] = [row.ranks for row in board.rows]
         frame["row_groups"] = [row.groups for row in board.rows]
-    parts = BoardParts(rows=found[0], frame=frame, shape=shape, open=found[2])
+    parts = BoardParts(rows=found[0], frame=frame, shape=shape, open=found[2],
+                       delta=found[3])
     if index is not None:
         index.parts = parts
     return parts
 
 
 def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
-                  ) -> tuple[dict[str, str], list[str], bool] | None:
+                  ) -> tuple[dict[str, str], list[str], bool, dict[str, Any] | None] | None:
     """A merged board's rows' texts and keys in order, from its base's parts and the merge's
-    edits (None: no base parts of this shape to edit)."""
+    edits, and those edits as BoardParts.delta (None: no base parts of this shape to edit)."""
     index = board.index
     edits = None if index is None else index.edits
     if edits is None or edits[0] is None:
@@ -508,6 +536,7 @@ def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
     for at in reversed(went):
         rows.pop(keys.pop(at), None)
     assert index is not None
+    added = []
     for at, row in inserted:
         key, text, open_cells = _row_part(board, row, shape, index.values.get(row.run_id),
                                           index.ranked.get(row.run_id))
@@ -515,11 +544,17 @@ def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
             return None
         keys.insert(at, key)
         rows[key] = text
-    return rows, keys, True
+        added.append([at, key])
+    delta: dict[str, Any] | None = {"base": base.keys_digest(), "went": list(went),
+                                     "added": added}
+    if not went and not added and base.delta is not None:
+        # the base's rows (its groups came, say): its edits hold for a reader of its base too
+        delta = base.delta
+    return rows, keys, True, delta
 
 
 def _all_parts(board: Leaderboard, shape: tuple[Any, ...]
-               ) -> tuple[dict[str, str], list[str], bool]:
+               ) -> tuple[dict[str, str], list[str], bool, None]:
     """Every row's text by its key, the keys in order, and whether all leave cells open."""
     index = board.index
     rows: dict[str, str] = {}
@@ -535,7 +570,7 @@ def _all_parts(board: Leaderboard, shape: tuple[Any, ...]
         every_open = every_open and open_cells
         rows[key] = text
         keys.append(key)
-    return rows, keys, every_open
+    return rows, keys, every_open, None
 
 
 def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
@@ -639,8 +674,10 @@ def _seeded(session: Session, *, phase: Phase, state: BoardState) -> Prepared | 
     if (frame is None or not stored_rows.is_open(frame) or data.get("stamp") != state.stamp
             or serial is None or serial > state.serial):
         return None
+    frame = {**frame, "keys": data.get("keys", frame.get("keys", []))}
     key = _base_key(session, phase.id)
-    view = stored_rows.view_of(session, phase.id, frame, before=_views.get(key))
+    view = stored_rows.view_of(session, phase.id, frame, _views.get(key),
+                               data.get("keys_digest") or keys_digest(frame["keys"]))
     if view is None:  # replaced meanwhile: built
         return None
     _views.put(key, view)
@@ -652,7 +689,8 @@ def _seeded(session: Session, *, phase: Phase, state: BoardState) -> Prepared | 
         row.__dict__["_stored_part"] = (shape, found.key, found.text, found.values, found.score)
     assert board.index is not None
     board.index.parts = BoardParts(rows={found.key: found.text for found in view.rows},
-                                   frame=frame, shape=shape, open=True)
+                                   frame=frame, shape=shape, open=True, version=version,
+                                   _digest=view.keys_digest)
     base = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
                     built_at=built_at, stored=True, pending=pending,
                     listing=board.index.listing, stamp=state.stamp, assembled=board,
@@ -739,32 +777,38 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
 
 def _stored(session: Session, *, phase: Phase, version: str,
             with_data: bool) -> Prepared | None:
-    """The stored board of this version (its texts only without data), or None."""
+    """The stored board of this version (its texts only without data), or None.
+
+    A board stored in parts is read by its frame (and the edits from the version before, where
+    this process read that one): its keys and rows only where they are new to this process."""
     where = (PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)
-    if with_data:
+    head = session.execute(
+        select(PreparedBoard.built_at, PreparedBoard.groups_pending,
+               PreparedBoard.data["parts"], PreparedBoard.data["delta"],
+               PreparedBoard.data["keys_digest"], PreparedBoard.data["serial"],
+               PreparedBoard.data["stamp"]).where(*where)
+    ).one_or_none()
+    if head is None:
+        return None
+    built_at, pending, frame, delta, digest, serial, stamp = head
+    if frame is not None:
+        return _stored_in_parts(session, phase=phase, version=version, frame=frame,
+                                delta=delta, digest=digest, serial=serial, stamp=stamp,
+                                built_at=built_at, pending=pending)
+    if with_data:  # stored whole (an older format): its texts and what pages add to them
         row = session.scalar(select(PreparedBoard).where(*where))
         if row is not None:
-            if "parts" in row.data:
-                return _stored_in_parts(session, phase=phase, version=version, data=row.data,
-                                        built_at=row.built_at, pending=row.groups_pending)
             return (Prepared(
                 phase_id=phase.id, version=version, data=_page_data(row.json_text, row.data),
                 csv_text=row.csv_text, built_at=row.built_at, stored=True,
                 pending=row.groups_pending, _bodies={"json": row.json_text.encode()}))
     else:
-        texts = session.execute(select(PreparedBoard.csv_text, PreparedBoard.json_text,
-                                       PreparedBoard.built_at, PreparedBoard.groups_pending)
+        texts = session.execute(select(PreparedBoard.csv_text, PreparedBoard.json_text)
                                 .where(*where)).one_or_none()
-        if texts is not None and not texts[1]:  # in parts: the frame is in its data
-            data = session.scalar(select(PreparedBoard.data).where(*where))
-            if data is None or "parts" not in data:
-                return None
-            return _stored_in_parts(session, phase=phase, version=version, data=data,
-                                    built_at=texts[2], pending=texts[3])
         if texts is not None:
             return (Prepared(
                 phase_id=phase.id, version=version, data=None, csv_text=texts[0],
-                built_at=texts[2], stored=True, pending=texts[3],
+                built_at=built_at, stored=True, pending=pending,
                 _bodies={"json": texts[1].encode()}))
     return None
 
@@ -775,32 +819,57 @@ def stored_texts(session: Session, *, phase: Phase, version: str) -> tuple[str, 
     return None if found is None else (found.body("json").decode(), found.csv_text)
 
 
-def _stored_in_parts(session: Session, *, phase: Phase, version: str, data: dict[str, Any],
-                     built_at: datetime, pending: bool) -> Prepared | None:
-    """A board stored in parts, as this process reads it: the rows it has not parsed yet read
-    now (a version after the one it read before: the changed rows), its texts made when first
-    asked; None where a row went meanwhile (a newer version replaced it: as if this one were
-    not stored)."""
-    frame = data["parts"]
+def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dict[str, Any],
+                     delta: dict[str, Any] | None, digest: str | None, serial: int | None,
+                     stamp: str | None, built_at: datetime, pending: bool) -> Prepared | None:
+    """A board stored in parts, as this process reads it: where it read a version listing the
+    rows the stored edits start from, those edits applied to it (the rows put in read, no list
+    of every key);
+    else its keys read and the rows it has not parsed yet; its texts made when first asked.
+    None where a row went meanwhile (a newer version replaced it: as if this one were not
+    stored)."""
+    key = _base_key(session, phase.id)
+    before = _views.get(key)
     if not stored_rows.is_open(frame):  # each row's ranks stored with the frame
+        frame = _with_keys(session, phase=phase, version=version, frame=frame)
         rows = stored_rows.read_rows(session, phase.id, frame["keys"], len(frame["keys"]))
         if rows is None:
             return None
         parts = [rows[key].part for key in frame["keys"]]
         return Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
                         built_at=built_at, stored=True, pending=pending,
-                        texts=lambda: stored_rows.texts_of_rows(frame, parts))
-    key = _base_key(session, phase.id)
-    view = stored_rows.view_of(session, phase.id, frame, before=_views.get(key))
+                        texts=lambda: stored_rows.LazyTexts(frame, lambda: parts))
+    same = before is not None and before.frame.get("signs") == frame.get("signs")
+    if same and before is not None and digest is not None and before.keys_digest == digest:
+        # the rows it read before (another version of them: their groups, say)
+        view = stored_rows.view_of_delta(session, phase.id, frame, before,
+                                         {"went": [], "added": []}, digest)
+    elif (same and before is not None and delta is not None
+            and before.keys_digest == delta["base"]):
+        view = stored_rows.view_of_delta(session, phase.id, frame, before, delta, digest)
+    else:
+        frame = _with_keys(session, phase=phase, version=version, frame=frame)
+        view = stored_rows.view_of(session, phase.id, frame, before,
+                                   digest or keys_digest(frame["keys"]))
     if view is None:
         return None
     _views.put(key, view)
     found = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
                      built_at=built_at, stored=True, pending=pending, texts=view.texts,
-                     stamp=data.get("stamp"))
+                     stamp=stamp)
     found.view = view
-    found.serial = data.get("serial")
+    found.serial = serial
     return found
+
+
+def _with_keys(session: Session, *, phase: Phase, version: str,
+               frame: dict[str, Any]) -> dict[str, Any]:
+    """A stored frame with its rows' keys in order (kept apart from it since format 5)."""
+    if "keys" in frame:
+        return frame
+    keys = session.scalar(select(PreparedBoard.data["keys"]).where(
+        PreparedBoard.phase_id == phase.id, PreparedBoard.version == version))
+    return {**frame, "keys": keys or []}
 
 
 def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
@@ -867,9 +936,12 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         known = prepared.known if stored_now == {prepared.known_version} else frozenset()
         # the serial and stamp its runs are of: a process without a board of its own merges
         # the changes since into this one (_seeded)
-        row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version,
-                            data={"parts": prepared.parts.frame, "serial": prepared.serial,
-                                  "stamp": prepared.stamp},
+        frame = dict(prepared.parts.frame)
+        # the keys apart: a reader that has the version before reads the edits, not every key
+        data = {"parts": frame, "keys": frame.pop("keys"), "serial": prepared.serial,
+                "stamp": prepared.stamp, "keys_digest": prepared.parts.keys_digest(),
+                "delta": prepared.parts.delta}
+        row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version, data=data,
                             csv_text="", json_text="",
                             groups_pending=prepared.groups_pending,
                             built_at=prepared.built_at, elapsed_ms=prepared.elapsed_ms)

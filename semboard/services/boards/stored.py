@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left, insort
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -144,13 +144,23 @@ class View:
     """One stored version of a board as this process reads it: its frame, its parsed rows in
     order, each ranked run's values and each ranking key's sorted values (best first)."""
 
-    def __init__(self, frame: dict[str, Any], rows: list[StoredRow], keyset: frozenset[str],
+    def __init__(self, frame: dict[str, Any], rows: list[StoredRow],
                  by_key: dict[str, StoredRow], sorted_values: dict[str, list[float]],
                  values: dict[int, dict[str, float]],
-                 intervals: dict[int, dict[str, list[float]]]) -> None:
-        self.frame, self.rows, self.keyset, self.by_key = frame, rows, keyset, by_key
+                 intervals: dict[int, dict[str, list[float]]], keys_digest: str | None = None,
+                 keyset: frozenset[str] | None = None) -> None:
+        # keys_digest: its rows' keys in order (prepared.keys_digest), what stored edits name
+        self.frame, self.rows, self.by_key, self.keys_digest = frame, rows, by_key, keys_digest
         self.sorted_values, self.values, self._intervals = sorted_values, values, intervals
+        self._keyset = keyset
         self._board: dict[str, Any] | None = None
+
+    @property
+    def keyset(self) -> frozenset[str]:
+        """Its rows' keys (made when a later version is compared with it by its keys)."""
+        if self._keyset is None:
+            self._keyset = frozenset(self.by_key)
+        return self._keyset
 
     @property
     def signs(self) -> dict[str, float]:
@@ -217,10 +227,11 @@ class View:
                             groups_pending_since=head.get("groups_pending_since"),
                             first=self.frame.get("first"))
 
-    def texts(self) -> Texts:
+    def texts(self) -> LazyTexts:
         """The JSON and CSV texts and intervals of this version (the stored texts' bytes)."""
-        return texts_of_rows(self.frame, [row.part for row in self.rows],
-                             ordered=self.sorted_values)
+        rows = self.rows
+        return LazyTexts(self.frame, lambda: [row.part for row in rows],
+                         ordered=self.sorted_values)
 
 
 def _sorted_values(frame: dict[str, Any], rows: list[StoredRow]) -> dict[str, list[float]]:
@@ -241,11 +252,11 @@ def is_open(frame: dict[str, Any]) -> bool:
 
 
 def view_of(session: Session, phase_id: int, frame: dict[str, Any],
-            before: View | None = None) -> View | None:
-    """A stored version read: the rows `before` (this process's last read of the board) holds
-    are taken from it, the others read; its sorted values, values and intervals are before's
-    edited where few rows changed (set differences and lookups in C: no step per row in
-    Python). None where a row is no longer stored."""
+            before: View | None = None, keys_digest: str | None = None) -> View | None:
+    """A stored version read by its keys: the rows `before` (this process's last read of the
+    board) holds are taken from it, the others read; its sorted values, values and intervals
+    are before's edited where few rows changed (set differences and lookups in C: no step per
+    row in Python). None where a row is no longer stored."""
     keys: list[str] = frame["keys"]
     keyset = frozenset(keys)
     if before is not None and before.frame.get("signs") == frame.get("signs"):
@@ -259,15 +270,43 @@ def view_of(session: Session, phase_id: int, frame: dict[str, Any],
             gone = [by_key.pop(key) for key in gone_keys]
             by_key.update(fetched)
             rows = list(map(by_key.__getitem__, keys))
-            return View(frame, rows, keyset, by_key,
-                        *_edited(before, frame, gone, list(fetched.values())))
+            return View(frame, rows, by_key, *_edited(before, frame, gone, list(fetched.values())),
+                        keys_digest=keys_digest, keyset=keyset)
     found = read_rows(session, phase_id, keys, len(keys))
     if found is None:
         return None
     rows = [found[key] for key in keys]
     values = {row.run_id: row.values for row in rows if row.values is not None}
-    return View(frame, rows, keyset, found, _sorted_values(frame, rows), values,
-                {row.run_id: row.intervals for row in rows})
+    return View(frame, rows, found, _sorted_values(frame, rows), values,
+                {row.run_id: row.intervals for row in rows}, keys_digest=keys_digest, keyset=keyset)
+
+
+def view_of_delta(session: Session, phase_id: int, frame: dict[str, Any], before: View,
+                  delta: dict[str, Any], keys_digest: str | None) -> View | None:
+    """A stored version read by its edits from `before` (the version it was merged from): the
+    base's keys and rows with the positions that went taken out and the added rows (read, where
+    this process has not parsed them) put in, in turn, as the merge did (prepared._edited_parts).
+    Nothing but list moves in C for the rows that stayed. None where an added row is gone."""
+    keys = list(before.frame["keys"])
+    rows = list(before.rows)
+    gone = []
+    for at in reversed(delta["went"]):
+        keys.pop(at)
+        gone.append(rows.pop(at))
+    added: list[list[Any]] = delta["added"]
+    fetched = read_rows(session, phase_id, [key for _, key in added], len(keys) + len(added))
+    if fetched is None:
+        return None
+    for at, key in added:
+        keys.insert(at, key)
+        rows.insert(at, fetched[key])
+    by_key = dict(before.by_key)
+    for row in gone:
+        by_key.pop(row.key, None)
+    by_key.update(fetched)
+    return View({**frame, "keys": keys}, rows, by_key,
+                *_edited(before, frame, gone, list(fetched.values())),
+                keys_digest=keys_digest)
 
 
 def _edited(before: View, frame: dict[str, Any], gone: list[StoredRow], new: list[StoredRow]
@@ -299,45 +338,83 @@ def _edited(before: View, frame: dict[str, Any], gone: list[StoredRow], new: lis
     return ordered, values, intervals
 
 
+class LazyTexts:
+    """A stored board's JSON and CSV texts and intervals, each made from its frame and its rows'
+    parsed parts when first asked (a JSON download makes no CSV): each row's ranks made from
+    every row's values (competition ranks: one more than the number of better values;
+    `ordered`: each key's sorted values, where the caller has them), its groups from the
+    board's."""
+
+    def __init__(self, frame: dict[str, Any], parts: Callable[[], list[dict[str, Any]]],
+                 ordered: dict[str, list[float]] | None = None) -> None:
+        self.frame, self._parts, self._ordered = frame, parts, ordered
+        self._cells: list[tuple[dict[str, Any], dict[str, int], dict[str, int]]] | None = None
+
+    def cells(self) -> list[tuple[dict[str, Any], dict[str, int], dict[str, int]]]:
+        """Each row's part with its ranks and groups, in order (made once)."""
+        if self._cells is not None:
+            return self._cells
+        frame, parts = self.frame, self._parts()
+        explicit = not is_open(frame)
+        signs: dict[str, float] = frame.get("signs", {})
+        # a frame of format 3 (stored before ranks were made from values; a stand-in may serve
+        # it while the current version is prepared) lists each row's groups under "groups"
+        board_groups: dict[str, dict[str, int]] = {} if explicit else frame.get("groups", {})
+        row_groups = frame.get("row_groups", frame.get("groups")) if explicit else None
+        ordered = self._ordered
+        if not explicit and ordered is None:
+            ordered = {}
+            for part in parts:
+                for k, v in (part.get("values") or {}).items():
+                    ordered.setdefault(k, []).append(signs[k] * v)
+            for found in ordered.values():
+                found.sort()
+        cells = []
+        for i, part in enumerate(parts):
+            if explicit:
+                assert row_groups is not None
+                ranks, groups = frame["ranks"][i], row_groups[i]
+            else:
+                assert ordered is not None
+                values = part.get("values")
+                ranks = ({} if values is None else
+                         {k: bisect_left(ordered[k], signs[k] * v) + 1
+                          for k, v in values.items()})
+                groups = {m: g for m, g in board_groups.get(str(part["run"]), {}).items()
+                          if m in ranks}
+            cells.append((part, ranks, groups))
+        self._cells = cells
+        return cells
+
+    def json(self) -> str:
+        """The board's JSON text (the download's bytes)."""
+        encode = encode_json
+        rows = []
+        for part, ranks, groups in self.cells():
+            found = part["json"]
+            rows.append(found if isinstance(found, str)
+                        else found[0] + encode(ranks) + found[1] + encode(groups) + found[2])
+        return str(self.frame["json_head"] + ", ".join(rows) + self.frame["json_tail"])
+
+    def csv(self) -> str:
+        """The board's CSV text."""
+        ranked = self.frame["ranked"]
+        lines = [self.frame["csv_head"]]
+        for part, ranks, groups in self.cells():
+            found = part["csv"]
+            lines.append(found if isinstance(found, str)
+                         else fill_csv(found, ranked, ranks, groups))
+        return "".join(lines)
+
+    def intervals(self) -> dict[str, Any]:
+        """Each row's stored CIs by run id (text), in run id order."""
+        found = {part["run"]: part["intervals"] for part in self._parts()}
+        return {str(k): found[k] for k in sorted(found)}
+
+
 def texts_of_rows(frame: dict[str, Any], parts: list[dict[str, Any]],
                   ordered: dict[str, list[float]] | None = None) -> Texts:
     """A stored board's JSON and CSV texts and intervals from its frame and its rows' parsed
-    parts (in the frame's order): each row's ranks made from every row's values (competition
-    ranks: one more than the number of better values; `ordered`: each key's sorted values,
-    where the caller has them), its groups from the board's."""
-    encode = encode_json
-    ranked = frame["ranked"]
-    json_rows, csv_lines, intervals = [], [frame["csv_head"]], {}
-    explicit = not is_open(frame)
-    signs: dict[str, float] = frame.get("signs", {})
-    # a frame of format 3 (stored before ranks were made from values; a stand-in may serve it
-    # while the current version is prepared) lists each row's groups under "groups"
-    board_groups: dict[str, dict[str, int]] = {} if explicit else frame.get("groups", {})
-    row_groups = frame.get("row_groups", frame.get("groups")) if explicit else None
-    if not explicit and ordered is None:
-        ordered = {}
-        for part in parts:
-            for k, v in (part.get("values") or {}).items():
-                ordered.setdefault(k, []).append(signs[k] * v)
-        for found in ordered.values():
-            found.sort()
-    for i, part in enumerate(parts):
-        if explicit:
-            assert row_groups is not None
-            ranks, groups = frame["ranks"][i], row_groups[i]
-        else:
-            assert ordered is not None
-            values = part.get("values")
-            ranks = ({} if values is None else
-                     {k: bisect_left(ordered[k], signs[k] * v) + 1 for k, v in values.items()})
-            groups = {m: g for m, g in board_groups.get(str(part["run"]), {}).items()
-                      if m in ranks}
-        found = part["json"]
-        json_rows.append(found if isinstance(found, str)
-                         else found[0] + encode(ranks) + found[1] + encode(groups) + found[2])
-        found = part["csv"]
-        csv_lines.append(found if isinstance(found, str)
-                         else fill_csv(found, ranked, ranks, groups))
-        intervals[part["run"]] = part["intervals"]
-    json_text = frame["json_head"] + ", ".join(json_rows) + frame["json_tail"]
-    return json_text, "".join(csv_lines), {str(k): intervals[k] for k in sorted(intervals)}
+    parts, in the frame's order (LazyTexts, all three)."""
+    texts = LazyTexts(frame, lambda: parts, ordered)
+    return texts.json(), texts.csv(), texts.intervals()

@@ -121,10 +121,15 @@ def counted_reads() -> Any:
 
 
 def test_a_version_another_process_stored_is_read_by_the_rows_it_changed(
-        app, client, session, world, tiny_data, now, counted_reads) -> None:
+        app, client, session, world, tiny_data, now, counted_reads, monkeypatch) -> None:
     """120 runs; a worker that served the board reads the next version (an upload another
-    worker took and stored) by its new row: not every stored row of the phase."""
+    worker took and stored) by its new row and the edits from the version it read before:
+    not every stored row of the phase, nor the list of every row's key."""
     phase = world["phase"]
+    keys_read: list[str] = []
+    real_keys = prepared_boards._with_keys
+    monkeypatch.setattr(prepared_boards, "_with_keys",
+                        lambda *a, **k: keys_read.append(k["version"]) or real_keys(*a, **k))
     _upload(client, world, tiny_data, "a", "first", 1.5)
     _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 120)
     _upload(client, world, tiny_data, "a", "second", 2.0)  # stored: every run built once
@@ -132,6 +137,8 @@ def test_a_version_another_process_stored_is_read_by_the_rows_it_changed(
     counted_reads.rows = 0
     assert client.get("/tasks/tiny/leaderboard/eval").status_code == 200
     assert counted_reads.rows == 122  # this worker's first read of the board: every row
+    assert len(keys_read) == 1
+    keys_read.clear()
     for name, noise in (("third", 0.05), ("fourth", 1.0)):  # at the top, then in the middle
         _upload(client, world, tiny_data, "b", name, noise)
         _as_another_process()
@@ -141,6 +148,7 @@ def test_a_version_another_process_stored_is_read_by_the_rows_it_changed(
         body = client.get("/tasks/tiny/leaderboard/eval.json").get_data()
         api = client.get(f"{API}/tasks/tiny/leaderboard", headers=world["tokens"]["a"])
         assert counted_reads.rows == 1 and counted_reads.statements == 1, vars(counted_reads)
+        assert keys_read == [], keys_read  # the version's edits from the one read before
         # what it serves is a full build's
         session.commit()  # a read of now, not of the snapshot before the upload
         version = prepared_boards.board_version(session, phase)
