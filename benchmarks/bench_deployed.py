@@ -70,11 +70,10 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
 
-from bench_board_growth import _scaled  # noqa: E402
+from bench_board_growth import TEMPLATES, bulk_runs  # noqa: E402
 from bench_boards import _free_port, start_redis, stop_redis  # noqa: E402
 
 NOW = datetime.now(UTC) - timedelta(hours=1)
-TEMPLATES = 10
 UPLOADERS = 8
 FILE_VARIANTS = 40  # distinct run file sets the bulk runs share (each run its own samples)
 PAGE = "/tasks/sts2012/leaderboard/eval"
@@ -224,12 +223,10 @@ def start_postgres(root: Path, names: list[str]) -> tuple[dict[str, str], Callab
 
 def seed_site(url: str, folder: Path, release: Path, runs: int) -> dict[str, Any]:
     """A site of `runs` scored runs with stored files, groups computed and the board stored."""
-    from sqlalchemy import insert, select
-
     from evaluation import load_task, write_run
     from semboard.db import make_engine, make_session_factory
     from semboard.hostcache import columns as inputcolumns
-    from semboard.models import Base, Run, RunFile, RunScoreRecord, Team, score_digest
+    from semboard.models import Base
     from semboard.services.boards import prepared as prepared_boards
     from semboard.services.boards import significance
     from semboard.services.data import gold, inputs
@@ -276,46 +273,16 @@ def seed_site(url: str, folder: Path, release: Path, runs: int) -> dict[str, Any
                            files=files_for(i), now=NOW)
         session.commit()
     gold.SCORE_OPTIONS["resamples"] = resamples
-    templates = session.execute(
-        select(Run, RunScoreRecord).join(RunScoreRecord, RunScoreRecord.run_id == Run.id)
-        .order_by(Run.id).limit(TEMPLATES)).all()
-    count = runs - len(templates)
-    if count > 0:
-        variants = []
-        for v in range(FILE_VARIANTS):  # stored once each, shared by the bulk runs' rows
-            found = []
-            for name, data in files_for(1000 + v).items():
-                key = keys.run_file(task.name, 0, sha256(data))
-                put_content(storage, key, data)
-                dataset = next(d for d in parsed_gold if definition.run_filename(d) == name)
-                found.append((name, dataset, sha256(data), len(data), key))
-            variants.append(found)
-        session.execute(insert(Team), [
-            {"task_id": task.id, "name": f"bulk {i:05d}", "affiliation": "",
-             "invite_code": f"bulk{i:05d}", "created_at": NOW} for i in range(count)])
-        team_ids = list(session.scalars(select(Team.id).where(Team.name.like("bulk %"))
-                                        .order_by(Team.id)))
-        session.execute(insert(Run), [
-            {"task_id": task.id, "phase_id": phase.id, "team_id": team_id, "name": "run",
-             "slot": 1, "is_current": True, "status": "scored", "issues": [], "meta": {},
-             "submitted_at": NOW} for team_id in team_ids])
-        run_ids = list(session.scalars(select(Run.id).where(Run.team_id.in_(team_ids))
-                                       .order_by(Run.id)))
-        session.execute(insert(RunFile), [
-            {"run_id": run_id, "filename": name, "dataset": dataset, "sha256": digest,
-             "size": size, "storage_key": key}
-            for i, run_id in enumerate(run_ids)
-            for name, dataset, digest, size, key in variants[i % FILE_VARIANTS]])
-        records = []
-        for i, run_id in enumerate(run_ids):
-            record = templates[i % len(templates)][1]
-            factor = 1.0 - 0.3 * (i + 1) / (count + 1)  # every record distinct
-            scores, flat = _scaled(record.scores, factor), _scaled(record.flat, factor)
-            records.append({"run_id": run_id, "gold_digest": record.gold_digest,
-                            "scores": scores, "flat": flat, "created_at": NOW,
-                            "digest": score_digest(scores, flat)})
-        session.execute(insert(RunScoreRecord), records)
-        session.commit()
+    variants = []
+    for v in range(FILE_VARIANTS if runs > TEMPLATES else 0):  # stored once each, shared
+        found = []
+        for name, data in files_for(1000 + v).items():
+            key = keys.run_file(task.name, 0, sha256(data))
+            put_content(storage, key, data)
+            dataset = next(d for d in parsed_gold if definition.run_filename(d) == name)
+            found.append((name, dataset, sha256(data), len(data), key))
+        variants.append(found)
+    bulk_runs(session, runs, variants)
     seeded = time.perf_counter() - started
     started = time.perf_counter()
     prepared_boards.refresh_significance(session, storage, task=task, now=NOW)
