@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from evaluation import parse_task
 from semboard.jobs import boards as board_jobs
 from semboard.models import PreparedBoard, PreparedBoardRow, RunScoreRecord
-from semboard.services.boards import leaderboard
+from semboard.services.boards import leaderboard, significance
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.boards import stored as stored_rows
 from semboard.services.boards.leaderboard import Row, assemble_leaderboard
@@ -331,3 +331,41 @@ def test_a_board_the_cli_stored_is_merged_into_by_a_fresh_process(
     session.commit()
     merged = prepared_boards.update_prepared(session, phase=phase, now=now)
     assert merged.merged and merged.incremental
+
+
+def test_a_kept_groups_process_reads_the_files_of_new_runs_only(
+        session, world, make, storage, tiny_data, now) -> None:
+    """Each run's samples are keyed by its files: a round after the first looks up the files of
+    the runs it has not keyed yet (a run's files never change once stored)."""
+    phase = world["phase"]
+    pairs = []
+    for i in range(4):
+        team, captain = make.team(world["task"], f"keyed {i}")
+        run = submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                                 name=f"run{i}", files=tiny_data.run(seed=40 + i), now=now)
+        session.flush()
+        pairs.append((run.id, run.current_score.id))
+    session.commit()
+    base = "settings-digest"
+    read: list[int] = []
+
+    def note(state: Any) -> None:
+        if state.is_select and "run_file" in str(state.statement):
+            read.append(1)
+
+    event.listen(Session, "do_orm_execute", note)
+    try:
+        first = significance._sample_files(session, base, pairs)
+        assert read and len(first) == 4
+        read.clear()
+        assert significance._sample_files(session, base, pairs) == first
+        assert read == []
+        team, captain = make.team(world["task"], "keyed late")
+        run = submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                                 name="late", files=tiny_data.run(seed=50), now=now)
+        session.commit()
+        more = significance._sample_files(session, base, [*pairs, (run.id,
+                                                                   run.current_score.id)])
+        assert len(read) == 1 and {k: more[k] for k in first} == first
+    finally:
+        event.remove(Session, "do_orm_execute", note)
