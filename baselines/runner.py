@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from baselines.base import BaselineSystem, Progress
+from baselines.base import BaselineSystem, Pairs, Progress
 from baselines.signature import baseline_signature
 from baselines.systems import get_system
 from evaluation import DatasetInputs, TaskDefinition, load_task, write_run
@@ -36,6 +36,11 @@ def run_system(task: TaskDefinition | str, inputs: Mapping[str, DatasetInputs],
     unknown = sorted(set(inputs) - {d.name for d in task_def.datasets})
     if unknown:
         raise ValueError(f"task {task_def.name} has no dataset(s) {', '.join(unknown)}")
+    single = [d for d in inputs if task_def.dataset(d).inputs.single_text]
+    if single:
+        raise ValueError(f"dataset(s) {', '.join(sorted(single))} of {task_def.name} have one "
+                         "text an item; the baseline systems compare two texts (add the "
+                         "organisers' own outputs with `flask baselines add-file`)")
     load_s = sys_obj.load()
     files: dict[str, bytes] = {}
     n_pairs = 0
@@ -46,7 +51,8 @@ def run_system(task: TaskDefinition | str, inputs: Mapping[str, DatasetInputs],
             continue
         data = inputs[spec.name]
         t0 = time.perf_counter()
-        scores = sys_obj.score(task_def, spec.name, data.texts, progress=progress)
+        # two texts an item: one-text datasets were refused above
+        scores = sys_obj.score(task_def, spec.name, cast(Pairs, data.texts), progress=progress)
         scoring_s += time.perf_counter() - t0
         name, content = write_run(task_def, spec.name, data.ids, scores.tolist(), run=run_name)
         files[name] = content

@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from evaluation.frames import release_frame, score_frame, scores_table
     from evaluation.inputs import (
         DatasetGold,
         DatasetInputs,
@@ -65,8 +66,11 @@ _HOMES = {
     "read_gold_files": "evaluation.inputs",
     "read_inputs": "evaluation.inputs",
     "read_run_files": "evaluation.runs",
+    "release_frame": "evaluation.frames",
     "RunScore": "evaluation.scoring",
+    "score_frame": "evaluation.frames",
     "score_run": "evaluation.scoring",
+    "scores_table": "evaluation.frames",
     "Substitution": "evaluation.runs",
     "TaskDefinition": "evaluation.taskdef",
     "TaskDefinitionError": "evaluation.issues",
@@ -111,7 +115,10 @@ __all__ = [
     "read_gold_files",
     "read_inputs",
     "read_run_files",
+    "release_frame",
+    "score_frame",
     "score_run",
+    "scores_table",
     "unpack_upload",
     "validate_run",
     "williams_test",

@@ -17,6 +17,8 @@ from evaluation.scoring import MetricValue, RunScore, score_run
 from evaluation.taskdef import TaskDefinition, list_tasks, load_task
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+# an undefined value in the table, as the official scorers printed one (pit2015_eval_single.py)
+UNDEFINED = "---"
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -97,7 +99,7 @@ def _fmt(mv: MetricValue | None) -> str:
     if mv is None:
         return "-"
     if mv.value is None:
-        return "undefined"
+        return UNDEFINED  # its warning below says why
     text = f"{mv.value:.4f}"
     if mv.ci:
         text += f" [{mv.ci[0]:.4f}, {mv.ci[1]:.4f}]"
@@ -192,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _usage(f"not a folder: {inputs_dir}")
     try:
         inputs = load_inputs(task, inputs_dir, texts=False)
-        files = read_run_files(args.run)
+        files = read_run_files(args.run, keep_folders=task.run_folders)
     except FileNotFoundError as exc:
         return _usage(str(exc))
     except ValidationError as exc:

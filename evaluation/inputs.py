@@ -62,11 +62,15 @@ class LineIds(Sequence[str]):
 
 @dataclass
 class DatasetInputs:
-    """The pairs of one dataset: ids, the two compared texts and genres, in file order."""
+    """The items of one dataset: ids, texts and genres, in file order.
+
+    An item's texts are the two compared texts of a pair, or one text (a target word) where the
+    definition names one text column without a split (InputFormat.single_text).
+    """
 
     dataset: str
     ids: Sequence[str]
-    texts: list[tuple[str, str]]
+    texts: Sequence[tuple[str, ...]]
     genres: Sequence[str | None]
     filename: str = ""
     digest: str = ""
@@ -262,6 +266,17 @@ def _split_pair(value: str, separators: tuple[str, ...]) -> tuple[str, str] | No
     return None
 
 
+def _fields_fit(data: bytes, columns: int, extra: int) -> bool:
+    """Whether every line of a TAB-separated file (LF line ends) holds columns to columns +
+    extra fields, found by counting its TABs in bytes (no text decoded, no line split)."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(raw == 10)  # b"\n"
+    if not data.endswith(b"\n"):
+        ends = np.append(ends, len(data))
+    tabs = np.diff(np.searchsorted(np.flatnonzero(raw == 9), ends), prepend=0)  # b"\t"
+    return bool(tabs.size) and columns - 1 <= int(tabs.min()) and int(tabs.max()) < columns + extra
+
+
 def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
                 texts: bool = True) -> DatasetInputs:
     """Parse one dataset's input file; ValidationError lists what is wrong with it.
@@ -272,10 +287,12 @@ def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: st
     spec = task.dataset(dataset)
     fmt = spec.inputs
     # Counting lines is all a line-aligned run needs: no need to decode a million pairs. CR line
-    # ends or a suspicious head go through the full reader, which explains the problem.
+    # ends, a suspicious head or (without a header) a line with too few or too many fields go
+    # through the full reader, which explains the problem.
     if (not texts and fmt.id == "line" and fmt.genre == "none" and fmt.format == "tsv"
-            and not fmt.breakdowns and not fmt.quoted and not fmt.extra_columns
-            and b"\r" not in data and decode_text(data[:4096], filename)[1] is None):
+            and not fmt.breakdowns and not fmt.quoted and not (fmt.header and fmt.extra_columns)
+            and b"\r" not in data and decode_text(data[:4096], filename)[1] is None
+            and (fmt.header or _fields_fit(data, len(fmt.columns), fmt.extra_columns))):
         n = data.count(b"\n") + (0 if data.endswith(b"\n") else 1) - int(fmt.header)
         if n <= 0:
             raise ValidationError(Issue(filename, None, "the file holds no pairs", "empty-file"))
@@ -290,12 +307,15 @@ def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: st
     rows, lines = _rows(fmt, text, filename, wanted)
     issues: list[Issue] = []
     ids: list[str] = []
-    pairs: list[tuple[str, str]] = []
+    pairs: list[tuple[str, ...]] = []
     genres: list[str | None] = []
     breakdowns: dict[str, list[str | None]] = {b: [] for b in fmt.breakdowns}
     for n, (row, line) in enumerate(zip(rows, lines, strict=True), start=1):
         ident = str(n) if fmt.id == "line" else row[fmt.id].strip()
-        if len(fmt.texts) == 1:
+        pair: tuple[str, ...] | None
+        if fmt.single_text:
+            pair = (row[fmt.texts[0]].strip(),)
+        elif len(fmt.texts) == 1:
             pair = _split_pair(row[fmt.texts[0]], fmt.split)
             if pair is None:
                 issues.append(Issue(filename, line, f"column {fmt.texts[0]} does not hold two "
@@ -305,7 +325,7 @@ def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: st
         else:
             pair = (row[fmt.texts[0]], row[fmt.texts[1]])
         if fmt.transform == "lemma":
-            pair = (_lemma(pair[0]), _lemma(pair[1]))
+            pair = tuple(_lemma(t) for t in pair)
         genre: str | None = None
         if fmt.genre == "id_prefix":
             genre = ident.split(fmt.genre_separator, 1)[0] if fmt.genre_separator in ident else None
@@ -371,7 +391,7 @@ def _read_gold_file(task: TaskDefinition, dataset: str, data: bytes, *, filename
             if not np.isfinite(scores).all():
                 scores = None
         except ValueError:
-            scores = None
+            scores = _numbers_or_blanks(tokens) if gfmt.unscored == "blank" else None
         if scores is None:
             for i, token in enumerate(tokens, start=1):
                 v = _gold_number(token, "gold score", filename, i, issues, gfmt)
@@ -447,6 +467,21 @@ def _read_gold_file(task: TaskDefinition, dataset: str, data: bytes, *, filename
                 f" has {len(inputs)} (or their ids differ)", "gold-mismatch"))
     return DatasetGold(dataset, ids, scores, genres, sha256(data), filename, label_arr,
                        excluded=excluded)
+
+
+def _numbers_or_blanks(tokens: list[str]) -> np.ndarray | None:
+    """Gold tokens read by numpy's parser, blank ones NaN (unscored pairs); None when any other
+    token is not a finite number (the line-by-line reader then names it)."""
+    scored = [bool(t.strip()) for t in tokens]
+    try:
+        values = np.array([t for t, s in zip(tokens, scored, strict=True) if s], dtype=np.float64)
+    except ValueError:
+        return None
+    if not np.isfinite(values).all():
+        return None
+    scores = np.full(len(tokens), np.nan)
+    scores[np.array(scored, dtype=bool)] = values
+    return scores
 
 
 def _fields_gold(gfmt: GoldFormat, text: str, filename: str, issues: list[Issue]
@@ -552,11 +587,13 @@ def _gold_number(token: str, what: str, filename: str, line: int,
                  issues: list[Issue], gfmt: GoldFormat | None = None) -> float | None:
     """A finite number from a gold file, else None with the problem added to `issues`.
 
-    With gold.unscored = "blank" an empty token is NaN: the pair was not scored. With
+    With gold.unscored = "blank" an empty token is NaN: the pair was not scored; so is a token
+    listed in gold.unscored_markers (a release's "----"). With
     gold.classes the token is a class label and its value is the label's position.
     """
     raw = token.strip()
-    if gfmt is not None and not raw and gfmt.unscored == "blank":
+    if gfmt is not None and ((not raw and gfmt.unscored == "blank")
+                             or raw in gfmt.unscored_markers):
         return float("nan")
     if gfmt is not None and gfmt.values == "boolean":
         b = parse_boolean(raw)

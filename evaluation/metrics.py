@@ -176,49 +176,132 @@ def boot_recall(c: R.Counts, pred: np.ndarray, gold: np.ndarray,
     return _ratio(tp, gp)
 
 
-MAX_F1_RULE = ("thresholds at each distinct run value, positive at >= t; "
-               "tied run values fall together")
-"""How max_f1 sweeps its thresholds (recorded in its signature)."""
+SWEEP_RULES = {
+    "distinct": ("thresholds at each distinct run value, positive at >= t; "
+                 "tied run values fall together"),
+    "items": ("item by item over the run sorted by value, descending (a stable ascending sort "
+              "reversed: tied items from the last in the file to the first), as the SemEval-2015 "
+              "Task 1 scorer; F1 = 2PR/(P+R), the first maximum"),
+}
+"""How max_f1 (and precision and recall at it) sweep their thresholds: metrics.sweep.
+
+"distinct" cuts at each distinct run value, so tied pairs fall on one side together. "items"
+is the official paraphrase scorer's loop (pit2015_eval_single.py): its pairs sorted by degree
+(Python's stable sort, then reversed) and a cut after every pair, so a tie group can be split;
+its F1 is formed from P and R, and a later cut replaces the best only when strictly better.
+The rule is recorded in each of these metrics' signatures.
+"""
+MAX_F1_RULE = SWEEP_RULES["distinct"]
+"""The default sweep's rule (as recorded in signatures before metrics.sweep existed)."""
 
 
-def _max_f1_counts(weights: np.ndarray, x: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """Best F1 over thresholds for each row of pair weights (a (B, n) matrix or (n,))."""
-    order = np.argsort(-x, kind="stable")
+def _sweep_counts(weights: np.ndarray, x: np.ndarray, g: np.ndarray,
+                  rule: str = "distinct") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(best F1, precision at it, recall at it) over thresholds, one per row of pair weights.
+
+    `weights` is a (B, n) matrix of resample counts or an (n,) vector of ones; NaN where gold has
+    no positive. Copies of one pair lie together in the sorted order and share its gold, so the
+    best cut over a resample's items is among the cuts after each pair's last copy.
+    """
+    # "items": the official scorer's sorted(...) then reverse(): ties last-in-file first
+    order = (np.argsort(x, kind="stable")[::-1] if rule == "items"
+             else np.argsort(-x, kind="stable"))
     xs = x[order]
     w = np.atleast_2d(weights)[:, order].astype(np.float64)
     gs = g[order].astype(np.float64)
-    # a threshold at each distinct value: pairs tied on the run's value are cut together
-    ends = np.r_[np.flatnonzero(xs[1:] != xs[:-1]), xs.size - 1] if xs.size else xs.astype(int)
+    if rule == "items":
+        ends = np.arange(xs.size)
+    else:
+        # a threshold at each distinct value: pairs tied on the run's value are cut together
+        ends = (np.r_[np.flatnonzero(xs[1:] != xs[:-1]), xs.size - 1] if xs.size
+                else xs.astype(int))
     tp = np.cumsum(w * gs, axis=1)[:, ends]
     pp = np.cumsum(w, axis=1)[:, ends]
     gp = (w * gs).sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        f = np.where(pp + gp > 0, 2 * tp / np.where(pp + gp > 0, pp + gp, 1.0), 0.0)
-    best = f.max(axis=1) if f.shape[1] else np.full(w.shape[0], np.nan)
-    return np.where(gp[:, 0] > 0, best, np.nan)
+        prec = np.where(pp > 0, tp / np.where(pp > 0, pp, 1.0), 0.0)
+        rec = np.where(gp > 0, tp / np.where(gp > 0, gp, 1.0), 0.0)
+        if rule == "items":
+            # the official formula, so that its rounding picks the same first maximum
+            f = np.where(prec + rec > 0, 2 * prec * rec / np.where(prec + rec > 0, prec + rec,
+                                                                   1.0), 0.0)
+        else:
+            f = np.where(pp + gp > 0, 2 * tp / np.where(pp + gp > 0, pp + gp, 1.0), 0.0)
+    rows = np.arange(w.shape[0])
+    if f.shape[1]:
+        at = np.argmax(f, axis=1)
+        best, p_best, r_best = f[rows, at], prec[rows, at], rec[rows, at]
+    else:
+        best = p_best = r_best = np.full(w.shape[0], np.nan)
+    defined = gp[:, 0] > 0
+    return (np.where(defined, best, np.nan), np.where(defined, p_best, np.nan),
+            np.where(defined, r_best, np.nan))
 
 
-def max_f1(pred: np.ndarray, gold: np.ndarray, threshold: float = 0.5) -> np.ndarray:
-    """The best F1 of the positive class over every threshold on the run's scores.
+_AT_BEST = {"f1": 0, "precision": 1, "recall": 2}
 
-    Gold is positive at >= threshold; the run is cut at each of its distinct values (MAX_F1_RULE).
-    NaN when gold has no positive.
-    """
+
+def _swept(part: str, pred: np.ndarray, gold: np.ndarray, threshold: float,
+           sweep: str) -> np.ndarray:
+    """One part (f1, precision or recall) of the best cut of the sweep, for one run or many."""
     x = np.asarray(pred, dtype=np.float64)
     g = np.asarray(gold) >= threshold
+    k = _AT_BEST[part]
     if x.ndim == 1:
-        return np.asarray(_max_f1_counts(np.ones(x.size), x, g)[0])
+        return np.asarray(_sweep_counts(np.ones(x.size), x, g, sweep)[k][0])
     flat_x = x.reshape(-1, x.shape[-1])
     flat_g = np.broadcast_to(g, x.shape).reshape(-1, x.shape[-1])
-    out = [_max_f1_counts(np.ones(a.size), a, b)[0] for a, b in zip(flat_x, flat_g, strict=True)]
+    out = [_sweep_counts(np.ones(a.size), a, b, sweep)[k][0]
+           for a, b in zip(flat_x, flat_g, strict=True)]
     return np.asarray(out).reshape(x.shape[:-1])
 
 
-def boot_max_f1(c: R.Counts, pred: np.ndarray, gold: np.ndarray,
-                threshold: float) -> np.ndarray:
-    """max_f1 of each resample: copies of a pair are its weight in the counts."""
+def max_f1(pred: np.ndarray, gold: np.ndarray, threshold: float = 0.5,
+           sweep: str = "distinct") -> np.ndarray:
+    """The best F1 of the positive class over every threshold on the run's scores.
+
+    Gold is positive at >= threshold; the run is cut as SWEEP_RULES[sweep] says. NaN when gold
+    has no positive.
+    """
+    return _swept("f1", pred, gold, threshold, sweep)
+
+
+def max_f1_precision(pred: np.ndarray, gold: np.ndarray, threshold: float = 0.5,
+                     sweep: str = "distinct") -> np.ndarray:
+    """Precision at the cut where max_f1 is reached (the first such cut of the sweep)."""
+    return _swept("precision", pred, gold, threshold, sweep)
+
+
+def max_f1_recall(pred: np.ndarray, gold: np.ndarray, threshold: float = 0.5,
+                  sweep: str = "distinct") -> np.ndarray:
+    """Recall at the cut where max_f1 is reached (the first such cut of the sweep)."""
+    return _swept("recall", pred, gold, threshold, sweep)
+
+
+def _boot_swept(part: str, c: R.Counts, pred: np.ndarray, gold: np.ndarray, threshold: float,
+                sweep: str) -> np.ndarray:
+    """One part of the best cut for each resample: copies of a pair are its weight."""
     c = R.pair_counts(c)
-    return _max_f1_counts(c, np.asarray(pred, dtype=np.float64), np.asarray(gold) >= threshold)
+    return _sweep_counts(c, np.asarray(pred, dtype=np.float64), np.asarray(gold) >= threshold,
+                         sweep)[_AT_BEST[part]]
+
+
+def boot_max_f1(c: R.Counts, pred: np.ndarray, gold: np.ndarray, threshold: float,
+                sweep: str = "distinct") -> np.ndarray:
+    """max_f1 of each resample."""
+    return _boot_swept("f1", c, pred, gold, threshold, sweep)
+
+
+def boot_max_f1_precision(c: R.Counts, pred: np.ndarray, gold: np.ndarray, threshold: float,
+                          sweep: str = "distinct") -> np.ndarray:
+    """max_f1_precision of each resample."""
+    return _boot_swept("precision", c, pred, gold, threshold, sweep)
+
+
+def boot_max_f1_recall(c: R.Counts, pred: np.ndarray, gold: np.ndarray, threshold: float,
+                       sweep: str = "distinct") -> np.ndarray:
+    """max_f1_recall of each resample."""
+    return _boot_swept("recall", c, pred, gold, threshold, sweep)
 
 
 def mse(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
@@ -382,7 +465,8 @@ class Metric:
 
     Calling conventions: `point(x, y)` and `resampled(c, x, y)` by default; with
     `needs_weights` a trailing confidence array `w`; with `needs_threshold` the gold argument
-    is the binary labels and a trailing threshold follows; `class_point(x, y, n_classes)` and
+    is the binary labels and a trailing threshold follows (with `sweeps`, then metrics.sweep);
+    `class_point(x, y, n_classes)` and
     `class_resampled(c, x, y, n_classes)` score class-label indices.
     """
 
@@ -398,7 +482,8 @@ class Metric:
     lower_is_better: bool = False
     correlation: bool = False
     per_genre: bool = False
-    # the run's scores are swept over thresholds (max_f1), not cut at the run threshold
+    # the run's scores are swept over thresholds (max_f1 and its precision and recall), not
+    # cut at the run threshold; point and resampled then take metrics.sweep last
     sweeps: bool = False
 
     @property
@@ -433,6 +518,10 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("precision", "Precision", precision, boot_precision, needs_threshold=True),
     Metric("recall", "Recall", recall, boot_recall, needs_threshold=True),
     Metric("max_f1", "maxF1", max_f1, boot_max_f1, needs_threshold=True, sweeps=True),
+    Metric("max_f1_precision", "Precision at maxF1", max_f1_precision, boot_max_f1_precision,
+           needs_threshold=True, sweeps=True),
+    Metric("max_f1_recall", "Recall at maxF1", max_f1_recall, boot_max_f1_recall,
+           needs_threshold=True, sweeps=True),
     Metric("mse", "MSE", mse, R.boot_mse, lower_is_better=True, per_genre=True),
     Metric("macro_f1", "Macro-F1", None, None, needs_classes=True, class_point=macro_f1,
            class_resampled=R.boot_macro_f1),
@@ -515,8 +604,9 @@ CORRELATIONS = frozenset(m.name for m in METRICS.values() if m.correlation)
 
 def compute(name: str, x: np.ndarray, y: np.ndarray, *, labels: np.ndarray | None = None,
             weights: np.ndarray | None = None, threshold: float = 0.5,
-            n_classes: int = 0) -> np.ndarray:
-    """The registry metric `name` of run scores x against gold y (class indices if n_classes)."""
+            n_classes: int = 0, sweep: str = "distinct") -> np.ndarray:
+    """The registry metric `name` of run scores x against gold y (class indices if n_classes);
+    `sweep` is metrics.sweep for the metrics that sweep thresholds (max_f1 and its P and R)."""
     m = METRICS[name]
     if n_classes:
         if m.class_point is None:
@@ -526,6 +616,8 @@ def compute(name: str, x: np.ndarray, y: np.ndarray, *, labels: np.ndarray | Non
         raise ValueError(f"metric {name} needs class labels")
     if m.needs_weights:
         return m.point(x, y, weights)
+    if m.sweeps:
+        return m.point(x, y if labels is None else labels, threshold, sweep)
     if m.needs_threshold:
         return m.point(x, y if labels is None else labels, threshold)
     return m.point(x, y)
@@ -533,7 +625,8 @@ def compute(name: str, x: np.ndarray, y: np.ndarray, *, labels: np.ndarray | Non
 
 def compute_resampled(name: str, c: R.Counts, x: np.ndarray, y: np.ndarray, *,
                       labels: np.ndarray | None = None, weights: np.ndarray | None = None,
-                      threshold: float = 0.5, n_classes: int = 0) -> np.ndarray:
+                      threshold: float = 0.5, n_classes: int = 0,
+                      sweep: str = "distinct") -> np.ndarray:
     """The registry metric `name` over every resample (row) of a count matrix c."""
     m = METRICS[name]
     if n_classes:
@@ -544,6 +637,8 @@ def compute_resampled(name: str, c: R.Counts, x: np.ndarray, y: np.ndarray, *,
         raise ValueError(f"metric {name} needs class labels")
     if m.needs_weights:
         return m.resampled(c, x, y, weights)
+    if m.sweeps:
+        return m.resampled(c, x, y if labels is None else labels, threshold, sweep)
     if m.needs_threshold:
         return m.resampled(c, x, y if labels is None else labels, threshold)
     return m.resampled(c, x, y)

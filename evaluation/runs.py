@@ -36,6 +36,9 @@ MAX_ARCHIVE_ENTRIES = 1000
 # Applied to the archive's size, counted as at least 1 MiB: a small zip of a constant run
 # ("0\n" a million times) compresses far better than 100x and is still fine.
 MAX_COMPRESSION_RATIO = 100
+# A file of an upload is named by its path where a task's run files lie in folders; the site
+# keeps names of at most this many characters.
+MAX_PATH_CHARS = 255
 
 _T = TypeVar("_T")
 _NUMBER = re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")
@@ -144,8 +147,16 @@ def _read_bounded(zf: zipfile.ZipFile, member: zipfile.ZipInfo, limit: int) -> b
             chunks.append(chunk)
 
 
-def _unzip(name: str, data: bytes) -> dict[str, bytes]:
-    """An archive's files by base name, decompression bounded in entries, size and ratio."""
+def _member_key(path: str, keep_folders: bool) -> str:
+    """The name a file of an upload goes by: its base name, or (keep_folders) its path with '/'
+    between folders, for a task whose run file patterns name folders."""
+    parts = [p for p in PurePosixPath(path.replace("\\", "/")).parts if p not in ("", ".", "/")]
+    return "/".join(parts) if keep_folders else (parts[-1] if parts else "")
+
+
+def _unzip(name: str, data: bytes, keep_folders: bool = False) -> dict[str, bytes]:
+    """An archive's files by base name (or path, keep_folders), decompression bounded in
+    entries, size and ratio."""
 
     import zipfile  # only for archives: it costs the scorer's start (shutil, lzma, bz2...)
 
@@ -175,10 +186,14 @@ def _unzip(name: str, data: bytes) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
         used = 0
         for m in members:
-            base = PurePosixPath(m.filename.replace("\\", "/")).name
+            base = _member_key(m.filename, keep_folders)
+            if len(base) > MAX_PATH_CHARS:
+                raise refuse(f"the archive entry {base[:60]!r}... has a path of {len(base)} "
+                             f"characters; at most {MAX_PATH_CHARS} are kept", "path-too-long")
             if base in out:
-                raise refuse(f"the archive holds two files named {base!r} (folders are "
-                             "flattened)", "duplicate-file")
+                raise refuse(f"the archive holds two files named {base!r}" + (
+                    "" if keep_folders else " (folders are flattened: this task's run file "
+                    "names have none)"), "duplicate-file")
             content = _read_bounded(zf, m, min(MAX_ENTRY_BYTES, budget - used))
             if content is None:
                 raise refuse(f"{m.filename!r} unpacks to more than the limits ({limit_text})",
@@ -192,14 +207,28 @@ def _unzip(name: str, data: bytes) -> dict[str, bytes]:
         raise refuse(f"not a readable zip archive ({exc})") from exc
 
 
-def unpack_upload(files: Mapping[str, bytes]) -> dict[str, bytes]:
-    """Uploaded files → base name → bytes, expanding any zip among them."""
+def unpack_upload(files: Mapping[str, bytes], *, keep_folders: bool = False
+                  ) -> dict[str, bytes]:
+    """Uploaded files → base name → bytes, expanding any zip among them.
+
+    keep_folders (a task whose run file patterns name folders, TaskDefinition.run_folders):
+    files are named by their path inside a zip or folder instead, so `answer/task1/english.txt`
+    and `answer/task2/english.txt` stay two files.
+    """
     out: dict[str, bytes] = {}
     for name, data in files.items():
         base = PurePosixPath(name.replace("\\", "/")).name
-        if _skip_member(base):
+        if _skip_member(base) or _skip_member(name):
             continue
-        members = _unzip(base, data) if base.lower().endswith(".zip") else {base: data}
+        if base.lower().endswith(".zip"):
+            members = _unzip(base, data, keep_folders)
+        else:
+            members = {_member_key(name, keep_folders): data}
+            (member,) = members
+            if len(member) > MAX_PATH_CHARS:
+                raise ValidationError(Issue(member[:60] + "...", None, f"the file name has "
+                                            f"{len(member)} characters; at most "
+                                            f"{MAX_PATH_CHARS} are kept", "path-too-long"))
         for member, content in members.items():
             if member in out:
                 raise ValidationError(Issue(member, None, "two uploaded files have this name",
@@ -208,18 +237,23 @@ def unpack_upload(files: Mapping[str, bytes]) -> dict[str, bytes]:
     return out
 
 
-def read_run_files(path: Path) -> dict[str, bytes]:
-    """A folder, one file or a .zip → base file name → bytes."""
+def read_run_files(path: Path, *, keep_folders: bool = False) -> dict[str, bytes]:
+    """A folder, one file or a .zip → base file name (or path: keep_folders) → bytes.
+
+    With keep_folders a folder's files are named from the folder itself down
+    (`answer/task1/english.txt` for the folder `answer`), as a zip of it would name them.
+    """
     path = Path(path)
     if path.is_dir():
         found: dict[str, bytes] = {}
+        top = path.resolve().name
         for p in sorted(path.rglob("*")):
             rel = p.relative_to(path).as_posix()
             if p.is_file() and not _skip_member(rel):
-                found[rel] = p.read_bytes()
-        return unpack_upload(found)
+                found[f"{top}/{rel}" if keep_folders and top else rel] = p.read_bytes()
+        return unpack_upload(found, keep_folders=keep_folders)
     if path.is_file():
-        return unpack_upload({path.name: path.read_bytes()})
+        return unpack_upload({path.name: path.read_bytes()}, keep_folders=keep_folders)
     raise FileNotFoundError(f"run not found: {path}")
 
 
@@ -261,7 +295,9 @@ def _name_regex(pattern: str, names: tuple[str, ...],
     team_rx = rf"(?i:{re.escape(team)})" if team else r"[^/\\]+?"
     rx = rx.replace(re.escape("{team}"), f"(?P<team>{team_rx})")
     rx = rx.replace(re.escape("{run}"), r"(?P<run>[^/\\]+?)")
-    return re.compile(f"^{rx}$")
+    # an upload's path may start with folders the pattern does not name (a zip of the folder
+    # that holds answer/): the pattern matches the path's last parts
+    return re.compile(f"^(?:.*/)?{rx}$")
 
 
 def _found(task: TaskDefinition, m: re.Match[str], by_team: bool = False) -> RunFileMatch:
@@ -295,13 +331,28 @@ def name_clash(task: TaskDefinition, filename: str, team: str | None) -> Issue |
                  f"({team!r}); name it {mine} (or leave out the team token)", "name-clash")
 
 
+def _own_file(task: TaskDefinition, filename: str) -> RunFileMatch | None:
+    """The dataset whose own run file pattern (datasets[].run_filename) the name fits."""
+    for spec in task.datasets:
+        if spec.run_filename:
+            m = _name_regex(spec.run_filename, (spec.name,)).match(filename)
+            if m is not None:
+                found = m.groupdict()
+                return RunFileMatch(spec.name, found.get("team"), found.get("run"))
+    return None
+
+
 def match_run_file(task: TaskDefinition, filename: str, *,
                    team: str | None = None) -> RunFileMatch | None:
     """What a run file name of the task says, else None; `team` helps split a dotted name.
 
-    When one file answers every dataset (run.filename without {dataset}), the dataset
-    returned is the first one.
+    A dataset's own pattern (datasets[].run_filename) is tried first. When one file answers
+    every dataset (run.filename without {dataset}), the dataset returned is the first one.
     """
+    if task.own_run_files:
+        own = _own_file(task, filename)
+        if own is not None or not task.run.filename:
+            return own
     team_pattern = task.run.team_filename
     if team and team_pattern:
         # the uploader's own team first: a {run} in run.filename would swallow the team too
@@ -332,8 +383,7 @@ def run_name_from_files(task: TaskDefinition, names: Collection[str], *,
     `given` as it is.
     """
     given = given.strip() if given is not None and given.strip() else None
-    patterns = (task.run.filename, task.run.team_filename or "")
-    if not any("{run}" in p for p in patterns):
+    if not any("{run}" in p for p in task.run_patterns):
         return given, []
     issues: list[Issue] = []
     first: tuple[str, str] | None = None  # (name, file)
@@ -1010,8 +1060,11 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
         digests[filename] = sha256(data)
         match = match_run_file(task, filename, team=team)
         if match is None:
+            folders = (" (files in folders travel in one zip, which keeps its folders)"
+                       if task.run_folders and "/" not in filename else "")
             issues.append(Issue(filename, None, f"{filename!r} is not a run file name of task "
-                                f"{task.name}; expected names like {example}", "unknown-file"))
+                                f"{task.name}; expected names like {example}{folders}",
+                                "unknown-file"))
             continue
         dataset, token = match.dataset, match.team
         if dataset not in expected and not task.single_run_file:

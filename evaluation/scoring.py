@@ -168,16 +168,33 @@ def _metric_rule(task: TaskDefinition, dataset: str, metric: str) -> str:
     both = task.thresholds(dataset)
     run_t, gold_t = both if both else (task.binary_threshold, task.binary_threshold)
     if m.sweeps:
-        return f"|gold>={gold_t:g}|sweep:{M.MAX_F1_RULE}"
+        return f"|gold>={gold_t:g}|sweep:{M.SWEEP_RULES[task.sweep]}"
     return f"|run>={run_t:g}|gold>={gold_t:g}" if both else ""
 
 
 def _for_dataset(task: TaskDefinition, dataset: str) -> TaskDefinition:
-    """The task as `dataset`'s binary metrics see it: its run threshold as binary_threshold."""
+    """The task as `dataset`'s metrics see it: its run threshold as binary_threshold, its
+    constant-run rule as the task's."""
     both = task.thresholds(dataset)
+    rule = task.constant_run_rule(dataset)
+    if rule != task.constant_run:
+        task = replace(task, constant_run=rule)
     if both is None or both[0] == task.binary_threshold:
         return task
     return replace(task, binary_threshold=both[0])
+
+
+def _constant(task: TaskDefinition, x: np.ndarray) -> np.ndarray | None:
+    """Under constant_run = "undefined", where a run (a row of x) has all values equal: such a
+    run gives no degree (a label-only system's 0.0000 everywhere), so none of its metrics is
+    defined. None when the rule is "scored"."""
+    if task.constant_run != "undefined" or not x.shape[-1]:
+        return None
+    return np.ptp(x, axis=-1) == 0
+
+
+CONSTANT_RUN = ("undefined: the run's values are all equal (no degree), and metrics.constant_run "
+                "= undefined leaves its metrics undefined")
 
 
 def _binary_labels(task: TaskDefinition, dataset: str, labels: np.ndarray) -> np.ndarray:
@@ -309,8 +326,10 @@ def _metric(name: str, task: TaskDefinition, x: np.ndarray, y: np.ndarray,
     if derived is not None:
         return expression(derived.expr).evaluate(
             _derived_inputs(derived, task, x, y, labels, w, n_classes))
-    return M.compute(name, x, y, labels=labels, weights=w, threshold=task.binary_threshold,
-                     n_classes=n_classes)
+    value = M.compute(name, x, y, labels=labels, weights=w, threshold=task.binary_threshold,
+                      n_classes=n_classes, sweep=task.sweep)
+    constant = _constant(task, np.asarray(x))
+    return value if constant is None else np.where(constant, np.nan, value)
 
 
 def _derived_inputs(derived: DerivedMetric, task: TaskDefinition, x: np.ndarray,
@@ -431,6 +450,7 @@ def score_run(task: TaskDefinition, run: ValidatedRun, gold: Mapping[str, Datase
             yw, lw = next((gs for gs, vk in zip(sets, values, strict=True)
                            if not np.isfinite(vk)), sets[0])
             warn = (None if value is not None
+                    else CONSTANT_RUN if _constant(dtask, p.x)
                     else _derived_warning(derived, task, p.x, yw, lw, p.w, n_classes)
                     if derived is not None
                     else _undefined_warning(metric, p.x, yw, n))
@@ -550,8 +570,14 @@ def _boot_metric(metric: str, task: TaskDefinition, c: R.Counts, x: np.ndarray,
             for name in derived.inputs})
     if _needs_weights(metric):
         assert w is not None
+    constant = _constant(task, np.asarray(x))
+    if constant is not None and constant:
+        # every resample of a constant run is constant (a resample of a varying one that
+        # happens to draw equal values only is left scored: its chance is negligible)
+        return np.full(c.rows if isinstance(c, R.Resample) else c.shape[0], np.nan)
     return M.compute_resampled(metric, c, x, y, labels=labels, weights=w,
-                               threshold=task.binary_threshold, n_classes=n_classes)
+                               threshold=task.binary_threshold, n_classes=n_classes,
+                               sweep=task.sweep)
 
 
 def _boot_each(metric: str, task: TaskDefinition, c: R.Counts, p: _Pairs,
@@ -608,6 +634,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
             p = pairs[k]
             # the draws, counted per pair or per cell of equal (x, y) as each metric needs
             c = R.draw(rng, len(p.x), b)
+            if p.w is not None and {"pearson", "weighted_pearson"} <= set(task.dataset_metrics(k)):
+                R.sum_weighted_beside_pearson(c, p.x, p.y, p.w)  # one pass sums both
             per[k] = {}
             n_classes = len(task.dataset(k).gold.classes)
             for metric in task.dataset_metrics(k):

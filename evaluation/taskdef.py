@@ -33,6 +33,11 @@ GOLD_VALUES = ("number", "boolean", "votes")
 VOTE_RULES = ("majority", "mean", "positive_share")
 # what an undefined value (a constant run's Pearson) is worth in ranks and aggregates
 UNDEFINED_RULES = ("counts-zero", "ranks-last")
+# how max_f1 (and precision and recall at it) sweep the run's values: metrics.sweep
+SWEEPS = tuple(M.SWEEP_RULES)
+# a run whose values for a dataset are all equal (a label-only system's 0.0000 degrees):
+# scored as any run, or every metric of the dataset undefined ("no degree")
+CONSTANT_RUN_RULES = ("scored", "undefined")
 # metrics where a smaller value is better: ranked ascending
 LOWER_IS_BETTER = M.LOWER_IS_BETTER
 # how a model's cosine becomes a score (scores.model_mapping; baselines.models applies it)
@@ -73,6 +78,11 @@ class InputFormat:
         """The field separator of the format."""
         return "\t" if self.format == "tsv" else ","
 
+    @property
+    def single_text(self) -> bool:
+        """Whether an item has one text (a target word), not a pair to compare."""
+        return len(self.texts) == 1 and not self.split
+
 
 @dataclass(frozen=True)
 class GoldFormat:
@@ -93,6 +103,8 @@ class GoldFormat:
     votes: str = "positive_share"
     # pairs whose gold value lies in [lo, hi] are left out of this dataset's metrics
     exclude: tuple[float, float] | None = None
+    # tokens of the gold column that mean "not scored" (a release's "----" or "NA")
+    unscored_markers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -165,6 +177,10 @@ class DatasetSpec:
     # binary metrics: the run is positive at >= run_threshold, the gold at >= gold_threshold
     run_threshold: float | None = None
     gold_threshold: float | None = None
+    # a constant run's metrics: "scored" or "undefined" (None: the task's metrics.constant_run)
+    constant_run: str | None = None
+    # this dataset's own run file pattern (run.filename otherwise); may hold folders
+    run_filename: str | None = None
 
     @property
     def gold_files(self) -> tuple[str, ...]:
@@ -210,6 +226,10 @@ class TaskDefinition:
     model_mapping: str = "clip"
     # an undefined value counts 0 ("counts-zero") or ranks below every defined one
     undefined: str = "counts-zero"
+    # how max_f1 and its precision and recall sweep thresholds (metrics.SWEEP_RULES)
+    sweep: str = "distinct"
+    # a constant run's metrics: "scored", or undefined ("no degree"; a dataset may differ)
+    constant_run: str = "scored"
 
     def __hash__(self) -> int:
         # `tracks` is a dict, so the generated hash would fail; the digest identifies the text
@@ -294,6 +314,10 @@ class TaskDefinition:
         """The declared derived metric called `name`, None for a registry metric."""
         return next((d for d in self.derived if d.name == name), None)
 
+    def constant_run_rule(self, dataset: str) -> str:
+        """What a constant run's metrics on `dataset` are: "scored" or "undefined"."""
+        return self.dataset(dataset).constant_run or self.constant_run
+
     def lower_is_better(self, key: str) -> bool:
         """Whether a flat metric key ranks ascending (an error, not an agreement)."""
         metric = key.rsplit("/", 1)[-1]
@@ -305,7 +329,23 @@ class TaskDefinition:
     @property
     def single_run_file(self) -> bool:
         """True when one run file answers every dataset (run.filename has no {dataset})."""
-        return "{dataset}" not in self.run.filename
+        return "{dataset}" not in self.run.filename and not self.own_run_files
+
+    @property
+    def own_run_files(self) -> bool:
+        """True when some dataset names its own run file (datasets[].run_filename)."""
+        return any(d.run_filename for d in self.datasets)
+
+    @property
+    def run_patterns(self) -> tuple[str, ...]:
+        """Every run file name pattern of the task: run.filename, team_filename, datasets'."""
+        return tuple(p for p in (self.run.filename, self.run.team_filename,
+                                 *(d.run_filename for d in self.datasets)) if p)
+
+    @property
+    def run_folders(self) -> bool:
+        """True when a run file pattern holds folders: uploads then keep their files' paths."""
+        return any("/" in p for p in self.run_patterns)
 
     @property
     def board_dataset_metrics(self) -> tuple[str, ...]:
@@ -323,24 +363,25 @@ class TaskDefinition:
 
         Without `run`, a {run} placeholder stays as it is: the name shows where it goes.
         """
-        self.dataset(dataset)
+        own = self.dataset(dataset).run_filename
         pattern = self.run.filename
-        if team is not None and self.run.team_filename:
+        if own:
+            pattern = own
+        elif team is not None and self.run.team_filename:
             pattern = self.run.team_filename
         return pattern.format(dataset=dataset, team="{team}" if team is None else team,
                               run="{run}" if run is None else run)
 
     def team_run_filename(self, dataset: str) -> str | None:
         """The team variant of `dataset`'s run file name, placeholders kept; None without one."""
-        if not self.run.team_filename:
+        if not self.run.team_filename or self.dataset(dataset).run_filename:
             return None
-        self.dataset(dataset)
         return self.run.team_filename.format(dataset=dataset, team="{team}", run="{run}")
 
     @property
     def run_in_filename(self) -> bool:
         """True when run file names carry the run's name ({run} in either pattern)."""
-        return "{run}" in self.run.filename or "{run}" in (self.run.team_filename or "")
+        return any("{run}" in p for p in self.run_patterns)
 
     def input_filename(self, dataset: str) -> str:
         """Base name of the dataset's input file."""
@@ -440,16 +481,17 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "inputs.": ("format", "columns", "header", "id", "texts", "split", "transform", "genre",
                 "genre_separator", "genre_column", "quoted", "extra_columns", "breakdowns"),
     "gold.": ("format", "id_column", "score_column", "label_column", "unscored", "classes",
-              "combine", "fields", "header", "delimiter", "values", "votes", "exclude"),
+              "combine", "fields", "header", "delimiter", "values", "votes", "exclude",
+              "unscored_markers"),
     "run.": ("format", "filename", "team_filename", "columns", "confidence", "confidence_range",
              "confidence_missing", "id_column", "na", "fields", "header", "delimiter",
              "values", "range"),
     "metrics.": ("dataset", "genre", "aggregate", "board", "primary", "ranking",
                  "binary_threshold", "rank_datasets", "overall_needs_all_datasets", "derived",
-                 "undefined"),
+                 "undefined", "sweep", "constant_run"),
     "datasets[].": ("name", "track", "required", "input", "gold", "no_gold", "inputs",
                     "gold_format", "metrics", "primary", "run_field", "scores", "run_range",
-                    "run_threshold", "gold_threshold"),
+                    "run_threshold", "gold_threshold", "constant_run", "run_filename"),
     "datasets[].scores.": ("min", "max"),
     "aggregate.": ("name", "of", "weights"),
     "derived.": ("name", "expr", "lower_is_better"),
@@ -500,8 +542,7 @@ def _input_format(table: dict[str, Any], source: str, where: str) -> InputFormat
     for col in (*texts, *([ident] if ident != "line" else []), *spec.breakdowns):
         if col not in columns:
             raise TaskDefinitionError(f"{source}: {where}column {col!r} is not in columns")
-    if len(texts) == 1 and not split:
-        raise TaskDefinitionError(f"{source}: {where}one text column needs a split separator")
+    # one column: items with one text (a target word), or two texts split by `split`
     if len(texts) not in (1, 2):
         raise TaskDefinitionError(f"{source}: {where}texts must name one or two columns")
     if genre == "id_prefix" and ident == "line":
@@ -529,7 +570,13 @@ def _gold_format(table: dict[str, Any], source: str, where: str) -> GoldFormat:
             or exclude[0] > exclude[1]):
         raise TaskDefinitionError(f"{source}: {where}exclude must be [low, high], the band of "
                                   "gold values left out (low <= high)")
+    markers = _strings(table, "unscored_markers", source, [], where)
+    if any(not m.strip() or m != m.strip() for m in markers):
+        raise TaskDefinitionError(f"{source}: {where}unscored_markers must list tokens such as "
+                                  "\"----\" or \"NA\" (not empty, no surrounding spaces; a blank "
+                                  "field is gold.unscored = \"blank\")")
     return GoldFormat(
+        unscored_markers=markers,
         fields=fields,
         header=header,
         delimiter=_choice(_get(table, "delimiter", str, source, "tab", where), DELIMITERS,
@@ -703,6 +750,48 @@ def _registry_inputs(metrics: tuple[str, ...], derived: tuple[DerivedMetric, ...
     return tuple(out)
 
 
+# What the readers of an upload skip (runs._skip_member): a pattern that needs such a part
+# could never match a file.
+_SKIPPED_FIRST_PARTS = ("__MACOSX",)
+
+
+def _run_pattern(pattern: str, key: str, source: str) -> None:
+    """Refuse a run file pattern that no uploaded file could ever match.
+
+    Uploads keep their files' paths inside a zip or folder (runs.unpack_upload), separated by
+    '/'; a pattern with folders matches the last parts of such a path.
+    """
+    parts = pattern.split("/")
+    problem = None
+    if not pattern.strip():
+        problem = "is empty"
+    elif "\\" in pattern:
+        problem = "uses '\\'; separate folders with '/'"
+    elif pattern.startswith("/") or re.match(r"^[A-Za-z]:", pattern):
+        problem = "is absolute; name the path inside the upload (e.g. answer/task1/{dataset}.txt)"
+    elif any(p in ("", ".", "..") for p in parts):
+        problem = "has an empty, '.' or '..' folder part"
+    elif any(p.startswith(".") for p in parts):
+        problem = "has a part starting with '.': hidden files and folders of uploads are skipped"
+    elif parts[0] in _SKIPPED_FIRST_PARTS:
+        problem = f"starts with {parts[0]}/, which uploads skip"
+    if problem:
+        raise TaskDefinitionError(f"{source}: {key} {pattern!r} can never match an uploaded "
+                                  f"file: it {problem}")
+
+
+def _check_own_run_files(datasets: list[DatasetSpec], source: str) -> None:
+    """Datasets' own run file patterns (datasets[].run_filename) must tell the files apart."""
+    seen: dict[str, str] = {}
+    for d in datasets:
+        if not d.run_filename:
+            continue
+        if d.run_filename in seen:
+            raise TaskDefinitionError(f"{source}: datasets {seen[d.run_filename]} and {d.name} "
+                                      f"name the same run file {d.run_filename!r}")
+        seen[d.run_filename] = d.name
+
+
 def _check_dataset(name: str, inputs: InputFormat, gold: GoldFormat, metrics: tuple[str, ...],
                    run: RunFormat, source: str, where: str) -> None:
     """Refuse a dataset whose metrics or gold need a column its formats lack."""
@@ -771,9 +860,13 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         raise TaskDefinitionError(
             f"{source}: run.confidence_range must be [min, max] with min below max"
         )
+    raw_list = _get(doc, "datasets", list, source, [])
+    own_files = [d.get("run_filename") for d in raw_list if isinstance(d, dict)]
+    # every dataset naming its own run file: run.filename has nothing left to name
+    all_own = bool(own_files) and all(own_files) and len(own_files) == len(raw_list)
     run = RunFormat(
         format=run_fmt,
-        filename=_get(run_table, "filename", str, source, where="run."),
+        filename=_get(run_table, "filename", str, source, "" if all_own else ..., "run."),
         team_filename=_get(run_table, "team_filename", str, source, None, "run."),
         columns=_strings(run_table, "columns", source, ["PairID", "Pred_Score"], "run."),
         confidence=_get(run_table, "confidence", bool, source, False, "run."),
@@ -804,17 +897,24 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
     if unknown_values:
         raise TaskDefinitionError(f"{source}: run.values names {unknown_values}, which are not "
                                   f"in run.fields {list(run.fields)}")
-    n_datasets = len(_get(doc, "datasets", list, source, []))
+    n_datasets = len(raw_list)
     # one file answers every dataset: a table/fields/jsonl run (a field per dataset), or a task
     # with a single dataset
     single = (run.format in ("table", "fields", "jsonl") or n_datasets == 1) \
-        and "{dataset}" not in run.filename
-    if "{dataset}" not in run.filename and not single:
+        and "{dataset}" not in run.filename and not any(own_files)
+    if any(own_files) and run.filename and "{dataset}" not in run.filename:
+        raise TaskDefinitionError(f"{source}: run.filename must contain {{dataset}} where "
+                                  "datasets name their own run files (datasets[].run_filename): "
+                                  "it names the files of the other datasets")
+    if "{dataset}" not in run.filename and not single and not all_own:
         raise TaskDefinitionError(f"{source}: run.filename must contain {{dataset}} (the task "
                                   "has several datasets and a run format with one score a line)")
     _template(run.filename, ("dataset", "team", "run"), "run.filename", source)
+    if run.filename or not all_own:
+        _run_pattern(run.filename, "run.filename", source)
     if run.team_filename:
         _template(run.team_filename, ("dataset", "team", "run"), "run.team_filename", source)
+        _run_pattern(run.team_filename, "run.team_filename", source)
     if run.team_filename and not (("{dataset}" in run.team_filename or single)
                                   and "{team}" in run.team_filename):
         raise TaskDefinitionError(
@@ -900,6 +1000,11 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
                                       f"run.fields {list(run.fields)}")
         thresholds = {k: _get(raw, k, (int, float), source, None, where)
                       for k in ("run_threshold", "gold_threshold")}
+        own_file = _get(raw, "run_filename", str, source, None, where)
+        if own_file is not None:
+            _template(own_file, ("dataset", "team", "run"), f"{where}run_filename", source)
+            _run_pattern(own_file, f"{where}run_filename", source)
+            own_file = own_file.replace("{dataset}", dname)
         _check_dataset(dname, inputs, gold, _registry_inputs(own_metrics or metrics, derived),
                        run, source, where)
         _check_annotators(gold, gold_patterns, source, where)
@@ -927,7 +1032,12 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
                            else float(thresholds["run_threshold"])),
             gold_threshold=(None if thresholds["gold_threshold"] is None
                             else float(thresholds["gold_threshold"])),
+            constant_run=(None if "constant_run" not in raw else _choice(
+                _get(raw, "constant_run", str, source, where=where), CONSTANT_RUN_RULES,
+                f"{where}constant_run", source)),
+            run_filename=own_file,
         ))
+    _check_own_run_files(datasets, source)
     for t, names in tracks.items():
         unknown = [n for n in names if n not in seen]
         if unknown:
@@ -996,6 +1106,11 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
         model_mapping=model_mapping,
         undefined=_choice(_get(metrics_table, "undefined", str, source, "counts-zero",
                                "metrics."), UNDEFINED_RULES, "metrics.undefined", source),
+        sweep=_choice(_get(metrics_table, "sweep", str, source, "distinct", "metrics."), SWEEPS,
+                      "metrics.sweep", source),
+        constant_run=_choice(_get(metrics_table, "constant_run", str, source, "scored",
+                                  "metrics."), CONSTANT_RUN_RULES, "metrics.constant_run",
+                             source),
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import hashlib
+import io
 import json
 import os
 import sys
@@ -147,20 +148,24 @@ def cmd_accept(args: argparse.Namespace) -> int:
     """Show a task's terms in force and accept them (the site records it as from the CLI)."""
     api = _api(args)
     terms = api.get_json(f"/tasks/{args.task}/terms")
-    if not terms["versions"]:
+    ahead = terms.get("scheduled") or []  # changes that take effect later: accepted ahead
+    if not terms["versions"] and not ahead:
         _out(f"{args.task} has no terms to accept.")
         return EXIT_OK
-    for version in terms["versions"]:
+    for version in terms["versions"] + ahead:
         where = f"phase {version['phase']}" if version["phase"] else "the task"
-        _out(f"Terms of {where} (version {version['digest'][:12]}"
-             f"{', accepted' if version['accepted'] else ''}):\n")
+        when = f", takes effect {version['effective_at']}" if version in ahead else ""
+        grace = (f", the text before counts until {version['covered_until']}"
+                 if version.get("covered_until") else "")
+        _out(f"Terms of {where} (version {version['digest'][:12]}{when}"
+             f"{', accepted' if version['accepted'] else ''}{grace}):\n")
         _out(version["text"])
         _out()
     if terms.get("license"):
         _out(f"Data licence: {terms['license']}")
     if terms.get("terms_document_url"):
         _out(f"Full terms: {terms['terms_document_url']}")
-    if terms["accepted"]:
+    if terms["accepted"] and all(v["accepted"] for v in ahead):
         _out(f"You have accepted the current terms of {args.task}.")
         return EXIT_OK
     if not args.yes:
@@ -171,7 +176,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
             _out("Not accepted.")
             return EXIT_FORBIDDEN
     answer = api.request("POST", f"/tasks/{args.task}/terms/accept", json={
-        "client": "cli", "digests": [v["digest"] for v in terms["versions"]]}).json()
+        "client": "cli", "digests": [v["digest"] for v in terms["versions"] + ahead]}).json()
     _out(f"Accepted the terms of {args.task} ({len(answer['accepted'])} version(s)).")
     return EXIT_OK
 
@@ -288,16 +293,28 @@ def _refused(err: CliError) -> int:
 
 
 def _read_run(path: Path) -> dict[str, bytes]:
-    """The files of a run folder (top level and below) or a single file/zip, by base name."""
+    """The files of a run folder (top level and below) or a single file/zip, by base name.
+
+    A folder whose files lie in subfolders travels as one zip of it (named for the folder), so a
+    task whose run file names have folders (answer/task1/english.txt) reads them where they lie.
+    """
     if path.is_dir():
         found = {}
+        nested = False
         for p in sorted(path.rglob("*")):
-            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts):
-                if p.name in found:
-                    raise CliError(f"{path}: two files are called {p.name}")
-                found[p.name] = p.read_bytes()
+            rel = p.relative_to(path)
+            if p.is_file() and not any(part.startswith(".") for part in rel.parts):
+                nested = nested or len(rel.parts) > 1
+                found[rel.as_posix()] = p.read_bytes()
         if not found:
             raise CliError(f"{path}: the folder has no files")
+        if nested:
+            top = path.resolve().name or "run"
+            buffer = io.BytesIO()
+            with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+                for member, data in found.items():
+                    zf.writestr(f"{top}/{member}", data)
+            return {f"{top}.zip": buffer.getvalue()}
         return found
     if path.is_file():
         return {path.name: path.read_bytes()}
@@ -334,7 +351,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if path.is_file():
             stored[name] = read_inputs(definition, name, path.read_bytes(), filename=path.name)
     try:
-        files = unpack_upload(_read_run(Path(args.run)))
+        files = unpack_upload(_read_run(Path(args.run)), keep_folders=definition.run_folders)
     except ValidationError as err:
         _err(f"{args.run}: the run could not be read")
         _print_issues([i.to_dict() for i in err.issues])

@@ -101,11 +101,16 @@ def clipped_pairs(cos: np.ndarray, mapping: Mapping_) -> int:
 
 def model_task_problem(task: TaskDefinition, datasets: Iterable[str]) -> str | None:
     """Why a model cannot answer these datasets of the task (None when it can): an encoder's
-    cosine becomes a score, never a class label."""
-    labelled = [d for d in datasets if task.dataset(d).gold.classes]
+    cosine of two texts becomes a score, never a class label nor a one-text item's score."""
+    names = list(datasets)
+    labelled = [d for d in names if task.dataset(d).gold.classes]
     if labelled:
         return (f"dataset(s) {', '.join(labelled)} of {task.name} take class labels; a model's "
                 "cosine similarity gives scores, so the model track cannot answer them")
+    single = [d for d in names if task.dataset(d).inputs.single_text]
+    if single:
+        return (f"dataset(s) {', '.join(single)} of {task.name} have one text an item (a target "
+                "word), not a pair whose cosine similarity an encoder could give")
     return None
 
 

@@ -11,8 +11,9 @@ from werkzeug.exceptions import Unauthorized
 from semboard.clock import request_now
 from semboard.config import Limits
 from semboard.db import SAFE_METHODS, get_session
-from semboard.errors import InvalidData
+from semboard.errors import Forbidden, InvalidData
 from semboard.jobs import analysis as analysis_jobs
+from semboard.jobs import baselines as baseline_jobs
 from semboard.jobs import boards as board_jobs
 from semboard.jobs.scoring import accept_run, request_limit
 from semboard.models import Phase, Task, Team, TeamWindow, User
@@ -127,8 +128,8 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
         data["license"] = rules.license or None
         data["terms_url"] = rules.terms_url or None
         data["citation"] = rules.citation or None
-        pending = terms.pending(session, task=task, user=user)
-        data["terms"] = {"in_force": bool(terms.in_force(session, task=task)),
+        pending = terms.pending(session, task=task, user=user, now=now)
+        data["terms"] = {"in_force": bool(terms.in_force(session, task=task, now=now)),
                          "accepted": not pending if user is not None else None,
                          "url": url_for("web.terms_page", task_name=task.name, _external=True)}
         team = teams.team_for_user(session, task=task, user=user)
@@ -161,17 +162,15 @@ def show_task(task_name: str) -> Any:
 
 
 def _uploaded_files() -> dict[str, bytes]:
-    """Uploaded files by base name (client paths are dropped; names are never used as paths)."""
+    """Uploaded files by base name (client paths are dropped; names are never used as paths);
+    none at all is admission's to refuse, after who may upload."""
     uploads = request.files.getlist("files")
     if any(not client_filename(upload.filename) for upload in uploads):
         raise InvalidData("every uploaded file needs a file name")
     try:
-        found = uploaded_files(uploads)
+        return uploaded_files(uploads)
     except ValueError as err:
         raise InvalidData(str(err)) from None
-    if not found:
-        raise InvalidData("upload the run's files in the multipart field 'files'")
-    return found
 
 
 @bp.post("/tasks/<task_name>/runs")
@@ -183,7 +182,6 @@ def submit_run(task_name: str) -> Any:
     task = tasks.get_task(session, task_name)
     team = teams.require_team(session, task=task, user=user)
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
-    participation.require_participant(session, task=task, user=user, team=team, phase=phase)
     key = submissions.client_key(request.headers.get("Idempotency-Key"))
     # with a queue (REDIS_URL) the run is validated and stored here, scored by a worker: 202
     try:
@@ -202,6 +200,25 @@ def submit_run(task_name: str) -> Any:
         return jsonify(_run_json(run, show) | {"status_url": status_url}), 202, \
             {"Location": status_url}
     return jsonify(_run_json(run, show)), 201
+
+
+@bp.post("/tasks/<task_name>/baselines")
+def add_reference(task_name: str) -> Any:
+    """An organiser adds the task's own output file(s) as an unranked baseline row (multipart:
+    files, optional phase, name and source)."""
+    user = require_token_user()
+    if not access.is_organiser(get_session(), user, tasks.get_task(get_session(), task_name)):
+        raise Forbidden("only the task's organisers add reference outputs")
+    run, queued = baseline_jobs.add_reference_files(
+        get_session(), get_storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
+        task_name=task_name, files=_uploaded_files(), now=request_now(), user=user,
+        phase_slug=request.form.get("phase"), name=request.form.get("name", ""),
+        provenance=request.form.get("source", ""))
+    if queued:
+        status_url = url_for("api.show_run", run_id=run.id)
+        return jsonify(_run_json(run, True) | {"status_url": status_url}), 202, \
+            {"Location": status_url}
+    return jsonify(_run_json(run, True)), 201
 
 
 def _run_json(run: Any, show: bool) -> dict[str, Any]:
@@ -320,7 +337,7 @@ def download_gold(task_name: str, dataset: str) -> Any:
     task = tasks.get_task(session, task_name)
     filename, data = gold.download_gold(
         session, get_storage(), task=task, dataset=dataset, viewer=token_user(),
-        split=request.args.get("split") or None,
+        now=request_now(), split=request.args.get("split") or None,
     )
     return attachment(data, filename)
 
@@ -377,7 +394,8 @@ def compare_runs(task_name: str) -> Any:
     session = get_session()
     task = tasks.get_task(session, task_name)
     a_id, b_id = _compare_ids()
-    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=token_user())
+    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=token_user(),
+                             now=request_now())
     return jsonify(_comparison_json(found, task))
 
 
@@ -391,7 +409,8 @@ def request_comparison(task_name: str) -> Any:
     started = analysis_jobs.ask(session, task=task, a_id=a_id, b_id=b_id, user=user,
                                 limits=Limits.from_config(current_app.config),
                                 now=request_now())
-    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=token_user())
+    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=token_user(),
+                             now=request_now())
     body = _comparison_json(found, task)
     # 202 whenever this request started the work, even if its thread finished first: the status
     # says what the request did, not how fast the computation was

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -11,10 +12,16 @@ from flask.cli import AppGroup
 from tqdm import tqdm
 
 from baselines import SYSTEM_NAMES, system_class
+from evaluation import ValidationError, read_run_files
 from semboard.cli.core import command_session
 from semboard.clock import utcnow
 from semboard.jobs import baselines as baseline_jobs
-from semboard.jobs.baselines import QUEUE_NAME, enqueue_baselines, run_baselines
+from semboard.jobs.baselines import (
+    QUEUE_NAME,
+    add_reference_files,
+    enqueue_baselines,
+    run_baselines,
+)
 from semboard.services.tasks import tasks
 from semboard.storage import get_storage
 
@@ -90,3 +97,43 @@ def run_command(task_name: str, system: str, device: str, phase_slug: str | None
                    f"encode {meta.get('pairs_per_s')} pairs/s on {meta.get('device')}, "
                    f"load {meta.get('load_s')} s")
         click.echo(f"  signature: {meta.get('signature')}")
+
+
+@baselines_cli.command("add-file")
+@click.argument("task_name")
+@click.argument("paths", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=True, path_type=Path))
+@click.option("--phase", "phase_slug", help="Phase slug (default: the open or last phase).")
+@click.option("--name", default="", help="The row's name where the file names carry none.")
+@click.option("--source", "provenance", default="",
+              help="Where the files come from (a URL, the release and its folder), shown with "
+                   "the row.")
+def add_file_command(task_name: str, paths: tuple[Path, ...], phase_slug: str | None,
+                     name: str, provenance: str) -> None:
+    """Add the organisers' own output file(s) as an unranked baseline row.
+
+    PATHS are the run's files as published (a file, a folder or a zip), named as the task's run
+    files; the row takes the name they carry, a reserved team's too (PIT2015_BASELINE_04_MultiP
+    .output is the row BASELINE_04_MultiP).
+    """
+    files: dict[str, bytes] = {}
+    for path in paths:
+        try:
+            # a folder's files keep their paths below it (as a zip of it would), for a task
+            # whose run files lie in folders; a file or zip goes as it is
+            found = (read_run_files(path, keep_folders=True) if path.is_dir()
+                     else {path.name: path.read_bytes()})
+        except ValidationError as err:
+            raise click.ClickException("\n".join(str(i) for i in err.issues)) from None
+        clash = sorted(set(files) & set(found))
+        if clash:
+            raise click.ClickException(f"two files are called {clash[0]}")
+        files.update(found)
+    with command_session() as session:
+        run, _queued = add_reference_files(
+            session, get_storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
+            task_name=task_name, files=files, now=utcnow(), user=None, phase_slug=phase_slug,
+            name=name, provenance=provenance, score_here=True)
+        click.echo(f"{run.name}: run {run.id} of the Baselines team, {run.status}, phase "
+                   f"{run.phase.slug}; {len(run.files)} file(s): "
+                   f"{', '.join(f.filename for f in run.files)}")

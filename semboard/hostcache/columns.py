@@ -71,25 +71,25 @@ class Strings(Sequence[str]):
     __hash__ = None  # type: ignore[assignment]
 
 
-class Pairs(Sequence[tuple[str, str]]):
-    """Two string columns read as (text1, text2) pairs."""
+class Pairs(Sequence[tuple[str, ...]]):
+    """String columns read as tuples: (text1, text2) pairs, or (text,) for one-text items."""
 
-    def __init__(self, first: Strings, second: Strings) -> None:
-        self._first, self._second = first, second
+    def __init__(self, *columns: Strings) -> None:
+        self._columns = columns
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (list, (list(self),))  # pickled (to another process) as a plain list
 
     def __len__(self) -> int:
-        return len(self._first)
+        return len(self._columns[0])
 
     def __getitem__(self, i):  # type: ignore[no-untyped-def]
         if isinstance(i, slice):
-            return list(zip(self._first[i], self._second[i], strict=True))
-        return (self._first[i], self._second[i])
+            return list(zip(*(c[i] for c in self._columns), strict=True))
+        return tuple(c[i] for c in self._columns)
 
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        return zip(self._first, self._second, strict=True)
+    def __iter__(self) -> Iterator[tuple[str, ...]]:
+        return zip(*self._columns, strict=True)
 
 
 class Categories(Sequence[str | None]):
@@ -136,8 +136,9 @@ def _pack(found: DatasetInputs) -> tuple[dict[str, Any], np.ndarray, np.ndarray,
     line_ids = isinstance(found.ids, LineIds)
     columns: list[Sequence[str]] = [] if line_ids else [found.ids]
     has_texts = len(found.texts) == len(found)
+    width = len(found.texts[0]) if has_texts and len(found) else 2
     if has_texts:
-        columns += [[a for a, _ in found.texts], [b for _, b in found.texts]]
+        columns += [[t[k] for t in found.texts] for k in range(width)]
     n = len(found)
     offsets = np.zeros((len(columns), n + 1), dtype=np.int64)
     parts: list[bytes] = []
@@ -154,6 +155,7 @@ def _pack(found: DatasetInputs) -> tuple[dict[str, Any], np.ndarray, np.ndarray,
     codes = np.stack([c for c, _ in coded]) if n else np.zeros((len(coded), 0), np.int32)
     meta = {"format": _FORMAT, "dataset": found.dataset, "filename": found.filename,
             "digest": found.digest, "n": n, "line_ids": line_ids, "texts": has_texts,
+            "text_columns": width,
             "breakdowns": list(found.breakdowns), "categories": [names for _, names in coded],
             "blob": len(blob), "columns": len(columns)}
     return meta, blob, offsets, codes
@@ -167,8 +169,10 @@ def _unpack(meta: dict[str, Any], blob: np.ndarray, offsets: np.ndarray,
         ids: Sequence[str] = LineIds(n)
     else:
         ids, col = Strings(blob, offsets, 0), 1
-    texts: Sequence[tuple[str, str]] = (
-        Pairs(Strings(blob, offsets, col), Strings(blob, offsets, col + 1)) if meta["texts"]
+    # files written before one-text items existed hold two text columns
+    width = meta.get("text_columns", 2)
+    texts: Sequence[tuple[str, ...]] = (
+        Pairs(*(Strings(blob, offsets, col + k) for k in range(width))) if meta["texts"]
         else [])
     cats = meta["categories"]
     return DatasetInputs(

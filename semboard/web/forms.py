@@ -235,6 +235,19 @@ class DataUploadForm(FlaskForm):
     submit = SubmitField("Upload")
 
 
+class ReferenceFileForm(FlaskForm):
+    """Add the organisers' own output file(s) as an unranked baseline row."""
+
+    phase = SelectField("Phase", validators=[DataRequired()])
+    # the row takes the name its files carry; a name is needed where they carry none
+    name = StringField("Row name (where the file names carry none)",
+                       validators=[Optional(), Length(max=100)])
+    provenance = StringField("Where the files come from",
+                             validators=[Optional(), Length(max=500)])
+    files = MultipleFileField("Output files (or one zip)")
+    submit = SubmitField("Add as a baseline row")
+
+
 class GrantForm(FlaskForm):
     """Grant a team a post-deadline fix (†)."""
 

@@ -101,6 +101,7 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("GET", "/api/v1/tasks/tiny/leaderboard?phase=eval", 403, 403),
     ("GET", "/api/v1/tasks/tiny/phases/eval/inputs/alpha", 401, 200),
     ("POST", "/api/v1/tasks/tiny/runs", 401, 422),
+    ("POST", "/api/v1/tasks/tiny/baselines", 401, 403),  # organisers add reference outputs
     # primary runs (issue 30): B names no run of the phase; the API wants a run id
     ("POST", "/tasks/tiny/phases/eval/primary", LOGIN, 404),
     ("GET", "/api/v1/tasks/tiny/phases/eval/primary", 401, 200),
@@ -117,6 +118,7 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("POST", "/organise/load", LOGIN, 403),
     ("GET", "/tasks/tiny/organise", LOGIN, 403),
     ("POST", "/tasks/tiny/organise/data", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/baselines", LOGIN, 403),
     ("POST", "/tasks/tiny/organise/grants", LOGIN, 403),
     ("GET", "/tasks/tiny/organise/log", LOGIN, 403),
     ("GET", "/tasks/tiny/organise/phases/eval", LOGIN, 403),

@@ -51,6 +51,21 @@ def test_run_folder_reading(tmp_path):
     assert err.value.code == client.EXIT_NOT_FOUND
 
 
+def test_a_run_folder_with_subfolders_travels_as_one_zip_keeping_them(tmp_path):
+    """answer/task1/english.txt and answer/task2/english.txt (issue 46): zipped, not flattened."""
+    import io
+    import zipfile
+
+    for sub in ("task1", "task2"):
+        (tmp_path / "answer" / sub).mkdir(parents=True)
+        (tmp_path / "answer" / sub / "english.txt").write_text(f"w\t{sub[-1]}\n")
+    (files,) = [main._read_run(tmp_path / "answer")]
+    assert list(files) == ["answer.zip"]
+    with zipfile.ZipFile(io.BytesIO(files["answer.zip"])) as zf:
+        assert sorted(zf.namelist()) == ["answer/task1/english.txt", "answer/task2/english.txt"]
+        assert zf.read("answer/task2/english.txt") == b"w\t2\n"
+
+
 def test_usage_errors_exit_2_and_help_lists_exit_codes(capsys):
     with pytest.raises(SystemExit) as err:
         main.main(["submit", "tiny"])
