@@ -891,6 +891,8 @@ def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
     assert empty.data is not None
     empty.data["board"]["preparing"] = True
     empty._bodies.clear()
+    # its JSON body from the data now: made from the parts when asked, it would lose "preparing"
+    empty._bodies["json"] = json.dumps(empty.data["board"], ensure_ascii=False).encode()
     empty.stale = True
     return empty
 
