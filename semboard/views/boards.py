@@ -69,7 +69,7 @@ def _prepared(task: Task, phase: Phase, *, with_data: bool = True) -> prepared_b
     elif prepared.stale:  # served the newest stored board (or an empty one): built off the request
         board_jobs.request_build(app, task.id)
     elif prepared.groups_pending:
-        board_jobs.recover_pending(app, task.id, prepared.version)
+        board_jobs.recover_pending(app, task.id, prepared.version, prepared.pending_since)
     return prepared
 
 

@@ -281,15 +281,19 @@ class Leaderboard:
         return board
 
     def _table(self, *, latex: bool = False, rows: list[Row] | None = None,
-               spliced: bool = False) -> tuple[list[str], list[list[Any]]]:
+               spliced: bool = False, models: bool | None = None
+               ) -> tuple[list[str], list[list[Any]]]:
         """Header and body of the exports; with model rows, their parameters (and digest).
 
-        rows: only these; spliced: each rank cell a placeholder (to_csv fills them in)."""
+        rows: only these; spliced: each rank cell a placeholder (to_csv fills them in);
+        models: whether the board has model rows, where the caller knows (a row's line is
+        made once per row: looking at every row for each would be quadratic)."""
         header = ["team", "run", "baseline", "flags"]
         contrastive = self.ranking != primary.EVERY  # boards ranking every run: as before
         if contrastive:
             header.append("run type")
-        models = self.has_models
+        if models is None:
+            models = self.has_models
         if models:  # boards without model runs export exactly as before
             header += ["Params"] if latex else ["parameters", "model digest"]
         for column in self.columns:
@@ -329,7 +333,7 @@ class Leaderboard:
         shape = self.csv_shape()
         for row in self.rows:
             parts = self.csv_parts(row, shape)
-            lines.append(self.csv_line(row) if parts is None
+            lines.append(self.csv_line(row, shape) if parts is None
                          else fill_csv(parts, ranked, row.ranks, row.groups))
         return "".join(lines)
 
@@ -340,13 +344,15 @@ class Leaderboard:
                                              if c.ranked], [])
 
     def csv_shape(self) -> tuple[Any, ...]:
-        """What a row's CSV text depends on besides the row (its parts are kept by it)."""
+        """What a row's CSV text depends on besides the row (its parts are kept by it): made
+        once per board, and passed to each row's line (its first item says whether the board
+        has model rows)."""
         return (self.has_models, self.ranking != primary.EVERY,
                 tuple((c.key, c.ranked) for c in self.columns))
 
-    def csv_line(self, row: Row) -> str:
-        """A row's CSV line, every cell written (rows without parts)."""
-        _, body = self._table(rows=[row])
+    def csv_line(self, row: Row, shape: tuple[Any, ...] | None = None) -> str:
+        """A row's CSV line, every cell written (rows without parts); shape: csv_shape()."""
+        _, body = self._table(rows=[row], models=None if shape is None else shape[0])
         return exportsafe.csv_text(["" if v is None else v for v in body[0]]
                                    + [row.groups.get(c.key, "") for c in self.columns
                                       if c.ranked], [])
@@ -365,7 +371,7 @@ class Leaderboard:
         found = _CSV_PARTS.get(key)
         if found is not None and found[0] is row.source and found[1] == row.model:
             return found[2]
-        _, body = self._table(rows=[row], spliced=True)
+        _, body = self._table(rows=[row], spliced=True, models=shape[0])
         line = ["" if v is None else v for v in body[0]] + [_SPLICE] * (n_cells - body[0].count(
             _SPLICE))
         parts = exportsafe.csv_text(line, []).split(_SPLICE)
@@ -672,7 +678,7 @@ class BoardIndex:
     more than the number of strictly better values: a binary search), each ranked run's values,
     its score id, and the first run (by id) holding each genre key (the genre columns' order).
     """
-    listing: dict[int, Listed]
+    listing: dict[int, Listed | None]  # None: known by id only (a board read back)
     values: dict[int, dict[str, float]]
     ranked: dict[int, int]
     sorted_values: dict[str, list[float]]
@@ -937,6 +943,41 @@ def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: 
                              ranked=ranked, sorted_values=sorted_values, first=first,
                              order=[key for key, _ in keyed], groups=groups,
                              signs=_signs(definition))
+    return board
+
+
+def seeded_board(task: Task, phase: Phase, *, columns: list[Column], rows: list[Row],
+                 values: dict[int, dict[str, float]], ranked: dict[int, Any],
+                 groups: dict[str, dict[str, int]], intervals: dict[int, Any],
+                 significance: dict[str, Any] | None, groups_pending: bool,
+                 groups_pending_since: str | None,
+                 first: dict[str, int] | None = None) -> Leaderboard:
+    """The board assemble_leaderboard made of these rows (in the board's order, read back from
+    a stored board: prepared._seeded), with its index, so that changes are merged into it. Each
+    row's ranks come from the ranked runs' values; its listing names the runs by id only (a
+    build from it reads every run again: prepared._build)."""
+    definition = definitions.phase_definition(phase)
+    signs = _signs(definition)
+    sorted_values = {key: sorted(signs[key] * found[key] for found in values.values()
+                                 if key in found)
+                     for key in ranking_keys(definition)}
+    resolved = list(RankedRows(rows, values=values, sorted_values=sorted_values, signs=signs,
+                               groups=groups))
+    if first is None:  # the first run (by id) holding each genre key, as an assembly finds it
+        first = {}
+        for row in sorted(resolved, key=lambda row: row.run_id):
+            for key in row.metrics:
+                if key.count("/") == 2:
+                    first.setdefault(key, row.run_id)
+    order_of = _order_of(definition, columns)
+    board = Leaderboard(task=task, phase=phase, columns=columns, rows=resolved,
+                        significance=significance, groups_pending=groups_pending,
+                        groups_pending_since=groups_pending_since, intervals=intervals,
+                        ranking=phase.ranking)
+    board.index = BoardIndex(listing=dict.fromkeys(row.run_id for row in resolved),
+                             values=values, ranked=ranked, sorted_values=sorted_values,
+                             first=first, order=[order_of(row) for row in resolved],
+                             groups=groups, signs=signs)
     return board
 
 
