@@ -150,6 +150,11 @@ SETTINGS: tuple[Setting, ...] = (
             "model track: `local` encodes models on the site's own workers (remote workers with "
             "a token may take them too); `remote` leaves every model to remote workers "
             "(docs/MODELS.md, GPU host)"),
+    Setting("SEMBOARD_FEED_PROCESSES", int, "on a GPU the host's cores less two (at most 8); "
+            "on a CPU 0",
+            "model track: tokenising processes feeding a job's encoder (0: a thread of the job; "
+            "at most 64), read by the job where it runs (site worker or GPU host)",
+            in_app_config=False),
     Setting("SEMBOARD_WORKER_TOKEN", str, "none",
             "a remote model worker's token, on the GPU host (`semboard worker` reads it when "
             "given no `--token-file`); the site itself never reads it", in_app_config=False),

@@ -312,12 +312,15 @@ def _store_pieces(key: str, pieces: Pieces) -> None:
     breakdowns: list[str] = []
     n = 0
     has_texts = False
+    text_columns = 2
     try:
         for index, piece in enumerate(pieces):
             if index == 0:
                 has_texts = len(piece.texts) == len(piece)
+                # one text per item (word-level tasks) or a pair: as many columns as texts
+                text_columns = len(piece.texts[0]) if has_texts and len(piece) else 2
                 breakdowns = list(piece.breakdowns)
-                width = (0 if pieces.line_ids else 1) + (2 if has_texts else 0)
+                width = (0 if pieces.line_ids else 1) + (text_columns if has_texts else 0)
                 spools = [stack.enter_context(tempfile.TemporaryFile(dir=folder))  # noqa: SIM115
                           for _ in range(width)]
                 lengths = [[] for _ in range(width)]
@@ -325,7 +328,7 @@ def _store_pieces(key: str, pieces: Pieces) -> None:
                 codes = [[] for _ in range(1 + len(breakdowns))]
             columns: list[Sequence[str]] = [] if pieces.line_ids else [piece.ids]
             if has_texts:
-                columns += [[a for a, _ in piece.texts], [b for _, b in piece.texts]]
+                columns += [[t[k] for t in piece.texts] for k in range(text_columns)]
             for c, column in enumerate(columns):
                 encoded = [text.encode("utf-8") for text in column]
                 lengths[c].append(np.fromiter(map(len, encoded), dtype=np.int64,
@@ -363,6 +366,7 @@ def _store_pieces(key: str, pieces: Pieces) -> None:
     INPUTS.store(f"{key}-codes", joined)
     meta = {"format": _FORMAT, "dataset": pieces.dataset, "filename": pieces.filename,
             "digest": pieces.digest, "n": n, "line_ids": pieces.line_ids, "texts": has_texts,
-            "breakdowns": breakdowns, "categories": [list(found) for found in names],
+            "text_columns": text_columns, "breakdowns": breakdowns,
+            "categories": [list(found) for found in names],
             "blob": at + 1, "columns": len(spools)}
     INPUTS.store(f"{key}-meta", np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))

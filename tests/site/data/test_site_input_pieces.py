@@ -78,13 +78,18 @@ def _file(kind: str, n: int) -> tuple[str, str, bytes]:
         rows = ["pair_ID\tdomain\tyear\tsentence_A\tsentence_B"] + [
             f"p{i}\t{'news' if i % 3 else ''}\t{2010 + i % 4}\tA {i} ü\tB {i}" for i in range(n)]
         return HEADER_TOML, "main", ("\r\n".join(rows) + "\r\n").encode()
+    if kind == "one-text":  # word-level items: one text each (issue 46's texts = ["target"])
+        return JSONL_TOML.replace('texts = ["first", "second"]', 'texts = ["first"]'), "main", (
+            "\n".join(json.dumps({"uid": f"u{i}", "first": f"word {i} ç", "second": "",
+                                  "domain": ["a", None][i % 2]})
+                      for i in range(n)) + "\n").encode()
     lines = [json.dumps({"uid": f"u{i}", "first": f"one {i} ç", "second": f"two {i}",
                          "domain": ["a", "b", None][i % 3]}) for i in range(n)]
     return JSONL_TOML, "main", ("\n".join(lines[:n // 2]) + "\n\n"
                                 + "\n".join(lines[n // 2:])).encode()  # a blank line inside
 
 
-@pytest.mark.parametrize("kind", ["line-ids", "header", "jsonl"])
+@pytest.mark.parametrize("kind", ["line-ids", "header", "jsonl", "one-text"])
 @pytest.mark.parametrize("lines", [3, 1000])
 def test_pieces_give_the_columns_a_whole_parse_gives(tmp_path, monkeypatch, kind, lines):
     toml, dataset, data = _file(kind, 100)

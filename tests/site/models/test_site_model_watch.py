@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
+from semboard.db import begin_write
 from semboard.jobs import models as model_jobs
 from semboard.jobs.queue import wait_for_threads
 from semboard.jobs.worker import WORKER_QUEUES
@@ -39,7 +40,12 @@ def _row(session, model_id: int) -> ModelSubmission:
 
 
 def _organiser(session, world, make, now):
+    # while a job writes its heartbeat: a snapshot read before it cannot become a write on
+    # SQLite (WAL answers "database is locked" at once), so this write starts as a writer
+    session.rollback()
+    begin_write(session)
     organiser = make.user()
+    begin_write(session)
     tasks.add_organiser(session, task=world["task"], user=organiser, now=now)
     session.commit()
     return organiser
