@@ -475,7 +475,8 @@ def _choice(value: str, allowed: tuple[str, ...], what: str, source: str) -> str
 _KEYS: dict[str, tuple[str, ...]] = {
     "": ("name", "title", "description", "source", "layout", "scores", "inputs", "gold", "run",
          "metrics", "tracks", "datasets", "default_split", "splits", "system_description",
-         "teams", "terms", "terms_url", "license", "citation", "phase_terms", "participation"),
+         "teams", "terms", "terms_url", "license", "citation", "phase_terms", "participation",
+         "language", "score_digits", "translations"),
     "layout.": ("input", "gold"),
     "scores.": ("min", "max", "nan_policy", "model_mapping"),
     "inputs.": ("format", "columns", "header", "id", "texts", "split", "transform", "genre",
@@ -1121,6 +1122,7 @@ _QUESTION_KEYS = ("system_description",)
 _RULE_KEYS = ("rank_datasets", "overall_needs_all_datasets")
 _PARTICIPATION_KEYS = ("terms", "terms_url", "license", "citation", "phase_terms",
                        "participation")
+_TEXT_KEYS = ("language", "score_digits", "translations")
 
 
 def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
@@ -1138,6 +1140,10 @@ def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
         from evaluation.participation import parse_participation  # on use: the scorer's start
 
         parse_participation(doc, source)
+    if any(key in doc for key in _TEXT_KEYS):
+        from evaluation.texts import parse_texts  # on use: the scorer's start
+
+        parse_texts(doc, source)
 
 
 # ---------------------------------------------------------------- names and paths

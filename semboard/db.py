@@ -138,7 +138,7 @@ def require_fits(value: str, column: Any, what: str) -> str:
     """value, unless it is longer than the model column holds (PostgreSQL would refuse it)."""
     limit = column.property.columns[0].type.length
     if len(value) > limit:
-        raise InvalidData(f"{what} has at most {limit} characters")
+        raise InvalidData("%(what)s has at most %(limit)s characters", what=what, limit=limit)
     return value
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from evaluation.texts import pick, texts_of
+from semboard.errors import said_again
+from semboard.i18n.catalogues import Words, local_time
 from semboard.models import (
     Announcement,
     AnnouncementOptIn,
@@ -21,7 +25,12 @@ from semboard.models import (
 )
 
 Message = tuple[str, str, str]
-SIGNATURE = "\n\n-- \nsemboard. Switch notifications off on your profile page: {base}/profile\n"
+
+
+def _signature(w: Words, base: str) -> str:
+    return "\n\n-- \n" + w.gettext(
+        "semboard. Switch notifications off on your profile page: %(url)s",
+        url=f"{base}/profile") + "\n"
 
 
 def _members(session: Session, team_ids: list[int]) -> list[User]:
@@ -39,51 +48,74 @@ def _task_members(session: Session, task_id: int) -> list[User]:
     return _members(session, teams)
 
 
-def _issue_lines(issues: list[Any]) -> str:
+def _issue_lines(w: Words, issues: list[Any]) -> str:
     lines = []
     for issue in issues[:50]:
         where = ":".join(str(p) for p in (issue.get("file"), issue.get("line")) if p)
         lines.append(f"  - {where + ': ' if where else ''}{issue.get('message', issue)}")
     if len(issues) > 50:
-        lines.append(f"  ... and {len(issues) - 50} more")
+        lines.append("  ... " + w.gettext("and %(count)s more", count=len(issues) - 50))
     return "\n".join(lines)
 
 
-def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: str
-                   ) -> list[Message]:
-    """Messages for committed events; users who switched a kind off get none of it."""
+def _words(user: User | None, default: str) -> Words:
+    """The recipient's language (the account's, else the site's default), chosen as the message
+    is written: at delivery."""
+    return Words(user.language if user is not None and user.language else default)
+
+
+def _subject(w: Words, text: str) -> str:
+    return f"[semboard] {text}"
+
+
+def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: str,
+                   language: str = "en") -> list[Message]:
+    """Messages for committed events, each in its recipient's language (language: the site's
+    default, for recipients who chose none); users who switched a kind off get none of it."""
     out: list[Message] = []
-    sign = SIGNATURE.format(base=base_url)
     for ev in events:
         kind = ev["kind"]
+        if kind in ("verify", "reset", "account_exists"):
+            w = _words(session.scalar(select(User).where(User.email == ev["email"])), language)
+            sign = _signature(w, base_url)
         if kind == "verify":
-            out.append((ev["email"], "[semboard] Confirm your e-mail address",
-                        f"Confirm this address for your semboard account:\n\n"
-                        f"{base_url}/verify-email/{ev['token']}\n\n"
-                        f"The link works once and expires in {ev['hours']} hours." + sign))
+            out.append((ev["email"], _subject(w, w.gettext("Confirm your e-mail address")),
+                        w.gettext("Confirm this address for your semboard account:")
+                        + f"\n\n{base_url}/verify-email/{ev['token']}\n\n"
+                        + w.ngettext("The link works once and expires in %(num)d hour.",
+                                     "The link works once and expires in %(num)d hours.",
+                                     ev["hours"]) + sign))
         elif kind == "reset":
-            out.append((ev["email"], "[semboard] Reset your password",
-                        f"Someone (hopefully you) asked to reset the password of this account."
-                        f"\nChoose a new one here:\n\n{base_url}/reset-password/{ev['token']}\n\n"
-                        f"The link works once and expires in {ev['hours']} hours. If you did "
-                        "not ask, ignore this message." + sign))
+            out.append((ev["email"], _subject(w, w.gettext("Reset your password")),
+                        w.gettext("Someone (hopefully you) asked to reset the password of this "
+                                  "account.\nChoose a new one here:")
+                        + f"\n\n{base_url}/reset-password/{ev['token']}\n\n"
+                        + w.ngettext("The link works once and expires in %(num)d hour.",
+                                     "The link works once and expires in %(num)d hours.",
+                                     ev["hours"]) + " "
+                        + w.gettext("If you did not ask, ignore this message.") + sign))
         elif kind == "account_exists":
-            out.append((ev["email"], "[semboard] You already have an account",
-                        "Someone (hopefully you) tried to create a semboard account with this "
-                        "address, which already has one, so nothing was created.\n\n"
-                        f"Log in: {base_url}/login\nForgot the password? "
-                        f"{base_url}/forgot-password\n\nIf it was not you, ignore this message."
-                        + sign))
+            out.append((ev["email"], _subject(w, w.gettext("You already have an account")),
+                        w.gettext("Someone (hopefully you) tried to create a semboard account "
+                                  "with this address, which already has one, so nothing was "
+                                  "created.") + "\n\n"
+                        + w.gettext("Log in: %(url)s", url=f"{base_url}/login") + "\n"
+                        + w.gettext("Forgot the password? %(url)s",
+                                    url=f"{base_url}/forgot-password") + "\n\n"
+                        + w.gettext("If it was not you, ignore this message.") + sign))
         elif kind == "run_scored":
             run = session.get(Run, ev["run_id"])
             if run is None:
                 continue
             for user in _members(session, [run.team_id]):
                 if user.notify_runs:
-                    out.append((user.email, f"[semboard] Run {run.name} on {run.task.name} scored",
-                                f"Your team's run {run.name!r} ({run.task.name}, "
-                                f"{run.phase.name}) was scored.\n\n{base_url}/runs/{run.id}"
-                                + sign))
+                    w = _words(user, language)
+                    out.append((user.email, _subject(w, w.gettext(
+                        "Run %(run)s on %(task)s scored", run=run.name, task=run.task.name)),
+                                w.gettext("Your team's run %(run)r (%(task)s, %(phase)s) was "
+                                          "scored.", run=run.name, task=run.task.name,
+                                          phase=run.phase.name)
+                                + f"\n\n{base_url}/runs/{run.id}" + _signature(w, base_url)))
         elif kind == "run_rejected":
             entry = session.get(UploadLog, ev["log_id"])
             if entry is None or entry.team_id is None:
@@ -92,46 +124,74 @@ def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: 
             assert task is not None
             for user in _members(session, [entry.team_id]):
                 if user.notify_runs:
-                    out.append((user.email,
-                                f"[semboard] Run {entry.run_name} on {task.name} rejected",
-                                f"An upload of your team's run {entry.run_name!r} to {task.name} "
-                                f"was rejected: {entry.message}\n" + _issue_lines(entry.issues)
-                                + sign))
+                    w = _words(user, language)
+                    reason = w.say(said_again(entry.said)) if entry.said else entry.message
+                    out.append((user.email, _subject(w, w.gettext(
+                        "Run %(run)s on %(task)s rejected", run=entry.run_name, task=task.name)),
+                                w.gettext("An upload of your team's run %(run)r to %(task)s was "
+                                          "rejected: %(reason)s", run=entry.run_name,
+                                          task=task.name, reason=reason)
+                                + "\n" + _issue_lines(w, entry.issues)
+                                + _signature(w, base_url)))
         elif kind == "gold_released":
             task = session.get(Task, ev["task_id"])
             if task is None:
                 continue
             for user in _task_members(session, task.id):
                 if user.notify_gold:
-                    out.append((user.email, f"[semboard] Gold of {task.name} released",
-                                f"The gold standard of {task.title} is released:\n\n"
-                                f"{base_url}/tasks/{task.name}" + sign))
+                    w = _words(user, language)
+                    out.append((user.email, _subject(w, w.gettext(
+                        "Gold of %(task)s released", task=task.name)),
+                                w.gettext("The gold standard of %(task)s is released:",
+                                          task=_task_title(task, w))
+                                + f"\n\n{base_url}/tasks/{task.name}"
+                                + _signature(w, base_url)))
         elif kind == "results_published":
             phase = session.get(Phase, ev["phase_id"])
             if phase is None:
                 continue
             for user in _task_members(session, phase.task_id):
                 if user.notify_results:
-                    out.append((user.email,
-                                f"[semboard] Results of {phase.task.name} {phase.name} published",
-                                f"The results of {phase.name} are published:\n\n"
-                                f"{base_url}/tasks/{phase.task.name}/leaderboard/{phase.slug}"
-                                + sign))
+                    w = _words(user, language)
+                    out.append((user.email, _subject(w, w.gettext(
+                        "Results of %(task)s %(phase)s published", task=phase.task.name,
+                        phase=phase.name)),
+                                w.gettext("The results of %(phase)s are published:",
+                                          phase=phase.name)
+                                + f"\n\n{base_url}/tasks/{phase.task.name}/leaderboard/"
+                                  f"{phase.slug}" + _signature(w, base_url)))
         elif kind == "deadline":
             recipient = session.get(User, ev["user_id"])
             phase = session.get(Phase, ev["phase_id"])
             if recipient is None or phase is None or not recipient.notify_deadlines:
                 continue
-            out.append((recipient.email,
-                        f"[semboard] {phase.task.name} {phase.name}: deadline in 24 hours",
-                        f"Your team's deadline for {phase.name} of {phase.task.title} is "
-                        f"{ev['deadline']} (UTC).\n\n{base_url}/tasks/{phase.task.name}" + sign))
+            w = _words(recipient, language)
+            out.append((recipient.email, _subject(w, w.gettext(
+                "%(task)s %(phase)s: deadline in 24 hours", task=phase.task.name,
+                phase=phase.name)),
+                        w.gettext("Your team's deadline for %(phase)s of %(task)s is "
+                                  "%(deadline)s (UTC).", phase=phase.name,
+                                  task=_task_title(phase.task, w), deadline=ev["deadline"])
+                        + _local(w, ev["deadline"])
+                        + f"\n\n{base_url}/tasks/{phase.task.name}" + _signature(w, base_url)))
         elif kind == "announcement":
-            out += _announcement(session, ev["announcement_id"], base_url)
+            out += _announcement(session, ev["announcement_id"], base_url, language)
     return out
 
 
-def _announcement(session: Session, announcement_id: int, base_url: str) -> list[Message]:
+def _task_title(task: Task, w: Words) -> str:
+    """The task's title in the recipient's language where its definition gives one."""
+    return texts_of(task.definition_text).title(task.title, w.code)
+
+
+def _local(w: Words, deadline: str) -> str:
+    """The deadline also in the recipient's language (not for English: the UTC form is it)."""
+    said = local_time(datetime.strptime(deadline, "%Y-%m-%d %H:%M").replace(tzinfo=UTC), w.code)
+    return f"\n({said})" if said else ""
+
+
+def _announcement(session: Session, announcement_id: int, base_url: str,
+                  language: str) -> list[Message]:
     """An announcement to the active users who opted in to its task's announcements (for a
     phase's, only members of teams with a run or a started window in that phase)."""
     row = session.get(Announcement, announcement_id)
@@ -147,8 +207,18 @@ def _announcement(session: Session, announcement_id: int, base_url: str) -> list
             select(TeamWindow.team_id).where(TeamWindow.phase_id == row.phase_id))
         query = query.where(User.id.in_(
             select(TeamMember.user_id).where(TeamMember.team_id.in_(teams))))
-    stop = (f"\n\n-- \nsemboard. You asked for the announcements of {task.name}; stop them on "
-            f"{base_url}/tasks/{task.name}/announcements\n")
-    return [(user.email, f"[semboard] {task.name}: {row.title}",
-             f"{row.body}\n\n{base_url}/tasks/{task.name}/announcements#a{row.id}" + stop)
-            for user in session.scalars(query.order_by(User.id))]
+    own = texts_of(task.definition_text).language
+    out = []
+    for user in session.scalars(query.order_by(User.id)):
+        w = _words(user, language)
+        said, _shown = pick({tag: entry for tag, entry in (row.translations or {}).items()
+                             if entry.get("title") and entry.get("body")},
+                            {"title": row.title, "body": row.body}, own_language=own,
+                            reader=w.code)
+        stop = "\n\n-- \n" + w.gettext(
+            "semboard. You asked for the announcements of %(task)s; stop them on %(url)s",
+            task=task.name, url=f"{base_url}/tasks/{task.name}/announcements") + "\n"
+        out.append((user.email, f"[semboard] {task.name}: {said['title']}",
+                    f"{said['body']}\n\n{base_url}/tasks/{task.name}/announcements#a{row.id}"
+                    + stop))
+    return out

@@ -7,8 +7,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from flask import abort, flash, g, redirect, render_template, request, session, url_for
+from flask_babel import gettext as _
 from flask_login import login_required
 
+from semboard.i18n.languages import TRANSLATED
 from semboard.models import Task
 from semboard.services.people import teams
 from semboard.services.tasks import announcements, participation, tasks, terms
@@ -22,6 +24,7 @@ from semboard.views.common import (
     now,
     organiser_action,
     require_organiser,
+    sentence,
 )
 from semboard.web.files import attachment
 from semboard.web.forms import ActionForm
@@ -63,7 +66,7 @@ def task_page_extras(task: Task) -> dict[str, Any]:
 
 def terms_redirect(task: Task, err: terms.TermsRequired) -> Any:
     """Send a refused download or upload to the terms page, coming back afterwards."""
-    flash(str(err)[:1].upper() + str(err)[1:], "error")
+    flash(sentence(err), "error")
     return redirect(url_for("web.terms_page", task_name=task.name, next=request.path))
 
 
@@ -106,15 +109,16 @@ def accept_terms(task_name: str) -> Any:
     user = login_or_redirect()
     back = url_for("web.terms_page", task_name=task.name)
     if not ActionForm().validate_on_submit():
-        flash("The form expired; try again.", "error")
+        flash(_("The form expired; try again."), "error")
         return redirect(back)
     with committed() as done:
         participation.require_domain(db(), task=task, user=user)
-        terms.accept(db(), task=task, user=user, client="web", now=now(),
-                     digests=request.form.getlist("digest"))
+        digests = request.form.getlist("digest")
+        terms.accept(db(), task=task, user=user, client="web", now=now(), digests=digests,
+                     shown={d: request.form.get(f"language-{d}", "") for d in digests})
     if not done:
         return redirect(back)
-    flash(f"You accepted the terms of {task.name}.", "success")
+    flash(_("You accepted the terms of %(task)s.", task=task.name), "success")
     return redirect(_safe_next(url_for("web.task", task_name=task.name)))
 
 
@@ -157,8 +161,8 @@ def announcement_mail(task_name: str) -> Any:
         announcements.set_opt_in(db(), task=task, user=login_or_redirect(), value=value,
                                  now=now())
     if done:
-        flash("You will get this task's announcements by e-mail." if value else
-              "You will no longer get this task's announcements by e-mail.", "success")
+        flash(_("You will get this task's announcements by e-mail.") if value else
+              _("You will no longer get this task's announcements by e-mail."), "success")
     return redirect(url_for("web.announcements_page", task_name=task.name))
 
 
@@ -194,6 +198,17 @@ def organise_participation(task_name: str) -> Any:
         if secret else None)
 
 
+def _translated_terms() -> dict[str, str]:
+    """The terms form's translations: a `text-<code>` field per language the site speaks."""
+    return {code: request.form.get(f"text-{code}", "") for code in TRANSLATED}
+
+
+def _translated_announcement() -> dict[str, dict[str, str]]:
+    """An announcement form's translations: `title-<code>` and `body-<code>` fields."""
+    return {code: {"title": request.form.get(f"title-{code}", ""),
+                   "body": request.form.get(f"body-{code}", "")} for code in TRANSLATED}
+
+
 @bp.post("/tasks/<task_name>/organise/terms")
 def organise_terms(task_name: str) -> Any:
     """Set the task's (or a phase's) terms; a changed text asks everyone to accept again."""
@@ -201,9 +216,9 @@ def organise_terms(task_name: str) -> Any:
         slug = request.form.get("phase") or None
         phase = tasks.get_phase(db(), task, slug) if slug else None
         row = terms.set_terms(db(), task=task, phase=phase, text=request.form.get("text", ""),
-                              user=user, now=now())
-        return (f"Terms saved (version {row.digest[:12]})." if row is not None and row.text
-                else "Terms lifted.")
+                              user=user, now=now(), translated=_translated_terms())
+        return (_("Terms saved (version %(version)s).", version=row.digest[:12])
+                if row is not None and row.text else _("Terms lifted."))
     return organiser_action(task_name, act, endpoint="web.organise_participation")
 
 
@@ -225,7 +240,8 @@ def organise_approval(task_name: str, team_id: int) -> Any:
             abort(404)
         row = participation.decide(db(), team=team, state=request.form.get("state", ""),
                                    user=user, now=now())
-        return f"Team {team.name} {row.state}."
+        return (_("Team %(team)s approved.", team=team.name) if row.state == "approved" else
+                _("Team %(team)s refused.", team=team.name))
     return organiser_action(task_name, act, endpoint="web.organise_participation")
 
 
@@ -234,7 +250,7 @@ def organise_secret(task_name: str) -> Any:
     """A new secret link (the old one stops working)."""
     def act(task: Task, user: Any) -> str:
         participation.new_secret(db(), task=task, user=user, now=now())
-        return "A new secret link was made; the old one no longer works."
+        return _("A new secret link was made; the old one no longer works.")
     return organiser_action(task_name, act, endpoint="web.organise_participation")
 
 
@@ -258,8 +274,9 @@ def organise_announce(task_name: str) -> Any:
             db(), task=task, user=user, title=request.form.get("title", ""),
             body=request.form.get("body", ""), now=now(),
             phase=tasks.get_phase(db(), task, slug) if slug else None,
-            send=request.form.get("send") != "draft")
-        return f"Announcement {'sent' if row.status == 'sent' else 'saved as a draft'}."
+            send=request.form.get("send") != "draft", translated=_translated_announcement())
+        return (_("Announcement sent.") if row.status == "sent" else
+                _("Announcement saved as a draft."))
     return organiser_action(task_name, act, endpoint="web.organise_announcements")
 
 
@@ -269,8 +286,9 @@ def organise_send(task_name: str, announcement_id: int) -> Any:
     def act(task: Task, user: Any) -> str:
         row = announcements.get(db(), task=task, announcement_id=announcement_id)
         announcements.send_draft(db(), announcement=row, user=user, now=now(),
-                                 title=request.form.get("title"), body=request.form.get("body"))
-        return "Announcement sent."
+                                 title=request.form.get("title"), body=request.form.get("body"),
+                                 translated=_translated_announcement())
+        return _("Announcement sent.")
     return organiser_action(task_name, act, endpoint="web.organise_announcements")
 
 
@@ -280,5 +298,5 @@ def organise_discard(task_name: str, announcement_id: int) -> Any:
     def act(task: Task, user: Any) -> str:
         row = announcements.get(db(), task=task, announcement_id=announcement_id)
         announcements.discard(db(), announcement=row, user=user)
-        return "Draft deleted."
+        return _("Draft deleted.")
     return organiser_action(task_name, act, endpoint="web.organise_announcements")

@@ -6,11 +6,13 @@ import logging
 from typing import Any
 
 from flask import Flask, jsonify, render_template, request
+from flask_babel import gettext
 from jinja2 import TemplateNotFound
 from werkzeug.exceptions import HTTPException, InternalServerError, SecurityError
 from werkzeug.routing import BuildError
 
 from semboard.errors import DomainError
+from semboard.i18n.pages import sentence
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,8 @@ def register(app: Flask) -> None:
     def _domain(err: DomainError) -> Any:
         if wants_json():
             return jsonify(err.to_dict()), err.status
-        return _page(err.status, "Refused", str(err)) or (str(err), err.status)
+        text = sentence(err)
+        return _page(err.status, gettext("Refused"), text) or (text, err.status)
 
     @app.errorhandler(SecurityError)
     def _untrusted_host(err: SecurityError) -> Any:

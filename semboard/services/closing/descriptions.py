@@ -38,7 +38,8 @@ def check(task: Task, description: str, given: Mapping[str, Any]) -> dict[str, A
     """Normalised answers, or InvalidData listing every problem (nothing is stored)."""
     answers, issues = check_answers(definitions.definition(task), description, given)
     if issues:
-        raise InvalidData(f"the system description has {len(issues)} problem(s)", issues)
+        raise InvalidData("the system description has %(problems)s problem(s)", issues,
+                          problems=len(issues))
     return answers
 
 
@@ -72,8 +73,8 @@ def edit(session: Any, *, run: Run, user: User | None, description: str,
                                  or access.is_organiser(session, user, run.task)):
         raise Forbidden("only the run's team may edit its description")
     if not editable(run, now):
-        raise Forbidden("the phase has closed: the description is frozen"
-                        if run.is_current else "a replaced run's description is frozen")
+        raise (Forbidden("the phase has closed: the description is frozen") if run.is_current
+               else Forbidden("a replaced run's description is frozen"))
     apply(run, description, check(run.task, description, given))
     session.flush()
     return run

@@ -190,7 +190,7 @@ def dump(session: Session, storage: Storage, *, task: Task, out: Path,
          now: datetime) -> dict[str, Any]:
     """Write the whole task to the zip `out` (refused if it exists); returns the manifest."""
     if out.exists():
-        raise Conflict(f"{out} exists: dump to a new file")
+        raise Conflict("%(out)s exists: dump to a new file", out=out)
     partial = out.with_name(out.name + ".partial")
     try:
         manifest = _write(session, storage, task=task, path=partial, now=now)
@@ -239,11 +239,11 @@ def _write(session: Session, storage: Storage, *, task: Task, path: Path,
                 with zf.open(name, "w", force_zip64=True) as handle:
                     found, size = _sha256_stream(storage.stream(key), handle)
             except ObjectMissing as err:
-                raise InvalidData(f"stored file {key} is missing: the task cannot be dumped "
-                                  "whole") from err
+                raise InvalidData("stored file %(key)s is missing: the task cannot be dumped "
+                                  "whole", key=key) from err
             if found != sha:
-                raise InvalidData(f"stored file {key} does not match its recorded sha256 "
-                                  f"{sha}: the task cannot be dumped faithfully")
+                raise InvalidData("stored file %(key)s does not match its recorded sha256 "
+                                  "%(sha)s: the task cannot be dumped faithfully", key=key, sha=sha)
             files[name] = {"sha256": sha, "size": size}
         manifest: dict[str, Any] = {
             "format": FORMAT, "task": task.name, "dumped_at": now.isoformat(),
@@ -262,33 +262,39 @@ def verify(path: Path) -> dict[str, Any]:
     try:
         zf = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as err:
-        raise InvalidData(f"{path}: not a semboard task dump ({err})") from err
+        raise InvalidData("%(path)s: not a semboard task dump (%(err)s)",
+                          path=path, err=err) from err
     with zf:
         try:
             manifest = json.loads(zf.read(MANIFEST))
         except (KeyError, ValueError) as err:
-            raise InvalidData(f"{path}: entry {MANIFEST} is missing or unreadable") from err
+            raise InvalidData("%(path)s: entry %(MANIFEST)s is missing or unreadable",
+                              path=path, MANIFEST=MANIFEST) from err
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise InvalidData(f"{path}: {MANIFEST} is not a format-{FORMAT} manifest")
+            raise InvalidData("%(path)s: %(MANIFEST)s is not a format-%(FORMAT)s manifest",
+                              path=path, MANIFEST=MANIFEST, FORMAT=FORMAT)
         if manifest.get("digest") != _manifest_digest(manifest):
-            raise InvalidData(f"{path}: entry {MANIFEST} does not match its digest (tampered "
-                              "or corrupt)")
+            raise InvalidData("%(path)s: entry %(MANIFEST)s does not match its digest "
+                              "(tampered or corrupt)", path=path, MANIFEST=MANIFEST)
         listed: dict[str, dict[str, Any]] = manifest["files"]
         present = set(zf.namelist()) - {MANIFEST}
         for name in sorted(present - set(listed)):
-            raise InvalidData(f"{path}: entry {name} is not in the manifest (tampered)")
+            raise InvalidData("%(path)s: entry %(name)s is not in the manifest (tampered)",
+                              path=path, name=name)
         for name in sorted(set(listed) - present):
-            raise InvalidData(f"{path}: entry {name} is missing")
+            raise InvalidData("%(path)s: entry %(name)s is missing", path=path, name=name)
         for name in sorted(listed):
             with zf.open(name) as handle:
                 found, size = _sha256_stream(_blocks(handle))
             if found != listed[name]["sha256"] or size != listed[name]["size"]:
-                raise InvalidData(f"{path}: entry {name} does not match its sha256 in the "
-                                  "manifest (tampered or corrupt); nothing was restored")
+                raise InvalidData("%(path)s: entry %(name)s does not match its sha256 in the "
+                                  "manifest (tampered or corrupt); nothing was restored",
+                                  path=path, name=name)
         unknown = set(manifest["tables"]) - {entry.name for entry in DUMPED}
         if unknown:
-            raise InvalidData(f"{path}: this site cannot restore the tables "
-                              f"{', '.join(sorted(unknown))} (a newer semboard wrote the dump)")
+            raise InvalidData("%(path)s: this site cannot restore the tables %(unknown)s (a "
+                              "newer semboard wrote the dump)",
+                              path=path, unknown=', '.join(sorted(unknown)))
     return manifest
 
 
@@ -343,7 +349,8 @@ def restore(session: Session, storage: Storage, *, path: Path, now: datetime) ->
     manifest = verify(path)
     name = manifest["task"]
     if session.scalar(select(Task.id).where(Task.name == name)) is not None:
-        raise Conflict(f"this site already has a task {name!r}: restore into a site without it")
+        raise Conflict("this site already has a task %(name)r: restore into a site without it",
+                       name=name)
     with zipfile.ZipFile(path) as zf:
         tables = {entry.name: json.loads(zf.read(f"tables/{entry.name}.json"))
                   for entry in DUMPED if entry.name in manifest["tables"]}
@@ -354,9 +361,10 @@ def restore(session: Session, storage: Storage, *, path: Path, now: datetime) ->
                 taken = session.scalar(select(func.count()).select_from(model)
                                        .where(model.id.in_(ids[start:start + 500])))
                 if taken:
-                    raise Conflict(f"restore keeps the dump's ids, and table "
-                                   f"{entry.model.__tablename__} already has {taken} of them: "
-                                   "restore into a site without other tasks' data")
+                    raise Conflict("restore keeps the dump's ids, and table %(__tablename__)s "
+                                   "already has %(taken)s of them: restore into a site without "
+                                   "other tasks' data",
+                                   __tablename__=entry.model.__tablename__, taken=taken)
         mapping, created = _users(session, json.loads(zf.read(USERS)), now)
         with tempfile.TemporaryDirectory() as tmp:
             for key, sha in manifest["storage"].items():
@@ -391,8 +399,9 @@ def restore(session: Session, storage: Storage, *, path: Path, now: datetime) ->
                                     .values({column: value}))
         except IntegrityError as err:
             # e.g. an invite code another task of this site already uses
-            raise Conflict(f"table {table.name}: this site refuses the dumped rows "
-                           f"({err.orig}); restore into a site without other tasks' data") \
+            raise Conflict("table %(table)s: this site refuses the dumped rows (%(orig)s); "
+                           "restore into a site without other tasks' data",
+                           table=table.name, orig=err.orig) \
                 from err
         counts[entry.name] = len(rows)
     _sync_sequences(session)

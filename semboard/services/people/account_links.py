@@ -48,17 +48,19 @@ def count_registration(session: Session, *, address: str | None, limits: Limits,
 
 
 def register(session: Session, *, email: str, password: str, display_name: str, by_mail: bool,
-             now: datetime) -> User | None:
-    """A new account (flushed). by_mail: the answer looks the same whether or not the address
-    has an account (a confirmation link, or an "account exists" mail); None then."""
+             now: datetime, language: str | None = None) -> User | None:
+    """A new account (flushed), in the language its pages were read in. by_mail: the answer
+    looks the same whether or not the address has an account (a confirmation link, or an
+    "account exists" mail); None then."""
     if not by_mail:
         return accounts.register_user(session, email=email, password=password,
-                                      display_name=display_name, now=now)
+                                      display_name=display_name, now=now, language=language)
     email = email.strip().lower()
     if accounts.user_by_email(session, email) is None:
         try:  # register_user inserts in a savepoint: a refusal leaves the session usable
             user = accounts.register_user(session, email=email, password=password,
-                                          display_name=display_name, now=now)
+                                          display_name=display_name, now=now,
+                                          language=language)
         except NameTaken:  # registered concurrently: the same answer as below
             pass
         else:
@@ -149,7 +151,7 @@ def change_email(session: Session, *, user: User, password: str, email: str, now
     if email == user.email:
         return
     if accounts.user_by_email(session, email) is not None:
-        raise NameTaken(f"an account for {email} already exists")
+        raise NameTaken("an account for %(email)s already exists", email=email)
     user.email = email
     user.email_verified_at = None
     session.flush()
@@ -160,7 +162,7 @@ def set_notifications(session: Session, *, user: User, **switches: bool) -> None
     """Turn notification kinds on or off."""
     for name, value in switches.items():
         if name not in NOTIFICATION_SWITCHES:
-            raise InvalidData(f"unknown notification {name!r}")
+            raise InvalidData("unknown notification %(name)r", name=name)
         setattr(user, name, bool(value))
     session.flush()
 

@@ -20,11 +20,13 @@ from semboard.db import begin_write
 from semboard.errors import (
     DomainError,
     PhaseNotOpen,
+    Phrase,
     RateLimited,
     RunLimitReached,
     RunRejected,
     WindowClosed,
     issue_dicts,
+    said,
 )
 from semboard.models import ModelSubmission, Phase, Run, Task, Team, UploadLog, User
 from semboard.services.people import grants, ratelimit, windows
@@ -125,10 +127,13 @@ def room(session: Session, *, team: Team, phase: Phase, now: datetime) -> Room:
 
 
 def _slot_refusal(phase: Phase, runs: int, pending: int) -> RunLimitReached:
-    held = (f"your team has used all {phase.max_runs} runs of {phase.name}" if not pending else
-            f"your team's {runs} run(s) and {pending} model(s) waiting fill the "
-            f"{phase.max_runs} runs of {phase.name}")
-    return RunLimitReached(f"{held}; upload under an existing run name to replace a run")
+    held = (Phrase("your team has used all %(max_runs)s runs of %(phase)s",
+                   max_runs=phase.max_runs, phase=phase.name) if not pending else
+            Phrase("your team's %(runs)s run(s) and %(pending)s model(s) waiting fill the "
+                   "%(max_runs)s runs of %(phase)s", runs=runs, pending=pending,
+                   max_runs=phase.max_runs, phase=phase.name))
+    return RunLimitReached("%(held)s; upload under an existing run name to replace a run",
+                           held=held)
 
 
 def check_room(session: Session, *, team: Team, phase: Phase, name: str | None, now: datetime,
@@ -140,11 +145,13 @@ def check_room(session: Session, *, team: Team, phase: Phase, name: str | None, 
         return
     quota = daily_quota(session, team=team, phase=phase, now=now, except_model=except_model)
     if quota.next_allowed_at is not None:
-        waiting = f", {quota.pending} of them model(s) waiting" if quota.pending else ""
+        waiting = (Phrase(", %(pending)s of them model(s) waiting", pending=quota.pending)
+                   if quota.pending else "")
         raise RateLimited(
-            f"your team has made {quota.used} uploads to {phase.name} in the last 24 hours"
-            f"{waiting} (at most {quota.limit}); next upload allowed at "
-            f"{quota.next_allowed_at:%Y-%m-%d %H:%M} UTC")
+            "your team has made %(used)s uploads to %(phase)s in the last 24 hours%(waiting)s "
+            "(at most %(limit)s); next upload allowed at %(next_allowed_at)s UTC",
+            used=quota.used, phase=phase.name, waiting=waiting, limit=quota.limit,
+            next_allowed_at=f"{quota.next_allowed_at:%Y-%m-%d %H:%M}")
     if phase.max_runs and name is not None:
         current, held, pending = _held(session, team=team, phase=phase,
                                        except_model=except_model)
@@ -159,7 +166,8 @@ def timing(session: Session, *, team: Team, phase: Phase, now: datetime) -> tupl
     task = phase.task
     is_late = is_fix = False
     if phase.state(now) == "upcoming":
-        raise PhaseNotOpen(f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC")
+        raise PhaseNotOpen("phase %(phase)s opens at %(opens_at)s UTC",
+                           phase=phase.name, opens_at=clock_text(phase.opens_at))
     deadline = windows.team_deadline(session, team=team, phase=phase)
     if now >= deadline:
         if grants.active_grant(session, team=team, phase=phase, now=now) is not None:
@@ -168,7 +176,8 @@ def timing(session: Session, *, team: Team, phase: Phase, now: datetime) -> tupl
             is_late = True
         else:
             raise WindowClosed(
-                f"your deadline for {phase.name} passed at {clock_text(deadline)} UTC")
+                "your deadline for %(phase)s passed at %(deadline)s UTC",
+                phase=phase.name, deadline=clock_text(deadline))
     # Once gold is released a run can be fitted to it: only post-evaluation phases (and fixes
     # an organiser granted) still take runs, so a late run can never top the official board.
     # Gold public from the start (training, trial) is practice data and takes runs.
@@ -177,8 +186,9 @@ def timing(session: Session, *, team: Team, phase: Phase, now: datetime) -> tupl
     if released is not None and now >= released and phase.kind != "post-evaluation" \
             and not is_fix:
         raise WindowClosed(
-            f"the gold of {task.name} was released at {clock_text(released)} UTC; "
-            f"{phase.name} takes no new runs (submit to a post-evaluation phase)")
+            "the gold of %(task)s was released at %(released)s UTC; %(phase)s takes no new "
+            "runs (submit to a post-evaluation phase)",
+            task=task.name, released=clock_text(released), phase=phase.name)
     return is_late, is_fix
 
 
@@ -211,7 +221,8 @@ def take_slot(session: Session, *, team: Team, phase: Phase, name: str, is_late:
     same = next((r for r in current if r.name == name), None)
     if same is not None:
         if is_late:
-            raise WindowClosed(f"run {name!r} can no longer be replaced: your deadline has passed")
+            raise WindowClosed("run %(name)r can no longer be replaced: your deadline has passed",
+                               name=name)
         return same, same.slot
     if not phase.max_runs or team.is_baseline:
         return None, None
@@ -229,8 +240,10 @@ def free_slots(session: Session, *, team: Team, phase: Phase, names: Collection[
     if len(held | set(names) | set(pending)) > phase.max_runs:
         left = max(phase.max_runs - len(held), 0)
         raise RunLimitReached(
-            f"team {team.name} has {left} free run slot(s) in {phase.name} (runs and models "
-            f"waiting count), {len(set(names) | set(pending) - held)} needed")
+            "team %(team)s has %(left)s free run slot(s) in %(phase)s (runs and models waiting "
+            "count), %(names)s needed",
+            team=team.name, left=left, phase=phase.name,
+            names=len(set(names) | set(pending) - held))
     used = {r.slot for r in current}
     free: list[int | None] = [s for s in range(1, phase.max_runs + 1) if s not in used]
     return free[: len(names)]
@@ -286,7 +299,7 @@ def log_upload(
     name: str,
     files: Mapping[str, bytes | int],
     outcome: str,
-    message: str,
+    message: str | DomainError,
     now: datetime,
     issues: list[Any] | None = None,
     run: Run | None = None,
@@ -300,7 +313,8 @@ def log_upload(
         run_id=run.id if run else None,
         run_name=name[:255],
         outcome=outcome,
-        message=message,
+        message=str(message),
+        said=said(message),
         issues=issue_dicts(issues or []),
         filenames=sorted(files)[:200],
         # a model's archive is logged by its size: it is never held in memory whole
@@ -326,7 +340,7 @@ def refuse(
     session.rollback()
     begin_write(session)  # SQLite: take the write lock before reading (see db.begin_write)
     log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
-               outcome="rejected", message=str(err), issues=err.issues, now=now)
+               outcome="rejected", message=err, issues=err.issues, now=now)
     # Only invalid files count towards the limit: a refusal for timing, slots or rights is the
     # site's rule, not a participant probing the validator.
     if isinstance(err, RunRejected):
@@ -346,8 +360,9 @@ def refuse_invalid(session: Session, err: RunRejected, *, team: Team, phase: Pha
     refusal: DomainError = err
     if lifts is not None:
         refusal = RateLimited(
-            f"{err.message}. {REJECTED_UPLOADS_PER_HOUR} invalid uploads in the last hour: "
-            f"check your files before uploading again; the limit lifts at {clock_text(lifts)} "
-            "UTC (valid runs are always accepted)", err.issues)
+            "%(text)s. %(limit)s invalid uploads in the last hour: check "
+            "your files before uploading again; the limit lifts at %(lifts)s UTC (valid runs "
+            "are always accepted)", err.issues, text=err, limit=REJECTED_UPLOADS_PER_HOUR,
+            lifts=clock_text(lifts))
     return refuse(session, refusal, team=team, phase=phase, user=user, name=name, files=files,
                   now=now)

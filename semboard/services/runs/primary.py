@@ -47,8 +47,8 @@ def set_ranking(session: Session, *, phase: Phase, ranking: str, user: User | No
     """Rank every run or primary runs only (organisers; audited); flushes."""
     access.require_organiser(session, user, phase.task)
     if ranking not in PHASE_RANKINGS:
-        raise InvalidData(f"a phase ranks {' or '.join(repr(r) for r in PHASE_RANKINGS)} runs, "
-                          f"not {ranking!r}")
+        raise InvalidData("a phase ranks %(value)s runs, not %(ranking)r",
+                          value=' or '.join(repr(r) for r in PHASE_RANKINGS), ranking=ranking)
     if phase.ranking == ranking:
         return phase
     before, phase.ranking = phase.ranking, ranking
@@ -122,9 +122,10 @@ def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: 
     at any time, with a reason.
     """
     if phase.ranking != PRIMARY:
-        raise InvalidData(f"phase {phase.slug} ranks every run: there is no primary run to mark")
+        raise InvalidData("phase %(phase)s ranks every run: there is no primary run to mark",
+                          phase=phase.slug)
     if run.phase_id != phase.id:
-        raise InvalidData(f"run {run.id} is not a run of phase {phase.slug}")
+        raise InvalidData("run %(id)s is not a run of phase %(phase)s", id=run.id, phase=phase.slug)
     team = session.get(Team, run.team_id)
     assert team is not None  # a foreign key
     if team.is_baseline:
@@ -134,8 +135,9 @@ def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: 
         state = phase.state(now)
         if state != "open":
             raise PhaseNotOpen(
-                f"phase {phase.slug} is {state}: the primary run can be changed only while it "
-                f"is open (it closes {api_time(phase.closes_at)})")
+                "phase %(phase)s is %(state)s: the primary run can be changed only while it is "
+                "open (it closes %(closes_at)s)",
+                phase=phase.slug, state=state, closes_at=api_time(phase.closes_at))
     else:
         if user is not None and not access.is_organiser(session, user, phase.task):
             raise Forbidden("only a member of the run's team marks its primary run")
@@ -143,9 +145,9 @@ def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: 
             raise InvalidData("an organiser marking a team's primary run gives a reason "
                               "(it is kept in the audit log)")
     if not run.is_current:
-        raise Conflict(f"run {run.id} was replaced: mark its current version")
+        raise Conflict("run %(id)s was replaced: mark its current version", id=run.id)
     if run.status == "error":
-        raise InvalidData(f"run {run.id} could not be scored: it cannot be the primary run")
+        raise InvalidData("run %(id)s could not be scored: it cannot be the primary run", id=run.id)
     row = session.scalar(select(PrimaryRun).where(PrimaryRun.team_id == run.team_id,
                                                   PrimaryRun.phase_id == phase.id))
     if row is None:

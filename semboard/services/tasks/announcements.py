@@ -8,7 +8,7 @@ their own announcement for an organiser to review and send.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +17,8 @@ from sqlalchemy.orm import Session
 
 from semboard.db import require_fits
 from semboard.errors import InvalidData, NotFound
+from semboard.i18n.catalogues import Words
+from semboard.i18n.languages import LANGUAGES
 from semboard.mail.events import queue_event
 from semboard.models import (
     Announcement,
@@ -29,7 +31,7 @@ from semboard.models import (
     TeamWindow,
     User,
 )
-from semboard.services.tasks import access
+from semboard.services.tasks import access, translations
 from semboard.timefmt import api_time, clock_text
 
 MAX_BODY = 20_000
@@ -40,20 +42,38 @@ def _check(title: str, body: str) -> tuple[str, str]:
     if not title or not body:
         raise InvalidData("an announcement needs a title and a text")
     if len(body) > MAX_BODY:
-        raise InvalidData(f"an announcement's text is limited to {MAX_BODY} characters")
+        raise InvalidData("an announcement's text is limited to %(MAX_BODY)s characters",
+                          MAX_BODY=MAX_BODY)
     return require_fits(title, Announcement.title, "an announcement's title"), body
 
 
+def _translated(given: dict[str, dict[str, str]] | None) -> dict[str, dict[str, str]] | None:
+    """An announcement's translations checked ({code: {"title", "body"}}; a language given
+    neither is left out, one given half is refused)."""
+    found = {}
+    for code, entry in sorted((given or {}).items()):
+        title, body = (entry.get("title") or "").strip(), (entry.get("body") or "").strip()
+        if not title and not body:
+            continue
+        if code not in LANGUAGES:
+            raise InvalidData("the site speaks no language %(code)s", code=code)
+        title, body = _check(title, body)
+        found[code] = {"title": title, "body": body}
+    return found or None
+
+
 def post(session: Session, *, task: Task, user: User | None, title: str, body: str,
-         now: datetime, phase: Phase | None = None, send: bool = True) -> Announcement:
-    """Organisers write an announcement (to one phase's teams with phase); sent at once unless
-    send=False keeps it a draft."""
+         now: datetime, phase: Phase | None = None, send: bool = True,
+         translated: dict[str, dict[str, str]] | None = None) -> Announcement:
+    """Organisers write an announcement (to one phase's teams with phase), with its
+    translations by language; sent at once unless send=False keeps it a draft."""
     access.require_organiser(session, user, task)
     if phase is not None and phase.task_id != task.id:
         raise InvalidData("that phase belongs to another task")
     title, body = _check(title, body)
     row = Announcement(task_id=task.id, phase_id=phase.id if phase else None, kind="message",
                        status="draft", title=title, body=body,
+                       translations=_translated(translated),
                        created_by_id=user.id if user else None, created_at=now)
     session.add(row)
     session.flush()
@@ -62,11 +82,19 @@ def post(session: Session, *, task: Task, user: User | None, title: str, body: s
     return row
 
 
-def draft(session: Session, *, task: Task, kind: str, title: str, body: str, now: datetime,
-          phase: Phase | None = None) -> Announcement:
-    """A draft the site wrote (after a gold correction, deadline change, publication)."""
+def draft(session: Session, *, task: Task, kind: str, now: datetime,
+          words: Callable[[Words], tuple[str, str]], phase: Phase | None = None) -> Announcement:
+    """A draft the site wrote (after a gold correction, deadline change, publication): words
+    gives its title and body in a language, the task's own and every other the site speaks."""
+    own = translations.own_language(task)
+    title, body = words(Words(own))
+    others = {code: dict(zip(("title", "body"), words(Words(code)), strict=True))
+              for code in LANGUAGES if code != own}
     row = Announcement(task_id=task.id, phase_id=phase.id if phase else None, kind=kind,
-                       status="draft", title=title[:200], body=body[:MAX_BODY], created_at=now)
+                       status="draft", title=title[:200], body=body[:MAX_BODY],
+                       translations={code: {"title": e["title"][:200],
+                                            "body": e["body"][:MAX_BODY]}
+                                     for code, e in others.items()}, created_at=now)
     session.add(row)
     session.flush()
     return row
@@ -81,8 +109,10 @@ def get(session: Session, *, task: Task, announcement_id: int) -> Announcement:
 
 
 def send_draft(session: Session, *, announcement: Announcement, user: User | None,
-               now: datetime, title: str | None = None, body: str | None = None) -> Announcement:
-    """Send a draft (with the organiser's edits); its mail goes out after the commit."""
+               now: datetime, title: str | None = None, body: str | None = None,
+               translated: dict[str, dict[str, str]] | None = None) -> Announcement:
+    """Send a draft (with the organiser's edits, its translations too); its mail goes out
+    after the commit."""
     task = session.get(Task, announcement.task_id)
     assert task is not None
     access.require_organiser(session, user, task)
@@ -92,6 +122,9 @@ def send_draft(session: Session, *, announcement: Announcement, user: User | Non
         announcement.title, announcement.body = _check(
             title if title is not None else announcement.title,
             body if body is not None else announcement.body)
+    if translated:
+        announcement.translations = {**(announcement.translations or {}),
+                                     **(_translated(translated) or {})}
     announcement.status = "sent"
     announcement.sent_at = now
     announcement.sent_by_id = user.id if user else None
@@ -213,45 +246,67 @@ def draft_deadline_change(session: Session, *, phase: Phase, before: datetime,
     if before == phase.closes_at:
         return None
     task = phase.task
-    later = "extended" if phase.closes_at > before else "brought forward"
-    return draft(
-        session, task=task, kind="deadline", now=now,
-        title=f"{phase.name}: deadline {later} to {clock_text(phase.closes_at)} UTC",
-        body=(f"The deadline of phase {phase.name} of {task.title} has been {later}.\n\n"
-              f"It was {clock_text(before)} UTC; it is now {clock_text(phase.closes_at)} UTC."))
+    values = {"phase": phase.name, "before": clock_text(before),
+              "after": clock_text(phase.closes_at)}
+
+    def worded(w: Words) -> tuple[str, str]:
+        said = {**values, "task": translations.task_title(task, w.code)}
+        if phase.closes_at > before:
+            return (w.gettext("%(phase)s: deadline extended to %(after)s UTC", **said),
+                    w.gettext("The deadline of phase %(phase)s of %(task)s has been extended."
+                              "\n\nIt was %(before)s UTC; it is now %(after)s UTC.", **said))
+        return (w.gettext("%(phase)s: deadline brought forward to %(after)s UTC", **said),
+                w.gettext("The deadline of phase %(phase)s of %(task)s has been brought "
+                          "forward.\n\nIt was %(before)s UTC; it is now %(after)s UTC.", **said))
+
+    return draft(session, task=task, kind="deadline", now=now, words=worded)
 
 
 def draft_results(session: Session, *, phase: Phase, now: datetime) -> Announcement:
     """After a phase's results were published: a draft pointing to its board."""
     task = phase.task
-    return draft(
-        session, task=task, kind="results", now=now, phase=None,
-        title=f"{phase.name}: results published",
-        body=(f"The results of phase {phase.name} of {task.title} are published: see the "
-              f"leaderboard at /tasks/{task.name}/leaderboard/{phase.slug}."))
+
+    def worded(w: Words) -> tuple[str, str]:
+        said = {"phase": phase.name, "task": translations.task_title(task, w.code),
+                "url": f"/tasks/{task.name}/leaderboard/{phase.slug}"}
+        return (w.gettext("%(phase)s: results published", **said),
+                w.gettext("The results of phase %(phase)s of %(task)s are published: see the "
+                          "leaderboard at %(url)s.", **said))
+
+    return draft(session, task=task, kind="results", now=now, phase=None, words=worded)
 
 
 def draft_gold_correction(session: Session, *, task: Task, changes: list[Any],
                           now: datetime) -> Announcement | None:
     """After a gold correction rescored runs: a draft listing each run's changed scores and
     ranks (changes: scorediff.RunDiff); None when no score moved."""
-    lines = []
-    for diff in changes:
-        moved = {k: v for k, v in diff.values.items() if v[0] != v[1]}
-        ranks = {k: v for k, v in diff.ranks.items() if v[0] != v[1]}
-        if not moved and not ranks:
-            continue
-        lines.append(f"- {diff.phase} {diff.team} / {diff.run}:")
-        lines += [f"    rank {k}: {b if b is not None else '-'} -> {a if a is not None else '-'}"
-                  for k, (b, a) in ranks.items()]
-        lines += [f"    {k}: {_num(b)} -> {_num(a)}" for k, (b, a) in moved.items()]
-    if not lines:
+    def lines(w: Words) -> list[str]:
+        out = []
+        for diff in changes:
+            moved = {k: v for k, v in diff.values.items() if v[0] != v[1]}
+            ranks = {k: v for k, v in diff.ranks.items() if v[0] != v[1]}
+            if not moved and not ranks:
+                continue
+            out.append(f"- {diff.phase} {diff.team} / {diff.run}:")
+            out += ["    " + w.gettext("rank %(metric)s", metric=k)
+                    + f": {b if b is not None else '-'} -> {a if a is not None else '-'}"
+                    for k, (b, a) in ranks.items()]
+            out += [f"    {k}: {_num(b)} -> {_num(a)}" for k, (b, a) in moved.items()]
+        return out
+
+    if not lines(ENGLISH):
         return None
-    return draft(
-        session, task=task, kind="gold-correction", now=now,
-        title=f"{task.title}: gold corrected, scores updated",
-        body=("The gold of this task was corrected and every run rescored. What changed:\n\n"
-              + "\n".join(lines)))
+
+    def worded(w: Words) -> tuple[str, str]:
+        return (w.gettext("%(task)s: gold corrected, scores updated",
+                          task=translations.task_title(task, w.code)),
+                w.gettext("The gold of this task was corrected and every run rescored. What "
+                          "changed:") + "\n\n" + "\n".join(lines(w)))
+
+    return draft(session, task=task, kind="gold-correction", now=now, words=worded)
+
+
+ENGLISH = Words(None)
 
 
 def _num(value: float | None) -> str:

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evaluation.participation import Participation, domain_matches, participation
-from semboard.errors import Forbidden, InvalidData
+from semboard.errors import Forbidden, InvalidData, Phrase
 from semboard.models import (
     ModelSubmission,
     Phase,
@@ -36,16 +36,17 @@ def rules(task: Task) -> Participation:
     return participation(definitions.definition(task))
 
 
-def domain_refusal(task: Task, user: User | None) -> str | None:
+def domain_refusal(task: Task, user: User | None) -> Phrase | None:
     """Why the user's e-mail domain may not take part, or None."""
     stated = rules(task)
     if user is None or not (stated.allow_domains or stated.deny_domains):
         return None
     if stated.deny_domains and domain_matches(user.email, stated.deny_domains):
-        return f"{task.name} does not take part from addresses at {user.email.rpartition('@')[2]}"
+        return Phrase("%(task)s does not take part from addresses at %(domain)s",
+                      task=task.name, domain=user.email.rpartition("@")[2])
     if stated.allow_domains and not domain_matches(user.email, stated.allow_domains):
-        return (f"{task.name} takes part only from addresses at "
-                f"{', '.join(stated.allow_domains)}")
+        return Phrase("%(task)s takes part only from addresses at %(domains)s",
+                      task=task.name, domains=", ".join(stated.allow_domains))
     return None
 
 
@@ -86,9 +87,11 @@ def require_participant(session: Session, *, task: Task, user: User | None, team
     if team is not None:
         state = approval_state(session, team=team)
         if state == "pending":
-            raise Forbidden(f"team {team.name} awaits the organisers' approval for {task.name}")
+            raise Forbidden("team %(team)s awaits the organisers' approval for %(task)s",
+                            team=team.name, task=task.name)
         if state == "refused":
-            raise Forbidden(f"the organisers of {task.name} did not approve team {team.name}")
+            raise Forbidden("the organisers of %(task)s did not approve team %(team)s",
+                            task=task.name, team=team.name)
     terms.require_accepted(session, task=task, user=user, phase=phase)
 
 

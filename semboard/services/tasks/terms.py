@@ -18,8 +18,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from evaluation.participation import participation
+from evaluation.texts import LANGUAGE_TAG
 from semboard.errors import Forbidden, InvalidData
 from semboard.exportsafe import csv_cell
+from semboard.i18n.languages import LANGUAGES
 from semboard.models import (
     ACCEPTANCE_CLIENTS,
     Phase,
@@ -30,7 +32,7 @@ from semboard.models import (
     TermsVersion,
     User,
 )
-from semboard.services.tasks import access, definitions
+from semboard.services.tasks import access, definitions, translations
 from semboard.timefmt import api_time
 
 MAX_TERMS = 100_000
@@ -87,9 +89,10 @@ def in_force(session: Session, *, task: Task, phase: Phase | None = None) -> lis
 
 
 def _add(session: Session, *, task: Task, phase: Phase | None, text: str, source: str,
-         user: User | None, now: datetime) -> TermsVersion:
+         user: User | None, now: datetime, translated: dict[str, str]) -> TermsVersion:
     row = TermsVersion(task_id=task.id, phase_id=phase.id if phase else None, text=_normal(text),
                        digest=digest_of(text), source=source,
+                       translations=_translations(translated),
                        created_by_id=user.id if user else None, created_at=now)
     session.add(row)
     session.flush()
@@ -108,28 +111,44 @@ def sync_from_definition(session: Session, *, task: Task, now: datetime) -> None
     wanted += [(p, by_slug.get(p.slug, "")) for p in task.phases]
     for phase, text in wanted:
         last = _newest(session, task=task, phase=phase, source="definition")
+        translated = translations.definition_terms(task, phase.slug if phase else None)
         if last is None and not text:
             continue
         if last is None or last.digest != digest_of(text):
             _add(session, task=task, phase=phase, text=text, source="definition", user=None,
-                 now=now)
+                 now=now, translated=translated)
+        else:  # the same text: its translations follow the definition's (the version stays)
+            last.translations = _translations(translated)
 
 
 def set_terms(session: Session, *, task: Task, phase: Phase | None, text: str,
-              user: User | None, now: datetime) -> TermsVersion | None:
-    """Organisers set a new text (empty: no terms); the same text again changes nothing."""
+              user: User | None, now: datetime,
+              translated: dict[str, str] | None = None) -> TermsVersion | None:
+    """Organisers set a new text (empty: no terms) and, optionally, its translations by
+    language; the same text again keeps its version, with the translations given."""
     access.require_organiser(session, user, task)
-    if len(text) > MAX_TERMS:
-        raise InvalidData(f"terms are limited to {MAX_TERMS} characters")
+    translated = {code: value for code, value in (translated or {}).items() if _normal(value)}
+    if any(len(value) > MAX_TERMS for value in [text, *translated.values()]):
+        raise InvalidData("terms are limited to %(MAX_TERMS)s characters", MAX_TERMS=MAX_TERMS)
+    unknown = sorted(set(translated) - set(LANGUAGES))
+    if unknown:
+        raise InvalidData("the site speaks no language %(code)s", code=unknown[0])
     if phase is not None and phase.task_id != task.id:
         raise InvalidData("that phase belongs to another task")
     last = _newest(session, task=task, phase=phase)
     if last is not None and last.digest == digest_of(text):
+        if translated:
+            last.translations = _translations(translated)
         return last
     if last is None and not _normal(text):
         return None
     return _add(session, task=task, phase=phase, text=text, source="organiser", user=user,
-                now=now)
+                now=now, translated=translated)
+
+
+def _translations(translated: dict[str, str]) -> dict[str, str] | None:
+    """The stored form of a version's translations (None: none)."""
+    return {code: _normal(text) for code, text in sorted(translated.items())} or None
 
 
 def pending(session: Session, *, task: Task, user: User | None,
@@ -162,22 +181,26 @@ class Accepted:
 
 
 def accept(session: Session, *, task: Task, user: User, client: str, now: datetime,
-           digests: list[str] | None = None) -> Accepted:
+           digests: list[str] | None = None,
+           shown: dict[str, str] | None = None) -> Accepted:
     """Accept the task's terms and those of every phase (idempotent).
 
     `digests`, when given, must name the versions in force: a text that changed since the user
-    read it is refused, not accepted unseen.
+    read it is refused, not accepted unseen. `shown`: the language each version (by digest) was
+    shown in, recorded with its acceptance.
     """
+    shown = shown or {}
     if client not in ACCEPTANCE_CLIENTS:
-        raise InvalidData(f"client must be one of {', '.join(ACCEPTANCE_CLIENTS)}")
+        raise InvalidData("client must be one of %(ACCEPTANCE_CLIENTS)s",
+                          ACCEPTANCE_CLIENTS=', '.join(ACCEPTANCE_CLIENTS))
     versions = [current(session, task=task)] + [
         current(session, task=task, phase=p) for p in task.phases]
     found = [v for v in versions if v is not None]
     if not found:
-        raise InvalidData(f"{task.name} has no terms to accept")
+        raise InvalidData("%(task)s has no terms to accept", task=task.name)
     if digests is not None and sorted(set(digests)) != sorted({v.digest for v in found}):
         raise InvalidData("the terms changed since you read them: read them again at "
-                          f"/tasks/{task.name}/terms")
+                          "/tasks/%(task)s/terms", task=task.name)
     # the team (if any) is recorded with the acceptance; teams' own module sits above tasks
     team = session.scalar(select(Team).join(TeamMember, TeamMember.team_id == Team.id).where(
         TeamMember.task_id == task.id, TeamMember.user_id == user.id))
@@ -188,11 +211,19 @@ def accept(session: Session, *, task: Task, user: User, client: str, now: dateti
     for version in {v.id: v for v in todo}.values():
         row = TermsAcceptance(task_id=task.id, terms_version_id=version.id, user_id=user.id,
                               team_id=team.id if team else None, digest=version.digest,
-                              client=client, accepted_at=now)
+                              client=client, accepted_at=now,
+                              language=_shown_language(shown.get(version.digest)))
         session.add(row)
         new.append(row)
     session.flush()
     return Accepted(found, new)
+
+
+def _shown_language(tag: str | None) -> str | None:
+    """A shown language as recorded: a language tag, or None when none (or nonsense) came."""
+    if tag is None or not LANGUAGE_TAG.fullmatch(tag):
+        return None
+    return tag
 
 
 def acceptances(session: Session, *, task: Task, user: User | None) -> list[TermsAcceptance]:
@@ -211,7 +242,7 @@ def acceptance_json(row: TermsAcceptance) -> dict[str, object]:
             "team": row.team.name if row.team else None,
             "phase": row.version.phase.slug if row.version.phase else None,
             "digest": row.digest, "client": row.client, "accepted_at": api_time(row.accepted_at),
-            "current": None}
+            "language": row.language, "current": None}
 
 
 def acceptances_json(session: Session, *, task: Task, user: User | None) -> list[dict[str, object]]:
@@ -222,7 +253,8 @@ def acceptances_json(session: Session, *, task: Task, user: User | None) -> list
     return [acceptance_json(r) | {"current": r.terms_version_id in live} for r in rows]
 
 
-CSV_COLUMNS = ("accepted_at", "user", "email", "team", "phase", "digest", "client", "current")
+CSV_COLUMNS = ("accepted_at", "user", "email", "team", "phase", "digest", "client", "language",
+               "current")
 
 
 def acceptances_csv(session: Session, *, task: Task, user: User | None) -> str:
