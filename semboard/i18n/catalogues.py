@@ -13,6 +13,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from semboard.config import resource_dir
 from semboard.errors import DomainError, Phrase
 from semboard.i18n.languages import LANGUAGES, SOURCE, known
 
@@ -106,8 +107,6 @@ def script_messages() -> tuple[tuple[str, str | None], ...]:
     """The (msgid, plural) pairs the scripts ask for, read from the scripts themselves with
     pybabel's JavaScript extractor (the same reading `pybabel extract` does)."""
     from babel.messages.extract import extract  # on first page in another language
-
-    from semboard.config import resource_dir
 
     found: list[tuple[str, str | None]] = []
     for name in SCRIPTS:

@@ -92,7 +92,8 @@ def problems(pot: Path) -> list[str]:
             msgid = message.id if isinstance(message.id, str) else message.id[0]
             entry = catalog.get(message.id)
             strings = ([] if entry is None else
-                       [entry.string] if isinstance(entry.string, str) else list(entry.string))
+                       [entry.string] if isinstance(entry.string, str)
+                       else list(entry.string or ()))
             if entry is None:
                 found.append(f"{code}: missing {msgid!r}")
             elif entry.fuzzy or not all(strings):

@@ -83,18 +83,22 @@ def post(session: Session, *, task: Task, user: User | None, title: str, body: s
 
 
 def draft(session: Session, *, task: Task, kind: str, now: datetime,
-          words: Callable[[Words], tuple[str, str]], phase: Phase | None = None) -> Announcement:
+          words: Callable[[Words], tuple[str, str]] | None = None, title: str = "",
+          body: str = "", phase: Phase | None = None) -> Announcement:
     """A draft the site wrote (after a gold correction, deadline change, publication): words
-    gives its title and body in a language, the task's own and every other the site speaks."""
+    gives its title and body in a language, the task's own and every other the site speaks
+    (without words: title and body as given, in one language)."""
     own = translations.own_language(task)
-    title, body = words(Words(own))
-    others = {code: dict(zip(("title", "body"), words(Words(code)), strict=True))
-              for code in LANGUAGES if code != own}
+    others = {}
+    if words is not None:
+        title, body = words(Words(own))
+        others = {code: dict(zip(("title", "body"), words(Words(code)), strict=True))
+                  for code in LANGUAGES if code != own}
     row = Announcement(task_id=task.id, phase_id=phase.id if phase else None, kind=kind,
                        status="draft", title=title[:200], body=body[:MAX_BODY],
                        translations={code: {"title": e["title"][:200],
                                             "body": e["body"][:MAX_BODY]}
-                                     for code, e in others.items()}, created_at=now)
+                                     for code, e in others.items()} or None, created_at=now)
     session.add(row)
     session.flush()
     return row
