@@ -22,9 +22,9 @@ ROOT = TRANSLATIONS.parent.parent  # the repository (babel.cfg's paths are relat
 MAPPING = ROOT / "babel.cfg"
 
 
-def po_path(code: str) -> Path:
+def po_path(code: str, folder: Path = TRANSLATIONS) -> Path:
     """A language's catalogue source."""
-    return TRANSLATIONS / code / "LC_MESSAGES" / f"{DOMAIN}.po"
+    return folder / code / "LC_MESSAGES" / f"{DOMAIN}.po"
 
 
 def _pybabel(*args: str) -> None:
@@ -62,19 +62,19 @@ def compile_all() -> None:
         _pybabel("compile", "-d", str(TRANSLATIONS), "-l", code, "-D", DOMAIN)
 
 
-def mo_bytes(code: str) -> bytes:
+def mo_bytes(code: str, folder: Path = TRANSLATIONS) -> bytes:
     """The .mo a compile of the language's .po writes now (to compare with the committed one)."""
     from babel.messages.mofile import write_mo  # the catalogue tools only
     from babel.messages.pofile import read_po  # the catalogue tools only
 
-    with open(po_path(code), "rb") as handle:
+    with open(po_path(code, folder), "rb") as handle:
         catalog = read_po(handle, locale=code)
     out = io.BytesIO()
     write_mo(out, catalog)
     return out.getvalue()
 
 
-def problems(pot: Path) -> list[str]:
+def problems(pot: Path, folder: Path = TRANSLATIONS) -> list[str]:
     """What keeps the catalogues from being complete: a string of the code missing from a
     language's .po, left untranslated or fuzzy, or translated with other placeholders; a .mo
     that is not its .po compiled."""
@@ -84,7 +84,7 @@ def problems(pot: Path) -> list[str]:
         template = read_po(handle)
     found = []
     for code in TRANSLATED:
-        with open(po_path(code), "rb") as handle:
+        with open(po_path(code, folder), "rb") as handle:
             catalog = read_po(handle, locale=code)
         for message in template:
             if not message.id:
@@ -108,8 +108,9 @@ def problems(pot: Path) -> list[str]:
                                              and have <= want and want - have <= {"num"}):
                         found.append(f"{code}: placeholders {sorted(have)} in the translation "
                                      f"of {msgid!r} (the msgid has {sorted(want)})")
-        if mo_bytes(code) != (po_path(code).with_suffix(".mo")).read_bytes():
-            found.append(f"{code}: {po_path(code).with_suffix('.mo')} is not its .po compiled "
+        compiled = po_path(code, folder).with_suffix(".mo")
+        if not compiled.exists() or mo_bytes(code, folder) != compiled.read_bytes():
+            found.append(f"{code}: {compiled} is not its .po compiled "
                          "(python -m semboard.i18n.upkeep compile)")
     return found
 
