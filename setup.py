@@ -7,6 +7,7 @@ subfolders is declared a package of its own (semboard.templates.auth, ...), with
 setuptools builds quietly; the rest of the packaging is in pyproject.toml.
 """
 
+import sys
 from pathlib import Path
 
 from setuptools import Extension, find_packages, setup
@@ -35,12 +36,18 @@ def site_packages() -> tuple[dict[str, str], dict[str, list[str]]]:
 
 FOLDERS, FILES = site_packages()
 
+# -O3 after Python's own flags, which are -O2 on some systems (Debian's and Ubuntu's python3):
+# there GCC keeps the kernels' small arrays of vectors in memory (the moments' sums twice as
+# slow; benchmarks/README.md). MSVC (not a target here) takes /O2 by default.
+OPTIMISE = [] if sys.platform == "win32" else ["-O3"]
 # The compiled run side of many runs' bootstrap Spearman sums (evaluation/_spearman.c: Python's
 # C API and buffer protocol only). Optional: without a C compiler the wheel still builds and
 # evaluation.significance takes its numpy path, which gives the same numbers more slowly.
-SPEARMAN = Extension("evaluation._spearman", ["evaluation/_spearman.c"], optional=True)
+SPEARMAN = Extension("evaluation._spearman", ["evaluation/_spearman.c"], optional=True,
+                     extra_compile_args=OPTIMISE)
 # Bootstrap draws counted as they are drawn (evaluation/_draws.c: numpy's PCG64 stream exactly).
-DRAWS = Extension("evaluation._draws", ["evaluation/_draws.c"], optional=True)
+DRAWS = Extension("evaluation._draws", ["evaluation/_draws.c"], optional=True,
+                  extra_compile_args=OPTIMISE)
 
 setup(
     packages=[*find_packages(include=["evaluation*", "tasks*", "baselines*", "semboard*"]),

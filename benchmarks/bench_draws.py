@@ -13,12 +13,17 @@ the kernel (evaluation._draws) and with resampling.KERNEL = False (numpy's draws
   counts; numpy's: counts per cell of equal (x, y) and a product), the counts per cell that
   Spearman reads, Spearman over the cells.
 
-Prints process CPU seconds (wall in brackets) and how close the CIs are both ways. BLAS
-runs on one thread (set before numpy loads; the timed processes inherit it):
+Prints process CPU seconds (wall in brackets) and how close the CIs are both ways, under the
+processor's name and the kernel's build (AVX-512, AVX2 or plain C: the moments' build this
+processor runs), since the figures depend on both. BLAS runs on one thread (set before numpy
+loads; the timed processes inherit it). With --before REV, that commit's evaluation/ is unpacked
+to a temporary folder, its kernel built there, and its figures timed beside these, each set in
+turn (the same machine and window):
 
     python setup.py build_ext --inplace   # the kernel
     taskset -c 0 python benchmarks/bench_draws.py [--pairs 1000000] [--resamples 1000]
-        [--continuous]
+        [--continuous] [--sets pearson,default,sts2012] [--no-steps] [--before REV]
+        [--no-numpy] [--repeat N]
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -115,13 +121,67 @@ print(json.dumps([R.draws_path(), len(cells[1]), steps]))
 """
 
 
-def _run(code: str, args: list[str], numpy_draws: bool) -> list:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _run(code: str, args: list[str], numpy_draws: bool, tree: Path = ROOT) -> list:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     args = [*args, "numpy" if numpy_draws else "compiled"]
     out = subprocess.run([sys.executable, "-c", code, *args], env=env, check=True,
                          cwd=ROOT.parent,  # "-c" puts the working folder first on the path
                          capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[-1])
+
+
+_BUILD = """
+import json
+import numpy as np
+try:
+    from evaluation import _draws
+except ImportError:
+    print(json.dumps("not built (numpy's draws)"))
+else:
+    if hasattr(_draws, "builds"):
+        draws, moments = _draws.builds()
+        draws = ("scalar", "", "AVX-512 IFMA")[draws]
+    else:  # a build from before builds() existed: the draws were scalar
+        one = np.ones((1, 16), np.uint8)
+        draws = "scalar"
+        moments = _draws.moments(one, 1, 16, np.zeros(16), np.zeros(16), np.empty((1, 6)))
+    moments = ("plain C", "AVX2", "AVX-512")[moments]
+    print(json.dumps(f"compiled, draws {draws}, moments {moments}"))
+"""
+
+
+def processor() -> str:
+    """The processor's model name and whether it has AVX-512 (from /proc/cpuinfo)."""
+    info = Path("/proc/cpuinfo")
+    text = info.read_text() if info.is_file() else ""
+    model = next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                  if line.startswith("model name")), platform.processor() or "unknown")
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines()
+                  if line.startswith("flags")), [])
+    return f"{model} ({'AVX-512' if 'avx512f' in flags else 'no AVX-512'})"
+
+
+def kernel_build(tree: Path) -> str:
+    """The kernel's build a tree's code runs on this processor."""
+    out = subprocess.run([sys.executable, "-c", _BUILD],
+                         env={**os.environ, "PYTHONPATH": str(tree)}, check=True, cwd=ROOT.parent,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def unpack(rev: str, folder: Path) -> Path:
+    """evaluation/ at REV, its kernel built in place, in FOLDER (the repository is untouched);
+    REV may also name a folder holding such a tree (a copy where there is no git)."""
+    if Path(rev).is_dir():
+        return Path(rev).resolve()
+    folder.mkdir()
+    archive = subprocess.run(["git", "archive", rev, "evaluation", "tasks", "setup.py"], cwd=ROOT,
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    (folder / "pyproject.toml").write_text('[project]\nname = "before"\nversion = "0"\n')
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=folder,
+                   check=True, capture_output=True)
+    return folder
 
 
 def _difference(a: dict, b: dict) -> str:
@@ -141,12 +201,28 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--continuous", action="store_true",
                         help="outputs with 9 decimals (next to no ties: counted per pair)")
+    parser.add_argument("--sets", default="pearson,default,sts2012",
+                        help="the metric sets timed through score_run (comma-separated)")
+    parser.add_argument("--no-steps", action="store_true", help="skip the steps timed alone")
+    parser.add_argument("--no-numpy", action="store_true",
+                        help="skip numpy's draws (the reference the CIs are compared with)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="time each kernel's score_run this many times in turn (medians)")
+    parser.add_argument("--before", metavar="REV", help="also time commit REV's evaluation/ "
+                        "(or a folder holding an evaluation/ with its kernel built)")
     args = parser.parse_args()
+    cpu = processor()
+    print(f"processor: {cpu}; kernel: {kernel_build(ROOT)}", flush=True)
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs "
           f"({len(os.sched_getaffinity(0))} usable); {args.pairs:,} pairs x {args.resamples:,} "
           f"resamples, outputs with " + ("9 decimals" if args.continuous else "3 decimals (ties)")
           + "; process CPU s (wall s)", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
+        trees = {"compiled": ROOT}
+        if args.before:
+            old = unpack(args.before, Path(tmp) / "before")
+            trees[f"compiled @{args.before}"] = old
+            print(f"  @{args.before}: kernel {kernel_build(old)}", flush=True)
         folder = Path(tmp) / "release"
         definition, _ = make_release(folder, {"big": args.pairs}, seed=2,
                                      continuous=args.continuous)
@@ -158,22 +234,38 @@ def main() -> None:
                  "sts2012": (confident, confident / "sts2012.toml")}
         tasks["pearson"][1].write_text(PEARSON_TASK + '\n[[datasets]]\nname = "big"\n')
         tasks["sts2012"][1].write_text(STS2012_TASK + '\n[[datasets]]\nname = "big"\n')
-        for name, (release, task) in tasks.items():
+        for name in args.sets.split(","):
+            release, task = tasks[name]
             runs = {}
-            for numpy_draws in (False, True):
-                cpu, wall, path, cis = _run(_TIME_CIS, [str(release), str(task),
-                                                        str(args.resamples)], numpy_draws)
-                runs[path] = cis
-                print(f"  score_run, {name} metrics, {path} draws: {cpu:.2f} ({wall:.2f})",
+            # each tree's kernel (in turn, --repeat times), then numpy's draws (this tree)
+            configs = [(k, t, False) for _ in range(args.repeat) for k, t in trees.items()]
+            if not args.no_numpy:
+                configs.append(("numpy", ROOT, True))
+            times: dict[str, list[tuple[float, float]]] = {}
+            for label, tree, numpy_draws in configs:
+                cpu_s, wall, path, cis = _run(_TIME_CIS, [str(release), str(task),
+                                                          str(args.resamples)], numpy_draws, tree)
+                label = label if path == "compiled" else "numpy"
+                runs[label] = cis
+                times.setdefault(label, []).append((cpu_s, wall))
+                print(f"  score_run, {name} metrics, {label} draws: {cpu_s:.2f} ({wall:.2f})",
                       flush=True)
-            if len(runs) == 2:
-                print(f"    CIs: {_difference(runs['compiled'], runs['numpy'])}")
-        for numpy_draws in (False, True):
-            path, k, steps = _run(_TIME_STEPS, [str(args.pairs), str(args.resamples),
-                                                "1" if args.continuous else "0"], numpy_draws)
-            print(f"  steps alone, {path} draws ({k:,} cells): " + ", ".join(
-                f"{name} {cpu:.2f}" for name, cpu in steps.items()), flush=True)
-    print(f"load average after: {os.getloadavg()[0]:.2f}")
+            if args.repeat > 1:
+                for label, seen in times.items():
+                    cpus = sorted(c for c, _ in seen)
+                    print(f"    median of {len(cpus)}, {label}: {cpus[len(cpus) // 2]:.2f} "
+                          f"(from {cpus[0]:.2f} to {cpus[-1]:.2f})", flush=True)
+            for label in trees:
+                if label in runs and "numpy" in runs:
+                    print(f"    CIs, {label} against numpy's: "
+                          f"{_difference(runs[label], runs['numpy'])}")
+        if not args.no_steps:
+            for numpy_draws in (False, True):
+                path, k, steps = _run(_TIME_STEPS, [str(args.pairs), str(args.resamples),
+                                                    "1" if args.continuous else "0"], numpy_draws)
+                print(f"  steps alone, {path} draws ({k:,} cells): " + ", ".join(
+                    f"{name} {cpu_s:.2f}" for name, cpu_s in steps.items()), flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}; processor: {cpu}")
 
 
 if __name__ == "__main__":

@@ -15,23 +15,56 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+from sqlalchemy.orm import Session
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from evaluation import load_task, write_run  # noqa: E402
+from evaluation import (  # noqa: E402
+    DatasetGold,
+    DatasetInputs,
+    TaskDefinition,
+    load_task,
+    write_run,
+)
 from semboard.db import make_engine, make_session_factory  # noqa: E402
-from semboard.models import Base  # noqa: E402
+from semboard.models import Base, Phase  # noqa: E402
 from semboard.services.boards import leaderboard  # noqa: E402
 from semboard.services.data import gold, inputs  # noqa: E402
 from semboard.services.people import accounts, teams  # noqa: E402
 from semboard.services.runs import submissions  # noqa: E402
 from semboard.services.tasks import tasks  # noqa: E402
-from semboard.storage import LocalStorage  # noqa: E402
+from semboard.storage import LocalStorage, Storage  # noqa: E402
+
+
+def host_sts2012(session: Session, storage: Storage, release: Path, definition: TaskDefinition,
+                 *, now: datetime) -> Phase:
+    """The task of `definition` (sts2012's, or a copy under another name) with the release's
+    inputs and gold and one open evaluation phase, committed; the phase."""
+    task = tasks.load_task(session, definition, now=now)
+    inputs.load_release_inputs(session, storage, task=task, release_dir=release, user=None,
+                               now=now)
+    gold.load_release_gold(session, storage, task=task, release_dir=release, user=None, now=now)
+    phase = tasks.add_phase(session, task, slug="eval", name="eval", kind="evaluation",
+                            opens_at=now - timedelta(days=1), closes_at=now + timedelta(days=9),
+                            now=now)
+    session.commit()
+    return phase
+
+
+def noisy_run(definition: TaskDefinition, known: Mapping[str, DatasetInputs],
+              parsed_gold: Mapping[str, DatasetGold], *, seed: int,
+              noise: float) -> dict[str, bytes]:
+    """A run's files: the gold plus seeded Gaussian noise, clipped to [0, 5]."""
+    rng = np.random.default_rng(seed)
+    return dict(write_run(definition, d, known[d].ids,
+                          np.clip(g.scores + rng.normal(0, noise, len(g)), 0, 5))
+                for d, g in parsed_gold.items())
 
 
 def main() -> None:
@@ -49,14 +82,8 @@ def main() -> None:
     storage = LocalStorage(scratch / "uploads")
     now = datetime(2012, 4, 2, tzinfo=UTC)
     definition = load_task("sts2012")
-    task = tasks.load_task(session, definition, now=now)
-    inputs.load_release_inputs(session, storage, task=task, release_dir=release, user=None,
-                               now=now)
-    gold.load_release_gold(session, storage, task=task, release_dir=release, user=None, now=now)
-    phase = tasks.add_phase(session, task, slug="eval", name="eval", kind="evaluation",
-                            opens_at=now - timedelta(days=1), closes_at=now + timedelta(days=9),
-                            now=now)
-    session.commit()
+    phase = host_sts2012(session, storage, release, definition, now=now)
+    task = phase.task
     parsed_gold = gold.parsed_gold(session, storage, task=task)
     known = inputs.parsed_inputs(session, storage, task=task)
 
@@ -67,10 +94,7 @@ def main() -> None:
         team = teams.create_team(session, task=task, captain=user, name=f"team{i}",
                                  affiliation="", now=now)
         session.commit()
-        rng = np.random.default_rng(i)
-        files = dict(write_run(definition, d, known[d].ids,
-                               np.clip(g.scores + rng.normal(0, 0.8 + 0.05 * i, len(g)), 0, 5))
-                     for d, g in parsed_gold.items())
+        files = noisy_run(definition, known, parsed_gold, seed=i, noise=0.8 + 0.05 * i)
         start = time.perf_counter()
         submissions.submit(session, storage, team=team, phase=phase, user=user, name="run",
                            files=files, now=now)

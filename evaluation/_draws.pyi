@@ -7,9 +7,11 @@ State = tuple[int, int, int, int]
 
 def count(state_hi: int, state_lo: int, inc_hi: int, inc_lo: int, has_uint32: int,
           uinteger: int, n: int, rows: int, out: Any, cell_of: Any | None,
-          k: int, /) -> State | None:
+          k: int, level: int = 2, /) -> State | None:
     """rows x n draws counted per row into out (rows x k, uint8/16/32), through cell_of (n
-    uint16/uint32 cells) when given; the state after them, or None when a count wrapped."""
+    uint16/uint32 cells) when given; the state after them, or None when a count wrapped.
+    level 2: uint8 counts per pair drawn in AVX-512 IFMA where the processor has it; 0: the
+    scalar path (the same draws and counts)."""
 
 def fill(state_hi: int, state_lo: int, inc_hi: int, inc_lo: int, has_uint32: int,
          uinteger: int, n: int, out: Any, /) -> State:
@@ -28,3 +30,12 @@ def weighted_moments(counts: Any, rows: int, n: int, x: Any, y: Any, w: Any, out
                      level: int = 2, /) -> int:
     """out (rows x 6 float64): as moments, every column times w (n float64): w, w*x, w*y,
     w*x*x, w*y*y, w*x*y. The level that ran."""
+
+def both_moments(counts: Any, rows: int, n: int, x: Any, y: Any, w: Any, out: Any, wout: Any,
+                 level: int = 2, /) -> int:
+    """moments into out and weighted_moments into wout (rows x 6 float64, two arrays) in one
+    pass over the counts, x, y and w. The level that ran."""
+
+def builds() -> tuple[int, int]:
+    """The builds this processor runs: the draws' (2 AVX-512 with IFMA, 0 scalar) and the
+    moments' (2 AVX-512, 1 AVX2, 0 plain C)."""

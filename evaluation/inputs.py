@@ -266,6 +266,17 @@ def _split_pair(value: str, separators: tuple[str, ...]) -> tuple[str, str] | No
     return None
 
 
+def _fields_fit(data: bytes, columns: int, extra: int) -> bool:
+    """Whether every line of a TAB-separated file (LF line ends) holds columns to columns +
+    extra fields, found by counting its TABs in bytes (no text decoded, no line split)."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(raw == 10)  # b"\n"
+    if not data.endswith(b"\n"):
+        ends = np.append(ends, len(data))
+    tabs = np.diff(np.searchsorted(np.flatnonzero(raw == 9), ends), prepend=0)  # b"\t"
+    return bool(tabs.size) and columns - 1 <= int(tabs.min()) and int(tabs.max()) < columns + extra
+
+
 def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: str,
                 texts: bool = True) -> DatasetInputs:
     """Parse one dataset's input file; ValidationError lists what is wrong with it.
@@ -276,10 +287,12 @@ def read_inputs(task: TaskDefinition, dataset: str, data: bytes, *, filename: st
     spec = task.dataset(dataset)
     fmt = spec.inputs
     # Counting lines is all a line-aligned run needs: no need to decode a million pairs. CR line
-    # ends or a suspicious head go through the full reader, which explains the problem.
+    # ends, a suspicious head or (without a header) a line with too few or too many fields go
+    # through the full reader, which explains the problem.
     if (not texts and fmt.id == "line" and fmt.genre == "none" and fmt.format == "tsv"
-            and not fmt.breakdowns and not fmt.quoted and not fmt.extra_columns
-            and b"\r" not in data and decode_text(data[:4096], filename)[1] is None):
+            and not fmt.breakdowns and not fmt.quoted and not (fmt.header and fmt.extra_columns)
+            and b"\r" not in data and decode_text(data[:4096], filename)[1] is None
+            and (fmt.header or _fields_fit(data, len(fmt.columns), fmt.extra_columns))):
         n = data.count(b"\n") + (0 if data.endswith(b"\n") else 1) - int(fmt.header)
         if n <= 0:
             raise ValidationError(Issue(filename, None, "the file holds no pairs", "empty-file"))
@@ -378,7 +391,7 @@ def _read_gold_file(task: TaskDefinition, dataset: str, data: bytes, *, filename
             if not np.isfinite(scores).all():
                 scores = None
         except ValueError:
-            scores = None
+            scores = _numbers_or_blanks(tokens) if gfmt.unscored == "blank" else None
         if scores is None:
             for i, token in enumerate(tokens, start=1):
                 v = _gold_number(token, "gold score", filename, i, issues, gfmt)
@@ -454,6 +467,21 @@ def _read_gold_file(task: TaskDefinition, dataset: str, data: bytes, *, filename
                 f" has {len(inputs)} (or their ids differ)", "gold-mismatch"))
     return DatasetGold(dataset, ids, scores, genres, sha256(data), filename, label_arr,
                        excluded=excluded)
+
+
+def _numbers_or_blanks(tokens: list[str]) -> np.ndarray | None:
+    """Gold tokens read by numpy's parser, blank ones NaN (unscored pairs); None when any other
+    token is not a finite number (the line-by-line reader then names it)."""
+    scored = [bool(t.strip()) for t in tokens]
+    try:
+        values = np.array([t for t, s in zip(tokens, scored, strict=True) if s], dtype=np.float64)
+    except ValueError:
+        return None
+    if not np.isfinite(values).all():
+        return None
+    scores = np.full(len(tokens), np.nan)
+    scores[np.array(scored, dtype=bool)] = values
+    return scores
 
 
 def _fields_gold(gfmt: GoldFormat, text: str, filename: str, issues: list[Issue]

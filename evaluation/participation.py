@@ -8,7 +8,11 @@ Top-level keys (all optional):
 - `[phase_terms]`: extra terms of one phase, by phase slug (`evaluation = "..."`);
 - `[participation]`: `approval` (organisers approve each team), `allow_domains` and
   `deny_domains` (e-mail domains; a listed domain covers its subdomains), `unlisted` (the task
-  is reachable only by its secret link).
+  is reachable only by its secret link), and what the data's licence lets the site show to
+  anyone once a split's gold is public (released, or public from the start): `public_inputs`
+  (the inputs' texts on per-item pages and in the archive; default false) and `public_gold`
+  (the gold; default: true for a task that gates nothing, no terms, approval or domain lists).
+  Data that is not public goes to organisers and to participants who pass the gate.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from evaluation.issues import TaskDefinitionError
 if TYPE_CHECKING:
     from evaluation.taskdef import TaskDefinition
 
-PARTICIPATION_KEYS = ("approval", "allow_domains", "deny_domains", "unlisted")
+TOP_LEVEL_KEYS = ("terms", "terms_url", "license", "citation", "phase_terms")
+PARTICIPATION_KEYS = ("approval", "allow_domains", "deny_domains", "unlisted", "public_inputs",
+                      "public_gold")
 # An SPDX licence identifier, or a simple expression of them ("MIT OR Apache-2.0").
 SPDX_ID = re.compile(r"^[A-Za-z0-9.+-]+(?: (?:AND|OR|WITH) [A-Za-z0-9.+-]+)*$")
 DOMAIN = re.compile(r"^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9-]{1,63}$")
@@ -45,6 +51,8 @@ class Participation:
     allow_domains: tuple[str, ...] = ()
     deny_domains: tuple[str, ...] = ()
     unlisted: bool = False
+    public_inputs: bool = False
+    public_gold: bool | None = None  # None: public unless the task gates its data
 
     @property
     def license_is_spdx(self) -> bool:
@@ -56,7 +64,8 @@ class Participation:
         return {"terms_url": self.terms_url or None, "license": self.license or None,
                 "license_is_spdx": self.license_is_spdx, "citation": self.citation or None,
                 "approval": self.approval, "allow_domains": list(self.allow_domains),
-                "deny_domains": list(self.deny_domains)}
+                "deny_domains": list(self.deny_domains), "public_inputs": self.public_inputs,
+                "public_gold": self.public_gold}
 
 
 def _text(doc: Mapping[str, Any], key: str, source: str) -> str:
@@ -102,7 +111,7 @@ def parse_participation(doc: Mapping[str, Any], source: str) -> Participation:
         if key not in PARTICIPATION_KEYS:
             raise TaskDefinitionError(f"{source}: unknown key participation.{key} (allowed: "
                                       f"{', '.join(PARTICIPATION_KEYS)})")
-    for key in ("approval", "unlisted"):
+    for key in ("approval", "unlisted", "public_inputs", "public_gold"):
         if not isinstance(table.get(key, False), bool):
             raise TaskDefinitionError(f"{source}: participation.{key} must be true or false")
     return Participation(
@@ -111,6 +120,7 @@ def parse_participation(doc: Mapping[str, Any], source: str) -> Participation:
         phase_terms=tuple(sorted((slug, text.strip()) for slug, text in phase_table.items()
                                  if text.strip())),
         approval=table.get("approval", False), unlisted=table.get("unlisted", False),
+        public_inputs=table.get("public_inputs", False), public_gold=table.get("public_gold"),
         allow_domains=_domains(table, "allow_domains", source),
         deny_domains=_domains(table, "deny_domains", source),
     )

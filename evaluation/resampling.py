@@ -22,7 +22,9 @@ where numpy's call leaves it, so the draws are the same with the kernel or witho
 (KERNEL = False below: numpy's path, as the tests and benchmarks/bench_draws.py compare). The
 moments of Pearson and ALL are then summed by the kernel straight from its counts per pair (no
 cells, no float count matrix): the same figures as numpy's product of cell counts to rounding
-(1e-12 relative), not bit for bit; every other metric's the very same numbers.
+(1e-12 relative), not bit for bit; every other metric's the very same numbers. A dataset scored
+by Pearson and confidence-weighted Pearson has both sums made in one pass over its counts, and
+ALL's moments (about a shift shared by the datasets) are Pearson's moved to that shift.
 """
 
 from __future__ import annotations
@@ -142,8 +144,8 @@ def count_matrix(rng: np.random.Generator, n: int, resamples: int) -> np.ndarray
 class Resample:
     """Rows of drawn pair indices, with counts per pair or per cell of pairs made once each."""
 
-    __slots__ = ("_cells", "_counts", "_drawn", "_index", "_products", "_start", "_weighted",
-                 "n", "rows")
+    __slots__ = ("_both", "_cells", "_counts", "_drawn", "_index", "_products", "_start",
+                 "_weighted", "n", "rows")
 
     def __init__(self, index: np.ndarray | None, n: int, *, drawn: np.ndarray | None = None,
                  start: dict[str, Any] | None = None) -> None:
@@ -162,6 +164,8 @@ class Resample:
         self._products: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         # id of a weights array -> (x, y, w, kept so their ids are not reused; the sums)
         self._weighted: dict[int, tuple[tuple[np.ndarray, ...], np.ndarray]] = {}
+        # (x, y, w) whose weighted sums are summed in the pass that sums x and y's moments
+        self._both: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def index(self) -> np.ndarray:
@@ -214,9 +218,32 @@ class Resample:
             kernel = kernel_module()
             assert kernel is not None and self._drawn is not None, "counted by the kernel"
             out = np.empty((self.rows, 6))
-            kernel.moments(self._drawn, self.rows, self.n, x, y, out)
+            both = self._both
+            if (both is not None and both[0] is x and both[1] is y
+                    and hasattr(kernel, "both_moments")):
+                # the weighted sums asked for beside these: x, y, w and the counts read once
+                wout = np.empty((self.rows, 6))
+                kernel.both_moments(self._drawn, self.rows, self.n, x, y, both[2], out, wout)
+                self._weighted[id(both[2])] = (both, wout)
+            else:
+                kernel.moments(self._drawn, self.rows, self.n, x, y, out)
             hit = self._products[id(x)] = (x, out)
         return hit[1]
+
+    def kept_moments(self, x: np.ndarray) -> np.ndarray | None:
+        """The pair_moments of x already summed, or None."""
+        hit = self._products.get(id(x))
+        return hit[1] if hit is not None and hit[0] is x else None
+
+    def keep_moments(self, x: np.ndarray, sums: np.ndarray) -> None:
+        """Keeps sums as the pair_moments of x (found another way than by a pass)."""
+        self._products[id(x)] = (x, sums)
+
+    def sum_weighted_beside(self, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> None:
+        """Sums weighted_moments(x, y, w) in the pass that makes pair_moments(x, y), when the
+        kernel has both_moments (a task scoring Pearson and weighted Pearson asks for both)."""
+        if self._drawn is not None:
+            self._both = (x, y, w)
 
     def weighted_moments(self, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
         """(resamples, 6) count-weighted sums of w, wx, wy, wx², wy², wxy straight from the
@@ -337,6 +364,27 @@ def _moment_columns(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.column_stack([np.ones_like(x), x, y, x * x, y * y, x * y])
 
 
+def _means(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """The means of x and y, once per read-only pair of arrays."""
+    return _memoised("means", (x, y), lambda: (float(x.mean()), float(y.mean())))
+
+
+def _shifted(x: np.ndarray, y: np.ndarray, sx: float, sy: float) -> tuple[np.ndarray, ...]:
+    """x - sx and y - sy, contiguous float64, once per read-only pair of arrays and shift."""
+    return _memoised(f"shifted@{sx!r},{sy!r}", (x, y), lambda: (
+        np.ascontiguousarray(x - sx, dtype=np.float64),
+        np.ascontiguousarray(y - sy, dtype=np.float64)))
+
+
+def _moved(m: np.ndarray, dx: float, dy: float) -> np.ndarray:
+    """Moments about (a, b) from moments m about (a + dx, b + dy): each x - a is (x - a - dx)
+    + dx, so Σ(x-a)² = Σ(x-a-dx)² + 2dxΣ(x-a-dx) + n·dx², and so on."""
+    n, sx, sy, sxx, syy, sxy = m.T
+    return np.column_stack([n, sx + n * dx, sy + n * dy, sxx + 2 * dx * sx + n * dx * dx,
+                            syy + 2 * dy * sy + n * dy * dy,
+                            sxy + dx * sy + dy * sx + n * dx * dy])
+
+
 def _cells(c: Counts, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...] | None:
     """The cells of equal (x, y) when c's draws are best counted per cell: read-only inputs
     (their cells are made once) with at most half as many cells as pairs."""
@@ -354,9 +402,15 @@ def moments(c: Counts, x: np.ndarray, y: np.ndarray,
     if isinstance(c, Resample) and c.counted and hasattr(kernel_module(), "moments"):
         # from the integer counts per pair, x and y streamed once per block of resamples: less
         # than summing the counts into cells first (the sums agree to rounding, not bit for bit)
-        xs, ys = _memoised(f"shifted@{sx!r},{sy!r}", (x, y), lambda: (
-            np.ascontiguousarray(x - sx, dtype=np.float64),
-            np.ascontiguousarray(y - sy, dtype=np.float64)))
+        xs, ys = _shifted(x, y, sx, sy)
+        if c.kept_moments(xs) is None and _frozen(x) and _frozen(y):
+            # ALL's shift beside Pearson's (about each dataset's means): the sums Pearson's pass
+            # made, moved to this shift, instead of a second pass over the counts
+            mx, my = _means(x, y)
+            if (sx, sy) != (mx, my):
+                about_means = c.kept_moments(_shifted(x, y, mx, my)[0])
+                if about_means is not None:
+                    c.keep_moments(xs, _moved(about_means, mx - sx, my - sy))
         return c.pair_moments(xs, ys)
     cells = _cells(c, x, y)
     if cells is not None:
@@ -376,8 +430,7 @@ def pearson_from_moments(m: np.ndarray) -> np.ndarray:
 def boot_pearson(c: Counts, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Pearson of each resample, from moments about the means of all pairs (for precision;
     the very product ALL's moments use when a single dataset is scored)."""
-    means = _memoised("means", (x, y), lambda: (float(x.mean()), float(y.mean())))
-    return pearson_from_moments(moments(c, x, y, means))
+    return pearson_from_moments(moments(c, x, y, _means(x, y)))
 
 
 def boot_weighted_pearson(c: Counts, x: np.ndarray, y: np.ndarray,
@@ -388,18 +441,27 @@ def boot_weighted_pearson(c: Counts, x: np.ndarray, y: np.ndarray,
     # a build of the kernel from before its weighted sums existed: the product, below
     if (isinstance(c, Resample) and c.counted
             and hasattr(kernel_module(), "weighted_moments")):
-        means = _memoised("means", (x, y), lambda: (float(x.mean()), float(y.mean())))
-        # the very centred arrays Pearson's moments use (shared when both are bootstrapped)
-        xs, ys = _memoised(f"shifted@{means[0]!r},{means[1]!r}", (x, y), lambda: (
-            np.ascontiguousarray(x - means[0], dtype=np.float64),
-            np.ascontiguousarray(y - means[1], dtype=np.float64)))
-        ws = _memoised("weights", (w,), lambda: np.ascontiguousarray(w, dtype=np.float64))
-        return pearson_from_moments(c.weighted_moments(xs, ys, ws))
+        return pearson_from_moments(c.weighted_moments(*_weighted_arrays(x, y, w)))
 
     def build() -> np.ndarray:
         xc, yc = x - x.mean(), y - y.mean()
         return np.column_stack([w, w * xc, w * yc, w * xc * xc, w * yc * yc, w * xc * yc])
     return pearson_from_moments(pair_counts(c) @ _memoised("wpearson", (x, y, w), build))
+
+
+def _weighted_arrays(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
+    """x and y centred as Pearson's moments centre them (the very arrays, shared when both are
+    bootstrapped), and w as contiguous float64."""
+    xs, ys = _shifted(x, y, *_means(x, y))
+    return xs, ys, _memoised("weights", (w,), lambda: np.ascontiguousarray(w, dtype=np.float64))
+
+
+def sum_weighted_beside_pearson(c: Counts, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> None:
+    """Tells c that boot_weighted_pearson(c, x, y, w) will follow boot_pearson(c, x, y): where
+    the kernel counted c, one pass over its counts then sums both (Pearson's sums the same bits
+    as alone, the weighted ones to rounding)."""
+    if isinstance(c, Resample) and c.counted:
+        c.sum_weighted_beside(*_weighted_arrays(x, y, w))
 
 
 def _rank_cells(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -634,6 +634,8 @@ def _bootstrap(task: TaskDefinition, names: list[str], pairs: dict[str, _Pairs],
             p = pairs[k]
             # the draws, counted per pair or per cell of equal (x, y) as each metric needs
             c = R.draw(rng, len(p.x), b)
+            if p.w is not None and {"pearson", "weighted_pearson"} <= set(task.dataset_metrics(k)):
+                R.sum_weighted_beside_pearson(c, p.x, p.y, p.w)  # one pass sums both
             per[k] = {}
             n_classes = len(task.dataset(k).gold.classes)
             for metric in task.dataset_metrics(k):

@@ -30,6 +30,9 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         template_folder=str(config.resource_dir("templates")),
         static_folder=str(config.resource_dir("static")),
     )
+    # Every template escapes, whatever its extension: Flask's default escapes only .html, .htm,
+    # .xml, .xhtml and .svg, so the Atom feed (.atom) would print organisers' text raw
+    app.jinja_options = {**app.jinja_options, "autoescape": True}
     app.config.from_mapping(config.defaults(app.instance_path))
     if test_config is None:
         app.config.from_mapping(config.from_environ(os.environ))

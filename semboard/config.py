@@ -171,6 +171,13 @@ SETTINGS: tuple[Setting, ...] = (
             "here", in_app_config=False),
     Setting("SEMBOARD_BASELINE_CACHE", str, "`baseline-cache/` in the instance folder",
             "where dequantised encoder weights are cached; `off` disables", in_app_config=False),
+    Setting("SEMBOARD_DUMP_KEY", str, "unset: dumps unsigned",
+            "`KEYID:SECRET` (a secret of 16 characters or more): `flask task dump` signs with "
+            "it (HMAC-SHA256), so the site receiving the task can tell this site made it "
+            "([docs/MOVING.md](docs/MOVING.md))"),
+    Setting("SEMBOARD_DUMP_TRUSTED_KEYS", str, "none (this site's own key)",
+            "`KEYID:SECRET[,KEYID:SECRET...]`: the other sites' dump keys `flask task restore` "
+            "checks signatures with (`--require-signature` refuses any other dump)"),
     Setting("SEMBOARD_NEW_PASSWORD", str, "random, printed",
             "password for `flask user create` (keeps it out of the shell history)",
             in_app_config=False),

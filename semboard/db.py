@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import unicodedata
 import weakref
 from typing import Any
 
@@ -132,6 +133,24 @@ def end_read(session: Session) -> None:
         session.commit()
     finally:
         session.expire_on_commit = keep
+
+
+def require_text(value: str, *, what: str, limit: int | None = None,
+                 one_line: bool = False) -> str:
+    """value, unless longer than limit or holding a control character (tabs and line breaks
+    pass where the text may span lines): InvalidData naming what. Free text a user submits goes
+    through here (or require_fits) in its service; the pages and API refuse control characters
+    earlier, the command line and the site's own callers here."""
+    if limit is not None and len(value) > limit:
+        raise InvalidData("%(what)s has at most %(limit)s characters (%(given)s given)",
+                          what=what, limit=limit, given=len(value))
+    for char in value:
+        if one_line and char in "\n\r":
+            raise InvalidData("%(what)s must be on one line (it contains a line break)", what=what)
+        if char not in "\t\n\r" and unicodedata.category(char) == "Cc":
+            raise InvalidData("%(what)s may not contain the control character U+%(code)s",
+                              what=what, code=f"{ord(char):04X}")
+    return value
 
 
 def require_fits(value: str, column: Any, what: str) -> str:

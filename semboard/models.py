@@ -883,7 +883,8 @@ ANNOUNCEMENT_STATUSES = ("draft", "sent")
 class TermsVersion(Base):
     """One version of a task's (phase_id None) or a phase's terms, named by its text's digest.
 
-    The newest row of a (task, phase) is the current version; an empty text lifts the terms.
+    The row of a (task, phase) that took effect last is the current version (services.terms);
+    an empty text lifts the terms.
     """
 
     __tablename__ = "terms_version"
@@ -903,6 +904,11 @@ class TermsVersion(Base):
     translations: Mapped[dict[str, Any] | None]
     created_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
     created_at: Mapped[datetime]
+    # when the version takes effect (None: when created); until then the one before it is in
+    # force. A change scheduled ahead, so nobody is locked out by surprise (issue 40).
+    effective_at: Mapped[datetime | None]
+    # until then, having accepted the version this one replaces counts as accepting this one
+    grace_until: Mapped[datetime | None]
 
     phase: Mapped[Phase | None] = relationship()
 
@@ -963,6 +969,8 @@ class Announcement(Base):
 
     Drafts (some written by the site: a gold correction, a deadline change, published results)
     wait for an organiser to send them; sending queues the mail to those who opted in.
+    score_phases: the phases whose scores or ranks the site wrote into the text (sending is
+    refused while any of them is hidden from the readers).
     """
 
     __tablename__ = "announcement"
@@ -986,6 +994,7 @@ class Announcement(Base):
     created_at: Mapped[datetime]
     sent_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
     sent_at: Mapped[datetime | None]
+    score_phases: Mapped[list[Any]] = mapped_column(default=list, server_default="[]")
 
     phase: Mapped[Phase | None] = relationship()
 

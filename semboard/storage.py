@@ -27,6 +27,7 @@ class ObjectMissing(KeyError):
 
 
 _KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
 BLOCK = 1 << 20  # files are copied, hashed and streamed in blocks of this size
@@ -40,9 +41,27 @@ class keys:
     @staticmethod
     def _part(value: str | int) -> str:
         text = str(value)
-        if not _KEY_PART.match(text) or ".." in text:
+        if not _KEY_PART.fullmatch(text) or ".." in text:
             raise ValueError(f"not usable in a storage key: {text!r}")
         return text
+
+    @classmethod
+    def check(cls, key: str) -> str:
+        """A key as this module makes them (two or more parts, each a slug: no empty, `.` or
+        `..` part, no absolute path), from outside (a task dump); ValueError otherwise."""
+        parts = key.split("/") if isinstance(key, str) else []
+        if len(parts) < 2:
+            raise ValueError(f"not a storage key: {key!r}")
+        for part in parts:
+            cls._part(part)
+        return key
+
+    @staticmethod
+    def digest(value: str) -> str:
+        """A sha256 as it names stored objects: 64 lower-case hex digits (ValueError else)."""
+        if not isinstance(value, str) or not _DIGEST.fullmatch(value):
+            raise ValueError(f"not a sha256 (64 lower-case hex digits): {value!r}")
+        return value
 
     @classmethod
     def inputs(cls, task: str, dataset: str, digest: str) -> str:
@@ -108,6 +127,9 @@ class Storage(Protocol):
     def delete(self, key: str) -> None:
         """Remove a staging object (parts of a chunked upload, a health probe); nothing else is
         ever deleted."""
+
+    def reachable(self) -> None:
+        """Raise unless the store answers (/healthz): a read only, nothing written."""
 
 
 def put_content(storage: Storage, key: str, data: bytes) -> None:
@@ -180,6 +202,16 @@ class LocalStorage:
         """Remove a staging file (absent is fine)."""
         with contextlib.suppress(FileNotFoundError):
             self._path(key).unlink()
+
+    def reachable(self) -> None:
+        """The root, or the folder that will hold it, is a folder this process may write to."""
+        folder = self.root
+        while not folder.exists() and folder.parent != folder:
+            folder = folder.parent
+        if not folder.is_dir():
+            raise NotADirectoryError(f"{folder} is not a folder")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(f"{folder} is not writable by this process")
 
     def get(self, key: str) -> bytes:
         """Read a stored file."""
@@ -282,6 +314,11 @@ class S3Storage:
     def delete(self, key: str) -> None:
         """Delete a staging object."""
         self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+    def reachable(self) -> None:
+        """List at most one key under the prefix: a missing bucket (NoSuchBucket) or refused
+        credentials fail; a LIST is read-only."""
+        self.client.list_objects_v2(Bucket=self.bucket, Prefix=self.prefix, MaxKeys=1)
 
     def url(self, key: str, expires: int = 300) -> str | None:
         """A presigned GET URL."""

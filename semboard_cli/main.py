@@ -148,20 +148,24 @@ def cmd_accept(args: argparse.Namespace) -> int:
     """Show a task's terms in force and accept them (the site records it as from the CLI)."""
     api = _api(args)
     terms = api.get_json(f"/tasks/{args.task}/terms")
-    if not terms["versions"]:
+    ahead = terms.get("scheduled") or []  # changes that take effect later: accepted ahead
+    if not terms["versions"] and not ahead:
         _out(f"{args.task} has no terms to accept.")
         return EXIT_OK
-    for version in terms["versions"]:
+    for version in terms["versions"] + ahead:
         where = f"phase {version['phase']}" if version["phase"] else "the task"
-        _out(f"Terms of {where} (version {version['digest'][:12]}"
-             f"{', accepted' if version['accepted'] else ''}):\n")
+        when = f", takes effect {version['effective_at']}" if version in ahead else ""
+        grace = (f", the text before counts until {version['covered_until']}"
+                 if version.get("covered_until") else "")
+        _out(f"Terms of {where} (version {version['digest'][:12]}{when}"
+             f"{', accepted' if version['accepted'] else ''}{grace}):\n")
         _out(version["text"])
         _out()
     if terms.get("license"):
         _out(f"Data licence: {terms['license']}")
     if terms.get("terms_document_url"):
         _out(f"Full terms: {terms['terms_document_url']}")
-    if terms["accepted"]:
+    if terms["accepted"] and all(v["accepted"] for v in ahead):
         _out(f"You have accepted the current terms of {args.task}.")
         return EXIT_OK
     if not args.yes:
@@ -172,7 +176,7 @@ def cmd_accept(args: argparse.Namespace) -> int:
             _out("Not accepted.")
             return EXIT_FORBIDDEN
     answer = api.request("POST", f"/tasks/{args.task}/terms/accept", json={
-        "client": "cli", "digests": [v["digest"] for v in terms["versions"]]}).json()
+        "client": "cli", "digests": [v["digest"] for v in terms["versions"] + ahead]}).json()
     _out(f"Accepted the terms of {args.task} ({len(answer['accepted'])} version(s)).")
     return EXIT_OK
 

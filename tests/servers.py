@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,13 +58,24 @@ def redis_server(exe: str, folder: Path) -> Iterator[str]:
 NGINX = "/usr/sbin/nginx"
 
 
+# docs/DEPLOY.md's nginx recipe (tests/deploy/test_proxy.py reads it from there and holds the two
+# equal): what its `location /` sets besides proxy_pass
+NGINX_DIRECTIVES = ("proxy_set_header Host $host;", "proxy_set_header X-Forwarded-Host $host;",
+                    "proxy_set_header X-Forwarded-Proto $scheme;",
+                    "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
+                    "client_max_body_size 64m;")
+
+
 @contextlib.contextmanager
-def nginx_proxy(upstream: str, folder: Path) -> Iterator[str]:
+def nginx_proxy(upstream: str, folder: Path,
+                directives: tuple[str, ...] = NGINX_DIRECTIVES) -> Iterator[str]:
     """Debian's nginx on a free loopback port, in front of UPSTREAM (host:port), configured as
-    docs/DEPLOY.md says; yields its URL. Listens on every loopback address (127.0.0.0/8)."""
+    docs/DEPLOY.md says (its `location /` directives); yields its URL. Listens on every loopback
+    address (127.0.0.0/8)."""
     port = free_port()
     folder.mkdir(parents=True, exist_ok=True)
     conf = folder / "nginx.conf"
+    settings = "\n      ".join(directives)
     conf.write_text(f"""
 daemon off;
 pid {folder}/nginx.pid;
@@ -77,26 +90,56 @@ http {{
   scgi_temp_path {folder}/scgi;
   server {{
     listen {port};
-    client_max_body_size 64m;
     location / {{
       proxy_pass http://{upstream};
-      proxy_set_header Host $host;
-      proxy_set_header X-Forwarded-Proto $scheme;
-      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      {settings}
     }}
   }}
 }}
 """)
     proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(folder)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with _serving(proc, port, "nginx") as url:
+        yield url
+
+
+CADDY = "/usr/bin/caddy"
+
+
+@contextlib.contextmanager
+def caddy_proxy(upstream: str, folder: Path) -> Iterator[str]:
+    """Debian's Caddy on a free loopback port in front of UPSTREAM with docs/DEPLOY.md's
+    Caddyfile (plain HTTP here: no certificate); yields its URL."""
+    port = free_port()
+    folder.mkdir(parents=True, exist_ok=True)
+    conf = folder / "Caddyfile"
+    conf.write_text(f"""{{
+\tadmin off
+\tauto_https off
+}}
+http://:{port} {{
+\treverse_proxy {upstream}
+}}
+""")
+    env = {**os.environ, "XDG_DATA_HOME": str(folder / "data"),
+           "XDG_CONFIG_HOME": str(folder / "config"), "HOME": str(folder)}
+    proc = subprocess.Popen([CADDY, "run", "--config", str(conf), "--adapter", "caddyfile"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with _serving(proc, port, "caddy") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _serving(proc: subprocess.Popen[bytes], port: int, name: str) -> Iterator[str]:
+    """PROC's URL once it listens on PORT; stopped by its pid afterwards."""
     try:
         deadline = time.monotonic() + 20
         while True:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
-                why = proc.stderr.read() if proc.stderr else ""
-                raise RuntimeError(f"nginx did not start: {why}")
+                why = proc.stderr.read() if proc.stderr and proc.poll() is not None else ""
+                raise RuntimeError(f"{name} did not start: {why!r}")
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -140,3 +183,52 @@ class RedisProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
+
+
+class PostgresProcess:
+    """A throw-away PostgreSQL cluster of its own that a test stops and starts again on the same
+    port (an outage). Root runs it as the `postgres` user, in a folder that user may enter."""
+
+    def __init__(self) -> None:
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+        if not found:
+            raise FileNotFoundError("PostgreSQL binaries not found under /usr/lib/postgresql")
+        self.bindir = found[-1].parent
+        self.root = Path(tempfile.mkdtemp(prefix="semboard-pg-outage-"))
+        self.as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.as_postgres:
+            shutil.chown(self.root, "postgres", "postgres")
+        self.data, self.port = self.root / "data", free_port()
+        self.base_url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}"
+        subprocess.run([*self.as_postgres, str(self.bindir / "initdb"), "-N", "-D",
+                        str(self.data), "-A", "trust", "-U", "postgres"],
+                       check=True, capture_output=True, timeout=120)
+
+    def _ctl(self, *args: str) -> None:
+        subprocess.run([*self.as_postgres, str(self.bindir / "pg_ctl"), "-D", str(self.data),
+                        *args], check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        """Start the server and wait until it takes connections."""
+        self._ctl("-l", str(self.root / "pg.log"), "-w", "start", "-o",
+                  f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 -c fsync=off "
+                  "-c synchronous_commit=off -c full_page_writes=off")
+
+    def stop(self) -> None:
+        """Stop it at once (`immediate`: connections cut, as a crash or a failover would)."""
+        self._ctl("-m", "immediate", "-w", "stop")
+
+    def create_database(self, name: str) -> str:
+        """A new empty database on the running server: its URL."""
+        import psycopg  # as redis_server's client: only tests with this server need it
+
+        plain = self.base_url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(f"{plain}/postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return f"{self.base_url}/{name}"
+
+    def remove(self) -> None:
+        """Stop it if it runs, and delete its folder."""
+        subprocess.run([*self.as_postgres, str(self.bindir / "pg_ctl"), "-D", str(self.data),
+                        "-m", "immediate", "stop"], capture_output=True, timeout=120)
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -59,12 +59,17 @@ SCHEMAS: dict[str, Any] = {
                         "primary": {"oneOf": [{"type": "null"}, _obj(
                             {"run_id": INT, "run": STR, "chosen": BOOL,
                              "chosen_at": NULL_TIME})]}}),
-    "Terms": _obj({"task": STR, "accepted": BOOL, "terms_url": STR, "versions": {
-        "type": "array", "items": _obj({"phase": {"type": ["string", "null"]}, "digest": STR,
-                                        "text": STR, "accepted": BOOL, "source": STR})}},
+    "Terms": _obj({"task": STR, "accepted": BOOL, "terms_url": STR,
+                   "versions": {"type": "array", "items": _ref("TermsVersion")},
+                   "scheduled": {"type": "array", "items": _ref("TermsVersion")}},
                   {"license": {"type": ["string", "null"]}, "license_is_spdx": BOOL,
                    "citation": {"type": ["string", "null"]},
                    "terms_document_url": {"type": ["string", "null"]}}),
+    # one version as its caller stands with it; covered_until: not accepted, but the text it
+    # replaced was and its grace period runs until then (issue 40)
+    "TermsVersion": _obj({"phase": {"type": ["string", "null"]}, "digest": STR, "text": STR,
+                          "accepted": BOOL, "source": STR, "effective_at": TIME,
+                          "grace_until": NULL_TIME, "covered_until": NULL_TIME}),
     "TermsAccepted": _obj({"task": STR, "accepted": {"type": "array", "items": STR},
                            "new": INT}),
     "AcceptanceList": _obj({"task": STR, "summary": {"type": "object"}, "acceptances": {
@@ -76,7 +81,8 @@ SCHEMAS: dict[str, Any] = {
     "Approval": _obj({"team": STR, "state": {"enum": ["approved", "refused"]}}),
     "Announcement": _obj({"id": INT, "kind": STR, "status": {"enum": ["draft", "sent"]},
                           "title": STR, "body": STR, "phase": {"type": ["string", "null"]},
-                          "created_at": TIME, "sent_at": NULL_TIME}, {"unread": BOOL}),
+                          "audience": STR, "created_at": TIME, "sent_at": NULL_TIME},
+                         {"unread": BOOL}),
     "AnnouncementList": _obj({"task": STR, "announcements": {
         "type": "array", "items": _ref("Announcement")}}),
     "TaskList": _obj({"tasks": {"type": "array", "items": _ref("Task")}}),
@@ -437,9 +443,9 @@ def _paths() -> dict[str, dict[str, Any]]:
         },
         f"{t}/announcements/{{announcement_id}}/send": {"post": _op(
             f"{t}/announcements/{{announcement_id}}/send", "Send a draft (organisers; title "
-            "and body replace the draft's)", _json("Announcement"),
-            body=_fields(optional=True, title=STR, body=STR),
-            errors=("401", "403", "404", "422"))},
+            "and body replace the draft's; 409 while it lists scores its readers may not see)",
+            _json("Announcement"), body=_fields(optional=True, title=STR, body=STR),
+            errors=("401", "403", "404", "409", "422"))},
         "/me": {"get": _op("/me", "The token's account", _json("Me"), errors=("401",))},
         f"{t}/team": {
             "get": _op(f"{t}/team", "My team", _json("Team")),

@@ -19,6 +19,7 @@ from semboard.services.people import accounts, team_rules, teams
 from semboard.services.runs import submissions
 from semboard.services.tasks import access, participation, tasks
 from semboard.storage import get_storage
+from semboard.web.errors import RETRY_AFTER_S
 from semboard.web.files import attachment
 from semboard.web.hardening import bounded_id
 
@@ -273,11 +274,14 @@ def api_docs() -> Any:
 
 @site_bp.get("/healthz")
 def healthz() -> Any:
-    """Load-balancer health: every configured part answers (503 naming the failing ones)."""
+    """Load-balancer health: every configured part answers (503 naming the failing ones); it
+    only reads, never writes (`flask check` also probes storage with a write)."""
     checks = check_health(current_app._get_current_object())  # type: ignore[attr-defined]
     healthy = all(v == "ok" for v in checks.values())
     response = jsonify({"status": "ok" if healthy else "unavailable", "checks": checks})
     response.headers["Cache-Control"] = "no-store"
+    if not healthy:
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
     return response, 200 if healthy else 503
 
 

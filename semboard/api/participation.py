@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from flask import jsonify, request, url_for
-from werkzeug.exceptions import NotFound as HTTPNotFound
 
 from semboard.api.routes import bp, require_token_user, token_user
 from semboard.clock import request_now
@@ -20,14 +19,13 @@ from semboard.web.files import attachment
 @bp.before_request
 def _unlisted_tasks() -> None:
     """An unlisted task is a 404 here as on the pages, unless the caller may find it (?key=,
-    a team, an acceptance, organising it). Runs after the token check (registered later)."""
-    session = get_session()
-    task = participation.task_in_address(session, request.view_args or {})
-    if task is None:
-        return  # the view answers its own 404
-    if not participation.can_find(session, task=task, user=token_user(),
-                                  key=request.args.get("key")):
-        raise HTTPNotFound(f"no task called {task.name!r}")
+    a team, an acceptance, organising it); a task (run, model, team) that does not exist is
+    the same 404 with the same body, before a token is asked for. Runs after the token check
+    (registered later)."""
+    _task, refusal = participation.find_address(get_session(), request.view_args or {},
+                                                user=token_user(), key=request.args.get("key"))
+    if refusal is not None:
+        raise refusal
 
 
 @bp.errorhandler(terms.TermsRequired)
@@ -39,26 +37,17 @@ def _terms_required(err: terms.TermsRequired) -> Any:
     return jsonify(body), 403
 
 
-def _versions_json(task: Any, user: Any) -> list[dict[str, Any]]:
-    session = get_session()
-    found = [terms.current(session, task=task)] + [
-        terms.current(session, task=task, phase=p) for p in task.phases]
-    missing = {v.id for p in [None, *task.phases]
-               for v in terms.pending(session, task=task, user=user, phase=p)}
-    return [{"phase": v.phase.slug if v.phase else None, "digest": v.digest, "text": v.text,
-             "accepted": v.id not in missing, "source": v.source}
-            for v in found if v is not None]
-
-
 @bp.get("/tasks/<task_name>/terms")
 def show_terms(task_name: str) -> Any:
     """The terms in force, whether the caller accepted each, the licence and the citation."""
     session = get_session()
     task = tasks.get_task(session, task_name)
-    versions = _versions_json(task, token_user())
+    live, ahead = terms.standings(session, task=task, user=token_user(), now=request_now())
     rules = participation.rules(task)
-    return jsonify({**rules.to_json(), "task": task.name, "versions": versions,
-                    "accepted": all(v["accepted"] for v in versions),
+    return jsonify({**rules.to_json(), "task": task.name,
+                    "versions": [s.to_json() for s in live],
+                    "scheduled": [s.to_json() for s in ahead],
+                    "accepted": all(s.accepted for s in live),
                     "terms_url": url_for("web.terms_page", task_name=task.name, _external=True),
                     "terms_document_url": rules.terms_url or None})
 
@@ -94,11 +83,12 @@ def list_acceptances(task_name: str) -> Any:
     session = get_session()
     task = tasks.get_task(session, task_name)
     if request.args.get("format") == "csv":
-        data = terms.acceptances_csv(session, task=task, user=user).encode()
+        data = terms.acceptances_csv(session, task=task, user=user, now=request_now()).encode()
         return attachment(data, f"{task.name}-acceptances.csv", mimetype="text/csv")
     return jsonify({"task": task.name,
-                    "acceptances": terms.acceptances_json(session, task=task, user=user),
-                    "summary": terms.counts(session, task=task)})
+                    "acceptances": terms.acceptances_json(session, task=task, user=user,
+                                                          now=request_now()),
+                    "summary": terms.counts(session, task=task, now=request_now())})
 
 
 @bp.post("/tasks/<task_name>/teams/<int:team_id>/approval")

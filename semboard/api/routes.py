@@ -128,8 +128,8 @@ def _task_json(task: Task, *, detail: bool) -> dict[str, Any]:
         data["license"] = rules.license or None
         data["terms_url"] = rules.terms_url or None
         data["citation"] = rules.citation or None
-        pending = terms.pending(session, task=task, user=user)
-        data["terms"] = {"in_force": bool(terms.in_force(session, task=task)),
+        pending = terms.pending(session, task=task, user=user, now=now)
+        data["terms"] = {"in_force": bool(terms.in_force(session, task=task, now=now)),
                          "accepted": not pending if user is not None else None,
                          "url": url_for("web.terms_page", task_name=task.name, _external=True)}
         team = teams.team_for_user(session, task=task, user=user)
@@ -162,17 +162,15 @@ def show_task(task_name: str) -> Any:
 
 
 def _uploaded_files() -> dict[str, bytes]:
-    """Uploaded files by base name (client paths are dropped; names are never used as paths)."""
+    """Uploaded files by base name (client paths are dropped; names are never used as paths);
+    none at all is admission's to refuse, after who may upload."""
     uploads = request.files.getlist("files")
     if any(not client_filename(upload.filename) for upload in uploads):
         raise InvalidData("every uploaded file needs a file name")
     try:
-        found = uploaded_files(uploads)
+        return uploaded_files(uploads)
     except ValueError as err:
         raise InvalidData(str(err)) from None
-    if not found:
-        raise InvalidData("upload the run's files in the multipart field 'files'")
-    return found
 
 
 @bp.post("/tasks/<task_name>/runs")
@@ -184,7 +182,6 @@ def submit_run(task_name: str) -> Any:
     task = tasks.get_task(session, task_name)
     team = teams.require_team(session, task=task, user=user)
     phase = tasks.phase_for_submission(session, task, now=now, slug=request.form.get("phase"))
-    participation.require_participant(session, task=task, user=user, team=team, phase=phase)
     key = submissions.client_key(request.headers.get("Idempotency-Key"))
     # with a queue (REDIS_URL) the run is validated and stored here, scored by a worker: 202
     try:
@@ -340,7 +337,7 @@ def download_gold(task_name: str, dataset: str) -> Any:
     task = tasks.get_task(session, task_name)
     filename, data = gold.download_gold(
         session, get_storage(), task=task, dataset=dataset, viewer=token_user(),
-        split=request.args.get("split") or None,
+        now=request_now(), split=request.args.get("split") or None,
     )
     return attachment(data, filename)
 
@@ -397,7 +394,8 @@ def compare_runs(task_name: str) -> Any:
     session = get_session()
     task = tasks.get_task(session, task_name)
     a_id, b_id = _compare_ids()
-    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=token_user())
+    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=token_user(),
+                             now=request_now())
     return jsonify(_comparison_json(found, task))
 
 
@@ -411,7 +409,8 @@ def request_comparison(task_name: str) -> Any:
     started = analysis_jobs.ask(session, task=task, a_id=a_id, b_id=b_id, user=user,
                                 limits=Limits.from_config(current_app.config),
                                 now=request_now())
-    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=token_user())
+    found = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=token_user(),
+                             now=request_now())
     body = _comparison_json(found, task)
     # 202 whenever this request started the work, even if its thread finished first: the status
     # says what the request did, not how fast the computation was

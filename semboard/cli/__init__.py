@@ -38,7 +38,8 @@ COMMANDS: dict[str, Entry] = {
     "boards": Entry("semboard.cli.boards:boards_cli",
                     "Prepared boards, significance groups, stuck scoring jobs."),
     "check": Entry("semboard.cli.core:check_cli", "Check every part the configuration uses "
-                   "(database, storage, Redis), as /healthz does.", group=False),
+                   "(database and its migrations, storage with a probe object, Redis).",
+                   group=False),
     "db": Entry("semboard.cli.core:db_cli", "Database schema (alembic)."),
     "db-upgrade": Entry("semboard.cli.core:db_upgrade_alias",
                         "Migrate the database to the newest revision.", group=False),

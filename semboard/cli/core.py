@@ -108,8 +108,10 @@ def db_upgrade_alias() -> None:
 @click.command("check")
 @with_appcontext
 def check_cli() -> None:
-    """Check every part the configuration uses (database, storage, Redis), as /healthz does."""
-    found = check_health(current_app._get_current_object())  # type: ignore[attr-defined]
+    """Check every part the configuration uses (database and its migrations, storage with a
+    probe object, Redis)."""
+    found = check_health(current_app._get_current_object(),  # type: ignore[attr-defined]
+                         write_probe=True)
     for part, verdict in found.items():
         click.echo(f"{part}: {verdict}")
     if any(v != "ok" for v in found.values()):

@@ -17,19 +17,26 @@ from semboard.services.tasks import announcements, participation, tasks, terms
 @click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A text file of the new terms (an empty file lifts them).")
 @click.option("--phase", "phase_slug", help="The phase's own terms instead of the task's.")
-def task_terms(task_name: str, path: Path | None, phase_slug: str | None) -> None:
+@click.option("--at", "effective_at", help="When the new text takes effect (UTC, e.g. "
+              "2012-04-05T00:00; default: at once).")
+@click.option("--grace-hours", help="For so long, who accepted the text it replaces goes on.")
+def task_terms(task_name: str, path: Path | None, phase_slug: str | None,
+               effective_at: str | None, grace_hours: str | None) -> None:
     """Show TASK_NAME's terms in force, or set new ones (--file): everyone accepts again."""
+    now = utcnow()
     with command_session() as session:
         task = tasks.get_task(session, task_name)
         phase = tasks.get_phase(session, task, phase_slug) if phase_slug else None
         if path is not None:
+            when, grace = terms.schedule_from_form(effective_at, grace_hours, now=now)
             row = terms.set_terms(session, task=task, phase=phase,
-                                  text=path.read_text(encoding="utf-8"), user=None, now=utcnow())
+                                  text=path.read_text(encoding="utf-8"), user=None, now=now,
+                                  effective_at=when, grace_until=grace)
             click.echo(f"terms of {task.name}{'/' + phase.slug if phase else ''}: "
                        + (f"version {row.digest[:12]}" if row is not None and row.text
                           else "none"))
             return
-        for version in terms.in_force(session, task=task, phase=phase):
+        for version in terms.in_force(session, task=task, phase=phase, now=now):
             where = f"phase {version.phase.slug}" if version.phase else "task"
             click.echo(f"# {where}, version {version.digest} ({version.source})\n{version.text}\n")
 
@@ -41,7 +48,8 @@ def task_terms(task_name: str, path: Path | None, phase_slug: str | None) -> Non
 def task_acceptances(task_name: str, output: Path | None) -> None:
     """Who accepted which version of TASK_NAME's terms, when and from where (CSV)."""
     with command_session() as session:
-        text = terms.acceptances_csv(session, task=tasks.get_task(session, task_name), user=None)
+        text = terms.acceptances_csv(session, task=tasks.get_task(session, task_name), user=None,
+                                     now=utcnow())
     if output:
         output.write_text(text, encoding="utf-8")
         click.echo(f"wrote {output}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from flask import Flask, current_app, has_request_context, request
+from flask import Flask, current_app, g, has_request_context, request
 from flask_babel import get_locale
 from flask_login import current_user
 
@@ -17,6 +17,7 @@ from semboard.i18n import catalogues, vocabulary
 from semboard.i18n.languages import COOKIE, LANGUAGES, SOURCE, choose, direction, known
 
 DEFAULT_SETTING = "SEMBOARD_LANGUAGE"
+NO_DATABASE = "semboard_no_database"  # set on flask.g by without_database()
 
 
 def english_only() -> bool:
@@ -31,9 +32,17 @@ def select_language() -> str:
     """Flask-Babel's locale selector: account, cookie, Accept-Language, the site's default."""
     if english_only():
         return SOURCE
-    return choose(account=getattr(current_user, "language", None),
+    # the database unreachable: the account's choice cannot be read (the 503 page still
+    # follows the cookie and the browser)
+    account = None if g.get(NO_DATABASE) else getattr(current_user, "language", None)
+    return choose(account=account,
                   cookie=request.cookies.get(COOKIE), accepted=request.accept_languages,
                   default=current_app.config.get(DEFAULT_SETTING) or SOURCE)
+
+
+def without_database() -> None:
+    """This request's language from here on asks no account (the database is unreachable)."""
+    g.setdefault(NO_DATABASE, True)
 
 
 def select_timezone() -> str:
@@ -85,7 +94,8 @@ def _template_globals() -> dict[str, Any]:
 
 
 def install_templates(app: Flask) -> None:
-    """Filters and globals the pages use: bdi, local_time, the page's language and direction.
+    """Filters and globals the pages use: bdi, local_time, word, say, the page's language and
+    direction.
 
     {% trans %} blocks are trimmed (their line breaks and indentation are not part of the
     msgid), as babel.cfg extracts them."""
@@ -93,4 +103,5 @@ def install_templates(app: Flask) -> None:
     app.jinja_env.filters["bdi"] = catalogues.bdi
     app.jinja_env.filters["local_time"] = _local_time
     app.jinja_env.filters["word"] = lambda code: vocabulary.word(code, words())
+    app.jinja_env.filters["say"] = say
     app.context_processor(_template_globals)

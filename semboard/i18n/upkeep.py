@@ -10,6 +10,7 @@ docs/TRANSLATING.md says how a translator works with them.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
 import tempfile
@@ -37,8 +38,11 @@ def extract(pot: Path) -> None:
     """Every string of the Python code, templates and scripts babel.cfg names, into pot."""
     if str(ROOT) not in sys.path:  # babel.cfg names the site's extractor by module
         sys.path.insert(0, str(ROOT))
-    _pybabel("extract", "-F", str(MAPPING), "--sort-by-file", "--no-wrap",
-             "--project", "semboard", "-o", str(pot), str(ROOT))
+    # from the root, so the catalogues name files by their path in the repository (the same
+    # in every checkout: no merge noise)
+    with contextlib.chdir(ROOT):
+        _pybabel("extract", "-F", str(MAPPING), "--sort-by-file", "--no-wrap",
+                 "--project", "semboard", "-o", str(Path(pot).resolve()), ".")
 
 
 def update() -> None:

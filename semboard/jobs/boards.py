@@ -14,10 +14,13 @@ are pending; a pending board whose job is lost (a crashed worker or thread) gets
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
 import os
 import pickle
+import signal
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -299,8 +302,33 @@ def _picklable(value: Any) -> bool:
     return True
 
 
-def _spawned_groups(config: dict[str, Any], storage: Any, task_id: int) -> None:
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+def end_with_parent(parent: int) -> None:
+    """In a spawned child: end when the process that spawned it ends, however it ends (a web
+    worker SIGKILLed at shutdown must not leave its groups computing on the site's database).
+
+    Linux signals the child when the spawning thread dies (the watcher thread, which lives until
+    the child is reaped); elsewhere a thread watches the parent's pid.
+    """
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    else:
+        job_queue.start_thread(_watch_parent, parent, name="parent-watch")
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def _spawned_groups(config: dict[str, Any], storage: Any, task_id: int, parent: int) -> None:
     """In the spawned child: an app of the parent's settings (and storage), then the groups."""
+    end_with_parent(parent)
     os.nice(10)  # requests come first: the resampling takes the CPU they leave
     # by name, as job_app does: no job module imports the package root
     app = import_string("semboard:create_app")(config)
@@ -319,7 +347,8 @@ def _run_in_child(app: Flask, task_id: int) -> int:
     config["SEMBOARD_BOARD_JOBS"] = "inline"
     storage = app.extensions.get("semboard.storage")
     child = _SPAWN.Process(target=_spawned_groups, name=f"groups-{task_id}", daemon=True,
-                           args=(config, storage if _picklable(storage) else None, task_id))
+                           args=(config, storage if _picklable(storage) else None, task_id,
+                                 os.getpid()))
     child.start()
     child.join()
     if child.exitcode and child.exitcode > 0:

@@ -19,7 +19,6 @@ from semboard.jobs import boards
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, ModelSubmission, Phase, Run, Task, Team, User
-from semboard.services.closing import descriptions
 from semboard.services.data import gold
 from semboard.services.runs import request_scoring, submissions
 from semboard.services.tasks import definitions
@@ -35,7 +34,8 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
                score_here: bool = False,
                from_model: ModelSubmission | None = None,
                upload_key: str | None = None) -> tuple[Run, bool]:
-    """Check the description, validate and store the run, apply the description, commit.
+    """Admit, validate and store the run with its description, commit (submissions.submit:
+    admission's who, description, when and how many, in that order).
 
     Then, where a queue worker scores runs, queue its scoring (after the commit, so the worker
     finds it); else it was scored in the same transaction. Returns (run, queued). A refusal
@@ -45,18 +45,14 @@ def accept_run(session: Session, storage: Storage, app: Flask, *, team: Team, ph
     upload_key: the client's Idempotency-Key: a retried upload raises submissions.Replayed.
     """
     prior = submissions.run_for_key(session, team=team, key=upload_key, files=files)
-    if prior is not None:  # before the description's checks: the first upload passed them
+    if prior is not None:  # before admission's checks: the first upload passed them
         raise submissions.Replayed(prior)
     queued = not score_here and (scoring_queued(app) or too_large_for_request(app, phase, files))
-    answers = descriptions.check_upload(
-        session, team=team, phase=phase, user=user, name=name, files=files,
-        description=description, given=dict(given or {}), now=now)
     run = submissions.submit(session, storage, team=team, phase=phase, user=user, name=name,
                              files=files, now=now, score=not queued,
                              metadata=dict(metadata) if metadata is not None else None,
-                             from_model=from_model, upload_key=upload_key)
-    descriptions.apply(run, description, answers)
-    session.commit()
+                             from_model=from_model, upload_key=upload_key,
+                             description=description, given=given)
     if queued:
         try:
             queue_scoring(app, run.id)

@@ -16,6 +16,7 @@ import smtplib
 import ssl
 from dataclasses import dataclass
 from email.message import EmailMessage
+from email.utils import formatdate, make_msgid, parseaddr
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -82,11 +83,15 @@ def send_messages(settings: MailSettings, messages: list[tuple[str, str, str]]) 
             smtp.starttls(context=context)
         if settings.username:
             smtp.login(settings.username, settings.password or "")
+        domain = parseaddr(settings.sender)[1].rpartition("@")[2] or settings.host
         for to, subject, body in messages:
             message = EmailMessage()
             message["From"] = settings.sender
             message["To"] = to
             message["Subject"] = subject
+            # RFC 5322 asks for both; receivers score mail without them as spam
+            message["Date"] = formatdate(usegmt=True)
+            message["Message-ID"] = make_msgid(domain=domain)
             message.set_content(body)
             smtp.send_message(message)
 

@@ -20,9 +20,11 @@ from semboard.models import (
     Team,
     TeamMember,
     TeamWindow,
+    TermsVersion,
     UploadLog,
     User,
 )
+from semboard.timefmt import clock_text
 
 Message = tuple[str, str, str]
 
@@ -75,7 +77,7 @@ def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: 
     out: list[Message] = []
     for ev in events:
         kind = ev["kind"]
-        if kind in ("verify", "reset", "account_exists"):
+        if kind in ("verify", "reset", "invite", "account_exists"):
             w = _words(session.scalar(select(User).where(User.email == ev["email"])), language)
             sign = _signature(w, base_url)
         if kind == "verify":
@@ -94,6 +96,24 @@ def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: 
                                      "The link works once and expires in %(num)d hours.",
                                      ev["hours"]) + " "
                         + w.gettext("If you did not ask, ignore this message.") + sign))
+        elif kind == "invite":
+            moved = (w.gettext("The shared task %(task)s moved to this site, and your account "
+                               "came with it: your teams, runs and scores are here.",
+                               task=ev["task"]) if ev.get("task") else
+                     w.gettext("An account on this site was made for you."))
+            out.append((ev["email"], _subject(w, w.gettext("Choose your password")),
+                        moved + " " + w.gettext("The account has no password yet; choose one "
+                                                "here:")
+                        + f"\n\n{base_url}/reset-password/{ev['token']}\n\n"
+                        + w.gettext("Then log in at %(url)s with this address.",
+                                    url=f"{base_url}/login") + " "
+                        + w.ngettext("The link works once and expires in %(num)d hour; after "
+                                     "that, ask for a new one at %(url)s.",
+                                     "The link works once and expires in %(num)d hours; after "
+                                     "that, ask for a new one at %(url)s.",
+                                     ev["hours"], url=f"{base_url}/forgot-password") + " "
+                        + w.gettext("API tokens do not move with a task: make new ones on your "
+                                    "profile page.") + sign))
         elif kind == "account_exists":
             out.append((ev["email"], _subject(w, w.gettext("You already have an account")),
                         w.gettext("Someone (hopefully you) tried to create a semboard account "
@@ -176,6 +196,8 @@ def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: 
                         + f"\n\n{base_url}/tasks/{phase.task.name}" + _signature(w, base_url)))
         elif kind == "announcement":
             out += _announcement(session, ev["announcement_id"], base_url, language)
+        elif kind == "terms_changed":
+            out += _terms_changed(session, ev["version_id"], base_url, language)
     return out
 
 
@@ -188,6 +210,38 @@ def _local(w: Words, deadline: str) -> str:
     """The deadline also in the recipient's language (not for English: the UTC form is it)."""
     said = local_time(datetime.strptime(deadline, "%Y-%m-%d %H:%M").replace(tzinfo=UTC), w.code)
     return f"\n({said})" if said else ""
+
+
+def _terms_changed(session: Session, version_id: int, base_url: str,
+                   language: str) -> list[Message]:
+    """New terms of a task (or a phase): to its teams' members who keep deadline mail, saying
+    when they take effect and until when the text before goes on counting."""
+    version = session.get(TermsVersion, version_id)
+    if version is None or not version.text:
+        return []
+    task = session.get(Task, version.task_id)
+    assert task is not None
+    since = clock_text(version.effective_at or version.created_at)
+    out = []
+    for user in _task_members(session, task.id):
+        if not user.notify_deadlines:
+            continue
+        w = _words(user, language)
+        title = _task_title(task, w)
+        body = (w.gettext("The terms of phase %(phase)s of %(task)s changed; they take effect "
+                          "%(since)s UTC.", phase=version.phase.name, task=title, since=since)
+                if version.phase else
+                w.gettext("The terms of %(task)s changed; they take effect %(since)s UTC.",
+                          task=title, since=since)) + " "
+        body += (w.gettext("Uploads and downloads need the new text accepted by %(until)s UTC "
+                           "(until then, having accepted the text before counts):",
+                           until=clock_text(version.grace_until))
+                 if version.grace_until is not None else
+                 w.gettext("Uploads and downloads need the new text accepted:"))
+        body += f"\n\n{base_url}/tasks/{task.name}/terms" + _signature(w, base_url)
+        out.append((user.email, _subject(w, w.gettext("%(task)s: new terms", task=task.name)),
+                    body))
+    return out
 
 
 def _announcement(session: Session, announcement_id: int, base_url: str,

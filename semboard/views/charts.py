@@ -89,7 +89,7 @@ def run_chart_names(run: Run) -> list[str]:
     if run.current_score is None or not access.can_view_scores(session, me(), run.phase):
         return []
     names = ["bars"] if run.is_current else []  # a replaced run is on no board
-    if access.can_view_items(session, me(), run):
+    if access.can_view_items(session, me(), run, now=now()):
         names += ["scatter", "distribution"]
     return names
 
@@ -120,7 +120,7 @@ def run_chart(run_id: int, name: str) -> Any:
         spec = _run_bars(run)
     else:
         try:
-            found = analysis.run_items(db(), storage(), run=run, viewer=me())
+            found = analysis.run_items(db(), storage(), run=run, viewer=me(), now=now())
         except (Forbidden, NotFound):
             abort(404)
         points = analysis.scatter_points(found)
@@ -139,7 +139,7 @@ def _item_filters() -> tuple[str | None, str | None]:
 def run_items(run_id: int) -> Any:
     """The run's pairs with the largest errors (after gold release), filterable, with a CSV."""
     run = visible_run(run_id)
-    found = analysis.run_items(db(), storage(), run=run, viewer=me())
+    found = analysis.run_items(db(), storage(), run=run, viewer=me(), now=now())
     dataset, genre = _item_filters()
     try:
         limit = min(analysis.ITEMS_MAX, max(1, int(request.args.get("limit",
@@ -151,7 +151,7 @@ def run_items(run_id: int) -> Any:
         "charts/items.html", run=run, items=items,
         total=found.count(dataset=dataset, genre=genre), limit=limit,
         datasets=list(found.datasets), genres=found.genres(), dataset=dataset, genre=genre,
-        lines=analysis.fit_lines(found),
+        lines=analysis.fit_lines(found), texts_shown=found.texts_shown,
         csv_url=url_for("web.run_items_csv", run_id=run.id, dataset=dataset, genre=genre),
     )
 
@@ -160,7 +160,7 @@ def run_items(run_id: int) -> Any:
 def run_items_csv(run_id: int) -> Any:
     """Every pair of the run (same filters), largest error first, as CSV."""
     run = visible_run(run_id)
-    found = analysis.run_items(db(), storage(), run=run, viewer=me())
+    found = analysis.run_items(db(), storage(), run=run, viewer=me(), now=now())
     dataset, genre = _item_filters()
     body = analysis.items_csv(found.largest_errors(dataset=dataset, genre=genre))
     return attachment(body, f"run-{run.id}-items.csv", mimetype="text/csv")
@@ -188,7 +188,8 @@ def compare_runs(task_name: str) -> Any:
     choices = _choices(task)
     comparison = None
     if a_id is not None and b_id is not None:
-        comparison = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=me())
+        comparison = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=me(),
+                                      now=now())
     scatter = None
     if comparison is not None and comparison.pairs:
         scatter = charts.compare_scatter(

@@ -76,8 +76,9 @@ def uploading_team(task_name: str, what: str) -> tuple[Session, Task, User, Team
         flash(_("Create or join a team for this task before uploading %(what)s.",
                 what=_(what)), "error")
         abort(redirect(url_for("web.task", task_name=task.name)))
-    try:  # terms accepted, domain and team approval: the page is not served otherwise
-        participation.require_participant(session, task=task, user=user, team=team)
+    try:  # terms accepted, domain and team approval: the page is not served otherwise (an
+        # upload itself is admitted with its phase's own terms: services.runs.admission)
+        participation.require_participant(session, task=task, user=user, team=team, now=now())
     except terms.TermsRequired as err:
         flash(sentence(say(err)), "error")
         abort(redirect(url_for("web.terms_page", task_name=task.name, next=request.path)))

@@ -27,6 +27,8 @@ from semboard.jobs import models as model_jobs
 from semboard.services.models import model_exports, model_uploads
 from semboard.services.models import models as model_services
 from semboard.services.runs import admission
+from semboard.services.tasks import terms
+from semboard.views import participation as participation_views
 from semboard.views.common import (
     bp,
     db,
@@ -78,6 +80,8 @@ def upload_model(task_name: str) -> Any:
                         encoding=_encoding(form))
             except DomainError as err:
                 flash_error(err)
+                if isinstance(err, terms.TermsRequired):  # the phase's own terms
+                    return participation_views.to_terms(task)
                 issues = err.issues
             else:
                 flash(_("Model %(name)s accepted (digest %(digest)s); it is queued and runs on "

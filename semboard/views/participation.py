@@ -14,6 +14,7 @@ from semboard.i18n.languages import TRANSLATED
 from semboard.models import Task
 from semboard.services.people import teams
 from semboard.services.tasks import announcements, participation, tasks, terms
+from semboard.timefmt import clock_text
 from semboard.views.common import (
     bp,
     committed,
@@ -35,21 +36,25 @@ KEYS = "task_keys"  # the session cookie's secret-link keys, by task name
 @bp.before_app_request
 def _unlisted_tasks() -> None:
     """A page of an unlisted task is a 404 unless the visitor may find it (its secret link's
-    key, here or remembered from an earlier visit, a team, an acceptance, or organising it)."""
+    key, here or remembered from an earlier visit, a team, an acceptance, or organising it);
+    a page of a task (run, model, team) that does not exist is the same 404, before any log-in
+    is asked, so the two look alike."""
     if request.blueprint != "web":
         return
-    task = participation.task_in_address(db(), request.view_args or {})
-    if task is None:
-        return  # the view answers its own 404
+    args = request.view_args or {}
     key = request.args.get("key")
     stored = session.get(KEYS)
     known: dict[str, str] = stored if isinstance(stored, dict) else {}
-    if participation.can_find(db(), task=task, user=me(), key=key or known.get(task.name)):
-        if key and participation.can_find(db(), task=task, user=None, key=key):
-            session[KEYS] = {**known, task.name: key}  # the cookie remembers the link
-        g.address_task = task  # load_task's, when the view asks for it by name
+    name = args.get("task_name")
+    remembered = known.get(name) if isinstance(name, str) else None
+    task, refusal = participation.find_address(db(), args, user=me(), key=key or remembered)
+    if refusal is not None:
+        abort(404)
+    if task is None:
         return
-    abort(404)
+    if key and participation.can_find(db(), task=task, user=None, key=key):
+        session[KEYS] = {**known, task.name: key}  # the cookie remembers the link
+    g.address_task = task  # load_task's, when the view asks for it by name
 
 
 def task_page_extras(task: Task) -> dict[str, Any]:
@@ -57,9 +62,13 @@ def task_page_extras(task: Task) -> dict[str, Any]:
     sess = db()
     user = me()
     rows = announcements.visible(sess, task=task, user=user)[:5]
+    live, ahead = terms.standings(sess, task=task, user=user, now=now())
     return {"rules": participation.rules(task),
-            "terms_pending": terms.pending(sess, task=task, user=user),
-            "terms_in_force": bool(_all_versions(task)),
+            "terms_pending": terms.pending(sess, task=task, user=user, now=now()),
+            "terms_in_force": bool(live),
+            # a change in its grace period, or one scheduled: what the notice says (issue 40)
+            "terms_grace": [s for s in live if s.covered_until is not None],
+            "terms_scheduled": ahead,
             "announcements": rows,
             "unread": announcements.unread_ids(sess, rows=rows, user=user)}
 
@@ -67,6 +76,11 @@ def task_page_extras(task: Task) -> dict[str, Any]:
 def terms_redirect(task: Task, err: terms.TermsRequired) -> Any:
     """Send a refused download or upload to the terms page, coming back afterwards."""
     flash(sentence(err), "error")
+    return to_terms(task)
+
+
+def to_terms(task: Task) -> Any:
+    """To the terms page, coming back here afterwards (the refusal was said already)."""
     return redirect(url_for("web.terms_page", task_name=task.name, next=request.path))
 
 
@@ -81,23 +95,16 @@ def _safe_next(default: str) -> str:
 
 @bp.get("/tasks/<task_name>/terms")
 def terms_page(task_name: str) -> Any:
-    """The terms in force (task and phases), whether the visitor accepted them, and the button."""
+    """The terms in force (task and phases), whether the visitor accepted them, those
+    scheduled to take effect later, and the button."""
     task = load_task(task_name)
-    sess = db()
     user = me()
-    versions = _all_versions(task)
-    missing = {v.id for p in [None, *task.phases]
-               for v in terms.pending(sess, task=task, user=user, phase=p)}
+    live, ahead = terms.standings(db(), task=task, user=user, now=now())
     return render_template(
-        "tasks/terms.html", task=task, versions=versions, missing=missing,
+        "tasks/terms.html", task=task, versions=live, scheduled=ahead,
+        missing=[s for s in live + ahead if not s.accepted],
         rules=participation.rules(task), refusal=participation.domain_refusal(task, user),
         next=_safe_next(""))
-
-
-def _all_versions(task: Task) -> list[Any]:
-    found = [terms.current(db(), task=task)] + [
-        terms.current(db(), task=task, phase=p) for p in task.phases]
-    return [v for v in found if v is not None]
 
 
 @bp.post("/tasks/<task_name>/terms")
@@ -191,9 +198,12 @@ def organise_participation(task_name: str) -> Any:
                  for t in teams.list_teams(sess, task=task) if not t.is_baseline]
     return render_template(
         "organiser/participation.html", task=task, rules=stated,
-        task_terms=terms.current(sess, task=task),
-        phase_terms=[(p, terms.current(sess, task=task, phase=p)) for p in task.phases],
-        acceptances=terms.acceptances_json(sess, task=task, user=user), teams=team_rows,
+        task_terms=terms.current(sess, task=task, now=now()),
+        phase_terms=[(p, terms.current(sess, task=task, phase=p, now=now()))
+                     for p in task.phases],
+        scheduled=terms.scheduled(sess, task=task, now=now()),
+        acceptances=terms.acceptances_json(sess, task=task, user=user, now=now()),
+        teams=team_rows,
         secret_url=url_for("web.task", task_name=task.name, key=secret, _external=True)
         if secret else None)
 
@@ -215,10 +225,21 @@ def organise_terms(task_name: str) -> Any:
     def act(task: Task, user: Any) -> str:
         slug = request.form.get("phase") or None
         phase = tasks.get_phase(db(), task, slug) if slug else None
+        when, grace = terms.schedule_from_form(request.form.get("effective_at"),
+                                               request.form.get("grace_hours"), now=now())
         row = terms.set_terms(db(), task=task, phase=phase, text=request.form.get("text", ""),
-                              user=user, now=now(), translated=_translated_terms())
-        return (_("Terms saved (version %(version)s).", version=row.digest[:12])
-                if row is not None and row.text else _("Terms lifted."))
+                              user=user, now=now(), translated=_translated_terms(),
+                              effective_at=when, grace_until=grace)
+        if row is None or not row.text:
+            return _("Terms lifted.")
+        said = _("Terms saved (version %(version)s).", version=row.digest[:12])
+        if row.effective_at is not None:
+            said += " " + _("They take effect %(when)s UTC.",
+                            when=clock_text(row.effective_at))
+        if row.grace_until is not None:
+            said += " " + _("Who accepted the text before may go on until %(until)s UTC.",
+                            until=clock_text(row.grace_until))
+        return said
     return organiser_action(task_name, act, endpoint="web.organise_participation")
 
 
@@ -227,7 +248,7 @@ def acceptances_csv(task_name: str) -> Any:
     """Who accepted which terms version, when and from which client."""
     task = load_task(task_name)
     user = require_organiser(task)
-    data = terms.acceptances_csv(db(), task=task, user=user).encode()
+    data = terms.acceptances_csv(db(), task=task, user=user, now=now()).encode()
     return attachment(data, f"{task.name}-acceptances.csv", mimetype="text/csv")
 
 
@@ -259,9 +280,12 @@ def organise_announcements(task_name: str) -> Any:
     """Write an announcement; review and send the drafts the site wrote."""
     task = load_task(task_name)
     user = require_organiser(task)
+    drafts = announcements.drafts(db(), task=task, user=user)
     return render_template(
-        "organiser/announcements.html", task=task,
-        drafts=announcements.drafts(db(), task=task, user=user),
+        "organiser/announcements.html", task=task, drafts=drafts,
+        audience={row.id: announcements.audience(row) for row in drafts},
+        scores_of={row.id: announcements.score_phases(db(), row) for row in drafts},
+        hidden_of={row.id: announcements.hidden_score_phases(db(), row) for row in drafts},
         sent=announcements.visible(db(), task=task, user=user))
 
 

@@ -122,7 +122,8 @@ def _task_page(task: Task, *, create_form: TeamCreateForm | None = None,
         rooms=rooms,
         input_files=inputs.current_inputs(session, task=task),
         gold_files=gold.current_gold(session, task=task),
-        can_download_gold=access.can_view_gold(session, user, task),
+        # offered once public; the download asks the read rule (terms, a team...)
+        can_download_gold=access.gold_is_public(session, task=task) or is_organiser,
         can_see_board={p.id: access.can_view_leaderboard(session, user, p) for p in phases},
         is_organiser=is_organiser,
         download_phases=[p for p in download_phases if p.split == definition.default_split],
@@ -254,7 +255,8 @@ def download_gold(task_name: str, dataset: str) -> Any:
     task = load_task(task_name)
     try:
         filename, data = gold.download_gold(db(), storage(), task=task, dataset=dataset,
-                                            viewer=me(), split=request.args.get("split") or None)
+                                            viewer=me(), now=now(),
+                                            split=request.args.get("split") or None)
     except terms.TermsRequired as err:
         return participation_views.terms_redirect(task, err)
     except DomainError as err:
@@ -327,7 +329,7 @@ def upload(task_name: str) -> Any:
                 with committed() as done:
                     run, queued = accept_run(
                         session, storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
-                        team=team, phase=phase, user=user, name=form.name.data.strip(),
+                        team=team, phase=phase, user=user, name=(form.name.data or "").strip(),
                         files=files, now=now(), description=request.form.get("description", ""),
                         given=descriptions.given_from_form(task, request.form),
                         upload_key=_form_key(form.upload_key.data))
@@ -343,6 +345,8 @@ def upload(task_name: str) -> Any:
                 flash(_("Run %(run)s accepted%(notes)s.", run=run.name, notes=_run_notes(run)),
                       "success")
                 return redirect(url_for("web.run", run_id=run.id))
+            if isinstance(done.error, terms.TermsRequired):  # the phase's own terms (flashed)
+                return participation_views.to_terms(task)
             issues = done.issues
         status = 422
     elif request.method == "POST":

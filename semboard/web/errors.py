@@ -12,9 +12,14 @@ from werkzeug.exceptions import HTTPException, InternalServerError, SecurityErro
 from werkzeug.routing import BuildError
 
 from semboard.errors import DomainError
+from semboard.i18n import pages
 from semboard.i18n.pages import sentence
 
 log = logging.getLogger(__name__)
+
+# The database unreachable (down, restarting, failing over, out of connections) is a moment's
+# fault: 503 with the seconds after which a client may try again, never 500.
+RETRY_AFTER_S = 30
 
 
 def wants_json() -> bool:
@@ -41,6 +46,29 @@ def register(app: Flask) -> None:
             return jsonify(err.to_dict()), err.status
         text = sentence(err)
         return _page(err.status, gettext("Refused"), text) or (text, err.status)
+
+    def _database_unavailable(err: Exception) -> Any:
+        # the request's work is undone (its session rolls back at teardown); the page names no
+        # user, so it touches no database
+        first = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        log.warning("database unavailable on %s %s: %s", request.method, request.path, first)
+        headers = {"Retry-After": str(RETRY_AFTER_S), "Cache-Control": "no-store"}
+        message = "the database is unavailable for a moment: nothing was changed; try again"
+        if wants_json():
+            return jsonify({"error": message, "status": 503}), 503, headers
+        pages.without_database()
+        try:
+            page = render_template("errors/unavailable.html", retry_after=RETRY_AFTER_S)
+        except (TemplateNotFound, BuildError):
+            page = f"Service unavailable: {message}.\n"
+            headers["Content-Type"] = "text/plain"
+        return page, 503, headers
+
+    from sqlalchemy import exc  # with the site's parts: `flask --help` imports no SQLAlchemy
+
+    for unavailable in (exc.OperationalError, exc.InterfaceError, exc.DisconnectionError,
+                        exc.TimeoutError):
+        app.register_error_handler(unavailable, _database_unavailable)
 
     @app.errorhandler(SecurityError)
     def _untrusted_host(err: SecurityError) -> Any:

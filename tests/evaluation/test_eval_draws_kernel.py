@@ -86,18 +86,46 @@ def test_fill_draws_numpys_values_and_leaves_its_state(kernel: ModuleType, n: in
 @pytest.mark.parametrize("n", [b for b in BOUNDS if b <= 2**20 + 3])
 @pytest.mark.parametrize("carry", [0, 1])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+@pytest.mark.parametrize("level", [2, 0])
 def test_count_is_bincount_of_numpys_draws(kernel: ModuleType, n: int, carry: int,
-                                           dtype: type) -> None:
+                                           dtype: type, level: int) -> None:
+    """Each path (level 2: uint8 counts per pair in AVX-512 IFMA where the processor has it;
+    0: scalar), each count width: numpy's draws, counted, and numpy's state after them."""
     rows = 3 if n > 5000 else 7
     a, b = _pair(n % 97, carry)
     want = a.integers(0, n, size=(rows, n), dtype=np.uint32)
     got: np.ndarray = np.empty((rows, n), dtype=dtype)
-    end = kernel.count(*_args(b), n, rows, got, None, n)
+    end = kernel.count(*_args(b), n, rows, got, None, n, level)
     assert end is not None
     _set(b, end)
     assert np.array_equal(got, np.stack([np.bincount(r, minlength=n) for r in want]))
     assert b.bit_generator.state == a.bit_generator.state
     assert b.integers(0, 5, size=3).tolist() == a.integers(0, 5, size=3).tolist()
+
+
+@pytest.mark.parametrize("n", [2, 3, 255, 256, 4097, 2**20 + 3])
+def test_the_draws_paths_agree_call_after_call(kernel: ModuleType, n: int) -> None:
+    """Rows that end inside a block of 16 values, rejections (2**20 + 3 rejects 1 value in
+    about 4,000), calls that start where the last left off (a kept half or none): the vector
+    path's counts and states are the scalar path's."""
+    a, b = np.random.default_rng(n), np.random.default_rng(n)
+    for rows in (1, 3, 2, 5):
+        got, want = np.empty((rows, n), np.uint8), np.empty((rows, n), np.uint8)
+        _set(a, kernel.count(*_args(a), n, rows, got, None, n, 2))
+        _set(b, kernel.count(*_args(b), n, rows, want, None, n, 0))
+        assert np.array_equal(got, want) and a.bit_generator.state == b.bit_generator.state
+        assert got.sum(axis=1).tolist() == [n] * rows
+
+
+def test_the_draws_build_is_the_best_the_processor_runs(kernel: ModuleType) -> None:
+    import platform
+
+    draws, moments = kernel.builds()
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    if platform.machine() == "x86_64" and " avx512ifma" in flags and " avx512bw" in flags:
+        assert draws == 2  # built with it and used: not silently the scalar path
+    assert draws in (0, 2) and moments == kernel.moments(
+        np.ones((1, 4), np.uint8), 1, 4, np.zeros(4), np.zeros(4), np.empty((1, 6)))
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 1000, 70_001])
@@ -268,6 +296,36 @@ def test_weighted_moments_are_the_product_of_counts_and_weighted_columns(
         assert np.allclose(plain, _moments_reference(counts, x, y), rtol=1e-12, atol=1e-9)
 
 
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 511, 512, 513, 70_001])
+@pytest.mark.parametrize("rows", [1, 16, 17, 40])
+@pytest.mark.parametrize("level", [2, 1, 0])
+def test_both_moments_are_moments_and_weighted_moments_in_one_pass(
+        kernel: ModuleType, n: int, rows: int, level: int) -> None:
+    """both_moments: Pearson's sums the very bits moments gives, the weighted ones the product
+    of counts and weighted columns (to rounding, as weighted_moments), at every chunk edge,
+    count width and build."""
+    rng = np.random.default_rng(n * 100 + rows + 11)
+    x, y = rng.normal(0.0, 1.0, n), rng.uniform(-2.5, 2.5, n)
+    w = rng.integers(1, 101, n).astype(np.float64)
+    drawn = rng.poisson(1.0, (rows, n))
+    drawn[:, :3] += 200
+    cols = _weighted_columns(x, y, w)
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        counts = drawn.astype(dtype)
+        plain, weighted, alone = (np.full((rows, 6), np.nan) for _ in range(3))
+        assert kernel.both_moments(counts, rows, n, x, y, w, plain, weighted, level) <= level
+        kernel.moments(counts, rows, n, x, y, alone, level)
+        assert np.array_equal(plain, alone), (dtype, level)
+        want = counts.astype(np.float64) @ cols
+        scale = np.abs(counts.astype(np.float64)) @ np.abs(cols)
+        assert np.all(np.abs(weighted - want) <= 1e-13 * scale), (dtype, level)
+        kernel.weighted_moments(counts, rows, n, x, y, w, alone, level)
+        assert np.all(np.abs(weighted - alone) <= 1e-13 * scale), (dtype, level)
+    out = np.empty((rows, 6))
+    with pytest.raises(ValueError, match="another array"):  # one array for both sums
+        kernel.both_moments(drawn.astype(np.uint8), rows, n, x, y, w, out, out)
+
+
 def test_moments_take_the_best_build_the_processor_runs(kernel: ModuleType) -> None:
     import platform
 
@@ -328,6 +386,84 @@ def test_weighted_pearson_from_the_kernel_matches_numpys_product(
     # the centred x and y are Pearson's own (one memoised pair for both)
     R.boot_pearson(on, x, y)
     assert any(v[0] is on._weighted[id(w)][0][0] for v in on._products.values())
+
+
+class _Calls:
+    """The kernel, counting the calls of each of its functions."""
+
+    def __init__(self, kernel: ModuleType) -> None:
+        self.kernel, self.calls = kernel, []
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self.kernel, name)
+
+        def call(*args: Any) -> Any:
+            self.calls.append(name)
+            return real(*args)
+        return call
+
+
+def _tied(seed: int, n: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    y = R.frozen(np.round(rng.uniform(0, 5, n) * 5) / 5)
+    x = R.frozen(np.round(np.clip(y + rng.normal(0, 1, n), 0, 5), 1))
+    return x, y, R.frozen(rng.integers(1, 101, n).astype(np.float64))
+
+
+def test_pearson_and_weighted_pearson_are_summed_in_one_pass(
+        kernel: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Told that weighted Pearson follows Pearson (score_run tells it where a dataset scores
+    both), a kernel-counted Resample sums both in one pass: the same figures as numpy's."""
+    x, y, w = _tied(9, 5000)
+    calls = _Calls(kernel)
+    monkeypatch.setattr(R, "_kernel", calls)
+    on = R.draw(np.random.default_rng(8), 5000, 37)
+    R.sum_weighted_beside_pearson(on, x, y, w)
+    pearson, weighted = R.boot_pearson(on, x, y), R.boot_weighted_pearson(on, x, y, w)
+    assert [c for c in calls.calls if "moments" in c] == ["both_moments"]
+    monkeypatch.setattr(R, "KERNEL", False)
+    off = R.draw(np.random.default_rng(8), 5000, 37)
+    assert np.allclose(pearson, R.boot_pearson(off, x, y), rtol=1e-12, atol=0)
+    assert np.allclose(weighted, R.boot_weighted_pearson(off, x, y, w), rtol=1e-12, atol=0)
+
+
+def test_all_s_moments_are_moved_from_pearson_s(kernel: ModuleType,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """ALL's moments (about a shift shared by every dataset) of a dataset whose Pearson was
+    summed are Pearson's sums moved to that shift, not another pass: numpy's to 1e-12."""
+    x, y, _ = _tied(10, 5000)
+    calls = _Calls(kernel)
+    monkeypatch.setattr(R, "_kernel", calls)
+    on = R.draw(np.random.default_rng(8), 5000, 37)
+    R.boot_pearson(on, x, y)
+    shift = (float(x.mean()) - 0.7, float(y.mean()) + 1.3)
+    got = R.moments(on, x, y, shift)
+    assert [c for c in calls.calls if "moments" in c] == ["moments"]  # Pearson's pass alone
+    assert R.moments(on, x, y, shift) is got
+    monkeypatch.setattr(R, "KERNEL", False)
+    off = R.draw(np.random.default_rng(8), 5000, 37)
+    assert np.allclose(got, R.moments(off, x, y, shift), rtol=1e-12, atol=1e-9)
+    assert np.allclose(R.boot_all([got]), R.boot_all([R.moments(off, x, y, shift)]), rtol=1e-12,
+                       atol=0)
+
+
+def test_score_run_sums_each_dataset_once_per_chunk(kernel: ModuleType, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """STS 2012's metric set (Pearson and weighted Pearson per dataset, ALL, ALLnorm, Mean) on
+    two datasets: one pass over each chunk's counts per dataset, for every sum."""
+    definition, run = ties_release(tmp_path, {"a": 3000, "b": 1200}, 1, seed=11)
+    _with_confidences(definition, run, seed=12)
+    text = definition.read_text()
+    assert 'aggregate = ["ALL", "ALLnorm", "Mean"]' in text
+    task = load_task(definition)
+    inputs = load_inputs(task, tmp_path)
+    validated = validate_run(task, read_run_files(run), inputs)
+    calls = _Calls(kernel)
+    monkeypatch.setattr(R, "_kernel", calls)
+    score_run(task, validated, load_gold(task, tmp_path, inputs), resamples=300, seed=99)
+    chunks = calls.calls.count("count") // 2
+    assert chunks >= 1 and calls.calls.count("count") == 2 * chunks
+    assert [c for c in calls.calls if "moments" in c] == ["both_moments"] * (2 * chunks)
 
 
 def test_a_kernel_built_before_weighted_moments_takes_the_product(

@@ -418,6 +418,60 @@ def test_light_inputs_count_lines_like_the_full_reader(sts, make_sts_inputs):
     assert "4" in light.ids and "5" not in light.ids and light.ids[-1] == "4"
 
 
+def _outcome(task, data: bytes, texts: bool) -> object:
+    """What reading an input file gives: its pair count, or the issues it is refused with."""
+    from evaluation import read_inputs
+
+    try:
+        return len(read_inputs(task, task.dataset_names[0], data, filename="in.txt",
+                               texts=texts))
+    except ValidationError as exc:
+        return [str(i) for i in exc.issues]
+
+
+# an STS 2016 release's shape: each input line two texts and two source notes
+STS2016_INPUTS = '\nid = "line"\nextra_columns = 2\n'
+
+
+@pytest.mark.parametrize(("body", "pairs"), [
+    # (input file, pairs read without and with two extra columns; None: refused)
+    (b"a\tb\n" * 3, (3, 3)), (b"a\tb\tsrc1\tsrc2\n" * 3, (None, 3)),
+    (b"a\tb\na\tb\ts1\n" * 2 + b"a\tb\ts1\ts2", (None, 5)), (b"a\tb\n\xc3\xa9\t\n\t\n", (3, 3)),
+    (b"a\tb\nonly one\na\tb\n", (None, None)), (b"a\tb\n\na\tb\n", (None, None)),
+    (b"a\tb\n\n", (None, None)), (b"a\tb\ts1\ts2\textra\n", (None, None)),
+    (b"a\tb\n" * 2 + b"a\tb\t\t\t\n", (None, None)), (b"\ta\tb\n", (None, 1)),
+    (b"a\n", (None, None)),
+])
+@pytest.mark.parametrize("extra", [False, True])
+def test_light_inputs_refuse_what_the_full_reader_refuses(sts, body: bytes,
+                                                          pairs: tuple[int | None, ...],
+                                                          extra: bool) -> None:
+    """Counted without their texts (texts=False: the scorer's read), input files are refused for
+    a line with too few or too many fields exactly as when read whole, with its messages."""
+    task = parse_task(sts.text.replace('\nid = "line"\n', STS2016_INPUTS, 1)) if extra else sts
+    assert task.dataset(task.dataset_names[0]).inputs.extra_columns == (2 if extra else 0)
+    full = _outcome(task, body, texts=True)
+    assert _outcome(task, body, texts=False) == full
+    expected = pairs[extra]
+    assert full == expected if expected is not None else isinstance(full, list)
+
+
+def test_light_inputs_do_not_decode_the_texts(sts, monkeypatch) -> None:
+    """An STS 2016-shaped file is counted without being decoded or split into fields."""
+    from evaluation import inputs
+
+    task = parse_task(sts.text.replace('\nid = "line"\n', STS2016_INPUTS, 1))
+    decoded: list[int] = []
+    real = inputs.decode_text
+    monkeypatch.setattr(inputs, "decode_text",
+                        lambda data, name: decoded.append(len(data)) or real(data, name))
+    body = b"first text\tsecond text\tsource one\tsource two\n" * 2000
+    light = inputs.read_inputs(task, task.dataset_names[0], body, filename="in.txt",
+                               texts=False)
+    assert len(light) == 2000 and light.texts == []
+    assert max(decoded) <= 4096  # the head only (is it a text file?), never the whole file
+
+
 # ---------------------------------------------------------------- gold files
 
 def test_gold_csv_columns_found_by_name_ignoring_case(semrel, make_semrel_inputs):
@@ -428,6 +482,38 @@ def test_gold_csv_columns_found_by_name_ignoring_case(semrel, make_semrel_inputs
     gold = read_gold(semrel, "afr", body, filename="afr_dev_with_labels.csv", inputs=inp)
     assert gold.ids == ["AFR-test-0", "AFR-test-1"]  # put in input order
     np.testing.assert_array_equal(gold.scores, [0.25, 0.5])
+
+
+@pytest.mark.parametrize("body", [
+    b"1\n\n3\n \n", b"\n\n\n\n", b"1\n\n3\t50\n4.5\n", b"1\n\nx\n4\n", b"1\n\nnan\n4\n",
+    b"1\n\n9\n4\n", b"1\n\ninf\n\n", b"1\n\n3\n", b" 1 \n\n3\n4\n",
+])
+def test_blank_gold_lines_read_at_once_as_line_by_line(sts, make_sts_inputs, monkeypatch,
+                                                        body: bytes) -> None:
+    """Gold with blank lines (unscored pairs, STS 2015/2016) is read by numpy's parser, not line by
+    line; the values, and the messages for a bad line, are the line-by-line reader's."""
+    from evaluation import inputs as I
+
+    task = parse_task(sts.text.replace('format = "lines"\n', 'format = "lines"\n'
+                                       'unscored = "blank"\n', 1))
+    inp = make_sts_inputs(task)["MSRpar"]
+
+    def read() -> object:
+        try:
+            return I.read_gold(task, "MSRpar", body, filename="gs.txt", inputs=inp).scores
+        except ValidationError as exc:
+            return [str(i) for i in exc.issues]
+    per_line = []
+    real = I._gold_number
+    monkeypatch.setattr(I, "_gold_number", lambda *a, **k: per_line.append(1) or real(*a, **k))
+    at_once, one_at_a_time = read(), len(per_line)
+    monkeypatch.setattr(I, "_numbers_or_blanks", lambda tokens: None)
+    line_by_line = read()
+    if isinstance(line_by_line, list):
+        assert at_once == line_by_line
+    else:
+        np.testing.assert_array_equal(at_once, line_by_line)
+        assert one_at_a_time == 0  # none read one at a time: numpy's parser read them all
 
 
 def test_bad_gold_raises_with_every_problem(sts, make_sts_inputs):

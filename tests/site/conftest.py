@@ -347,6 +347,13 @@ class Factory:
         self.session.commit()
         return phase
 
+    def organiser(self, task: Task, email: str = "org@example.org") -> User:
+        """A new user who organises the task."""
+        user = self.user(email)
+        tasks.add_organiser(self.session, task=task, user=user, now=NOW)
+        self.session.commit()
+        return user
+
     def bearer(self, user: User) -> dict[str, str]:
         """An Authorization header with a new API token of the user."""
         token = accounts.create_api_token(self.session, user=user, name="t", now=NOW)

@@ -31,7 +31,9 @@ VIEWPORTS = {"1366": {"width": 1366, "height": 768}, "390": {"width": 390, "heig
 # Where the parts of the Arabic team's best line sit on the screen: the cells, and inside the
 # first ranked score cell the value's text and its "#rank".
 LINE = """(team) => {
-  const box = el => { const r = el.getBoundingClientRect(); return {left: r.left, right: r.right}; };
+  const box = el => {
+    const r = el.getBoundingClientRect(); return {left: r.left, right: r.right};
+  };
   const row = [...document.querySelectorAll('#leaderboard tbody tr')]
     .find(tr => tr.querySelector('td.team').textContent.includes(team));
   const score = row.querySelector('td.num[data-rank]');
@@ -44,7 +46,8 @@ LINE = """(team) => {
     name: row.querySelector('td.team bdi').getAttribute('dir') || 'isolated',
     team: box(row.querySelector('td.team')), run: box(row.querySelector('td.run')),
     score: box(score), value: {left: r.left, right: r.right, text: score.firstChild.textContent},
-    rank: {...box(score.querySelector('.rank-of')), text: score.querySelector('.rank-of').textContent},
+    rank: {...box(score.querySelector('.rank-of')),
+           text: score.querySelector('.rank-of').textContent},
     shown: row.querySelector('td.team').textContent.trim(),
   };
 }"""

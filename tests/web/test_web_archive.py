@@ -130,7 +130,8 @@ def test_sts2012_archive_content(sts2012_archive: dict[str, Any]) -> None:
         ("ntnu", "run1"), ("ukp", "run1"), ("Baselines", "tokencos")}
     for name in TEST:
         assert (out / f"data/test/gold/STS.gs.{name}.txt").is_file()
-        assert (out / f"data/test/inputs/STS.input.{name}.txt").is_file()
+        # sts2012.toml does not say its inputs may be shown publicly (public_inputs): kept out
+        assert not (out / f"data/test/inputs/STS.input.{name}.txt").exists()
     for name in TRAIN:
         assert (out / f"data/train/gold/STS.gs.{name}.txt").is_file()
     assert broken_links(out) == []

@@ -7,10 +7,10 @@ import re
 import zipfile
 from datetime import timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select, update
 from web_support import NOW, Browser, as_uploads, demo_run, plain, text
 
-from semboard.models import Base, Phase, Run, TeamWindow, UploadLog
+from semboard.models import Base, GoldRelease, Phase, Run, Task, TeamWindow, UploadLog
 
 ORGANISER = "organiser@demo.semboard.org"
 ALICE = "alice@demo.semboard.org"  # captain of Paraphrase Hunters
@@ -209,8 +209,16 @@ def test_a_window_started_near_the_close_ends_at_the_close(browser: Browser, db_
     assert browser.get("/tasks/demo/phases/sprint/inputs/news").status_code == 200
 
 
-def test_downloads_need_a_team(browser: Browser) -> None:
+def test_downloads_need_a_team_until_the_definition_makes_them_public(browser: Browser,
+                                                                      db_session) -> None:
     browser.register("loner@example.org", "Loner")
+    # the demo's gold is released and its definition says public_inputs: the loner reads them
+    response = browser.get("/tasks/demo/phases/post-evaluation/inputs/news")
+    assert response.status_code == 200 and b"\t" in response.data
+    # before the release the inputs are the participants' alone: a team first
+    db_session.execute(delete(GoldRelease))
+    db_session.execute(update(Task).where(Task.name == "demo").values(gold_released_at=None))
+    db_session.commit()
     response = browser.get("/tasks/demo/phases/post-evaluation/inputs/news", follow_redirects=True)
     assert "join or create a team" in text(response).lower()
     assert b"\t" not in response.data.split(b"<body>")[0]

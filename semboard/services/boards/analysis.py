@@ -8,8 +8,6 @@ stored (`RunComparison`) and computed only by `compute_comparison`, off the requ
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import time
 from collections.abc import Sequence
@@ -25,6 +23,7 @@ import evaluation
 from evaluation.compare import compare_runs_many
 from evaluation.items import dataset_items, paired_scores
 from evaluation.significance import _AGGREGATES
+from semboard import exportsafe
 from semboard.db import insert_unless_refused
 from semboard.errors import DomainError, Forbidden, NotFound
 from semboard.models import Run, RunComparison, Task, User
@@ -85,10 +84,12 @@ class Item:
 
 @dataclass
 class RunItems:
-    """A run's pairs by dataset (evaluation.items) and the inputs' texts."""
+    """A run's pairs by dataset (evaluation.items) and the inputs' texts (where the viewer may
+    read them: texts_shown)."""
     run: Run
     datasets: dict[str, Any]
     texts: dict[str, Sequence[tuple[str, ...]]] = field(default_factory=dict)
+    texts_shown: bool = True
 
     def genres(self) -> list[str]:
         """Every genre named by some pair, first-seen order."""
@@ -146,9 +147,11 @@ class RunItems:
                    for name, items in self.datasets.items() if not dataset or name == dataset)
 
 
-def run_items(session: Session, storage: Storage, *, run: Run, viewer: User | None) -> RunItems:
-    """A run's pairs against the gold (Forbidden unless can_view_items; NotFound without gold)."""
-    if not access.can_view_items(session, viewer, run):
+def run_items(session: Session, storage: Storage, *, run: Run, viewer: User | None,
+              now: datetime) -> RunItems:
+    """A run's pairs against the gold (Forbidden unless access.can_view_items; NotFound without
+    gold); the inputs' texts only where the read rule lets the viewer read the inputs."""
+    if not access.can_view_items(session, viewer, run, now=now):
         raise Forbidden("the pairs of this run are not visible to you")
     task, split = run.task, run.phase.split  # the run's own split: its gold, inputs, datasets
     parsed_gold = gold.parsed_gold(session, storage, task=task, split=split)
@@ -157,22 +160,20 @@ def run_items(session: Session, storage: Storage, *, run: Run, viewer: User | No
     definition = definitions.phase_definition(run.phase)
     validated = validated_run(session, storage, run)
     found = dataset_items(definition, validated, parsed_gold)
+    if not access.can_read(session, viewer, task, part="inputs", phase=run.phase, now=now):
+        return RunItems(run=run, datasets=found, texts_shown=False)
     known = inputs.parsed_inputs(session, storage, task=task, split=split)
     texts = {name: known[name].texts for name in found if name in known}
     return RunItems(run=run, datasets=found, texts=texts)
 
 
 def items_csv(items: list[Item]) -> str:
-    """The listed pairs as CSV (one line per pair, largest error first; empty: not scored)."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["dataset", "id", "genre", "text1", "text2", "gold", "score", "fitted",
-                     "error"])
-    for item in items:
-        writer.writerow([item.dataset, item.id, item.genre or "", item.text1, item.text2,
-                         *("" if v is None else v
-                           for v in (item.gold, item.score, item.fitted, item.error))])
-    return out.getvalue()
+    """The listed pairs as CSV (one line per pair, largest error first; empty: not scored); a
+    text that would start a spreadsheet formula stays text."""
+    return exportsafe.csv_text(
+        ["dataset", "id", "genre", "text1", "text2", "gold", "score", "fitted", "error"],
+        ([item.dataset, item.id, item.genre or "", item.text1, item.text2, item.gold,
+          item.score, item.fitted, item.error] for item in items))
 
 
 def scatter_points(found: RunItems) -> list[dict[str, Any]]:
@@ -325,7 +326,7 @@ def _pair_runs(session: Session, *, task: Task, a_id: int, b_id: int,
 
 
 def compare(session: Session, *, task: Task, a_id: int, b_id: int,
-            viewer: User | None) -> Comparison:
+            viewer: User | None, now: datetime) -> Comparison:
     """Runs a and b side by side from what is stored (read only: a GET may call it).
 
     The tests come from a stored RunComparison for the current digest; without one the result
@@ -342,7 +343,8 @@ def compare(session: Session, *, task: Task, a_id: int, b_id: int,
                           pairs=None, options=options, status=status, stored=stored,
                           gold_ready=values["gold"] != gold.gold_digest({}))
     pairs = None
-    if access.can_view_items(session, viewer, a) and access.can_view_items(session, viewer, b):
+    if access.can_view_items(session, viewer, a, now=now) and access.can_view_items(
+            session, viewer, b, now=now):
         pairs = stored.pairs
     return Comparison(task=task, a=a, b=b, results=stored.results, pairs=pairs,
                       options=options, status="done", stored=stored)

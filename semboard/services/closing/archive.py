@@ -1,10 +1,11 @@
 """A task's permanent record: a static site of what an anonymous visitor may see once it closed.
 
 Boards (HTML, CSV, JSON, LaTeX), charts as SVG with their text versions, run pages, public gold
-and inputs, a zip of the runs and an index stating when and from what it was made. Every page
-links relatively and loads nothing from outside its folder, so it opens from the file system.
-What enters is decided by services.access with no viewer: hidden boards, private gold and
-runs on no visible board stay out.
+and inputs, a zip of the runs, the terms in force and an index stating when and from what it
+was made. Every page links relatively and loads nothing from outside its folder, so it opens
+from the file system. What enters is decided by services.access with no viewer (the read rule):
+hidden boards, runs on no visible board, gold not released and data the definition does not
+let be shown publicly (`public_inputs`, `public_gold`: inputs, items.csv's texts) stay out.
 """
 
 from __future__ import annotations
@@ -130,17 +131,28 @@ def _chart(writer: _Writer, folder: str, name: str,
             "description": spec.get("description", ""), "header": header, "rows": rows}
 
 
-def _public_splits(session: Session, task: Task, shown: list[Phase],
-                   now: datetime) -> dict[str, dict[str, bool]]:
-    """Per split: whether its gold is public, and whether its inputs are (a phase closed on it)."""
+def _public_splits(session: Session, task: Task, now: datetime) -> dict[str, dict[str, bool]]:
+    """Per split whose gold is public: whether the read rule lets anyone read its gold and its
+    inputs (the definition's redistribution keys)."""
     whole = definitions.definition(task)
-    closed = {p.split for p in shown if p.state(now) == "closed"}
     found = {}
     for split in whole.splits:
-        public_gold = access.gold_is_public(session, task=task, split=split)
-        if public_gold or split in closed:
-            found[split] = {"gold": public_gold, "inputs": True}
+        shown = {part: access.publicly_readable(session, task=task, part=part, split=split,
+                                                now=now) for part in ("gold", "inputs")}
+        if any(shown.values()):
+            found[split] = shown
     return found
+
+
+def _terms_text(session: Session, task: Task, now: datetime) -> str:
+    """The terms in force when the archive is made: the task's, then each phase's own."""
+    parts = []
+    for phase in [None, *task.phases]:
+        version = terms.current(session, task=task, phase=phase, now=now)
+        if version is not None:
+            where = f"phase {phase.slug}" if phase else task.name
+            parts.append(f"Terms of {where} (version {version.digest}):\n\n{version.text}\n")
+    return "\n\n".join(parts)
 
 
 def _runs_zip(runs: list[Run], storage: Storage, phase_of: dict[int, Phase]) -> bytes:
@@ -191,7 +203,7 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
     shown = [p for p in all_phases if access.can_view_leaderboard(session, None, p)]
     summary.left_out = [Phrase("phase %(phase)s: its results are not published", phase=p.slug)
                         for p in all_phases if p not in shown]
-    splits = _public_splits(session, task, shown, now)
+    splits = _public_splits(session, task, now)
     made = {"at": now, "task": task, "definition_digest": task.definition_digest,
             "evaluation_version": evaluation_version, "format": FORMAT,
             "title": translations.task_title(task, words.code),
@@ -240,6 +252,9 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
     writer.write("runs.zip", _runs_zip(archived_runs, storage, phase_of))
     writer.write("task.toml", task.definition_text)
     reuse = _licence_and_citation(writer, task, now)
+    in_force = _terms_text(session, task, now)
+    if in_force:
+        writer.write("TERMS.txt", in_force)
     shutil.copyfile(STYLESHEET, out / "archive.css")
     writer.files["archive.css"] = {"size": STYLESHEET.stat().st_size,
                                    "sha256": hashlib.sha256(STYLESHEET.read_bytes()).hexdigest()}
@@ -248,14 +263,16 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
     writer.write("index.html", env.get_template("archive/index.html").render(
         root="", made=made, definition=whole, phases=phase_pages, data=data,
         gold_digests=gold_digests, left_out=summary.left_out, n_runs=len(archived_runs),
-        reuse=reuse))
+        reuse=reuse, has_terms=bool(in_force)))
     manifest = {
         "format": FORMAT, "task": task.name, "title": task.title,
         "made_at": now.isoformat(), "definition_digest": task.definition_digest,
         "evaluation_version": evaluation_version, "gold_digests": gold_digests,
         "phases": summary.phases, "left_out": [str(why) for why in summary.left_out],
         "language": words.code,
-        "license": reuse["license"], "terms": terms.counts(session, task=task),
+        "license": reuse["license"], "terms": terms.counts(session, task=task, now=now),
+        "redistribution": {f"public_{part}": shown for part, shown in
+                           access.shown_publicly(session, task=task, now=now).items()},
         "files": dict(sorted(writer.files.items())),
     }
     writer.write("manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
@@ -289,8 +306,9 @@ def _data_files(session: Session, storage: Storage, writer: _Writer, task: Task,
     for split, public in splits.items():
         entry: dict[str, Any] = {"split": split, "inputs": [], "gold": [],
                                  "gold_public": public["gold"]}
-        kinds: list[tuple[str, dict[str, Any]]] = [
-            ("inputs", inputs.current_inputs(session, task=task, split=split))]
+        kinds: list[tuple[str, dict[str, Any]]] = []
+        if public["inputs"]:
+            kinds.append(("inputs", inputs.current_inputs(session, task=task, split=split)))
         if public["gold"]:
             kinds.append(("gold", gold.current_gold(session, task=task, split=split)))
         for kind, rows in kinds:
@@ -305,11 +323,13 @@ def _data_files(session: Session, storage: Storage, writer: _Writer, task: Task,
 
 
 def _item_charts(session: Session, storage: Storage, writer: _Writer, run: Run,
-                 folder: str, words: Words) -> tuple[list[dict[str, Any]], str | None]:
-    """The gold charts and the pairs' CSV, where an anonymous visitor may see the run's items."""
-    if not access.can_view_items(session, None, run):
+                 folder: str, words: Words,
+                 now: datetime) -> tuple[list[dict[str, Any]], str | None]:
+    """The gold charts and the pairs' CSV, where an anonymous visitor may see the run's items
+    (their texts only where the read rule lets anyone read the inputs)."""
+    if not access.can_view_items(session, None, run, now=now):
         return [], None
-    found = analysis.run_items(session, storage, run=run, viewer=None)
+    found = analysis.run_items(session, storage, run=run, viewer=None, now=now)
     points = analysis.scatter_points(found)
     drawn = [_chart(writer, f"{folder}/charts", "scatter",
                     charts.gold_scatter(points, analysis.fit_lines(found), words)),
@@ -334,7 +354,7 @@ def _run_page(session: Session, env: jinja2.Environment, writer: _Writer, storag
     scores = record.scores if record else {}
     bars = _chart(writer, f"{folder}/charts", "bars",
                   leaderboard.run_bars_spec(board, row, scores, words))
-    gold_charts, items = _item_charts(session, storage, writer, run, folder, words)
+    gold_charts, items = _item_charts(session, storage, writer, run, folder, words, made["at"])
     writer.write(f"{folder}/index.html", env.get_template("archive/run.html").render(
         root="../../", made=made, run=run, row=row, phase=phase, record=record, scores=scores,
         phase_folder=f"phases/{safe_name(phase.slug)}",

@@ -82,7 +82,8 @@ def _reuse_files(session: Session, archive: zipfile.ZipFile, task: Task, now: da
         archive.writestr("CITATION.cff", citation.citation_cff(
             title=task.title, rules=rules, url=rules.terms_url or None,
             released=task.gold_released_at or now))
-    archive.writestr("acceptances.csv", terms.acceptances_csv(session, task=task, user=None))
+    archive.writestr("acceptances.csv", terms.acceptances_csv(session, task=task, user=None,
+                                                              now=now))
 
 
 def stream(session: Session, storage: Storage, *, task: Task, phase: Phase | None,

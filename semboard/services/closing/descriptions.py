@@ -1,4 +1,5 @@
-"""System descriptions of runs: free text plus answers to the definition's questions."""
+"""System descriptions of runs: free text plus answers to the definition's questions (checked
+by admission.described, at upload and at every edit)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.orm import Session
-
-from evaluation.descriptions import check_answers
 from evaluation.descriptions import questions as declared
-from semboard.errors import Forbidden, InvalidData
-from semboard.models import Phase, Run, Task, Team, User
+from semboard.errors import Forbidden
+from semboard.models import Run, Task, User
 from semboard.services.runs import admission
 from semboard.services.tasks import access, definitions
 
@@ -34,27 +32,6 @@ def given_from_form(task: Task, form: Any) -> dict[str, Any]:
     return given
 
 
-def check(task: Task, description: str, given: Mapping[str, Any]) -> dict[str, Any]:
-    """Normalised answers, or InvalidData listing every problem (nothing is stored)."""
-    answers, issues = check_answers(definitions.definition(task), description, given)
-    if issues:
-        raise InvalidData("the system description has %(problems)s problem(s)", issues,
-                          problems=len(issues))
-    return answers
-
-
-def check_upload(session: Session, *, team: Team, phase: Phase, user: User | None, name: str,
-                 files: Mapping[str, bytes], description: str, given: Mapping[str, Any],
-                 now: datetime) -> dict[str, Any]:
-    """Check an upload's description; a refusal is logged like any rejected upload (commits)."""
-    try:
-        return check(phase.task, description, given)
-    except InvalidData as err:
-        # the submissions service's own refusal path: only the upload-log row is kept
-        raise admission.refuse(session, err, team=team, phase=phase, user=user, name=name,
-                                  files=files, now=now) from None
-
-
 def apply(run: Run, description: str, answers: dict[str, Any]) -> None:
     """Store checked text and answers on a run (flushed by the caller's commit)."""
     run.description = description.strip()
@@ -75,7 +52,7 @@ def edit(session: Any, *, run: Run, user: User | None, description: str,
     if not editable(run, now):
         raise (Forbidden("the phase has closed: the description is frozen") if run.is_current
                else Forbidden("a replaced run's description is frozen"))
-    apply(run, description, check(run.task, description, given))
+    apply(run, description, admission.described(run.phase, description, given))
     session.flush()
     return run
 

@@ -5,8 +5,6 @@ Values and ranks come from stored scores and evaluation.rank_runs; nothing is co
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from evaluation import rank_runs, validate_run
+from semboard import exportsafe
 from semboard.models import Phase, Run, Task
 from semboard.services.boards import leaderboard
 from semboard.services.boards import prepared as prepared_boards
@@ -41,13 +40,8 @@ class Table:
     latex_formats: dict[str, Callable[[Any], str]] = field(default_factory=dict)
 
     def to_csv(self) -> str:
-        """CSV, values unrounded."""
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(self.header)
-        for row in self.rows:
-            writer.writerow(["" if v is None else v for v in row])
-        return out.getvalue()
+        """CSV, values unrounded; a name that would start a formula stays text."""
+        return exportsafe.csv_text(self.header, self.rows)
 
     def to_json(self) -> str:
         """A list of objects keyed by the header."""
@@ -63,11 +57,7 @@ class Table:
                 return "--"
             if isinstance(value, float):
                 return f"{value:.{digits}f}"
-            text = str(value)
-            for char, escaped in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"),
-                                  ("_", r"\_"), ("#", r"\#"), ("$", r"\$")):
-                text = text.replace(char, escaped)
-            return text.replace("†", r"\dag{}").replace("‡", r"\ddag{}")
+            return exportsafe.latex_escape(str(value))
 
         form_at = {i: form for i, name in enumerate(self.header)
                    if (form := self.latex_formats.get(name)) is not None}

@@ -1,35 +1,37 @@
-"""A whole task in one file, and back: `flask task dump` / `flask task restore`.
+"""A whole task in one file: what a dump holds (DUMPED), writing one (`flask task dump`), and
+reading one as untrusted input before anything of it is used (`flask task restore`: taskimport).
 
-The dump is a zip: `manifest.json` (format, task, when, and the sha256 and size of every other
-entry), `users.json` (the accounts the task's rows name: e-mail and display name only),
-`tables/NAME.json` (the task's rows of each dumped model, every column) and `objects/SHA256`
-(every stored file the rows name: inputs, gold, run files, model archives). Rows keep their
-ids, so run ids, storage keys, significance-group digests and boards come back the same;
-users are matched by e-mail on the restoring site, or created disabled. A dump whose entries do
-not match the manifest's digests is refused before anything is written.
+A dump is a zip: `manifest.json` (format, task, when, and the sha256 and size of every other
+entry but the signature), `signature.json` (optional: an HMAC-SHA256 of the manifest's digest
+under the dumping site's key, named by its id), `users.json` (the accounts the rows name: old id,
+e-mail, display name, whether deleted), `tables/NAME.json` (the task's rows of each dumped
+model, every column) and `objects/SHA256` (every stored file the rows name: inputs, gold, run
+files, model archives). Reading checks the zip's entries, sizes, compression, JSON depth, every
+digest and the signature (read()); the rows are checked and imported by taskimport.
 
 A model becomes part of the dump by one line in DUMPED (in foreign-key order).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import hmac
 import json
-import secrets
-import shutil
-import tempfile
+import re
+import typing
 import zipfile
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy import Select, func, insert, inspect, select, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Select, inspect, select
 from sqlalchemy.orm import Session
 
 import evaluation
+from evaluation.runs import MAX_COMPRESSION_RATIO
 from semboard.errors import Conflict, InvalidData
 from semboard.models import (
     Announcement,
@@ -47,7 +49,6 @@ from semboard.models import (
     Run,
     RunFile,
     RunScoreRecord,
-    SignificanceGroups,
     Task,
     TaskOrganiser,
     TaskSecret,
@@ -59,25 +60,61 @@ from semboard.models import (
     TermsVersion,
     UploadLog,
     User,
-    UTCDateTime,
 )
-from semboard.services.people import accounts
-from semboard.storage import ObjectMissing, Storage, put_content_file
+from semboard.services.people import teams
+from semboard.storage import ObjectMissing, Storage, keys
 
-FORMAT = 1
+FORMAT = 2
+# Format 1 (issue 30) held the same rows, plus significance_groups (derived: groups are
+# recomputed on import) and a "storage" map of keys (keys are derived on import), and no
+# signature: it is still read.
+FORMATS = (1, 2)
+DERIVED = frozenset({"significance_groups"})
 MANIFEST = "manifest.json"
 USERS = "users.json"
+SIGNATURE = "signature.json"
+USER_TABLE = User.__tablename__
 BLOCK = 1 << 20
+_TABLE_ENTRY = re.compile(r"tables/([a-z_]{1,64})\.json")
+_OBJECT_ENTRY = re.compile(r"objects/([0-9a-f]{64})")
+_KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+MIN_SECRET = 16
+SIGNED = "hmac-sha256"
+
+# (table, new id) -> the row as this site inserted it
+Lookup = Callable[[str, int], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The stored file each row names: its digest and size columns, and its key on this site."""
+    sha: str
+    size: str | None
+    # (task name, the row with this site's ids, lookup) -> the key, made by storage.keys
+    key: Callable[[str, dict[str, Any], Lookup], str]
+    # a model archive: bounded by the site's model limit, not the data files' one
+    model: bool = False
 
 
 @dataclass(frozen=True)
 class Dumped:
-    """One model in the dump: its entry name, the query of a task's rows, its stored files."""
+    """One model in the dump: its entry name, the query of a task's rows, and what an import
+    must know of its columns beyond their foreign keys."""
     name: str
     model: type[Base]
     rows: Callable[[Task], Select[Any]]
-    # (storage key column, sha256 column) of each stored file a row names
-    objects: tuple[tuple[str, str], ...] = ()
+    stored: Stored | None = None
+    # ids inside a JSON column: column -> {key: the table its ids name (None: cleared, they
+    # name something of the dumping site only)}; a key holds an id or a list of ids; the key
+    # WHOLE stands for the column's value itself (a list of ids)
+    json_ids: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
+    # columns unique across the whole site: a fresh value where this site already has the value
+    fresh: Mapping[str, Callable[[], str]] = field(default_factory=dict)
+    # columns naming something of the dumping site only (no foreign key): cleared
+    cleared: tuple[str, ...] = ()
+    # keys a JSON column's object must hold (pages read them without asking)
+    json_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _of_task(model: Any) -> Callable[[Task], Select[Any]]:
@@ -104,55 +141,101 @@ def _of_announcement(model: Any) -> Callable[[Task], Select[Any]]:
                          .where(Announcement.task_id == task.id).order_by(model.id))
 
 
-FILE = (("storage_key", "sha256"),)
+INPUT = Stored("sha256", None, lambda task, row, _: keys.inputs(
+    task, row["dataset"], keys.digest(row["sha256"])))
+GOLD = Stored("sha256", None, lambda task, row, _: keys.gold(
+    task, row["dataset"], keys.digest(row["sha256"])))
+RUN_FILE = Stored("sha256", "size", lambda task, row, find: keys.run_file(
+    task, find("run", row["run_id"])["team_id"], keys.digest(row["sha256"])))
+MODEL_ARCHIVE = Stored("archive_sha256", "size", lambda task, row, _: keys.model_archive(
+    task, row["team_id"], keys.digest(row["archive_sha256"])), model=True)
+WHOLE = ""
+"""The json_ids key of a JSON column that is itself a list of ids."""
+AUDIT_IDS = {"from_team_id": "team", "to_team_id": "team", "versions": "run", "runs": "run",
+             "members": USER_TABLE, "model_id": "model_submission", "token_id": None}
 
-# Everything a task is, in foreign-key order (restore inserts in this order).
+# Everything a task is, in foreign-key order (an import inserts in this order).
 DUMPED: list[Dumped] = [
     Dumped("task", Task, lambda task: select(Task).where(Task.id == task.id)),
     Dumped("task_organiser", TaskOrganiser, _of_task(TaskOrganiser)),
     Dumped("phase", Phase, _of_task(Phase)),
-    Dumped("team", Team, _of_task(Team)),
+    Dumped("team", Team, _of_task(Team), fresh={"invite_code": teams.new_invite_code}),
     Dumped("team_member", TeamMember, _of_task(TeamMember)),
     Dumped("terms_version", TermsVersion, _of_task(TermsVersion)),
     Dumped("terms_acceptance", TermsAcceptance, _of_task(TermsAcceptance)),
     Dumped("task_secret", TaskSecret, _of_task(TaskSecret)),
     Dumped("team_approval", TeamApproval, _of_team(TeamApproval)),
-    Dumped("announcement", Announcement, _of_task(Announcement)),
+    Dumped("announcement", Announcement, _of_task(Announcement),
+           json_ids={"score_phases": {WHOLE: "phase"}}),
     Dumped("announcement_read", AnnouncementRead, _of_announcement(AnnouncementRead)),
     Dumped("announcement_opt_in", AnnouncementOptIn, _of_task(AnnouncementOptIn)),
     Dumped("team_window", TeamWindow, _of_team(TeamWindow)),
-    Dumped("input_file", InputFile, _of_task(InputFile), FILE),
-    Dumped("gold_file", GoldFile, _of_task(GoldFile), FILE),
+    Dumped("input_file", InputFile, _of_task(InputFile), INPUT),
+    Dumped("gold_file", GoldFile, _of_task(GoldFile), GOLD),
     Dumped("gold_release", GoldRelease, _of_task(GoldRelease)),
-    Dumped("run", Run, _of_task(Run)),
-    Dumped("run_file", RunFile, _of_run(RunFile), FILE),
+    Dumped("run", Run, _of_task(Run), json_ids={"meta": {"model_submission_id":
+                                                         "model_submission"}}),
+    Dumped("run_file", RunFile, _of_run(RunFile), RUN_FILE),
     Dumped("run_score", RunScoreRecord, _of_run(RunScoreRecord)),
-    Dumped("significance_groups", SignificanceGroups, _of_phase(SignificanceGroups)),
     Dumped("grant_fix", Grant, _of_team(Grant)),
-    Dumped("model_submission", ModelSubmission, _of_task(ModelSubmission),
-           (("storage_key", "archive_sha256"),)),
+    Dumped("model_submission", ModelSubmission, _of_task(ModelSubmission), MODEL_ARCHIVE,
+           cleared=("worker_token_id",)),
     Dumped("upload_log", UploadLog, _of_task(UploadLog)),
     Dumped("primary_run", PrimaryRun, _of_phase(PrimaryRun)),
-    Dumped("audit_entry", AuditEntry, _of_task(AuditEntry)),
+    Dumped("audit_entry", AuditEntry, _of_task(AuditEntry), json_ids={"details": AUDIT_IDS},
+           json_keys={"details": ("summary",)}),
 ]
+BY_NAME = {entry.name: entry for entry in DUMPED}
+# A task's tables a dump leaves out, and why: a new table that names a task (through any chain
+# of foreign keys) is in DUMPED or here (tests/site/closing/test_site_taskdump.py holds it).
+NOT_DUMPED = {
+    "model_upload": "a model sent in parts, not yet whole: nothing a site can finish",
+    "prepared_board": "boards are built anew by the importing site",
+    "prepared_board_row": "boards are built anew by the importing site",
+    "run_comparison": "comparisons are computed again when asked",
+    "significance_groups": "groups are computed again by the importing site",
+    "worker_token": "a secret of the dumping site; the importing site issues its own",
+}
 
 
-def _columns(model: type[Base]) -> list[tuple[str, Any]]:
-    """(attribute key, column) of every column of the model."""
-    return [(attr.key, attr.columns[0]) for attr in inspect(model).column_attrs]
+def columns(model: type[Base]) -> list[Any]:
+    """Every column of the model's table."""
+    return [attr.columns[0] for attr in inspect(model).column_attrs]
 
 
-def _user_columns(model: type[Base]) -> list[str]:
-    """Attribute keys of the columns naming an account."""
-    return [key for key, column in _columns(model)
-            if any(fk.column.table.name == User.__tablename__ for fk in column.foreign_keys)]
+@functools.cache
+def _hints(model: type[Base]) -> dict[str, Any]:
+    return typing.get_type_hints(model)
 
 
-def _self_columns(model: type[Base]) -> list[str]:
-    """Attribute keys of the columns naming a row of the same table (set after the insert)."""
-    table = model.__table__
-    return [key for key, column in _columns(model)
-            if any(fk.column.table is table for fk in column.foreign_keys)]
+def json_shape(model: type[Base], column: Any) -> type | None:
+    """dict or list: what a JSON column holds by its model's annotation (None: not said)."""
+    (held,) = typing.get_args(_hints(model).get(column.key)) or (None,)
+    for kind in (held, *typing.get_args(held)):  # X itself, or the members of X | None
+        if typing.get_origin(kind) in (dict, list):
+            return typing.get_origin(kind)
+    return None
+
+
+def references(model: type[Base]) -> dict[str, str]:
+    """Column name -> the table its foreign key names."""
+    return {column.name: fk.column.table.name for column in columns(model)
+            for fk in column.foreign_keys}
+
+
+def held(value: Any, key: str) -> Any:
+    """What a JSON column's value holds under a json_ids key (None: nothing)."""
+    if key == WHOLE:
+        return value if isinstance(value, list) else None
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def json_ids(value: Any) -> list[int] | None:
+    """The ids one JSON key holds (an id, or a list of ids); None when it holds anything else."""
+    values = value if isinstance(value, list) else [value]
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return list(values)
+    return None
 
 
 def _encode(value: Any) -> Any:
@@ -180,20 +263,44 @@ def _json_bytes(data: Any, *, sort_keys: bool = True) -> bytes:
     return json.dumps(data, sort_keys=sort_keys, ensure_ascii=False, indent=1).encode()
 
 
-def _manifest_digest(manifest: dict[str, Any]) -> str:
+def manifest_digest(manifest: dict[str, Any]) -> str:
     """The digest of the manifest's own content (everything but this field)."""
     body = {k: v for k, v in manifest.items() if k != "digest"}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def dump(session: Session, storage: Storage, *, task: Task, out: Path,
-         now: datetime) -> dict[str, Any]:
-    """Write the whole task to the zip `out` (refused if it exists); returns the manifest."""
+def _mac(secret: bytes, digest: str) -> str:
+    return hmac.new(secret, f"semboard-task-dump\n{digest}".encode(), hashlib.sha256).hexdigest()
+
+
+def parse_keys(text: str, *, setting: str) -> dict[str, bytes]:
+    """`KEYID:SECRET[,KEYID:SECRET...]` (a setting's value) as key id -> secret; InvalidData
+    naming the setting when malformed."""
+    found: dict[str, bytes] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        key_id, _, secret = item.strip().partition(":")
+        if not _KEY_ID.fullmatch(key_id) or len(secret) < MIN_SECRET:
+            raise InvalidData(f"{setting} must be KEYID:SECRET[,KEYID:SECRET...] (an id of "
+                              f"letters, digits, '.', '_' or '-' and a secret of at least "
+                              f"{MIN_SECRET} characters)")
+        found[key_id] = secret.encode()
+    return found
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def dump(session: Session, storage: Storage, *, task: Task, out: Path, now: datetime,
+         key: tuple[str, bytes] | None = None) -> dict[str, Any]:
+    """Write the whole task to the zip `out` (refused if it exists), signed with `key` (key id,
+    secret) when given; returns the manifest."""
     if out.exists():
-        raise Conflict("%(out)s exists: dump to a new file", out=out)
+        raise Conflict(f"{out} exists: dump to a new file")
     partial = out.with_name(out.name + ".partial")
     try:
-        manifest = _write(session, storage, task=task, path=partial, now=now)
+        manifest = _write(session, storage, task=task, path=partial, now=now, key=key)
     except BaseException:
         partial.unlink(missing_ok=True)  # a refused dump leaves nothing behind
         raise
@@ -201,13 +308,13 @@ def dump(session: Session, storage: Storage, *, task: Task, out: Path,
     return manifest
 
 
-def _write(session: Session, storage: Storage, *, task: Task, path: Path,
-           now: datetime) -> dict[str, Any]:
+def _write(session: Session, storage: Storage, *, task: Task, path: Path, now: datetime,
+           key: tuple[str, bytes] | None) -> dict[str, Any]:
     """dump() into `path`."""
     files: dict[str, dict[str, Any]] = {}
     tables: dict[str, int] = {}
     user_ids: set[int] = set()
-    keys: dict[str, str] = {}
+    stored: dict[str, str] = {}  # sha256 -> a key holding it
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
 
         def put(name: str, data: bytes) -> None:
@@ -215,196 +322,328 @@ def _write(session: Session, storage: Storage, *, task: Task, path: Path,
             files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
 
         for entry in DUMPED:
-            columns = _columns(entry.model)
-            users = _user_columns(entry.model)
+            cols = columns(entry.model)
+            users = [name for name, table in references(entry.model).items()
+                     if table == USER_TABLE]
+            named = [(column, key) for column, ids in entry.json_ids.items()
+                     for key, table in ids.items() if table == USER_TABLE]
             rows = []
             for obj in session.scalars(entry.rows(task)):
-                row = {column.name: _encode(getattr(obj, key)) for key, column in columns}
-                user_ids.update(getattr(obj, key) for key in users
-                                if getattr(obj, key) is not None)
-                for key_column, sha_column in entry.objects:
-                    keys[getattr(obj, key_column)] = getattr(obj, sha_column)
+                row = {column.name: _encode(getattr(obj, column.key)) for column in cols}
+                user_ids.update(row[name] for name in users if row[name] is not None)
+                for column, json_key in named:
+                    value = held(row[column], json_key)
+                    user_ids.update(json_ids(value) or [] if value is not None else [])
+                if entry.stored is not None:
+                    stored.setdefault(row[entry.stored.sha], obj.storage_key)  # type: ignore[attr-defined]
                 rows.append(row)
             tables[entry.name] = len(rows)
             # JSON columns keep their keys' order: boards list metrics in the stored order
             put(f"tables/{entry.name}.json", _json_bytes(rows, sort_keys=False))
-        people = session.execute(select(User.id, User.email, User.display_name)
+        people = session.execute(select(User.id, User.email, User.display_name, User.deleted_at)
                                  .where(User.id.in_(user_ids)).order_by(User.id)).all()
-        put(USERS, _json_bytes([{"id": i, "email": e, "display_name": d} for i, e, d in people]))
-        for key, sha in sorted(keys.items()):
+        put(USERS, _json_bytes([
+            {"id": i, "email": None if gone else e, "display_name": None if gone else d,
+             "deleted": gone is not None} for i, e, d, gone in people]))
+        for sha, storage_key in sorted(stored.items()):
             name = f"objects/{sha}"
-            if name in files:
-                continue
             try:
                 with zf.open(name, "w", force_zip64=True) as handle:
-                    found, size = _sha256_stream(storage.stream(key), handle)
+                    found, size = _sha256_stream(storage.stream(storage_key), handle)
             except ObjectMissing as err:
-                raise InvalidData("stored file %(key)s is missing: the task cannot be dumped "
-                                  "whole", key=key) from err
+                raise InvalidData(f"stored file {storage_key} is missing: the task cannot be "
+                                  "dumped whole") from err
             if found != sha:
-                raise InvalidData("stored file %(key)s does not match its recorded sha256 "
-                                  "%(sha)s: the task cannot be dumped faithfully", key=key, sha=sha)
+                raise InvalidData(f"stored file {storage_key} does not match its recorded "
+                                  f"sha256 {sha}: the task cannot be dumped faithfully")
             files[name] = {"sha256": sha, "size": size}
         manifest: dict[str, Any] = {
             "format": FORMAT, "task": task.name, "dumped_at": now.isoformat(),
             "definition_digest": task.definition_digest,
             "evaluation": evaluation.__version__,
-            "tables": tables, "storage": keys, "files": files,
+            "tables": tables, "objects": len(stored), "files": files,
         }
-        manifest["digest"] = _manifest_digest(manifest)
+        manifest["digest"] = manifest_digest(manifest)
         zf.writestr(MANIFEST, _json_bytes(manifest))
+        if key is not None:
+            key_id, secret = key
+            zf.writestr(SIGNATURE, _json_bytes({
+                "key_id": key_id, "algorithm": SIGNED, "digest": manifest["digest"],
+                "value": _mac(secret, manifest["digest"])}))
     return manifest
 
 
-def verify(path: Path) -> dict[str, Any]:
-    """The dump's manifest once every entry matched its digest (InvalidData naming the first
-    entry that does not, or one the manifest does not list)."""
+# ----------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a dump may hold, checked before its entries are unpacked (docs/MOVING.md)."""
+    entries: int = 200_000
+    # one input, gold or run file
+    file_bytes: int = 1 << 30
+    # one model archive: the site's SEMBOARD_MODEL_MAX_BYTES (for_site)
+    model_bytes: int = 6 << 30
+    # one table's JSON; the manifest, users.json and signature.json: small_bytes
+    table_bytes: int = 1 << 30
+    small_bytes: int = 64 << 20
+    # everything unpacked, and at most `ratio` times the dump's size (counted as at least
+    # 1 MiB), as for an uploaded run's zip
+    total_bytes: int = 64 << 30
+    ratio: int = MAX_COMPRESSION_RATIO
+    # nesting of any JSON entry (a row of a table is two levels)
+    depth: int = 32
+
+    @classmethod
+    def for_site(cls, config: Mapping[str, Any]) -> Bounds:
+        """The bounds of a site: its model limit for model archives."""
+        return cls(model_bytes=int(config.get("SEMBOARD_MODEL_MAX_BYTES") or cls.model_bytes))
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Whether a dump was signed, by which key, and whether this site could check it."""
+    state: str  # "valid", "unsigned" or "unknown-key" (signed with a key this site lacks)
+    key_id: str | None = None
+
+    def __str__(self) -> str:
+        if self.state == "valid":
+            return f"signed by key {self.key_id}: the signature holds"
+        if self.state == "unknown-key":
+            return (f"signed by key {self.key_id}, which this site does not know "
+                    "(SEMBOARD_DUMP_TRUSTED_KEYS): not checked")
+        return "unsigned: nothing vouches for who made it"
+
+
+@dataclass
+class Dump:
+    """A dump whose entries matched its manifest: the manifest, signature, parsed tables and
+    users, and its objects (sha256 -> size) read from the open zip."""
+    path: Path
+    zf: zipfile.ZipFile
+    manifest: dict[str, Any]
+    signature: Signature
+    tables: dict[str, Any]
+    users: Any
+    objects: dict[str, int]
+
+    def object_bytes(self, sha: str) -> bytes:
+        """An object's content (its size is bounded and its digest checked already)."""
+        return self.zf.read(f"objects/{keys.digest(sha)}")
+
+    def open_object(self, sha: str) -> IO[bytes]:
+        """An object's content as a stream."""
+        return self.zf.open(f"objects/{keys.digest(sha)}")
+
+    def close(self) -> None:
+        """Close the zip."""
+        self.zf.close()
+
+    def __enter__(self) -> Dump:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def json_depth(value: Any) -> int:
+    """How deeply a parsed JSON value nests (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def _entry_limit(name: str, bounds: Bounds) -> int | None:
+    """The most an entry of this name may unpack to; None for a name no dump has."""
+    if name in (MANIFEST, USERS, SIGNATURE):
+        return bounds.small_bytes
+    if _TABLE_ENTRY.fullmatch(name):
+        return bounds.table_bytes
+    if _OBJECT_ENTRY.fullmatch(name):
+        return max(bounds.file_bytes, bounds.model_bytes)
+    return None
+
+
+def read(path: Path, *, bounds: Bounds = Bounds(),
+         trusted: Mapping[str, bytes] | None = None) -> Dump:
+    """Open a dump as untrusted input: InvalidData naming the entry and the problem unless its
+    entries, sizes, compression, digests, JSON and signature are all sound. The caller closes
+    the Dump (a context manager)."""
+    name = Path(path).name
+
+    def refuse(message: str) -> InvalidData:
+        return InvalidData(f"{name}: {message}; nothing was restored")
+
     try:
         zf = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as err:
-        raise InvalidData("%(path)s: not a semboard task dump (%(err)s)",
-                          path=path, err=err) from err
-    with zf:
+    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as err:
+        raise refuse(f"not a semboard task dump ({err})") from None
+    try:
+        manifest, signature, tables, users, objects = _read(zf, path, bounds, trusted or {},
+                                                            refuse)
+    except BaseException:
+        zf.close()
+        raise
+    return Dump(Path(path), zf, manifest, signature, tables, users, objects)
+
+
+def _read(zf: zipfile.ZipFile, path: Path, bounds: Bounds, trusted: Mapping[str, bytes],
+          refuse: Callable[[str], InvalidData]) -> tuple[Any, Signature, dict[str, Any], Any,
+                                                         dict[str, int]]:
+    """read()'s checks, in the order that reads the least of a bad dump."""
+    infos = zf.infolist()
+    if len(infos) > bounds.entries:
+        raise refuse(f"it holds {len(infos)} entries; a dump may hold at most {bounds.entries}")
+    sizes: dict[str, int] = {}
+    for info in infos:
+        entry = info.filename
+        if entry in sizes:
+            raise refuse(f"entry {entry!r} appears twice")
+        limit = _entry_limit(entry, bounds)
+        if limit is None:
+            raise refuse(f"entry {entry!r} is no entry of a task dump (manifest.json, "
+                         "signature.json, users.json, tables/NAME.json, objects/SHA256)")
+        if info.flag_bits & 0x1:
+            raise refuse(f"entry {entry} is encrypted")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise refuse(f"entry {entry} is compressed with method {info.compress_type}; a "
+                         "dump is stored or deflated")
+        if info.file_size > limit:
+            raise refuse(f"entry {entry} unpacks to {info.file_size} bytes; at most {limit}")
+        sizes[entry] = info.file_size
+    total = sum(sizes.values())
+    budget = min(bounds.total_bytes, max(Path(path).stat().st_size, 1 << 20) * bounds.ratio)
+    if total > budget:
+        raise refuse(f"it unpacks to {total} bytes, more than {budget} (at most "
+                     f"{bounds.total_bytes} bytes, and {bounds.ratio} times the dump's size: "
+                     "a zip bomb?)")
+    if MANIFEST not in sizes:
+        raise refuse(f"entry {MANIFEST} is missing: not a semboard task dump")
+    manifest = _json_entry(zf, MANIFEST, bounds, refuse)
+    _check_manifest(manifest, refuse)
+    if manifest["digest"] != manifest_digest(manifest):
+        raise refuse(f"entry {MANIFEST} does not match its digest (tampered or corrupt)")
+    listed: dict[str, dict[str, Any]] = manifest["files"]
+    present = set(sizes) - {MANIFEST, SIGNATURE}
+    for entry in sorted(present - set(listed)):
+        raise refuse(f"entry {entry} is not in the manifest (tampered)")
+    for entry in sorted(set(listed) - present):
+        raise refuse(f"entry {entry} is missing")
+    for entry in sorted(listed):
+        named = _OBJECT_ENTRY.fullmatch(entry)
+        if named and named.group(1) != listed[entry]["sha256"]:
+            raise refuse(f"entry {entry} is named by a digest that is not its content's")
+        if sizes[entry] != listed[entry]["size"]:
+            raise refuse(f"entry {entry} unpacks to {sizes[entry]} bytes, the manifest says "
+                         f"{listed[entry]['size']} (tampered or corrupt)")
+    signature = _signature(zf, manifest, sizes, bounds, trusted, refuse)
+    for entry in sorted(listed):
         try:
-            manifest = json.loads(zf.read(MANIFEST))
-        except (KeyError, ValueError) as err:
-            raise InvalidData("%(path)s: entry %(MANIFEST)s is missing or unreadable",
-                              path=path, MANIFEST=MANIFEST) from err
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise InvalidData("%(path)s: %(MANIFEST)s is not a format-%(FORMAT)s manifest",
-                              path=path, MANIFEST=MANIFEST, FORMAT=FORMAT)
-        if manifest.get("digest") != _manifest_digest(manifest):
-            raise InvalidData("%(path)s: entry %(MANIFEST)s does not match its digest "
-                              "(tampered or corrupt)", path=path, MANIFEST=MANIFEST)
-        listed: dict[str, dict[str, Any]] = manifest["files"]
-        present = set(zf.namelist()) - {MANIFEST}
-        for name in sorted(present - set(listed)):
-            raise InvalidData("%(path)s: entry %(name)s is not in the manifest (tampered)",
-                              path=path, name=name)
-        for name in sorted(set(listed) - present):
-            raise InvalidData("%(path)s: entry %(name)s is missing", path=path, name=name)
-        for name in sorted(listed):
-            with zf.open(name) as handle:
+            with zf.open(entry) as handle:
                 found, size = _sha256_stream(_blocks(handle))
-            if found != listed[name]["sha256"] or size != listed[name]["size"]:
-                raise InvalidData("%(path)s: entry %(name)s does not match its sha256 in the "
-                                  "manifest (tampered or corrupt); nothing was restored",
-                                  path=path, name=name)
-        unknown = set(manifest["tables"]) - {entry.name for entry in DUMPED}
-        if unknown:
-            raise InvalidData("%(path)s: this site cannot restore the tables %(unknown)s (a "
-                              "newer semboard wrote the dump)",
-                              path=path, unknown=', '.join(sorted(unknown)))
-    return manifest
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError) as err:
+            raise refuse(f"entry {entry} cannot be unpacked ({err})") from None
+        if found != listed[entry]["sha256"] or size != listed[entry]["size"]:
+            raise refuse(f"entry {entry} does not match its sha256 in the manifest (tampered "
+                         "or corrupt)")
+    tables: dict[str, Any] = {}
+    for entry in sorted(listed):
+        match = _TABLE_ENTRY.fullmatch(entry)
+        if match is None or match.group(1) in DERIVED:
+            continue
+        table = match.group(1)
+        if table not in BY_NAME:
+            raise refuse(f"this site cannot restore the table {table} (a newer semboard wrote "
+                         "the dump?)")
+        tables[table] = _json_entry(zf, entry, bounds, refuse)
+        if not isinstance(tables[table], list) or len(tables[table]) != manifest["tables"].get(
+                table):
+            raise refuse(f"entry {entry} does not hold the {manifest['tables'].get(table)} rows "
+                         f"{MANIFEST} says it does")
+    if set(tables) != {t for t in manifest["tables"] if t not in DERIVED}:
+        raise refuse(f"the tables of {MANIFEST} and the dump's table entries differ")
+    if USERS not in listed:
+        raise refuse(f"entry {USERS} is missing")
+    users = _json_entry(zf, USERS, bounds, refuse)
+    objects = {m.group(1): sizes[entry] for entry in listed
+               if (m := _OBJECT_ENTRY.fullmatch(entry))}
+    return manifest, signature, tables, users, objects
 
 
-def _decode(model: type[Base], row: dict[str, Any]) -> dict[str, Any]:
-    """A dumped row as column values (times back to aware datetimes)."""
-    out = {}
-    for _, column in _columns(model):
-        value = row.get(column.name)
-        if value is not None and isinstance(column.type, UTCDateTime):
-            value = datetime.fromisoformat(value)
-        out[column.name] = value
-    return out
+def _json_entry(zf: zipfile.ZipFile, entry: str, bounds: Bounds,
+                refuse: Callable[[str], InvalidData]) -> Any:
+    """A JSON entry, parsed, its depth bounded (no NaN or Infinity: no database takes them)."""
+    try:
+        value = json.loads(zf.read(entry), parse_constant=_no_constant)
+    except RecursionError:
+        raise refuse(f"entry {entry} nests deeper than {bounds.depth} levels") from None
+    except (ValueError, zipfile.BadZipFile, OSError, EOFError, RuntimeError) as err:
+        raise refuse(f"entry {entry} is not readable JSON ({err})") from None
+    if json_depth(value) > bounds.depth:
+        raise refuse(f"entry {entry} nests deeper than {bounds.depth} levels")
+    return value
 
 
-def _users(session: Session, people: list[dict[str, Any]], now: datetime) -> tuple[
-        dict[int, int], list[str]]:
-    """Old user id → this site's: matched by e-mail, else created disabled; (map, created)."""
-    mapping: dict[int, int] = {}
-    created = []
-    for person in people:
-        user = accounts.user_by_email(session, person["email"])
-        if user is None:
-            user = User(email=person["email"].strip().lower(),
-                        display_name=person["display_name"],
-                        # no one knows this password: the owner resets it by e-mail
-                        password_hash=accounts.hash_password(secrets.token_urlsafe(32)),
-                        is_admin=False, is_active_account=False, created_at=now)
-            session.add(user)
-            session.flush()
-            created.append(user.email)
-        mapping[person["id"]] = user.id
-    return mapping, created
-
-
-def _sync_sequences(session: Session) -> None:
-    """PostgreSQL: move each restored table's id sequence past the ids inserted."""
-    if session.get_bind().dialect.name != "postgresql":
-        return
-    for entry in DUMPED:
-        table = entry.model.__tablename__
-        session.execute(text(
-            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-            f"GREATEST((SELECT COALESCE(MAX(id), 0) FROM {table}), 1))"))
-
-
-def restore(session: Session, storage: Storage, *, path: Path, now: datetime) -> dict[str, Any]:
-    """Recreate the dumped task on this site (no task of that name, none of its ids taken).
-
-    Verifies every digest first; stores the files, then inserts every row (flushes; the caller
-    commits). Returns a summary: task, rows per table, users matched and created.
-    """
-    manifest = verify(path)
-    name = manifest["task"]
-    if session.scalar(select(Task.id).where(Task.name == name)) is not None:
-        raise Conflict("this site already has a task %(name)r: restore into a site without it",
-                       name=name)
-    with zipfile.ZipFile(path) as zf:
-        tables = {entry.name: json.loads(zf.read(f"tables/{entry.name}.json"))
-                  for entry in DUMPED if entry.name in manifest["tables"]}
-        for entry in DUMPED:
-            ids = [row["id"] for row in tables.get(entry.name, [])]
-            model: Any = entry.model
-            for start in range(0, len(ids), 500):
-                taken = session.scalar(select(func.count()).select_from(model)
-                                       .where(model.id.in_(ids[start:start + 500])))
-                if taken:
-                    raise Conflict("restore keeps the dump's ids, and table %(__tablename__)s "
-                                   "already has %(taken)s of them: restore into a site without "
-                                   "other tasks' data",
-                                   __tablename__=entry.model.__tablename__, taken=taken)
-        mapping, created = _users(session, json.loads(zf.read(USERS)), now)
-        with tempfile.TemporaryDirectory() as tmp:
-            for key, sha in manifest["storage"].items():
-                staged = Path(tmp) / sha
-                with zf.open(f"objects/{sha}") as source, staged.open("wb") as target:
-                    shutil.copyfileobj(source, target, BLOCK)
-                put_content_file(storage, key, staged)
-                staged.unlink()
-    counts = {}
-    for entry in DUMPED:
-        rows = [_decode(entry.model, row) for row in tables.get(entry.name, [])]
-        users = {column.name for key, column in _columns(entry.model)
-                 if key in _user_columns(entry.model)}
-        selfs = {column.name for key, column in _columns(entry.model)
-                 if key in _self_columns(entry.model)}
-        later = []
-        for row in rows:
-            for column in users:
-                if row[column] is not None:
-                    row[column] = mapping[row[column]]
-            for column in selfs:
-                if row[column] is not None:
-                    later.append((row["id"], column, row[column]))
-                    row[column] = None
-        table: Any = entry.model.__table__
+def _check_manifest(manifest: Any, refuse: Callable[[str], InvalidData]) -> None:
+    """The manifest's fields and their types (InvalidData naming the first that is wrong)."""
+    if not isinstance(manifest, dict):
+        raise refuse(f"entry {MANIFEST} is not an object")
+    if type(manifest.get("format")) is not int or manifest["format"] not in FORMATS:
+        raise refuse(f"entry {MANIFEST} is not a manifest of format "
+                     f"{' or '.join(map(str, FORMATS))} (format {manifest.get('format')!r})")
+    for text in ("task", "dumped_at", "definition_digest", "evaluation", "digest"):
+        if not isinstance(manifest.get(text), str):
+            raise refuse(f"entry {MANIFEST}: {text} is missing or not text")
+    tables, files = manifest.get("tables"), manifest.get("files")
+    if not isinstance(tables, dict) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in tables.values()):
+        raise refuse(f"entry {MANIFEST}: tables must map each table to its row count")
+    if not isinstance(files, dict):
+        raise refuse(f"entry {MANIFEST}: files must map each entry to its sha256 and size")
+    for entry, facts in files.items():
+        if entry in (MANIFEST, SIGNATURE) or _entry_limit(entry, Bounds()) is None:
+            raise refuse(f"entry {MANIFEST} lists {entry!r}, no entry of a task dump")
+        if (not isinstance(facts, dict) or not isinstance(facts.get("sha256"), str)
+                or not _HEX64.fullmatch(facts["sha256"])
+                or not isinstance(facts.get("size"), int) or isinstance(facts["size"], bool)
+                or facts["size"] < 0):
+            raise refuse(f"entry {MANIFEST}: the sha256 and size of {entry} are malformed")
+    for storage_key, sha in (manifest.get("storage") or {}).items():  # format 1 only
         try:
-            with session.begin_nested():
-                if rows:
-                    session.execute(insert(table), rows)
-                for row_id, column, value in later:
-                    session.execute(update(table).where(table.c.id == row_id)
-                                    .values({column: value}))
-        except IntegrityError as err:
-            # e.g. an invite code another task of this site already uses
-            raise Conflict("table %(table)s: this site refuses the dumped rows (%(orig)s); "
-                           "restore into a site without other tasks' data",
-                           table=table.name, orig=err.orig) \
-                from err
-        counts[entry.name] = len(rows)
-    _sync_sequences(session)
-    session.flush()
-    return {"task": name, "tables": counts, "users_matched": len(mapping) - len(created),
-            "users_created": created}
+            keys.check(storage_key)
+            keys.digest(sha)
+        except ValueError as err:
+            raise refuse(f"entry {MANIFEST}: storage {err}") from None
+
+
+def _signature(zf: zipfile.ZipFile, manifest: dict[str, Any], sizes: dict[str, int],
+               bounds: Bounds, trusted: Mapping[str, bytes],
+               refuse: Callable[[str], InvalidData]) -> Signature:
+    """Who signed the manifest, checked with the site's trusted keys; a signature that does not
+    hold is refused."""
+    if SIGNATURE not in sizes:
+        return Signature("unsigned")
+    signed = _json_entry(zf, SIGNATURE, bounds, refuse)
+    if (not isinstance(signed, dict) or signed.get("algorithm") != SIGNED
+            or not isinstance(signed.get("key_id"), str)
+            or not _KEY_ID.fullmatch(signed["key_id"])
+            or not isinstance(signed.get("value"), str)
+            or signed.get("digest") != manifest["digest"]):
+        raise refuse(f"entry {SIGNATURE} is malformed or signs another manifest")
+    secret = trusted.get(signed["key_id"])
+    if secret is None:
+        return Signature("unknown-key", signed["key_id"])
+    if not hmac.compare_digest(signed["value"], _mac(secret, manifest["digest"])):
+        raise refuse(f"the signature of key {signed['key_id']} does not hold: the dump changed "
+                     "after it was signed, or another key of that id signed it")
+    return Signature("valid", signed["key_id"])

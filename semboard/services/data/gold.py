@@ -6,6 +6,7 @@ import hashlib
 import io
 import logging
 import zipfile
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,14 +25,14 @@ from evaluation import (
 )
 from evaluation.runs import MAX_ARCHIVE_ENTRIES, MAX_ENTRY_BYTES
 from semboard.db import begin_write, end_read
-from semboard.errors import Forbidden, InvalidData, NotFound
+from semboard.errors import InvalidData, NotFound
 from semboard.models import GoldFile, GoldRelease, Phase, Run, RunScoreRecord, Task, User
 from semboard.services.data import datafiles, inputs, scorediff
-from semboard.services.tasks import access, announcements, definitions, splits, terms
+from semboard.services.tasks import access, announcements, definitions, splits
 from semboard.storage import Storage, keys
 
 if TYPE_CHECKING:
-    from evaluation import DatasetGold, DatasetInputs, TaskDefinition, ValidatedRun
+    from evaluation import DatasetGold, DatasetInputs, RunScore, TaskDefinition, ValidatedRun
 
 log = logging.getLogger(__name__)
 
@@ -187,12 +188,15 @@ def gold_digest(current: dict[str, GoldFile]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def scoring_digest(task: Task, current: dict[str, GoldFile]) -> str:
-    """Everything a stored score depends on: the gold, the task definition, the evaluation code."""
+def scoring_digest(task: Task, current: dict[str, GoldFile], *,
+                   version: str | None = None) -> str:
+    """Everything a stored score depends on: the gold, the task definition, the evaluation code
+    (this site's, or `version`: another site's, whose scores a task dump holds)."""
     # Kept in RunScoreRecord.gold_digest: a change of any of them makes the next rescore redo
     # the run (a definition reloaded with a new metric, a metric fixed in a new version).
 
-    version = evaluation.__version__  # read now: a new evaluation release changes what is current
+    # read now: a new evaluation release changes what is current
+    version = version or evaluation.__version__
     text = f"gold:{gold_digest(current)}\ntask:{task.definition_digest}\nevaluation:{version}"
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -216,11 +220,18 @@ def parsed_gold(session: Session, storage: Storage, *, task: Task,
 def _read_stored(storage: Storage, definition: TaskDefinition, row: GoldFile,
                  ds_inputs: DatasetInputs | None) -> DatasetGold:
     """Parse a stored gold file (it was checked on upload) against the current inputs."""
-    data = storage.get(row.storage_key)
-    if len(definition.dataset(row.dataset).gold_files) > 1:
-        return read_gold_files(definition, row.dataset,
-                               _annotator_files(definition, row.dataset, data), inputs=ds_inputs)
-    return read_gold(definition, row.dataset, data, filename=row.filename, inputs=ds_inputs)
+    return read_stored_gold(definition, row.dataset, row.filename,
+                            storage.get(row.storage_key), ds_inputs)
+
+
+def read_stored_gold(definition: TaskDefinition, dataset: str, filename: str, data: bytes,
+                     ds_inputs: DatasetInputs | None) -> DatasetGold:
+    """A gold version's bytes as stored (an annotators' bundle, or one file) parsed against
+    its inputs; ValidationError when they are not valid gold."""
+    if len(definition.dataset(dataset).gold_files) > 1:
+        return read_gold_files(definition, dataset, _annotator_files(definition, dataset, data),
+                               inputs=ds_inputs)
+    return read_gold(definition, dataset, data, filename=filename, inputs=ds_inputs)
 
 
 def release_gold(session: Session, *, task: Task, user: User | None, now: datetime,
@@ -252,13 +263,13 @@ def publish_results(session: Session, *, phase: Phase, user: User | None, now: d
 
 def download_gold(
     session: Session, storage: Storage, *, task: Task, dataset: str, viewer: User | None,
-    split: str | None = None,
+    now: datetime, split: str | None = None,
 ) -> tuple[str, bytes]:
-    """A dataset's gold file: public gold (training, trial, released) for all, else organisers."""
+    """A dataset's gold file, by the read rule (services.tasks.access): organisers; once public
+    (training, trial, released) anyone where the definition shows it publicly, else
+    participants who pass the gate."""
     split = definitions.split_name(task, split)
-    if not access.can_view_gold(session, viewer, task, split):
-        raise Forbidden("the %(split)s gold of this task has not been released", split=split)
-    terms.require_accepted(session, task=task, user=viewer)
+    access.require_read(session, viewer, task, part="gold", split=split, now=now)
     row = current_gold(session, task=task, split=split).get(dataset)
     if row is None:
         raise NotFound("no gold for %(dataset)s", dataset=dataset)
@@ -297,20 +308,15 @@ def score_stored_run(
     known_gold = parsed_gold(session, storage, task=task, split=split)
     if validated is None:
         stored = [(f.filename, f.storage_key) for f in run.files]
-        datasets = definition.track_datasets(run.phase.track) if run.phase.track else None
+        track = run.phase.track
         team = None if run.team.is_baseline else run.team.name
         known_inputs = inputs.parsed_inputs(session, storage, task=task, split=split)
         end_read(session)
-        validated = validate_run(
-            definition, {name: storage.get(key) for name, key in stored}, known_inputs,
-            team=team,
-            datasets=datasets,
-        )
+        validated = validate_files(definition, {name: storage.get(key) for name, key in stored},
+                                   known_inputs, track=track, team=team)
     else:
         end_read(session)
-    score = None
-    if validated.ok:
-        score = score_run(definition, validated, known_gold, **SCORE_OPTIONS)
+    score = score_validated(definition, validated, known_gold)
     if write_lock:
         begin_write(session)
     if score is None:
@@ -328,6 +334,23 @@ def score_stored_run(
     session.flush()
     session.refresh(run, ["scores"])
     return record
+
+
+def validate_files(definition: TaskDefinition, files: Mapping[str, bytes],
+                   known_inputs: Mapping[str, DatasetInputs], *, track: str | None,
+                   team: str | None) -> ValidatedRun:
+    """A stored run's files validated as scoring sees them (the phase's track, the team's name
+    in file names; None for baselines): stored runs here and runs of an imported task."""
+    datasets = definition.track_datasets(track) if track else None
+    return validate_run(definition, files, known_inputs, team=team, datasets=datasets)
+
+
+def score_validated(definition: TaskDefinition, validated: ValidatedRun,
+                    known_gold: Mapping[str, DatasetGold]) -> RunScore | None:
+    """The site's score of a validated run (SCORE_OPTIONS' bootstrap); None when invalid."""
+    if not validated.ok:
+        return None
+    return score_run(definition, validated, known_gold, **SCORE_OPTIONS)
 
 
 def rescore(session: Session, storage: Storage, *, task: Task, now: datetime,

@@ -17,7 +17,7 @@ from semboard.hostcache import columns as inputcolumns
 from semboard.models import InputFile, Phase, Task, User
 from semboard.services.data import datafiles
 from semboard.services.people import teams, windows
-from semboard.services.tasks import access, definitions, participation
+from semboard.services.tasks import access, definitions
 from semboard.storage import Storage, keys
 from semboard.timefmt import clock_text
 
@@ -119,8 +119,9 @@ def download_inputs(
 ) -> tuple[str, bytes]:
     """A dataset's input file of the phase's split; never writes.
 
-    In an open windowed phase a team downloads once it has started its window (and only such a
-    phase serves the inputs its window guards).
+    Who: the read rule (services.tasks.access, through this phase). When: once the phase opened,
+    and in an open windowed phase once the team has started its window (only such a phase
+    serves the inputs its window guards).
     """
     task = phase.task
     definitions.dataset_spec(task, dataset, phase.split)
@@ -129,15 +130,15 @@ def download_inputs(
         if row is None:
             raise NotFound("no inputs uploaded for %(dataset)s yet", dataset=dataset)
         return row.filename, storage.get(row.storage_key)
-    team = teams.team_for_user(session, task=task, user=user)
-    if team is None:
-        raise Forbidden("join or create a team for this task to download its inputs")
-    participation.require_participant(session, task=task, user=user, team=team, phase=phase)
+    access.require_read(session, user, task, part="inputs", phase=phase, now=now)
     if phase.state(now) == "upcoming":
         raise PhaseNotOpen("phase %(phase)s opens at %(opens_at)s UTC",
                            phase=phase.name, opens_at=clock_text(phase.opens_at))
     if row is None:
         raise NotFound("no inputs uploaded for %(dataset)s yet", dataset=dataset)
+    team = teams.team_for_user(session, task=task, user=user)
+    if team is None:  # inputs the definition makes public once their gold is: no window
+        return row.filename, storage.get(row.storage_key)
     guard = windows.window_phase_for(session, phase=phase, user=user, now=now)
     if guard is not None:
         raise Forbidden(

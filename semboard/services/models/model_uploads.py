@@ -26,7 +26,7 @@ from sqlalchemy import Text, cast, func, select, update
 from sqlalchemy.orm import Session
 
 from semboard import errors
-from semboard.db import begin_write
+from semboard.db import begin_write, require_fits
 from semboard.errors import Conflict, DomainError, InvalidData, NotFound, RateLimited
 from semboard.models import ModelSubmission, ModelUpload, Phase, Team, User
 from semboard.services.models import models as model_services
@@ -55,6 +55,7 @@ def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user:
     filename = Path(filename).name or "model.zip"
     total = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 0
     try:
+        require_fits(filename, ModelUpload.filename, "the archive's file name")
         if not filename.lower().endswith(".zip"):
             raise InvalidData("%(filename)s: send the model's folder as a .zip", filename=filename)
         if total == 0:
@@ -191,7 +192,7 @@ def finish(session: Session, storage: Storage, *, upload_id: int, user: User,
 
     try:
         with tempfile.TemporaryDirectory(prefix="semboard-upload-") as tmp:
-            archive = Path(tmp) / filename
+            archive = Path(tmp) / "model.zip"  # the client's name only in messages and logs
             with archive.open("wb") as out:
                 for key in parts:
                     for block in storage.stream(key):

@@ -35,7 +35,7 @@ from semboard.errors import (
 from semboard.models import ModelSubmission, Phase, Run, Task, Team, User
 from semboard.services.models import model_facts, model_queue
 from semboard.services.runs import admission, audit
-from semboard.services.tasks import access, definitions
+from semboard.services.tasks import access, auditlog, definitions
 from semboard.storage import Storage, file_sha256, keys, put_content_file
 from semboard.timefmt import api_time
 
@@ -86,13 +86,11 @@ def encoding_settings(phase: Phase, requested: Mapping[str, Any] | None) -> Enco
 def check_submission(session: Session, *, team: Team, phase: Phase, user: User | None,
                      name: str, pooling: str | None, now: datetime,
                      encoding: Mapping[str, Any] | None = None) -> EncodingSettings:
-    """What is checked before a model's bytes are looked at: rights, the phase's rules, the
-    team's room, the name and options; the encoding settings the upload gets. A DomainError
-    names the first problem."""
-    if phase.task_id != team.task_id:
-        raise InvalidData("the team and the phase belong to different tasks")
-    if team.is_baseline or user is None or not access.is_member(session, user, team.id):
-        raise Forbidden("only the team's members may submit its models")
+    """What is checked before a model's bytes are looked at: rights (admission.rights: members
+    who pass the participation gate with the phase's terms), the phase's rules, the team's room,
+    the name and options; the encoding settings the upload gets. A DomainError names the first
+    problem."""
+    admission.rights(session, team=team, phase=phase, user=user, now=now, what="models")
     if name and (problem := run_name_problem(name)) is not None:
         raise InvalidData(problem)
     if name and definitions.phase_definition(phase).run_in_filename and (
@@ -310,7 +308,7 @@ def _organiser_change(session: Session, *, model_id: int, by: User | None, reaso
     if row is None:
         raise NotFound("no model submission %(model_id)s", model_id=model_id)
     access.require_organiser(session, by, row.task)
-    reason = (reason or "").strip()
+    reason = auditlog.check_reason(reason)
     if not reason:
         raise InvalidData("%(doing)s needs a reason (it is kept in the audit log)", doing=doing)
     begin_write(session)

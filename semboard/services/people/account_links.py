@@ -19,6 +19,9 @@ from semboard.services.people import accounts, ratelimit, windows
 
 VERIFY_HOURS = 48
 RESET_HOURS = 2
+# An invitation (a reset link for an account made for its owner: a moved task) lasts longer
+# than a reset asked for: its owner did not ask and may read it days later.
+INVITE_HOURS = 7 * 24
 # New accounts from one client address are counted over this window.
 REGISTRATION_WINDOW = timedelta(hours=1)
 NOTIFICATION_SWITCHES = ("notify_runs", "notify_deadlines", "notify_gold", "notify_results")
@@ -28,13 +31,15 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _new_link(session: Session, *, user: User, purpose: str, hours: int, now: datetime) -> str:
+def _new_link(session: Session, *, user: User, purpose: str, hours: int, now: datetime,
+              **mail: str) -> str:
     token = secrets.token_urlsafe(32)
     session.add(AccountToken(user_id=user.id, purpose=purpose, token_hash=_hash(token),
                              email=user.email, created_at=now,
                              expires_at=now + timedelta(hours=hours)))
     session.flush()
-    queue_event(session, purpose, user_id=user.id, email=user.email, token=token, hours=hours)
+    queue_event(session, mail.pop("kind", purpose), user_id=user.id, email=user.email,
+                token=token, hours=hours, **mail)
     return token
 
 
@@ -82,6 +87,13 @@ def request_reset(session: Session, *, email: str, now: datetime) -> None:
     user = accounts.user_by_email(session, email)
     if user is not None and user.is_active_account:
         _new_link(session, user=user, purpose="reset", hours=RESET_HOURS, now=now)
+
+
+def invite(session: Session, *, user: User, task_title: str | None, now: datetime) -> str:
+    """A reset link inviting the owner of an account made for them (a task moved to this site)
+    to choose a password; mailed after commit as an invitation. Returns the link's token."""
+    return _new_link(session, user=user, purpose="reset", hours=INVITE_HOURS, now=now,
+                     kind="invite", task=task_title or "")
 
 
 def _consume(session: Session, *, token: str, purpose: str, now: datetime) -> AccountToken:

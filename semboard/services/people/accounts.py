@@ -37,6 +37,8 @@ from semboard.models import (
 from semboard.services.people import names, ratelimit
 
 MIN_PASSWORD_LENGTH = 8
+# argon2 hashes any length, at a cost that grows with it: a pass phrase fits, a megabyte does not
+MAX_PASSWORD_LENGTH = 1024
 # Failed password checks older than this no longer slow anything down.
 LOGIN_WINDOW = timedelta(hours=1)
 # An address that logged in to an account within this time is that account's "usual" address.
@@ -46,6 +48,10 @@ TOKEN_PREFIX = "sb_"
 # lifetime of a permanent session).
 SESSION_LIFETIME = timedelta(days=31)
 DELETED_NAME = "Deleted user"
+# A password hash that is no argon2 hash: no password matches it. A deleted account keeps it for
+# good; an account made for someone else (a task import) until its owner sets a password
+# through a reset link.
+NO_PASSWORD = "!"
 
 _hasher = PasswordHasher()  # argon2id with the library's current recommended parameters
 # Verified against when the e-mail is unknown, so timing does not reveal which accounts exist;
@@ -73,6 +79,9 @@ def hash_password(password: str) -> str:
     if len(password) < MIN_PASSWORD_LENGTH:
         raise InvalidData("a password needs at least %(MIN_PASSWORD_LENGTH)s characters",
                           MIN_PASSWORD_LENGTH=MIN_PASSWORD_LENGTH)
+    if len(password) > MAX_PASSWORD_LENGTH:
+        raise InvalidData("a password has at most %(MAX_PASSWORD_LENGTH)s characters",
+                          MAX_PASSWORD_LENGTH=MAX_PASSWORD_LENGTH)
     return _hasher.hash(password)
 
 
@@ -102,6 +111,34 @@ def register_user(
     )
     if not insert_unless_refused(session, user):  # registered concurrently
         raise NameTaken("an account for %(email)s already exists", email=email)
+    return user
+
+
+def create_without_password(session: Session, *, email: str, display_name: str,
+                            now: datetime) -> User:
+    """An active account with no usable password yet, made for someone else (a task moved from
+    another site): its owner sets a password through a reset link (mailed on request at
+    /forgot-password, or an invitation). NameTaken if the e-mail is used."""
+    email = normalise_email(email)
+    user = User(email=email, display_name=_display_name(display_name, email),
+                password_hash=NO_PASSWORD, is_admin=False, is_active_account=True,
+                created_at=now)
+    if not insert_unless_refused(session, user):
+        raise NameTaken("an account for %(email)s already exists", email=email)
+    return user
+
+
+def create_deleted(session: Session, *, now: datetime) -> User:
+    """A row standing for an account its owner deleted (rows of a moved task still name it):
+    what delete_account leaves, with no e-mail, name or password."""
+    user = User(email=f"deleted-{secrets.token_hex(8)}@deleted.invalid", display_name=DELETED_NAME,
+                password_hash=NO_PASSWORD, is_admin=False, is_active_account=False,
+                created_at=now, deleted_at=now, notify_runs=False, notify_deadlines=False,
+                notify_gold=False, notify_results=False)
+    session.add(user)
+    session.flush()
+    user.email = f"deleted-{user.id}@deleted.invalid"  # the form delete_account writes
+    session.flush()
     return user
 
 
@@ -317,7 +354,7 @@ def delete_account(session: Session, *, user: User, now: datetime) -> None:
                      prefixes=[f"login-pair:{email}|", f"login-ok:{email}|"])
     user.email = f"deleted-{user.id}@deleted.invalid"
     user.display_name = DELETED_NAME
-    user.password_hash = "!"  # no argon2 hash: no password ever matches
+    user.password_hash = NO_PASSWORD
     user.is_active_account = False
     user.is_admin = False
     user.email_verified_at = None

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from semboard.errors import InvalidData
 from semboard.models import Grant, Phase, Task, Team, User
-from semboard.services.tasks import access
+from semboard.services.tasks import access, auditlog
 
 
 def mark_organiser_team(
@@ -36,7 +36,8 @@ def grant_post_deadline_fix(
     access.require_organiser(session, by, team.task)
     if phase.task_id != team.task_id:
         raise InvalidData("the team and the phase belong to different tasks")
-    if not reason.strip():
+    reason = auditlog.check_reason(reason)
+    if not reason:
         raise InvalidData("a post-deadline fix needs a reason (it is shown to organisers)")
     if until <= now:
         raise InvalidData("a grant must end in the future")
@@ -44,7 +45,7 @@ def grant_post_deadline_fix(
         team_id=team.id,
         phase_id=phase.id,
         granted_by_id=by.id if by else None,
-        reason=reason.strip(),
+        reason=reason,
         until=until,
         created_at=now,
     )

@@ -12,24 +12,19 @@ from semboard.db import insert_unless_refused, require_fits
 from semboard.errors import AlreadyInTeam, NameTaken, NotFound, Phrase
 from semboard.models import Task, TaskOrganiser, Team, TeamMember, User
 from semboard.services.people import names, team_rules
+from semboard.services.tasks import roles
 
 BASELINE_TEAM_NAME = "Baselines"
 
 
-def _new_invite_code() -> str:
+def new_invite_code() -> str:
+    """A fresh team invite code (random: unique across the site in practice, and by constraint)."""
     return secrets.token_urlsafe(12)
 
 
 def team_for_user(session: Session, *, task: Task, user: User | None) -> Team | None:
-    """The user's team on the task, if any."""
-    if user is None:
-        return None
-    query = (
-        select(Team)
-        .join(TeamMember, TeamMember.team_id == Team.id)
-        .where(TeamMember.task_id == task.id, TeamMember.user_id == user.id)
-    )
-    return session.scalar(query)
+    """The user's team on the task, if any (roles.team_of: the rules below people ask it)."""
+    return roles.team_of(session, task=task, user=user)
 
 
 def teams_of_user(session: Session, *, user: User) -> list[Team]:
@@ -81,7 +76,7 @@ def create_team(
         task_id=task.id,
         name=name,
         affiliation=require_fits(affiliation.strip(), Team.affiliation, "an affiliation"),
-        invite_code=_new_invite_code(),
+        invite_code=new_invite_code(),
         captain_id=captain.id,
         is_baseline=False,
         is_organiser_team=False,
@@ -116,7 +111,7 @@ def baseline_team(session: Session, *, task: Task, now: datetime) -> Team:
             task_id=task.id,
             name=BASELINE_TEAM_NAME,
             affiliation="reference systems",
-            invite_code=_new_invite_code(),
+            invite_code=new_invite_code(),
             captain_id=None,
             is_baseline=True,
             is_organiser_team=False,

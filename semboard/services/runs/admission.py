@@ -1,9 +1,17 @@
 """Admission of a team's upload (run or model) to a phase: the one home of its rules.
 
-Timing (the phase open, the team's deadline, the late policy, granted fixes, a gold release),
-the daily quota and the run slots, where a pending (queued or running) model holds a slot and a
-day's upload until its job ends; and the upload log, where every refusal leaves its only trace.
-The upload pages, the API, the CLI, baselines, model uploads and a model's own run all ask here.
+Asked in this order by every door (jobs.scoring.accept_run through submissions.submit,
+jobs.models.accept_model and the upload in parts through models.check_submission; the pages,
+the API and the CLI only map its refusals to their answers):
+1. who (`rights`): the team's members (organisers for the site's Baselines team), who pass the
+   participation gate for this phase: e-mail domain, the team's approval, the task's and the
+   phase's terms in force (services.tasks.participation);
+2. the system description's answers (`described`, runs only);
+3. when (`timing`): the phase open, the team's deadline, the late policy, granted fixes, a
+   gold release;
+4. how many (`check_room`, `take_slot`): the daily quota and the run slots, where a pending
+   (queued or running) model holds a slot and a day's upload until its job ends.
+The upload log keeps every refusal of 2-4 (its only trace).
 """
 
 from __future__ import annotations
@@ -16,9 +24,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from evaluation.descriptions import check_answers
 from semboard.db import begin_write
 from semboard.errors import (
     DomainError,
+    Forbidden,
+    InvalidData,
     PhaseNotOpen,
     Phrase,
     RateLimited,
@@ -30,7 +41,7 @@ from semboard.errors import (
 )
 from semboard.models import ModelSubmission, Phase, Run, Task, Team, UploadLog, User
 from semboard.services.people import grants, ratelimit, windows
-from semboard.services.tasks import splits, tasks
+from semboard.services.tasks import access, definitions, participation, splits, tasks
 from semboard.timefmt import clock_text
 
 DAY = timedelta(hours=24)
@@ -77,6 +88,37 @@ class Room:
         """JSON form."""
         return {"max_runs": self.limit, "runs": self.runs, "models_pending": self.pending,
                 "free": self.free}
+
+
+def rights(session: Session, *, team: Team, phase: Phase, user: User | None, now: datetime,
+           what: str = "runs", admitted_model: bool = False) -> None:
+    """Forbidden unless the user may upload for the team to the phase: its member (for the
+    Baselines team, runs only: an organiser, or the site itself with user None) who passes
+    the participation gate with this phase's own terms. admitted_model: a model's own run,
+    whose gate was passed when the model was admitted (its membership is asked again)."""
+    if phase.task_id != team.task_id:
+        raise InvalidData("the team and the phase belong to different tasks")
+    if team.is_baseline and what == "runs":
+        if user is not None and not access.is_organiser(session, user, phase.task):
+            raise Forbidden("only organisers submit runs of the Baselines team")
+        return
+    if team.is_baseline or user is None or not access.is_member(session, user, team.id):
+        if what == "runs":
+            raise Forbidden("only the team's members may submit its runs")
+        raise Forbidden("only the team's members may submit its models")
+    if not admitted_model:
+        participation.require_participant(session, task=phase.task, user=user, team=team,
+                                          phase=phase, now=now)
+
+
+def described(phase: Phase, description: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """An upload's system description checked against the definition's questions: the
+    normalised answers, or InvalidData listing every problem."""
+    answers, issues = check_answers(definitions.definition(phase.task), description, given)
+    if issues:
+        raise InvalidData("the system description has %(problems)s problem(s)", issues,
+                          problems=len(issues))
+    return answers
 
 
 def _pending(session: Session, *, team: Team, phase: Phase,
@@ -316,7 +358,7 @@ def log_upload(
         message=str(message),
         said=said(message),
         issues=issue_dicts(issues or []),
-        filenames=sorted(files)[:200],
+        filenames=[name[:255] for name in sorted(files)[:200]],
         # a model's archive is logged by its size: it is never held in memory whole
         total_bytes=sum(v if isinstance(v, int) else len(v) for v in files.values()),
         created_at=now,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
@@ -21,24 +20,7 @@ from semboard.models import (
 )
 from semboard.services.runs import admission
 from semboard.services.tasks import access
-
-ACTIONS = ("run-moved", "teams-merged", "published", "gold-released", "description-edited",
-           "model-published", "model-withdrawn", "model-rerun", "model-cancelled",
-           "ranking-set", "primary-chosen", "primary-fallback", "worker-token-issued",
-           "worker-token-revoked", "request-scoring-set")
-
-
-def record(
-    session: Session, *, task: Task, user: User | None, action: str, reason: str, now: datetime,
-    run: Run | None = None, team: Team | None = None, details: dict[str, Any] | None = None,
-) -> AuditEntry:
-    """Append one entry (the caller commits with the action it records)."""
-    entry = AuditEntry(task_id=task.id, user_id=user.id if user else None, action=action,
-                       run_id=run.id if run else None, team_id=team.id if team else None,
-                       reason=reason, details=details or {}, created_at=now)
-    session.add(entry)
-    session.flush()
-    return entry
+from semboard.services.tasks.auditlog import check_reason, record
 
 
 def entries(session: Session, *, task: Task, run: Run | None = None) -> list[AuditEntry]:
@@ -77,7 +59,7 @@ def _versions(session: Session, run: Run) -> list[int]:
 
 
 def _reason(reason: str) -> str:
-    reason = (reason or "").strip()
+    reason = check_reason(reason)
     if not reason:
         raise InvalidData("this action needs a reason (it is kept in the audit log)")
     return reason

@@ -21,7 +21,7 @@ from semboard.db import insert_unless_refused
 from semboard.errors import Conflict, Forbidden, InvalidData, PhaseNotOpen
 from semboard.models import PHASE_RANKINGS, Phase, PrimaryRun, Run, Team, TeamMember, User
 from semboard.services.runs import audit
-from semboard.services.tasks import access
+from semboard.services.tasks import access, auditlog
 from semboard.timefmt import api_time
 
 EVERY, PRIMARY = PHASE_RANKINGS
@@ -124,6 +124,7 @@ def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: 
     if phase.ranking != PRIMARY:
         raise InvalidData("phase %(phase)s ranks every run: there is no primary run to mark",
                           phase=phase.slug)
+    reason = auditlog.check_reason(reason)
     if run.phase_id != phase.id:
         raise InvalidData("run %(id)s is not a run of phase %(phase)s", id=run.id, phase=phase.slug)
     team = session.get(Team, run.team_id)
@@ -148,6 +149,8 @@ def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: 
         raise Conflict("run %(id)s was replaced: mark its current version", id=run.id)
     if run.status == "error":
         raise InvalidData("run %(id)s could not be scored: it cannot be the primary run", id=run.id)
+    # what counted as primary until now (a choice, else the fallback), for the audit log
+    before = primary_runs(session, phase=phase).get(run.team_id)
     row = session.scalar(select(PrimaryRun).where(PrimaryRun.team_id == run.team_id,
                                                   PrimaryRun.phase_id == phase.id))
     if row is None:
@@ -156,7 +159,6 @@ def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: 
         if not insert_unless_refused(session, row):  # a teammate marked one meanwhile
             row = session.scalars(select(PrimaryRun).where(
                 PrimaryRun.team_id == run.team_id, PrimaryRun.phase_id == phase.id)).one()
-    previous = row.run_id if row.id is not None else None
     row.run_id, row.chosen_at, row.fallback = run.id, now, False
     row.chosen_by_id = user.id if user else None
     session.flush()
@@ -164,7 +166,9 @@ def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: 
                  team=team, reason=reason.strip() or "chosen by the team",
                  details={"summary": f"{team.name} marked run {run.name!r} (#{run.id}) primary "
                                      f"in {phase.slug}",
-                          "phase": phase.slug, "run": run.id, "previous": previous})
+                          "phase": phase.slug, "run": run.id,
+                          "previous": before.run_id if before else None,
+                          "previous_chosen": bool(before and before.chosen)})
     return Choice(team.id, run.id, True, row.id, now, row.chosen_by_id)
 
 

@@ -18,7 +18,6 @@ from semboard.db import begin_write, end_read
 from semboard.errors import (
     Conflict,
     DomainError,
-    Forbidden,
     InvalidData,
     NotFound,
     PhaseNotOpen,
@@ -118,8 +117,13 @@ def submit(
     score: bool = True,
     from_model: ModelSubmission | None = None,
     upload_key: str | None = None,
+    description: str = "",
+    given: Mapping[str, Any] | None = None,
 ) -> Run:
-    """Validate, store and record a run, then score it when gold exists (commits).
+    """Admit, validate, store and record a run, then score it when gold exists (commits).
+
+    Admission asks who, the description's answers (description, given), when, then how many
+    (services.runs.admission, in that order).
 
     score=False leaves the accepted run "valid" for a queue worker to score (board_jobs).
     from_model: the model whose run this is (the site's own job), taken by "models" phases;
@@ -127,13 +131,9 @@ def submit(
     already made a run raises Replayed with that run (nothing else is done or logged).
     """
     task = phase.task
-    if phase.task_id != team.task_id:
-        raise InvalidData("the team and the phase belong to different tasks")
-    if team.is_baseline:
-        if user is not None and not access.is_organiser(session, user, task):
-            raise Forbidden("only organisers submit runs of the Baselines team")
-    elif user is None or not access.is_member(session, user, team.id):
-        raise Forbidden("only the team's members may submit its runs")
+    # admission, first question: who (membership, the participation gate with the phase)
+    admission.rights(session, team=team, phase=phase, user=user, now=now,
+                     admitted_model=from_model is not None)
     prior = run_for_key(session, team=team, key=upload_key, files=files)
     if prior is not None:
         raise Replayed(prior)
@@ -154,6 +154,10 @@ def submit(
         except InvalidData as err:
             raise refuse(err) from None
 
+    try:  # admission, second: the description's answers (a refusal is logged)
+        answers = admission.described(phase, description, given or {})
+    except InvalidData as err:
+        raise refuse(err) from None
     if phase.accepts == "models" and from_model is None and not team.is_baseline:
         raise refuse(PhaseNotOpen(
             "phase %(phase)s takes models, not runs: upload your encoder (semboard "
@@ -209,6 +213,7 @@ def submit(
         session, team=team, phase=phase, user=user, name=name, now=now, is_late=is_late,
         is_fix=is_fix, stored=stored, definition=definition, validated=validated,
         metadata=metadata or {}, files=files, except_model=except_model, upload_key=upload_key,
+        description=description, answers=answers,
     )
     if not score:
         return run
@@ -239,6 +244,8 @@ def _insert_run(
     files: Mapping[str, bytes],
     except_model: int | None,
     upload_key: str | None = None,
+    description: str = "",
+    answers: dict[str, Any] | None = None,
 ) -> Run:
     """Take a slot (or replace the same-named run) and insert the run, atomically."""
     for attempt in range(INSERT_ATTEMPTS):
@@ -273,6 +280,7 @@ def _insert_run(
                 replaces_id=same.id if same else None,
                 issues=[i.to_dict() for i in validated.issues], meta=metadata,
                 submitted_at=now, client_key=upload_key,
+                description=description.strip(), answers=dict(answers or {}),
             )
             session.add(run)
             session.flush()

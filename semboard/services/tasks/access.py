@@ -1,58 +1,38 @@
-"""Who may see what: one place for every access rule (viewer is a User or None)."""
+"""Who may see what: one place for every access rule (viewer is a User or None).
+
+The read rule of a task's data (issue 40) lives here: `read_refusal` says whether a viewer may
+read a split's inputs or gold, and every route that serves any of it asks it (downloads,
+per-item pages and their CSV, charts drawn from gold, comparisons' pairs, exports, the
+archive). It weighs the organisers' role, the gold's release, the definition's redistribution
+keys (`public_inputs`, `public_gold`) and, for everyone else, the participation gate: a team,
+its approval, the e-mail domain and the task's and phase's terms in force (with their grace).
+Roles (admin, organiser, member) come from `roles`, named here again so callers ask access.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Literal
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from semboard.errors import Forbidden
-from semboard.models import Phase, Run, Task, TaskOrganiser, Team, TeamMember, User
-from semboard.services.tasks import definitions, splits
+from semboard.models import Phase, Run, Task, Team, User
+from semboard.services.tasks import definitions, participation, splits, terms
+from semboard.services.tasks.roles import (
+    can_manage_task,
+    is_admin,
+    is_member,
+    is_organiser,
+    require_organiser,
+    team_of,
+    viewer,
+)
 
+__all__ = ["can_manage_task", "is_admin", "is_member", "is_organiser", "require_organiser",
+           "team_of", "viewer"]  # the roles, asked of access like every other rule
 
-def viewer(user: Any) -> User | None:
-    """A User, or None for Flask-Login's anonymous user (or anything else)."""
-    return user if isinstance(user, User) else None
-
-
-def is_admin(user: User | None) -> bool:
-    """Site admins may do everything."""
-    return user is not None and user.is_admin
-
-
-def is_organiser(session: Session, user: User | None, task: Task) -> bool:
-    """Organisers of the task (site admins count as organisers everywhere)."""
-    if user is None:
-        return False
-    if user.is_admin:
-        return True
-    query = select(TaskOrganiser.id).where(
-        TaskOrganiser.task_id == task.id, TaskOrganiser.user_id == user.id
-    )
-    return session.scalar(query) is not None
-
-
-def require_organiser(session: Session, user: User | None, task: Task) -> None:
-    """Raise Forbidden unless user organises the task; user=None is the trusted command line."""
-    if user is not None and not is_organiser(session, user, task):
-        raise Forbidden("only the task's organisers may do this")
-
-
-def can_manage_task(session: Session, user: User | None, task: Task) -> bool:
-    """Phases, inputs, gold, grants, logs: organisers only."""
-    return is_organiser(session, user, task)
-
-
-def is_member(session: Session, user: User | None, team_id: int) -> bool:
-    """Whether user belongs to the team."""
-    if user is None:
-        return False
-    query = select(TeamMember.id).where(
-        TeamMember.team_id == team_id, TeamMember.user_id == user.id
-    )
-    return session.scalar(query) is not None
+Part = Literal["inputs", "gold"]
 
 
 def results_visible(visibility: object, published_at: object) -> bool:
@@ -94,16 +74,105 @@ def gold_is_public(session: Session, *, task: Task, split: str | None = None) ->
     return splits.release_row(session, task=task, split=name) is not None
 
 
+def gated(session: Session, *, task: Task, now: datetime) -> bool:
+    """Whether taking part asks anything: terms in force (the task's or a phase's), the teams'
+    approval or e-mail domain lists."""
+    stated = participation.rules(task)
+    return bool(stated.approval or stated.allow_domains or stated.deny_domains
+                or terms.every_in_force(session, task=task, now=now))
+
+
+def shown_publicly(session: Session, *, task: Task, now: datetime) -> dict[Part, bool]:
+    """What the definition lets anyone see of a split once its gold is public (the licence's
+    redistribution setting): `public_inputs` (default false) and `public_gold` (unstated: true
+    unless the task gates participation)."""
+    stated = participation.rules(task)
+    shown_gold = stated.public_gold
+    if shown_gold is None:
+        shown_gold = not gated(session, task=task, now=now)
+    return {"inputs": stated.public_inputs, "gold": shown_gold}
+
+
+def publicly_readable(session: Session, *, task: Task, part: Part, split: str,
+                      now: datetime) -> bool:
+    """Whether anyone may read the split's inputs or gold: its gold is public (from the start,
+    or released) and the definition lets that data be shown to all (shown_publicly)."""
+    return (gold_is_public(session, task=task, split=split)
+            and shown_publicly(session, task=task, now=now)[part])
+
+
+def _split_phases(task: Task, split: str) -> list[Phase]:
+    return [p for p in task.phases if p.split == split]
+
+
+def read_refusal(session: Session, user: User | None, task: Task, *, part: Part,
+                 split: str | None = None, phase: Phase | None = None,
+                 now: datetime) -> Forbidden | None:
+    """Why the viewer may not read the split's (None: the phase's, else the default split's)
+    inputs or gold; None when they may. The one read rule of a task's data.
+
+    Organisers read everything. Gold is nobody else's before it is public (released, or public
+    from the start). Data the definition lets be shown publicly is everyone's; the rest is for
+    participants: a member of a team of the task who passes the gate (domain, approval, the
+    task's terms and those of the phase read through, else of every phase of the split).
+    Timing (a phase not open yet, a team window) is the inputs download's own, on top.
+    """
+    if is_organiser(session, user, task):
+        return None
+    split = definitions.split_name(task, split or (phase.split if phase else None))
+    if part == "gold" and not gold_is_public(session, task=task, split=split):
+        return Forbidden("the %(split)s gold of this task has not been released", split=split)
+    if publicly_readable(session, task=task, part=part, split=split, now=now):
+        return None
+    team = team_of(session, task=task, user=user)
+    if team is None:
+        if part == "inputs":
+            return Forbidden("join or create a team for this task to download its inputs")
+        return Forbidden("join or create a team for this task to download its gold")
+    try:
+        participation.require_participant(session, task=task, user=user, team=team, now=now,
+                                          phase=phase)
+        for other in ([] if phase is not None else _split_phases(task, split)):
+            terms.require_accepted(session, task=task, user=user, phase=other, now=now)
+    except Forbidden as refusal:
+        return refusal
+    return None
+
+
+def can_read(session: Session, user: User | None, task: Task, *, part: Part,
+             split: str | None = None, phase: Phase | None = None, now: datetime) -> bool:
+    """Whether the viewer may read the split's inputs or gold (read_refusal)."""
+    return read_refusal(session, user, task, part=part, split=split, phase=phase,
+                        now=now) is None
+
+
+def require_read(session: Session, user: User | None, task: Task, *, part: Part,
+                 split: str | None = None, phase: Phase | None = None,
+                 now: datetime) -> None:
+    """Raise the read rule's refusal (TermsRequired names the terms to accept)."""
+    refusal = read_refusal(session, user, task, part=part, split=split, phase=phase, now=now)
+    if refusal is not None:
+        raise refusal
+
+
 def can_view_gold(session: Session, user: User | None, task: Task,
-                  split: str | None = None) -> bool:
-    """Gold of a split (None: the default one) is private until released, except to organisers."""
-    return gold_is_public(session, task=task, split=split) or is_organiser(session, user, task)
+                  split: str | None = None, *, now: datetime) -> bool:
+    """Gold of a split (None: the default one): the read rule."""
+    return can_read(session, user, task, part="gold", split=split, now=now)
 
 
-def can_view_items(session: Session, user: User | None, run: Run) -> bool:
-    """A run's pairs beside gold: whoever sees its scores, once its own split's gold is visible."""
+def can_view_items(session: Session, user: User | None, run: Run, *, now: datetime) -> bool:
+    """A run's pairs beside gold (errors, scatter, comparisons' pairs): whoever sees its scores,
+    when the read rule lets them read its split's gold (through the run's phase)."""
     return (can_view_run(session, user, run) and can_view_scores(session, user, run.phase)
-            and can_view_gold(session, user, run.task, run.phase.split))
+            and can_read(session, user, run.task, part="gold", phase=run.phase, now=now))
+
+
+def can_view_item_texts(session: Session, user: User | None, run: Run, *,
+                        now: datetime) -> bool:
+    """The pairs' texts beside them: the read rule of the split's inputs, on top."""
+    return (can_view_items(session, user, run, now=now)
+            and can_read(session, user, run.task, part="inputs", phase=run.phase, now=now))
 
 
 def can_see_run_audit(session: Session, user: User | None, run: Run) -> bool:

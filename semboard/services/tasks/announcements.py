@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import delete, exists, or_, select
 from sqlalchemy.orm import Session
 
-from semboard.db import require_fits
-from semboard.errors import InvalidData, NotFound
+from semboard.db import require_fits, require_text
+from semboard.errors import Conflict, InvalidData, NotFound, Phrase
 from semboard.i18n.catalogues import Words
 from semboard.i18n.languages import LANGUAGES
 from semboard.mail.events import queue_event
@@ -41,9 +41,9 @@ def _check(title: str, body: str) -> tuple[str, str]:
     title, body = title.strip(), body.strip()
     if not title or not body:
         raise InvalidData("an announcement needs a title and a text")
-    if len(body) > MAX_BODY:
-        raise InvalidData("an announcement's text is limited to %(MAX_BODY)s characters",
-                          MAX_BODY=MAX_BODY)
+    # the title is also a mail's Subject: one line
+    title = require_text(title, what="an announcement's title", one_line=True)
+    body = require_text(body, what="an announcement's text", limit=MAX_BODY)
     return require_fits(title, Announcement.title, "an announcement's title"), body
 
 
@@ -84,10 +84,12 @@ def post(session: Session, *, task: Task, user: User | None, title: str, body: s
 
 def draft(session: Session, *, task: Task, kind: str, now: datetime,
           words: Callable[[Words], tuple[str, str]] | None = None, title: str = "",
-          body: str = "", phase: Phase | None = None) -> Announcement:
+          body: str = "", phase: Phase | None = None,
+          score_phases: Sequence[Phase] = ()) -> Announcement:
     """A draft the site wrote (after a gold correction, deadline change, publication): words
     gives its title and body in a language, the task's own and every other the site speaks
-    (without words: title and body as given, in one language)."""
+    (without words: title and body as given, in one language); score_phases: the phases whose
+    scores or ranks its text lists."""
     own = translations.own_language(task)
     others = {}
     if words is not None:
@@ -98,7 +100,8 @@ def draft(session: Session, *, task: Task, kind: str, now: datetime,
                        status="draft", title=title[:200], body=body[:MAX_BODY],
                        translations={code: {"title": e["title"][:200],
                                             "body": e["body"][:MAX_BODY]}
-                                     for code, e in others.items()} or None, created_at=now)
+                                     for code, e in others.items()} or None, created_at=now,
+                       score_phases=sorted({p.id for p in score_phases}))
     session.add(row)
     session.flush()
     return row
@@ -122,6 +125,13 @@ def send_draft(session: Session, *, announcement: Announcement, user: User | Non
     access.require_organiser(session, user, task)
     if announcement.status == "sent":
         raise InvalidData("this announcement was sent already")
+    hidden = hidden_score_phases(session, announcement)
+    if hidden:
+        names = ", ".join(p.slug for p in hidden)
+        raise Conflict(
+            "this draft lists scores of %(names)s, which its readers may not see until the "
+            "results are published: delete it and write one without them, or send it after "
+            "publishing the results", names=names)
     if title is not None or body is not None:
         announcement.title, announcement.body = _check(
             title if title is not None else announcement.title,
@@ -135,6 +145,31 @@ def send_draft(session: Session, *, announcement: Announcement, user: User | Non
     session.flush()
     queue_event(session, "announcement", announcement_id=announcement.id)
     return announcement
+
+
+def audience(announcement: Announcement) -> Phrase:
+    """Who reads it once sent, in words (the draft form shows it)."""
+    if announcement.phase is not None:
+        return Phrase("the teams of %(phase)s (task page and API; e-mail to those who opted in)",
+                      phase=announcement.phase.name)
+    return Phrase("all teams and the public (task page, API, Atom feed; e-mail to those who "
+                  "opted in)")
+
+
+def score_phases(session: Session, announcement: Announcement) -> list[Phase]:
+    """The phases whose scores or ranks the text lists."""
+    ids = [int(i) for i in announcement.score_phases or ()]
+    if not ids:
+        return []
+    return list(session.scalars(select(Phase).where(Phase.id.in_(ids)).order_by(Phase.id)))
+
+
+def hidden_score_phases(session: Session, announcement: Announcement) -> list[Phase]:
+    """Phases whose scores the text lists and its readers may not see: every reader of an
+    announcement is a participant or the public, who see a board's scores only when anyone
+    may (access.can_view_scores for no one in particular)."""
+    return [p for p in score_phases(session, announcement)
+            if not access.can_view_scores(session, None, p)]
 
 
 def discard(session: Session, *, announcement: Announcement, user: User | None) -> None:
@@ -235,6 +270,7 @@ def to_json(row: Announcement, *, unread: bool | None = None) -> dict[str, Any]:
     """The API's form of an announcement."""
     data = {"id": row.id, "kind": row.kind, "status": row.status, "title": row.title,
             "body": row.body, "phase": row.phase.slug if row.phase else None,
+            "audience": audience(row),
             "created_at": api_time(row.created_at), "sent_at": api_time(row.sent_at)}
     if unread is not None:
         data["unread"] = unread
@@ -282,24 +318,41 @@ def draft_results(session: Session, *, phase: Phase, now: datetime) -> Announcem
 
 def draft_gold_correction(session: Session, *, task: Task, changes: list[Any],
                           now: datetime) -> Announcement | None:
-    """After a gold correction rescored runs: a draft listing each run's changed scores and
-    ranks (changes: scorediff.RunDiff); None when no score moved."""
+    """After a gold correction rescored runs: a draft to all teams listing each run's changed
+    scores and ranks (changes: scorediff.RunDiff) on the boards everyone may see; of a hidden
+    board only how many of its runs moved. None when no score moved."""
+    phases = {p.slug: p for p in session.scalars(select(Phase).where(Phase.task_id == task.id))}
+    shown: list[Any] = []
+    listed: dict[str, Phase] = {}
+    hidden: dict[str, int] = {}
+    for diff in changes:
+        moved = {k: v for k, v in diff.values.items() if v[0] != v[1]}
+        ranks = {k: v for k, v in diff.ranks.items() if v[0] != v[1]}
+        if not moved and not ranks:
+            continue
+        phase = phases[diff.phase]
+        if not access.can_view_scores(session, None, phase):
+            hidden[diff.phase] = hidden.get(diff.phase, 0) + 1
+            continue
+        listed[diff.phase] = phase
+        shown.append((diff, moved, ranks))
+    if not shown and not hidden:
+        return None
+
     def lines(w: Words) -> list[str]:
         out = []
-        for diff in changes:
-            moved = {k: v for k, v in diff.values.items() if v[0] != v[1]}
-            ranks = {k: v for k, v in diff.ranks.items() if v[0] != v[1]}
-            if not moved and not ranks:
-                continue
+        for diff, moved, ranks in shown:
             out.append(f"- {diff.phase} {diff.team} / {diff.run}:")
             out += ["    " + w.gettext("rank %(metric)s", metric=k)
                     + f": {b if b is not None else '-'} -> {a if a is not None else '-'}"
                     for k, (b, a) in ranks.items()]
             out += [f"    {k}: {_num(b)} -> {_num(a)}" for k, (b, a) in moved.items()]
+        out += ["- " + w.ngettext(
+            "%(phase)s: %(num)d run rescored; its scores and ranks stay hidden until the results "
+            "are published",
+            "%(phase)s: %(num)d runs rescored; their scores and ranks stay hidden until the "
+            "results are published", count, phase=slug) for slug, count in hidden.items()]
         return out
-
-    if not lines(ENGLISH):
-        return None
 
     def worded(w: Words) -> tuple[str, str]:
         return (w.gettext("%(task)s: gold corrected, scores updated",
@@ -307,10 +360,8 @@ def draft_gold_correction(session: Session, *, task: Task, changes: list[Any],
                 w.gettext("The gold of this task was corrected and every run rescored. What "
                           "changed:") + "\n\n" + "\n".join(lines(w)))
 
-    return draft(session, task=task, kind="gold-correction", now=now, words=worded)
-
-
-ENGLISH = Words(None)
+    return draft(session, task=task, kind="gold-correction", now=now, words=worded,
+                 score_phases=list(listed.values()))
 
 
 def _num(value: float | None) -> str:

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evaluation.participation import Participation, domain_matches, participation
-from semboard.errors import Forbidden, InvalidData, Phrase
+from semboard.errors import Forbidden, InvalidData, NotFound, Phrase
 from semboard.models import (
     ModelSubmission,
     Phase,
@@ -28,7 +28,7 @@ from semboard.models import (
     TermsAcceptance,
     User,
 )
-from semboard.services.tasks import access, definitions, terms
+from semboard.services.tasks import auditlog, definitions, roles, terms
 
 
 def rules(task: Task) -> Participation:
@@ -61,10 +61,11 @@ def approval_state(session: Session, *, team: Team) -> str | None:
 def decide(session: Session, *, team: Team, state: str, user: User | None,
            now: datetime) -> TeamApproval:
     """Organisers approve or refuse a team (a later decision replaces the earlier one)."""
-    access.require_organiser(session, user, team.task)
+    roles.require_organiser(session, user, team.task)
     if state not in ("approved", "refused"):
         raise InvalidData("a team is approved or refused")
     row = session.scalar(select(TeamApproval).where(TeamApproval.team_id == team.id))
+    previous = row.state if row is not None else "pending"
     if row is None:
         row = TeamApproval(team_id=team.id, state=state, decided_at=now)
         session.add(row)
@@ -72,14 +73,18 @@ def decide(session: Session, *, team: Team, state: str, user: User | None,
     row.decided_at = now
     row.decided_by_id = user.id if user else None
     session.flush()
+    auditlog.record(session, task=team.task, user=user, team=team, action=f"team-{state}",
+                    now=now, reason="the organisers' decision",
+                    details={"summary": f"team {team.name} {state}", "previous": previous})
     return row
 
 
 def require_participant(session: Session, *, task: Task, user: User | None, team: Team | None,
-                        phase: Phase | None = None) -> None:
+                        now: datetime, phase: Phase | None = None) -> None:
     """Forbidden unless the user may receive the task's data or upload to it (organisers and the
-    site's own baseline team pass): domain rules, the team's approval, accepted terms."""
-    if access.is_organiser(session, user, task) or (team is not None and team.is_baseline):
+    site's own baseline team pass): domain rules, the team's approval, accepted terms (the
+    task's, and the phase's own where a phase is named)."""
+    if roles.is_organiser(session, user, task) or (team is not None and team.is_baseline):
         return
     refusal = domain_refusal(task, user)
     if refusal:
@@ -92,14 +97,14 @@ def require_participant(session: Session, *, task: Task, user: User | None, team
         if state == "refused":
             raise Forbidden("the organisers of %(task)s did not approve team %(team)s",
                             task=task.name, team=team.name)
-    terms.require_accepted(session, task=task, user=user, phase=phase)
+    terms.require_accepted(session, task=task, user=user, phase=phase, now=now)
 
 
 def require_domain(session: Session, *, task: Task, user: User) -> None:
     """Forming or joining a team, and accepting terms, are for those whose domain may take
     part (organisers always may)."""
     refusal = domain_refusal(task, user)
-    if refusal and not access.is_organiser(session, user, task):
+    if refusal and not roles.is_organiser(session, user, task):
         raise Forbidden(refusal)
 
 
@@ -120,7 +125,7 @@ def ensure_secret(session: Session, *, task: Task, now: datetime) -> None:
 
 def new_secret(session: Session, *, task: Task, user: User | None, now: datetime) -> str:
     """A new secret link (the old one stops working); organisers only."""
-    access.require_organiser(session, user, task)
+    roles.require_organiser(session, user, task)
     row = session.scalar(select(TaskSecret).where(TaskSecret.task_id == task.id))
     if row is None:
         row = TaskSecret(task_id=task.id, secret="", created_at=now)
@@ -139,7 +144,7 @@ def is_listed(task: Task) -> bool:
 def can_find(session: Session, *, task: Task, user: User | None, key: str | None) -> bool:
     """A listed task: everyone. An unlisted one: its organisers, anyone with a team or an
     acceptance there, and whoever holds the secret link's key."""
-    if is_listed(task) or access.is_organiser(session, user, task):
+    if is_listed(task) or roles.is_organiser(session, user, task):
         return True
     if key:
         secret = task_secret(session, task=task)
@@ -154,23 +159,37 @@ def can_find(session: Session, *, task: Task, user: User | None, key: str | None
     return member is not None or accepted is not None
 
 
-# what a page or API address names, by the argument that names it: a run, a model or a team
-# of an unlisted task is as hidden as the task itself
-_OWNED_BY_TASK: dict[str, type[Run] | type[ModelSubmission] | type[Team]] = {
-    "run_id": Run, "model_id": ModelSubmission, "team_id": Team}
+# what a page or API address names, by the argument that names it, and what a missing one
+# answers: a run, a model or a team of an unlisted task is as hidden as the task itself
+_OWNED_BY_TASK: dict[str, tuple[type[Run] | type[ModelSubmission] | type[Team], Phrase]] = {
+    "run_id": (Run, Phrase("no run %(id)s")),
+    "model_id": (ModelSubmission, Phrase("no model submission %(id)s")),
+    "team_id": (Team, Phrase("no such team"))}
 
 
-def task_in_address(session: Session, args: dict[str, object]) -> Task | None:
-    """The task an address's arguments name (task_name, or a run's, model's or team's id)."""
+def find_address(session: Session, args: dict[str, object], *, user: User | None,
+                 key: str | None) -> tuple[Task | None, NotFound | None]:
+    """The task an address's arguments name (task_name, else a run's, model's or team's id)
+    and None; or, when what they name does not exist or belongs to a task this caller may not
+    find, None and the one NotFound both answer with (hidden and missing look alike, and the
+    answer names only what the address itself names). (None, None): the address names none."""
     name = args.get("task_name")
     if isinstance(name, str):
-        return session.scalar(select(Task).where(Task.name == name))
-    for key, model in _OWNED_BY_TASK.items():
-        ident = args.get(key)
-        if isinstance(ident, int):
-            task_id = session.scalar(select(model.task_id).where(model.id == ident))
-            return session.get(Task, task_id) if task_id is not None else None
-    return None
+        task = session.scalar(select(Task).where(Task.name == name))
+        missing = NotFound("no task called %(name)r", name=name)
+    else:
+        for arg, (model, said) in _OWNED_BY_TASK.items():
+            ident = args.get(arg)
+            if isinstance(ident, int):
+                task_id = session.scalar(select(model.task_id).where(model.id == ident))
+                task = session.get(Task, task_id) if task_id is not None else None
+                missing = NotFound(said.msgid, id=ident)
+                break
+        else:
+            return None, None
+    if task is None or not can_find(session, task=task, user=user, key=key):
+        return None, missing
+    return task, None
 
 
 def listed(session: Session, tasks: list[Task], *, user: User | None) -> list[Task]:

@@ -111,8 +111,8 @@ def get_task(session: Session, name: str) -> Task:
     return task
 
 
-def _check_phase(task: Task, values: dict[str, Any]) -> None:
-    """Raise InvalidData naming the first bad setting."""
+def check_phase(task: Task, values: dict[str, Any]) -> None:
+    """Raise InvalidData naming the first bad setting (a phase added, changed or imported)."""
     slug = values["slug"]
     if not slug or not all(c.isalnum() or c in "-_" for c in slug) or len(slug) > 64:
         raise InvalidData("phase slug %(slug)r: use letters, digits, '-' and '_' only", slug=slug)
@@ -211,7 +211,7 @@ def add_phase(
         accepts=accepts,
         model_settings=model_settings,
     )
-    _check_phase(task, values)
+    check_phase(task, values)
     _check_split_rules(session, task, values, None)
     phase = Phase(task_id=task.id, created_at=now, **values)
     if not insert_unless_refused(session, phase):
@@ -231,7 +231,7 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
     values.update(fields)
     values["track"] = values["track"] or None
     values["split"] = values["split"] or definitions.definition(phase.task).default_split
-    _check_phase(phase.task, values)
+    check_phase(phase.task, values)
     _check_split_rules(session, phase.task, {**values, "results_published_at":
                                              phase.results_published_at}, phase.id)
     # Scores shown against private gold always come with a daily limit.

@@ -38,14 +38,16 @@ def test_gold_is_private_until_released(session, storage, make, now):
     tasks.add_organiser(session, task=task, user=organiser, now=now)
     for viewer in (None, captain):
         with pytest.raises(Forbidden):
-            gold.download_gold(session, storage, task=task, dataset="alpha", viewer=viewer)
+            gold.download_gold(session, storage, task=task, dataset="alpha", now=now,
+                               viewer=viewer)
     name, data = gold.download_gold(session, storage, task=task, dataset="alpha",
-                                    viewer=organiser)
+                                    now=now, viewer=organiser)
     assert name == "STS.gs.alpha.txt" and data
     with pytest.raises(Forbidden):
         gold.release_gold(session, task=task, user=captain, now=now)
     gold.release_gold(session, task=task, user=organiser, now=now)
-    assert gold.download_gold(session, storage, task=task, dataset="alpha", viewer=None)[1] == data
+    assert gold.download_gold(session, storage, task=task, dataset="alpha", now=now,
+                              viewer=None)[1] == data
     gold.release_gold(session, task=task, user=None, now=now + timedelta(days=1))
     assert task.gold_released_by_id == organiser.id and task.gold_released_at == now
 

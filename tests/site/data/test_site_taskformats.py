@@ -73,7 +73,7 @@ def test_single_file_release_uploaded_once_inputs_derived_without_gold(
     phase = make.phase(task)
     team, captain = make.team(task)
     with pytest.raises(Forbidden):
-        gold.download_gold(session, storage, task=task, dataset="stsb", viewer=captain)
+        gold.download_gold(session, storage, task=task, dataset="stsb", now=now, viewer=captain)
     name, data = inputs.download_inputs(session, storage, phase=phase, dataset="stsb",
                                         user=captain, now=now)
     assert name == "sts-test.csv" and b"\t\tS 0\t" in data

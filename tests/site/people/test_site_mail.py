@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
 from email.message import Message
+from email.utils import parsedate_to_datetime
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -136,6 +137,21 @@ def test_password_reset_from_email_link_to_new_login(mail_app, client, inbox, ma
     inbox.wait(2)  # that link was mailed too
     app.config["SEMBOARD_CLOCK"] = lambda: now + timedelta(hours=2, minutes=1)
     assert client.get(f"/reset-password/{token}").status_code == 410
+
+
+def test_every_mail_carries_date_and_message_id(mail_app, client, inbox, make):
+    """RFC 5322 asks for Date and Message-ID; many receivers mark mail without them as spam."""
+    user = make.user("ada@example.org")
+    for _ in range(2):
+        client.post("/forgot-password", data={"email": user.email})
+    sent_after = datetime.now(UTC) - timedelta(minutes=1)
+    messages = inbox.wait(2)
+    ids = [m["Message-ID"] for m in messages]
+    assert all(re.fullmatch(r"<[^<>@\s]+@example\.org>", i or "") for i in ids), ids
+    assert len(set(ids)) == 2
+    for message in messages:
+        when = parsedate_to_datetime(message["Date"])
+        assert when.tzinfo is not None and sent_after <= when <= datetime.now(UTC), when
 
 
 def test_registration_sends_a_verification_link(mail_app, client, inbox, session):

@@ -98,6 +98,15 @@ def test_fallback_choice_and_replacement(session, storage, teams_runs, tiny_data
     assert prepared.board_version(session, phase) != version
     entry = session.scalars(select(AuditEntry).where(AuditEntry.action == "primary-chosen")).one()
     assert entry.run_id == a1.id and entry.user_id == captain_a.id
+    # the run it replaces as primary: the fallback (a2), never the chosen run itself (issue 40)
+    assert (entry.details["previous"], entry.details["previous_chosen"]) == (a2.id, False)
+    primary.choose(session, phase=phase, run=a2, user=captain_a, now=now)
+    primary.choose(session, phase=phase, run=a1, user=captain_a, now=now)
+    session.commit()
+    later = session.scalars(select(AuditEntry).where(AuditEntry.action == "primary-chosen")
+                            .order_by(AuditEntry.id)).all()[1:]
+    assert [(e.details["previous"], e.details["previous_chosen"]) for e in later] == [
+        (a1.id, True), (a2.id, True)]
     # another team's member may not
     with pytest.raises(Forbidden):
         primary.choose(session, phase=phase, run=a2, user=captain_b, now=now)

@@ -191,3 +191,67 @@ def test_the_site_drafts_announcements_for_organisers_to_send(app, client, sessi
     tasks.update_phase(session, eval_phase, max_runs=2)
     session.commit()
     assert len(announcements.drafts(session, task=task, user=None)) == 2
+
+
+def _score_texts(session, run):
+    """Every value of the run's score records as the drafts print it (4 decimals)."""
+    session.refresh(run)
+    return {f"{v:.4f}" for record in run.scores for v in record.flat.values() if v is not None}
+
+
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
+def test_a_gold_correction_never_drafts_hidden_scores(app, client, session, make, now,
+                                                     tiny_data):
+    """Issue 40: on a hidden board the site's draft says that runs were rescored, without their
+    scores or ranks; a public board's are listed. The draft form names its audience, and a draft
+    listing a board's scores cannot be sent once that board is hidden (page or API)."""
+    app.config["SEMBOARD_CLOCK"] = lambda: now
+    task = make.task(with_gold=True)
+    hidden = make.phase(task, "eval", visibility="hidden")
+    team, captain = make.team(task, "A")
+    organiser = make.organiser(task)
+    secret = submissions.submit(session, make.storage, team=team, phase=hidden, user=captain,
+                                name="secret", files=tiny_data.run(seed=1), now=now)
+    gold.release_gold(session, task=task, user=None, now=now)  # a public board beside it
+    session.commit()
+    shown = make.phase(task, "dev", kind="post-evaluation")
+    open_run = submissions.submit(session, make.storage, team=team, phase=shown, user=captain,
+                                  name="open", files=tiny_data.run(seed=2), now=now)
+    session.commit()
+    make.corrected_gold(task)
+    gold.rescore(session, make.storage, task=task, now=now)
+    session.commit()
+    (draft,) = announcements.drafts(session, task=task, user=None)
+    body = draft.body
+    hidden_values = _score_texts(session, secret)
+    assert hidden_values and not {v for v in hidden_values if v in body}, body
+    assert "A / secret" not in body and "eval" in body and "hidden" in body
+    assert "dev A / open:" in body and _score_texts(session, open_run) & set(body.split())
+    # the draft form says who will read it, and whose scores it lists
+    org = make.bearer(organiser)
+    _login(client, organiser)
+    page = client.get("/tasks/tiny/organise/announcements").get_data(as_text=True)
+    assert "To: all teams and the public" in page and "Lists the scores of: dev" in page
+    # dev's board is hidden before the draft goes: sending is refused, nothing is published
+    tasks.update_phase(session, shown, visibility="hidden")
+    session.commit()
+    refused = client.post(f"/api/v1/tasks/tiny/announcements/{draft.id}/send", headers=org,
+                          json={})
+    assert refused.status_code == 409, refused.get_json()
+    assert "dev" in refused.get_json()["error"]
+    edited = client.post(f"/tasks/tiny/organise/announcements/{draft.id}/send",
+                         data={"title": draft.title, "body": draft.body + "\nEdited."})
+    assert edited.status_code == 302
+    session.rollback()
+    assert session.get(Announcement, draft.id).status == "draft"
+    assert client.get("/api/v1/tasks/tiny/announcements").get_json()["announcements"] == []
+    assert client.get("/tasks/tiny/announcements.atom").get_data(as_text=True).count(
+        "<entry>") == 0
+    # once dev's results are published its readers may see them: the draft goes
+    gold.publish_results(session, phase=shown, user=None, now=now)
+    session.commit()
+    sent = client.post(f"/api/v1/tasks/tiny/announcements/{draft.id}/send", headers=org,
+                       json={})
+    assert sent.status_code == 200 and sent.get_json()["status"] == "sent"

@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from evaluation import TaskDefinitionError, parse_task
 from evaluation.participation import participation
+from semboard.clock import utcnow
 from semboard.models import Team, TermsAcceptance, TermsVersion
 from semboard.services.data import gold, inputs
 from semboard.services.tasks import tasks, terms
@@ -146,7 +147,7 @@ def test_pages_send_to_the_terms_and_accepting_there_serves_the_data(client, gat
     assert "Do not redistribute the test inputs." in page and "Runs stay private." in page
     assert "not accepted" in page
     digests = [v.digest for v in terms.in_force(session, task=gated["task"],
-                                                phase=gated["phase"])]
+                                                phase=gated["phase"], now=NOW)]
     session.rollback()
     done = client.post("/tasks/tiny/terms", data={"digest": digests, "next": "/tasks/tiny/submit"})
     assert done.status_code == 302 and done.headers["Location"].endswith("/tasks/tiny/submit")
@@ -201,10 +202,12 @@ def test_reloading_an_unchanged_definition_keeps_the_organisers_text(gated, sess
     task = gated["task"]
     terms.set_terms(session, task=task, phase=None, text="Organiser's text", user=None, now=NOW)
     tasks.load_task(session, parse_task(task.definition_text), now=NOW + timedelta(hours=1))
-    assert terms.current(session, task=task).text == "Organiser's text"
+    later = NOW + timedelta(hours=1)
+    assert terms.current(session, task=task, now=later).text == "Organiser's text"
     changed = task.definition_text.replace("research only", "research and teaching")
     tasks.load_task(session, parse_task(changed), now=NOW + timedelta(hours=2))
-    assert "research and teaching" in terms.current(session, task=task).text
+    assert "research and teaching" in terms.current(session, task=task,
+                                                     now=NOW + timedelta(hours=2)).text
     assert session.scalar(select(TermsVersion.source).order_by(TermsVersion.id.desc()).limit(1)
                           ) == "definition"
 
@@ -314,7 +317,7 @@ def test_unlisted_task_is_reachable_only_by_its_link(client, unlisted, session):
     assert client.get("/tasks/tiny?key=" + key).status_code == 200
     assert client.get("/tasks/tiny/terms").status_code == 200
     task = tasks.get_task(session, "tiny")
-    digests = [v.digest for v in terms.in_force(session, task=task)]
+    digests = [v.digest for v in terms.in_force(session, task=task, now=NOW)]
     session.rollback()
     assert client.post("/tasks/tiny/terms", data={"digest": digests}).status_code == 302
     # accepting made the stranger a participant: the API finds the task without a key now
@@ -331,7 +334,7 @@ def test_flask_commands_set_terms_export_acceptances_announce_and_link(app, gate
     changed = runner.invoke(args=["task", "terms", "tiny", "--file", str(text)])
     assert changed.exit_code == 0 and "version " in changed.output
     session.rollback()
-    assert terms.current(session, task=gated["task"]).text == "New terms."
+    assert terms.current(session, task=gated["task"], now=utcnow()).text == "New terms."
     terms.accept(session, task=gated["task"], user=gated["a"], client="api", now=NOW)
     session.commit()
     exported = runner.invoke(args=["task", "acceptances", "tiny"])
