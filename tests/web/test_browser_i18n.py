@@ -1,6 +1,7 @@
-"""The Arabic site in chromium: pages computed right to left, a board line with an Arabic team
-name keeping rank, name and score in their visual order, axe-core clean at 1,366 and 390 px;
-screenshots for docs/screenshots/ (SEMBOARD_SCREENSHOTS=docs/screenshots to refresh them)."""
+"""The Arabic site in chromium at 1,366 and 390 px: pages computed right to left with nothing
+scrolling sideways, every team, run and task name in a <bdi>, a board line with an Arabic team
+name keeping rank, name and score in their visual order, axe-core clean; screenshots for
+docs/screenshots/ (SEMBOARD_SCREENSHOTS=docs/screenshots to refresh them, docs/TRANSLATING.md)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,6 @@ LINE = """(team) => {
   return {
     html: getComputedStyle(document.documentElement).direction,
     table: getComputedStyle(row).direction,
-    name: row.querySelector('td.team bdi').getAttribute('dir') || 'isolated',
     team: box(row.querySelector('td.team')), run: box(row.querySelector('td.run')),
     score: box(score), value: {left: r.left, right: r.right, text: score.firstChild.textContent},
     rank: {...box(score.querySelector('.rank-of')),
@@ -57,6 +57,13 @@ PAGE = """() => ({
   overflow: document.documentElement.scrollWidth - window.innerWidth,
   brand: document.querySelector('header .brand').getBoundingClientRect().right,
   width: window.innerWidth,
+  // user-written names outside a <bdi>: board cells (team, run) and task titles on the list
+  unisolated: [...document.querySelectorAll(
+      '#leaderboard td.team .name, #leaderboard td.run a, main h2 > a[href^="/tasks/"]')]
+    .filter(el => !el.querySelector(':scope > bdi') && el.textContent.trim())
+    .map(el => el.textContent.trim()),
+  names: document.querySelectorAll('#leaderboard td.team bdi, #leaderboard td.run bdi').length,
+  rows: document.querySelectorAll('#leaderboard tbody tr').length,
 })"""
 
 
@@ -113,9 +120,13 @@ def test_arabic_pages_read_right_to_left(tmp_path, demo_template) -> None:
     assert found == [], "\n".join(map(str, found))
     for where, seen in measured.items():
         assert seen["direction"] == "rtl" and seen["lang"] == "ar", (where, seen)
-        assert seen["overflow"] <= 0, (where, seen)
+        assert seen["overflow"] <= 0, (where, seen)  # nothing scrolls sideways
+        assert seen["unisolated"] == [], (where, seen)
         # the site's name starts the header from the right-hand edge
         assert seen["brand"] > seen["width"] / 2, (where, seen)
+    for width in VIEWPORTS:  # every line of the board names its team and run in a <bdi>
+        board = measured[f"{BOARD} {width}"]
+        assert board["rows"] >= 2 and board["names"] == 2 * board["rows"], board
     line = lines["1366"]
     assert line["html"] == "rtl" and line["table"] == "rtl", line
     assert line["shown"].startswith(ARABIC_TEAM), line

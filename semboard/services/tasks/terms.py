@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from evaluation.participation import participation
 from evaluation.texts import LANGUAGE_TAG
-from semboard.errors import Forbidden, InvalidData
+from semboard.errors import Forbidden, InvalidData, Phrase
 from semboard.exportsafe import csv_cell
 from semboard.i18n.languages import LANGUAGES
 from semboard.mail.events import queue_event
@@ -50,8 +50,9 @@ class TermsRequired(Forbidden):
     def __init__(self, task: Task, pending: list[TermsVersion]) -> None:
         self.task_name = task.name
         self.digests = [v.digest for v in pending]
-        super().__init__(f"accept the terms of {task.name} first: read them at "
-                         f"/tasks/{task.name}/terms (or run `semboard accept {task.name}`)")
+        super().__init__(Phrase("accept the terms of %(task)s first: read them at "
+                                "/tasks/%(task)s/terms (or run `semboard accept %(task)s`)",
+                                task=task.name))
 
     def to_dict(self) -> dict[str, object]:
         """JSON form: the message, where to read the terms and where to accept them."""

@@ -332,6 +332,15 @@ def test_task_texts_follow_the_reader_and_acceptance_records_the_language(
     assert "<h1><bdi>Tarea diminuta</bdi></h1>" in spanish and "Una tarea de prueba." in spanish
     arabic = client.get("/tasks/tiny", headers={"Accept-Language": "ar"}).get_data(as_text=True)
     assert f"<h1><bdi>{task.title}</bdi></h1>" in arabic  # none in Arabic: the task's own
+    # a member who has not accepted them is sent to read them, told so in their language
+    _login(client, world["captains"][0])
+    sent = client.get("/tasks/tiny/submit", headers={"Accept-Language": "es"})
+    assert sent.status_code == 302 and "/tasks/tiny/terms" in sent.headers["Location"]
+    flashed = re.findall(r'<li class="flash flash-error">(.*?)</li>', client.get(
+        "/tasks/tiny/terms", headers={"Accept-Language": "es"}).get_data(as_text=True))
+    assert flashed == ["Acepta primero las condiciones de tiny: léelas en /tasks/tiny/terms "
+                       "(o ejecuta `semboard accept tiny`)"], flashed
+    client.post("/logout")
     user = make.user()
     _login(client, user)
     page = client.get("/tasks/tiny/terms", headers={"Accept-Language": "es"}
