@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from flask import Flask, current_app, g, has_request_context, request
+from flask import Flask, current_app, has_request_context, request
 from flask_babel import get_locale
 from flask_login import current_user
 
@@ -17,7 +17,6 @@ from semboard.i18n import catalogues, vocabulary
 from semboard.i18n.languages import COOKIE, LANGUAGES, SOURCE, choose, direction, known
 
 DEFAULT_SETTING = "SEMBOARD_LANGUAGE"
-NO_DATABASE = "semboard_no_database"  # set on flask.g by without_database()
 
 
 def english_only() -> bool:
@@ -32,17 +31,9 @@ def select_language() -> str:
     """Flask-Babel's locale selector: account, cookie, Accept-Language, the site's default."""
     if english_only():
         return SOURCE
-    # the database unreachable: the account's choice cannot be read (the 503 page still
-    # follows the cookie and the browser)
-    account = None if g.get(NO_DATABASE) else getattr(current_user, "language", None)
-    return choose(account=account,
+    return choose(account=getattr(current_user, "language", None),
                   cookie=request.cookies.get(COOKIE), accepted=request.accept_languages,
                   default=current_app.config.get(DEFAULT_SETTING) or SOURCE)
-
-
-def without_database() -> None:
-    """This request's language from here on asks no account (the database is unreachable)."""
-    g.setdefault(NO_DATABASE, True)
 
 
 def select_timezone() -> str:
