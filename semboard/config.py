@@ -32,6 +32,9 @@ class Limits:
     reset_requests_per_address_per_hour: int = 10
     # Paired comparisons one account may request per hour.
     comparisons_per_hour: int = 30
+    # Questions one account may ask a task's organisers per hour, and replies it may post.
+    questions_per_hour: int = 10
+    replies_per_hour: int = 30
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Limits:
@@ -70,6 +73,8 @@ LIMIT_MEANINGS = {
     "resets_per_hour": "reset mails asked for one e-mail address per hour",
     "reset_requests_per_address_per_hour": "reset mails asked from one client address per hour",
     "comparisons_per_hour": "paired comparisons one account may request per hour",
+    "questions_per_hour": "questions one account may ask per hour (all tasks)",
+    "replies_per_hour": "replies to questions one account may post per hour (all tasks)",
 }
 
 # The one list of variables: from_environ reads these, README's configuration table is
@@ -163,8 +168,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SEMBOARD_INSECURE_COOKIES", str, "off",
             "`1` lets session cookies travel over plain HTTP (local development only)",
             in_app_config=False),
+    Setting("SEMBOARD_WEBHOOK_ALLOW_PRIVATE", str, "off",
+            "`1`: organisers' webhooks may point at loopback, private, link-local or reserved "
+            "addresses (a chat server on your own network); off, such targets are refused "
+            "(docs/SECURITY.md, server-side request forgery)"),
     Setting("SEMBOARD_SCHEDULE_SECONDS", str, "60",
-            "how often each web process publishes due boards and releases due gold; `0` "
+            "how often each web process publishes due boards and releases due gold, raises "
+            "queue alerts, retries webhook deliveries and recomputes changed analytics; `0` "
             "turns it off (then run `flask schedule tick` from cron)", in_app_config=False),
     Setting("SEMBOARD_BASELINES_QUEUE", str, "off",
             "`1`: `flask baselines run` enqueues on the `baselines` queue instead of running "

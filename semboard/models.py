@@ -22,6 +22,7 @@ from sqlalchemy import (
     UniqueConstraint,
     and_,
     event,
+    false,
     text,
     true,
 )
@@ -253,6 +254,10 @@ class Phase(Base):
     # site's SEMBOARD_SCORE_IN_REQUEST_PAIRS, which is also the most a phase can set
     # (services.runs.request_scoring)
     score_in_request_pairs: Mapped[int | None] = mapped_column(Integer)
+    # the entry deadline (issue 44): after it, only teams formed, members joined and terms
+    # accepted by then may upload to the phase (services.runs.admission.entry); None: no such
+    # date. Before the close (services.tasks.tasks checks it: no CHECK, phase is never rebuilt)
+    entry_deadline: Mapped[datetime | None]
 
     task: Mapped[Task] = relationship(back_populates="phases")
 
@@ -549,6 +554,9 @@ class UploadLog(Base):
     filenames: Mapped[list[Any]] = mapped_column(default=list)
     total_bytes: Mapped[int] = mapped_column(BYTES, default=0)
     created_at: Mapped[datetime]
+    # a refusal's class (admission.REFUSAL_REASONS: "invalid", "deadline", ...), for the
+    # organisers' analytics; None for accepted uploads and refusals logged before issue 44
+    reason: Mapped[str | None] = mapped_column(String(32))
 
     team: Mapped[Team | None] = relationship()
     user: Mapped[User | None] = relationship()
@@ -962,6 +970,8 @@ class TeamApproval(Base):
     state: Mapped[str] = mapped_column(String(10))
     decided_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
     decided_at: Mapped[datetime]
+    # what the organisers told the team (shown on the task page and mailed with the decision)
+    reason: Mapped[str | None] = mapped_column(Text)
 
 
 class Announcement(Base):
@@ -995,6 +1005,16 @@ class Announcement(Base):
     sent_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
     sent_at: Mapped[datetime | None]
     score_phases: Mapped[list[Any]] = mapped_column(default=list, server_default="[]")
+    # critical (deadlines, gold corrections, rule changes): mailed to every participant,
+    # whatever their opt-in (the terms page says so); others only to those who opted in
+    critical: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # a sent announcement edited (its earlier texts kept: AnnouncementRevision) or withdrawn
+    # (hidden from readers, kept for the organisers). No foreign keys on the added columns:
+    # SQLite adds no named constraint to an existing table, and announcement is never rebuilt
+    edited_at: Mapped[datetime | None]
+    withdrawn_at: Mapped[datetime | None]
+    withdrawn_by_id: Mapped[int | None] = mapped_column(Integer)
+    withdraw_reason: Mapped[str | None] = mapped_column(Text)
 
     phase: Mapped[Phase | None] = relationship()
 
@@ -1022,6 +1042,176 @@ class AnnouncementOptIn(Base):
     task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
     user_id: Mapped[int] = mapped_column(ForeignKey("user_account.id", ondelete="CASCADE"))
     created_at: Mapped[datetime]
+
+
+# ----------------------------------------------------------------------------- issue 44
+# The organiser's cockpit: notification channels and their delivery log, questions and answers,
+# announcement revisions, queue alerts and stored analytics. A task dump includes
+# AnnouncementRevision, NotificationChannel, Question, QuestionReply and QueueWatch; the
+# delivery log, raised alerts and analytics are derived and left out.
+
+CHANNEL_KINDS = ("webhook", "chat", "mail")
+DELIVERY_STATUSES = ("pending", "sent", "failed")
+QUESTION_VISIBILITIES = ("public", "private")
+QUEUE_ALERT_KINDS = ("wait", "run")
+
+
+class AnnouncementRevision(Base):
+    """The text a sent announcement had before an organiser edited it (one row per edit)."""
+
+    __tablename__ = "announcement_revision"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    announcement_id: Mapped[int] = mapped_column(
+        ForeignKey("announcement.id", ondelete="CASCADE"), index=True)
+    title: Mapped[str] = mapped_column(String(200))
+    body: Mapped[str] = mapped_column(Text)
+    edited_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    edited_at: Mapped[datetime]
+
+
+class NotificationChannel(Base):
+    """Where a task's events go besides participants' mail: a signed webhook, a chat webhook
+    (Slack/Mattermost `{"text": ...}`) or a mail address; `events`: the kinds it takes.
+
+    `secret` signs webhook bodies (HMAC-SHA256); it is shown once, then only its last four
+    characters (services.tasks.channels)."""
+
+    __tablename__ = "notification_channel"
+    __table_args__ = (CheckConstraint(_in("kind", CHANNEL_KINDS), name="kind"),
+                      Index(None, "task_id"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(10))
+    name: Mapped[str] = mapped_column(String(120))
+    target: Mapped[str] = mapped_column(String(2000))
+    secret: Mapped[str | None] = mapped_column(String(128))
+    events: Mapped[list[Any]] = mapped_column(default=list)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    created_at: Mapped[datetime]
+    disabled_at: Mapped[datetime | None]
+
+
+class NotificationDelivery(Base):
+    """One event's delivery to one channel (the delivery log): its body as sent, each attempt's
+    outcome, and when the next retry is due (backoff); written in the transaction that made
+    the event, so a rolled-back change sends nothing."""
+
+    __tablename__ = "notification_delivery"
+    __table_args__ = (CheckConstraint(_in("status", DELIVERY_STATUSES), name="status"),
+                      Index(None, "status", "next_attempt_at"),
+                      Index(None, "channel_id", "created_at"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    channel_id: Mapped[int] = mapped_column(
+        ForeignKey("notification_channel.id", ondelete="CASCADE"))
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    event: Mapped[str] = mapped_column(String(40))
+    body: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(10), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime]
+    last_status: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime]
+    delivered_at: Mapped[datetime | None]
+
+
+class Question(Base):
+    """A participant's question to a task's organisers: public (everyone reads it and its
+    answers) or private (the asker and the organisers) until published; an FAQ entry is
+    listed first; hidden ones are the organisers' only, locked ones take no more replies."""
+
+    __tablename__ = "question"
+    __table_args__ = (CheckConstraint(_in("visibility", QUESTION_VISIBILITIES),
+                                      name="visibility"),
+                      Index(None, "task_id", "updated_at"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    title: Mapped[str] = mapped_column(String(200))
+    body: Mapped[str] = mapped_column(Text)
+    visibility: Mapped[str] = mapped_column(String(8))
+    is_faq: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    answered_at: Mapped[datetime | None]
+    published_at: Mapped[datetime | None]
+    hidden_at: Mapped[datetime | None]
+    locked_at: Mapped[datetime | None]
+
+    user: Mapped[User | None] = relationship()
+    replies: Mapped[list[QuestionReply]] = relationship(
+        back_populates="question", order_by="QuestionReply.id", cascade="all, delete-orphan")
+
+
+class QuestionReply(Base):
+    """An answer (an organiser's) or a follow-up (the asker's, or on a public question any
+    participant's) to a question."""
+
+    __tablename__ = "question_reply"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    question_id: Mapped[int] = mapped_column(ForeignKey("question.id", ondelete="CASCADE"),
+                                             index=True)
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    body: Mapped[str] = mapped_column(Text)
+    by_organiser: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime]
+    hidden_at: Mapped[datetime | None]
+
+    question: Mapped[Question] = relationship(back_populates="replies")
+    user: Mapped[User | None] = relationship()
+
+
+class QueueWatch(Base):
+    """A task's queue alerts: a job waiting or running longer than these minutes raises one
+    alert (checked by the schedule ticker), as an announcement draft, mail to the organisers
+    and the task's channels (the `queue_alert` event)."""
+
+    __tablename__ = "queue_watch"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"), unique=True)
+    wait_minutes: Mapped[int | None] = mapped_column(Integer)
+    run_minutes: Mapped[int | None] = mapped_column(Integer)
+    draft_announcement: Mapped[bool] = mapped_column(Boolean, default=False)
+    mail_organisers: Mapped[bool] = mapped_column(Boolean, default=True)
+    updated_at: Mapped[datetime]
+
+
+class QueueAlert(Base):
+    """One alert raised for a job (subject "run:ID" or "model:ID") waiting or running too long:
+    raised once per job and kind."""
+
+    __tablename__ = "queue_alert"
+    __table_args__ = (UniqueConstraint("task_id", "subject", "kind"),
+                      CheckConstraint(_in("kind", QUEUE_ALERT_KINDS), name="kind"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"))
+    subject: Mapped[str] = mapped_column(String(40))
+    kind: Mapped[str] = mapped_column(String(8))
+    minutes: Mapped[int] = mapped_column(Integer)
+    summary: Mapped[str] = mapped_column(Text)
+    raised_at: Mapped[datetime]
+
+
+class TaskAnalytics(Base):
+    """A task's analytics as the last job computed them (services.boards.analytics): pages and
+    downloads read this one row, whatever the number of runs. `stamp` names what they were
+    computed from, so a job recomputes only a changed task."""
+
+    __tablename__ = "task_analytics"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("task.id", ondelete="CASCADE"), unique=True)
+    stamp: Mapped[str] = mapped_column(String(64))
+    data: Mapped[dict[str, Any]] = mapped_column()
+    computed_at: Mapped[datetime]
+    elapsed_ms: Mapped[int] = mapped_column(Integer)
 
 
 # ----------------------------------------------------------------------------- board changes

@@ -14,11 +14,16 @@ PACKAGE = Path(__file__).resolve().parent.parent / "semboard"
 
 # layer -> what it must never import
 FORBIDDEN = {
+    # services record events (notify.events) and check targets (notify.targets); sending is
+    # the bus's consumers' (mail.delivery, notify.bus/channels/webhooks), off the request
     "semboard.services": ("semboard.jobs", "semboard.views", "semboard.api", "semboard.cli",
-                          "semboard.web", "semboard.mail.delivery"),
+                          "semboard.web", "semboard.mail.delivery", "semboard.notify.bus",
+                          "semboard.notify.channels", "semboard.notify.webhooks"),
     "semboard.jobs": ("semboard.views", "semboard.api", "semboard.cli", "semboard.web"),
     "semboard.mail": ("semboard.services", "semboard.jobs", "semboard.views", "semboard.api",
                       "semboard.cli"),
+    "semboard.notify": ("semboard.services", "semboard.jobs", "semboard.views", "semboard.api",
+                        "semboard.cli", "semboard.web"),
     "semboard.web": ("semboard.views", "semboard.api", "semboard.cli", "semboard.jobs"),
     "semboard.views": ("semboard.api", "semboard.cli"),
     "semboard.api": ("semboard.views", "semboard.cli"),

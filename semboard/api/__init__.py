@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
+from semboard.api import cockpit as cockpit_routes  # noqa: F401  (its routes join `routes.bp`)
 from semboard.api import models as model_routes  # noqa: F401  (its routes join `routes.bp`)
 from semboard.api import participant, routes, worker
 from semboard.api import participation as participation_routes  # noqa: F401  (joins `routes.bp`)

@@ -41,7 +41,9 @@ SCHEMAS: dict[str, Any] = {
                    "results_published": BOOL},
                   {"model_settings": {"type": ["object", "null"]},
                    "score_in_request_pairs": {"type": ["integer", "null"]},
-                   "scored_in_request_up_to": INT}),
+                   "scored_in_request_up_to": INT,
+                   # teams formed and terms accepted by then may upload after it (issue 44)
+                   "entry_deadline": NULL_TIME, "entry_open": BOOL}),
     "Task": _obj({"name": STR, "title": STR, "gold_released": BOOL,
                   "phases": {"type": "array", "items": _ref("Phase")}},
                  {"description": STR,
@@ -64,7 +66,8 @@ SCHEMAS: dict[str, Any] = {
                    "scheduled": {"type": "array", "items": _ref("TermsVersion")}},
                   {"license": {"type": ["string", "null"]}, "license_is_spdx": BOOL,
                    "citation": {"type": ["string", "null"]},
-                   "terms_document_url": {"type": ["string", "null"]}}),
+                   "terms_document_url": {"type": ["string", "null"]},
+                    "mail_statement": STR}),
     # one version as its caller stands with it; covered_until: not accepted, but the text it
     # replaced was and its grace period runs until then (issue 40)
     "TermsVersion": _obj({"phase": {"type": ["string", "null"]}, "digest": STR, "text": STR,
@@ -78,14 +81,56 @@ SCHEMAS: dict[str, Any] = {
                                         "phase": {"type": ["string", "null"]}, "digest": STR,
                                         "client": {"enum": ["web", "api", "cli"]},
                                         "accepted_at": TIME, "current": BOOL})}}),
-    "Approval": _obj({"team": STR, "state": {"enum": ["approved", "refused"]}}),
+    "Approval": _obj({"team": STR, "state": {"enum": ["approved", "refused"]}},
+                     {"reason": STR}),
     "Announcement": _obj({"id": INT, "kind": STR, "status": {"enum": ["draft", "sent"]},
                           "title": STR, "body": STR, "phase": {"type": ["string", "null"]},
                           "audience": STR, "created_at": TIME, "sent_at": NULL_TIME},
-                         {"unread": BOOL}),
+                         {"unread": BOOL, "critical": BOOL, "edited_at": NULL_TIME,
+                          "withdrawn_at": NULL_TIME,
+                          "withdraw_reason": {"type": ["string", "null"]},
+                          "revisions": {"type": "array", "items": _obj(
+                              {"title": STR, "body": STR, "edited_at": TIME})}}),
     "AnnouncementList": _obj({"task": STR, "announcements": {
         "type": "array", "items": _ref("Announcement")}}),
     "TaskList": _obj({"tasks": {"type": "array", "items": _ref("Task")}}),
+    # the organiser's cockpit (issue 44)
+    "AlertSettings": _obj({"wait_minutes": {"type": ["integer", "null"]},
+                           "run_minutes": {"type": ["integer", "null"]},
+                           "draft_announcement": BOOL, "mail_organisers": BOOL}),
+    "Queue": _obj({"task": STR, "now": TIME, "counts": {"type": "object"},
+                   "failed_by_type": _obj({"models": {"type": "object"},
+                                           "runs": {"type": "object"}}),
+                   "waiting_runs": {"type": "array"}, "queued_models": {"type": "array"},
+                   "running_models": {"type": "array"}, "failed_models": {"type": "array"},
+                   "error_runs": {"type": "array"}, "workers": {"type": "array"},
+                   "watch": _ref("AlertSettings"), "alerts": {"type": "array"}}),
+    "Analytics": _obj({"task": STR, "computed_at": TIME, "uploads_by_day": {"type": "array"},
+                       "refusals_by_day": {"type": "array"},
+                       "refusals_by_reason": {"type": "array"},
+                       "active_teams": {"type": "array"}, "best_scores": {"type": "array"},
+                       "scoring_times": {"type": "array"}, "model_times": {"type": "array"}},
+                      {"elapsed_ms": INT, "computed_for": TIME}),
+    "Accepted": _obj({"task": STR, "status": STR}),
+    "Channel": _obj({"id": INT, "kind": {"enum": ["webhook", "chat", "mail"]}, "name": STR,
+                     "target": STR, "secret": {"type": ["string", "null"]},
+                     "events": {"type": "array", "items": STR}, "created_at": TIME,
+                     "removed_at": NULL_TIME}),
+    "ChannelList": _obj({"task": STR, "channels": {"type": "array", "items": _ref("Channel")},
+                         "deliveries": {"type": "array", "items": _obj(
+                             {"id": INT, "channel_id": INT, "event": STR,
+                              "status": {"enum": ["pending", "sent", "failed"]},
+                              "attempts": INT, "created_at": TIME})}}),
+    "Question": _obj({"id": INT, "title": STR, "body": STR,
+                      "visibility": {"enum": ["public", "private"]}, "published": BOOL,
+                      "faq": BOOL, "locked": BOOL, "hidden": BOOL,
+                      "asker": {"type": ["string", "null"]}, "created_at": TIME,
+                      "updated_at": TIME, "answered_at": NULL_TIME},
+                     {"replies": {"type": "array", "items": _obj(
+                         {"id": INT, "body": STR, "by_organiser": BOOL, "hidden": BOOL,
+                          "author": {"type": ["string", "null"]}, "created_at": TIME})}}),
+    "QuestionList": _obj({"task": STR, "questions": {"type": "array",
+                                                     "items": _ref("Question")}}),
     "Run": _obj({"id": INT, "task": STR, "phase": STR, "team": STR, "name": STR,
                  "status": {"enum": ["received", "valid", "scored", "error"]}, "current": BOOL,
                  "late": BOOL, "post_deadline_fix": BOOL, "baseline": BOOL,
@@ -274,6 +319,73 @@ def _terms_accept_op(path: str) -> dict[str, Any]:
     return operation
 
 
+def _cockpit_paths(t: str) -> dict[str, dict[str, Any]]:
+    """The organiser's cockpit, questions, and corrections of sent announcements (issue 44)."""
+    q = f"{t}/questions/{{question_id}}"
+    a = f"{t}/announcements/{{announcement_id}}"
+    organisers = ("401", "403", "404")
+    return {
+        f"{t}/queue": {"get": _op(
+            f"{t}/queue", "The task's queue (organisers): runs waiting for a score, models "
+            "queued, running, failed (by class) and slow, with ages and workers; the alert "
+            "settings and the alerts raised", _json("Queue"), errors=organisers)},
+        f"{t}/queue/alerts": {"post": _op(
+            f"{t}/queue/alerts", "Set when a waiting or running job raises an alert "
+            "(minutes; null: none) and where alerts go (organisers)", _json("AlertSettings"),
+            body=_fields(wait_minutes={"type": ["integer", "null"]},
+                         run_minutes={"type": ["integer", "null"]}, draft_announcement=BOOL,
+                         mail_organisers=BOOL), errors=("401", "403", "404", "422"))},
+        f"{t}/analytics": {"get": _op(
+            f"{t}/analytics", "The task's analytics as the last job computed them "
+            "(organisers; ?format=csv for one long CSV table; 404 until first computed)",
+            _json("Analytics"), query={"format": "csv for CSV"}, errors=organisers)},
+        f"{t}/analytics/refresh": {"post": _op(
+            f"{t}/analytics/refresh", "Have the analytics computed off the request "
+            "(organisers)", _json("Accepted", "Computing"), status="202", errors=organisers)},
+        f"{t}/channels": {
+            "get": _op(f"{t}/channels", "The task's notification channels (targets masked, "
+                       "secrets' last four) and the newest deliveries (organisers)",
+                       _json("ChannelList"), errors=organisers),
+            "post": _op(f"{t}/channels", "Add a channel: kind webhook (signed JSON), chat "
+                        "(Slack/Mattermost {\"text\"}) or mail; a URL must be http(s) on a "
+                        "public address. A webhook's signing secret is in the answer, this "
+                        "once", _json("Channel", "Added"), status="201",
+                        body=_fields(kind=STR, name=STR, target=STR,
+                                     events={"type": "array", "items": STR}),
+                        errors=("401", "403", "404", "422"))},
+        f"{t}/channels/{{channel_id}}": {"delete": _op(
+            f"{t}/channels/{{channel_id}}", "Stop a channel (its delivery log stays)",
+            _json("Channel"), errors=organisers)},
+        f"{t}/questions": {
+            "get": _op(f"{t}/questions", "The questions I may read, FAQ first, with their "
+                       "replies", _json("QuestionList"), auth=False, errors=("404",)),
+            "post": _op(f"{t}/questions", "Ask the organisers (visibility public or private; "
+                        "rate-limited)", _json("Question", "Asked"), status="201",
+                        body=_fields(title=STR, body=STR, visibility=STR),
+                        errors=("401", "403", "404", "422", "429"))},
+        q: {"get": _op(q, "A question I may read, with its replies", _json("Question"),
+                       auth=False, errors=("404",))},
+        f"{q}/replies": {"post": _op(
+            f"{q}/replies", "Answer (organisers) or reply (the asker; anyone on a public, "
+            "unlocked question)", _json("Question", "Replied"), status="201",
+            body=_fields(body=STR), errors=("401", "403", "404", "422", "429"))},
+        f"{q}/moderate": {"post": _op(
+            f"{q}/moderate", "Organisers: publish, unpublish, faq, unfaq, hide, unhide, lock "
+            "or unlock", _json("Question"), body=_fields(action=STR),
+            errors=("401", "403", "404", "422"))},
+        a: {method: _op(a, "Correct a sent announcement (organisers; the text before is "
+                        "kept, readers see it was edited; notify=true mails the correction; "
+                        "409 while it lists scores its readers may not see)",
+                        _json("Announcement"), body=_fields(title=STR, body=STR, notify=BOOL),
+                        errors=("401", "403", "404", "409", "422"))
+            for method in ("put", "patch")},
+        f"{a}/withdraw": {"post": _op(
+            f"{a}/withdraw", "Withdraw a sent announcement (organisers; hidden from its "
+            "readers, kept for the organisers)", _json("Announcement"),
+            body=_fields(optional=True, reason=STR), errors=("401", "403", "404", "422"))},
+    }
+
+
 def _paths() -> dict[str, dict[str, Any]]:
     t = "/tasks/{task_name}"
     upload = {"required": True, "content": {"multipart/form-data": {"schema": {
@@ -428,7 +540,8 @@ def _paths() -> dict[str, dict[str, Any]]:
             query={"format": "csv for CSV"}, errors=("401", "403", "404"))},
         f"{t}/teams/{{team_id}}/approval": {"post": _op(
             f"{t}/teams/{{team_id}}/approval", "Approve or refuse a team (organisers, where "
-            "the task asks for approval)", _json("Approval"), body=_fields(state=STR),
+            "the task asks for approval); its members are mailed the decision and the reason",
+            _json("Approval"), body=_fields(state=STR, reason=STR),
             errors=("401", "403", "404", "422"))},
         f"{t}/announcements": {
             "get": _op(f"{t}/announcements", "Announcements I may read (unread marked with a "
@@ -437,10 +550,13 @@ def _paths() -> dict[str, dict[str, Any]]:
                        errors=("401", "403", "404")),
             "post": _op(f"{t}/announcements", "Post an announcement (organisers; to one "
                         "phase's teams with phase; send=false keeps a draft); mail goes to "
-                        "those who opted in", _json("Announcement", "Created"), status="201",
-                        body=_fields(title=STR, body=STR, phase=STR, send=BOOL),
+                        "those who opted in, or (critical=true: deadlines, gold corrections, "
+                        "rule changes) to every participant", _json("Announcement", "Created"),
+                        status="201",
+                        body=_fields(title=STR, body=STR, phase=STR, send=BOOL, critical=BOOL),
                         errors=("401", "403", "404", "422")),
         },
+        **_cockpit_paths(t),
         f"{t}/announcements/{{announcement_id}}/send": {"post": _op(
             f"{t}/announcements/{{announcement_id}}/send", "Send a draft (organisers; title "
             "and body replace the draft's; 409 while it lists scores its readers may not see)",

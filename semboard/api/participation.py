@@ -48,6 +48,7 @@ def show_terms(task_name: str) -> Any:
                     "versions": [s.to_json() for s in live],
                     "scheduled": [s.to_json() for s in ahead],
                     "accepted": all(s.accepted for s in live),
+                    "mail_statement": announcements.MAIL_STATEMENT,
                     "terms_url": url_for("web.terms_page", task_name=task.name, _external=True),
                     "terms_document_url": rules.terms_url or None})
 
@@ -93,7 +94,8 @@ def list_acceptances(task_name: str) -> Any:
 
 @bp.post("/tasks/<task_name>/teams/<int:team_id>/approval")
 def decide_team(task_name: str, team_id: int) -> Any:
-    """Approve or refuse a team (organisers; JSON {"state": "approved"|"refused"})."""
+    """Approve or refuse a team (organisers; JSON {"state": "approved"|"refused", "reason": ...});
+    the team's members are mailed the decision."""
     user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
@@ -104,9 +106,10 @@ def decide_team(task_name: str, team_id: int) -> Any:
     body = request.get_json(silent=True)
     body = body if isinstance(body, dict) else {}
     row = participation.decide(session, team=team, state=str(body.get("state", "")), user=user,
-                               now=request_now())
+                               now=request_now(), reason=str(body.get("reason") or ""))
     session.commit()
-    return jsonify({"team": team.name, "state": row.state})
+    return jsonify({"team": team.name, "state": row.state,
+                    **({"reason": row.reason} if row.reason else {})})
 
 
 @bp.get("/tasks/<task_name>/announcements")
@@ -128,7 +131,8 @@ def list_announcements(task_name: str) -> Any:
 
 @bp.post("/tasks/<task_name>/announcements")
 def post_announcement(task_name: str) -> Any:
-    """Post an announcement (organisers; JSON title, body, optional phase, send=false: draft)."""
+    """Post an announcement (organisers; JSON title, body, optional phase, send=false: draft,
+    critical=true: mailed to every participant)."""
     user = require_token_user()
     session = get_session()
     task = tasks.get_task(session, task_name)
@@ -141,7 +145,7 @@ def post_announcement(task_name: str) -> Any:
         session, task=task, user=user, title=str(body.get("title", "")),
         body=str(body.get("body", "")), now=request_now(),
         phase=tasks.get_phase(session, task, str(slug)) if slug else None,
-        send=body.get("send", True) is not False)
+        send=body.get("send", True) is not False, critical=body.get("critical") is True)
     session.commit()
     return jsonify(announcements.to_json(row)), 201
 

@@ -76,6 +76,9 @@ def _phase_json(phase: Phase, now: datetime) -> dict[str, Any]:
         "kind": phase.kind,
         "opens_at": api_time(phase.opens_at),
         "closes_at": api_time(phase.closes_at),
+        # teams formed and terms accepted by then may upload after it (issue 44); None: none
+        "entry_deadline": api_time(phase.entry_deadline),
+        "entry_open": phase.entry_deadline is None or now < phase.entry_deadline,
         "open": phase.state(now) == "open",
         "state": phase.state(now),
         "team_window_hours": phase.team_window_hours,

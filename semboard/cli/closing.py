@@ -7,11 +7,13 @@ from datetime import datetime
 from pathlib import Path
 
 import click
+from flask import current_app
 from flask.cli import AppGroup
 from sqlalchemy.orm import Session
 
 from semboard.cli.core import command_session, gold_cli, results_cli, utc_time
 from semboard.clock import utcnow
+from semboard.jobs import schedule as schedule_jobs
 from semboard.models import Team
 from semboard.services.closing import bundle, descriptions, schedule
 from semboard.services.data import scorediff
@@ -151,7 +153,9 @@ def schedule_set(task_name: str, phase_slug: str, publish_at: str | None,
 
 @schedule_cli.command("tick")
 def schedule_tick() -> None:
-    """Carry out every publication and release that is due (the web workers also do this)."""
+    """Carry out every publication, release and queue alert that is due, send the channels'
+    due deliveries and recompute changed analytics (the web workers also do this)."""
     with command_session() as session:
         for line in schedule.tick(session, now=utcnow()):
             click.echo(line)
+    schedule_jobs.after_tick(current_app._get_current_object())  # type: ignore[attr-defined]

@@ -2,8 +2,10 @@
 
 A commit that changed what a board shows stores that board and schedules its groups; a commit
 that recorded something worth telling (a score, a rejection, gold released, an e-mail link)
-hands its mail to a delivery job. Both are wired here, on the app's own session factories, so
-sessions made outside the app (scripts, tests' own factories) do no hidden work.
+goes through the event bus (notify.bus): its task channels' deliveries are staged before the
+commit, and each consumer (mail, channels) gets a job after it, whether or not SMTP is set.
+Both are wired here, on the app's own session factories, so sessions made outside the app
+(scripts, tests' own factories) do no hidden work.
 """
 
 from __future__ import annotations
@@ -15,16 +17,15 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 from semboard.db import OBSERVERS_KEY
-from semboard.jobs import boards, schedule
-from semboard.jobs import queue as job_queue
-from semboard.mail import delivery, events
+from semboard.jobs import boards, notifications, schedule
+from semboard.notify import bus, events
 
 log = logging.getLogger(__name__)
 
 
 def install(app: Flask) -> None:
     """Register the observers db applies to the app's session factories; start the ticker."""
-    app.extensions[OBSERVERS_KEY] = [_observe_boards, _observe_mail]
+    app.extensions[OBSERVERS_KEY] = [_observe_boards, _observe_events]
     boards.use_host_cache(app)
     schedule.start_configured_ticker(app)
 
@@ -34,27 +35,19 @@ def _observe_boards(factory: sessionmaker[Session], app: Flask, role: str) -> No
         boards.attach(factory, app)
 
 
-def _observe_mail(factory: sessionmaker[Session], app: Flask, role: str) -> None:
-    if not delivery.mail_configured(app):
-        return
+def _observe_events(factory: sessionmaker[Session], app: Flask, role: str) -> None:
+    """The event bus on every session of the app: events noted after each flush, the channels'
+    deliveries staged before the commit, each consumer's job dispatched after it."""
+
+    def before_commit(session: Session) -> None:
+        bus.prepare(session, app)
 
     def after_commit(session: Session) -> None:
-        committed = events.take_events(session)
-        if not committed:
-            return
-        data = delivery.payload(app, committed)
-        try:
-            job_queue.dispatch(app, "semboard.mail.delivery.deliver", data,
-                               queue_name=delivery.QUEUE_NAME,
-                               description=f"mail {len(committed)} event(s)")
-        except job_queue.QueueUnavailable:
-            # Redis down: this process sends the mail, and the request still answers
-            log.warning("Redis unreachable: mail of %d event(s) sent from this process",
-                        len(committed))
-            job_queue.dispatch(app, "semboard.mail.delivery.deliver", data,
-                               queue_name=delivery.QUEUE_NAME, use_queue=False,
-                               description=f"mail {len(committed)} event(s)")
+        work = bus.committed(session, app)
+        if work:
+            notifications.dispatch(app, work)
 
     event.listen(factory, "after_flush", events.collect)
-    event.listen(factory, "after_rollback", events.forget)
+    event.listen(factory, "before_commit", before_commit)
+    event.listen(factory, "after_rollback", bus.forget)
     event.listen(factory, "after_commit", after_commit)

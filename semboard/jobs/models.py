@@ -43,6 +43,7 @@ from semboard.jobs.model_progress import JobReporter
 from semboard.jobs.queue import job_app
 from semboard.jobs.scoring import accept_run
 from semboard.models import InputFile, ModelSubmission, Phase, Team, User
+from semboard.notify.events import queue_event
 from semboard.services.data import inputs
 from semboard.services.models import model_facts, model_queue, model_uploads
 from semboard.services.models import models as model_services
@@ -118,6 +119,8 @@ def fail_abandoned(session: Session, app: Flask, *, now: datetime) -> dict[str, 
             .where(ModelSubmission.id == model_id, ModelSubmission.status == "running",
                    ModelSubmission.attempts == attempts, beat < cutoff)
             .values(**values).execution_options(synchronize_session=False))
+        if result.rowcount == 1 and not again:  # type: ignore[attr-defined]
+            queue_event(session, "job_failed", model_id=model_id)
         session.commit()
         if result.rowcount == 1:  # type: ignore[attr-defined]
             found["requeued" if again else "failed"].append(model_id)
@@ -158,13 +161,16 @@ def finish(session: Session, row: ModelSubmission, status: str, *, now: datetime
     cancelled or re-queued model is left as the organiser or the sweep made it."""
     session.rollback()
     begin_write(session)
-    session.execute(
+    ended = session.execute(
         update(ModelSubmission)
         .where(ModelSubmission.id == row.id, ModelSubmission.status == "running",
                ModelSubmission.attempts == row.attempts)
         .values(status=status, reason=reason[:4000], run_id=run_id, finished_at=now,
                 failure=failure if status == "failed" else None)
         .execution_options(synchronize_session=False))
+    if status == "failed" and failure != "cancelled" \
+            and ended.rowcount == 1:  # type: ignore[attr-defined]
+        queue_event(session, "job_failed", model_id=row.id)  # the team, the channels
     session.commit()
     session.refresh(row)
 

@@ -234,6 +234,50 @@ def start_thread(target: Callable[..., Any], *args: Any, name: str,
     return thread
 
 
+def current_job_id() -> str | None:
+    """The id of the rq job this code runs in (None outside one)."""
+    from rq import get_current_job  # with REDIS_URL only
+
+    job = get_current_job()
+    return str(job.id) if job is not None else None
+
+
+def claim(app: Flask, key: str, holder: str, ttl_s: int = JOB_TIMEOUT_S) -> bool:
+    """Take a short claim in Redis (SET NX) so two workers never start the same work; the same
+    holder (a job retried after its worker died) takes its own claim back. Expires after
+    ttl_s, so a claim of a job that never comes back frees itself."""
+    connection = _queue(app).connection
+    name = f"semboard:claim:{key}"
+    if connection.set(name, holder, nx=True, ex=ttl_s):
+        return True
+    return bool(connection.get(name) == holder.encode())
+
+
+def release(app: Flask, key: str, holder: str) -> None:
+    """Give a claim back (only the holder's own)."""
+    connection = _queue(app).connection
+    name = f"semboard:claim:{key}"
+    if connection.get(name) == holder.encode():
+        connection.delete(name)
+
+
+def count_failure(app: Flask, key: str, ttl_s: int = 24 * 3600) -> int:
+    """Count one more failure of a piece of work (kept a day); the count."""
+    connection = _queue(app).connection
+    name = f"semboard:failures:{key}"
+    count = int(connection.incr(name))
+    connection.expire(name, ttl_s)
+    return count
+
+
+def failures(app: Flask, keys: list[str]) -> dict[str, int]:
+    """The failure counts of these keys (0 for none), in one round trip."""
+    if not keys:
+        return {}
+    values = _queue(app).connection.mget([f"semboard:failures:{k}" for k in keys])
+    return {k: int(v or 0) for k, v in zip(keys, values, strict=True)}
+
+
 def job_status(app: Flask, job_id: str, queue_name: str = QUEUE_NAME) -> str | None:
     """rq's status of a job ("queued", "started", "finished", "failed", ...); None if gone."""
     from rq.exceptions import NoSuchJobError  # with REDIS_URL only

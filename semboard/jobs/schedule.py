@@ -1,5 +1,6 @@
-"""The in-process schedule ticker: publishes boards and releases gold at their set times, and
-sweeps the model queue."""
+"""The in-process schedule ticker: publishes boards and releases gold at their set times, raises
+queue alerts, sweeps the model queue, sends the task channels' due deliveries (retries) and
+recomputes the analytics of tasks that changed."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from flask import Flask
 from semboard.clock import utcnow
 from semboard.db import session_factory
 from semboard.jobs import models as model_jobs
+from semboard.jobs import notifications, task_analytics
 from semboard.services.closing import schedule
 
 log = logging.getLogger(__name__)
@@ -45,8 +47,19 @@ class Ticker(threading.Thread):
                         model_jobs.recover(self.app, session, now=utcnow())
                     finally:
                         session.close()
+                    after_tick(self.app)
             except Exception:
                 log.exception("scheduled publication failed")
+
+
+def after_tick(app: Flask) -> None:
+    """What follows a tick, off any transaction: the channels' due deliveries, then the
+    analytics of tasks that changed (each logged, never raised)."""
+    for step in (notifications.send_due, task_analytics.refresh_changed):
+        try:
+            step(app)
+        except Exception:
+            log.exception("schedule step %s failed", step.__name__)
 
 
 def start_ticker(app: Flask, interval: float) -> Ticker:

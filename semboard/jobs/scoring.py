@@ -20,7 +20,7 @@ from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, ModelSubmission, Phase, Run, Task, Team, User
 from semboard.services.data import gold
-from semboard.services.runs import request_scoring, submissions
+from semboard.services.runs import fair_share, request_scoring, submissions
 from semboard.services.tasks import definitions
 from semboard.storage import Storage, get_storage
 
@@ -194,8 +194,42 @@ def score_run_now(app: Flask, run_id: int) -> str:
 
 
 def score_job(run_id: int) -> str:
-    """The rq job: an app from the environment (the worker's), then score_run_now."""
-    return score_run_now(job_app(), run_id)
+    """The rq job: an app from the environment (the worker's), then score_fair."""
+    return score_fair(job_app(), run_id)
+
+
+# a run whose scoring failed this many times is left to the stuck-run sweep and the organisers
+# (it must not block the queue's head for everyone)
+MAX_SCORING_FAILURES = len(job_queue.RETRY_INTERVALS)
+
+
+def score_fair(app: Flask, run_id: int) -> str:
+    """Score the head of the waiting runs in the queue's fair order (round robin between tasks,
+    then teams: services.runs.fair_share), not necessarily run_id: one job is queued per run,
+    so each run gets one, and one task's flood of uploads does not hold up another task's.
+    A Redis claim keeps two workers off one run. Returns the scored run's status, or
+    "nothing waits"."""
+    holder = job_queue.current_job_id() or f"run-{run_id}"
+    with app.app_context():
+        session = get_session()
+        order = fair_share.waiting_runs(session)
+        session.rollback()
+    if run_id not in order:
+        order.append(run_id)  # its own run, whatever its state: score_run_now says
+    tried = job_queue.failures(app, [f"scoring:{i}" for i in order])
+    for candidate in order:
+        if tried.get(f"scoring:{candidate}", 0) >= MAX_SCORING_FAILURES and candidate != run_id:
+            continue
+        if not job_queue.claim(app, f"scoring:{candidate}", holder):
+            continue
+        try:
+            return score_run_now(app, candidate)
+        except Exception:
+            job_queue.count_failure(app, f"scoring:{candidate}")
+            raise  # rq retries this job (which takes the head again)
+        finally:
+            job_queue.release(app, f"scoring:{candidate}", holder)
+    return "nothing waits"
 
 
 def stuck_runs(session: Session, *, now: Any, older_than_s: int = STUCK_AFTER_S) -> list[Run]:

@@ -15,6 +15,7 @@ import logging
 import smtplib
 import ssl
 from dataclasses import dataclass
+from email import policy
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid, parseaddr
 from typing import Any
@@ -26,12 +27,15 @@ from sqlalchemy.orm import Session
 
 from semboard.db import make_session_factory
 from semboard.errors import InvalidData
-from semboard.mail.messages import build_messages
+from semboard.mail.messages import Mail, build_messages
 from semboard.models import User
 
 log = logging.getLogger(__name__)
 
 QUEUE_NAME = "mail"
+# headers folded at RFC 5322's 998 characters, not 78: a folded List-Unsubscribe would be
+# written as an encoded word, which no mail client reads as a link
+POLICY = policy.default.clone(max_line_length=998)
 _TRUE = {"1", "true", "yes", "on"}
 
 
@@ -67,8 +71,8 @@ def parse_mail_url(url: str) -> MailSettings:
     )
 
 
-def send_messages(settings: MailSettings, messages: list[tuple[str, str, str]]) -> None:
-    """Send (to, subject, body) messages over one SMTP connection."""
+def send_messages(settings: MailSettings, messages: list[Mail]) -> None:
+    """Send messages over one SMTP connection."""
     if not messages:
         return
     context = ssl.create_default_context()
@@ -84,15 +88,17 @@ def send_messages(settings: MailSettings, messages: list[tuple[str, str, str]]) 
         if settings.username:
             smtp.login(settings.username, settings.password or "")
         domain = parseaddr(settings.sender)[1].rpartition("@")[2] or settings.host
-        for to, subject, body in messages:
-            message = EmailMessage()
+        for mail in messages:
+            message = EmailMessage(policy=POLICY)
             message["From"] = settings.sender
-            message["To"] = to
-            message["Subject"] = subject
+            message["To"] = mail.to
+            message["Subject"] = mail.subject
             # RFC 5322 asks for both; receivers score mail without them as spam
             message["Date"] = formatdate(usegmt=True)
             message["Message-ID"] = make_msgid(domain=domain)
-            message.set_content(body)
+            for name, value in mail.headers.items():
+                message[name] = value
+            message.set_content(mail.body)
             smtp.send_message(message)
 
 
@@ -127,16 +133,31 @@ def payload(app: Flask, events: list[dict[str, Any]]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- delivery
 
 
-def deliver(payload: dict[str, Any]) -> int:
-    """Build and send the messages of committed events (an rq job, or a thread); the count."""
-    settings = parse_mail_url(payload["mail_url"])
-    if payload.get("mail_from"):
-        settings = MailSettings(**{**settings.__dict__, "sender": payload["mail_from"]})
+def settings_of(mail_url: str, mail_from: str = "") -> MailSettings:
+    """The SMTP settings of the site's mail URL and sender."""
+    settings = parse_mail_url(mail_url)
+    if mail_from:
+        settings = MailSettings(**{**settings.__dict__, "sender": mail_from})
+    return settings
+
+
+def app_settings(app: Flask) -> MailSettings | None:
+    """The app's SMTP settings, None without mail."""
+    if not mail_configured(app):
+        return None
+    return settings_of(app.config["SEMBOARD_MAIL_URL"], app.config.get("SEMBOARD_MAIL_FROM") or "")
+
+
+def deliver(payload: dict[str, Any], secret: str | None = None) -> int:
+    """Build and send the messages of committed events (the mail consumer's job: rq, or a
+    thread); the count. secret: the site's key, which signs the unsubscribe links (never in
+    the payload, which travels through Redis)."""
+    settings = settings_of(payload["mail_url"], payload.get("mail_from") or "")
     factory = make_session_factory(payload["database_url"])
     try:
         with factory() as session:
             messages = build_messages(session, payload["events"], base_url=payload["base_url"],
-                                      language=payload.get("language") or "en")
+                                      secret=secret, language=payload.get("language") or "en")
         send_messages(settings, messages)
         return len(messages)
     except Exception:

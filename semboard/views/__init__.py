@@ -19,11 +19,13 @@ from semboard.views import (  # noqa: F401  (each module adds its routes to comm
     boards,
     charts,
     closing,
+    cockpit,
     language,
     models,
     organise,
     participation,
     primary,
+    questions,
     tasks,
 )
 from semboard.views.common import bp, current_session_key

@@ -153,6 +153,7 @@ def _phase_form_page(task: Task, phase: Phase | None) -> Any:
             "visibility": form.visibility.data, "track": form.track.data or None,
             "split": form.split.data or None, "max_per_day": form.max_per_day.data or None,
             "accepts": form.accepts.data or "runs",
+            "entry_deadline": _utc(form.entry_deadline.data),
         }
         try:
             values["model_settings"] = json.loads(form.model_settings.data or "null")

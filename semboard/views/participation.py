@@ -1,18 +1,32 @@
-"""Terms pages (read, accept), announcements (page, read marks, mail opt-in, Atom feed) and the
-organisers' participation and announcement pages; unlisted tasks answer only their secret link."""
+"""Terms pages (read, accept), announcements (page, read marks, mail opt-in, one-click
+unsubscribe, Atom feed) and the organisers' participation and announcement pages (send, edit,
+withdraw); unlisted tasks answer only their secret link."""
 
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import abort, flash, g, redirect, render_template, request, session, url_for
+from flask import (
+    abort,
+    current_app,
+    flash,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask_babel import gettext as _
 from flask_login import login_required
 
+from semboard.errors import DomainError
+from semboard.extensions import csrf
 from semboard.i18n.languages import TRANSLATED
 from semboard.models import Task
-from semboard.services.people import teams
+from semboard.notify import unsubscribe
+from semboard.services.people import account_links, teams
 from semboard.services.tasks import announcements, participation, tasks, terms
 from semboard.timefmt import clock_text
 from semboard.views.common import (
@@ -63,7 +77,14 @@ def task_page_extras(task: Task) -> dict[str, Any]:
     user = me()
     rows = announcements.visible(sess, task=task, user=user)[:5]
     live, ahead = terms.standings(sess, task=task, user=user, now=now())
+    team = teams.team_for_user(sess, task=task, user=user) if user else None
     return {"rules": participation.rules(task),
+            # what a participant is told of the gate: the team's approval (and why), an
+            # e-mail domain the task refuses, an entry deadline that passed (issue 44)
+            "approval": participation.approval_state(sess, team=team) if team else None,
+            "decision": participation.decision(sess, team=team) if team else None,
+            "domain_refusal": participation.domain_refusal(task, user),
+            "entry_closed": participation.entry_closed(sess, task=task, now=now()),
             "terms_pending": terms.pending(sess, task=task, user=user, now=now()),
             "terms_in_force": bool(live),
             # a change in its grace period, or one scheduled: what the notice says (issue 40)
@@ -104,7 +125,7 @@ def terms_page(task_name: str) -> Any:
         "tasks/terms.html", task=task, versions=live, scheduled=ahead,
         missing=[s for s in live + ahead if not s.accepted],
         rules=participation.rules(task), refusal=participation.domain_refusal(task, user),
-        next=_safe_next(""))
+        mail_statement=announcements.MAIL_STATEMENT, next=_safe_next(""))
 
 
 @bp.post("/tasks/<task_name>/terms")
@@ -141,6 +162,7 @@ def announcements_page(task_name: str) -> Any:
     return render_template(
         "tasks/announcements.html", task=task, rows=rows,
         unread=announcements.unread_ids(db(), rows=rows, user=user),
+        revisions={r.id: announcements.revisions(db(), r) for r in rows if r.edited_at},
         opted_in=announcements.opted_in(db(), task=task, user=user))
 
 
@@ -260,7 +282,7 @@ def organise_approval(task_name: str, team_id: int) -> Any:
         if team.task_id != task.id:
             abort(404)
         row = participation.decide(db(), team=team, state=request.form.get("state", ""),
-                                   user=user, now=now())
+                                   user=user, now=now(), reason=request.form.get("reason", ""))
         return (_("Team %(team)s approved.", team=team.name) if row.state == "approved" else
                 _("Team %(team)s refused.", team=team.name))
     return organiser_action(task_name, act, endpoint="web.organise_participation")
@@ -281,12 +303,15 @@ def organise_announcements(task_name: str) -> Any:
     task = load_task(task_name)
     user = require_organiser(task)
     drafts = announcements.drafts(db(), task=task, user=user)
+    sent = announcements.visible(db(), task=task, user=user)
     return render_template(
-        "organiser/announcements.html", task=task, drafts=drafts,
-        audience={row.id: announcements.audience(row) for row in drafts},
+        "organiser/announcements.html", task=task, drafts=drafts, sent=sent,
+        audience={row.id: announcements.audience(row) for row in drafts + sent},
         scores_of={row.id: announcements.score_phases(db(), row) for row in drafts},
-        hidden_of={row.id: announcements.hidden_score_phases(db(), row) for row in drafts},
-        sent=announcements.visible(db(), task=task, user=user))
+        hidden_of={row.id: announcements.hidden_score_phases(db(), row)
+                   for row in drafts + sent},
+        revisions={row.id: announcements.revisions(db(), row) for row in sent
+                   if row.edited_at})
 
 
 @bp.post("/tasks/<task_name>/organise/announcements")
@@ -298,7 +323,8 @@ def organise_announce(task_name: str) -> Any:
             db(), task=task, user=user, title=request.form.get("title", ""),
             body=request.form.get("body", ""), now=now(),
             phase=tasks.get_phase(db(), task, slug) if slug else None,
-            send=request.form.get("send") != "draft", translated=_translated_announcement())
+            send=request.form.get("send") != "draft", translated=_translated_announcement(),
+            critical=request.form.get("critical") == "on")
         return (_("Announcement sent.") if row.status == "sent" else
                 _("Announcement saved as a draft."))
     return organiser_action(task_name, act, endpoint="web.organise_announcements")
@@ -311,9 +337,72 @@ def organise_send(task_name: str, announcement_id: int) -> Any:
         row = announcements.get(db(), task=task, announcement_id=announcement_id)
         announcements.send_draft(db(), announcement=row, user=user, now=now(),
                                  title=request.form.get("title"), body=request.form.get("body"),
-                                 translated=_translated_announcement())
+                                 translated=_translated_announcement(),
+                                 critical=request.form.get("critical") == "on")
         return _("Announcement sent.")
     return organiser_action(task_name, act, endpoint="web.organise_announcements")
+
+
+@bp.post("/tasks/<task_name>/organise/announcements/<int:announcement_id>/edit")
+def organise_edit(task_name: str, announcement_id: int) -> Any:
+    """Correct a sent announcement (its text before is kept; notify=on mails the correction)."""
+    def act(task: Task, user: Any) -> str:
+        row = announcements.get(db(), task=task, announcement_id=announcement_id)
+        announcements.edit(db(), announcement=row, user=user, now=now(),
+                           title=request.form.get("title", ""), body=request.form.get("body", ""),
+                           notify=request.form.get("notify") == "on",
+                           translated=_translated_announcement())
+        return _("Announcement corrected; readers see that it was edited.")
+    return organiser_action(task_name, act, endpoint="web.organise_announcements",
+                            anchor=f"#sent-{announcement_id}")
+
+
+@bp.post("/tasks/<task_name>/organise/announcements/<int:announcement_id>/withdraw")
+def organise_withdraw(task_name: str, announcement_id: int) -> Any:
+    """Withdraw a sent announcement (hidden from its readers, kept here)."""
+    def act(task: Task, user: Any) -> str:
+        row = announcements.get(db(), task=task, announcement_id=announcement_id)
+        announcements.withdraw(db(), announcement=row, user=user, now=now(),
+                               reason=request.form.get("reason", ""))
+        return _("Announcement withdrawn.")
+    return organiser_action(task_name, act, endpoint="web.organise_announcements")
+
+
+# ----------------------------------------------------------------------------- unsubscribe
+
+
+def _unsubscribe_link(token: str) -> tuple[int, str]:
+    """The account and scope a link names, or 404 (a forged or mangled link)."""
+    key = current_app.secret_key
+    found = unsubscribe.read(key.decode() if isinstance(key, bytes) else key or "", token)
+    if found is None:
+        abort(404)
+    return found
+
+
+@bp.get("/unsubscribe/<token>")
+def unsubscribe_page(token: str) -> Any:
+    """What the link stops, and the button that stops it (a GET never writes)."""
+    user_id, scope = _unsubscribe_link(token)
+    try:
+        _user, words = account_links.unsubscribe_scope(db(), user_id=user_id, scope=scope)
+    except DomainError:
+        abort(404)
+    return render_template("auth/unsubscribe.html", token=token, words=words, done=False)
+
+
+@bp.post("/unsubscribe/<token>")
+@csrf.exempt  # RFC 8058: the mail client posts "List-Unsubscribe=One-Click", no session
+def unsubscribe_now(token: str) -> Any:
+    """Stop the mail the link names, in one POST without a log-in (the signed link is the
+    authority)."""
+    user_id, scope = _unsubscribe_link(token)
+    try:
+        words = account_links.unsubscribe(db(), user_id=user_id, scope=scope, now=now())
+    except DomainError:
+        abort(404)
+    db().commit()
+    return render_template("auth/unsubscribe.html", token=token, words=words, done=True)
 
 
 @bp.post("/tasks/<task_name>/organise/announcements/<int:announcement_id>/delete")

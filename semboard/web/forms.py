@@ -245,6 +245,9 @@ class PhaseForm(FlaskForm):
     team_window_hours = IntegerField(
         _l("Per-team window (hours)"), validators=[Optional(), NumberRange(min=1, max=10000)]
     )
+    # services.tasks.participation: teams formed and terms accepted by then (issue 44)
+    entry_deadline = DateTimeLocalField("Entry deadline (UTC)", format=UTC_FORMATS,
+                                        validators=[Optional()], render_kw=SECONDS)
     max_runs = IntegerField(
         _l("Max runs per team"), validators=[InputRequired(), NumberRange(min=1, max=1000)]
     )

@@ -336,3 +336,96 @@ def compare_scatter(pairs: list[dict[str, Any]], a_label: str,
                                           "scale": {"zero": False}}}}],
         },
     )
+
+
+# ----------------------------------------------------------------------------- analytics
+# The organisers' analytics page (services.boards.analytics stored the values): bars and
+# lines by day; width "container" so a phone's page narrows them.
+
+
+def _by_day(description: str, title: str, values: list[dict[str, Any]],
+            layer: dict[str, Any]) -> dict[str, Any]:
+    return _base(description, title=title, width="container", height=180,
+                 data={"values": values}, **layer)
+
+
+def analytics_uploads(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Accepted and refused uploads per day, stacked."""
+    values = [{"day": row["day"], "outcome": outcome, "count": row[outcome]}
+              for row in data.get("uploads_by_day", []) for outcome in ("accepted", "rejected")
+              if row[outcome]]
+    return _by_day("uploads per day, accepted and refused", "Uploads per day", values, {
+        "name": "uploads", "mark": {"type": "bar"},
+        "encoding": {"x": {"field": "day", "type": "ordinal", "title": "day (UTC)"},
+                     "y": {"field": "count", "type": "quantitative", "title": "uploads"},
+                     "color": {"field": "outcome", "type": "nominal", "title": None,
+                               "scale": {"domain": ["accepted", "rejected"],
+                                         "range": ["#2563eb", BEST_COLOUR]}}}})
+
+
+def analytics_refusals(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Refused uploads per day, by reason."""
+    return _by_day("refused uploads per day by reason", "Refusals per day and reason",
+                   list(data.get("refusals_by_day", [])), {
+                       "name": "refusals", "mark": {"type": "bar"},
+                       "encoding": {"x": {"field": "day", "type": "ordinal", "title": "day (UTC)"},
+                                    "y": {"field": "count", "type": "quantitative",
+                                          "title": "refusals"},
+                                    "color": {"field": "reason", "type": "nominal"}}})
+
+
+def analytics_teams(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Teams with an accepted upload each day, and teams formed so far."""
+    values = [{"day": row["day"], "series": series, "teams": row[key]}
+              for row in data.get("active_teams", [])
+              for series, key in (("active that day", "active_teams"),
+                                  ("formed so far", "teams"))]
+    return _by_day("active teams per day and teams formed so far", "Active teams", values, {
+        "name": "teams", "mark": {"type": "line", "point": True},
+        "encoding": {"x": {"field": "day", "type": "ordinal", "title": "day (UTC)"},
+                     "y": {"field": "teams", "type": "quantitative", "title": "teams"},
+                     "color": {"field": "series", "type": "nominal", "title": None}}})
+
+
+def analytics_best(board: Mapping[str, Any]) -> dict[str, Any]:
+    """Each team's best value of the board's first ranked column over time (steps)."""
+    return _by_day(f"each team's best {board['metric']} over time in {board['name']}",
+                   f"Best {board['metric']} per team, {board['name']}",
+                   list(board["points"]), {
+                       "name": "best",
+                       "mark": {"type": "line", "point": True, "interpolate": "step-after"},
+                       "encoding": {"x": {"field": "at", "type": "temporal", "title": "time (UTC)"},
+                                    "y": {"field": "best", "type": "quantitative",
+                                          "title": board["metric"], "scale": {"zero": False}},
+                                    "color": {"field": "team", "type": "nominal"}}})
+
+
+def analytics_times(rows: list[dict[str, Any]], what: str) -> dict[str, Any]:
+    """Median and 90th percentile of a duration per day, in seconds."""
+    values = [{"day": row["day"], "statistic": name, "seconds": row[key]}
+              for row in rows for name, key in (("median", "median_s"), ("90th percentile",
+                                                                         "p90_s"))
+              if row[key] is not None]
+    return _by_day(f"{what} time per day, median and 90th percentile, in seconds",
+                   f"{what.capitalize()} time (s)", values, {
+                       "name": "times", "mark": {"type": "line", "point": True},
+                       "encoding": {"x": {"field": "day", "type": "ordinal", "title": "day (UTC)"},
+                                    "y": {"field": "seconds", "type": "quantitative",
+                                          "title": "seconds"},
+                                    "color": {"field": "statistic", "type": "nominal",
+                                              "title": None}}})
+
+
+def analytics_model_times(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Models' median wait in the queue and median run time per day of upload."""
+    values = [{"day": row["day"], "part": part, "seconds": row[part]["median_s"]}
+              for row in rows for part in ("wait", "run") if row[part]["median_s"] is not None]
+    return _by_day("model jobs per day of upload: median seconds queued and running",
+                   "Model jobs (median s)", values, {
+                       "name": "models", "mark": {"type": "bar"},
+                       "encoding": {"x": {"field": "day", "type": "ordinal", "title": "day (UTC)"},
+                                    "xOffset": {"field": "part"},
+                                    "y": {"field": "seconds", "type": "quantitative",
+                                          "title": "seconds"},
+                                    "color": {"field": "part", "type": "nominal",
+                                              "title": None}}})

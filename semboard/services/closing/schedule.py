@@ -1,4 +1,5 @@
-"""Scheduled publication: a phase's board is published and the task's gold released at set times.
+"""Scheduled publication: a phase's board is published and the task's gold released at set times;
+jobs waiting or running past a task's thresholds raise their alerts (services.models.queue_report).
 
 `tick` carries out whatever is due; it is idempotent, so the in-process ticker of every web
 worker, `flask schedule tick` from cron and the rq worker can all call it, at the same moment
@@ -18,6 +19,7 @@ from sqlalchemy.orm import Session
 from semboard.errors import InvalidData
 from semboard.models import Phase, Task, User
 from semboard.services.data import gold
+from semboard.services.models import queue_report
 from semboard.services.runs import audit, primary
 from semboard.services.tasks import access
 
@@ -39,7 +41,8 @@ def set_schedule(session: Session, *, phase: Phase, user: User | None,
 
 
 def tick(session: Session, *, now: datetime) -> list[str]:
-    """Publish the boards and release the gold that are due; returns what was done (flushed)."""
+    """Publish the boards and release the gold that are due, raise the queue alerts that are
+    due; returns what was done (flushed)."""
     done: list[str] = []
     due = session.scalars(select(Phase).where(or_(
         (Phase.publish_at <= now) & Phase.results_published_at.is_(None),
@@ -66,6 +69,7 @@ def tick(session: Session, *, now: datetime) -> list[str]:
             done.append(f"released the gold of {task.name}")
     # closed phases ranking primary runs: the fallback of teams that chose none is written down
     done += primary.settle_due(session, now=now)
+    done += queue_report.check(session, now=now)
     return done
 
 

@@ -37,6 +37,7 @@ from semboard.models import (
     Announcement,
     AnnouncementOptIn,
     AnnouncementRead,
+    AnnouncementRevision,
     AuditEntry,
     Base,
     GoldFile,
@@ -44,8 +45,12 @@ from semboard.models import (
     Grant,
     InputFile,
     ModelSubmission,
+    NotificationChannel,
     Phase,
     PrimaryRun,
+    Question,
+    QuestionReply,
+    QueueWatch,
     Run,
     RunFile,
     RunScoreRecord,
@@ -169,6 +174,8 @@ DUMPED: list[Dumped] = [
            json_ids={"score_phases": {WHOLE: "phase"}}),
     Dumped("announcement_read", AnnouncementRead, _of_announcement(AnnouncementRead)),
     Dumped("announcement_opt_in", AnnouncementOptIn, _of_task(AnnouncementOptIn)),
+    Dumped("announcement_revision", AnnouncementRevision,
+           _of_announcement(AnnouncementRevision)),
     Dumped("team_window", TeamWindow, _of_team(TeamWindow)),
     Dumped("input_file", InputFile, _of_task(InputFile), INPUT),
     Dumped("gold_file", GoldFile, _of_task(GoldFile), GOLD),
@@ -184,11 +191,23 @@ DUMPED: list[Dumped] = [
     Dumped("primary_run", PrimaryRun, _of_phase(PrimaryRun)),
     Dumped("audit_entry", AuditEntry, _of_task(AuditEntry), json_ids={"details": AUDIT_IDS},
            json_keys={"details": ("summary",)}),
+    # issue 44: questions and answers, the channels (their secrets too, as task_secret's) and
+    # the queue's alert settings; the delivery log, raised alerts and analytics are derived
+    Dumped("question", Question, _of_task(Question)),
+    Dumped("question_reply", QuestionReply, lambda task: (
+        select(QuestionReply).join(Question, Question.id == QuestionReply.question_id)
+        .where(Question.task_id == task.id).order_by(QuestionReply.id))),
+    Dumped("notification_channel", NotificationChannel, _of_task(NotificationChannel)),
+    Dumped("queue_watch", QueueWatch, _of_task(QueueWatch)),
 ]
 BY_NAME = {entry.name: entry for entry in DUMPED}
 # A task's tables a dump leaves out, and why: a new table that names a task (through any chain
 # of foreign keys) is in DUMPED or here (tests/site/closing/test_site_taskdump.py holds it).
 NOT_DUMPED = {
+    "notification_delivery": "the delivery log of the dumping site's channels: sent or given up "
+                             "there, nothing for the importing site to send",
+    "queue_alert": "alerts the dumping site's queue raised; the importing site raises its own",
+    "task_analytics": "derived: the importing site's analytics job computes them again",
     "model_upload": "a model sent in parts, not yet whole: nothing a site can finish",
     "prepared_board": "boards are built anew by the importing site",
     "prepared_board_row": "boards are built anew by the importing site",

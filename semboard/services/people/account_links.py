@@ -12,10 +12,11 @@ from sqlalchemy.orm import Session
 
 from semboard.config import DEFAULT_LIMITS, Limits
 from semboard.db import insert_unless_refused
-from semboard.errors import InvalidData, NameTaken, RateLimited
-from semboard.mail.events import queue_event
-from semboard.models import AccountToken, NotificationSent, Phase, Team, TeamMember, User
+from semboard.errors import InvalidData, NameTaken, NotFound, RateLimited
+from semboard.models import AccountToken, NotificationSent, Phase, Task, Team, TeamMember, User
+from semboard.notify.events import queue_event
 from semboard.services.people import accounts, ratelimit, windows
+from semboard.services.tasks import announcements
 
 VERIFY_HOURS = 48
 RESET_HOURS = 2
@@ -177,6 +178,40 @@ def set_notifications(session: Session, *, user: User, **switches: bool) -> None
             raise InvalidData("unknown notification %(name)r", name=name)
         setattr(user, name, bool(value))
     session.flush()
+
+
+# what a one-click link stops, in words (the page that confirms it says so)
+SWITCH_WORDS = {"notify_runs": "mail about your team's runs and models",
+                "notify_deadlines": "deadline reminders and terms changes",
+                "notify_gold": "mail when gold is released",
+                "notify_results": "mail when results are published"}
+
+
+def unsubscribe_scope(session: Session, *, user_id: int, scope: str) -> tuple[User, str]:
+    """The account and what a one-click link (notify.unsubscribe) stops, in words; NotFound
+    for an account or task that is gone. Never writes (the confirming page asks it)."""
+    user = session.get(User, user_id)
+    if user is None or user.deleted_at is not None:
+        raise NotFound("this link's account no longer exists")
+    if scope.startswith("task:"):
+        task = session.get(Task, int(scope.removeprefix("task:")))
+        if task is None:
+            raise NotFound("this link's task no longer exists")
+        return user, f"the announcements of {task.name} (critical ones still come)"
+    return user, SWITCH_WORDS[scope]
+
+
+def unsubscribe(session: Session, *, user_id: int, scope: str, now: datetime) -> str:
+    """Apply a one-click link: the task's announcement mail stops, or one notification switch
+    goes off (RFC 8058: no log-in; the signed link names the account). What stopped."""
+    user, words = unsubscribe_scope(session, user_id=user_id, scope=scope)
+    if scope.startswith("task:"):
+        task = session.get(Task, int(scope.removeprefix("task:")))
+        assert task is not None
+        announcements.set_opt_in(session, task=task, user=user, value=False, now=now)
+    else:
+        set_notifications(session, user=user, **{scope: False})
+    return words
 
 
 def queue_deadline_reminders(session: Session, *, now: datetime) -> int:

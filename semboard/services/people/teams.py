@@ -1,4 +1,5 @@
-"""Teams: create with an invite code, join with it; one team per user per task."""
+"""Teams: create with an invite code, join with it; one team per user per task; none formed or
+joined after an entry deadline (services.tasks.participation)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from semboard.db import insert_unless_refused, require_fits
 from semboard.errors import AlreadyInTeam, NameTaken, NotFound, Phrase
 from semboard.models import Task, TaskOrganiser, Team, TeamMember, User
 from semboard.services.people import names, team_rules
-from semboard.services.tasks import roles
+from semboard.services.tasks import participation, roles
 
 BASELINE_TEAM_NAME = "Baselines"
 
@@ -56,10 +57,12 @@ def _add_member(session: Session, team: Team, user: User, now: datetime) -> None
 def create_team(
     session: Session, *, task: Task, captain: User, name: str, affiliation: str, now: datetime
 ) -> Team:
-    """A new team with captain as its first member; its name unlike any other team's."""
+    """A new team with captain as its first member; its name unlike any other team's. Where
+    the task approves each team, its organisers are told it waits."""
     name = names.clean(name, what=Phrase("a team name"), max_length=120)
     if team_for_user(session, task=task, user=captain) is not None:
         raise AlreadyInTeam("you already belong to a team for this task")
+    participation.require_entry_open(session, task=task, user=captain, now=now)
     organisers = tuple(session.scalars(
         select(User.display_name).join(TaskOrganiser, TaskOrganiser.user_id == User.id)
         .where(TaskOrganiser.task_id == task.id)))
@@ -85,6 +88,7 @@ def create_team(
     if not insert_unless_refused(session, team):
         raise NameTaken("a team called %(name)r already exists for this task", name=name)
     _add_member(session, team, captain, now)
+    participation.asked_approval(session, team=team)
     return team
 
 
@@ -99,6 +103,7 @@ def join_team(session: Session, *, task: Task, user: User, invite_code: str, now
         raise AlreadyInTeam("you already belong to a team for this task")
 
     team_rules.check_can_join(session, team=team, now=now)
+    participation.require_entry_open(session, task=task, user=user, now=now)
     _add_member(session, team, user, now)
     return team
 

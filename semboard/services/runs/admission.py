@@ -5,7 +5,8 @@ jobs.models.accept_model and the upload in parts through models.check_submission
 the API and the CLI only map its refusals to their answers):
 1. who (`rights`): the team's members (organisers for the site's Baselines team), who pass the
    participation gate for this phase: e-mail domain, the team's approval, the task's and the
-   phase's terms in force (services.tasks.participation);
+   phase's terms in force, and after the phase's entry deadline a team formed, a membership and
+   an acceptance of the terms from before it (services.tasks.participation);
 2. the system description's answers (`described`, runs only);
 3. when (`timing`): the phase open, the team's deadline, the late policy, granted fixes, a
    gold release;
@@ -109,6 +110,10 @@ def rights(session: Session, *, team: Team, phase: Phase, user: User | None, now
     if not admitted_model:
         participation.require_participant(session, task=phase.task, user=user, team=team,
                                           phase=phase, now=now)
+        refusal = participation.entry_refusal(session, phase=phase, team=team, user=user,
+                                              now=now)
+        if refusal and not access.is_organiser(session, user, phase.task):
+            raise participation.EntryClosed(refusal)
 
 
 def described(phase: Phase, description: str, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -345,8 +350,10 @@ def log_upload(
     now: datetime,
     issues: list[Any] | None = None,
     run: Run | None = None,
+    reason: str | None = None,
 ) -> UploadLog:
-    """Add the upload log's row of an upload (accepted or rejected)."""
+    """Add the upload log's row of an upload (accepted or rejected; reason: a refusal's
+    class, REFUSAL_REASONS)."""
     entry = UploadLog(
         task_id=team.task_id,
         phase_id=phase.id if phase else None,
@@ -362,9 +369,35 @@ def log_upload(
         # a model's archive is logged by its size: it is never held in memory whole
         total_bytes=sum(v if isinstance(v, int) else len(v) for v in files.values()),
         created_at=now,
+        reason=reason,
     )
     session.add(entry)
     return entry
+
+
+# a refusal's class, as the upload log keeps it (the organisers' analytics count them)
+REFUSAL_REASONS = {
+    "invalid": "the files had problems",
+    "too-many-invalid": "too many invalid uploads in an hour",
+    "deadline": "the deadline had passed",
+    "not-open": "the phase was not open",
+    "run-limit": "the run slots were full",
+    "daily-limit": "the day's uploads were used",
+    "rights": "not allowed to upload",
+    "bad-request": "a field of the upload was wrong",
+    "other": "another reason",
+}
+
+
+def refusal_reason(err: DomainError) -> str:
+    """The class of a refusal (REFUSAL_REASONS' key)."""
+    for kind, reason in ((RunRejected, "invalid"), (WindowClosed, "deadline"),
+                         (PhaseNotOpen, "not-open"), (RunLimitReached, "run-limit"),
+                         (RateLimited, "daily-limit"), (Forbidden, "rights"),
+                         (InvalidData, "bad-request")):
+        if isinstance(err, kind):
+            return reason
+    return "other"
 
 
 def refuse(
@@ -377,12 +410,14 @@ def refuse(
     name: str,
     files: Mapping[str, bytes | int],
     now: datetime,
+    reason: str | None = None,
 ) -> DomainError:
     """Commit only an upload-log row (and the rate-limit count) for a refused upload; the error."""
     session.rollback()
     begin_write(session)  # SQLite: take the write lock before reading (see db.begin_write)
     log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
-               outcome="rejected", message=err, issues=err.issues, now=now)
+               outcome="rejected", message=err, issues=err.issues, now=now,
+               reason=reason or refusal_reason(err))
     # Only invalid files count towards the limit: a refusal for timing, slots or rights is the
     # site's rule, not a participant probing the validator.
     if isinstance(err, RunRejected):
@@ -407,4 +442,4 @@ def refuse_invalid(session: Session, err: RunRejected, *, team: Team, phase: Pha
             "are always accepted)", err.issues, text=err, limit=REJECTED_UPLOADS_PER_HOUR,
             lifts=clock_text(lifts))
     return refuse(session, refusal, team=team, phase=phase, user=user, name=name, files=files,
-                  now=now)
+                  now=now, reason="too-many-invalid" if lifts is not None else "invalid")

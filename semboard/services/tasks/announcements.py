@@ -2,8 +2,11 @@
 
 Sent announcements show on the task page (unread ones marked), in the API and an Atom feed,
 and go by mail to those who opted in: sending records a mail event, delivered after the commit
-and off the request. A gold correction, a deadline change and a results publication each draft
-their own announcement for an organiser to review and send.
+and off the request. A critical one (deadlines, gold corrections, rule changes) is mailed to
+every participant, whatever their opt-in (the terms page says so). A gold correction, a
+deadline change and a results publication each draft their own announcement for an organiser
+to review and send. A sent announcement can be edited (its earlier text kept and "edited"
+shown) or withdrawn (hidden from its readers, kept for the organisers).
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from semboard.db import require_fits, require_text
 from semboard.errors import Conflict, InvalidData, NotFound, Phrase
 from semboard.i18n.catalogues import Words
 from semboard.i18n.languages import LANGUAGES
-from semboard.mail.events import queue_event
 from semboard.models import (
     Announcement,
     AnnouncementOptIn,
     AnnouncementRead,
+    AnnouncementRevision,
     Phase,
     Run,
     Task,
@@ -31,10 +34,19 @@ from semboard.models import (
     TeamWindow,
     User,
 )
-from semboard.services.tasks import access, translations
+from semboard.notify.events import queue_event
+from semboard.services.tasks import access, auditlog, translations
 from semboard.timefmt import api_time, clock_text
 
 MAX_BODY = 20_000
+# the kinds the site drafts as critical (mailed to every participant)
+CRITICAL_KINDS = ("deadline", "gold-correction")
+# what the terms page (and the API's terms) say of the organisers' mail
+MAIL_STATEMENT = (
+    "By taking part you receive the organisers' critical announcements by e-mail: deadline "
+    "changes, gold corrections and rule changes. These go to every participant, whatever "
+    "their mail settings. Other announcements come by e-mail only to those who ask for them "
+    "on the announcements page, and each such mail has a one-click unsubscribe link.")
 
 
 def _check(title: str, body: str) -> tuple[str, str]:
@@ -64,15 +76,17 @@ def _translated(given: dict[str, dict[str, str]] | None) -> dict[str, dict[str, 
 
 def post(session: Session, *, task: Task, user: User | None, title: str, body: str,
          now: datetime, phase: Phase | None = None, send: bool = True,
-         translated: dict[str, dict[str, str]] | None = None) -> Announcement:
+         translated: dict[str, dict[str, str]] | None = None,
+         critical: bool = False) -> Announcement:
     """Organisers write an announcement (to one phase's teams with phase), with its
-    translations by language; sent at once unless send=False keeps it a draft."""
+    translations by language; sent at once unless send=False keeps it a draft. critical: a
+    deadline, gold correction or rule change, mailed to every participant."""
     access.require_organiser(session, user, task)
     if phase is not None and phase.task_id != task.id:
         raise InvalidData("that phase belongs to another task")
     title, body = _check(title, body)
     row = Announcement(task_id=task.id, phase_id=phase.id if phase else None, kind="message",
-                       status="draft", title=title, body=body,
+                       status="draft", title=title, body=body, critical=bool(critical),
                        translations=_translated(translated),
                        created_by_id=user.id if user else None, created_at=now)
     session.add(row)
@@ -101,7 +115,8 @@ def draft(session: Session, *, task: Task, kind: str, now: datetime,
                        translations={code: {"title": e["title"][:200],
                                             "body": e["body"][:MAX_BODY]}
                                      for code, e in others.items()} or None, created_at=now,
-                       score_phases=sorted({p.id for p in score_phases}))
+                       score_phases=sorted({p.id for p in score_phases}),
+                       critical=kind in CRITICAL_KINDS)
     session.add(row)
     session.flush()
     return row
@@ -117,7 +132,8 @@ def get(session: Session, *, task: Task, announcement_id: int) -> Announcement:
 
 def send_draft(session: Session, *, announcement: Announcement, user: User | None,
                now: datetime, title: str | None = None, body: str | None = None,
-               translated: dict[str, dict[str, str]] | None = None) -> Announcement:
+               translated: dict[str, dict[str, str]] | None = None,
+               critical: bool | None = None) -> Announcement:
     """Send a draft (with the organiser's edits, its translations too); its mail goes out
     after the commit."""
     task = session.get(Task, announcement.task_id)
@@ -125,13 +141,7 @@ def send_draft(session: Session, *, announcement: Announcement, user: User | Non
     access.require_organiser(session, user, task)
     if announcement.status == "sent":
         raise InvalidData("this announcement was sent already")
-    hidden = hidden_score_phases(session, announcement)
-    if hidden:
-        names = ", ".join(p.slug for p in hidden)
-        raise Conflict(
-            "this draft lists scores of %(names)s, which its readers may not see until the "
-            "results are published: delete it and write one without them, or send it after "
-            "publishing the results", names=names)
+    _refuse_hidden_scores(session, announcement, sent=False)
     if title is not None or body is not None:
         announcement.title, announcement.body = _check(
             title if title is not None else announcement.title,
@@ -139,6 +149,8 @@ def send_draft(session: Session, *, announcement: Announcement, user: User | Non
     if translated:
         announcement.translations = {**(announcement.translations or {}),
                                      **(_translated(translated) or {})}
+    if critical is not None:
+        announcement.critical = critical
     announcement.status = "sent"
     announcement.sent_at = now
     announcement.sent_by_id = user.id if user else None
@@ -147,11 +159,101 @@ def send_draft(session: Session, *, announcement: Announcement, user: User | Non
     return announcement
 
 
+def _refuse_hidden_scores(session: Session, announcement: Announcement, *, sent: bool) -> None:
+    """Conflict while the text lists scores of a board its readers may not see (at sending,
+    and at each edit of a sent one)."""
+    hidden = hidden_score_phases(session, announcement)
+    if not hidden:
+        return
+    names = ", ".join(p.slug for p in hidden)
+    if sent:
+        raise Conflict(
+            "this announcement lists scores of %(names)s, which its readers may not see until "
+            "the results are published: withdraw it instead, or edit it after publishing the "
+            "results", names=names)
+    raise Conflict(
+        "this draft lists scores of %(names)s, which its readers may not see until the "
+        "results are published: delete it and write one without them, or send it after "
+        "publishing the results", names=names)
+
+
+def edit(session: Session, *, announcement: Announcement, user: User | None, title: str,
+         body: str, now: datetime, notify: bool = False,
+         translated: dict[str, dict[str, str]] | None = None) -> Announcement:
+    """Correct a sent announcement: the text before is kept (AnnouncementRevision) and pages
+    say "edited"; translated (when given) replaces its translations, each reader's mail and
+    page following the corrected text of their language; notify=True mails the correction as
+    sending did. Refused while the text lists scores of a board its readers may not see (as
+    at sending)."""
+    task = session.get(Task, announcement.task_id)
+    assert task is not None
+    access.require_organiser(session, user, task)
+    if announcement.status != "sent":
+        raise InvalidData("only a sent announcement is edited; a draft is changed as it is sent")
+    if announcement.withdrawn_at is not None:
+        raise InvalidData("a withdrawn announcement cannot be edited")
+    _refuse_hidden_scores(session, announcement, sent=True)
+    title, body = _check(title, body)
+    others = (announcement.translations if translated is None else _translated(translated))
+    if (title, body, others) == (announcement.title, announcement.body,
+                                 announcement.translations):
+        raise InvalidData("nothing changed")
+    session.add(AnnouncementRevision(announcement_id=announcement.id, title=announcement.title,
+                                     body=announcement.body, edited_at=now,
+                                     edited_by_id=user.id if user else None))
+    before = announcement.title
+    announcement.title, announcement.body = title, body
+    announcement.translations = others
+    announcement.edited_at = now
+    session.flush()
+    auditlog.record(session, task=task, user=user, action="announcement-edited", now=now,
+                    reason="the organisers' correction",
+                    details={"summary": f"announcement {before!r} edited"
+                                        + (", mailed again" if notify else "")})
+    if notify:
+        queue_event(session, "announcement", announcement_id=announcement.id, edited=True)
+    return announcement
+
+
+def withdraw(session: Session, *, announcement: Announcement, user: User | None, reason: str,
+             now: datetime) -> Announcement:
+    """Withdraw a sent announcement: its readers no longer see it (the feed and API drop it);
+    the organisers keep it, with who withdrew it, when and why."""
+    task = session.get(Task, announcement.task_id)
+    assert task is not None
+    access.require_organiser(session, user, task)
+    if announcement.status != "sent":
+        raise InvalidData("a draft is deleted, not withdrawn")
+    if announcement.withdrawn_at is not None:
+        raise InvalidData("this announcement was withdrawn already")
+    announcement.withdrawn_at = now
+    announcement.withdrawn_by_id = user.id if user else None
+    announcement.withdraw_reason = auditlog.check_reason(reason) or None
+    session.flush()
+    auditlog.record(session, task=task, user=user, action="announcement-withdrawn", now=now,
+                    reason=announcement.withdraw_reason or "withdrawn by the organisers",
+                    details={"summary": f"announcement {announcement.title!r} withdrawn"})
+    return announcement
+
+
+def revisions(session: Session, announcement: Announcement) -> list[AnnouncementRevision]:
+    """The earlier texts of an edited announcement, oldest first."""
+    return list(session.scalars(select(AnnouncementRevision).where(
+        AnnouncementRevision.announcement_id == announcement.id)
+        .order_by(AnnouncementRevision.id)))
+
+
 def audience(announcement: Announcement) -> Phrase:
     """Who reads it once sent, in words (the draft form shows it)."""
     if announcement.phase is not None:
+        if announcement.critical:
+            return Phrase("the teams of %(phase)s (task page and API; e-mail to every "
+                          "participant: critical)", phase=announcement.phase.name)
         return Phrase("the teams of %(phase)s (task page and API; e-mail to those who opted in)",
                       phase=announcement.phase.name)
+    if announcement.critical:
+        return Phrase("all teams and the public (task page, API, Atom feed; e-mail to every "
+                      "participant: critical)")
     return Phrase("all teams and the public (task page, API, Atom feed; e-mail to those who "
                   "opted in)")
 
@@ -210,9 +312,12 @@ def _visible_filter(session: Session, task: Task, user: User | None) -> Any:
 
 def visible(session: Session, *, task: Task, user: User | None,
             public_only: bool = False) -> list[Announcement]:
-    """Sent announcements the viewer may read, newest first (public_only: task-wide ones)."""
+    """Sent announcements the viewer may read, newest first (public_only: task-wide ones);
+    withdrawn ones only for the organisers (never public_only)."""
     query = select(Announcement).where(Announcement.task_id == task.id,
                                        Announcement.status == "sent")
+    if public_only or not access.is_organiser(session, user, task):
+        query = query.where(Announcement.withdrawn_at.is_(None))
     query = query.where(Announcement.phase_id.is_(None) if public_only
                         else _visible_filter(session, task, user))
     return list(session.scalars(query.order_by(Announcement.sent_at.desc(),
@@ -270,8 +375,12 @@ def to_json(row: Announcement, *, unread: bool | None = None) -> dict[str, Any]:
     """The API's form of an announcement."""
     data = {"id": row.id, "kind": row.kind, "status": row.status, "title": row.title,
             "body": row.body, "phase": row.phase.slug if row.phase else None,
-            "audience": audience(row),
-            "created_at": api_time(row.created_at), "sent_at": api_time(row.sent_at)}
+            "audience": audience(row), "critical": row.critical,
+            "created_at": api_time(row.created_at), "sent_at": api_time(row.sent_at),
+            "edited_at": api_time(row.edited_at)}
+    if row.withdrawn_at is not None:  # only organisers are shown withdrawn ones
+        data["withdrawn_at"] = api_time(row.withdrawn_at)
+        data["withdraw_reason"] = row.withdraw_reason
     if unread is not None:
         data["unread"] = unread
     return data
@@ -298,6 +407,30 @@ def draft_deadline_change(session: Session, *, phase: Phase, before: datetime,
         return (w.gettext("%(phase)s: deadline brought forward to %(after)s UTC", **said),
                 w.gettext("The deadline of phase %(phase)s of %(task)s has been brought "
                           "forward.\n\nIt was %(before)s UTC; it is now %(after)s UTC.", **said))
+
+    return draft(session, task=task, kind="deadline", now=now, words=worded)
+
+
+def draft_entry_change(session: Session, *, phase: Phase, before: datetime | None,
+                       now: datetime) -> Announcement | None:
+    """After a phase's entry deadline was set, moved or lifted: a critical draft saying so."""
+    if before == phase.entry_deadline:
+        return None
+    task = phase.task
+    entry = phase.entry_deadline
+
+    def worded(w: Words) -> tuple[str, str]:
+        said = {"phase": phase.name, "task": translations.task_title(task, w.code)}
+        if entry is None:
+            return (w.gettext("%(phase)s: no entry deadline any more", **said),
+                    w.gettext("Phase %(phase)s of %(task)s no longer has an entry deadline: "
+                              "teams may form and accept the terms until it closes.", **said))
+        return (w.gettext("%(phase)s: entry deadline %(deadline)s UTC",
+                          deadline=clock_text(entry), **said),
+                w.gettext("To take part in phase %(phase)s of %(task)s, form or join your team "
+                          "and accept the terms by %(deadline)s UTC; after that only teams "
+                          "formed by then (and their members who joined by then and accepted "
+                          "the terms) may upload.", deadline=clock_text(entry), **said))
 
     return draft(session, task=task, kind="deadline", now=now, words=worded)
 

@@ -15,7 +15,8 @@ ACTIONS = ("run-moved", "teams-merged", "published", "gold-released", "descripti
            "model-published", "model-withdrawn", "model-rerun", "model-cancelled",
            "ranking-set", "primary-chosen", "primary-fallback", "worker-token-issued",
            "worker-token-revoked", "request-scoring-set", "team-approved", "team-refused",
-           "terms-changed", "task-imported")
+           "terms-changed", "task-imported", "announcement-edited", "announcement-withdrawn",
+           "channel-added", "channel-removed", "channel-secret-renewed")
 # A reason is a sentence or a paragraph; the log keeps nothing longer.
 MAX_REASON = 2000
 

@@ -1,8 +1,9 @@
 """The participation gate: who may take part in a task and who may even find it.
 
-One home for: e-mail domain allow and deny lists, organiser approval of each team, unlisted
-tasks reachable only by their secret link, and (through services.terms) accepted terms. Pages
-and the API call the same checks, so they answer alike.
+One home for: e-mail domain allow and deny lists, organiser approval of each team (with the
+mail both ways), the entry deadline (teams formed and terms accepted by a date), unlisted tasks
+reachable only by their secret link, and (through services.terms) accepted terms. Pages and
+the API call the same checks, so they answer alike.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from semboard.models import (
     TermsAcceptance,
     User,
 )
+from semboard.notify.events import queue_event
 from semboard.services.tasks import auditlog, definitions, roles, terms
+from semboard.timefmt import clock_text
 
 
 def rules(task: Task) -> Participation:
@@ -59,11 +62,13 @@ def approval_state(session: Session, *, team: Team) -> str | None:
 
 
 def decide(session: Session, *, team: Team, state: str, user: User | None,
-           now: datetime) -> TeamApproval:
-    """Organisers approve or refuse a team (a later decision replaces the earlier one)."""
+           now: datetime, reason: str = "") -> TeamApproval:
+    """Organisers approve or refuse a team (a later decision replaces the earlier one); the
+    team's members are mailed the decision and the reason given (shown on the task page)."""
     roles.require_organiser(session, user, team.task)
     if state not in ("approved", "refused"):
         raise InvalidData("a team is approved or refused")
+    said = auditlog.check_reason(reason) or None
     row = session.scalar(select(TeamApproval).where(TeamApproval.team_id == team.id))
     previous = row.state if row is not None else "pending"
     if row is None:
@@ -72,9 +77,12 @@ def decide(session: Session, *, team: Team, state: str, user: User | None,
     row.state = state
     row.decided_at = now
     row.decided_by_id = user.id if user else None
+    row.reason = said
     session.flush()
+    if previous != state or said:
+        queue_event(session, "team_decided", team_id=team.id)
     auditlog.record(session, task=team.task, user=user, team=team, action=f"team-{state}",
-                    now=now, reason="the organisers' decision",
+                    now=now, reason=said or "the organisers' decision",
                     details={"summary": f"team {team.name} {state}", "previous": previous})
     return row
 
@@ -98,6 +106,67 @@ def require_participant(session: Session, *, task: Task, user: User | None, team
             raise Forbidden("the organisers of %(task)s did not approve team %(team)s",
                             task=task.name, team=team.name)
     terms.require_accepted(session, task=task, user=user, phase=phase, now=now)
+
+
+class EntryClosed(Forbidden):
+    """An upload after a phase's entry deadline by a team, member or acceptance that came
+    after it."""
+
+
+def asked_approval(session: Session, *, team: Team) -> None:
+    """A new team of a task that approves each one: its organisers are told (mail, and the
+    channels that take `team_pending`)."""
+    if approval_state(session, team=team) == "pending":
+        queue_event(session, "team_pending", team_id=team.id)
+
+
+def decision(session: Session, *, team: Team) -> TeamApproval | None:
+    """The organisers' decision on the team (with when and why), None while none."""
+    return session.scalar(select(TeamApproval).where(TeamApproval.team_id == team.id))
+
+
+# ----------------------------------------------------------------------------- entry deadline
+
+
+def entry_closed(session: Session, *, task: Task, now: datetime) -> Phase | None:
+    """A phase whose entry deadline has passed and that has not closed: while there is one, no
+    team is formed or joined (Kaggle's entry deadline); None when teams may form."""
+    return session.scalar(select(Phase).where(
+        Phase.task_id == task.id, Phase.entry_deadline.is_not(None),
+        Phase.entry_deadline <= now, Phase.closes_at > now)
+        .order_by(Phase.entry_deadline, Phase.id).limit(1))
+
+
+def require_entry_open(session: Session, *, task: Task, user: User, now: datetime) -> None:
+    """Forbidden, saying until when, while an entry deadline keeps teams from forming or
+    growing (organisers pass)."""
+    phase = entry_closed(session, task=task, now=now)
+    if phase is not None and not roles.is_organiser(session, user, task):
+        assert phase.entry_deadline is not None
+        raise Forbidden(
+            f"the entry deadline of {phase.name} passed at {clock_text(phase.entry_deadline)} "
+            f"UTC: no team can be formed or joined until it closes at "
+            f"{clock_text(phase.closes_at)} UTC")
+
+
+def entry_refusal(session: Session, *, phase: Phase, team: Team, user: User,
+                  now: datetime) -> str | None:
+    """Why the user may not upload for the team to the phase after its entry deadline (the
+    team formed, the user joined, or the terms accepted only after it), or None. Asked by the
+    one admission rule (services.runs.admission.rights)."""
+    deadline = phase.entry_deadline
+    if deadline is None or now < deadline or team.is_baseline:
+        return None
+    when = f"the entry deadline of {phase.name} ({clock_text(deadline)} UTC)"
+    if team.created_at > deadline:
+        return f"team {team.name} was formed after {when}"
+    joined = session.scalar(select(TeamMember.joined_at).where(
+        TeamMember.team_id == team.id, TeamMember.user_id == user.id))
+    if joined is None or joined > deadline:
+        return f"you joined team {team.name} after {when}"
+    if not terms.accepted_by(session, task=phase.task, phase=phase, user=user, at=deadline):
+        return f"you had not accepted the terms of {phase.task.name} by {when}"
+    return None
 
 
 def require_domain(session: Session, *, task: Task, user: User) -> None:

@@ -36,7 +36,7 @@ def shows_scores(phase: Phase) -> bool:
 _PHASE_INPUT = {"name": str, "kind": str, "opens_at": str, "closes_at": str,
                 "team_window_hours": int, "max_runs": int, "late_policy": str,
                 "visibility": str, "track": str, "split": str, "max_per_day": int,
-                "accepts": str, "model_settings": dict}
+                "accepts": str, "model_settings": dict, "entry_deadline": str}
 
 
 def phase_fields(body: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def phase_fields(body: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(value, kind) or isinstance(value, bool):
             raise InvalidData("phase field %(key)s must be a %(__name__)s",
                               key=key, __name__=kind.__name__)
-        if key in ("opens_at", "closes_at"):
+        if key in ("opens_at", "closes_at", "entry_deadline"):
             try:
                 parsed = datetime.fromisoformat(str(value))
             except ValueError as err:

@@ -47,6 +47,7 @@ PHASE_FIELDS = (
     "max_per_day",
     "accepts",
     "model_settings",
+    "entry_deadline",
 )
 
 
@@ -134,6 +135,10 @@ def check_phase(task: Task, values: dict[str, Any]) -> None:
             raise InvalidData("%(key)s must carry a timezone (times are UTC)", key=key)
     if values["closes_at"] <= values["opens_at"]:
         raise InvalidData("a phase must close after it opens")
+    entry = values.get("entry_deadline")
+    if entry is not None and (entry.tzinfo is None or entry >= values["closes_at"]):
+        raise InvalidData("the entry deadline (teams formed and terms accepted) must be a UTC "
+                          "time before the phase closes")
     for key in ("team_window_hours", "max_runs", "max_per_day"):
         if values[key] is not None and values[key] <= 0:
             raise InvalidData("%(key)s must be positive (or empty for none)", key=key)
@@ -191,6 +196,7 @@ def add_phase(
     max_per_day: int | None = None,
     accepts: str = "runs",
     model_settings: dict[str, Any] | None = None,
+    entry_deadline: datetime | None = None,
     now: datetime,
 ) -> Phase:
     """Add a phase to the task (split: the definition's default when None; model_settings:
@@ -210,6 +216,7 @@ def add_phase(
         max_per_day=max_per_day,
         accepts=accepts,
         model_settings=model_settings,
+        entry_deadline=entry_deadline,
     )
     check_phase(task, values)
     _check_split_rules(session, task, values, None)
@@ -227,7 +234,7 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
     if unknown:
         raise InvalidData("unknown phase settings: %(unknown)s", unknown=', '.join(sorted(unknown)))
     values = {key: getattr(phase, key) for key in PHASE_FIELDS}
-    closes_before = phase.closes_at
+    closes_before, entry_before = phase.closes_at, phase.entry_deadline
     values.update(fields)
     values["track"] = values["track"] or None
     values["split"] = values["split"] or definitions.definition(phase.task).default_split
@@ -249,6 +256,7 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
         raise NameTaken("task %(task)s already has a phase %(slug)r",
                         task=phase.task.name, slug=values['slug']) from err
     announcements.draft_deadline_change(session, phase=phase, before=closes_before, now=utcnow())
+    announcements.draft_entry_change(session, phase=phase, before=entry_before, now=utcnow())
     return phase
 
 

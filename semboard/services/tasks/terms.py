@@ -27,7 +27,6 @@ from evaluation.texts import LANGUAGE_TAG
 from semboard.errors import Forbidden, InvalidData, Phrase
 from semboard.exportsafe import csv_cell
 from semboard.i18n.languages import LANGUAGES
-from semboard.mail.events import queue_event
 from semboard.models import (
     ACCEPTANCE_CLIENTS,
     Phase,
@@ -36,6 +35,7 @@ from semboard.models import (
     TermsVersion,
     User,
 )
+from semboard.notify.events import queue_event
 from semboard.services.tasks import auditlog, definitions, roles, translations
 from semboard.timefmt import api_time, clock_text
 
@@ -126,6 +126,23 @@ def every_in_force(session: Session, *, task: Task, now: datetime) -> list[Terms
     found = [current(session, task=task, now=now)] + [
         current(session, task=task, phase=p, now=now) for p in task.phases]
     return [v for v in found if v is not None]
+
+
+def accepted_by(session: Session, *, task: Task, phase: Phase | None, user: User,
+                at: datetime) -> bool:
+    """Whether the user had accepted, by `at`, a version of each terms (the task's, the
+    phase's own) that was in force then: what an entry deadline asks (issue 44). Terms with
+    no text in force at `at` ask nothing."""
+    for version in in_force(session, task=task, phase=phase, now=at):
+        scope = select(TermsVersion.id).where(
+            TermsVersion.task_id == task.id,
+            TermsVersion.phase_id.is_(None) if version.phase_id is None
+            else TermsVersion.phase_id == version.phase_id)
+        if session.scalar(select(TermsAcceptance.id).where(
+                TermsAcceptance.user_id == user.id, TermsAcceptance.accepted_at <= at,
+                TermsAcceptance.terms_version_id.in_(scope)).limit(1)) is None:
+            return False
+    return True
 
 
 def scheduled(session: Session, *, task: Task, now: datetime) -> list[TermsVersion]:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from openapi_support import check_response
 
 from semboard.api.openapi import spec
+from semboard.services.people import questions
 from semboard.services.tasks import announcements, tasks
 from semboard.web.hardening import MAX_ID
 
@@ -111,9 +112,13 @@ def test_fuzzed_api_requests_answer_as_documented(app, client, make, now) -> Non
     tasks.add_organiser(make.session, task=task, user=organiser, now=now)
     draft = announcements.draft(make.session, task=task, kind="results", title="t", body="b",
                                 now=now)
+    # a public question reaches the questions' routes (issue 44)
+    question = questions.ask(make.session, task=task, user=captain, title="q", body="b",
+                             visibility="public", now=now)
     make.session.commit()
     known = {**KNOWN, "run_id": 1, "user_id": captain.id, "token_id": 1, "a": 1, "b": 2,
-             "upload_id": 1, "team_id": _team.id, "announcement_id": draft.id}
+             "upload_id": 1, "team_id": _team.id, "announcement_id": draft.id,
+             "question_id": question.id}
     headers = {"anonymous": {}, "captain": make.bearer(captain), "other": make.bearer(other),
                "organiser": make.bearer(organiser),
                "stranger": make.bearer(make.user()),
@@ -158,7 +163,16 @@ def test_fuzzed_api_requests_answer_as_documented(app, client, make, now) -> Non
     # fuzzed body gets that far (tests/site/models/test_site_models.py and
     # test_site_model_uploads.py cover them); the phase takes runs, so no model upload starts.
     # The worker API takes only a worker token, which no caller here holds (every answer a
-    # documented 401; tests/site/models/test_site_model_remote.py covers it).
+    # documented 401; tests/site/models/test_site_model_remote.py covers it). The organisers'
+    # cockpit (queue, analytics, channels: issue 44) answers only the organiser, whom the
+    # draws of an operation with just a task name never pick with it (their own tests:
+    # test_site_task_queue.py, test_site_analytics.py, test_site_channels.py); so do moderating
+    # a question and correcting or withdrawing an announcement, which moreover must be sent
+    # (the one here is a draft: test_site_questions.py, test_site_announcements_reach.py).
+    cockpit = ("/queue", "/analytics", "/channels", "/moderate", "/withdraw")
+    corrections = {f"{m} /tasks/{{task_name}}/announcements/{{announcement_id}}"
+                   for m in ("PUT", "PATCH")}
     reachable = {op for op in seen if "/models" not in op and "model-uploads" not in op
-                 and "/worker/" not in op}
+                 and "/worker/" not in op and not any(c in op for c in cockpit)
+                 and op not in corrections}
     assert len(succeeded & reachable) >= len(reachable) // 2, seen

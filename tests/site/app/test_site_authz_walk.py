@@ -23,10 +23,10 @@ from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session
 
 from evaluation import parse_task
-from semboard.models import ApiToken, ModelSubmission, ModelUpload
+from semboard.models import ApiToken, ModelSubmission, ModelUpload, NotificationChannel
 from semboard.services.data import gold, inputs
 from semboard.services.models import worker_tokens
-from semboard.services.people import accounts
+from semboard.services.people import accounts, questions
 from semboard.services.runs import submissions
 from semboard.services.tasks import announcements, participation, tasks, terms
 from tests.site.conftest import NOW, TINY_TOML
@@ -124,6 +124,15 @@ DOORS: list[Door] = [
     G(f"{T}/organise/participation", "/tasks/tiny/organise/participation"),
     G(f"{T}/organise/acceptances.csv", "/tasks/tiny/organise/acceptances.csv"),
     G(f"{T}/organise/announcements", "/tasks/tiny/organise/announcements"),
+    # the organiser's cockpit and the participants' questions (issue 44)
+    G(f"{T}/organise/queue", "/tasks/tiny/organise/queue"),
+    G(f"{T}/organise/analytics", "/tasks/tiny/organise/analytics"),
+    G(f"{T}/organise/analytics.csv", "/tasks/tiny/organise/analytics.csv"),
+    G(f"{T}/organise/analytics.json", "/tasks/tiny/organise/analytics.json"),
+    G(f"{T}/organise/channels", "/tasks/tiny/organise/channels"),
+    G(f"{T}/questions", "/tasks/tiny/questions"),
+    G(f"{T}/questions/<int:question_id>", "/tasks/tiny/questions/{private_question}"),
+    G("/unsubscribe/<token>", "/unsubscribe/not-a-token"),
     # the API's reads
     G(f"{A}/me"), G(f"{A}/tasks"), G(AT, f"{A}/tasks/tiny"),
     G(f"{AT}/definition", f"{A}/tasks/tiny/definition"),
@@ -138,6 +147,11 @@ DOORS: list[Door] = [
     G(f"{AT}/compare", f"{A}/tasks/tiny/compare?a={{run}}&b={{hidden_run}}"),
     G(f"{AT}/runs", f"{A}/tasks/tiny/runs"), G(f"{AT}/team", f"{A}/tasks/tiny/team"),
     G(f"{AT}/models", f"{A}/tasks/tiny/models"),
+    G(f"{AT}/queue", f"{A}/tasks/tiny/queue"),
+    G(f"{AT}/analytics", f"{A}/tasks/tiny/analytics?format=csv"),
+    G(f"{AT}/channels", f"{A}/tasks/tiny/channels"),
+    G(f"{AT}/questions", f"{A}/tasks/tiny/questions"),
+    G(f"{AT}/questions/<int:question_id>", f"{A}/tasks/tiny/questions/{{private_question}}"),
     G(f"{A}/runs/<int:run_id>", f"{A}/runs/{{hidden_run}}"),
     G(f"{A}/runs/<int:run_id>/files/<filename>", f"{A}/runs/{{hidden_run}}/files/{{run_file}}"),
     G(f"{A}/runs/<int:run_id>/exports/<kind>", f"{A}/runs/{{hidden_run}}/exports/mteb"),
@@ -193,6 +207,24 @@ DOORS: list[Door] = [
       CAPTAIN_A),
     W("POST", f"{AT}/terms/accept", f"{A}/tasks/tiny/terms/accept", USERS, json={}),
     W("POST", f"{AT}/phases/<phase_slug>/window", f"{A}/tasks/tiny/phases/eval/window", USERS),
+    # questions: anyone logged in asks and replies to a public one; organisers moderate
+    W("POST", f"{T}/questions", "/tasks/tiny/questions", USERS,
+      form={"title": "Walk?", "body": "Walked.", "visibility": "private"}),
+    W("POST", f"{T}/questions/<int:question_id>/replies",
+      "/tasks/tiny/questions/{public_question}/replies", USERS, form={"body": "Walked."}),
+    W("POST", f"{AT}/questions", f"{A}/tasks/tiny/questions", USERS,
+      json={"title": "Walk?", "body": "Walked.", "visibility": "private"}),
+    W("POST", f"{AT}/questions/<int:question_id>/replies",
+      f"{A}/tasks/tiny/questions/{{public_question}}/replies", USERS, json={"body": "Walked."}),
+    W("POST", f"{T}/questions/<int:question_id>/moderate",
+      "/tasks/tiny/questions/{private_question}/moderate", ORGANISERS, form={"action": "faq"}),
+    W("POST", f"{T}/questions/<int:question_id>/replies/<int:reply_id>/hide",
+      "/tasks/tiny/questions/{public_question}/replies/{reply}/hide", ORGANISERS),
+    W("POST", f"{AT}/questions/<int:question_id>/moderate",
+      f"{A}/tasks/tiny/questions/{{private_question}}/moderate", ORGANISERS,
+      json={"action": "lock"}),
+    # a link that is no signed token stops nothing, for anyone
+    W("POST", "/unsubscribe/<token>", "/unsubscribe/not-a-token", NOBODY),
     # uploads (each to one's own team) and what belongs to team A
     W("POST", f"{T}/submit", "/tasks/tiny/submit", USERS, form={"phase": "post", "name": "w"}),
     W("POST", f"{T}/submit-model", "/tasks/tiny/submit-model", USERS, form={"phase": "eval"}),
@@ -265,6 +297,38 @@ DOORS: list[Door] = [
       "/tasks/tiny/organise/announcements/{announcement}/send", ORGANISERS),
     W("POST", f"{T}/organise/announcements/<int:announcement_id>/delete",
       "/tasks/tiny/organise/announcements/{announcement}/delete", ORGANISERS),
+    W("POST", f"{T}/organise/announcements/<int:announcement_id>/edit",
+      "/tasks/tiny/organise/announcements/{sent}/edit", ORGANISERS,
+      form={"title": "Sent", "body": "Walked again."}),
+    W("PUT", f"{AT}/announcements/<int:announcement_id>",
+      f"{A}/tasks/tiny/announcements/{{sent}}", ORGANISERS, json={"body": "Walked twice."}),
+    W("PATCH", f"{AT}/announcements/<int:announcement_id>",
+      f"{A}/tasks/tiny/announcements/{{sent}}", ORGANISERS, json={"body": "Walked thrice."}),
+    W("POST", f"{T}/organise/queue/alerts", "/tasks/tiny/organise/queue/alerts", ORGANISERS,
+      form={"wait_minutes": "30", "run_minutes": "60"}),
+    W("POST", f"{AT}/queue/alerts", f"{A}/tasks/tiny/queue/alerts", ORGANISERS,
+      json={"wait_minutes": 45}),
+    W("POST", f"{T}/organise/analytics/refresh", "/tasks/tiny/organise/analytics/refresh",
+      ORGANISERS),
+    W("POST", f"{AT}/analytics/refresh", f"{A}/tasks/tiny/analytics/refresh", ORGANISERS),
+    W("POST", f"{T}/organise/channels", "/tasks/tiny/organise/channels", ORGANISERS,
+      form={"kind": "mail", "name": "walk", "target": "walk@example.org",
+            "events": "run_scored"}),
+    W("POST", f"{AT}/channels", f"{A}/tasks/tiny/channels", ORGANISERS,
+      json={"kind": "mail", "name": "walk", "target": "walk@example.org",
+            "events": ["run_scored"]}),
+    W("POST", f"{T}/organise/channels/<int:channel_id>/test",
+      "/tasks/tiny/organise/channels/{channel}/test", ORGANISERS),
+    W("POST", f"{T}/organise/channels/<int:channel_id>/secret",
+      "/tasks/tiny/organise/channels/{channel}/secret", ORGANISERS),
+    W("POST", f"{T}/organise/channels/<int:channel_id>/remove",
+      "/tasks/tiny/organise/channels/{channel}/remove", ORGANISERS),
+    W("DELETE", f"{AT}/channels/<int:channel_id>", f"{A}/tasks/tiny/channels/{{channel}}",
+      ORGANISERS),
+    W("POST", f"{T}/organise/announcements/<int:announcement_id>/withdraw",
+      "/tasks/tiny/organise/announcements/{sent}/withdraw", ORGANISERS, form={"reason": "walk"}),
+    W("POST", f"{AT}/announcements/<int:announcement_id>/withdraw",
+      f"{A}/tasks/tiny/announcements/{{sent}}/withdraw", ORGANISERS, json={"reason": "walk"}),
     W("POST", f"{T}/organise/closing/move-run", "/tasks/tiny/organise/closing/move-run",
       ORGANISERS, form={"run": "{hidden_run}", "team": "{team_b}", "reason": "walk"}),
     W("POST", f"{T}/organise/closing/merge-teams", "/tasks/tiny/organise/closing/merge-teams",
@@ -375,6 +439,19 @@ def world(app, session, storage, make, tiny_data, now) -> World:
     session.add(upload)
     draft = announcements.draft(session, task=task, kind="deadline", title="Draft",
                                 body="private-draft-text", now=NOW)
+    sent = announcements.send_draft(
+        session, user=None, now=NOW, announcement=announcements.draft(
+            session, task=task, kind="deadline", title="Sent", body="Walked.", now=NOW))
+    public_q = questions.ask(session, task=task, user=captain, title="Public?",
+                             body="A public question.", visibility="public", now=NOW)
+    answer = questions.reply(session, question=public_q, user=organiser, body="An answer.",
+                             now=NOW)
+    private_q = questions.ask(session, task=task, user=member, title="Private?",
+                              body="private-question-text", visibility="private", now=NOW)
+    channel = NotificationChannel(task_id=task.id, kind="mail", name="organisers",
+                                  target="private-list@example.org", events=["run_scored"],
+                                  created_at=NOW)
+    session.add(channel)
     worker_row, worker = worker_tokens.issue(session, task=task, name="gpu", by=None, now=NOW)
     revoked_row, revoked = worker_tokens.issue(session, task=task, name="old", by=None, now=NOW)
     session.flush()
@@ -395,6 +472,8 @@ def world(app, session, storage, make, tiny_data, now) -> World:
         "hidden-post-run": TEAM_A, team_a.invite_code: CAPTAIN_A,
         team_b.invite_code: {"other", "organiser", "admin"},
         "private-draft-text": set(ORGANISERS), worker: set(), revoked: set(),
+        "private-question-text": {"member", "organiser", "admin"},
+        "private-list@example.org": set(ORGANISERS),
         **{value: set(ORGANISERS) for value in hidden_scores},
         **{token: {name} for name, token in tokens.items()}, spare: set(),
     }
@@ -407,7 +486,9 @@ def world(app, session, storage, make, tiny_data, now) -> World:
            "token_a": session.scalar(select(ApiToken.id).where(ApiToken.user_id == captain.id,
                                                                ApiToken.name == "spare")),
            "worker_token_id": worker_row.id, "loner_email": loner.email,
-           "run_file": hidden.files[0].filename}
+           "run_file": hidden.files[0].filename, "sent": sent.id,
+           "public_question": public_q.id, "private_question": private_q.id,
+           "reply": answer.id, "channel": channel.id}
     return World(ids, users, api, secrets)
 
 

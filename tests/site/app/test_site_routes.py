@@ -8,7 +8,7 @@ import re
 import pytest
 
 from semboard.models import ModelSubmission
-from semboard.services.people import accounts, teams
+from semboard.services.people import accounts, questions, teams
 from semboard.services.runs import submissions
 from semboard.services.tasks import announcements, tasks
 
@@ -39,6 +39,9 @@ def sweep(app, session, make, now, tiny_data):
     # a draft (the site's own, after a deadline change) is the organisers' until sent
     draft = announcements.draft(session, task=task, kind="deadline", title="private-draft",
                                 body="private-draft-text", now=now)
+    # a private question of A's captain is A's and the organisers' (issue 44)
+    question = questions.ask(session, task=task, user=captain_a, title="private-question",
+                             body="private-question-text", visibility="private", now=now)
     token_a = accounts.create_api_token(session, user=captain_a, name="a", now=now)
     token_b = accounts.create_api_token(session, user=captain_b, name="b", now=now)
     session.commit()
@@ -47,9 +50,9 @@ def sweep(app, session, make, now, tiny_data):
                 "baseline": baseline.id, "organiser": organiser.id,
                 "token_a": accounts.list_api_tokens(session, user=captain_a)[0].id,
                 "run_file": run.files[0].filename, "model": model.id,
-                "announcement": draft.id},
+                "announcement": draft.id, "question": question.id},
         "secrets": [run.name, team_a.invite_code, baseline.invite_code, token_a, token_b,
-                    "private-run-name", "private-draft-text"],
+                    "private-run-name", "private-draft-text", "private-question-text"],
         "users": {"b": captain_b, "organiser": organiser},
         "tokens": {"b": token_b},
     }
@@ -242,6 +245,44 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("POST", "/api/v1/worker/jobs/{model}/progress", 401, 401),
     ("POST", "/api/v1/worker/jobs/{model}/result", 401, 401),
     ("POST", "/api/v1/worker/jobs/{model}/failure", 401, 401),
+    # the organiser's cockpit and the participants' questions (issue 44): organiser routes
+    # refuse a participant, a private question is the asker's and the organisers'
+    ("GET", "/tasks/tiny/organise/queue", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/queue/alerts", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise/analytics", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise/analytics.json", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise/analytics.csv", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/analytics/refresh", LOGIN, 403),
+    ("GET", "/tasks/tiny/organise/channels", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/channels", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/channels/1/remove", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/channels/1/test", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/channels/1/secret", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/announcements/{announcement}/edit", LOGIN, 403),
+    ("POST", "/tasks/tiny/organise/announcements/{announcement}/withdraw", LOGIN, 403),
+    ("GET", "/tasks/tiny/questions", 200, 200),
+    ("POST", "/tasks/tiny/questions", LOGIN, 422),  # no title: refused, nothing stored
+    ("GET", "/tasks/tiny/questions/{question}", 404, 404),
+    ("POST", "/tasks/tiny/questions/{question}/replies", LOGIN, 404),
+    ("POST", "/tasks/tiny/questions/{question}/moderate", LOGIN, 404),
+    ("POST", "/tasks/tiny/questions/{question}/replies/1/hide", LOGIN, 404),
+    ("GET", "/unsubscribe/not-a-token", 404, 404),  # only a link the site signed
+    ("POST", "/unsubscribe/not-a-token", 404, 404),
+    ("GET", "/api/v1/tasks/tiny/queue", 401, 403),
+    ("POST", "/api/v1/tasks/tiny/queue/alerts", 401, 403),
+    ("GET", "/api/v1/tasks/tiny/analytics", 401, 403),
+    ("POST", "/api/v1/tasks/tiny/analytics/refresh", 401, 403),
+    ("GET", "/api/v1/tasks/tiny/channels", 401, 403),
+    ("POST", "/api/v1/tasks/tiny/channels", 401, 403),
+    ("DELETE", "/api/v1/tasks/tiny/channels/1", 401, 403),
+    ("GET", "/api/v1/tasks/tiny/questions", 200, 200),
+    ("POST", "/api/v1/tasks/tiny/questions", 401, 422),
+    ("GET", "/api/v1/tasks/tiny/questions/{question}", 404, 404),
+    ("POST", "/api/v1/tasks/tiny/questions/{question}/replies", 401, 404),
+    ("POST", "/api/v1/tasks/tiny/questions/{question}/moderate", 401, 404),
+    ("PUT", "/api/v1/tasks/tiny/announcements/{announcement}", 401, 403),
+    ("PATCH", "/api/v1/tasks/tiny/announcements/{announcement}", 401, 403),
+    ("POST", "/api/v1/tasks/tiny/announcements/{announcement}/withdraw", 401, 403),
     # last but one: B leaves (its team, without runs, goes away)
     ("POST", "/api/v1/tasks/tiny/team/leave", 401, 200),
     ("POST", "/logout", 302, 302),  # last: it ends B's session

@@ -19,9 +19,10 @@ from evaluation import parse_task
 from semboard.models import Base, Task
 from semboard.services.closing import taskdump
 from semboard.services.data import gold
-from semboard.services.people import accounts
+from semboard.services.models import queue_report
+from semboard.services.people import accounts, questions
 from semboard.services.runs import audit, primary, submissions
-from semboard.services.tasks import announcements, tasks, terms
+from semboard.services.tasks import announcements, channels, tasks, terms
 from tests.site.conftest import NOW, TINY_TOML, Factory, TinyData
 
 Entries = dict[str, bytes]
@@ -31,7 +32,8 @@ def tiny_world(session: Session, make: Factory, tiny_data: TinyData, *,
                name: str = "tiny") -> Task:
     """The tiny task (named `name`) with what a real task gathers: an organiser, terms accepted,
     three teams (one merged into another), a replaced run, a chosen primary run, a gold
-    correction (score history), an announcement, released gold and a deleted account."""
+    correction (score history), an announcement (corrected once), a question answered, a
+    channel, queue alert settings, released gold and a deleted account."""
     storage = make.storage
     definition = parse_task(TINY_TOML.replace('name = "tiny"', f'name = "{name}"'))
     task = tasks.load_task(session, definition, now=NOW)
@@ -64,7 +66,19 @@ def tiny_world(session: Session, make: Factory, tiny_data: TinyData, *,
     primary.choose(session, phase=phase, run=runs[0], user=captain_a, now=NOW)
     audit.merge_teams(session, source=team_c, target=team_b, by=None, reason="one team",
                       now=NOW)
-    announcements.post(session, task=task, user=None, title="Welcome", body="Hello.", now=NOW)
+    welcome = announcements.post(session, task=task, user=None, title="Welcome", body="Hello.",
+                                 now=NOW)
+    # issue 44: a corrected announcement (its revision), a question answered, a channel and
+    # the queue's alert settings
+    announcements.edit(session, announcement=welcome, user=organiser, title="Welcome",
+                       body="Hello, all.", now=NOW)
+    question = questions.ask(session, task=task, user=captain_a, title="When?",
+                             body="When is the deadline?", visibility="public", now=NOW)
+    questions.reply(session, question=question, user=organiser, body="Friday.", now=NOW)
+    channels.add(session, task=task, user=organiser, kind="mail", name="list",
+                 target=f"list@{name}.org", events=["run_scored"], now=NOW)
+    queue_report.set_watch(session, task=task, user=organiser, wait_minutes=30, run_minutes=None,
+                           draft_announcement=False, mail_organisers=True, now=NOW)
     # a site-written draft that lists the phase's scores (ids inside a JSON list)
     announcements.draft(session, task=task, kind="gold-correction", title="Scores changed",
                         body="a1: 0.5", now=NOW, phase=phase, score_phases=[phase])

@@ -67,9 +67,10 @@ def test_the_queue_takes_teams_in_turn(models_world, session, storage, model_fol
 
 def test_fair_order_rounds() -> None:
     t = now0 = __import__("datetime").datetime(2020, 1, 1)
-    rows = [(1, 10, t), (2, 10, t + timedelta(1)), (3, 20, t + timedelta(2)),
-            (4, 30, t + timedelta(3)), (5, 20, t + timedelta(4)), (6, 10, now0)]
-    # team 10 first (its first model is oldest), ties by id; then 20, 30; then second models
+    rows = [(1, 1, 10, t), (2, 1, 10, t + timedelta(1)), (3, 1, 20, t + timedelta(2)),
+            (4, 1, 30, t + timedelta(3)), (5, 1, 20, t + timedelta(4)), (6, 1, 10, now0)]
+    # one task: team 10 first (its first model is oldest), ties by id; then 20, 30; then
+    # second models
     assert model_queue.fair_order(rows) == [1, 3, 4, 6, 5, 2]
 
 

@@ -134,7 +134,7 @@ def test_mail_goes_to_those_who_opted_in(mail_app, client, inbox, session, make,
     def recipients(row):
         messages = build_messages(session, [{"kind": "announcement", "announcement_id": row.id}],
                                   base_url="http://board.example.org")
-        return [to for to, _subject, _body in messages]
+        return [m.to for m in messages]
 
     assert recipients(draft) == [cap_a.email, cap_b.email]
     assert recipients(to_eval) == []  # a draft mails nobody

@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from semboard.mail.events import EVENTS_KEY
 from semboard.mail.messages import build_messages
+from semboard.notify.events import EVENTS_KEY
 from semboard.services.tasks import terms
 from tests.site.openapi_support import check_response
 from tests.site.tasks.test_site_terms import TERMS, load, login, terms_toml
@@ -126,8 +126,8 @@ def test_participants_are_told_by_mail(accepted, session, now):
     assert events == [{"kind": "terms_changed", "version_id": row.id}]
     session.commit()
     sent = build_messages(session, events, base_url="https://site")
-    assert {to for to, _s, _b in sent} == {accepted["a"].email, accepted["b"].email}
-    subject, body = sent[0][1], sent[0][2]
+    assert {m.to for m in sent} == {accepted["a"].email, accepted["b"].email}
+    subject, body = sent[0].subject, sent[0].body
     assert "terms" in subject.lower() and "https://site/tasks/tiny/terms" in body
     assert "2012-04-04 12:00 UTC" in body  # the grace period's end
 

@@ -1,7 +1,10 @@
-"""Mail events: what a transaction tells participants, kept in `session.info` until it commits.
+"""The event bus's events: what a transaction tells people, kept in `session.info` until it
+commits.
 
-Services record events (queue_event); jobs.hooks hands a committed transaction's events to
-delivery. A rolled-back transaction tells nobody anything.
+Services and jobs record events (queue_event); some rows record their own (collect, after each
+flush). Before the commit notify.bus stages the task channels' deliveries in the same
+transaction; after it, jobs.hooks hands the events to their consumers (participants' mail,
+the channels' sender). A rolled-back transaction tells nobody anything.
 """
 
 from __future__ import annotations
@@ -13,11 +16,11 @@ from sqlalchemy.orm import Session
 
 from semboard.models import Phase, RunScoreRecord, Task, UploadLog
 
-EVENTS_KEY = "semboard.mail_events"
+EVENTS_KEY = "semboard.events"
 
 
 def queue_event(session: Session, kind: str, **data: Any) -> None:
-    """Remember an event to mail about once this session's transaction commits."""
+    """Remember an event to tell about once this session's transaction commits."""
     session.info.setdefault(EVENTS_KEY, []).append({"kind": kind, **data})
 
 
@@ -43,6 +46,11 @@ def forget(session: Session) -> None:
     """After a rollback: a rolled-back transaction tells nobody anything (a SAVEPOINT's keeps)."""
     if not session.in_nested_transaction():
         session.info.pop(EVENTS_KEY, None)
+
+
+def pending(session: Session) -> list[dict[str, Any]]:
+    """The events recorded so far in this transaction (left in place)."""
+    return list(session.info.get(EVENTS_KEY) or [])
 
 
 def take_events(session: Session) -> list[dict[str, Any]]:

@@ -1,0 +1,1 @@
+"""Notifications: the event bus, task channels (webhooks, chat, mail) and unsubscribe links."""
