@@ -13,7 +13,8 @@ from typing import Any, BinaryIO
 # list complete)
 ERROR_CLASSES = ("Phrase", "DomainError", "NotFound", "Forbidden", "AuthenticationFailed",
                  "Conflict", "AlreadyInTeam", "NameTaken", "RunLimitReached", "WindowClosed",
-                 "PhaseNotOpen", "RateLimited", "InvalidData", "RunRejected", "TermsRequired")
+                 "PhaseNotOpen", "RateLimited", "InvalidData", "RunRejected", "TermsRequired",
+                 "EntryClosed")
 # the site's keyword -> the standard keyword it reads like (pybabel matches arguments by those)
 KEYWORDS: dict[str, str] = {"_l": "gettext", "lazy_gettext": "gettext", "N_plural": "ngettext",
                             "lazy_ngettext": "ngettext",

@@ -246,7 +246,7 @@ class PhaseForm(FlaskForm):
         _l("Per-team window (hours)"), validators=[Optional(), NumberRange(min=1, max=10000)]
     )
     # services.tasks.participation: teams formed and terms accepted by then (issue 44)
-    entry_deadline = DateTimeLocalField("Entry deadline (UTC)", format=UTC_FORMATS,
+    entry_deadline = DateTimeLocalField(_l("Entry deadline (UTC)"), format=UTC_FORMATS,
                                         validators=[Optional()], render_kw=SECONDS)
     max_runs = IntegerField(
         _l("Max runs per team"), validators=[InputRequired(), NumberRange(min=1, max=1000)]

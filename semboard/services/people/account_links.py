@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from semboard.config import DEFAULT_LIMITS, Limits
 from semboard.db import insert_unless_refused
-from semboard.errors import InvalidData, NameTaken, NotFound, RateLimited
+from semboard.errors import InvalidData, NameTaken, NotFound, Phrase, RateLimited
 from semboard.models import AccountToken, NotificationSent, Phase, Task, Team, TeamMember, User
 from semboard.notify.events import queue_event
 from semboard.services.people import accounts, ratelimit, windows
@@ -181,10 +181,10 @@ def set_notifications(session: Session, *, user: User, **switches: bool) -> None
 
 
 # what a one-click link stops, in words (the page that confirms it says so)
-SWITCH_WORDS = {"notify_runs": "mail about your team's runs and models",
-                "notify_deadlines": "deadline reminders and terms changes",
-                "notify_gold": "mail when gold is released",
-                "notify_results": "mail when results are published"}
+SWITCH_WORDS = {"notify_runs": Phrase("mail about your team's runs and models"),
+                "notify_deadlines": Phrase("deadline reminders and terms changes"),
+                "notify_gold": Phrase("mail when gold is released"),
+                "notify_results": Phrase("mail when results are published")}
 
 
 def unsubscribe_scope(session: Session, *, user_id: int, scope: str) -> tuple[User, str]:
@@ -197,7 +197,8 @@ def unsubscribe_scope(session: Session, *, user_id: int, scope: str) -> tuple[Us
         task = session.get(Task, int(scope.removeprefix("task:")))
         if task is None:
             raise NotFound("this link's task no longer exists")
-        return user, f"the announcements of {task.name} (critical ones still come)"
+        return user, Phrase("the announcements of %(task)s (critical ones still come)",
+                            task=task.name)
     return user, SWITCH_WORDS[scope]
 
 

@@ -377,15 +377,15 @@ def log_upload(
 
 # a refusal's class, as the upload log keeps it (the organisers' analytics count them)
 REFUSAL_REASONS = {
-    "invalid": "the files had problems",
-    "too-many-invalid": "too many invalid uploads in an hour",
-    "deadline": "the deadline had passed",
-    "not-open": "the phase was not open",
-    "run-limit": "the run slots were full",
-    "daily-limit": "the day's uploads were used",
-    "rights": "not allowed to upload",
-    "bad-request": "a field of the upload was wrong",
-    "other": "another reason",
+    "invalid": Phrase("the files had problems"),
+    "too-many-invalid": Phrase("too many invalid uploads in an hour"),
+    "deadline": Phrase("the deadline had passed"),
+    "not-open": Phrase("the phase was not open"),
+    "run-limit": Phrase("the run slots were full"),
+    "daily-limit": Phrase("the day's uploads were used"),
+    "rights": Phrase("not allowed to upload"),
+    "bad-request": Phrase("a field of the upload was wrong"),
+    "other": Phrase("another reason"),
 }
 
 

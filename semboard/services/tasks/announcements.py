@@ -42,7 +42,7 @@ MAX_BODY = 20_000
 # the kinds the site drafts as critical (mailed to every participant)
 CRITICAL_KINDS = ("deadline", "gold-correction")
 # what the terms page (and the API's terms) say of the organisers' mail
-MAIL_STATEMENT = (
+MAIL_STATEMENT = Phrase(
     "By taking part you receive the organisers' critical announcements by e-mail: deadline "
     "changes, gold corrections and rule changes. These go to every participant, whatever "
     "their mail settings. Other announcements come by e-mail only to those who ask for them "

@@ -144,28 +144,31 @@ def require_entry_open(session: Session, *, task: Task, user: User, now: datetim
     if phase is not None and not roles.is_organiser(session, user, task):
         assert phase.entry_deadline is not None
         raise Forbidden(
-            f"the entry deadline of {phase.name} passed at {clock_text(phase.entry_deadline)} "
-            f"UTC: no team can be formed or joined until it closes at "
-            f"{clock_text(phase.closes_at)} UTC")
+            "the entry deadline of %(phase)s passed at %(deadline)s UTC: no team can be formed "
+            "or joined until it closes at %(closes)s UTC", phase=phase.name,
+            deadline=clock_text(phase.entry_deadline), closes=clock_text(phase.closes_at))
 
 
 def entry_refusal(session: Session, *, phase: Phase, team: Team, user: User,
-                  now: datetime) -> str | None:
+                  now: datetime) -> Phrase | None:
     """Why the user may not upload for the team to the phase after its entry deadline (the
     team formed, the user joined, or the terms accepted only after it), or None. Asked by the
     one admission rule (services.runs.admission.rights)."""
     deadline = phase.entry_deadline
     if deadline is None or now < deadline or team.is_baseline:
         return None
-    when = f"the entry deadline of {phase.name} ({clock_text(deadline)} UTC)"
+    when = {"phase": phase.name, "deadline": clock_text(deadline)}
     if team.created_at > deadline:
-        return f"team {team.name} was formed after {when}"
+        return Phrase("team %(team)s was formed after the entry deadline of %(phase)s "
+                      "(%(deadline)s UTC)", team=team.name, **when)
     joined = session.scalar(select(TeamMember.joined_at).where(
         TeamMember.team_id == team.id, TeamMember.user_id == user.id))
     if joined is None or joined > deadline:
-        return f"you joined team {team.name} after {when}"
+        return Phrase("you joined team %(team)s after the entry deadline of %(phase)s "
+                      "(%(deadline)s UTC)", team=team.name, **when)
     if not terms.accepted_by(session, task=phase.task, phase=phase, user=user, at=deadline):
-        return f"you had not accepted the terms of {phase.task.name} by {when}"
+        return Phrase("you had not accepted the terms of %(task)s by the entry deadline of "
+                      "%(phase)s (%(deadline)s UTC)", task=phase.task.name, **when)
     return None
 
 
