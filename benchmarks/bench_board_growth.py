@@ -141,13 +141,58 @@ def _scaled(value: Any, factor: float) -> Any:
     return value
 
 
-def seed_site(folder: Path, release: Path, runs: int) -> dict[str, Any]:
-    """A scratch site of `runs` scored runs: TEMPLATES real uploads, the rest bulk copies."""
-    from bench_boards import NOW, build_site
+def bulk_runs(session: Any, runs: int,
+              files: list[list[tuple[str, str, str, int, str]]] | None = None) -> None:
+    """Teams with one scored run each up to `runs` runs in all, inserted in bulk after the
+    first TEMPLATES real ones: each score record a scaled copy of a template's (distinct
+    records and digests, as on a real board); with `files`, each run's file rows (name,
+    dataset, sha256, size, storage key) taken in turn from these sets. Commits."""
+    from bench_boards import NOW
     from sqlalchemy import insert, select
 
+    from semboard.models import Run, RunFile, RunScoreRecord, Team, score_digest
+
+    templates = session.execute(
+        select(Run, RunScoreRecord).join(RunScoreRecord, RunScoreRecord.run_id == Run.id)
+        .order_by(Run.id).limit(TEMPLATES)).all()
+    count = runs - len(templates)
+    if count <= 0:
+        return
+    first = templates[0][0]
+    session.execute(insert(Team), [
+        {"task_id": first.task_id, "name": f"bulk {i:05d}", "affiliation": "",
+         "invite_code": f"bulk{i:05d}", "created_at": NOW} for i in range(count)])
+    team_ids = list(session.scalars(select(Team.id).where(Team.name.like("bulk %"))
+                                    .order_by(Team.id)))
+    session.execute(insert(Run), [
+        {"task_id": first.task_id, "phase_id": first.phase_id, "team_id": team_id,
+         "name": "run", "slot": 1, "is_current": True, "status": "scored",
+         "issues": [], "meta": {}, "submitted_at": NOW} for team_id in team_ids])
+    run_ids = list(session.scalars(select(Run.id).where(Run.team_id.in_(team_ids))
+                                   .order_by(Run.id)))
+    if files:
+        session.execute(insert(RunFile), [
+            {"run_id": run_id, "filename": name, "dataset": dataset, "sha256": digest,
+             "size": size, "storage_key": key}
+            for i, run_id in enumerate(run_ids)
+            for name, dataset, digest, size, key in files[i % len(files)]])
+    records = []
+    for i, run_id in enumerate(run_ids):
+        record = templates[i % len(templates)][1]
+        factor = 1.0 - 0.3 * (i + 1) / (len(run_ids) + 1)  # every record distinct
+        scores, flat = _scaled(record.scores, factor), _scaled(record.flat, factor)
+        records.append({"run_id": run_id, "gold_digest": record.gold_digest,
+                        "scores": scores, "flat": flat, "created_at": NOW,
+                        "digest": score_digest(scores, flat)})
+    session.execute(insert(RunScoreRecord), records)
+    session.commit()
+
+
+def seed_site(folder: Path, release: Path, runs: int) -> dict[str, Any]:
+    """A scratch site of `runs` scored runs: TEMPLATES real uploads, the rest bulk copies."""
+    from bench_boards import build_site
+
     from semboard.db import make_session_factory
-    from semboard.models import Run, RunScoreRecord, Team, score_digest
 
     if (folder / "bench.sqlite").exists():  # --site-dir of an earlier run: reused as it is
         return {"url": f"sqlite:///{folder / 'bench.sqlite'}", "uploads": str(folder / "uploads"),
@@ -155,33 +200,7 @@ def seed_site(folder: Path, release: Path, runs: int) -> dict[str, Any]:
     started = time.perf_counter()
     site = build_site(folder, release, min(runs, TEMPLATES), 0)
     session = make_session_factory(site["url"])()
-    templates = session.execute(
-        select(Run, RunScoreRecord).join(RunScoreRecord, RunScoreRecord.run_id == Run.id)
-        .order_by(Run.id).limit(TEMPLATES)).all()
-    if runs > len(templates):
-        first = templates[0][0]
-        count = runs - len(templates)
-        session.execute(insert(Team), [
-            {"task_id": first.task_id, "name": f"bulk {i:05d}", "affiliation": "",
-             "invite_code": f"bulk{i:05d}", "created_at": NOW} for i in range(count)])
-        team_ids = list(session.scalars(select(Team.id).where(Team.name.like("bulk %"))
-                                        .order_by(Team.id)))
-        session.execute(insert(Run), [
-            {"task_id": first.task_id, "phase_id": first.phase_id, "team_id": team_id,
-             "name": "run", "slot": 1, "is_current": True, "status": "scored",
-             "issues": [], "meta": {}, "submitted_at": NOW} for team_id in team_ids])
-        run_ids = list(session.scalars(select(Run.id).where(Run.team_id.in_(team_ids))
-                                       .order_by(Run.id)))
-        records = []
-        for i, run_id in enumerate(run_ids):
-            record = templates[i % len(templates)][1]
-            factor = 1.0 - 0.3 * (i + 1) / (len(run_ids) + 1)  # every record distinct
-            scores, flat = _scaled(record.scores, factor), _scaled(record.flat, factor)
-            records.append({"run_id": run_id, "gold_digest": record.gold_digest,
-                            "scores": scores, "flat": flat, "created_at": NOW,
-                            "digest": score_digest(scores, flat)})
-        session.execute(insert(RunScoreRecord), records)
-        session.commit()
+    bulk_runs(session, runs)
     session.close()
     return {**site, "submit_s": time.perf_counter() - started}
 

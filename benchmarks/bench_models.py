@@ -16,7 +16,12 @@ text once (the site, run_model_job) does no less work than one encoding every te
 STS 2012 sentences hold about 5,000 distinct texts).
 --feed cpu|cuda adds a row: the CPU side of the encoder alone, as that device's path runs it
 (tokenising the chunks in the tokenise-ahead thread, sorting, padding into batches; no forward
-pass): the feed's ceiling in pairs/s. --feed-only prints the feed and nothing else.
+pass): the feed's ceiling in pairs/s. --feed-processes 0 1 2 gives one such row per number of
+tokenising processes (0: the thread alone, the path before processes; the GPU path's default
+is baselines.models.encode.default_feed_processes). --feed-only prints the feed and nothing else.
+--job-feed-processes N sets the encoding child's ($SEMBOARD_FEED_PROCESSES) for the
+run_model_job row, whose whole time (process start, load, encoding, scoring) is printed beside
+its encoding alone.
 Printed, each measured in this run:
 1. the check (config, safetensors headers, digest over all files): seconds;
 2. the model track's encoder in this process (transformers' class, sorted token-budget
@@ -26,7 +31,8 @@ Printed, each measured in this run:
    does: that line is inflated beyond the STS 2012 pairs, so the real test set's share of
    distinct texts and tokens is printed apart);
 3. the same through run_model_job (a spawned child: import, load and encode, run files
-   written, each distinct text once as on the site): wall seconds and the pairs/s it records;
+   written, each distinct text once as on the site): its load, encode-only and scoring
+   seconds, the whole job's (end to end, as its supervisor saw it) and pairs/s of each;
 4. sentence-transformers encoding the same folder with the same prompt (in the same dtype on
    CUDA);
 5. the project's own e5 encoder (baselines.embedding) on the same pairs, when the folder is
@@ -45,6 +51,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
@@ -53,7 +60,8 @@ import numpy as np  # noqa: E402
 from bench_baselines import Pairs, random_pairs, sts2012_pairs  # noqa: E402
 
 from baselines.models import check_model, run_model_job  # noqa: E402
-from baselines.models.encode import ModelEncoder  # noqa: E402
+from baselines.models.encode import FEED_PROCESSES_ENV, ModelEncoder  # noqa: E402
+from baselines.models.feed import TokenizerPool  # noqa: E402
 from evaluation import DatasetInputs  # noqa: E402
 
 N_STS2012 = 3108
@@ -96,21 +104,23 @@ def distinct_pairs(sentences: list[str], n: int, seed: int = 0) -> Pairs:
     return list(zip(texts[:n], texts[n:], strict=True))
 
 
-def time_feed(enc: ModelEncoder, texts: list[str], prompt: str, device: str) -> Callable[[], int]:
+def time_feed(enc: ModelEncoder, texts: list[str], prompt: str, device: str,
+              pool: Any = None) -> Callable[[], int]:
     """A function running the encoder's CPU side alone over texts as `device`'s path runs it
-    (its chunk schedule and token budget), returning the tokens batched (padding included)."""
+    (its chunk schedule and token budget; pool: the tokenising processes, None: the thread),
+    returning the tokens batched (padding included)."""
     from baselines.models.encode import BATCH_TOKENS
 
     budget = enc.batch_tokens if device == enc.device else BATCH_TOKENS[device]
 
     def run() -> int:
-        saved = enc.batch_tokens
-        enc.batch_tokens = budget
+        saved = enc.batch_tokens, enc._tokenizers
+        enc.batch_tokens, enc._tokenizers = budget, pool
         try:
             return sum(batch.ids.size
                        for _, batch in enc.feed(texts, prompt, grow=device == "cuda"))
         finally:
-            enc.batch_tokens = saved
+            enc.batch_tokens, enc._tokenizers = saved
 
     return run
 
@@ -144,6 +154,13 @@ def main() -> None:
     parser.add_argument("--feed", choices=("cpu", "cuda"), default=None,
                         help="also time the CPU side alone, as this device's path runs it")
     parser.add_argument("--feed-only", action="store_true", help="time the feed only")
+    parser.add_argument("--site-only", action="store_true",
+                        help="of the in-process rows, only the site's (each distinct text once)")
+    parser.add_argument("--feed-processes", type=int, nargs="+", default=None,
+                        help="feed rows for these numbers of tokenising processes (0: the "
+                             "thread alone; default: the encoder's own choice)")
+    parser.add_argument("--job-feed-processes", type=int, default=None,
+                        help="tokenising processes of the run_model_job row's child")
     args = parser.parse_args()
     import torch
 
@@ -190,14 +207,28 @@ def main() -> None:
                            batch_tokens=args.batch_tokens)
         enc.similarity(pairs[:16])  # warm-up: kernels, allocator
         texts = [a for a, _ in pairs] + [b for _, b in pairs]
-        feed_name = f"feed only: tokenise + batch ({args.feed} path)"
+        feed_names: list[str] = []
+        pools: list[TokenizerPool] = []
         if args.feed:
-            feed = time_feed(enc, texts, d.prompt, args.feed)
-            engines[feed_name] = (enc.load_s, lambda: np.array([feed()]))
+            for count in args.feed_processes or [enc.feed_processes]:
+                pool = TokenizerPool(enc.tokenizer, count) if count > 0 else None
+                if pool is not None:
+                    pools.append(pool)
+                    pool.token_ids(texts[:64], d.prompt)  # started and warm
+                name = (f"feed only ({args.feed} path): "
+                        + (f"{count} tokenising process{'es' if count > 1 else ''}"
+                           if count else "the thread alone"))
+                feed = time_feed(enc, texts, d.prompt, args.feed, pool)
+                engines[name] = (enc.load_s, lambda feed=feed: np.array([feed()]))
+                feed_names.append(name)
+        feed_name = feed_names[0] if feed_names else ""
         if not args.feed_only:
-            engines[f"model track, every text ({enc.dtype})"] = (
-                enc.load_s, lambda: enc.similarity(pairs, distinct=False))
-            engines["model track, distinct texts once (site)"] = (
+            if not args.site_only:
+                engines[f"model track, every text ({enc.dtype})"] = (
+                    enc.load_s, lambda: enc.similarity(pairs, distinct=False))
+            processes = (f"{enc.feed_processes} tokenising processes" if enc.feed_processes
+                         else "tokenising thread")
+            engines[f"model track, distinct once ({processes})"] = (
                 enc.load_s, lambda: enc.similarity(pairs))
         st = None
         if not args.no_st:
@@ -234,18 +265,20 @@ def main() -> None:
             for name, (_, fn) in engines.items():
                 sec, results[name] = _timed(fn, args.device)
                 best[name] = min(best[name], sec)
-        print(f"{'engine (best of ' + str(args.repeat) + ')':<42} {'load s':>7} "
+        print(f"{'engine (best of ' + str(args.repeat) + ')':<48} {'load s':>7} "
               f"{'encode s':>9} {'pairs/s':>10}")
         st_name = next((k for k in engines if k.startswith("sentence-transformers")), None)
         for name, (load, _) in engines.items():
             ratio = (f" {best[st_name] / best[name]:>6.2f}x ST"
-                     if st_name and name not in (st_name, feed_name) else "")
-            print(f"{name:<42} {load:>7.2f} {best[name]:>9.2f} "
+                     if st_name and name != st_name and name not in feed_names else "")
+            print(f"{name:<48} {load:>7.2f} {best[name]:>9.2f} "
                   f"{len(pairs) / best[name]:>10,.1f}{ratio}")
         distinct = len(set(texts))
         print(f"distinct texts in these pairs: {distinct:,} of {len(texts):,}")
         if feed_name in results:
             print(f"feed: {int(results[feed_name][0]):,} padded tokens batched per pass")
+        for pool in pools:
+            pool.close()
         if args.feed_only:
             return
         sts_texts = [t for p in sts for t in p]
@@ -257,14 +290,25 @@ def main() -> None:
         if not args.no_job:
             inputs = {"MSRpar": DatasetInputs("MSRpar", [str(i) for i in range(len(pairs))],
                                               list(pairs), [None] * len(pairs))}
+            if args.job_feed_processes is not None:
+                os.environ[FEED_PROCESSES_ENV] = str(args.job_feed_processes)
             t0 = time.perf_counter()
             run = run_model_job(folder, "sts2012", inputs, device=args.device,
                                 dtype=args.dtype, prompt=args.prompt)
             wall = time.perf_counter() - t0
             meta = run.metadata
-            print(f"{'run_model_job (child, wall ' + f'{wall:.1f} s)':<42} "
+            print(f"{'run_model_job, encoding alone':<48} "
                   f"{meta['load_s']:>7.2f} {meta['encode_s']:>9.2f} "
                   f"{meta['pairs_per_s']:>10,.1f}")
+            print(f"{'run_model_job, end to end (job_s)':<48} {'':>7} {meta['job_s']:>9.2f} "
+                  f"{len(pairs) / meta['job_s']:>10,.1f}")
+            rest = meta["wall_time_s"] - meta["load_s"] - meta["encode_s"] - meta["score_s"]
+            print(f"run_model_job: {meta['feed_processes']} tokenising process(es); process "
+                  f"start and imports {meta['job_s'] - meta['wall_time_s']:.2f} s, the check "
+                  f"(digest of every file) and the rest {rest:.2f} s, load "
+                  f"{meta['load_s']:.2f} s, encode {meta['encode_s']:.2f} s, score "
+                  f"{meta['score_s']:.2f} s; whole job {meta['job_s']:.2f} s (wall here "
+                  f"{wall:.2f} s)")
         if st is not None:
             mine = enc.embed(texts[:200]).astype(np.float64)
             mine /= np.linalg.norm(mine, axis=1, keepdims=True)

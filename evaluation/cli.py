@@ -81,6 +81,17 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (1000)")
     s.add_argument("--seed", type=int, default=12345, help="bootstrap seed (12345)")
     s.add_argument("--no-ci", action="store_true", help="skip bootstrap confidence intervals")
+    s.add_argument("--parts", type=Path, help="a split file (dataset, id, usage): score the "
+                   "public part, the private part and the whole")
+
+    d = sub.add_parser("parts", help="draw a task's split of its test items into public, "
+                       "private and ignored parts ([parts] in the definition)")
+    d.add_argument("--task", required=True, help="a shipped task name or a .toml with [parts]")
+    d.add_argument("--gold", required=True, type=Path, help="the release folder with the gold")
+    d.add_argument("--inputs", type=Path, help="release folder of the inputs (default: --gold)")
+    d.add_argument("--seed", required=True, type=int, help="the draw's seed")
+    d.add_argument("--split", help="the definition's split (default: its default split)")
+    d.add_argument("--output", type=Path, help="write the split here (default: print it)")
 
     v = sub.add_parser("validate", help="check a run against the inputs before uploading")
     common(v)
@@ -180,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in list_tasks():
             print(f"{name}\t{load_task(name).title}")
         return EXIT_OK
+    if args.command == "parts":
+        return _draw_parts(args)
     try:
         task = load_task(args.task)
         if args.split:
@@ -226,10 +239,65 @@ def main(argv: Sequence[str] | None = None) -> int:
         gold = load_gold(task, args.gold, inputs)
     except ValidationError as exc:
         return _usage("bad gold:\n" + "\n".join(str(i) for i in exc.issues))
+    if args.parts is not None:
+        return _score_parts(task, run, gold, args)
     score = score_run(task, run, gold, resamples=args.resamples, seed=args.seed,
                       confidence_intervals=not args.no_ci)
     if args.json:
         print(json.dumps(score.to_dict(), indent=2))
     else:
         print(render_table(task, score))
+    return EXIT_OK
+
+
+def _rule(task: TaskDefinition) -> Any:
+    from evaluation.partsrule import PartsRule, parts_rule  # on use: only these commands need it
+
+    return parts_rule(task) or PartsRule(phases=())
+
+
+def _draw_parts(args: argparse.Namespace) -> int:
+    """`parts`: the seeded split of the gold's items by the definition's rule."""
+    from evaluation.parts import draw_parts  # on use: only this command needs it
+
+    try:
+        task = load_task(args.task)
+        if args.split:
+            task = task.for_split(args.split)
+        inputs = load_inputs(task, args.inputs or args.gold, texts=False)
+        gold = load_gold(task, args.gold, inputs)
+    except (TaskDefinitionError, FileNotFoundError, KeyError) as exc:
+        return _usage(str(exc))
+    except ValidationError as exc:
+        return _usage("bad gold:\n" + "\n".join(str(i) for i in exc.issues))
+    found = draw_parts(gold, _rule(task), seed=args.seed)
+    if args.output:
+        args.output.write_text(found.text(), encoding="utf-8")
+        print(f"wrote {args.output}: digest {found.digest}; {found.rule}; seed {args.seed}")
+    else:
+        sys.stdout.write(found.text())
+    return EXIT_OK
+
+
+def _score_parts(task: TaskDefinition, run: ValidatedRun, gold: Any,
+                 args: argparse.Namespace) -> int:
+    """`score --parts FILE`: the run on the public part, the private part and the whole."""
+    from evaluation.parts import read_parts, score_parts  # on use: only this option needs it
+
+    try:
+        items = read_parts(args.parts.read_bytes(), {d: g.ids for d, g in gold.items()},
+                           filename=args.parts.name, rule=_rule(task))
+    except FileNotFoundError as exc:
+        return _usage(str(exc))
+    except ValidationError as exc:
+        print("\n".join(str(i) for i in exc.issues))
+        return EXIT_INVALID
+    scores = score_parts(task, run, gold, items, resamples=args.resamples, seed=args.seed,
+                         confidence_intervals=not args.no_ci)
+    if args.json:
+        print(json.dumps({part: s.to_dict() for part, s in scores.items()}, indent=2))
+    else:
+        for part, score in scores.items():
+            print(f"== {part} ({items.size(part)} items; split {items.digest[:12]})")
+            print(render_table(task, score))
     return EXIT_OK

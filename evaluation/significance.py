@@ -458,8 +458,12 @@ def _spearman_block(c: np.ndarray, sorts: list[tuple[np.ndarray, Any]],
 def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
                gold: Mapping[str, DatasetGold], data: Mapping[str, _Dataset],
                draws: Sequence[str], wanted: Sequence[tuple[str, str]], resamples: int,
-               seed: int) -> dict[tuple[str, str], np.ndarray]:
+               seed: int, counts: Iterable[tuple[int, Iterable[np.ndarray]]] | None = None,
+               ) -> dict[tuple[str, str], np.ndarray]:
     """(resamples, runs) bootstrap values of each wanted metric, undefined values as 0.
+
+    counts: other weights of the pairs than drawn resamples (each chunk's rows, one (rows, n)
+    matrix per dataset of `draws`): a 0/1 row is a subset of the pairs (evaluation.parts).
 
     draws: the datasets resampled, in task order, each drawn whether or not a run covers it,
     so the resamples depend only on the gold, the seed and the metric, never on the board.
@@ -491,7 +495,8 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
     sizes = [len(gold[d]) for d in draws]
     parts: dict[tuple[str, str], list[np.ndarray]] = {key: [] for key in wanted}
     step = max(1, _BLOCK_CELLS // max(1, n_runs))
-    for b, counts in _count_matrices(seed, sizes, resamples):
+    chunks = counts if counts is not None else _count_matrices(seed, sizes, resamples)
+    for b, chunk in chunks:
         tot_all = [np.zeros((b, n_runs)) for _ in range(6)] if "ALL" in aggs else None
         tot_norm = [np.zeros((b, n_runs)) for _ in range(6)] if "ALLnorm" in aggs else None
         if tot_all is not None and tot_norm is not None:
@@ -499,12 +504,15 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
                 tot_norm[j] = tot_all[j]
         acc = {a: np.zeros((b, n_runs)) for a in combined}
         undefined = {a: np.zeros((b, n_runs), dtype=bool) for a in combined}
-        for name, n, c in zip(draws, sizes, counts, strict=True):
+        # a subset's own pairs weigh a pair-weighted mean (a resample always has n of them)
+        sized = np.zeros((b, n_runs)) if counts is not None else None
+        for name, n, c in zip(draws, sizes, chunk, strict=True):
             found = data.get(name)
             if found is None:
                 continue  # drawn anyway: the next dataset's resamples must not depend on it
             d = found
             k = d.x.shape[1]
+            held = c.sum(axis=1)[:, None] if sized is not None else None
             m = None
             # the moments feed Pearson, ALL and ALLnorm only (a board ranked by Spearman
             # alone skips this product, the largest of a Pearson board)
@@ -522,6 +530,8 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
             full = {metric: np.full((b, n_runs), np.nan) for metric in here}
             # every run covers this dataset: plain slices instead of gathering columns
             cols: Any = slice(None) if k == n_runs else d.runs
+            if sized is not None and held is not None:
+                sized[:, cols] += held
             if tot_all is not None or tot_norm is not None:
                 # moments about this dataset's means, moved to each run's frame (exact algebra)
                 a = d.x.mean(axis=0) - shift_x[d.runs]
@@ -551,7 +561,10 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
                     v = np.where(nan, 0.0, v) if rec.of not in whole else np.nan_to_num(v, nan=0.0)
                     # each dataset adds its value (times its scored pairs for a pair-weighted
                     # mean)
-                    acc[agg][r, cols] += v * d.n if rec.weights == "pairs" else v
+                    if rec.weights != "pairs":
+                        acc[agg][r, cols] += v
+                    else:
+                        acc[agg][r, cols] += v * (d.n if held is None else held[r])
                     if ranks_last:
                         undefined[agg][r, cols] |= nan
                 for metric in here:
@@ -570,7 +583,8 @@ def _bootstrap(task: TaskDefinition, runs: Sequence[ValidatedRun],
                     values["ALLnorm"][r] = R._corr(*(t[r] for t in tot_norm))
             for agg, rec in combined.items():
                 # as scoring: Aggregate.combine, from the sums
-                v = rec.divide(acc[agg][r], weight, count, len(draws))
+                v = rec.divide(acc[agg][r], weight if sized is None else sized[r], count,
+                               len(draws))
                 values[agg][r] = np.where(undefined[agg][r], np.nan, v) if ranks_last else v
         for name in aggs:
             parts[("", name)].append(values[name])
@@ -724,6 +738,53 @@ def _board_samples(task: TaskDefinition, runs: Sequence[ValidatedRun],
         observed = _observed_values(task, runs, gold, ds, name, members, align)
         out[metric] = (members, observed, samples[(ds, name)][:, members])
     return out
+
+
+def subset_values(task: TaskDefinition, runs: Sequence[ValidatedRun],
+                  gold: Mapping[str, DatasetGold], metric: str,
+                  subsets: Iterable[tuple[int, Mapping[str, np.ndarray]]]) -> np.ndarray:
+    """(rows, runs) values of one metric on subsets of the pairs, undefined values as 0.
+
+    subsets yields (rows, {dataset: (rows, n) weights}) chunks, n the dataset's gold pairs in
+    the gold's order (1 keeps a pair, 0 leaves it out: evaluation.parts' public and private
+    parts); every run is scored on the same pairs of each row, as the bootstrap pairs its
+    resamples, with one matrix product per dataset and chunk. Pairs without a gold score take
+    no part whatever their weight; a pair-weighted mean weighs each dataset by the pairs kept.
+    """
+    for run in runs:
+        if not run.ok:
+            raise ValidationError(run.issues)
+    scored = {d: g.scored for d, g in gold.items()}
+    runs, gold = without_unscored(runs, gold)
+    align = _Aligned()
+    data = _datasets(task, runs, gold, align)
+    ds, name = _split_metric(task, metric)
+    draws = (ds,) if ds else tuple(d for d in task.dataset_names if d in gold)
+    # the weights are given in the gold's order; the runs' columns follow their predictions
+    order: dict[str, np.ndarray | None] = {}
+    for d in draws:
+        found = data.get(d)
+        ids = gold[d].ids
+        pred_ids = runs[int(found.runs[0])].predictions[d].ids if found is not None else ids
+        if pred_ids is ids or list(pred_ids) == list(ids):
+            order[d] = None
+        else:
+            pos = {k: j for j, k in enumerate(ids)}
+            order[d] = np.fromiter((pos[k] for k in pred_ids), dtype=np.int64,
+                                   count=len(pred_ids))
+    kept = {d: np.flatnonzero(scored[d]) for d in draws}
+
+    def chunks() -> Iterator[tuple[int, list[np.ndarray]]]:
+        for rows, weights in subsets:
+            out = []
+            for d in draws:
+                w = np.asarray(weights[d], dtype=np.float64)[:, kept[d]]
+                where = order[d]
+                out.append(np.ascontiguousarray(w if where is None else w[:, where]))
+            yield rows, out
+
+    return _bootstrap(task, runs, gold, data, draws, [(ds, name)], 0, 0,
+                      counts=chunks())[(ds, name)]
 
 
 def _groups(observed: np.ndarray, boot: np.ndarray, alpha: float,

@@ -476,7 +476,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "": ("name", "title", "description", "source", "layout", "scores", "inputs", "gold", "run",
          "metrics", "tracks", "datasets", "default_split", "splits", "system_description",
          "teams", "terms", "terms_url", "license", "citation", "phase_terms", "participation",
-         "language", "score_digits", "translations"),
+         "language", "score_digits", "translations", "parts", "training_data", "exports"),
     "layout.": ("input", "gold"),
     "scores.": ("min", "max", "nan_policy", "model_mapping"),
     "inputs.": ("format", "columns", "header", "id", "texts", "split", "transform", "genre",
@@ -1118,7 +1118,7 @@ def parse_task(text: str, *, source: str = "<string>") -> TaskDefinition:
 # The keys each closing setting reads (top level; rules: in [metrics]). A definition with none
 # of a setting's keys has nothing there that could fail, and skips importing its module (the
 # scorer's start).
-_QUESTION_KEYS = ("system_description",)
+_QUESTION_KEYS = ("system_description", "training_data")
 _RULE_KEYS = ("rank_datasets", "overall_needs_all_datasets")
 _PARTICIPATION_KEYS = ("terms", "terms_url", "license", "citation", "phase_terms",
                        "participation")
@@ -1131,11 +1131,16 @@ def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
     if any(key in doc for key in _QUESTION_KEYS):
         from evaluation.descriptions import parse_questions  # on use: the scorer's start
 
-        parse_questions(doc, source)
+        for name in _QUESTION_KEYS:
+            parse_questions(doc, source, name)
     if isinstance(metrics, dict) and any(key in metrics for key in _RULE_KEYS):
         from evaluation.rules import parse_rules  # on use: the scorer's start
 
         parse_rules(doc, source)
+    if "exports" in doc:
+        from evaluation.exportmeta import parse_exports  # on use: the scorer's start
+
+        parse_exports(doc, source)
     if any(key in doc for key in _PARTICIPATION_KEYS):
         from evaluation.participation import parse_participation  # on use: the scorer's start
 
@@ -1144,6 +1149,10 @@ def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
         from evaluation.texts import parse_texts  # on use: the scorer's start
 
         parse_texts(doc, source)
+    if "parts" in doc:
+        from evaluation.partsrule import parse_parts  # on use: the scorer's start
+
+        parse_parts(doc, source)
 
 
 # ---------------------------------------------------------------- names and paths

@@ -55,6 +55,13 @@ MODEL_STATUSES = ("queued", "running", "failed", "done")
 MODEL_FAILURES = ("refused", "too_slow", "out_of_memory", "worker_lost", "cancelled", "internal")
 # a model upload in parts: receiving parts, being joined and checked, and how it ended
 UPLOAD_STATES = ("open", "finishing", "finished", "refused", "cancelled", "expired")
+# When a phase's private scores (and a frozen board's live state) are revealed: at the phase's
+# close, or when its results are published (by hand or at its publish time).
+REVEALS = ("close", "publish")
+# The parts of a split test set a score is computed on (evaluation.parts.SCORED_PARTS), and the
+# boards stored beside a phase's live one (services.boards.reveal).
+SCORE_PARTS = ("public", "private", "whole")
+PART_BOARDS = ("frozen", "private", "whole", "shakeup")
 # Byte counts of models pass 2 GiB: 64-bit on PostgreSQL (SQLite's INTEGER already is).
 BYTES = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -220,6 +227,7 @@ class Phase(Base):
         CheckConstraint(_in("ranking", PHASE_RANKINGS), name="ranking"),
         CheckConstraint("score_in_request_pairs IS NULL OR score_in_request_pairs > 0",
                         name="score_in_request_pairs"),
+        CheckConstraint(_in("reveal", REVEALS), name="reveal"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -258,6 +266,11 @@ class Phase(Base):
     # accepted by then may upload to the phase (services.runs.admission.entry); None: no such
     # date. Before the close (services.tasks.tasks checks it: no CHECK, phase is never rebuilt)
     entry_deadline: Mapped[datetime | None]
+    # the public board shows its state at this time until the reveal (organisers: live)
+    freeze_at: Mapped[datetime | None]
+    # when private scores and the live board are revealed: "close" or "publish" (the results'
+    # publication, by hand or at publish_at); services.tasks.access.revealed
+    reveal: Mapped[str] = mapped_column(String(8), default="publish", server_default="publish")
 
     task: Mapped[Task] = relationship(back_populates="phases")
 
@@ -876,6 +889,26 @@ class WorkerToken(Base):
     task: Mapped[Task] = relationship()
 
 
+class ModelWorker(Base):
+    """A model worker that declared what it can run (baselines.models.capabilities): a remote
+    worker (its token; key "token:ID") or a host of the site's own workers (key "site:HOST",
+    any task). The queue hands a model only to a worker that can run it, and says of a queued
+    model that no registered worker can run why it waits. A site's hardware, not a task's data:
+    not in a task's dump."""
+
+    __tablename__ = "model_worker"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(160), unique=True)
+    name: Mapped[str] = mapped_column(String(120))
+    token_id: Mapped[int | None] = mapped_column(
+        ForeignKey("worker_token.id", ondelete="CASCADE"), index=True)
+    capabilities: Mapped[dict[str, Any]] = mapped_column()
+    # its last declaration (a claim, or the site's sweep): a worker not seen for an hour is
+    # not counted as registered
+    seen_at: Mapped[datetime]
+
+
 # ----------------------------------------------------------------------------- issue 30 (part 1)
 # Terms, the participation gate and announcements. A task dump includes these tables:
 # TermsVersion, TermsAcceptance, TaskSecret, TeamApproval, Announcement, AnnouncementRead,
@@ -1212,6 +1245,83 @@ class TaskAnalytics(Base):
     data: Mapped[dict[str, Any]] = mapped_column()
     computed_at: Mapped[datetime]
     elapsed_ms: Mapped[int] = mapped_column(Integer)
+class PhaseParts(Base):
+    """A phase's split of its test items into public, private and ignored parts (the
+    definition's `[parts]`): drawn from a seed, or the organisers' file; the split's text
+    (`dataset, id, usage` lines, evaluation.parts) is stored under its sha256. Private until the
+    phase's reveal; then published with the gold."""
+
+    __tablename__ = "phase_parts"
+    __table_args__ = (UniqueConstraint("phase_id"),
+                      CheckConstraint("source IN ('drawn', 'file')", name="source"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    source: Mapped[str] = mapped_column(String(8))
+    # the draw's seed (kept secret until the reveal); None for the organisers' file
+    seed: Mapped[int | None] = mapped_column(BigInteger)
+    rule: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    storage_key: Mapped[str] = mapped_column(String(512))
+    filename: Mapped[str | None] = mapped_column(String(255))
+    # items per dataset and part {dataset: {part: n}}
+    counts: Mapped[dict[str, Any]] = mapped_column()
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    created_at: Mapped[datetime]
+
+
+class PartScore(Base):
+    """A run's scores on the private part or the whole of a split test set, beside its score
+    record (which holds the public part's: what the phase's board and run pages show)."""
+
+    __tablename__ = "part_score"
+    __table_args__ = (UniqueConstraint("score_id", "part"),
+                      CheckConstraint("part IN ('private', 'whole')", name="part"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    score_id: Mapped[int] = mapped_column(ForeignKey("run_score.id", ondelete="CASCADE"))
+    part: Mapped[str] = mapped_column(String(8))
+    scores: Mapped[dict[str, Any]] = mapped_column()
+    flat: Mapped[dict[str, Any]] = mapped_column()
+    # score_digest of scores and flat: a board build keys its parsed records by it
+    digest: Mapped[str] = mapped_column(String(40))
+
+
+class FinalRun(Base):
+    """One of a team's final runs in a phase with a split test set: what its private standing
+    is taken from. Chosen by the team until the deadline; `fallback` marks one written at the
+    close for a team that chose none (its best public runs, audited)."""
+
+    __tablename__ = "final_run"
+    __table_args__ = (UniqueConstraint("team_id", "phase_id", "run_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("team.id", ondelete="CASCADE"))
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
+    chosen_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
+    chosen_at: Mapped[datetime]
+    fallback: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class PartBoard(Base):
+    """A board stored beside a phase's live one (services.boards.reveal): the board frozen at
+    its freeze time, the private and whole boards of final runs, and the shake-up report; one
+    row per version (a digest of what it shows), the newest kept."""
+
+    __tablename__ = "part_board"
+    __table_args__ = (UniqueConstraint("phase_id", "kind", "version"),
+                      CheckConstraint(_in("kind", PART_BOARDS), name="kind"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(12))
+    version: Mapped[str] = mapped_column(String(64))
+    # the board's JSON text ({"board", "intervals"}) or the report's ({"report"})
+    data: Mapped[str] = mapped_column(Text)
+    csv: Mapped[str] = mapped_column(Text, default="")
+    built_at: Mapped[datetime]
+    elapsed_ms: Mapped[int] = mapped_column(Integer, default=0)
 
 
 # ----------------------------------------------------------------------------- board changes

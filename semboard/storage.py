@@ -74,6 +74,11 @@ class keys:
         return f"gold/{cls._part(task)}/{cls._part(dataset)}/{cls._part(digest)}"
 
     @classmethod
+    def phase_parts(cls, task: str, phase_id: int, digest: str) -> str:
+        """A phase's split of its test items (dataset, id, usage lines), under its sha256."""
+        return f"parts/{cls._part(task)}/phase-{cls._part(phase_id)}/{cls._part(digest)}"
+
+    @classmethod
     def run_file(cls, task: str, team_id: int, digest: str) -> str:
         """A run file (content-addressed per team: identical resubmissions share the object)."""
         return f"runs/{cls._part(task)}/team-{cls._part(team_id)}/{cls._part(digest)}"

@@ -1,5 +1,5 @@
 """The `semboard` command: login, tasks, accept, download, validate, submit, submit-model,
-models, publish-model, runs, primary, leaderboard."""
+models, publish-model, runs, primary, finals, leaderboard."""
 
 from __future__ import annotations
 
@@ -511,6 +511,18 @@ def cmd_submit_model(args: argparse.Namespace) -> int:
               if value is not None}
     if args.publish:
         fields["publish"] = True
+    if args.training_data is not None:
+        fields["training_data"] = args.training_data
+    answers: dict[str, Any] = {}
+    for item in args.training_answer or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--training-answer {item!r}: give KEY=VALUE", EXIT_USAGE)
+        previous = answers.get(key.strip())
+        answers[key.strip()] = value.strip() if previous is None else [
+            *(previous if isinstance(previous, list) else [previous]), value.strip()]
+    if answers:
+        fields["training_answers"] = answers
     with tempfile.TemporaryDirectory(prefix="semboard-model-") as tmp:
         archive = model_archive(Path(args.model), Path(tmp))
         try:
@@ -546,13 +558,17 @@ def cmd_models(args: argparse.Namespace) -> int:
     _out(f"Team {data['team']} on {data['task']}:")
     _out(_table(rows, ["ID", "PHASE", "NAME", "STATE", "UPLOADED (UTC)", "DIGEST", "RUN",
                        "FILES"]))
+    # part of the listing (stdout): a failure's reason, why a queued model waits, a running
+    # job's progress
     for model in data["models"]:
         progress = model.get("progress") or {}
         if model["status"] == "running" and progress.get("total"):
             _out(f"  #{model['id']} {model_progress_line(progress)}")
+        if model["status"] == "queued" and model.get("waiting"):
+            _out(f"  #{model['id']} {model['waiting']}")
         if model["status"] == "failed":
             kind = f" ({model['failure']})" if model.get("failure") else ""
-            _err(f"  #{model['id']} failed{kind}: {model['reason']}")
+            _out(f"  #{model['id']} failed{kind}: {model['reason']}")
     return EXIT_OK
 
 
@@ -641,6 +657,31 @@ def cmd_primary(args: argparse.Namespace) -> int:
     if data["changeable"]:
         _out(f"Changeable until the phase closes ({data['closes_at']}); the team's other runs "
              "are contrastive (listed, not ranked).")
+    return EXIT_OK
+
+
+def cmd_finals(args: argparse.Namespace) -> int:
+    """Show the team's final runs in a phase with a split test set, or choose them (RUN ids;
+    --clear returns to the fallback, the best public runs)."""
+    api = _api(args)
+    phase = _pick_phase(api.get_json(f"/tasks/{args.task}"), args.phase)
+    path = f"/tasks/{args.task}/phases/{phase['slug']}/finals"
+    if args.runs or args.clear:
+        body: dict[str, Any] = {"runs": [] if args.clear else list(args.runs)}
+        if args.reason:
+            body["reason"] = args.reason
+        data = api.request("PUT", path, json=body).json()
+    else:
+        data = api.get_json(path)
+    if args.format == "json":
+        _out(json.dumps(data, indent=2))
+        return EXIT_OK
+    listed = ", ".join(f"{f['run']!r} (#{f['run_id']})" for f in data["finals"]) or "none yet"
+    how = "chosen" if data["chosen"] else f"fallback: {data['fallback']}"
+    _out(f"Team {data['team']}'s final runs in {data['phase']}: {listed} ({how}).")
+    if data["changeable"]:
+        _out(f"At most {data['limit']}; changeable until the phase closes ({data['closes_at']}). "
+             "The final board ranks each team's best final run on the private part.")
     return EXIT_OK
 
 
@@ -754,6 +795,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--publish", action="store_true",
                    help="publish the model's files with its run (anyone who sees the run may "
                         "download them; withdraw on the team page)")
+    p.add_argument("--training-data", dest="training_data",
+                   help="what the model was trained on (shown with its run; some tasks "
+                        "require it)")
+    p.add_argument("--training-answer", dest="training_answer", action="append",
+                   metavar="KEY=VALUE", help="an answer to one of the task's training-data "
+                   "questions, e.g. test_data=no (repeat for several)")
     p = add("models", cmd_models, "list your team's models (state, queue, runs)")
     p.add_argument("task")
     p.add_argument("--format", choices=["table", "json"], default="table")
@@ -772,6 +819,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", nargs="?", type=int, help="the id of the run to mark primary")
     p.add_argument("--phase", help="phase slug (default: the open one)")
     p.add_argument("--reason", help="organisers marking a team's run: why (audited)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p = add("finals", cmd_finals, "show your team's final runs in a phase with a public and "
+            "a private board, or choose them (changeable until the phase closes)")
+    p.add_argument("task")
+    p.add_argument("runs", nargs="*", type=int, help="the ids of the final runs")
+    p.add_argument("--clear", action="store_true",
+                   help="choose none: the best public runs count (the fallback)")
+    p.add_argument("--phase", help="phase slug (default: the open one)")
+    p.add_argument("--reason", help="organisers choosing a team's runs: why (audited)")
     p.add_argument("--format", choices=["table", "json"], default="table")
     worker_help = ("run a remote model worker on this (GPU) host: it claims a task's models "
                    "over the site's worker API with a worker token from the task's organisers, "

@@ -23,12 +23,29 @@ def _refuse(name: str, message: str, code: str = "archive") -> ValidationError:
     return ValidationError(Issue(name, None, message, code))
 
 
+def _top(parts: list[tuple[str, ...]]) -> str:
+    """The one folder every path sits in ("" when there is none)."""
+    tops = {p[0] for p in parts if len(p) > 1}
+    return next(iter(tops)) if len(tops) == 1 and all(len(p) > 1 for p in parts) else ""
+
+
 def _member_paths(entries: list[zipfile.ZipInfo]) -> dict[str, zipfile.ZipInfo]:
     """Relative path → entry, dropping one folder every file sits in (``my-model/...``)."""
     parts = [PurePosixPath(m.filename.replace("\\", "/")).parts for m in entries]
-    tops = {p[0] for p in parts if len(p) > 1}
-    strip = len(tops) == 1 and all(len(p) > 1 for p in parts)
+    strip = bool(_top(parts))
     return {"/".join(p[1:] if strip else p): m for p, m in zip(parts, entries, strict=True)}
+
+
+def archive_top_folder(archive: Path) -> str:
+    """The one folder every file of the zip sits in ("" when none, or not a readable zip):
+    `zip -r all-MiniLM-L6-v2.zip all-MiniLM-L6-v2` names the model."""
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            entries = [m for m in zf.infolist()
+                       if not m.is_dir() and not _skip_member(m.filename)]
+    except (OSError, zipfile.BadZipFile):
+        return ""
+    return _top([PurePosixPath(m.filename.replace("\\", "/")).parts for m in entries])
 
 
 def unpack_model_archive(archive: Path, dest: Path, limits: ModelLimits | None = None) -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from baselines.models.bounds import config_issues
+from baselines.models.facts import MAX_PROMPT_CHARS
 from evaluation import jsonbound
 from evaluation.issues import Issue
 from evaluation.textfiles import file_sha256
@@ -123,6 +124,7 @@ class ModelDescription:
     pad_token_id: int = 0
     tokenizer_sha256: str = ""
     model_max_seq_length: int = 0  # the folder's own length (sentence_bert_config, positions)
+    weights_sha256: str | None = None  # model.safetensors' sha256 (weights_digest)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
@@ -148,6 +150,15 @@ def model_digest(files: Mapping[str, str]) -> str:
     for path in sorted(files):
         h.update(f"{path}\0{files[path]}\n".encode())
     return h.hexdigest()
+
+
+def weights_digest(files: Mapping[str, str]) -> str | None:
+    """The sha256 of the weights: model.safetensors' own, or for a sharded model one digest
+    over its shards (as model_digest makes it over every file); None without weights."""
+    if "model.safetensors" in files:
+        return files["model.safetensors"]
+    shards = {p: h for p, h in files.items() if SHARD_NAME.match(p)}
+    return model_digest(shards) if shards else None
 
 
 def _list_files(folder: Path) -> list[str]:
@@ -366,6 +377,13 @@ def _prompts(folder: Path, names: list[str], issues: list[Issue]
         issues.append(Issue("config_sentence_transformers.json", None,
                             "prompts must map names to strings", "bad-config"))
         return {}, None
+    long = sorted(k for k, v in prompts.items() if len(v) > MAX_PROMPT_CHARS or len(k) > 200)
+    if long:
+        issues.append(Issue("config_sentence_transformers.json", None,
+                            f"prompt(s) {', '.join(repr(k[:40]) for k in long[:5])}: a prompt "
+                            f"has at most {MAX_PROMPT_CHARS:,} characters (and its name 200)",
+                            "prompt"))
+        return {}, None
     default = cfg.get("default_prompt_name")
     if default is not None and default not in prompts:
         issues.append(Issue("config_sentence_transformers.json", None,
@@ -373,6 +391,16 @@ def _prompts(folder: Path, names: list[str], issues: list[Issue]
                             "bad-config"))
         return prompts, None
     return prompts, default or None
+
+
+def prompt_problem(prompt: str | None, prompt_name: str | None) -> str | None:
+    """Why a prompt or prompt name given at upload is refused (None: it is not): both are
+    bounded, and stored with the model and its run."""
+    if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
+        return f"the prompt has {len(prompt):,} characters; at most {MAX_PROMPT_CHARS:,}"
+    if prompt_name is not None and len(prompt_name) > 401:
+        return "the prompt name has more than 400 characters (two names of 200 at most)"
+    return None
 
 
 def choose_prompts(prompts: Mapping[str, str], default: str | None, *, prompt: str | None,
@@ -383,6 +411,10 @@ def choose_prompts(prompts: Mapping[str, str], default: str | None, *, prompt: s
     and prompt_source."""
     if prompt is not None and prompt_name:
         issues.append(Issue(None, None, "give a prompt or a prompt name, not both", "prompt"))
+    problem = prompt_problem(prompt, prompt_name)
+    if problem is not None:
+        issues.append(Issue(None, None, problem, "prompt"))
+        return {"prompt": "", "prompt_source": "none"}
     if prompt is not None:
         return {"prompt": prompt, "prompt_source": "given" if prompt else "none"}
     if prompt_name:
@@ -562,5 +594,5 @@ def check_model(folder: Path, limits: ModelLimits | None = None, *, prompt: str 
         normalize=st_normalize if normalize is None else normalize,
         prompts=prompts, do_lower_case=bool(sbert.get("do_lower_case", False)),
         pad_token_id=pad, tokenizer_sha256=files["tokenizer.json"], tokenizer_class=tok_class,
-        **chosen)
+        weights_sha256=weights_digest(files), **chosen)
     return ModelCheck([], desc)

@@ -15,11 +15,11 @@ and prompts follow the sentence-transformers files.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
-from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,18 +27,37 @@ import numpy as np
 
 from baselines.embedding import CHUNK_TEXTS, resolve_device, token_budget_batches
 from baselines.models.check import ModelDescription
+from baselines.models.feed import TokenizerPool, token_ids, usable_cores
 from baselines.models.settings import device_dtype
+from evaluation.version import __version__ as SEMBOARD_VERSION
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "numpy")
 # padded tokens per batch by device: on a CPU, 4,096 encoded STS text 1.7x faster than 1,024
 # (fewer, larger matrix products; the per-batch cost of transformers' forward counts there:
 # benchmarks/README.md); a GPU wants large batches
 BATCH_TOKENS = {"cuda": 131072, "cpu": 4096}
+MAX_FEED_PROCESSES = 8
+
+
+FEED_PROCESSES_ENV = "SEMBOARD_FEED_PROCESSES"  # a host's own choice (0: a thread)
+
+
+def default_feed_processes(device: str) -> int:
+    """Tokenising processes by device: $SEMBOARD_FEED_PROCESSES where the host sets it; else on
+    a GPU most of the host's cores (the feed must keep up with the device; two cores are left
+    to the device loop and the batching thread), on a CPU none (0: a thread, as tokenising is
+    a few per cent of a CPU encoding and its cores are the forward pass's)."""
+    chosen = os.environ.get(FEED_PROCESSES_ENV, "").strip()
+    if chosen.isdigit():
+        return min(int(chosen), 64)
+    if device != "cuda":
+        return 0
+    return max(1, min(MAX_FEED_PROCESSES, usable_cores() - 2))
 
 
 def library_versions() -> dict[str, str | None]:
     """Versions of the libraries that turn the weights into vectors."""
-    out: dict[str, str | None] = {}
+    out: dict[str, str | None] = {"semboard": SEMBOARD_VERSION}  # this encoder's own code
     for name in LIBRARIES:
         try:
             out[name] = version(name)
@@ -101,7 +120,8 @@ class ModelEncoder:
     dtypes on CUDA only); texts are cut at desc.max_seq_length tokens."""
 
     def __init__(self, folder: Path, desc: ModelDescription, *, device: str = "auto",
-                 dtype: str | None = None, batch_tokens: int | None = None) -> None:
+                 dtype: str | None = None, batch_tokens: int | None = None,
+                 feed_processes: int | None = None) -> None:
         # torch and transformers are heavy optional dependencies (gpu and dev extras)
         import torch
         import transformers
@@ -110,6 +130,13 @@ class ModelEncoder:
         self.device = resolve_device(device)
         # fp16 halves memory traffic on a GPU; CPUs lack fast fp16 kernels (refused there)
         self.dtype = device_dtype(dtype, self.device)
+        self.tokenizer = load_tokenizer(folder, desc)
+        # feed_processes: tokenising processes (0: a thread of this process); they start
+        # before the weights load, so their start overlaps it
+        self.feed_processes = (default_feed_processes(self.device) if feed_processes is None
+                               else feed_processes)
+        self._tokenizers = (TokenizerPool(self.tokenizer, self.feed_processes)
+                      if self.feed_processes > 0 else None)
         cls = getattr(transformers, desc.architecture)
         self.model = cls.from_pretrained(
             str(folder), add_pooling_layer=False, trust_remote_code=False,
@@ -117,7 +144,6 @@ class ModelEncoder:
         ).to(self.device).eval()
         # transformers picks SDPA where the class has it (BERT, XLM-R), eager otherwise (MPNet)
         self.attention = str(getattr(self.model.config, "_attn_implementation", None))
-        self.tokenizer = load_tokenizer(folder, desc)
         self.batch_tokens = batch_tokens or BATCH_TOKENS[self.device]
         self.device_name = (torch.cuda.get_device_name(torch.device(self.device))
                             if self.device == "cuda" else "cpu")
@@ -146,21 +172,26 @@ class ModelEncoder:
         reference the batched feed is tested against)."""
         return [e.ids for e in self.tokenizer.encode_batch([prompt + t for t in texts])]
 
+    def close(self) -> None:
+        """Stop the tokenising processes (if any)."""
+        if self._tokenizers is not None:
+            self._tokenizers.close()
+            self._tokenizers = None
+
     def _batches(self, texts: Sequence[str], prompt: str) -> list[Batch]:
         """prompt + texts tokenised, sorted by length and packed into padded batches.
 
         Every step that holds Python's lock is done once per chunk, not once per text or row:
-        the ids of all texts are read into one flat array (one pass over the Encodings), and
-        each batch is gathered from it with one fancy index (the pad id past each row's end).
+        the ids of all texts are read into one flat array (one pass over the Encodings; in the
+        tokenising processes when there are some), and each batch is gathered from it with one
+        fancy index (the pad id past each row's end).
         """
-        encodings = self.tokenizer.encode_batch([prompt + t for t in texts])
-        ids = [e.ids for e in encodings]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        lengths, ids = (self._tokenizers.token_ids(texts, prompt) if self._tokenizers is not None
+                        else token_ids(self.tokenizer, texts, prompt))
         total = int(lengths.sum())
         # the flat ids end with one pad id, the index every position past a row's end takes
-        flat = np.fromiter(chain(chain.from_iterable(ids), (self.desc.pad_token_id,)),
-                           dtype=np.int64, count=total + 1)
-        starts = np.zeros(len(ids), dtype=np.int64)
+        flat = np.append(ids, np.int64(self.desc.pad_token_id))
+        starts = np.zeros(len(lengths), dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
         order = np.argsort(lengths, kind="stable")
         batches = []

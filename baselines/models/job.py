@@ -176,7 +176,7 @@ def child_main(request_fd: int, reply_fd: int) -> None:
         files: dict[str, bytes] = {}
         clipped: dict[str, int] = {}  # pairs whose cosine the mapping changed, by dataset
         done = [0, 0]  # texts embedded, pairs reported
-        encode_s = 0.0
+        encode_s = score_s = 0.0
 
         def texts_done(k: int) -> None:
             done[0] += k
@@ -193,15 +193,19 @@ def child_main(request_fd: int, reply_fd: int) -> None:
             encode_s += time.perf_counter() - t0
             conn.send(("event", JobEvent("dataset", done[0] // 2, total, pid, spec.name,
                                          round(time.perf_counter() - t0, 3))))
+            t1 = time.perf_counter()
             lo, hi = task.score_range(spec.name)  # a dataset may have a range of its own
             scores = cosine_to_scores(cos, lo, hi, options["mapping"])
             clipped[spec.name] = clipped_pairs(cos, options["mapping"])
             name, content = write_run(task, spec.name, ids, scores.tolist(),
                                       run=options["run_name"])
             files[name] = content
+            score_s += time.perf_counter() - t1
+        encoder.close()  # the tokenising processes, if any
         cuda = encoder.device == "cuda"
         meta: dict[str, Any] = {
             "system": "model", "model_id": desc.architecture,
+            # the signature names the folder's digest (config and tokenizer move numbers too)
             "model_digest": desc.digest, "weights_sha256": desc.digest,
             "model_type": desc.model_type, "architecture": desc.architecture,
             "n_parameters": desc.n_parameters, "hidden_size": desc.hidden_size,
@@ -221,6 +225,8 @@ def child_main(request_fd: int, reply_fd: int) -> None:
             "n_pairs": total,
             "load_s": round(encoder.load_s, 3), "encode_s": round(encode_s, 6),
             "pairs_per_s": round(total / encode_s, 1) if encode_s > 0 else None,
+            # mapping cosines to scores and writing the run files
+            "score_s": round(score_s, 6), "feed_processes": encoder.feed_processes,
             "wall_time_s": round(time.perf_counter() - started, 3),
             "libraries": library_versions(), "python": platform.python_version(),
         }
@@ -228,6 +234,8 @@ def child_main(request_fd: int, reply_fd: int) -> None:
             meta["cuda"], meta["driver"] = torch.version.cuda, gpu_driver_version()
             meta |= gpu | {"gpu_peak_bytes": torch.cuda.max_memory_allocated()}
         meta["signature"] = baseline_signature(meta)
+        # what the page calls "Weights sha256": model.safetensors' own, as GUIDE.md says
+        meta |= {"weights_sha256": desc.weights_sha256, "folder_digest": desc.digest}
         conn.send(("done", files, meta))
     except BaseException as exc:  # reported to the parent as the job's failure reason
         kind = "out_of_memory" if isinstance(exc, MemoryError) or "OutOfMemory" in type(
@@ -342,7 +350,10 @@ def _supervise(request: tuple[Any, ...], budget: JobBudget, log: IO[bytes],
                         progress(message[1])
                     continue
                 if message[0] == "done":
-                    message[2]["peak_rss_bytes"] = peak
+                    # the whole job as its supervisor saw it: the process's start and imports,
+                    # the check, load, encoding and scoring
+                    message[2].update(peak_rss_bytes=peak,
+                                      job_s=round(time.monotonic() - started, 3))
                     return ModelRun(message[1], message[2])
                 raise ModelJobFailed(message[1], *message[2:3])
             if stop is not None and stop.is_set():

@@ -38,6 +38,13 @@ class JobProgress:
             stamp = f"{time.monotonic() - self._started:7.1f}s"
             self.state["log"] = [*self.state["log"], f"{stamp} {text}"[:LINE_CHARS]][-LOG_LINES:]
 
+    def ended(self, stage: str) -> None:
+        """The job's encoding is over ("done", "failed", "sending"): its last beat says so, not
+        "encoding"."""
+        with self._lock:
+            self.state["stage"] = stage
+            self.state["eta_s"] = None
+
     def on_event(self, event: JobEvent) -> None:
         """The child's progress (called on the supervising thread; cheap, no I/O)."""
         now = time.monotonic()

@@ -33,6 +33,7 @@ from urllib.parse import urljoin
 import requests
 
 from baselines.models.archive import unpack_model_archive
+from baselines.models.capabilities import Capabilities, host_capabilities
 from baselines.models.job import JobBudget, ModelJobFailed, ModelRun, run_model_job
 from baselines.models.progress import Heartbeat
 from evaluation import DatasetInputs, ValidationError, parse_task, read_inputs
@@ -162,17 +163,30 @@ class RemoteReporter(Heartbeat):
 
 @dataclass(frozen=True)
 class Host:
-    """This host's side of run_model_job: device, dtype, threads and memory ceilings."""
+    """This host's side of run_model_job: device, dtype, threads and memory ceilings, the
+    longest texts it encodes; `declared`: the capabilities it claims with (None: asked of
+    torch for this device and these ceilings)."""
 
     device: str = "auto"
     dtype: str | None = None
     threads: int | None = None
     memory_bytes: int = 16 << 30
     gpu_memory_bytes: int | None = None
+    max_seq_length: int = 8192
+    declared: Capabilities | None = None
 
     def settings(self) -> dict[str, Any]:
         """run_model_job's host keywords (the job's own settings come on top)."""
         return {"device": self.device, "dtype": self.dtype, "threads": self.threads}
+
+    def capabilities(self) -> Capabilities:
+        """What this host declares with each claim: the site hands it only models it can
+        run (a CPU host is never given a float16 model)."""
+        if self.declared is not None:
+            return self.declared
+        return host_capabilities(self.device, memory_bytes=self.memory_bytes,
+                                 gpu_memory_bytes=self.gpu_memory_bytes,
+                                 max_seq_length=self.max_seq_length)
 
 
 def job_inputs(site: Site, job: dict[str, Any]) -> tuple[Any, dict[str, DatasetInputs]]:
@@ -245,6 +259,7 @@ def run_job(site: Site, host: Host, job: dict[str, Any]) -> dict[str, Any]:
     try:
         result = encode(site, host, job, reporter)
         reporter.line("encoded; sending the run")
+        reporter.ended("sending")
     except ModelJobFailed as err:
         failure = err
     except WorkerError:
@@ -268,6 +283,10 @@ def run_job(site: Site, host: Host, job: dict[str, Any]) -> dict[str, Any]:
             data={"attempt": str(job["attempt"]), "metadata": json.dumps(result.metadata)},
             files=[("files", (name, data, "text/plain"))
                    for name, data in sorted(result.files.items())])
+        if answer.status_code == 422:  # the site refused the run's facts: the job ends failed
+            answer = site.call("POST", job["urls"]["failure"], retry=True, json={
+                "attempt": job["attempt"], "kind": "internal",
+                "reason": f"the site refused this worker's result: {_message(answer)}"})
     if answer.status_code != 200:
         return {"model_id": job["model_id"], "status": "refused",
                 "reason": f"{answer.status_code}: {_message(answer)}"}
@@ -282,12 +301,14 @@ def serve(site: Site, host: Host, *, once: bool = False, burst: bool = False,
     if me.status_code != 200:
         raise WorkerError(f"the site answered {me.status_code}: {_message(me)}")
     who = me.json()
+    caps = host.capabilities()
     out(f"worker {who['name']!r}: serving the model queue of task {who['task']} on "
-        f"{site.base} (device {host.device})")
+        f"{site.base} (device {host.device}; declares {caps.summary()})")
     runs = 0
     while True:
         try:
-            answer = site.call("POST", f"{API}/claim", retry=True)
+            answer = site.call("POST", f"{API}/claim", retry=True,
+                               json={"capabilities": caps.to_dict()})
         except WorkerError as err:
             if err.code != EXIT_NETWORK or once or burst:
                 raise
@@ -331,6 +352,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="resident memory ceiling of an encoding process (default 16384)")
     parser.add_argument("--gpu-memory-mb", type=int, default=0,
                         help="the job's share of the GPU's memory (default 0: all of it)")
+    parser.add_argument("--max-seq-length", type=int, default=8192,
+                        help="the longest texts (tokens) this host encodes: the site hands it "
+                             "no model cut longer (default 8192)")
     parser.add_argument("--poll-s", type=float, default=10.0,
                         help="how long to wait when nothing is queued (default 10)")
     parser.add_argument("--once", action="store_true", help="run one job, then stop")
@@ -347,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
         host = Host(device=args.device, dtype=args.dtype, threads=args.threads,
                     memory_bytes=args.memory_mb << 20,
                     gpu_memory_bytes=args.gpu_memory_mb << 20 if args.gpu_memory_mb > 0
-                    else None)
+                    else None, max_seq_length=args.max_seq_length)
         serve(site, host, once=args.once, burst=args.burst, poll_s=args.poll_s)
     except WorkerError as err:
         print(f"error: {err.message}", file=sys.stderr)

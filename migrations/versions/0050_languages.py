@@ -3,7 +3,7 @@ terms, translations of terms versions and announcements, and upload log messages
 site's words (said in each reader's language).
 
 Revision ID: 0050_languages
-Revises: 0052_organiser_cockpit
+Revises: 0047_model_workers
 """
 
 from collections.abc import Sequence
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0050_languages"
-down_revision: str | None = "0052_organiser_cockpit"
+down_revision: str | None = "0047_model_workers"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -9,6 +9,7 @@ from semboard.api import models as model_routes  # noqa: F401  (its routes join 
 from semboard.api import participant, routes, worker
 from semboard.api import participation as participation_routes  # noqa: F401  (joins `routes.bp`)
 from semboard.api import primary as primary_routes  # noqa: F401  (its routes join `routes.bp`)
+from semboard.api import reveal as reveal_routes  # noqa: F401  (its routes join `routes.bp`)
 from semboard.extensions import csrf
 
 

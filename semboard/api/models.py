@@ -3,6 +3,7 @@ follow its job, publish or download its files."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from flask import Flask, Response, current_app, jsonify, request, url_for
@@ -13,7 +14,7 @@ from semboard.db import get_session
 from semboard.errors import Conflict, InvalidData
 from semboard.jobs import models as model_jobs
 from semboard.models import ModelSubmission
-from semboard.services.models import model_exports, model_uploads, models
+from semboard.services.models import model_exports, model_uploads, model_workers, models
 from semboard.services.people import teams
 from semboard.services.runs import submissions
 from semboard.services.tasks import tasks
@@ -33,12 +34,29 @@ ENCODING_FIELDS = ("max_seq_length", "batch_tokens", "dtype")
 def _queued(row: ModelSubmission) -> Any:
     """202 with the model's state and where to follow it (its job was dispatched)."""
     status_url = url_for("api.show_model", model_id=row.id)
-    return jsonify(models.model_json(get_session(), row) | {"status_url": status_url}), 202, \
+    return jsonify(models.model_json(get_session(), row, now=request_now())
+                   | {"status_url": status_url}), 202, \
         {"Location": status_url}
 
 
 def _app() -> Flask:
     return current_app._get_current_object()  # type: ignore[attr-defined,no-any-return]
+
+
+def _training(text: Any, answers: Any) -> Any:
+    """A training-data declaration from a request: its text, and its answers as a JSON object
+    (a multipart field holds it as text); checked by the service."""
+    if isinstance(answers, str):
+        try:
+            answers = json.loads(answers) if answers.strip() else None
+        except ValueError:
+            raise InvalidData("training_answers: give a JSON object, e.g. "
+                              '{"test_data": "no"}') from None
+    if isinstance(text, dict):  # JSON: {"text": ..., "answers": {...}}
+        return text
+    if answers is None:
+        return text
+    return {"text": text or "", "answers": answers}
 
 
 def _flag(value: Any) -> bool:
@@ -52,16 +70,20 @@ def list_models(task_name: str) -> Any:
     user = require_token_user()
     session = get_session()
     team = teams.require_team(session, task=tasks.get_task(session, task_name), user=user)
+    rows = models.team_models_queued(session, team=team)
+    now = request_now()
+    waiting = model_workers.waiting(session, [row for row, _ in rows], now=now)
     return jsonify({"task": task_name, "team": team.name, "models": [
-        models.model_json(session, row, position=position)
-        for row, position in models.team_models_queued(session, team=team)]})
+        models.model_json(session, row, now=now, position=position, waiting=waiting)
+        for row, position in rows]})
 
 
 @bp.post("/tasks/<task_name>/models")
 def submit_model(task_name: str) -> Any:
     """Upload a model in one request (multipart: file = a zip of the Hugging Face folder;
-    optional name, phase, prompt, prompt_name, pooling, publish, model_name and the encoding's
-    max_seq_length, batch_tokens, dtype); 202 once checked and queued."""
+    optional name, phase, prompt, prompt_name, pooling, publish, model_name, the encoding's
+    max_seq_length, batch_tokens, dtype, and the training-data declaration: training_data
+    (text) and training_answers (a JSON object)); 202 once checked and queued."""
     user = require_token_user()
     # a model is far larger than a run: web.hardening gives this route its own body limit
     session = get_session()
@@ -85,10 +107,12 @@ def submit_model(task_name: str) -> Any:
                 publish=_flag(request.form.get("publish", "")),
                 model_name=request.form.get("model_name") or None,
                 encoding={key: request.form.get(key) for key in ENCODING_FIELDS},
-                upload_key=upload_key)
+                upload_key=upload_key,
+                training_data=_training(request.form.get("training_data"),
+                                        request.form.get("training_answers")))
     except models.Replayed as replay:
         # a retry of an upload that was accepted: the same model, no second slot
-        answer = models.model_json(session, replay.row) | {
+        answer = models.model_json(session, replay.row, now=now) | {
             "status_url": url_for("api.show_model", model_id=replay.row.id)}
         return jsonify(answer), 200, {"Idempotent-Replayed": "true"}
     return _queued(row)
@@ -104,8 +128,9 @@ def _upload_answer(row: Any, status: int = 200) -> Any:
 @bp.post("/tasks/<task_name>/model-uploads")
 def start_model_upload(task_name: str) -> Any:
     """Start a model upload in parts (JSON: size, filename, sha256 and the model's name, phase,
-    prompt, prompt_name, pooling, publish, max_seq_length, batch_tokens, dtype); 201 with where
-    to send the parts and how big they may be."""
+    prompt, prompt_name, pooling, publish, max_seq_length, batch_tokens, dtype, training_data
+    (a text, or {"text", "answers"}) and training_answers); 201 with where to send the parts
+    and how big they may be."""
     user = require_token_user()
     session = get_session()
     now = request_now()
@@ -126,7 +151,8 @@ def start_model_upload(task_name: str) -> Any:
         prompt_name=_text(body, "prompt_name"),
         pooling=_text(body, "pooling"), publish=_flag(body.get("publish", False)),
         model_name=_text(body, "model_name"),
-        encoding={key: body.get(key) for key in ENCODING_FIELDS})
+        encoding={key: body.get(key) for key in ENCODING_FIELDS},
+        training_data=_training(body.get("training_data"), body.get("training_answers")))
     return _upload_answer(row, 201)
 
 
@@ -185,7 +211,7 @@ def show_model(model_id: int) -> Any:
     """A model submission: state, queue position, reason of a failure, the run it produced."""
     session = get_session()
     row = models.get_model(session, model_id=model_id, viewer=require_token_user())
-    return jsonify(models.model_json(session, row))
+    return jsonify(models.model_json(session, row, now=request_now()))
 
 
 @bp.post("/models/<int:model_id>/publish")
@@ -196,7 +222,7 @@ def publish_model(model_id: int) -> Any:
     publish = _flag(body.get("publish", True)) if isinstance(body, dict) else True
     row = models.set_published(session, model_id=model_id, user=require_token_user(),
                                publish=publish, now=request_now())
-    return jsonify(models.model_json(session, row))
+    return jsonify(models.model_json(session, row, now=request_now()))
 
 
 @bp.get("/models/<int:model_id>/archive")

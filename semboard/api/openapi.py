@@ -43,7 +43,9 @@ SCHEMAS: dict[str, Any] = {
                    "score_in_request_pairs": {"type": ["integer", "null"]},
                    "scored_in_request_up_to": INT,
                    # teams formed and terms accepted by then may upload after it (issue 44)
-                   "entry_deadline": NULL_TIME, "entry_open": BOOL}),
+                   "entry_deadline": NULL_TIME, "entry_open": BOOL, "freeze_at": NULL_TIME,
+                   "reveal": {"enum": ["close", "publish"]},
+                   "parts": {"type": ["object", "null"]}}),
     "Task": _obj({"name": STR, "title": STR, "gold_released": BOOL,
                   "phases": {"type": "array", "items": _ref("Phase")}},
                  {"description": STR,
@@ -61,6 +63,31 @@ SCHEMAS: dict[str, Any] = {
                         "primary": {"oneOf": [{"type": "null"}, _obj(
                             {"run_id": INT, "run": STR, "chosen": BOOL,
                              "chosen_at": NULL_TIME})]}}),
+    "FinalRuns": _obj({"phase": STR, "team": STR, "limit": {"type": ["integer", "null"]},
+                       "fallback": STR, "changeable": BOOL, "closes_at": TIME, "chosen": BOOL,
+                       "settled": BOOL, "finals": {"type": "array", "items": _obj(
+                           {"run_id": INT, "run": STR})}}),
+    "Parts": _obj({"phase": STR, "rule": {"type": "object"}, "drawn": BOOL,
+                   "digest": {"type": ["string", "null"]}, "source": STR,
+                   "counts": {"type": ["object", "null"]},
+                   "seed": {"type": ["integer", "null"]}, "revealed": BOOL,
+                   "freeze_at": NULL_TIME, "reveal": {"enum": ["close", "publish"]}}),
+    "Freeze": _obj({"phase": STR, "freeze_at": NULL_TIME,
+                    "reveal": {"enum": ["close", "publish"]}}),
+    "Shakeup": _obj({"phase": STR, "status": {"enum": ["pending", "done", "stale"]}},
+                    {"computed_at": NULL_TIME, "metric": STR, "official": STR,
+                     "teams": {"type": "array", "items": _obj(
+                         {"team": STR, "runs": INT, "public_rank": INT, "private_rank": INT,
+                          "change": INT, "flagged": BOOL},
+                         {"public": {"type": "number"}, "private": {"type": "number"},
+                          "gap": {"type": "number"},
+                          "private_rank_ci": {"type": ["array", "null"]},
+                          "null_percentile": {"type": ["number", "null"]},
+                          "p_value": {"type": ["number", "null"]},
+                          "counted_run": {"type": ["integer", "null"]}, "chose": BOOL})},
+                     "kendall_tau": {"type": "object"}, "flagged": INT,
+                     "resplits": INT, "resamples": INT, "alpha": {"type": "number"},
+                     "chart": {"type": ["object", "null"]}}),
     "Terms": _obj({"task": STR, "accepted": BOOL, "terms_url": STR,
                    "versions": {"type": "array", "items": _ref("TermsVersion")},
                    "scheduled": {"type": "array", "items": _ref("TermsVersion")}},
@@ -176,7 +203,11 @@ SCHEMAS: dict[str, Any] = {
                    "run_id": {"type": ["integer", "null"]}, "digest": STR,
                    "archive_sha256": STR, "size": INT, "options": {"type": "object"},
                    "published_at": NULL_TIME, "model": {"type": "object"},
-                   "prompt_note": STR},
+                   "prompt_note": STR,
+                   # a queued model no registered worker can run: why it waits (else null)
+                   "waiting": {"type": ["string", "null"]},
+                   "base_model": {"type": ["string", "null"]},
+                   "training_data": {"type": ["object", "null"]}},
                   {"status_url": STR}),
     "WorkerJob": _obj({"model_id": INT, "attempt": INT, "task": STR, "phase": STR,
                        "split": STR, "track": {"type": ["string", "null"]}, "name": STR,
@@ -526,6 +557,7 @@ def _paths() -> dict[str, dict[str, Any]]:
                            errors=("401", "403", "404", "409", "422"))
                for method in ("put", "post")},
         },
+        **_reveal_paths(t),
         f"{t}/gold/{{dataset}}": {"get": _op(
             f"{t}/gold/{{dataset}}", "A dataset's gold, once released", _file("Gold"),
             auth=False, errors=("403", "404"))},
@@ -602,16 +634,84 @@ def _paths() -> dict[str, dict[str, Any]]:
     }
 
 
+def _reveal_paths(t: str) -> dict[str, dict[str, Any]]:
+    """A phase with a split test set or a frozen board (issue 42): private figures answer 403
+    before the reveal (organisers aside)."""
+    p = f"{t}/phases/{{phase_slug}}"
+    formats = {"format": "json (default), csv or latex"}
+    board = {"description": "The board (JSON is the leaderboard's shape)",
+             "content": {"application/json": {"schema": _ref("Leaderboard")},
+                         "text/csv": {"schema": STR}, "text/x-tex": {"schema": STR}},
+             "headers": {"Content-Disposition": {"schema": STR}}}
+    report = {"description": "The shake-up report",
+              "content": {"application/json": {"schema": _ref("Shakeup")},
+                          "text/csv": {"schema": STR}, "text/x-tex": {"schema": STR}},
+              "headers": {"Content-Disposition": {"schema": STR}}}
+    pending = _op(f"{p}/shakeup", "The shake-up report: per team public and private rank, the "
+                  "change, the private rank's 95% CI, the change's percentile in the null of "
+                  "fresh splits; Kendall's tau (at the reveal; organisers before)", report,
+                  auth=False, query=formats, errors=("403", "404"))
+    pending["responses"]["202"] = _json("Shakeup", "Being computed off the request")
+    ask = _op(f"{p}/shakeup", "Organisers: compute the shake-up report now (202)",
+              _json("Shakeup", "Queued"), status="202", errors=("401", "403", "404"))
+    split_op = _op(f"{p}/parts", "Organisers: draw the split (seed, else a secret one) or "
+                   "give it as a file (multipart `file`: dataset, id, usage); every run is "
+                   "rescored", _json("Parts"),
+                   body={"required": False, "content": {
+                       "application/json": {"schema": {"type": "object", "properties": {
+                           "seed": INT, "again": BOOL, "reason": STR}}},
+                       "multipart/form-data": {"schema": {"type": "object", "properties": {
+                           "file": {"type": "string", "format": "binary"}, "again": STR,
+                           "reason": STR}}}}},
+                   errors=("401", "403", "404", "409", "422"))
+    return {
+        f"{p}/parts": {"get": _op(f"{p}/parts", "The phase's split as stated (rule, counts, "
+                                  "digest; the seed once revealed)", _json("Parts"),
+                                  auth=False, errors=("404",)),
+                       "post": split_op},
+        f"{p}/boards/{{kind}}": {"get": _op(
+            f"{p}/boards/{{kind}}", "The frozen, live, private or whole board (private and "
+            "whole at the reveal, organisers before; live unless frozen for the caller)",
+            board, auth=False, query=formats, errors=("403", "404"))},
+        f"{p}/shakeup": {"get": pending, "post": ask},
+        f"{p}/split": {"get": _op(f"{p}/split", "The split (dataset, id, usage), published "
+                                  "with the gold at the reveal",
+                                  _file("The split", "text/tab-separated-values"), auth=False,
+                                  errors=("403", "404"))},
+        f"{p}/finals": {
+            "get": _op(f"{p}/finals", "My team's final runs (without a choice the best public "
+                       "ones)", _json("FinalRuns"), errors=("401", "404")),
+            **{method: _op(f"{p}/finals", "Choose my team's final runs (at most the phase's "
+                           "limit) while the phase is open; organisers at any time with a team "
+                           "and a reason (audited)", _json("FinalRuns"),
+                           body=_fields(runs={"type": "array", "items": INT}, team=STR,
+                                        reason=STR),
+                           errors=("401", "403", "404", "409", "422"))
+               for method in ("put", "post")},
+        },
+        f"{p}/freeze": {"put": _op(f"{p}/freeze", "Organisers: when the board freezes and "
+                                   "when hidden figures are revealed", _json("Freeze"),
+                                   body=_fields(freeze_at=NULL_TIME, reveal=STR),
+                                   errors=("401", "403", "404", "422"))},
+    }
+
+
 def _worker_paths() -> dict[str, dict[str, Any]]:
     """The worker API: remote model workers with a worker token (sbw_..., one task's model
     queue; a participant's token is refused with a 401)."""
     w, j = "/worker", "/worker/jobs/{model_id}"
     attempt = {"attempt": "the attempt the worker claimed"}
     held = ("401", "403", "404")
-    claim = _op(f"{w}/claim", "Claim the next model of the token's task queue: its job "
-                "(definition, inputs, model, settings, budget, where to post)",
-                _json("WorkerJob", "Claimed"), errors=("401",))
-    claim["responses"]["204"] = {"description": "Nothing waits"}
+    claim = _op(f"{w}/claim", "Claim the next model of the token's task queue that the "
+                "worker can run (its declared capabilities): its job (definition, inputs, "
+                "model, settings, budget, where to post)",
+                _json("WorkerJob", "Claimed"), errors=("401",),
+                body=_fields(optional=True, capabilities=_obj(
+                    {}, {"device": {"enum": ["cpu", "cuda"]},
+                         "dtypes": {"type": "array", "items": STR},
+                         "memory_bytes": INT, "gpu_memory_bytes": {"type": ["integer", "null"]},
+                         "max_seq_length": INT, "gpu": {"type": ["string", "null"]}})))
+    claim["responses"]["204"] = {"description": "Nothing this worker can run waits"}
     conflict = _json("WorkerBeat", "Not this worker's job any more: stop encoding")
     beat = _op(f"{j}/progress", "Heartbeat and progress of a held job",
                _json("WorkerBeat"), body=_fields(attempt=INT, progress={"type": "object"}),

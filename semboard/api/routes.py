@@ -15,10 +15,10 @@ from semboard.errors import Forbidden, InvalidData
 from semboard.jobs import analysis as analysis_jobs
 from semboard.jobs import baselines as baseline_jobs
 from semboard.jobs import boards as board_jobs
+from semboard.jobs import reveal as reveal_jobs
 from semboard.jobs.scoring import accept_run, request_limit
 from semboard.models import Phase, Task, Team, TeamWindow, User
-from semboard.services.boards import analysis
-from semboard.services.boards import prepared as prepared_boards
+from semboard.services.boards import analysis, reveal
 from semboard.services.closing import descriptions
 from semboard.services.data import gold, inputs, scorediff
 from semboard.services.models import models
@@ -97,6 +97,10 @@ def _phase_json(phase: Phase, now: datetime) -> dict[str, Any]:
         # lines answers 202 and is scored off the request
         "score_in_request_pairs": phase.score_in_request_pairs,
         "scored_in_request_up_to": request_limit(current_app, phase),
+        # a board frozen at a set time, a split test set, and when hidden figures are revealed
+        "freeze_at": api_time(phase.freeze_at) if phase.freeze_at else None,
+        "reveal": phase.reveal,
+        "parts": (rule.to_json() if (rule := definitions.phase_parts_rule(phase)) else None),
     }
 
 
@@ -248,7 +252,7 @@ def edit_description(run_id: int) -> Any:
     """Edit a run's description (multipart or JSON: description and one field per question)."""
     user = require_token_user()
     session = get_session()
-    run = submissions.visible_run(session, viewer=user, run_id=run_id)
+    run = submissions.visible_run(session, viewer=user, run_id=run_id, now=request_now())
     if request.is_json:
         body = request.get_json(silent=True) or {}
         text = str(body.get("description", ""))
@@ -267,7 +271,7 @@ def show_run(run_id: int) -> Any:
     """A run, if the caller may see it (others' runs look like missing ones)."""
     session = get_session()
     user = token_user()
-    run = submissions.visible_run(session, viewer=user, run_id=run_id)
+    run = submissions.visible_run(session, viewer=user, run_id=run_id, now=request_now())
     show = access.can_view_scores(session, user, run.phase)
     return jsonify(_run_json(run, show))
 
@@ -282,10 +286,13 @@ def show_leaderboard(task_name: str) -> Any:
              phases.default_board_phase(session, task, viewer=token_user(), now=request_now()))
     # the prepared board (never written here), with ETag/304 and gzip like the pages
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    prepared = prepared_boards.served_board(session, phase=phase, viewer=token_user(),
-                                            now=request_now(), with_data=False,
-                                            build_missing=board_jobs.get_builds(app))
-    if prepared.stale:  # the current version is not stored yet: built off the request
+    # the live board, or while it is frozen for this caller the board at the freeze time
+    prepared = reveal.served_board(session, phase=phase, viewer=token_user(),
+                                   now=request_now(), with_data=False,
+                                   build_missing=board_jobs.get_builds(app))
+    if prepared.stale and not access.sees_live(session, token_user(), phase, request_now()):
+        reveal_jobs.request_from_get(app, task.id)  # the frozen board, stored off the request
+    elif prepared.stale:  # the current version is not stored yet: built off the request
         board_jobs.request_build(app, task.id)
     if request.args.get("format") == "csv":
         return files.send_prepared(prepared, "csv", phase=phase,

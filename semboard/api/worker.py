@@ -66,11 +66,15 @@ def who_am_i() -> Any:
 
 @bp.post("/claim")
 def claim() -> Any:
-    """Take the next model of the token's task queue: 200 with the job's description (and
-    where to fetch and post), 204 when nothing waits."""
+    """Take the next model of the token's task queue that this worker can run (JSON, optional:
+    {"capabilities": {"device", "dtypes", "memory_bytes", "gpu_memory_bytes",
+    "max_seq_length", "gpu"}}; none declared: a CPU in float32): 200 with the job's
+    description (and where to fetch and post), 204 when nothing it can run waits."""
     session, app = get_session(), _app()
     token = _token()
-    row = remote_models.claim(session, get_storage(), app, token, now=request_now())
+    body = request.get_json(silent=True) if request.content_length else None
+    row = remote_models.claim(session, get_storage(), app, token, now=request_now(),
+                              caps=remote_models.capabilities(body))
     if row is None:
         return "", 204
     job = remote_models.describe(session, app, row)

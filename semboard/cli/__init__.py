@@ -13,7 +13,7 @@ from flask import Flask, current_app
 PENDING_SITE = "semboard.pending_site"
 # Modules whose commands join core's groups (task, gold, results): imported with those groups.
 CORE = ("semboard.cli.core", "semboard.cli.archive", "semboard.cli.closing",
-        "semboard.cli.participation", "semboard.cli.taskdump")
+        "semboard.cli.participation", "semboard.cli.taskdump", "semboard.cli.reveal")
 
 
 @dataclass(frozen=True)

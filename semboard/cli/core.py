@@ -22,7 +22,7 @@ from semboard.db import session_factory
 from semboard.errors import DomainError
 from semboard.health import check as check_health
 from semboard.models import PHASE_ACCEPTS, PHASE_KINDS, VISIBILITIES, Phase, Task
-from semboard.services.boards import leaderboard
+from semboard.services.boards import leaderboard, reveal
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.closing import papertables
 from semboard.services.data import gold, inputs
@@ -370,8 +370,9 @@ def user_activate(email: str) -> None:
 @click.option("--phase", "phase_slug", help="Phase slug (default: the last evaluation phase).")
 @click.option("--format", "fmt", type=click.Choice(("csv", "latex", "json")), default="csv")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--table", type=click.Choice(("runs", "resources", "confidence")),
-              help="A paper table instead of the board (STS 2012 Tables 1, 3, 2).")
+@click.option("--table", type=click.Choice(papertables.TABLES),
+              help="A paper table instead of the board (STS 2012 Tables 1, 3, 2; a split test "
+                   "set's final board and shake-up report).")
 @click.option("--rank-baselines", is_flag=True, help="--table runs: rank baselines too.")
 def results_export(task_name: str, phase_slug: str | None, fmt: str, output: Path | None,
                    table: str | None = None, rank_baselines: bool = False) -> None:
@@ -379,6 +380,8 @@ def results_export(task_name: str, phase_slug: str | None, fmt: str, output: Pat
     with command_session() as session:
         task = tasks.get_task(session, task_name)
         phase = _pick_phase(session, task, phase_slug)
+        if table == "shakeup":  # computed now where missing (stored for the site too)
+            reveal.prepare(session, get_storage(), phase=phase, now=utcnow(), report=True)
         if table is not None:  # the paper tables live in their own service
 
             text = papertables.export(session, get_storage(), task=task, phase=phase, table=table,
@@ -434,3 +437,8 @@ def _pick_phase(session: Session, task: Task, slug: str | None) -> Phase:
         raise click.ClickException("the task has no phases")
     evaluation = [p for p in all_phases if p.kind == "evaluation"]
     return (evaluation or all_phases)[-1]
+
+
+# public for the command modules that join these groups (semboard.cli.reveal)
+emit = _emit
+pick_phase = _pick_phase

@@ -10,9 +10,9 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from semboard.cli.core import command_session
-from semboard.clock import utcnow
+from semboard.clock import request_now, utcnow
 from semboard.jobs import models as model_jobs
-from semboard.services.models import models, worker_tokens
+from semboard.services.models import model_workers, models, worker_tokens
 from semboard.services.tasks import tasks
 
 models_cli = AppGroup("models", help="The model track: a task's models, failed ones run again, "
@@ -25,12 +25,14 @@ def list_models(task_name: str) -> None:
     """Every model of TASK_NAME, newest first: team, state, queue place, run or reason."""
     with command_session() as session:
         rows = models.task_models_queued(session, task=tasks.get_task(session, task_name))
+        waiting = model_workers.waiting(session, [row for row, _ in rows], now=request_now())
         if not rows:
             click.echo(f"no models uploaded to {task_name}")
         for row, position in rows:
             state = row.status + (f" (#{position} in the queue)" if position else "") + (
                 f" [{row.failure}]" if row.failure else "")
-            outcome = (f"run {row.run_id}" if row.run_id else row.reason)[:120]
+            outcome = (f"run {row.run_id}" if row.run_id
+                       else waiting.get(row.id) or row.reason)[:200]
             click.echo(f"#{row.id}  {row.uploaded_at:%Y-%m-%d %H:%M}  {row.team.name}  "
                        f"{row.name}  {state}  {row.digest[:12]}  {outcome}".rstrip())
 

@@ -10,14 +10,17 @@ misshapen part means the dataset is parsed and written again, never trusted.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
+from evaluation import ValidationError
 from evaluation.inputs import DatasetInputs, LineIds
 from semboard.hostcache.arrays import ArrayCache
 
@@ -215,12 +218,25 @@ def key_of(definition_digest: str, dataset: str, file_digest: str) -> str:
         f"inputs/{_FORMAT}/{definition_digest}/{dataset}/{file_digest}".encode()).hexdigest()
 
 
-def cached_inputs(key: str, parse: Callable[[], DatasetInputs]) -> DatasetInputs:
+def cached_inputs(key: str, parse: Callable[[], DatasetInputs],
+                  pieces: Callable[[], Pieces | None] | None = None) -> DatasetInputs:
     """The parsed inputs under key, mapped from the host cache (INPUTS must have a folder);
-    parsed and written on a miss."""
+    parsed and written on a miss: in pieces where `pieces` gives them (a file whose lines are
+    its records: neither the file nor its parse is ever whole in memory), else at once."""
     got = _load(key)
     if got is not None:
         return got
+    found = pieces() if pieces is not None else None
+    if found is not None and INPUTS.folder is not None:
+        try:
+            _store_pieces(key, found)
+        except ValidationError:  # a piece alone is no file the reader takes: parsed whole
+            found = None
+        else:
+            got = _load(key)
+            if got is None:
+                raise OSError(f"the inputs cache under {INPUTS.folder} cannot be read back")
+            return got
     meta, blob, offsets, codes = _pack(parse())
     INPUTS.store(f"{key}-blob", blob)
     INPUTS.store(f"{key}-offsets", offsets)
@@ -230,3 +246,123 @@ def cached_inputs(key: str, parse: Callable[[], DatasetInputs]) -> DatasetInputs
     if got is None:
         raise OSError(f"the inputs cache under {INPUTS.folder} cannot be read back")
     return got
+
+
+# Lines parsed at a time where a file's lines are its records (its parse holds every line's
+# fields as objects: about 30 times the file's size whole).
+PIECE_LINES = 20_000
+
+
+class Pieces:
+    """A dataset's input file read in pieces of whole lines, each parsed as a file of its own
+    (evaluation.read_inputs; the header line, if any, put before every piece): the parsed
+    pieces in order, then the file's digest. Only for files whose every line is one record."""
+
+    def __init__(self, read: Callable[[bytes], DatasetInputs], blocks: Iterable[bytes], *,
+                 header: bool, line_ids: bool, lines: int | None = None) -> None:
+        self._read, self._blocks, self.header = read, blocks, header
+        self.line_ids, self.lines = line_ids, lines or PIECE_LINES
+        self.digest = ""
+        self.dataset = ""
+        self.filename = ""
+
+    def __iter__(self) -> Iterator[DatasetInputs]:
+        sha = hashlib.sha256()
+        head = b""
+        buffer = bytearray()
+        count = 0  # whole lines in the buffer
+        need_header = self.header
+        for block in self._blocks:
+            sha.update(block)
+            buffer += block
+            count += block.count(b"\n")
+            if need_header and count:
+                cut = buffer.index(b"\n") + 1
+                head, count, need_header = bytes(buffer[:cut]), count - 1, False
+                del buffer[:cut]
+            while count >= self.lines:
+                at = -1
+                for _ in range(self.lines):
+                    at = buffer.index(b"\n", at + 1)
+                piece = bytes(buffer[:at + 1])
+                del buffer[:at + 1]
+                count -= self.lines
+                yield self._piece(head + piece)
+        self.digest = sha.hexdigest()
+        if buffer.strip():
+            yield self._piece(head + bytes(buffer))
+
+    def _piece(self, data: bytes) -> DatasetInputs:
+        found = self._read(data)
+        self.dataset, self.filename = found.dataset, found.filename
+        return found
+
+
+def _store_pieces(key: str, pieces: Pieces) -> None:
+    """Parse and write a dataset's columns piece by piece: each text column's bytes go to a
+    file as they are encoded, the offsets and codes (a few bytes per pair) are kept."""
+    folder = INPUTS.folder
+    assert folder is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    spools: list[Any] = []
+    stack = contextlib.ExitStack()
+    lengths: list[list[np.ndarray]] = []
+    names: list[dict[str, int]] = []
+    codes: list[list[np.ndarray]] = []
+    breakdowns: list[str] = []
+    n = 0
+    has_texts = False
+    try:
+        for index, piece in enumerate(pieces):
+            if index == 0:
+                has_texts = len(piece.texts) == len(piece)
+                breakdowns = list(piece.breakdowns)
+                width = (0 if pieces.line_ids else 1) + (2 if has_texts else 0)
+                spools = [stack.enter_context(tempfile.TemporaryFile(dir=folder))  # noqa: SIM115
+                          for _ in range(width)]
+                lengths = [[] for _ in range(width)]
+                names = [{} for _ in range(1 + len(breakdowns))]
+                codes = [[] for _ in range(1 + len(breakdowns))]
+            columns: list[Sequence[str]] = [] if pieces.line_ids else [piece.ids]
+            if has_texts:
+                columns += [[a for a, _ in piece.texts], [b for _, b in piece.texts]]
+            for c, column in enumerate(columns):
+                encoded = [text.encode("utf-8") for text in column]
+                lengths[c].append(np.fromiter(map(len, encoded), dtype=np.int64,
+                                              count=len(encoded)))
+                spools[c].write(b"".join(encoded))
+            for c, values in enumerate([piece.genres,
+                                        *(piece.breakdowns[b] for b in breakdowns)]):
+                known = names[c]
+                codes[c].append(np.fromiter(
+                    (-1 if v is None else known.setdefault(v, len(known)) for v in values),
+                    dtype=np.int32, count=len(values)))
+            n += len(piece)
+        offsets = np.zeros((len(spools), n + 1), dtype=np.int64)
+        at = 0
+        for c in range(len(spools)):
+            offsets[c, 0] = at
+            offsets[c, 1:] = at + np.cumsum(np.concatenate(lengths[c]) if lengths[c]
+                                            else np.zeros(0, np.int64))
+            at = int(offsets[c, -1])
+        joined = (np.stack([np.concatenate(found) if found else np.zeros(0, np.int32)
+                            for found in codes]) if n else
+                  np.zeros((1 + len(breakdowns), 0), np.int32))
+
+        def blob() -> Iterator[bytes]:
+            for spool in spools:
+                spool.seek(0)
+                while chunk := spool.read(1 << 20):
+                    yield chunk
+            yield b"\0"  # never empty: mappable
+
+        INPUTS.store_bytes(f"{key}-blob", blob(), at + 1)
+    finally:
+        stack.close()
+    INPUTS.store(f"{key}-offsets", offsets)
+    INPUTS.store(f"{key}-codes", joined)
+    meta = {"format": _FORMAT, "dataset": pieces.dataset, "filename": pieces.filename,
+            "digest": pieces.digest, "n": n, "line_ids": pieces.line_ids, "texts": has_texts,
+            "breakdowns": breakdowns, "categories": [list(found) for found in names],
+            "blob": at + 1, "columns": len(spools)}
+    INPUTS.store(f"{key}-meta", np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))

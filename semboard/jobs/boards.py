@@ -14,16 +14,15 @@ are pending; a pending board whose job is lost (a crashed worker or thread) gets
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import multiprocessing
 import os
 import pickle
-import signal
-import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from flask import Flask
@@ -31,6 +30,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.utils import import_string
 
+from semboard.cache import LRU
 from semboard.clock import utcnow
 from semboard.db import begin_write, job_session_factory
 from semboard.hostcache import columns as inputcolumns
@@ -302,9 +302,6 @@ def _picklable(value: Any) -> bool:
     return True
 
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
 def _watch_parent(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(1.0)
@@ -315,49 +312,112 @@ def end_with_parent(parent: int) -> None:
     """In a spawned child: end when the process that spawned it ends, however it ends (a web
     worker SIGKILLed at shutdown must not leave its groups computing on the site's database).
 
-    Linux signals the child when the spawning thread dies (the watcher thread, which lives until
-    the child is reaped); elsewhere a thread watches the parent's pid.
+    A thread watches the parent's pid: Linux's PR_SET_PDEATHSIG signals when the spawning
+    *thread* ends, and the kept groups process outlives the round's thread that spawned it.
     """
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    else:
-        job_queue.start_thread(_watch_parent, parent, name="parent-watch")
+    job_queue.start_thread(_watch_parent, parent, name="parent-watch")
     if os.getppid() != parent:  # the parent died before the line above
         os._exit(1)
 
 
-def _spawned_groups(config: dict[str, Any], storage: Any, task_id: int, parent: int) -> None:
-    """In the spawned child: an app of the parent's settings (and storage), then the groups."""
+# How long a groups process waits for its next round before it ends (its memory given back; the
+# next round starts another, which reads the stored board back by its rows: O(runs)).
+GROUPS_IDLE_S = 600.0
+
+
+class _GroupsProcess:
+    """A spawned process computing the groups of the tasks it is sent, one round after another,
+    in an app of the parent's settings: its board of each phase (merged with the changes since
+    its last round), the rows it parsed and the runs' samples stay between rounds, so a round
+    costs the changes, not a new interpreter and a board made of every run's scores. It ends
+    when its parent does (however it ends: end_with_parent), when the parent's app goes (the
+    pipe closes), or after GROUPS_IDLE_S without a round."""
+
+    def __init__(self, app: Flask) -> None:
+        config = {k: v for k, v in app.config.items() if _picklable(v)}
+        config["SEMBOARD_BOARD_JOBS"] = "inline"
+        storage = app.extensions.get("semboard.storage")
+        self.app = weakref.ref(app)
+        self.conn, theirs = _SPAWN.Pipe()
+        self.process = _SPAWN.Process(
+            target=_serve_groups, name="groups", daemon=True,
+            args=(config, storage if _picklable(storage) else None, theirs, GROUPS_IDLE_S,
+                  os.getpid()))
+        self.process.start()
+        theirs.close()
+        weakref.finalize(app, self.conn.close)  # the app gone: the child sees the pipe close
+
+    def round(self, task_id: int) -> int | None:
+        """One task's groups computed in the process: 0, 1 (failed), None (it ended first)."""
+        try:
+            self.conn.send(task_id)
+            while not self.conn.poll(1.0):
+                if not self.process.is_alive():
+                    return None
+            return int(self.conn.recv())
+        except (EOFError, OSError):
+            return None
+
+
+_groups_processes: dict[int, _GroupsProcess] = {}  # id(app) -> its groups process
+_round_locks: dict[int, threading.Lock] = {}  # id(app) -> one round at a time in its process
+_groups_lock = threading.Lock()
+
+
+def _serve_groups(config: dict[str, Any], storage: Any, conn: Any, idle_s: float,
+                  parent: int) -> None:
+    """In the spawned process: an app of the parent's settings (and storage), then a round of
+    groups for each task id received, until the pipe closes or none comes for idle_s."""
     end_with_parent(parent)
     os.nice(10)  # requests come first: the resampling takes the CPU they leave
     # by name, as job_app does: no job module imports the package root
     app = import_string("semboard:create_app")(config)
     if storage is not None:
         app.extensions["semboard.storage"] = storage
-    compute_groups(app, task_id)
+    while conn.poll(idle_s):
+        try:
+            task_id = conn.recv()
+        except EOFError:
+            return  # the parent ended
+        try:
+            compute_groups(app, task_id)
+            code = 0
+        except Exception:
+            log.exception("significance groups of task %s failed", task_id)
+            code = 1
+        try:
+            conn.send(code)
+        except OSError:
+            return
 
 
 def _run_in_child(app: Flask, task_id: int) -> int:
-    """Compute a task's groups in a fresh (spawned) process; its exit code.
+    """Compute a task's groups in this process's groups process (spawned when there is none,
+    or it ended); its exit code.
 
     Never a fork: the parent's BLAS and server threads would leave their locks held in the
     child (a board built by OpenBLAS threads while the child forked hung it).
     """
-    config = {k: v for k, v in app.config.items() if _picklable(v)}
-    config["SEMBOARD_BOARD_JOBS"] = "inline"
-    storage = app.extensions.get("semboard.storage")
-    child = _SPAWN.Process(target=_spawned_groups, name=f"groups-{task_id}", daemon=True,
-                           args=(config, storage if _picklable(storage) else None, task_id,
-                                 os.getpid()))
-    child.start()
-    child.join()
-    if child.exitcode and child.exitcode > 0:
-        log.error("significance groups of task %s failed in child (exit %s)", task_id,
-                  child.exitcode)
-    elif child.exitcode:  # stopped by a signal (this process shutting down): a GET re-queues
-        log.warning("significance groups of task %s stopped (signal %s)", task_id,
-                    -child.exitcode)
-    return int(child.exitcode or 0)
+    with _groups_lock:
+        lock = _round_locks.setdefault(id(app), threading.Lock())
+    with lock:
+        for _ in range(2):  # once more where an idle process ended as the round was sent
+            child = _groups_processes.get(id(app))
+            if child is None or child.app() is not app or not child.process.is_alive():
+                child = _groups_processes[id(app)] = _GroupsProcess(app)
+            code = child.round(task_id)
+            if code is not None:
+                break
+            child.process.join(5)
+            _groups_processes.pop(id(app), None)
+            code = child.process.exitcode
+            if code:  # stopped by an error or a signal, not an idle end
+                break
+    if code and code > 0:
+        log.error("significance groups of task %s failed in child (exit %s)", task_id, code)
+    elif code:  # stopped by a signal (this process shutting down): a GET re-queues
+        log.warning("significance groups of task %s stopped (signal %s)", task_id, -code)
+    return int(code or 0)
 
 
 def _process_body(app: Flask, task_id: int) -> None:
@@ -425,25 +485,37 @@ def build_job(task_id: int) -> int:
     return 0
 
 
-_requeued: set[tuple[int, str]] = set()
+_requeued: LRU[tuple[int, str], bool] = LRU(1024)  # (task, version) re-queued by this process
+# A board's groups pending for less than this are left to the job its change queued: a GET of
+# each new version then costs no queue round trip (a lost job is re-queued once this old).
+RECOVER_AFTER_S = 60.0
 
 
-def recover_pending(app: Flask, task_id: int, version: str) -> None:
-    """A GET saw groups pending: if no job of this process covers it, schedule one (no writes).
+def recover_pending(app: Flask, task_id: int, version: str, since: str | None = None) -> None:
+    """A GET saw groups pending (since `since`, ISO 8601, when known): if no job of this
+    process covers it, schedule one (no writes).
 
-    Covers a thread or rq job that died; each version is re-queued once per process.
+    Covers a thread or rq job that died; each version is re-queued once per process, once its
+    groups have been pending for RECOVER_AFTER_S.
     """
     how = mode(app)
     if how == "inline":
         return
+    if since is not None:
+        try:
+            waited = (utcnow() - datetime.fromisoformat(since)).total_seconds()
+        except (TypeError, ValueError):
+            waited = RECOVER_AFTER_S
+        if waited < RECOVER_AFTER_S:
+            return
     if how in ("thread", "process"):
         with _in_flight_lock:
             if (id(app), task_id) in _in_flight:
                 return
     key = (task_id, version)
-    if key in _requeued:
+    if _requeued.get(key):
         return
-    _requeued.add(key)
+    _requeued.put(key, True)
     schedule_groups(app, task_id)
 
 

@@ -1,6 +1,7 @@
 """Post-commit observers: create_app installs them, and the app's session factories run them.
 
-A commit that changed what a board shows stores that board and schedules its groups; a commit
+A commit that changed what a board shows stores that board and schedules its groups (and the
+boards stored beside it: frozen, private, whole, the shake-up report); a commit
 that recorded something worth telling (a score, a rejection, gold released, an e-mail link)
 goes through the event bus (notify.bus): its task channels' deliveries are staged before the
 commit, and each consumer (mail, channels) gets a job after it, whether or not SMTP is set.
@@ -17,7 +18,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 from semboard.db import OBSERVERS_KEY
-from semboard.jobs import boards, notifications, schedule
+from semboard.jobs import boards, notifications, reveal, schedule
 from semboard.notify import bus, events
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 
 def install(app: Flask) -> None:
     """Register the observers db applies to the app's session factories; start the ticker."""
-    app.extensions[OBSERVERS_KEY] = [_observe_boards, _observe_events]
+    app.extensions[OBSERVERS_KEY] = [_observe_boards, _observe_events, _observe_reveal]
     boards.use_host_cache(app)
     schedule.start_configured_ticker(app)
 
@@ -33,6 +34,11 @@ def install(app: Flask) -> None:
 def _observe_boards(factory: sessionmaker[Session], app: Flask, role: str) -> None:
     if role == "writer":  # request and command sessions; the board step's own write nothing
         boards.attach(factory, app)
+
+
+def _observe_reveal(factory: sessionmaker[Session], app: Flask, role: str) -> None:
+    if role == "writer":  # after the boards' observer: it sets the factory's info first
+        reveal.attach(factory, app)
 
 
 def _observe_events(factory: sessionmaker[Session], app: Flask, role: str) -> None:

@@ -15,7 +15,12 @@ with SEMBOARD_MODEL_JOBS = "remote" the site leaves every model to them.
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
+import socket
+import subprocess
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -24,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask
-from sqlalchemy import func, select, update
+from sqlalchemy import String, case, cast, func, literal, select, update
 from sqlalchemy.orm import Session
 
 from baselines.models import (
@@ -34,6 +39,10 @@ from baselines.models import (
     run_model_job,
     unpack_model_archive,
 )
+from baselines.models.capabilities import Capabilities, CapabilityError, cannot_run
+from baselines.models.check import ModelLimits
+from baselines.models.facts import FactsError, check_facts
+from baselines.models.progress import LINE_CHARS, LOG_LINES
 from evaluation import ValidationError
 from semboard.clock import utcnow
 from semboard.db import begin_write, session_factory
@@ -45,7 +54,7 @@ from semboard.jobs.scoring import accept_run
 from semboard.models import InputFile, ModelSubmission, Phase, Team, User
 from semboard.notify.events import queue_event
 from semboard.services.data import inputs
-from semboard.services.models import model_facts, model_queue, model_uploads
+from semboard.services.models import model_facts, model_queue, model_uploads, model_workers
 from semboard.services.models import models as model_services
 from semboard.services.tasks import definitions
 from semboard.storage import Storage, get_storage
@@ -56,6 +65,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 QUEUE_NAME = "baselines"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT_S = 6 * 3600
 # app.config keys (defaults here): the job's wall time, memory ceiling, device and dtype; how
 # often a running job beats, how long without a beat makes it lost, and how many times a lost
@@ -91,6 +101,55 @@ def budget(app: Flask) -> JobBudget:
                      gpu_memory_bytes=gpu_mb << 20 if gpu_mb > 0 else None)
 
 
+def _has_gpu() -> bool:
+    """Whether this host has an NVIDIA GPU at all (its device nodes), asked without torch."""
+    return any(Path("/dev").glob("nvidia[0-9]*"))
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(device: str, memory_bytes: int, gpu_memory_bytes: int | None) -> Capabilities:
+    """This host's capabilities for the site's own jobs. "cpu", and "auto" on a host without
+    a GPU, need no torch; otherwise torch is asked in a child process (once per process: a
+    web process that runs models without Redis never imports torch itself); a host where
+    torch cannot answer encodes nothing but float32 on its CPU."""
+    if device == "cpu" or (device == "auto" and not _has_gpu()):
+        return Capabilities(device="cpu", memory_bytes=memory_bytes,
+                            max_seq_length=ModelLimits().max_seq_length)
+    code = ("import json, sys; from baselines.models.capabilities import host_capabilities; "
+            "print(json.dumps(host_capabilities(sys.argv[1], memory_bytes=int(sys.argv[2]), "
+            "gpu_memory_bytes=int(sys.argv[3]) or None).to_dict()))")
+    try:
+        done = subprocess.run([sys.executable, "-c", code, device, str(memory_bytes),
+                               str(gpu_memory_bytes or 0)], capture_output=True, text=True,
+                              timeout=300, check=True, cwd=PROJECT_ROOT)
+        return Capabilities.from_dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError, CapabilityError) as err:
+        log.warning("the site's model workers could not ask torch what this host runs (%s): "
+                    "taken as a CPU encoding in float32", err)
+        return Capabilities(device="cpu", memory_bytes=memory_bytes)
+
+
+def site_capabilities(app: Flask) -> Capabilities:
+    """What the site's own workers on this host can run (SEMBOARD_MODEL_DEVICE, its memory
+    settings, torch's answer for the device)."""
+    budget_ = budget(app)
+    return _probe(str(_setting(app, "SEMBOARD_MODEL_DEVICE")).strip().lower(),
+                  budget_.memory_bytes, budget_.gpu_memory_bytes)
+
+
+def declare_site(session: Session, app: Flask, *, now: datetime) -> Capabilities:
+    """Record this host's declaration for the site's own workers (one short write); its
+    capabilities."""
+    caps = site_capabilities(app)
+    host = socket.gethostname()[:100]
+    session.rollback()
+    begin_write(session)
+    model_workers.declare(session, key=f"site:{host}:{caps.device}",
+                          name=f"the site's worker on {host}", capabilities=caps, now=now)
+    session.commit()
+    return caps
+
+
 def fail_abandoned(session: Session, app: Flask, *, now: datetime) -> dict[str, list[int]]:
     """Models "running" whose job stopped beating SEMBOARD_MODEL_LOST_S ago lost their worker
     (killed, its host gone): queued again while they have retries left (SEMBOARD_MODEL_RETRIES),
@@ -99,12 +158,12 @@ def fail_abandoned(session: Session, app: Flask, *, now: datetime) -> dict[str, 
     cutoff = now - timedelta(seconds=float(_setting(app, "SEMBOARD_MODEL_LOST_S")))
     retries = int(_setting(app, "SEMBOARD_MODEL_RETRIES"))
     beat = func.coalesce(ModelSubmission.heartbeat_at, ModelSubmission.started_at)
-    stale = [(model_id, attempts) for model_id, attempts in session.execute(
-        select(ModelSubmission.id, ModelSubmission.attempts).where(
-            ModelSubmission.status == "running", beat < cutoff))]
+    stale = list(session.execute(
+        select(ModelSubmission.id, ModelSubmission.attempts, ModelSubmission.progress).where(
+            ModelSubmission.status == "running", beat < cutoff)))
     session.rollback()
     found: dict[str, list[int]] = {"failed": [], "requeued": []}
-    for model_id, attempts in stale:
+    for model_id, attempts, progress in stale:
         again = attempts <= retries
         values: dict[str, Any] = (
             {"status": "queued", "started_at": None,
@@ -113,6 +172,10 @@ def fail_abandoned(session: Session, app: Flask, *, now: datetime) -> dict[str, 
              "reason": "the worker running this model stopped without a result (it was killed "
                        f"or its host went down), {attempts} time(s); an organiser can run it "
                        "again"})
+        # the job log says it too: the worker that would have written it is gone
+        values["progress"] = with_log_line(
+            progress, f"attempt {attempts}: no heartbeat since {cutoff:%H:%M:%S} UTC; "
+            + ("queued again" if again else "failed (worker_lost)"))
         begin_write(session)
         result = session.execute(
             update(ModelSubmission)
@@ -127,16 +190,29 @@ def fail_abandoned(session: Session, app: Flask, *, now: datetime) -> dict[str, 
     return found
 
 
+def with_log_line(progress: dict[str, Any] | None, line: str) -> dict[str, Any]:
+    """A job's progress with one more line in its log tail (the site's own words)."""
+    state = dict(progress or {})
+    state["log"] = [*list(state.get("log") or []), f"site: {line}"[:LINE_CHARS]][-LOG_LINES:]
+    return state
+
+
 def claim(session: Session, model_id: int, *, now: datetime,
           worker_token_id: int | None = None) -> bool:
     """Take a queued model for this worker (queued → running); False when another has it.
-    worker_token_id: the remote worker taking it (None: the site's own)."""
+    worker_token_id: the remote worker taking it (None: the site's own). A later attempt's
+    reason says which attempt runs (the last one's words are in the job log)."""
     begin_write(session)
+    attempt = ModelSubmission.attempts + 1
     result = session.execute(
         update(ModelSubmission)
         .where(ModelSubmission.id == model_id, ModelSubmission.status == "queued")
         .values(status="running", started_at=now, heartbeat_at=now, failure=None,
-                progress=None, attempts=ModelSubmission.attempts + 1,
+                progress=None, attempts=attempt,
+                # the first attempt has nothing to say beside its progress
+                reason=case((ModelSubmission.attempts > 0,
+                             literal("attempt ") + cast(attempt, String) + literal(" running")),
+                            else_=""),
                 worker_token_id=worker_token_id, result_at=None)
         .execution_options(synchronize_session=False))
     session.commit()
@@ -144,10 +220,16 @@ def claim(session: Session, model_id: int, *, now: datetime,
 
 
 def claim_next(session: Session, *, now: datetime, task_id: int | None = None,
-               worker_token_id: int | None = None) -> int | None:
+               worker_token_id: int | None = None,
+               capabilities: Capabilities | None = None) -> int | None:
     """Take the queue's head in its fair order (the next free one when another worker took
-    it first); its id, or None when nothing waits. task_id: only that task's models."""
-    for model_id in model_queue.queued_order(session, task_id=task_id):
+    it first) among the models this worker can run (capabilities; None: any); its id, or None
+    when nothing it can run waits. task_id: only that task's models."""
+    order = model_queue.queued_order(session, task_id=task_id)
+    if capabilities is not None:
+        needs = model_workers.needs(session, order)
+        order = [i for i in order if i in needs and cannot_run(needs[i], capabilities) is None]
+    for model_id in order:
         session.rollback()
         if claim(session, model_id, now=now, worker_token_id=worker_token_id):
             return model_id
@@ -259,8 +341,7 @@ def submit(session: Session, storage: Storage, app: Flask, row: ModelSubmission,
            result: ModelRun, *, worker: str | None = None) -> int:
     """Submit the encoded run as the team's upload at the model's upload time; its id.
     worker: the remote worker that encoded it (a fact on the run)."""
-    metadata = {**result.metadata, "model_submission_id": row.id,
-                "archive_sha256": row.archive_sha256, "model_name": model_facts.display_name(row)}
+    metadata = {**result.metadata, **model_facts.site_facts(row)}
     if worker is not None:
         metadata["worker"] = worker
     run, _queued = accept_run(session, storage, app, team=row.team, phase=row.phase,
@@ -280,6 +361,11 @@ def run_model_submission(session: Session, storage: Storage, app: Flask, model_i
     slots never stay taken.
     """
     sweep_lost(app, session, now=now or utcnow())
+    caps = declare_site(session, app, now=now or utcnow())
+    need = model_workers.needs(session, [model_id]).get(model_id)
+    session.rollback()
+    if need is not None and cannot_run(need, caps) is not None:
+        return None  # left queued for a worker that can run it
     if not claim(session, model_id, now=now or utcnow()):
         return None
     return _run_claimed(session, storage, app, model_id, now=now)
@@ -307,6 +393,7 @@ def _run_claimed(session: Session, storage: Storage, app: Flask, model_id: int, 
         outcome = settle(session, storage, app, row, result=result, error=error)
         reporter.line(f"run {outcome['run_id']} submitted" if outcome["status"] == "done"
                       else f"failed ({outcome['failure']})")
+        reporter.ended(outcome["status"])
     finally:
         reporter.stop()  # the last progress is written before the row ends
     status = outcome.pop("status")
@@ -325,6 +412,10 @@ def settle(session: Session, storage: Storage, app: Flask, row: ModelSubmission,
         if error is not None:
             raise error
         assert result is not None
+        try:  # one schema for every job's facts, the site's own and a remote worker's
+            result = ModelRun(result.files, check_facts(result.metadata))
+        except FactsError as err:
+            raise ModelJobFailed(str(err)) from None
         if result.metadata.get("model_digest") != row.digest:
             raise ModelJobFailed("the stored model's digest differs from the one checked at "
                                  "upload")
@@ -347,9 +438,11 @@ def settle(session: Session, storage: Storage, app: Flask, row: ModelSubmission,
 
 def run_next(session: Session, storage: Storage, app: Flask, *,
              now: datetime | None = None) -> ModelSubmission | None:
-    """Run the queue's head (fair order); None when nothing waits."""
+    """Run the queue's head (fair order) among the models this host can run; None when none
+    waits."""
     sweep_lost(app, session, now=now or utcnow())
-    model_id = claim_next(session, now=now or utcnow())
+    caps = declare_site(session, app, now=now or utcnow())
+    model_id = claim_next(session, now=now or utcnow(), capabilities=caps)
     if model_id is None:
         return None
     return _run_claimed(session, storage, app, model_id, now=now)
@@ -463,12 +556,16 @@ def recover(app: Flask, session: Session, *, now: datetime) -> dict[str, list[in
     failed = lost["failed"]
     if remote_only(app):  # queued models wait for remote workers: nothing to dispatch here
         return {"failed": failed, "requeued": lost["requeued"], "dispatched": []}
+    caps = declare_site(session, app, now=now)  # the site's workers stay registered
     cutoff = now - timedelta(seconds=LOST_AFTER_S)
     old = {model_id: attempts for model_id, attempts in session.execute(
         select(ModelSubmission.id, ModelSubmission.attempts).where(
             ModelSubmission.status == "queued", ModelSubmission.uploaded_at < cutoff))}
+    needs = model_workers.needs(session, old)
+    # a model this host cannot run waits for a worker that can: no job of ours is lost
     waiting = [i for i in model_queue.queued_order(session)
-               if i in old and i not in lost["requeued"]]
+               if i in old and i not in lost["requeued"]
+               and cannot_run(needs[i], caps) is None]
     session.rollback()  # nothing held while jobs are looked up or dispatched
     redispatched = []
     for model_id in waiting:

@@ -22,12 +22,14 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from baselines.models import ModelJobFailed, ModelRun
+from baselines.models.capabilities import UNDECLARED, Capabilities, CapabilityError
+from baselines.models.facts import FactsError, check_facts
 from baselines.models.progress import bounded
 from semboard.db import begin_write
 from semboard.errors import Conflict, InvalidData, NotFound
 from semboard.jobs import models as model_jobs
 from semboard.models import MODEL_FAILURES, InputFile, ModelSubmission, WorkerToken
-from semboard.services.models import worker_tokens
+from semboard.services.models import model_workers, worker_tokens
 from semboard.storage import Storage
 
 # what a worker may say of its own failure ("worker_lost" is the sweep's word)
@@ -35,17 +37,32 @@ WORKER_FAILURES = tuple(k for k in MODEL_FAILURES if k != "worker_lost")
 METADATA_BYTES = 256 << 10  # a run's facts are a few KB; more is not facts
 
 
+def capabilities(body: Any) -> Capabilities:
+    """What a worker declares with its claim (JSON {"capabilities": {...}}; 422 when malformed);
+    a worker that declares nothing is taken for a CPU encoding in float32."""
+    declared = body.get("capabilities") if isinstance(body, dict) else None
+    if declared is None:
+        return UNDECLARED
+    try:
+        return Capabilities.from_dict(declared)
+    except CapabilityError as err:
+        raise InvalidData(str(err)) from None
+
+
 def claim(session: Session, storage: Storage, app: Flask, token: WorkerToken, *,
-          now: datetime) -> ModelSubmission | None:
-    """The head of the token's task queue, claimed for this worker (None: nothing waits).
-    Lost jobs are swept first, so a dead worker's model comes back to the queue."""
+          now: datetime, caps: Capabilities = UNDECLARED) -> ModelSubmission | None:
+    """The head of the token's task queue among the models this worker can run (its declared
+    capabilities, recorded: it is a registered worker), claimed for it (None: nothing it can
+    run waits). Lost jobs are swept first, so a dead worker's model comes back to the queue."""
     model_jobs.sweep_lost(app, session, now=now)
     begin_write(session)
     worker_tokens.seen(session, token, now=now)
+    model_workers.declare(session, key=f"token:{token.id}", name=token.name,
+                          capabilities=caps, now=now, token_id=token.id)
     session.commit()
     while True:
         model_id = model_jobs.claim_next(session, now=now, task_id=token.task_id,
-                                         worker_token_id=token.id)
+                                         worker_token_id=token.id, capabilities=caps)
         if model_id is None:
             return None
         row = session.get(ModelSubmission, model_id)
@@ -128,7 +145,9 @@ def beat(session: Session, token: WorkerToken, model_id: int, attempt: Any,
 
 
 def parse_metadata(text: str) -> dict[str, Any]:
-    """A run's facts as the worker sent them: a JSON object of bounded size (422 otherwise)."""
+    """A run's facts as the worker sent them: a JSON object of bounded size that fits the
+    schema of a job's facts (baselines.models.facts: known keys, types, bounds); 422 naming
+    what does not."""
     if len(text.encode()) > METADATA_BYTES:
         raise InvalidData("the run's metadata is larger than %(METADATA_BYTES)s KiB",
                           METADATA_BYTES=METADATA_BYTES >> 10)
@@ -136,9 +155,10 @@ def parse_metadata(text: str) -> dict[str, Any]:
         value = json.loads(text)
     except (ValueError, RecursionError):
         raise InvalidData("the run's metadata is not valid JSON") from None
-    if not isinstance(value, dict):
-        raise InvalidData("the run's metadata must be a JSON object")
-    return value
+    try:
+        return check_facts(value)
+    except FactsError as err:
+        raise InvalidData(str(err)) from None
 
 
 def post_result(session: Session, storage: Storage, app: Flask, token: WorkerToken, model_id: int,

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from evaluation import ValidationError, unpack_upload
 from semboard.clock import utcnow
 from semboard.db import get_session, job_session_factory
-from semboard.jobs import boards
+from semboard.jobs import boards, reveal
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, ModelSubmission, Phase, Run, Task, Team, User
@@ -118,6 +118,7 @@ def rescore_now(app: Flask, task_id: int, force: bool = False) -> int:
             if record is not None and record is not before:
                 changed += 1
     boards.after_change(app, [("task", task_id)])
+    reveal.request(app, task_id)  # the frozen and final boards of the rescored runs
     return changed
 
 

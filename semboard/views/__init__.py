@@ -26,6 +26,7 @@ from semboard.views import (  # noqa: F401  (each module adds its routes to comm
     participation,
     primary,
     questions,
+    reveal,
     tasks,
 )
 from semboard.views.common import bp, current_session_key

@@ -20,8 +20,9 @@ from semboard.cache import LRU
 from semboard.errors import Forbidden, NotFound
 from semboard.i18n import pages as languages
 from semboard.jobs import boards as board_jobs
+from semboard.jobs import reveal as reveal_jobs
 from semboard.models import Phase, Task
-from semboard.services.boards import breakdowns, charts, leaderboard
+from semboard.services.boards import breakdowns, charts, leaderboard, reveal
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.tasks import access, definitions, phases, tasks
 from semboard.views import board_rows
@@ -58,15 +59,18 @@ def _prepared(task: Task, phase: Phase, *, with_data: bool = True) -> prepared_b
     """The board's prepared version for this viewer (403 when hidden); never writes."""
     try:
         app = current_app._get_current_object()  # type: ignore[attr-defined]
-        prepared = prepared_boards.served_board(db(), phase=phase, viewer=me(), now=now(),
-                                                with_data=with_data,
-                                                build_missing=board_jobs.get_builds(app))
+        # the live board, or while it is frozen for this viewer the board at the freeze time
+        prepared = reveal.served_board(db(), phase=phase, viewer=me(), now=now(),
+                                       with_data=with_data,
+                                       build_missing=board_jobs.get_builds(app))
     except Forbidden:
         abort(403)
-    if prepared.stale:  # served the newest stored board (or an empty one): build off the request
+    if prepared.stale and not access.sees_live(db(), me(), phase, now()):
+        reveal_jobs.request_from_get(app, task.id)  # the frozen board, stored off the request
+    elif prepared.stale:  # served the newest stored board (or an empty one): built off the request
         board_jobs.request_build(app, task.id)
     elif prepared.groups_pending:
-        board_jobs.recover_pending(app, task.id, prepared.version)
+        board_jobs.recover_pending(app, task.id, prepared.version, prepared.pending_since)
     return prepared
 
 

@@ -14,8 +14,7 @@ from semboard.i18n import pages
 from semboard.jobs import analysis as analysis_jobs
 from semboard.jobs import boards as board_jobs
 from semboard.models import Run
-from semboard.services.boards import analysis, charts, leaderboard
-from semboard.services.boards import prepared as prepared_boards
+from semboard.services.boards import analysis, charts, leaderboard, reveal
 from semboard.services.tasks import access, definitions, phases
 from semboard.views import board_rows
 from semboard.views.common import (
@@ -98,7 +97,7 @@ def _run_bars(run: Run) -> dict[str, Any] | None:
     """The bars chart: the run against its prepared board (a GET never builds or writes)."""
     session = db()
     try:
-        board = prepared_boards.served_board(
+        board = reveal.served_board(
             session, phase=run.phase, viewer=me(), now=now(),
             build_missing=board_jobs.get_builds(current_app._get_current_object()),  # type: ignore[attr-defined]
         ).board(run.task, run.phase)
@@ -222,7 +221,7 @@ def _choices(task: Any) -> list[Any]:
     session = db()
     try:
         phase = phases.default_board_phase(session, task, viewer=me(), now=now())
-        board = prepared_boards.served_board(
+        board = reveal.served_board(
             session, phase=phase, viewer=me(), now=now(),
             build_missing=board_jobs.get_builds(current_app._get_current_object()),  # type: ignore[attr-defined]
         ).board(task, phase)

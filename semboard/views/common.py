@@ -205,7 +205,7 @@ def organiser_action(task_name: str, act: Callable[[Task, User], str], *,
 def visible_run(run_id: int) -> Run:
     """The run if this viewer may see it; else 404, as for a run that does not exist."""
     try:
-        return submissions.visible_run(db(), viewer=me(), run_id=run_id)
+        return submissions.visible_run(db(), viewer=me(), run_id=run_id, now=now())
     except DomainError:
         abort(404)
 

@@ -20,6 +20,8 @@ from flask_login import login_required
 
 from baselines.models.check import POOLING_MODES
 from baselines.models.settings import DTYPES
+from evaluation.descriptions import questions as declared_questions
+from evaluation.descriptions import training_data_required
 from semboard.errors import Conflict, DomainError, InvalidData, PhaseNotOpen
 from semboard.i18n.languages import N_
 from semboard.i18n.pages import say
@@ -27,7 +29,7 @@ from semboard.jobs import models as model_jobs
 from semboard.services.models import model_exports, model_uploads
 from semboard.services.models import models as model_services
 from semboard.services.runs import admission
-from semboard.services.tasks import terms
+from semboard.services.tasks import definitions, terms
 from semboard.views import participation as participation_views
 from semboard.views.common import (
     bp,
@@ -77,7 +79,7 @@ def upload_model(task_name: str) -> Any:
                         prompt_name=form.prompt_name.data or None,
                         pooling=form.pooling.data or None, publish=bool(form.publish.data),
                         model_name=form.model_name.data or None,
-                        encoding=_encoding(form))
+                        encoding=_encoding(form), training_data=_training(task, form))
             except DomainError as err:
                 flash_error(err)
                 if isinstance(err, terms.TermsRequired):  # the phase's own terms
@@ -92,8 +94,11 @@ def upload_model(task_name: str) -> Any:
         status = 422
     elif form.is_submitted():
         status = 422
+    definition = definitions.definition(task)
     return render_template("runs/upload_model.html", task=task, team=team, form=form,
                            phases=phases, issues=issues,
+                           training_questions=training_questions(definition),
+                           training_required=training_data_required(definition),
                            encoding_rules={p.slug: model_services.encoding_rules(p)
                                            for p in phases},
                            max_bytes=current_app.config["SEMBOARD_MODEL_MAX_BYTES"]), status
@@ -109,6 +114,22 @@ def _model_form(session: Any, task: Any, team: Any) -> tuple[list[Any], UploadMo
                                     *((m, m) for m in POOLING_MODES)])
     form.dtype.choices = options([("", _("The phase's default")), *((d, d) for d in DTYPES)])
     return phases, form
+
+
+def training_questions(definition: Any) -> Any:
+    """The definition's training-data questions."""
+    return declared_questions(definition, "training_data")
+
+
+def _training(task: Any, form: UploadModelForm) -> dict[str, Any]:
+    """The training-data declaration the form gives: its text and one field per question of
+    the definition's [training_data] (training_<key>; checked by the service)."""
+    answers = {}
+    for question in training_questions(definitions.definition(task)):
+        values = [v for v in request.form.getlist(f"training_{question.key}") if v.strip()]
+        if values:
+            answers[question.key] = values if question.kind == "choices" else values[0]
+    return {"text": form.training_data.data or "", "answers": answers}
 
 
 def _encoding(form: UploadModelForm) -> dict[str, Any]:
@@ -147,7 +168,8 @@ def start_model_upload_page(task_name: str) -> Any:
         name=form.name.data or "", prompt=form.prompt.data or None,
         prompt_name=form.prompt_name.data or None,
         pooling=form.pooling.data or None, publish=bool(form.publish.data),
-        model_name=form.model_name.data or None, encoding=_encoding(form))
+        model_name=form.model_name.data or None, encoding=_encoding(form),
+        training_data=_training(task, form))
     return _upload_answer(row, 201)
 
 

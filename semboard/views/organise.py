@@ -19,6 +19,7 @@ from semboard.jobs import models as model_jobs
 from semboard.jobs import scoring as scoring_jobs
 from semboard.models import ModelSubmission, Phase, Task, User
 from semboard.services.data import gold, inputs
+from semboard.services.models import model_workers
 from semboard.services.models import models as model_services
 from semboard.services.people import accounts, grants, teams
 from semboard.services.runs import primary as primary_runs
@@ -104,7 +105,8 @@ def _overview(task: Task, **forms: Any) -> str:
         "input_files": inputs.current_inputs(session, task=task),
         "gold_files": gold.current_gold(session, task=task),
         "teams": teams.list_teams(session, task=task),
-        "models": model_services.task_models_queued(session, task=task),
+        "models": (models := model_services.task_models_queued(session, task=task)),
+        "waiting": model_workers.waiting(session, [row for row, _ in models], now=now()),
         "grants": grants.grants(session, task=task),
         "organisers": tasks.organisers(session, task=task),
         "data_issues": [],

@@ -10,6 +10,7 @@ from flask import abort, current_app, flash, redirect, render_template, request,
 from flask_babel import gettext as _
 from flask_login import login_required
 
+from evaluation.descriptions import questions as declared_questions
 from semboard.errors import DomainError
 from semboard.i18n.languages import N_
 from semboard.i18n.pages import words
@@ -18,6 +19,7 @@ from semboard.jobs.scoring import accept_run
 from semboard.models import Phase, Run, Task, Team
 from semboard.services.closing import descriptions
 from semboard.services.data import gold, inputs
+from semboard.services.models import model_facts, model_workers
 from semboard.services.models import models as model_services
 from semboard.services.people import teams, windows
 from semboard.services.runs import admission, submissions
@@ -25,6 +27,7 @@ from semboard.services.tasks import access, definitions, participation, splits, 
 from semboard.timefmt import clock_text
 from semboard.views import participation as participation_views
 from semboard.views import primary as primary_views
+from semboard.views import reveal as reveal_views
 from semboard.views.common import (
     bp,
     committed,
@@ -201,10 +204,12 @@ def team(team_id: int) -> Any:
         show_invite_code=access.can_see_invite_code(session, user, team),
         runs=submissions.runs_for_team(session, team=team, include_replaced=True),
         logs=submissions.upload_logs(session, task=team.task, team=team)[:50],
-        models=model_services.team_models_queued(session, team=team),
+        models=(models := model_services.team_models_queued(session, team=team)),
+        waiting=model_workers.waiting(session, [row for row, _ in models], now=now()),
         phase_status=admission.team_phase_status(
             session, team=team, phases=tasks.phases(session, team.task), now=now()),
         primary_phases=primary_views.team_primary(team),
+        final_phases=reveal_views.team_finals(team),
     )
 
 
@@ -382,6 +387,10 @@ def run(run_id: int) -> Any:
     return render_template(
         "runs/show.html",
         run=run,
+        facts=model_facts.run_model_facts(run.meta, model)
+        if (run.meta or {}).get("system") == "model" else None,
+        training_labels={q.key: q.label for q in declared_questions(
+            definitions.definition(run.task), "training_data")},
         model=model if model is not None and model_services.can_download(session, user, model)
         else None,
         can_publish=member,

@@ -198,7 +198,8 @@ class UploadModelForm(FlaskForm):
     name = StringField(_l("Run name"), validators=[Optional(), Length(max=100)])
     model_name = StringField(_l("Model name"), validators=[Optional(), Length(max=120)])
     file = FileField(_l("Model (.zip of the folder)"))
-    prompt = StringField(_l("Prefix before every text"), validators=[Optional(), Length(max=200)])
+    prompt = StringField(_l("Prefix before every text"),
+                         validators=[Optional(), Length(max=2000)])
     prompt_name = StringField(_l("Or the folder's prompt by name"),
                               validators=[Optional(), Length(max=200)])
     pooling = SelectField(_l("Pooling"), validators=[Optional()])
@@ -208,6 +209,10 @@ class UploadModelForm(FlaskForm):
                                  validators=[Optional(), Length(max=12)])
     batch_tokens = StringField(_l("Tokens per batch"), validators=[Optional(), Length(max=12)])
     dtype = SelectField(_l("dtype"), validators=[Optional()])
+    # the training-data declaration's text (bounded by the service: 4,000 characters); its
+    # answers are the definition's questions' fields, training_<key>
+    training_data = TextAreaField(_l("What the model was trained on"),
+                                  validators=[Optional(), Length(max=4000)])
     publish = BooleanField(_l("Publish the model's files with its run"))
     submit = SubmitField(_l("Upload model"))
 

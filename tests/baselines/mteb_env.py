@@ -60,12 +60,39 @@ def eee_schema() -> dict[str, Any]:
         return dict(json.loads(z.read("every_eval_ever/schemas/eval.schema.json")))
 
 
+# What mteb's own loaders and tables make of a TaskResult: the model, get_score (all languages
+# and English), a ModelResult's table (to_dataframe), and, for a task mteb knows, the result
+# checked against that task (validate_and_filter_scores, then get_score).
+_READ = """
+import json, math, sys
+from mteb import TaskResult
+from mteb.results import ModelResult
+r = TaskResult.model_validate(json.load(sys.stdin))
+table = ModelResult(model_name="m", model_revision=None, task_results=[r]).to_dataframe()
+try:
+    from mteb.get_tasks import get_task
+    get_task(r.task_name)
+except Exception:
+    as_task = None
+else:
+    as_task = r.validate_and_filter_scores().get_score()
+def num(x):
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+split = next(iter(r.scores))
+print(json.dumps({"task_name": r.task_name, "splits": list(r.scores),
+                  "main": {s["hf_subset"]: s["main_score"] for s in r.scores[split]},
+                  "languages": {s["hf_subset"]: s["languages"] for s in r.scores[split]},
+                  "score": num(r.get_score()), "score_eng": num(r.get_score(languages=["eng"])),
+                  "table": num(table.loc[table["task_name"] == r.task_name, "m"].iloc[0]),
+                  "as_task": num(as_task), "mteb_version": r.mteb_version,
+                  "dataset_revision": r.dataset_revision}))
+"""
+
+
 def mteb_load(result: dict[str, Any]) -> dict[str, Any]:
-    """Load an MTEB TaskResult with the mteb package (its own venv): what mteb reads back."""
-    code = ("import json, sys; from mteb import TaskResult; "
-            "r = TaskResult.model_validate(json.load(sys.stdin)); "
-            "print(json.dumps({'task_name': r.task_name, 'splits': list(r.scores), "
-            "'main': {s['hf_subset']: s['main_score'] for s in r.scores['test']}}))")
+    """Load an MTEB TaskResult with the mteb package (its own venv): what mteb reads back
+    (see _READ)."""
+    code = _READ
     python = mteb_python()
     assert python is not None
     done = subprocess.run([str(python), "-c", code], input=json.dumps(result),

@@ -54,8 +54,8 @@ def test_board_run_page_and_json_show_timing_and_signature(site) -> None:  # noq
     board = client.get("/tasks/sts2012/leaderboard/test")
     assert board.status_code == 200
     html = board.get_data(as_text=True)
-    assert f"encode {meta['pairs_per_s']:,.0f} pairs/s on cpu · load {meta['load_s']:.1f} s" \
-        in html
+    assert f"encode {meta['pairs_per_s']:,.0f} pairs/s on cpu <span class=\"host-load\"" in html
+    assert f"(under that host's load then)</span> · load {meta['load_s']:.1f} s" in html
     assert f"<code>{meta['signature']}</code>" in html
     assert "embedding · NVIDIA H100 80GB HBM3" in html  # the older run, as it was shown
 
@@ -68,7 +68,7 @@ def test_board_run_page_and_json_show_timing_and_signature(site) -> None:  # noq
     page = client.get(f"/runs/{new.id}").get_data(as_text=True)
     assert 'id="baseline-signature"' in page and meta["signature"] in page
     assert "<dt>Load</dt>" in page and "<dt>Encode</dt>" in page
-    assert "(pairs / encode time)" in page
+    assert "(pairs / encode time, on the host that ran it under its load then)" in page
 
     old_page = client.get(f"/runs/{old_id}")
     assert old_page.status_code == 200

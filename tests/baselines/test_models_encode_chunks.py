@@ -53,3 +53,16 @@ def test_vectors_do_not_depend_on_the_chunks(tmp_path, monkeypatch, grow: bool) 
     grow_ = grow
     assert len(encode_module.chunk_bounds(100)) > 5
     np.testing.assert_allclose(encoder.embed(texts), whole, atol=1e-6)
+
+
+def test_a_gpu_feeds_from_processes_and_a_cpu_from_a_thread(monkeypatch) -> None:
+    from baselines.models import encode as encode_module
+
+    monkeypatch.delenv(encode_module.FEED_PROCESSES_ENV, raising=False)
+    monkeypatch.setattr(encode_module, "usable_cores", lambda: 16)
+    assert encode_module.default_feed_processes("cuda") == encode_module.MAX_FEED_PROCESSES
+    assert encode_module.default_feed_processes("cpu") == 0
+    monkeypatch.setattr(encode_module, "usable_cores", lambda: 2)
+    assert encode_module.default_feed_processes("cuda") == 1
+    monkeypatch.setenv(encode_module.FEED_PROCESSES_ENV, "0")  # a host that wants the thread
+    assert encode_module.default_feed_processes("cuda") == 0

@@ -222,3 +222,23 @@ def test_a_named_prompt_per_side_is_applied_and_signed(models, synthetic_inputs)
     default = run_model_job(models["xlmr"], task, inputs, device="cpu")
     assert default.metadata["prompt_source"] == "default"
     assert default.metadata["signature"].endswith('|prompt:query="query: "|map:clip')
+
+
+def test_a_job_fed_by_tokenising_processes_writes_the_same_run(models, synthetic_inputs,
+                                                               monkeypatch) -> None:
+    """The GPU path's feed (tokenising processes spawned by the job's own child) changes no
+    score: the run files are byte for byte those of the thread; the run records how it was fed
+    and its whole time beside its encoding."""
+    from baselines.models.encode import FEED_PROCESSES_ENV
+    from baselines.models.facts import check_facts
+
+    inputs = synthetic_inputs["sts2012"]
+    runs = {}
+    for processes in ("0", "2"):
+        monkeypatch.setenv(FEED_PROCESSES_ENV, processes)
+        runs[processes] = run_model_job(models["xlmr"], "sts2012", inputs, device="cpu")
+    assert runs["2"].files == runs["0"].files
+    assert [runs[p].metadata["feed_processes"] for p in ("0", "2")] == [0, 2]
+    meta = check_facts(runs["2"].metadata)  # a job's facts fit their schema
+    assert meta["job_s"] > meta["wall_time_s"] >= meta["encode_s"] > 0
+    assert meta["libraries"]["semboard"] and meta["score_s"] >= 0

@@ -111,18 +111,22 @@ def test_real_minilm_on_every_sts2012_line(folders: dict[str, Path],
     assert ours.std() > 0.1  # real cosines, not a degenerate constant
 
 
+@pytest.mark.parametrize("processes", [0, 2])
 @pytest.mark.parametrize("kind", ["bert", "xlmr"])
 def test_the_batched_feed_holds_every_lines_ids(folders: dict[str, Path],
                                                 pairs: list[tuple[str, str]], kind: str,
+                                                processes: int,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """What the encoder feeds the model: each text once, its ids exactly as tokenised one by one
     (and so as sentence-transformers tokenises them: above), padded right with the pad id,
-    within the token budget, over several chunks."""
+    within the token budget, over several chunks; the same when tokenising processes (the
+    GPU path's feed, off this process's lock) do the tokenising."""
     from baselines.models import encode as encode_module
 
     desc = check_model(folders[kind]).description
     assert desc is not None
-    encoder = ModelEncoder(folders[kind], desc, device="cpu", batch_tokens=512)
+    encoder = ModelEncoder(folders[kind], desc, device="cpu", batch_tokens=512,
+                           feed_processes=processes)
     texts = [t for p in pairs for t in p] + ["", " ", "word " * 600]  # empty, cut at the length
     monkeypatch.setattr(encode_module, "CHUNK_TEXTS", 3000)
     reference = encoder._tokenise(texts, desc.prompt)
@@ -135,5 +139,6 @@ def test_the_batched_feed_holds_every_lines_ids(folders: dict[str, Path],
             assert batch.keep[r, :n].all() and fed[first + row] is None
             assert (batch.ids[r, n:] == desc.pad_token_id).all()
             fed[first + row] = batch.ids[r, :n].tolist()
+    encoder.close()
     assert first > 0  # several chunks
     assert fed == reference

@@ -92,3 +92,16 @@ class Answer:
         return self.body
 
 
+
+
+def cli_on(client, monkeypatch) -> None:
+    """The participant CLI (semboard_cli) answered by the app's test client."""
+    from semboard_cli import client as cli_client
+
+    real_init = cli_client.Api.__init__
+
+    def init(self, url, token, timeout=300.0):
+        real_init(self, url, token, timeout)
+        self.http = FlaskHttp(client)
+
+    monkeypatch.setattr(cli_client.Api, "__init__", init)

@@ -429,3 +429,38 @@ def analytics_model_times(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                           "title": "seconds"},
                                     "color": {"field": "part", "type": "nominal",
                                               "title": None}}})
+def shakeup_gap(teams: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any] | None:
+    """The shake-up report's chart: each team's public score minus its private score against
+    the runs it submitted (a gap that grows with runs is the public part being overfitted);
+    teams whose rank change is beyond split noise are marked."""
+    points = [{"team": str(t["team"]), "runs": t["runs"], "gap": t["gap"],
+               "change": t["change"], "flagged": "beyond split noise" if t["flagged"]
+               else "within split noise"}
+              for t in teams if isinstance(t.get("gap"), int | float)
+              and math.isfinite(t["gap"])]
+    if not points:
+        return None
+    return _base(
+        f"each team's public minus private {metric} against the number of runs it submitted; "
+        "teams whose rank change is beyond split noise are marked",
+        title=f"Public − private {metric} against runs submitted",
+        width=WIDTH - 160, height=280,
+        data={"values": points},
+        layer=[
+            {"name": "zero", "mark": {"type": "rule", "color": BASELINE_COLOUR},
+             "encoding": {"y": {"datum": 0}}},
+            {"name": "gaps",
+             "mark": {"type": "point", "filled": True, "size": 60},
+             "encoding": {
+                 "x": {"field": "runs", "type": "quantitative", "title": "runs submitted",
+                       "scale": {"zero": False}},
+                 "y": {"field": "gap", "type": "quantitative",
+                       "title": f"public − private {metric}"},
+                 "shape": {"field": "flagged", "type": "nominal", "title": None},
+                 "color": {"field": "flagged", "type": "nominal", "title": None,
+                           "scale": {"domain": ["within split noise", "beyond split noise"],
+                                     "range": ["#2563eb", BEST_COLOUR]}},
+                 "tooltip": [{"field": "team"}, {"field": "runs"},
+                             {"field": "gap", "format": ".4f"}, {"field": "change"}]}},
+        ],
+    )

@@ -24,7 +24,7 @@ BEST = "board's best"  # the reference tick services.charts.run_bars names so
 BEST_COLOUR = "#b91c1c"
 REFERENCE_COLOURS = ("#374151", "#059669", "#7c3aed", "#d97706", "#0891b2")
 
-KINDS = ("ci", "heatmap", "bars", "scatter", "distribution")
+KINDS = ("ci", "heatmap", "bars", "scatter", "distribution", "shakeup")
 PANEL = 200
 PANEL_GAP = 70
 COLUMNS = 3
@@ -44,6 +44,8 @@ def kind_of(spec: dict[str, Any]) -> str:
         return "heatmap"
     if {"bars", "intervals", "references"} <= names:
         return "bars"
+    if {"zero", "gaps"} <= names:
+        return "shakeup"
     inner = spec.get("spec", {})
     if {layer.get("name") for layer in inner.get("layer", [])} >= {"pairs", "fit"}:
         return "scatter"
@@ -360,10 +362,30 @@ def _distribution(spec: dict[str, Any]) -> str:
     return _svg(width, height, spec.get("title", ""), spec.get("description", ""), body)
 
 
+def _shakeup(spec: dict[str, Any]) -> str:
+    """The shake-up report's gaps against runs submitted, one panel, the zero line drawn."""
+    points = [p for p in spec["data"]["values"] if _finite(p["runs"], p["gap"])]
+    xs = _span([float(p["runs"]) for p in points])
+    ys = _span([p["gap"] for p in points] + [0.0])
+    x0, y0 = 60.0, TOP + 10.0
+    body = [_text(8, 20, spec.get("title", ""), size=13, extra=' font-weight="600"')]
+    body += _frame(x0, y0, "", xs, ys, "runs submitted", "public − private")
+    zx, zy = _place((x0, y0), xs, ys, xs[0], 0.0)
+    body.append(f'<line x1="{_num(zx)}" y1="{_num(zy)}" x2="{_num(zx + PANEL)}" '
+                f'y2="{_num(zy)}" stroke="#6b7280"/>')
+    for p in points:
+        cx, cy = _place((x0, y0), xs, ys, float(p["runs"]), p["gap"])
+        colour = BEST_COLOUR if p["flagged"] == "beyond split noise" else "#2563eb"
+        body.append(f'<circle cx="{_num(cx)}" cy="{_num(cy)}" r="3" fill="{colour}">'
+                    f'<title>{escape(str(p["team"]))}</title></circle>')
+    width, height = _figure_size(1)
+    return _svg(width + 40, height, spec.get("title", ""), spec.get("description", ""), body)
+
+
 def render(spec: dict[str, Any]) -> str:
     """The chart as a standalone SVG document (UnknownChart for a kind not drawn here)."""
     drawers = {"ci": _ci, "heatmap": _heatmap, "bars": _bars, "scatter": _scatter,
-               "distribution": _distribution}
+               "distribution": _distribution, "shakeup": _shakeup}
     return drawers[kind_of(spec)](spec)
 
 
@@ -388,6 +410,10 @@ def text_version(spec: dict[str, Any]) -> tuple[list[str], list[Sequence[str]]]:
         return (["run", *columns],
                 [[run, *(_fmt(found.get(col)) for col in columns)]
                  for (_, run), found in sorted(by_run.items())])
+    if kind == "shakeup":
+        return (["team", "runs submitted", "public − private", "rank change", "split noise"],
+                [[p["team"], str(p["runs"]), _fmt(p["gap"]), f"{p['change']:+d}", p["flagged"]]
+                 for p in spec["data"]["values"]])
     if kind == "scatter":
         values = spec["data"]["values"]
         rows: list[Sequence[str]] = []

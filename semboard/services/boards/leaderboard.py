@@ -19,12 +19,14 @@ from sqlalchemy.orm import Session
 
 from baselines.signature import prompt_label
 from evaluation import RunScore, rank_values, ranking_keys
+from evaluation.descriptions import declaration_label
 from semboard import exportsafe
 from semboard.cache import LRU
 from semboard.clock import utcnow
 from semboard.errors import Forbidden
 from semboard.i18n.catalogues import Words
 from semboard.models import (
+    PartScore,
     Phase,
     Run,
     RunScoreRecord,
@@ -176,7 +178,8 @@ def model_summary(meta: dict[str, Any] | None) -> dict[str, Any] | None:
     clipped = meta.get("clipped_pairs")
     return {key: meta.get(key) for key in MODEL_KEYS} | {
         "prompt_label": prompt_label(meta),
-        "clipped": sum(clipped.values()) if isinstance(clipped, dict) else None}
+        "clipped": sum(clipped.values()) if isinstance(clipped, dict) else None,
+        "training_data": declaration_label(meta.get("training_data"))}
 
 
 def model_facts(meta: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -279,15 +282,19 @@ class Leaderboard:
         return board
 
     def _table(self, *, latex: bool = False, rows: list[Row] | None = None,
-               spliced: bool = False) -> tuple[list[str], list[list[Any]]]:
+               spliced: bool = False, models: bool | None = None
+               ) -> tuple[list[str], list[list[Any]]]:
         """Header and body of the exports; with model rows, their parameters (and digest).
 
-        rows: only these; spliced: each rank cell a placeholder (to_csv fills them in)."""
+        rows: only these; spliced: each rank cell a placeholder (to_csv fills them in);
+        models: whether the board has model rows, where the caller knows (a row's line is
+        made once per row: looking at every row for each would be quadratic)."""
         header = ["team", "run", "baseline", "flags"]
         contrastive = self.ranking != primary.EVERY  # boards ranking every run: as before
         if contrastive:
             header.append("run type")
-        models = self.has_models
+        if models is None:
+            models = self.has_models
         if models:  # boards without model runs export exactly as before
             header += ["Params"] if latex else ["parameters", "model digest"]
         for column in self.columns:
@@ -327,7 +334,7 @@ class Leaderboard:
         shape = self.csv_shape()
         for row in self.rows:
             parts = self.csv_parts(row, shape)
-            lines.append(self.csv_line(row) if parts is None
+            lines.append(self.csv_line(row, shape) if parts is None
                          else fill_csv(parts, ranked, row.ranks, row.groups))
         return "".join(lines)
 
@@ -338,13 +345,15 @@ class Leaderboard:
                                              if c.ranked], [])
 
     def csv_shape(self) -> tuple[Any, ...]:
-        """What a row's CSV text depends on besides the row (its parts are kept by it)."""
+        """What a row's CSV text depends on besides the row (its parts are kept by it): made
+        once per board, and passed to each row's line (its first item says whether the board
+        has model rows)."""
         return (self.has_models, self.ranking != primary.EVERY,
                 tuple((c.key, c.ranked) for c in self.columns))
 
-    def csv_line(self, row: Row) -> str:
-        """A row's CSV line, every cell written (rows without parts)."""
-        _, body = self._table(rows=[row])
+    def csv_line(self, row: Row, shape: tuple[Any, ...] | None = None) -> str:
+        """A row's CSV line, every cell written (rows without parts); shape: csv_shape()."""
+        _, body = self._table(rows=[row], models=None if shape is None else shape[0])
         return exportsafe.csv_text(["" if v is None else v for v in body[0]]
                                    + [row.groups.get(c.key, "") for c in self.columns
                                       if c.ranked], [])
@@ -363,7 +372,7 @@ class Leaderboard:
         found = _CSV_PARTS.get(key)
         if found is not None and found[0] is row.source and found[1] == row.model:
             return found[2]
-        _, body = self._table(rows=[row], spliced=True)
+        _, body = self._table(rows=[row], spliced=True, models=shape[0])
         line = ["" if v is None else v for v in body[0]] + [_SPLICE] * (n_cells - body[0].count(
             _SPLICE))
         parts = exportsafe.csv_text(line, []).split(_SPLICE)
@@ -616,6 +625,52 @@ def board_listing(session: Session, *, phase: Phase,
     return [(line, parsed[line[9]]) for line in listed]
 
 
+def listing_at(session: Session, *, phase: Phase, at: datetime) -> list[Listed]:
+    """The board's runs as they stood at a time (a frozen board): each scored run submitted
+    before it and current then (current now, or replaced since), with its newest score."""
+    newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
+              .group_by(RunScoreRecord.run_id)).subquery()
+    listed = session.execute(
+        select(Run.id, Run.name, Run.is_late, Run.is_fix, Run.submitted_at, Run.meta,
+               Team.name, Team.is_baseline, Team.is_organiser_team, newest.c.score_id,
+               RunScoreRecord.digest)
+        .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
+        .join(RunScoreRecord, RunScoreRecord.id == newest.c.score_id)
+        .where(Run.phase_id == phase.id, Run.status == "scored", Run.submitted_at < at,
+               Run.is_current | (Run.replaced_at >= at))
+        .order_by(Run.id)
+    ).all()
+    parsed = _parsed_scores(session, [(line[9], line[10]) for line in listed])
+    return [(line, parsed[line[9]]) for line in listed]
+
+
+def part_listing(session: Session, *, phase: Phase, part: str,
+                 run_ids: list[int]) -> list[Listed]:
+    """These current runs with their newest score's private or whole part (a split test set's
+    boards of final runs), in run id order; a run without that part is left out."""
+    newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
+              .where(RunScoreRecord.run_id.in_(run_ids)).group_by(RunScoreRecord.run_id)
+              ).subquery()
+    listed = session.execute(
+        select(Run.id, Run.name, Run.is_late, Run.is_fix, Run.submitted_at, Run.meta,
+               Team.name, Team.is_baseline, Team.is_organiser_team, newest.c.score_id,
+               PartScore.digest, PartScore.id)
+        .join(Team, Team.id == Run.team_id).join(newest, newest.c.run_id == Run.id)
+        .join(PartScore, (PartScore.score_id == newest.c.score_id) & (PartScore.part == part))
+        .where(Run.phase_id == phase.id, Run.id.in_(run_ids), Run.status == "scored")
+        .order_by(Run.id)
+    ).all()
+    out = []
+    for line in listed:
+        entry = _parsed.get(line[10])
+        if entry is None:
+            scores, flat = session.execute(select(PartScore.scores, PartScore.flat)
+                                           .where(PartScore.id == line[11])).one()
+            entry = _parsed.put(line[10], _ParsedScore(scores, flat))
+        out.append((tuple(line[:11]), entry))
+    return out
+
+
 @dataclass
 class BoardIndex:
     """What an assembled board keeps to take in changed runs without ranking every run again.
@@ -624,7 +679,7 @@ class BoardIndex:
     more than the number of strictly better values: a binary search), each ranked run's values,
     its score id, and the first run (by id) holding each genre key (the genre columns' order).
     """
-    listing: dict[int, Listed]
+    listing: dict[int, Listed | None]  # None: known by id only (a board read back)
     values: dict[int, dict[str, float]]
     ranked: dict[int, int]
     sorted_values: dict[str, list[float]]
@@ -845,26 +900,33 @@ def _pending_since(session: Session, *, phase: Phase, pairs: list[tuple[int, int
 
 def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: list[Listed],
                          storage: Storage | None = None, now: datetime | None = None,
-                         write_lock: bool = False) -> Leaderboard:
+                         write_lock: bool = False, rank_every: bool = False,
+                         grouped: bool = True) -> Leaderboard:
     """The board of these listed runs (in run id order): ranks, columns, groups, rows, order.
 
     The board keeps its index (BoardIndex), so a later change can be merged into it
-    (merge_leaderboard) with the same result.
+    (merge_leaderboard) with the same result. rank_every: every listed run takes a rank
+    whatever the phase ranks (boards of final runs); grouped=False: no significance groups
+    (a board stored beside the phase's own, whose groups are the live board's).
     """
     definition = definitions.phase_definition(phase)
-    ranked_ids = _ranked_filter(session, phase)
+    ranked_ids = None if rank_every else _ranked_filter(session, phase)
     values = {line[0]: p.rank_values(definition) for line, p in scored
               if _takes_rank(line, ranked_ids)}
     sorted_values = {key: sorted(_better_first(definition, key, found[key])
                                  for found in values.values() if key in found)
                      for key in ranking_keys(definition)}
-    board = Leaderboard(task=task, phase=phase, ranking=phase.ranking)
+    board = Leaderboard(task=task, phase=phase,
+                        ranking=primary.EVERY if rank_every else phase.ranking)
     datasets = definition.track_datasets(phase.track) if phase.track else definition.dataset_names
     board.columns = _columns(definition, [p.flat for _, p in scored],
                              set(ranking_keys(definition)), datasets)
     ranked = {line[0]: line[9] for line, _ in scored if _takes_rank(line, ranked_ids)}
-    groups, _ = _apply_groups(session, board, phase=phase, ranked_pairs=list(ranked.items()),
-                              storage=storage, now=now, write_lock=write_lock)
+    groups: dict[str, dict[str, int]] = {}
+    if grouped:
+        groups, _ = _apply_groups(session, board, phase=phase,
+                                  ranked_pairs=list(ranked.items()), storage=storage, now=now,
+                                  write_lock=write_lock)
     column_keys = tuple(c.key for c in board.columns)
     first: dict[str, int] = {}
     for line, entry in scored:
@@ -882,6 +944,41 @@ def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: 
                              ranked=ranked, sorted_values=sorted_values, first=first,
                              order=[key for key, _ in keyed], groups=groups,
                              signs=_signs(definition))
+    return board
+
+
+def seeded_board(task: Task, phase: Phase, *, columns: list[Column], rows: list[Row],
+                 values: dict[int, dict[str, float]], ranked: dict[int, Any],
+                 groups: dict[str, dict[str, int]], intervals: dict[int, Any],
+                 significance: dict[str, Any] | None, groups_pending: bool,
+                 groups_pending_since: str | None,
+                 first: dict[str, int] | None = None) -> Leaderboard:
+    """The board assemble_leaderboard made of these rows (in the board's order, read back from
+    a stored board: prepared._seeded), with its index, so that changes are merged into it. Each
+    row's ranks come from the ranked runs' values; its listing names the runs by id only (a
+    build from it reads every run again: prepared._build)."""
+    definition = definitions.phase_definition(phase)
+    signs = _signs(definition)
+    sorted_values = {key: sorted(signs[key] * found[key] for found in values.values()
+                                 if key in found)
+                     for key in ranking_keys(definition)}
+    resolved = list(RankedRows(rows, values=values, sorted_values=sorted_values, signs=signs,
+                               groups=groups))
+    if first is None:  # the first run (by id) holding each genre key, as an assembly finds it
+        first = {}
+        for row in sorted(resolved, key=lambda row: row.run_id):
+            for key in row.metrics:
+                if key.count("/") == 2:
+                    first.setdefault(key, row.run_id)
+    order_of = _order_of(definition, columns)
+    board = Leaderboard(task=task, phase=phase, columns=columns, rows=resolved,
+                        significance=significance, groups_pending=groups_pending,
+                        groups_pending_since=groups_pending_since, intervals=intervals,
+                        ranking=phase.ranking)
+    board.index = BoardIndex(listing=dict.fromkeys(row.run_id for row in resolved),
+                             values=values, ranked=ranked, sorted_values=sorted_values,
+                             first=first, order=[order_of(row) for row in resolved],
+                             groups=groups, signs=signs)
     return board
 
 

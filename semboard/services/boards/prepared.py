@@ -10,7 +10,6 @@ import gzip
 import hashlib
 import json
 import time
-from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,6 +35,8 @@ from semboard.models import (
     Task,
     User,
 )
+from semboard.services.boards import significance
+from semboard.services.boards import stored as stored_rows
 from semboard.services.boards.leaderboard import (
     Column,
     Leaderboard,
@@ -45,8 +46,6 @@ from semboard.services.boards.leaderboard import (
     assemble_leaderboard,
     board_listing,
     build_leaderboard,
-    encode_json,
-    fill_csv,
     merge_leaderboard,
     raw_rows,
 )
@@ -55,13 +54,16 @@ from semboard.services.tasks import access, tasks
 from semboard.storage import Storage
 
 # Bump when the prepared data's shape changes: every stored board then misses once.
-BOARD_FORMAT = 4
+BOARD_FORMAT = 5
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
 # the database, so a stale entry can never be served; this only spares re-parsing the JSON.
 _memo: LRU[tuple[str, int, str], Prepared] = LRU(64)
 # The newest board each phase had built (or merged) in this process, with its listing: the base
 # the next change is merged into, whatever versions GETs have read meanwhile.
 _bases: LRU[tuple[str, int], Prepared] = LRU(64)
+# The newest stored version of each phase's board this process read from its parts: the next
+# version is read by the rows it adds (stored.view_of).
+_views: LRU[tuple[str, int], stored_rows.View] = LRU(64)
 
 
 def _version_statement() -> Any:
@@ -168,7 +170,7 @@ def board_state(session: Session, phase: Phase) -> BoardState:
 
 
 # what a board stored in parts gives back when read: its JSON text, CSV text and intervals
-Texts = tuple[str, str, dict[str, Any]]
+Texts = stored_rows.Texts
 
 
 class Prepared:
@@ -180,10 +182,11 @@ class Prepared:
 
     def __init__(self, *, phase_id: int, version: str, data: dict[str, Any] | None,
                  csv_text: str | None, built_at: datetime, stored: bool, elapsed_ms: int = 0,
-                 pending: bool = False, listing: dict[int, Listed] | None = None,
+                 pending: bool = False, listing: dict[int, Listed | None] | None = None,
                  stamp: str | None = None, merged: bool = False,
                  assembled: Leaderboard | None = None, incremental: bool = False,
-                 stale: bool = False, texts: Callable[[], Texts] | None = None,
+                 stale: bool = False,
+                 texts: Callable[[], stored_rows.LazyTexts] | None = None,
                  parts: BoardParts | None = None,
                  _bodies: dict[str, bytes] | None = None,
                  _parsed: tuple[list[Column], list[Row], dict[int, Any]] | None = None) -> None:
@@ -208,6 +211,7 @@ class Prepared:
         # served while its phase's current version is being prepared (a GET builds nothing)
         self.stale = stale
         self._texts = texts
+        self._lazy: stored_rows.LazyTexts | None = None
         self._intervals: dict[str, Any] | None = None
         # the board itself where this process built it (pages read its rows)
         self.built: Leaderboard | None = None
@@ -219,6 +223,8 @@ class Prepared:
         self.known: frozenset[str] = frozenset()
         self.known_version: str | None = None
         self.stored_keys: frozenset[str] | None = None
+        # a version stored in parts as this process read it (its rows made where read)
+        self.view: stored_rows.View | None = None
         self._bodies = {} if _bodies is None else _bodies
         self._parsed = _parsed
 
@@ -226,21 +232,26 @@ class Prepared:
         return (f"Prepared(phase_id={self.phase_id}, version={self.version[:12]}, "
                 f"stored={self.stored}, stale={self.stale})")
 
-    def _load(self) -> None:
-        """Make the texts (once): the JSON body, the CSV text and the intervals."""
+    def _load(self, *kinds: str) -> None:
+        """Make these texts ("json", "csv", "intervals") once each, from the parts: a JSON
+        download makes no CSV."""
         if self._texts is None:
             return
-        json_text, csv_text, intervals = self._texts()
-        self._texts = None
-        self._bodies.setdefault("json", json_text.encode())
-        self._csv = csv_text
-        self._intervals = intervals
+        if self._lazy is None:
+            self._lazy = self._texts()
+        if "json" in kinds and "json" not in self._bodies:
+            self._bodies["json"] = self._lazy.json().encode()
+        if "csv" in kinds and self._csv is None:
+            self._csv = self._lazy.csv()
+        if "intervals" in kinds and self._intervals is None:
+            self._intervals = self._lazy.intervals()
 
     @property
     def has_data(self) -> bool:
         """Whether pages can be served from this object (its data read, or made when asked)."""
         return (self._data is not None or self._texts is not None
-                or self._intervals is not None or self.built is not None)
+                or self._intervals is not None or self.built is not None
+                or self.view is not None)
 
     @property
     def parsed(self) -> bool:
@@ -251,7 +262,7 @@ class Prepared:
     def data(self) -> dict[str, Any] | None:
         """The board's JSON form and its intervals (pages); made from the texts when asked."""
         if self._data is None and (self._texts is not None or self._intervals is not None):
-            self._load()
+            self._load("json", "intervals")
             self._data = {"board": json.loads(self._bodies["json"]),
                           "intervals": self._intervals}
         return self._data
@@ -264,7 +275,7 @@ class Prepared:
     def csv_text(self) -> str:
         """The board as CSV."""
         if self._csv is None:
-            self._load()
+            self._load("csv")
         assert self._csv is not None
         return self._csv
 
@@ -274,6 +285,17 @@ class Prepared:
         other.__dict__.update(self.__dict__)
         other.__dict__.update(changes)
         return other
+
+    @property
+    def pending_since(self) -> str | None:
+        """Since when its groups are pending (ISO 8601), where known without parsing it."""
+        if self.built is not None:
+            return self.built.groups_pending_since
+        if self.view is not None:
+            return self.view.head().get("groups_pending_since")  # type: ignore[no-any-return]
+        if self._data is not None:
+            return self._data["board"].get("groups_pending_since")  # type: ignore[no-any-return]
+        return None
 
     @property
     def groups_pending(self) -> bool:
@@ -291,7 +313,7 @@ class Prepared:
         """The encoded CSV or JSON body (gzip-compressed when asked), built once per process."""
         key = f"{kind}.gz" if compressed else kind
         if key not in self._bodies and not compressed:
-            self._load()
+            self._load(kind)
         if key not in self._bodies:
             if compressed:
                 self._bodies[key] = gzip.compress(self.body(kind), compresslevel=6, mtime=0)
@@ -317,6 +339,8 @@ class Prepared:
                                groups_pending=built.groups_pending, intervals=built.intervals,
                                groups_pending_since=built.groups_pending_since,
                                ranking=built.ranking)
+        if self.view is not None:  # stored in parts: rows parsed once per process, by key
+            return self.view.board(task, phase)
         data = self.data
         assert data is not None, "prepared_board(with_data=True) loads the data"
         if self._parsed is None:
@@ -347,7 +371,8 @@ def _remember(session: Session, prepared: Prepared) -> Prepared:
 
 
 def _build(session: Session, *, phase: Phase, version: str, now: datetime,
-           listing: list[Listed] | dict[int, Listed] | None = None, stamp: str | None = None,
+           listing: list[Listed] | dict[int, Listed | None] | None = None,
+           stamp: str | None = None,
            merge: tuple[Leaderboard, list[Listed], set[int]] | None = None,
            keep: bool = False, serial: int | None = None) -> Prepared:
     """Build the board of this version (groups from the cache only) from the database, or from
@@ -357,24 +382,31 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
     started = time.perf_counter()
     if listing is None:
         listing = board_listing(session, phase=phase)
-    listed = listing if isinstance(listing, dict) else {e[0][0]: e for e in listing}
+    listed: dict[int, Listed | None] = (
+        listing if isinstance(listing, dict) else {e[0][0]: e for e in listing})
     board: Leaderboard | None = None
     if merge is not None:
         board = merge_leaderboard(session, merge[0], phase=phase, changed=merge[1],
                                   removed=merge[2], now=now)
     incremental = board is not None
     if board is None:
-        scored = ([listed[run_id] for run_id in sorted(listed)] if isinstance(listing, dict)
-                  else listing)
-        board = assemble_leaderboard(session, task=phase.task, phase=phase, scored=scored,
-                                     storage=None, now=now)
-    built = board
+        scored = [entry for _, entry in sorted(listed.items()) if entry is not None]
+        if len(scored) < len(listed):
+            # a base read from a stored board lists its runs by id only: every run read now
+            scored = board_listing(session, phase=phase)
+            listed = {e[0][0]: e for e in scored}
+        board = assemble_leaderboard(session, task=phase.task, phase=phase,
+                                     scored=scored, storage=None, now=now)
     parts = board_parts(board)
+    parts.version = version
+    ordered = board.index.sorted_values if board.index is not None and parts.open else None
 
-    def texts() -> Texts:
-        # made when first asked (a page, a download): storing needs only the parts
-        return (built.to_json_text(), built.to_csv(),
-                {str(k): v for k, v in built.intervals.items()})
+    def texts() -> stored_rows.LazyTexts:
+        # made when first asked (a page, a download) from the parts, each parsed once per
+        # process: storing needs only the parts
+        return stored_rows.LazyTexts(
+            parts.frame, lambda: [stored_rows.parsed(key, parts.rows[key]).part
+                                  for key in parts.frame["keys"]], ordered=ordered)
 
     prepared = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
                         built_at=now, stored=False, pending=board.groups_pending,
@@ -397,6 +429,25 @@ class BoardParts:
     # (ranks made from values): only then can a merged board's parts be this one's edited
     shape: tuple[Any, ...] | None = None
     open: bool = False
+    # the version these parts are of (set where the board is built or read back), and for a
+    # merged board's parts the edits from its base's: {"base": the base's keys_digest(),
+    # "went": positions of the base's rows taken out, "added": [position, key] of each row
+    # put in, in turn}
+    version: str | None = None
+    delta: dict[str, Any] | None = None
+    _digest: str | None = None
+
+    def keys_digest(self) -> str:
+        """A digest of the rows' keys in order: which stored versions list the same rows (a
+        version whose groups came lists its base's), so a reader applies edits to either."""
+        if self._digest is None:
+            self._digest = keys_digest(self.frame["keys"])
+        return self._digest
+
+
+def keys_digest(keys: list[str]) -> str:
+    """A digest of row keys in order (BoardParts.keys_digest)."""
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:32]
 
 
 # Board shapes (see Leaderboard.csv_shape), one object each: as many as boards of other columns
@@ -404,32 +455,35 @@ _SHAPES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
 
 def _row_part(board: Leaderboard, row: Row, shape: tuple[Any, ...],
-              values: dict[str, float] | None) -> tuple[str, str, bool]:
+              values: dict[str, float] | None, score: int | None) -> tuple[str, str, bool]:
     """A row's stored part: (key, text, whether it leaves ranks and groups open).
 
-    The part holds the row's ranking values (None: it takes no rank), not its ranks: a rank
-    moves with every better run that comes in, the values never."""
+    The part holds the row's ranking values (None: it takes no rank) and their score record's
+    id, not its ranks: a rank moves with every better run that comes in, the values never (a
+    process that starts merges into the stored board: prepared._seeded)."""
     cached = row.__dict__.get("_stored_part")
-    if cached is not None and cached[0] is shape and cached[3] == values:  # shapes interned
+    if (cached is not None and cached[0] is shape and cached[3] == values  # shapes interned
+            and cached[4] == score):
         return cached[1], cached[2], True
     json_parts = row.json_parts()
     csv_parts = board.csv_parts(row, shape)
     open_cells = json_parts is not None and csv_parts is not None and values is not None
     part: dict[str, Any] = {"run": row.run_id,
             "json": list(json_parts) if json_parts is not None else row.to_json_text(),
-            "csv": csv_parts if csv_parts is not None else board.csv_line(row),
+            "csv": csv_parts if csv_parts is not None else board.csv_line(row, shape),
             "intervals": board.intervals.get(row.run_id, {})}
     if open_cells:
         part["values"] = values
+        part["score"] = score
     elif json_parts is not None and csv_parts is not None and not row.ranks:
         open_cells = True  # no rank (a baseline): its cells stay empty, no values needed
     else:  # written whole: ranks and groups as they are now (the board's own rows)
         part["json"] = row.to_json_text()
-        part["csv"] = board.csv_line(row)
+        part["csv"] = board.csv_line(row, shape)
     text = json.dumps(part, ensure_ascii=False)
     key = hashlib.sha256(text.encode()).hexdigest()[:40]
     if open_cells:  # kept by the row object (a row whose ranks move is a copy: it shares it)
-        row.__dict__["_stored_part"] = (shape, key, text, values)
+        row.__dict__["_stored_part"] = (shape, key, text, values, score)
     return key, text, open_cells
 
 
@@ -453,20 +507,23 @@ def board_parts(board: Leaderboard) -> BoardParts:
         "json_head": json_head, "json_tail": json_tail, "csv_head": board.csv_head(),
         "ranked": [c.key for c in board.columns if c.ranked], "keys": found[1],
         "signs": index.signs if index is not None else {},
-        "groups": index.groups if index is not None else {}}
+        "groups": index.groups if index is not None else {},
+        # what a process that merges into the stored board reads rather than every row's
+        "models": shape[0], "first": index.first if index is not None else {}}
     if not found[2]:  # no values to rank by: each row's ranks and groups stored
         frame["ranks"] = [row.ranks for row in board.rows]
         frame["row_groups"] = [row.groups for row in board.rows]
-    parts = BoardParts(rows=found[0], frame=frame, shape=shape, open=found[2])
+    parts = BoardParts(rows=found[0], frame=frame, shape=shape, open=found[2],
+                       delta=found[3])
     if index is not None:
         index.parts = parts
     return parts
 
 
 def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
-                  ) -> tuple[dict[str, str], list[str], bool] | None:
+                  ) -> tuple[dict[str, str], list[str], bool, dict[str, Any] | None] | None:
     """A merged board's rows' texts and keys in order, from its base's parts and the merge's
-    edits (None: no base parts of this shape to edit)."""
+    edits, and those edits as BoardParts.delta (None: no base parts of this shape to edit)."""
     index = board.index
     edits = None if index is None else index.edits
     if edits is None or edits[0] is None:
@@ -479,17 +536,25 @@ def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
     for at in reversed(went):
         rows.pop(keys.pop(at), None)
     assert index is not None
+    added = []
     for at, row in inserted:
-        key, text, open_cells = _row_part(board, row, shape, index.values.get(row.run_id))
+        key, text, open_cells = _row_part(board, row, shape, index.values.get(row.run_id),
+                                          index.ranked.get(row.run_id))
         if not open_cells:
             return None
         keys.insert(at, key)
         rows[key] = text
-    return rows, keys, True
+        added.append([at, key])
+    delta: dict[str, Any] | None = {"base": base.keys_digest(), "went": list(went),
+                                     "added": added}
+    if not went and not added and base.delta is not None:
+        # the base's rows (its groups came, say): its edits hold for a reader of its base too
+        delta = base.delta
+    return rows, keys, True, delta
 
 
 def _all_parts(board: Leaderboard, shape: tuple[Any, ...]
-               ) -> tuple[dict[str, str], list[str], bool]:
+               ) -> tuple[dict[str, str], list[str], bool, None]:
     """Every row's text by its key, the keys in order, and whether all leave cells open."""
     index = board.index
     rows: dict[str, str] = {}
@@ -498,22 +563,20 @@ def _all_parts(board: Leaderboard, shape: tuple[Any, ...]
     kept = raw_rows(board.rows)
     for i, row in enumerate(kept):
         values = index.values.get(row.run_id) if index is not None else None
-        key, text, open_cells = _row_part(board, row, shape, values)
+        score = index.ranked.get(row.run_id) if index is not None else None
+        key, text, open_cells = _row_part(board, row, shape, values, score)
         if not open_cells and kept is not board.rows:  # written whole: with its own ranks
-            key, text, _ = _row_part(board, board.rows[i], shape, values)
+            key, text, _ = _row_part(board, board.rows[i], shape, values, score)
         every_open = every_open and open_cells
         rows[key] = text
         keys.append(key)
-    return rows, keys, every_open
+    return rows, keys, every_open, None
 
 
 def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
-    """A stored board's JSON and CSV texts and intervals from its frame and rows' parts: each
-    row's ranks made from every row's values (competition ranks: one more than the number of
-    better values), its groups from the board's."""
-    encode = encode_json
-    ranked = frame["ranked"]
-    json_rows, csv_lines, intervals = [], [frame["csv_head"]], {}
+    """A stored board's JSON and CSV texts and intervals from its frame and rows' texts (by
+    key): each row's ranks made from every row's values, its groups from the board's
+    (stored.texts_of_rows)."""
     parsed: dict[str, Any] = {}
     parts = []
     for key in frame["keys"]:
@@ -521,38 +584,7 @@ def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
         if part is None:
             part = parsed[key] = json.loads(rows[key])
         parts.append(part)
-    explicit = "ranks" in frame
-    signs: dict[str, float] = frame.get("signs", {})
-    # a frame of format 3 (stored before ranks were made from values; a stand-in may serve it
-    # while the current version is prepared) lists each row's groups under "groups"
-    board_groups: dict[str, dict[str, int]] = {} if explicit else frame.get("groups", {})
-    row_groups = frame.get("row_groups", frame.get("groups")) if explicit else None
-    ordered: dict[str, list[float]] = {}
-    if not explicit:
-        for part in parts:
-            for k, v in (part.get("values") or {}).items():
-                ordered.setdefault(k, []).append(signs[k] * v)
-        for found in ordered.values():
-            found.sort()
-    for i, part in enumerate(parts):
-        if explicit:
-            assert row_groups is not None
-            ranks, groups = frame["ranks"][i], row_groups[i]
-        else:
-            values = part.get("values")
-            ranks = ({} if values is None else
-                     {k: bisect_left(ordered[k], signs[k] * v) + 1 for k, v in values.items()})
-            groups = {m: g for m, g in board_groups.get(str(part["run"]), {}).items()
-                      if m in ranks}
-        found = part["json"]
-        json_rows.append(found if isinstance(found, str)
-                         else found[0] + encode(ranks) + found[1] + encode(groups) + found[2])
-        found = part["csv"]
-        csv_lines.append(found if isinstance(found, str)
-                         else fill_csv(found, ranked, ranks, groups))
-        intervals[part["run"]] = part["intervals"]
-    json_text = frame["json_head"] + ", ".join(json_rows) + frame["json_tail"]
-    return json_text, "".join(csv_lines), {str(k): intervals[k] for k in sorted(intervals)}
+    return stored_rows.texts_of_rows(frame, parts)
 
 
 # A merge re-reads at most this many runs (changed, added or removed); more is a full build.
@@ -565,7 +597,7 @@ CHANGES_KEPT = 2 * MERGE_MAX
 
 def _merged_listing(session: Session, *, phase: Phase, base: Prepared, state: BoardState,
                     touched: set[int]
-                    ) -> tuple[dict[int, Listed], list[Listed], set[int]] | None:
+                    ) -> tuple[dict[int, Listed | None], list[Listed], set[int]] | None:
     """The listing of the board's current runs (by run id) from a built board's own and the
     changed runs; with the changed (re-read) runs' entries and the removed runs' ids.
 
@@ -623,6 +655,51 @@ def warm(session: Session, *, phase: Phase, now: datetime) -> Prepared:
     return _bases.put(_base_key(session, phase.id), prepared)
 
 
+def _seeded(session: Session, *, phase: Phase, state: BoardState) -> Prepared | None:
+    """The phase's newest stored board as the base to merge the changes since into, read from
+    its parts (each row parsed once: O(runs), no score record read or ranked); None where it
+    cannot stand for one (none stored, another stamp, rows ranked from other values, the
+    phase ranking primary runs: those are built)."""
+    if phase.ranking != primary.EVERY:
+        return None
+    newest = session.execute(
+        select(PreparedBoard.version, PreparedBoard.data, PreparedBoard.built_at,
+               PreparedBoard.groups_pending)
+        .where(PreparedBoard.phase_id == phase.id).order_by(PreparedBoard.id.desc()).limit(1)
+    ).one_or_none()
+    if newest is None:
+        return None
+    version, data, built_at, pending = newest
+    frame, serial = data.get("parts"), data.get("serial")
+    if (frame is None or not stored_rows.is_open(frame) or data.get("stamp") != state.stamp
+            or serial is None or serial > state.serial):
+        return None
+    frame = {**frame, "keys": data.get("keys", frame.get("keys", []))}
+    key = _base_key(session, phase.id)
+    view = stored_rows.view_of(session, phase.id, frame, _views.get(key),
+                               data.get("keys_digest") or keys_digest(frame["keys"]))
+    if view is None:  # replaced meanwhile: built
+        return None
+    _views.put(key, view)
+    board = view.seeded(phase.task, phase)
+    shape = board.csv_shape()
+    shape = _SHAPES.setdefault(shape, shape)
+    for row, found in zip(board.rows, view.rows, strict=True):
+        # the row's part as stored: a merge's parts reuse it, not a new encoding
+        row.__dict__["_stored_part"] = (shape, found.key, found.text, found.values, found.score)
+    assert board.index is not None
+    board.index.parts = BoardParts(rows={found.key: found.text for found in view.rows},
+                                   frame=frame, shape=shape, open=True, version=version,
+                                   _digest=view.keys_digest)
+    base = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
+                    built_at=built_at, stored=True, pending=pending,
+                    listing=board.index.listing, stamp=state.stamp, assembled=board,
+                    texts=view.texts, parts=board.index.parts)
+    base.built, base.serial = board, serial
+    base.stored_keys = frozenset(view.by_key)
+    return base
+
+
 def update_prepared(session: Session, *, phase: Phase, now: datetime,
                     touched: set[int] | frozenset[int] = frozenset(),
                     state: BoardState | None = None) -> Prepared:
@@ -643,6 +720,8 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     if stored is not None:
         return _remember(session, stored)
     base = _bases.get(_base_key(session, phase.id))
+    if base is None:  # none built here (a worker's start): the stored board, read by its rows
+        base = _seeded(session, phase=phase, state=state)
     found_merge = None
     if base is not None:
         found_merge = _merged_listing(session, phase=phase, base=base, state=state,
@@ -698,32 +777,38 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
 
 def _stored(session: Session, *, phase: Phase, version: str,
             with_data: bool) -> Prepared | None:
-    """The stored board of this version (its texts only without data), or None."""
+    """The stored board of this version (its texts only without data), or None.
+
+    A board stored in parts is read by its frame (and the edits from the version before, where
+    this process read that one): its keys and rows only where they are new to this process."""
     where = (PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)
-    if with_data:
+    head = session.execute(
+        select(PreparedBoard.built_at, PreparedBoard.groups_pending,
+               PreparedBoard.data["parts"], PreparedBoard.data["delta"],
+               PreparedBoard.data["keys_digest"], PreparedBoard.data["serial"],
+               PreparedBoard.data["stamp"]).where(*where)
+    ).one_or_none()
+    if head is None:
+        return None
+    built_at, pending, frame, delta, digest, serial, stamp = head
+    if frame is not None:
+        return _stored_in_parts(session, phase=phase, version=version, frame=frame,
+                                delta=delta, digest=digest, serial=serial, stamp=stamp,
+                                built_at=built_at, pending=pending)
+    if with_data:  # stored whole (an older format): its texts and what pages add to them
         row = session.scalar(select(PreparedBoard).where(*where))
         if row is not None:
-            if "parts" in row.data:
-                return _stored_in_parts(session, phase=phase, version=version, data=row.data,
-                                        built_at=row.built_at, pending=row.groups_pending)
             return (Prepared(
                 phase_id=phase.id, version=version, data=_page_data(row.json_text, row.data),
                 csv_text=row.csv_text, built_at=row.built_at, stored=True,
                 pending=row.groups_pending, _bodies={"json": row.json_text.encode()}))
     else:
-        texts = session.execute(select(PreparedBoard.csv_text, PreparedBoard.json_text,
-                                       PreparedBoard.built_at, PreparedBoard.groups_pending)
+        texts = session.execute(select(PreparedBoard.csv_text, PreparedBoard.json_text)
                                 .where(*where)).one_or_none()
-        if texts is not None and not texts[1]:  # in parts: the frame is in its data
-            data = session.scalar(select(PreparedBoard.data).where(*where))
-            if data is None or "parts" not in data:
-                return None
-            return _stored_in_parts(session, phase=phase, version=version, data=data,
-                                    built_at=texts[2], pending=texts[3])
         if texts is not None:
             return (Prepared(
                 phase_id=phase.id, version=version, data=None, csv_text=texts[0],
-                built_at=texts[2], stored=True, pending=texts[3],
+                built_at=built_at, stored=True, pending=pending,
                 _bodies={"json": texts[1].encode()}))
     return None
 
@@ -734,19 +819,57 @@ def stored_texts(session: Session, *, phase: Phase, version: str) -> tuple[str, 
     return None if found is None else (found.body("json").decode(), found.csv_text)
 
 
-def _stored_in_parts(session: Session, *, phase: Phase, version: str, data: dict[str, Any],
-                     built_at: datetime, pending: bool) -> Prepared | None:
-    """A board stored in parts: its rows read now (the texts made when first asked); None where
-    a row went meanwhile (a newer version replaced it: as if this one were not stored)."""
-    frame = data["parts"]
-    rows = {key: text for key, text in session.execute(
-        select(PreparedBoardRow.key, PreparedBoardRow.parts)
-        .where(PreparedBoardRow.phase_id == phase.id))}
-    if any(key not in rows for key in frame["keys"]):
+def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dict[str, Any],
+                     delta: dict[str, Any] | None, digest: str | None, serial: int | None,
+                     stamp: str | None, built_at: datetime, pending: bool) -> Prepared | None:
+    """A board stored in parts, as this process reads it: where it read a version listing the
+    rows the stored edits start from, those edits applied to it (the rows put in read, no list
+    of every key);
+    else its keys read and the rows it has not parsed yet; its texts made when first asked.
+    None where a row went meanwhile (a newer version replaced it: as if this one were not
+    stored)."""
+    key = _base_key(session, phase.id)
+    before = _views.get(key)
+    if not stored_rows.is_open(frame):  # each row's ranks stored with the frame
+        frame = _with_keys(session, phase=phase, version=version, frame=frame)
+        rows = stored_rows.read_rows(session, phase.id, frame["keys"], len(frame["keys"]))
+        if rows is None:
+            return None
+        parts = [rows[key].part for key in frame["keys"]]
+        return Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
+                        built_at=built_at, stored=True, pending=pending,
+                        texts=lambda: stored_rows.LazyTexts(frame, lambda: parts))
+    same = before is not None and before.frame.get("signs") == frame.get("signs")
+    if same and before is not None and digest is not None and before.keys_digest == digest:
+        # the rows it read before (another version of them: their groups, say)
+        view = stored_rows.view_of_delta(session, phase.id, frame, before,
+                                         {"went": [], "added": []}, digest)
+    elif (same and before is not None and delta is not None
+            and before.keys_digest == delta["base"]):
+        view = stored_rows.view_of_delta(session, phase.id, frame, before, delta, digest)
+    else:
+        frame = _with_keys(session, phase=phase, version=version, frame=frame)
+        view = stored_rows.view_of(session, phase.id, frame, before,
+                                   digest or keys_digest(frame["keys"]))
+    if view is None:
         return None
-    return Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
-                    built_at=built_at, stored=True, pending=pending,
-                    texts=lambda: texts_of_parts(frame, rows))
+    _views.put(key, view)
+    found = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
+                     built_at=built_at, stored=True, pending=pending, texts=view.texts,
+                     stamp=stamp)
+    found.view = view
+    found.serial = serial
+    return found
+
+
+def _with_keys(session: Session, *, phase: Phase, version: str,
+               frame: dict[str, Any]) -> dict[str, Any]:
+    """A stored frame with its rows' keys in order (kept apart from it since format 5)."""
+    if "keys" in frame:
+        return frame
+    keys = session.scalar(select(PreparedBoard.data["keys"]).where(
+        PreparedBoard.phase_id == phase.id, PreparedBoard.version == version))
+    return {**frame, "keys": keys or []}
 
 
 def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
@@ -768,6 +891,8 @@ def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
     assert empty.data is not None
     empty.data["board"]["preparing"] = True
     empty._bodies.clear()
+    # its JSON body from the data now: made from the parts when asked, it would lose "preparing"
+    empty._bodies["json"] = json.dumps(empty.data["board"], ensure_ascii=False).encode()
     empty.stale = True
     return empty
 
@@ -811,8 +936,15 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         stored_now = set(session.scalars(select(PreparedBoard.version).where(
             PreparedBoard.phase_id == prepared.phase_id)))
         known = prepared.known if stored_now == {prepared.known_version} else frozenset()
-        row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version,
-                            data={"parts": prepared.parts.frame}, csv_text="", json_text="",
+        # the serial and stamp its runs are of: a process without a board of its own merges
+        # the changes since into this one (_seeded)
+        frame = dict(prepared.parts.frame)
+        # the keys apart: a reader that has the version before reads the edits, not every key
+        data = {"parts": frame, "keys": frame.pop("keys"), "serial": prepared.serial,
+                "stamp": prepared.stamp, "keys_digest": prepared.parts.keys_digest(),
+                "delta": prepared.parts.delta}
+        row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version, data=data,
+                            csv_text="", json_text="",
                             groups_pending=prepared.groups_pending,
                             built_at=prepared.built_at, elapsed_ms=prepared.elapsed_ms)
         if not insert_unless_refused(session, row):
@@ -864,10 +996,13 @@ def _store_rows(session: Session, *, phase_id: int, parts: BoardParts,
 
 def store_prepared(session: Session, *, phase: Phase, now: datetime) -> bool:
     """Build and store the board's current version unless stored (flushes; caller commits)."""
-    version = board_version(session, phase)
-    if is_stored(session, phase=phase, version=version):
+    state = board_state(session, phase)
+    if is_stored(session, phase=phase, version=state.version):
         return False
-    return store_built(session, prepared=_build(session, phase=phase, version=version, now=now))
+    # with its serial and stamp: a process without a board merges into it (_seeded)
+    return store_built(session, prepared=_build(session, phase=phase, version=state.version,
+                                                now=now, stamp=state.stamp,
+                                                serial=state.serial))
 
 
 def served_board(session: Session, *, phase: Phase, viewer: User | None, now: datetime,
@@ -890,6 +1025,40 @@ def prepare_task_boards(session: Session, *, task: Task, now: datetime) -> int:
                for phase in tasks.phases(session, task))
 
 
+def _grouped(session: Session, storage: Storage, *, phase: Phase, now: datetime,
+             write_lock: bool) -> bool:
+    """Compute (or find) and store the groups of the phase's current board; whether it has
+    groups. Its runs come from the board of its current version this process has (merged with
+    the changes since its last one, or read back from the stored board: no run's score is
+    parsed again), else from a build."""
+    prepared = update_prepared(session, phase=phase, now=now)
+    found = _ranked(prepared)
+    if found is None:  # a board stored whole (an older format): built with the groups
+        board = build_leaderboard(session, task=phase.task, phase=phase, viewer=None,
+                                  check_access=False, storage=storage, now=now,
+                                  write_lock=write_lock)
+        return board.significance is not None
+    pairs, metrics = found
+    if not pairs or not metrics:
+        return False
+    groups = significance.board_groups(session, storage, phase=phase, pairs=pairs,
+                                       metrics=metrics, now=now, write_lock=write_lock)
+    return groups is not None and not groups.settings.get("error")
+
+
+def _ranked(prepared: Prepared) -> tuple[list[tuple[int, int]], list[str]] | None:
+    """A board's ranked (run, score) pairs and ranked columns, the groups' subject (None: a
+    board stored whole, which keeps neither)."""
+    board = prepared.built
+    if board is not None and board.index is not None:
+        return (sorted(board.index.ranked.items()),
+                [column.key for column in board.columns if column.ranked])
+    view = prepared.view
+    if view is not None:
+        return view.ranked_pairs(), [column.key for column in view.columns() if column.ranked]
+    return None
+
+
 def refresh_significance(session: Session, storage: Storage, *, task: Task, now: datetime,
                          write_lock: bool = False) -> int:
     """Group every phase board of the task now and store its prepared board; flushes.
@@ -899,10 +1068,7 @@ def refresh_significance(session: Session, storage: Storage, *, task: Task, now:
     """
     count = 0
     for phase in tasks.phases(session, task):
-        board = build_leaderboard(session, task=task, phase=phase, viewer=None,
-                                  check_access=False, storage=storage, now=now,
-                                  write_lock=write_lock)
-        count += board.significance is not None
+        count += _grouped(session, storage, phase=phase, now=now, write_lock=write_lock)
         if write_lock:
             # groups stored: build the board without holding the write lock (uploads wait on it)
             session.commit()

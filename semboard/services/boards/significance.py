@@ -28,10 +28,11 @@ from evaluation.inputs import DatasetInputs
 from evaluation.packed import PackedError, pack_run, unpack_run
 from evaluation.runs import ValidatedRun
 from evaluation.significance import RunSamples, groups_of, run_samples
+from semboard.cache import LRU
 from semboard.db import begin_write, end_read, insert_unless_refused
 from semboard.hostcache.arrays import ArrayCache
 from semboard.models import Phase, Run, RunFile, RunScoreRecord, SignificanceGroups, Team
-from semboard.services.data import gold, inputs
+from semboard.services.data import gold, inputs, parts
 from semboard.services.tasks import definitions
 from semboard.storage import ObjectMissing, Storage, keys, put_content
 
@@ -61,7 +62,8 @@ def settings_of(session: Session, *, phase: Phase, pairs: Sequence[tuple[int, in
                 metrics: Sequence[str]) -> dict[str, Any]:
     """settings() from (run id, current score id) pairs: boards read no Run objects."""
     task = phase.task
-    return {
+    split = parts.digest(session, phase=phase) if parts.rule_of(phase) else None
+    return ({"parts": split} if split else {}) | {
         "phase": phase.id,
         "runs": sorted([run_id, score_id] for run_id, score_id in pairs),
         "gold": gold.gold_digest(gold.current_gold(session, task=task, split=phase.split)),
@@ -206,19 +208,36 @@ def samples_key(session: Session, *, phase: Phase, metrics: Sequence[str]) -> st
     return digest_of(values)
 
 
+# Each run's key in SAMPLES by (database, settings, run, score): a run's files never change once
+# it is stored, so an entry is never stale; a kept groups process then reads the files of the
+# runs new since its last round only (jobs.boards._GroupsProcess).
+_SAMPLE_KEYS: LRU[tuple[str, str, int, int], str] = LRU(16_384)
+
+
 def _sample_files(session: Session, base: str,
                   pairs: Sequence[tuple[int, int]]) -> dict[int, str]:
     """Each run's key in SAMPLES: the settings, the run's files (by content) and its score."""
-    contents: dict[int, list[tuple[str, str]]] = {run_id: [] for run_id, _ in pairs}
+    site = str(session.get_bind().engine.url)
+    found: dict[int, str] = {}
+    contents: dict[int, list[tuple[str, str]]] = {}
+    for run_id, score_id in pairs:
+        kept = _SAMPLE_KEYS.get((site, base, run_id, score_id))
+        if kept is None:
+            contents[run_id] = []
+        else:
+            found[run_id] = kept
     ids = list(contents)
     for start in range(0, len(ids), 900):  # bounded IN lists
         for run_id, name, digest in session.execute(
                 select(RunFile.run_id, RunFile.filename, RunFile.sha256)
                 .where(RunFile.run_id.in_(ids[start:start + 900]))):
             contents[run_id].append((name, digest))
-    return {run_id: hashlib.sha256(
-        f"{base}/{run_id}/{score_id}/{json.dumps(sorted(contents[run_id]))}".encode()).hexdigest()
-        for run_id, score_id in pairs}
+    for run_id, score_id in pairs:
+        if run_id in contents:
+            found[run_id] = _SAMPLE_KEYS.put((site, base, run_id, score_id), hashlib.sha256(
+                f"{base}/{run_id}/{score_id}/{json.dumps(sorted(contents[run_id]))}".encode()
+            ).hexdigest())
+    return found
 
 
 def _packed(found: RunSamples, metrics: Sequence[str], resamples: int) -> np.ndarray:
@@ -269,7 +288,8 @@ def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[
                              "reused": len(samples)}
     by_metric: dict[str, dict[int, int]] = {}
     definition = definitions.phase_definition(phase)
-    parsed_gold = gold.parsed_gold(session, storage, task=phase.task, split=phase.split)
+    # a split test set's board shows its public part: its groups are the public part's
+    parsed_gold = gold.part_gold(session, storage, phase=phase)
     if not parsed_gold or not metrics:
         samples.clear()
     try:

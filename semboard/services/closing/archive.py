@@ -26,14 +26,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from evaluation import __version__ as evaluation_version
-from semboard.errors import InvalidData, Phrase
+from semboard.errors import DomainError, InvalidData, Phrase
 from semboard.i18n import vocabulary
 from semboard.i18n.catalogues import Words, bdi, native_digits
 from semboard.i18n.languages import direction
 from semboard.models import Phase, Run, Task
-from semboard.services.boards import analysis, charts, chartsvg, leaderboard
+from semboard.services.boards import analysis, charts, chartsvg, leaderboard, reveal
 from semboard.services.closing import descriptions
-from semboard.services.data import gold, inputs
+from semboard.services.data import gold, inputs, parts
 from semboard.services.tasks import (
     access,
     citation,
@@ -213,11 +213,15 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
     archived_runs: list[Run] = []
     phase_of: dict[int, Phase] = {}
     for phase in shown:
-        board = leaderboard.build_leaderboard(
-            session, task=task, phase=phase, viewer=None,
-            storage=storage if compute_groups else None, now=now)
+        if access.sees_live(session, None, phase, now):
+            board = leaderboard.build_leaderboard(
+                session, task=task, phase=phase, viewer=None,
+                storage=storage if compute_groups else None, now=now)
+        else:  # frozen until its reveal: what a visitor sees is the board at the freeze
+            board = reveal.build_board(session, phase=phase, kind="frozen")
         slug = safe_name(phase.slug)
         folder = f"phases/{slug}"
+        extras = _beside(session, storage, writer, phase, folder, now, compute_groups)
         writer.write(f"{folder}/board.csv", board.to_csv())
         writer.write(f"{folder}/board.json",
                      json.dumps(board.to_json(), indent=2, ensure_ascii=False, allow_nan=False))
@@ -235,14 +239,14 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
                      selectinload(Run.team)))}
         for row in board.rows:
             run = runs[row.run_id]
-            if not access.can_view_run(session, None, run):
+            if not access.can_view_run(session, None, run, now=now):
                 continue  # the board lists only visible runs; this keeps the rule in one place
             archived_runs.append(run)
             phase_of[run.id] = phase
             _run_page(session, env, writer, storage, board, row, run, made, phase, words)
         writer.write(f"{folder}/index.html", env.get_template("archive/phase.html").render(
             root="../../", made=made, phase=phase, board=board, charts=drawn,
-            missing_undefined=leaderboard.MISSING_UNDEFINED))
+            missing_undefined=leaderboard.MISSING_UNDEFINED, extras=extras))
         phase_pages.append({"phase": phase, "folder": folder, "runs": len(board.rows)})
         summary.phases.append(phase.slug)
 
@@ -280,6 +284,32 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
     summary.files = len(writer.files)
     summary.size = sum(f["size"] for f in writer.files.values())
     return summary
+
+
+def _beside(session: Session, storage: Storage, writer: _Writer, phase: Phase, folder: str,
+            now: datetime, compute: bool) -> list[str]:
+    """The boards beside the phase's own a visitor may see (frozen; once revealed the private
+    and whole boards, the shake-up report and its chart, and the split where its gold is
+    public); their file names."""
+    if not reveal.kinds_of(phase):
+        return []
+    if compute:  # as the groups: what is missing is computed now (the caller commits)
+        reveal.prepare(session, storage, phase=phase, now=now)
+    found = reveal.stored_exports(session, phase=phase, viewer=None, now=now)
+    for name, text in found.items():
+        writer.write(f"{folder}/{name}", text)
+    names = sorted(found)
+    if "shakeup.json" in found:
+        spec = reveal.report_chart(json.loads(found["shakeup.json"]))
+        if spec is not None:
+            writer.write(f"{folder}/charts/shakeup.svg", chartsvg.render(spec))
+            names.append("charts/shakeup.svg")
+    try:
+        _, data = parts.download_split(session, storage, phase=phase, viewer=None, now=now)
+    except DomainError:
+        return names
+    writer.write(f"{folder}/split.tsv", data)
+    return [*names, "split.tsv"]
 
 
 def _licence_and_citation(writer: _Writer, task: Task, now: datetime) -> dict[str, Any]:

@@ -18,10 +18,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from semboard.models import Phase, Run, Task
-from semboard.services.boards import leaderboard
+from semboard.services.boards import leaderboard, reveal
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.closing import descriptions
-from semboard.services.data import gold
+from semboard.services.data import gold, parts
 from semboard.services.tasks import access, citation, definitions, participation, tasks, terms
 from semboard.storage import Storage
 
@@ -109,6 +109,10 @@ def stream(session: Session, storage: Storage, *, task: Task, phase: Phase | Non
             archive.writestr(f"boards/{_part(ph.slug)}.json",
                              json.dumps(board.to_json(), indent=2, ensure_ascii=False))
             archive.writestr(f"boards/{_part(ph.slug)}.tex", board.to_latex())
+            # a frozen board, the boards of final runs and the shake-up report (organisers')
+            for name, text in reveal.stored_exports(session, phase=ph, viewer=None, now=now,
+                                                    trusted=True).items():
+                archive.writestr(f"boards/{_part(ph.slug)}-{name}", text)
             yield sink.drain()
             runs = session.scalars(
                 select(Run).where(Run.phase_id == ph.id)
@@ -130,6 +134,8 @@ def stream(session: Session, storage: Storage, *, task: Task, phase: Phase | Non
                     "files": [{"filename": f.filename, "sha256": f.sha256} for f in run.files],
                     "scores": [{"gold_digest": r.gold_digest, "created_at":
                                 r.created_at.isoformat(), "scores": r.scores}
+                               | ({"parts": {p.part: p.scores for p in found.values()}}
+                                  if (found := parts.part_scores(session, record=r)) else {})
                                for r in run.scores]}
                 model = leaderboard.model_facts(run.meta)
                 if model is not None:  # a model-track run: what the site ran, as recorded

@@ -1,4 +1,5 @@
-"""The task paper's tables: runs (STS 2012 Table 1), resources (Table 3), confidence (Table 2).
+"""The task paper's tables: runs (STS 2012 Table 1), resources (Table 3), confidence (Table 2),
+and for a phase with a split test set the final board and the shake-up report (issue 42).
 
 Values and ranks come from stored scores and evaluation.rank_runs; nothing is computed here.
 """
@@ -16,8 +17,9 @@ from sqlalchemy.orm import Session, selectinload
 
 from evaluation import rank_runs, validate_run
 from semboard import exportsafe
+from semboard.errors import NotFound
 from semboard.models import Phase, Run, Task
-from semboard.services.boards import leaderboard
+from semboard.services.boards import leaderboard, reveal
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.closing import descriptions
 from semboard.services.data import inputs
@@ -25,7 +27,7 @@ from semboard.services.runs import primary
 from semboard.services.tasks import definitions
 from semboard.storage import Storage
 
-TABLES = ("runs", "resources", "confidence")
+TABLES = ("runs", "resources", "confidence", "final", "shakeup")
 FORMATS = ("csv", "latex", "json")
 
 
@@ -188,9 +190,64 @@ def confidence_table(session: Session, storage: Storage, *, task: Task, phase: P
     return table
 
 
+def final_table(session: Session, *, task: Task, phase: Phase) -> Table:
+    """The final board: each team's best final run on the official part, with its ranks (the
+    stored board, else built in memory: an export)."""
+    rule = definitions.phase_parts_rule(phase)
+    if rule is None:
+        raise NotFound(f"phase {phase.slug} has no split test set: no final board")
+    board = reveal.board_of(reveal.served_kind(session, phase=phase, kind=rule.official,
+                                               viewer=None, now=phase.closes_at,
+                                               build_missing=True, trusted=True), phase)
+    header = ["team", "final run", "baseline"]
+    for column in board.columns:
+        header.append(column.label)
+        if column.ranked:
+            header.append(f"rank {column.label}")
+    table = Table("final", header, notes=[f"each team's best final run on the {rule.official} "
+                                          f"part; {rule.statement()}"])
+    for row in board.rows:
+        line: list[Any] = [row.team, row.run, "yes" if row.baseline else ""]
+        for column in board.columns:
+            line.append(row.metrics.get(column.key))
+            if column.ranked:
+                line.append(row.ranks.get(column.key))
+        table.rows.append(line)
+    return table
+
+
+def shakeup_table(session: Session, *, phase: Phase) -> Table:
+    """The shake-up report as stored (computed off the request: `flask results shakeup`)."""
+    if definitions.phase_parts_rule(phase) is None:
+        raise NotFound(f"phase {phase.slug} has no split test set: no shake-up report")
+    report = reveal.stored_report(session, phase=phase)
+    header = ["team", "runs", "public", "private", "public rank", "private rank", "change",
+              "private rank CI", "null percentile", "p", "beyond split noise"]
+    table = Table("shakeup", header)
+    if report is None:
+        table.notes.append("not computed yet: flask results shakeup TASK --phase PHASE")
+        return table
+    for t in report["teams"]:
+        ci = t.get("private_rank_ci")
+        table.rows.append([t["team"], t["runs"], t["public"], t["private"], t["public_rank"],
+                           t["private_rank"], t["change"],
+                           f"{ci[0]}-{ci[1]}" if ci else None, t.get("null_percentile"),
+                           t.get("p_value"), "yes" if t["flagged"] else ""])
+    tau = report["kendall_tau"].get("tau")
+    table.notes += [f"metric {report['metric']} on the {report['official']} part; "
+                    f"{report['resplits']} re-splits, {report['resamples']} resamples, "
+                    f"alpha {report['alpha']}",
+                    f"Kendall's tau-b: {'undefined' if tau is None else f'{tau:.4f}'}"]
+    return table
+
+
 def export(session: Session, storage: Storage, *, task: Task, phase: Phase, table: str,
            rank_baselines: bool = False, now: datetime) -> Table:
     """One of the paper tables."""
+    if table == "final":
+        return final_table(session, task=task, phase=phase)
+    if table == "shakeup":
+        return shakeup_table(session, phase=phase)
     if table == "runs":
         return runs_table(session, task=task, phase=phase, rank_baselines=rank_baselines, now=now)
     if table == "resources":

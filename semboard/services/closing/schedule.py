@@ -70,6 +70,8 @@ def tick(session: Session, *, now: datetime) -> list[str]:
     # closed phases ranking primary runs: the fallback of teams that chose none is written down
     done += primary.settle_due(session, now=now)
     done += queue_report.check(session, now=now)
+    # closed phases with a split test set: the fallback final runs are written down
+    done += primary.settle_finals_due(session, now=now)
     return done
 
 

@@ -40,13 +40,16 @@ from semboard.models import (
     AnnouncementRevision,
     AuditEntry,
     Base,
+    FinalRun,
     GoldFile,
     GoldRelease,
     Grant,
     InputFile,
     ModelSubmission,
     NotificationChannel,
+    PartScore,
     Phase,
+    PhaseParts,
     PrimaryRun,
     Question,
     QuestionReply,
@@ -154,9 +157,12 @@ RUN_FILE = Stored("sha256", "size", lambda task, row, find: keys.run_file(
     task, find("run", row["run_id"])["team_id"], keys.digest(row["sha256"])))
 MODEL_ARCHIVE = Stored("archive_sha256", "size", lambda task, row, _: keys.model_archive(
     task, row["team_id"], keys.digest(row["archive_sha256"])), model=True)
+PARTS = Stored("sha256", None, lambda task, row, _: keys.phase_parts(
+    task, row["phase_id"], keys.digest(row["sha256"])))
 WHOLE = ""
 """The json_ids key of a JSON column that is itself a list of ids."""
 AUDIT_IDS = {"from_team_id": "team", "to_team_id": "team", "versions": "run", "runs": "run",
+             "previous": "run",
              "members": USER_TABLE, "model_id": "model_submission", "token_id": None}
 
 # Everything a task is, in foreign-key order (an import inserts in this order).
@@ -189,6 +195,13 @@ DUMPED: list[Dumped] = [
            cleared=("worker_token_id",)),
     Dumped("upload_log", UploadLog, _of_task(UploadLog)),
     Dumped("primary_run", PrimaryRun, _of_phase(PrimaryRun)),
+    # a split test set (issue 42): the split, each score's private and whole parts, final runs
+    Dumped("phase_parts", PhaseParts, _of_phase(PhaseParts), PARTS),
+    Dumped("part_score", PartScore, lambda task: (
+        select(PartScore).join(RunScoreRecord, RunScoreRecord.id == PartScore.score_id)
+        .join(Run, Run.id == RunScoreRecord.run_id).where(Run.task_id == task.id)
+        .order_by(PartScore.id))),
+    Dumped("final_run", FinalRun, _of_phase(FinalRun)),
     Dumped("audit_entry", AuditEntry, _of_task(AuditEntry), json_ids={"details": AUDIT_IDS},
            json_keys={"details": ("summary",)}),
     # issue 44: questions and answers, the channels (their secrets too, as task_secret's) and
@@ -209,6 +222,10 @@ NOT_DUMPED = {
     "queue_alert": "alerts the dumping site's queue raised; the importing site raises its own",
     "task_analytics": "derived: the importing site's analytics job computes them again",
     "model_upload": "a model sent in parts, not yet whole: nothing a site can finish",
+    "part_board": "the frozen, private and whole boards and the shake-up report are built anew "
+                  "by the importing site, like prepared boards",
+    "model_worker": "a worker's declared hardware belongs to the dumping site; the importing "
+                    "site's workers declare their own when they claim",
     "prepared_board": "boards are built anew by the importing site",
     "prepared_board_row": "boards are built anew by the importing site",
     "run_comparison": "comparisons are computed again when asked",

@@ -42,14 +42,15 @@ from semboard.models import (
 )
 from semboard.services.closing import taskdump
 from semboard.services.closing.taskdump import BY_NAME, DUMPED, USER_TABLE, Bounds, Dumped
-from semboard.services.data import gold
+from semboard.services.data import gold, parts
 from semboard.services.people import account_links, accounts
 from semboard.services.runs import audit
 from semboard.services.tasks import definitions, tasks, terms
 from semboard.storage import Storage, keys, put_content, put_content_file
 
 if TYPE_CHECKING:
-    from evaluation import DatasetGold, DatasetInputs, TaskDefinition
+    from evaluation import DatasetGold, DatasetInputs, RunScore, TaskDefinition
+    from evaluation.parts import ItemParts
 
 IMPORTED = "task-imported"
 # a model that had not run when its task was dumped never runs here from the dump
@@ -213,6 +214,8 @@ class _Import:
         self.definition: TaskDefinition | None = None
         self.name = ""
         self.scores: dict[int, tuple[dict[str, Any], dict[str, Any], str]] = {}
+        # a split phase's private and whole scores recomputed here (Options.rescore)
+        self.part_scores: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self.report = Report(task="", source=str(dump.manifest["task"]),
                              format=dump.manifest["format"], signature=dump.signature)
 
@@ -454,6 +457,10 @@ class _Import:
         files: dict[int, list[tuple[str, str]]] = defaultdict(list)
         for row in self.rows["run_file"]:
             files[row["run_id"]].append((row["filename"], row["sha256"]))
+        splits = {row["phase_id"]: row for row in self.rows.get("phase_parts", [])}
+        part_rows: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
+        for row in self.rows.get("part_score", []):
+            part_rows[row["score_id"]][row["part"]] = row
         evaluated = self.dump.manifest["evaluation"]
         validated: dict[tuple[int, tuple[str, ...]], Any] = {}
         for index, record in enumerate(self.rows["run_score"]):
@@ -461,10 +468,13 @@ class _Import:
             run = runs[record["run_id"]]
             phase_row = phases[run["phase_id"]]
             team = teams[run["team_id"]]
-            phase = Phase(split=phase_row["split"], track=phase_row["track"])
+            phase = Phase(split=phase_row["split"], track=phase_row["track"],
+                          slug=phase_row["slug"])
             phase.task = task
             definition = definitions.phase_definition(phase)
-            current = parsed.gold_set(phase.split, record, task, evaluated)
+            split_row = splits.get(run["phase_id"])
+            current = parsed.gold_set(phase.split, record, task, evaluated,
+                                      split_digest=split_row["sha256"] if split_row else None)
             if not current:
                 raise _refuse(where, "the dump holds no gold this score could come from")
             known_inputs = parsed.inputs_at(phase.split, record["created_at"])
@@ -481,7 +491,16 @@ class _Import:
                 issues = "; ".join(str(issue) for issue in check.issues[:3])
                 raise _refuse(where, f"the files of run {run['id']} ({run['name']!r}) do not "
                                      f"validate here: {issues}")
-            made = gold.score_validated(definition, check, known_gold)
+            digest = gold.scoring_digest(task, _gold_rows(current))
+            items = self._split(where, phase, split_row, known_gold)
+            if items is None:
+                made = gold.score_validated(definition, check, known_gold)
+            else:
+                each = gold.score_validated_parts(definition, check, known_gold, items)
+                assert each is not None
+                made = each["public"]  # the record holds the public part's; the rest beside it
+                digest = gold.parts_digest(digest, items.digest)
+                self._check_parts(where, record, part_rows[record["id"]], each)
             assert made is not None
             scores, flat = made.to_dict(), made.flat()
             found = _differs(record["flat"], flat) or _differs(record["scores"], scores)
@@ -497,9 +516,45 @@ class _Import:
                                          "scorer); --rescore imports it with this site's "
                                          "scores")
                 self.report.rescored.append(what)
-            self.scores[record["id"]] = (scores, flat,
-                                         gold.scoring_digest(task, _gold_rows(current)))
+            self.scores[record["id"]] = (scores, flat, digest)
         self.report.scores = len(self.scores)
+
+    def _split(self, where: str, phase: Phase, row: dict[str, Any] | None,
+               known_gold: Mapping[str, DatasetGold]) -> ItemParts | None:
+        """The dumped split a phase's scores were computed on (None: the phase splits nothing);
+        refused when the definition splits the phase and the dump holds no split that fits."""
+        rule = definitions.phase_parts_rule(phase)
+        if rule is None:
+            return None
+        if row is None:
+            raise _refuse(where, f"phase {phase.slug} splits its test items, but the dump holds "
+                                 "no split of it")
+        try:
+            return parts.from_text(self.dump.object_bytes(row["sha256"]),
+                                   parts.item_ids(known_gold), rule, stated=row["rule"],
+                                   seed=row["seed"])
+        except ValidationError as problem:
+            raise _refuse(where, f"the split of phase {phase.slug} does not fit its gold: "
+                                 f"{problem}") from None
+
+    def _check_parts(self, where: str, record: dict[str, Any],
+                     stored: Mapping[str, dict[str, Any]],
+                     made: Mapping[str, RunScore]) -> None:
+        """A split phase's private and whole scores as dumped against their files here: a
+        disagreement (or a missing part) is refused, or with Options.rescore replaced."""
+        for part in ("private", "whole"):
+            score = made[part]
+            scores, flat = score.to_dict(), score.flat()
+            row = stored.get(part)
+            if row is not None and not (_differs(row["flat"], flat)
+                                        or _differs(row["scores"], scores)):
+                continue
+            what = (f"run {record['run_id']}: its {part} part's score "
+                    f"{'is missing' if row is None else 'differs'} in the dump")
+            if not self.options.rescore or row is None:
+                raise _refuse(where, f"{what}: the dump's scores disagree with its files")
+            self.report.rescored.append(what)
+            self.part_scores[row["id"]] = (scores, flat)
 
     # ------------------------------------------------------------------------- writing
 
@@ -652,6 +707,9 @@ class _Import:
             scores, flat, digest = self.scores[old["id"]]
             new.update(scores=scores, flat=flat, gold_digest=digest,
                        digest=score_digest(scores, flat))
+        elif table == "part_score" and old["id"] in self.part_scores:
+            scores, flat = self.part_scores[old["id"]]
+            new.update(scores=scores, flat=flat, digest=score_digest(scores, flat))
         elif table == "model_submission" and new["status"] in CANCELLED:
             new.update(status="failed", failure="cancelled", finished_at=now, heartbeat_at=None,
                        reason="the task moved to another site before this model ran; upload "
@@ -816,17 +874,20 @@ class _Parsed:
             self.job.rows["input_file"], split, None)
         return {dataset: self._parse_inputs(row, "input_file") for dataset, row in rows.items()}
 
-    def gold_set(self, split: str, record: dict[str, Any], task: Task,
-                 evaluated: str) -> dict[str, dict[str, Any]]:
+    def gold_set(self, split: str, record: dict[str, Any], task: Task, evaluated: str, *,
+                 split_digest: str | None = None) -> dict[str, dict[str, Any]]:
         """The gold versions a score record was made against: the set whose scoring digest it
-        holds (this definition, the dump's evaluation version), else the set in force then."""
+        holds (this definition, the dump's evaluation version; with the split's digest in a
+        phase splitting its test items), else the set in force then."""
         rows = self.job.rows["gold_file"]
         uploads = sorted((r for r in rows if r["split"] == split),
                          key=lambda r: (r["uploaded_at"], r["id"]))
         for count in range(1, len(uploads) + 1):  # the sets the uploads made, one by one
             current = self._in_force(uploads[:count], split, None)
-            if gold.scoring_digest(task, _gold_rows(current), version=evaluated) \
-                    == record["gold_digest"]:
+            digest = gold.scoring_digest(task, _gold_rows(current), version=evaluated)
+            if split_digest is not None:
+                digest = gold.parts_digest(digest, split_digest)
+            if digest == record["gold_digest"]:
                 return current
         return self._in_force(rows, split, record["created_at"])
 

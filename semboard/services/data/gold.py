@@ -23,11 +23,13 @@ from evaluation import (
     score_run,
     validate_run,
 )
+from evaluation import parts as evaluation_parts
+from evaluation.parts import score_parts
 from evaluation.runs import MAX_ARCHIVE_ENTRIES, MAX_ENTRY_BYTES
 from semboard.db import begin_write, end_read
 from semboard.errors import InvalidData, NotFound
 from semboard.models import GoldFile, GoldRelease, Phase, Run, RunScoreRecord, Task, User
-from semboard.services.data import datafiles, inputs, scorediff
+from semboard.services.data import datafiles, inputs, parts, scorediff
 from semboard.services.tasks import access, announcements, definitions, splits
 from semboard.storage import Storage, keys
 
@@ -299,13 +301,22 @@ def score_stored_run(
     if not current:
         return None
     digest = scoring_digest(task, current)
+    # a phase that splits its test items scores each part (the record holds the public one)
+    rule = parts.rule_of(run.phase)
+    known_gold = parsed_gold(session, storage, task=task, split=split) if rule else {}
+    items = parts.to_draw(session, storage, phase=run.phase, gold=known_gold) if rule else None
+    if rule is not None:
+        if items is None:
+            return None  # the organisers' split file is awaited: no score may show yet
+        digest = parts_digest(digest, items.digest)
     latest = run.current_score
     if latest is not None and latest.gold_digest == digest and not force:
         return latest
     definition = definitions.phase_definition(run.phase)
     # everything read from the database first: the run's files, validating and scoring them
     # (storage I/O and the bootstrap) then hold no transaction when nothing was written yet
-    known_gold = parsed_gold(session, storage, task=task, split=split)
+    known_gold = known_gold or parsed_gold(session, storage, task=task, split=split)
+    fresh = items is not None and parts.digest(session, phase=run.phase) != items.digest
     if validated is None:
         stored = [(f.filename, f.storage_key) for f in run.files]
         track = run.phase.track
@@ -316,9 +327,23 @@ def score_stored_run(
                                    known_inputs, track=track, team=team)
     else:
         end_read(session)
-    score = score_validated(definition, validated, known_gold)
+    score = None
+    scored_parts = None
+    if validated.ok:
+        if items is None:
+            score = score_validated(definition, validated, known_gold)
+        else:
+            scored_parts = score_parts(definition, validated, known_gold, items, **SCORE_OPTIONS)
+            score = scored_parts["public"]
     if write_lock:
         begin_write(session)
+    if items is not None and fresh and score is not None:
+        kept = parts.store(session, storage, phase=run.phase, split=items, now=now)
+        if kept.digest != items.digest:  # another process drew the first split meanwhile
+            items = kept
+            digest = parts_digest(scoring_digest(task, current), kept.digest)
+            scored_parts = score_parts(definition, validated, known_gold, kept, **SCORE_OPTIONS)
+            score = scored_parts["public"]
     if score is None:
         # Stored runs were valid when accepted; inputs changed since. Keep the run, record why.
         run.status = "error"
@@ -332,8 +357,22 @@ def score_stored_run(
     session.add(record)
     run.status = "scored"
     session.flush()
+    if scored_parts is not None:
+        parts.add_scores(session, record=record, scores=scored_parts)
     session.refresh(run, ["scores"])
     return record
+
+
+def part_gold(session: Session, storage: Storage, *, phase: Phase,
+              part: str = "public") -> dict[str, DatasetGold]:
+    """The gold a phase's figures are computed against: for a phase splitting its test items,
+    one part's (items outside it unscored; {} until the split exists), else the whole gold.
+    The live board's groups and comparisons use the public part: what teams may see."""
+    known = parsed_gold(session, storage, task=phase.task, split=phase.split)
+    if parts.rule_of(phase) is None:
+        return known
+    items = parts.usable(session, storage, phase=phase, gold=known)
+    return {} if items is None else evaluation_parts.part_gold(known, items, part)
 
 
 def validate_files(definition: TaskDefinition, files: Mapping[str, bytes],
@@ -351,6 +390,21 @@ def score_validated(definition: TaskDefinition, validated: ValidatedRun,
     if not validated.ok:
         return None
     return score_run(definition, validated, known_gold, **SCORE_OPTIONS)
+
+
+def score_validated_parts(definition: TaskDefinition, validated: ValidatedRun,
+                          known_gold: Mapping[str, DatasetGold],
+                          items: evaluation_parts.ItemParts) -> dict[str, RunScore] | None:
+    """The site's scores of a validated run on each part of a split test set (public,
+    private, whole; SCORE_OPTIONS' bootstrap); None when invalid."""
+    if not validated.ok:
+        return None
+    return score_parts(definition, validated, known_gold, items, **SCORE_OPTIONS)
+
+
+def parts_digest(gold_digest: str, split_digest: str) -> str:
+    """A split phase's score digest: the gold's and the split's (a new split scores again)."""
+    return hashlib.sha256(f"{gold_digest}\nparts:{split_digest}".encode()).hexdigest()
 
 
 def rescore(session: Session, storage: Storage, *, task: Task, now: datetime,

@@ -100,7 +100,8 @@ def parsed_inputs(session: Session, storage: Storage, *, task: Task,
             # mapped columns in the host cache: shared by the host's workers, parsed once
             found[dataset] = inputcolumns.cached_inputs(
                 inputcolumns.key_of(definition.digest, dataset, row.sha256),
-                partial(_read_stored, storage, definition, row))
+                partial(_read_stored, storage, definition, row),
+                partial(_stored_pieces, storage, definition, row))
         else:
             found[dataset] = _PARSED.get((definition.digest, dataset, row.sha256),
                                          _read_stored, storage, definition, row)
@@ -111,6 +112,19 @@ def _read_stored(storage: Storage, definition: TaskDefinition, row: InputFile) -
     """Parse a stored input file (it was checked on upload)."""
     return read_inputs(definition, row.dataset, storage.get(row.storage_key),
                        filename=row.filename)
+
+
+def _stored_pieces(storage: Storage, definition: TaskDefinition,
+                   row: InputFile) -> inputcolumns.Pieces | None:
+    """A stored input file read from storage in blocks and parsed in pieces of whole lines,
+    where each line is one record (tab-separated unquoted fields, or JSON Lines); else None."""
+    fmt = definition.dataset(row.dataset).inputs
+    if fmt.quoted or fmt.format not in ("tsv", "jsonl"):
+        return None
+    return inputcolumns.Pieces(
+        lambda data: read_inputs(definition, row.dataset, data, filename=row.filename),
+        storage.stream(row.storage_key), header=fmt.header and fmt.format == "tsv",
+        line_ids=fmt.id == "line")
 
 
 def download_inputs(

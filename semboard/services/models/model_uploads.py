@@ -48,7 +48,7 @@ def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user:
           name: str = "", prompt: str | None = None, pooling: str | None = None,
           publish: bool = False, prompt_name: str | None = None,
           model_name: str | None = None,
-          encoding: Mapping[str, Any] | None = None) -> ModelUpload:
+          encoding: Mapping[str, Any] | None = None, training_data: Any = None) -> ModelUpload:
     """Open an upload of `size` bytes (as the client sent it: checked here); refused, and
     logged, now if the model would be."""
     name = name.strip()
@@ -68,6 +68,9 @@ def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user:
             raise InvalidData("sha256: give the archive's sha256 as 64 lower-case hex digits")
         model_services.check_submission(session, team=team, phase=phase, user=user, name=name,
                                         pooling=pooling, now=now, encoding=encoding)
+        declaration = model_services.check_options(phase, prompt=prompt,
+                                                   prompt_name=prompt_name,
+                                                   training_data=training_data)
     except DomainError as err:
         raise model_services.refuse(session, err, team=team, phase=phase, user=user,
                                     name=name, filename=filename, size=total,
@@ -85,7 +88,8 @@ def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user:
                       options={"phase_id": phase.id, "name": name, "prompt": prompt,
                                "prompt_name": prompt_name, "pooling": pooling,
                                "publish": bool(publish), "model_name": model_name,
-                               "encoding": dict(encoding or {})},
+                               "encoding": dict(encoding or {}),
+                               "training_data": declaration},
                       created_at=now, updated_at=now)
     session.add(row)
     session.commit()
@@ -211,7 +215,7 @@ def finish(session: Session, storage: Storage, *, upload_id: int, user: User,
                 prompt_name=options.get("prompt_name"),
                 publish=bool(options.get("publish")), on_accept=accepted,
                 model_name=options.get("model_name"), encoding=options.get("encoding"),
-                **check)
+                training_data=options.get("training_data"), **check)
     except DomainError as err:
         session.rollback()
         _end(session, upload_row_id, "refused", outcome={

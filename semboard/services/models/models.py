@@ -17,9 +17,10 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, selectinload
 
 from baselines.models import ModelDescription, ModelLimits, check_model, unpack_model_archive
-from baselines.models.check import POOLING_MODES
+from baselines.models.check import POOLING_MODES, prompt_problem
 from baselines.models.settings import EncodingRules, EncodingSettings, SettingsError, choose
 from evaluation import ValidationError
+from evaluation.descriptions import check_training_data
 from evaluation.runs import run_name_problem
 from semboard.db import begin_write
 from semboard.errors import (
@@ -33,7 +34,7 @@ from semboard.errors import (
     RunRejected,
 )
 from semboard.models import ModelSubmission, Phase, Run, Task, Team, User
-from semboard.services.models import model_facts, model_queue
+from semboard.services.models import model_facts, model_queue, model_workers
 from semboard.services.runs import admission, audit
 from semboard.services.tasks import access, auditlog, definitions
 from semboard.storage import Storage, file_sha256, keys, put_content_file
@@ -45,10 +46,11 @@ ACCEPTING_PHASES = ("models", "both")
 def check_archive(archive: Path, filename: str, *, limits: ModelLimits | None = None,
                   prompt: str | None = None, pooling: str | None = None,
                   prompt_name: str | None = None,
-                  encoding: EncodingSettings | None = None) -> tuple[ModelDescription, str]:
+                  encoding: EncodingSettings | None = None
+                  ) -> tuple[ModelDescription, tuple[str, str]]:
     """Unpack the zip in a temporary folder and check the model (with the encoding settings'
-    sequence length); RunRejected lists every issue. Returns the description and the name the
-    folder gives the model ("" for none)."""
+    sequence length); RunRejected lists every issue. Returns the description and the names
+    the folder, its zip and the file's name give: the model's and its base's ("" for none)."""
     encoding = encoding or EncodingSettings()
     limits = limits or ModelLimits()
     limits = replace(limits, max_seq_length=min(limits.max_seq_length,
@@ -61,11 +63,11 @@ def check_archive(archive: Path, filename: str, *, limits: ModelLimits | None = 
                               filename=filename) from None
         check = check_model(folder, limits, prompt=prompt, prompt_name=prompt_name,
                             pooling=pooling, max_seq_length=encoding.max_seq_length)
-        folder_name = model_facts.folder_model_name(folder)
+        names = model_facts.folder_model_names(folder, archive=archive, filename=filename)
     if not check.ok or check.description is None:
         raise RunRejected("the model in %(filename)r was refused: %(problems)s problem(s)",
                           check.issues, filename=filename, problems=len(check.issues))
-    return check.description, folder_name
+    return check.description, names
 
 
 def encoding_rules(phase: Phase) -> EncodingRules:
@@ -111,6 +113,31 @@ def check_submission(session: Session, *, team: Team, phase: Phase, user: User |
     return settings
 
 
+def check_options(phase: Phase, *, prompt: str | None, prompt_name: str | None,
+                  training_data: Any) -> dict[str, Any] | None:
+    """The upload's free texts, checked before its bytes are looked at: the prompt bounded,
+    and its training-data declaration (the text and the answers the definition's
+    `[training_data]` asks for; required where it says so). The declaration to store (None:
+    none given); InvalidData lists every problem."""
+    problem = prompt_problem(prompt, prompt_name)
+    if problem is not None:
+        raise InvalidData(problem)
+    given: Mapping[str, Any]
+    if isinstance(training_data, str) or training_data is None:
+        text, given = training_data or "", {}
+    elif isinstance(training_data, Mapping) and set(training_data) <= {"text", "answers"} \
+            and isinstance(training_data.get("text") or "", str) \
+            and isinstance(training_data.get("answers") or {}, Mapping):
+        text, given = training_data.get("text") or "", training_data.get("answers") or {}
+    else:
+        raise InvalidData('training_data: give a text, or {"text": ..., "answers": {...}}')
+    declaration, issues = check_training_data(definitions.phase_definition(phase), text, given)
+    if issues:
+        raise InvalidData(f"the training-data declaration has {len(issues)} problem(s)",
+                          issues)
+    return declaration
+
+
 def refuse(session: Session, err: DomainError, *, team: Team, phase: Phase, user: User | None,
            name: str, filename: str, size: int, now: datetime) -> DomainError:
     """Log a refused model upload (its only trace) and return the error to raise."""
@@ -126,12 +153,14 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
                   on_accept: Callable[[ModelSubmission], None] | None = None,
                   model_name: str | None = None,
                   encoding: Mapping[str, Any] | None = None,
-                  upload_key: str | None = None) -> ModelSubmission:
+                  upload_key: str | None = None, training_data: Any = None
+                  ) -> ModelSubmission:
     """Check, store and queue an uploaded model (a zip of the Hugging Face folder, on disk:
     a model may be larger than memory); commits. on_accept(row) runs in the row's own
     transaction (an upload in parts records the model it became). model_name: what the team
     calls the model (else the folder's own name is shown). encoding: the max_seq_length,
     batch_tokens and dtype asked (within the phase's limits; its defaults for the rest).
+    training_data: the team's training-data declaration (a text, or {"text", "answers"}).
 
     jobs.models.accept_model calls this and dispatches the job after the commit. publish: the
     team publishes the model's files with its run from the start. upload_key: the client's
@@ -149,9 +178,11 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
     try:
         settings = check_submission(session, team=team, phase=phase, user=user, name=name,
                                     pooling=pooling, now=now, encoding=encoding)
-        description, folder_name = check_archive(archive, filename, limits=limits,
-                                                 prompt=prompt, pooling=pooling,
-                                                 prompt_name=prompt_name, encoding=settings)
+        declaration = check_options(phase, prompt=prompt, prompt_name=prompt_name,
+                                    training_data=training_data)
+        description, (folder_name, base) = check_archive(
+            archive, filename, limits=limits, prompt=prompt, pooling=pooling,
+            prompt_name=prompt_name, encoding=settings)
     except DomainError as err:
         raise refused(err) from None
     name = name or f"model-{description.digest[:12]}"
@@ -169,9 +200,10 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
         None, name=name, uploaded_at=now, storage_key=stored_key, archive_sha256=digest,
         size=size, client_key=upload_key,
         digest=description.digest,
-        description=description.to_dict() | {"model_name": folder_name},
+        description=description.to_dict() | {"model_name": folder_name, "base_model": base},
         options={"prompt": prompt, "prompt_name": prompt_name, "pooling": pooling,
                  "model_name": " ".join((model_name or "").split())[:120] or None,
+                 "training_data": declaration,
                  # the job description's encoding: what a worker, here or remote, applies
                  "encoding": settings.to_dict()},
         status="queued", reason="",
@@ -386,11 +418,15 @@ def queue_position(session: Session, row: ModelSubmission) -> int | None:
 _UNKNOWN: Any = object()
 
 
-def model_json(session: Session, row: ModelSubmission, *,
-               position: int | None = _UNKNOWN) -> dict[str, Any]:
+def model_json(session: Session, row: ModelSubmission, *, now: datetime,
+               position: int | None = _UNKNOWN, waiting: dict[int, str] | None = None
+               ) -> dict[str, Any]:
     """The JSON form of a model submission (for its team and the organisers); position: its
-    place in the queue when the caller read the queue's order already (lists)."""
+    place in the queue when the caller read the queue's order already (lists); waiting: why
+    queued models wait (model_workers.waiting, read once for a list)."""
     desc = row.description or {}
+    if waiting is None:
+        waiting = model_workers.waiting(session, [row], now=now)
     return {
         "id": row.id, "task": row.task.name, "phase": row.phase.slug, "team": row.team.name,
         "name": row.name, "status": row.status, "reason": row.reason,
@@ -409,6 +445,9 @@ def model_json(session: Session, row: ModelSubmission, *,
                                             "prompt_source", "prompt_name", "prompt_b",
                                             "prompt_name_b", "prompts")},
         "prompt_note": prompt_note(desc),
+        "waiting": waiting.get(row.id),
+        "base_model": model_facts.base_model(row),
+        "training_data": (row.options or {}).get("training_data"),
     }
 
 

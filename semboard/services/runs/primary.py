@@ -1,4 +1,5 @@
-"""Primary runs: which runs a phase ranks (every run, or one primary run per team).
+"""Primary runs: which runs a phase ranks (every run, or one primary run per team), and the
+final runs a phase with a split test set ranks its private board on (below).
 
 A phase ranks every run (the default) or, when its organisers say so, each team's primary run
 only; the team's other runs are contrastive: listed, marked, unranked and in no significance
@@ -14,14 +15,25 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from evaluation.parts import official_metric
 from semboard.db import insert_unless_refused
 from semboard.errors import Conflict, Forbidden, InvalidData, PhaseNotOpen
-from semboard.models import PHASE_RANKINGS, Phase, PrimaryRun, Run, Team, TeamMember, User
+from semboard.models import (
+    PHASE_RANKINGS,
+    FinalRun,
+    Phase,
+    PrimaryRun,
+    Run,
+    RunScoreRecord,
+    Team,
+    TeamMember,
+    User,
+)
 from semboard.services.runs import audit
-from semboard.services.tasks import access, auditlog
+from semboard.services.tasks import access, auditlog, definitions
 from semboard.timefmt import api_time
 
 EVERY, PRIMARY = PHASE_RANKINGS
@@ -222,4 +234,204 @@ def status(session: Session, *, phase: Phase, team: Team, now: datetime) -> dict
             "run_id": run.id, "run": run.name, "chosen": choice.chosen,
             "chosen_at": api_time(choice.chosen_at) if choice.chosen_at else None,
         },
+    }
+
+
+# ----------------------------------------------------------------------------- final runs
+# A phase that splits its test items (the definition's `[parts]`) ranks its private board on
+# each team's final runs: up to `final_runs` of them, chosen by the team while the phase is
+# open (organisers: any time, with a reason). Without a choice the stated fallback applies:
+# the team's best public runs. At the close `settle_finals` writes the fallback down (audited)
+# so a late run cannot move it. A team with a scored run is never left off the private board:
+# a chosen run that failed or moved is replaced by the fallback.
+
+FINAL_FALLBACK = ("without a choice, the team's best runs on the public board (as many as the "
+                  "phase allows) are its final runs")
+
+
+@dataclass(frozen=True)
+class Finals:
+    """A team's final runs in a phase: chosen by the team, or the fallback (best public)."""
+    team_id: int
+    run_ids: tuple[int, ...]
+    # chosen by a team member (or an organiser); False: the fallback applies
+    chosen: bool
+    # written down (a choice, or the fallback settled at the close)
+    settled: bool
+
+
+def final_limit(phase: Phase) -> int | None:
+    """How many final runs a team chooses in the phase; None where it has no split test set."""
+    rule = definitions.phase_parts_rule(phase)
+    return None if rule is None else rule.final_runs
+
+
+def _public_values(session: Session, phase: Phase, run_ids: list[int]) -> dict[int, float]:
+    """Each scored run's public value on the phase's official metric, better is larger."""
+    definition = definitions.phase_definition(phase)
+    metric = official_metric(definition)
+    sign = -1.0 if definition.lower_is_better(metric) else 1.0
+    newest = (select(RunScoreRecord.run_id, func.max(RunScoreRecord.id).label("score_id"))
+              .where(RunScoreRecord.run_id.in_(run_ids)).group_by(RunScoreRecord.run_id)
+              .subquery())
+    found = {}
+    for run_id, flat in session.execute(
+            select(newest.c.run_id, RunScoreRecord.flat)
+            .join(RunScoreRecord, RunScoreRecord.id == newest.c.score_id)):
+        value = (flat or {}).get(metric)
+        found[run_id] = sign * (value if isinstance(value, int | float) else 0.0)
+    return found
+
+
+def final_runs(session: Session, *, phase: Phase) -> dict[int, Finals]:
+    """Each team's final runs {team id: Finals}; empty for phases without a split test set.
+
+    A chosen run replaced since counts through its current version; chosen runs no longer the
+    team's (failed, moved) drop out, and a team left with none falls back like no choice: its
+    best public runs (ties: the earlier run)."""
+    limit = final_limit(phase)
+    if limit is None:
+        return {}
+    runs = _phase_runs(session, phase)
+    replaced_by = {r.replaces_id: r.id for r in runs if r.replaces_id is not None}
+    current = {r.id: r for r in runs if r.is_current and r.status != "error"}
+    kept: dict[int, list[int]] = {}
+    chose: dict[int, bool] = {}
+    for row in session.scalars(select(FinalRun).where(FinalRun.phase_id == phase.id)
+                               .order_by(FinalRun.id)):
+        run_id: int | None = row.run_id
+        seen: set[int] = set()
+        while run_id is not None and run_id not in current and run_id not in seen:
+            seen.add(run_id)
+            run_id = replaced_by.get(run_id)
+        chose[row.team_id] = chose.get(row.team_id, False) or not row.fallback
+        if run_id is not None and run_id in current and current[run_id].team_id == row.team_id:
+            found = kept.setdefault(row.team_id, [])
+            if run_id not in found:
+                found.append(run_id)
+    out = {team_id: Finals(team_id, tuple(ids[:limit]), chose.get(team_id, False), True)
+           for team_id, ids in kept.items() if ids}
+    scored = [r for r in current.values() if r.status == "scored" and r.team_id not in out]
+    values = _public_values(session, phase, [r.id for r in scored]) if scored else {}
+    by_team: dict[int, list[Any]] = {}
+    for run in scored:
+        by_team.setdefault(run.team_id, []).append(run)
+    for team_id, team_runs in by_team.items():
+        best = sorted(team_runs, key=lambda r: (-values.get(r.id, 0.0), r.id))[:limit]
+        out[team_id] = Finals(team_id, tuple(r.id for r in best), False, False)
+    return out
+
+
+def choose_finals(session: Session, *, phase: Phase, team: Team, runs: list[Run],
+                  user: User | None, now: datetime, reason: str = "") -> Finals:
+    """The team's final runs, chosen (audited); flushes, the caller commits.
+
+    Team members while the phase is open, organisers (and the command line, user None) at any
+    time with a reason. At most the phase's number of final runs, each a current scored (or
+    queued) run of the team in the phase; an empty choice returns the team to the fallback.
+    """
+    limit = final_limit(phase)
+    if limit is None:
+        raise InvalidData(f"phase {phase.slug} has no split test set: there are no final runs "
+                          "to choose")
+    reason = auditlog.check_reason(reason)
+    if team.is_baseline:
+        raise InvalidData("baselines take no rank: they have no final runs")
+    member = user is not None and _member_team(session, phase, user) == team.id
+    if member:
+        state = phase.state(now)
+        if state != "open":
+            raise PhaseNotOpen(
+                f"phase {phase.slug} is {state}: final runs can be chosen only while it is "
+                f"open (it closes {api_time(phase.closes_at)})")
+    else:
+        if user is not None and not access.is_organiser(session, user, phase.task):
+            raise Forbidden("only a member of the team chooses its final runs")
+        if not reason.strip():
+            raise InvalidData("an organiser choosing a team's final runs gives a reason (it is "
+                              "kept in the audit log)")
+    unique = list(dict.fromkeys(run.id for run in runs))
+    if len(unique) > limit:
+        raise Conflict(f"phase {phase.slug} takes at most {limit} final run(s) per team; "
+                       f"{len(unique)} were chosen (none was kept: choose again)")
+    for run in runs:
+        if run.phase_id != phase.id or run.team_id != team.id:
+            raise InvalidData(f"run {run.id} is not a run of team {team.name} in {phase.slug}")
+        if not run.is_current:
+            raise Conflict(f"run {run.id} was replaced: choose its current version")
+        if run.status == "error":
+            raise InvalidData(f"run {run.id} could not be scored: it cannot be a final run")
+    before = final_runs(session, phase=phase).get(team.id)
+    session.execute(delete(FinalRun).where(FinalRun.phase_id == phase.id,
+                                           FinalRun.team_id == team.id))
+    for run_id in unique:
+        session.add(FinalRun(team_id=team.id, phase_id=phase.id, run_id=run_id,
+                             chosen_by_id=user.id if user else None, chosen_at=now,
+                             fallback=False))
+    session.flush()
+    names = ", ".join(f"#{run_id}" for run_id in unique) or "none (the fallback applies)"
+    audit.record(session, task=phase.task, user=user, action="finals-chosen", now=now,
+                 team=team, reason=reason.strip() or "chosen by the team",
+                 details={"summary": f"{team.name} chose final runs {names} in {phase.slug}",
+                          "phase": phase.slug, "runs": unique,
+                          "previous": list(before.run_ids) if before else [],
+                          "previous_chosen": bool(before and before.chosen)})
+    return final_runs(session, phase=phase).get(team.id) or Finals(team.id, (), False, False)
+
+
+def settle_finals(session: Session, *, phase: Phase, now: datetime) -> list[str]:
+    """After the phase closed, write down each team's fallback final runs (audited);
+    idempotent, flushes."""
+    if final_limit(phase) is None or phase.state(now) != "closed":
+        return []
+    done = []
+    for finals in final_runs(session, phase=phase).values():
+        if finals.settled:
+            continue
+        wrote = False
+        for run_id in finals.run_ids:
+            row = FinalRun(team_id=finals.team_id, phase_id=phase.id, run_id=run_id,
+                           chosen_by_id=None, chosen_at=now, fallback=True)
+            wrote = insert_unless_refused(session, row) or wrote
+        if not wrote:
+            continue  # another ticker wrote them a moment ago
+        team = session.get(Team, finals.team_id)
+        assert team is not None
+        listed = ", ".join(f"#{run_id}" for run_id in finals.run_ids)
+        audit.record(session, task=phase.task, user=None, action="finals-fallback", now=now,
+                     team=team, reason=f"no final runs chosen by the deadline: {FINAL_FALLBACK}",
+                     details={"summary": f"{team.name}: runs {listed} are its final runs in "
+                                         f"{phase.slug} (fallback: best public)",
+                              "phase": phase.slug, "runs": list(finals.run_ids)})
+        done.append(f"{phase.task.name}/{phase.slug}: {team.name} falls back to runs {listed}")
+    return done
+
+
+def settle_finals_due(session: Session, *, now: datetime) -> list[str]:
+    """Settle the final runs of every closed phase with a split test set (the tick)."""
+    done: list[str] = []
+    for phase in session.scalars(select(Phase).where(Phase.in_state("closed", now))
+                                 .order_by(Phase.id)):
+        if final_limit(phase) is not None:
+            done += settle_finals(session, phase=phase, now=now)
+    return done
+
+
+def finals_status(session: Session, *, phase: Phase, team: Team, now: datetime
+                  ) -> dict[str, Any]:
+    """What the team's page, the API and the command line say of its final runs."""
+    finals = final_runs(session, phase=phase).get(team.id)
+    runs = {r.id: r for r in session.scalars(select(Run).where(
+        Run.id.in_(finals.run_ids if finals else ())))}
+    return {
+        "phase": phase.slug,
+        "team": team.name,
+        "limit": final_limit(phase),
+        "fallback": FINAL_FALLBACK,
+        "changeable": final_limit(phase) is not None and phase.state(now) == "open",
+        "closes_at": api_time(phase.closes_at),
+        "chosen": bool(finals and finals.chosen),
+        "settled": bool(finals and finals.settled),
+        "finals": [{"run_id": run_id, "run": runs[run_id].name}
+                   for run_id in (finals.run_ids if finals else ()) if run_id in runs],
     }

@@ -314,10 +314,11 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
-def visible_run(session: Session, *, viewer: User | None, run_id: int) -> Run:
+def visible_run(session: Session, *, viewer: User | None, run_id: int,
+                now: datetime | None = None) -> Run:
     """A run this viewer may see, else NotFound: someone else's run looks like a missing one."""
     run = get_run(session, run_id)
-    if not access.can_view_run(session, viewer, run):
+    if not access.can_view_run(session, viewer, run, now=now):
         raise NotFound("no run %(run_id)s", run_id=run_id)
     return run
 

@@ -6,6 +6,8 @@ per-item pages and their CSV, charts drawn from gold, comparisons' pairs, export
 archive). It weighs the organisers' role, the gold's release, the definition's redistribution
 keys (`public_inputs`, `public_gold`) and, for everyone else, the participation gate: a team,
 its approval, the e-mail domain and the task's and phase's terms in force (with their grace).
+Its part "private" is a split phase's private part (issue 42): private and whole scores, final
+boards, the shake-up report and the split itself, the organisers' alone until the reveal.
 Roles (admin, organiser, member) come from `roles`, named here again so callers ask access.
 """
 
@@ -16,6 +18,7 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
+from semboard.clock import request_now
 from semboard.errors import Forbidden
 from semboard.models import Phase, Run, Task, Team, User
 from semboard.services.tasks import definitions, participation, splits, terms
@@ -32,7 +35,9 @@ from semboard.services.tasks.roles import (
 __all__ = ["can_manage_task", "is_admin", "is_member", "is_organiser", "require_organiser",
            "team_of", "viewer"]  # the roles, asked of access like every other rule
 
-Part = Literal["inputs", "gold"]
+# inputs, gold, or a split phase's private part (its private and whole scores, final boards,
+# shake-up report and the split itself: issue 42)
+Part = Literal["inputs", "gold", "private"]
 
 
 def results_visible(visibility: object, published_at: object) -> bool:
@@ -55,11 +60,53 @@ def can_view_scores(session: Session, user: User | None, phase: Phase) -> bool:
     return can_view_leaderboard(session, user, phase)
 
 
-def can_view_run(session: Session, user: User | None, run: Run) -> bool:
-    """A run's page: its team's members and organisers; others once it is on a visible board."""
+def can_view_run(session: Session, user: User | None, run: Run, *,
+                 now: datetime | None = None) -> bool:
+    """A run's page: its team's members and organisers; others once it is on the board they
+    see (while a board is frozen, the runs current at the freeze: a later upload's scores stay
+    its team's until the reveal)."""
     if is_organiser(session, user, run.task) or is_member(session, user, run.team_id):
         return True
-    return run.is_current and can_view_leaderboard(session, user, run.phase)
+    if not can_view_leaderboard(session, user, run.phase):
+        return False
+    phase = run.phase
+    when = now if now is not None else request_now()
+    if phase.freeze_at is not None and frozen(session, phase, when):
+        return run.submitted_at < phase.freeze_at and (
+            run.is_current or (run.replaced_at is not None and run.replaced_at >= phase.freeze_at))
+    return run.is_current
+
+
+def revealed(session: Session, phase: Phase, now: datetime) -> bool:
+    """Whether a phase's hidden figures are out: private and whole scores of a split test set,
+    its final boards and shake-up report, and (a frozen board) its live state. The one reveal
+    rule: once the phase has closed and, unless it reveals at the close (`reveal = "close"`),
+    its results are published (by hand or at their publish time); or once its split's gold is
+    public (nothing is hidden from whoever holds the gold and their runs)."""
+    if gold_is_public(session, task=phase.task, split=phase.split):
+        return True
+    if phase.state(now) != "closed":
+        return False
+    return phase.reveal == "close" or phase.results_published_at is not None
+
+
+def frozen(session: Session, phase: Phase, now: datetime) -> bool:
+    """Whether the phase's board shows its state at the freeze time: from `freeze_at` until the
+    reveal (organisers see the live board all along: sees_live)."""
+    return (phase.freeze_at is not None and now >= phase.freeze_at
+            and not revealed(session, phase, now))
+
+
+def sees_live(session: Session, user: User | None, phase: Phase, now: datetime) -> bool:
+    """Whether the viewer is served the live board (not the frozen one): organisers always,
+    everyone else unless the board is frozen."""
+    return not frozen(session, phase, now) or is_organiser(session, user, phase.task)
+
+
+def can_view_private(session: Session, user: User | None, phase: Phase, now: datetime) -> bool:
+    """A split phase's private and whole scores, final boards and shake-up report, its split:
+    the read rule's part "private" (page, API, exports, mail, announcements, the archive)."""
+    return can_read(session, user, phase.task, part="private", phase=phase, now=now)
 
 
 def gold_is_public(session: Session, *, task: Task, split: str | None = None) -> bool:
@@ -116,9 +163,12 @@ def read_refusal(session: Session, user: User | None, task: Task, *, part: Part,
     participants: a member of a team of the task who passes the gate (domain, approval, the
     task's terms and those of the phase read through, else of every phase of the split).
     Timing (a phase not open yet, a team window) is the inputs download's own, on top.
+    The part "private" (a split phase's private part) is nobody else's before the reveal.
     """
     if is_organiser(session, user, task):
         return None
+    if part == "private":
+        return _private_refusal(session, user, phase, now)
     split = definitions.split_name(task, split or (phase.split if phase else None))
     if part == "gold" and not gold_is_public(session, task=task, split=split):
         return Forbidden("the %(split)s gold of this task has not been released", split=split)
@@ -136,6 +186,20 @@ def read_refusal(session: Session, user: User | None, task: Task, *, part: Part,
             terms.require_accepted(session, task=task, user=user, phase=other, now=now)
     except Forbidden as refusal:
         return refusal
+    return None
+
+
+def _private_refusal(session: Session, user: User | None, phase: Phase | None,
+                     now: datetime) -> Forbidden | None:
+    """The private part of a phase's split test set: nobody's but the organisers' before the
+    phase's reveal; then whoever sees its board."""
+    if phase is None:
+        return Forbidden("a private part belongs to a phase")
+    if not revealed(session, phase, now):
+        return Forbidden(f"the private part of phase {phase.slug}'s test set stays hidden until "
+                         "its reveal")
+    if not can_view_leaderboard(session, user, phase):
+        return Forbidden(f"the results of phase {phase.slug} are not published")
     return None
 
 
@@ -163,9 +227,14 @@ def can_view_gold(session: Session, user: User | None, task: Task,
 
 def can_view_items(session: Session, user: User | None, run: Run, *, now: datetime) -> bool:
     """A run's pairs beside gold (errors, scatter, comparisons' pairs): whoever sees its scores,
-    when the read rule lets them read its split's gold (through the run's phase)."""
-    return (can_view_run(session, user, run) and can_view_scores(session, user, run.phase)
-            and can_read(session, user, run.task, part="gold", phase=run.phase, now=now))
+    when the read rule lets them read its split's gold (through the run's phase) and, in a
+    phase splitting its test set, its private part."""
+    split_phase = definitions.phase_parts_rule(run.phase) is not None
+    return (can_view_run(session, user, run, now=now)
+            and can_view_scores(session, user, run.phase)
+            and can_read(session, user, run.task, part="gold", phase=run.phase, now=now)
+            # a split test set's items hold its private part's: hidden until the reveal
+            and (not split_phase or can_view_private(session, user, run.phase, now)))
 
 
 def can_view_item_texts(session: Session, user: User | None, run: Run, *,

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import delete, exists, or_, select
 from sqlalchemy.orm import Session
 
+from semboard.clock import request_now
 from semboard.db import require_fits, require_text
 from semboard.errors import Conflict, InvalidData, NotFound, Phrase
 from semboard.i18n.catalogues import Words
@@ -35,7 +36,7 @@ from semboard.models import (
     User,
 )
 from semboard.notify.events import queue_event
-from semboard.services.tasks import access, auditlog, translations
+from semboard.services.tasks import access, auditlog, definitions, translations
 from semboard.timefmt import api_time, clock_text
 
 MAX_BODY = 20_000
@@ -141,7 +142,7 @@ def send_draft(session: Session, *, announcement: Announcement, user: User | Non
     access.require_organiser(session, user, task)
     if announcement.status == "sent":
         raise InvalidData("this announcement was sent already")
-    _refuse_hidden_scores(session, announcement, sent=False)
+    _refuse_hidden_scores(session, announcement, sent=False, now=now)
     if title is not None or body is not None:
         announcement.title, announcement.body = _check(
             title if title is not None else announcement.title,
@@ -159,22 +160,23 @@ def send_draft(session: Session, *, announcement: Announcement, user: User | Non
     return announcement
 
 
-def _refuse_hidden_scores(session: Session, announcement: Announcement, *, sent: bool) -> None:
+def _refuse_hidden_scores(session: Session, announcement: Announcement, *, sent: bool,
+                          now: datetime) -> None:
     """Conflict while the text lists scores of a board its readers may not see (at sending,
     and at each edit of a sent one)."""
-    hidden = hidden_score_phases(session, announcement)
+    hidden = hidden_score_phases(session, announcement, now)
     if not hidden:
         return
     names = ", ".join(p.slug for p in hidden)
     if sent:
         raise Conflict(
             "this announcement lists scores of %(names)s, which its readers may not see until "
-            "the results are published: withdraw it instead, or edit it after publishing the "
-            "results", names=names)
+            "the results are published (or a frozen board is revealed): withdraw it instead, or "
+            "edit it after publishing the results", names=names)
     raise Conflict(
         "this draft lists scores of %(names)s, which its readers may not see until the "
-        "results are published: delete it and write one without them, or send it after "
-        "publishing the results", names=names)
+        "results are published (or a frozen board is revealed): delete it and write one "
+        "without them, or send it after publishing the results", names=names)
 
 
 def edit(session: Session, *, announcement: Announcement, user: User | None, title: str,
@@ -192,7 +194,7 @@ def edit(session: Session, *, announcement: Announcement, user: User | None, tit
         raise InvalidData("only a sent announcement is edited; a draft is changed as it is sent")
     if announcement.withdrawn_at is not None:
         raise InvalidData("a withdrawn announcement cannot be edited")
-    _refuse_hidden_scores(session, announcement, sent=True)
+    _refuse_hidden_scores(session, announcement, sent=True, now=now)
     title, body = _check(title, body)
     others = (announcement.translations if translated is None else _translated(translated))
     if (title, body, others) == (announcement.title, announcement.body,
@@ -266,12 +268,15 @@ def score_phases(session: Session, announcement: Announcement) -> list[Phase]:
     return list(session.scalars(select(Phase).where(Phase.id.in_(ids)).order_by(Phase.id)))
 
 
-def hidden_score_phases(session: Session, announcement: Announcement) -> list[Phase]:
+def hidden_score_phases(session: Session, announcement: Announcement,
+                        now: datetime | None = None) -> list[Phase]:
     """Phases whose scores the text lists and its readers may not see: every reader of an
     announcement is a participant or the public, who see a board's scores only when anyone
-    may (access.can_view_scores for no one in particular)."""
+    may (access.can_view_scores for no one in particular), and of a board frozen until its
+    reveal only its state at the freeze (the text may list later runs: it waits)."""
+    when = now if now is not None else request_now()
     return [p for p in score_phases(session, announcement)
-            if not access.can_view_scores(session, None, p)]
+            if not access.can_view_scores(session, None, p) or access.frozen(session, p, when)]
 
 
 def discard(session: Session, *, announcement: Announcement, user: User | None) -> None:
@@ -438,13 +443,17 @@ def draft_entry_change(session: Session, *, phase: Phase, before: datetime | Non
 def draft_results(session: Session, *, phase: Phase, now: datetime) -> Announcement:
     """After a phase's results were published: a draft pointing to its board."""
     task = phase.task
+    split = definitions.phase_parts_rule(phase) is not None
 
     def worded(w: Words) -> tuple[str, str]:
         said = {"phase": phase.name, "task": translations.task_title(task, w.code),
                 "url": f"/tasks/{task.name}/leaderboard/{phase.slug}"}
-        return (w.gettext("%(phase)s: results published", **said),
-                w.gettext("The results of phase %(phase)s of %(task)s are published: see the "
-                          "leaderboard at %(url)s.", **said))
+        body = w.gettext("The results of phase %(phase)s of %(task)s are published: see the "
+                         "leaderboard at %(url)s.", **said)
+        if split:
+            body += " " + w.gettext("Its final board (the private part of the test set) and the "
+                                    "shake-up report: %(url)s/final.", **said)
+        return w.gettext("%(phase)s: results published", **said), body
 
     return draft(session, task=task, kind="results", now=now, phase=None, words=worded)
 
@@ -464,7 +473,8 @@ def draft_gold_correction(session: Session, *, task: Task, changes: list[Any],
         if not moved and not ranks:
             continue
         phase = phases[diff.phase]
-        if not access.can_view_scores(session, None, phase):
+        if not access.can_view_scores(session, None, phase) or access.frozen(session, phase,
+                                                                               now):
             hidden[diff.phase] = hidden.get(diff.phase, 0) + 1
             continue
         listed[diff.phase] = phase

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from baselines.models.job import model_task_problem
 from evaluation import DatasetSpec, TaskDefinition, TaskDefinitionError, parse_task
+from evaluation.partsrule import PartsRule, parts_rule
 from evaluation.taskdef import release_path
 from semboard.cache import LRU
 from semboard.errors import InvalidData, NotFound
@@ -67,3 +68,10 @@ def model_problem(task: Task, *, split: str | None, track: str | None) -> str | 
     whole = split_definition(task, split)
     return model_task_problem(whole, whole.track_datasets(track) if track
                               else whole.dataset_names)
+
+
+def phase_parts_rule(phase: Phase) -> PartsRule | None:
+    """The definition's `[parts]` rule where it splits this phase's test items (the phase's
+    slug is listed), else None: the phase shows and ranks on every item, as always."""
+    rule = parts_rule(definition(phase.task))
+    return rule if rule is not None and phase.slug in rule.phases else None

@@ -1,4 +1,5 @@
-"""Phase rules: the default board phase, the no-oracle rule, daily limits of scored phases."""
+"""Phase rules: the default board phase, the no-oracle rule, daily limits of scored phases,
+the freeze time and reveal rule of a phase's board."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from evaluation.partsrule import parts_rule
 from semboard.errors import Forbidden, InvalidData, NotFound
-from semboard.models import Phase, Task, User
-from semboard.services.tasks import access
+from semboard.models import REVEALS, Phase, Task, User
+from semboard.services.tasks import access, auditlog, definitions
 from semboard.services.tasks.access import gold_is_public, results_visible
 
 # A phase that shows scores against private gold gets this daily limit unless one is given.
@@ -49,12 +51,49 @@ def check_no_oracle(session: Session, task: Task, values: dict[str, object],
 
 
 def needs_daily_limit(session: Session, task: Task, values: dict[str, object]) -> bool:
-    """Practice phases that show scores against private gold (a dev split before release).
+    """Practice phases that show scores against private gold (a dev split before release),
+    and phases that split their test items: their public board shows scores against the
+    private gold during the phase (the definition's `[parts]`).
 
-    Evaluation phases are bounded by their run limit instead.
+    Other evaluation phases are bounded by their run limit instead.
     """
-    return (values["visibility"] == "public" and values["kind"] != "evaluation"
-            and not gold_is_public(session, task=task, split=str(values["split"])))
+    if values["visibility"] != "public" or gold_is_public(session, task=task,
+                                                          split=str(values["split"])):
+        return False
+    if values["kind"] != "evaluation":
+        return True
+    rule = parts_rule(definitions.definition(task))
+    return rule is not None and str(values.get("slug", "")) in rule.phases
+
+
+def set_freeze(session: Session, phase: Phase, *, freeze_at: datetime | None, reveal: str,
+               user: User | None, now: datetime) -> Phase:
+    """When the phase's public board freezes (None: never) and when its hidden figures are
+    revealed ("close" or "publish"); organisers, audited, flushes. A freeze time lies inside
+    the phase (from its opening to its close)."""
+    access.require_organiser(session, user, phase.task)
+    if reveal not in REVEALS:
+        raise InvalidData(f"a phase reveals at {' or '.join(repr(r) for r in REVEALS)}, "
+                          f"not {reveal!r}")
+    if freeze_at is not None:
+        if freeze_at.tzinfo is None:
+            raise InvalidData("the freeze time must carry a timezone (times are UTC)")
+        if not phase.opens_at <= freeze_at < phase.closes_at:
+            raise InvalidData(f"the freeze time must lie between the phase's opening "
+                              f"({phase.opens_at:%Y-%m-%d %H:%M} UTC) and its close "
+                              f"({phase.closes_at:%Y-%m-%d %H:%M} UTC)")
+    before = (phase.freeze_at, phase.reveal)
+    phase.freeze_at, phase.reveal = freeze_at, reveal
+    session.flush()
+    if before != (freeze_at, reveal):
+        when = f"{freeze_at:%Y-%m-%d %H:%M} UTC" if freeze_at else "never"
+        auditlog.record(session, task=phase.task, user=user, action="freeze-set", now=now,
+                        reason="organiser setting",
+                        details={"summary": f"{phase.slug}: the board freezes {when}; hidden "
+                                            f"figures are revealed at {reveal}",
+                                 "phase": phase.slug, "reveal": reveal,
+                                 "freeze_at": freeze_at.isoformat() if freeze_at else None})
+    return phase
 
 
 def default_board_phase(session: Session, task: Task, *, viewer: User | None,

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from evaluation import parse_task
 from semboard.models import ApiToken, ModelSubmission, ModelUpload, NotificationChannel
-from semboard.services.data import gold, inputs
+from semboard.services.data import gold, inputs, parts
 from semboard.services.models import worker_tokens
 from semboard.services.people import accounts, questions
 from semboard.services.runs import submissions
@@ -363,6 +363,36 @@ DOORS: list[Door] = [
       WORKER, json={"attempt": 1, "reason": "walk"}),
     W("DELETE", f"{A}/model-uploads/<int:upload_id>", f"{A}/model-uploads/{{upload}}", OWNER),
     G(f"{A}/model-uploads/<int:upload_id>", f"{A}/model-uploads/{{upload}}"),
+    # a split test set (issue 42): phase eval splits its items (revealed by the gold's release)
+    G(f"{T}/leaderboard/<phase_slug>/final", "/tasks/tiny/leaderboard/eval/final"),
+    G(f"{T}/leaderboard/<phase_slug>/boards/<kind>.<fmt>",
+      "/tasks/tiny/leaderboard/eval/boards/private.csv"),
+    G(f"{T}/leaderboard/<phase_slug>/shakeup.<fmt>", "/tasks/tiny/leaderboard/eval/shakeup.json"),
+    G(f"{T}/phases/<phase_slug>/split.tsv", "/tasks/tiny/phases/eval/split.tsv"),
+    G(f"{AT}/phases/<phase_slug>/parts", f"{A}/tasks/tiny/phases/eval/parts"),
+    G(f"{AT}/phases/<phase_slug>/boards/<kind>", f"{A}/tasks/tiny/phases/eval/boards/whole"),
+    G(f"{AT}/phases/<phase_slug>/shakeup", f"{A}/tasks/tiny/phases/eval/shakeup"),
+    G(f"{AT}/phases/<phase_slug>/split", f"{A}/tasks/tiny/phases/eval/split"),
+    G(f"{AT}/phases/<phase_slug>/finals", f"{A}/tasks/tiny/phases/eval/finals"),
+    W("POST", f"{T}/phases/<phase_slug>/finals", "/tasks/tiny/phases/eval/finals", TEAM_A,
+      form={"run_id": "{run}"}),
+    W("PUT", f"{AT}/phases/<phase_slug>/finals", f"{A}/tasks/tiny/phases/eval/finals", TEAM_A,
+      json={"runs": []}),
+    W("POST", f"{AT}/phases/<phase_slug>/finals", f"{A}/tasks/tiny/phases/eval/finals", TEAM_A,
+      json={"runs": []}),
+    W("POST", f"{T}/organise/phases/<phase_slug>/freeze",
+      "/tasks/tiny/organise/phases/eval/freeze", ORGANISERS,
+      form={"freeze_at": "", "reveal": "close"}),
+    W("PUT", f"{AT}/phases/<phase_slug>/freeze", f"{A}/tasks/tiny/phases/eval/freeze",
+      ORGANISERS, json={"reveal": "publish"}),
+    W("POST", f"{T}/organise/phases/<phase_slug>/shakeup",
+      "/tasks/tiny/organise/phases/eval/shakeup", ORGANISERS),
+    W("POST", f"{AT}/phases/<phase_slug>/shakeup", f"{A}/tasks/tiny/phases/eval/shakeup",
+      ORGANISERS, json={}),
+    W("POST", f"{T}/organise/phases/<phase_slug>/parts", "/tasks/tiny/organise/phases/eval/parts",
+      ORGANISERS, form={"seed": "5", "again": "1", "reason": "walk"}),
+    W("POST", f"{AT}/phases/<phase_slug>/parts", f"{A}/tasks/tiny/phases/eval/parts",
+      ORGANISERS, json={"seed": 3, "again": True, "reason": "walk"}),
     # last: leaving the team and logging out end the actor's standing
     W("POST", f"{AT}/team/leave", f"{A}/tasks/tiny/team/leave", USERS),
     W("POST", "/logout", None, ANYONE),
@@ -384,14 +414,16 @@ class World:
 @pytest.fixture
 def world(app, session, storage, make, tiny_data, now) -> World:
     """The tiny task with terms (the task's and eval's), team approval, a published board
-    ("eval", team A's run) and a board only organisers see ("post", team A's hidden run), the
-    gold released; teams A (captain, member) and B, a user on no team, organisers of this task
-    and of another, an admin, a worker token and a revoked one."""
+    ("eval", team A's run; its test items split into public and private parts) and a board
+    only organisers see ("post", team A's hidden run), the gold released; teams A (captain,
+    member) and B, a user on no team, organisers of this task and of another, an admin, a
+    worker token and a revoked one."""
     app.config["SEMBOARD_CLOCK"] = lambda: now + timedelta(days=2)
     app.config["WTF_CSRF_ENABLED"] = True
     app.config["PROPAGATE_EXCEPTIONS"] = False  # a failure answers 500: reported with its door
     app.config["SEMBOARD_MODEL_JOBS"] = "remote"
     toml = terms_toml(phase_terms="Runs stay private.", participation_table="approval = true")
+    toml += '[parts]\nphases = ["eval"]\npublic = 0.5\nresplits = 20\nresamples = 20\n'
     task = tasks.load_task(session, parse_task(toml), now=NOW)
     inputs.load_release_inputs(session, storage, task=task, release_dir=tiny_data.folder,
                                user=None, now=NOW)
@@ -412,6 +444,10 @@ def world(app, session, storage, make, tiny_data, now) -> World:
         participation.decide(session, team=team, state="approved", user=None, now=NOW)
     for user in (captain, member, other_captain, loner):
         terms.accept(session, task=task, user=user, client="web", now=NOW)
+    # a split of a fixed seed: a secret one could make a public part's figure equal the hidden
+    # run's by chance (4 digits of a tiny set), and the walk would see a leak that is not one
+    parts.draw(session, storage, phase=eval_phase, seed=7, user=None, now=NOW,
+               gold=gold.parsed_gold(session, storage, task=task, split=eval_phase.split))
     session.commit()
     run = submissions.submit(session, storage, team=team_a, phase=eval_phase, user=captain,
                              name="public-run", files=tiny_data.run(seed=1), now=NOW)

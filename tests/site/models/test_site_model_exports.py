@@ -4,11 +4,14 @@ run page; the run page and board say which prompt and mapping were applied."""
 
 from __future__ import annotations
 
+import json
+
 import jsonschema
 import pytest
 import yaml
 from sqlalchemy import select
 
+from evaluation.version import __version__
 from semboard.jobs.queue import wait_for_threads
 from semboard.models import Run
 from tests.site.model_track_support import post_model, zip_folder
@@ -30,7 +33,7 @@ def worded_model(tmp_path_factory: pytest.TempPathFactory):
 
 def test_a_model_run_exports_mteb_eee_and_model_index(client, models_world, session,
                                                       worded_model) -> None:
-    from tests.baselines.mteb_env import eee_schema, mteb_load
+    from tests.baselines.mteb_env import MTEB_VERSION, eee_schema, mteb_load
 
     headers = models_world["tokens"]["a"]
     response = post_model(client, headers, zip_folder(worded_model), name="tiny-encoder",
@@ -48,9 +51,20 @@ def test_a_model_run_exports_mteb_eee_and_model_index(client, models_world, sess
 
     mteb = client.get(f"{API}/runs/{run.id}/exports/mteb", headers=headers)
     assert mteb.status_code == 200
-    loaded = mteb_load(mteb.get_json())
-    assert loaded["task_name"] == run.task.name
-    assert loaded["main"] == {k: v["metrics"]["pearson"]["value"] for k, v in datasets.items()}
+    result = mteb.get_json()
+    loaded = mteb_load(result)
+    assert loaded["task_name"] == run.task.name  # the tiny task: MTEB has no name for it
+    # mteb's own reading gives the board's ranking figure (ALL), in its loader and its table
+    board_all = score.scores["aggregates"]["ALL"]["value"]
+    assert loaded["main"] == {"default": board_all}
+    assert loaded["score"] == loaded["table"] == pytest.approx(board_all, abs=1e-12)
+    assert loaded["languages"] == {"default": ["und-Zyyy"]}  # the definition names none
+    assert loaded["mteb_version"] == MTEB_VERSION
+    assert json.loads(loaded["dataset_revision"]) == score.scores["signature"]
+    subset = result["scores"]["test"][0]  # the phase "eval" scores the split "test"
+    assert subset["ranking_metric"] == "ALL"
+    assert {k: v["pearson"] for k, v in subset["datasets"].items()} == {
+        k: v["metrics"]["pearson"]["value"] for k, v in datasets.items()}
 
     eee = client.get(f"{API}/runs/{run.id}/exports/every-eval-ever", headers=headers)
     record = eee.get_json()
@@ -66,9 +80,16 @@ def test_a_model_run_exports_mteb_eee_and_model_index(client, models_world, sess
     assert ci and [first["score_details"]["uncertainty"]["confidence_interval"][k]
                    for k in ("lower", "upper")] == ci
     assert record["eval_library"]["additional_details"]["prompt"] == '"it is: "'
+    assert record["eval_library"]["version"] == __version__  # semboard's, not "unknown"
+    # the model under its own name (the zip's folder), the run's name beside it
+    assert record["model_info"]["name"] == "tiny-bert"
+    assert record["model_info"]["id"] == f"{run.team.name}/tiny-bert"
+    assert record["model_info"]["additional_details"]["run"] == "tiny-encoder"
 
     card = client.get(f"{API}/runs/{run.id}/exports/model-index", headers=headers)
     block = yaml.safe_load(card.get_data(as_text=True))["model-index"][0]
+    assert block["name"] == "tiny-bert"
+    assert {r["dataset"]["split"] for r in block["results"]} == {"test"}  # not the phase "eval"
     assert {r["dataset"]["type"].split("/")[1]: r["metrics"][0]["value"]
             for r in block["results"]} == pytest.approx(
         {k: v["metrics"]["pearson"]["value"] for k, v in datasets.items()}, abs=1e-6)

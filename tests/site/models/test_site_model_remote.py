@@ -349,7 +349,8 @@ def test_a_worker_s_failure_fails_the_model_once(app, client, remote_world, sess
     job = _claim(client, headers).get_json()
     # a run said to come from another model is refused as the site's own job refuses it
     other = client.post(job["urls"]["result"], headers=headers, data={
-        "attempt": "1", "metadata": '{"model_digest": "' + "0" * 64 + '"}'},
+        "attempt": "1",
+        "metadata": '{"system": "model", "model_digest": "' + "0" * 64 + '"}'},
         content_type="multipart/form-data")
     assert other.status_code == 200 and other.get_json()["status"] == "failed"
     assert "digest differs" in other.get_json()["reason"]

@@ -178,7 +178,10 @@ def test_a_finished_job_reports_pairs_datasets_memory_and_the_model_s_name(
     done = _row(session, row.id)
     assert done.status == "done", done.reason
     body = client.get(f"{API}/models/{row.id}", headers=models_world["tokens"]["a"]).get_json()
-    assert body["display_name"] == "intfloat/multilingual-e5-small"
+    # config.json's _name_or_path names the checkpoint it was built on: the model is named by
+    # its folder (the zip's), its base apart
+    assert body["display_name"] == "tiny-bert"
+    assert body["base_model"] == "intfloat/multilingual-e5-small"
     progress = body["progress"]
     assert progress["done"] == progress["total"] > 0 and progress["eta_s"] is None
     assert progress["pairs_per_s"] > 0 and progress["peak_rss_bytes"] > 1 << 20
@@ -188,7 +191,7 @@ def test_a_finished_job_reports_pairs_datasets_memory_and_the_model_s_name(
     assert "about 12 s left" in line and "peak memory" in line
     # the board's badge names the model, the architecture beside it
     board = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
-    assert "intfloat/multilingual-e5-small</span> · BertModel" in board
+    assert "tiny-bert</span> · BertModel" in board
 
 
 def test_flask_worker_serves_the_model_queue_by_default() -> None:

@@ -1,0 +1,420 @@
+"""A board stored in parts read back by any process: each row parsed once per process, by its key.
+
+A stored board is its rows' parts (`PreparedBoardRow`: a row's JSON and CSV texts with the rank
+and group cells open, its ranking values, intervals and score) under a digest of each part's
+text, and a frame naming them in order (prepared.py stores both). A row's key names its content,
+so a row parsed once is never stale: a version another process stored is read by the rows this
+process has not seen (an upload: one), and each ranking key's sorted values are those of the
+version this process read before with the changed rows taken out and put in. What a version
+costs a reader is the rows that changed, not the rows the board holds.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from semboard.cache import LRU
+from semboard.models import PreparedBoardRow
+from semboard.services.boards.leaderboard import (
+    Column,
+    Leaderboard,
+    RankedRows,
+    Row,
+    encode_json,
+    fill_csv,
+    seeded_board,
+)
+from semboard.services.runs import primary
+
+# what a board stored in parts gives back when read: its JSON text, CSV text and intervals
+Texts = tuple[str, str, dict[str, Any]]
+# Rows read at once by their keys (bounded IN lists).
+_CHUNK = 500
+# More changed rows than this fraction of the board: the sorted values are made afresh.
+_REBUILD_SHARE = 0.25
+
+
+class StoredRow:
+    """One stored row's part, parsed once: its key, text, run, ranking values and intervals."""
+
+    __slots__ = ("_row", "intervals", "key", "part", "run_id", "score", "text", "values")
+
+    def __init__(self, key: str, text: str) -> None:
+        part = json.loads(text)
+        self.key, self.text, self.part = key, text, part
+        self.run_id: int = part["run"]
+        # None: the row takes no rank (a baseline), or its cells were written whole
+        self.values: dict[str, float] | None = part.get("values")
+        self.score: int | None = part.get("score")
+        self.intervals: dict[str, list[float]] = part["intervals"]
+        self._row: Row | None = None
+
+    def row(self) -> Row:
+        """The row without ranks or groups (RankedRows makes them where it is read), made once
+        and shared read-only by every version that names this part."""
+        found = self._row
+        if found is None:
+            pieces = self.part["json"]
+            text = (pieces if isinstance(pieces, str)
+                    else pieces[0] + "{}" + pieces[1] + "{}" + pieces[2])
+            data = json.loads(text)
+            data["submitted_at"] = datetime.fromisoformat(data["submitted_at"])
+            if not isinstance(pieces, str):
+                data["ranks"], data["groups"] = {}, {}
+            # keyed by this part (Row.json_parts / csv_parts key their texts by the source)
+            found = self._row = Row(**data, source=self)
+        return found
+
+
+# Parsed rows by key (a digest of the row's text, so never stale), shared by every board of the
+# process; big enough for a 10,000-run board: a new version then parses its changed rows only.
+_ROWS: LRU[str, StoredRow] = LRU(12_288)
+
+
+def parsed(key: str, text: str) -> StoredRow:
+    """The parsed row of this key (its text parsed once per process)."""
+    found = _ROWS.get(key)
+    return found if found is not None else _ROWS.put(key, StoredRow(key, text))
+
+
+def read_rows(session: Session, phase_id: int, keys: Iterable[str],
+              board_size: int = 0) -> dict[str, StoredRow] | None:
+    """The stored rows of these keys (of a board of `board_size` rows): the ones this process
+    has parsed from memory, the others read from the database; None where one is no longer
+    stored (a newer version replaced it meanwhile)."""
+    found: dict[str, StoredRow] = {}
+    missing = []
+    for key in keys:
+        row = _ROWS.get(key)
+        if row is None:
+            missing.append(key)
+        else:
+            found[key] = row
+    if not missing:
+        return found
+    if 2 * len(missing) > board_size:  # most of the board (a cold process): one scan
+        wanted = set(missing)
+        statement = select(PreparedBoardRow.key, PreparedBoardRow.parts).where(
+            PreparedBoardRow.phase_id == phase_id)
+        for key, text in session.execute(statement):
+            if key in wanted:
+                found[key] = parsed(key, text)
+    else:
+        for start in range(0, len(missing), _CHUNK):
+            for key, text in session.execute(
+                    select(PreparedBoardRow.key, PreparedBoardRow.parts).where(
+                        PreparedBoardRow.phase_id == phase_id,
+                        PreparedBoardRow.key.in_(missing[start:start + _CHUNK]))):
+                found[key] = parsed(key, text)
+    if any(key not in found for key in missing):
+        return None
+    return found
+
+
+class StoredRows(RankedRows):
+    """A stored board's rows in order (parsed parts), each made into a Row with this version's
+    ranks and groups where it is read (RankedRows): a page makes its own rows only."""
+
+    def __init__(self, rows: list[StoredRow], *, values: dict[int, dict[str, float]],
+                 sorted_values: dict[str, list[float]], signs: dict[str, float],
+                 groups: dict[str, dict[str, int]], models: bool) -> None:
+        super().__init__(rows, values=values, sorted_values=sorted_values,  # type: ignore[arg-type]
+                         signs=signs, groups=groups)
+        self._models = models
+
+    def row(self, i: int) -> Row:
+        found = self._done.get(i)
+        if found is None:
+            stored: StoredRow = list.__getitem__(self, i)  # type: ignore[assignment]
+            found = self._done[i] = self._resolve(stored.row())
+        return found
+
+    def raw(self) -> list[Row]:
+        return [stored.row() for stored in list.__iter__(self)]  # type: ignore[attr-defined]
+
+
+class View:
+    """One stored version of a board as this process reads it: its frame, its parsed rows in
+    order, each ranked run's values and each ranking key's sorted values (best first)."""
+
+    def __init__(self, frame: dict[str, Any], rows: list[StoredRow],
+                 by_key: dict[str, StoredRow], sorted_values: dict[str, list[float]],
+                 values: dict[int, dict[str, float]],
+                 intervals: dict[int, dict[str, list[float]]], keys_digest: str | None = None,
+                 keyset: frozenset[str] | None = None) -> None:
+        # keys_digest: its rows' keys in order (prepared.keys_digest), what stored edits name
+        self.frame, self.rows, self.by_key, self.keys_digest = frame, rows, by_key, keys_digest
+        self.sorted_values, self.values, self._intervals = sorted_values, values, intervals
+        self._keyset = keyset
+        self._board: dict[str, Any] | None = None
+
+    @property
+    def keyset(self) -> frozenset[str]:
+        """Its rows' keys (made when a later version is compared with it by its keys)."""
+        if self._keyset is None:
+            self._keyset = frozenset(self.by_key)
+        return self._keyset
+
+    @property
+    def signs(self) -> dict[str, float]:
+        """Each ranking key's sign (1 where lower is better, else -1)."""
+        return self.frame.get("signs", {})  # type: ignore[no-any-return]
+
+    @property
+    def groups(self) -> dict[str, dict[str, int]]:
+        """The board's groups {run id: {metric: group}}."""
+        return self.frame.get("groups", {})  # type: ignore[no-any-return]
+
+    def head(self) -> dict[str, Any]:
+        """The board's JSON form without its rows (columns, significance...), read once."""
+        if self._board is None:
+            self._board = json.loads(self.frame["json_head"] + self.frame["json_tail"])
+        return self._board
+
+    def columns(self) -> list[Column]:
+        """The board's columns."""
+        return [Column(**c) for c in self.head()["columns"]]
+
+    def intervals(self, *, in_order: bool = False) -> dict[int, dict[str, list[float]]]:
+        """Each row's stored CIs by run id (in_order: in run id order, as a build lists them;
+        else in no order: pages look them up)."""
+        if in_order:
+            return {run_id: self._intervals[run_id] for run_id in sorted(self._intervals)}
+        return self._intervals
+
+    def has_models(self) -> bool:
+        """Whether any row is a model-track run (the frame says; else the rows are looked at)."""
+        found = self.frame.get("models")
+        if found is None:
+            return any(row.row().model for row in self.rows)
+        return bool(found)
+
+    def board(self, task: Any, phase: Any) -> Leaderboard:
+        """The board of this version: rows made (with their ranks) where they are read."""
+        head = self.head()
+        rows = StoredRows(self.rows, values=self.values, sorted_values=self.sorted_values,
+                          signs=self.signs, groups=self.groups, models=self.has_models())
+        return Leaderboard(task=task, phase=phase, columns=self.columns(), rows=rows,
+                           significance=head.get("significance"),
+                           groups_pending=bool(head.get("groups_pending")),
+                           groups_pending_since=head.get("groups_pending_since"),
+                           intervals=self.intervals(),
+                           ranking=head.get("ranking", primary.EVERY))
+
+    def ranked_pairs(self) -> list[tuple[int, int]]:
+        """The ranked runs' (run id, score id) pairs, by run id (what their groups are of)."""
+        return sorted((row.run_id, row.score) for row in self.rows
+                      if row.values is not None and row.score is not None)
+
+    def seeded(self, task: Any, phase: Any) -> Leaderboard:
+        """This version as the board a build makes, with its index (a change is merged into
+        it): every row made, no score record read and nothing ranked but from the values."""
+        head = self.head()
+        ranked = dict(self.ranked_pairs())
+        return seeded_board(task, phase, columns=self.columns(),
+                            rows=[row.row() for row in self.rows], values=dict(self.values),
+                            ranked=ranked, groups=self.groups,
+                            intervals=self.intervals(in_order=True),
+                            significance=head.get("significance"),
+                            groups_pending=bool(head.get("groups_pending")),
+                            groups_pending_since=head.get("groups_pending_since"),
+                            first=self.frame.get("first"))
+
+    def texts(self) -> LazyTexts:
+        """The JSON and CSV texts and intervals of this version (the stored texts' bytes)."""
+        rows = self.rows
+        return LazyTexts(self.frame, lambda: [row.part for row in rows],
+                         ordered=self.sorted_values)
+
+
+def _sorted_values(frame: dict[str, Any], rows: list[StoredRow]) -> dict[str, list[float]]:
+    signs: dict[str, float] = frame.get("signs", {})
+    ordered: dict[str, list[float]] = {}
+    for row in rows:
+        for key, value in (row.values or {}).items():
+            ordered.setdefault(key, []).append(signs[key] * value)
+    for found in ordered.values():
+        found.sort()
+    return ordered
+
+
+def is_open(frame: dict[str, Any]) -> bool:
+    """Whether a frame's rows make their ranks from their values (else each row's ranks and
+    groups are stored with the frame)."""
+    return "ranks" not in frame
+
+
+def view_of(session: Session, phase_id: int, frame: dict[str, Any],
+            before: View | None = None, keys_digest: str | None = None) -> View | None:
+    """A stored version read by its keys: the rows `before` (this process's last read of the
+    board) holds are taken from it, the others read; its sorted values, values and intervals
+    are before's edited where few rows changed (set differences and lookups in C: no step per
+    row in Python). None where a row is no longer stored."""
+    keys: list[str] = frame["keys"]
+    keyset = frozenset(keys)
+    if before is not None and before.frame.get("signs") == frame.get("signs"):
+        new_keys = keyset - before.keyset
+        gone_keys = before.keyset - keyset
+        if len(new_keys) + len(gone_keys) <= _REBUILD_SHARE * max(len(keys), 1):
+            fetched = read_rows(session, phase_id, new_keys, len(keys))
+            if fetched is None:
+                return None
+            by_key = dict(before.by_key)
+            gone = [by_key.pop(key) for key in gone_keys]
+            by_key.update(fetched)
+            rows = list(map(by_key.__getitem__, keys))
+            return View(frame, rows, by_key, *_edited(before, frame, gone, list(fetched.values())),
+                        keys_digest=keys_digest, keyset=keyset)
+    found = read_rows(session, phase_id, keys, len(keys))
+    if found is None:
+        return None
+    rows = [found[key] for key in keys]
+    values = {row.run_id: row.values for row in rows if row.values is not None}
+    return View(frame, rows, found, _sorted_values(frame, rows), values,
+                {row.run_id: row.intervals for row in rows}, keys_digest=keys_digest, keyset=keyset)
+
+
+def view_of_delta(session: Session, phase_id: int, frame: dict[str, Any], before: View,
+                  delta: dict[str, Any], keys_digest: str | None) -> View | None:
+    """A stored version read by its edits from `before` (the version it was merged from): the
+    base's keys and rows with the positions that went taken out and the added rows (read, where
+    this process has not parsed them) put in, in turn, as the merge did (prepared._edited_parts).
+    Nothing but list moves in C for the rows that stayed. None where an added row is gone."""
+    keys = list(before.frame["keys"])
+    rows = list(before.rows)
+    gone = []
+    for at in reversed(delta["went"]):
+        keys.pop(at)
+        gone.append(rows.pop(at))
+    added: list[list[Any]] = delta["added"]
+    fetched = read_rows(session, phase_id, [key for _, key in added], len(keys) + len(added))
+    if fetched is None:
+        return None
+    for at, key in added:
+        keys.insert(at, key)
+        rows.insert(at, fetched[key])
+    by_key = dict(before.by_key)
+    for row in gone:
+        by_key.pop(row.key, None)
+    by_key.update(fetched)
+    return View({**frame, "keys": keys}, rows, by_key,
+                *_edited(before, frame, gone, list(fetched.values())),
+                keys_digest=keys_digest)
+
+
+def _edited(before: View, frame: dict[str, Any], gone: list[StoredRow], new: list[StoredRow]
+            ) -> tuple[dict[str, list[float]], dict[int, dict[str, float]],
+                       dict[int, dict[str, list[float]]]]:
+    """before's sorted values, values and intervals with the gone rows taken out and the new
+    put in (each copied: before's stay as they are, read by the board of its version)."""
+    signs: dict[str, float] = frame.get("signs", {})
+    ordered = {key: list(found) for key, found in before.sorted_values.items()}
+    values = dict(before.values)
+    intervals = dict(before.intervals())
+    for row in gone:
+        if intervals.get(row.run_id) is row.intervals:
+            del intervals[row.run_id]
+        if row.values is None:
+            continue
+        if values.get(row.run_id) is row.values:
+            del values[row.run_id]
+        for key, value in row.values.items():
+            kept = ordered[key]
+            del kept[bisect_left(kept, signs[key] * value)]
+    for row in new:
+        intervals[row.run_id] = row.intervals
+        if row.values is None:
+            continue
+        values[row.run_id] = row.values
+        for key, value in row.values.items():
+            insort(ordered.setdefault(key, []), signs[key] * value)
+    return ordered, values, intervals
+
+
+class LazyTexts:
+    """A stored board's JSON and CSV texts and intervals, each made from its frame and its rows'
+    parsed parts when first asked (a JSON download makes no CSV): each row's ranks made from
+    every row's values (competition ranks: one more than the number of better values;
+    `ordered`: each key's sorted values, where the caller has them), its groups from the
+    board's."""
+
+    def __init__(self, frame: dict[str, Any], parts: Callable[[], list[dict[str, Any]]],
+                 ordered: dict[str, list[float]] | None = None) -> None:
+        self.frame, self._parts, self._ordered = frame, parts, ordered
+        self._cells: list[tuple[dict[str, Any], dict[str, int], dict[str, int]]] | None = None
+
+    def cells(self) -> list[tuple[dict[str, Any], dict[str, int], dict[str, int]]]:
+        """Each row's part with its ranks and groups, in order (made once)."""
+        if self._cells is not None:
+            return self._cells
+        frame, parts = self.frame, self._parts()
+        explicit = not is_open(frame)
+        signs: dict[str, float] = frame.get("signs", {})
+        # a frame of format 3 (stored before ranks were made from values; a stand-in may serve
+        # it while the current version is prepared) lists each row's groups under "groups"
+        board_groups: dict[str, dict[str, int]] = {} if explicit else frame.get("groups", {})
+        row_groups = frame.get("row_groups", frame.get("groups")) if explicit else None
+        ordered = self._ordered
+        if not explicit and ordered is None:
+            ordered = {}
+            for part in parts:
+                for k, v in (part.get("values") or {}).items():
+                    ordered.setdefault(k, []).append(signs[k] * v)
+            for found in ordered.values():
+                found.sort()
+        cells = []
+        for i, part in enumerate(parts):
+            if explicit:
+                assert row_groups is not None
+                ranks, groups = frame["ranks"][i], row_groups[i]
+            else:
+                assert ordered is not None
+                values = part.get("values")
+                ranks = ({} if values is None else
+                         {k: bisect_left(ordered[k], signs[k] * v) + 1
+                          for k, v in values.items()})
+                groups = {m: g for m, g in board_groups.get(str(part["run"]), {}).items()
+                          if m in ranks}
+            cells.append((part, ranks, groups))
+        self._cells = cells
+        return cells
+
+    def json(self) -> str:
+        """The board's JSON text (the download's bytes)."""
+        encode = encode_json
+        rows = []
+        for part, ranks, groups in self.cells():
+            found = part["json"]
+            rows.append(found if isinstance(found, str)
+                        else found[0] + encode(ranks) + found[1] + encode(groups) + found[2])
+        return str(self.frame["json_head"] + ", ".join(rows) + self.frame["json_tail"])
+
+    def csv(self) -> str:
+        """The board's CSV text."""
+        ranked = self.frame["ranked"]
+        lines = [self.frame["csv_head"]]
+        for part, ranks, groups in self.cells():
+            found = part["csv"]
+            lines.append(found if isinstance(found, str)
+                         else fill_csv(found, ranked, ranks, groups))
+        return "".join(lines)
+
+    def intervals(self) -> dict[str, Any]:
+        """Each row's stored CIs by run id (text), in run id order."""
+        found = {part["run"]: part["intervals"] for part in self._parts()}
+        return {str(k): found[k] for k in sorted(found)}
+
+
+def texts_of_rows(frame: dict[str, Any], parts: list[dict[str, Any]],
+                  ordered: dict[str, list[float]] | None = None) -> Texts:
+    """A stored board's JSON and CSV texts and intervals from its frame and its rows' parsed
+    parts, in the frame's order (LazyTexts, all three)."""
+    texts = LazyTexts(frame, lambda: parts, ordered)
+    return texts.json(), texts.csv(), texts.intervals()
