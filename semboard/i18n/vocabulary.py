@@ -15,6 +15,8 @@ WORDS = frozenset((
     N_("upcoming"), N_("open"), N_("closed"), N_("reject"), N_("flag"),
     N_("public"), N_("hidden"), N_("organisers"), N_("runs"), N_("models"), N_("both"),
     N_("every"), N_("primary"), N_("contrastive"),
+    # a phase's boards and the parts of a split test set (issue 42)
+    N_("private"), N_("whole"), N_("frozen"), N_("live"),
     # runs, uploads, models, comparisons
     N_("received"), N_("valid"), N_("scored"), N_("error"), N_("replaced"), N_("invalid"),
     N_("accepted"), N_("rejected"), N_("queued"), N_("running"), N_("failed"), N_("done"),

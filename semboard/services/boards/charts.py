@@ -429,21 +429,23 @@ def analytics_model_times(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                           "title": "seconds"},
                                     "color": {"field": "part", "type": "nominal",
                                               "title": None}}})
-def shakeup_gap(teams: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any] | None:
+def shakeup_gap(teams: Sequence[Mapping[str, Any]], metric: str,
+                words: Words = ENGLISH) -> dict[str, Any] | None:
     """The shake-up report's chart: each team's public score minus its private score against
     the runs it submitted (a gap that grows with runs is the public part being overfitted);
     teams whose rank change is beyond split noise are marked."""
+    w = words.gettext
+    beyond, within = w("beyond split noise"), w("within split noise")
     points = [{"team": str(t["team"]), "runs": t["runs"], "gap": t["gap"],
-               "change": t["change"], "flagged": "beyond split noise" if t["flagged"]
-               else "within split noise"}
+               "change": t["change"], "flagged": beyond if t["flagged"] else within}
               for t in teams if isinstance(t.get("gap"), int | float)
               and math.isfinite(t["gap"])]
     if not points:
         return None
     return _base(
-        f"each team's public minus private {metric} against the number of runs it submitted; "
-        "teams whose rank change is beyond split noise are marked",
-        title=f"Public − private {metric} against runs submitted",
+        w("each team's public minus private %(metric)s against the number of runs it "
+          "submitted; teams whose rank change is beyond split noise are marked", metric=metric),
+        title=w("Public − private %(metric)s against runs submitted", metric=metric),
         width=WIDTH - 160, height=280,
         data={"values": points},
         layer=[
@@ -452,13 +454,13 @@ def shakeup_gap(teams: Sequence[Mapping[str, Any]], metric: str) -> dict[str, An
             {"name": "gaps",
              "mark": {"type": "point", "filled": True, "size": 60},
              "encoding": {
-                 "x": {"field": "runs", "type": "quantitative", "title": "runs submitted",
+                 "x": {"field": "runs", "type": "quantitative", "title": w("runs submitted"),
                        "scale": {"zero": False}},
                  "y": {"field": "gap", "type": "quantitative",
-                       "title": f"public − private {metric}"},
+                       "title": w("public − private %(metric)s", metric=metric)},
                  "shape": {"field": "flagged", "type": "nominal", "title": None},
                  "color": {"field": "flagged", "type": "nominal", "title": None,
-                           "scale": {"domain": ["within split noise", "beyond split noise"],
+                           "scale": {"domain": [within, beyond],
                                      "range": ["#2563eb", BEST_COLOUR]}},
                  "tooltip": [{"field": "team"}, {"field": "runs"},
                              {"field": "gap", "format": ".4f"}, {"field": "change"}]}},

@@ -221,7 +221,7 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
             board = reveal.build_board(session, phase=phase, kind="frozen")
         slug = safe_name(phase.slug)
         folder = f"phases/{slug}"
-        extras = _beside(session, storage, writer, phase, folder, now, compute_groups)
+        extras = _beside(session, storage, writer, phase, folder, now, compute_groups, words)
         writer.write(f"{folder}/board.csv", board.to_csv())
         writer.write(f"{folder}/board.json",
                      json.dumps(board.to_json(), indent=2, ensure_ascii=False, allow_nan=False))
@@ -287,7 +287,7 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
 
 
 def _beside(session: Session, storage: Storage, writer: _Writer, phase: Phase, folder: str,
-            now: datetime, compute: bool) -> list[str]:
+            now: datetime, compute: bool, words: Words) -> list[str]:
     """The boards beside the phase's own a visitor may see (frozen; once revealed the private
     and whole boards, the shake-up report and its chart, and the split where its gold is
     public); their file names."""
@@ -300,7 +300,7 @@ def _beside(session: Session, storage: Storage, writer: _Writer, phase: Phase, f
         writer.write(f"{folder}/{name}", text)
     names = sorted(found)
     if "shakeup.json" in found:
-        spec = reveal.report_chart(json.loads(found["shakeup.json"]))
+        spec = reveal.report_chart(json.loads(found["shakeup.json"]), words)
         if spec is not None:
             writer.write(f"{folder}/charts/shakeup.svg", chartsvg.render(spec))
             names.append("charts/shakeup.svg")

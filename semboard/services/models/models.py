@@ -133,8 +133,8 @@ def check_options(phase: Phase, *, prompt: str | None, prompt_name: str | None,
         raise InvalidData('training_data: give a text, or {"text": ..., "answers": {...}}')
     declaration, issues = check_training_data(definitions.phase_definition(phase), text, given)
     if issues:
-        raise InvalidData(f"the training-data declaration has {len(issues)} problem(s)",
-                          issues)
+        raise InvalidData("the training-data declaration has %(count)s problem(s)",
+                          issues, count=len(issues))
     return declaration
 
 
@@ -419,7 +419,7 @@ _UNKNOWN: Any = object()
 
 
 def model_json(session: Session, row: ModelSubmission, *, now: datetime,
-               position: int | None = _UNKNOWN, waiting: dict[int, str] | None = None
+               position: int | None = _UNKNOWN, waiting: Mapping[int, str] | None = None
                ) -> dict[str, Any]:
     """The JSON form of a model submission (for its team and the organisers); position: its
     place in the queue when the caller read the queue's order already (lists); waiting: why

@@ -196,10 +196,10 @@ def _private_refusal(session: Session, user: User | None, phase: Phase | None,
     if phase is None:
         return Forbidden("a private part belongs to a phase")
     if not revealed(session, phase, now):
-        return Forbidden(f"the private part of phase {phase.slug}'s test set stays hidden until "
-                         "its reveal")
+        return Forbidden("the private part of phase %(phase)s's test set stays hidden until "
+                         "its reveal", phase=phase.slug)
     if not can_view_leaderboard(session, user, phase):
-        return Forbidden(f"the results of phase {phase.slug} are not published")
+        return Forbidden("the results of phase %(phase)s are not published", phase=phase.slug)
     return None
 
 

@@ -73,15 +73,16 @@ def set_freeze(session: Session, phase: Phase, *, freeze_at: datetime | None, re
     the phase (from its opening to its close)."""
     access.require_organiser(session, user, phase.task)
     if reveal not in REVEALS:
-        raise InvalidData(f"a phase reveals at {' or '.join(repr(r) for r in REVEALS)}, "
-                          f"not {reveal!r}")
+        raise InvalidData("a phase reveals at %(reveals)s, not %(reveal)r",
+                          reveals=" or ".join(repr(r) for r in REVEALS), reveal=reveal)
     if freeze_at is not None:
         if freeze_at.tzinfo is None:
             raise InvalidData("the freeze time must carry a timezone (times are UTC)")
         if not phase.opens_at <= freeze_at < phase.closes_at:
-            raise InvalidData(f"the freeze time must lie between the phase's opening "
-                              f"({phase.opens_at:%Y-%m-%d %H:%M} UTC) and its close "
-                              f"({phase.closes_at:%Y-%m-%d %H:%M} UTC)")
+            raise InvalidData("the freeze time must lie between the phase's opening "
+                              "(%(opens)s) and its close (%(closes)s)",
+                              opens=f"{phase.opens_at:%Y-%m-%d %H:%M} UTC",
+                              closes=f"{phase.closes_at:%Y-%m-%d %H:%M} UTC")
     before = (phase.freeze_at, phase.reveal)
     phase.freeze_at, phase.reveal = freeze_at, reveal
     session.flush()
