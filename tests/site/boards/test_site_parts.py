@@ -335,9 +335,11 @@ def test_a_draft_listing_live_scores_waits_for_the_reveal(session, split_world, 
 
 
 def _numbers(value: Any) -> set[str]:
-    """Every number in a score's JSON, as pages print them (4 decimals)."""
+    """Every number in a score's JSON, as pages print them: 4 decimals, and the start of its
+    full form (a sortable cell's data-sort-value: 0.97958... holds the figure 0.9795)."""
     if isinstance(value, float):
-        return {f"{value:.4f}"}
+        shown = f"{value:.4f}"
+        return {shown, repr(value)[:len(shown)]}
     if isinstance(value, dict):
         return set().union(*map(_numbers, value.values())) if value else set()
     if isinstance(value, list):
