@@ -476,7 +476,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "": ("name", "title", "description", "source", "layout", "scores", "inputs", "gold", "run",
          "metrics", "tracks", "datasets", "default_split", "splits", "system_description",
          "teams", "terms", "terms_url", "license", "citation", "phase_terms", "participation",
-         "parts", "training_data", "exports"),
+         "language", "score_digits", "translations", "parts", "training_data", "exports"),
     "layout.": ("input", "gold"),
     "scores.": ("min", "max", "nan_policy", "model_mapping"),
     "inputs.": ("format", "columns", "header", "id", "texts", "split", "transform", "genre",
@@ -1122,6 +1122,7 @@ _QUESTION_KEYS = ("system_description", "training_data")
 _RULE_KEYS = ("rank_datasets", "overall_needs_all_datasets")
 _PARTICIPATION_KEYS = ("terms", "terms_url", "license", "citation", "phase_terms",
                        "participation")
+_TEXT_KEYS = ("language", "score_digits", "translations")
 
 
 def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
@@ -1144,6 +1145,10 @@ def _check_closing_settings(doc: dict[str, Any], source: str) -> None:
         from evaluation.participation import parse_participation  # on use: the scorer's start
 
         parse_participation(doc, source)
+    if any(key in doc for key in _TEXT_KEYS):
+        from evaluation.texts import parse_texts  # on use: the scorer's start
+
+        parse_texts(doc, source)
     if "parts" in doc:
         from evaluation.partsrule import parse_parts  # on use: the scorer's start
 

@@ -11,7 +11,9 @@ from flask import Flask
 from flask.cli import FlaskGroup, ScriptInfo
 
 from semboard import cli, config
-from semboard.extensions import csrf, login_manager
+from semboard.extensions import babel, csrf, login_manager
+from semboard.i18n import catalogues, pages
+from semboard.i18n.languages import SOURCE
 from semboard.web import errors as web_errors  # `semboard.errors` names the domain errors
 from semboard.web import hardening
 
@@ -41,9 +43,16 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     if not app.config.get("SECRET_KEY"):
         app.config["SECRET_KEY"] = config.instance_secret_key(app.instance_path)
     config.check(app.config)
+    pages.check_default(app.config)
 
     hardening.install(app)  # before the blueprints: their <int:...> routes use its converter
     login_manager.init_app(app)
+    # the reader's language (account, cookie, Accept-Language, SEMBOARD_LANGUAGE); the API and
+    # commands speak English; catalogues are read when a language is first used
+    babel.init_app(app, default_locale=SOURCE, default_timezone="UTC",
+                   default_translation_directories=str(catalogues.TRANSLATIONS),
+                   locale_selector=pages.select_language, timezone_selector=pages.select_timezone)
+    pages.install_templates(app)
     csrf.init_app(app)
     cli.register(app)
     if _finding_commands():

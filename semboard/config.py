@@ -122,6 +122,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SEMBOARD_BASE_URL", str, "",
             "the site's public URL, e.g. `https://board.example.org`: every link in mail is "
             "built from it (required when `SEMBOARD_MAIL_URL` is set)"),
+    Setting("SEMBOARD_LANGUAGE", str, "`en`",
+            "the site's default language (`en`, `es`, `ar` or `hi`), for readers whose account, "
+            "cookie and browser name none the site speaks; the JSON API and commands stay English"),
     Setting("SEMBOARD_SITE_NAME", str, "semboard",
             "the site's name as the evaluator in exported results (MTEB TaskResult, Every Eval "
             "Ever records, model-index blocks)"),
@@ -269,6 +272,7 @@ def defaults(instance_path: str | Path) -> dict[str, Any]:
         "SEMBOARD_MAIL_URL": "",
         "SEMBOARD_MAIL_FROM": "",
         "SEMBOARD_BASE_URL": "",
+        "SEMBOARD_LANGUAGE": "en",
         # where groups are computed after a change: "" chooses (rq with REDIS_URL, else a process)
         "SEMBOARD_BOARD_JOBS": "",
         # How many reverse proxies of ours stand in front (their X-Forwarded-For is believed).

@@ -142,12 +142,14 @@ def require_text(value: str, *, what: str, limit: int | None = None,
     through here (or require_fits) in its service; the pages and API refuse control characters
     earlier, the command line and the site's own callers here."""
     if limit is not None and len(value) > limit:
-        raise InvalidData(f"{what} has at most {limit} characters ({len(value)} given)")
+        raise InvalidData("%(what)s has at most %(limit)s characters (%(given)s given)",
+                          what=what, limit=limit, given=len(value))
     for char in value:
         if one_line and char in "\n\r":
-            raise InvalidData(f"{what} must be on one line (it contains a line break)")
+            raise InvalidData("%(what)s must be on one line (it contains a line break)", what=what)
         if char not in "\t\n\r" and unicodedata.category(char) == "Cc":
-            raise InvalidData(f"{what} may not contain the control character U+{ord(char):04X}")
+            raise InvalidData("%(what)s may not contain the control character U+%(code)s",
+                              what=what, code=f"{ord(char):04X}")
     return value
 
 
@@ -155,7 +157,7 @@ def require_fits(value: str, column: Any, what: str) -> str:
     """value, unless it is longer than the model column holds (PostgreSQL would refuse it)."""
     limit = column.property.columns[0].type.length
     if len(value) > limit:
-        raise InvalidData(f"{what} has at most {limit} characters")
+        raise InvalidData("%(what)s has at most %(limit)s characters", what=what, limit=limit)
     return value
 
 

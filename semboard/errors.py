@@ -11,14 +11,56 @@ def issue_dicts(issues: Iterable[Any]) -> list[Any]:
     return [i.to_dict() if hasattr(i, "to_dict") else i for i in issues]
 
 
+class Phrase(str):
+    """Text a service words for people: a str of its English form that keeps its msgid and
+    values, so a page can say it in the reader's language (a part of a message, or a refusal's
+    reason); pybabel extracts Phrase("...") like an error's message."""
+
+    msgid: str
+    values: dict[str, Any]
+
+    def __new__(cls, msgid: str, **values: Any) -> Phrase:
+        """The English text of msgid with values filled in."""
+        made = super().__new__(cls, msgid % values if values else msgid)
+        made.msgid, made.values = msgid, values
+        return made
+
+
+def said(text: Any) -> dict[str, Any] | None:
+    """A DomainError's or Phrase's words as JSON (msgid and values, nested words too); None
+    for other text."""
+    if not isinstance(text, DomainError | Phrase):
+        return None
+    values = {key: said(value) or (value if isinstance(value, int | float) else str(value))
+              for key, value in text.values.items()}
+    return {"msgid": text.msgid, "values": values}
+
+
+def said_again(data: dict[str, Any]) -> Phrase:
+    """The Phrase that `said` wrote down."""
+    values = {key: said_again(value) if isinstance(value, dict) else value
+              for key, value in (data.get("values") or {}).items()}
+    return Phrase(data["msgid"], **values)
+
+
 class DomainError(Exception):
-    """A user-facing refusal with a message; `status` is the HTTP status the API uses."""
+    """A user-facing refusal with a message; `status` is the HTTP status the API uses.
+
+    The message is a catalogue msgid with %(name)s fields and `values` fills them in: the API
+    and commands say it in English (`message`), pages in the reader's language (pybabel
+    extracts the first argument of every error class named in semboard.i18n.extraction).
+    """
 
     status = 400
 
-    def __init__(self, message: str, issues: list[Any] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(self, message: str, issues: list[Any] | None = None, **values: Any) -> None:
+        if isinstance(message, Phrase) and not values:
+            values = message.values
+            message = message.msgid
+        self.msgid = message
+        self.values = values
+        self.message = message % values if values else message
+        super().__init__(self.message)
         self.issues = list(issues or [])
 
     def __str__(self) -> str:

@@ -126,6 +126,8 @@ class User(Base):
     notify_results: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     # Set when the owner deleted the account: the row stays (runs name it), its personal data goes.
     deleted_at: Mapped[datetime | None]
+    # The language the account chose (issue 43): its pages and its mail; None: negotiated.
+    language: Mapped[str | None] = mapped_column(String(8))
 
     tokens: Mapped[list[ApiToken]] = relationship(back_populates="user")
 
@@ -558,6 +560,9 @@ class UploadLog(Base):
     run_name: Mapped[str] = mapped_column(String(255), default="")
     outcome: Mapped[str] = mapped_column(String(10))
     message: Mapped[str] = mapped_column(Text, default="")
+    # the message as the site's words (errors.said: msgid and values), so a page can say it in
+    # its reader's language; None for entries made before issue 43
+    said: Mapped[dict[str, Any] | None]
     issues: Mapped[list[Any]] = mapped_column(default=list)
     filenames: Mapped[list[Any]] = mapped_column(default=list)
     total_bytes: Mapped[int] = mapped_column(BYTES, default=0)
@@ -935,6 +940,9 @@ class TermsVersion(Base):
     text: Mapped[str] = mapped_column(Text)
     digest: Mapped[str] = mapped_column(String(64))
     source: Mapped[str] = mapped_column(String(12))
+    # The text in other languages ({code: text}), shown to readers of those languages; the
+    # version (its digest) is the text's own
+    translations: Mapped[dict[str, Any] | None]
     created_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
     created_at: Mapped[datetime]
     # when the version takes effect (None: when created); until then the one before it is in
@@ -965,6 +973,8 @@ class TermsAcceptance(Base):
     digest: Mapped[str] = mapped_column(String(64))
     client: Mapped[str] = mapped_column(String(8))
     accepted_at: Mapped[datetime]
+    # The language of the text shown when it was accepted (None: before issue 43, or the API)
+    language: Mapped[str | None] = mapped_column(String(8))
 
     version: Mapped[TermsVersion] = relationship()
     user: Mapped[User] = relationship()
@@ -1021,6 +1031,8 @@ class Announcement(Base):
     status: Mapped[str] = mapped_column(String(8))
     title: Mapped[str] = mapped_column(String(200))
     body: Mapped[str] = mapped_column(Text)
+    # The announcement in other languages ({code: {"title": ..., "body": ...}})
+    translations: Mapped[dict[str, Any] | None]
     created_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))
     created_at: Mapped[datetime]
     sent_by_id: Mapped[int | None] = mapped_column(ForeignKey("user_account.id"))

@@ -4,6 +4,14 @@
 (function () {
   "use strict";
 
+  // The page's language, through static/semboard.js (English without it).
+  function gettext(msgid, values) {
+    var words = window.semboardI18n;
+    return words ? words.gettext(msgid, values) : msgid.replace(/%\((\w+)\)s/g, function (m, k) {
+      return values && k in values ? String(values[k]) : m;
+    });
+  }
+
   function embedOptions() {
     return {
       renderer: "svg",
@@ -49,7 +57,8 @@
       wireDownloads(figure, result.view);
       figure.setAttribute("data-rendered", "1");
     }).catch(function (err) {
-      fail(figure, "The chart could not be drawn (" + err.message + "); see the table version.");
+      fail(figure, gettext("The chart could not be drawn (%(error)s); see the table version.",
+        { error: err.message }));
     });
   }
 
@@ -66,7 +75,7 @@
         return response.json();
       })
       .then(function (spec) { return render(figure, spec); })
-      .catch(function (err) { fail(figure, "No chart (" + err.message + ")."); });
+      .catch(function (err) { fail(figure, gettext("No chart (%(error)s).", { error: err.message })); });
   }
 
   function init() {

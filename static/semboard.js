@@ -3,6 +3,42 @@
 (function () {
   "use strict";
 
+  // Words in the page's language: the page embeds its scripts' catalogue as JSON (the strings
+  // of this file and charts.js, extracted by pybabel); without one, the English msgids.
+  var catalogue = (function () {
+    var node = document.getElementById("semboard-i18n");
+    try { return node ? JSON.parse(node.textContent) : {}; } catch (e) { return {}; }
+  })();
+  var pluralRules = window.Intl && window.Intl.PluralRules ?
+    new window.Intl.PluralRules(document.documentElement.lang || "en") : null;
+
+  function fill(text, values) {
+    return text.replace(/%(\((\w+)\)[sd]|%)/g, function (match, spec, name) {
+      if (spec === "%") { return "%"; }
+      return values && Object.prototype.hasOwnProperty.call(values, name) ?
+        String(values[name]) : match;
+    });
+  }
+
+  function gettext(msgid, values) {
+    var text = catalogue[msgid];
+    return fill(typeof text === "string" ? text : msgid, values);
+  }
+
+  function ngettext(singular, plural, n, values) {
+    var forms = catalogue[singular];
+    var text = n === 1 ? singular : plural;
+    if (forms && typeof forms === "object" && pluralRules) {
+      text = forms[pluralRules.select(n)] || forms.other || text;
+    }
+    var all = { num: n };
+    Object.keys(values || {}).forEach(function (k) { all[k] = values[k]; });
+    return fill(text, all);
+  }
+
+  // charts.js says its words through these
+  window.semboardI18n = { gettext: gettext, ngettext: ngettext };
+
   function cellValue(row, index) {
     var cell = row.cells[index];
     if (!cell) { return null; }
@@ -61,18 +97,16 @@
     });
   }
 
-  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
-
   function describe(ms) {
     var s = Math.floor(Math.abs(ms) / 1000);
     var d = Math.floor(s / 86400); s -= d * 86400;
     var h = Math.floor(s / 3600); s -= h * 3600;
     var m = Math.floor(s / 60); s -= m * 60;
     var parts = [];
-    if (d) { parts.push(plural(d, "day")); }
-    if (d || h) { parts.push(plural(h, "hour")); }
-    if (!d) { parts.push(plural(m, "minute")); }
-    if (!d && !h) { parts.push(plural(s, "second")); }
+    if (d) { parts.push(ngettext("%(num)d day", "%(num)d days", d)); }
+    if (d || h) { parts.push(ngettext("%(num)d hour", "%(num)d hours", h)); }
+    if (!d) { parts.push(ngettext("%(num)d minute", "%(num)d minutes", m)); }
+    if (!d && !h) { parts.push(ngettext("%(num)d second", "%(num)d seconds", s)); }
     return parts.join(" ");
   }
 
@@ -85,7 +119,8 @@
       var target = Date.parse(node.getAttribute("data-countdown"));
       if (isNaN(target)) { return; }
       var diff = target - now;
-      node.textContent = diff >= 0 ? "in " + describe(diff) : describe(diff) + " ago";
+      node.textContent = diff >= 0 ? gettext("in %(time)s", { time: describe(diff) }) :
+        gettext("%(time)s ago", { time: describe(diff) });
       node.setAttribute("data-live", "1");
     });
   }
@@ -134,7 +169,12 @@
     if (message && !window.confirm(message)) { event.preventDefault(); }
   });
 
-  function megabytes(n) { return (n / 1e6).toFixed(1) + " MB"; }
+  function megabytes(n) { return gettext("%(size)s MB", { size: (n / 1e6).toFixed(1) }); }
+
+  function uploading(sent, total) {
+    return gettext("Uploading… %(percent)s%% (%(sent)s of %(total)s)", {
+      percent: Math.floor(100 * sent / total), sent: megabytes(sent), total: megabytes(total) });
+  }
 
   // Upload forms (data-upload-progress) send their files with a progress bar: a model may take
   // minutes. The answer (the page a redirect leads to, or the form with every problem) then
@@ -148,7 +188,7 @@
     var box = progressBox(form);
     var bar = box.querySelector("progress");
     var label = box.querySelector("span");
-    label.textContent = "Uploading…";
+    label.textContent = gettext("Uploading…");
     if (button) { button.disabled = true; }
     var target = form.getAttribute("action") || window.location.href;
     var xhr = new XMLHttpRequest();
@@ -157,9 +197,8 @@
       if (!e.lengthComputable) { return; }
       bar.max = e.total;
       bar.value = e.loaded;
-      label.textContent = "Uploading… " + Math.floor(100 * e.loaded / e.total) + "% (" +
-        megabytes(e.loaded) + " of " + megabytes(e.total) + ")";
-      if (e.loaded >= e.total) { label.textContent = "Uploaded; the site is checking it…"; }
+      label.textContent = uploading(e.loaded, e.total);
+      if (e.loaded >= e.total) { label.textContent = gettext("Uploaded; the site is checking it…"); }
     });
     xhr.addEventListener("load", function () {
       var landed = xhr.responseURL || target;
@@ -171,8 +210,8 @@
       }
     });
     xhr.addEventListener("error", function () {
-      label.textContent = "The upload failed (the connection was lost). Nothing was stored; " +
-        "try again.";
+      label.textContent = gettext("The upload failed (the connection was lost). Nothing was " +
+        "stored; try again.");
       if (button) { button.disabled = false; }
     });
     xhr.send(new FormData(form));
@@ -243,19 +282,18 @@
     function show(sent) {
       bar.max = file.size;
       bar.value = sent;
-      label.textContent = "Uploading… " + Math.floor(100 * sent / file.size) + "% (" +
-        megabytes(sent) + " of " + megabytes(file.size) + ")";
+      label.textContent = uploading(sent, file.size);
     }
 
     var fields = new FormData(form);
     fields.delete(input.name);
     fields.append("size", String(file.size));
     fields.append("filename", file.name);
-    label.textContent = "Starting the upload…";
+    label.textContent = gettext("Starting the upload…");
     send("POST", form.getAttribute("data-model-parts"), fields, headers, null,
       function (status, upload) {
         if (status !== 201 || !upload) {
-          fail(upload, "The upload could not start (HTTP " + status + ").");
+          fail(upload, gettext("The upload could not start (HTTP %(status)s).", { status: status }));
           return;
         }
         next(upload);
@@ -275,24 +313,24 @@
           failures += 1;  // ask where the upload stands, go on from there
           window.setTimeout(function () {
             send("GET", upload.upload_url, null, {}, null, function (s, state) {
-              if (s === 200 && state) { next(state); } else { fail(state, "The upload broke off; try again."); }
+              if (s === 200 && state) { next(state); } else { fail(state, gettext("The upload broke off; try again.")); }
             });
           }, 1000 * failures);
           return;
         }
-        fail(answer, "The upload broke off (HTTP " + status + "); try again.");
+        fail(answer, gettext("The upload broke off (HTTP %(status)s); try again.", { status: status }));
       });
     }
 
     function finish(upload) {
       show(file.size);
-      label.textContent = "Uploaded; the site is checking the model…";
+      label.textContent = gettext("Uploaded; the site is checking the model…");
       send("POST", upload.finish_url, null, headers, null, function (status, answer) {
         if (status === 202 && answer && answer.redirect) {
           window.location.assign(answer.redirect);
           return;
         }
-        fail(answer, "The model was refused (HTTP " + status + ").");
+        fail(answer, gettext("The model was refused (HTTP %(status)s).", { status: status }));
       });
     }
   }

@@ -19,12 +19,14 @@ from semboard.storage import get_storage
 @click.argument("task_name")
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="A new or empty folder for the archive.")
-def results_archive(task_name: str, output: Path) -> None:
+@click.option("--language", default=None,
+              help="The pages' language: en, es, ar or hi (default: the task's own).")
+def results_archive(task_name: str, output: Path, language: str | None) -> None:
     """Write the task's public record (boards, charts, runs, released data) as a static site."""
     with command_session() as session:
         task = tasks.get_task(session, task_name)
         summary = archive.write_archive(session, get_storage(), task=task, out=output,
-                                        now=request_now())
+                                        now=request_now(), language=language)
     click.echo(f"wrote {summary.folder}: {len(summary.phases)} phase(s), {summary.runs} run(s), "
                f"{summary.files} files, {summary.size} bytes")
     for why in summary.left_out:

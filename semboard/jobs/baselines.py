@@ -49,22 +49,23 @@ def run_baselines(session: Session, storage: Storage, *, task_name: str,
     """Score the task's stored inputs with each system and submit as the Baselines team."""
     unknown = [s for s in systems if s not in SYSTEM_NAMES]
     if unknown:
-        raise InvalidData(f"unknown baseline system(s) {', '.join(unknown)}; known: "
-                          f"{', '.join(SYSTEM_NAMES)}")
+        raise InvalidData("unknown baseline system(s) %(unknown)s; known: %(SYSTEM_NAMES)s",
+                          unknown=', '.join(unknown), SYSTEM_NAMES=', '.join(SYSTEM_NAMES))
     task = tasks.get_task(session, task_name)
     phase = tasks.phase_for_submission(session, task, now=now, slug=phase_slug)
     definition = definitions.phase_definition(phase)  # the phase's split: its datasets and inputs
     stored = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
     if not stored:
-        raise InvalidData(f"no inputs of {task.name} have been published yet")
+        raise InvalidData("no inputs of %(task)s have been published yet", task=task.name)
     if phase.track:
         wanted = set(definition.track_datasets(phase.track))
         stored = {k: v for k, v in stored.items() if k in wanted}
     single = [d for d in stored if definition.dataset(d).inputs.single_text]
     if single:
-        raise InvalidData(f"dataset(s) {', '.join(single)} of {task.name} have one text an item; "
-                          "the baseline systems compare two texts (add the organisers' own "
-                          "outputs as rows: flask baselines add-file)")
+        raise InvalidData("dataset(s) %(single)s of %(task)s have one text an item; the "
+                          "baseline systems compare two texts (add the organisers' own outputs "
+                          "as rows: flask baselines add-file)",
+                          single=', '.join(single), task=task.name)
     team = teams.baseline_team(session, task=task, now=now)
     session.commit()
     total = sum(len(v) for v in stored.values())
@@ -141,11 +142,12 @@ def add_reference_files(session: Session, storage: Storage, app: Flask, *, task_
         raise InvalidData("give the reference output file(s) to add")
     provenance = " ".join(provenance.split())
     if len(provenance) > MAX_PROVENANCE:
-        raise InvalidData(f"the provenance has at most {MAX_PROVENANCE} characters")
+        raise InvalidData("the provenance has at most %(MAX_PROVENANCE)s characters",
+                          MAX_PROVENANCE=MAX_PROVENANCE)
     phase = tasks.phase_for_submission(session, task, now=now, slug=phase_slug)
     if not definitions.phase_definition(phase).run_in_filename and not name.strip():
-        raise InvalidData(f"the run file names of {task.name} carry no run name: give the "
-                          "row's name")
+        raise InvalidData("the run file names of %(task)s carry no run name: give the row's name",
+                          task=task.name)
     team = teams.baseline_team(session, task=task, now=now)
     listed = [{"filename": k, "sha256": sha256(v)} for k, v in sorted(files.items())]
     metadata: dict[str, Any] = {

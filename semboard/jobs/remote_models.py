@@ -114,7 +114,8 @@ def input_file(session: Session, token: WorkerToken, model_id: int, attempt: Any
     row = held_job(session, token, model_id, attempt)
     _definition, rows = model_jobs.job_inputs(session, row.phase)
     if dataset not in rows:
-        raise NotFound(f"model {model_id}'s job encodes no dataset {dataset!r}")
+        raise NotFound("model %(model_id)s's job encodes no dataset %(dataset)r",
+                       model_id=model_id, dataset=dataset)
     return rows[dataset]
 
 
@@ -148,7 +149,8 @@ def parse_metadata(text: str) -> dict[str, Any]:
     schema of a job's facts (baselines.models.facts: known keys, types, bounds); 422 naming
     what does not."""
     if len(text.encode()) > METADATA_BYTES:
-        raise InvalidData(f"the run's metadata is larger than {METADATA_BYTES >> 10} KiB")
+        raise InvalidData("the run's metadata is larger than %(METADATA_BYTES)s KiB",
+                          METADATA_BYTES=METADATA_BYTES >> 10)
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
@@ -185,8 +187,8 @@ def post_result(session: Session, storage: Storage, app: Flask, token: WorkerTok
     if taken.rowcount != 1:  # type: ignore[attr-defined]
         if row.status in ("done", "failed") and row.result_at is not None:
             return row
-        raise Conflict(f"the result of model {model_id} is being submitted by another request; "
-                       "ask again in a moment")
+        raise Conflict("the result of model %(model_id)s is being submitted by another "
+                       "request; ask again in a moment", model_id=model_id)
     _ = (row.team, row.user, row.phase)
     result = None if error is not None else ModelRun(dict(files or {}), metadata)
     outcome = model_jobs.settle(session, storage, app, row, result=result, error=error,
@@ -198,7 +200,8 @@ def post_result(session: Session, storage: Storage, app: Flask, token: WorkerTok
 def failure(kind: Any, reason: Any) -> ModelJobFailed:
     """A worker's account of a failed job (422 for a class it may not claim)."""
     if kind not in WORKER_FAILURES:
-        raise InvalidData(f"kind must be one of {', '.join(WORKER_FAILURES)}")
+        raise InvalidData("kind must be one of %(WORKER_FAILURES)s",
+                          WORKER_FAILURES=', '.join(WORKER_FAILURES))
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidData("say why the job failed (reason)")
     return ModelJobFailed(reason.strip()[:4000], kind)

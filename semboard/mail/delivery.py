@@ -56,8 +56,8 @@ def parse_mail_url(url: str) -> MailSettings:
     """Settings from smtp://[user:pass@]host[:port][?starttls=1&from=addr] or smtps://..."""
     parts = urlsplit(url)
     if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
-        raise InvalidData(f"SEMBOARD_MAIL_URL {url!r} must look like smtp://host:port or "
-                          "smtps://user:pass@host:465")
+        raise InvalidData("SEMBOARD_MAIL_URL %(url)r must look like smtp://host:port or "
+                          "smtps://user:pass@host:465", url=url)
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     tls = "ssl" if parts.scheme == "smtps" else (
         "starttls" if query.get("starttls", "").lower() in _TRUE else "none")
@@ -123,6 +123,9 @@ def payload(app: Flask, events: list[dict[str, Any]]) -> dict[str, Any]:
         "mail_url": config["SEMBOARD_MAIL_URL"],
         "mail_from": config.get("SEMBOARD_MAIL_FROM") or "",
         "base_url": base_url.rstrip("/"),
+        # the language of mail to recipients who chose none (each message is written in its
+        # recipient's language at delivery: mail.messages)
+        "language": config.get("SEMBOARD_LANGUAGE") or "en",
         "events": events,
     }
 
@@ -154,7 +157,7 @@ def deliver(payload: dict[str, Any], secret: str | None = None) -> int:
     try:
         with factory() as session:
             messages = build_messages(session, payload["events"], base_url=payload["base_url"],
-                                      secret=secret)
+                                      secret=secret, language=payload.get("language") or "en")
         send_messages(settings, messages)
         return len(messages)
     except Exception:

@@ -1,4 +1,5 @@
-"""The text of every e-mail: committed events become messages, honouring switches.
+"""The text of every e-mail: committed events become messages, honouring switches, each in its
+recipient's language (the account's, else the site's default), chosen at delivery.
 
 A kind of mail a profile switch controls carries a one-click unsubscribe link for that switch
 (List-Unsubscribe and List-Unsubscribe-Post, RFC 8058), and so does an announcement mailed to
@@ -8,12 +9,17 @@ those who opted in; a critical announcement goes to every participant, whatever 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from evaluation.texts import pick, texts_of
+from semboard.errors import said_again
+from semboard.i18n.catalogues import Words, local_time
 from semboard.models import (
     Announcement,
     AnnouncementOptIn,
@@ -47,31 +53,50 @@ class Mail:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-SIGNATURE = "\n\n-- \nsemboard. Switch notifications off on your profile page: {base}/profile\n"
+# a kind of mail's subject and body in the recipient's language
+Writer = Callable[[Words], tuple[str, str]]
 
 
 class _Out(list[Mail]):
-    """The messages being built, with the links' base and signing key."""
+    """The messages being built, with the links' base, signing key and default language."""
 
-    def __init__(self, base_url: str, secret: str | None) -> None:
+    def __init__(self, base_url: str, secret: str | None, language: str) -> None:
         super().__init__()
         self.base = base_url
         self.secret = secret
-        self.sign = SIGNATURE.format(base=base_url)
+        self.language = language
 
-    def add(self, to: str, subject: str, body: str) -> None:
+    def words(self, user: User | None) -> Words:
+        """The recipient's language (the account's, else the site's default)."""
+        return Words(user.language if user is not None and user.language else self.language)
+
+    def signature(self, w: Words) -> str:
+        return "\n\n-- \n" + w.gettext(
+            "semboard. Switch notifications off on your profile page: %(url)s",
+            url=f"{self.base}/profile") + "\n"
+
+    def add(self, to: str, w: Words, subject: str, body: str) -> None:
         """A message with the plain signature (account mail, organisers' mail)."""
-        self.append(Mail(to, subject, body + self.sign))
+        self.append(Mail(to, _subject(subject), body + self.signature(w)))
 
-    def switched(self, user: User, switch: str, subject: str, body: str) -> None:
-        """A message of a kind a profile switch controls (when the switch is on), with its
-        one-click unsubscribe link."""
-        if not getattr(user, switch):
-            return
-        link = unsubscribe.link(self.base, self.secret, user.id, switch)
-        stop = f"\nStop these in one click: {link}" if link else ""
-        self.append(Mail(user.email, subject, body + self.sign.rstrip("\n") + stop + "\n",
-                         unsubscribe.headers(self.base, self.secret, user.id, switch)))
+    def switched(self, users: Iterable[User], switch: str, write: Writer) -> None:
+        """A message of a kind a profile switch controls, to each user whose switch is on, with
+        its one-click unsubscribe link."""
+        for user in users:
+            if not getattr(user, switch):
+                continue
+            w = self.words(user)
+            subject, body = write(w)
+            link = unsubscribe.link(self.base, self.secret, user.id, switch)
+            stop = ("\n" + w.gettext("Stop these in one click: %(url)s", url=link)
+                    if link else "")
+            self.append(Mail(user.email, _subject(subject),
+                             body + self.signature(w).rstrip("\n") + stop + "\n",
+                             unsubscribe.headers(self.base, self.secret, user.id, switch)))
+
+
+def _subject(text: str) -> str:
+    return f"[semboard] {text}"
 
 
 def _members(session: Session, team_ids: list[int]) -> list[User]:
@@ -89,21 +114,33 @@ def _task_members(session: Session, task_id: int) -> list[User]:
     return _members(session, teams)
 
 
-def _issue_lines(issues: list[Any]) -> str:
+def _issue_lines(w: Words, issues: list[Any]) -> str:
     lines = []
     for issue in issues[:50]:
         where = ":".join(str(p) for p in (issue.get("file"), issue.get("line")) if p)
         lines.append(f"  - {where + ': ' if where else ''}{issue.get('message', issue)}")
     if len(issues) > 50:
-        lines.append(f"  ... and {len(issues) - 50} more")
+        lines.append("  ... " + w.gettext("and %(count)s more", count=len(issues) - 50))
     return "\n".join(lines)
 
 
+def _task_title(task: Task, w: Words) -> str:
+    """The task's title in the recipient's language where its definition gives one."""
+    return texts_of(task.definition_text).title(task.title, w.code)
+
+
+def _local(w: Words, deadline: str) -> str:
+    """The deadline also in the recipient's language (not for English: the UTC form is it)."""
+    said = local_time(datetime.strptime(deadline, "%Y-%m-%d %H:%M").replace(tzinfo=UTC), w.code)
+    return f"\n({said})" if said else ""
+
+
 def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: str,
-                   secret: str | None = None) -> list[Mail]:
-    """Messages for committed events; users who switched a kind off get none of it. secret:
-    the key that signs unsubscribe links (none without it)."""
-    out = _Out(base_url, secret)
+                   secret: str | None = None, language: str = "en") -> list[Mail]:
+    """Messages for committed events, each in its recipient's language (language: the site's
+    default, for recipients who chose none); users who switched a kind off get none of it.
+    secret: the key that signs unsubscribe links (none without it)."""
+    out = _Out(base_url, secret, language)
     for ev in events:
         build = _BUILDERS.get(ev["kind"])
         if build is not None:
@@ -111,50 +148,74 @@ def build_messages(session: Session, events: list[dict[str, Any]], *, base_url: 
     return list(out)
 
 
+def _account_words(session: Session, ev: dict[str, Any], out: _Out) -> Words:
+    """The language of mail to an address: its account's, if it has one."""
+    return out.words(session.scalar(select(User).where(User.email == ev["email"])))
+
+
+def _expires(w: Words, hours: int) -> str:
+    return w.ngettext("The link works once and expires in %(num)d hour.",
+                      "The link works once and expires in %(num)d hours.", hours)
+
+
 def _verify(session: Session, ev: dict[str, Any], out: _Out) -> None:
-    out.add(ev["email"], "[semboard] Confirm your e-mail address",
-            f"Confirm this address for your semboard account:\n\n"
-            f"{out.base}/verify-email/{ev['token']}\n\n"
-            f"The link works once and expires in {ev['hours']} hours.")
+    w = _account_words(session, ev, out)
+    out.add(ev["email"], w, w.gettext("Confirm your e-mail address"),
+            w.gettext("Confirm this address for your semboard account:")
+            + f"\n\n{out.base}/verify-email/{ev['token']}\n\n" + _expires(w, ev["hours"]))
 
 
 def _reset(session: Session, ev: dict[str, Any], out: _Out) -> None:
-    out.add(ev["email"], "[semboard] Reset your password",
-            f"Someone (hopefully you) asked to reset the password of this account."
-            f"\nChoose a new one here:\n\n{out.base}/reset-password/{ev['token']}\n\n"
-            f"The link works once and expires in {ev['hours']} hours. If you did "
-            "not ask, ignore this message.")
+    w = _account_words(session, ev, out)
+    out.add(ev["email"], w, w.gettext("Reset your password"),
+            w.gettext("Someone (hopefully you) asked to reset the password of this "
+                      "account.\nChoose a new one here:")
+            + f"\n\n{out.base}/reset-password/{ev['token']}\n\n" + _expires(w, ev["hours"])
+            + " " + w.gettext("If you did not ask, ignore this message."))
 
 
 def _invite(session: Session, ev: dict[str, Any], out: _Out) -> None:
-    moved = (f"The shared task {ev['task']} moved to this site, and your account came "
-             "with it: your teams, runs and scores are here." if ev.get("task") else
-             "An account on this site was made for you.")
-    out.add(ev["email"], "[semboard] Choose your password",
-            f"{moved} The account has no password yet; choose one here:\n\n"
-            f"{out.base}/reset-password/{ev['token']}\n\nThen log in at "
-            f"{out.base}/login with this address. The link works once and expires "
-            f"in {ev['hours']} hours; after that, ask for a new one at "
-            f"{out.base}/forgot-password. API tokens do not move with a task: make "
-            "new ones on your profile page.")
+    w = _account_words(session, ev, out)
+    moved = (w.gettext("The shared task %(task)s moved to this site, and your account "
+                       "came with it: your teams, runs and scores are here.",
+                       task=ev["task"]) if ev.get("task") else
+             w.gettext("An account on this site was made for you."))
+    out.add(ev["email"], w, w.gettext("Choose your password"),
+            moved + " " + w.gettext("The account has no password yet; choose one here:")
+            + f"\n\n{out.base}/reset-password/{ev['token']}\n\n"
+            + w.gettext("Then log in at %(url)s with this address.", url=f"{out.base}/login")
+            + " "
+            + w.ngettext("The link works once and expires in %(num)d hour; after that, ask "
+                         "for a new one at %(url)s.",
+                         "The link works once and expires in %(num)d hours; after that, ask "
+                         "for a new one at %(url)s.",
+                         ev["hours"], url=f"{out.base}/forgot-password") + " "
+            + w.gettext("API tokens do not move with a task: make new ones on your profile "
+                        "page."))
 
 
 def _account_exists(session: Session, ev: dict[str, Any], out: _Out) -> None:
-    out.add(ev["email"], "[semboard] You already have an account",
-            "Someone (hopefully you) tried to create a semboard account with this "
-            "address, which already has one, so nothing was created.\n\n"
-            f"Log in: {out.base}/login\nForgot the password? "
-            f"{out.base}/forgot-password\n\nIf it was not you, ignore this message.")
+    w = _account_words(session, ev, out)
+    out.add(ev["email"], w, w.gettext("You already have an account"),
+            w.gettext("Someone (hopefully you) tried to create a semboard account with this "
+                      "address, which already has one, so nothing was created.") + "\n\n"
+            + w.gettext("Log in: %(url)s", url=f"{out.base}/login") + "\n"
+            + w.gettext("Forgot the password? %(url)s", url=f"{out.base}/forgot-password")
+            + "\n\n" + w.gettext("If it was not you, ignore this message."))
 
 
 def _run_scored(session: Session, ev: dict[str, Any], out: _Out) -> None:
     run = session.get(Run, ev["run_id"])
     if run is None:
         return
-    for user in _members(session, [run.team_id]):
-        out.switched(user, "notify_runs", f"[semboard] Run {run.name} on {run.task.name} scored",
-                     f"Your team's run {run.name!r} ({run.task.name}, "
-                     f"{run.phase.name}) was scored.\n\n{out.base}/runs/{run.id}")
+
+    def write(w: Words) -> tuple[str, str]:
+        return (w.gettext("Run %(run)s on %(task)s scored", run=run.name, task=run.task.name),
+                w.gettext("Your team's run %(run)r (%(task)s, %(phase)s) was scored.",
+                          run=run.name, task=run.task.name, phase=run.phase.name)
+                + f"\n\n{out.base}/runs/{run.id}")
+
+    out.switched(_members(session, [run.team_id]), "notify_runs", write)
 
 
 def _run_rejected(session: Session, ev: dict[str, Any], out: _Out) -> None:
@@ -163,32 +224,43 @@ def _run_rejected(session: Session, ev: dict[str, Any], out: _Out) -> None:
         return
     task = session.get(Task, entry.task_id)
     assert task is not None
-    for user in _members(session, [entry.team_id]):
-        out.switched(user, "notify_runs",
-                     f"[semboard] Run {entry.run_name} on {task.name} rejected",
-                     f"An upload of your team's run {entry.run_name!r} to {task.name} "
-                     f"was rejected: {entry.message}\n" + _issue_lines(entry.issues))
+
+    def write(w: Words) -> tuple[str, str]:
+        reason = w.say(said_again(entry.said)) if entry.said else entry.message
+        return (w.gettext("Run %(run)s on %(task)s rejected", run=entry.run_name,
+                          task=task.name),
+                w.gettext("An upload of your team's run %(run)r to %(task)s was rejected: "
+                          "%(reason)s", run=entry.run_name, task=task.name, reason=reason)
+                + "\n" + _issue_lines(w, entry.issues))
+
+    out.switched(_members(session, [entry.team_id]), "notify_runs", write)
 
 
 def _gold_released(session: Session, ev: dict[str, Any], out: _Out) -> None:
     task = session.get(Task, ev["task_id"])
     if task is None:
         return
-    for user in _task_members(session, task.id):
-        out.switched(user, "notify_gold", f"[semboard] Gold of {task.name} released",
-                     f"The gold standard of {task.title} is released:\n\n"
-                     f"{out.base}/tasks/{task.name}")
+
+    def write(w: Words) -> tuple[str, str]:
+        return (w.gettext("Gold of %(task)s released", task=task.name),
+                w.gettext("The gold standard of %(task)s is released:",
+                          task=_task_title(task, w)) + f"\n\n{out.base}/tasks/{task.name}")
+
+    out.switched(_task_members(session, task.id), "notify_gold", write)
 
 
 def _results_published(session: Session, ev: dict[str, Any], out: _Out) -> None:
     phase = session.get(Phase, ev["phase_id"])
     if phase is None:
         return
-    for user in _task_members(session, phase.task_id):
-        out.switched(user, "notify_results",
-                     f"[semboard] Results of {phase.task.name} {phase.name} published",
-                     f"The results of {phase.name} are published:\n\n"
-                     f"{out.base}/tasks/{phase.task.name}/leaderboard/{phase.slug}")
+
+    def write(w: Words) -> tuple[str, str]:
+        return (w.gettext("Results of %(task)s %(phase)s published", task=phase.task.name,
+                          phase=phase.name),
+                w.gettext("The results of %(phase)s are published:", phase=phase.name)
+                + f"\n\n{out.base}/tasks/{phase.task.name}/leaderboard/{phase.slug}")
+
+    out.switched(_task_members(session, phase.task_id), "notify_results", write)
 
 
 def _deadline(session: Session, ev: dict[str, Any], out: _Out) -> None:
@@ -196,22 +268,32 @@ def _deadline(session: Session, ev: dict[str, Any], out: _Out) -> None:
     phase = session.get(Phase, ev["phase_id"])
     if recipient is None or phase is None:
         return
-    out.switched(recipient, "notify_deadlines",
-                 f"[semboard] {phase.task.name} {phase.name}: deadline in 24 hours",
-                 f"Your team's deadline for {phase.name} of {phase.task.title} is "
-                 f"{ev['deadline']} (UTC).\n\n{out.base}/tasks/{phase.task.name}")
+
+    def write(w: Words) -> tuple[str, str]:
+        return (w.gettext("%(task)s %(phase)s: deadline in 24 hours", task=phase.task.name,
+                          phase=phase.name),
+                w.gettext("Your team's deadline for %(phase)s of %(task)s is %(deadline)s "
+                          "(UTC).", phase=phase.name, task=_task_title(phase.task, w),
+                          deadline=ev["deadline"])
+                + _local(w, ev["deadline"]) + f"\n\n{out.base}/tasks/{phase.task.name}")
+
+    out.switched([recipient], "notify_deadlines", write)
 
 
 def _job_failed(session: Session, ev: dict[str, Any], out: _Out) -> None:
     row = session.get(ModelSubmission, ev["model_id"])
     if row is None:
         return
-    for user in _members(session, [row.team_id]):
-        out.switched(user, "notify_runs",
-                     f"[semboard] Model {row.name} on {row.task.name} failed",
-                     f"The job of your team's model {row.name!r} ({row.task.name}) failed"
-                     f" ({row.failure or 'failed'}): {row.reason}\n\n"
-                     f"{out.base}/teams/{row.team_id}")
+
+    def write(w: Words) -> tuple[str, str]:
+        return (w.gettext("Model %(model)s on %(task)s failed", model=row.name,
+                          task=row.task.name),
+                w.gettext("The job of your team's model %(model)r (%(task)s) failed "
+                          "(%(failure)s): %(reason)s", model=row.name, task=row.task.name,
+                          failure=w.gettext(row.failure or "failed"), reason=row.reason)
+                + f"\n\n{out.base}/teams/{row.team_id}")
+
+    out.switched(_members(session, [row.team_id]), "notify_runs", write)
 
 
 def _organisers(session: Session, task_id: int) -> list[User]:
@@ -229,12 +311,18 @@ def _team_pending(session: Session, ev: dict[str, Any], out: _Out) -> None:
     if team is None:
         return
     task = team.task
-    captain = team.captain.display_name if team.captain else "someone"
     for user in _organisers(session, task.id):
-        out.add(user.email, f"[semboard] {task.name}: team {team.name} asks to take part",
-                f"{captain} formed team {team.name} ({team.affiliation or 'no affiliation'}) "
-                f"on {task.title}; it may download and upload once you approve it.\n\n"
-                f"Approve or refuse: {out.base}/tasks/{task.name}/organise/participation")
+        w = out.words(user)
+        captain = team.captain.display_name if team.captain else w.gettext("someone")
+        out.add(user.email, w, w.gettext("%(task)s: team %(team)s asks to take part",
+                                         task=task.name, team=team.name),
+                w.gettext("%(captain)s formed team %(team)s (%(affiliation)s) on %(task)s; it "
+                          "may download and upload once you approve it.", captain=captain,
+                          team=team.name,
+                          affiliation=team.affiliation or w.gettext("no affiliation"),
+                          task=_task_title(task, w)) + "\n\n"
+                + w.gettext("Approve or refuse: %(url)s",
+                            url=f"{out.base}/tasks/{task.name}/organise/participation"))
 
 
 def _team_decided(session: Session, ev: dict[str, Any], out: _Out) -> None:
@@ -243,17 +331,21 @@ def _team_decided(session: Session, ev: dict[str, Any], out: _Out) -> None:
     if team is None or decision is None:
         return
     task = team.task
-    if decision.state == "approved":
-        subject = f"[semboard] {task.name}: team {team.name} approved"
-        body = (f"The organisers of {task.title} approved your team {team.name}: you may "
-                "download the data and upload runs.")
-    else:
-        subject = f"[semboard] {task.name}: team {team.name} not approved"
-        body = f"The organisers of {task.title} did not approve your team {team.name}."
-    if decision.reason:
-        body += f"\n\nTheir reason: {decision.reason}"
     for user in _members(session, [team.id]):
-        out.add(user.email, subject, body + f"\n\n{out.base}/tasks/{task.name}")
+        w = out.words(user)
+        said = {"task": task.name, "team": team.name}
+        if decision.state == "approved":
+            subject = w.gettext("%(task)s: team %(team)s approved", **said)
+            body = w.gettext("The organisers of %(task)s approved your team %(team)s: you may "
+                             "download the data and upload runs.",
+                             task=_task_title(task, w), team=team.name)
+        else:
+            subject = w.gettext("%(task)s: team %(team)s not approved", **said)
+            body = w.gettext("The organisers of %(task)s did not approve your team %(team)s.",
+                             task=_task_title(task, w), team=team.name)
+        if decision.reason:
+            body += "\n\n" + w.gettext("Their reason: %(reason)s", reason=decision.reason)
+        out.add(user.email, w, subject, body + f"\n\n{out.base}/tasks/{task.name}")
 
 
 def _question_asked(session: Session, ev: dict[str, Any], out: _Out) -> None:
@@ -262,11 +354,16 @@ def _question_asked(session: Session, ev: dict[str, Any], out: _Out) -> None:
         return
     task = session.get(Task, question.task_id)
     assert task is not None
-    kind = "private question" if question.visibility == "private" else "question"
     for user in _organisers(session, task.id):
-        out.add(user.email, f"[semboard] {task.name}: {kind}: {question.title}",
-                f"{question.body}\n\nAnswer it: {out.base}/tasks/{task.name}/questions/"
-                f"{question.id}")
+        w = out.words(user)
+        said = {"task": task.name, "title": question.title}
+        subject = (w.gettext("%(task)s: private question: %(title)s", **said)
+                   if question.visibility == "private" else
+                   w.gettext("%(task)s: question: %(title)s", **said))
+        out.add(user.email, w, subject,
+                f"{question.body}\n\n" + w.gettext(
+                    "Answer it: %(url)s",
+                    url=f"{out.base}/tasks/{task.name}/questions/{question.id}"))
 
 
 def _question_answered(session: Session, ev: dict[str, Any], out: _Out) -> None:
@@ -279,9 +376,14 @@ def _question_answered(session: Session, ev: dict[str, Any], out: _Out) -> None:
         return
     task = session.get(Task, question.task_id)
     assert task is not None
-    who = "The organisers" if reply.by_organiser else "Someone"
-    out.add(asker.email, f"[semboard] {task.name}: your question answered: {question.title}",
-            f"{who} replied to your question {question.title!r}:\n\n{reply.body}\n\n"
+    w = out.words(asker)
+    said = {"title": question.title}
+    replied = (w.gettext("The organisers replied to your question %(title)r:", **said)
+               if reply.by_organiser else
+               w.gettext("Someone replied to your question %(title)r:", **said))
+    out.add(asker.email, w, w.gettext("%(task)s: your question answered: %(title)s",
+                                      task=task.name, title=question.title),
+            f"{replied}\n\n{reply.body}\n\n"
             f"{out.base}/tasks/{task.name}/questions/{question.id}")
 
 
@@ -292,9 +394,11 @@ def _queue_alert(session: Session, ev: dict[str, Any], out: _Out) -> None:
     task = session.get(Task, alert.task_id)
     assert task is not None
     for user in _organisers(session, task.id):
-        out.add(user.email, f"[semboard] {task.name}: {alert.summary}",
-                f"{alert.summary}\n\nThe task's queue: {out.base}/tasks/{task.name}/"
-                "organise/queue")
+        w = out.words(user)
+        out.add(user.email, w, f"{task.name}: {alert.summary}",
+                f"{alert.summary}\n\n" + w.gettext(
+                    "The task's queue: %(url)s",
+                    url=f"{out.base}/tasks/{task.name}/organise/queue"))
 
 
 def _announcement_mail(session: Session, ev: dict[str, Any], out: _Out) -> None:
@@ -313,26 +417,34 @@ def _terms_changed(session: Session, version_id: int, out: _Out) -> list[Mail]:
         return []
     task = session.get(Task, version.task_id)
     assert task is not None
-    where = f"phase {version.phase.name} of {task.title}" if version.phase else task.title
-    since = version.effective_at or version.created_at
-    body = (f"The terms of {where} changed; they take effect {clock_text(since)} UTC. "
-            f"Uploads and downloads need the new text accepted")
-    if version.grace_until is not None:
-        body += (f" by {clock_text(version.grace_until)} UTC (until then, having accepted the "
-                 "text before counts)")
-    body += f":\n\n{out.base}/tasks/{task.name}/terms"
-    mails = _Out(out.base, out.secret)
-    for user in _task_members(session, task.id):
-        mails.switched(user, "notify_deadlines", f"[semboard] {task.name}: new terms", body)
+    since = clock_text(version.effective_at or version.created_at)
+
+    def write(w: Words) -> tuple[str, str]:
+        title = _task_title(task, w)
+        body = (w.gettext("The terms of phase %(phase)s of %(task)s changed; they take effect "
+                          "%(since)s UTC.", phase=version.phase.name, task=title, since=since)
+                if version.phase else
+                w.gettext("The terms of %(task)s changed; they take effect %(since)s UTC.",
+                          task=title, since=since)) + " "
+        body += (w.gettext("Uploads and downloads need the new text accepted by %(until)s UTC "
+                           "(until then, having accepted the text before counts):",
+                           until=clock_text(version.grace_until))
+                 if version.grace_until is not None else
+                 w.gettext("Uploads and downloads need the new text accepted:"))
+        return (w.gettext("%(task)s: new terms", task=task.name),
+                body + f"\n\n{out.base}/tasks/{task.name}/terms")
+
+    mails = _Out(out.base, out.secret, out.language)
+    mails.switched(_task_members(session, task.id), "notify_deadlines", write)
     return list(mails)
 
 
 def _announcement(session: Session, announcement_id: int, out: _Out, *,
                   edited: bool = False) -> list[Mail]:
-    """A sent announcement (or its correction): a critical one to every active participant of
-    its task (for a phase's, the members of teams with a run or a started window there) and to
-    those who opted in; any other only to those who opted in, each with a one-click link
-    that stops them."""
+    """A sent announcement (or its correction), in each reader's language where it was
+    translated: a critical one to every active participant of its task (for a phase's, the
+    members of teams with a run or a started window there) and to those who opted in; any
+    other only to those who opted in, each with a one-click link that stops them."""
     row = session.get(Announcement, announcement_id)
     if row is None or row.status != "sent" or row.withdrawn_at is not None:
         return []
@@ -353,24 +465,34 @@ def _announcement(session: Session, announcement_id: int, out: _Out, *,
         for user in session.scalars(select(User).where(in_phase, *active)):
             readers.setdefault(user.id, user)
             critical.add(user.id)
-    subject = f"[semboard] {task.name}: {row.title}" + (" (corrected)" if edited else "")
-    text = row.body + ("\n\n(This announcement was edited; the page shows what changed.)"
-                       if edited else "")
+    own = texts_of(task.definition_text).language
+    given = {tag: entry for tag, entry in (row.translations or {}).items()
+             if entry.get("title") and entry.get("body")}
     link = f"{out.base}/tasks/{task.name}/announcements#a{row.id}"
     mails = []
     for user_id in sorted(readers):
         user = readers[user_id]
+        w = out.words(user)
+        said, _shown = pick(given, {"title": row.title, "body": row.body}, own_language=own,
+                            reader=w.code)
+        subject = _subject(w.gettext("%(task)s: %(title)s (corrected)", task=task.name,
+                                     title=said["title"]) if edited else
+                           f"{task.name}: {said['title']}")
+        text = said["body"] + ("\n\n" + w.gettext(
+            "(This announcement was edited; the page shows what changed.)") if edited else "")
         if user_id in critical:
-            tail = (f"\n\n-- \nsemboard. A critical announcement of {task.name} (deadlines, gold "
-                    "corrections, rule changes): every participant receives these, as its "
-                    f"terms say: {out.base}/tasks/{task.name}/terms\n")
+            tail = "\n\n-- \n" + w.gettext(
+                "semboard. A critical announcement of %(task)s (deadlines, gold corrections, "
+                "rule changes): every participant receives these, as its terms say: %(url)s",
+                task=task.name, url=f"{out.base}/tasks/{task.name}/terms") + "\n"
             mails.append(Mail(user.email, subject, f"{text}\n\n{link}{tail}"))
             continue
         scope = f"task:{task.id}"
         stop = unsubscribe.link(out.base, out.secret, user.id, scope) or \
             f"{out.base}/tasks/{task.name}/announcements"
-        tail = (f"\n\n-- \nsemboard. You asked for the announcements of {task.name}; stop "
-                f"them in one click: {stop}\n")
+        tail = "\n\n-- \n" + w.gettext(
+            "semboard. You asked for the announcements of %(task)s; stop them in one click: "
+            "%(url)s", task=task.name, url=stop) + "\n"
         mails.append(Mail(user.email, subject, f"{text}\n\n{link}{tail}",
                           unsubscribe.headers(out.base, out.secret, user.id, scope)))
     return mails

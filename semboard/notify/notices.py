@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from semboard.errors import Phrase
 from semboard.models import (
     Announcement,
     ModelSubmission,
@@ -26,15 +27,15 @@ from semboard.models import (
 
 # the events a channel can take, each with what an organiser's form calls it
 CHANNEL_EVENTS: dict[str, str] = {
-    "run_scored": "a run was scored",
-    "run_rejected": "an upload was refused",
-    "results_published": "a board was published",
-    "gold_released": "the gold was released",
-    "announcement": "an announcement was sent",
-    "job_failed": "a model job failed",
-    "queue_alert": "a job waits or runs too long",
-    "question_asked": "a question was asked",
-    "team_pending": "a team asks to take part",
+    "run_scored": Phrase("a run was scored"),
+    "run_rejected": Phrase("an upload was refused"),
+    "results_published": Phrase("a board was published"),
+    "gold_released": Phrase("the gold was released"),
+    "announcement": Phrase("an announcement was sent"),
+    "job_failed": Phrase("a model job failed"),
+    "queue_alert": Phrase("a job waits or runs too long"),
+    "question_asked": Phrase("a question was asked"),
+    "team_pending": Phrase("a team asks to take part"),
 }
 DEFAULT_EVENTS = ("results_published", "gold_released", "announcement", "job_failed",
                   "queue_alert", "question_asked", "team_pending")

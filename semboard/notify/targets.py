@@ -28,27 +28,30 @@ def check_url(url: str, *, allow_private: bool) -> str:
     if not url:
         raise InvalidData("a webhook needs a URL")
     if len(url) > MAX_URL or any(ord(c) < 33 or ord(c) == 127 for c in url):
-        raise InvalidData(f"a webhook URL is one line of at most {MAX_URL} characters, "
-                          "without spaces")
+        raise InvalidData("a webhook URL is one line of at most %(limit)s characters, "
+                          "without spaces", limit=MAX_URL)
     parts = urlsplit(url)
     if parts.scheme.lower() not in SCHEMES:
-        raise InvalidData(f"a webhook URL must start with http:// or https://, not "
-                          f"{parts.scheme or 'nothing'}:")
+        if not parts.scheme:
+            raise InvalidData("a webhook URL must start with http:// or https://")
+        raise InvalidData("a webhook URL must start with http:// or https://, not %(scheme)s:",
+                          scheme=parts.scheme)
     if parts.username or parts.password:
         raise InvalidData("a webhook URL may not carry a user name or password")
     try:
         host, port = parts.hostname, parts.port
     except ValueError as err:
-        raise InvalidData(f"the webhook URL's port is not valid: {err}") from None
+        raise InvalidData("the webhook URL's port is not valid: %(error)s", error=str(err)) \
+            from None
     if not host:
         raise InvalidData("a webhook URL must name a host")
     if not allow_private:
         for address in resolve(host, port or (443 if parts.scheme.lower() == "https" else 80)):
             if not is_public(address):
                 raise InvalidData(
-                    f"{host} is at {address}, an address inside a private, loopback or "
+                    "%(host)s is at %(address)s, an address inside a private, loopback or "
                     "reserved range: the site does not send there (an operator can allow it "
-                    "with SEMBOARD_WEBHOOK_ALLOW_PRIVATE)")
+                    "with SEMBOARD_WEBHOOK_ALLOW_PRIVATE)", host=host, address=address)
     return url
 
 
@@ -62,7 +65,8 @@ def resolve(host: str, port: int) -> list[str]:
     try:
         found = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
     except (OSError, UnicodeError) as err:
-        raise InvalidData(f"the webhook's host {host} does not resolve: {err}") from None
+        raise InvalidData("the webhook's host %(host)s does not resolve: %(error)s", host=host,
+                          error=str(err)) from None
     return sorted({str(info[4][0]).split("%")[0] for info in found})
 
 
@@ -92,7 +96,7 @@ def check_address(address: str) -> str:
     local, at, domain = address.rpartition("@")
     if not at or not local or "." not in domain or any(c.isspace() or c in "<>,;\"" for c in
                                                        address) or len(address) > 254:
-        raise InvalidData(f"{address!r} is not an e-mail address")
+        raise InvalidData("%(address)r is not an e-mail address", address=address)
     return address
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Flask
+from flask_babel import gettext
 
 from semboard.clock import request_now
 from semboard.db import get_session
 from semboard.extensions import login_manager
+from semboard.i18n.languages import N_
 from semboard.services.people.accounts import session_user
 from semboard.views import (  # noqa: F401  (each module adds its routes to common.bp)
     account,
@@ -18,6 +20,7 @@ from semboard.views import (  # noqa: F401  (each module adds its routes to comm
     charts,
     closing,
     cockpit,
+    language,
     models,
     organise,
     participation,
@@ -45,6 +48,7 @@ def register(app: Flask) -> None:
     """Register every HTML blueprint on the app, and how Flask-Login finds users."""
     login_manager.user_loader(load_user)
     login_manager.login_view = "web.login"
-    login_manager.login_message = "Log in to see this page."
+    login_manager.login_message = N_("Log in to see this page.")
     login_manager.login_message_category = "info"
+    login_manager.localize_callback = gettext  # the message in the reader's language
     app.register_blueprint(bp)

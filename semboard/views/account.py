@@ -6,6 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 from flask import flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
+from flask_babel import ngettext
 from flask_login import login_required
 
 from semboard.errors import DomainError
@@ -24,12 +26,14 @@ from semboard.views.common import (
     login_or_redirect,
     me,
     now,
+    sentence,
 )
 from semboard.web.account_forms import (
     ChangeEmailForm,
     ChangePasswordForm,
     DeleteAccountForm,
     ForgotPasswordForm,
+    LanguageForm,
     NotificationsForm,
     ResetPasswordForm,
 )
@@ -61,7 +65,7 @@ def forgot_password() -> Any:
             if _reset_allowed(email):
                 account_links.request_reset(db(), email=email, now=now())
         if done:
-            flash("If an account uses that address, a reset link is on its way.", "info")
+            flash(_("If an account uses that address, a reset link is on its way."), "info")
             return redirect(url_for("web.login"))
     status = 200 if request.method == "GET" or not available else 422
     return render_template("auth/forgot_password.html", form=form, available=available), status
@@ -74,15 +78,15 @@ def reset_password(token: str) -> Any:
     try:
         account_links.check_reset_token(db(), token=token, now=now())
     except DomainError as err:
-        return render_template("auth/reset_password.html", form=None, problem=str(err)), 410
+        return render_template("auth/reset_password.html", form=None, problem=sentence(err)), 410
     if form.validate_on_submit():
         with committed() as done:
             user = account_links.reset_password(db(), token=token, password=form.password.data,
                                                 now=now())
         if done:
             log_in(user)
-            flash("Your password is changed, every other session and API token ended, and you "
-                  "are logged in.", "success")
+            flash(_("Your password is changed, every other session and API token ended, and "
+                    "you are logged in."), "success")
             return redirect(url_for("web.profile"))
     status = 200 if request.method == "GET" else 422
     return (render_template("auth/reset_password.html", form=form, problem=None), status,
@@ -102,11 +106,11 @@ def verify_email(token: str) -> Any:
         with committed() as done:
             account_links.verify_email(db(), token=token, now=now())
         if done:
-            flash("Your e-mail address is confirmed.", "success")
+            flash(_("Your e-mail address is confirmed."), "success")
     return redirect(url_for("web.account_settings") if me() else url_for("web.login"))
 
 
-def _settings_page(**forms: Any) -> Any:
+def settings_page(**forms: Any) -> Any:
     """The account settings page, with the forms given (refused ones show their errors)."""
     user = me()
     assert user is not None
@@ -117,6 +121,8 @@ def _settings_page(**forms: Any) -> Any:
         password_form=forms.get("password") or ChangePasswordForm(formdata=None),
         email_form=forms.get("email") or ChangeEmailForm(formdata=None),
         notifications_form=notifications, action=ActionForm(),
+        language_form=forms.get("language") or LanguageForm(
+            formdata=None, data={"language": user.language or ""}),
         delete_form=forms.get("delete") or DeleteAccountForm(formdata=None),
     )
 
@@ -125,7 +131,7 @@ def _settings_page(**forms: Any) -> Any:
 @login_required
 def account_settings() -> Any:
     """Password, e-mail and notification settings."""
-    return _settings_page()
+    return settings_page()
 
 
 @bp.post("/profile/password")
@@ -140,9 +146,9 @@ def change_password() -> Any:
                 now=now(), keep_session=current_session_key(), remote_addr=client_address(),
                 limits=limits())
         if done:
-            flash("Password changed; your other sessions are logged out.", "success")
+            flash(_("Password changed; your other sessions are logged out."), "success")
             return redirect(url_for("web.account_settings"))
-    return _settings_page(password=form), 422
+    return settings_page(password=form), 422
 
 
 @bp.post("/profile/email")
@@ -156,10 +162,10 @@ def change_email() -> Any:
                                        email=form.email.data, now=now(),
                                        remote_addr=client_address(), limits=limits())
         if done:
-            flash("E-mail changed." + (" Confirm it with the link we sent."
-                                       if mail_available() else ""), "success")
+            flash(_("E-mail changed. Confirm it with the link we sent.") if mail_available()
+                  else _("E-mail changed."), "success")
             return redirect(url_for("web.account_settings"))
-    return _settings_page(email=form), 422
+    return settings_page(email=form), 422
 
 
 @bp.post("/profile/notifications")
@@ -173,9 +179,9 @@ def save_notifications() -> Any:
                 db(), user=login_or_redirect(), **{k: getattr(form, k).data
                                     for k in account_links.NOTIFICATION_SWITCHES})
         if done:
-            flash("Notifications saved.", "success")
+            flash(_("Notifications saved."), "success")
             return redirect(url_for("web.account_settings"))
-    return _settings_page(notifications=form), 422
+    return settings_page(notifications=form), 422
 
 
 @bp.post("/profile/verify")
@@ -186,7 +192,7 @@ def resend_verification() -> Any:
         with committed() as done:
             account_links.send_verification(db(), user=login_or_redirect(), now=now())
         if done:
-            flash("A confirmation link is on its way.", "info")
+            flash(_("A confirmation link is on its way."), "info")
     return redirect(url_for("web.account_settings"))
 
 
@@ -199,8 +205,9 @@ def end_other_sessions() -> Any:
             ended = accounts.end_sessions(db(), user=login_or_redirect(),
                                           keep=current_session_key())
         if done:
-            flash(f"Logged out everywhere else ({ended} other session"
-                  f"{'' if ended == 1 else 's'} ended).", "success")
+            flash(ngettext("Logged out everywhere else (%(num)d other session ended).",
+                           "Logged out everywhere else (%(num)d other sessions ended).", ended),
+                  "success")
     return redirect(url_for("web.account_settings"))
 
 
@@ -217,9 +224,9 @@ def delete_account() -> Any:
             accounts.delete_account(db(), user=user, now=now())
         if done:
             log_out()
-            flash("Your account is deleted. Your team's runs stay on the boards.", "info")
+            flash(_("Your account is deleted. Your team's runs stay on the boards."), "info")
             return redirect(url_for("web.tasks"))
-    return _settings_page(delete=form), 422
+    return settings_page(delete=form), 422
 
 
 # ----------------------------------------------------------------------------- team management
@@ -258,8 +265,8 @@ def manage_team(team_id: int, action: str) -> Any:
     except (DomainError, ValueError) as err:
         flash_error(err if isinstance(err, DomainError) else DomainError("bad member"))
         return redirect(url_for("web.profile"))
-    messages = {"leave": "You left the team.", "code": "New invite code made.",
-                "remove": "Member removed.", "captain": "Captaincy handed over."}
+    messages = {"leave": _("You left the team."), "code": _("New invite code made."),
+                "remove": _("Member removed."), "captain": _("Captaincy handed over.")}
     if done:
         flash(messages[action], "success")
     if done and action == "leave":

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from flask import abort, current_app, flash, redirect, render_template, url_for
+from flask_babel import gettext as _
+from flask_babel import ngettext
 from flask_login import login_required
 
 from semboard.jobs import boards as board_jobs
@@ -42,7 +44,8 @@ def queue_recover() -> Any:
         abort(400)
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     ids = scoring_jobs.recover_stuck(app, db(), now=now())
-    flash(f"{len(ids)} stuck run(s) sent to scoring again.", "success")
+    flash(ngettext("%(num)d stuck run sent to scoring again.",
+                   "%(num)d stuck runs sent to scoring again.", len(ids)), "success")
     return redirect(url_for("web.queue_health"))
 
 
@@ -94,7 +97,7 @@ def issue_worker_token() -> Any:
                 db(), task=tasks.get_task(db(), form.task.data), name=form.name.data,
                 by=user, now=now(), reason=form.reason.data or "")
         if done:
-            flash("Worker token issued. Copy it now: it will not be shown again.", "success")
+            flash(_("Worker token issued. Copy it now: it will not be shown again."), "success")
             form = _token_form(user)
             form.process(formdata=None)
     # the secret must not linger in caches
@@ -114,5 +117,5 @@ def revoke_worker_token(token_id: int) -> Any:
         worker_tokens.revoke(db(), token_id=token_id, by=user, now=now(),
                              reason="revoked on the workers page")
     if done:
-        flash("Worker token revoked.", "success")
+        flash(_("Worker token revoked."), "success")
     return redirect(url_for("web.worker_tokens_page"))

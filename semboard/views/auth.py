@@ -6,9 +6,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from flask import flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
 from flask_login import login_required
 
 from semboard.errors import RateLimited
+from semboard.i18n.pages import current_language
 from semboard.mail.delivery import mail_available
 from semboard.models import User
 from semboard.services.people import account_links, accounts, teams
@@ -31,7 +33,7 @@ from semboard.web.hardening import bad_character
 # Registrations from one client address are counted over this window.
 
 
-def _safe_next(target: str | None) -> str | None:
+def safe_next(target: str | None) -> str | None:
     """Only same-site paths are followed after log-in (no open redirect, no header injection)."""
     if not target or len(target) > 2000 or bad_character(target, line_breaks=False):
         return None
@@ -56,15 +58,17 @@ def register() -> Any:
                                              now=now())
             user = account_links.register(
                 db(), email=form.email.data, password=form.password.data,
-                display_name=form.display_name.data.strip(), by_mail=by_mail, now=now())
+                display_name=form.display_name.data.strip(), by_mail=by_mail, now=now(),
+                language=current_language())
         if done and user is None:
             # the same answer whether or not the address had an account: the mail says which
-            flash("Check your e-mail: we sent a message to finish creating your account. "
-                  "Then log in.", "success")
+            flash(_("Check your e-mail: we sent a message to finish creating your account. "
+                    "Then log in."), "success")
             return redirect(url_for("web.login"))
         if done and user is not None:
             log_in(user)
-            flash(f"Welcome, {user.display_name}! Pick a task to join a team.", "success")
+            flash(_("Welcome, %(name)s! Pick a task to join a team.", name=user.display_name),
+                  "success")
             return redirect(url_for("web.tasks"))
     return render_template("auth/register.html", form=form), 200 if request.method == "GET" else 422
 
@@ -74,7 +78,7 @@ def login() -> Any:
     """Log in (failed attempts slow further ones down; see accounts.check_throttle)."""
     form = LoginForm()
     if request.method == "GET":
-        form.next.data = _safe_next(request.args.get("next")) or ""
+        form.next.data = safe_next(request.args.get("next")) or ""
     if form.validate_on_submit():
         with committed() as done:
             user = accounts.authenticate(
@@ -83,8 +87,8 @@ def login() -> Any:
             )
         if done:
             log_in(user)
-            flash(f"Logged in as {user.display_name}.", "success")
-            return redirect(_safe_next(form.next.data) or url_for("web.tasks"))
+            flash(_("Logged in as %(name)s.", name=user.display_name), "success")
+            return redirect(safe_next(form.next.data) or url_for("web.tasks"))
         if isinstance(done.error, RateLimited):
             return render_template("auth/login.html", form=form), 429
     status = 200 if request.method == "GET" else 422
@@ -96,7 +100,7 @@ def logout() -> Any:
     """Log out (POST with CSRF, so no link can log anyone out); the session ends on the server."""
     if ActionForm().validate_on_submit():
         log_out()
-        flash("Logged out.", "info")
+        flash(_("Logged out."), "info")
     return redirect(url_for("web.tasks"))
 
 
@@ -135,7 +139,7 @@ def create_token() -> Any:
             new_token = accounts.create_api_token(db(), user=user, name=form.name.data.strip(),
                                                   now=now())
         if done:
-            flash("Token created. Copy it now: it will not be shown again.", "success")
+            flash(_("Token created. Copy it now: it will not be shown again."), "success")
             form = TokenForm(formdata=None)
     # The secret must not linger in caches.
     return (_profile_page(user, form, new_token), 201 if new_token else 422,
@@ -151,5 +155,5 @@ def revoke_token(token_id: int) -> Any:
             accounts.revoke_api_token(db(), user=login_or_redirect(), token_id=token_id,
                                       now=now())
         if done:
-            flash("Token revoked.", "success")
+            flash(_("Token revoked."), "success")
     return redirect(url_for("web.profile") + "#tokens")

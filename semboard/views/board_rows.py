@@ -18,9 +18,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from flask import g
 from markupsafe import Markup, escape
 
 from semboard.cache import LRU
+from semboard.i18n.pages import current_language
 from semboard.services.boards import charts
 
 # Kept rows: (table context, row content, which ranks/groups are present) → the row's text as a
@@ -70,9 +72,11 @@ class _Marked:
 
 def table_context(columns: list[Any], *, sig: Any, params: bool, shown: str,
                   breakdown_of: dict[str, str], run_url: str) -> tuple[Any, ...]:
-    """What every row of one table depends on besides its own content (part of each key)."""
+    """What every row of one table depends on besides its own content (part of each key): the
+    page's language too (a row's words and titles are in it)."""
     return (tuple((c.key, c.kind, c.label, bool(c.ranked)) for c in columns), bool(sig), params,
-            shown, tuple(sorted(breakdown_of.items())), run_url)
+            shown, tuple(sorted(breakdown_of.items())), run_url, current_language(),
+            bool(g.get("native_digits")))
 
 
 def _context_id(context: tuple[Any, ...]) -> int:
@@ -177,7 +181,7 @@ def _point_row(row: Any, metric: str, intervals: dict[int, Any], link: str | Non
     if not USE_KEPT:
         return str(macro(point, link))
     key = repr((point["run"], point["kind"], point["score"], point["lo"], point["hi"],
-                point["group"], link))
+                point["group"], link, current_language()))
     found = _POINTS.get(key)
     return found if found is not None else _POINTS.put(key, str(macro(point, link)))
 
@@ -189,6 +193,7 @@ def point_rows_html(rows: Sequence[Any], metric: str, intervals: dict[int, Any],
         return Markup("".join([_point_row(row, metric, intervals, links.get(row.run_id), macro)
                                for row in rows]))
     out = []
+    language = current_language()  # the rows' words are in it
     for row in rows:
         link = links.get(row.run_id)
         group = row.groups.get(metric)
@@ -197,7 +202,7 @@ def point_rows_html(rows: Sequence[Any], metric: str, intervals: dict[int, Any],
             continue  # prints apart
         parts = (row.run_id, row.team, row.run, row.baseline, row.contrastive, row.metrics,
                  intervals.get(row.run_id))
-        key = (metric, *map(id, parts), group, link)
+        key = (metric, *map(id, parts), group, link, language)
         found = _POINTS_BY_PARTS.get(key)
         if found is None:
             found = _POINTS_BY_PARTS.put(key, (parts, _point_row(row, metric, intervals, link,

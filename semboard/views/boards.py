@@ -13,11 +13,12 @@ import json
 import time
 from typing import Any
 
-from flask import abort, current_app, render_template, request, session, url_for
+from flask import abort, current_app, g, render_template, request, session, url_for
 from markupsafe import Markup
 
 from semboard.cache import LRU
 from semboard.errors import Forbidden, NotFound
+from semboard.i18n import pages as languages
 from semboard.jobs import boards as board_jobs
 from semboard.jobs import reveal as reveal_jobs
 from semboard.models import Phase, Task
@@ -77,7 +78,8 @@ def _table(board: leaderboard.Leaderboard, prepared: prepared_boards.Prepared,
            rows: list[leaderboard.Row], key: tuple[Any, ...],
            shown: str = breakdowns.NONE) -> Markup:
     """The rendered table of one page of rows, once per version and page in this process."""
-    key = (str(db().get_bind().engine.url), prepared.phase_id, prepared.version, *key, shown)
+    key = (str(db().get_bind().engine.url), prepared.phase_id, prepared.version, *key, shown,
+           languages.current_language(), bool(g.get("native_digits")))
     return _FRAGMENTS.get_or_compute(key, lambda: _render_table(board, rows, shown))
 
 
@@ -115,20 +117,21 @@ _URL_ID = 918_273_645_546_372_819  # a run id no URL prefix contains
 
 def board_chart_specs(board: Any, intervals: Any, version: str) -> dict[str, Any]:
     """The board's chart specs {"metric", "ci", "heatmap"} (None: nothing to draw), per version."""
-    key = (str(db().get_bind().engine.url), board.phase.id, version)
+    language = languages.words()
+    key = (str(db().get_bind().engine.url), board.phase.id, version, language.code)
     found = _BOARD_SPECS.get(key)
     if found is not None:
         return found
     primary = charts.board_chart_metric(board)
     found = {"metric": primary, "ci": None, "heatmap": None}
     if primary is not None:
-        found["ci"] = charts.board_ci_chart(board, intervals, primary.key)
+        found["ci"] = charts.board_ci_chart(board, intervals, primary.key, language)
         # one url_for for every point (a 5,000-run board made 5,000 calls): the run page's URL
         # with a placeholder id, filled in per run
         pattern = url_for("web.run", run_id=_URL_ID)
         for point in (found["ci"] or {}).get("data", {}).get("values", []):
             point["url"] = pattern.replace(str(_URL_ID), str(int(point["run_id"])))
-        found["heatmap"] = charts.board_heatmap(board)
+        found["heatmap"] = charts.board_heatmap(board, language)
     return _BOARD_SPECS.put(key, found)
 
 
@@ -171,7 +174,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         state = [(p.id, p.slug, p.visibility, p.results_published_at is not None) for p in phases]
         site = str(session_.get_bind().engine.url)
         etag = hashlib.sha256(repr((site, prepared.version, prepared.stale, page, search, state,
-                                    requested, hide))
+                                    requested, hide, languages.current_language()))
                               .encode()).hexdigest()[:32]
         if request.if_none_match.contains(etag):
             return files.respond(b"", etag=etag, mimetype="text/html", compressed=False)

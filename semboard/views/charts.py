@@ -6,9 +6,11 @@ import json
 from typing import Any
 
 from flask import Response, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
 from markupsafe import Markup
 
 from semboard.errors import DomainError, Forbidden, InvalidData, NotFound
+from semboard.i18n import pages
 from semboard.jobs import analysis as analysis_jobs
 from semboard.jobs import boards as board_jobs
 from semboard.models import Run
@@ -104,7 +106,7 @@ def _run_bars(run: Run) -> dict[str, Any] | None:
     row = next((r for r in board.rows if r.run_id == run.id), None)
     if row is None or run.current_score is None:
         return None
-    return leaderboard.run_bars_spec(board, row, run.current_score.scores)
+    return leaderboard.run_bars_spec(board, row, run.current_score.scores, pages.words())
 
 
 @bp.get("/runs/<int:run_id>/charts/<name>.json")
@@ -121,8 +123,8 @@ def run_chart(run_id: int, name: str) -> Any:
         except (Forbidden, NotFound):
             abort(404)
         points = analysis.scatter_points(found)
-        spec = (charts.gold_scatter(points, analysis.fit_lines(found)) if name == "scatter"
-                else charts.distribution(points))
+        spec = (charts.gold_scatter(points, analysis.fit_lines(found), pages.words())
+                if name == "scatter" else charts.distribution(points, pages.words()))
     if spec is None:
         abort(404)
     return Response(json.dumps(spec, allow_nan=False), mimetype="application/json")
@@ -168,7 +170,7 @@ def _page_id(raw: str, name: str) -> int:
     try:
         return bounded_id(raw, name)
     except InvalidData as err:
-        raise DomainError(str(err)) from None
+        raise DomainError(err.msgid, **err.values) from None
 
 
 def _run_id(name: str) -> int | None:
@@ -191,7 +193,7 @@ def compare_runs(task_name: str) -> Any:
     if comparison is not None and comparison.pairs:
         scatter = charts.compare_scatter(
             comparison.pairs, f"{comparison.a.team.name} / {comparison.a.name}",
-            f"{comparison.b.team.name} / {comparison.b.name}")
+            f"{comparison.b.team.name} / {comparison.b.name}", pages.words())
     return render_template("charts/compare.html", task=task, comparison=comparison,
                            scatter=scatter, choices=choices, a_id=a_id, b_id=b_id,
                            definition=definitions.definition(task))
@@ -206,7 +208,7 @@ def compute_comparison(task_name: str) -> Any:
     a_id, b_id = _form_run_id("a"), _form_run_id("b")
     if analysis_jobs.ask(session, task=task, a_id=a_id, b_id=b_id, user=user, limits=limits(),
                          now=now()):
-        flash("The tests are being computed; reload this page in a moment.", "success")
+        flash(_("The tests are being computed; reload this page in a moment."), "success")
     return redirect(url_for("web.compare_runs", task_name=task.name, a=a_id, b=b_id))
 
 

@@ -16,6 +16,7 @@ from flask import (
     stream_with_context,
     url_for,
 )
+from flask_babel import gettext as _
 
 from semboard.db import read_session_factory
 from semboard.errors import InvalidData
@@ -88,7 +89,7 @@ def edit_description(run_id: int) -> Any:
             descriptions.edit(session, run=run, user=user, description=text, given=given,
                               now=now())
         if done:
-            flash("Description saved.", "success")
+            flash(_("Description saved."), "success")
             return redirect(url_for("web.run", run_id=run.id))
         status = 422
     return render_template("runs/description.html", run=run, action=ActionForm(),
@@ -181,7 +182,7 @@ def set_schedule(task_name: str) -> Any:
         phase = _phase_arg(task)
         schedule.set_schedule(db(), phase=phase, user=user, publish_at=_when("publish_at"),
                               release_gold_at=_when("release_gold_at"), now=now())
-        return f"Schedule of {phase.name} saved."
+        return _("Schedule of %(phase)s saved.", phase=phase.name)
 
     return organiser_action(task_name, act, endpoint="web.closing")
 

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from flask import abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
 
 from semboard.jobs import notifications, task_analytics
 from semboard.jobs import queue as job_queue
@@ -57,8 +58,8 @@ def organise_queue_alerts(task_name: str) -> Any:
             draft_announcement=request.form.get("draft_announcement") == "on",
             mail_organisers=request.form.get("mail_organisers") == "on", now=now())
         if watch.wait_minutes is None and watch.run_minutes is None:
-            return "Queue alerts are off."
-        return "Queue alerts saved; the schedule checks them every minute."
+            return _("Queue alerts are off.")
+        return _("Queue alerts saved; the schedule checks them every minute.")
     return organiser_action(task_name, act, endpoint="web.organise_queue")
 
 
@@ -67,18 +68,21 @@ def organise_queue_alerts(task_name: str) -> Any:
 
 def _analytics_charts(data: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     """(id, caption, spec) of every chart the page draws."""
-    found = [("analytics-uploads", "Uploads per day", charts.analytics_uploads(data)),
-             ("analytics-refusals", "Refusals per day and reason",
+    found = [("analytics-uploads", _("Uploads per day"), charts.analytics_uploads(data)),
+             ("analytics-refusals", _("Refusals per day and reason"),
               charts.analytics_refusals(data)),
-             ("analytics-teams", "Active teams per day", charts.analytics_teams(data)),
-             ("analytics-scoring", "Time from upload to score (median and 90th percentile)",
+             ("analytics-teams", _("Active teams per day"), charts.analytics_teams(data)),
+             ("analytics-scoring", _("Time from upload to score (median and 90th percentile)"),
               charts.analytics_times(data.get("scoring_times", []), "scoring"))]
     for k, board in enumerate(data.get("best_scores", [])):
         if board["points"]:
-            found.append((f"analytics-best-{k}", f"Each team's best {board['metric']} over "
-                          f"time, {board['name']}", charts.analytics_best(board)))
+            found.append((f"analytics-best-{k}",
+                          _("Each team's best %(metric)s over time, %(board)s",
+                            metric=board["metric"], board=board["name"]),
+                          charts.analytics_best(board)))
     if data.get("model_times"):
-        found.append(("analytics-models", "Model jobs: time queued and time running (median)",
+        found.append(("analytics-models",
+                      _("Model jobs: time queued and time running (median)"),
                       charts.analytics_model_times(data["model_times"])))
     # a chart without values draws nothing (and vega warns): the page says so instead
     return [f for f in found if f[2]["data"]["values"]]
@@ -131,7 +135,7 @@ def organise_analytics_refresh(task_name: str) -> Any:
     if not ActionForm().validate_on_submit():
         abort(400)
     task_analytics.request_refresh(_app(), task.id)
-    flash("The analytics are being computed; reload the page in a moment.", "success")
+    flash(_("The analytics are being computed; reload the page in a moment."), "success")
     return redirect(url_for("web.organise_analytics", task_name=task.name))
 
 
@@ -175,8 +179,8 @@ def organise_add_channel(task_name: str) -> Any:
             events=request.form.getlist("events"), now=now(),
             allow_private=notifications.allow_private(_app()))
     if done:
-        flash("Channel added." + (" Copy its signing secret now: it will not be shown again."
-                                  if secret else ""), "success")
+        flash(_("Channel added. Copy its signing secret now: it will not be shown again.")
+              if secret else _("Channel added."), "success")
     return _channels_page(task, user, secret=secret, status=201 if done else 422)
 
 
@@ -185,7 +189,7 @@ def organise_remove_channel(task_name: str, channel_id: int) -> Any:
     """Stop a channel (its log stays)."""
     def act(task: Task, user: Any) -> str:
         row = channels.remove(db(), task=task, channel_id=channel_id, user=user, now=now())
-        return f"Channel {row.name} removed."
+        return _("Channel %(name)s removed.", name=row.name)
     return organiser_action(task_name, act, endpoint="web.organise_channels")
 
 
@@ -194,7 +198,7 @@ def organise_test_channel(task_name: str, channel_id: int) -> Any:
     """Send the channel a test notice (off the request; the log shows how it went)."""
     def act(task: Task, user: Any) -> str:
         channels.send_test(db(), task=task, channel_id=channel_id, user=user)
-        return "A test notice is on its way; the delivery log below shows the answer."
+        return _("A test notice is on its way; the delivery log below shows the answer.")
     return organiser_action(task_name, act, endpoint="web.organise_channels")
 
 
@@ -210,5 +214,5 @@ def organise_channel_secret(task_name: str, channel_id: int) -> Any:
         secret = channels.renew_secret(db(), task=task, channel_id=channel_id, user=user,
                                        now=now())
     if done:
-        flash("New signing secret made: copy it now, it will not be shown again.", "success")
+        flash(_("New signing secret made: copy it now, it will not be shown again."), "success")
     return _channels_page(task, user, secret=secret, status=200 if done else 422)

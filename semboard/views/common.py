@@ -9,17 +9,21 @@ from functools import wraps
 from typing import Any, TypeVar
 
 from flask import Blueprint, abort, current_app, flash, g, redirect, request, session, url_for
+from flask_babel import gettext as _
+from flask_babel import ngettext
 from flask_login import current_user, login_user, logout_user
 from sqlalchemy.orm import Session
 
 from semboard.clock import request_now
 from semboard.config import Limits
 from semboard.db import get_session
-from semboard.errors import DomainError
+from semboard.errors import DomainError, said_again
+from semboard.i18n.catalogues import native_digits
+from semboard.i18n.pages import current_language, say, sentence
 from semboard.models import Phase, Run, Task, Team, User
 from semboard.services.people import accounts, teams
 from semboard.services.runs import submissions
-from semboard.services.tasks import access, participation, tasks, terms
+from semboard.services.tasks import access, participation, tasks, terms, translations
 from semboard.storage import Storage, get_storage
 from semboard.timefmt import clock_text
 from semboard.web.forms import ActionForm
@@ -63,22 +67,23 @@ SESSION_KEY = "login_key"
 
 def uploading_team(task_name: str, what: str) -> tuple[Session, Task, User, Team]:
     """An upload page's session, task, user and team; back to the task page, saying why, when
-    the user has no team there (what: "runs", "a model")."""
+    the user has no team there (what: "runs", "a model": a msgid)."""
     session = db()
     task = load_task(task_name)
     user = login_or_redirect()
     team = teams.team_for_user(session, task=task, user=user)
     if team is None:
-        flash(f"Create or join a team for this task before uploading {what}.", "error")
+        flash(_("Create or join a team for this task before uploading %(what)s.",
+                what=_(what)), "error")
         abort(redirect(url_for("web.task", task_name=task.name)))
     try:  # terms accepted, domain and team approval: the page is not served otherwise (an
         # upload itself is admitted with its phase's own terms: services.runs.admission)
         participation.require_participant(session, task=task, user=user, team=team, now=now())
     except terms.TermsRequired as err:
-        flash(sentence(str(err)), "error")
+        flash(sentence(say(err)), "error")
         abort(redirect(url_for("web.terms_page", task_name=task.name, next=request.path)))
     except DomainError as err:
-        flash(sentence(str(err)), "error")
+        flash(sentence(say(err)), "error")
         abort(redirect(url_for("web.task", task_name=task.name)))
     return session, task, user, team
 
@@ -116,15 +121,9 @@ def current_session_key() -> str | None:
     return key if isinstance(key, str) else None
 
 
-def sentence(text: str | None) -> str:
-    """Services write messages as fragments ('run x was rejected'); pages show sentences."""
-    text = text or ""
-    return text[:1].upper() + text[1:]
-
-
 def flash_error(err: DomainError) -> None:
     """Show a service's refusal to the user."""
-    flash(sentence(str(err)), "error")
+    flash(sentence(say(err)), "error")
 
 
 class Outcome:
@@ -162,12 +161,14 @@ def load_task(name: str) -> Task:
     """The task or a 404 page (the one the unlisted-task check found for this address, when it
     names it: one query, not two, for every task page)."""
     found = g.get("address_task")
-    if found is not None and found.name == name:
-        return found
-    try:
-        return tasks.get_task(db(), name)
-    except DomainError:
-        abort(404)
+    if found is None or found.name != name:
+        try:
+            found = tasks.get_task(db(), name)
+        except DomainError:
+            abort(404)
+    # the organisers may ask for scores in the reader's own digits (score_digits = "native")
+    g.native_digits = translations.digits_native(found)
+    return found
 
 
 def load_phase(task: Task, slug: str) -> Phase:
@@ -259,16 +260,22 @@ def describe_delta(seconds: float) -> str:
     hours, s = divmod(s, 3600)
     minutes, s = divmod(s, 60)
 
-    def unit(n: int, word: str) -> str:
-        return f"{n} {word}{'' if n == 1 else 's'}"
+    def day(n: int) -> str:
+        return ngettext("%(num)d day", "%(num)d days", n)
+
+    def hour(n: int) -> str:
+        return ngettext("%(num)d hour", "%(num)d hours", n)
+
+    def minute(n: int) -> str:
+        return ngettext("%(num)d minute", "%(num)d minutes", n)
 
     if days:
-        return f"{unit(days, 'day')} {unit(hours, 'hour')}"
+        return _("%(days)s %(hours)s", days=day(days), hours=hour(hours))
     if hours:
-        return f"{unit(hours, 'hour')} {unit(minutes, 'minute')}"
+        return _("%(hours)s %(minutes)s", hours=hour(hours), minutes=minute(minutes))
     if minutes:
-        return unit(minutes, "minute")
-    return unit(s, "second")
+        return minute(minutes)
+    return ngettext("%(num)d second", "%(num)d seconds", s)
 
 
 @bp.app_template_filter("relative")
@@ -278,7 +285,7 @@ def relative_filter(value: datetime | None) -> str:
         return ""
     delta = (_aware(value) - now()).total_seconds()
     text = describe_delta(delta)
-    return f"in {text}" if delta >= 0 else f"{text} ago"
+    return _("in %(time)s", time=text) if delta >= 0 else _("%(time)s ago", time=text)
 
 
 @bp.app_template_filter("metric")
@@ -286,7 +293,13 @@ def metric_filter(value: float | None, digits: int = 4) -> str:
     """A metric value with fixed digits, or a dash when undefined."""
     if value is None:
         return "—"
-    return f"{value:.{digits}f}"
+    return score_text(f"{value:.{digits}f}")
+
+
+def score_text(text: str) -> str:
+    """A score as pages write it: ASCII digits and '.', whatever the language (papers compare
+    them), unless the task's organisers asked for the reader's own digits."""
+    return native_digits(text, current_language()) if g.get("native_digits") else text
 
 
 @bp.app_template_filter("filesize")
@@ -304,6 +317,55 @@ def filesize_filter(size: int | None) -> str:
 @bp.app_context_processor
 def _globals() -> dict[str, Any]:
     return {"now_utc": now}
+
+
+# ---------------------------------------------------------------------------
+# A task's texts, the site's stored words and a run's problems in the reader's language.
+
+
+@bp.app_template_global()
+def task_title(task: Task) -> str:
+    """The task's title in the reader's language (else its own)."""
+    return translations.task_title(task, current_language())
+
+
+@bp.app_template_global()
+def task_description(task: Task) -> str:
+    """The task's description in the reader's language (else its own)."""
+    return translations.task_description(task, current_language())
+
+
+@bp.app_template_global()
+def terms_text(version: Any) -> translations.Shown:
+    """A terms version in the reader's language (else its own), with the language shown."""
+    return translations.terms_text(version, _task_of(version), current_language())
+
+
+@bp.app_template_global()
+def announcement_text(row: Any) -> translations.Shown:
+    """An announcement's title and body in the reader's language (else as written)."""
+    return translations.announcement_text(row, _task_of(row), current_language())
+
+
+def _task_of(row: Any) -> Task:
+    """The task a terms version or announcement belongs to (from the session's identity map)."""
+    task = db().get(Task, row.task_id)
+    assert task is not None
+    return task
+
+
+@bp.app_template_global()
+def logged(entry: Any) -> str:
+    """An upload log entry's message in the reader's language (as written where it was not
+    recorded as words of the site's)."""
+    return say(said_again(entry.said) if entry.said else entry.message)
+
+
+@bp.app_template_global()
+def issue_text(issue: Any) -> str:
+    """A problem's message (an evaluation.Issue or its stored dict) in the reader's language."""
+    message = issue.get("message") if isinstance(issue, dict) else issue.message
+    return str(message or "")
 
 
 # Pages load only this site's own script and styles; frames and foreign form targets are refused.

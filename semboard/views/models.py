@@ -15,6 +15,7 @@ from flask import (
     request,
     url_for,
 )
+from flask_babel import gettext as _
 from flask_login import login_required
 
 from baselines.models.check import POOLING_MODES
@@ -22,6 +23,8 @@ from baselines.models.settings import DTYPES
 from evaluation.descriptions import questions as declared_questions
 from evaluation.descriptions import training_data_required
 from semboard.errors import Conflict, DomainError, InvalidData, PhaseNotOpen
+from semboard.i18n.languages import N_
+from semboard.i18n.pages import say
 from semboard.jobs import models as model_jobs
 from semboard.services.models import model_exports, model_uploads
 from semboard.services.models import models as model_services
@@ -56,7 +59,7 @@ def upload_model(task_name: str) -> Any:
     With scripts the page sends the zip in parts (the routes below); this plain form post is
     what a browser without them does.
     """
-    session, task, user, team = uploading_team(task_name, "a model")
+    session, task, user, team = uploading_team(task_name, N_("a model"))
     phases, form = _model_form(session, task, team)
     issues: list[Any] = []
     status = 200
@@ -64,7 +67,7 @@ def upload_model(task_name: str) -> Any:
         upload = form.file.data
         phase = next((p for p in phases if p.slug == form.phase.data), None)
         if upload is None or not getattr(upload, "filename", ""):
-            form.file.errors = ["Choose the .zip of your model's folder."]
+            form.file.errors = [_("Choose the .zip of your model's folder.")]
         elif phase is not None:
             try:
                 with upload_on_disk(upload) as archive:
@@ -83,9 +86,10 @@ def upload_model(task_name: str) -> Any:
                     return participation_views.to_terms(task)
                 issues = err.issues
             else:
-                flash(f"Model {row.name} accepted (digest {row.digest[:12]}); it is queued and "
-                      "runs on the site's hardware. "
-                      f"{model_services.prompt_note(row.description or {})}", "success")
+                flash(_("Model %(name)s accepted (digest %(digest)s); it is queued and runs on "
+                        "the site's hardware. %(note)s", name=row.name, digest=row.digest[:12],
+                        note=say(model_services.prompt_note(row.description or {}))),
+                      "success")
                 return redirect(url_for("web.team", team_id=team.id, _anchor="team-models"))
         status = 422
     elif form.is_submitted():
@@ -106,8 +110,9 @@ def _model_form(session: Any, task: Any, team: Any) -> tuple[list[Any], UploadMo
               if p.accepts in model_services.ACCEPTING_PHASES]
     form = UploadModelForm()
     form.phase.choices = options([(p.slug, p.name) for p in phases])
-    form.pooling.choices = options([("", "As the folder says"), *((m, m) for m in POOLING_MODES)])
-    form.dtype.choices = options([("", "The phase's default"), *((d, d) for d in DTYPES)])
+    form.pooling.choices = options([("", _("As the folder says")),
+                                    *((m, m) for m in POOLING_MODES)])
+    form.dtype.choices = options([("", _("The phase's default")), *((d, d) for d in DTYPES)])
     return phases, form
 
 
@@ -145,14 +150,15 @@ def _upload_answer(row: Any, status: int = 200) -> Any:
 @login_required
 def start_model_upload_page(task_name: str) -> Any:
     """Start an upload in parts from the form's fields and the file's size and name."""
-    session, task, user, team = uploading_team(task_name, "a model")
+    session, task, user, team = uploading_team(task_name, N_("a model"))
     phases, form = _model_form(session, task, team)
     if not form.validate_on_submit():
-        raise InvalidData("; ".join(f"{name}: {' '.join(errors)}"
-                                    for name, errors in form.errors.items()) or "bad form")
+        problems = "; ".join(f"{name}: {' '.join(map(str, errors))}"
+                             for name, errors in form.errors.items())
+        raise InvalidData("the form has problems: %(problems)s", problems=problems)
     phase = next((p for p in phases if p.slug == form.phase.data), None)
     if phase is None:
-        raise PhaseNotOpen(f"phase {form.phase.data!r} takes no models of your team now")
+        raise PhaseNotOpen("phase %(data)r takes no models of your team now", data=form.phase.data)
     size = request.form.get("size", "")
     row = model_uploads.start(
         session, storage(), team=team, phase=phase, user=user,
@@ -181,7 +187,7 @@ def model_upload_part(upload_id: int) -> Any:
         except Conflict as err:
             session.refresh(row)
             return jsonify(model_uploads.upload_json(row, part_bytes=part_bytes())
-                           | {"error": err.message}), 409
+                           | {"error": say(err)}), 409
     return _upload_answer(row)
 
 
@@ -192,8 +198,8 @@ def finish_model_upload_page(upload_id: int) -> Any:
     row = model_jobs.accept_model_upload(
         db(), storage(), current_app._get_current_object(),  # type: ignore[attr-defined]
         upload_id=upload_id, user=login_or_redirect(), now=now())
-    flash(f"Model {row.name} accepted (digest {row.digest[:12]}); it is queued and runs on the "
-          "site's hardware.", "success")
+    flash(_("Model %(name)s accepted (digest %(digest)s); it is queued and runs on the site's "
+            "hardware.", name=row.name, digest=row.digest[:12]), "success")
     return jsonify({"model_id": row.id, "status": row.status,
                     "redirect": url_for("web.team", team_id=row.team_id, _anchor="team-models")}
                    ), 202
@@ -213,9 +219,9 @@ def publish_model(model_id: int) -> Any:
     except DomainError as err:
         flash_error(err)
         return redirect(url_for("web.tasks"))
-    flash(f"The files of model {row.name} are "
-          + ("now published with its run." if publish else "private to your team again."),
-          "success")
+    flash(_("The files of model %(name)s are now published with its run.", name=row.name)
+          if publish else _("The files of model %(name)s are private to your team again.",
+                            name=row.name), "success")
     if row.run_id is not None:
         return redirect(url_for("web.run", run_id=row.run_id, _anchor="model-meta"))
     return redirect(url_for("web.team", team_id=row.team_id, _anchor="team-models"))

@@ -7,9 +7,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
+from flask_babel import ngettext
 
 from evaluation import list_tasks
 from semboard.errors import Forbidden, InvalidData
+from semboard.i18n.pages import words
+from semboard.i18n.vocabulary import word as say_word
 from semboard.jobs import baselines as baseline_jobs
 from semboard.jobs import models as model_jobs
 from semboard.jobs import scoring as scoring_jobs
@@ -32,6 +36,7 @@ from semboard.views.common import (
     now,
     organiser_action,
     require_organiser,
+    sentence,
     storage,
 )
 from semboard.web.files import uploaded_files
@@ -57,7 +62,7 @@ def _utc(value: datetime | None) -> datetime | None:
 
 def _track_choices(task: Task) -> list[tuple[str, str]]:
     definition = definitions.definition(task)
-    return [("", "All datasets")] + [(t, t) for t in definition.tracks]
+    return [("", _("All datasets"))] + [(t, t) for t in definition.tracks]
 
 
 def _grant_form(task: Task) -> GrantForm:
@@ -155,7 +160,7 @@ def _phase_form_page(task: Task, phase: Phase | None) -> Any:
         try:
             values["model_settings"] = json.loads(form.model_settings.data or "null")
         except json.JSONDecodeError as err:
-            form.model_settings.errors = [f"not JSON: {err}"]
+            form.model_settings.errors = [_("not JSON: %(error)s", error=err)]
         else:
             with committed() as done:
                 if phase is None:
@@ -165,7 +170,7 @@ def _phase_form_page(task: Task, phase: Phase | None) -> Any:
                 request_scoring.set_limit(session, phase=phase, user=user,
                                           pairs=form.score_in_request_pairs.data, now=now())
             if done:
-                flash(f"Phase {phase.name} saved.", "success")
+                flash(_("Phase %(phase)s saved.", phase=phase.name), "success")
                 return redirect(url_for("web.organise", task_name=task.name) + "#phases")
     status = 200 if request.method == "GET" else 422
     return render_template(
@@ -200,7 +205,7 @@ def upload_data(task_name: str) -> Any:
     if form.validate_on_submit():
         files = uploaded_files([form.file.data] if form.file.data else [])
         if not files:
-            form.file.errors = ["Choose a file to upload."]
+            form.file.errors = [_("Choose a file to upload.")]
         else:
             (filename, data), = files.items()
             service = inputs.upload_inputs if form.kind.data == "inputs" else gold.upload_gold
@@ -209,9 +214,13 @@ def upload_data(task_name: str) -> Any:
                               filename=filename, data=data, user=user, now=now(),
                               split=form.split.data or None)
             if done:
-                flash(f"{form.kind.data.capitalize()} of {form.dataset.data} stored as version "
-                      f"{row.version} ({row.n_items} items)."
-                      + (_rescoring(task) if form.kind.data == "gold" else ""), "success")
+                stored = (_("Inputs of %(dataset)s stored as version %(version)s (%(items)s "
+                            "items).", dataset=form.dataset.data, version=row.version,
+                            items=row.n_items) if form.kind.data == "inputs" else
+                          _("Gold of %(dataset)s stored as version %(version)s (%(items)s "
+                            "items).", dataset=form.dataset.data, version=row.version,
+                            items=row.n_items) + _rescoring(task))
+                flash(stored, "success")
                 return redirect(url_for("web.organise", task_name=task.name) + "#data")
             issues = done.issues
     return _overview(task, data_form=form, data_issues=issues), 422
@@ -228,10 +237,10 @@ def add_reference(task_name: str) -> Any:
         try:
             files = uploaded_files(form.files.data or [])
         except ValueError as err:
-            form.files.errors = [str(err)]
+            form.files.errors = [sentence(err.args[0] if err.args else err)]
             files = {}
         if not files and not form.files.errors:
-            form.files.errors = ["Choose the output file(s) to add."]
+            form.files.errors = [_("Choose the output file(s) to add.")]
         if files:
             with committed() as done:
                 run, queued = baseline_jobs.add_reference_files(
@@ -240,9 +249,11 @@ def add_reference(task_name: str) -> Any:
                     phase_slug=form.phase.data, name=form.name.data or "",
                     provenance=form.provenance.data or "")
             if done:
-                flash(f"Baseline row {run.name!r} added ({run.status}"
-                      + (", scoring queued" if queued else "") + "): it is shown unranked.",
-                      "success")
+                status = say_word(run.status, words())
+                flash(_("Baseline row %(run)r added (%(status)s, scoring queued): it is shown "
+                        "unranked.", run=run.name, status=status) if queued else
+                      _("Baseline row %(run)r added (%(status)s): it is shown unranked.",
+                        run=run.name, status=status), "success")
                 return redirect(url_for("web.organise", task_name=task.name) + "#baselines")
             issues = done.issues
     return _overview(task, reference_form=form, reference_issues=issues), 422
@@ -255,8 +266,9 @@ def release_gold(task_name: str) -> Any:
 
     def act(task: Task, user: User) -> str:
         gold.release_gold(db(), task=task, user=user, now=now(), split=split)
-        return (f"Gold of split {split} released" if split else "Gold released") + \
-            ": everyone can now download it."
+        return (_("Gold of split %(split)s released: everyone can now download it.",
+                  split=split) if split else
+                _("Gold released: everyone can now download it."))
 
     return organiser_action(task_name, act, anchor="#release")
 
@@ -279,9 +291,12 @@ def _rescoring(task: Task, *, force: bool = False) -> str:
     db().commit()  # end this request's transaction: on SQLite it holds the write lock
     changed = scoring_jobs.schedule_rescore(app, task.id, force=force)
     if changed is not None:
-        return f" Rescored: {changed} run(s) got a new score."
-    return (" Runs are being rescored in the background" + (" (all of them)" if force else "")
-            + "; the boards update as soon as they are done.")
+        return " " + ngettext("Rescored: %(num)d run got a new score.",
+                              "Rescored: %(num)d runs got a new score.", changed)
+    return " " + (_("Runs are being rescored in the background (all of them); the boards "
+                    "update as soon as they are done.") if force else
+                  _("Runs are being rescored in the background; the boards update as soon as "
+                    "they are done."))
 
 
 @bp.post("/tasks/<task_name>/organise/phases/<phase_slug>/publish")
@@ -290,7 +305,7 @@ def publish(task_name: str, phase_slug: str) -> Any:
     def act(task: Task, user: User) -> str:
         phase = tasks.get_phase(db(), task, phase_slug)
         gold.publish_results(db(), phase=phase, user=user, now=now())
-        return f"Results of {phase.name} published."
+        return _("Results of %(phase)s published.", phase=phase.name)
 
     return organiser_action(task_name, act, anchor="#phases")
 
@@ -305,7 +320,8 @@ def rerun_model(task_name: str, model_id: int) -> Any:
         row = model_jobs.rerun_model(
             db(), current_app._get_current_object(),  # type: ignore[attr-defined]
             model_id=model_id, by=user, reason=request.form.get("reason", ""), now=now())
-        return f"Model {row.name} of {row.team.name} is queued to run again."
+        return _("Model %(model)s of %(team)s is queued to run again.", model=row.name,
+                 team=row.team.name)
 
     return organiser_action(task_name, act, anchor="#models")
 
@@ -319,7 +335,8 @@ def cancel_model(task_name: str, model_id: int) -> Any:
             abort(404)
         row = model_services.cancel(db(), model_id=model_id, by=user,
                                     reason=request.form.get("reason", ""), now=now())
-        return f"Model {row.name} of {row.team.name} is cancelled."
+        return _("Model %(model)s of %(team)s is cancelled.", model=row.name,
+                 team=row.team.name)
 
     return organiser_action(task_name, act, anchor="#models")
 
@@ -333,7 +350,8 @@ def mark_team(task_name: str, team_id: int) -> Any:
             abort(404)
         value = request.form.get("value") == "1"
         grants.mark_organiser_team(db(), team=team, by=user, value=value, now=now())
-        return f"{team.name} {'marked' if value else 'no longer marked'} ‡."
+        return (_("%(team)s marked ‡.", team=team.name) if value else
+                _("%(team)s no longer marked ‡.", team=team.name))
 
     return organiser_action(task_name, act, anchor="#teams")
 
@@ -357,12 +375,13 @@ def grant_fix(task_name: str) -> Any:
             grants.grant_post_deadline_fix(session, team=team, phase=phase, by=user,
                                            reason=form.reason.data, until=until, now=now())
         if done:
-            flash(f"{team.name} may fix runs of {phase.name} until "
-                  f"{_utc(form.until.data):%Y-%m-%d %H:%M} UTC (flagged †).", "success")
+            flash(_("%(team)s may fix runs of %(phase)s until %(until)s UTC (flagged †).",
+                    team=team.name, phase=phase.name,
+                    until=f"{_utc(form.until.data):%Y-%m-%d %H:%M}"), "success")
             return redirect(url_for("web.organise", task_name=task.name) + "#grants")
     else:
         # The form sits at the bottom of a long page: say at the top why nothing happened.
-        flash("No fix granted: see the marked fields under Post-deadline fixes.", "error")
+        flash(_("No fix granted: see the marked fields under Post-deadline fixes."), "error")
     return _overview(task, grant_form=form), 422
 
 
@@ -426,7 +445,7 @@ def load_definition() -> Any:
             task = tasks.load_definition(session, definition, user=user, now=now())
         if done:
             # a changed definition can move numbers: out-of-date scores are redone
-            flash(f"Task {task.name} loaded." + _rescoring(task), "success")
+            flash(_("Task %(task)s loaded.", task=task.name) + _rescoring(task), "success")
             return redirect(url_for("web.organise", task_name=task.name))
         if isinstance(done.error, Forbidden):
             return render_template("organiser/load.html", form=form, manageable=manageable,
@@ -451,7 +470,8 @@ def admin() -> Any:
             user = accounts.require_user(session, form.email.data.strip().lower())
             tasks.add_organiser(session, task=task, user=user, now=now())
         if done:
-            flash(f"{user.display_name} now organises {task.name}.", "success")
+            flash(_("%(name)s now organises %(task)s.", name=user.display_name, task=task.name),
+                  "success")
             return redirect(url_for("web.admin"))
     rows = [(t, tasks.organisers(session, task=t)) for t in all_tasks]
     return render_template("admin/index.html", form=form, rows=rows, action=ActionForm(),
@@ -471,9 +491,10 @@ def set_account_state() -> Any:
                 raise InvalidData("you cannot deactivate your own account here")
             accounts.set_active(db(), user=user, active=active, now=now())
         if done:
-            flash(f"{user.email} is {'active again' if active else 'deactivated'}.", "success")
+            flash(_("%(email)s is active again.", email=user.email) if active else
+                  _("%(email)s is deactivated.", email=user.email), "success")
     else:
-        flash("Give the account's e-mail.", "error")
+        flash(_("Give the account's e-mail."), "error")
     return redirect(url_for("web.admin") + "#accounts")
 
 
@@ -490,6 +511,7 @@ def remove_organiser(task_name: str, user_id: int) -> Any:
         abort(404)
     tasks.remove_organiser(session, task=task, user=user)
     session.commit()
-    flash(f"{user.display_name} no longer organises {task.name}.", "success")
+    flash(_("%(name)s no longer organises %(task)s.", name=user.display_name, task=task.name),
+          "success")
     return redirect(url_for("web.admin"))
 

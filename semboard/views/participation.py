@@ -18,10 +18,12 @@ from flask import (
     session,
     url_for,
 )
+from flask_babel import gettext as _
 from flask_login import login_required
 
 from semboard.errors import DomainError
 from semboard.extensions import csrf
+from semboard.i18n.languages import TRANSLATED
 from semboard.models import Task
 from semboard.notify import unsubscribe
 from semboard.services.people import account_links, teams
@@ -37,6 +39,7 @@ from semboard.views.common import (
     now,
     organiser_action,
     require_organiser,
+    sentence,
 )
 from semboard.web.files import attachment
 from semboard.web.forms import ActionForm
@@ -93,7 +96,7 @@ def task_page_extras(task: Task) -> dict[str, Any]:
 
 def terms_redirect(task: Task, err: terms.TermsRequired) -> Any:
     """Send a refused download or upload to the terms page, coming back afterwards."""
-    flash(str(err)[:1].upper() + str(err)[1:], "error")
+    flash(sentence(err), "error")
     return to_terms(task)
 
 
@@ -134,15 +137,16 @@ def accept_terms(task_name: str) -> Any:
     user = login_or_redirect()
     back = url_for("web.terms_page", task_name=task.name)
     if not ActionForm().validate_on_submit():
-        flash("The form expired; try again.", "error")
+        flash(_("The form expired; try again."), "error")
         return redirect(back)
     with committed() as done:
         participation.require_domain(db(), task=task, user=user)
-        terms.accept(db(), task=task, user=user, client="web", now=now(),
-                     digests=request.form.getlist("digest"))
+        digests = request.form.getlist("digest")
+        terms.accept(db(), task=task, user=user, client="web", now=now(), digests=digests,
+                     shown={d: request.form.get(f"language-{d}", "") for d in digests})
     if not done:
         return redirect(back)
-    flash(f"You accepted the terms of {task.name}.", "success")
+    flash(_("You accepted the terms of %(task)s.", task=task.name), "success")
     return redirect(_safe_next(url_for("web.task", task_name=task.name)))
 
 
@@ -186,8 +190,8 @@ def announcement_mail(task_name: str) -> Any:
         announcements.set_opt_in(db(), task=task, user=login_or_redirect(), value=value,
                                  now=now())
     if done:
-        flash("You will get this task's announcements by e-mail." if value else
-              "You will no longer get this task's announcements by e-mail.", "success")
+        flash(_("You will get this task's announcements by e-mail.") if value else
+              _("You will no longer get this task's announcements by e-mail."), "success")
     return redirect(url_for("web.announcements_page", task_name=task.name))
 
 
@@ -226,6 +230,17 @@ def organise_participation(task_name: str) -> Any:
         if secret else None)
 
 
+def _translated_terms() -> dict[str, str]:
+    """The terms form's translations: a `text-<code>` field per language the site speaks."""
+    return {code: request.form.get(f"text-{code}", "") for code in TRANSLATED}
+
+
+def _translated_announcement() -> dict[str, dict[str, str]]:
+    """An announcement form's translations: `title-<code>` and `body-<code>` fields."""
+    return {code: {"title": request.form.get(f"title-{code}", ""),
+                   "body": request.form.get(f"body-{code}", "")} for code in TRANSLATED}
+
+
 @bp.post("/tasks/<task_name>/organise/terms")
 def organise_terms(task_name: str) -> Any:
     """Set the task's (or a phase's) terms; a changed text asks everyone to accept again."""
@@ -235,16 +250,18 @@ def organise_terms(task_name: str) -> Any:
         when, grace = terms.schedule_from_form(request.form.get("effective_at"),
                                                request.form.get("grace_hours"), now=now())
         row = terms.set_terms(db(), task=task, phase=phase, text=request.form.get("text", ""),
-                              user=user, now=now(), effective_at=when, grace_until=grace)
+                              user=user, now=now(), translated=_translated_terms(),
+                              effective_at=when, grace_until=grace)
         if row is None or not row.text:
-            return "Terms lifted."
-        said = f"Terms saved (version {row.digest[:12]})"
+            return _("Terms lifted.")
+        said = _("Terms saved (version %(version)s).", version=row.digest[:12])
         if row.effective_at is not None:
-            said += f"; they take effect {clock_text(row.effective_at)} UTC"
+            said += " " + _("They take effect %(when)s UTC.",
+                            when=clock_text(row.effective_at))
         if row.grace_until is not None:
-            said += (f"; who accepted the text before may go on until "
-                     f"{clock_text(row.grace_until)} UTC")
-        return said + "."
+            said += " " + _("Who accepted the text before may go on until %(until)s UTC.",
+                            until=clock_text(row.grace_until))
+        return said
     return organiser_action(task_name, act, endpoint="web.organise_participation")
 
 
@@ -266,7 +283,8 @@ def organise_approval(task_name: str, team_id: int) -> Any:
             abort(404)
         row = participation.decide(db(), team=team, state=request.form.get("state", ""),
                                    user=user, now=now(), reason=request.form.get("reason", ""))
-        return f"Team {team.name} {row.state}."
+        return (_("Team %(team)s approved.", team=team.name) if row.state == "approved" else
+                _("Team %(team)s refused.", team=team.name))
     return organiser_action(task_name, act, endpoint="web.organise_participation")
 
 
@@ -275,7 +293,7 @@ def organise_secret(task_name: str) -> Any:
     """A new secret link (the old one stops working)."""
     def act(task: Task, user: Any) -> str:
         participation.new_secret(db(), task=task, user=user, now=now())
-        return "A new secret link was made; the old one no longer works."
+        return _("A new secret link was made; the old one no longer works.")
     return organiser_action(task_name, act, endpoint="web.organise_participation")
 
 
@@ -305,9 +323,10 @@ def organise_announce(task_name: str) -> Any:
             db(), task=task, user=user, title=request.form.get("title", ""),
             body=request.form.get("body", ""), now=now(),
             phase=tasks.get_phase(db(), task, slug) if slug else None,
-            send=request.form.get("send") != "draft",
+            send=request.form.get("send") != "draft", translated=_translated_announcement(),
             critical=request.form.get("critical") == "on")
-        return f"Announcement {'sent' if row.status == 'sent' else 'saved as a draft'}."
+        return (_("Announcement sent.") if row.status == "sent" else
+                _("Announcement saved as a draft."))
     return organiser_action(task_name, act, endpoint="web.organise_announcements")
 
 
@@ -318,8 +337,9 @@ def organise_send(task_name: str, announcement_id: int) -> Any:
         row = announcements.get(db(), task=task, announcement_id=announcement_id)
         announcements.send_draft(db(), announcement=row, user=user, now=now(),
                                  title=request.form.get("title"), body=request.form.get("body"),
+                                 translated=_translated_announcement(),
                                  critical=request.form.get("critical") == "on")
-        return "Announcement sent."
+        return _("Announcement sent.")
     return organiser_action(task_name, act, endpoint="web.organise_announcements")
 
 
@@ -330,8 +350,9 @@ def organise_edit(task_name: str, announcement_id: int) -> Any:
         row = announcements.get(db(), task=task, announcement_id=announcement_id)
         announcements.edit(db(), announcement=row, user=user, now=now(),
                            title=request.form.get("title", ""), body=request.form.get("body", ""),
-                           notify=request.form.get("notify") == "on")
-        return "Announcement corrected; readers see that it was edited."
+                           notify=request.form.get("notify") == "on",
+                           translated=_translated_announcement())
+        return _("Announcement corrected; readers see that it was edited.")
     return organiser_action(task_name, act, endpoint="web.organise_announcements",
                             anchor=f"#sent-{announcement_id}")
 
@@ -343,7 +364,7 @@ def organise_withdraw(task_name: str, announcement_id: int) -> Any:
         row = announcements.get(db(), task=task, announcement_id=announcement_id)
         announcements.withdraw(db(), announcement=row, user=user, now=now(),
                                reason=request.form.get("reason", ""))
-        return "Announcement withdrawn."
+        return _("Announcement withdrawn.")
     return organiser_action(task_name, act, endpoint="web.organise_announcements")
 
 
@@ -390,5 +411,5 @@ def organise_discard(task_name: str, announcement_id: int) -> Any:
     def act(task: Task, user: Any) -> str:
         row = announcements.get(db(), task=task, announcement_id=announcement_id)
         announcements.discard(db(), announcement=row, user=user)
-        return "Draft deleted."
+        return _("Draft deleted.")
     return organiser_action(task_name, act, endpoint="web.organise_announcements")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import abort, flash, redirect, request, url_for
+from flask_babel import gettext as _
 from flask_login import login_required
 from sqlalchemy import select
 
@@ -66,7 +67,8 @@ def mark_primary(task_name: str, phase_slug: str) -> Any:
         primary.choose(db(), phase=phase, run=run, user=user, now=now(),
                        reason=request.form.get("reason", ""))
     if done:
-        flash(f"Run {run.name} is now your team's primary run in {phase.name}.", "success")
+        flash(_("Run %(run)s is now your team's primary run in %(phase)s.", run=run.name,
+                phase=phase.name), "success")
     return back
 
 
@@ -85,7 +87,8 @@ def set_ranking(task_name: str, phase_slug: str) -> Any:
         primary.set_ranking(db(), phase=phase, ranking=request.form.get("ranking", ""),
                             user=user, now=now())
     if done:
-        flash(f"{phase.name} ranks {phase.ranking} runs.", "success")
+        flash(_("%(phase)s ranks every run.", phase=phase.name) if phase.ranking == "every" else
+              _("%(phase)s ranks each team's primary run only.", phase=phase.name), "success")
     return back
 
 

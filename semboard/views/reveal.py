@@ -9,10 +9,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
 from flask_login import login_required
 from sqlalchemy import select
 
-from semboard.errors import DomainError, Forbidden, NotFound
+from semboard.errors import DomainError, Forbidden, NotFound, Phrase
+from semboard.i18n.pages import say, words
 from semboard.jobs import boards as board_jobs
 from semboard.jobs import reveal as reveal_jobs
 from semboard.jobs import scoring as scoring_jobs
@@ -53,14 +55,15 @@ def _queued(prepared: Any, task: Task) -> Any:
     return prepared
 
 
-def reveal_text(phase: Phase) -> str:
-    """When the phase's hidden figures are revealed, in words."""
+def reveal_text(phase: Phase) -> Phrase:
+    """When the phase's hidden figures are revealed, in words (said in the reader's
+    language by the page)."""
     if phase.reveal == "close":
-        return f"at its close ({phase.closes_at:%Y-%m-%d %H:%M} UTC)"
+        return Phrase("at its close (%(time)s)", time=f"{phase.closes_at:%Y-%m-%d %H:%M} UTC")
     if phase.publish_at is not None:
-        return (f"when its results are published (scheduled for "
-                f"{phase.publish_at:%Y-%m-%d %H:%M} UTC, after its close)")
-    return "when its results are published, after its close"
+        return Phrase("when its results are published (scheduled for %(time)s, after its close)",
+                      time=f"{phase.publish_at:%Y-%m-%d %H:%M} UTC")
+    return Phrase("when its results are published, after its close")
 
 
 def board_notice(phase: Phase) -> dict[str, Any] | None:
@@ -117,7 +120,8 @@ def final_board(task_name: str, phase_slug: str) -> Any:
             reveal_jobs.request_from_get(_app(), task.id)  # computed off the request
         context["report"] = found.report
         context["report_stale"] = found.stale
-        context["chart"] = reveal.report_chart(found.report) if found.report else None
+        context["chart"] = (reveal.report_chart(found.report, words())
+                            if found.report else None)
         context["official"] = rule.official
         context["split_url"] = (url_for("web.split_file", task_name=task.name,
                                         phase_slug=phase.slug)
@@ -249,8 +253,9 @@ def choose_finals(task_name: str, phase_slug: str) -> Any:
     with committed() as done:
         primary.choose_finals(db(), phase=phase, team=team, runs=runs, user=user, now=now())
     if done:
-        flash(f"Your final runs in {phase.name}: "
-              f"{', '.join(r.name for r in runs) or 'none (the fallback applies)'}.", "success")
+        flash(_("Your final runs in %(phase)s: %(runs)s.", phase=phase.name,
+                runs=", ".join(r.name for r in runs) or _("none (the fallback applies)")),
+              "success")
     return back
 
 
@@ -274,9 +279,10 @@ def set_freeze(task_name: str, phase_slug: str) -> Any:
                                     reveal=request.form.get("reveal", phase.reveal),
                                     user=user, now=now())
     if done:
-        flash(f"{phase.name}: the board freezes "
-              f"{'at ' + text + ' UTC' if text else 'never'}; revealed {reveal_text(phase)}.",
-              "success")
+        flash(_("%(phase)s: the board freezes at %(time)s; revealed %(when)s.", phase=phase.name,
+                time=f"{text} UTC", when=say(reveal_text(phase))) if text else
+              _("%(phase)s: the board never freezes; revealed %(when)s.", phase=phase.name,
+                when=say(reveal_text(phase))), "success")
     return back
 
 
@@ -286,7 +292,8 @@ def _form_time(text: str) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
-        raise DomainError(f"{text!r} is not a date and time (YYYY-MM-DDTHH:MM, UTC)") from None
+        raise DomainError("%(text)r is not a date and time (YYYY-MM-DDTHH:MM, UTC)",
+                          text=text) from None
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
 
 
@@ -321,7 +328,8 @@ def set_parts(task_name: str, phase_slug: str) -> Any:
                        seed=int(seed_text) if seed_text else None, reason=reason, again=again)
     if done:
         scoring_jobs.schedule_rescore(_app(), task.id)
-        flash(f"The split of {phase.name} is set; runs are being rescored.", "success")
+        flash(_("The split of %(phase)s is set; runs are being rescored.", phase=phase.name),
+              "success")
     return back
 
 
@@ -339,5 +347,5 @@ def compute_shakeup(task_name: str, phase_slug: str) -> Any:
         return back
     db().commit()  # nothing written: the job's writer must not wait for this request
     reveal_jobs.request(_app(), task.id, report=True)
-    flash("The shake-up report is being computed; reload this page in a moment.", "success")
+    flash(_("The shake-up report is being computed; reload this page in a moment."), "success")
     return back

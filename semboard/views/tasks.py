@@ -7,10 +7,14 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import abort, current_app, flash, redirect, render_template, request, url_for
+from flask_babel import gettext as _
 from flask_login import login_required
 
 from evaluation.descriptions import questions as declared_questions
 from semboard.errors import DomainError
+from semboard.i18n.languages import N_
+from semboard.i18n.pages import words
+from semboard.i18n.vocabulary import word as say_word
 from semboard.jobs.scoring import accept_run
 from semboard.models import Phase, Run, Task, Team
 from semboard.services.closing import descriptions
@@ -34,6 +38,7 @@ from semboard.views.common import (
     login_or_redirect,
     me,
     now,
+    sentence,
     storage,
     uploading_team,
     visible_run,
@@ -140,7 +145,7 @@ def _team_form(task: Task, form: TeamCreateForm | TeamJoinForm,
             participation.require_domain(db(), task=task, user=login_or_redirect())
             team = act()
         if done:
-            flash(success.format(team=team.name), "success")
+            flash(_(success, team=team.name), "success")
             return redirect(url_for("web.team", team_id=team.id))
     forms = ({"create_form": form} if isinstance(form, TeamCreateForm)
              else {"join_form": form})
@@ -158,7 +163,7 @@ def create_team(task_name: str) -> Any:
         lambda: teams.create_team(db(), task=task, captain=login_or_redirect(),
                                   name=form.name.data.strip(),
                                   affiliation=(form.affiliation.data or "").strip(), now=now()),
-        "Team {team} created. Share its invite code with your team mates.",
+        N_("Team %(team)s created. Share its invite code with your team mates."),
     )
 
 
@@ -172,7 +177,7 @@ def join_team(task_name: str) -> Any:
         task, form,
         lambda: teams.join_team(db(), task=task, user=login_or_redirect(),
                                 invite_code=form.invite_code.data.strip(), now=now()),
-        "You joined {team}.",
+        N_("You joined %(team)s."),
     )
 
 
@@ -219,12 +224,15 @@ def start_window(task_name: str, phase_slug: str) -> Any:
         flash_error(DomainError("the form expired; try again"))
         return back
     with committed() as done:
-        _, window, started = windows.start_team_window(
+        _team, window, started = windows.start_team_window(
             db(), phase=phase, user=login_or_redirect(), now=now())
     if done:
-        what = "started" if started else "had already started"
-        flash(f"Your team's {phase.team_window_hours}-hour window in {phase.name} {what}; it "
-              f"ends {clock_text(window.ends_at)} UTC.", "success")
+        flash(_("Your team's %(hours)s-hour window in %(phase)s started; it ends %(ends)s UTC.",
+                hours=phase.team_window_hours, phase=phase.name, ends=clock_text(window.ends_at))
+              if started else
+              _("Your team's %(hours)s-hour window in %(phase)s had already started; it ends "
+                "%(ends)s UTC.", hours=phase.team_window_hours, phase=phase.name,
+                ends=clock_text(window.ends_at)), "success")
     return back
 
 
@@ -282,9 +290,9 @@ def _upload_context(task: Task, team: Team, form: UploadRunForm) -> dict[str, An
 
 def _run_notes(run: Run) -> str:
     """What the acceptance message adds: a replaced version, a late or fix flag."""
-    note = " (replaces the earlier version of that name)" if run.replaces_id else ""
-    note += " (late: flagged *)" if run.is_late else ""
-    note += " (post-deadline fix: flagged †)" if run.is_fix else ""
+    note = _(" (replaces the earlier version of that name)") if run.replaces_id else ""
+    note += _(" (late: flagged *)") if run.is_late else ""
+    note += _(" (post-deadline fix: flagged †)") if run.is_fix else ""
     return note
 
 
@@ -292,16 +300,18 @@ def _run_notes(run: Run) -> str:
 @login_required
 def upload(task_name: str) -> Any:
     """Upload a run: a name and its files (one per dataset, or one zip)."""
-    session, task, user, team = uploading_team(task_name, "runs")
+    session, task, user, team = uploading_team(task_name, N_("runs"))
     form = UploadRunForm()
     opened = admission.offered_phases(session, task=task, team=team, now=now())
     # A closed phase stays listed (late policy, granted fixes) but says it is closed.
     choices = [
-        (p.slug, f"{p.name} ({p.kind}{', closed' if _phase_state(p) == 'closed' else ''})")
+        (p.slug, _("%(phase)s (%(kind)s, closed)", phase=p.name, kind=say_word(p.kind, words()))
+         if _phase_state(p) == "closed" else _("%(phase)s (%(kind)s)", phase=p.name,
+                                                 kind=say_word(p.kind, words())))
         for p in opened]
     if sum(_phase_state(p) == "open" for p in opened) > 1:
         # Several open phases (tracks): the participant picks one, none is guessed.
-        choices.insert(0, ("", "Choose a phase (several are open)"))
+        choices.insert(0, ("", _("Choose a phase (several are open)")))
     form.phase.choices = options(choices)
     if request.method == "GET" and not form.phase.data:
         with contextlib.suppress(DomainError):
@@ -315,9 +325,9 @@ def upload(task_name: str) -> Any:
             files = uploaded_files(form.files.data or [])
         except ValueError as err:
             files = None
-            form.files.errors = [str(err)]
+            form.files.errors = [sentence(err.args[0] if err.args else err)]
         if files == {}:
-            form.files.errors = ["Choose the run's files (one per dataset) or one zip."]
+            form.files.errors = [_("Choose the run's files (one per dataset) or one zip.")]
         if files:
             phase = load_phase(task, form.phase.data)
             try:
@@ -329,14 +339,16 @@ def upload(task_name: str) -> Any:
                         given=descriptions.given_from_form(task, request.form),
                         upload_key=_form_key(form.upload_key.data))
             except submissions.Replayed as replay:  # the same form sent again: its first run
-                flash(f"Run {replay.run.name} was already received from this form.", "success")
+                flash(_("Run %(run)s was already received from this form.",
+                        run=replay.run.name), "success")
                 return redirect(url_for("web.run", run_id=replay.run.id))
             if done and queued:  # stored and valid; a queue worker scores it
-                flash(f"Run {run.name} accepted{_run_notes(run)}; it is being scored.",
-                      "success")
+                flash(_("Run %(run)s accepted%(notes)s; it is being scored.", run=run.name,
+                        notes=_run_notes(run)), "success")
                 return redirect(url_for("web.run", run_id=run.id))
             if done:
-                flash(f"Run {run.name} accepted{_run_notes(run)}.", "success")
+                flash(_("Run %(run)s accepted%(notes)s.", run=run.name, notes=_run_notes(run)),
+                      "success")
                 return redirect(url_for("web.run", run_id=run.id))
             if isinstance(done.error, terms.TermsRequired):  # the phase's own terms (flashed)
                 return participation_views.to_terms(task)

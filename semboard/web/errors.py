@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, current_app, g, jsonify, render_template, request
+from flask_babel import gettext
 from jinja2 import TemplateNotFound
 from werkzeug.exceptions import HTTPException, InternalServerError, SecurityError
 from werkzeug.routing import BuildError
 
 from semboard.errors import DomainError
+from semboard.i18n.pages import sentence
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,8 @@ def register(app: Flask) -> None:
     def _domain(err: DomainError) -> Any:
         if wants_json():
             return jsonify(err.to_dict()), err.status
-        return _page(err.status, "Refused", str(err)) or (str(err), err.status)
+        text = sentence(err)
+        return _page(err.status, gettext("Refused"), text) or (text, err.status)
 
     def _database_unavailable(err: Exception) -> Any:
         # the request's work is undone (its session rolls back at teardown); the page names no
@@ -52,6 +55,10 @@ def register(app: Flask) -> None:
         message = "the database is unavailable for a moment: nothing was changed; try again"
         if wants_json():
             return jsonify({"error": message, "status": 503}), 503, headers
+        # the page names no one: without this, flask-login's template context (and the page's
+        # language, which asks the account) would load the user from the database again and
+        # raise inside this handler; the page follows the cookie and the browser instead
+        g._login_user = current_app.login_manager.anonymous_user()  # type: ignore[attr-defined]
         try:
             page = render_template("errors/unavailable.html", retry_after=RETRY_AFTER_S)
         except (TemplateNotFound, BuildError):

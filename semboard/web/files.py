@@ -11,7 +11,7 @@ from typing import Any
 
 from flask import Response, current_app, request
 
-from semboard.errors import InvalidData
+from semboard.errors import InvalidData, Phrase
 from semboard.models import Phase
 from semboard.services.boards.prepared import Prepared
 
@@ -33,7 +33,7 @@ def uploaded_files(items: Iterable[Any]) -> dict[str, bytes]:
         if not base:
             continue
         if base in found:
-            raise ValueError(f"two uploaded files are called {base}")
+            raise ValueError(Phrase("two uploaded files are called %(name)s", name=base))
         found[base] = item.read()
     return found
 
@@ -61,8 +61,8 @@ def content_range() -> tuple[int, bytes]:
     start, end, _size = (int(v) for v in found.groups())
     data = request.get_data(cache=False)
     if end - start + 1 != len(data):
-        raise InvalidData(f"Content-Range says {end - start + 1} bytes; the body has "
-                          f"{len(data)}")
+        raise InvalidData("Content-Range says %(end)s bytes; the body has %(data)s",
+                          end=end - start + 1, data=len(data))
     return start, data
 
 

@@ -38,14 +38,16 @@ class IdConverter(IntegerConverter):
 def bounded_id(raw: Any, name: str) -> int:
     """An id from a form, query or JSON body; InvalidData (422) unless 1..MAX_ID."""
     if isinstance(raw, bool):
-        raise InvalidData(f"{name}: give an id (a whole number)")
+        raise InvalidData("%(name)s: give an id (a whole number)", name=name)
     text = raw.strip() if isinstance(raw, str) else raw
     if isinstance(text, str):
         if not (text.isascii() and text.isdigit()) or len(text) > 10:
-            raise InvalidData(f"{name}: give an id (a whole number from 1 to {MAX_ID})")
+            raise InvalidData("%(name)s: give an id (a whole number from 1 to %(MAX_ID)s)",
+                              name=name, MAX_ID=MAX_ID)
         text = int(text)
     if not isinstance(text, int) or not 1 <= text <= MAX_ID:
-        raise InvalidData(f"{name}: give an id (a whole number from 1 to {MAX_ID})")
+        raise InvalidData("%(name)s: give an id (a whole number from 1 to %(MAX_ID)s)",
+                          name=name, MAX_ID=MAX_ID)
     return text
 
 

@@ -195,7 +195,7 @@ def test_rescore_button(browser: Browser) -> None:
     browser.login(ORGANISER)
     response = browser.submit("/tasks/demo/organise", "/tasks/demo/organise/rescore",
                               follow=True)
-    assert "Rescored: 0 run(s) got a new score." in text(response)
+    assert "Rescored: 0 runs got a new score." in text(response)
 
 
 def test_admin_names_and_removes_organisers(browser: Browser, db_session) -> None:

@@ -45,7 +45,7 @@ def validated_run(session: Session, storage: Storage, run: Run) -> Any:
     """The run as the scorer reads it (DomainError when its files no longer validate)."""
     valid, _ = significance.validated_runs(session, storage, phase=run.phase, runs=[run])
     if run.id not in valid:
-        raise DomainError(f"run {run.id} could not be re-read from storage")
+        raise DomainError("run %(id)s could not be re-read from storage", id=run.id)
     return valid[run.id]
 
 
@@ -264,11 +264,11 @@ def _scored_run(session: Session, viewer: User | None, task: Task, run_id: int) 
     try:
         run = submissions.get_run(session, run_id)
     except DomainError:
-        raise NotFound(f"no run {run_id}") from None
+        raise NotFound("no run %(run_id)s", run_id=run_id) from None
     if run.task_id != task.id or not access.can_view_run(session, viewer, run):
-        raise NotFound(f"no run {run_id} on {task.name}")
+        raise NotFound("no run %(run_id)s on %(task)s", run_id=run_id, task=task.name)
     if not access.can_view_scores(session, viewer, run.phase) or run.current_score is None:
-        raise Forbidden(f"run {run_id} has no visible scores")
+        raise Forbidden("run %(run_id)s has no visible scores", run_id=run_id)
     return run
 
 
@@ -319,8 +319,9 @@ def _pair_runs(session: Session, *, task: Task, a_id: int, b_id: int,
         raise DomainError("choose two different runs")
     a, b = _scored_run(session, viewer, task, a_id), _scored_run(session, viewer, task, b_id)
     if a.phase.split != b.phase.split:
-        raise DomainError(f"runs {a.id} and {b.id} answer different splits ({a.phase.split}, "
-                          f"{b.phase.split}): their pairs cannot be compared")
+        raise DomainError("runs %(id)s and %(id2)s answer different splits (%(split)s, "
+                          "%(split2)s): their pairs cannot be compared",
+                          id=a.id, id2=b.id, split=a.phase.split, split2=b.phase.split)
     return a, b
 
 
@@ -420,7 +421,7 @@ def compute_comparison(session: Session, storage: Storage, *, comparison_id: int
                                         metrics=compare_metrics(definition, shared),
                                         **COMPARE_OPTIONS)
         except ValueError as err:  # the runs' files and the gold disagree: no statistics
-            raise DomainError(f"these runs cannot be compared: {err}") from None
+            raise DomainError("these runs cannot be compared: %(err)s", err=err) from None
         pairs = []
         # pairs the gold leaves unscored take no part in the tests: not in their scatter either
         for name, (xa, xb) in paired_scores(definition, va, vb, shared, parsed_gold).items():

@@ -7,9 +7,15 @@ only arithmetic is laying out what is drawn.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from semboard.i18n.catalogues import Words
+
+# Specs are worded in the reader's language: every builder takes `words` (English by default).
+ENGLISH = Words(None)
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
 WIDTH = 640
@@ -67,12 +73,16 @@ def board_has_heatmap(board: Any) -> bool:
 
 
 def board_ci_chart(board: Any, intervals: Mapping[int, Mapping[str, Sequence[float]]],
-                   metric: str) -> dict[str, Any] | None:
+                   metric: str, words: Words = ENGLISH) -> dict[str, Any] | None:
     """Each run's primary-metric score and 95% CI in rank order, groups shaded, baselines marked."""
     rows = [point for order, row in enumerate(board.rows)
             if (point := board_ci_point(row, order, intervals, metric)) is not None]
     if not rows:
         return None
+    w = words.gettext
+    kinds = {"run": w("run"), "baseline": w("baseline")}
+    for r in rows:  # the legend and tooltip in the reader's language (the codes stay for pages)
+        r["kind"], r["group"] = kinds[r["kind"]], _group_word(r["group"], words)
     sort = {"field": "order", "op": "min"}
     y = {"field": "run", "type": "nominal", "sort": sort, "title": None,
          "axis": {"labelLimit": 260}}
@@ -84,8 +94,9 @@ def board_ci_chart(board: Any, intervals: Mapping[int, Mapping[str, Sequence[flo
         r["band_lo"], r["band_hi"] = domain
     x_scale = {"domain": domain, "zero": False, "nice": False}
     return _base(
-        f"{metric} of each run with its 95% confidence interval, in rank order",
-        title=f"{metric} with 95% confidence intervals",
+        w("%(metric)s of each run with its 95%% confidence interval, in rank order",
+          metric=metric),
+        title=w("%(metric)s with 95%% confidence intervals", metric=metric),
         width=WIDTH, height={"step": ROW_HEIGHT},
         data={"values": rows},
         encoding={"y": y},
@@ -107,17 +118,24 @@ def board_ci_chart(board: Any, intervals: Mapping[int, Mapping[str, Sequence[flo
                  "x": {"field": "score", "type": "quantitative", "scale": x_scale},
                  "href": {"field": "url"},  # filled in by the view: the run's page
                  "shape": {"field": "kind", "type": "nominal", "title": None,
-                           "scale": {"domain": ["run", "baseline"],
+                           "scale": {"domain": [kinds["run"], kinds["baseline"]],
                                      "range": ["circle", "diamond"]}},
                  "color": {"field": "kind", "type": "nominal", "title": None,
-                           "scale": {"domain": ["run", "baseline"],
+                           "scale": {"domain": [kinds["run"], kinds["baseline"]],
                                      "range": ["#1d4ed8", BASELINE_COLOUR]}},
-                 "tooltip": [{"field": "run"}, {"field": "score", "format": ".4f"},
-                             {"field": "lo", "title": "CI low", "format": ".4f"},
-                             {"field": "hi", "title": "CI high", "format": ".4f"},
-                             {"field": "rank"}, {"field": "group", "title": "group"}]}},
+                 "tooltip": [{"field": "run", "title": w("run")},
+                             {"field": "score", "title": w("score"), "format": ".4f"},
+                             {"field": "lo", "title": w("CI low"), "format": ".4f"},
+                             {"field": "hi", "title": w("CI high"), "format": ".4f"},
+                             {"field": "rank", "title": w("rank")},
+                             {"field": "group", "title": w("group")}]}},
         ],
     )
+
+
+def _group_word(group: str, words: Words) -> str:
+    """A point's group as its chart says it: G1, G2 ... as they are; baseline, contrastive."""
+    return words.gettext(group) if group in ("baseline", "contrastive") else group
 
 
 def heatmap_columns(board: Any) -> list[Any]:
@@ -125,7 +143,7 @@ def heatmap_columns(board: Any) -> list[Any]:
     return [c for c in board.columns if c.kind in ("dataset", "genre")]
 
 
-def board_heatmap(board: Any) -> dict[str, Any] | None:
+def board_heatmap(board: Any, words: Words = ENGLISH) -> dict[str, Any] | None:
     """Runs × datasets (and genres): each cell the run's score, colour by value."""
     columns = heatmap_columns(board)
     cells = []
@@ -141,9 +159,10 @@ def board_heatmap(board: Any) -> dict[str, Any] | None:
         return None
     values = [c["score"] for c in cells]
     middle = (min(values) + max(values)) / 2  # light text on the scale's dark half
+    w = words.gettext
     return _base(
-        "each run's score on each dataset and genre as a coloured cell",
-        title="Scores per dataset",
+        w("each run's score on each dataset and genre as a coloured cell"),
+        title=w("Scores per dataset"),
         width={"step": max(28, min(60, WIDTH // max(1, len(columns))))},
         height={"step": ROW_HEIGHT},
         data={"values": cells},
@@ -156,9 +175,11 @@ def board_heatmap(board: Any) -> dict[str, Any] | None:
         layer=[
             {"name": "cells", "mark": {"type": "rect"},
              "encoding": {"color": {"field": "score", "type": "quantitative",
-                                    "scale": {"scheme": "viridis"}, "title": "score"},
-                          "tooltip": [{"field": "run"}, {"field": "column", "title": "dataset"},
-                                      {"field": "score", "format": ".4f"}]}},
+                                    "scale": {"scheme": "viridis"}, "title": w("score")},
+                          "tooltip": [{"field": "run", "title": w("run")},
+                                      {"field": "column", "title": w("dataset")},
+                                      {"field": "score", "title": w("score"),
+                                       "format": ".4f"}]}},
             {"name": "values", "mark": {"type": "text", "fontSize": 9},
              "encoding": {"text": {"field": "score", "format": ".2f"},
                           "color": {"condition": {"test": f"datum.score < {middle!r}",
@@ -168,8 +189,9 @@ def board_heatmap(board: Any) -> dict[str, Any] | None:
 
 
 def run_bars(run_row: Any, board: Any, intervals: Mapping[str, Sequence[float]],
-             best: Mapping[str, float]) -> dict[str, Any] | None:
+             best: Mapping[str, float], words: Words = ENGLISH) -> dict[str, Any] | None:
     """A run's per-dataset (and per-genre) scores with CIs, beside the baselines and the best."""
+    w = words.gettext
     bars, marks = [], []
     for position, column in enumerate(heatmap_columns(board)):
         value = run_row.metrics.get(column.key)
@@ -182,26 +204,27 @@ def run_bars(run_row: Any, board: Any, intervals: Mapping[str, Sequence[float]],
             other = row.metrics.get(column.key)
             if row.baseline and other is not None and row.run_id != run_row.run_id:
                 marks.append({"column": column.label, "score": other,
-                              "who": f"baseline: {row.run}"})
+                              "who": w("baseline: %(run)s", run=row.run)})
         if column.key in best:
             marks.append({"column": column.label, "score": best[column.key],
-                          "who": "board's best"})
+                          "who": w("board's best")})
     if not bars:
         return None
     x = {"field": "column", "type": "nominal", "title": None,
          "sort": [b["column"] for b in bars], "axis": {"labelAngle": -30}}
     return _base(
-        "the run's score on each dataset with its 95% CI, the baselines and the board's best",
-        title="Scores per dataset with 95% CIs",
+        w("the run's score on each dataset with its 95%% CI, the baselines and the board's best"),
+        title=w("Scores per dataset with 95%% CIs"),
         width={"step": 44}, height=260,
         layer=[
             {"name": "bars", "data": {"values": bars}, "mark": {"type": "bar", "color": "#93c5fd"},
              "encoding": {"x": x, "y": {"field": "score", "type": "quantitative",
-                                        "title": "score", "scale": {"zero": False}},
-                          "tooltip": [{"field": "column", "title": "dataset"},
-                                      {"field": "score", "format": ".4f"},
-                                      {"field": "lo", "format": ".4f"},
-                                      {"field": "hi", "format": ".4f"}]}},
+                                        "title": w("score"), "scale": {"zero": False}},
+                          "tooltip": [{"field": "column", "title": w("dataset")},
+                                      {"field": "score", "title": w("score"), "format": ".4f"},
+                                      {"field": "lo", "title": w("CI low"), "format": ".4f"},
+                                      {"field": "hi", "title": w("CI high"),
+                                       "format": ".4f"}]}},
             {"name": "intervals", "data": {"values": bars}, "mark": {"type": "rule"},
              "encoding": {"x": x, "y": {"field": "lo", "type": "quantitative"},
                           "y2": {"field": "hi"}}},
@@ -209,7 +232,9 @@ def run_bars(run_row: Any, board: Any, intervals: Mapping[str, Sequence[float]],
              "mark": {"type": "tick", "thickness": 2, "size": 30},
              "encoding": {"x": x, "y": {"field": "score", "type": "quantitative"},
                           "color": {"field": "who", "type": "nominal", "title": None},
-                          "tooltip": [{"field": "who"}, {"field": "score", "format": ".4f"}]}},
+                          "tooltip": [{"field": "who", "title": w("reference")},
+                                      {"field": "score", "title": w("score"),
+                                       "format": ".4f"}]}},
         ],
     )
 
@@ -226,15 +251,17 @@ def _facet(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"field": "dataset", "type": "nominal", "title": None, "sort": order}
 
 
-def gold_scatter(points: list[dict[str, Any]], lines: list[dict[str, Any]]) -> dict[str, Any]:
+def gold_scatter(points: list[dict[str, Any]], lines: list[dict[str, Any]],
+                 words: Words = ENGLISH) -> dict[str, Any]:
     """Per dataset: each pair's run score against its gold, with the least-squares line."""
+    w = words.gettext
     # the line's two ends: evaluation's fitted values at the run's lowest and highest score
     ends = [{"dataset": line["dataset"], "score": x, "fit": y, "line": True}
             for line in lines for x, y in line["ends"]]
     return _base(
-        "each pair's run score against its gold score, one panel per dataset, with the "
-        "least-squares line ALLnorm fits",
-        title="Run score against gold (least-squares line as ALLnorm fits it)",
+        w("each pair's run score against its gold score, one panel per dataset, with the "
+          "least-squares line ALLnorm fits"),
+        title=w("Run score against gold (least-squares line as ALLnorm fits it)"),
         data={"values": _finite(points + ends)},
         facet=_facet(points),
         columns=3,
@@ -245,8 +272,9 @@ def gold_scatter(points: list[dict[str, Any]], lines: list[dict[str, Any]]) -> d
                 {"name": "pairs", "transform": [{"filter": "!datum.line"}],
                  "mark": {"type": "point", "filled": True, "size": 12, "opacity": 0.45},
                  "encoding": {"x": {"field": "score", "type": "quantitative",
-                                    "title": "run score", "scale": {"zero": False}},
-                              "y": {"field": "gold", "type": "quantitative", "title": "gold"}}},
+                                    "title": w("run score"), "scale": {"zero": False}},
+                              "y": {"field": "gold", "type": "quantitative",
+                                    "title": w("gold")}}},
                 {"name": "fit", "transform": [{"filter": "datum.line"}],
                  "mark": {"type": "line", "color": BEST_COLOUR},
                  "encoding": {"x": {"field": "score", "type": "quantitative"},
@@ -256,15 +284,18 @@ def gold_scatter(points: list[dict[str, Any]], lines: list[dict[str, Any]]) -> d
     )
 
 
-def distribution(points: list[dict[str, Any]]) -> dict[str, Any]:
+def distribution(points: list[dict[str, Any]], words: Words = ENGLISH) -> dict[str, Any]:
     """Per dataset: histograms of the gold and of the run's scores mapped onto the gold's scale."""
+    w = words.gettext
+    gold, mapped = w("gold"), w("run (mapped)")
     return _base(
-        "distribution of gold scores and of the run's least-squares mapped scores per dataset",
-        title="Score distribution: gold and run (mapped onto the gold scale)",
+        w("distribution of gold scores and of the run's least-squares mapped scores per "
+          "dataset"),
+        title=w("Score distribution: gold and run (mapped onto the gold scale)"),
         data={"values": _finite(points)},
         transform=[{"fold": ["gold", "fitted"], "as": ["field", "value"]},
-                   {"calculate": "datum.field === 'gold' ? 'gold' : 'run (mapped)'",
-                    "as": "source"}],
+                   {"calculate": f"datum.field === 'gold' ? {json.dumps(gold)} : "
+                                 f"{json.dumps(mapped)}", "as": "source"}],
         facet=_facet(points),
         columns=3,
         spec={
@@ -272,11 +303,11 @@ def distribution(points: list[dict[str, Any]]) -> dict[str, Any]:
             "mark": {"type": "bar", "opacity": 0.55, "binSpacing": 0},
             "encoding": {
                 "x": {"field": "value", "type": "quantitative", "bin": {"maxbins": 20},
-                      "title": "score"},
+                      "title": w("score")},
                 "y": {"aggregate": "count", "type": "quantitative", "stack": None,
-                      "title": "pairs"},
+                      "title": w("pairs")},
                 "color": {"field": "source", "type": "nominal", "title": None,
-                          "scale": {"domain": ["gold", "run (mapped)"],
+                          "scale": {"domain": [gold, mapped],
                                     "range": ["#f59e0b", "#2563eb"]}},
             },
         },
@@ -284,11 +315,13 @@ def distribution(points: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def compare_scatter(pairs: list[dict[str, Any]], a_label: str,
-                    b_label: str) -> dict[str, Any]:
+                    b_label: str, words: Words = ENGLISH) -> dict[str, Any]:
     """Per dataset: each pair's score from run a against run b."""
+    w = words.gettext
     return _base(
-        f"each pair's score from {a_label} against {b_label}, one panel per dataset",
-        title=f"{a_label} against {b_label}",
+        w("each pair's score from %(a)s against %(b)s, one panel per dataset", a=a_label,
+          b=b_label),
+        title=w("%(a)s against %(b)s", a=a_label, b=b_label),
         data={"values": _finite(pairs)},
         facet=_facet(pairs),
         columns=3,
@@ -396,21 +429,23 @@ def analytics_model_times(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                           "title": "seconds"},
                                     "color": {"field": "part", "type": "nominal",
                                               "title": None}}})
-def shakeup_gap(teams: Sequence[Mapping[str, Any]], metric: str) -> dict[str, Any] | None:
+def shakeup_gap(teams: Sequence[Mapping[str, Any]], metric: str,
+                words: Words = ENGLISH) -> dict[str, Any] | None:
     """The shake-up report's chart: each team's public score minus its private score against
     the runs it submitted (a gap that grows with runs is the public part being overfitted);
     teams whose rank change is beyond split noise are marked."""
+    w = words.gettext
+    beyond, within = w("beyond split noise"), w("within split noise")
     points = [{"team": str(t["team"]), "runs": t["runs"], "gap": t["gap"],
-               "change": t["change"], "flagged": "beyond split noise" if t["flagged"]
-               else "within split noise"}
+               "change": t["change"], "flagged": beyond if t["flagged"] else within}
               for t in teams if isinstance(t.get("gap"), int | float)
               and math.isfinite(t["gap"])]
     if not points:
         return None
     return _base(
-        f"each team's public minus private {metric} against the number of runs it submitted; "
-        "teams whose rank change is beyond split noise are marked",
-        title=f"Public − private {metric} against runs submitted",
+        w("each team's public minus private %(metric)s against the number of runs it "
+          "submitted; teams whose rank change is beyond split noise are marked", metric=metric),
+        title=w("Public − private %(metric)s against runs submitted", metric=metric),
         width=WIDTH - 160, height=280,
         data={"values": points},
         layer=[
@@ -419,13 +454,13 @@ def shakeup_gap(teams: Sequence[Mapping[str, Any]], metric: str) -> dict[str, An
             {"name": "gaps",
              "mark": {"type": "point", "filled": True, "size": 60},
              "encoding": {
-                 "x": {"field": "runs", "type": "quantitative", "title": "runs submitted",
+                 "x": {"field": "runs", "type": "quantitative", "title": w("runs submitted"),
                        "scale": {"zero": False}},
                  "y": {"field": "gap", "type": "quantitative",
-                       "title": f"public − private {metric}"},
+                       "title": w("public − private %(metric)s", metric=metric)},
                  "shape": {"field": "flagged", "type": "nominal", "title": None},
                  "color": {"field": "flagged", "type": "nominal", "title": None,
-                           "scale": {"domain": ["within split noise", "beyond split noise"],
+                           "scale": {"domain": [within, beyond],
                                      "range": ["#2563eb", BEST_COLOUR]}},
                  "tooltip": [{"field": "team"}, {"field": "runs"},
                              {"field": "gap", "format": ".4f"}, {"field": "change"}]}},

@@ -24,6 +24,7 @@ from semboard import exportsafe
 from semboard.cache import LRU
 from semboard.clock import utcnow
 from semboard.errors import Forbidden
+from semboard.i18n.catalogues import Words
 from semboard.models import (
     PartScore,
     Phase,
@@ -1196,8 +1197,8 @@ def page_rows(rows: list[Row], *, page: int, per_page: int,
     return rows[(page - 1) * per_page: page * per_page], len(rows), pages
 
 
-def run_bars_spec(board: Leaderboard, row: Row,
-                  scores: dict[str, Any]) -> dict[str, Any] | None:
+def run_bars_spec(board: Leaderboard, row: Row, scores: dict[str, Any],
+                  words: Words = charts.ENGLISH) -> dict[str, Any] | None:
     """A run's bars chart as the run page draws it: its CIs, the baselines, the board's best."""
     intervals = {c.key: ci for c in board.columns
                  if (ci := stored_interval(scores, c.key)) is not None}
@@ -1207,4 +1208,4 @@ def run_bars_spec(board: Leaderboard, row: Row,
                   and (v := r.metrics.get(column.key)) is not None]
         if values:
             best[column.key] = max(values)
-    return charts.run_bars(row, board, intervals, best)
+    return charts.run_bars(row, board, intervals, best, words)

@@ -34,6 +34,7 @@ from evaluation.parts import official_metric, shakeup
 from semboard import exportsafe
 from semboard.db import insert_unless_refused
 from semboard.errors import Forbidden, InvalidData, NotFound
+from semboard.i18n.catalogues import Words
 from semboard.models import (
     PartBoard,
     PartScore,
@@ -119,7 +120,7 @@ def version(session: Session, phase: Phase, kind: str) -> str:
     """The one place deciding a stored board's version: a digest of everything it shows."""
     if kind == "frozen":
         if phase.freeze_at is None:
-            raise NotFound(f"phase {phase.slug} has no freeze time")
+            raise NotFound("phase %(phase)s has no freeze time", phase=phase.slug)
         shown: dict[str, Any] = {
             "phase": _phase_stamp(phase), "at": phase.freeze_at.isoformat(),
             "runs": _frozen_rows(session, phase),
@@ -127,7 +128,7 @@ def version(session: Session, phase: Phase, kind: str) -> str:
         return _digest({"kind": kind, **shown})
     rule = parts.rule_of(phase)
     if rule is None:
-        raise NotFound(f"phase {phase.slug} has no split test set")
+        raise NotFound("phase %(phase)s has no split test set", phase=phase.slug)
     finals = _finals(session, phase)
     chosen = sorted([f.team_id, list(f.run_ids), f.chosen] for f in finals.values())
     if kind in ("private", "whole"):
@@ -146,7 +147,7 @@ def version(session: Session, phase: Phase, kind: str) -> str:
         return _digest({"kind": kind, "phase": _phase_stamp(phase), "finals": chosen,
                         "split": parts.digest(session, phase=phase), "runs": everything,
                         "rule": rule.to_json(), "evaluation": evaluation.__version__})
-    raise NotFound(f"no board {kind!r}")
+    raise NotFound("no board %(kind)r", kind=kind)
 
 
 # ----------------------------------------------------------------------------- building
@@ -191,12 +192,12 @@ def build_board(session: Session, *, phase: Phase, kind: str) -> Leaderboard:
     """A frozen, private or whole board (assembled from stored scores, no groups)."""
     if kind == "frozen":
         if phase.freeze_at is None:
-            raise NotFound(f"phase {phase.slug} has no freeze time")
+            raise NotFound("phase %(phase)s has no freeze time", phase=phase.slug)
         listed = leaderboard.listing_at(session, phase=phase, at=phase.freeze_at)
         return leaderboard.assemble_leaderboard(session, task=phase.task, phase=phase,
                                                 scored=listed, grouped=False)
     if kind not in ("private", "whole") or parts.rule_of(phase) is None:
-        raise NotFound(f"phase {phase.slug} has no {kind} board")
+        raise NotFound("phase %(phase)s has no %(kind)s board", phase=phase.slug, kind=kind)
     return leaderboard.assemble_leaderboard(session, task=phase.task, phase=phase,
                                             scored=_counted(session, phase, kind),
                                             rank_every=True, grouped=False)
@@ -212,11 +213,11 @@ def build_report(session: Session, storage: Storage, *, phase: Phase) -> dict[st
     """The shake-up report of the phase (the resampling: minutes at most, off the request)."""
     rule = parts.rule_of(phase)
     if rule is None:
-        raise NotFound(f"phase {phase.slug} has no split test set")
+        raise NotFound("phase %(phase)s has no split test set", phase=phase.slug)
     known = gold.parsed_gold(session, storage, task=phase.task, split=phase.split)
     items = parts.usable(session, storage, phase=phase, gold=known)
     if items is None:
-        raise InvalidData(f"phase {phase.slug} has no split of its test items yet")
+        raise InvalidData("phase %(phase)s has no split of its test items yet", phase=phase.slug)
     finals = _finals(session, phase)
     rows = session.execute(
         select(Run.id, Run.team_id, Team.name).join(Team, Team.id == Run.team_id)
@@ -377,12 +378,13 @@ def served_kind(session: Session, *, phase: Phase, kind: str, viewer: User | Non
     before the reveal, or the live board's own rule; NotFound where the phase has none).
     trusted: the organisers' exports and the command line, no viewer asked."""
     if kind not in BOARD_KINDS or kind not in kinds_of(phase):
-        raise NotFound(f"phase {phase.slug} has no {kind} board")
+        raise NotFound("phase %(phase)s has no %(kind)s board", phase=phase.slug, kind=kind)
     if not trusted and not access.can_view_leaderboard(session, viewer, phase):
         raise Forbidden("this leaderboard is not public yet")
     if (not trusted and kind != "frozen"
             and not access.can_view_private(session, viewer, phase, now)):
-        raise Forbidden(f"the {kind} board of {phase.slug} is shown at its reveal")
+        raise Forbidden("the %(kind)s board of %(phase)s is shown at its reveal",
+                        kind=kind, phase=phase.slug)
     return _serve(session, phase=phase, kind=kind, now=now, build_missing=build_missing)
 
 
@@ -391,7 +393,7 @@ def served_live(session: Session, *, phase: Phase, viewer: User | None, now: dat
     """The live board itself (its export beside the frozen and final ones): whoever is served
     it (sees_live); Forbidden while it is frozen for the viewer."""
     if not access.sees_live(session, viewer, phase, now):
-        raise Forbidden(f"the board of {phase.slug} is frozen until its reveal")
+        raise Forbidden("the board of %(phase)s is frozen until its reveal", phase=phase.slug)
     return prepared_boards.served_board(session, phase=phase, viewer=viewer, now=now,
                                         build_missing=build_missing)
 
@@ -411,10 +413,10 @@ def served_report(session: Session, *, phase: Phase, viewer: User | None,
     current version, else the newest stored one marked stale, else none. Forbidden before the
     reveal (organisers: any time; trusted: the organisers' exports, no viewer asked)."""
     if "shakeup" not in kinds_of(phase):
-        raise NotFound(f"phase {phase.slug} has no split test set")
+        raise NotFound("phase %(phase)s has no split test set", phase=phase.slug)
     if not trusted and (not access.can_view_leaderboard(session, viewer, phase)
                         or not access.can_view_private(session, viewer, phase, now)):
-        raise Forbidden(f"the shake-up report of {phase.slug} is shown at its reveal")
+        raise Forbidden("the shake-up report of %(phase)s is shown at its reveal", phase=phase.slug)
     current = version(session, phase, "shakeup")
     row = _stored_row(session, phase, "shakeup", current)
     stale = row is None
@@ -487,9 +489,10 @@ def report_latex(report: dict[str, Any], digits: int = 4) -> str:
     return "\n".join(lines)
 
 
-def report_chart(report: dict[str, Any]) -> dict[str, Any] | None:
-    """The report's chart: the public–private gap against runs submitted per team."""
-    return charts.shakeup_gap(report["teams"], report["metric"])
+def report_chart(report: dict[str, Any], words: Words = charts.ENGLISH) -> dict[str, Any] | None:
+    """The report's chart: the public–private gap against runs submitted per team (its words
+    in words' language)."""
+    return charts.shakeup_gap(report["teams"], report["metric"], words)
 
 
 def latex_of(prepared: prepared_boards.Prepared, phase: Phase) -> str:

@@ -26,12 +26,23 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from evaluation import __version__ as evaluation_version
-from semboard.errors import DomainError, InvalidData
+from semboard.errors import DomainError, InvalidData, Phrase
+from semboard.i18n import vocabulary
+from semboard.i18n.catalogues import Words, bdi, native_digits
+from semboard.i18n.languages import direction
 from semboard.models import Phase, Run, Task
 from semboard.services.boards import analysis, charts, chartsvg, leaderboard, reveal
 from semboard.services.closing import descriptions
 from semboard.services.data import gold, inputs, parts
-from semboard.services.tasks import access, citation, definitions, participation, tasks, terms
+from semboard.services.tasks import (
+    access,
+    citation,
+    definitions,
+    participation,
+    tasks,
+    terms,
+    translations,
+)
 from semboard.storage import Storage
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -57,11 +68,24 @@ def safe_name(name: str) -> str:
     return cleaned or "_"
 
 
-def _environment() -> jinja2.Environment:
+def _environment(words: Words, native: bool = False) -> jinja2.Environment:
+    """The archive's templates in words' language (gettext, names isolated, stored codes and
+    the site's phrases said in it); scores in ASCII digits unless the task asks for its
+    reader's own (native)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
-    env.filters["metric"] = lambda v, digits=4: "—" if v is None else f"{v:.{digits}f}"
+    words.install(env)
+    env.globals.update(language=words.code, direction=direction(words.code))
+    env.filters["bdi"] = bdi
+    env.filters["word"] = lambda code: vocabulary.word(code, words)
+    env.filters["say"] = words.say
+
+    def metric(v: float | None, digits: int = 4) -> str:
+        text = "—" if v is None else f"{v:.{digits}f}"
+        return native_digits(text, words.code) if native else text
+
+    env.filters["metric"] = metric
     env.filters["utc"] = lambda v: "—" if v is None else f"{v:%Y-%m-%d %H:%M} UTC"
     env.filters["isoutc"] = lambda v: "" if v is None else f"{v:%Y-%m-%dT%H:%M:%SZ}"
     return env
@@ -86,7 +110,7 @@ class _Writer:
 def _prepare_folder(out: Path) -> None:
     """A new or empty folder: an archive is never written over other files."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InvalidData(f"{out}: the archive folder must be new or empty")
+        raise InvalidData("%(out)s: the archive folder must be new or empty", out=out)
     out.mkdir(parents=True, exist_ok=True)
 
 
@@ -159,24 +183,31 @@ def _runs_zip(runs: list[Run], storage: Storage, phase_of: dict[int, Phase]) -> 
 
 
 def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, now: datetime,
-                  compute_groups: bool = True) -> Summary:
+                  compute_groups: bool = True, language: str | None = None) -> Summary:
     """Write the task's static archive into `out` (new or empty); what it holds.
 
     compute_groups: significance groups missing from the cache are computed and flushed (the
     caller commits), as `flask results export` does; False shows only cached groups.
+    language: the pages' language (default: the task's own where the site speaks it, else
+    English); the task's texts in it where its definition gives them.
     """
+    words = Words(language or translations.own_language(task))
+    if language and words.code != language:
+        raise InvalidData("the site speaks no language %(code)s", code=language)
     _prepare_folder(out)
     writer = _Writer(out)
-    env = _environment()
+    env = _environment(words, translations.digits_native(task))
     whole = definitions.definition(task)
     summary = Summary(folder=out)
     all_phases = tasks.phases(session, task)
     shown = [p for p in all_phases if access.can_view_leaderboard(session, None, p)]
-    summary.left_out = [f"phase {p.slug}: its results are not published" for p in all_phases
-                        if p not in shown]
+    summary.left_out = [Phrase("phase %(phase)s: its results are not published", phase=p.slug)
+                        for p in all_phases if p not in shown]
     splits = _public_splits(session, task, now)
     made = {"at": now, "task": task, "definition_digest": task.definition_digest,
-            "evaluation_version": evaluation_version, "format": FORMAT}
+            "evaluation_version": evaluation_version, "format": FORMAT,
+            "title": translations.task_title(task, words.code),
+            "description": translations.task_description(task, words.code)}
 
     phase_pages = []
     archived_runs: list[Run] = []
@@ -190,7 +221,7 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
             board = reveal.build_board(session, phase=phase, kind="frozen")
         slug = safe_name(phase.slug)
         folder = f"phases/{slug}"
-        extras = _beside(session, storage, writer, phase, folder, now, compute_groups)
+        extras = _beside(session, storage, writer, phase, folder, now, compute_groups, words)
         writer.write(f"{folder}/board.csv", board.to_csv())
         writer.write(f"{folder}/board.json",
                      json.dumps(board.to_json(), indent=2, ensure_ascii=False, allow_nan=False))
@@ -198,9 +229,9 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
         primary = _primary(board)
         drawn = [c for c in (
             _chart(writer, f"{folder}/charts", "ci",
-                   charts.board_ci_chart(board, board.intervals, primary.key)
+                   charts.board_ci_chart(board, board.intervals, primary.key, words)
                    if primary else None),
-            _chart(writer, f"{folder}/charts", "heatmap", charts.board_heatmap(board)),
+            _chart(writer, f"{folder}/charts", "heatmap", charts.board_heatmap(board, words)),
         ) if c is not None]
         runs = {r.id: r for r in session.scalars(
             select(Run).where(Run.id.in_([row.run_id for row in board.rows]))
@@ -212,7 +243,7 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
                 continue  # the board lists only visible runs; this keeps the rule in one place
             archived_runs.append(run)
             phase_of[run.id] = phase
-            _run_page(session, env, writer, storage, board, row, run, made, phase)
+            _run_page(session, env, writer, storage, board, row, run, made, phase, words)
         writer.write(f"{folder}/index.html", env.get_template("archive/phase.html").render(
             root="../../", made=made, phase=phase, board=board, charts=drawn,
             missing_undefined=leaderboard.MISSING_UNDEFINED, extras=extras))
@@ -241,7 +272,8 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
         "format": FORMAT, "task": task.name, "title": task.title,
         "made_at": now.isoformat(), "definition_digest": task.definition_digest,
         "evaluation_version": evaluation_version, "gold_digests": gold_digests,
-        "phases": summary.phases, "left_out": summary.left_out,
+        "phases": summary.phases, "left_out": [str(why) for why in summary.left_out],
+        "language": words.code,
         "license": reuse["license"], "terms": terms.counts(session, task=task, now=now),
         "redistribution": {f"public_{part}": shown for part, shown in
                            access.shown_publicly(session, task=task, now=now).items()},
@@ -255,7 +287,7 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
 
 
 def _beside(session: Session, storage: Storage, writer: _Writer, phase: Phase, folder: str,
-            now: datetime, compute: bool) -> list[str]:
+            now: datetime, compute: bool, words: Words) -> list[str]:
     """The boards beside the phase's own a visitor may see (frozen; once revealed the private
     and whole boards, the shake-up report and its chart, and the split where its gold is
     public); their file names."""
@@ -268,7 +300,7 @@ def _beside(session: Session, storage: Storage, writer: _Writer, phase: Phase, f
         writer.write(f"{folder}/{name}", text)
     names = sorted(found)
     if "shakeup.json" in found:
-        spec = reveal.report_chart(json.loads(found["shakeup.json"]))
+        spec = reveal.report_chart(json.loads(found["shakeup.json"]), words)
         if spec is not None:
             writer.write(f"{folder}/charts/shakeup.svg", chartsvg.render(spec))
             names.append("charts/shakeup.svg")
@@ -321,7 +353,8 @@ def _data_files(session: Session, storage: Storage, writer: _Writer, task: Task,
 
 
 def _item_charts(session: Session, storage: Storage, writer: _Writer, run: Run,
-                 folder: str, now: datetime) -> tuple[list[dict[str, Any]], str | None]:
+                 folder: str, words: Words,
+                 now: datetime) -> tuple[list[dict[str, Any]], str | None]:
     """The gold charts and the pairs' CSV, where an anonymous visitor may see the run's items
     (their texts only where the read rule lets anyone read the inputs)."""
     if not access.can_view_items(session, None, run, now=now):
@@ -329,15 +362,16 @@ def _item_charts(session: Session, storage: Storage, writer: _Writer, run: Run,
     found = analysis.run_items(session, storage, run=run, viewer=None, now=now)
     points = analysis.scatter_points(found)
     drawn = [_chart(writer, f"{folder}/charts", "scatter",
-                    charts.gold_scatter(points, analysis.fit_lines(found))),
-             _chart(writer, f"{folder}/charts", "distribution", charts.distribution(points))]
+                    charts.gold_scatter(points, analysis.fit_lines(found), words)),
+             _chart(writer, f"{folder}/charts", "distribution",
+                    charts.distribution(points, words))]
     writer.write(f"{folder}/items.csv", analysis.items_csv(found.largest_errors()))
     return [c for c in drawn if c is not None], "items.csv"
 
 
 def _run_page(session: Session, env: jinja2.Environment, writer: _Writer, storage: Storage,
               board: leaderboard.Leaderboard, row: leaderboard.Row, run: Run,
-              made: dict[str, Any], phase: Phase) -> None:
+              made: dict[str, Any], phase: Phase, words: Words) -> None:
     """The run's page, its files and its bars chart under runs/ID/."""
     folder = f"runs/{run.id}"
     files = []
@@ -348,8 +382,9 @@ def _run_page(session: Session, env: jinja2.Environment, writer: _Writer, storag
                       "size": f.size, "sha256": f.sha256})
     record = run.current_score
     scores = record.scores if record else {}
-    bars = _chart(writer, f"{folder}/charts", "bars", leaderboard.run_bars_spec(board, row, scores))
-    gold_charts, items = _item_charts(session, storage, writer, run, folder, made["at"])
+    bars = _chart(writer, f"{folder}/charts", "bars",
+                  leaderboard.run_bars_spec(board, row, scores, words))
+    gold_charts, items = _item_charts(session, storage, writer, run, folder, words, made["at"])
     writer.write(f"{folder}/index.html", env.get_template("archive/run.html").render(
         root="../../", made=made, run=run, row=row, phase=phase, record=record, scores=scores,
         phase_folder=f"phases/{safe_name(phase.slug)}",

@@ -50,8 +50,8 @@ def edit(session: Any, *, run: Run, user: User | None, description: str,
                                  or access.is_organiser(session, user, run.task)):
         raise Forbidden("only the run's team may edit its description")
     if not editable(run, now):
-        raise Forbidden("the phase has closed: the description is frozen"
-                        if run.is_current else "a replaced run's description is frozen")
+        raise (Forbidden("the phase has closed: the description is frozen") if run.is_current
+               else Forbidden("a replaced run's description is frozen"))
     apply(run, description, admission.described(run.phase, description, given))
     session.flush()
     return run

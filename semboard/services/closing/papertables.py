@@ -195,7 +195,7 @@ def final_table(session: Session, *, task: Task, phase: Phase) -> Table:
     stored board, else built in memory: an export)."""
     rule = definitions.phase_parts_rule(phase)
     if rule is None:
-        raise NotFound(f"phase {phase.slug} has no split test set: no final board")
+        raise NotFound("phase %(phase)s has no split test set: no final board", phase=phase.slug)
     board = reveal.board_of(reveal.served_kind(session, phase=phase, kind=rule.official,
                                                viewer=None, now=phase.closes_at,
                                                build_missing=True, trusted=True), phase)
@@ -219,7 +219,8 @@ def final_table(session: Session, *, task: Task, phase: Phase) -> Table:
 def shakeup_table(session: Session, *, phase: Phase) -> Table:
     """The shake-up report as stored (computed off the request: `flask results shakeup`)."""
     if definitions.phase_parts_rule(phase) is None:
-        raise NotFound(f"phase {phase.slug} has no split test set: no shake-up report")
+        raise NotFound("phase %(phase)s has no split test set: no shake-up report",
+                       phase=phase.slug)
     report = reveal.stored_report(session, phase=phase)
     header = ["team", "runs", "public", "private", "public rank", "private rank", "change",
               "private rank CI", "null percentile", "p", "beyond split noise"]

@@ -42,7 +42,8 @@ def check_upload(
         # datasets sharing one file (SICK's two subtasks) may each take it
         if (spec.name != dataset and base and base == name_of(spec.name)
                 and name_of(spec.name) != name_of(dataset)):
-            raise InvalidData(f"{base} is the {kind} file of {spec.name}, not of {dataset}")
+            raise InvalidData("%(base)s is the %(kind)s file of %(spec)s, not of %(dataset)s",
+                              base=base, kind=kind, spec=spec.name, dataset=dataset)
     return definition
 
 

@@ -66,7 +66,7 @@ def upload_gold(
         known_inputs = inputs.parsed_inputs(session, storage, task=task, split=split).get(dataset)
     if known_inputs is None:
         # Gold is checked against its inputs (ids, line count); without them nothing aligns it.
-        raise InvalidData(f"upload the inputs of {dataset} before its gold")
+        raise InvalidData("upload the inputs of %(dataset)s before its gold", dataset=dataset)
     annotated = len(definition.dataset(dataset).gold_files) > 1
     try:
         if annotated:
@@ -78,7 +78,8 @@ def upload_gold(
         else:
             parsed = read_gold(definition, dataset, data, filename=filename, inputs=known_inputs)
     except ValidationError as err:
-        raise InvalidData(f"{filename} is not valid gold for {dataset}", err.issues) from err
+        raise InvalidData("%(filename)s is not valid gold for %(dataset)s", err.issues,
+                          filename=filename, dataset=dataset) from err
     return datafiles.store_version(
         session, storage, GoldFile, keys.gold, task=task, split=split, dataset=dataset,
         filename=filename if annotated else definition.gold_filename(dataset) or filename,
@@ -165,7 +166,8 @@ def load_release_gold(
                             data=path.read_bytes(), user=user, now=now, split=split)
             )
     if not rows:
-        raise InvalidData(f"no gold file of {task.name} found under {release_dir}")
+        raise InvalidData("no gold file of %(task)s found under %(release_dir)s",
+                          task=task.name, release_dir=release_dir)
     return rows
 
 
@@ -240,7 +242,8 @@ def release_gold(session: Session, *, task: Task, user: User | None, now: dateti
     access.require_organiser(session, user, task)
     split = definitions.split_name(task, split)
     if not current_gold(session, task=task, split=split):
-        raise InvalidData(f"task {task.name} has no gold of split {split} to release")
+        raise InvalidData("task %(task)s has no gold of split %(split)s to release",
+                          task=task.name, split=split)
     # Releasing again keeps who released it first, and when.
     if splits.release_row(session, task=task, split=split) is None:
         session.add(GoldRelease(task_id=task.id, split=split, released_at=now,
@@ -271,7 +274,7 @@ def download_gold(
     access.require_read(session, viewer, task, part="gold", split=split, now=now)
     row = current_gold(session, task=task, split=split).get(dataset)
     if row is None:
-        raise NotFound(f"no gold for {dataset}")
+        raise NotFound("no gold for %(dataset)s", dataset=dataset)
     return row.filename, storage.get(row.storage_key)
 
 

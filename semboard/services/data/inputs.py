@@ -49,7 +49,8 @@ def upload_inputs(
         data = participant_inputs(definition, dataset, data, filename=filename)
         parsed = read_inputs(definition, dataset, data, filename=filename)
     except ValidationError as err:
-        raise InvalidData(f"{filename} is not valid input for {dataset}", err.issues) from err
+        raise InvalidData("%(filename)s is not valid input for %(dataset)s", err.issues,
+                          filename=filename, dataset=dataset) from err
     return datafiles.store_version(
         session, storage, InputFile, keys.inputs, task=task, split=split, dataset=dataset,
         filename=definition.input_filename(dataset), data=data, n_items=len(parsed), user=user,
@@ -74,8 +75,8 @@ def load_release_inputs(
                               split=split)
             )
     if not rows:
-        raise InvalidData(f"no input file of {task.name} (split {split}) found under "
-                          f"{release_dir}")
+        raise InvalidData("no input file of %(task)s (split %(split)s) found under "
+                          "%(release_dir)s", task=task.name, split=split, release_dir=release_dir)
     return rows
 
 
@@ -141,24 +142,28 @@ def download_inputs(
     row = current_inputs(session, task=task, split=phase.split).get(dataset)
     if access.is_organiser(session, user, task):
         if row is None:
-            raise NotFound(f"no inputs uploaded for {dataset} yet")
+            raise NotFound("no inputs uploaded for %(dataset)s yet", dataset=dataset)
         return row.filename, storage.get(row.storage_key)
     access.require_read(session, user, task, part="inputs", phase=phase, now=now)
     if phase.state(now) == "upcoming":
-        raise PhaseNotOpen(f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC")
+        raise PhaseNotOpen("phase %(phase)s opens at %(opens_at)s UTC",
+                           phase=phase.name, opens_at=clock_text(phase.opens_at))
     if row is None:
-        raise NotFound(f"no inputs uploaded for {dataset} yet")
+        raise NotFound("no inputs uploaded for %(dataset)s yet", dataset=dataset)
     team = teams.team_for_user(session, task=task, user=user)
     if team is None:  # inputs the definition makes public once their gold is: no window
         return row.filename, storage.get(row.storage_key)
     guard = windows.window_phase_for(session, phase=phase, user=user, now=now)
     if guard is not None:
         raise Forbidden(
-            f"the {phase.split} inputs are served only through phase {guard.slug}, once your "
-            f"team has started its {guard.team_window_hours}-hour window there")
+            "the %(split)s inputs are served only through phase %(guard)s, once your team has "
+            "started its %(team_window_hours)s-hour window there",
+            split=phase.split, guard=guard.slug, team_window_hours=guard.team_window_hours)
     if (phase.team_window_hours and not team.is_baseline and phase.state(now) != "closed"
             and windows.team_window(session, team=team, phase=phase) is None):
         raise Forbidden(
-            f"your team's {phase.team_window_hours}-hour window in phase {phase.name} has not "
-            f"started: {windows.window_text(phase)}")
+            "your team's %(team_window_hours)s-hour window in phase %(phase)s has not started: "
+            "%(phase2)s",
+            team_window_hours=phase.team_window_hours, phase=phase.name,
+            phase2=windows.window_text(phase))
     return row.filename, storage.get(row.storage_key)

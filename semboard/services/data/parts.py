@@ -214,10 +214,11 @@ def draw(session: Session, storage: Storage, *, phase: Phase, gold: Mapping[str,
     access.require_organiser(session, user, phase.task)
     rule = rule_of(phase)
     if rule is None:
-        raise InvalidData(f"phase {phase.slug} is not listed in the definition's [parts]")
+        raise InvalidData("phase %(phase)s is not listed in the definition's [parts]",
+                          phase=phase.slug)
     if not gold:
-        raise InvalidData(f"upload the {phase.split} gold before drawing the split: it is "
-                          "stratified by gold-score range")
+        raise InvalidData("upload the %(split)s gold before drawing the split: it is "
+                          "stratified by gold-score range", split=phase.split)
     _check_again(session, phase, again, reason)
     chosen = seed if seed is not None else secrets.randbits(48)
     split = store(session, storage, phase=phase, now=now, user=user,
@@ -238,12 +239,14 @@ def upload(session: Session, storage: Storage, *, phase: Phase,
     access.require_organiser(session, user, phase.task)
     rule = rule_of(phase)
     if rule is None:
-        raise InvalidData(f"phase {phase.slug} is not listed in the definition's [parts]")
+        raise InvalidData("phase %(phase)s is not listed in the definition's [parts]",
+                          phase=phase.slug)
     _check_again(session, phase, again, reason)
     try:
         split = read_parts(data, item_ids(items), filename=filename, rule=rule)
     except ValidationError as err:
-        raise InvalidData(f"{filename} is not a split of {phase.slug}'s items", err.issues) from err
+        raise InvalidData("%(filename)s is not a split of %(phase)s's items", err.issues,
+                          filename=filename, phase=phase.slug) from err
     split = store(session, storage, phase=phase, split=split, now=now, user=user,
                   filename=filename)
     auditlog.record(session, task=phase.task, user=user, action="parts-uploaded", now=now,
@@ -258,8 +261,8 @@ def _check_again(session: Session, phase: Phase, again: bool, reason: str) -> No
     if stored(session, phase=phase) is None or not _scored_runs(session, phase):
         return
     if not again or not reason.strip():
-        raise Conflict(f"runs of {phase.slug} were scored against its split: replacing it "
-                       "rescores every run (give --again and a reason)")
+        raise Conflict("runs of %(phase)s were scored against its split: replacing it "
+                       "rescores every run (give --again and a reason)", phase=phase.slug)
 
 
 def download_split(session: Session, storage: Storage, *, phase: Phase, viewer: User | None,
@@ -269,10 +272,10 @@ def download_split(session: Session, storage: Storage, *, phase: Phase, viewer: 
     rule)."""
     row = stored(session, phase=phase)
     if row is None:
-        raise NotFound(f"phase {phase.slug} has no split")
+        raise NotFound("phase %(phase)s has no split", phase=phase.slug)
     if not trusted and not access.is_organiser(session, viewer, phase.task):
         if not access.can_view_private(session, viewer, phase, now):
-            raise Forbidden(f"the split of {phase.slug} is published at its reveal")
+            raise Forbidden("the split of %(phase)s is published at its reveal", phase=phase.slug)
         access.require_read(session, viewer, phase.task, part="gold", phase=phase, now=now)
     return f"{phase.task.name}-{phase.slug}-{SPLIT_FILENAME}", storage.get(row.storage_key)
 

@@ -246,8 +246,9 @@ def run_facts(session: Session, *, viewer: User | None, run_id: int, kind: str, 
     record = run.current_score
     if kind not in EXPORTS or (run.meta or {}).get("system") != "model" or record is None \
             or not access.can_view_scores(session, viewer, run.phase):
-        raise NotFound(f"run {run_id} has no {kind!r} export (exports: {', '.join(EXPORTS)}; "
-                       "scored model runs whose scores you may see)")
+        raise NotFound("run %(run_id)s has no %(kind)r export (exports: %(EXPORTS)s; scored "
+                       "model runs whose scores you may see)",
+                       run_id=run_id, kind=kind, EXPORTS=', '.join(EXPORTS))
     definition = definitions.phase_definition(run.phase)
     told = exports(definitions.definition(run.task))
     return RunFacts(

@@ -57,12 +57,13 @@ def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user:
     try:
         require_fits(filename, ModelUpload.filename, "the archive's file name")
         if not filename.lower().endswith(".zip"):
-            raise InvalidData(f"{filename}: send the model's folder as a .zip")
+            raise InvalidData("%(filename)s: send the model's folder as a .zip", filename=filename)
         if total == 0:
             raise InvalidData("size: give the archive's size in bytes (a whole number above 0)")
         if total > max_bytes:
-            raise InvalidData(f"{filename} is {total:,} bytes; this site takes models of at "
-                              f"most {max_bytes:,} bytes")
+            raise InvalidData("%(filename)s is %(total)s bytes; this site takes models of at "
+                              "most %(max_bytes)s bytes", filename=filename, total=f"{total:,}",
+                              max_bytes=f"{max_bytes:,}")
         if sha256_hex is not None and not _SHA256.match(sha256_hex):
             raise InvalidData("sha256: give the archive's sha256 as 64 lower-case hex digits")
         model_services.check_submission(session, team=team, phase=phase, user=user, name=name,
@@ -78,8 +79,9 @@ def start(session: Session, storage: Storage, *, team: Team, phase: Phase, user:
     held = session.scalar(select(func.count(ModelUpload.id)).where(
         ModelUpload.user_id == user.id, ModelUpload.state == "open"))
     if (held or 0) >= OPEN_PER_USER:
-        raise RateLimited(f"you have {held} unfinished model uploads (at most {OPEN_PER_USER}): "
-                          "finish or cancel one first")
+        raise RateLimited("you have %(held)s unfinished model uploads (at most "
+                          "%(OPEN_PER_USER)s): finish or cancel one first",
+                          held=held, OPEN_PER_USER=OPEN_PER_USER)
     begin_write(session)
     row = ModelUpload(task_id=team.task_id, team_id=team.id, user_id=user.id, filename=filename,
                       size=total, received=0, sha256=sha256_hex, parts=[],
@@ -98,7 +100,7 @@ def get_upload(session: Session, *, upload_id: int, user: User) -> ModelUpload:
     """The user's own upload; NotFound for anyone else's (or none)."""
     row = session.get(ModelUpload, upload_id)
     if row is None or row.user_id != user.id:
-        raise NotFound(f"no model upload {upload_id}")
+        raise NotFound("no model upload %(upload_id)s", upload_id=upload_id)
     return row
 
 
@@ -109,13 +111,14 @@ def put_part(session: Session, storage: Storage, *, upload_id: int, user: User, 
     row = get_upload(session, upload_id=upload_id, user=user)
     _require_open(row)
     if offset != row.received:
-        raise Conflict(f"this upload has {row.received:,} bytes: send the part starting at byte "
-                       f"{row.received}")
+        raise Conflict("this upload has %(received)s bytes: send the part starting at byte "
+                       "%(received2)s", received=f"{row.received:,}", received2=row.received)
     if not data:
         raise InvalidData("the part is empty")
     end = offset + len(data)
     if end > row.size:
-        raise InvalidData(f"the part ends at byte {end:,}, past the upload's size {row.size:,}")
+        raise InvalidData("the part ends at byte %(end)s, past the upload's size %(size)s",
+                          end=f"{end:,}", size=f"{row.size:,}")
     key = keys.upload_part(row.id, offset, sha256(data))
     put_content(storage, key, data)
     begin_write(session)
@@ -133,8 +136,8 @@ def put_part(session: Session, storage: Storage, *, upload_id: int, user: User, 
         if key not in row.parts:  # a racing copy with other bytes won: this one is nobody's
             storage.delete(key)
         _require_open(row)
-        raise Conflict(f"this upload has {row.received:,} bytes: send the part starting at byte "
-                       f"{row.received}")
+        raise Conflict("this upload has %(received)s bytes: send the part starting at byte "
+                       "%(received2)s", received=f"{row.received:,}", received2=row.received)
     session.refresh(row)
     return row
 
@@ -151,10 +154,12 @@ def finish(session: Session, storage: Storage, *, upload_id: int, user: User,
     if row.state in ("finished", "refused"):
         return _replay(session, row)
     if row.state in ("cancelled", "expired"):
-        raise NotFound(f"model upload {upload_id} was {row.state}; start the upload again")
+        raise NotFound("model upload %(upload_id)s was %(state)s; start the upload again",
+                       upload_id=upload_id, state=row.state)
     if row.received != row.size:
-        raise InvalidData(f"{row.received:,} of {row.size:,} bytes have arrived: send the part "
-                          f"starting at byte {row.received}, then finish")
+        raise InvalidData("%(received)s of %(size)s bytes have arrived: send the part starting "
+                          "at byte %(received2)s, then finish", received=f"{row.received:,}",
+                          size=f"{row.size:,}", received2=row.received)
     team, options = row.team, dict(row.options)
     phase = session.get(Phase, options["phase_id"])
     if phase is None:
@@ -164,7 +169,8 @@ def finish(session: Session, storage: Storage, *, upload_id: int, user: User,
     # the exact stamp read): of two racing finishes only one joins and submits.
     if row.state == "finishing" and str((row.outcome or {}).get("since", "")) >= (
             now - FINISH_STALE).isoformat():
-        raise Conflict(f"model upload {upload_id} is being checked now: ask again in a moment")
+        raise Conflict("model upload %(upload_id)s is being checked now: ask again in a moment",
+                       upload_id=upload_id)
     same = (ModelUpload.state == "open") if row.state == "open" else (
         (ModelUpload.state == "finishing")
         & (cast(ModelUpload.outcome, Text) == json.dumps(row.outcome)))
@@ -178,7 +184,8 @@ def finish(session: Session, storage: Storage, *, upload_id: int, user: User,
         session.refresh(row)
         if row.state in ("finished", "refused"):
             return _replay(session, row)
-        raise Conflict(f"model upload {upload_id} is being checked now: ask again in a moment")
+        raise Conflict("model upload %(upload_id)s is being checked now: ask again in a moment",
+                       upload_id=upload_id)
     session.commit()
     upload_row_id = row.id
 
@@ -196,8 +203,9 @@ def finish(session: Session, storage: Storage, *, upload_id: int, user: User,
                         out.write(block)
             if expected is not None and file_sha256(archive) != expected:
                 raise model_services.refuse(session, InvalidData(
-                    f"{filename}: the joined parts' sha256 differs from the one given at the "
-                    "start (a part was damaged on the way); upload the model again"),
+                    "%(filename)s: the joined parts' sha256 differs from the one given at the "
+                    "start (a part was damaged on the way); upload the model again",
+                    filename=filename),
                     team=team, phase=phase, user=user, name=options.get("name") or "",
                     filename=filename, size=archive.stat().st_size, now=now)
             model = model_services.submit_model(
@@ -242,7 +250,7 @@ def _replay(session: Session, row: ModelUpload) -> ModelSubmission:
     if row.state == "finished":
         model = session.get(ModelSubmission, row.model_id) if row.model_id else None
         if model is None:
-            raise NotFound(f"the model of upload {row.id} is gone")
+            raise NotFound("the model of upload %(id)s is gone", id=row.id)
         return model
     outcome = dict(row.outcome or {})
     kind = getattr(errors, str(outcome.get("error", "")), None)
@@ -255,7 +263,8 @@ def _replay(session: Session, row: ModelUpload) -> ModelSubmission:
 def _require_open(row: ModelUpload) -> None:
     """Conflict when parts may no longer be sent (the upload was finished or has ended)."""
     if row.state != "open":
-        raise Conflict(f"model upload {row.id} is {row.state}: it takes no more parts")
+        raise Conflict("model upload %(id)s is %(state)s: it takes no more parts",
+                       id=row.id, state=row.state)
 
 
 def cancel(session: Session, storage: Storage, *, upload_id: int, user: User) -> None:
@@ -268,7 +277,8 @@ def discard(session: Session, storage: Storage, row: ModelUpload, *,
     """End an open upload (cancelled or expired), then drop its staged parts (commits); the row
     stays, so its id is never given again."""
     if row.state != "open":
-        raise Conflict(f"model upload {row.id} is {row.state}: there is nothing to cancel")
+        raise Conflict("model upload %(id)s is %(state)s: there is nothing to cancel",
+                       id=row.id, state=row.state)
     parts = list(row.parts)
     begin_write(session)
     ended = session.execute(update(ModelUpload)
@@ -277,7 +287,7 @@ def discard(session: Session, storage: Storage, row: ModelUpload, *,
                             .execution_options(synchronize_session=False))
     session.commit()
     if ended.rowcount != 1:  # type: ignore[attr-defined]
-        raise Conflict(f"model upload {row.id} ended meanwhile")
+        raise Conflict("model upload %(id)s ended meanwhile", id=row.id)
     session.refresh(row)
     _drop_parts(storage, parts)
 

@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from baselines.models.capabilities import Capabilities, CapabilityError, JobNeeds, cannot_run
+from semboard.errors import Phrase
 from semboard.models import ModelSubmission, ModelWorker, WorkerToken
 
 REGISTERED_S = 3600  # a worker not heard from for an hour no longer counts as registered
@@ -75,11 +76,11 @@ def needs(session: Session, model_ids: Iterable[int]) -> dict[int, JobNeeds]:
 
 
 def waiting(session: Session, rows: Iterable[ModelSubmission], *, now: datetime
-            ) -> dict[int, str]:
+            ) -> dict[int, Phrase]:
     """Why each queued model waits, for those that no registered worker can run (a model some
     registered worker can run, or one of a task with no worker registered at all, simply
     queues): {model id: a sentence}. Reads the registrations once per task."""
-    out: dict[int, str] = {}
+    out: dict[int, Phrase] = {}
     workers: dict[int, list[tuple[str, Capabilities]]] = {}
     for row in rows:
         if row.status != "queued":
@@ -92,7 +93,10 @@ def waiting(session: Session, rows: Iterable[ModelSubmission], *, now: datetime
         need = JobNeeds.of(row.description, row.options)
         reasons = [(name, cannot_run(need, caps)) for name, caps in found]
         if all(why is not None for _, why in reasons):
-            out[row.id] = ("waiting for a worker that can run it (it needs "
-                           f"{need.describe()}): " + "; ".join(
-                               f"{name} cannot: {why}" for name, why in reasons[:5]))[:1000]
+            # the needs and the workers' reasons are the worker side's words (baselines/:
+            # English); the sentence around them is said in the reader's language
+            out[row.id] = Phrase(
+                "waiting for a worker that can run it (it needs %(needs)s): %(reasons)s",
+                needs=need.describe(),
+                reasons="; ".join(f"{name} cannot: {why}" for name, why in reasons[:5])[:900])
     return out

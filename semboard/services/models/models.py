@@ -30,6 +30,7 @@ from semboard.errors import (
     InvalidData,
     NotFound,
     PhaseNotOpen,
+    Phrase,
     RunRejected,
 )
 from semboard.models import ModelSubmission, Phase, Run, Task, Team, User
@@ -58,13 +59,14 @@ def check_archive(archive: Path, filename: str, *, limits: ModelLimits | None = 
         try:
             folder = unpack_model_archive(archive, Path(tmp) / "model", limits)
         except ValidationError as err:
-            raise RunRejected(f"the model archive {filename!r} was refused", err.issues) from None
+            raise RunRejected("the model archive %(filename)r was refused", err.issues,
+                              filename=filename) from None
         check = check_model(folder, limits, prompt=prompt, prompt_name=prompt_name,
                             pooling=pooling, max_seq_length=encoding.max_seq_length)
         names = model_facts.folder_model_names(folder, archive=archive, filename=filename)
     if not check.ok or check.description is None:
-        raise RunRejected(f"the model in {filename!r} was refused: {len(check.issues)} "
-                          "problem(s)", check.issues)
+        raise RunRejected("the model in %(filename)r was refused: %(problems)s problem(s)",
+                          check.issues, filename=filename, problems=len(check.issues))
     return check.description, names
 
 
@@ -96,12 +98,13 @@ def check_submission(session: Session, *, team: Team, phase: Phase, user: User |
     if name and definitions.phase_definition(phase).run_in_filename and (
             "/" in name or "\\" in name):
         # the run's files will be named after it ({run} in the task's file names)
-        raise InvalidData(f"run name {name!r}: this task names run files after their run, "
-                          "so the name may hold no / or \\")
+        raise InvalidData("run name %(name)r: this task names run files after their run, so "
+                          "the name may hold no / or \\", name=name)
     if pooling is not None and pooling not in POOLING_MODES:
-        raise InvalidData(f"pooling {pooling!r} is not one of {', '.join(POOLING_MODES)}")
+        raise InvalidData("pooling %(pooling)r is not one of %(POOLING_MODES)s",
+                          pooling=pooling, POOLING_MODES=', '.join(POOLING_MODES))
     if phase.accepts not in ACCEPTING_PHASES:
-        raise PhaseNotOpen(f"phase {phase.name} takes runs, not models")
+        raise PhaseNotOpen("phase %(phase)s takes runs, not models", phase=phase.name)
     problem = definitions.model_problem(phase.task, split=phase.split, track=phase.track)
     if problem is not None:
         raise InvalidData(problem)
@@ -130,8 +133,8 @@ def check_options(phase: Phase, *, prompt: str | None, prompt_name: str | None,
         raise InvalidData('training_data: give a text, or {"text": ..., "answers": {...}}')
     declaration, issues = check_training_data(definitions.phase_definition(phase), text, given)
     if issues:
-        raise InvalidData(f"the training-data declaration has {len(issues)} problem(s)",
-                          issues)
+        raise InvalidData("the training-data declaration has %(count)s problem(s)",
+                          issues, count=len(issues))
     return declaration
 
 
@@ -208,8 +211,9 @@ def submit_model(session: Session, storage: Storage, *, team: Team, phase: Phase
     session.add(row)
     admission.log_upload(session, team=team, phase=phase, user=user, name=name,
                          files={Path(filename).name or "model.zip": size},
-                         outcome="accepted", message=f"model {description.digest[:12]} "
-                         "accepted and queued", now=now)
+                         outcome="accepted", message=Phrase(
+                             "model %(digest)s accepted and queued",
+                             digest=description.digest[:12]), now=now)
     session.flush()
     if publish:
         _audit_publication(session, row, user, published=True, now=now)
@@ -237,8 +241,8 @@ def _replay(session: Session, *, team: Team, key: str | None, digest: str) -> No
     if row is None:
         return
     if row.archive_sha256 != digest:
-        raise Conflict(f"Idempotency-Key {key!r} was used for another model (#{row.id}, "
-                       f"{row.name!r}): send a new key with a new archive")
+        raise Conflict("Idempotency-Key %(key)r was used for another model (#%(id)s, %(row)r): "
+                       "send a new key with a new archive", key=key, id=row.id, row=row.name)
     session.commit()  # end the read (or the write lock taken for the insert)
     raise Replayed(row)
 
@@ -262,7 +266,7 @@ def get_model(session: Session, *, model_id: int, viewer: User | None) -> ModelS
     """A model submission the viewer may see; NotFound otherwise (its existence stays private)."""
     row = session.get(ModelSubmission, model_id)
     if row is None or not can_view(session, viewer, row):
-        raise NotFound(f"no model submission {model_id}")
+        raise NotFound("no model submission %(model_id)s", model_id=model_id)
     return row
 
 
@@ -271,7 +275,7 @@ def archive_download(session: Session, *, model_id: int, viewer: User | None
     """(file name, storage key) of a model's zip for a viewer allowed it; NotFound otherwise."""
     row = session.get(ModelSubmission, model_id)
     if row is None or not can_download(session, viewer, row):
-        raise NotFound(f"no model submission {model_id}")
+        raise NotFound("no model submission %(model_id)s", model_id=model_id)
     return f"model-{row.id}-{row.archive_sha256[:12]}.zip", row.storage_key
 
 
@@ -334,11 +338,11 @@ def _organiser_change(session: Session, *, model_id: int, by: User | None, reaso
     conditional UPDATE (a job changing it meanwhile wins), audited; commits."""
     row = session.get(ModelSubmission, model_id)
     if row is None:
-        raise NotFound(f"no model submission {model_id}")
+        raise NotFound("no model submission %(model_id)s", model_id=model_id)
     access.require_organiser(session, by, row.task)
     reason = auditlog.check_reason(reason)
     if not reason:
-        raise InvalidData(f"{doing} needs a reason (it is kept in the audit log)")
+        raise InvalidData("%(doing)s needs a reason (it is kept in the audit log)", doing=doing)
     begin_write(session)
     result = session.execute(
         update(ModelSubmission)
@@ -347,7 +351,8 @@ def _organiser_change(session: Session, *, model_id: int, by: User | None, reaso
         .execution_options(synchronize_session=False))
     if result.rowcount != 1:  # type: ignore[attr-defined]
         session.rollback()
-        raise Conflict(f"model {model_id} is {row.status}: {refused}")
+        raise Conflict("model %(model_id)s is %(status)s: %(refused)s",
+                       model_id=model_id, status=row.status, refused=refused)
     audit.record(session, task=row.task, user=by, team=row.team, action=action,
                  reason=reason, now=now,
                  details={"summary": f"model {row.name} (#{row.id}) of {row.team.name} {done}",
@@ -414,7 +419,7 @@ _UNKNOWN: Any = object()
 
 
 def model_json(session: Session, row: ModelSubmission, *, now: datetime,
-               position: int | None = _UNKNOWN, waiting: dict[int, str] | None = None
+               position: int | None = _UNKNOWN, waiting: Mapping[int, str] | None = None
                ) -> dict[str, Any]:
     """The JSON form of a model submission (for its team and the organisers); position: its
     place in the queue when the caller read the queue's order already (lists); waiting: why
@@ -446,25 +451,31 @@ def model_json(session: Session, row: ModelSubmission, *, now: datetime,
     }
 
 
-def prompt_note(desc: dict[str, Any]) -> str:
+def prompt_note(desc: dict[str, Any]) -> Phrase:
     """One sentence on the prompt the model will get, and the folder's others (said at upload:
     a team whose folder defines prompts learns which one applies before the job runs)."""
     prompts = desc.get("prompts") or {}
     others = ", ".join(f"{k} ({v!r})" for k, v in sorted(prompts.items()))
     source, name = desc.get("prompt_source"), desc.get("prompt_name")
+    prompt = desc.get("prompt")
+    said: Phrase
     if source == "default":
-        said = f"the folder's default prompt {name} ({desc.get('prompt')!r}) is put before " \
-               "every text"
+        said = Phrase("The folder's default prompt %(name)s (%(prompt)r) is put before every "
+                      "text", name=name, prompt=prompt)
     elif source == "named":
-        said = f"the folder's prompt {name} ({desc.get('prompt')!r}) is put before every text"
+        said = Phrase("The folder's prompt %(name)s (%(prompt)r) is put before every text",
+                      name=name, prompt=prompt)
         if desc.get("prompt_name_b"):
-            said = (f"the folder's prompt {name} ({desc.get('prompt')!r}) goes before each "
-                    f"pair's first text and {desc['prompt_name_b']} "
-                    f"({desc.get('prompt_b')!r}) before its second")
+            said = Phrase("The folder's prompt %(name)s (%(prompt)r) goes before each pair's "
+                          "first text and %(name_b)s (%(prompt_b)r) before its second",
+                          name=name, prompt=prompt, name_b=desc["prompt_name_b"],
+                          prompt_b=desc.get("prompt_b"))
     elif source == "given":
-        said = f"the prompt given at upload ({desc.get('prompt')!r}) is put before every text"
+        said = Phrase("The prompt given at upload (%(prompt)r) is put before every text",
+                      prompt=prompt)
     else:
-        said = "no prompt is put before the texts"
+        said = Phrase("No prompt is put before the texts")
     if prompts and source in (None, "none", "given"):
-        said += f"; the folder defines prompts: {others} (choose one with prompt_name)"
-    return said[0].upper() + said[1:] + "."
+        return Phrase("%(said)s; the folder defines prompts: %(others)s (choose one with "
+                      "prompt_name).", said=said, others=others)
+    return Phrase("%(said)s.", said=said)

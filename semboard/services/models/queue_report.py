@@ -16,7 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from semboard.db import insert_unless_refused
-from semboard.errors import InvalidData
+from semboard.errors import InvalidData, Phrase
+from semboard.i18n.catalogues import Words
 from semboard.models import (
     GoldFile,
     ModelSubmission,
@@ -29,7 +30,7 @@ from semboard.models import (
 )
 from semboard.notify.events import queue_event
 from semboard.services.models import model_queue
-from semboard.services.tasks import access, announcements
+from semboard.services.tasks import access, announcements, translations
 from semboard.timefmt import api_time
 
 # a run accepted this long ago and still unscored (gold present) lost its job (jobs.scoring)
@@ -148,9 +149,11 @@ def _minutes(value: Any, what: str) -> int | None:
     try:
         minutes = int(value)
     except (TypeError, ValueError):
-        raise InvalidData(f"{what} is a whole number of minutes, not {value!r}") from None
+        raise InvalidData("%(what)s is a whole number of minutes, not %(value)r", what=what,
+                          value=value) from None
     if not 1 <= minutes <= MAX_MINUTES:
-        raise InvalidData(f"{what} is between 1 and {MAX_MINUTES} minutes")
+        raise InvalidData("%(what)s is between 1 and %(limit)s minutes", what=what,
+                          limit=MAX_MINUTES)
     return minutes
 
 
@@ -164,8 +167,8 @@ def set_watch(session: Session, *, task: Task, user: User | None, wait_minutes: 
     if watch is None:
         watch = QueueWatch(task_id=task.id, updated_at=now)
         session.add(watch)
-    watch.wait_minutes = _minutes(wait_minutes, "the waiting threshold")
-    watch.run_minutes = _minutes(run_minutes, "the running threshold")
+    watch.wait_minutes = _minutes(wait_minutes, Phrase("the waiting threshold"))
+    watch.run_minutes = _minutes(run_minutes, Phrase("the running threshold"))
     watch.draft_announcement = bool(draft_announcement)
     watch.mail_organisers = bool(mail_organisers)
     watch.updated_at = now
@@ -189,12 +192,17 @@ def check(session: Session, *, now: datetime) -> list[str]:
         if raised and watch.draft_announcement:
             task = session.get(Task, watch.task_id)
             assert task is not None
-            announcements.draft(
-                session, task=task, kind="message", now=now,
-                title=f"{task.title}: scoring is delayed",
-                body=("Some submissions wait or run longer than usual:\n\n"
-                      + "\n".join(f"- {a.summary}" for a in raised)
-                      + "\n\nThey stay queued and will be processed; no need to upload again."))
+            lines = "\n".join(f"- {a.summary}" for a in raised)
+
+            def worded(w: Words, task: Task = task, lines: str = lines) -> tuple[str, str]:
+                return (w.gettext("%(task)s: scoring is delayed",
+                                  task=translations.task_title(task, w.code)),
+                        w.gettext("Some submissions wait or run longer than usual:")
+                        + f"\n\n{lines}\n\n"
+                        + w.gettext("They stay queued and will be processed; no need to upload "
+                                    "again."))
+
+            announcements.draft(session, task=task, kind="message", now=now, words=worded)
         done += [f"alert {watch.task_id} {a.summary}" for a in raised]
     return done
 

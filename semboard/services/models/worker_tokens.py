@@ -58,7 +58,7 @@ def revoke(session: Session, *, token_id: int, by: User | None, now: datetime,
     on, and a job it holds is queued again once its beats stop. Audited; the caller commits."""
     row = session.get(WorkerToken, token_id)
     if row is None:
-        raise NotFound(f"no worker token {token_id}")
+        raise NotFound("no worker token %(token_id)s", token_id=token_id)
     access.require_organiser(session, by, row.task)
     if row.revoked_at is None:
         row.revoked_at, row.revoked_by_id = now, by.id if by else None
@@ -96,9 +96,9 @@ def authenticate(session: Session, token: str) -> WorkerToken:
     if row is None:
         raise AuthenticationFailed("unknown worker token")
     if row.revoked_at is not None:
-        raise AuthenticationFailed(f"worker token {row.name!r} was revoked at "
-                                   f"{clock_text(row.revoked_at)} UTC; ask the task's "
-                                   "organisers for a new one")
+        raise AuthenticationFailed("worker token %(row)r was revoked at %(revoked_at)s UTC; "
+                                   "ask the task's organisers for a new one",
+                                   row=row.name, revoked_at=clock_text(row.revoked_at))
     return row
 
 
@@ -112,7 +112,8 @@ def require_job(token: WorkerToken, row: ModelSubmission | None, model_id: int) 
     """The model a worker names, if its token's queue holds it (NotFound otherwise: another
     task's models are not the worker's to see)."""
     if row is None or row.task_id != token.task_id:
-        raise NotFound(f"no model {model_id} in the model queue of this worker's task")
+        raise NotFound("no model %(model_id)s in the model queue of this worker's task",
+                       model_id=model_id)
     return row
 
 
@@ -122,8 +123,9 @@ def require_holder(token: WorkerToken, row: ModelSubmission, attempt: Any) -> No
     own any more."""
     if not (row.status == "running" and row.worker_token_id == token.id
             and row.attempts == attempt):
-        raise Forbidden(f"model {row.id} is not this worker's job any more (it is {row.status}"
-                        + (", claimed again" if row.attempts != attempt else "") + ")")
+        again = ", claimed again" if row.attempts != attempt else ""
+        raise Forbidden("model %(model)s is not this worker's job any more (it is "
+                        "%(status)s%(again)s)", model=row.id, status=row.status, again=again)
 
 
 def workers(session: Session) -> list[dict[str, Any]]:

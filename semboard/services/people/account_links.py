@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from semboard.config import DEFAULT_LIMITS, Limits
 from semboard.db import insert_unless_refused
-from semboard.errors import InvalidData, NameTaken, NotFound, RateLimited
+from semboard.errors import InvalidData, NameTaken, NotFound, Phrase, RateLimited
 from semboard.models import AccountToken, NotificationSent, Phase, Task, Team, TeamMember, User
 from semboard.notify.events import queue_event
 from semboard.services.people import accounts, ratelimit, windows
@@ -54,17 +54,19 @@ def count_registration(session: Session, *, address: str | None, limits: Limits,
 
 
 def register(session: Session, *, email: str, password: str, display_name: str, by_mail: bool,
-             now: datetime) -> User | None:
-    """A new account (flushed). by_mail: the answer looks the same whether or not the address
-    has an account (a confirmation link, or an "account exists" mail); None then."""
+             now: datetime, language: str | None = None) -> User | None:
+    """A new account (flushed), in the language its pages were read in. by_mail: the answer
+    looks the same whether or not the address has an account (a confirmation link, or an
+    "account exists" mail); None then."""
     if not by_mail:
         return accounts.register_user(session, email=email, password=password,
-                                      display_name=display_name, now=now)
+                                      display_name=display_name, now=now, language=language)
     email = email.strip().lower()
     if accounts.user_by_email(session, email) is None:
         try:  # register_user inserts in a savepoint: a refusal leaves the session usable
             user = accounts.register_user(session, email=email, password=password,
-                                          display_name=display_name, now=now)
+                                          display_name=display_name, now=now,
+                                          language=language)
         except NameTaken:  # registered concurrently: the same answer as below
             pass
         else:
@@ -162,7 +164,7 @@ def change_email(session: Session, *, user: User, password: str, email: str, now
     if email == user.email:
         return
     if accounts.user_by_email(session, email) is not None:
-        raise NameTaken(f"an account for {email} already exists")
+        raise NameTaken("an account for %(email)s already exists", email=email)
     user.email = email
     user.email_verified_at = None
     session.flush()
@@ -173,16 +175,16 @@ def set_notifications(session: Session, *, user: User, **switches: bool) -> None
     """Turn notification kinds on or off."""
     for name, value in switches.items():
         if name not in NOTIFICATION_SWITCHES:
-            raise InvalidData(f"unknown notification {name!r}")
+            raise InvalidData("unknown notification %(name)r", name=name)
         setattr(user, name, bool(value))
     session.flush()
 
 
 # what a one-click link stops, in words (the page that confirms it says so)
-SWITCH_WORDS = {"notify_runs": "mail about your team's runs and models",
-                "notify_deadlines": "deadline reminders and terms changes",
-                "notify_gold": "mail when gold is released",
-                "notify_results": "mail when results are published"}
+SWITCH_WORDS = {"notify_runs": Phrase("mail about your team's runs and models"),
+                "notify_deadlines": Phrase("deadline reminders and terms changes"),
+                "notify_gold": Phrase("mail when gold is released"),
+                "notify_results": Phrase("mail when results are published")}
 
 
 def unsubscribe_scope(session: Session, *, user_id: int, scope: str) -> tuple[User, str]:
@@ -195,7 +197,8 @@ def unsubscribe_scope(session: Session, *, user_id: int, scope: str) -> tuple[Us
         task = session.get(Task, int(scope.removeprefix("task:")))
         if task is None:
             raise NotFound("this link's task no longer exists")
-        return user, f"the announcements of {task.name} (critical ones still come)"
+        return user, Phrase("the announcements of %(task)s (critical ones still come)",
+                            task=task.name)
     return user, SWITCH_WORDS[scope]
 
 

@@ -14,7 +14,15 @@ from sqlalchemy.orm import Session
 
 from semboard.config import DEFAULT_LIMITS, Limits
 from semboard.db import insert_unless_refused, require_fits
-from semboard.errors import AuthenticationFailed, InvalidData, NameTaken, NotFound, RateLimited
+from semboard.errors import (
+    AuthenticationFailed,
+    InvalidData,
+    NameTaken,
+    NotFound,
+    Phrase,
+    RateLimited,
+)
+from semboard.i18n.languages import known
 from semboard.models import (
     AccountToken,
     ApiToken,
@@ -62,16 +70,18 @@ def normalise_email(email: str) -> str:
     """Trimmed, lower-cased e-mail; raise InvalidData if it cannot be one."""
     email = email.strip().lower()
     if "@" not in email or len(email) > 254 or email.startswith("@") or email.endswith("@"):
-        raise InvalidData(f"{email!r} is not an e-mail address")
+        raise InvalidData("%(email)r is not an e-mail address", email=email)
     return email
 
 
 def hash_password(password: str) -> str:
     """argon2id hash of a password."""
     if len(password) < MIN_PASSWORD_LENGTH:
-        raise InvalidData(f"a password needs at least {MIN_PASSWORD_LENGTH} characters")
+        raise InvalidData("a password needs at least %(MIN_PASSWORD_LENGTH)s characters",
+                          MIN_PASSWORD_LENGTH=MIN_PASSWORD_LENGTH)
     if len(password) > MAX_PASSWORD_LENGTH:
-        raise InvalidData(f"a password has at most {MAX_PASSWORD_LENGTH} characters")
+        raise InvalidData("a password has at most %(MAX_PASSWORD_LENGTH)s characters",
+                          MAX_PASSWORD_LENGTH=MAX_PASSWORD_LENGTH)
     return _hasher.hash(password)
 
 
@@ -83,11 +93,13 @@ def register_user(
     display_name: str,
     now: datetime,
     is_admin: bool = False,
+    language: str | None = None,
 ) -> User:
-    """Create an account; raise NameTaken if the e-mail is used."""
+    """Create an account (in the language its pages were read in); NameTaken if the e-mail is
+    used."""
     email = normalise_email(email)
     if user_by_email(session, email) is not None:
-        raise NameTaken(f"an account for {email} already exists")
+        raise NameTaken("an account for %(email)s already exists", email=email)
     user = User(
         email=email,
         display_name=_display_name(display_name, email),
@@ -95,9 +107,10 @@ def register_user(
         is_admin=is_admin,
         is_active_account=True,
         created_at=now,
+        language=known(language),
     )
     if not insert_unless_refused(session, user):  # registered concurrently
-        raise NameTaken(f"an account for {email} already exists")
+        raise NameTaken("an account for %(email)s already exists", email=email)
     return user
 
 
@@ -111,7 +124,7 @@ def create_without_password(session: Session, *, email: str, display_name: str,
                 password_hash=NO_PASSWORD, is_admin=False, is_active_account=True,
                 created_at=now)
     if not insert_unless_refused(session, user):
-        raise NameTaken(f"an account for {email} already exists")
+        raise NameTaken("an account for %(email)s already exists", email=email)
     return user
 
 
@@ -133,10 +146,18 @@ def _display_name(display_name: str, email: str) -> str:
     """The display name as shown to others (names' rule), else the address's local part."""
     if not display_name.strip():
         # a valid address's local part has at most 64 characters (RFC 5321): the cut is a guard
-        return names.clean(email.split("@")[0][:64], what="a display name", max_length=64)
-    name = names.clean(display_name, what="a display name", max_length=120)
-    names.require_unreserved(name, what="the display name")
+        return names.clean(email.split("@")[0][:64], what=Phrase("a display name"), max_length=64)
+    name = names.clean(display_name, what=Phrase("a display name"), max_length=120)
+    names.require_unreserved(name, what=Phrase("the display name"))
     return name
+
+
+def set_language(session: Session, *, user: User, language: str | None) -> None:
+    """The account's language (its pages and mail); None or "": chosen by each browser."""
+    if language and known(language) != language:
+        raise InvalidData("the site speaks no language %(code)s", code=language)
+    user.language = language or None
+    session.flush()
 
 
 def get_user(session: Session, user_id: int) -> User | None:
@@ -153,7 +174,7 @@ def require_user(session: Session, email: str) -> User:
     """A user by e-mail, or NotFound."""
     user = user_by_email(session, email)
     if user is None:
-        raise NotFound(f"no account for {email}")
+        raise NotFound("no account for %(email)s", email=email)
     return user
 
 
@@ -187,7 +208,7 @@ def check_throttle(session: Session, *, email: str, remote_addr: str | None, now
                                         now=now)
         if until is not None:
             wait = max(1, int((until - now).total_seconds() + 0.999))
-            raise RateLimited(f"too many failed attempts; try again in {wait} seconds")
+            raise RateLimited("too many failed attempts; try again in %(wait)s seconds", wait=wait)
 
 
 def _password_failed(session: Session, *, email: str, remote_addr: str | None,
@@ -297,7 +318,7 @@ def _kill_links(session: Session, *, user: User, now: datetime) -> None:
 def set_active(session: Session, *, user: User, active: bool, now: datetime) -> None:
     """Deactivate (sessions end, tokens and links revoked) or reactivate an account."""
     if user.deleted_at is not None:
-        raise InvalidData(f"the account {user.id} was deleted by its owner")
+        raise InvalidData("the account %(id)s was deleted by its owner", id=user.id)
     user.is_active_account = active
     if not active:
         end_sessions(session, user=user)

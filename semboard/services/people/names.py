@@ -52,9 +52,9 @@ def clean(value: str, *, what: str, max_length: int) -> str:
     characters are refused everywhere (issue 21).
     """
     if "\x00" in value:
-        raise InvalidData(f"{what} may not contain a NUL character")
+        raise InvalidData("%(what)s may not contain a NUL character", what=what)
     if "\n" in value or "\r" in value:
-        raise InvalidData(f"{what} must be on one line (it contains a line break)")
+        raise InvalidData("%(what)s must be on one line (it contains a line break)", what=what)
     # wide, no-break and other spaces become " "; blanks around the name (a tab too) go
     name = unicodedata.normalize("NFKC", value).strip()
     for char in name:
@@ -62,12 +62,14 @@ def clean(value: str, *, what: str, max_length: int) -> str:
         if problem is None and char in INVISIBLE:
             problem = "an invisible character"
         if problem is not None:
-            raise InvalidData(f"{what} may not contain {problem} (U+{ord(char):04X})")
+            raise InvalidData("%(what)s may not contain %(problem)s (U+%(char)s)",
+                              what=what, problem=problem, char=f"{ord(char):04X}")
     name = _SPACES.sub(" ", name).strip()
     if not name:
-        raise InvalidData(f"{what} needs at least one visible character")
+        raise InvalidData("%(what)s needs at least one visible character", what=what)
     if len(name) > max_length:
-        raise InvalidData(f"{what} has at most {max_length} characters")
+        raise InvalidData("%(what)s has at most %(max_length)s characters",
+                          what=what, max_length=max_length)
     return name
 
 
@@ -87,8 +89,8 @@ def require_unreserved(name: str, *, what: str, also: tuple[str, ...] = ()) -> N
     """NameTaken if the name looks like a reserved one (or one of `also`: organisers' names)."""
     form = skeleton(name)
     if form in _RESERVED_SKELETONS or form in {skeleton(other) for other in also}:
-        raise NameTaken(f"{what} {name!r} is reserved (it reads like a name of the organisers "
-                        "or the baselines)")
+        raise NameTaken("%(what)s %(name)r is reserved (it reads like a name of the organisers "
+                        "or the baselines)", what=what, name=name)
 
 
 def find_lookalike(name: str, taken: list[str]) -> str | None:

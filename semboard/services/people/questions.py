@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from semboard.config import DEFAULT_LIMITS, Limits
 from semboard.db import require_fits, require_text
-from semboard.errors import Forbidden, InvalidData, NotFound
+from semboard.errors import Forbidden, InvalidData, NotFound, Phrase
 from semboard.models import Question, QuestionReply, Task, User
 from semboard.notify.events import queue_event
 from semboard.services.people import ratelimit
@@ -42,7 +42,7 @@ def _limit(session: Session, *, key: str, limit: int, now: datetime, what: str) 
 def refusal(session: Session, *, task: Task, user: User | None) -> str | None:
     """Why the user may not ask or reply (log-in, the task's e-mail domains), or None."""
     if user is None:
-        return "log in to ask the organisers"
+        return Phrase("log in to ask the organisers")
     if roles.is_organiser(session, user, task):
         return None
     return participation.domain_refusal(task, user)
@@ -59,7 +59,7 @@ def _require_writer(session: Session, task: Task, user: User | None) -> User:
 def _text(value: str, what: str, limit: int) -> str:
     value = (value or "").strip()
     if not value:
-        raise InvalidData(f"{what} is empty")
+        raise InvalidData("%(what)s is empty", what=what)
     return require_text(value, what=what, limit=limit)
 
 
@@ -69,12 +69,12 @@ def ask(session: Session, *, task: Task, user: User | None, title: str, body: st
     asker = _require_writer(session, task, user)
     if visibility not in ("public", "private"):
         raise InvalidData("a question is public or private (to the organisers)")
-    title = require_fits(require_text(_text(title, "the question's title", 200),
-                                      what="the question's title", one_line=True),
-                         Question.title, "the question's title")
-    body = _text(body, "the question", MAX_BODY)
+    what = Phrase("the question's title")
+    title = require_fits(require_text(_text(title, what, 200), what=what, one_line=True),
+                         Question.title, what)
+    body = _text(body, Phrase("the question"), MAX_BODY)
     _limit(session, key=f"question:{asker.id}", limit=limits.questions_per_hour, now=now,
-           what="questions")
+           what=Phrase("questions"))
     row = Question(task_id=task.id, user_id=asker.id, title=title, body=body,
                    visibility=visibility, is_faq=False, created_at=now, updated_at=now)
     session.add(row)
@@ -101,7 +101,7 @@ def get(session: Session, *, task: Task, question_id: int, user: User | None) ->
     """One question of the task the user may read, or NotFound (the same for a missing one)."""
     row = session.get(Question, question_id)
     if row is None or row.task_id != task.id or not can_read(session, user, row):
-        raise NotFound(f"no question {question_id}")
+        raise NotFound("no question %(id)s", id=question_id)
     return row
 
 
@@ -138,14 +138,14 @@ def reply(session: Session, *, question: Question, user: User | None, body: str,
     organiser = roles.is_organiser(session, writer, task)
     if not organiser:
         if not can_read(session, writer, question):
-            raise NotFound(f"no question {question.id}")
+            raise NotFound("no question %(id)s", id=question.id)
         if question.locked_at is not None:
             raise Forbidden("this question is locked: the organisers closed it to replies")
         if question.visibility == "private" and question.user_id != writer.id:
             raise Forbidden("only the asker and the organisers reply to a private question")
-    text = _text(body, "the reply", MAX_BODY)
+    text = _text(body, Phrase("the reply"), MAX_BODY)
     _limit(session, key=f"question-reply:{writer.id}", limit=limits.replies_per_hour, now=now,
-           what="replies")
+           what=Phrase("replies"))
     row = QuestionReply(question_id=question.id, user_id=writer.id, body=text,
                         by_organiser=organiser, created_at=now)
     session.add(row)
@@ -165,7 +165,8 @@ def moderate(session: Session, *, question: Question, user: User | None, action:
     assert task is not None
     roles.require_organiser(session, user, task)
     if action not in ACTIONS:
-        raise InvalidData(f"a question is moderated by one of {', '.join(ACTIONS)}")
+        raise InvalidData("a question is moderated by one of %(actions)s",
+                          actions=", ".join(ACTIONS))
     if action == "publish":
         question.published_at = question.published_at or now
     elif action == "unpublish":

@@ -9,7 +9,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from semboard.config import Limits
-from semboard.errors import RateLimited
+from semboard.errors import Phrase, RateLimited
 from semboard.models import RateLimitEvent
 
 # The key column's length (RateLimitEvent.key).
@@ -74,15 +74,15 @@ def require_under(session: Session, *, key: str, limit: int, per: timedelta, now
     """RateLimited, naming when it lifts, when key has reached its limit (nothing recorded)."""
     lifts = lifts_at(session, key=key, limit=limit, per=per, now=now)
     if lifts is not None:
-        raise RateLimited(f"too many {what} (at most {limit} an hour); the limit lifts at "
-                          f"{lifts:%Y-%m-%d %H:%M} UTC")
+        raise RateLimited("too many %(what)s (at most %(limit)s an hour); the limit lifts at "
+                          "%(lifts)s UTC", what=what, limit=limit, lifts=f"{lifts:%Y-%m-%d %H:%M}")
 
 
 def comparison_allowed(session: Session, *, user_id: int, limits: Limits, now: datetime
                        ) -> None:
     """RateLimited when the account started its hourly number of paired comparisons."""
     require_under(session, key=f"compare:{user_id}", limit=limits.comparisons_per_hour,
-                  per=COMPARISON_WINDOW, now=now, what="comparisons started")
+                  per=COMPARISON_WINDOW, now=now, what=Phrase("comparisons started"))
 
 
 def count_comparison(session: Session, *, user_id: int, now: datetime) -> None:

@@ -44,7 +44,8 @@ def _read(task: Task) -> TeamLimits:
     table = tomllib.loads(task.definition_text).get("teams", {})
     size = table.get("max_members")
     if size is not None and (not isinstance(size, int) or size < 1):
-        raise InvalidData(f"task {task.name}: teams.max_members must be a positive integer")
+        raise InvalidData("task %(task)s: teams.max_members must be a positive integer",
+                          task=task.name)
     return TeamLimits(max_members=size, lock_when_closed=bool(table.get("lock_when_closed")))
 
 
@@ -59,7 +60,8 @@ def is_locked(session: Session, *, task: Task, now: datetime) -> bool:
 
 def _require_unlocked(session: Session, team: Team, now: datetime) -> None:
     if is_locked(session, task=team.task, now=now):
-        raise Forbidden(f"teams of {team.task.name} are locked: the evaluation phase has closed")
+        raise Forbidden("teams of %(task)s are locked: the evaluation phase has closed",
+                        task=team.task.name)
 
 
 def member_count(session: Session, team: Team) -> int:
@@ -88,8 +90,8 @@ def check_can_join(session: Session, *, team: Team, now: datetime) -> None:
     _require_unlocked(session, team, now)
     size = limits(team.task).max_members
     if size is not None and member_count(session, team) >= size:
-        raise Conflict(f"team {team.name} is full: teams of {team.task.name} have at most "
-                       f"{size} members")
+        raise Conflict("team %(team)s is full: teams of %(task)s have at most %(size)s members",
+                       team=team.name, task=team.task.name, size=size)
 
 
 def members(session: Session, *, team: Team) -> list[TeamMember]:

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from semboard.db import insert_unless_refused, require_fits
-from semboard.errors import AlreadyInTeam, NameTaken, NotFound
+from semboard.errors import AlreadyInTeam, NameTaken, NotFound, Phrase
 from semboard.models import Task, TaskOrganiser, Team, TeamMember, User
 from semboard.services.people import names, team_rules
 from semboard.services.tasks import participation, roles
@@ -59,22 +59,22 @@ def create_team(
 ) -> Team:
     """A new team with captain as its first member; its name unlike any other team's. Where
     the task approves each team, its organisers are told it waits."""
-    name = names.clean(name, what="a team name", max_length=120)
+    name = names.clean(name, what=Phrase("a team name"), max_length=120)
     if team_for_user(session, task=task, user=captain) is not None:
         raise AlreadyInTeam("you already belong to a team for this task")
     participation.require_entry_open(session, task=task, user=captain, now=now)
     organisers = tuple(session.scalars(
         select(User.display_name).join(TaskOrganiser, TaskOrganiser.user_id == User.id)
         .where(TaskOrganiser.task_id == task.id)))
-    names.require_unreserved(name, what="the team name", also=organisers)
+    names.require_unreserved(name, what=Phrase("the team name"), also=organisers)
     # PostgreSQL: team creations of one task queue here, so two lookalike names cannot both pass
     # the check below (NO KEY UPDATE: uploads that insert rows naming the task do not wait).
     session.execute(select(Task.id).where(Task.id == task.id).with_for_update(key_share=True))
     taken = list(session.scalars(select(Team.name).where(Team.task_id == task.id)))
     lookalike = names.find_lookalike(name, taken)
     if lookalike is not None:
-        raise NameTaken(f"the team name {name!r} reads like that of the existing team "
-                        f"{lookalike!r}; choose another")
+        raise NameTaken("the team name %(name)r reads like that of the existing team "
+                        "%(lookalike)r; choose another", name=name, lookalike=lookalike)
     team = Team(
         task_id=task.id,
         name=name,
@@ -86,7 +86,7 @@ def create_team(
         created_at=now,
     )
     if not insert_unless_refused(session, team):
-        raise NameTaken(f"a team called {name!r} already exists for this task")
+        raise NameTaken("a team called %(name)r already exists for this task", name=name)
     _add_member(session, team, captain, now)
     participation.asked_approval(session, team=team)
     return team
@@ -131,5 +131,5 @@ def require_team(session: Session, *, task: Task, user: User) -> Team:
     """The user's team on the task, or NotFound saying how to get one."""
     team = team_for_user(session, task=task, user=user)
     if team is None:
-        raise NotFound(f"you have no team on {task.name}; create or join one first")
+        raise NotFound("you have no team on %(task)s; create or join one first", task=task.name)
     return team

@@ -89,10 +89,11 @@ def start_team_window(session: Session, *, phase: Phase, user: User | None,
     task = phase.task
     team = teams.team_for_user(session, task=task, user=user)
     if team is None:
-        raise Forbidden(f"join or create a team for {task.name} to start a window")
+        raise Forbidden("join or create a team for %(task)s to start a window", task=task.name)
     if not phase.team_window_hours:
-        raise InvalidData(f"phase {phase.name} has no per-team windows: its deadline is the "
-                          f"close, {clock_text(phase.closes_at)} UTC")
+        raise InvalidData("phase %(phase)s has no per-team windows: its deadline is the close, "
+                          "%(closes_at)s UTC",
+                          phase=phase.name, closes_at=clock_text(phase.closes_at))
     if team.is_baseline:
         raise InvalidData("the Baselines team has no windows")
     # No window_phase_for check: it guards only phases without windows, never this one.
@@ -101,9 +102,11 @@ def start_team_window(session: Session, *, phase: Phase, user: User | None,
         return team, existing, False
     state = phase.state(now)
     if state == "upcoming":
-        raise PhaseNotOpen(f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC")
+        raise PhaseNotOpen("phase %(phase)s opens at %(opens_at)s UTC",
+                           phase=phase.name, opens_at=clock_text(phase.opens_at))
     if state == "closed":
-        raise PhaseNotOpen(f"phase {phase.name} closed at {clock_text(phase.closes_at)} UTC")
+        raise PhaseNotOpen("phase %(phase)s closed at %(closes_at)s UTC",
+                           phase=phase.name, closes_at=clock_text(phase.closes_at))
     window = start_window(session, team=team, phase=phase, user=user, now=now)
     assert window is not None  # a windowed phase and a participant team
     return team, window, window.started_at == now
@@ -114,11 +117,13 @@ def started_team_window(session: Session, *, phase: Phase, user: User | None
     """The user's team and its started window in the phase (read only; NotFound if none)."""
     team = teams.team_for_user(session, task=phase.task, user=user)
     if team is None:
-        raise Forbidden(f"join or create a team for {phase.task.name} to have a window")
+        raise Forbidden("join or create a team for %(task)s to have a window", task=phase.task.name)
     if not phase.team_window_hours:
-        raise NotFound(f"phase {phase.name} has no per-team windows")
+        raise NotFound("phase %(phase)s has no per-team windows", phase=phase.name)
     window = team_window(session, team=team, phase=phase)
     if window is None:
-        raise NotFound(f"your team's {phase.team_window_hours}-hour window in phase "
-                       f"{phase.name} has not started: {window_text(phase)}")
+        raise NotFound("your team's %(team_window_hours)s-hour window in phase %(phase)s has "
+                       "not started: %(phase2)s",
+                       team_window_hours=phase.team_window_hours, phase=phase.name,
+                       phase2=window_text(phase))
     return team, window

@@ -32,11 +32,13 @@ from semboard.errors import (
     Forbidden,
     InvalidData,
     PhaseNotOpen,
+    Phrase,
     RateLimited,
     RunLimitReached,
     RunRejected,
     WindowClosed,
     issue_dicts,
+    said,
 )
 from semboard.models import ModelSubmission, Phase, Run, Task, Team, UploadLog, User
 from semboard.services.people import grants, ratelimit, windows
@@ -102,7 +104,9 @@ def rights(session: Session, *, team: Team, phase: Phase, user: User | None, now
             raise Forbidden("only organisers submit runs of the Baselines team")
         return
     if team.is_baseline or user is None or not access.is_member(session, user, team.id):
-        raise Forbidden(f"only the team's members may submit its {what}")
+        if what == "runs":
+            raise Forbidden("only the team's members may submit its runs")
+        raise Forbidden("only the team's members may submit its models")
     if not admitted_model:
         participation.require_participant(session, task=phase.task, user=user, team=team,
                                           phase=phase, now=now)
@@ -117,7 +121,8 @@ def described(phase: Phase, description: str, given: Mapping[str, Any]) -> dict[
     normalised answers, or InvalidData listing every problem."""
     answers, issues = check_answers(definitions.definition(phase.task), description, given)
     if issues:
-        raise InvalidData(f"the system description has {len(issues)} problem(s)", issues)
+        raise InvalidData("the system description has %(problems)s problem(s)", issues,
+                          problems=len(issues))
     return answers
 
 
@@ -169,10 +174,13 @@ def room(session: Session, *, team: Team, phase: Phase, now: datetime) -> Room:
 
 
 def _slot_refusal(phase: Phase, runs: int, pending: int) -> RunLimitReached:
-    held = (f"your team has used all {phase.max_runs} runs of {phase.name}" if not pending else
-            f"your team's {runs} run(s) and {pending} model(s) waiting fill the "
-            f"{phase.max_runs} runs of {phase.name}")
-    return RunLimitReached(f"{held}; upload under an existing run name to replace a run")
+    held = (Phrase("your team has used all %(max_runs)s runs of %(phase)s",
+                   max_runs=phase.max_runs, phase=phase.name) if not pending else
+            Phrase("your team's %(runs)s run(s) and %(pending)s model(s) waiting fill the "
+                   "%(max_runs)s runs of %(phase)s", runs=runs, pending=pending,
+                   max_runs=phase.max_runs, phase=phase.name))
+    return RunLimitReached("%(held)s; upload under an existing run name to replace a run",
+                           held=held)
 
 
 def check_room(session: Session, *, team: Team, phase: Phase, name: str | None, now: datetime,
@@ -184,11 +192,13 @@ def check_room(session: Session, *, team: Team, phase: Phase, name: str | None, 
         return
     quota = daily_quota(session, team=team, phase=phase, now=now, except_model=except_model)
     if quota.next_allowed_at is not None:
-        waiting = f", {quota.pending} of them model(s) waiting" if quota.pending else ""
+        waiting = (Phrase(", %(pending)s of them model(s) waiting", pending=quota.pending)
+                   if quota.pending else "")
         raise RateLimited(
-            f"your team has made {quota.used} uploads to {phase.name} in the last 24 hours"
-            f"{waiting} (at most {quota.limit}); next upload allowed at "
-            f"{quota.next_allowed_at:%Y-%m-%d %H:%M} UTC")
+            "your team has made %(used)s uploads to %(phase)s in the last 24 hours%(waiting)s "
+            "(at most %(limit)s); next upload allowed at %(next_allowed_at)s UTC",
+            used=quota.used, phase=phase.name, waiting=waiting, limit=quota.limit,
+            next_allowed_at=f"{quota.next_allowed_at:%Y-%m-%d %H:%M}")
     if phase.max_runs and name is not None:
         current, held, pending = _held(session, team=team, phase=phase,
                                        except_model=except_model)
@@ -203,7 +213,8 @@ def timing(session: Session, *, team: Team, phase: Phase, now: datetime) -> tupl
     task = phase.task
     is_late = is_fix = False
     if phase.state(now) == "upcoming":
-        raise PhaseNotOpen(f"phase {phase.name} opens at {clock_text(phase.opens_at)} UTC")
+        raise PhaseNotOpen("phase %(phase)s opens at %(opens_at)s UTC",
+                           phase=phase.name, opens_at=clock_text(phase.opens_at))
     deadline = windows.team_deadline(session, team=team, phase=phase)
     if now >= deadline:
         if grants.active_grant(session, team=team, phase=phase, now=now) is not None:
@@ -212,7 +223,8 @@ def timing(session: Session, *, team: Team, phase: Phase, now: datetime) -> tupl
             is_late = True
         else:
             raise WindowClosed(
-                f"your deadline for {phase.name} passed at {clock_text(deadline)} UTC")
+                "your deadline for %(phase)s passed at %(deadline)s UTC",
+                phase=phase.name, deadline=clock_text(deadline))
     # Once gold is released a run can be fitted to it: only post-evaluation phases (and fixes
     # an organiser granted) still take runs, so a late run can never top the official board.
     # Gold public from the start (training, trial) is practice data and takes runs.
@@ -221,8 +233,9 @@ def timing(session: Session, *, team: Team, phase: Phase, now: datetime) -> tupl
     if released is not None and now >= released and phase.kind != "post-evaluation" \
             and not is_fix:
         raise WindowClosed(
-            f"the gold of {task.name} was released at {clock_text(released)} UTC; "
-            f"{phase.name} takes no new runs (submit to a post-evaluation phase)")
+            "the gold of %(task)s was released at %(released)s UTC; %(phase)s takes no new "
+            "runs (submit to a post-evaluation phase)",
+            task=task.name, released=clock_text(released), phase=phase.name)
     return is_late, is_fix
 
 
@@ -255,7 +268,8 @@ def take_slot(session: Session, *, team: Team, phase: Phase, name: str, is_late:
     same = next((r for r in current if r.name == name), None)
     if same is not None:
         if is_late:
-            raise WindowClosed(f"run {name!r} can no longer be replaced: your deadline has passed")
+            raise WindowClosed("run %(name)r can no longer be replaced: your deadline has passed",
+                               name=name)
         return same, same.slot
     if not phase.max_runs or team.is_baseline:
         return None, None
@@ -273,8 +287,10 @@ def free_slots(session: Session, *, team: Team, phase: Phase, names: Collection[
     if len(held | set(names) | set(pending)) > phase.max_runs:
         left = max(phase.max_runs - len(held), 0)
         raise RunLimitReached(
-            f"team {team.name} has {left} free run slot(s) in {phase.name} (runs and models "
-            f"waiting count), {len(set(names) | set(pending) - held)} needed")
+            "team %(team)s has %(left)s free run slot(s) in %(phase)s (runs and models waiting "
+            "count), %(names)s needed",
+            team=team.name, left=left, phase=phase.name,
+            names=len(set(names) | set(pending) - held))
     used = {r.slot for r in current}
     free: list[int | None] = [s for s in range(1, phase.max_runs + 1) if s not in used]
     return free[: len(names)]
@@ -330,7 +346,7 @@ def log_upload(
     name: str,
     files: Mapping[str, bytes | int],
     outcome: str,
-    message: str,
+    message: str | DomainError,
     now: datetime,
     issues: list[Any] | None = None,
     run: Run | None = None,
@@ -346,7 +362,8 @@ def log_upload(
         run_id=run.id if run else None,
         run_name=name[:255],
         outcome=outcome,
-        message=message,
+        message=str(message),
+        said=said(message),
         issues=issue_dicts(issues or []),
         filenames=[name[:255] for name in sorted(files)[:200]],
         # a model's archive is logged by its size: it is never held in memory whole
@@ -360,15 +377,15 @@ def log_upload(
 
 # a refusal's class, as the upload log keeps it (the organisers' analytics count them)
 REFUSAL_REASONS = {
-    "invalid": "the files had problems",
-    "too-many-invalid": "too many invalid uploads in an hour",
-    "deadline": "the deadline had passed",
-    "not-open": "the phase was not open",
-    "run-limit": "the run slots were full",
-    "daily-limit": "the day's uploads were used",
-    "rights": "not allowed to upload",
-    "bad-request": "a field of the upload was wrong",
-    "other": "another reason",
+    "invalid": Phrase("the files had problems"),
+    "too-many-invalid": Phrase("too many invalid uploads in an hour"),
+    "deadline": Phrase("the deadline had passed"),
+    "not-open": Phrase("the phase was not open"),
+    "run-limit": Phrase("the run slots were full"),
+    "daily-limit": Phrase("the day's uploads were used"),
+    "rights": Phrase("not allowed to upload"),
+    "bad-request": Phrase("a field of the upload was wrong"),
+    "other": Phrase("another reason"),
 }
 
 
@@ -399,7 +416,7 @@ def refuse(
     session.rollback()
     begin_write(session)  # SQLite: take the write lock before reading (see db.begin_write)
     log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
-               outcome="rejected", message=str(err), issues=err.issues, now=now,
+               outcome="rejected", message=err, issues=err.issues, now=now,
                reason=reason or refusal_reason(err))
     # Only invalid files count towards the limit: a refusal for timing, slots or rights is the
     # site's rule, not a participant probing the validator.
@@ -420,8 +437,9 @@ def refuse_invalid(session: Session, err: RunRejected, *, team: Team, phase: Pha
     refusal: DomainError = err
     if lifts is not None:
         refusal = RateLimited(
-            f"{err.message}. {REJECTED_UPLOADS_PER_HOUR} invalid uploads in the last hour: "
-            f"check your files before uploading again; the limit lifts at {clock_text(lifts)} "
-            "UTC (valid runs are always accepted)", err.issues)
+            "%(text)s. %(limit)s invalid uploads in the last hour: check "
+            "your files before uploading again; the limit lifts at %(lifts)s UTC (valid runs "
+            "are always accepted)", err.issues, text=err, limit=REJECTED_UPLOADS_PER_HOUR,
+            lifts=clock_text(lifts))
     return refuse(session, refusal, team=team, phase=phase, user=user, name=name, files=files,
                   now=now, reason="too-many-invalid" if lifts is not None else "invalid")

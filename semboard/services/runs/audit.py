@@ -67,11 +67,11 @@ def _reason(reason: str) -> str:
 
 def _check_target(task: Task, team: Team, what: str) -> None:
     if team.task_id != task.id:
-        raise InvalidData(f"team {team.name} is not a team of {task.name}")
+        raise InvalidData("team %(team)s is not a team of %(task)s", team=team.name, task=task.name)
     if team.closed_at is not None:
-        raise Conflict(f"team {team.name} was merged into another team and is closed")
+        raise Conflict("team %(team)s was merged into another team and is closed", team=team.name)
     if team.is_baseline:
-        raise InvalidData(f"the Baselines team cannot {what}")
+        raise InvalidData("the Baselines team cannot %(what)s", what=what)
 
 
 def move_run(session: Session, *, run: Run, to_team: Team, by: User | None, reason: str,
@@ -81,19 +81,20 @@ def move_run(session: Session, *, run: Run, to_team: Team, by: User | None, reas
     access.require_organiser(session, by, task)
     reason = _reason(reason)
     if not run.is_current:
-        raise InvalidData(f"run {run.id} was replaced; move the current version")
+        raise InvalidData("run %(id)s was replaced; move the current version", id=run.id)
     _check_target(task, to_team, "receive runs")
     source = run.team
     if source.is_baseline:
         raise InvalidData("baseline runs stay with the Baselines team")
     if to_team.id == source.id:
-        raise InvalidData(f"run {run.name!r} already belongs to {to_team.name}")
+        raise InvalidData("run %(run)r already belongs to %(to_team)s",
+                          run=run.name, to_team=to_team.name)
     clash = session.scalar(select(Run.id).where(
         Run.team_id == to_team.id, Run.phase_id == run.phase_id, Run.is_current,
         Run.name == run.name))
     if clash is not None:
-        raise Conflict(f"team {to_team.name} already has a run called {run.name!r} in "
-                       f"{run.phase.name}")
+        raise Conflict("team %(to_team)s already has a run called %(run)r in %(phase)s",
+                       to_team=to_team.name, run=run.name, phase=run.phase.name)
     (slot,) = admission.free_slots(session, team=to_team, phase=run.phase, names=[run.name])
     versions = _versions(session, run)
     # The current version takes its new slot as it moves (the partial unique index is per
@@ -131,9 +132,9 @@ def merge_teams(session: Session, *, source: Team, target: Team, by: User | None
         Run.team_id == target.id, Run.is_current))}
     clashes = [r for r in current if (r.phase_id, r.name) in taken]
     if clashes:
-        raise Conflict("both teams have current runs called "
-                       + ", ".join(sorted({f"{r.name!r} ({r.phase.name})" for r in clashes}))
-                       + "; move or rename them first")
+        raise Conflict("both teams have current runs called %(runs)s; move or rename them "
+                       "first", runs=", ".join(sorted({f"{r.name!r} ({r.phase.name})"
+                                                      for r in clashes})))
     slots: dict[int, int | None] = {}
     for phase_id in sorted({r.phase_id for r in current}):
         moving = [r for r in current if r.phase_id == phase_id]

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from evaluation.parts import official_metric
 from semboard.db import insert_unless_refused
-from semboard.errors import Conflict, Forbidden, InvalidData, PhaseNotOpen
+from semboard.errors import Conflict, Forbidden, InvalidData, PhaseNotOpen, Phrase
 from semboard.models import (
     PHASE_RANKINGS,
     FinalRun,
@@ -38,7 +38,7 @@ from semboard.timefmt import api_time
 
 EVERY, PRIMARY = PHASE_RANKINGS
 # The stated fallback, shown on the pages, in the API and in the audit log.
-FALLBACK = "without a choice, the team's latest scored run is its primary run"
+FALLBACK = Phrase("without a choice, the team's latest scored run is its primary run")
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,8 @@ def set_ranking(session: Session, *, phase: Phase, ranking: str, user: User | No
     """Rank every run or primary runs only (organisers; audited); flushes."""
     access.require_organiser(session, user, phase.task)
     if ranking not in PHASE_RANKINGS:
-        raise InvalidData(f"a phase ranks {' or '.join(repr(r) for r in PHASE_RANKINGS)} runs, "
-                          f"not {ranking!r}")
+        raise InvalidData("a phase ranks %(value)s runs, not %(ranking)r",
+                          value=' or '.join(repr(r) for r in PHASE_RANKINGS), ranking=ranking)
     if phase.ranking == ranking:
         return phase
     before, phase.ranking = phase.ranking, ranking
@@ -134,10 +134,11 @@ def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: 
     at any time, with a reason.
     """
     if phase.ranking != PRIMARY:
-        raise InvalidData(f"phase {phase.slug} ranks every run: there is no primary run to mark")
+        raise InvalidData("phase %(phase)s ranks every run: there is no primary run to mark",
+                          phase=phase.slug)
     reason = auditlog.check_reason(reason)
     if run.phase_id != phase.id:
-        raise InvalidData(f"run {run.id} is not a run of phase {phase.slug}")
+        raise InvalidData("run %(id)s is not a run of phase %(phase)s", id=run.id, phase=phase.slug)
     team = session.get(Team, run.team_id)
     assert team is not None  # a foreign key
     if team.is_baseline:
@@ -147,8 +148,9 @@ def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: 
         state = phase.state(now)
         if state != "open":
             raise PhaseNotOpen(
-                f"phase {phase.slug} is {state}: the primary run can be changed only while it "
-                f"is open (it closes {api_time(phase.closes_at)})")
+                "phase %(phase)s is %(state)s: the primary run can be changed only while it is "
+                "open (it closes %(closes_at)s)",
+                phase=phase.slug, state=state, closes_at=api_time(phase.closes_at))
     else:
         if user is not None and not access.is_organiser(session, user, phase.task):
             raise Forbidden("only a member of the run's team marks its primary run")
@@ -156,9 +158,9 @@ def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: 
             raise InvalidData("an organiser marking a team's primary run gives a reason "
                               "(it is kept in the audit log)")
     if not run.is_current:
-        raise Conflict(f"run {run.id} was replaced: mark its current version")
+        raise Conflict("run %(id)s was replaced: mark its current version", id=run.id)
     if run.status == "error":
-        raise InvalidData(f"run {run.id} could not be scored: it cannot be the primary run")
+        raise InvalidData("run %(id)s could not be scored: it cannot be the primary run", id=run.id)
     # what counted as primary until now (a choice, else the fallback), for the audit log
     before = primary_runs(session, phase=phase).get(run.team_id)
     row = session.scalar(select(PrimaryRun).where(PrimaryRun.team_id == run.team_id,
@@ -243,8 +245,8 @@ def status(session: Session, *, phase: Phase, team: Team, now: datetime) -> dict
 # so a late run cannot move it. A team with a scored run is never left off the private board:
 # a chosen run that failed or moved is replaced by the fallback.
 
-FINAL_FALLBACK = ("without a choice, the team's best runs on the public board (as many as the "
-                  "phase allows) are its final runs")
+FINAL_FALLBACK = Phrase("without a choice, the team's best runs on the public board (as many "
+                        "as the phase allows) are its final runs")
 
 
 @dataclass(frozen=True)
@@ -330,8 +332,8 @@ def choose_finals(session: Session, *, phase: Phase, team: Team, runs: list[Run]
     """
     limit = final_limit(phase)
     if limit is None:
-        raise InvalidData(f"phase {phase.slug} has no split test set: there are no final runs "
-                          "to choose")
+        raise InvalidData("phase %(phase)s has no split test set: there are no final runs to "
+                          "choose", phase=phase.slug)
     reason = auditlog.check_reason(reason)
     if team.is_baseline:
         raise InvalidData("baselines take no rank: they have no final runs")
@@ -340,8 +342,9 @@ def choose_finals(session: Session, *, phase: Phase, team: Team, runs: list[Run]
         state = phase.state(now)
         if state != "open":
             raise PhaseNotOpen(
-                f"phase {phase.slug} is {state}: final runs can be chosen only while it is "
-                f"open (it closes {api_time(phase.closes_at)})")
+                "phase %(phase)s is %(state)s: final runs can be chosen only while it is "
+                "open (it closes %(closes)s)", phase=phase.slug, state=state,
+                closes=api_time(phase.closes_at))
     else:
         if user is not None and not access.is_organiser(session, user, phase.task):
             raise Forbidden("only a member of the team chooses its final runs")
@@ -350,15 +353,18 @@ def choose_finals(session: Session, *, phase: Phase, team: Team, runs: list[Run]
                               "kept in the audit log)")
     unique = list(dict.fromkeys(run.id for run in runs))
     if len(unique) > limit:
-        raise Conflict(f"phase {phase.slug} takes at most {limit} final run(s) per team; "
-                       f"{len(unique)} were chosen (none was kept: choose again)")
+        raise Conflict("phase %(phase)s takes at most %(limit)s final run(s) per team; "
+                       "%(count)s were chosen (none was kept: choose again)", phase=phase.slug,
+                       limit=limit, count=len(unique))
     for run in runs:
         if run.phase_id != phase.id or run.team_id != team.id:
-            raise InvalidData(f"run {run.id} is not a run of team {team.name} in {phase.slug}")
+            raise InvalidData("run %(run)s is not a run of team %(team)s in %(phase)s",
+                              run=run.id, team=team.name, phase=phase.slug)
         if not run.is_current:
-            raise Conflict(f"run {run.id} was replaced: choose its current version")
+            raise Conflict("run %(run)s was replaced: choose its current version", run=run.id)
         if run.status == "error":
-            raise InvalidData(f"run {run.id} could not be scored: it cannot be a final run")
+            raise InvalidData("run %(run)s could not be scored: it cannot be a final run",
+                              run=run.id)
     before = final_runs(session, phase=phase).get(team.id)
     session.execute(delete(FinalRun).where(FinalRun.phase_id == phase.id,
                                            FinalRun.team_id == team.id))

@@ -32,8 +32,8 @@ def parse(value: Any, *, zero_clears: bool = False) -> int | None:
     if value is None or (zero_clears and type(value) is int and value == 0):
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidData(f"{FIELD} must be a positive whole number of lines (or null for the "
-                          f"site's setting), not {value!r}")
+        raise InvalidData("%(FIELD)s must be a positive whole number of lines (or null for the "
+                          "site's setting), not %(value)r", FIELD=FIELD, value=value)
     return value
 
 

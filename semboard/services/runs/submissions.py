@@ -21,6 +21,7 @@ from semboard.errors import (
     InvalidData,
     NotFound,
     PhaseNotOpen,
+    Phrase,
     RateLimited,
     RunLimitReached,
     RunRejected,
@@ -81,8 +82,8 @@ def run_for_key(session: Session, *, team: Team, key: str | None,
     except ValidationError:
         sent = set()
     if sent != {(f.filename, f.sha256) for f in run.files}:
-        raise Conflict(f"Idempotency-Key {key!r} was used for another upload (run {run.id}, "
-                       f"{run.name!r}): send a new key with new files")
+        raise Conflict("Idempotency-Key %(key)r was used for another upload (run %(id)s, "
+                       "%(run)r): send a new key with new files", key=key, id=run.id, run=run.name)
     return run
 
 
@@ -95,7 +96,7 @@ def _dataset_of(definition: TaskDefinition, filename: str) -> str | None:
 def _check_name(name: str) -> str:
     """The run name cleaned as every name shown to others is (services.names), then checked by
     the one run-name rule (evaluation's, which file names carrying the run also pass)."""
-    cleaned = clean_name(name, what="a run name", max_length=MAX_RUN_NAME)
+    cleaned = clean_name(name, what=Phrase("a run name"), max_length=MAX_RUN_NAME)
     problem = run_name_problem(cleaned)
     if problem is not None:
         raise InvalidData(problem)
@@ -159,8 +160,8 @@ def submit(
         raise refuse(err) from None
     if phase.accepts == "models" and from_model is None and not team.is_baseline:
         raise refuse(PhaseNotOpen(
-            f"phase {phase.name} takes models, not runs: upload your encoder "
-            "(semboard submit-model, or the model form on the task's submit page)"))
+            "phase %(phase)s takes models, not runs: upload your encoder (semboard "
+            "submit-model, or the model form on the task's submit page)", phase=phase.name))
     except_model = from_model.id if from_model is not None else None
     try:
         # timing and the day's quota now; the slot once the files are read (take_slot)
@@ -172,7 +173,7 @@ def submit(
     # Validation (every problem, with file and line) against the phase's split.
     stored_inputs = inputs.parsed_inputs(session, storage, task=task, split=phase.split)
     if not stored_inputs:
-        raise refuse(PhaseNotOpen(f"no inputs of {task.name} have been published yet"))
+        raise refuse(PhaseNotOpen("no inputs of %(task)s have been published yet", task=task.name))
     # validating and storing the files hold no transaction (the insert takes its own)
     end_read(session)
     try:
@@ -197,7 +198,8 @@ def submit(
     )
     if not validated.ok:
         raise invalid(RunRejected(
-            f"run {name!r} was rejected: {len(validated.issues)} problem(s)", validated.issues))
+            "run %(name)r was rejected: %(problems)s problem(s)", validated.issues, name=name,
+            problems=len(validated.issues)))
 
     # Files first (content-addressed, never overwritten); a refused insert leaves only orphans.
     stored = []
@@ -288,7 +290,8 @@ def _insert_run(
                                     sha256=digest, size=size, storage_key=key))
             admission.log_upload(session, team=team, phase=phase, user=user, name=name, files=files,
                                  outcome="accepted",
-                                 message="accepted" + (" (late)" if is_late else ""),
+                                 message=(Phrase("accepted (late)") if is_late
+                                          else Phrase("accepted")),
                                  issues=validated.issues, run=run, now=now)
             session.commit()
             return run
@@ -307,7 +310,7 @@ def get_run(session: Session, run_id: int) -> Run:
     """A run by id, or NotFound."""
     run = session.get(Run, run_id)
     if run is None:
-        raise NotFound(f"no run {run_id}")
+        raise NotFound("no run %(run_id)s", run_id=run_id)
     return run
 
 
@@ -316,7 +319,7 @@ def visible_run(session: Session, *, viewer: User | None, run_id: int,
     """A run this viewer may see, else NotFound: someone else's run looks like a missing one."""
     run = get_run(session, run_id)
     if not access.can_view_run(session, viewer, run, now=now):
-        raise NotFound(f"no run {run_id}")
+        raise NotFound("no run %(run_id)s", run_id=run_id)
     return run
 
 

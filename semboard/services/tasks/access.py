@@ -171,12 +171,14 @@ def read_refusal(session: Session, user: User | None, task: Task, *, part: Part,
         return _private_refusal(session, user, phase, now)
     split = definitions.split_name(task, split or (phase.split if phase else None))
     if part == "gold" and not gold_is_public(session, task=task, split=split):
-        return Forbidden(f"the {split} gold of this task has not been released")
+        return Forbidden("the %(split)s gold of this task has not been released", split=split)
     if publicly_readable(session, task=task, part=part, split=split, now=now):
         return None
     team = team_of(session, task=task, user=user)
     if team is None:
-        return Forbidden(f"join or create a team for this task to download its {part}")
+        if part == "inputs":
+            return Forbidden("join or create a team for this task to download its inputs")
+        return Forbidden("join or create a team for this task to download its gold")
     try:
         participation.require_participant(session, task=task, user=user, team=team, now=now,
                                           phase=phase)
@@ -194,10 +196,10 @@ def _private_refusal(session: Session, user: User | None, phase: Phase | None,
     if phase is None:
         return Forbidden("a private part belongs to a phase")
     if not revealed(session, phase, now):
-        return Forbidden(f"the private part of phase {phase.slug}'s test set stays hidden until "
-                         "its reveal")
+        return Forbidden("the private part of phase %(phase)s's test set stays hidden until "
+                         "its reveal", phase=phase.slug)
     if not can_view_leaderboard(session, user, phase):
-        return Forbidden(f"the results of phase {phase.slug} are not published")
+        return Forbidden("the results of phase %(phase)s are not published", phase=phase.slug)
     return None
 
 

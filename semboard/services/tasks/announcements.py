@@ -11,7 +11,7 @@ shown) or withdrawn (hidden from its readers, kept for the organisers).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +20,9 @@ from sqlalchemy.orm import Session
 
 from semboard.clock import request_now
 from semboard.db import require_fits, require_text
-from semboard.errors import Conflict, InvalidData, NotFound
+from semboard.errors import Conflict, InvalidData, NotFound, Phrase
+from semboard.i18n.catalogues import Words
+from semboard.i18n.languages import LANGUAGES
 from semboard.models import (
     Announcement,
     AnnouncementOptIn,
@@ -34,14 +36,14 @@ from semboard.models import (
     User,
 )
 from semboard.notify.events import queue_event
-from semboard.services.tasks import access, auditlog, definitions
+from semboard.services.tasks import access, auditlog, definitions, translations
 from semboard.timefmt import api_time, clock_text
 
 MAX_BODY = 20_000
 # the kinds the site drafts as critical (mailed to every participant)
 CRITICAL_KINDS = ("deadline", "gold-correction")
 # what the terms page (and the API's terms) say of the organisers' mail
-MAIL_STATEMENT = (
+MAIL_STATEMENT = Phrase(
     "By taking part you receive the organisers' critical announcements by e-mail: deadline "
     "changes, gold corrections and rule changes. These go to every participant, whatever "
     "their mail settings. Other announcements come by e-mail only to those who ask for them "
@@ -58,18 +60,35 @@ def _check(title: str, body: str) -> tuple[str, str]:
     return require_fits(title, Announcement.title, "an announcement's title"), body
 
 
+def _translated(given: dict[str, dict[str, str]] | None) -> dict[str, dict[str, str]] | None:
+    """An announcement's translations checked ({code: {"title", "body"}}; a language given
+    neither is left out, one given half is refused)."""
+    found = {}
+    for code, entry in sorted((given or {}).items()):
+        title, body = (entry.get("title") or "").strip(), (entry.get("body") or "").strip()
+        if not title and not body:
+            continue
+        if code not in LANGUAGES:
+            raise InvalidData("the site speaks no language %(code)s", code=code)
+        title, body = _check(title, body)
+        found[code] = {"title": title, "body": body}
+    return found or None
+
+
 def post(session: Session, *, task: Task, user: User | None, title: str, body: str,
          now: datetime, phase: Phase | None = None, send: bool = True,
+         translated: dict[str, dict[str, str]] | None = None,
          critical: bool = False) -> Announcement:
-    """Organisers write an announcement (to one phase's teams with phase); sent at once unless
-    send=False keeps it a draft. critical: a deadline, gold correction or rule change, mailed
-    to every participant."""
+    """Organisers write an announcement (to one phase's teams with phase), with its
+    translations by language; sent at once unless send=False keeps it a draft. critical: a
+    deadline, gold correction or rule change, mailed to every participant."""
     access.require_organiser(session, user, task)
     if phase is not None and phase.task_id != task.id:
         raise InvalidData("that phase belongs to another task")
     title, body = _check(title, body)
     row = Announcement(task_id=task.id, phase_id=phase.id if phase else None, kind="message",
                        status="draft", title=title, body=body, critical=bool(critical),
+                       translations=_translated(translated),
                        created_by_id=user.id if user else None, created_at=now)
     session.add(row)
     session.flush()
@@ -78,12 +97,25 @@ def post(session: Session, *, task: Task, user: User | None, title: str, body: s
     return row
 
 
-def draft(session: Session, *, task: Task, kind: str, title: str, body: str, now: datetime,
-          phase: Phase | None = None, score_phases: Sequence[Phase] = ()) -> Announcement:
-    """A draft the site wrote (after a gold correction, deadline change, publication);
-    score_phases: the phases whose scores or ranks its text lists."""
+def draft(session: Session, *, task: Task, kind: str, now: datetime,
+          words: Callable[[Words], tuple[str, str]] | None = None, title: str = "",
+          body: str = "", phase: Phase | None = None,
+          score_phases: Sequence[Phase] = ()) -> Announcement:
+    """A draft the site wrote (after a gold correction, deadline change, publication): words
+    gives its title and body in a language, the task's own and every other the site speaks
+    (without words: title and body as given, in one language); score_phases: the phases whose
+    scores or ranks its text lists."""
+    own = translations.own_language(task)
+    others = {}
+    if words is not None:
+        title, body = words(Words(own))
+        others = {code: dict(zip(("title", "body"), words(Words(code)), strict=True))
+                  for code in LANGUAGES if code != own}
     row = Announcement(task_id=task.id, phase_id=phase.id if phase else None, kind=kind,
-                       status="draft", title=title[:200], body=body[:MAX_BODY], created_at=now,
+                       status="draft", title=title[:200], body=body[:MAX_BODY],
+                       translations={code: {"title": e["title"][:200],
+                                            "body": e["body"][:MAX_BODY]}
+                                     for code, e in others.items()} or None, created_at=now,
                        score_phases=sorted({p.id for p in score_phases}),
                        critical=kind in CRITICAL_KINDS)
     session.add(row)
@@ -101,19 +133,23 @@ def get(session: Session, *, task: Task, announcement_id: int) -> Announcement:
 
 def send_draft(session: Session, *, announcement: Announcement, user: User | None,
                now: datetime, title: str | None = None, body: str | None = None,
+               translated: dict[str, dict[str, str]] | None = None,
                critical: bool | None = None) -> Announcement:
-    """Send a draft (with the organiser's edits); its mail goes out after the commit."""
+    """Send a draft (with the organiser's edits, its translations too); its mail goes out
+    after the commit."""
     task = session.get(Task, announcement.task_id)
     assert task is not None
     access.require_organiser(session, user, task)
     if announcement.status == "sent":
         raise InvalidData("this announcement was sent already")
-    _refuse_hidden_scores(session, announcement, "this draft", "delete it and write one "
-                          "without them, or send it after publishing the results", now=now)
+    _refuse_hidden_scores(session, announcement, sent=False, now=now)
     if title is not None or body is not None:
         announcement.title, announcement.body = _check(
             title if title is not None else announcement.title,
             body if body is not None else announcement.body)
+    if translated:
+        announcement.translations = {**(announcement.translations or {}),
+                                     **(_translated(translated) or {})}
     if critical is not None:
         announcement.critical = critical
     announcement.status = "sent"
@@ -124,22 +160,33 @@ def send_draft(session: Session, *, announcement: Announcement, user: User | Non
     return announcement
 
 
-def _refuse_hidden_scores(session: Session, announcement: Announcement, what: str,
-                          instead: str, *, now: datetime) -> None:
+def _refuse_hidden_scores(session: Session, announcement: Announcement, *, sent: bool,
+                          now: datetime) -> None:
     """Conflict while the text lists scores of a board its readers may not see (at sending,
     and at each edit of a sent one)."""
     hidden = hidden_score_phases(session, announcement, now)
-    if hidden:
-        names = ", ".join(p.slug for p in hidden)
-        raise Conflict(f"{what} lists scores of {names}, which its readers may not see until "
-                       f"the results are published (or a frozen board is revealed): {instead}")
+    if not hidden:
+        return
+    names = ", ".join(p.slug for p in hidden)
+    if sent:
+        raise Conflict(
+            "this announcement lists scores of %(names)s, which its readers may not see until "
+            "the results are published (or a frozen board is revealed): withdraw it instead, or "
+            "edit it after publishing the results", names=names)
+    raise Conflict(
+        "this draft lists scores of %(names)s, which its readers may not see until the "
+        "results are published (or a frozen board is revealed): delete it and write one "
+        "without them, or send it after publishing the results", names=names)
 
 
 def edit(session: Session, *, announcement: Announcement, user: User | None, title: str,
-         body: str, now: datetime, notify: bool = False) -> Announcement:
+         body: str, now: datetime, notify: bool = False,
+         translated: dict[str, dict[str, str]] | None = None) -> Announcement:
     """Correct a sent announcement: the text before is kept (AnnouncementRevision) and pages
-    say "edited"; notify=True mails the correction as sending did. Refused while the text
-    lists scores of a board its readers may not see (as at sending)."""
+    say "edited"; translated (when given) replaces its translations, each reader's mail and
+    page following the corrected text of their language; notify=True mails the correction as
+    sending did. Refused while the text lists scores of a board its readers may not see (as
+    at sending)."""
     task = session.get(Task, announcement.task_id)
     assert task is not None
     access.require_organiser(session, user, task)
@@ -147,16 +194,18 @@ def edit(session: Session, *, announcement: Announcement, user: User | None, tit
         raise InvalidData("only a sent announcement is edited; a draft is changed as it is sent")
     if announcement.withdrawn_at is not None:
         raise InvalidData("a withdrawn announcement cannot be edited")
-    _refuse_hidden_scores(session, announcement, "this announcement",
-                          "withdraw it instead, or edit it after publishing the results", now=now)
+    _refuse_hidden_scores(session, announcement, sent=True, now=now)
     title, body = _check(title, body)
-    if (title, body) == (announcement.title, announcement.body):
+    others = (announcement.translations if translated is None else _translated(translated))
+    if (title, body, others) == (announcement.title, announcement.body,
+                                 announcement.translations):
         raise InvalidData("nothing changed")
     session.add(AnnouncementRevision(announcement_id=announcement.id, title=announcement.title,
                                      body=announcement.body, edited_at=now,
                                      edited_by_id=user.id if user else None))
     before = announcement.title
     announcement.title, announcement.body = title, body
+    announcement.translations = others
     announcement.edited_at = now
     session.flush()
     auditlog.record(session, task=task, user=user, action="announcement-edited", now=now,
@@ -196,13 +245,19 @@ def revisions(session: Session, announcement: Announcement) -> list[Announcement
         .order_by(AnnouncementRevision.id)))
 
 
-def audience(announcement: Announcement) -> str:
+def audience(announcement: Announcement) -> Phrase:
     """Who reads it once sent, in words (the draft form shows it)."""
-    mail = ("e-mail to every participant: critical" if announcement.critical
-            else "e-mail to those who opted in")
     if announcement.phase is not None:
-        return f"the teams of {announcement.phase.name} (task page and API; {mail})"
-    return f"all teams and the public (task page, API, Atom feed; {mail})"
+        if announcement.critical:
+            return Phrase("the teams of %(phase)s (task page and API; e-mail to every "
+                          "participant: critical)", phase=announcement.phase.name)
+        return Phrase("the teams of %(phase)s (task page and API; e-mail to those who opted in)",
+                      phase=announcement.phase.name)
+    if announcement.critical:
+        return Phrase("all teams and the public (task page, API, Atom feed; e-mail to every "
+                      "participant: critical)")
+    return Phrase("all teams and the public (task page, API, Atom feed; e-mail to those who "
+                  "opted in)")
 
 
 def score_phases(session: Session, announcement: Announcement) -> list[Phase]:
@@ -345,12 +400,20 @@ def draft_deadline_change(session: Session, *, phase: Phase, before: datetime,
     if before == phase.closes_at:
         return None
     task = phase.task
-    later = "extended" if phase.closes_at > before else "brought forward"
-    return draft(
-        session, task=task, kind="deadline", now=now,
-        title=f"{phase.name}: deadline {later} to {clock_text(phase.closes_at)} UTC",
-        body=(f"The deadline of phase {phase.name} of {task.title} has been {later}.\n\n"
-              f"It was {clock_text(before)} UTC; it is now {clock_text(phase.closes_at)} UTC."))
+    values = {"phase": phase.name, "before": clock_text(before),
+              "after": clock_text(phase.closes_at)}
+
+    def worded(w: Words) -> tuple[str, str]:
+        said = {**values, "task": translations.task_title(task, w.code)}
+        if phase.closes_at > before:
+            return (w.gettext("%(phase)s: deadline extended to %(after)s UTC", **said),
+                    w.gettext("The deadline of phase %(phase)s of %(task)s has been extended."
+                              "\n\nIt was %(before)s UTC; it is now %(after)s UTC.", **said))
+        return (w.gettext("%(phase)s: deadline brought forward to %(after)s UTC", **said),
+                w.gettext("The deadline of phase %(phase)s of %(task)s has been brought "
+                          "forward.\n\nIt was %(before)s UTC; it is now %(after)s UTC.", **said))
+
+    return draft(session, task=task, kind="deadline", now=now, words=worded)
 
 
 def draft_entry_change(session: Session, *, phase: Phase, before: datetime | None,
@@ -359,30 +422,40 @@ def draft_entry_change(session: Session, *, phase: Phase, before: datetime | Non
     if before == phase.entry_deadline:
         return None
     task = phase.task
-    if phase.entry_deadline is None:
-        title = f"{phase.name}: no entry deadline any more"
-        body = (f"Phase {phase.name} of {task.title} no longer has an entry deadline: teams "
-                "may form and accept the terms until it closes.")
-    else:
-        title = f"{phase.name}: entry deadline {clock_text(phase.entry_deadline)} UTC"
-        body = (f"To take part in phase {phase.name} of {task.title}, form or join your team "
-                f"and accept the terms by {clock_text(phase.entry_deadline)} UTC; after that "
-                "only teams formed by then (and their members who joined by then and accepted "
-                "the terms) may upload.")
-    return draft(session, task=task, kind="deadline", now=now, title=title, body=body)
+    entry = phase.entry_deadline
+
+    def worded(w: Words) -> tuple[str, str]:
+        said = {"phase": phase.name, "task": translations.task_title(task, w.code)}
+        if entry is None:
+            return (w.gettext("%(phase)s: no entry deadline any more", **said),
+                    w.gettext("Phase %(phase)s of %(task)s no longer has an entry deadline: "
+                              "teams may form and accept the terms until it closes.", **said))
+        return (w.gettext("%(phase)s: entry deadline %(deadline)s UTC",
+                          deadline=clock_text(entry), **said),
+                w.gettext("To take part in phase %(phase)s of %(task)s, form or join your team "
+                          "and accept the terms by %(deadline)s UTC; after that only teams "
+                          "formed by then (and their members who joined by then and accepted "
+                          "the terms) may upload.", deadline=clock_text(entry), **said))
+
+    return draft(session, task=task, kind="deadline", now=now, words=worded)
 
 
 def draft_results(session: Session, *, phase: Phase, now: datetime) -> Announcement:
     """After a phase's results were published: a draft pointing to its board."""
     task = phase.task
-    return draft(
-        session, task=task, kind="results", now=now, phase=None,
-        title=f"{phase.name}: results published",
-        body=(f"The results of phase {phase.name} of {task.title} are published: see the "
-              f"leaderboard at /tasks/{task.name}/leaderboard/{phase.slug}."
-              + (f" Its final board (the private part of the test set) and the shake-up "
-                 f"report: /tasks/{task.name}/leaderboard/{phase.slug}/final."
-                 if definitions.phase_parts_rule(phase) is not None else "")))
+    split = definitions.phase_parts_rule(phase) is not None
+
+    def worded(w: Words) -> tuple[str, str]:
+        said = {"phase": phase.name, "task": translations.task_title(task, w.code),
+                "url": f"/tasks/{task.name}/leaderboard/{phase.slug}"}
+        body = w.gettext("The results of phase %(phase)s of %(task)s are published: see the "
+                         "leaderboard at %(url)s.", **said)
+        if split:
+            body += " " + w.gettext("Its final board (the private part of the test set) and the "
+                                    "shake-up report: %(url)s/final.", **said)
+        return w.gettext("%(phase)s: results published", **said), body
+
+    return draft(session, task=task, kind="results", now=now, phase=None, words=worded)
 
 
 def draft_gold_correction(session: Session, *, task: Task, changes: list[Any],
@@ -391,7 +464,7 @@ def draft_gold_correction(session: Session, *, task: Task, changes: list[Any],
     scores and ranks (changes: scorediff.RunDiff) on the boards everyone may see; of a hidden
     board only how many of its runs moved. None when no score moved."""
     phases = {p.slug: p for p in session.scalars(select(Phase).where(Phase.task_id == task.id))}
-    lines: list[str] = []
+    shown: list[Any] = []
     listed: dict[str, Phase] = {}
     hidden: dict[str, int] = {}
     for diff in changes:
@@ -405,19 +478,33 @@ def draft_gold_correction(session: Session, *, task: Task, changes: list[Any],
             hidden[diff.phase] = hidden.get(diff.phase, 0) + 1
             continue
         listed[diff.phase] = phase
-        lines.append(f"- {diff.phase} {diff.team} / {diff.run}:")
-        lines += [f"    rank {k}: {b if b is not None else '-'} -> {a if a is not None else '-'}"
-                  for k, (b, a) in ranks.items()]
-        lines += [f"    {k}: {_num(b)} -> {_num(a)}" for k, (b, a) in moved.items()]
-    lines += [f"- {slug}: {count} run(s) rescored; their scores and ranks stay hidden until "
-              "the results are published" for slug, count in hidden.items()]
-    if not lines:
+        shown.append((diff, moved, ranks))
+    if not shown and not hidden:
         return None
-    return draft(
-        session, task=task, kind="gold-correction", now=now, score_phases=list(listed.values()),
-        title=f"{task.title}: gold corrected, scores updated",
-        body=("The gold of this task was corrected and every run rescored. What changed:\n\n"
-              + "\n".join(lines)))
+
+    def lines(w: Words) -> list[str]:
+        out = []
+        for diff, moved, ranks in shown:
+            out.append(f"- {diff.phase} {diff.team} / {diff.run}:")
+            out += ["    " + w.gettext("rank %(metric)s", metric=k)
+                    + f": {b if b is not None else '-'} -> {a if a is not None else '-'}"
+                    for k, (b, a) in ranks.items()]
+            out += [f"    {k}: {_num(b)} -> {_num(a)}" for k, (b, a) in moved.items()]
+        out += ["- " + w.ngettext(
+            "%(phase)s: %(num)d run rescored; its scores and ranks stay hidden until the results "
+            "are published",
+            "%(phase)s: %(num)d runs rescored; their scores and ranks stay hidden until the "
+            "results are published", count, phase=slug) for slug, count in hidden.items()]
+        return out
+
+    def worded(w: Words) -> tuple[str, str]:
+        return (w.gettext("%(task)s: gold corrected, scores updated",
+                          task=translations.task_title(task, w.code)),
+                w.gettext("The gold of this task was corrected and every run rescored. What "
+                          "changed:") + "\n\n" + "\n".join(lines(w)))
+
+    return draft(session, task=task, kind="gold-correction", now=now, words=worded,
+                 score_phases=list(listed.values()))
 
 
 def _num(value: float | None) -> str:

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from semboard.db import require_fits, require_text
-from semboard.errors import InvalidData, NotFound
+from semboard.errors import InvalidData, NotFound, Phrase
 from semboard.models import CHANNEL_KINDS, NotificationChannel, NotificationDelivery, Task, User
 from semboard.notify import targets
 from semboard.notify.events import queue_event
@@ -53,17 +53,21 @@ def add(session: Session, *, task: Task, user: User | None, kind: str, name: str
     allow_private: the operator's SEMBOARD_WEBHOOK_ALLOW_PRIVATE."""
     roles.require_organiser(session, user, task)
     if kind not in CHANNEL_KINDS:
-        raise InvalidData(f"a channel is one of {', '.join(CHANNEL_KINDS)}, not {kind!r}")
-    name = require_fits(require_text((name or "").strip() or kind, what="the channel's name",
-                                     one_line=True), NotificationChannel.name,
-                        "the channel's name")
+        raise InvalidData("a channel is one of %(kinds)s, not %(kind)r",
+                          kinds=", ".join(CHANNEL_KINDS), kind=kind)
+    what = Phrase("the channel's name")
+    name = require_fits(require_text((name or "").strip() or kind, what=what, one_line=True),
+                        NotificationChannel.name, what)
     target = (targets.check_address(target) if kind == "mail"
               else targets.check_url(target, allow_private=allow_private))
     unknown = [e for e in events if e not in CHANNEL_EVENTS]
     if unknown or not events:
-        raise InvalidData("choose the events the channel takes: "
-                          + ", ".join(CHANNEL_EVENTS) + (f" (not {', '.join(unknown)})"
-                                                         if unknown else ""))
+        if unknown:
+            raise InvalidData("choose the events the channel takes: %(events)s (not "
+                              "%(unknown)s)", events=", ".join(CHANNEL_EVENTS),
+                              unknown=", ".join(unknown))
+        raise InvalidData("choose the events the channel takes: %(events)s",
+                          events=", ".join(CHANNEL_EVENTS))
     secret = SECRET_PREFIX + secrets.token_urlsafe(32) if kind == "webhook" else None
     row = NotificationChannel(task_id=task.id, kind=kind, name=name, target=target,
                               secret=secret, events=[e for e in CHANNEL_EVENTS if e in events],

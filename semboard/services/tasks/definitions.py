@@ -36,8 +36,8 @@ def split_name(task: Task, split: str | None) -> str:
     whole = definition(task)
     name = split or whole.default_split
     if name not in whole.splits:
-        raise InvalidData(f"task {task.name} has no split {name!r}; its splits: "
-                          f"{', '.join(whole.splits)}")
+        raise InvalidData("task %(task)s has no split %(name)r; its splits: %(splits)s",
+                          task=task.name, name=name, splits=', '.join(whole.splits))
     return name
 
 
@@ -59,7 +59,8 @@ def dataset_spec(task: Task, dataset: str, split: str | None = None) -> DatasetS
         return split_definition(task, split).dataset(dataset)
     except KeyError as err:
         where = f"split {split} of task {task.name}" if split else f"task {task.name}"
-        raise NotFound(f"{where} has no dataset {dataset!r}") from err
+        raise NotFound("%(where)s has no dataset %(dataset)r",
+                       where=where, dataset=dataset) from err
 
 
 def model_problem(task: Task, *, split: str | None, track: str | None) -> str | None:

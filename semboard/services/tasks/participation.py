@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from evaluation.participation import Participation, domain_matches, participation
-from semboard.errors import Forbidden, InvalidData, NotFound
+from semboard.errors import Forbidden, InvalidData, NotFound, Phrase
 from semboard.models import (
     ModelSubmission,
     Phase,
@@ -39,16 +39,17 @@ def rules(task: Task) -> Participation:
     return participation(definitions.definition(task))
 
 
-def domain_refusal(task: Task, user: User | None) -> str | None:
+def domain_refusal(task: Task, user: User | None) -> Phrase | None:
     """Why the user's e-mail domain may not take part, or None."""
     stated = rules(task)
     if user is None or not (stated.allow_domains or stated.deny_domains):
         return None
     if stated.deny_domains and domain_matches(user.email, stated.deny_domains):
-        return f"{task.name} does not take part from addresses at {user.email.rpartition('@')[2]}"
+        return Phrase("%(task)s does not take part from addresses at %(domain)s",
+                      task=task.name, domain=user.email.rpartition("@")[2])
     if stated.allow_domains and not domain_matches(user.email, stated.allow_domains):
-        return (f"{task.name} takes part only from addresses at "
-                f"{', '.join(stated.allow_domains)}")
+        return Phrase("%(task)s takes part only from addresses at %(domains)s",
+                      task=task.name, domains=", ".join(stated.allow_domains))
     return None
 
 
@@ -99,9 +100,11 @@ def require_participant(session: Session, *, task: Task, user: User | None, team
     if team is not None:
         state = approval_state(session, team=team)
         if state == "pending":
-            raise Forbidden(f"team {team.name} awaits the organisers' approval for {task.name}")
+            raise Forbidden("team %(team)s awaits the organisers' approval for %(task)s",
+                            team=team.name, task=task.name)
         if state == "refused":
-            raise Forbidden(f"the organisers of {task.name} did not approve team {team.name}")
+            raise Forbidden("the organisers of %(task)s did not approve team %(team)s",
+                            task=task.name, team=team.name)
     terms.require_accepted(session, task=task, user=user, phase=phase, now=now)
 
 
@@ -141,28 +144,31 @@ def require_entry_open(session: Session, *, task: Task, user: User, now: datetim
     if phase is not None and not roles.is_organiser(session, user, task):
         assert phase.entry_deadline is not None
         raise Forbidden(
-            f"the entry deadline of {phase.name} passed at {clock_text(phase.entry_deadline)} "
-            f"UTC: no team can be formed or joined until it closes at "
-            f"{clock_text(phase.closes_at)} UTC")
+            "the entry deadline of %(phase)s passed at %(deadline)s UTC: no team can be formed "
+            "or joined until it closes at %(closes)s UTC", phase=phase.name,
+            deadline=clock_text(phase.entry_deadline), closes=clock_text(phase.closes_at))
 
 
 def entry_refusal(session: Session, *, phase: Phase, team: Team, user: User,
-                  now: datetime) -> str | None:
+                  now: datetime) -> Phrase | None:
     """Why the user may not upload for the team to the phase after its entry deadline (the
     team formed, the user joined, or the terms accepted only after it), or None. Asked by the
     one admission rule (services.runs.admission.rights)."""
     deadline = phase.entry_deadline
     if deadline is None or now < deadline or team.is_baseline:
         return None
-    when = f"the entry deadline of {phase.name} ({clock_text(deadline)} UTC)"
+    when = {"phase": phase.name, "deadline": clock_text(deadline)}
     if team.created_at > deadline:
-        return f"team {team.name} was formed after {when}"
+        return Phrase("team %(team)s was formed after the entry deadline of %(phase)s "
+                      "(%(deadline)s UTC)", team=team.name, **when)
     joined = session.scalar(select(TeamMember.joined_at).where(
         TeamMember.team_id == team.id, TeamMember.user_id == user.id))
     if joined is None or joined > deadline:
-        return f"you joined team {team.name} after {when}"
+        return Phrase("you joined team %(team)s after the entry deadline of %(phase)s "
+                      "(%(deadline)s UTC)", team=team.name, **when)
     if not terms.accepted_by(session, task=phase.task, phase=phase, user=user, at=deadline):
-        return f"you had not accepted the terms of {phase.task.name} by {when}"
+        return Phrase("you had not accepted the terms of %(task)s by the entry deadline of "
+                      "%(phase)s (%(deadline)s UTC)", task=phase.task.name, **when)
     return None
 
 
@@ -227,9 +233,10 @@ def can_find(session: Session, *, task: Task, user: User | None, key: str | None
 
 # what a page or API address names, by the argument that names it, and what a missing one
 # answers: a run, a model or a team of an unlisted task is as hidden as the task itself
-_OWNED_BY_TASK: dict[str, tuple[type[Run] | type[ModelSubmission] | type[Team], str]] = {
-    "run_id": (Run, "no run {}"), "model_id": (ModelSubmission, "no model submission {}"),
-    "team_id": (Team, "no such team")}
+_OWNED_BY_TASK: dict[str, tuple[type[Run] | type[ModelSubmission] | type[Team], Phrase]] = {
+    "run_id": (Run, Phrase("no run %(id)s")),
+    "model_id": (ModelSubmission, Phrase("no model submission %(id)s")),
+    "team_id": (Team, Phrase("no such team"))}
 
 
 def find_address(session: Session, args: dict[str, object], *, user: User | None,
@@ -241,14 +248,14 @@ def find_address(session: Session, args: dict[str, object], *, user: User | None
     name = args.get("task_name")
     if isinstance(name, str):
         task = session.scalar(select(Task).where(Task.name == name))
-        missing = NotFound(f"no task called {name!r}")
+        missing = NotFound("no task called %(name)r", name=name)
     else:
         for arg, (model, said) in _OWNED_BY_TASK.items():
             ident = args.get(arg)
             if isinstance(ident, int):
                 task_id = session.scalar(select(model.task_id).where(model.id == ident))
                 task = session.get(Task, task_id) if task_id is not None else None
-                missing = NotFound(said.format(ident))
+                missing = NotFound(said.msgid, id=ident)
                 break
         else:
             return None, None

@@ -37,16 +37,17 @@ def check_no_oracle(session: Session, task: Task, values: dict[str, object],
         theirs = results_visible(other.visibility, other.results_published_at)
         if mine and not theirs and values["opens_at"] < other.closes_at:  # type: ignore[operator]
             raise InvalidData(
-                f"phase {values['slug']} would show scores against the private gold of split "
-                f"{split!r}, which also scores phase {other.slug} (results not published): a "
-                "participant could read that gold through the scores. Use another split (a dev "
-                "split) for scored feedback, or make this phase hidden.")
+                "phase %(slug)s would show scores against the private gold of split %(split)r, "
+                "which also scores phase %(other)s (results not published): a participant "
+                "could read that gold through the scores. Use another split (a dev split) for "
+                "scored feedback, or make this phase hidden.",
+                slug=values['slug'], split=split, other=other.slug)
         if theirs and not mine and other.opens_at < values["closes_at"]:  # type: ignore[operator]
             raise InvalidData(
-                f"phase {other.slug} shows scores against the private gold of split {split!r}; "
-                f"a phase {values['slug']} with hidden results on the same split would make it "
-                "an oracle for that gold. Use another split for one of them, or make phase "
-                f"{other.slug} hidden first.")
+                "phase %(other)s shows scores against the private gold of split %(split)r; a "
+                "phase %(slug)s with hidden results on the same split would make it an oracle "
+                "for that gold. Use another split for one of them, or make phase %(other)s "
+                "hidden first.", other=other.slug, split=split, slug=values['slug'])
 
 
 def needs_daily_limit(session: Session, task: Task, values: dict[str, object]) -> bool:
@@ -72,15 +73,16 @@ def set_freeze(session: Session, phase: Phase, *, freeze_at: datetime | None, re
     the phase (from its opening to its close)."""
     access.require_organiser(session, user, phase.task)
     if reveal not in REVEALS:
-        raise InvalidData(f"a phase reveals at {' or '.join(repr(r) for r in REVEALS)}, "
-                          f"not {reveal!r}")
+        raise InvalidData("a phase reveals at %(reveals)s, not %(reveal)r",
+                          reveals=" or ".join(repr(r) for r in REVEALS), reveal=reveal)
     if freeze_at is not None:
         if freeze_at.tzinfo is None:
             raise InvalidData("the freeze time must carry a timezone (times are UTC)")
         if not phase.opens_at <= freeze_at < phase.closes_at:
-            raise InvalidData(f"the freeze time must lie between the phase's opening "
-                              f"({phase.opens_at:%Y-%m-%d %H:%M} UTC) and its close "
-                              f"({phase.closes_at:%Y-%m-%d %H:%M} UTC)")
+            raise InvalidData("the freeze time must lie between the phase's opening "
+                              "(%(opens)s) and its close (%(closes)s)",
+                              opens=f"{phase.opens_at:%Y-%m-%d %H:%M} UTC",
+                              closes=f"{phase.closes_at:%Y-%m-%d %H:%M} UTC")
     before = (phase.freeze_at, phase.reveal)
     phase.freeze_at, phase.reveal = freeze_at, reveal
     session.flush()
@@ -105,10 +107,10 @@ def default_board_phase(session: Session, task: Task, *, viewer: User | None,
     all_phases = list(session.scalars(
         select(Phase).where(Phase.task_id == task.id).order_by(Phase.opens_at, Phase.id)))
     if not all_phases:
-        raise NotFound(f"task {task.name} has no phases")
+        raise NotFound("task %(task)s has no phases", task=task.name)
     visible = [p for p in all_phases if access.can_view_leaderboard(session, viewer, p)]
     if not visible:
-        raise Forbidden(f"no board of task {task.name} is visible to you yet")
+        raise Forbidden("no board of task %(task)s is visible to you yet", task=task.name)
     # A finished evaluation with published results is what visitors come for.
     opened = [p for p in visible if p.state(now) != "upcoming"]
     return opened[-1] if opened else visible[0]

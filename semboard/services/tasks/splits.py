@@ -50,12 +50,14 @@ def phase_fields(body: dict[str, Any]) -> dict[str, Any]:
             fields[key] = None
             continue
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise InvalidData(f"phase field {key} must be a {kind.__name__}")
+            raise InvalidData("phase field %(key)s must be a %(__name__)s",
+                              key=key, __name__=kind.__name__)
         if key in ("opens_at", "closes_at", "entry_deadline"):
             try:
                 parsed = datetime.fromisoformat(str(value))
             except ValueError as err:
-                raise InvalidData(f"{key} {value!r} is not an ISO date-time") from err
+                raise InvalidData("%(key)s %(value)r is not an ISO date-time",
+                                  key=key, value=value) from err
             fields[key] = parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
         else:
             fields[key] = value

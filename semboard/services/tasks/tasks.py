@@ -78,7 +78,7 @@ def read_definition(*, data: bytes | None, filename: str = "", shipped: str = ""
         if shipped:
             return evaluation.load_task(shipped)
     except (TaskDefinitionError, UnicodeDecodeError) as err:
-        raise InvalidData(f"The definition could not be loaded: {err}") from None
+        raise InvalidData("The definition could not be loaded: %(err)s", err=err) from None
     raise InvalidData("Pick a shipped definition or upload a TOML file.")
 
 
@@ -94,8 +94,8 @@ def load_definition(session: Session, definition: TaskDefinition, *, user: User 
     if user is None or not user.is_admin:
         existing = session.scalar(select(Task).where(Task.name == definition.name))
         if existing is None or not access.can_manage_task(session, user, existing):
-            raise Forbidden(f"Only site admins can load the new task {definition.name}; you can "
-                            "reload the tasks you organise.")
+            raise Forbidden("Only site admins can load the new task %(definition)s; you can "
+                            "reload the tasks you organise.", definition=definition.name)
     return load_task(session, definition, now=now)
 
 
@@ -108,7 +108,7 @@ def get_task(session: Session, name: str) -> Task:
     """A task by name, or NotFound."""
     task = session.scalar(select(Task).where(Task.name == name))
     if task is None:
-        raise NotFound(f"no task called {name!r}")
+        raise NotFound("no task called %(name)r", name=name)
     return task
 
 
@@ -116,20 +116,23 @@ def check_phase(task: Task, values: dict[str, Any]) -> None:
     """Raise InvalidData naming the first bad setting (a phase added, changed or imported)."""
     slug = values["slug"]
     if not slug or not all(c.isalnum() or c in "-_" for c in slug) or len(slug) > 64:
-        raise InvalidData(f"phase slug {slug!r}: use letters, digits, '-' and '_' only")
+        raise InvalidData("phase slug %(slug)r: use letters, digits, '-' and '_' only", slug=slug)
     require_fits(values["name"], Phase.name, "a phase name")
     if values["kind"] not in PHASE_KINDS:
-        raise InvalidData(f"phase kind must be one of {', '.join(PHASE_KINDS)}")
+        raise InvalidData("phase kind must be one of %(PHASE_KINDS)s",
+                          PHASE_KINDS=', '.join(PHASE_KINDS))
     if values["late_policy"] not in LATE_POLICIES:
-        raise InvalidData(f"late policy must be one of {', '.join(LATE_POLICIES)}")
+        raise InvalidData("late policy must be one of %(LATE_POLICIES)s",
+                          LATE_POLICIES=', '.join(LATE_POLICIES))
     if values["visibility"] not in VISIBILITIES:
-        raise InvalidData(f"visibility must be one of {', '.join(VISIBILITIES)}")
+        raise InvalidData("visibility must be one of %(VISIBILITIES)s",
+                          VISIBILITIES=', '.join(VISIBILITIES))
     if values["accepts"] not in PHASE_ACCEPTS:
-        raise InvalidData(f"a phase accepts one of {', '.join(PHASE_ACCEPTS)}, "
-                          f"not {values['accepts']!r}")
+        raise InvalidData("a phase accepts one of %(PHASE_ACCEPTS)s, not %(accepts)r",
+                          PHASE_ACCEPTS=', '.join(PHASE_ACCEPTS), accepts=values['accepts'])
     for key in ("opens_at", "closes_at"):
         if values[key].tzinfo is None:
-            raise InvalidData(f"{key} must carry a timezone (times are UTC)")
+            raise InvalidData("%(key)s must carry a timezone (times are UTC)", key=key)
     if values["closes_at"] <= values["opens_at"]:
         raise InvalidData("a phase must close after it opens")
     entry = values.get("entry_deadline")
@@ -138,28 +141,30 @@ def check_phase(task: Task, values: dict[str, Any]) -> None:
                           "time before the phase closes")
     for key in ("team_window_hours", "max_runs", "max_per_day"):
         if values[key] is not None and values[key] <= 0:
-            raise InvalidData(f"{key} must be positive (or empty for none)")
+            raise InvalidData("%(key)s must be positive (or empty for none)", key=key)
     track = values["track"]
     if track:
         tracks = definitions.definition(task).tracks
         if track not in tracks:
-            raise InvalidData(f"task {task.name} has no track {track!r}")
+            raise InvalidData("task %(task)s has no track %(track)r", task=task.name, track=track)
     splits = definitions.definition(task).splits
     if values["split"] not in splits:
-        raise InvalidData(f"task {task.name} has no split {values['split']!r}; its splits: "
-                          f"{', '.join(splits)}")
+        raise InvalidData("task %(task)s has no split %(split)r; its splits: %(splits)s",
+                          task=task.name, split=values['split'], splits=', '.join(splits))
     if values["accepts"] != "runs":
         problem = definitions.model_problem(task, split=values["split"], track=track or None)
         if problem is not None:
-            raise InvalidData(f"phase {slug} cannot take models: {problem}")
+            raise InvalidData("phase %(slug)s cannot take models: %(problem)s",
+                              slug=slug, problem=problem)
     if values.get("model_settings") is not None and not isinstance(values["model_settings"],
                                                                     dict):
-        raise InvalidData(f"phase {slug}, model settings: give a JSON object")
+        raise InvalidData("phase %(slug)s, model settings: give a JSON object", slug=slug)
     if values.get("model_settings"):  # stored whole and checked: uploads read it as it is
         try:
             values["model_settings"] = EncodingRules.from_dict(values["model_settings"]).to_dict()
         except SettingsError as err:
-            raise InvalidData(f"phase {slug}, model settings: {err}") from None
+            raise InvalidData("phase %(slug)s, model settings: %(err)s",
+                              slug=slug, err=err) from None
     else:
         values["model_settings"] = None
 
@@ -217,7 +222,7 @@ def add_phase(
     _check_split_rules(session, task, values, None)
     phase = Phase(task_id=task.id, created_at=now, **values)
     if not insert_unless_refused(session, phase):
-        raise NameTaken(f"task {task.name} already has a phase {slug!r}")
+        raise NameTaken("task %(task)s already has a phase %(slug)r", task=task.name, slug=slug)
     session.refresh(task, ["phases"])
     terms.sync_from_definition(session, task=task, now=now)  # the phase's own terms, if any
     return phase
@@ -227,7 +232,7 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
     """Change some settings of a phase (same names as add_phase)."""
     unknown = set(fields) - set(PHASE_FIELDS)
     if unknown:
-        raise InvalidData(f"unknown phase settings: {', '.join(sorted(unknown))}")
+        raise InvalidData("unknown phase settings: %(unknown)s", unknown=', '.join(sorted(unknown)))
     values = {key: getattr(phase, key) for key in PHASE_FIELDS}
     closes_before, entry_before = phase.closes_at, phase.entry_deadline
     values.update(fields)
@@ -248,7 +253,8 @@ def update_phase(session: Session, phase: Phase, **fields: Any) -> Phase:
                 window.ends_at = phase_deadline(phase, window.started_at)
             session.flush()
     except IntegrityError as err:
-        raise NameTaken(f"task {phase.task.name} already has a phase {values['slug']!r}") from err
+        raise NameTaken("task %(task)s already has a phase %(slug)r",
+                        task=phase.task.name, slug=values['slug']) from err
     announcements.draft_deadline_change(session, phase=phase, before=closes_before, now=utcnow())
     announcements.draft_entry_change(session, phase=phase, before=entry_before, now=utcnow())
     return phase
@@ -266,7 +272,7 @@ def get_phase(session: Session, task: Task, slug: str) -> Phase:
     """A phase of the task by slug, or NotFound."""
     phase = session.scalar(select(Phase).where(Phase.task_id == task.id, Phase.slug == slug))
     if phase is None:
-        raise NotFound(f"task {task.name} has no phase {slug!r}")
+        raise NotFound("task %(task)s has no phase %(slug)r", task=task.name, slug=slug)
     return phase
 
 
@@ -293,14 +299,15 @@ def phase_for_submission(
     open_now = current_phases(session, task, now=now)
     if len(open_now) > 1:
         listed = ", ".join(f"{p.slug} ({p.name})" for p in open_now)
-        raise InvalidData(f"{len(open_now)} phases of {task.name} are open: {listed}; "
-                          "name the phase to submit to (API field 'phase', CLI --phase)")
+        raise InvalidData("%(open_now)s phases of %(task)s are open: %(listed)s; name the "
+                          "phase to submit to (API field 'phase', CLI --phase)",
+                          open_now=len(open_now), task=task.name, listed=listed)
     if open_now:
         return open_now[0]
     closed = [p for p in phases(session, task) if p.state(now) == "closed"]
     if closed:
         return max(closed, key=lambda p: (p.closes_at, p.id))
-    raise PhaseNotOpen(f"no phase of {task.name} accepts runs yet")
+    raise PhaseNotOpen("no phase of %(task)s accepts runs yet", task=task.name)
 
 
 def phase_deadline(phase: Phase, window_start: datetime | None) -> datetime:

@@ -23,8 +23,10 @@ from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from evaluation.participation import participation
-from semboard.errors import Forbidden, InvalidData
+from evaluation.texts import LANGUAGE_TAG
+from semboard.errors import Forbidden, InvalidData, Phrase
 from semboard.exportsafe import csv_cell
+from semboard.i18n.languages import LANGUAGES
 from semboard.models import (
     ACCEPTANCE_CLIENTS,
     Phase,
@@ -34,7 +36,7 @@ from semboard.models import (
     User,
 )
 from semboard.notify.events import queue_event
-from semboard.services.tasks import auditlog, definitions, roles
+from semboard.services.tasks import auditlog, definitions, roles, translations
 from semboard.timefmt import api_time, clock_text
 
 MAX_TERMS = 100_000
@@ -48,8 +50,9 @@ class TermsRequired(Forbidden):
     def __init__(self, task: Task, pending: list[TermsVersion]) -> None:
         self.task_name = task.name
         self.digests = [v.digest for v in pending]
-        super().__init__(f"accept the terms of {task.name} first: read them at "
-                         f"/tasks/{task.name}/terms (or run `semboard accept {task.name}`)")
+        super().__init__(Phrase("accept the terms of %(task)s first: read them at "
+                                "/tasks/%(task)s/terms (or run `semboard accept %(task)s`)",
+                                task=task.name))
 
     def to_dict(self) -> dict[str, object]:
         """JSON form: the message, where to read the terms and where to accept them."""
@@ -166,10 +169,12 @@ def in_grace(version: TermsVersion, now: datetime) -> bool:
 
 
 def _add(session: Session, *, task: Task, phase: Phase | None, text: str, source: str,
-         user: User | None, now: datetime, effective_at: datetime | None = None,
+         user: User | None, now: datetime, translated: dict[str, str] | None = None,
+         effective_at: datetime | None = None,
          grace_until: datetime | None = None) -> TermsVersion:
     row = TermsVersion(task_id=task.id, phase_id=phase.id if phase else None, text=_normal(text),
                        digest=digest_of(text), source=source,
+                       translations=_translations(translated or {}),
                        created_by_id=user.id if user else None, created_at=now,
                        effective_at=effective_at, grace_until=grace_until)
     session.add(row)
@@ -198,40 +203,57 @@ def sync_from_definition(session: Session, *, task: Task, now: datetime) -> None
     wanted += [(p, by_slug.get(p.slug, "")) for p in task.phases]
     for phase, text in wanted:
         last = _newest(session, task=task, phase=phase, source="definition")
+        translated = translations.definition_terms(task, phase.slug if phase else None)
         if last is None and not text:
             continue
         if last is None or last.digest != digest_of(text):
             _add(session, task=task, phase=phase, text=text, source="definition", user=None,
-                 now=now)
+                 now=now, translated=translated)
+        else:  # the same text: its translations follow the definition's (the version stays)
+            last.translations = _translations(translated)
 
 
 def set_terms(session: Session, *, task: Task, phase: Phase | None, text: str,
-              user: User | None, now: datetime, effective_at: datetime | None = None,
+              user: User | None, now: datetime, translated: dict[str, str] | None = None,
+              effective_at: datetime | None = None,
               grace_until: datetime | None = None) -> TermsVersion | None:
-    """Organisers set a new text (empty: no terms); the same text again changes nothing.
+    """Organisers set a new text (empty: no terms) and, optionally, its translations by
+    language; the same text again keeps its version, with the translations given.
 
     effective_at: a later time it takes effect (scheduled); grace_until: until then members who
     accepted the version it replaces go on as before (at most MAX_GRACE after it takes effect).
     """
     roles.require_organiser(session, user, task)
-    if len(text) > MAX_TERMS:
-        raise InvalidData(f"terms are limited to {MAX_TERMS} characters")
+    translated = {code: value for code, value in (translated or {}).items() if _normal(value)}
+    if any(len(value) > MAX_TERMS for value in [text, *translated.values()]):
+        raise InvalidData("terms are limited to %(MAX_TERMS)s characters", MAX_TERMS=MAX_TERMS)
+    unknown = sorted(set(translated) - set(LANGUAGES))
+    if unknown:
+        raise InvalidData("the site speaks no language %(code)s", code=unknown[0])
     if phase is not None and phase.task_id != task.id:
         raise InvalidData("that phase belongs to another task")
     starts = effective_at or now
     if effective_at is not None and effective_at <= now:
-        raise InvalidData(f"effective_at: a scheduled change takes effect in the future (now is "
-                          f"{clock_text(now)} UTC)")
+        raise InvalidData("effective_at: a scheduled change takes effect in the future (now is "
+                          "%(now)s UTC)", now=clock_text(now))
     if grace_until is not None and not starts < grace_until <= starts + MAX_GRACE:
-        raise InvalidData(f"grace period: it ends after the change takes effect, at most "
-                          f"{MAX_GRACE.days} days later")
+        raise InvalidData("grace period: it ends after the change takes effect, at most "
+                          "%(days)s days later", days=MAX_GRACE.days)
     last = _newest(session, task=task, phase=phase)
     if last is not None and last.digest == digest_of(text):
+        if translated:
+            last.translations = _translations(translated)
         return last
     if last is None and not _normal(text):
         return None
     return _add(session, task=task, phase=phase, text=text, source="organiser", user=user,
-                now=now, effective_at=effective_at, grace_until=grace_until)
+                now=now, translated=translated, effective_at=effective_at,
+                grace_until=grace_until)
+
+
+def _translations(translated: dict[str, str]) -> dict[str, str] | None:
+    """The stored form of a version's translations (None: none)."""
+    return {code: _normal(text) for code, text in sorted(translated.items())} or None
 
 
 def schedule_from_form(effective_at: str | None, grace_hours: str | None, *,
@@ -243,18 +265,19 @@ def schedule_from_form(effective_at: str | None, grace_hours: str | None, *,
         try:
             when = datetime.fromisoformat(effective_at.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise InvalidData(f"effective_at: {effective_at!r} is not a time such as "
-                              "2012-04-05T00:00 (UTC)") from None
+            raise InvalidData("effective_at: %(given)r is not a time such as "
+                              "2012-04-05T00:00 (UTC)", given=effective_at) from None
         when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
     until = None
     if grace_hours and grace_hours.strip():
         try:
             hours = float(grace_hours)
         except ValueError:
-            raise InvalidData(f"grace period: {grace_hours!r} is not a number of hours") from None
+            raise InvalidData("grace period: %(given)r is not a number of hours",
+                              given=grace_hours) from None
         if not 0 < hours <= MAX_GRACE.total_seconds() / 3600:
-            raise InvalidData(f"grace period: give 1 to {int(MAX_GRACE.total_seconds() // 3600)} "
-                              "hours")
+            raise InvalidData("grace period: give 1 to %(hours)s hours",
+                              hours=int(MAX_GRACE.total_seconds() // 3600))
         until = (when or now) + timedelta(hours=hours)
     return when, until
 
@@ -336,25 +359,29 @@ class Accepted:
 
 
 def accept(session: Session, *, task: Task, user: User, client: str, now: datetime,
-           digests: list[str] | None = None) -> Accepted:
+           digests: list[str] | None = None,
+           shown: dict[str, str] | None = None) -> Accepted:
     """Accept the task's terms and those of every phase (idempotent), and the versions
     scheduled to take effect later whose digests are given (all of them without digests).
 
     `digests`, when given, must name the versions in force: a text that changed since the user
-    read it is refused, not accepted unseen.
+    read it is refused, not accepted unseen. `shown`: the language each version (by digest) was
+    shown in, recorded with its acceptance.
     """
+    shown = shown or {}
     if client not in ACCEPTANCE_CLIENTS:
-        raise InvalidData(f"client must be one of {', '.join(ACCEPTANCE_CLIENTS)}")
+        raise InvalidData("client must be one of %(ACCEPTANCE_CLIENTS)s",
+                          ACCEPTANCE_CLIENTS=', '.join(ACCEPTANCE_CLIENTS))
     found = every_in_force(session, task=task, now=now)
     ahead = [v for v in scheduled(session, task=task, now=now) if v.text]
     if digests is not None:
         given = set(digests)
         if given - {v.digest for v in found + ahead} or {v.digest for v in found} - given:
             raise InvalidData("the terms changed since you read them: read them again at "
-                              f"/tasks/{task.name}/terms")
+                              "/tasks/%(task)s/terms", task=task.name)
         ahead = [v for v in ahead if v.digest in given]
     if not found and not ahead:
-        raise InvalidData(f"{task.name} has no terms to accept")
+        raise InvalidData("%(task)s has no terms to accept", task=task.name)
     # the team (if any) is recorded with the acceptance
     team = roles.team_of(session, task=task, user=user)
     done = set(session.scalars(select(TermsAcceptance.terms_version_id).where(
@@ -364,11 +391,19 @@ def accept(session: Session, *, task: Task, user: User, client: str, now: dateti
     for version in {v.id: v for v in found + ahead if v.id not in done}.values():
         row = TermsAcceptance(task_id=task.id, terms_version_id=version.id, user_id=user.id,
                               team_id=team.id if team else None, digest=version.digest,
-                              client=client, accepted_at=now)
+                              client=client, accepted_at=now,
+                              language=_shown_language(shown.get(version.digest)))
         session.add(row)
         new.append(row)
     session.flush()
     return Accepted(found + ahead, new)
+
+
+def _shown_language(tag: str | None) -> str | None:
+    """A shown language as recorded: a language tag, or None when none (or nonsense) came."""
+    if tag is None or not LANGUAGE_TAG.fullmatch(tag):
+        return None
+    return tag
 
 
 def acceptances(session: Session, *, task: Task, user: User | None) -> list[TermsAcceptance]:
@@ -387,7 +422,7 @@ def acceptance_json(row: TermsAcceptance) -> dict[str, object]:
             "team": row.team.name if row.team else None,
             "phase": row.version.phase.slug if row.version.phase else None,
             "digest": row.digest, "client": row.client, "accepted_at": api_time(row.accepted_at),
-            "current": None}
+            "language": row.language, "current": None}
 
 
 def acceptances_json(session: Session, *, task: Task, user: User | None,
@@ -398,7 +433,8 @@ def acceptances_json(session: Session, *, task: Task, user: User | None,
     return [acceptance_json(r) | {"current": r.terms_version_id in live} for r in rows]
 
 
-CSV_COLUMNS = ("accepted_at", "user", "email", "team", "phase", "digest", "client", "current")
+CSV_COLUMNS = ("accepted_at", "user", "email", "team", "phase", "digest", "client", "language",
+               "current")
 
 
 def acceptances_csv(session: Session, *, task: Task, user: User | None, now: datetime) -> str:

@@ -175,6 +175,10 @@ DOORS: list[Door] = [
     W("POST", "/profile/password", None, USERS),
     W("POST", "/profile/email", None, USERS),
     W("POST", "/profile/notifications", None, USERS),
+    # the reader's language (issue 43): the footer's chooser (anyone; an account's own setting
+    # changes with it) and the profile's setting
+    W("POST", "/language", None, USERS, form={"language": "es", "next": "/tasks"}),
+    W("POST", "/profile/language", None, USERS, form={"language": "es"}),
     W("POST", "/profile/verify", None, USERS),
     W("POST", "/profile/sessions/end", None, USERS),
     W("POST", "/profile/delete", None, USERS),  # no password: nothing is deleted

@@ -56,9 +56,20 @@ def test_pages_and_api_answer_503_while_the_database_is_down(app, client, sessio
     session.close()
     before = _stored(storage.root)
 
+    # a logged-in reader whose account chose Arabic (issue 43): the 503 page cannot ask the
+    # account, and follows the browser instead
+    reader = world["captains"][1]
+    reader.language = "ar"
+    session.commit()
+    reading = app.test_client()
+    assert reading.post("/login", data={"email": reader.email, "password": "password123"}
+                        ).status_code == 302
+    session.close()
+
     outage_pg.stop()
     answers = {
         "page": client.get("/tasks/tiny"),
+        "page in Spanish": reading.get("/tasks/tiny", headers={"Accept-Language": "es"}),
         "board page": client.get("/tasks/tiny/leaderboard/eval"),
         "api": client.get(f"{API}/tasks/tiny"),
         "api with a token": client.get(f"{API}/tasks/tiny", headers=token),
@@ -73,6 +84,8 @@ def test_pages_and_api_answer_503_while_the_database_is_down(app, client, sessio
     assert "database" in answers["upload"].get_json()["error"]
     page = answers["page"].get_data(as_text=True)
     assert "<html" in page and "try again" in page
+    spanish = answers["page in Spanish"].get_data(as_text=True)
+    assert '<html lang="es" dir="ltr">' in spanish and "inténtalo de nuevo" in spanish, spanish
     assert _stored(storage.root) == before  # the refused upload stored nothing
 
     outage_pg.start()

@@ -161,6 +161,8 @@ ROUTES: list[tuple[str, str, object, object]] = [
     ("POST", "/profile/password", LOGIN, 422),
     ("POST", "/profile/email", LOGIN, 422),
     ("POST", "/profile/notifications", LOGIN, 302),
+    ("POST", "/profile/language", LOGIN, 422),  # no language given: nothing saved
+    ("POST", "/language", 400, 400),  # the footer's chooser: no language given
     ("POST", "/profile/verify", LOGIN, 302),
     ("POST", "/profile/sessions/end", LOGIN, 302),
     ("POST", "/profile/delete", LOGIN, 422),  # no password: nothing deleted

@@ -274,16 +274,22 @@ def test_the_api_answers_as_documented(app, session, split_world, now):
     assert record.scores["signature"]["parts"]["digest"] == redrawn.get_json()["digest"][:12]
 
 
-def test_pages_say_what_is_frozen_and_what_is_final(app, session, split_world, now):
-    phase, organiser = split_world["phase"], split_world["organiser"]
-    team_a = split_world["teams"][0]
-    phases.set_freeze(session, phase, freeze_at=now - timedelta(minutes=1), reveal="publish",
-                      user=organiser, now=now)
+def _frozen_and_logged_in(app, session, split_world, now, reveal: str) -> tuple[Any, Any]:
+    """The phase frozen a minute ago; a captain's and the organiser's clients, logged in."""
+    phases.set_freeze(session, split_world["phase"], freeze_at=now - timedelta(minutes=1),
+                      reveal=reveal, user=split_world["organiser"], now=now)
     session.commit()
     member, org = app.test_client(), app.test_client()
-    for client, user in ((member, split_world["captains"][0]), (org, organiser)):
+    for client, user in ((member, split_world["captains"][0]), (org, split_world["organiser"])):
         assert client.post("/login", data={"email": user.email,
                                            "password": "password123"}).status_code == 302
+    return member, org
+
+
+def test_pages_say_what_is_frozen_and_what_is_final(app, session, split_world, now):
+    phase = split_world["phase"]
+    team_a = split_world["teams"][0]
+    member, org = _frozen_and_logged_in(app, session, split_world, now, "publish")
     board = member.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
     assert 'id="board-frozen"' in board and 'id="board-public-part"' in board
     assert 'id="board-live"' in org.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
@@ -329,9 +335,11 @@ def test_a_draft_listing_live_scores_waits_for_the_reveal(session, split_world, 
 
 
 def _numbers(value: Any) -> set[str]:
-    """Every number in a score's JSON, as pages print them (4 decimals)."""
+    """Every number in a score's JSON, as pages print them: 4 decimals, and the start of its
+    full form (a sortable cell's data-sort-value: 0.97958... holds the figure 0.9795)."""
     if isinstance(value, float):
-        return {f"{value:.4f}"}
+        shown = f"{value:.4f}"
+        return {shown, repr(value)[:len(shown)]}
     if isinstance(value, dict):
         return set().union(*map(_numbers, value.values())) if value else set()
     if isinstance(value, list):
@@ -508,3 +516,29 @@ def test_per_item_results_ask_the_private_part_too(app, session, split_world, mo
     for path in (f"/runs/{run.id}/items", f"/runs/{run.id}/items.csv",
                  f"/runs/{run.id}/charts/scatter.json"):
         assert client.get(path).status_code in (403, 404), path
+
+
+def test_the_reveal_pages_speak_the_reader_s_language(app, session, split_world, now):
+    """Issue 43 over issue 42: the frozen board's notice, the final page and the team's final
+    runs in Arabic (the reveal time a Phrase said in it, team and run names isolated), and the
+    organisers' freeze setting flashed in Spanish."""
+    from semboard.i18n.languages import COOKIE
+
+    team_a = split_world["teams"][0]
+    member, org = _frozen_and_logged_in(app, session, split_world, now, "close")
+    member.set_cookie(COOKIE, "ar")
+    org.set_cookie(COOKIE, "es")
+    board = member.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
+    assert "هذه اللوحة مجمّدة" in board and "عند إغلاقها (" in board
+    assert "This board is frozen" not in board
+    final = member.get("/tasks/tiny/leaderboard/eval/final").get_data(as_text=True)
+    assert "تُعرض اللوحة النهائية وتقرير تبدّل المراتب عند إغلاقها" in final
+    team_page = member.get(f"/teams/{team_a.id}").get_data(as_text=True)
+    assert "اختر التشغيلات النهائية" in team_page and "Choose final runs" not in team_page
+    assert f"<bdi>{split_world['runs']['a1'].name}</bdi>" in team_page
+    shown = org.get("/tasks/tiny/leaderboard/eval/final").get_data(as_text=True)
+    assert "Informe de cambios" in shown and "Fijar la partición" in shown
+    org.post("/tasks/tiny/organise/phases/eval/freeze", data={"freeze_at": "",
+                                                              "reveal": "close"})
+    flashed = org.get("/tasks/tiny/leaderboard/eval/final").get_data(as_text=True)
+    assert "la clasificación nunca se congela; se revela a su cierre (" in flashed

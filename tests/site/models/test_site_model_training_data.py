@@ -112,8 +112,11 @@ def test_the_declaration_is_shown_with_the_run_and_exported(
     assert run.meta["training_data"] == {"text": TEXT, "answers": {"test_data": "no"}}
 
     page = client.get(f"/runs/{run.id}").get_data(as_text=True)
-    assert f'<span class="training-text">{TEXT}</span>' in page
-    assert "<li>Were the test data or their sources in the training data?: no</li>" in page
+    # free text its authors wrote takes its own direction, the definition's words isolated
+    # (issue 43)
+    assert f'<span class="training-text" dir="auto">{TEXT}</span>' in page
+    assert ("<li><bdi>Were the test data or their sources in the training data?</bdi>: "
+            "<bdi>no</bdi></li>") in page
     board = client.get("/tasks/tiny/leaderboard?phase=eval").get_data(as_text=True)
     assert f"training data: {TEXT}; test_data: no" in board
     headers = declared["tokens"]["a"]

@@ -221,3 +221,37 @@ def test_join_requests_and_decisions_are_mailed_and_shown(mail_app, client, sess
     page = client.get("/tasks/tiny").get_data(as_text=True)
     assert 'id="domain-refusal"' in page and "spam.example" in page
     assert 'id="create-team-submit"' not in page and 'id="join-team-submit"' not in page
+
+
+def test_a_correction_reaches_each_reader_in_their_language(session, season, now):
+    """A translated announcement, corrected with its translation, is mailed to each reader in
+    their account's language (issue 43 with issue 44): the Spanish reader gets the corrected
+    Spanish text and words, a reader of a language it was not translated into the corrected
+    original with the site's words in that language; the texts before stay as revisions."""
+    from semboard.errors import InvalidData
+    from semboard.mail.messages import build_messages
+
+    season["alice"].language, season["bob"].language = "es", "ar"
+    row = announcements.post(session, task=season["task"], user=season["organiser"],
+                             title="Dates", body="Closes on the 5th.", now=now, critical=True,
+                             translated={"es": {"title": "Fechas", "body": "Cierra el 5."}})
+    announcements.edit(session, announcement=row, user=season["organiser"], title="Dates",
+                       body="Closes on the 6th.", now=now, notify=True,
+                       translated={"es": {"title": "Fechas", "body": "Cierra el 6."}})
+    session.commit()
+    mails = {m.to: m for m in build_messages(
+        session, [{"kind": "announcement", "announcement_id": row.id, "edited": True}],
+        base_url="https://site", secret="key")}
+    spanish = mails[season["alice"].email]
+    assert spanish.subject == "[semboard] tiny: Fechas (corregido)"
+    assert "Cierra el 6." in spanish.body and "Este anuncio se editó" in spanish.body
+    assert "Closes" not in spanish.body and "Cierra el 5." not in spanish.body
+    arabic = mails[season["bob"].email]
+    assert "Closes on the 6th." in arabic.body and "إعلان حرج" in arabic.body
+    assert mails[season["mate"].email].subject == "[semboard] tiny: Dates (corrected)"
+    assert [(r.body) for r in announcements.revisions(session, row)] == ["Closes on the 5th."]
+    # the same text and translations again: nothing to correct
+    with pytest.raises(InvalidData, match="nothing changed"):
+        announcements.edit(session, announcement=row, user=season["organiser"], title="Dates",
+                           body="Closes on the 6th.", now=now,
+                           translated={"es": {"title": "Fechas", "body": "Cierra el 6."}})

@@ -8,6 +8,7 @@ import io
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from semboard.i18n.catalogues import Words
 from semboard.services.boards import analysis
 from semboard.services.closing import archive, papertables
 from semboard.services.runs import submissions
@@ -31,8 +32,26 @@ def test_every_template_autoescapes(app):
     unescaped = [n for n in names if not (choose(n) if callable(choose) else choose)]
     assert unescaped == []
     assert app.jinja_env.from_string("{{ v }}").render(v="<b>") == "&lt;b&gt;"
-    static = archive._environment().autoescape  # the static archive's own environment
+    static = archive._environment(Words("ar")).autoescape  # the static archive's own
     assert static is True or all(static(n) for n in names)
+
+
+# a message whose markup is the site's own (a link), with a value someone else wrote
+LINKED = """{{ _('<a href="%(url)s">Log in</a> to accept these terms.', url=url) }}"""
+
+
+def test_a_translated_message_keeps_its_own_markup_and_escapes_its_values(app) -> None:
+    """Markup in a msgid is the site's (it went through review, like a template); the values
+    filled into it are escaped on the site and in the static archive, in every language."""
+    hostile = '"><script>alert(1)</script>'
+    for code in ("en", "ar"):
+        with app.test_request_context(headers={"Accept-Language": code}):
+            page = app.jinja_env.from_string(LINKED).render(url=hostile)
+        said = archive._environment(Words(code)).from_string(LINKED).render(url=hostile)
+        for out in (page, said):
+            assert out.count("<a href=") == 1 and "</a>" in out, (code, out)
+            assert "<script>" not in out and "&lt;script&gt;" in out, (code, out)
+    assert "سجّل الدخول" in said, said  # the Arabic catalogue answered
 
 
 def test_the_feed_is_well_formed_xml_whatever_the_organisers_write(app, client, session, make,

@@ -126,7 +126,7 @@ def test_task_page_and_bundle_state_them(client, session, storage, licensed):
         names = zipped.namelist()
         assert {"LICENSE", "CITATION.cff", "CITATION.bib", "acceptances.csv"} <= set(names)
         accepted = zipped.read("acceptances.csv").decode().splitlines()
-    assert len(accepted) == 1 + 1 and accepted[1].endswith(",cli,True")
+    assert len(accepted) == 1 + 1 and accepted[1].endswith(",cli,,True")
 
 
 def test_cff_yaml_quotes_everything():
