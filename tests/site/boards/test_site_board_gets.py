@@ -76,6 +76,6 @@ def test_a_cold_board_page_builds_no_chart_spec_of_every_run(app, client, world,
     assert built == ["ci", "hm"]
     # the page's table lists each point the spec draws, with its group
     table = page.split('id="board-ci"', 1)[1].split("</table>", 1)[0]
-    assert table.count("<tr><td>") == len(spec["data"]["values"]) == 2
+    assert table.count("<tr><td><bdi>") == len(spec["data"]["values"]) == 2
     for point in spec["data"]["values"]:
-        assert f"<tr><td>{point['run']}" in table and f"<td>{point['group']}</td>" in table
+        assert f"<tr><td><bdi>{point['run']}" in table and f"<td>{point['group']}</td>" in table

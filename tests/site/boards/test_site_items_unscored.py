@@ -86,7 +86,7 @@ def test_items_show_unscored_pairs_apart_and_last(client, make, app):
     assert "nan" not in html.lower().replace("nanum", "")
     assert html.count("not scored</td>") == 4
     assert "Not scored: 4 pair(s)" in html
-    assert "alpha gold ≈" in html and "(27 scored, 3 not scored)" in html
+    assert '<bdi>alpha</bdi> <span dir="ltr">gold ≈' in html and "(27 scored, 3 not scored)" in html
 
 
 def test_compare_scatter_leaves_unscored_pairs_out(client, make, app):

@@ -179,7 +179,8 @@ def test_api_and_downloads_carry_groups(app, client, session, board_world, now):
     assert body["groups_pending_since"] == oldest.isoformat()
     page = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
     assert 'id="groups-pending"' in page
-    assert f"Significance groups pending since <time datetime=\"{oldest.isoformat()}\">" in page
+    assert ("Significance groups pending since "
+            f"<time datetime=\"{oldest.isoformat()}\" dir=\"ltr\">") in page
     session.rollback()
     board_jobs.compute_groups(app, board_world[0].id)  # the step run after a change
     body = client.get("/api/v1/tasks/tiny/leaderboard?phase=eval").get_json()

@@ -273,7 +273,7 @@ def test_a_token_serves_only_its_task_s_queue_and_a_revoked_one_is_refused_at_on
     page_client = app.test_client()
     page_client.post("/login", data={"email": admin.email, "password": "password123"})
     page = page_client.get("/admin/queue").get_data(as_text=True)
-    assert "gpu-1" in page and f"model {model_id} (tiny-encoder, attempt 1)" in page
+    assert "gpu-1" in page and f"model {model_id} (<bdi>tiny-encoder</bdi>, attempt 1)" in page
     assert "other-gpu" in page
 
     # revoked (the command line): refused at its next request, saying so

@@ -137,7 +137,7 @@ def test_the_page_and_the_cli_send_the_settings(client, app, models_world, sessi
     captain = models_world["captains"][0]
     client.post("/login", data={"email": captain.email, "password": "password123"})
     page = client.get("/tasks/tiny/submit-model").get_data(as_text=True)
-    assert "at most 128 tokens per text (default the model&#39;s own)" in page
+    assert "at most 128 tokens per text (default the model's own)" in page
     archive = zip_folder(model_folder)
     form = {"phase": "eval", "name": "from-page", "size": str(len(archive)),
             "filename": "tiny-bert.zip", "max_seq_length": "7", "dtype": "float32"}

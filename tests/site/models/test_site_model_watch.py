@@ -197,7 +197,7 @@ def test_a_finished_job_reports_pairs_datasets_memory_and_the_model_s_name(
     assert "about 12 s left" in line and "peak memory" in line
     # the board's badge names the model, the architecture beside it
     board = client.get("/tasks/tiny/leaderboard/eval").get_data(as_text=True)
-    assert "tiny-bert</span> · BertModel" in board
+    assert "tiny-bert</bdi></span> · BertModel" in board
 
 
 def test_flask_worker_serves_the_model_queue_by_default() -> None:
@@ -235,5 +235,5 @@ def test_the_form_s_model_name_is_shown_on_the_team_page(client, models_world, s
     row = session.scalars(select(ModelSubmission)).one()
     assert row.options["model_name"] == "my-mini-encoder"
     page = client.get(f"/teams/{row.team_id}").get_data(as_text=True)
-    assert '<span class="model-name">my-mini-encoder</span> · BertModel' in page
+    assert '<span class="model-name"><bdi>my-mini-encoder</bdi></span> · BertModel' in page
     wait_for_threads(300)
