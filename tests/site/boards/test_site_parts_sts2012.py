@@ -27,12 +27,12 @@ from flask import Flask
 from sqlalchemy import select
 
 from evaluation.cli import main as evaluation_main
-from semboard import create_app
 from semboard.db import dispose_app_engine, get_session
-from semboard.models import Base, PartScore, Run, RunScoreRecord, Team
+from semboard.models import PartScore, Run, RunScoreRecord, Team
 from semboard.services.people import accounts, teams
 from semboard.services.tasks import tasks
 from semboard_cli import main as participant_main
+from tests.site.cli_sites import folder_site, run_command
 
 T0 = datetime(2012, 4, 1, tzinfo=UTC)
 DATASETS = ["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"]
@@ -50,20 +50,10 @@ API = "/api/v1"
 
 
 def _site(root: Path, now: list[datetime]) -> Flask:
-    app = create_app({"TESTING": True, "SECRET_KEY": "parts", "WTF_CSRF_ENABLED": False,
-                      "DATABASE_URL": f"sqlite:///{root / 'site.sqlite'}",
-                      "SEMBOARD_UPLOAD_DIR": str(root / "uploads"),
-                      "SEMBOARD_INSTANCE_PATH": str(root / "instance"),
-                      "SEMBOARD_BOARD_JOBS": "inline", "SEMBOARD_CLOCK": lambda: now[0]})
-    with app.app_context():
-        Base.metadata.create_all(get_session().get_bind())
-    return app
+    return folder_site(root, now, secret="parts")
 
 
-def _cli(app: Flask, *args: str, ok: bool = True) -> str:
-    result = app.test_cli_runner().invoke(args=list(args))
-    assert (result.exit_code == 0) == ok, (args, result.output, result.exception)
-    return result.output
+_cli = run_command
 
 
 def _run(test_dir: Path, seed: int, noise: float) -> dict[str, bytes]:

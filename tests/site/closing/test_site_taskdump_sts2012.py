@@ -23,15 +23,15 @@ import pytest
 from flask import Flask
 from sqlalchemy import func, select
 
-from semboard import create_app
 from semboard.db import dispose_app_engine, get_session
-from semboard.models import Base, Run, User
+from semboard.models import Run, User
 from semboard.services.boards import leaderboard
 from semboard.services.closing import papertables
 from semboard.services.people import accounts, teams
 from semboard.services.runs import primary, submissions
 from semboard.services.tasks import tasks
 from semboard.storage import get_storage
+from tests.site.cli_sites import folder_site, run_command
 from tests.site.closing.taskdump_support import task_rows
 
 T0 = datetime(2012, 4, 1, tzinfo=UTC)
@@ -40,20 +40,10 @@ DATASETS = ["MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnew
 
 
 def _site(root: Path, now: list[datetime], url: str, **config: str) -> Flask:
-    app = create_app({"TESTING": True, "SECRET_KEY": "dump", "WTF_CSRF_ENABLED": False,
-                      "DATABASE_URL": url, **config,
-                      "SEMBOARD_UPLOAD_DIR": str(root / "uploads"),
-                      "SEMBOARD_INSTANCE_PATH": str(root / "instance"),
-                      "SEMBOARD_BOARD_JOBS": "inline", "SEMBOARD_CLOCK": lambda: now[0]})
-    with app.app_context():
-        Base.metadata.create_all(get_session().get_bind())
-    return app
+    return folder_site(root, now, url=url, secret="dump", **config)
 
 
-def _cli(app: Flask, *args: str, ok: bool = True) -> str:
-    result = app.test_cli_runner().invoke(args=list(args))
-    assert (result.exit_code == 0) == ok, (args, result.output, result.exception)
-    return result.output
+_cli = run_command
 
 
 def _run(test_dir: Path, seed: int, noise: float) -> dict[str, bytes]:
