@@ -338,6 +338,27 @@ def test_a_draft_listing_live_scores_waits_for_the_reveal(session, split_world, 
     assert results and "/tasks/tiny/leaderboard/eval/final" in results[0].body
 
 
+def test_a_sent_announcement_listing_scores_is_not_edited_while_the_board_is_frozen(
+        session, split_world, now):
+    from semboard.services.tasks import announcements
+
+    phase, organiser = split_world["phase"], split_world["organiser"]
+    sent = announcements.send_draft(session, user=organiser, now=now, announcement=(
+        announcements.draft(session, task=phase.task, kind="gold-correction", title="t",
+                            body="scores", now=now, score_phases=[phase])))
+    phases.set_freeze(session, phase, freeze_at=now - timedelta(hours=1), reveal="publish",
+                      user=organiser, now=now)
+    session.commit()
+    with pytest.raises(Conflict, match="frozen board"):
+        announcements.edit(session, announcement=sent, user=organiser, title="t",
+                           body="scores, corrected", now=now)
+    later = phase.closes_at + timedelta(hours=2)
+    gold.publish_results(session, phase=phase, user=organiser, now=later)
+    edited = announcements.edit(session, announcement=sent, user=organiser, title="t",
+                                body="scores, corrected", now=later)
+    assert edited.body == "scores, corrected"
+
+
 def _numbers(value: Any) -> set[str]:
     """Every number in a score's JSON, as pages print them: 4 decimals, and the start of its
     full form (a sortable cell's data-sort-value: 0.97958... holds the figure 0.9795)."""
