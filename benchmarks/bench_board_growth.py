@@ -55,6 +55,10 @@ from semboard.storage import LocalStorage
 
 url, uploads, folder, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 asked = {"Accept-Encoding": "gzip"} if sys.argv[5] == "gzip" else {}  # as a browser asks
+profile = None
+if sys.argv[6] != "-":  # --profile: the board steps' functions, written for pstats
+    import cProfile
+    profile = cProfile.Profile(time.process_time)  # CPU: the machine is shared
 gold.SCORE_OPTIONS["resamples"] = 0
 app = create_app({"DATABASE_URL": url, "SECRET_KEY": "bench", "SEMBOARD_UPLOAD_DIR": uploads,
                   "SEMBOARD_INSTANCE_PATH": folder + "/instance", "SEMBOARD_BOARD_JOBS": "rq",
@@ -101,10 +105,14 @@ for i in range(count):
                        files=files, now=phase.opens_at)
     session.commit()
     t1, c1 = time.perf_counter(), time.process_time()
+    if profile is not None and i:  # the first merge after the warm-up reads what it lacks
+        profile.enable()
     with app.app_context():
         reader = job_session_factory(app)()
         boards.prepare_phase(reader, reader.merge(phase))
         reader.close()
+    if profile is not None:
+        profile.disable()
     t2 = time.perf_counter()
     merged += bool(bases is not None and bases.values() and bases.values()[-1].merged)
     incremental += bool(bases is not None and bases.values()
@@ -119,11 +127,13 @@ for i in range(count):
     assert client.get("/tasks").status_code == 200
     first.append((t4 - t3) * 1000)
     listing.append((time.perf_counter() - t4) * 1000)
+if profile is not None:
+    profile.dump_stats(sys.argv[6])
 print(json.dumps({"visible": statistics.median(visible), "step": statistics.median(step),
                   "first": statistics.median(first), "list": statistics.median(listing),
                   "step_cpu": statistics.median(step_cpu),
                   "first_cpu": statistics.median(first_cpu), "merged": merged,
-                  "incremental": incremental}))
+                  "incremental": incremental, "steps_cpu": step_cpu}))
 """
 
 
@@ -206,16 +216,31 @@ def seed_site(folder: Path, release: Path, runs: int) -> dict[str, Any]:
 
 
 def measure(site: dict, folder: Path, root: Path, count: int,
-            gzip: bool = False) -> dict[str, float]:
-    """Run the timing script in a fresh process importing the project from root."""
+            gzip: bool = False, profile: Path | None = None) -> dict[str, Any]:
+    """Run the timing script in a fresh process importing the project from root (with
+    profile: the board steps profiled into that file)."""
     env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run([sys.executable, "-c", _MEASURE, site["url"], site["uploads"],
-                           str(folder), str(count), "gzip" if gzip else "plain"],
+                           str(folder), str(count), "gzip" if gzip else "plain",
+                           str(profile or "-")],
                           env=env, cwd=folder,
                           capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"the timing process failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def print_profile(profile: Any, count: int) -> None:
+    """A profile's (cProfile, or the file it wrote) most costly functions by own time, with
+    their calls."""
+    import pstats
+
+    stats = pstats.Stats(str(profile) if isinstance(profile, Path) else profile)
+    found = stats.stats.items()  # type: ignore[attr-defined]
+    rows = sorted(found, key=lambda item: -item[1][2])[:count]
+    for (filename, line, name), (_, calls, own, total, _) in rows:
+        print(f"      {own * 1000:8.1f} ms own {total * 1000:8.1f} ms with callees "
+              f"{calls:>9} calls  {Path(filename).name}:{line} {name}", flush=True)
 
 
 def main() -> None:
@@ -226,6 +251,9 @@ def main() -> None:
     parser.add_argument("--uploads", type=int, default=7)
     parser.add_argument("--before", help="a commit timed side by side on the same sites")
     parser.add_argument("--site-dir", type=Path, help="keep the sites here (reused when there)")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="profile the board steps (cProfile) and print their N most "
+                             "costly functions (own time) at each size")
     parser.add_argument("--gzip", action="store_true",
                         help="the first view asks for gzip, as a browser does (default: plain)")
     args = parser.parse_args()
@@ -246,12 +274,15 @@ def main() -> None:
             folder = base / f"runs{runs}"
             folder.mkdir(parents=True, exist_ok=True)
             site = seed_site(folder, args.data / "sts2012" / "test", runs)
-            now = figures[runs] = measure(site, folder, PROJECT_ROOT, args.uploads, args.gzip)
+            profiled = folder / "board-step.prof" if args.profile else None
+            now = figures[runs] = measure(site, folder, PROJECT_ROOT, args.uploads, args.gzip,
+                                          profiled)
             line = (f"  {runs:>5} runs: upload->visible p50 {now['visible']:7.0f} ms (board "
                     f"step {now['step']:6.0f}, {now['step_cpu']:4.0f} CPU), first view after "
                     f"upload {now['first'] / now['list']:5.1f}x a task list ({now['first']:.1f} "
                     f"ms, {now['first_cpu']:.1f} CPU); {now['merged']} of {args.uploads} merged, "
-                    f"{now['incremental']} row by row")
+                    f"{now['incremental']} row by row; board step CPU each "
+                    f"{' '.join(f'{ms:.0f}' for ms in now['steps_cpu'])} ms")
             if args.before:
                 old = before[runs] = measure(site, folder, old_root, args.uploads, args.gzip)
                 line += (f" | {old['visible']:7.0f} ms (step {old['step']:6.0f}, "
@@ -259,6 +290,8 @@ def main() -> None:
                          f"{old['first'] / old['list']:5.1f}x ({old['first']:.1f} ms, "
                          f"{old['first_cpu']:.1f} CPU)")
             print(line, flush=True)
+            if profiled is not None:
+                print_profile(profiled, args.profile)
             print(f"    (site seeded in {site['submit_s']:.1f} s; load average "
                   f"{os.getloadavg()[0]:.2f})", flush=True)
         if len(figures) > 1:  # the growth: the largest board against the smallest

@@ -1058,9 +1058,15 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
         listing[line[0]] = (line, entry)
     if not in_order:
         intervals = {run_id: intervals[run_id] for run_id in sorted(intervals)}
+    # how many rows are model-track runs, from the base's count and the changed rows (a
+    # board's shape asks whether any is, each version: a look at every row costs the board)
+    models = (base.rows.model_count() if isinstance(base.rows, RankedRows)
+              else sum(1 for row in base_rows if row.model))
+    models += (sum(1 for _, row in inserted if row.model)
+               - sum(1 for i in went if base_rows[i].model))
     # every other row keeps its object: its ranks and groups are made where it is read
     board.rows = RankedRows(rows, values=values, sorted_values=sorted_values,
-                            signs=_signs(definition), groups=groups)
+                            signs=_signs(definition), groups=groups, model_count=models)
     board.intervals = intervals
     board.index = BoardIndex(listing=listing, values=values, ranked=ranked,
                              sorted_values=sorted_values, first=index.first, order=order,
@@ -1081,20 +1087,28 @@ class RankedRows(list[Row]):
 
     def __init__(self, rows: list[Row], *, values: dict[int, dict[str, float]],
                  sorted_values: dict[str, list[float]], signs: dict[str, float],
-                 groups: dict[str, dict[str, int]]) -> None:
+                 groups: dict[str, dict[str, int]], model_count: int | None = None) -> None:
         super().__init__(rows)
         self._values = values
         self._sorted = sorted_values
         self._signs = signs
         self._groups = groups
         self._done: dict[int, Row] = {}
-        self._models: bool | None = None
+        # how many rows are model-track runs (None: counted when first asked)
+        self._model_count = model_count
+        self._models: bool | None = None if model_count is None else model_count > 0
 
     def has_models(self) -> bool:
         """Whether any row is a model-track run (looked at once: these rows never change)."""
         if self._models is None:
-            self._models = any(row.model for row in list.__iter__(self))
+            self._models = self.model_count() > 0
         return self._models
+
+    def model_count(self) -> int:
+        """How many rows are model-track runs (counted once: a merge adds its changes)."""
+        if self._model_count is None:
+            self._model_count = sum(1 for row in list.__iter__(self) if row.model)
+        return self._model_count
 
     def raw(self) -> list[Row]:
         """The rows as kept (ranks and groups perhaps not this board's): for what no rank moves

@@ -170,3 +170,39 @@ def test_a_board_ranking_primary_runs_is_assembled(session, world, now, monkeypa
             assert merge_leaderboard(session, base, phase=phase, changed=changed,
                                      removed=removed, now=now) is None
     assert seen
+
+
+def test_a_merged_board_knows_whether_it_shows_models_from_the_changed_rows(
+        session, world, now, monkeypatch) -> None:
+    """Whether a board shows a model-track run is asked for every version's shape: a merge
+    answers it from its base's answer and the changed rows, looking at no other row."""
+    task, phase = world["task"], world["phase"]
+    state = Board(random.Random(5), now)
+    model_meta = {"system": "model", "model": "org/encoder"}
+    for _ in range(8):
+        state.runs[state.next_run] = state._entry(state.next_run)
+        state.next_run += 1
+    base = assemble_leaderboard(session, task=task, phase=phase, scored=state.listing(),
+                                now=now)
+    assert not base.has_models
+    steps: list[tuple[list[Any], set[int], bool]] = []
+    line, parsed = state._entry(state.next_run)
+    steps.append(([((*line[:5], model_meta, *line[6:]), parsed)], set(), True))  # a model run
+    model_run = state.next_run
+    line, parsed = state._entry(state.next_run + 1)
+    steps.append(([(line, parsed)], set(), True))  # another run: still a model on the board
+    steps.append(([], {model_run}, False))  # the model run withdrawn: none left
+    for changed, removed, shows in steps:
+        for line, parsed in changed:
+            state.runs[line[0]] = (line, parsed)
+        for run_id in removed:
+            state.runs.pop(run_id)
+        merged = merge_leaderboard(session, base, phase=phase, changed=changed,
+                                   removed=removed, now=now)
+        assert merged is not None
+        assert merged.rows._models is not None  # known without a look at every row
+        full = assemble_leaderboard(session, task=task, phase=phase, scored=state.listing(),
+                                    now=now)
+        assert merged.has_models is full.has_models is shows
+        assert _observed(merged) == _observed(full)
+        base = merged
