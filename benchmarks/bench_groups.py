@@ -50,6 +50,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_board_growth import print_profile  # noqa: E402
 
 from evaluation import (  # noqa: E402
     load_gold,
@@ -93,7 +96,7 @@ def _definition(spearman: bool) -> Any:
     return variant
 
 
-def site(release: Path, sizes: list[int], spearman: bool = False) -> None:
+def site(release: Path, sizes: list[int], spearman: bool = False, profile: int = 0) -> None:
     """--site: the groups step of a scratch site with seeded runs, at each size."""
     import secrets
     from datetime import UTC, datetime, timedelta
@@ -177,7 +180,15 @@ def site(release: Path, sizes: list[int], spearman: bool = False) -> None:
                 session.commit()
                 return groups()
 
+            profiler = None
+            if profile:  # by CPU time: the machine is shared
+                import cProfile
+                profiler = cProfile.Profile(time.process_time)
+                profiler.enable()
             notes, u_cpu, u_wall = _timed(one_more)
+            if profiler is not None:
+                profiler.disable()
+                print_profile(profiler, profile)
             assert notes["resampled"] == 1, notes
             pairs.pop()  # the next size counts from n
             # an empty host cache (a new host, or new gold or settings): every run re-read
@@ -200,12 +211,15 @@ def main() -> None:
                         help="through the site's groups step on a scratch SQLite site")
     parser.add_argument("--spearman", action="store_true",
                         help="a board ranked by the mean of the datasets' Spearman")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="--site: profile one more run + refresh and print its N most "
+                             "costly functions (own CPU time)")
     args = parser.parse_args()
     print("Spearman sums: " + ("compiled kernel" if library._kernel is not None
                                else "numpy (evaluation._spearman not built)"), flush=True)
     release = args.data / "sts2012" / "test"
     if args.site:
-        site(release, args.runs, args.spearman)
+        site(release, args.runs, args.spearman, args.profile)
         return
     task = _definition(args.spearman)
     inputs = load_inputs(task, release)

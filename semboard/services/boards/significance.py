@@ -10,6 +10,7 @@ rescore, new gold, other settings), not once per request.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -27,7 +28,7 @@ from evaluation import ValidationError, validate_run
 from evaluation.inputs import DatasetInputs
 from evaluation.packed import PackedError, pack_run, unpack_run
 from evaluation.runs import ValidatedRun
-from evaluation.significance import RunSamples, groups_of, run_samples
+from evaluation.significance import RunSamples, Walk, metric_walk, run_samples
 from semboard.cache import LRU
 from semboard.db import begin_write, end_read, insert_unless_refused
 from semboard.hostcache.arrays import ArrayCache
@@ -259,6 +260,26 @@ def _pairs(runs: Sequence[Run]) -> list[tuple[int, int]]:
     return [(run.id, run.current_score.id) for run in runs if run.current_score is not None]
 
 
+# What a kept process (the groups process, a worker) keeps between rounds, for the SAMPLES cache
+# it was read from: each run's values by its samples' key (a key names its content: never
+# stale), and each metric's last walk by (settings, metric). A round then reads the samples of
+# the runs it adds and of the pairs its walk compares, not every run's.
+_KEPT_VALUES: LRU[str, dict[str, float]] = LRU(65_536)
+_WALKS: LRU[tuple[str, str], Walk] = LRU(64)
+_kept_of: list[tuple[int, Any]] = []
+
+
+def forget_kept() -> None:
+    """Drop the values and walks this process keeps (as a new process starts)."""
+    _KEPT_VALUES.clear()
+    _WALKS.clear()
+    _kept_of.clear()
+
+
+class _Unreadable(Exception):
+    """A run's samples were kept by value but their file no longer reads."""
+
+
 def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[Run] = (),
             metrics: Sequence[str], pairs: Sequence[tuple[int, int]] | None = None,
             ) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
@@ -266,32 +287,64 @@ def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[
 
     The board is `pairs` (run id, current score id), or `runs`. A run's samples are read from
     SAMPLES; only runs without them are re-read from storage, re-validated and resampled (in
-    batches), so a refresh after one upload resamples one run and the rest costs a walk over
-    the sorted runs.
+    batches). The values of the runs read before and each metric's walk are kept in this
+    process: a refresh after one upload resamples one run and compares the pairs it changes
+    (notes: "read" sample files, "compared" pairs), the same groups as a walk from nothing.
     """
+    try:
+        return _compute(session, storage, phase=phase, runs=runs, metrics=metrics, pairs=pairs)
+    except _Unreadable:  # a kept run's file went bad: every file read again, it resampled
+        forget_kept()
+        return _compute(session, storage, phase=phase, runs=runs, metrics=metrics, pairs=pairs)
+
+
+def _compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[Run],
+             metrics: Sequence[str], pairs: Sequence[tuple[int, int]] | None,
+             ) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
     started = time.perf_counter()
     metrics = list(metrics)
     board = sorted(pairs if pairs is not None else _pairs(runs))
     resamples, seed = SIGNIFICANCE_OPTIONS["resamples"], SIGNIFICANCE_OPTIONS["seed"]
     base = samples_key(session, phase=phase, metrics=metrics)
     shape = (len(metrics), 2 + resamples)
-    samples: dict[int, RunSamples] = {}
+    owner = (id(SAMPLES), SAMPLES.folder)
+    if _kept_of != [owner]:  # another cache (a test's, another folder): nothing kept holds
+        forget_kept()
+        _kept_of.append(owner)
+    observed: dict[int, dict[str, float]] = {}
+    loaded: dict[str, RunSamples] = {}  # samples read or computed this round, by key
     missing: list[int] = []
     keys = _sample_files(session, base, board)
     for run_id, _ in board:
-        found = SAMPLES.load(keys[run_id], lambda a: a.shape == shape)
-        if found is None:
-            missing.append(run_id)
-        else:
-            samples[run_id] = _unpacked(found, metrics)
+        key = keys[run_id]
+        known = _KEPT_VALUES.get(key)
+        if known is None:
+            found = SAMPLES.load(key, lambda a: a.shape == shape)
+            if found is None:
+                missing.append(run_id)
+                continue
+            one = loaded[key] = _unpacked(found, metrics)
+            known = _KEPT_VALUES.put(key, {m: v for m, (v, _) in one.items()})
+        observed[run_id] = known
     notes: dict[str, Any] = {"left_out": [], "error": None, "resampled": len(missing),
-                             "reused": len(samples)}
+                             "reused": len(observed)}
     by_metric: dict[str, dict[int, int]] = {}
     definition = definitions.phase_definition(phase)
     # a split test set's board shows its public part: its groups are the public part's
     parsed_gold = gold.part_gold(session, storage, phase=phase)
     if not parsed_gold or not metrics:
-        samples.clear()
+        observed.clear()
+
+    def boot(key: str, metric: str) -> np.ndarray:
+        one = loaded.get(key)
+        if one is None:
+            found = SAMPLES.load(key, lambda a: a.shape == shape)
+            if found is None:
+                raise _Unreadable(key)
+            one = loaded[key] = _unpacked(found, metrics)
+        return one[metric][1]
+
+    compared = 0
     try:
         for start in range(0, len(missing) if parsed_gold and metrics else 0, SAMPLE_BATCH):
             batch = missing[start:start + SAMPLE_BATCH]
@@ -303,18 +356,28 @@ def compute(session: Session, storage: Storage, *, phase: Phase, runs: Sequence[
                                 resamples=resamples, seed=seed)
             for run_id, one in zip(ids, fresh, strict=True):
                 SAMPLES.store(keys[run_id], _packed(one, metrics, resamples))
-                samples[run_id] = one
-        if samples:
-            ordered = {run_id: samples[run_id] for run_id in sorted(samples)}
-            by_metric = groups_of(definition, ordered, metrics,
-                                  alpha=SIGNIFICANCE_OPTIONS["alpha"])
+                loaded[keys[run_id]] = one
+                observed[run_id] = _KEPT_VALUES.put(keys[run_id],
+                                                    {m: v for m, (v, _) in one.items()})
+        ordered = sorted(observed)
+        for metric in metrics if observed else ():
+            values = {keys[run_id]: observed[run_id][metric] for run_id in ordered
+                      if metric in observed[run_id]}
+            found_groups, walk, count = metric_walk(
+                definition, values, functools.partial(boot, metric=metric), metric,
+                alpha=SIGNIFICANCE_OPTIONS["alpha"], before=_WALKS.get((base, metric)))
+            _WALKS.put((base, metric), walk)
+            compared += count
+            by_metric[metric] = {run_id: found_groups[keys[run_id]] for run_id in ordered
+                                 if keys[run_id] in found_groups}
     except (ValidationError, ValueError) as err:
         # gold and inputs disagree (or the definition changed): the board shows no groups
         log.warning("phase %s: significance groups failed: %s", phase.id, err)
         notes["error"] = str(err)
     notes["left_out"].sort()
+    notes["read"], notes["compared"] = len(loaded), compared
     groups = {str(run_id): {m: g[run_id] for m, g in by_metric.items() if run_id in g}
-              for run_id in sorted(samples)}
+              for run_id in sorted(observed)}
     notes["elapsed_ms"] = round((time.perf_counter() - started) * 1000)
     return groups, notes
 

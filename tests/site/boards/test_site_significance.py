@@ -137,7 +137,7 @@ def test_runs_are_regrouped_from_the_stored_files(session, storage, board_world,
     groups, notes = significance.compute(session, storage, phase=phase,
                                          runs=[good, runs["noisy"]], metrics=list(METRICS))
     assert notes == {"left_out": [], "error": None, "elapsed_ms": notes["elapsed_ms"],
-                     "resampled": 2, "reused": 0}
+                     "resampled": 2, "reused": 0, "read": 2, "compared": 3}
     assert groups == {str(good.id): dict.fromkeys(METRICS, 1),
                       str(runs["noisy"].id): dict.fromkeys(METRICS, 2)}
     assert values["runs"] == sorted([[r.id, r.current_score.id] for r in (good, runs["noisy"])])

@@ -8,6 +8,7 @@ import multiprocessing
 import numpy as np
 import pytest
 
+from semboard.cache import LRU
 from semboard.hostcache.arrays import ArrayCache
 from semboard.services.boards import significance
 from semboard.services.runs import submissions
@@ -37,9 +38,14 @@ def world(session, storage, make, tiny_data, now):
 
 
 def _fresh(session, storage, phase, runs, monkeypatch):
-    """The groups computed from nothing (every run re-read and resampled together)."""
-    monkeypatch.setattr(significance, "SAMPLES", ArrayCache("scratch"))
-    return significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
+    """The groups computed from nothing (every run re-read and resampled together), as a new
+    process would (this one's kept values and walks left as they were)."""
+    with monkeypatch.context() as patched:
+        patched.setattr(significance, "SAMPLES", ArrayCache("scratch"))
+        patched.setattr(significance, "_KEPT_VALUES", LRU(1000))
+        patched.setattr(significance, "_WALKS", LRU(10))
+        patched.setattr(significance, "_kept_of", [])
+        return significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
 
 
 @pytest.mark.parametrize(
@@ -92,11 +98,48 @@ def test_a_corrupt_or_misshapen_sample_file_is_computed_again(session, storage, 
     assert len(files) == 6
     files[0].write_bytes(files[0].read_bytes()[:100])  # torn
     np.save(files[1], np.zeros((2, 3)))  # the wrong shape
+    significance.forget_kept()  # a new process: it reads every run's file
     groups, notes = significance.compute(session, storage, phase=phase, runs=runs,
                                          metrics=METRICS)
     assert (notes["resampled"], notes["reused"]) == (2, 4) and groups == first
     _, notes = significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
     assert notes["resampled"] == 0  # rewritten whole
+
+
+def test_a_kept_process_reads_and_compares_what_an_upload_changes(
+        session, storage, make, tiny_data, now, world, samples_on_disk, monkeypatch):
+    task, phase, runs = world
+    significance.forget_kept()
+    _, notes = significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
+    assert (notes["read"], notes["compared"]) == (6, 3 * 5)  # from nothing: every run's walk
+    _, notes = significance.compute(session, storage, phase=phase, runs=runs, metrics=METRICS)
+    assert (notes["read"], notes["compared"]) == (0, 0)  # kept: no file read, nothing compared
+    board = list(runs)
+    for i in range(3):  # each upload: its own samples, and the pairs it changes
+        team, captain = make.team(task, f"Late {i}")
+        board.append(submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                                        name="late", files=tiny_data.run(seed=40 + i, noise=0.5),
+                                        now=now))
+        session.commit()
+        groups, notes = significance.compute(session, storage, phase=phase, runs=board,
+                                             metrics=METRICS)
+        assert notes["resampled"] == 1 and notes["compared"] < 3 * (len(board) - 1)
+        assert notes["read"] <= 1 + notes["compared"]
+        fresh, _ = _fresh(session, storage, phase, board, monkeypatch)
+        assert groups == fresh  # the same as from nothing
+    # a kept run whose file went bad when a comparison needs it: read again from nothing
+    for path in samples_on_disk.folder.rglob("*.npy"):
+        path.write_bytes(path.read_bytes()[:100])
+    team, captain = make.team(task, "Last")
+    board.append(submissions.submit(session, storage, team=team, phase=phase, user=captain,
+                                    name="last", files=tiny_data.run(seed=60, noise=0.1),
+                                    now=now))
+    session.commit()
+    groups, notes = significance.compute(session, storage, phase=phase, runs=board,
+                                         metrics=METRICS)
+    assert notes["resampled"] == len(board) - 1  # all but the new run's (written whole)
+    fresh, _ = _fresh(session, storage, phase, board, monkeypatch)
+    assert groups == fresh
 
 
 def _read_in_child(folder, key, queue):
