@@ -222,6 +222,8 @@ class Prepared:
         self.parts = parts
         self.known: frozenset[str] = frozenset()
         self.known_version: str | None = None
+        # the digest of the known rows' keys in order (BoardParts.keys_digest)
+        self.known_digest: str | None = None
         self.stored_keys: frozenset[str] | None = None
         # a version stored in parts as this process read it (its rows made where read)
         self.view: stored_rows.View | None = None
@@ -739,6 +741,8 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     prepared.merged = listing is not None
     if listing is not None and base is not None and base.stored_keys is not None:
         prepared.known, prepared.known_version = base.stored_keys, base.version
+        if base.parts is not None and base.stored_keys == base.parts.rows.keys():
+            prepared.known_digest = base.parts.keys_digest()
     if base is not None:
         base.assembled = None  # only the newest base is merged into: its index is enough
     _bases.put(_base_key(session, phase.id), prepared)
@@ -931,11 +935,16 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         if not insert_unless_refused(session, row):
             return False
     else:
-        # the known rows are stored only while the board stored is still the one they came
-        # with: another worker's store since may have deleted some
-        stored_now = set(session.scalars(select(PreparedBoard.version).where(
-            PreparedBoard.phase_id == prepared.phase_id)))
-        known = prepared.known if stored_now == {prepared.known_version} else frozenset()
+        # the known rows are stored only while the boards stored name the rows they came with:
+        # another worker's store since deletes the rows its board does not name (the groups
+        # process's version of the same rows, stored after every upload, names them all)
+        stored_now = session.execute(
+            select(PreparedBoard.version, PreparedBoard.data["keys_digest"]).where(
+                PreparedBoard.phase_id == prepared.phase_id)).all()
+        known = prepared.known if stored_now and all(
+            version == prepared.known_version
+            or (prepared.known_digest is not None and digest == prepared.known_digest)
+            for version, digest in stored_now) else frozenset()
         # the serial and stamp its runs are of: a process without a board of its own merges
         # the changes since into this one (_seeded)
         frame = dict(prepared.parts.frame)

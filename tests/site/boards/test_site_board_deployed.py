@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
 from evaluation import parse_task
@@ -372,3 +372,45 @@ def test_a_kept_groups_process_reads_the_files_of_new_runs_only(
         assert len(read) == 1 and {k: more[k] for k in first} == first
     finally:
         event.remove(Session, "do_orm_execute", note)
+
+
+def test_a_store_after_another_process_stored_the_same_rows_looks_up_only_its_new_row(
+        session, storage, make, world, tiny_data, now, counted_reads) -> None:
+    """The groups process stores a version of the writer's rows after every upload (the same
+    rows, its groups in the frame), deleting the writer's version: the writer's next store
+    still knows which rows are stored (the stored boards name the same rows) and looks up its
+    new row only, not every stored row of the phase."""
+    task, phase = world["task"], world["phase"]
+    team, captain = make.team(task, "first")
+    session.commit()
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=5, noise=1.5), now=now)
+    session.commit()
+    _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 120)
+    session.commit()
+    prepared_boards._bases.clear()  # the writer: its board built and stored
+    assert prepared_boards.store_built(
+        session, prepared=prepared_boards.warm(session, phase=phase, now=now))
+    session.commit()
+    for k in range(2):
+        # the groups process: a version of the same rows, stored after the writer's
+        version = prepared_boards.board_version(session, phase)
+        other = prepared_boards._build(session, phase=phase, version=f"groups {k}", now=now)
+        assert other.parts is not None and other.parts.frame["keys"]
+        assert prepared_boards.store_built(session, prepared=other)
+        session.commit()
+        team, captain = make.team(task, f"late {k}")
+        session.commit()
+        submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                           files=tiny_data.run(seed=80 + k), now=now)
+        session.commit()
+        board = prepared_boards.update_prepared(session, phase=phase, now=now)
+        assert board.merged and board.version != version
+        counted_reads.rows = 0
+        assert prepared_boards.store_built(session, prepared=board)
+        session.commit()
+        assert counted_reads.rows == 0  # its new row looked up (absent): no stored row read
+        assert prepared_boards.stored_texts(session, phase=phase, version=board.version) == (
+            board.body("json").decode(), board.csv_text)
+        assert session.scalar(select(func.count(PreparedBoardRow.id)).where(
+            PreparedBoardRow.phase_id == phase.id)) == len(board.parts.frame["keys"])
