@@ -945,6 +945,10 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
             version == prepared.known_version
             or (prepared.known_digest is not None and digest == prepared.known_digest)
             for version, digest in stored_now) else frozenset()
+        if stored_now and all(digest == prepared.parts.keys_digest() for _, digest in stored_now):
+            # the boards stored name this one's rows (the writer's version, stored before the
+            # groups process stores its own): every row is stored, none to delete
+            known = frozenset(prepared.parts.rows)
         # the serial and stamp its runs are of: a process without a board of its own merges
         # the changes since into this one (_seeded)
         frame = dict(prepared.parts.frame)
