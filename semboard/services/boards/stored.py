@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -41,10 +44,15 @@ _CHUNK = 500
 _REBUILD_SHARE = 0.25
 
 
+# Each set of ranking keys as one tuple object (rows are sorted by theirs by identity)
+_KEY_SETS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
 class StoredRow:
     """One stored row's part, parsed once: its key, text, run, ranking values and intervals."""
 
-    __slots__ = ("_row", "intervals", "key", "part", "run_id", "score", "text", "values")
+    __slots__ = ("_row", "intervals", "key", "part", "pieces", "rank_keys", "ranking", "run_id",
+                 "score", "text", "values")
 
     def __init__(self, key: str, text: str) -> None:
         part = json.loads(text)
@@ -55,6 +63,16 @@ class StoredRow:
         self.score: int | None = part.get("score")
         self.intervals: dict[str, list[float]] = part["intervals"]
         self._row: Row | None = None
+        # its JSON text around the rank and group cells (None: written whole), and the keys of
+        # its ranks in their order: a board's JSON splices the cells in (LazyTexts.json)
+        # (UTF-8 bytes, the first with the ", " before a row: joined as they are)
+        pieces = part["json"]
+        self.pieces: tuple[bytes, bytes, bytes] | None = (
+            None if isinstance(pieces, str) else
+            ((", " + pieces[0]).encode(), pieces[1].encode(), pieces[2].encode()))
+        keys = tuple(self.values or ())
+        self.rank_keys: tuple[str, ...] = _KEY_SETS.setdefault(keys, keys)  # one object each
+        self.ranking: tuple[float, ...] = tuple((self.values or {}).values())
 
     def row(self) -> Row:
         """The row without ranks or groups (RankedRows makes them where it is read), made once
@@ -82,6 +100,14 @@ def parsed(key: str, text: str) -> StoredRow:
     """The parsed row of this key (its text parsed once per process)."""
     found = _ROWS.get(key)
     return found if found is not None else _ROWS.put(key, StoredRow(key, text))
+
+
+def parsed_rows(keys: list[str], texts: Mapping[str, str]) -> list[StoredRow]:
+    """The parsed rows of these keys in order (texts: each key's text, parsed where this
+    process has not yet), looked up at once."""
+    found = _ROWS.get_many(keys)
+    return [row if row is not None else parsed(key, texts[key])
+            for key, row in zip(keys, found, strict=True)]
 
 
 def read_rows(session: Session, phase_id: int, keys: Iterable[str],
@@ -230,8 +256,7 @@ class View:
     def texts(self) -> LazyTexts:
         """The JSON and CSV texts and intervals of this version (the stored texts' bytes)."""
         rows = self.rows
-        return LazyTexts(self.frame, lambda: [row.part for row in rows],
-                         ordered=self.sorted_values)
+        return LazyTexts(self.frame, lambda: rows, ordered=self.sorted_values)
 
 
 def _sorted_values(frame: dict[str, Any], rows: list[StoredRow]) -> dict[str, list[float]]:
@@ -345,30 +370,23 @@ class LazyTexts:
     `ordered`: each key's sorted values, where the caller has them), its groups from the
     board's."""
 
-    def __init__(self, frame: dict[str, Any], parts: Callable[[], list[dict[str, Any]]],
+    def __init__(self, frame: dict[str, Any], rows: Callable[[], list[StoredRow]],
                  ordered: dict[str, list[float]] | None = None) -> None:
-        self.frame, self._parts, self._ordered = frame, parts, ordered
+        self.frame, self._rows, self._ordered = frame, rows, ordered
         self._cells: list[tuple[dict[str, Any], dict[str, int], dict[str, int]]] | None = None
 
     def cells(self) -> list[tuple[dict[str, Any], dict[str, int], dict[str, int]]]:
         """Each row's part with its ranks and groups, in order (made once)."""
         if self._cells is not None:
             return self._cells
-        frame, parts = self.frame, self._parts()
+        frame, parts = self.frame, [row.part for row in self._rows()]
         explicit = not is_open(frame)
         signs: dict[str, float] = frame.get("signs", {})
         # a frame of format 3 (stored before ranks were made from values; a stand-in may serve
         # it while the current version is prepared) lists each row's groups under "groups"
         board_groups: dict[str, dict[str, int]] = {} if explicit else frame.get("groups", {})
         row_groups = frame.get("row_groups", frame.get("groups")) if explicit else None
-        ordered = self._ordered
-        if not explicit and ordered is None:
-            ordered = {}
-            for part in parts:
-                for k, v in (part.get("values") or {}).items():
-                    ordered.setdefault(k, []).append(signs[k] * v)
-            for found in ordered.values():
-                found.sort()
+        ordered = None if explicit else self.ordered()
         cells = []
         for i, part in enumerate(parts):
             if explicit:
@@ -386,8 +404,34 @@ class LazyTexts:
         self._cells = cells
         return cells
 
+    def ordered(self) -> dict[str, list[float]]:
+        """Each ranking key's signed values, sorted (the caller's, else made once)."""
+        if self._ordered is None:
+            signs: dict[str, float] = self.frame.get("signs", {})
+            ordered: dict[str, list[float]] = {}
+            for row in self._rows():
+                for k, v in (row.values or {}).items():
+                    ordered.setdefault(k, []).append(signs[k] * v)
+            for found in ordered.values():
+                found.sort()
+            self._ordered = ordered
+        return self._ordered
+
+    def json_bytes(self) -> bytes:
+        """The board's JSON text encoded (the download's bytes): spliced from its rows' encoded
+        pieces where every row leaves its cells open."""
+        if is_open(self.frame):
+            spliced = _spliced_json(self.frame, self._rows(), self.ordered())
+            if spliced is not None:
+                return spliced
+        return self._json().encode()
+
     def json(self) -> str:
-        """The board's JSON text (the download's bytes)."""
+        """The board's JSON text."""
+        return self.json_bytes().decode()
+
+    def _json(self) -> str:
+        """The board's JSON text made row by row (a frame that stores each row's ranks)."""
         encode = encode_json
         rows = []
         for part, ranks, groups in self.cells():
@@ -408,13 +452,91 @@ class LazyTexts:
 
     def intervals(self) -> dict[str, Any]:
         """Each row's stored CIs by run id (text), in run id order."""
-        found = {part["run"]: part["intervals"] for part in self._parts()}
+        found = {row.run_id: row.intervals for row in self._rows()}
         return {str(k): found[k] for k in sorted(found)}
 
 
-def texts_of_rows(frame: dict[str, Any], parts: list[dict[str, Any]],
+def texts_of_rows(frame: dict[str, Any], rows: list[StoredRow],
                   ordered: dict[str, list[float]] | None = None) -> Texts:
     """A stored board's JSON and CSV texts and intervals from its frame and its rows' parsed
     parts, in the frame's order (LazyTexts, all three)."""
-    texts = LazyTexts(frame, lambda: parts, ordered)
+    texts = LazyTexts(frame, lambda: rows, ordered)
     return texts.json(), texts.csv(), texts.intervals()
+
+
+# The ranks cell of each set of ranking keys, a format of its ranks in order (b'{"ALL": %d}')
+_RANK_CELLS: dict[tuple[str, ...], bytes] = {}
+# Rows whose JSON a board's text was spliced from (tests count what the first GET of a version
+# does: every row's text spliced in C, none decoded or encoded row by row)
+spliced_rows = [0]
+
+
+def _rank_cell(keys: tuple[str, ...]) -> bytes:
+    found = _RANK_CELLS.get(keys)
+    if found is None:
+        found = _RANK_CELLS.setdefault(keys, ("{" + ", ".join(
+            json.dumps(k, ensure_ascii=False).replace("%", "%%") + ": %d" for k in keys)
+            + "}").encode())
+    return found
+
+
+def _spliced_json(frame: dict[str, Any], rows: list[StoredRow],
+                  ordered: dict[str, list[float]]) -> bytes | None:
+    """A board's JSON text (UTF-8) from its rows' stored pieces with their rank and group
+    cells put in: each ranking key's ranks of every row found at once (numpy's searchsorted,
+    as bisect_left over the sorted values), each set of rows ranked by the same keys formatted
+    by one cell, and the whole joined in C. Nothing is decoded or encoded row by row, and no
+    step per row runs in Python but where the board has groups (a lookup per ranked row);
+    None where a row's text was stored whole or a value is NaN (the row by row path)."""
+    signs: dict[str, float] = frame.get("signs", {})
+    board_groups: dict[str, dict[str, int]] = frame.get("groups", {})
+    count = len(rows)
+    pieces = list(map(attrgetter("pieces"), rows))
+    if None in pieces:
+        return None
+    key_sets = list(map(attrgetter("rank_keys"), rows))
+    rank_cells = np.full(count, b"{}", dtype=object)
+    group_cells = np.full(count, b"{}", dtype=object)
+    sorted_arrays: dict[str, Any] = {}
+    for keys in set(key_sets):
+        if not keys:
+            continue
+        at = np.flatnonzero(np.fromiter(map(keys.__eq__, key_sets), dtype=bool, count=count))
+        ranked = [rows[i] for i in at.tolist()]
+        values = np.fromiter(chain.from_iterable(map(attrgetter("ranking"), ranked)),
+                             dtype=float, count=len(ranked) * len(keys)).reshape(-1, len(keys))
+        values *= np.array([signs[k] for k in keys], dtype=float)
+        columns = []
+        for j, k in enumerate(keys):
+            against = sorted_arrays.get(k)
+            if against is None:
+                against = sorted_arrays[k] = np.asarray(ordered[k], dtype=float)
+            if np.isnan(values[:, j]).any() or np.isnan(against).any():
+                return None  # NaN sorts apart in numpy: bisect's order kept row by row
+            columns.append((np.searchsorted(against, values[:, j], side="left") + 1).tolist())
+        rank_cells[at] = list(map(_rank_cell(keys).__mod__, zip(*columns, strict=True)))
+        if board_groups:
+            made: dict[tuple[tuple[str, int], ...], bytes] = {}  # few distinct groups cells
+            cells = []
+            for row in ranked:
+                groups = board_groups.get(str(row.run_id))
+                items = tuple(groups.items()) if groups else ()
+                cell = made.get(items)
+                if cell is None:
+                    cell = made[items] = encode_json(
+                        {m: g for m, g in items if m in keys}).encode()
+                cells.append(cell)
+            group_cells[at] = cells
+    spliced_rows[0] += count
+    head, tail = frame["json_head"].encode(), frame["json_tail"].encode()
+    if not count:
+        return head + tail
+    # each row's text: ", " and head, ranks, middle, groups, tail, laid out by slices (in C)
+    flat = list(chain.from_iterable(pieces))
+    out: list[bytes] = [b""] * (5 * count)
+    out[0::5], out[2::5], out[4::5] = flat[0::3], flat[1::3], flat[2::3]
+    out[1::5], out[3::5] = rank_cells.tolist(), group_cells.tolist()
+    out[0] = out[0][2:]  # the first row has no ", " before it
+    out.insert(0, head)
+    out.append(tail)
+    return b"".join(out)
