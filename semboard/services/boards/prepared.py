@@ -399,14 +399,24 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
                                      scored=scored, storage=None, now=now)
     parts = board_parts(board)
     parts.version = version
+    if parts.delta is not None:  # the JSON layout of the base this process has, edited
+        stored_rows.carry_layout(parts.keys_digest(), parts.delta,
+                                 lambda key: stored_rows.parsed(key, parts.rows[key]))
     ordered = board.index.sorted_values if board.index is not None and parts.open else None
 
     def texts() -> stored_rows.LazyTexts:
         # made when first asked (a page, a download) from the parts, each parsed once per
         # process: storing needs only the parts
-        return stored_rows.LazyTexts(
-            parts.frame, lambda: stored_rows.parsed_rows(parts.frame["keys"], parts.rows),
-            ordered=ordered)
+        def rows() -> list[stored_rows.StoredRow]:
+            return stored_rows.parsed_rows(parts.frame["keys"], parts.rows)
+
+        def layout() -> stored_rows.Layout | None:
+            # the layout of the version this one was merged from, edited by the merge
+            return stored_rows.layout_of(
+                parts.keys_digest(), rows(), parts.delta,
+                lambda key: stored_rows.parsed(key, parts.rows[key]), parts.frame.get("signs", {}))
+
+        return stored_rows.LazyTexts(parts.frame, rows, ordered=ordered, layout=layout)
 
     prepared = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
                         built_at=now, stored=False, pending=board.groups_pending,

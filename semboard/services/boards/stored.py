@@ -180,6 +180,8 @@ class View:
         self.sorted_values, self.values, self._intervals = sorted_values, values, intervals
         self._keyset = keyset
         self._board: dict[str, Any] | None = None
+        # the edits from the version read before (view_of_delta): its JSON layout is edited
+        self.delta: dict[str, Any] | None = None
 
     @property
     def keyset(self) -> frozenset[str]:
@@ -255,8 +257,11 @@ class View:
 
     def texts(self) -> LazyTexts:
         """The JSON and CSV texts and intervals of this version (the stored texts' bytes)."""
-        rows = self.rows
-        return LazyTexts(self.frame, lambda: rows, ordered=self.sorted_values)
+        rows, by_key = self.rows, self.by_key
+        digest, delta = self.keys_digest, self.delta
+        return LazyTexts(self.frame, lambda: rows, ordered=self.sorted_values,
+                         layout=lambda: layout_of(digest, rows, delta, by_key.__getitem__,
+                                                  self.signs))
 
 
 def _sorted_values(frame: dict[str, Any], rows: list[StoredRow]) -> dict[str, list[float]]:
@@ -329,9 +334,13 @@ def view_of_delta(session: Session, phase_id: int, frame: dict[str, Any], before
     for row in gone:
         by_key.pop(row.key, None)
     by_key.update(fetched)
-    return View({**frame, "keys": keys}, rows, by_key,
+    view = View({**frame, "keys": keys}, rows, by_key,
                 *_edited(before, frame, gone, list(fetched.values())),
                 keys_digest=keys_digest)
+    if before.keys_digest is not None:
+        view.delta = {**delta, "base": before.keys_digest}
+        carry_layout(keys_digest, view.delta, by_key.__getitem__)
+    return view
 
 
 def _edited(before: View, frame: dict[str, Any], gone: list[StoredRow], new: list[StoredRow]
@@ -371,8 +380,9 @@ class LazyTexts:
     board's."""
 
     def __init__(self, frame: dict[str, Any], rows: Callable[[], list[StoredRow]],
-                 ordered: dict[str, list[float]] | None = None) -> None:
-        self.frame, self._rows, self._ordered = frame, rows, ordered
+                 ordered: dict[str, list[float]] | None = None,
+                 layout: Callable[[], Layout | None] | None = None) -> None:
+        self.frame, self._rows, self._ordered, self._layout = frame, rows, ordered, layout
         self._cells: list[tuple[dict[str, Any], dict[str, int], dict[str, int]]] | None = None
 
     def cells(self) -> list[tuple[dict[str, Any], dict[str, int], dict[str, int]]]:
@@ -421,6 +431,11 @@ class LazyTexts:
         """The board's JSON text encoded (the download's bytes): spliced from its rows' encoded
         pieces where every row leaves its cells open."""
         if is_open(self.frame):
+            laid = self._layout() if self._layout is not None else None
+            if laid is not None:
+                body = laid.body(self.frame, self.ordered())
+                if body is not None:
+                    return body
             spliced = _spliced_json(self.frame, self._rows(), self.ordered())
             if spliced is not None:
                 return spliced
@@ -540,3 +555,177 @@ def _spliced_json(frame: dict[str, Any], rows: list[StoredRow],
     out.insert(0, head)
     out.append(tail)
     return b"".join(out)
+
+
+# Rows laid out into a JSON layout (tests: a version's layout is its base's edited, the rows
+# it adds laid out, not every row)
+laid_rows = [0]
+# Each rank as UTF-8 digits by its value (0: b"", a row without ranks), grown as boards do
+_INTS: list[bytes] = [b""]
+
+
+def _ints(most: int) -> list[bytes]:
+    if len(_INTS) <= most:
+        _INTS.extend(b"%d" % i for i in range(len(_INTS), most + 1))
+    return _INTS
+
+
+class Layout:
+    """A board's JSON body laid out for splicing, made once per process and edited with each
+    version's row edits: each row's slots in order (", " and its head, its ranks cell's
+    constant pieces around a slot per rank, its middle, a groups slot, its tail) and its
+    signed ranking values (no values: no rank, its cell "{}"). A version's body is this list
+    copied with every rank slot filled per key at once: no step per row in Python."""
+
+    def __init__(self, keys: tuple[str, ...], signs: tuple[float, ...], out: list[bytes],
+                 values: Any, ranked: Any, runs: list[str]) -> None:
+        self.keys, self.signs, self.out, self.values, self.ranked = (
+            keys, signs, out, values, ranked)
+        self.runs = runs  # each row's run id (text: the frame's groups are by it)
+        self.width = 2 * len(keys) + 5
+
+    @classmethod
+    def of_rows(cls, rows: list[StoredRow], signs: dict[str, float]) -> Layout | None:
+        """The layout of these rows (None: a row stored whole, or rows ranked by other sets
+        of keys: spliced without a layout)."""
+        sets = {row.rank_keys for row in rows} - {()}
+        if len(sets) > 1 or any(row.pieces is None for row in rows):
+            return None
+        keys = next(iter(sets)) if sets else ()
+        layout = cls(keys, tuple(signs[k] for k in keys), [], None, None,
+                     [str(row.run_id) for row in rows])
+        out: list[bytes] = []
+        for row in rows:
+            out += layout._slots(row)
+        layout.out = out
+        layout.values, layout.ranked = layout._values(rows)
+        return layout
+
+    def _slots(self, row: StoredRow) -> list[bytes]:
+        assert row.pieces is not None
+        laid_rows[0] += 1
+        head, middle, tail = row.pieces
+        if not row.rank_keys:
+            return [head, b"{}", *[b""] * (2 * len(self.keys)), middle, b"{}", tail]
+        cell = _rank_cell(self.keys).split(b"%d")
+        slots = [head, cell[0]]
+        for after in cell[1:]:
+            slots += [b"", after]
+        return [*slots, middle, b"{}", tail]
+
+    def _values(self, rows: list[StoredRow]) -> tuple[Any, Any]:
+        width = len(self.keys)
+        ranked = np.fromiter((bool(row.rank_keys) for row in rows), dtype=bool, count=len(rows))
+        values = np.full((len(rows), width), np.nan)
+        if width:
+            values[ranked] = np.fromiter(
+                chain.from_iterable(row.ranking for row in rows if row.rank_keys),
+                dtype=float, count=int(ranked.sum()) * width).reshape(-1, width)
+            values *= np.array(self.signs, dtype=float)
+        return values, ranked
+
+    def edited(self, went: list[int], added: list[StoredRow], at: list[int]) -> Layout | None:
+        """This layout with the rows at `went` taken out and `added` put in at `at`, in turn
+        (as the version's rows were edited: stored.view_of_delta); None where an added row
+        does not fit it."""
+        if any(row.rank_keys not in ((), self.keys) or row.pieces is None for row in added):
+            return None
+        width = self.width
+        out, runs, values, ranked = list(self.out), list(self.runs), self.values, self.ranked
+        for position in reversed(went):
+            del out[position * width:(position + 1) * width]
+            del runs[position]
+            values = np.delete(values, position, axis=0)
+            ranked = np.delete(ranked, position)
+        new_values, new_ranked = self._values(added)
+        for i, (position, row) in enumerate(zip(at, added, strict=True)):
+            out[position * width:position * width] = self._slots(row)
+            runs.insert(position, str(row.run_id))
+            values = np.insert(values, position, new_values[i], axis=0)
+            ranked = np.insert(ranked, position, new_ranked[i])
+        return Layout(self.keys, self.signs, out, values, ranked, runs)
+
+    def body(self, frame: dict[str, Any], ordered: dict[str, list[float]]) -> bytes | None:
+        """The JSON body of a version of these rows: its ranks from `ordered` (each key's
+        sorted signed values), its groups from the frame; None where a value is NaN."""
+        count, width = len(self.ranked), self.width
+        if tuple(frame.get("signs", {}).get(k) for k in self.keys) != self.signs:
+            return None
+        out = list(self.out)
+        ints = _ints(count + 1)
+        for j, key in enumerate(self.keys):
+            column = self.values[:, j]
+            against = np.asarray(ordered.get(key, ()), dtype=float)
+            if np.isnan(column[self.ranked]).any() or np.isnan(against).any():
+                return None  # NaN sorts apart in numpy: bisect's order kept row by row
+            ranks = np.searchsorted(against, column, side="left") + 1
+            ranks[~self.ranked] = 0  # no rank: an empty slot
+            out[2 + 2 * j::width] = list(map(ints.__getitem__, ranks.tolist()))
+        board_groups: dict[str, dict[str, int]] = frame.get("groups", {})
+        if board_groups and self.keys:
+            out[width - 2::width] = self._groups(board_groups)
+        spliced_rows[0] += count
+        head, tail = frame["json_head"].encode(), frame["json_tail"].encode()
+        if not out:
+            return head + tail
+        out[0] = out[0][2:]  # the first row has no ", " before it
+        return b"".join([head, *out, tail])
+
+    def _groups(self, board_groups: dict[str, dict[str, int]]) -> list[bytes]:
+        """Each row's groups cell (each distinct one encoded once)."""
+        made: dict[tuple[tuple[str, int], ...], bytes] = {(): b"{}"}
+        keys = set(self.keys)
+        cells = []
+        for run_id, ranked in zip(self.runs, self.ranked.tolist(), strict=True):
+            groups = board_groups.get(run_id) if ranked else None
+            items = tuple(groups.items()) if groups else ()
+            cell = made.get(items)
+            if cell is None:
+                cell = made[items] = encode_json(
+                    {m: g for m, g in items if m in keys}).encode()
+            cells.append(cell)
+        return cells
+
+
+# Layouts by their rows' keys digest: the next version's is this one edited by its delta
+_LAYOUTS: LRU[str, Layout] = LRU(8)
+
+
+def layout_of(digest: str | None, rows: list[StoredRow], delta: dict[str, Any] | None,
+              find: Callable[[str], StoredRow], signs: dict[str, float]) -> Layout | None:
+    """The JSON layout of a version's rows (keys digest `digest`): kept, else the base's of
+    its delta edited (its added rows found by key), else made from every row (once per
+    process); None where the rows cannot be laid out."""
+    if digest is None:
+        return None
+    found = _LAYOUTS.get(digest)
+    if found is not None:
+        return found
+    if delta is not None and delta.get("base") is not None:
+        base = _LAYOUTS.get(delta["base"])
+        if base is not None:
+            added = delta["added"]
+            found = base.edited(delta["went"], [find(key) for _, key in added],
+                                [at for at, _ in added])
+    if found is None:
+        found = Layout.of_rows(rows, signs)
+    if found is None or len(found.ranked) != len(rows):
+        return None
+    return _LAYOUTS.put(digest, found)
+
+
+def carry_layout(digest: str | None, delta: dict[str, Any] | None,
+                 find: Callable[[str], StoredRow]) -> None:
+    """Where the JSON layout of a version's base is kept, this version's made now by its
+    edits (list and array edits in C: no step per row), so the first JSON of a later version
+    finds its base's layout whichever GETs came between (a page reads a version, the API the
+    next)."""
+    if digest is None or delta is None or _LAYOUTS.get(digest) is not None:
+        return
+    base = _LAYOUTS.get(delta.get("base") or "")
+    if base is None:
+        return
+    added = delta["added"]
+    found = base.edited(delta["went"], [find(key) for _, key in added], [at for at, _ in added])
+    if found is not None:
+        _LAYOUTS.put(digest, found)

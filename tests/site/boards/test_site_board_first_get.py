@@ -65,10 +65,12 @@ def test_the_first_api_json_of_an_upload_splices_the_rows_without_encoding_any(
         app, client, session, world, tiny_data, now, encoded) -> None:
     """An upload another worker stored: this worker's first whole-board JSON of the version
     encodes no row's cells one by one (a 5,000-row board encoded 10,000 small dicts and
-    joined 5,000 decoded texts: 105-122 ms CPU) and is a full build's text."""
+    joined 5,000 decoded texts: 105-122 ms CPU), lays out only the rows the version adds
+    (its base's layout edited) and is a full build's text."""
     phase = world["phase"]
     _board(client, world, tiny_data, session, phase)
     for name, noise in (("third", 0.05), ("fourth", 1.0)):  # at the top, then in the middle
+        laid = stored_rows.laid_rows[0]
         _upload(client, world, tiny_data, "b", name, noise)
         _as_another_process()
         encoded.calls = 0
@@ -79,6 +81,10 @@ def test_the_first_api_json_of_an_upload_splices_the_rows_without_encoding_any(
         # distinct one once; no rank cell (two cells a row were encoded: 246)
         assert encoded.calls <= 2 * _distinct_groups(api.get_data()) <= 10, encoded.calls
         assert stored_rows.spliced_rows[0] - spliced == 123 + (name == "fourth")
+        # the first JSON this worker makes lays every row out; the next version's layout is
+        # that one edited (where the upload's board was merged, or by the GET that reads the
+        # version): its new row laid out, no other
+        assert stored_rows.laid_rows[0] - laid == (123 if name == "third" else 1)
         assert api.get_data(as_text=True) == _full_build_text(session, phase, now)
         assert f'"run": "{name}"' in api.get_data(as_text=True)
 
