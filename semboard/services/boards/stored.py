@@ -687,8 +687,9 @@ class Layout:
         return cells
 
 
-# Layouts by their rows' keys digest: the next version's is this one edited by its delta
-_LAYOUTS: LRU[str, Layout] = LRU(8)
+# Layouts by their rows' keys digest: the next version's is this one edited by its delta (a
+# few: about 1 MiB each at 5,000 rows; a board whose layout went is laid out again once)
+_LAYOUTS: LRU[str, Layout] = LRU(4)
 
 
 def layout_of(digest: str | None, rows: list[StoredRow], delta: dict[str, Any] | None,
