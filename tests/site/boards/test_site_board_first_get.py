@@ -14,7 +14,11 @@ from semboard.models import RunScoreRecord, SignificanceGroups
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.boards import significance
 from semboard.services.boards import stored as stored_rows
-from tests.site.boards.test_site_board_deployed import _as_another_process, _upload
+from tests.site.boards.test_site_board_deployed import (
+    _as_another_process,
+    _board_of,
+    _upload,
+)
 from tests.site.boards.test_site_board_ranks_read import _seed
 
 API = "/api/v1"
@@ -118,3 +122,30 @@ def test_the_first_api_json_after_groups_came_encodes_each_distinct_groups_cell_
     board = json.loads(api.get_data())
     assert {row["groups"].get(metrics[0]) for row in board["rows"] if row["groups"]} == {1, 2, 3}
     assert api.get_data(as_text=True) == _full_build_text(session, phase, now)
+
+
+def test_a_layout_with_baselines_and_groups_gives_the_boards_own_text(
+        session, world, now, monkeypatch) -> None:
+    """A board of 100 runs, every 25th a baseline (no rank, cells "{}") and some rows grouped:
+    its layout's body is the board's own JSON text, and so is the body of the layout edited by
+    a row taken out and put back elsewhere (as a version's edits are applied)."""
+    board = _board_of(session, world, now, monkeypatch, 100)
+    assert board.index is not None
+    for run_id in list(board.index.values)[:30]:
+        board.index.groups[str(run_id)] = {key: 1 + run_id % 2 for key in board.index.signs}
+    parts = prepared_boards.board_parts(board)
+    frame = parts.frame
+    rows = [stored_rows.StoredRow(key, parts.rows[key]) for key in frame["keys"]]
+    assert any(not row.rank_keys for row in rows) and any(row.rank_keys for row in rows)
+    layout = stored_rows.Layout.of_rows(rows, frame["signs"])
+    assert layout is not None
+    texts = stored_rows.LazyTexts(frame, lambda: rows)
+    expected = texts._json().encode()  # row by row, each cell encoded
+    assert layout.body(frame, texts.ordered()) == expected
+    assert any(row["ranks"] == {} for row in json.loads(expected)["rows"])  # baselines
+    assert any(row["groups"] for row in json.loads(expected)["rows"])
+    moved = layout.edited([3], [rows[3]], [60])
+    assert moved is not None
+    again = moved.edited([60], [rows[3]], [3])
+    assert again is not None and again.out == layout.out
+    assert again.body(frame, texts.ordered()) == expected
