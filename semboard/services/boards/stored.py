@@ -565,9 +565,14 @@ _INTS: list[bytes] = [b""]
 
 
 def _ints(most: int) -> list[bytes]:
-    if len(_INTS) <= most:
-        _INTS.extend(b"%d" % i for i in range(len(_INTS), most + 1))
-    return _INTS
+    """The digits of 1..most at their index (a longer list made whole and swapped in: a
+    thread reading the old one meanwhile reads consistent digits)."""
+    global _INTS
+    found = _INTS
+    if len(found) <= most:
+        found = [b"", *(b"%d" % i for i in range(1, 2 * most + 2))]
+        _INTS = found
+    return found
 
 
 class Layout:
