@@ -2,7 +2,7 @@
 
     python benchmarks/bench_board_growth.py [--data ../shared/data] [--runs 20 500 2000 5000]
                                             [--uploads 7] [--before REV] [--site-dir DIR]
-                                            [--gzip]
+                                            [--gzip] [--profile DIR] [--profile-steps N]
 
 For each size: a scratch SQLite site with the real sts2012 task and N teams with one run each,
 seeded in bulk (seed_site): 10 runs go through the real `submit` (validated, stored, scored
@@ -18,6 +18,12 @@ unpacked from git, on the same database), a warm web worker in process:
   version (`jobs.boards.prepare_phase`); p50 of the two together and of the board step alone;
 - the first board page view after each upload against a task-list view (Flask test client;
   taken plain, or with --gzip asking for gzip as a browser does).
+
+Then, per upload, the first GET of its version (alternately the board page and the API
+whole-board JSON) on that worker and on another process that served the board before (its
+memo lacks the version: it reads the changed rows), each in CPU against a task list on the
+same process; --profile DIR keeps their cProfiles. --profile-steps N prints the board steps'
+N most costly functions (cProfile by CPU) and each upload's step CPU.
 
 Prints the figures with the load average, and the ratios of the largest board to the smallest;
 nothing is asserted.
@@ -39,32 +45,70 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
 
-_MEASURE = r"""
-import json, statistics, sys, time, uuid
+# What both processes of a measurement start with: the app over the site, its test client, and
+# the first GETs of a board version timed in CPU (cProfile'd into --profile's folder).
+_APP = r"""
+import cProfile, json, statistics, sys, time, uuid
 from pathlib import Path
+from semboard import create_app
+from semboard.jobs import boards
+
+url, uploads, folder, profiles = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[6]
+if profiles != "-":
+    Path(profiles).mkdir(parents=True, exist_ok=True)
+asked = {"Accept-Encoding": "gzip"} if sys.argv[5] == "gzip" else {}  # as a browser asks
+app = create_app({"DATABASE_URL": url, "SECRET_KEY": "bench", "SEMBOARD_UPLOAD_DIR": uploads,
+                  "SEMBOARD_INSTANCE_PATH": folder + "/instance", "SEMBOARD_BOARD_JOBS": "rq",
+                  "REDIS_URL": "redis://127.0.0.1:1/0"})
+boards.schedule_groups = lambda app, task_id: "skipped"  # groups are not what is timed here
+client = app.test_client()
+page, api = "/tasks/sts2012/leaderboard/eval", "/api/v1/tasks/sts2012/leaderboard?phase=eval"
+gets = {"page": page, "api": api, "list": "/tasks"}
+profiled = [0]
+
+
+def cpu_get(kind, name=""):
+    # one GET of this kind: its CPU ms (profiled as `name` where asked)
+    started = time.process_time()
+    if profiles != "-" and name:
+        profile = cProfile.Profile()
+        answer = profile.runcall(client.get, gets[kind], headers=asked)
+        profiled[0] += 1
+        profile.dump_stats(f"{profiles}/{name}-{profiled[0]:02d}-{kind}.prof")
+    else:
+        answer = client.get(gets[kind], headers=asked)
+    assert answer.status_code == 200, (kind, answer.status_code)
+    return (time.process_time() - started) * 1000
+"""
+
+# The other web worker: it served the board before each upload; told "page" or "api" (after the
+# upload's version is stored), it GETs that first, then a task list, and prints both CPU ms.
+_OTHER = _APP + r"""
+for kind in ("page", "api", "list", "page", "api", "list"):
+    cpu_get(kind)
+print("ready", flush=True)
+for line in sys.stdin:
+    kind = line.strip()
+    first = cpu_get(kind, "other")
+    print(json.dumps({"first": first, "list": cpu_get("list")}), flush=True)
+"""
+
+_MEASURE = _APP + r"""
+import subprocess
 import numpy as np
 from evaluation import load_task, write_run
-from semboard import create_app
 from semboard.db import make_session_factory
-from semboard.jobs import boards
 from semboard.services.people import accounts, teams
 from semboard.services.data import gold, inputs
 from semboard.services.runs import submissions
 from semboard.services.tasks import tasks
 from semboard.storage import LocalStorage
 
-url, uploads, folder, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-asked = {"Accept-Encoding": "gzip"} if sys.argv[5] == "gzip" else {}  # as a browser asks
-profile = None
-if sys.argv[6] != "-":  # --profile: the board steps' functions, written for pstats
-    import cProfile
-    profile = cProfile.Profile(time.process_time)  # CPU: the machine is shared
+count = int(sys.argv[4])
+steps = None
+if sys.argv[8] != "-":  # --profile-steps: the board steps' functions, written for pstats
+    steps = cProfile.Profile(time.process_time)  # CPU: the machine is shared
 gold.SCORE_OPTIONS["resamples"] = 0
-app = create_app({"DATABASE_URL": url, "SECRET_KEY": "bench", "SEMBOARD_UPLOAD_DIR": uploads,
-                  "SEMBOARD_INSTANCE_PATH": folder + "/instance", "SEMBOARD_BOARD_JOBS": "rq",
-                  "REDIS_URL": "redis://127.0.0.1:1/0"})
-boards.schedule_groups = lambda app, task_id: "skipped"  # groups are not what is timed here
-client = app.test_client()
 session = make_session_factory(url)()
 storage = LocalStorage(Path(uploads))
 definition = load_task("sts2012")
@@ -73,7 +117,6 @@ phase = tasks.get_phase(session, task, "eval")
 known = inputs.parsed_inputs(session, storage, task=task)
 parsed_gold = gold.parsed_gold(session, storage, task=task)
 session.commit()  # no read snapshot kept: the warm-up commits (SQLite's WAL would refuse a write)
-page = "/tasks/sts2012/leaderboard/eval"
 with app.app_context():
     from semboard.db import job_session_factory
     reader = job_session_factory(app)()
@@ -82,7 +125,15 @@ with app.app_context():
         boards.prepared_boards.warm(reader, phase=reader.merge(phase), now=phase.opens_at)
     reader.close()
 client.get(page); client.get("/tasks")
+other = subprocess.Popen([sys.executable, "-c", sys.argv[7], *sys.argv[1:7]],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+assert other.stdout.readline().strip() == "ready"
+for kind in ("api", "list", "api", "list"):
+    cpu_get(kind)
 visible, step, first, listing, step_cpu, first_cpu = [], [], [], [], [], []
+# the first GET of each new version, alternately a page and the API JSON, by this worker (it
+# stored the version) and by the other, with a task list's CPU on each after it
+firsts = {(who, kind): [] for who in ("took", "other") for kind in ("page", "api", "list")}
 merged = incremental = 0
 try:
     from semboard.services.boards import prepared as prepared_boards
@@ -105,14 +156,14 @@ for i in range(count):
                        files=files, now=phase.opens_at)
     session.commit()
     t1, c1 = time.perf_counter(), time.process_time()
-    if profile is not None and i:  # the first merge after the warm-up reads what it lacks
-        profile.enable()
+    if steps is not None and i:  # the first merge after the warm-up reads what it lacks
+        steps.enable()
     with app.app_context():
         reader = job_session_factory(app)()
         boards.prepare_phase(reader, reader.merge(phase))
         reader.close()
-    if profile is not None:
-        profile.disable()
+    if steps is not None:
+        steps.disable()
     t2 = time.perf_counter()
     merged += bool(bases is not None and bases.values() and bases.values()[-1].merged)
     incremental += bool(bases is not None and bases.values()
@@ -120,6 +171,7 @@ for i in range(count):
     step_cpu.append((time.process_time() - c1) * 1000)
     visible.append((t2 - t0) * 1000)
     step.append((t2 - t1) * 1000)
+    kind = "page" if i % 2 == 0 else "api"
     t3, c3 = time.perf_counter(), time.process_time()
     assert client.get(page, headers=asked).status_code == 200
     first_cpu.append((time.process_time() - c3) * 1000)
@@ -127,13 +179,25 @@ for i in range(count):
     assert client.get("/tasks").status_code == 200
     first.append((t4 - t3) * 1000)
     listing.append((time.perf_counter() - t4) * 1000)
-if profile is not None:
-    profile.dump_stats(sys.argv[6])
+    if kind == "api":  # this worker's first API JSON of the version (its page came first)
+        firsts["took", kind].append(cpu_get(kind, "took"))
+    else:
+        firsts["took", kind].append(first_cpu[-1])
+    firsts["took", "list"].append(cpu_get("list"))
+    other.stdin.write(kind + "\n"); other.stdin.flush()
+    got = json.loads(other.stdout.readline())
+    firsts["other", kind].append(got["first"])
+    firsts["other", "list"].append(got["list"])
+other.stdin.close(); other.wait()
+if steps is not None:
+    steps.dump_stats(sys.argv[8])
 print(json.dumps({"visible": statistics.median(visible), "step": statistics.median(step),
                   "first": statistics.median(first), "list": statistics.median(listing),
                   "step_cpu": statistics.median(step_cpu),
                   "first_cpu": statistics.median(first_cpu), "merged": merged,
-                  "incremental": incremental, "steps_cpu": step_cpu}))
+                  "incremental": incremental, "steps_cpu": step_cpu,
+                  "firsts": {f"{who} {kind}": statistics.median(found)
+                             for (who, kind), found in firsts.items() if found}}))
 """
 
 
@@ -216,13 +280,14 @@ def seed_site(folder: Path, release: Path, runs: int) -> dict[str, Any]:
 
 
 def measure(site: dict, folder: Path, root: Path, count: int,
-            gzip: bool = False, profile: Path | None = None) -> dict[str, Any]:
-    """Run the timing script in a fresh process importing the project from root (with
-    profile: the board steps profiled into that file)."""
+            gzip: bool = False, profiles: Path | None = None,
+            steps: Path | None = None) -> dict[str, Any]:
+    """Run the timing script in a fresh process importing the project from root (and the other
+    worker's in another; with steps: the board steps profiled into that file)."""
     env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run([sys.executable, "-c", _MEASURE, site["url"], site["uploads"],
                            str(folder), str(count), "gzip" if gzip else "plain",
-                           str(profile or "-")],
+                           str(profiles) if profiles else "-", _OTHER, str(steps or "-")],
                           env=env, cwd=folder,
                           capture_output=True, text=True)
     if done.returncode:
@@ -243,6 +308,17 @@ def print_profile(profile: Any, count: int) -> None:
               f"{calls:>9} calls  {Path(filename).name}:{line} {name}", flush=True)
 
 
+def firsts_line(got: dict[str, Any], name: str) -> str:
+    """The first GETs of a new version, CPU ms and × a task list's on the same worker: by the
+    worker that stored the version (took) and by the other one (its memo lacks it)."""
+    found = got["firsts"]
+    cells = [f"{who} {kind} {found[f'{who} {kind}']:.1f} ms "
+             f"({found[f'{who} {kind}'] / found[f'{who} list']:.1f}x)"
+             for who in ("took", "other") for kind in ("page", "api") if f"{who} {kind}" in found]
+    return (f"    first GET of a version, CPU ({name}; task list took {found['took list']:.1f} / "
+            f"other {found['other list']:.1f} ms): " + ", ".join(cells))
+
+
 def main() -> None:
     """Build each site, time this tree (and --before), print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -251,12 +327,16 @@ def main() -> None:
     parser.add_argument("--uploads", type=int, default=7)
     parser.add_argument("--before", help="a commit timed side by side on the same sites")
     parser.add_argument("--site-dir", type=Path, help="keep the sites here (reused when there)")
-    parser.add_argument("--profile", type=int, default=0, metavar="N",
+    parser.add_argument("--profile-steps", type=int, default=0, metavar="N",
                         help="profile the board steps (cProfile) and print their N most "
                              "costly functions (own time) at each size")
     parser.add_argument("--gzip", action="store_true",
                         help="the first view asks for gzip, as a browser does (default: plain)")
+    parser.add_argument("--profile", type=Path,
+                        help="cProfile each first GET of a new version into this folder")
     args = parser.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         base = args.site_dir or Path(tmp)
         old_root = Path(tmp) / "before"
@@ -274,9 +354,9 @@ def main() -> None:
             folder = base / f"runs{runs}"
             folder.mkdir(parents=True, exist_ok=True)
             site = seed_site(folder, args.data / "sts2012" / "test", runs)
-            profiled = folder / "board-step.prof" if args.profile else None
+            steps = folder / "board-step.prof" if args.profile_steps else None
             now = figures[runs] = measure(site, folder, PROJECT_ROOT, args.uploads, args.gzip,
-                                          profiled)
+                                          args.profile and args.profile / f"runs{runs}", steps)
             line = (f"  {runs:>5} runs: upload->visible p50 {now['visible']:7.0f} ms (board "
                     f"step {now['step']:6.0f}, {now['step_cpu']:4.0f} CPU), first view after "
                     f"upload {now['first'] / now['list']:5.1f}x a task list ({now['first']:.1f} "
@@ -290,8 +370,11 @@ def main() -> None:
                          f"{old['first'] / old['list']:5.1f}x ({old['first']:.1f} ms, "
                          f"{old['first_cpu']:.1f} CPU)")
             print(line, flush=True)
-            if profiled is not None:
-                print_profile(profiled, args.profile)
+            print(firsts_line(now, "this tree"), flush=True)
+            if steps is not None:
+                print_profile(steps, args.profile_steps)
+            if args.before:
+                print(firsts_line(before[runs], args.before), flush=True)
             print(f"    (site seeded in {site['submit_s']:.1f} s; load average "
                   f"{os.getloadavg()[0]:.2f})", flush=True)
         if len(figures) > 1:  # the growth: the largest board against the smallest

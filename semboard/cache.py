@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
@@ -30,6 +30,14 @@ class LRU(Generic[K, V]):
             if value is not None:
                 self._items.move_to_end(key)
             return value
+
+    def get_many(self, keys: list[K]) -> list[V | None]:
+        """The values for these keys in order (None where missing), under one lock: no step per
+        key in Python (a 5,000-row board's rows looked up at once)."""
+        with self._lock:
+            found = list(map(self._items.get, keys))
+            deque(map(self._items.move_to_end, filter(self._items.__contains__, keys)), 0)
+            return found
 
     def put(self, key: K, value: V) -> V:
         """Store value under key, evicting the oldest entries beyond the size; returns value."""

@@ -242,7 +242,7 @@ class Prepared:
         if self._lazy is None:
             self._lazy = self._texts()
         if "json" in kinds and "json" not in self._bodies:
-            self._bodies["json"] = self._lazy.json().encode()
+            self._bodies["json"] = self._lazy.json_bytes()
         if "csv" in kinds and self._csv is None:
             self._csv = self._lazy.csv()
         if "intervals" in kinds and self._intervals is None:
@@ -401,14 +401,24 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
                                      scored=scored, storage=None, now=now)
     parts = board_parts(board)
     parts.version = version
+    if parts.delta is not None:  # the JSON layout of the base this process has, edited
+        stored_rows.carry_layout(parts.keys_digest(), parts.delta,
+                                 lambda key: stored_rows.parsed(key, parts.rows[key]))
     ordered = board.index.sorted_values if board.index is not None and parts.open else None
 
     def texts() -> stored_rows.LazyTexts:
         # made when first asked (a page, a download) from the parts, each parsed once per
         # process: storing needs only the parts
-        return stored_rows.LazyTexts(
-            parts.frame, lambda: [stored_rows.parsed(key, parts.rows[key]).part
-                                  for key in parts.frame["keys"]], ordered=ordered)
+        def rows() -> list[stored_rows.StoredRow]:
+            return stored_rows.parsed_rows(parts.frame["keys"], parts.rows)
+
+        def layout() -> stored_rows.Layout | None:
+            # the layout of the version this one was merged from, edited by the merge
+            return stored_rows.layout_of(
+                parts.keys_digest(), rows(), parts.delta,
+                lambda key: stored_rows.parsed(key, parts.rows[key]), parts.frame.get("signs", {}))
+
+        return stored_rows.LazyTexts(parts.frame, rows, ordered=ordered, layout=layout)
 
     prepared = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
                         built_at=now, stored=False, pending=board.groups_pending,
@@ -579,12 +589,12 @@ def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
     """A stored board's JSON and CSV texts and intervals from its frame and rows' texts (by
     key): each row's ranks made from every row's values, its groups from the board's
     (stored.texts_of_rows)."""
-    parsed: dict[str, Any] = {}
+    parsed: dict[str, stored_rows.StoredRow] = {}
     parts = []
     for key in frame["keys"]:
         part = parsed.get(key)
         if part is None:
-            part = parsed[key] = json.loads(rows[key])
+            part = parsed[key] = stored_rows.StoredRow(key, rows[key])
         parts.append(part)
     return stored_rows.texts_of_rows(frame, parts)
 
@@ -839,10 +849,10 @@ def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dic
         rows = stored_rows.read_rows(session, phase.id, frame["keys"], len(frame["keys"]))
         if rows is None:
             return None
-        parts = [rows[key].part for key in frame["keys"]]
+        ordered_rows = [rows[key] for key in frame["keys"]]
         return Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
                         built_at=built_at, stored=True, pending=pending,
-                        texts=lambda: stored_rows.LazyTexts(frame, lambda: parts))
+                        texts=lambda: stored_rows.LazyTexts(frame, lambda: ordered_rows))
     same = before is not None and before.frame.get("signs") == frame.get("signs")
     if same and before is not None and digest is not None and before.keys_digest == digest:
         # the rows it read before (another version of them: their groups, say)

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -41,10 +44,15 @@ _CHUNK = 500
 _REBUILD_SHARE = 0.25
 
 
+# Each set of ranking keys as one tuple object (rows are sorted by theirs by identity)
+_KEY_SETS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
 class StoredRow:
     """One stored row's part, parsed once: its key, text, run, ranking values and intervals."""
 
-    __slots__ = ("_row", "intervals", "key", "part", "run_id", "score", "text", "values")
+    __slots__ = ("_row", "intervals", "key", "part", "pieces", "rank_keys", "ranking", "run_id",
+                 "score", "text", "values")
 
     def __init__(self, key: str, text: str) -> None:
         part = json.loads(text)
@@ -55,6 +63,16 @@ class StoredRow:
         self.score: int | None = part.get("score")
         self.intervals: dict[str, list[float]] = part["intervals"]
         self._row: Row | None = None
+        # its JSON text around the rank and group cells (None: written whole), and the keys of
+        # its ranks in their order: a board's JSON splices the cells in (LazyTexts.json)
+        # (UTF-8 bytes, the first with the ", " before a row: joined as they are)
+        pieces = part["json"]
+        self.pieces: tuple[bytes, bytes, bytes] | None = (
+            None if isinstance(pieces, str) else
+            ((", " + pieces[0]).encode(), pieces[1].encode(), pieces[2].encode()))
+        keys = tuple(self.values or ())
+        self.rank_keys: tuple[str, ...] = _KEY_SETS.setdefault(keys, keys)  # one object each
+        self.ranking: tuple[float, ...] = tuple((self.values or {}).values())
 
     def row(self) -> Row:
         """The row without ranks or groups (RankedRows makes them where it is read), made once
@@ -82,6 +100,14 @@ def parsed(key: str, text: str) -> StoredRow:
     """The parsed row of this key (its text parsed once per process)."""
     found = _ROWS.get(key)
     return found if found is not None else _ROWS.put(key, StoredRow(key, text))
+
+
+def parsed_rows(keys: list[str], texts: Mapping[str, str]) -> list[StoredRow]:
+    """The parsed rows of these keys in order (texts: each key's text, parsed where this
+    process has not yet), looked up at once."""
+    found = _ROWS.get_many(keys)
+    return [row if row is not None else parsed(key, texts[key])
+            for key, row in zip(keys, found, strict=True)]
 
 
 def read_rows(session: Session, phase_id: int, keys: Iterable[str],
@@ -154,6 +180,8 @@ class View:
         self.sorted_values, self.values, self._intervals = sorted_values, values, intervals
         self._keyset = keyset
         self._board: dict[str, Any] | None = None
+        # the edits from the version read before (view_of_delta): its JSON layout is edited
+        self.delta: dict[str, Any] | None = None
 
     @property
     def keyset(self) -> frozenset[str]:
@@ -229,9 +257,11 @@ class View:
 
     def texts(self) -> LazyTexts:
         """The JSON and CSV texts and intervals of this version (the stored texts' bytes)."""
-        rows = self.rows
-        return LazyTexts(self.frame, lambda: [row.part for row in rows],
-                         ordered=self.sorted_values)
+        rows, by_key = self.rows, self.by_key
+        digest, delta = self.keys_digest, self.delta
+        return LazyTexts(self.frame, lambda: rows, ordered=self.sorted_values,
+                         layout=lambda: layout_of(digest, rows, delta, by_key.__getitem__,
+                                                  self.signs))
 
 
 def _sorted_values(frame: dict[str, Any], rows: list[StoredRow]) -> dict[str, list[float]]:
@@ -304,9 +334,13 @@ def view_of_delta(session: Session, phase_id: int, frame: dict[str, Any], before
     for row in gone:
         by_key.pop(row.key, None)
     by_key.update(fetched)
-    return View({**frame, "keys": keys}, rows, by_key,
+    view = View({**frame, "keys": keys}, rows, by_key,
                 *_edited(before, frame, gone, list(fetched.values())),
                 keys_digest=keys_digest)
+    if before.keys_digest is not None:
+        view.delta = {**delta, "base": before.keys_digest}
+        carry_layout(keys_digest, view.delta, by_key.__getitem__)
+    return view
 
 
 def _edited(before: View, frame: dict[str, Any], gone: list[StoredRow], new: list[StoredRow]
@@ -345,30 +379,24 @@ class LazyTexts:
     `ordered`: each key's sorted values, where the caller has them), its groups from the
     board's."""
 
-    def __init__(self, frame: dict[str, Any], parts: Callable[[], list[dict[str, Any]]],
-                 ordered: dict[str, list[float]] | None = None) -> None:
-        self.frame, self._parts, self._ordered = frame, parts, ordered
+    def __init__(self, frame: dict[str, Any], rows: Callable[[], list[StoredRow]],
+                 ordered: dict[str, list[float]] | None = None,
+                 layout: Callable[[], Layout | None] | None = None) -> None:
+        self.frame, self._rows, self._ordered, self._layout = frame, rows, ordered, layout
         self._cells: list[tuple[dict[str, Any], dict[str, int], dict[str, int]]] | None = None
 
     def cells(self) -> list[tuple[dict[str, Any], dict[str, int], dict[str, int]]]:
         """Each row's part with its ranks and groups, in order (made once)."""
         if self._cells is not None:
             return self._cells
-        frame, parts = self.frame, self._parts()
+        frame, parts = self.frame, [row.part for row in self._rows()]
         explicit = not is_open(frame)
         signs: dict[str, float] = frame.get("signs", {})
         # a frame of format 3 (stored before ranks were made from values; a stand-in may serve
         # it while the current version is prepared) lists each row's groups under "groups"
         board_groups: dict[str, dict[str, int]] = {} if explicit else frame.get("groups", {})
         row_groups = frame.get("row_groups", frame.get("groups")) if explicit else None
-        ordered = self._ordered
-        if not explicit and ordered is None:
-            ordered = {}
-            for part in parts:
-                for k, v in (part.get("values") or {}).items():
-                    ordered.setdefault(k, []).append(signs[k] * v)
-            for found in ordered.values():
-                found.sort()
+        ordered = None if explicit else self.ordered()
         cells = []
         for i, part in enumerate(parts):
             if explicit:
@@ -386,8 +414,39 @@ class LazyTexts:
         self._cells = cells
         return cells
 
+    def ordered(self) -> dict[str, list[float]]:
+        """Each ranking key's signed values, sorted (the caller's, else made once)."""
+        if self._ordered is None:
+            signs: dict[str, float] = self.frame.get("signs", {})
+            ordered: dict[str, list[float]] = {}
+            for row in self._rows():
+                for k, v in (row.values or {}).items():
+                    ordered.setdefault(k, []).append(signs[k] * v)
+            for found in ordered.values():
+                found.sort()
+            self._ordered = ordered
+        return self._ordered
+
+    def json_bytes(self) -> bytes:
+        """The board's JSON text encoded (the download's bytes): spliced from its rows' encoded
+        pieces where every row leaves its cells open."""
+        if is_open(self.frame):
+            laid = self._layout() if self._layout is not None else None
+            if laid is not None:
+                body = laid.body(self.frame, self.ordered())
+                if body is not None:
+                    return body
+            spliced = _spliced_json(self.frame, self._rows(), self.ordered())
+            if spliced is not None:
+                return spliced
+        return self._json().encode()
+
     def json(self) -> str:
-        """The board's JSON text (the download's bytes)."""
+        """The board's JSON text."""
+        return self.json_bytes().decode()
+
+    def _json(self) -> str:
+        """The board's JSON text made row by row (a frame that stores each row's ranks)."""
         encode = encode_json
         rows = []
         for part, ranks, groups in self.cells():
@@ -408,13 +467,271 @@ class LazyTexts:
 
     def intervals(self) -> dict[str, Any]:
         """Each row's stored CIs by run id (text), in run id order."""
-        found = {part["run"]: part["intervals"] for part in self._parts()}
+        found = {row.run_id: row.intervals for row in self._rows()}
         return {str(k): found[k] for k in sorted(found)}
 
 
-def texts_of_rows(frame: dict[str, Any], parts: list[dict[str, Any]],
+def texts_of_rows(frame: dict[str, Any], rows: list[StoredRow],
                   ordered: dict[str, list[float]] | None = None) -> Texts:
     """A stored board's JSON and CSV texts and intervals from its frame and its rows' parsed
     parts, in the frame's order (LazyTexts, all three)."""
-    texts = LazyTexts(frame, lambda: parts, ordered)
+    texts = LazyTexts(frame, lambda: rows, ordered)
     return texts.json(), texts.csv(), texts.intervals()
+
+
+# The ranks cell of each set of ranking keys, a format of its ranks in order (b'{"ALL": %d}')
+_RANK_CELLS: dict[tuple[str, ...], bytes] = {}
+# Rows whose JSON a board's text was spliced from (tests count what the first GET of a version
+# does: every row's text spliced in C, none decoded or encoded row by row)
+spliced_rows = [0]
+
+
+def _rank_cell(keys: tuple[str, ...]) -> bytes:
+    found = _RANK_CELLS.get(keys)
+    if found is None:
+        found = _RANK_CELLS.setdefault(keys, ("{" + ", ".join(
+            json.dumps(k, ensure_ascii=False).replace("%", "%%") + ": %d" for k in keys)
+            + "}").encode())
+    return found
+
+
+def _spliced_json(frame: dict[str, Any], rows: list[StoredRow],
+                  ordered: dict[str, list[float]]) -> bytes | None:
+    """A board's JSON text (UTF-8) from its rows' stored pieces with their rank and group
+    cells put in: each ranking key's ranks of every row found at once (numpy's searchsorted,
+    as bisect_left over the sorted values), each set of rows ranked by the same keys formatted
+    by one cell, and the whole joined in C. Nothing is decoded or encoded row by row, and no
+    step per row runs in Python but where the board has groups (a lookup per ranked row);
+    None where a row's text was stored whole or a value is NaN (the row by row path)."""
+    signs: dict[str, float] = frame.get("signs", {})
+    board_groups: dict[str, dict[str, int]] = frame.get("groups", {})
+    count = len(rows)
+    pieces = list(map(attrgetter("pieces"), rows))
+    if None in pieces:
+        return None
+    key_sets = list(map(attrgetter("rank_keys"), rows))
+    rank_cells = np.full(count, b"{}", dtype=object)
+    group_cells = np.full(count, b"{}", dtype=object)
+    sorted_arrays: dict[str, Any] = {}
+    for keys in set(key_sets):
+        if not keys:
+            continue
+        at = np.flatnonzero(np.fromiter(map(keys.__eq__, key_sets), dtype=bool, count=count))
+        ranked = [rows[i] for i in at.tolist()]
+        values = np.fromiter(chain.from_iterable(map(attrgetter("ranking"), ranked)),
+                             dtype=float, count=len(ranked) * len(keys)).reshape(-1, len(keys))
+        values *= np.array([signs[k] for k in keys], dtype=float)
+        columns = []
+        for j, k in enumerate(keys):
+            against = sorted_arrays.get(k)
+            if against is None:
+                against = sorted_arrays[k] = np.asarray(ordered[k], dtype=float)
+            if np.isnan(values[:, j]).any() or np.isnan(against).any():
+                return None  # NaN sorts apart in numpy: bisect's order kept row by row
+            columns.append((np.searchsorted(against, values[:, j], side="left") + 1).tolist())
+        rank_cells[at] = list(map(_rank_cell(keys).__mod__, zip(*columns, strict=True)))
+        if board_groups:
+            made: dict[tuple[tuple[str, int], ...], bytes] = {}  # few distinct groups cells
+            cells = []
+            for row in ranked:
+                groups = board_groups.get(str(row.run_id))
+                items = tuple(groups.items()) if groups else ()
+                cell = made.get(items)
+                if cell is None:
+                    cell = made[items] = encode_json(
+                        {m: g for m, g in items if m in keys}).encode()
+                cells.append(cell)
+            group_cells[at] = cells
+    spliced_rows[0] += count
+    head, tail = frame["json_head"].encode(), frame["json_tail"].encode()
+    if not count:
+        return head + tail
+    # each row's text: ", " and head, ranks, middle, groups, tail, laid out by slices (in C)
+    flat = list(chain.from_iterable(pieces))
+    out: list[bytes] = [b""] * (5 * count)
+    out[0::5], out[2::5], out[4::5] = flat[0::3], flat[1::3], flat[2::3]
+    out[1::5], out[3::5] = rank_cells.tolist(), group_cells.tolist()
+    out[0] = out[0][2:]  # the first row has no ", " before it
+    out.insert(0, head)
+    out.append(tail)
+    return b"".join(out)
+
+
+# Rows laid out into a JSON layout (tests: a version's layout is its base's edited, the rows
+# it adds laid out, not every row)
+laid_rows = [0]
+# Each rank as UTF-8 digits by its value (0: b"", a row without ranks), grown as boards do
+_INTS: list[bytes] = [b""]
+
+
+def _ints(most: int) -> list[bytes]:
+    """The digits of 1..most at their index (a longer list made whole and swapped in: a
+    thread reading the old one meanwhile reads consistent digits)."""
+    global _INTS
+    found = _INTS
+    if len(found) <= most:
+        found = [b"", *(b"%d" % i for i in range(1, 2 * most + 2))]
+        _INTS = found
+    return found
+
+
+class Layout:
+    """A board's JSON body laid out for splicing, made once per process and edited with each
+    version's row edits: each row's slots in order (", " and its head, its ranks cell's
+    constant pieces around a slot per rank, its middle, a groups slot, its tail) and its
+    signed ranking values (no values: no rank, its cell "{}"). A version's body is this list
+    copied with every rank slot filled per key at once: no step per row in Python."""
+
+    def __init__(self, keys: tuple[str, ...], signs: tuple[float, ...], out: list[bytes],
+                 values: Any, ranked: Any, runs: list[str]) -> None:
+        self.keys, self.signs, self.out, self.values, self.ranked = (
+            keys, signs, out, values, ranked)
+        self.runs = runs  # each row's run id (text: the frame's groups are by it)
+        self.width = 2 * len(keys) + 5
+
+    @classmethod
+    def of_rows(cls, rows: list[StoredRow], signs: dict[str, float]) -> Layout | None:
+        """The layout of these rows (None: a row stored whole, or rows ranked by other sets
+        of keys: spliced without a layout)."""
+        sets = {row.rank_keys for row in rows} - {()}
+        if len(sets) > 1 or any(row.pieces is None for row in rows):
+            return None
+        keys = next(iter(sets)) if sets else ()
+        layout = cls(keys, tuple(signs[k] for k in keys), [], None, None,
+                     [str(row.run_id) for row in rows])
+        out: list[bytes] = []
+        for row in rows:
+            out += layout._slots(row)
+        layout.out = out
+        layout.values, layout.ranked = layout._values(rows)
+        return layout
+
+    def _slots(self, row: StoredRow) -> list[bytes]:
+        assert row.pieces is not None
+        laid_rows[0] += 1
+        head, middle, tail = row.pieces
+        if not row.rank_keys:
+            return [head, b"{}", *[b""] * (2 * len(self.keys)), middle, b"{}", tail]
+        cell = _rank_cell(self.keys).split(b"%d")
+        slots = [head, cell[0]]
+        for after in cell[1:]:
+            slots += [b"", after]
+        return [*slots, middle, b"{}", tail]
+
+    def _values(self, rows: list[StoredRow]) -> tuple[Any, Any]:
+        width = len(self.keys)
+        ranked = np.fromiter((bool(row.rank_keys) for row in rows), dtype=bool, count=len(rows))
+        values = np.full((len(rows), width), np.nan)
+        if width:
+            values[ranked] = np.fromiter(
+                chain.from_iterable(row.ranking for row in rows if row.rank_keys),
+                dtype=float, count=int(ranked.sum()) * width).reshape(-1, width)
+            values *= np.array(self.signs, dtype=float)
+        return values, ranked
+
+    def edited(self, went: list[int], added: list[StoredRow], at: list[int]) -> Layout | None:
+        """This layout with the rows at `went` taken out and `added` put in at `at`, in turn
+        (as the version's rows were edited: stored.view_of_delta); None where an added row
+        does not fit it."""
+        if any(row.rank_keys not in ((), self.keys) or row.pieces is None for row in added):
+            return None
+        width = self.width
+        out, runs, values, ranked = list(self.out), list(self.runs), self.values, self.ranked
+        for position in reversed(went):
+            del out[position * width:(position + 1) * width]
+            del runs[position]
+            values = np.delete(values, position, axis=0)
+            ranked = np.delete(ranked, position)
+        new_values, new_ranked = self._values(added)
+        for i, (position, row) in enumerate(zip(at, added, strict=True)):
+            out[position * width:position * width] = self._slots(row)
+            runs.insert(position, str(row.run_id))
+            values = np.insert(values, position, new_values[i], axis=0)
+            ranked = np.insert(ranked, position, new_ranked[i])
+        return Layout(self.keys, self.signs, out, values, ranked, runs)
+
+    def body(self, frame: dict[str, Any], ordered: dict[str, list[float]]) -> bytes | None:
+        """The JSON body of a version of these rows: its ranks from `ordered` (each key's
+        sorted signed values), its groups from the frame; None where a value is NaN."""
+        count, width = len(self.ranked), self.width
+        if tuple(frame.get("signs", {}).get(k) for k in self.keys) != self.signs:
+            return None
+        out = list(self.out)
+        ints = _ints(count + 1)
+        for j, key in enumerate(self.keys):
+            column = self.values[:, j]
+            against = np.asarray(ordered.get(key, ()), dtype=float)
+            if np.isnan(column[self.ranked]).any() or np.isnan(against).any():
+                return None  # NaN sorts apart in numpy: bisect's order kept row by row
+            ranks = np.searchsorted(against, column, side="left") + 1
+            ranks[~self.ranked] = 0  # no rank: an empty slot
+            out[2 + 2 * j::width] = list(map(ints.__getitem__, ranks.tolist()))
+        board_groups: dict[str, dict[str, int]] = frame.get("groups", {})
+        if board_groups and self.keys:
+            out[width - 2::width] = self._groups(board_groups)
+        spliced_rows[0] += count
+        head, tail = frame["json_head"].encode(), frame["json_tail"].encode()
+        if not out:
+            return head + tail
+        out[0] = out[0][2:]  # the first row has no ", " before it
+        return b"".join([head, *out, tail])
+
+    def _groups(self, board_groups: dict[str, dict[str, int]]) -> list[bytes]:
+        """Each row's groups cell (each distinct one encoded once)."""
+        made: dict[tuple[tuple[str, int], ...], bytes] = {(): b"{}"}
+        keys = set(self.keys)
+        cells = []
+        for run_id, ranked in zip(self.runs, self.ranked.tolist(), strict=True):
+            groups = board_groups.get(run_id) if ranked else None
+            items = tuple(groups.items()) if groups else ()
+            cell = made.get(items)
+            if cell is None:
+                cell = made[items] = encode_json(
+                    {m: g for m, g in items if m in keys}).encode()
+            cells.append(cell)
+        return cells
+
+
+# Layouts by their rows' keys digest: the next version's is this one edited by its delta (a
+# few: about 1 MiB each at 5,000 rows; a board whose layout went is laid out again once)
+_LAYOUTS: LRU[str, Layout] = LRU(4)
+
+
+def layout_of(digest: str | None, rows: list[StoredRow], delta: dict[str, Any] | None,
+              find: Callable[[str], StoredRow], signs: dict[str, float]) -> Layout | None:
+    """The JSON layout of a version's rows (keys digest `digest`): kept, else the base's of
+    its delta edited (its added rows found by key), else made from every row (once per
+    process); None where the rows cannot be laid out."""
+    if digest is None:
+        return None
+    found = _LAYOUTS.get(digest)
+    if found is not None:
+        return found
+    if delta is not None and delta.get("base") is not None:
+        base = _LAYOUTS.get(delta["base"])
+        if base is not None:
+            added = delta["added"]
+            found = base.edited(delta["went"], [find(key) for _, key in added],
+                                [at for at, _ in added])
+    if found is None:
+        found = Layout.of_rows(rows, signs)
+    if found is None or len(found.ranked) != len(rows):
+        return None
+    return _LAYOUTS.put(digest, found)
+
+
+def carry_layout(digest: str | None, delta: dict[str, Any] | None,
+                 find: Callable[[str], StoredRow]) -> None:
+    """Where the JSON layout of a version's base is kept, this version's made now by its
+    edits (list and array edits in C: no step per row), so the first JSON of a later version
+    finds its base's layout whichever GETs came between (a page reads a version, the API the
+    next)."""
+    if digest is None or delta is None or _LAYOUTS.get(digest) is not None:
+        return
+    base = _LAYOUTS.get(delta.get("base") or "")
+    if base is None:
+        return
+    added = delta["added"]
+    found = base.edited(delta["went"], [find(key) for _, key in added], [at for at, _ in added])
+    if found is not None:
+        _LAYOUTS.put(digest, found)

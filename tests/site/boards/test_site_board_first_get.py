@@ -1,0 +1,151 @@
+"""The first GET of a new board version on a worker whose memo lacks it (issue 45), counted, not
+timed: the whole-board API JSON splices each stored row's encoded text with its rank and group
+cells (no row decoded or encoded one by one) and is a full build's text byte for byte."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import delete, select
+
+from semboard.models import RunScoreRecord, SignificanceGroups
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.boards import significance
+from semboard.services.boards import stored as stored_rows
+from tests.site.boards.test_site_board_deployed import (
+    _as_another_process,
+    _board_of,
+    _upload,
+)
+from tests.site.boards.test_site_board_ranks_read import _seed
+
+API = "/api/v1"
+
+
+class _Encoded:
+    """Counts the cells the board's texts encode one by one (stored.encode_json's calls)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._real = stored_rows.encode_json
+
+    def __call__(self, value: Any) -> str:
+        self.calls += 1
+        return self._real(value)
+
+
+@pytest.fixture
+def encoded(monkeypatch) -> _Encoded:
+    counter = _Encoded()
+    monkeypatch.setattr(stored_rows, "encode_json", counter)
+    return counter
+
+
+def _full_build_text(session, phase, now) -> str:
+    """The JSON text of the current version built from every run (the board's own encoder)."""
+    session.commit()  # a read of now, not of the snapshot before the upload
+    version = prepared_boards.board_version(session, phase)
+    fresh = prepared_boards._build(session, phase=phase, version=version, now=now)
+    assert fresh.built is not None
+    return fresh.built.to_json_text()
+
+
+def _distinct_groups(body: bytes) -> int:
+    """How many distinct non-empty groups cells a board's JSON holds."""
+    return len({json.dumps(row["groups"]) for row in json.loads(body)["rows"] if row["groups"]})
+
+
+def _board(client, world, tiny_data, session, phase) -> None:
+    """122 runs on the stored board, read once by this worker (page and API JSON)."""
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 120)
+    _upload(client, world, tiny_data, "a", "second", 2.0)
+    assert client.get("/tasks/tiny/leaderboard/eval").status_code == 200
+
+
+def test_the_first_api_json_of_an_upload_splices_the_rows_without_encoding_any(
+        app, client, session, world, tiny_data, now, encoded) -> None:
+    """An upload another worker stored: this worker's first whole-board JSON of the version
+    encodes no row's cells one by one (a 5,000-row board encoded 10,000 small dicts and
+    joined 5,000 decoded texts: 105-122 ms CPU), lays out only the rows the version adds
+    (its base's layout edited) and is a full build's text."""
+    phase = world["phase"]
+    _board(client, world, tiny_data, session, phase)
+    for name, noise in (("third", 0.05), ("fourth", 1.0)):  # at the top, then in the middle
+        laid = stored_rows.laid_rows[0]
+        _upload(client, world, tiny_data, "b", name, noise)
+        _as_another_process()
+        encoded.calls = 0
+        spliced = stored_rows.spliced_rows[0]
+        api = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval")
+        assert api.status_code == 200
+        # a few groups cells encoded (the runs grouped before the upload keep theirs), each
+        # distinct one once; no rank cell (two cells a row were encoded: 246)
+        assert encoded.calls <= 2 * _distinct_groups(api.get_data()) <= 10, encoded.calls
+        assert stored_rows.spliced_rows[0] - spliced == 123 + (name == "fourth")
+        # the first JSON this worker makes lays every row out; the next version's layout is
+        # that one edited (where the upload's board was merged, or by the GET that reads the
+        # version): its new row laid out, no other
+        assert stored_rows.laid_rows[0] - laid == (123 if name == "third" else 1)
+        assert api.get_data(as_text=True) == _full_build_text(session, phase, now)
+        assert f'"run": "{name}"' in api.get_data(as_text=True)
+
+
+def test_the_first_api_json_after_groups_came_encodes_each_distinct_groups_cell_once(
+        app, client, session, world, tiny_data, now, encoded) -> None:
+    """The version whose significance groups came (the rows' texts unchanged): its JSON puts
+    every ranked row's groups in, encoding each distinct groups cell once, not once a row."""
+    phase = world["phase"]
+    _board(client, world, tiny_data, session, phase)
+    found = prepared_boards._ranked(prepared_boards.update_prepared(session, phase=phase,
+                                                                    now=now))
+    assert found is not None
+    pairs, metrics = found
+    values = significance.settings_of(session, phase=phase, pairs=pairs, metrics=metrics)
+    # the grouping of these runs comes again (the uploads' own was computed inline): a newer
+    # one, so a new version of the same rows
+    session.execute(delete(SignificanceGroups).where(SignificanceGroups.phase_id == phase.id))
+    session.add(SignificanceGroups(
+        phase_id=phase.id, digest=significance.digest_of(values), settings=values,
+        groups={str(run_id): {m: 1 + run_id % 3 for m in metrics} for run_id, _ in pairs},
+        elapsed_ms=1, computed_at=now))
+    session.flush()
+    assert prepared_boards.store_prepared(session, phase=phase, now=now)
+    session.commit()
+    _as_another_process()
+    encoded.calls = 0
+    api = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval")
+    assert api.status_code == 200
+    assert 0 < encoded.calls <= 2 * _distinct_groups(api.get_data()) <= 6, encoded.calls
+    board = json.loads(api.get_data())
+    assert {row["groups"].get(metrics[0]) for row in board["rows"] if row["groups"]} == {1, 2, 3}
+    assert api.get_data(as_text=True) == _full_build_text(session, phase, now)
+
+
+def test_a_layout_with_baselines_and_groups_gives_the_boards_own_text(
+        session, world, now, monkeypatch) -> None:
+    """A board of 100 runs, every 25th a baseline (no rank, cells "{}") and some rows grouped:
+    its layout's body is the board's own JSON text, and so is the body of the layout edited by
+    a row taken out and put back elsewhere (as a version's edits are applied)."""
+    board = _board_of(session, world, now, monkeypatch, 100)
+    assert board.index is not None
+    for run_id in list(board.index.values)[:30]:
+        board.index.groups[str(run_id)] = {key: 1 + run_id % 2 for key in board.index.signs}
+    parts = prepared_boards.board_parts(board)
+    frame = parts.frame
+    rows = [stored_rows.StoredRow(key, parts.rows[key]) for key in frame["keys"]]
+    assert any(not row.rank_keys for row in rows) and any(row.rank_keys for row in rows)
+    layout = stored_rows.Layout.of_rows(rows, frame["signs"])
+    assert layout is not None
+    texts = stored_rows.LazyTexts(frame, lambda: rows)
+    expected = texts._json().encode()  # row by row, each cell encoded
+    assert layout.body(frame, texts.ordered()) == expected
+    assert any(row["ranks"] == {} for row in json.loads(expected)["rows"])  # baselines
+    assert any(row["groups"] for row in json.loads(expected)["rows"])
+    moved = layout.edited([3], [rows[3]], [60])
+    assert moved is not None
+    again = moved.edited([60], [rows[3]], [3])
+    assert again is not None and again.out == layout.out
+    assert again.body(frame, texts.ordered()) == expected
