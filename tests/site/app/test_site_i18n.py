@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 from babel.messages.pofile import read_po, write_po
+from flask_babel import force_locale, refresh
 from markupsafe import Markup
 
 from semboard import create_app, errors
 from semboard.config import ConfigError
 from semboard.db import dispose_app_engine
-from semboard.i18n import catalogues, extraction, languages, upkeep
+from semboard.i18n import catalogues, extraction, languages, pages, upkeep
 from semboard.i18n.languages import COOKIE, choose
 from semboard.models import TermsAcceptance, User
 from semboard.services.tasks import terms
@@ -175,6 +176,27 @@ def test_pages_follow_the_negotiation_and_the_footer_chooser(app, client, make, 
     assert client.post("/profile/language", data={"language": ""}).status_code == 302
     assert _lang(client.get("/tasks")) == ("ar", "rtl")
     assert "Ajustes de la cuenta" not in client.get("/profile/account").get_data(as_text=True)
+
+
+def test_a_page_s_catalogue_is_kept_per_request_and_follows_a_changed_locale(app) -> None:
+    # pages look the catalogue up once per request (Flask-Babel did per string); a locale set
+    # again in the request (refresh, force_locale) must still be the one the strings speak
+    def say() -> str:
+        return app.jinja_env.from_string("{{ _('Leaderboard') }}").render()
+
+    with app.test_request_context("/tasks", headers={"Accept-Language": "es"}):
+        assert say() == "Clasificación"
+        assert pages.page_catalogue() is pages.page_catalogue()  # kept
+        with force_locale("ar"):
+            assert say() != "Clasificación" and say() != "Leaderboard"
+            arabic = say()
+        assert say() == "Clasificación"
+        refresh()  # the locale chosen again on next use
+        assert say() == "Clasificación"
+    with app.test_request_context("/tasks", headers={"Accept-Language": "ar"}):
+        assert say() == arabic  # a new request: its own catalogue
+    with app.test_request_context("/tasks"):
+        assert say() == "Leaderboard"
 
 
 def test_the_chooser_needs_its_csrf_token(tmp_path, database_url) -> None:
