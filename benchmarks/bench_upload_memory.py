@@ -25,7 +25,7 @@ valid-padded run, each stage in its own fresh process, in order:
 Printed per stage: the peak resident memory above the level before it, and the peak of the
 memory Python itself allocated (tracemalloc, with --trace; slower), as multiples of the file.
 
-    python benchmarks/bench_upload_memory.py --stages [--pairs 1500000] [--trace]
+    python benchmarks/bench_upload_memory.py --stages [--pairs 1500000] [--trace] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -200,11 +200,13 @@ def stage_child(folder: Path, stage: str, trace: bool) -> None:
 BOUNDARY = "benchboundary7f3a"
 
 
-def stages(pairs: int, trace: bool) -> None:
-    """Seed a site, run each stage in its own process, print a table."""
+def stages(pairs: int, trace: bool, keep: Path | None = None) -> None:
+    """Seed a site, run each stage in its own process, print a table (keep: the site's folder,
+    left for a closer look)."""
     from bench_deployed import seed_big  # imports this module: loaded only here
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = str(keep or scratch)
         folder = Path(tmp)
         tokens = seed_big(f"sqlite:///{folder / 'site.sqlite'}", folder, pairs)
         (folder / "tokens.json").write_text(json.dumps(tokens))
@@ -239,6 +241,7 @@ def main() -> None:
     parser.add_argument("--case", choices=CASES, action="append")
     parser.add_argument("--stages", action="store_true")
     parser.add_argument("--trace", action="store_true")
+    parser.add_argument("--keep", type=Path, help="the staged site's folder, kept afterwards")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--stage-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -250,7 +253,7 @@ def main() -> None:
                     args.stage_child[2] == "1")
         return
     if args.stages:
-        stages(args.pairs, args.trace)
+        stages(args.pairs, args.trace, args.keep)
         return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -185,3 +185,27 @@ def test_the_fast_reader_holds_a_piece_of_the_file_not_the_whole(monkeypatch):
     assert scores is not None and np.all(scores == 1.23456789012345678901234567)
     # read whole, pyarrow held 40 MB (1.4 times the file); in 4 MiB pieces a few pieces' worth
     assert pool.max_memory() < 0.5 * len(data), f"{pool.max_memory():,} bytes"
+
+
+def test_a_big_runs_resamples_hold_no_temporaries_of_the_pairs_size(sts, make_sts_inputs,
+                                                                    make_gold):
+    import numpy as np
+
+    from evaluation.significance import run_samples
+
+    n = 200_000
+    inputs = make_sts_inputs(sts, {d: 4 for d in sts.dataset_names} | {"MSRpar": n})
+    gold = make_gold(sts, inputs)
+    data = "".join(f"{v:.3f}\n" for v in np.random.default_rng(5).uniform(0, 5, n)).encode()
+    run = validate_run(sts, _big_files(sts, data), inputs)
+    assert run.ok
+    tracemalloc.start()
+    try:
+        (found,) = run_samples(sts, [run], gold, ["MSRpar/pearson"], resamples=1)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert found["MSRpar/pearson"][1].shape == (1,)
+    # the pairs' six moment columns (48 bytes a pair), one row of counts and the aligned scores
+    # (64 in all); column_stack's six inputs beside them made it 112
+    assert peak < 80 * n, f"peak {peak:,} bytes, {peak / n:.0f} a pair"
