@@ -134,7 +134,7 @@ def _site_app(folder: Path):  # type: ignore[no-untyped-def]
         "MAX_CONTENT_LENGTH": 2 * UPLOAD_LIMIT})
 
 
-def _measured(work, trace: bool) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def _measured(work, trace: bool) -> dict[str, object]:  # type: ignore[no-untyped-def]
     """Run work() from a reset peak: resident peak above the level before (KiB), tracemalloc's."""
     import gc
     import tracemalloc

@@ -136,11 +136,13 @@ def _datasets(task: TaskDefinition, runs: Sequence[ValidatedRun],
             if not np.array_equal(align(runs[i].predictions[d], gold[d])[0], y):
                 raise ValueError(f"the runs' {d} files are not aligned with the same inputs")
         preds = [runs[i].predictions[d] for i in cover]
+        scores = [np.asarray(p.scores, dtype=np.float64) for p in preds]
+        # one run's scores are read as a column in place (nothing writes into x): no copy
+        x = (scores[0].reshape(-1, 1) if len(scores) == 1 and scores[0].flags.c_contiguous
+             else np.column_stack(scores))
         found[d] = _Dataset(d, len(y), np.asarray(y, dtype=np.float64),
                             _binary_labels(task, d, labels),
-                            np.asarray(cover, dtype=np.int64),
-                            np.column_stack([p.scores for p in preds]).astype(np.float64,
-                                                                             copy=False),
+                            np.asarray(cover, dtype=np.int64), x,
                             [_weights(task, p) for p in preds])
     return found
 
