@@ -8,6 +8,8 @@ import pytest
 
 from evaluation import validate_run
 
+_KEPT_POOLS: list[object] = []
+
 
 def _big_files(sts, data: bytes) -> dict[str, bytes]:
     files = {sts.run_filename(d): b"1\n2\n3\n4\n" for d in sts.dataset_names}
@@ -179,6 +181,7 @@ def test_the_fast_reader_holds_a_piece_of_the_file_not_the_whole(monkeypatch):
     from evaluation import fastparse
 
     pool = pa.proxy_memory_pool(pa.default_memory_pool())  # counts what pyarrow takes
+    _KEPT_POOLS.append(pool)  # never freed: pyarrow may still hand its memory back later
     monkeypatch.setattr(fastparse, "ARROW_POOL", pool)
     data = b"1.23456789012345678901234567\n" * 1_000_000  # 29 MB
     (scores,) = fastparse.arrow_float_columns(data, 1) or [None]
