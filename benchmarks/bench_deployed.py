@@ -728,10 +728,9 @@ required = true
 """
 
 
-def memory(url: str, folder: Path, pairs: int, redis_url: str, web_workers: int) -> None:
-    """Peak resident memory of each process while two large runs are uploaded and scored."""
-    from bench_upload_memory import UPLOAD_LIMIT, make_run
-
+def seed_big(url: str, folder: Path, pairs: int) -> list[str]:
+    """A site of one task with one --memory-pairs dataset (inputs and gold released, phase open,
+    two teams): the API tokens of its two captains."""
     from evaluation import parse_task
     from semboard.db import make_engine, make_session_factory
     from semboard.models import Base
@@ -768,6 +767,14 @@ def memory(url: str, folder: Path, pairs: int, redis_url: str, web_workers: int)
         tokens.append(accounts.create_api_token(session, user=user, name="bench", now=NOW))
     session.commit()
     session.close()
+    return tokens
+
+
+def memory(url: str, folder: Path, pairs: int, redis_url: str, web_workers: int) -> None:
+    """Peak resident memory of each process while two large runs are uploaded and scored."""
+    from bench_upload_memory import UPLOAD_LIMIT, make_run
+
+    tokens = seed_big(url, folder, pairs)
     data = make_run("valid-padded", pairs)
     assert len(data) <= UPLOAD_LIMIT
     mib = len(data) / 2**20

@@ -13,8 +13,19 @@ import numpy as np
 ARROW_MIN_BYTES = 2 << 20
 
 
+# Bytes pyarrow reads at a time: its buffers and table stay this small whatever the file's size
+# (the columns are written into arrays of the file's line count).
+ARROW_CHUNK_BYTES = 4 << 20
+# the memory pool pyarrow reads into (None: its default); a test counts the bytes it takes
+ARROW_POOL = None
+
+
 def arrow_float_columns(data: bytes, max_columns: int = 2) -> list[np.ndarray] | None:
-    """Float columns of a headerless TAB-separated numeric file, or None to take the slow path."""
+    """Float columns of a headerless TAB-separated numeric file, or None to take the slow path.
+
+    Read in pieces of whole lines (ARROW_CHUNK_BYTES), each written into the columns, so that
+    the memory it takes beyond the file is the columns, not another copy of the file.
+    """
     if len(data) < ARROW_MIN_BYTES or data.startswith(b"\xef\xbb\xbf") or b"\r" in data:
         return None
     if b'"' in data or b"_" in data:
@@ -25,26 +36,43 @@ def arrow_float_columns(data: bytes, max_columns: int = 2) -> list[np.ndarray] |
     except ImportError:  # pragma: no cover - pyarrow is a declared dependency
         return None
     names = [f"f{i}" for i in range(max_columns)]
-    try:
-        table = pc.read_csv(
-            pa.py_buffer(data),
-            read_options=pc.ReadOptions(autogenerate_column_names=True),
-            parse_options=pc.ParseOptions(delimiter="\t", quote_char=False,
-                                          ignore_empty_lines=False),
-            convert_options=pc.ConvertOptions(
-                column_types={n: pa.float64() for n in names}, null_values=[],
-                strings_can_be_null=False),
-        )
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        return None
-    if table.num_columns > max_columns:
-        return None
-    columns = []
-    for col in table.columns:
-        if col.null_count:
+    options = {
+        "read_options": pc.ReadOptions(autogenerate_column_names=True),
+        "parse_options": pc.ParseOptions(delimiter="\t", quote_char=False,
+                                         ignore_empty_lines=False),
+        "convert_options": pc.ConvertOptions(column_types={n: pa.float64() for n in names},
+                                             null_values=[], strings_can_be_null=False),
+    }
+    rows = data.count(b"\n") + (not data.endswith(b"\n"))
+    view = memoryview(data)
+    columns: list[np.ndarray] = []
+    start = at = 0
+    last = data.rfind(b"\n")
+    while start < len(data):
+        end = data.find(b"\n", start + ARROW_CHUNK_BYTES)
+        # a last line without LF stays with the one before: pyarrow reads no lone such line
+        end = len(data) if end < 0 or end >= last else end + 1
+        try:
+            table = pc.read_csv(pa.py_buffer(view[start:end]), memory_pool=ARROW_POOL,
+                                **options)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             return None
-        arr = col.to_numpy()
-        if arr.dtype != np.float64 or not np.isfinite(arr).all():
-            return None
-        columns.append(arr)
+        if not columns:
+            if table.num_columns > max_columns:
+                return None
+            columns = [np.empty(rows, dtype=np.float64) for _ in range(table.num_columns)]
+        if table.num_columns != len(columns) or at + table.num_rows > rows:
+            return None  # a piece with other columns than the first, or lines pyarrow joined
+        for out, col in zip(columns, table.columns, strict=True):
+            if col.null_count:
+                return None
+            arr = col.to_numpy()
+            if arr.dtype != np.float64 or not np.isfinite(arr).all():
+                return None
+            out[at:at + len(arr)] = arr
+        at += table.num_rows
+        start = end
+        del table
+    if at != rows:
+        return None
     return columns

@@ -622,10 +622,7 @@ def _parse_score_lines(task: TaskDefinition, col: _Collector, text: str,
 
 
 def _parse_lines_run(task: TaskDefinition, col: _Collector, text: str,
-                     n_expected: int, data: bytes = b"") -> _Parsed:
-    fast = _fast_lines_run(task, data, n_expected)
-    if fast is not None:
-        return fast
+                     n_expected: int) -> _Parsed:
     if "\t" not in text:
         return _parse_score_lines(task, col, text, n_expected)
     lines = split_lines(text)
@@ -1109,18 +1106,24 @@ def validate_run(task: TaskDefinition, files: Mapping[str, bytes],
             # too many lines: only the lines that answer a pair are read
             data, total = cut
             col.add(len(inp) + 1, _line_count_message(total, len(inp)), "line-count")
-        text, problem = decode_text(data, filename)
-        if problem is not None:
-            issues.extend([*col.finish(), problem])
-            continue
-        assert text is not None
         table_parsed: _Parsed | None = None
         # a dataset may have its own score range, and runs a range apart from the gold's
         lo, hi = task.run_range(dataset)
         scale = (task if (lo, hi) == (task.score_min, task.score_max)
                  else replace(task, score_min=lo, score_max=hi))
-        if task.run.format == "lines":
-            parsed = _parse_lines_run(scale, col, text, len(inp), data)
+        # a big, plainly valid file is read from its bytes: numbers only, never decoded (the
+        # text would be another copy of the file)
+        fast = (_fast_lines_run(scale, data, len(inp))
+                if task.run.format == "lines" and cut is None else None)
+        text, problem = ("", None) if fast is not None else decode_text(data, filename)
+        if problem is not None:
+            issues.extend([*col.finish(), problem])
+            continue
+        assert text is not None
+        if fast is not None:
+            parsed = fast
+        elif task.run.format == "lines":
+            parsed = _parse_lines_run(scale, col, text, len(inp))
         elif task.run.format in ("table", "fields", "jsonl"):
             parse = _parse_table_run if task.run.format == "table" else _parse_fields_run
             table_parsed = parse(scale, col, text, inp, dataset)

@@ -306,7 +306,8 @@ def _store_pieces(key: str, pieces: Pieces) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     spools: list[Any] = []
     stack = contextlib.ExitStack()
-    lengths: list[list[np.ndarray]] = []
+    lengths: list[list[np.ndarray]] = []  # each column's text ends, a piece at a time
+    sizes: list[int] = []  # each column's bytes so far
     names: list[dict[str, int]] = []
     codes: list[list[np.ndarray]] = []
     breakdowns: list[str] = []
@@ -324,6 +325,7 @@ def _store_pieces(key: str, pieces: Pieces) -> None:
                 spools = [stack.enter_context(tempfile.TemporaryFile(dir=folder))  # noqa: SIM115
                           for _ in range(width)]
                 lengths = [[] for _ in range(width)]
+                sizes = [0] * width
                 names = [{} for _ in range(1 + len(breakdowns))]
                 codes = [[] for _ in range(1 + len(breakdowns))]
             columns: list[Sequence[str]] = [] if pieces.line_ids else [piece.ids]
@@ -331,8 +333,12 @@ def _store_pieces(key: str, pieces: Pieces) -> None:
                 columns += [[t[k] for t in piece.texts] for k in range(text_columns)]
             for c, column in enumerate(columns):
                 encoded = [text.encode("utf-8") for text in column]
-                lengths[c].append(np.fromiter(map(len, encoded), dtype=np.int64,
-                                              count=len(encoded)))
+                # each text's end within its column's bytes: summed up here, piece by piece
+                ends = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+                np.cumsum(ends, out=ends)
+                ends += sizes[c]
+                sizes[c] = int(ends[-1]) if len(ends) else sizes[c]
+                lengths[c].append(ends)
                 spools[c].write(b"".join(encoded))
             for c, values in enumerate([piece.genres,
                                         *(piece.breakdowns[b] for b in breakdowns)]):
@@ -341,13 +347,19 @@ def _store_pieces(key: str, pieces: Pieces) -> None:
                     (-1 if v is None else known.setdefault(v, len(known)) for v in values),
                     dtype=np.int32, count=len(values)))
             n += len(piece)
+        # the pieces' ends moved into one array, each piece let go once copied: the offsets
+        # are held once, not beside a concatenation and a cumulative sum of them
         offsets = np.zeros((len(spools), n + 1), dtype=np.int64)
         at = 0
         for c in range(len(spools)):
             offsets[c, 0] = at
-            offsets[c, 1:] = at + np.cumsum(np.concatenate(lengths[c]) if lengths[c]
-                                            else np.zeros(0, np.int64))
-            at = int(offsets[c, -1])
+            row = 1
+            while lengths[c]:
+                ends = lengths[c].pop(0)
+                np.add(ends, at, out=offsets[c, row:row + len(ends)])
+                row += len(ends)
+                del ends
+            at += sizes[c]
         joined = (np.stack([np.concatenate(found) if found else np.zeros(0, np.int32)
                             for found in codes]) if n else
                   np.zeros((1 + len(breakdowns), 0), np.int32))

@@ -8,6 +8,8 @@ import pytest
 
 from evaluation import validate_run
 
+_KEPT_POOLS: list[object] = []
+
 
 def _big_files(sts, data: bytes) -> dict[str, bytes]:
     files = {sts.run_filename(d): b"1\n2\n3\n4\n" for d in sts.dataset_names}
@@ -114,3 +116,99 @@ def test_chunked_reading_gives_the_same_answer(sts, make_sts_inputs, monkeypatch
         chunked = validate_run(sts, files, inputs)
         assert chunked.issues == whole.issues
     assert whole.issues  # the file has problems of every kind to find
+
+
+def test_a_big_valid_run_is_read_without_another_copy_of_the_file(sts, make_sts_inputs):
+    import numpy as np
+
+    from evaluation.fastparse import arrow_float_columns
+
+    arrow_float_columns(b"1\n" * (1 << 21))  # a worker imports pyarrow once, not per upload
+
+    # 200,000 scores of 30 characters: a 6 MB file, read by the fast path (over 2 MiB)
+    n = 200_000
+    values = np.random.default_rng(3).uniform(0, 5, n)
+    data = "".join(f"{v:.27f}\n" for v in values.tolist()).encode()
+    inputs = make_sts_inputs(sts, {d: 4 for d in sts.dataset_names} | {"MSRpar": n})
+    files = _big_files(sts, data)
+    tracemalloc.start()
+    try:
+        run = validate_run(sts, files, inputs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert run.ok, run.issues[:3]
+    scores = run.predictions["MSRpar"].scores
+    assert np.array_equal(scores, np.array(data.decode().split(), dtype=np.float64))
+    # the scores (8 bytes a line, a quarter of this file) and little else: neither the decoded
+    # text nor a whole-file table of the fast reader is held
+    assert peak < 0.4 * len(data), f"peak {peak:,} bytes for a {len(data):,}-byte file"
+
+
+@pytest.mark.parametrize(("body", "columns"), [
+    (b"1.5\n2\n3.25\n" * 40, 1),
+    (b"1.5\t0.5\n2\t1\n" * 40, 2),
+    (b"1.5\n2\n3.25\n" * 40 + b"4", 1),  # no final newline
+    (b"1.5\n2\n" * 40 + b"3\t1\n" + b"2\n" * 30, None),  # a later piece has two columns
+    (b"1.5\n2\n" * 40 + b"\n" + b"2\n" * 30, None),  # an empty line
+    (b"1.5\n2\n" * 40 + b"x\n", None),  # a bad token in the last piece
+    (b"1.5\n2\n" * 40 + b"inf\n", None),
+])
+def test_the_fast_reader_in_pieces_answers_as_it_did_whole(monkeypatch, body, columns):
+    import numpy as np
+
+    from evaluation import fastparse
+
+    monkeypatch.setattr(fastparse, "ARROW_MIN_BYTES", 0)
+    whole = fastparse.arrow_float_columns(body)
+    for size in (1, 7, 50):
+        monkeypatch.setattr(fastparse, "ARROW_CHUNK_BYTES", size)
+        pieces = fastparse.arrow_float_columns(body)
+        if columns is None:
+            assert pieces is None and whole is None
+            continue
+        assert pieces is not None and whole is not None and len(pieces) == columns
+        for a, b in zip(pieces, whole, strict=True):
+            assert a.dtype == np.float64 and np.array_equal(a, b)
+        rows = [line.split(b"\t") for line in body.splitlines()]
+        assert pieces[0].tolist() == [float(r[0]) for r in rows]
+
+
+def test_the_fast_reader_holds_a_piece_of_the_file_not_the_whole(monkeypatch):
+    import numpy as np
+    import pyarrow as pa
+
+    from evaluation import fastparse
+
+    pool = pa.proxy_memory_pool(pa.default_memory_pool())  # counts what pyarrow takes
+    _KEPT_POOLS.append(pool)  # never freed: pyarrow may still hand its memory back later
+    monkeypatch.setattr(fastparse, "ARROW_POOL", pool)
+    data = b"1.23456789012345678901234567\n" * 1_000_000  # 29 MB
+    (scores,) = fastparse.arrow_float_columns(data, 1) or [None]
+    assert scores is not None and np.all(scores == 1.23456789012345678901234567)
+    # read whole, pyarrow held 40 MB (1.4 times the file); in 4 MiB pieces a few pieces' worth
+    assert pool.max_memory() < 0.5 * len(data), f"{pool.max_memory():,} bytes"
+
+
+def test_a_big_runs_resamples_hold_no_temporaries_of_the_pairs_size(sts, make_sts_inputs,
+                                                                    make_gold):
+    import numpy as np
+
+    from evaluation.significance import run_samples
+
+    n = 200_000
+    inputs = make_sts_inputs(sts, {d: 4 for d in sts.dataset_names} | {"MSRpar": n})
+    gold = make_gold(sts, inputs)
+    data = "".join(f"{v:.3f}\n" for v in np.random.default_rng(5).uniform(0, 5, n)).encode()
+    run = validate_run(sts, _big_files(sts, data), inputs)
+    assert run.ok
+    tracemalloc.start()
+    try:
+        (found,) = run_samples(sts, [run], gold, ["MSRpar/pearson"], resamples=1)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert found["MSRpar/pearson"][1].shape == (1,)
+    # the pairs' six moment columns (48 bytes a pair), one row of counts and the aligned scores
+    # (64 in all); column_stack's six inputs beside them made it 112
+    assert peak < 80 * n, f"peak {peak:,} bytes, {peak / n:.0f} a pair"

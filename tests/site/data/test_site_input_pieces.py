@@ -133,3 +133,31 @@ def test_quoted_files_are_parsed_whole(tmp_path):
     definition = parse_task(HEADER_TOML.replace("header = true", "header = true\nquoted = true"))
     row = InputFile(dataset="main", filename="in.main", storage_key="inputs/x")
     assert inputs._stored_pieces(LocalStorage(tmp_path), definition, row) is None
+
+
+def test_the_offsets_of_a_big_file_are_held_once(tmp_path, monkeypatch):
+    import tracemalloc
+
+    toml, dataset, _ = _file("line-ids", 1)
+    definition = parse_task(toml)
+    n = 200_000
+    data = b"".join(b"s %d\tt %d\n" % (i, i) for i in range(n))
+    storage = LocalStorage(tmp_path / "store")
+    storage.put("inputs/x", data)
+    monkeypatch.setattr(inputcolumns, "INPUTS", ArrayCache("inputs", tmp_path / "cache"))
+    monkeypatch.setattr(inputcolumns, "PIECE_LINES", 2000)  # what grows with the file shows
+    row = InputFile(dataset=dataset, filename=f"in.{dataset}", storage_key="inputs/x")
+    read_inputs(definition, dataset, b"a\tb\n", filename="warm")  # imports, not this file's
+    tracemalloc.start()
+    try:
+        found = inputcolumns.cached_inputs(
+            "ab" * 32, lambda: pytest.fail("parsed whole"),
+            lambda: inputs._stored_pieces(storage, definition, row))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(found) == n and found.texts[n - 1] == (f"s {n - 1}", f"t {n - 1}")
+    # two text columns: their ends as pieces, then as offsets (32 bytes a pair), the genre codes
+    # and one piece's parse: 40 bytes a pair; a concatenation and a cumulative sum of each
+    # column beside the offsets made it 56
+    assert peak < 48 * n, f"peak {peak:,} bytes, {peak / n:.0f} a pair"
