@@ -11,6 +11,7 @@ late run cannot move it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,7 +21,14 @@ from sqlalchemy.orm import Session
 
 from evaluation.parts import official_metric
 from semboard.db import insert_unless_refused
-from semboard.errors import Conflict, Forbidden, InvalidData, PhaseNotOpen, Phrase
+from semboard.errors import (
+    Conflict,
+    DomainError,
+    Forbidden,
+    InvalidData,
+    PhaseNotOpen,
+    Phrase,
+)
 from semboard.models import (
     PHASE_RANKINGS,
     FinalRun,
@@ -126,6 +134,23 @@ def _member_team(session: Session, phase: Phase, user: User) -> int | None:
         TeamMember.task_id == phase.task_id, TeamMember.user_id == user.id))
 
 
+def _may_choose(session: Session, *, phase: Phase, team_id: int, user: User | None,
+                now: datetime, reason: str, closed: Callable[[str], DomainError],
+                outsider: DomainError, unexplained: DomainError) -> None:
+    """Who may choose a team's ranked runs (its primary run, its final runs), and when: its
+    members while the phase is open (else `closed` of the phase's state), the task's
+    organisers (and the command line, user None) at any time with a reason."""
+    if user is not None and _member_team(session, phase, user) == team_id:
+        state = phase.state(now)
+        if state != "open":
+            raise closed(state)
+        return
+    if user is not None and not access.is_organiser(session, user, phase.task):
+        raise outsider
+    if not reason.strip():
+        raise unexplained
+
+
 def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: datetime,
            reason: str = "") -> Choice:
     """Mark the run its team's primary run (audited); flushes, the caller commits.
@@ -143,20 +168,15 @@ def choose(session: Session, *, phase: Phase, run: Run, user: User | None, now: 
     assert team is not None  # a foreign key
     if team.is_baseline:
         raise InvalidData("baselines take no rank: they have no primary run")
-    member = user is not None and _member_team(session, phase, user) == run.team_id
-    if member:
-        state = phase.state(now)
-        if state != "open":
-            raise PhaseNotOpen(
-                "phase %(phase)s is %(state)s: the primary run can be changed only while it is "
-                "open (it closes %(closes_at)s)",
-                phase=phase.slug, state=state, closes_at=api_time(phase.closes_at))
-    else:
-        if user is not None and not access.is_organiser(session, user, phase.task):
-            raise Forbidden("only a member of the run's team marks its primary run")
-        if not reason.strip():
-            raise InvalidData("an organiser marking a team's primary run gives a reason "
-                              "(it is kept in the audit log)")
+    _may_choose(
+        session, phase=phase, team_id=run.team_id, user=user, now=now, reason=reason,
+        closed=lambda state: PhaseNotOpen(
+            "phase %(phase)s is %(state)s: the primary run can be changed only while it is "
+            "open (it closes %(closes_at)s)",
+            phase=phase.slug, state=state, closes_at=api_time(phase.closes_at)),
+        outsider=Forbidden("only a member of the run's team marks its primary run"),
+        unexplained=InvalidData("an organiser marking a team's primary run gives a reason "
+                                "(it is kept in the audit log)"))
     if not run.is_current:
         raise Conflict("run %(id)s was replaced: mark its current version", id=run.id)
     if run.status == "error":
@@ -337,20 +357,15 @@ def choose_finals(session: Session, *, phase: Phase, team: Team, runs: list[Run]
     reason = auditlog.check_reason(reason)
     if team.is_baseline:
         raise InvalidData("baselines take no rank: they have no final runs")
-    member = user is not None and _member_team(session, phase, user) == team.id
-    if member:
-        state = phase.state(now)
-        if state != "open":
-            raise PhaseNotOpen(
-                "phase %(phase)s is %(state)s: final runs can be chosen only while it is "
-                "open (it closes %(closes)s)", phase=phase.slug, state=state,
-                closes=api_time(phase.closes_at))
-    else:
-        if user is not None and not access.is_organiser(session, user, phase.task):
-            raise Forbidden("only a member of the team chooses its final runs")
-        if not reason.strip():
-            raise InvalidData("an organiser choosing a team's final runs gives a reason (it is "
-                              "kept in the audit log)")
+    _may_choose(
+        session, phase=phase, team_id=team.id, user=user, now=now, reason=reason,
+        closed=lambda state: PhaseNotOpen(
+            "phase %(phase)s is %(state)s: final runs can be chosen only while it is "
+            "open (it closes %(closes)s)", phase=phase.slug, state=state,
+            closes=api_time(phase.closes_at)),
+        outsider=Forbidden("only a member of the team chooses its final runs"),
+        unexplained=InvalidData("an organiser choosing a team's final runs gives a reason (it "
+                                "is kept in the audit log)"))
     unique = list(dict.fromkeys(run.id for run in runs))
     if len(unique) > limit:
         raise Conflict("phase %(phase)s takes at most %(limit)s final run(s) per team; "
