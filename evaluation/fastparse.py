@@ -37,7 +37,9 @@ def arrow_float_columns(data: bytes, max_columns: int = 2) -> list[np.ndarray] |
         return None
     names = [f"f{i}" for i in range(max_columns)]
     options = {
-        "read_options": pc.ReadOptions(autogenerate_column_names=True),
+        # on the calling thread: no reader threads of its own in a web worker, and none left
+        # to take the GIL and free a piece after the call returns
+        "read_options": pc.ReadOptions(autogenerate_column_names=True, use_threads=False),
         "parse_options": pc.ParseOptions(delimiter="\t", quote_char=False,
                                          ignore_empty_lines=False),
         "convert_options": pc.ConvertOptions(column_types={n: pa.float64() for n in names},
