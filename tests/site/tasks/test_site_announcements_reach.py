@@ -104,6 +104,9 @@ def test_edit_and_withdraw_a_sent_announcement(client, session, season, inbox): 
     made = client.post(API, headers=season["to"], json={"title": "Dates",
                                                         "body": "Closes on the 5th."})
     aid = made.get_json()["id"]
+    # its mail is sent first: a mail still unsent when the text is corrected reads the
+    # corrected text (never a superseded one), which would make two "(corrected)" mails below
+    assert "(corrected)" not in inbox.wait(1)[0]["Subject"]
     edited = client.put(f"{API}/{aid}", headers=season["to"],
                         json={"title": "Dates (corrected)", "body": "Closes on the 6th.",
                               "notify": True})
