@@ -216,6 +216,9 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         csv_url=url_for("web.leaderboard_csv", task_name=task.name, phase_slug=phase.slug),
         json_url=url_for("web.leaderboard_json", task_name=task.name, phase_slug=phase.slug),
         page_links_html=board_rows.page_links_html,
+        section_html=board_rows.section_html,
+        phase_links=[(p.id == phase.id, url_for("web.leaderboard_page", task_name=task.name,
+                                                phase_slug=p.slug), p.name) for p in phases],
     )
     compressed = files.gzip_ok()
     body = html.encode()
