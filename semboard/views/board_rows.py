@@ -257,7 +257,16 @@ def page_links_html(page: int, pages: int, suffix: Markup,
                                                                                suffix))))
 
 
-# Page sections (leaderboard/show.html's heading, legend and charts) by their macro's name, the
+def table_heads(columns: Sequence[Any], breakdown_of: dict[str, str],
+                group_name: Callable[[Any], str] | None) -> tuple[Any, ...]:
+    """What a board table's heading prints of each column: key, kind, label, ranked, its
+    breakdown and (a genre column's) group name: the heading's section values."""
+    return tuple((c.key, c.kind, c.label, bool(c.ranked), breakdown_of.get(c.key),
+                  group_name(c) if group_name is not None and c.kind == "genre"
+                  and "/" in c.label else None) for c in columns)
+
+
+# Page sections (leaderboard/show.html's heading, legend, charts and the table around its rows) by their macro's name, the
 # values it is given and the page's language: the text cut at its slots' markers, with the slot
 # each cut is followed by. The macro reads only its arguments, so an entry is never wrong.
 _SECTIONS: LRU[str, tuple[tuple[str, ...], tuple[int, ...]]] = LRU(512)

@@ -100,7 +100,8 @@ def _render_table(board: leaderboard.Leaderboard, rows: list[leaderboard.Row],
     return Markup(render_template(
         "leaderboard/_table.html", board=board, rows=rows, intervals=intervals,
         shown=shown, breakdown_of=breakdown_of, group_name=breakdowns.group_name,
-        rows_html=rows_html))
+        rows_html=rows_html, section_html=board_rows.section_html,
+        table_heads=board_rows.table_heads))
 
 
 
