@@ -266,9 +266,10 @@ def table_heads(columns: Sequence[Any], breakdown_of: dict[str, str],
                   and "/" in c.label else None) for c in columns)
 
 
-# Page sections (leaderboard/show.html's heading, legend, charts and the table around its rows) by their macro's name, the
-# values it is given and the page's language: the text cut at its slots' markers, with the slot
-# each cut is followed by. The macro reads only its arguments, so an entry is never wrong.
+# Page sections (leaderboard/show.html's heading, legend, charts and the table around its rows)
+# by their macro's name, the values it is given and the page's language: the text cut at its
+# slots' markers, with the slot each cut is followed by. The macro reads only its arguments, so
+# an entry is never wrong.
 _SECTIONS: LRU[str, tuple[tuple[str, ...], tuple[int, ...]]] = LRU(512)
 _SLOT_MARK = re.compile("\x1es(\\d+)\x1e")
 # sections rendered (not taken from _SECTIONS): tests count them

@@ -158,12 +158,16 @@ def board_chart_body(board: Any, intervals: Any, version: str, name: str, *,
 def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
     """One phase's board: paged, searchable by team, flags with a legend, baselines unranked."""
     task = load_task(task_name)
-    phase = _phase(task, phase_slug)
-    prepared = _prepared(task, phase)
     session_ = db()
+    # the task's phases read once: the named phase is one of them (no query of its own)
+    every = tasks.phases(session_, task)
+    if phase_slug is None:
+        phase = _default_phase(task)
+    else:
+        phase = next((p for p in every if p.slug == phase_slug), None) or abort(404)
+    prepared = _prepared(task, phase)
     user = me()
-    phases = [p for p in tasks.phases(session_, task)
-              if access.can_view_leaderboard(session_, user, p)]
+    phases = [p for p in every if access.can_view_leaderboard(session_, user, p)]
     search = request.args.get("q", "").strip()[:120]
     page = request.args.get("page", 1, type=int) or 1
     requested = request.args.get("breakdown", "").strip()[:60]
