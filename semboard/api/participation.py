@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import jsonify, request, url_for
+from flask import g, jsonify, request, url_for
 
 from semboard.api.routes import bp, require_token_user, token_user
 from semboard.clock import request_now
@@ -22,10 +22,11 @@ def _unlisted_tasks() -> None:
     a team, an acceptance, organising it); a task (run, model, team) that does not exist is
     the same 404 with the same body, before a token is asked for. Runs after the token check
     (registered later)."""
-    _task, refusal = participation.find_address(get_session(), request.view_args or {},
-                                                user=token_user(), key=request.args.get("key"))
+    task, refusal = participation.find_address(get_session(), request.view_args or {},
+                                               user=token_user(), key=request.args.get("key"))
     if refusal is not None:
         raise refusal
+    g.address_task = task  # the task the address names: a view asks for it without a query
 
 
 @bp.errorhandler(terms.TermsRequired)

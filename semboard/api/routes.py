@@ -280,7 +280,10 @@ def show_run(run_id: int) -> Any:
 def show_leaderboard(task_name: str) -> Any:
     """The leaderboard of a phase (?phase=slug; ?format=csv for CSV)."""
     session = get_session()
-    task = tasks.get_task(session, task_name)
+    # the task the address named, found before this view (api/participation): no second query
+    found = g.get("address_task")
+    task = found if found is not None and found.name == task_name else tasks.get_task(
+        session, task_name)
     slug = request.args.get("phase")
     phase = (tasks.get_phase(session, task, slug) if slug else
              phases.default_board_phase(session, task, viewer=token_user(), now=request_now()))

@@ -7,7 +7,9 @@ everything else it shows; later versions format their ranks and groups into it. 
 are joined here, not in a template loop: the first view of a new version costs a look-up and a
 format per row, not a template per cell. The CI table's rows, the compare form's options and
 the pager's links are kept the same way (by what they print), so no part of a first view
-renders a template per row or per page of the board.
+renders a template per row or per page of the board. The page's larger sections (its heading,
+legend and charts: most of its words) are kept by the values they are given (section_html), so
+a first view renders templates only for what changed with the board's rows.
 """
 
 from __future__ import annotations
@@ -253,3 +255,46 @@ def page_links_html(page: int, pages: int, suffix: Markup,
     found = _PAGE_LINKS.get(key)
     return Markup(found if found is not None else _PAGE_LINKS.put(key, str(macro(page, pages,
                                                                                suffix))))
+
+
+def table_heads(columns: Sequence[Any], breakdown_of: dict[str, str],
+                group_name: Callable[[Any], str] | None) -> tuple[Any, ...]:
+    """What a board table's heading prints of each column: key, kind, label, ranked, its
+    breakdown and (a genre column's) group name: the heading's section values."""
+    return tuple((c.key, c.kind, c.label, bool(c.ranked), breakdown_of.get(c.key),
+                  group_name(c) if group_name is not None and c.kind == "genre"
+                  and "/" in c.label else None) for c in columns)
+
+
+# Page sections (leaderboard/show.html's heading, legend, charts and the table around its rows)
+# by their macro's name, the values it is given and the page's language: the text cut at its
+# slots' markers, with the slot each cut is followed by. The macro reads only its arguments, so
+# an entry is never wrong.
+_SECTIONS: LRU[str, tuple[tuple[str, ...], tuple[int, ...]]] = LRU(512)
+_SLOT_MARK = re.compile("\x1es(\\d+)\x1e")
+# sections rendered (not taken from _SECTIONS): tests count them
+sections_rendered = [0]
+
+
+def section_html(name: str, macro: Callable[..., str], values: tuple[Any, ...],
+                 slots: tuple[Any, ...] = ()) -> Markup:
+    """A page section: the macro called with `values` then `slots` (parts that change with the
+    board's rows, Markup), rendered once per values and language and kept; slots filled in."""
+    if not USE_KEPT:
+        sections_rendered[0] += 1
+        return Markup(macro(*values, *slots))
+    # repr keeps apart what == joins and the page prints differently (1 and 1.0, True and 1)
+    key = repr((name, values, current_language(), bool(g.get("native_digits"))))
+    found = _SECTIONS.get(key)
+    if found is None:
+        sections_rendered[0] += 1
+        markers = [Markup(f"{_MARK}s{i}{_MARK}") for i in range(len(slots))]
+        cut = _SLOT_MARK.split(str(macro(*values, *markers)))
+        texts, order = tuple(cut[0::2]), tuple(int(i) for i in cut[1::2])
+        if any(i >= len(slots) for i in order) or any(_MARK in t for t in texts):
+            return Markup(macro(*values, *slots))  # a marker in its own text: not kept
+        found = _SECTIONS.put(key, (texts, order))
+    texts, order = found
+    filled = [str(escape(slots[i])) for i in order]
+    return Markup("".join(itertools.chain.from_iterable(
+        itertools.zip_longest(texts, filled, fillvalue=""))))

@@ -100,7 +100,8 @@ def _render_table(board: leaderboard.Leaderboard, rows: list[leaderboard.Row],
     return Markup(render_template(
         "leaderboard/_table.html", board=board, rows=rows, intervals=intervals,
         shown=shown, breakdown_of=breakdown_of, group_name=breakdowns.group_name,
-        rows_html=rows_html))
+        rows_html=rows_html, section_html=board_rows.section_html,
+        table_heads=board_rows.table_heads))
 
 
 
@@ -157,12 +158,16 @@ def board_chart_body(board: Any, intervals: Any, version: str, name: str, *,
 def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
     """One phase's board: paged, searchable by team, flags with a legend, baselines unranked."""
     task = load_task(task_name)
-    phase = _phase(task, phase_slug)
-    prepared = _prepared(task, phase)
     session_ = db()
+    # the task's phases read once: the named phase is one of them (no query of its own)
+    every = tasks.phases(session_, task)
+    if phase_slug is None:
+        phase = _default_phase(task)
+    else:
+        phase = next((p for p in every if p.slug == phase_slug), None) or abort(404)
+    prepared = _prepared(task, phase)
     user = me()
-    phases = [p for p in tasks.phases(session_, task)
-              if access.can_view_leaderboard(session_, user, p)]
+    phases = [p for p in every if access.can_view_leaderboard(session_, user, p)]
     search = request.args.get("q", "").strip()[:120]
     page = request.args.get("page", 1, type=int) or 1
     requested = request.args.get("breakdown", "").strip()[:60]
@@ -216,6 +221,9 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         csv_url=url_for("web.leaderboard_csv", task_name=task.name, phase_slug=phase.slug),
         json_url=url_for("web.leaderboard_json", task_name=task.name, phase_slug=phase.slug),
         page_links_html=board_rows.page_links_html,
+        section_html=board_rows.section_html,
+        phase_links=[(p.id == phase.id, url_for("web.leaderboard_page", task_name=task.name,
+                                                phase_slug=p.slug), p.name) for p in phases],
     )
     compressed = files.gzip_ok()
     body = html.encode()

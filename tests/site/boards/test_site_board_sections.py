@@ -1,0 +1,122 @@
+"""The board page's first view of a new version: its kept sections (views/board_rows.section_html)
+render nothing again, and the page and the API board send a fixed number of queries."""
+
+from __future__ import annotations
+
+import io
+import re
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event
+
+from semboard.views import board_rows
+from semboard.views import boards as board_views
+
+API = "/api/v1"
+PAGE = "/tasks/tiny/leaderboard/eval"
+
+
+def _upload(client: Any, world: Any, tiny_data: Any, key: str, seed: int, noise: float) -> None:
+    files = tiny_data.run(seed=seed, noise=noise)
+    data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in files.items()]}
+    response = client.post(f"{API}/tasks/tiny/runs", data=data, headers=world["tokens"][key],
+                           content_type="multipart/form-data")
+    assert response.status_code == 201, response.get_data(as_text=True)
+
+
+def _page(client: Any) -> str:
+    text = client.get(PAGE).get_data(as_text=True)
+    return re.sub(r'data-now="[^"]*"', "", text)  # the page's clock, nothing else, varies
+
+
+def _reference_page(client: Any) -> str:
+    """The page with nothing kept: every section and row rendered."""
+    board_views._FRAGMENTS.clear()
+    board_views._PAGES.clear()
+    board_rows.USE_KEPT = False
+    try:
+        return _page(client)
+    finally:
+        board_rows.USE_KEPT = True
+        board_views._FRAGMENTS.clear()
+        board_views._PAGES.clear()
+
+
+@contextmanager
+def _selects(app: Any) -> Any:
+    """The SELECTs the app's sessions send meanwhile (not BEGIN, PRAGMA or SAVEPOINT)."""
+    from semboard.db import app_engine
+
+    with app.app_context():
+        engine = app_engine()
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def test_a_new_versions_first_page_renders_no_section_again(client, world, tiny_data):
+    """After an upload the heading, legend, charts and the table around the rows are the kept
+    texts with this version's rows and counts in their slots: no section template renders."""
+    board_rows._SECTIONS.clear()
+    _upload(client, world, tiny_data, "a", 1, 2.0)
+    _upload(client, world, tiny_data, "b", 2, 1.0)
+    before = _page(client)
+    rendered = board_rows.sections_rendered[0]
+    assert len(board_rows._SECTIONS) == 4  # heading, table, legend, charts
+    _upload(client, world, tiny_data, "a", 3, 0.05)  # a new version: every rank moves
+    after = _page(client)
+    assert board_rows.sections_rendered[0] == rendered  # all four from what was kept
+    assert after != before and "run3" in after
+    assert after == _reference_page(client)  # the same bytes as every section rendered anew
+    # the board's count is a slot of the kept charts section (not part of its key)
+    assert len(board_rows._SECTIONS) == 4
+
+
+def test_the_organisers_form_is_filled_in_not_kept(app, client, make, world, tiny_data):
+    """The organiser's ranking form (with the session's CSRF token) is a slot of the kept
+    heading: a visitor never sees it, the organiser always does."""
+    board_rows._SECTIONS.clear()
+    _upload(client, world, tiny_data, "a", 1, 2.0)
+    assert 'id="ranking-form"' not in _page(client)
+    organiser = make.organiser(world["task"])
+    response = client.post("/login", data={"email": organiser.email, "password": "password123"})
+    assert response.status_code == 302
+    client.get(PAGE)  # the log-in's flash shown
+    page = _page(client)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert 'id="ranking-form"' in page and token is not None
+
+    def untokened(text: str) -> str:  # a token is signed with the time: two may differ
+        return re.sub(r'name="csrf_token" value="[^"]+"', "", text)
+
+    assert untokened(page) == untokened(_reference_page(client))
+    other = app.test_client()
+    assert 'id="ranking-form"' not in other.get(PAGE).get_data(as_text=True)
+
+
+def test_board_page_and_api_board_send_a_fixed_number_of_queries(app, client, world,
+                                                                 tiny_data):
+    """The first page and API board after an upload: the task once (the address's), the
+    phases once (the page's phase among them), the board's state; the same for a larger
+    board."""
+    counts = []
+    for seed, key in ((1, "a"), (2, "b"), (3, "a")):
+        _upload(client, world, tiny_data, key, seed, 1.0 + seed)
+        with _selects(app) as page:
+            assert client.get(PAGE).status_code == 200
+        with _selects(app) as api:
+            assert client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").status_code == 200
+        assert len([s for s in page if "FROM task " in s]) == 1
+        assert len([s for s in page if "FROM phase " in s]) == 1
+        assert len([s for s in api if "FROM task " in s]) == 1
+        counts.append((len(page), len(api)))
+    assert counts[0][0] <= 3 and len(set(counts)) == 1, counts
