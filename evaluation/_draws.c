@@ -912,12 +912,12 @@ MOMENTS_CHUNK(chunk8, v8d, 8, v8u8, v8u16, v8u32, v8i32, v8i64)
 
 /* chunk8 for uint8 counts in AVX-512 intrinsics, nr (1 or 2) rows `stride` bytes apart at
    once: 8 counts widened to doubles, two sets of six partial sums per row, each row's sums in
-   the order one row alone makes them (bit for bit). Here the FMAs' port is the bound (an Intel
-   Xeon with AVX-512 runs one 512-bit FMA a cycle): the counts below 16 become doubles by a
-   table lookup (shuffles, another port) and Pearson's Σc is summed in integers, so 10 of the
-   port's uops per 16 counts where there were 14; two rows share each load of the columns.
-   Per 10^9 counts times cached columns 0.43 -> 0.36 s; 8 rows of 10^6 pairs a call (as
-   score_run asks), 0.60 -> 0.55 s per 1,000 rows. */
+   the order one row alone makes them (bit for bit). The FMAs' port is the bound (the 2-core
+   Intel Xeon of benchmarks/README.md behaves as one 512-bit FMA a cycle): the counts below 16
+   become doubles by a table lookup (shuffles, another port) and Pearson's Σc is summed in
+   integers, so 10 of the port's uops per 16 counts where there were 14; two rows share each
+   load of the columns. Per 10^9 counts times cached columns 0.43 -> 0.36 s; 8 rows of 10^6
+   pairs a call (as score_run asks), 0.59-0.60 -> 0.53-0.56 s per 1,000 rows. */
 INLINE void chunk8_u8_rows(const char *counts, size_t stride, const int nr, size_t m,
                            double (*mom_cols)[MOM_CHUNK], double (*t)[6], const int kind) {
     size_t mv = m - m % 16;
@@ -951,7 +951,11 @@ INLINE void chunk8_u8_rows(const char *counts, size_t stride, const int nr, size
                 d[r] = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(_mm_srli_si128(b16, 8)));
             }
         }
-        __m512d w0 = _mm512_load_pd(mom_cols[0] + i), w1 = _mm512_load_pd(mom_cols[0] + i + 8);
+        __m512d w0 = _mm512_setzero_pd(), w1 = w0;  /* column 0: w, unmade for KIND_PLAIN */
+        if (kind != KIND_PLAIN) {
+            w0 = _mm512_load_pd(mom_cols[0] + i);
+            w1 = _mm512_load_pd(mom_cols[0] + i + 8);
+        }
 #pragma GCC unroll 2
         for (int r = 0; r < nr; r++) {
             if (kind == KIND_TIMES_W) {
