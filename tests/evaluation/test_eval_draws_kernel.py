@@ -239,6 +239,42 @@ def test_moments_are_the_product_of_counts_and_columns(kernel: ModuleType, n: in
         assert np.array_equal(out[:, 0], counts.sum(axis=1))
 
 
+@pytest.mark.parametrize("n", [15, 16, 17, 512, 1000, 70_001])
+@pytest.mark.parametrize("level", [2, 1, 0])
+def test_moments_of_many_rows_are_each_row_s_alone_bit_for_bit(kernel: ModuleType, n: int,
+                                                              level: int) -> None:
+    """A call sums its rows two at a time (AVX-512): each row's sums are the very bits a call
+    of that row alone gives, plain, weighted and both in one pass; blocks of counts below 16
+    (looked up in a table) and with larger ones (converted) alike."""
+    rng = np.random.default_rng(n + 3)
+    rows = 7  # three pairs and one row alone, in one block
+    x, y = rng.normal(0.3, 1.0, n), rng.uniform(-2, 3, n)
+    w = rng.integers(1, 101, n).astype(np.float64)
+    counts = rng.poisson(1.0, (rows, n)).astype(np.uint8)
+    counts[1, ::37] = 16
+    counts[2] = np.arange(n) % 16  # every count the table holds
+    counts[4, 5::41] = 255
+    sums = {"plain": np.full((rows, 6), np.nan), "weighted": np.full((rows, 6), np.nan),
+            "both": np.full((rows, 6), np.nan), "both weighted": np.full((rows, 6), np.nan)}
+    kernel.moments(counts, rows, n, x, y, sums["plain"], level)
+    kernel.weighted_moments(counts, rows, n, x, y, w, sums["weighted"], level)
+    kernel.both_moments(counts, rows, n, x, y, w, sums["both"], sums["both weighted"], level)
+    for r in range(rows):
+        one = counts[r:r + 1].copy()
+        alone = {name: np.full((1, 6), np.nan) for name in sums}
+        kernel.moments(one, 1, n, x, y, alone["plain"], level)
+        kernel.weighted_moments(one, 1, n, x, y, w, alone["weighted"], level)
+        kernel.both_moments(one, 1, n, x, y, w, alone["both"], alone["both weighted"], level)
+        for name, got in sums.items():
+            assert got[r].tobytes() == alone[name][0].tobytes(), (r, name)
+    assert np.array_equal(sums["plain"], sums["both"])
+    assert np.array_equal(sums["plain"][:, 0], counts.sum(axis=1))
+    want = _moments_reference(counts, x, y)
+    scale = counts.astype(np.float64) @ np.abs(np.column_stack([np.ones_like(x), x, y, x * x,
+                                                                y * y, x * y]))
+    assert np.all(np.abs(sums["plain"] - want) <= 1e-13 * scale)
+
+
 def test_moments_in_threads_at_once_are_each_call_s_own(kernel: ModuleType) -> None:
     """The sums run with the GIL released: calls from several threads at once (a site's worker
     threads) each get their own data's sums, as one at a time."""
