@@ -688,11 +688,11 @@ def _seeded(session: Session, *, phase: Phase, state: BoardState) -> Prepared | 
         return None
     key = _base_key(session, phase.id)
     before = _views.get(key)
-    found = _with_keys(session, phase=phase, version=version, frame=frame,
-                       digest=data.get("keys_digest"), before=before, keys=data.get("keys"))
-    if found is None:  # replaced meanwhile: built
+    with_keys = _with_keys(session, phase=phase, version=version, frame=frame,
+                           digest=data.get("keys_digest"), before=before, keys=data.get("keys"))
+    if with_keys is None:  # replaced meanwhile: built
         return None
-    frame = found
+    frame = with_keys
     view = stored_rows.view_of(session, phase.id, frame, before,
                                data.get("keys_digest") or keys_digest(frame["keys"]))
     if view is None:  # replaced meanwhile: built
