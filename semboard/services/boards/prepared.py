@@ -54,7 +54,7 @@ from semboard.services.tasks import access, tasks
 from semboard.storage import Storage
 
 # Bump when the prepared data's shape changes: every stored board then misses once.
-BOARD_FORMAT = 5
+BOARD_FORMAT = 6
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
 # the database, so a stale entry can never be served; this only spares re-parsing the JSON.
 _memo: LRU[tuple[str, int, str], Prepared] = LRU(64)
@@ -872,7 +872,7 @@ def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dic
         view = stored_rows.view_of_delta(session, phase.id, frame, before, delta, digest)
     else:
         found_frame = _with_keys(session, phase=phase, version=version, frame=frame,
-                                 digest=digest, before=before if same else None)
+                                 digest=digest, before=before)
         if found_frame is None:
             return None
         frame = found_frame
@@ -892,10 +892,11 @@ def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dic
 def _with_keys(session: Session, *, phase: Phase, version: str, frame: dict[str, Any],
                digest: str | None = None, before: stored_rows.View | None = None,
                keys: list[str] | None = None) -> dict[str, Any] | None:
-    """A stored frame with its rows' keys in order (kept apart from it since format 5): from
-    the phase's stored frames (the edits since the version `before` this process read, else
-    from their checkpoint), else from the version's data (stored before frames were, or
-    `keys` where the caller read them); None where neither holds them (replaced meanwhile)."""
+    """A stored frame with its rows' keys in order (apart from it since format 5, in the
+    phase's frames since 6): from the phase's stored frames (the edits since the version
+    `before` this process read, else from their checkpoint), else from the version's data
+    (stored before frames were, or `keys` where the caller read them); None where neither
+    holds them (replaced meanwhile)."""
     if "keys" in frame:
         return frame
     found = None

@@ -168,15 +168,20 @@ def store_frame(session: Session, phase_id: int, keys: list[str], digest: str,
     against its base's frame where that is stored and the edits since its checkpoint stay
     within the share, else as a checkpoint of every key (then the frames older than the
     checkpoint before it are deleted: no stored version starts from them)."""
+    frame = PreparedBoardFrame
     base = delta.get("base") if delta is not None else None
-    found = dict(session.execute(select(PreparedBoardFrame.digest, PreparedBoardFrame.edits).where(
-        PreparedBoardFrame.phase_id == phase_id,
-        PreparedBoardFrame.digest.in_([digest] if base is None else [digest, base]))).all())
+    newest = select(func.max(frame.id)).where(frame.phase_id == phase_id, frame.base.is_(None))
+    # each frame's edits since its checkpoint, and whether it comes after the newest one (an
+    # older chain is not extended: deleted with its checkpoint, it would lose its start)
+    found = {row[0]: row[1:] for row in session.execute(
+        select(frame.digest, frame.edits, frame.id >= func.coalesce(newest.scalar_subquery(), 0))
+        .where(frame.phase_id == phase_id,
+               frame.digest.in_([digest] if base is None else [digest, base])))}
     if digest in found:  # the same rows as a version stored before (its groups came, say)
         return
-    insert = _insert(session)(PreparedBoardFrame).on_conflict_do_nothing()
-    if delta is not None and base in found:
-        edits = found[base] + len(delta["went"]) + len(delta["added"])
+    insert = _insert(session)(frame).on_conflict_do_nothing()
+    if delta is not None and base in found and found[base][1]:
+        edits = found[base][0] + len(delta["went"]) + len(delta["added"])
         if edits <= max(CHECKPOINT_MIN, CHECKPOINT_SHARE * len(keys)):
             frame_keys_written[0] += len(delta["added"])
             session.execute(insert, [{"phase_id": phase_id, "digest": digest, "base": base,
@@ -186,12 +191,11 @@ def store_frame(session: Session, phase_id: int, keys: list[str], digest: str,
     frame_keys_written[0] += len(keys)
     session.execute(insert, [{"phase_id": phase_id, "digest": digest, "base": None,
                               "edits": 0, "body": "\n".join(keys)}])
-    before = session.scalar(select(func.max(PreparedBoardFrame.id)).where(
-        PreparedBoardFrame.phase_id == phase_id, PreparedBoardFrame.base.is_(None),
-        PreparedBoardFrame.digest != digest))
+    this = select(frame.id).where(frame.phase_id == phase_id, frame.digest == digest)
+    before = session.scalar(select(func.max(frame.id)).where(
+        frame.phase_id == phase_id, frame.base.is_(None), frame.id < this.scalar_subquery()))
     if before is not None:  # one generation kept: a version stored meanwhile starts from it
-        session.execute(delete(PreparedBoardFrame).where(
-            PreparedBoardFrame.phase_id == phase_id, PreparedBoardFrame.id < before))
+        session.execute(delete(frame).where(frame.phase_id == phase_id, frame.id < before))
 
 
 def frame_keys(session: Session, phase_id: int, digest: str,

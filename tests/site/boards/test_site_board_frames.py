@@ -174,7 +174,8 @@ def test_a_new_checkpoint_once_the_edits_pass_a_share_of_the_board(
 def test_a_version_whose_frame_is_gone_is_not_served_as_another(
         app, client, session, world, tiny_data, now, monkeypatch) -> None:
     """A version whose frame was deleted meanwhile (a newer checkpoint's) reads as not stored:
-    the GET serves a stand-in, never rows in another version's order."""
+    the GET serves a stand-in, never rows in another version's order. One stored before
+    frames were keeps its keys in its data: read by them."""
     phase = world["phase"]
     monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
     app.config["SEMBOARD_BOARD_JOBS"] = "thread"
@@ -183,8 +184,18 @@ def test_a_version_whose_frame_is_gone_is_not_served_as_another(
     session.commit()
     version = prepared_boards.board_version(session, phase)
     assert prepared_boards.stored_texts(session, phase=phase, version=version) is not None
+    texts = prepared_boards.stored_texts(session, phase=phase, version=version)
+    keys = stored_rows.frame_keys(session, phase.id, session.scalars(select(
+        PreparedBoard.data["keys_digest"])).one())
     session.execute(PreparedBoardFrame.__table__.delete())
     session.commit()
     _as_another_process()
     prepared_boards._views.clear()
     assert prepared_boards.stored_texts(session, phase=phase, version=version) is None
+    # a version stored before frames were (its keys in its data) is read by them
+    stored = session.scalars(select(PreparedBoard)).one()
+    stored.data = {**stored.data, "keys": keys}
+    session.commit()
+    _as_another_process()
+    prepared_boards._views.clear()
+    assert prepared_boards.stored_texts(session, phase=phase, version=version) == texts
