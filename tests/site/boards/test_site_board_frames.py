@@ -199,3 +199,49 @@ def test_a_version_whose_frame_is_gone_is_not_served_as_another(
     _as_another_process()
     prepared_boards._views.clear()
     assert prepared_boards.stored_texts(session, phase=phase, version=version) == texts
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_edits_extend_only_the_newest_checkpoints_chain(session, world, monkeypatch) -> None:
+    """A version whose base's frame is older than the newest checkpoint (a worker that stored
+    from an older base meanwhile) is stored as a checkpoint: the frames before the previous
+    checkpoint are deleted with each new one, so no kept edit may start from them."""
+    phase_id = world["phase"].id
+    monkeypatch.setattr(stored_rows, "CHECKPOINT_MIN", 2)
+    monkeypatch.setattr(stored_rows, "CHECKPOINT_SHARE", 0.0)
+    keys = [f"{i:040x}" for i in range(10)]
+
+    def store(keys: list[str], base: list[str] | None, went: list[int],
+              added: list[list[Any]]) -> str:
+        digest = prepared_boards.keys_digest(keys)
+        delta = None if base is None else {"base": prepared_boards.keys_digest(base),
+                                           "went": went, "added": added}
+        stored_rows.store_frame(session, phase_id, keys, digest, delta)
+        return digest
+
+    def kinds() -> list[tuple[bool, int]]:
+        return [(base is None, edits) for base, edits in session.execute(
+            select(PreparedBoardFrame.base, PreparedBoardFrame.edits)
+            .order_by(PreparedBoardFrame.id))]
+
+    first = store(keys, None, [], [])
+    one = [*keys, "a" * 40]
+    store(one, keys, [], [[10, "a" * 40]])
+    assert kinds() == [(True, 0), (False, 1)]
+    two = ["b" * 40, *one[1:]]
+    store(two, one, [0], [[0, "b" * 40]])  # 3 edits since the checkpoint: a new one
+    assert kinds() == [(True, 0), (False, 1), (True, 0)]
+    # from `one` again (an older chain than the newest checkpoint): a checkpoint, not an edit
+    three = [*one, "c" * 40]
+    digest = store(three, one, [], [[11, "c" * 40]])
+    assert kinds() == [(True, 0), (True, 0)]  # the first chain deleted with the third one
+    assert stored_rows.frame_keys(session, phase_id, digest) == three
+    assert stored_rows.frame_keys(session, phase_id, first) is None
+    four = [*three, "d" * 40]
+    store(four, three, [], [[12, "d" * 40]])
+    # read from three, which a process holds: its one edit; from nothing: the checkpoint
+    read = stored_rows.frame_keys_read[0]
+    assert stored_rows.frame_keys(session, phase_id, prepared_boards.keys_digest(four),
+                                  (digest, three)) == four
+    assert stored_rows.frame_keys_read[0] - read == 1
+    assert stored_rows.frame_keys(session, phase_id, prepared_boards.keys_digest(four)) == four
