@@ -15,7 +15,8 @@ unpacked from git, on the same database), a warm web worker in process:
 
 - upload to visible: --uploads runs submitted through the real `submit` service (validated,
   stored and scored, as in the request), then the post-commit step that stores the new board
-  version (`jobs.boards.prepare_phase`); p50 of the two together and of the board step alone;
+  version (`jobs.boards.prepare_phase`); p50 of the two together and of the board step alone,
+  and the bytes that step sends to store the version (its rows, its row order, the version);
 - the first board page view after each upload against a task-list view (Flask test client;
   taken plain, or with --gzip asking for gzip as a browser does).
 
@@ -106,6 +107,19 @@ from semboard.storage import LocalStorage
 
 count = int(sys.argv[4])
 steps = None
+# the bytes the board steps send to store a version (its rows, its frame and the version row)
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+sent = [0]
+
+
+def count_sent(conn, cursor, statement, parameters, context, executemany):
+    words = statement.split(None, 3)
+    if words[:2] == ["INSERT", "INTO"] and words[2].strip('"').startswith("prepared_board"):
+        sent[0] += len(str(parameters))
+
+
+event.listen(Engine, "before_cursor_execute", count_sent)
 if sys.argv[8] != "-":  # --profile-steps: the board steps' functions, written for pstats
     steps = cProfile.Profile(time.process_time)  # CPU: the machine is shared
 gold.SCORE_OPTIONS["resamples"] = 0
@@ -130,7 +144,7 @@ other = subprocess.Popen([sys.executable, "-c", sys.argv[7], *sys.argv[1:7]],
 assert other.stdout.readline().strip() == "ready"
 for kind in ("api", "list", "api", "list"):
     cpu_get(kind)
-visible, step, first, listing, step_cpu, first_cpu = [], [], [], [], [], []
+visible, step, first, listing, step_cpu, first_cpu, step_bytes = [], [], [], [], [], [], []
 # the first GET of each new version, alternately a page and the API JSON, by this worker (it
 # stored the version) and by the other, with a task list's CPU on each after it
 firsts = {(who, kind): [] for who in ("took", "other") for kind in ("page", "api", "list")}
@@ -156,6 +170,7 @@ for i in range(count):
                        files=files, now=phase.opens_at)
     session.commit()
     t1, c1 = time.perf_counter(), time.process_time()
+    sent[0] = 0
     if steps is not None and i:  # the first merge after the warm-up reads what it lacks
         steps.enable()
     with app.app_context():
@@ -169,6 +184,7 @@ for i in range(count):
     incremental += bool(bases is not None and bases.values()
                         and getattr(bases.values()[-1], "incremental", False))
     step_cpu.append((time.process_time() - c1) * 1000)
+    step_bytes.append(sent[0])
     visible.append((t2 - t0) * 1000)
     step.append((t2 - t1) * 1000)
     kind = "page" if i % 2 == 0 else "api"
@@ -193,6 +209,7 @@ if steps is not None:
 print(json.dumps({"visible": statistics.median(visible), "step": statistics.median(step),
                   "first": statistics.median(first), "list": statistics.median(listing),
                   "step_cpu": statistics.median(step_cpu),
+                  "step_bytes": statistics.median(step_bytes),
                   "first_cpu": statistics.median(first_cpu), "merged": merged,
                   "incremental": incremental, "steps_cpu": step_cpu,
                   "firsts": {f"{who} {kind}": statistics.median(found)
@@ -361,11 +378,13 @@ def main() -> None:
                     f"upload {now['first'] / now['list']:5.1f}x a task list ({now['first']:.1f} "
                     f"ms, {now['first_cpu']:.1f} CPU); {now['merged']} of {args.uploads} merged, "
                     f"{now['incremental']} row by row; board step CPU each "
-                    f"{' '.join(f'{ms:.0f}' for ms in now['steps_cpu'])} ms")
+                    f"{' '.join(f'{ms:.0f}' for ms in now['steps_cpu'])} ms; a version "
+                    f"stored in {now['step_bytes'] / 1000:.1f} kB")
             if args.before:
                 old = before[runs] = measure(site, folder, old_root, args.uploads, args.gzip)
                 line += (f" | {old['visible']:7.0f} ms (step {old['step']:6.0f}, "
-                         f"{old['step_cpu']:4.0f} CPU), first view "
+                         f"{old['step_cpu']:4.0f} CPU, stored in "
+                         f"{old['step_bytes'] / 1000:.1f} kB), first view "
                          f"{old['first'] / old['list']:5.1f}x ({old['first']:.1f} ms, "
                          f"{old['first_cpu']:.1f} CPU)")
             print(line, flush=True)

@@ -755,6 +755,28 @@ class PreparedBoardRow(Base):
     parts: Mapped[str] = mapped_column(Text)
 
 
+class PreparedBoardFrame(Base):
+    """The order of a phase's stored board rows, as a checkpoint or as edits against one.
+
+    A checkpoint (`base` NULL) lists every row's key in order (`body`: the keys, one a line);
+    an edit lists the rows taken out and put in against the frame `base` names (`body`: JSON
+    {"went": positions, "added": [[position, key], ...]}); `digest` names the keys in order
+    (prepared.keys_digest) and `edits` counts the edits since the checkpoint. A version
+    (PreparedBoard.data["keys_digest"]) names its frame, so storing an upload's board writes
+    its edits, not every key, and a new checkpoint once the edits grow past a share of the board.
+    """
+
+    __tablename__ = "prepared_board_frame"
+    __table_args__ = (UniqueConstraint("phase_id", "digest"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    digest: Mapped[str] = mapped_column(String(64))
+    base: Mapped[str | None] = mapped_column(String(64))
+    edits: Mapped[int] = mapped_column(Integer)
+    body: Mapped[str] = mapped_column(Text)
+
+
 class ModelSubmission(Base):
     """An encoder a team uploaded (the model track): checked at once, run by a queue job.
 

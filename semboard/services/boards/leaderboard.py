@@ -824,9 +824,6 @@ def _apply_groups(session: Session, board: Leaderboard, *, phase: Phase,
 # What a board's pending time was taken from: the stored grouping it compared with (id,
 # digest) and each uncovered (run, score) pair's score time.
 Pending = tuple[tuple[int, str] | None, dict[tuple[int, int], datetime]]
-# The (run, score) pairs each stored grouping covers, by (database, id, digest): a stored
-# grouping is never changed (its digest names its settings), so an entry is never stale.
-_COVERED: LRU[tuple[str, int, str], frozenset[tuple[int, int]]] = LRU(16)
 
 
 # The phase's newest stored grouping (id, digest), the pairs it covers, and whether it is the
@@ -843,13 +840,8 @@ def _stored_grouping(session: Session, phase: Phase) -> Grouping:
     if not newest:
         return None, frozenset(), True
     found = newest[0]
-    key = (str(session.get_bind().engine.url), found[0], found[1])
-    covered = _COVERED.get(key)
-    if covered is None:
-        settings = session.scalar(select(SignificanceGroups.settings)
-                                  .where(SignificanceGroups.id == found[0]))
-        covered = _COVERED.put(key, frozenset(
-            (int(run_id), int(score_id)) for run_id, score_id in (settings or {}).get("runs", [])))
+    # the pairs it covers: kept per grouping, else read as the edit of the one before
+    covered = significance.covered_pairs(session, (found[0], found[1]))
     return (found[0], found[1]), covered, len(newest) == 1
 
 

@@ -54,7 +54,7 @@ from semboard.services.tasks import access, tasks
 from semboard.storage import Storage
 
 # Bump when the prepared data's shape changes: every stored board then misses once.
-BOARD_FORMAT = 5
+BOARD_FORMAT = 6
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
 # the database, so a stale entry can never be served; this only spares re-parsing the JSON.
 _memo: LRU[tuple[str, int, str], Prepared] = LRU(64)
@@ -686,9 +686,14 @@ def _seeded(session: Session, *, phase: Phase, state: BoardState) -> Prepared | 
     if (frame is None or not stored_rows.is_open(frame) or data.get("stamp") != state.stamp
             or serial is None or serial > state.serial):
         return None
-    frame = {**frame, "keys": data.get("keys", frame.get("keys", []))}
     key = _base_key(session, phase.id)
-    view = stored_rows.view_of(session, phase.id, frame, _views.get(key),
+    before = _views.get(key)
+    with_keys = _with_keys(session, phase=phase, version=version, frame=frame,
+                           digest=data.get("keys_digest"), before=before, keys=data.get("keys"))
+    if with_keys is None:  # replaced meanwhile: built
+        return None
+    frame = with_keys
+    view = stored_rows.view_of(session, phase.id, frame, before,
                                data.get("keys_digest") or keys_digest(frame["keys"]))
     if view is None:  # replaced meanwhile: built
         return None
@@ -845,7 +850,11 @@ def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dic
     key = _base_key(session, phase.id)
     before = _views.get(key)
     if not stored_rows.is_open(frame):  # each row's ranks stored with the frame
-        frame = _with_keys(session, phase=phase, version=version, frame=frame)
+        found_frame = _with_keys(session, phase=phase, version=version, frame=frame,
+                                 digest=digest, before=before)
+        if found_frame is None:
+            return None
+        frame = found_frame
         rows = stored_rows.read_rows(session, phase.id, frame["keys"], len(frame["keys"]))
         if rows is None:
             return None
@@ -862,7 +871,11 @@ def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dic
             and before.keys_digest == delta["base"]):
         view = stored_rows.view_of_delta(session, phase.id, frame, before, delta, digest)
     else:
-        frame = _with_keys(session, phase=phase, version=version, frame=frame)
+        found_frame = _with_keys(session, phase=phase, version=version, frame=frame,
+                                 digest=digest, before=before)
+        if found_frame is None:
+            return None
+        frame = found_frame
         view = stored_rows.view_of(session, phase.id, frame, before,
                                    digest or keys_digest(frame["keys"]))
     if view is None:
@@ -876,14 +889,27 @@ def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dic
     return found
 
 
-def _with_keys(session: Session, *, phase: Phase, version: str,
-               frame: dict[str, Any]) -> dict[str, Any]:
-    """A stored frame with its rows' keys in order (kept apart from it since format 5)."""
+def _with_keys(session: Session, *, phase: Phase, version: str, frame: dict[str, Any],
+               digest: str | None = None, before: stored_rows.View | None = None,
+               keys: list[str] | None = None) -> dict[str, Any] | None:
+    """A stored frame with its rows' keys in order (apart from it since format 5, in the
+    phase's frames since 6): from the phase's stored frames (the edits since the version
+    `before` this process read, else from their checkpoint), else from the version's data
+    (stored before frames were, or `keys` where the caller read them); None where neither
+    holds them (replaced meanwhile)."""
     if "keys" in frame:
         return frame
-    keys = session.scalar(select(PreparedBoard.data["keys"]).where(
-        PreparedBoard.phase_id == phase.id, PreparedBoard.version == version))
-    return {**frame, "keys": keys or []}
+    found = None
+    if digest is not None:
+        known = None if before is None else (before.keys_digest, before.frame["keys"])
+        found = stored_rows.frame_keys(session, phase.id, digest, known)
+    if found is None:
+        found = keys if keys is not None else session.scalar(
+            select(PreparedBoard.data["keys"]).where(
+                PreparedBoard.phase_id == phase.id, PreparedBoard.version == version))
+        if found is None and digest is not None:
+            return None
+    return {**frame, "keys": found or []}
 
 
 def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
@@ -962,8 +988,11 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         # the serial and stamp its runs are of: a process without a board of its own merges
         # the changes since into this one (_seeded)
         frame = dict(prepared.parts.frame)
-        # the keys apart: a reader that has the version before reads the edits, not every key
-        data = {"parts": frame, "keys": frame.pop("keys"), "serial": prepared.serial,
+        # the keys apart, in the phase's frames (stored.store_frame: the edits from the
+        # version before, or a checkpoint of every key): a version writes and a reader that
+        # has the version before reads its edits, not every key
+        keys = frame.pop("keys")
+        data = {"parts": frame, "serial": prepared.serial,
                 "stamp": prepared.stamp, "keys_digest": prepared.parts.keys_digest(),
                 "delta": prepared.parts.delta}
         row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version, data=data,
@@ -972,6 +1001,8 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
                             built_at=prepared.built_at, elapsed_ms=prepared.elapsed_ms)
         if not insert_unless_refused(session, row):
             return False
+        stored_rows.store_frame(session, prepared.phase_id, keys, prepared.parts.keys_digest(),
+                                prepared.parts.delta)
         _store_rows(session, phase_id=prepared.phase_id, parts=prepared.parts, known=known)
         prepared.stored_keys = frozenset(prepared.parts.rows)
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,

@@ -96,6 +96,50 @@ def pending_since(session: Session, *, phase: Phase,
     return min(times) if uncovered else max(times)
 
 
+# The (run, score) pairs each stored grouping covers, by (database, id, digest): a stored
+# grouping is never changed (its digest names its settings), so an entry is never stale.
+_COVERED: LRU[tuple[str, int, str], frozenset[tuple[int, int]]] = LRU(16)
+# Pairs decoded from stored groupings (tests: a grouping stored as the edit of one a process
+# knows costs it the changed pairs, not every pair)
+pairs_decoded = [0]
+
+
+def covered_pairs(session: Session, grouping: tuple[int, str]) -> frozenset[tuple[int, int]]:
+    """The (run, score) pairs a stored grouping (id, digest) covers: kept, else the pairs of
+    the grouping its edit starts from (settings["runs_edit"]: a process that knew that one
+    applies the edit), else its every pair decoded once."""
+    url = str(session.get_bind().engine.url)
+    key = (url, *grouping)
+    found = _COVERED.get(key)
+    if found is not None:
+        return found
+    where = SignificanceGroups.id == grouping[0]
+    edit = session.scalar(select(SignificanceGroups.settings["runs_edit"]).where(where))
+    base = None if not edit else _COVERED.get((url, *edit["base"]))
+    if edit and base is not None:
+        pairs_decoded[0] += len(edit["went"]) + len(edit["added"])
+        found = base.difference(map(tuple, edit["went"])).union(map(tuple, edit["added"]))
+    else:
+        runs = session.scalar(select(SignificanceGroups.settings["runs"]).where(where)) or []
+        pairs_decoded[0] += len(runs)
+        found = frozenset(map(tuple, runs))
+    return _COVERED.put(key, found)  # type: ignore[arg-type]
+
+
+def _runs_edit(session: Session, phase: Phase, runs: list[list[int]]) -> dict[str, Any]:
+    """A new grouping's pairs as the edit of the phase's newest stored grouping's (a note
+    beside its settings, not in its digest): a process that knew that one reads the edit."""
+    newest = session.execute(select(SignificanceGroups.id, SignificanceGroups.digest)
+                             .where(SignificanceGroups.phase_id == phase.id)
+                             .order_by(SignificanceGroups.id.desc()).limit(1)).one_or_none()
+    if newest is None:
+        return {}
+    before = covered_pairs(session, (newest[0], newest[1]))
+    now = frozenset(map(tuple, runs))
+    return {"runs_edit": {"base": [newest[0], newest[1]],
+                          "went": sorted(before - now), "added": sorted(now - before)}}
+
+
 def digest_of(values: dict[str, Any]) -> str:
     """sha256 of the settings' canonical JSON."""
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
@@ -406,6 +450,7 @@ def board_groups(session: Session, storage: Storage | None, *, phase: Phase,
         found = cached(session, phase=phase, digest=digest)
         if found is not None:  # another worker stored it while this one computed
             return found
+    notes = {**notes, **_runs_edit(session, phase, values["runs"])}
     row = SignificanceGroups(
         phase_id=phase.id, digest=digest, settings={**values, **notes}, groups=groups,
         elapsed_ms=notes["elapsed_ms"], computed_at=now,
@@ -413,6 +458,8 @@ def board_groups(session: Session, storage: Storage | None, *, phase: Phase,
     if not insert_unless_refused(session, row):
         # another worker stored the same result meanwhile: same digest, same groups
         return cached(session, phase=phase, digest=digest)
+    _COVERED.put((str(session.get_bind().engine.url), row.id, digest),
+                 frozenset(map(tuple, values["runs"])))  # type: ignore[arg-type]
     session.execute(delete(SignificanceGroups).where(
         SignificanceGroups.phase_id == phase.id, SignificanceGroups.digest != digest))
     return row

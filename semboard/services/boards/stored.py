@@ -20,11 +20,13 @@ from operator import attrgetter
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import delete, func, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from semboard.cache import LRU
-from semboard.models import PreparedBoardRow
+from semboard.models import PreparedBoardFrame, PreparedBoardRow
 from semboard.services.boards.leaderboard import (
     Column,
     Leaderboard,
@@ -142,6 +144,114 @@ def read_rows(session: Session, phase_id: int, keys: Iterable[str],
     if any(key not in found for key in missing):
         return None
     return found
+
+
+# A new checkpoint (every row's key) once the edits since the last one would pass this share
+# of the board, or CHECKPOINT_MIN edits: a version costs its writer its own edits, plus every key
+# once per that many edits; a reader without the version before applies at most as many.
+CHECKPOINT_SHARE = 0.125
+CHECKPOINT_MIN = 64
+# Row keys written into and read from stored frames (tests: a version after an upload writes
+# its edits, and a reader that holds a version before reads the edits since, not every key)
+frame_keys_written = [0]
+frame_keys_read = [0]
+
+
+def _insert(session: Session) -> Any:
+    return (postgresql_insert if session.get_bind().dialect.name == "postgresql"
+            else sqlite_insert)
+
+
+def store_frame(session: Session, phase_id: int, keys: list[str], digest: str,
+                delta: dict[str, Any] | None) -> None:
+    """Store the row order `keys` (named by `digest`) unless it is stored: as `delta`'s edits
+    against its base's frame where that is stored and the edits since its checkpoint stay
+    within the share, else as a checkpoint of every key (then the frames older than the
+    checkpoint before it are deleted: no stored version starts from them)."""
+    frame = PreparedBoardFrame
+    base = delta.get("base") if delta is not None else None
+    newest = select(func.max(frame.id)).where(frame.phase_id == phase_id, frame.base.is_(None))
+    # each frame's edits since its checkpoint, and whether it comes after the newest one (an
+    # older chain is not extended: deleted with its checkpoint, it would lose its start)
+    found = {row[0]: row[1:] for row in session.execute(
+        select(frame.digest, frame.edits, frame.id >= func.coalesce(newest.scalar_subquery(), 0))
+        .where(frame.phase_id == phase_id,
+               frame.digest.in_([digest] if base is None else [digest, base])))}
+    if digest in found:  # the same rows as a version stored before (its groups came, say)
+        return
+    insert = _insert(session)(frame).on_conflict_do_nothing()
+    if delta is not None and base in found and found[base][1]:
+        edits = found[base][0] + len(delta["went"]) + len(delta["added"])
+        if edits <= max(CHECKPOINT_MIN, CHECKPOINT_SHARE * len(keys)):
+            frame_keys_written[0] += len(delta["added"])
+            session.execute(insert, [{"phase_id": phase_id, "digest": digest, "base": base,
+                                      "edits": edits, "body": json.dumps(
+                                          {"went": delta["went"], "added": delta["added"]})}])
+            return
+    frame_keys_written[0] += len(keys)
+    session.execute(insert, [{"phase_id": phase_id, "digest": digest, "base": None,
+                              "edits": 0, "body": "\n".join(keys)}])
+    this = select(frame.id).where(frame.phase_id == phase_id, frame.digest == digest)
+    before = session.scalar(select(func.max(frame.id)).where(
+        frame.phase_id == phase_id, frame.base.is_(None), frame.id < this.scalar_subquery()))
+    if before is not None:  # one generation kept: a version stored meanwhile starts from it
+        session.execute(delete(frame).where(frame.phase_id == phase_id, frame.id < before))
+
+
+def frame_keys(session: Session, phase_id: int, digest: str,
+               known: tuple[str | None, list[str]] | None = None) -> list[str] | None:
+    """The row keys in order of the stored frame `digest`: `known` (a frame this process holds:
+    its digest and keys) with the edits stored since applied where the frame's edits start
+    from it, else its checkpoint's keys with the edits since; None where it is not stored."""
+    if known is not None and known[0] == digest:
+        return list(known[1])
+    frame = PreparedBoardFrame
+    target = session.scalar(select(frame.id).where(frame.phase_id == phase_id,
+                                                   frame.digest == digest))
+    if target is None:
+        return None
+    start = None
+    if known is not None and known[0] is not None:
+        start = session.scalar(select(frame.id).where(frame.phase_id == phase_id,
+                                                      frame.digest == known[0]))
+    if start is None or start > target:
+        known = None
+        start = session.scalar(select(func.max(frame.id)).where(
+            frame.phase_id == phase_id, frame.base.is_(None), frame.id <= target))
+        if start is None:
+            return None
+    links = {found: (frame_id, base) for frame_id, found, base in session.execute(
+        select(frame.id, frame.digest, frame.base).where(
+            frame.phase_id == phase_id, frame.id >= start, frame.id <= target))}
+    path: list[int] = []  # the frames to apply, newest first
+    at: str | None = digest
+    while known is None or at != known[0]:
+        link = links.get(at) if at is not None else None
+        if link is None:  # its edits do not start from the known frame: from the checkpoint
+            return None if known is None else frame_keys(session, phase_id, digest)
+        path.append(link[0])
+        if link[1] is None:  # a checkpoint
+            known = None
+            break
+        at = link[1]
+    keys = list(known[1]) if known is not None else []
+    checkpoints = {frame_id for frame_id, base in links.values() if base is None}
+    bodies = dict(session.execute(select(frame.id, frame.body).where(frame.id.in_(path))).all())
+    for frame_id in reversed(path):
+        body = bodies.get(frame_id)
+        if body is None:  # deleted meanwhile (a newer checkpoint's)
+            return None
+        if frame_id in checkpoints:
+            keys = body.split("\n") if body else []
+            frame_keys_read[0] += len(keys)
+            continue
+        edits = json.loads(body)
+        for position in reversed(edits["went"]):
+            keys.pop(position)
+        for position, key in edits["added"]:
+            keys.insert(position, key)
+        frame_keys_read[0] += len(edits["added"])
+    return keys
 
 
 class StoredRows(RankedRows):
