@@ -35,9 +35,11 @@ from rq.worker import WorkerStatus
 
 from semboard.clock import utcnow
 from semboard.db import get_session
+from semboard.jobs import boards
 from semboard.jobs import models as model_jobs
 from semboard.jobs import queue as job_queue
 from semboard.jobs import scoring as scoring_jobs
+from semboard.jobs.preload import preload
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +176,11 @@ def serve(app: Flask, queues: Sequence[str], *, burst: bool = False) -> None:
     # seconds behind a board's groups.
     app.config["SEMBOARD_BOARD_JOBS"] = "process"
     job_queue.set_job_app(app)
+    if not burst:
+        # a serving worker loads what a large upload's scoring needs and starts its groups
+        # process now: neither is charged to the first upload it takes (issue 45)
+        preload()
+        boards.keep_groups_process(app)
     timing = job_queue.worker_timing(app)
     connection = Redis.from_url(app.config["REDIS_URL"])
     names = queues or WORKER_QUEUES
