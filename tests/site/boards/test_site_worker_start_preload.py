@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import select
 import signal
 import subprocess
@@ -56,10 +57,13 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_a_gunicorn_worker_under_the_deployed_settings_has_the_reader_loaded(tmp_path):
-    # the image's and docs/DEPLOY.md's gunicorn command (semboard.web.gunicorn_conf)
+    # the settings the image's gunicorn command names (docs/DEPLOY.md's unit names the same)
+    shipped = re.findall(r"exec gunicorn -c (\S+) ", (PROJECT_ROOT / "Dockerfile").read_text())
+    assert shipped == ["python:semboard.web.gunicorn_conf"]
+    assert f"gunicorn -c {shipped[0]} " in (PROJECT_ROOT / "docs" / "DEPLOY.md").read_text()
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "python:semboard.web.gunicorn_conf", "-w", "1",
+        [sys.executable, "-m", "gunicorn", "-c", shipped[0], "-w", "1",
          "-b", f"127.0.0.1:{port}", "semboard:create_app()"],
         cwd=PROJECT_ROOT, env=_env(tmp_path), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
