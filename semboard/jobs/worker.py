@@ -176,14 +176,15 @@ def serve(app: Flask, queues: Sequence[str], *, burst: bool = False) -> None:
     # seconds behind a board's groups.
     app.config["SEMBOARD_BOARD_JOBS"] = "process"
     job_queue.set_job_app(app)
-    if not burst:
-        # a serving worker loads what a large upload's scoring needs and starts its groups
-        # process now: neither is charged to the first upload it takes (issue 45)
-        preload()
-        boards.keep_groups_process(app)
     timing = job_queue.worker_timing(app)
     connection = Redis.from_url(app.config["REDIS_URL"])
     names = queues or WORKER_QUEUES
+    if not burst and boards.QUEUE_NAME in names:
+        # a worker serving scoring and groups loads what a large upload's scoring needs and
+        # starts its groups process now: neither is charged to the first upload it takes
+        # (issue 45); a worker of other queues only (the GPU host's baselines) keeps neither
+        preload()
+        boards.keep_groups_process(app)
     while True:
         worker = SiteWorker([Queue(name, connection=connection) for name in names],
                             connection=connection, app=app, beat_s=timing.beat_s,
