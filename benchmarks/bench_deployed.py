@@ -39,7 +39,11 @@ a sync worker serving one request at a time):
   its run file as large as an upload may be (61.5 MiB at 1.5M pairs), uploaded to a fresh site
   in mode queue, twice (the host's first upload, then the other web worker's first): the peak
   resident memory of each web worker, the flask worker and its groups process above their level
-  before, sampled every 5 ms from /proc/PID/status, against the file's size.
+  before, sampled every 5 ms from /proc/PID/status, against the file's size. "Before" is each
+  process's level once started and settled (no change for 2 s): gunicorn runs with the deployed
+  settings (semboard.web.gunicorn_conf: a worker loads what a large upload needs at its start),
+  and `flask worker` starts its groups process at its own start (a groups process that is not
+  there yet is counted from nothing: its start-up is then part of the upload).
 
 Prints each table with the load average; nothing is asserted.
 """
@@ -168,6 +172,23 @@ def groups_process(parent: int) -> int | None:
         if "multiprocessing.spawn" in line or "spawn_main" in line:
             return pid
     return None
+
+
+def settled(pids: Callable[[], list[int]], quiet_s: float = 2.0, limit_s: float = 120.0
+            ) -> dict[int, int]:
+    """Each process's resident memory once none has changed for quiet_s (a started worker
+    has loaded its app and what it loads at its start): the level "before" an upload."""
+    deadline = time.monotonic() + limit_s
+    last: dict[int, int] = {}
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        now = {pid: rss_kib(pid) for pid in pids()}
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            break
+        time.sleep(0.2)
+    return last
 
 
 class PeakSampler:
@@ -346,7 +367,10 @@ class Site:
         log = open(folder / f"gunicorn-{self.mode}.log", "a")  # noqa: SIM115 - closed in stop
         self.logs.append(log)
         gunicorn = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-w", str(web_workers), "-b",
+            # the deployed settings (the image's command, docs/DEPLOY.md): each worker loads
+            # what a large upload needs once its app is loaded (semboard.jobs.preload)
+            [sys.executable, "-m", "gunicorn", "-c", "python:semboard.web.gunicorn_conf",
+             "-w", str(web_workers), "-b",
              f"127.0.0.1:{self.port}", "--timeout", "120", "--pythonpath", str(folder),
              "bench_wsgi:app"], env=self.env(), cwd=PROJECT_ROOT, stdout=log,
             stderr=subprocess.STDOUT)
@@ -796,7 +820,7 @@ def memory(url: str, folder: Path, pairs: int, redis_url: str, web_workers: int)
                 group = site.worker and groups_process(site.worker)
                 return [*watched, group] if group else watched
 
-            before = {pid: rss_kib(pid) for pid in pids()}
+            before = settled(pids)
             sampler = PeakSampler(pids)
             # the second upload goes to the other web worker: the one that took the first is
             # stopped meanwhile (gunicorn has no affinity; a stopped worker accepts nothing)

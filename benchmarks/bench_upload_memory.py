@@ -22,8 +22,11 @@ valid-padded run, each stage in its own fresh process, in order:
   worker   the queue worker's job: the stored run scored, its board stored
   groups   the significance groups of the board with the new run
   web2     the other team's upload on a fresh worker (the host cache now holds the inputs)
-Printed per stage: the peak resident memory above the level before it, and the peak of the
-memory Python itself allocated (tracemalloc, with --trace; slower), as multiples of the file.
+Each stage's process first loads what the deployed processes load at their start
+(semboard.jobs.preload: gunicorn's post_worker_init, `flask worker`, its groups process) and
+serves one request. Printed per stage: the peak resident memory above the level before it, and
+the peak of the memory Python itself allocated (tracemalloc, with --trace; slower), as
+multiples of the file.
 
     python benchmarks/bench_upload_memory.py --stages [--pairs 1500000] [--trace] [--keep DIR]
 """
@@ -158,15 +161,15 @@ def stage_child(folder: Path, stage: str, trace: bool) -> None:
     """In the subprocess: one process's part of a large upload, measured."""
     import logging
 
-    from evaluation.fastparse import arrow_float_columns
     from semboard.jobs import boards, scoring
+    from semboard.jobs.preload import preload
     from semboard.models import Run, Task
 
     logging.disable(logging.WARNING)  # the missing queue is said once per upload
     app = _site_app(folder)
     boards.use_host_cache(app)
     tokens = json.loads((folder / "tokens.json").read_text())
-    arrow_float_columns(b"1.5\n" * (1 << 20), 1)  # a worker's reader is warm after its first
+    preload()  # what each deployed process loads at its start (gunicorn_conf, flask worker)
     client = app.test_client()
     client.get("/api/v1/tasks")  # a worker has served something before: imports, templates
     if stage in ("web", "web2"):

@@ -66,12 +66,20 @@ def arrow_float_columns(data: bytes, max_columns: int = 2) -> list[np.ndarray] |
         if table.num_columns != len(columns) or at + table.num_rows > rows:
             return None  # a piece with other columns than the first, or lines pyarrow joined
         for out, col in zip(columns, table.columns, strict=True):
-            if col.null_count:
+            if col.null_count or col.type != pa.float64():
                 return None
-            arr = col.to_numpy()
-            if arr.dtype != np.float64 or not np.isfinite(arr).all():
-                return None
-            out[at:at + len(arr)] = arr
+            row = at
+            for chunk in col.chunks:
+                if not len(chunk):
+                    continue
+                # the values buffer read in place: ChunkedArray.to_numpy goes through pyarrow's
+                # pandas layer, which imports pandas (+46 MiB resident on a worker's first run)
+                arr = np.frombuffer(chunk.buffers()[1], dtype=np.float64, count=len(chunk),
+                                    offset=8 * chunk.offset)
+                if not np.isfinite(arr).all():
+                    return None
+                out[row:row + len(arr)] = arr
+                row += len(arr)
         at += table.num_rows
         start = end
         del table

@@ -306,7 +306,9 @@ def _store_pieces(key: str, pieces: Pieces) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     spools: list[Any] = []
     stack = contextlib.ExitStack()
-    lengths: list[list[np.ndarray]] = []  # each column's text ends, a piece at a time
+    # each column's text ends (int64), a piece at a time, written to a file of their own: the
+    # offsets are then the only array of the pairs' size held (1.5M pairs: 24 MB, not twice)
+    lengths: list[Any] = []
     sizes: list[int] = []  # each column's bytes so far
     names: list[dict[str, int]] = []
     codes: list[list[np.ndarray]] = []
@@ -324,7 +326,8 @@ def _store_pieces(key: str, pieces: Pieces) -> None:
                 width = (0 if pieces.line_ids else 1) + (text_columns if has_texts else 0)
                 spools = [stack.enter_context(tempfile.TemporaryFile(dir=folder))  # noqa: SIM115
                           for _ in range(width)]
-                lengths = [[] for _ in range(width)]
+                lengths = [stack.enter_context(tempfile.TemporaryFile(dir=folder))  # noqa: SIM115
+                           for _ in range(width)]
                 sizes = [0] * width
                 names = [{} for _ in range(1 + len(breakdowns))]
                 codes = [[] for _ in range(1 + len(breakdowns))]
@@ -338,7 +341,7 @@ def _store_pieces(key: str, pieces: Pieces) -> None:
                 np.cumsum(ends, out=ends)
                 ends += sizes[c]
                 sizes[c] = int(ends[-1]) if len(ends) else sizes[c]
-                lengths[c].append(ends)
+                lengths[c].write(ends.tobytes())
                 spools[c].write(b"".join(encoded))
             for c, values in enumerate([piece.genres,
                                         *(piece.breakdowns[b] for b in breakdowns)]):
@@ -347,22 +350,6 @@ def _store_pieces(key: str, pieces: Pieces) -> None:
                     (-1 if v is None else known.setdefault(v, len(known)) for v in values),
                     dtype=np.int32, count=len(values)))
             n += len(piece)
-        # the pieces' ends moved into one array, each piece let go once copied: the offsets
-        # are held once, not beside a concatenation and a cumulative sum of them
-        offsets = np.zeros((len(spools), n + 1), dtype=np.int64)
-        at = 0
-        for c in range(len(spools)):
-            offsets[c, 0] = at
-            row = 1
-            while lengths[c]:
-                ends = lengths[c].pop(0)
-                np.add(ends, at, out=offsets[c, row:row + len(ends)])
-                row += len(ends)
-                del ends
-            at += sizes[c]
-        joined = (np.stack([np.concatenate(found) if found else np.zeros(0, np.int32)
-                            for found in codes]) if n else
-                  np.zeros((1 + len(breakdowns), 0), np.int32))
 
         def blob() -> Iterator[bytes]:
             for spool in spools:
@@ -371,7 +358,31 @@ def _store_pieces(key: str, pieces: Pieces) -> None:
                     yield chunk
             yield b"\0"  # never empty: mappable
 
-        INPUTS.store_bytes(f"{key}-blob", blob(), at + 1)
+        # the texts first, while the offsets are not made yet: its read buffers are never
+        # held beside them
+        INPUTS.store_bytes(f"{key}-blob", blob(), sum(sizes) + 1)
+        # the pieces' ends read back into one array and moved to the column's start in place:
+        # the offsets are held once, not beside the pieces' ends
+        offsets = np.zeros((len(spools), n + 1), dtype=np.int64)
+        at = 0
+        for c in range(len(spools)):
+            offsets[c, 0] = at
+            lengths[c].seek(0)
+            into = offsets[c, 1:].data.cast("B")
+            done = 0
+            while done < len(into):
+                got = lengths[c].readinto(into[done:])
+                if not got:
+                    raise OSError("the inputs' text ends could not be read back")
+                done += got
+            offsets[c, 1:] += at
+            at += sizes[c]
+        # each row of codes joined in place, its pieces let go once copied
+        joined = np.zeros((1 + len(breakdowns), n), np.int32)
+        for row_codes, found in zip(joined, codes, strict=True):
+            if found:
+                np.concatenate(found, out=row_codes)
+            found.clear()
     finally:
         stack.close()
     INPUTS.store(f"{key}-offsets", offsets)

@@ -374,6 +374,9 @@ def _serve_groups(config: dict[str, Any], storage: Any, conn: Any, idle_s: float
     app = import_string("semboard:create_app")(config)
     if storage is not None:
         app.extensions["semboard.storage"] = storage
+    # what a round loads on first use (pyarrow's reader), loaded before the first round comes:
+    # a process started ahead of its rounds (keep_groups_process) then charges none to an upload
+    import_string("semboard.jobs.preload:preload")()
     while conn.poll(idle_s):
         try:
             task_id = conn.recv()
@@ -418,6 +421,43 @@ def _run_in_child(app: Flask, task_id: int) -> int:
     elif code:  # stopped by a signal (this process shutting down): a GET re-queues
         log.warning("significance groups of task %s stopped (signal %s)", task_id, -code)
     return int(code or 0)
+
+
+# A kept groups process that ends sooner than this after its start (it failed to start) is
+# started again only after this pause: no loop of failing starts.
+GROUPS_RESTART_S = 60.0
+
+
+def _ensure_child(app: Flask) -> _GroupsProcess:
+    """This app's groups process, started when there is none alive (under its round lock)."""
+    with _groups_lock:
+        lock = _round_locks.setdefault(id(app), threading.Lock())
+    with lock:
+        child = _groups_processes.get(id(app))
+        if child is None or child.app() is not app or not child.process.is_alive():
+            child = _groups_processes[id(app)] = _GroupsProcess(app)
+        return child
+
+
+def _keep_body(app: Flask) -> None:
+    while True:
+        started = time.monotonic()
+        child = _ensure_child(app)
+        child.process.join()  # until it ends: idle (its memory given back), or stopped
+        if time.monotonic() - started < GROUPS_RESTART_S:
+            time.sleep(GROUPS_RESTART_S)
+
+
+def keep_groups_process(app: Flask) -> None:
+    """Start this process's groups process now, not at the first upload's round, and a fresh
+    one each time it ends (after GROUPS_IDLE_S without a round: the rounds' memory is given
+    back and the next round still finds a started process). For a long-lived `flask worker`:
+    a process's start-up (interpreter, app, pyarrow) is then never part of an upload's round.
+    """
+    # a thread of its own, not job_queue.start_thread's registry: it lasts as long as this
+    # process, and wait_for_threads joins only work that ends
+    threading.Thread(target=_keep_body, args=(app,), daemon=True,
+                     name="groups-process-keeper").start()
 
 
 def _process_body(app: Flask, task_id: int) -> None:

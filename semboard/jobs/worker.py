@@ -35,9 +35,11 @@ from rq.worker import WorkerStatus
 
 from semboard.clock import utcnow
 from semboard.db import get_session
+from semboard.jobs import boards
 from semboard.jobs import models as model_jobs
 from semboard.jobs import queue as job_queue
 from semboard.jobs import scoring as scoring_jobs
+from semboard.jobs.preload import preload
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +179,12 @@ def serve(app: Flask, queues: Sequence[str], *, burst: bool = False) -> None:
     timing = job_queue.worker_timing(app)
     connection = Redis.from_url(app.config["REDIS_URL"])
     names = queues or WORKER_QUEUES
+    if not burst and boards.QUEUE_NAME in names:
+        # a worker serving scoring and groups loads what a large upload's scoring needs and
+        # starts its groups process now: neither is charged to the first upload it takes
+        # (issue 45); a worker of other queues only (the GPU host's baselines) keeps neither
+        preload()
+        boards.keep_groups_process(app)
     while True:
         worker = SiteWorker([Queue(name, connection=connection) for name in names],
                             connection=connection, app=app, beat_s=timing.beat_s,

@@ -212,3 +212,19 @@ def test_a_big_runs_resamples_hold_no_temporaries_of_the_pairs_size(sts, make_st
     # the pairs' six moment columns (48 bytes a pair), one row of counts and the aligned scores
     # (64 in all); column_stack's six inputs beside them made it 112
     assert peak < 80 * n, f"peak {peak:,} bytes, {peak / n:.0f} a pair"
+
+
+def test_the_fast_reader_loads_no_pandas():
+    # pyarrow's ChunkedArray.to_numpy goes through its pandas layer, which imports pandas: 46 MiB
+    # resident on a worker's first big run, in every process that reads one (a fresh interpreter:
+    # this one may have pandas already)
+    import subprocess
+    import sys
+
+    code = ("import sys; from evaluation.fastparse import arrow_float_columns as read; "
+            "cols = read(b'1.5\\t2\\n' * (1 << 20), 2); "
+            "assert cols is not None and cols[1].sum() == 2 << 20; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"

@@ -203,6 +203,13 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -216,14 +223,22 @@ def test_a_killed_worker_leaves_no_scheduler_behind(site, workers):
     """kill -9 of `flask worker`: its rq scheduler child stops too and frees the lock."""
     redis = Redis.from_url(site["env"]["REDIS_URL"])
     worker = workers.start()
-    _wait(lambda: _children(worker.pid), 90, lambda: f"a scheduler child\n{workers.log(0)}")
-    (scheduler,) = _children(worker.pid)
+    # its children: rq's scheduler (forked), the kept groups process it starts at its start
+    # (spawned) and multiprocessing's resource tracker
+    def kinds() -> tuple[list[int], list[int]]:
+        lines = {pid: _cmdline(pid) for pid in _children(worker.pid)}
+        return ([pid for pid, line in lines.items() if b"multiprocessing" not in line],
+                [pid for pid, line in lines.items() if b"spawn_main" in line])
+
+    _wait(lambda: all(kinds()), 90, lambda: f"a scheduler and a groups process\n{workers.log(0)}")
+    (scheduler,), spawned = kinds()
     _wait(lambda: redis.get("rq:scheduler-lock:semboard") is not None, 30, "the scheduler lock")
     # one command serves every queue, the model queue too
     assert "serving queues semboard, mail, analysis, baselines" in workers.log(0)
     os.kill(worker.pid, signal.SIGKILL)
     worker.wait(timeout=30)
     _wait(lambda: not _alive(scheduler), 15, "the orphaned scheduler stopped")
+    _wait(lambda: not any(_alive(pid) for pid in spawned), 15, "the groups process stopped")
     # a stopping scheduler releases its lock; one that died first cannot refresh it, and rq's
     # lease (its interval + 60 s) lets it go: either way a new worker's scheduler can take it
     _wait(lambda: redis.get("rq:scheduler-lock:semboard") is None, 75, "the lock released")

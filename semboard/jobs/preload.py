@@ -1,0 +1,30 @@
+"""What a server process loads at its start rather than on its first large upload (issue 45).
+
+A web worker, the `flask worker` and its kept groups process each load pyarrow's CSV reader
+(the fast reader of big runs and gold files, evaluation.fastparse) and the queue client the
+first time a large run comes: about 30 MiB resident, which a first upload of 61.5 MiB would
+otherwise count against its own peak. Loaded once here, at the process's start, by the
+deployed entry points: gunicorn's post_worker_init (semboard.web.gunicorn_conf, which the
+image and docs/DEPLOY.md start gunicorn with), `flask worker` and the groups process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from evaluation.fastparse import ARROW_MIN_BYTES, arrow_float_columns
+
+# imported on a large upload's first validation (pyarrow), queueing (rq, in a web worker with
+# REDIS_URL) and scoring; every one is a declared dependency
+MODULES = ("pyarrow", "pyarrow.csv", "rq", "evaluation.scoring", "evaluation.significance")
+
+
+def preload() -> list[str]:
+    """Import MODULES and read one small file with the fast reader (its parser's first use
+    loads code and sets up its memory pool); the modules that were not loaded before."""
+    new = [name for name in MODULES if name not in sys.modules]
+    for name in MODULES:
+        importlib.import_module(name)
+    arrow_float_columns(b"0\n" * (ARROW_MIN_BYTES // 2), 1)
+    return new

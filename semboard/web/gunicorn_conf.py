@@ -1,0 +1,15 @@
+"""gunicorn settings of the deployed site: `gunicorn -c python:semboard.web.gunicorn_conf ...`
+(the image's command and docs/DEPLOY.md's unit). Only hooks: workers, timeout and bind stay
+on the command line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def post_worker_init(worker: Any) -> None:
+    """Each worker, its app loaded: what a first large upload would load, loaded now
+    (semboard.jobs.preload), so a worker's first upload costs the upload only."""
+    from semboard.jobs.preload import preload  # gunicorn loads this file before the app
+
+    preload()
