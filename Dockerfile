@@ -50,6 +50,6 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 # run `flask db-upgrade` once as a release step (compose.yaml's `migrate` service) and start the
 # replicas with SEMBOARD_SKIP_MIGRATE=1. WEB_CONCURRENCY: gunicorn worker processes (default 4);
 # GUNICORN_TIMEOUT: seconds one request may take (default 120: a large run on a slow link).
-# semboard.web.gunicorn_conf: each worker loads what a large upload needs (pyarrow's reader,
-# the queue client) once at its start, not inside its first upload (semboard.jobs.preload).
-CMD ["sh", "-c", "if [ -z \"$SEMBOARD_SKIP_MIGRATE\" ]; then flask db-upgrade || exit 1; fi; exec gunicorn -c python:semboard.web.gunicorn_conf --workers \"${WEB_CONCURRENCY:-4}\" --timeout \"${GUNICORN_TIMEOUT:-120}\" --bind 0.0.0.0:8000 --forwarded-allow-ips \"${FORWARDED_ALLOW_IPS:-127.0.0.1}\" --access-logfile - 'semboard:create_app()'"]
+# semboard.serve.gunicorn_conf: each worker loads what a large upload needs (pyarrow's reader,
+# the queue client) once at its start, not inside its first upload (semboard.serve.preload).
+CMD ["sh", "-c", "if [ -z \"$SEMBOARD_SKIP_MIGRATE\" ]; then flask db-upgrade || exit 1; fi; exec gunicorn -c python:semboard.serve.gunicorn_conf --workers \"${WEB_CONCURRENCY:-4}\" --timeout \"${GUNICORN_TIMEOUT:-120}\" --bind 0.0.0.0:8000 --forwarded-allow-ips \"${FORWARDED_ALLOW_IPS:-127.0.0.1}\" --access-logfile - 'semboard:create_app()'"]

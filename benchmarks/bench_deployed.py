@@ -41,7 +41,7 @@ a sync worker serving one request at a time):
   resident memory of each web worker, the flask worker and its groups process above their level
   before, sampled every 5 ms from /proc/PID/status, against the file's size. "Before" is each
   process's level once started and settled (no change for 2 s): gunicorn runs with the deployed
-  settings (semboard.web.gunicorn_conf: a worker loads what a large upload needs at its start),
+  settings (semboard.serve.gunicorn_conf: a worker loads what a large upload needs at its start),
   and `flask worker` starts its groups process at its own start (a groups process that is not
   there yet is counted from nothing: its start-up is then part of the upload).
 
@@ -368,8 +368,8 @@ class Site:
         self.logs.append(log)
         gunicorn = subprocess.Popen(
             # the deployed settings (the image's command, docs/DEPLOY.md): each worker loads
-            # what a large upload needs once its app is loaded (semboard.jobs.preload)
-            [sys.executable, "-m", "gunicorn", "-c", "python:semboard.web.gunicorn_conf",
+            # what a large upload needs once its app is loaded (semboard.serve.preload)
+            [sys.executable, "-m", "gunicorn", "-c", "python:semboard.serve.gunicorn_conf",
              "-w", str(web_workers), "-b",
              f"127.0.0.1:{self.port}", "--timeout", "120", "--pythonpath", str(folder),
              "bench_wsgi:app"], env=self.env(), cwd=PROJECT_ROOT, stdout=log,

@@ -23,7 +23,7 @@ valid-padded run, each stage in its own fresh process, in order:
   groups   the significance groups of the board with the new run
   web2     the other team's upload on a fresh worker (the host cache now holds the inputs)
 Each stage's process first loads what the deployed processes load at their start
-(semboard.jobs.preload: gunicorn's post_worker_init, `flask worker`, its groups process) and
+(semboard.serve.preload: gunicorn's post_worker_init, `flask worker`, its groups process) and
 serves one request. Printed per stage: the peak resident memory above the level before it, and
 the peak of the memory Python itself allocated (tracemalloc, with --trace; slower), as
 multiples of the file.
@@ -162,8 +162,8 @@ def stage_child(folder: Path, stage: str, trace: bool) -> None:
     import logging
 
     from semboard.jobs import boards, scoring
-    from semboard.jobs.preload import preload
     from semboard.models import Run, Task
+    from semboard.serve.preload import preload
 
     logging.disable(logging.WARNING)  # the missing queue is said once per upload
     app = _site_app(folder)

@@ -37,6 +37,7 @@ from semboard.hostcache import columns as inputcolumns
 from semboard.jobs import queue as job_queue
 from semboard.jobs.queue import job_app
 from semboard.models import GoldFile, Phase, PrimaryRun, Run, RunScoreRecord, Task, Team
+from semboard.serve.preload import preload
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.boards import significance
 from semboard.storage import get_storage
@@ -376,7 +377,7 @@ def _serve_groups(config: dict[str, Any], storage: Any, conn: Any, idle_s: float
         app.extensions["semboard.storage"] = storage
     # what a round loads on first use (pyarrow's reader), loaded before the first round comes:
     # a process started ahead of its rounds (keep_groups_process) then charges none to an upload
-    import_string("semboard.jobs.preload:preload")()
+    preload()
     while conn.poll(idle_s):
         try:
             task_id = conn.recv()
@@ -439,25 +440,39 @@ def _ensure_child(app: Flask) -> _GroupsProcess:
         return child
 
 
-def _keep_body(app: Flask) -> None:
-    while True:
-        started = time.monotonic()
-        child = _ensure_child(app)
-        child.process.join()  # until it ends: idle (its memory given back), or stopped
-        if time.monotonic() - started < GROUPS_RESTART_S:
-            time.sleep(GROUPS_RESTART_S)
+class GroupsKeeper(threading.Thread):
+    """A daemon thread keeping this process's groups process started until stopped: a fresh
+    one each time it ends (after GROUPS_IDLE_S without a round, its memory given back)."""
+
+    def __init__(self, app: Flask) -> None:
+        super().__init__(name="groups-process-keeper", daemon=True)
+        self.app = app
+        self.stopped = threading.Event()
+
+    def stop(self) -> None:
+        """Start no further groups process (the one alive ends when idle or with this one)."""
+        self.stopped.set()
+
+    def run(self) -> None:
+        """Start one, wait for its end, again (a start that ended soon after waits first)."""
+        while not self.stopped.is_set():
+            started = time.monotonic()
+            child = _ensure_child(self.app)
+            child.process.join()  # until it ends: idle (its memory given back), or stopped
+            if time.monotonic() - started < GROUPS_RESTART_S:
+                self.stopped.wait(GROUPS_RESTART_S)
 
 
-def keep_groups_process(app: Flask) -> None:
+def keep_groups_process(app: Flask) -> GroupsKeeper:
     """Start this process's groups process now, not at the first upload's round, and a fresh
-    one each time it ends (after GROUPS_IDLE_S without a round: the rounds' memory is given
-    back and the next round still finds a started process). For a long-lived `flask worker`:
-    a process's start-up (interpreter, app, pyarrow) is then never part of an upload's round.
-    """
-    # a thread of its own, not job_queue.start_thread's registry: it lasts as long as this
-    # process, and wait_for_threads joins only work that ends
-    threading.Thread(target=_keep_body, args=(app,), daemon=True,
-                     name="groups-process-keeper").start()
+    one each time it ends (the rounds' memory is given back and the next round still finds a
+    started process). For a long-lived `flask worker`: a process's start-up (interpreter, app,
+    pyarrow) is then never part of an upload's round."""
+    # a long-lived thread this process owns (tests/test_architecture.py's THREAD_CLASSES), not
+    # job_queue.start_thread's registry: wait_for_threads joins only work that ends
+    keeper = GroupsKeeper(app)
+    keeper.start()
+    return keeper
 
 
 def _process_body(app: Flask, task_id: int) -> None:

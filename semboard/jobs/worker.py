@@ -39,7 +39,7 @@ from semboard.jobs import boards
 from semboard.jobs import models as model_jobs
 from semboard.jobs import queue as job_queue
 from semboard.jobs import scoring as scoring_jobs
-from semboard.jobs.preload import preload
+from semboard.serve.preload import preload
 
 log = logging.getLogger(__name__)
 

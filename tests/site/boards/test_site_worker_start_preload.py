@@ -59,7 +59,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 def test_a_gunicorn_worker_under_the_deployed_settings_has_the_reader_loaded(tmp_path):
     # the settings the image's gunicorn command names (docs/DEPLOY.md's unit names the same)
     shipped = re.findall(r"exec gunicorn -c (\S+) ", (PROJECT_ROOT / "Dockerfile").read_text())
-    assert shipped == ["python:semboard.web.gunicorn_conf"]
+    assert shipped == ["python:semboard.serve.gunicorn_conf"]
     assert f"gunicorn -c {shipped[0]} " in (PROJECT_ROOT / "docs" / "DEPLOY.md").read_text()
     port = free_port()
     server = subprocess.Popen(
@@ -132,7 +132,7 @@ def test_what_a_process_loads_at_its_start_is_left_out_of_later_full_collections
         "import gc, json\n"
         "from app import create_app\n"
         "create_app()\n"
-        "from semboard.jobs.preload import preload\n"
+        "from semboard.serve.preload import preload\n"
         "preload()\n"
         "print(json.dumps([gc.get_freeze_count(), len(gc.get_objects())]))\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, env=_env(tmp_path),

@@ -1,4 +1,4 @@
-"""gunicorn settings of the deployed site: `gunicorn -c python:semboard.web.gunicorn_conf ...`
+"""gunicorn settings of the deployed site: `gunicorn -c python:semboard.serve.gunicorn_conf ...`
 (the image's command and docs/DEPLOY.md's unit). Only hooks: workers, timeout and bind stay
 on the command line."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 def post_worker_init(worker: Any) -> None:
     """Each worker, its app loaded: what a first large upload would load, loaded now
-    (semboard.jobs.preload), so a worker's first upload costs the upload only."""
-    from semboard.jobs.preload import preload  # gunicorn loads this file before the app
+    (semboard.serve.preload), so a worker's first upload costs the upload only."""
+    from semboard.serve.preload import preload  # gunicorn loads this file before the app
 
     preload()

@@ -4,7 +4,7 @@ A web worker, the `flask worker` and its kept groups process each load pyarrow's
 (the fast reader of big runs and gold files, evaluation.fastparse) and the queue client the
 first time a large run comes: about 30 MiB resident, which a first upload of 61.5 MiB would
 otherwise count against its own peak. Loaded once here, at the process's start, by the
-deployed entry points: gunicorn's post_worker_init (semboard.web.gunicorn_conf, which the
+deployed entry points: gunicorn's post_worker_init (semboard.serve.gunicorn_conf, which the
 image and docs/DEPLOY.md start gunicorn with), `flask worker` and the groups process.
 """
 
