@@ -3,44 +3,18 @@ render nothing again, and the page and the API board send a fixed number of quer
 
 from __future__ import annotations
 
-import io
 import re
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import event
 
+from semboard.i18n.languages import COOKIE
 from semboard.views import board_rows
-from semboard.views import boards as board_views
+from tests.site.boards.test_site_board_rows import _page, _reference_page, _upload
 
 API = "/api/v1"
 PAGE = "/tasks/tiny/leaderboard/eval"
-
-
-def _upload(client: Any, world: Any, tiny_data: Any, key: str, seed: int, noise: float) -> None:
-    files = tiny_data.run(seed=seed, noise=noise)
-    data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in files.items()]}
-    response = client.post(f"{API}/tasks/tiny/runs", data=data, headers=world["tokens"][key],
-                           content_type="multipart/form-data")
-    assert response.status_code == 201, response.get_data(as_text=True)
-
-
-def _page(client: Any) -> str:
-    text = client.get(PAGE).get_data(as_text=True)
-    return re.sub(r'data-now="[^"]*"', "", text)  # the page's clock, nothing else, varies
-
-
-def _reference_page(client: Any) -> str:
-    """The page with nothing kept: every section and row rendered."""
-    board_views._FRAGMENTS.clear()
-    board_views._PAGES.clear()
-    board_rows.USE_KEPT = False
-    try:
-        return _page(client)
-    finally:
-        board_rows.USE_KEPT = True
-        board_views._FRAGMENTS.clear()
-        board_views._PAGES.clear()
 
 
 @contextmanager
@@ -101,6 +75,19 @@ def test_the_organisers_form_is_filled_in_not_kept(app, client, make, world, tin
     assert untokened(page) == untokened(_reference_page(client))
     other = app.test_client()
     assert 'id="ranking-form"' not in other.get(PAGE).get_data(as_text=True)
+
+
+def test_a_section_kept_in_one_language_is_not_served_in_another(app, client, world, tiny_data):
+    """Sections are kept per language: a reader in Arabic after one in English gets the
+    sections in Arabic, the bytes of the page rendered with nothing kept."""
+    board_rows._SECTIONS.clear()
+    _upload(client, world, tiny_data, "a", 1, 2.0)
+    english = _page(client)  # every section kept, in English
+    arabic = app.test_client()
+    arabic.set_cookie(COOKIE, "ar")
+    page = _page(arabic)
+    assert '<html lang="ar" dir="rtl">' in page and page != english
+    assert page == _reference_page(arabic)
 
 
 def test_board_page_and_api_board_send_a_fixed_number_of_queries(app, client, world,
