@@ -1,6 +1,9 @@
 """Fixtures shared by every test package."""
 
+import contextlib
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,6 +57,31 @@ def _cli_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     if "SEMBOARD_CONFIG" not in os.environ:
         monkeypatch.setenv("SEMBOARD_CONFIG",
                            str(tmp_path_factory.mktemp("cli-config") / "config.json"))
+
+
+# The handlers a test may leave behind: rq's Worker.work installs its own for SIGINT and SIGTERM
+# and keeps them after a burst, so a signal meant for the test process later (xdist's shutdown)
+# raised rq's StopRequested inside whatever ran then (a garbage collector's callback).
+RESTORED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def signal_handlers_kept() -> Iterator[None]:
+    """SIGINT's and SIGTERM's handlers put back as they were when the block ends."""
+    saved = {number: signal.getsignal(number) for number in RESTORED_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in saved.items():
+            if signal.getsignal(number) is not handler:
+                signal.signal(number, handler)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers() -> Iterator[None]:
+    """Each test leaves SIGINT's and SIGTERM's handlers as it found them."""
+    with signal_handlers_kept():
+        yield
 
 
 @pytest.fixture(scope="session")
