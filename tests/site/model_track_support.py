@@ -27,16 +27,18 @@ def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def zip_folder(folder: Path, *, extra: dict[str, bytes] | None = None,
                config: dict[str, Any] | None = None) -> bytes:
-    """The folder as a zip under one top folder, as `zip -r` makes it; extra files, config keys."""
+    """The folder as a zip under one top folder, as `zip -r` makes it; extra files (in place of
+    the folder's of the same name: one entry per name), config keys."""
     buf = io.BytesIO()
+    extra = extra or {}
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         for path in sorted(folder.rglob("*")):
-            if path.is_file():
+            if path.is_file() and path.relative_to(folder).as_posix() not in extra:
                 data = path.read_bytes()
                 if path.name == "config.json" and path.parent == folder and config:
                     data = json.dumps({**json.loads(data), **config}).encode()
                 zf.writestr(f"tiny-bert/{path.relative_to(folder)}", data)
-        for name, data in (extra or {}).items():
+        for name, data in extra.items():
             zf.writestr(f"tiny-bert/{name}", data)
     return buf.getvalue()
 
