@@ -559,7 +559,8 @@ def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
         went_keys.append(keys.pop(at))
         rows.pop(went_keys[-1], None)
     assert index is not None
-    added = []
+    added: list[list[Any]] = []
+    added_keys: list[str] = []
     for at, row in inserted:
         key, text, open_cells = _row_part(board, row, shape, index.values.get(row.run_id),
                                           index.ranked.get(row.run_id))
@@ -568,12 +569,13 @@ def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
         keys.insert(at, key)
         rows[key] = text
         added.append([at, key])
+        added_keys.append(key)
     delta: dict[str, Any] | None = {"base": base.keys_digest(), "went": list(went),
                                      "added": added}
     if not went and not added and base.delta is not None:
         # the base's rows (its groups came, say): its edits hold for a reader of its base too
         delta = base.delta
-    return rows, keys, True, delta, (base.keys_digest(), went_keys, [key for _, key in added])
+    return rows, keys, True, delta, (base.keys_digest(), went_keys, added_keys)
 
 
 def _all_parts(board: Leaderboard, shape: tuple[Any, ...]
