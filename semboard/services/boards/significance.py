@@ -109,6 +109,13 @@ _EDITS: LRU[tuple[str, int, str], tuple[tuple[int, str], list[tuple[int, int]],
                                         list[tuple[int, int]]]] = LRU(16)
 
 
+def _keep_edit(key: tuple[str, int, str], edit: dict[str, Any]) -> None:
+    """Keep a grouping's stored edit (covered_edit)."""
+    _EDITS.put(key, ((edit["base"][0], edit["base"][1]),
+                     [(pair[0], pair[1]) for pair in edit["went"]],
+                     [(pair[0], pair[1]) for pair in edit["added"]]))
+
+
 def covered_pairs(session: Session, grouping: tuple[int, str]) -> frozenset[tuple[int, int]]:
     """The (run, score) pairs a stored grouping (id, digest) covers: kept, else the pairs of
     the grouping its edit starts from (settings["runs_edit"]: a process that knew that one
@@ -121,9 +128,7 @@ def covered_pairs(session: Session, grouping: tuple[int, str]) -> frozenset[tupl
     where = SignificanceGroups.id == grouping[0]
     edit = session.scalar(select(SignificanceGroups.settings["runs_edit"]).where(where))
     if edit:
-        _EDITS.put(key, ((edit["base"][0], edit["base"][1]),  # type: ignore[arg-type]
-                         [tuple(pair) for pair in edit["went"]],
-                         [tuple(pair) for pair in edit["added"]]))
+        _keep_edit(key, edit)
     base = None if not edit else _COVERED.get((url, *edit["base"]))
     if edit and base is not None:
         pairs_decoded[0] += len(edit["went"]) + len(edit["added"])
@@ -474,8 +479,11 @@ def board_groups(session: Session, storage: Storage | None, *, phase: Phase,
     if not insert_unless_refused(session, row):
         # another worker stored the same result meanwhile: same digest, same groups
         return cached(session, phase=phase, digest=digest)
-    _COVERED.put((str(session.get_bind().engine.url), row.id, digest),
-                 frozenset(map(tuple, values["runs"])))  # type: ignore[arg-type]
+    key = (str(session.get_bind().engine.url), row.id, digest)
+    _COVERED.put(key, frozenset(map(tuple, values["runs"])))  # type: ignore[arg-type]
+    edit = notes.get("runs_edit")
+    if edit:  # a writer in this process (thread or inline groups) carries its pending time
+        _keep_edit(key, edit)
     session.execute(delete(SignificanceGroups).where(
         SignificanceGroups.phase_id == phase.id, SignificanceGroups.digest != digest))
     return row
