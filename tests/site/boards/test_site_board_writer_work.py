@@ -88,7 +88,8 @@ def _groups_round(session: Any, storage: Any, phase: Any, now: Any) -> None:
                                          metrics=metrics, now=now)
     assert grouping is not None
     session.commit()
-    significance._COVERED.discard_where(lambda key: key[1] == grouping.id)
+    for kept in (significance._COVERED, getattr(significance, "_EDITS", significance._COVERED)):
+        kept.discard_where(lambda key: key[1] == grouping.id)
     version = prepared_boards.board_version(session, phase)
     grouped = prepared_boards._build(session, phase=phase, version=version, now=now)
     assert prepared_boards.store_built(session, prepared=grouped)
@@ -146,3 +147,29 @@ def test_the_writers_work_per_upload_does_not_grow_with_the_board(
             small[1:], large[1:], strict=True):
         assert lines_large <= lines_small * 1.05, (small, large)
         assert items_large <= items_small + 5, (small, large)
+
+
+def test_a_grouping_stored_in_this_process_keeps_its_edit(
+        session, storage, make, world, tiny_data, now) -> None:
+    """Groups computed in the writer's own process (thread or inline mode) keep the edit they
+    were stored as: the writer's pending time is carried across them without reading it."""
+    task = world["task"]
+    phase = make.phase(task, "own")
+    team, captain = make.team(task, "own first")
+    session.commit()
+    submissions.submit(session, storage, team=team, phase=phase, user=captain, name="r",
+                       files=tiny_data.run(seed=5, noise=1.5), now=now)
+    session.commit()
+    _seed(session, phase, session.scalars(select(RunScoreRecord).join(Run).where(
+        Run.phase_id == phase.id)).one(), 10, prefix="ownbulk")
+    board = prepared_boards._build(session, phase=phase, version="built", now=now)
+    assert board.built is not None and board.built.index is not None
+    pairs = board.built.index.ranked_pairs()
+    metrics = [column.key for column in board.built.columns if column.ranked]
+    first = significance.board_groups(session, storage, phase=phase, pairs=pairs[:-1],
+                                      metrics=metrics, now=now)
+    second = significance.board_groups(session, storage, phase=phase, pairs=pairs,
+                                       metrics=metrics, now=now)
+    assert first is not None and second is not None
+    assert significance.covered_edit(session, (second.id, second.digest)) == (
+        (first.id, first.digest), [], [pairs[-1]])
