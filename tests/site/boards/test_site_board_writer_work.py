@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import sys
+from datetime import timedelta
 from types import FrameType
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from semboard.jobs import boards as board_jobs
-from semboard.models import Run, RunScoreRecord, SignificanceGroups
+from semboard.models import PreparedBoardRow, Run, RunScoreRecord, SignificanceGroups
 from semboard.services.boards import leaderboard, significance
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.runs import submissions
@@ -173,3 +174,50 @@ def test_a_grouping_stored_in_this_process_keeps_its_edit(
     assert first is not None and second is not None
     assert significance.covered_edit(session, (second.id, second.digest)) == (
         (first.id, first.digest), [], [pairs[-1]])
+
+
+def test_a_store_by_its_edit_deletes_the_rows_that_went(
+        session, storage, make, world, tiny_data, now) -> None:
+    """A run replaced and a run withdrawn: the store, taking its rows to insert and delete from
+    the merge's edit, leaves the phase's stored rows exactly the version's (none orphaned, none
+    missing), compares only the changed keys, and stores what a build makes."""
+    task, phase = world["task"], world["phase"]
+    teams = []
+    for k in range(4):
+        team, captain = make.team(task, f"edit {k}")
+        teams.append((team, captain))
+        session.commit()
+        submissions.submit(session, storage, team=team, phase=phase, user=captain, name="run",
+                           files=tiny_data.run(seed=40 + k, noise=0.5 + k), now=now)
+        session.commit()
+    prepared_boards._bases.clear()
+    assert prepared_boards.store_built(
+        session, prepared=prepared_boards.warm(session, phase=phase, now=now))
+    session.commit()
+
+    def replaced() -> None:
+        team, captain = teams[1]
+        submissions.submit(session, storage, team=team, phase=phase, user=captain, name="run",
+                           files=tiny_data.run(seed=51, noise=3.0),
+                           now=now + timedelta(minutes=1))
+
+    def withdrawn() -> None:
+        first = session.scalars(select(Run).where(Run.team_id == teams[0][0].id)).one()
+        first.is_current = False
+
+    for change in (replaced, withdrawn):
+        change()
+        session.commit()
+        diffed = prepared_boards.keys_diffed[0]
+        board_jobs.prepare_phase(session, phase)
+        board = prepared_boards._bases.values()[-1]
+        assert board.merged and board.incremental and board.stored and board.parts is not None
+        assert board.parts.edit is not None and board.parts.edit[1]  # a row went
+        assert prepared_boards.keys_diffed[0] - diffed == (
+            len(board.parts.edit[1]) + len(board.parts.edit[2]))
+        keys = board.parts.frame["keys"]
+        assert sorted(session.scalars(select(PreparedBoardRow.key).where(
+            PreparedBoardRow.phase_id == phase.id))) == sorted(keys)
+        fresh = prepared_boards._build(session, phase=phase, version=board.version, now=now)
+        assert prepared_boards.stored_texts(session, phase=phase, version=board.version) == (
+            fresh.body("json").decode(), fresh.csv_text)
