@@ -3,13 +3,17 @@
     python benchmarks/bench_board_growth.py [--data ../shared/data] [--runs 20 500 2000 5000]
                                             [--uploads 7] [--before REV] [--site-dir DIR]
                                             [--gzip] [--profile DIR] [--profile-steps N]
+                                            [--groups]
 
 For each size: a scratch SQLite site with the real sts2012 task and N teams with one run each,
 seeded in bulk (seed_site): 10 runs go through the real `submit` (validated, stored, scored
 without CIs: they do not change what a board costs), then the other teams, runs and score records
 are inserted in three bulk INSERTs, each score a copy of a real one with every value scaled by its
 own factor (distinct records and digests, as on a real board; a 5,000-run site in seconds, where
-uploading each run took 549 s for 500). No groups.
+uploading each run took 549 s for 500). No groups, but with --groups: a kept groups process (a
+third process, as `jobs.boards`' kept one) computes and stores the board's groups and its version
+with them before the first upload and after each, so every board step finds a new grouping (the
+bulk runs have no files: their samples are left out, their pairs covered all the same).
 Then, in a fresh process of this tree (and, with --before, of that commit's semboard/evaluation
 unpacked from git, on the same database), a warm web worker in process:
 
@@ -82,6 +86,16 @@ def cpu_get(kind, name=""):
     return (time.process_time() - started) * 1000
 """
 
+# The kept groups process (--groups): told a task id, a round of its groups (their grouping and
+# the board version with them stored, as jobs.boards' kept process does); prints its CPU ms.
+_GROUPS = _APP + r"""
+print("ready", flush=True)
+for line in sys.stdin:
+    started = time.process_time()
+    boards.compute_groups(app, int(line))
+    print(json.dumps({"cpu": (time.process_time() - started) * 1000}), flush=True)
+"""
+
 # The other web worker: it served the board before each upload; told "page" or "api" (after the
 # upload's version is stored), it GETs that first, then a task list, and prints both CPU ms.
 _OTHER = _APP + r"""
@@ -142,6 +156,21 @@ client.get(page); client.get("/tasks")
 other = subprocess.Popen([sys.executable, "-c", sys.argv[7], *sys.argv[1:7]],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 assert other.stdout.readline().strip() == "ready"
+groups, groups_cpu = None, []
+if sys.argv[9] != "-":  # --groups: a round after each upload (and one before the first)
+    groups = subprocess.Popen([sys.executable, "-c", sys.argv[9], *sys.argv[1:7]],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert groups.stdout.readline().strip() == "ready"
+
+
+def groups_round():
+    # the writer's next step then finds a new grouping and a version of its rows stored
+    if groups is not None:
+        groups.stdin.write(f"{task.id}\n"); groups.stdin.flush()
+        groups_cpu.append(json.loads(groups.stdout.readline())["cpu"])
+
+
+groups_round()
 for kind in ("api", "list", "api", "list"):
     cpu_get(kind)
 visible, step, first, listing, step_cpu, first_cpu, step_bytes = [], [], [], [], [], [], []
@@ -203,7 +232,10 @@ for i in range(count):
     got = json.loads(other.stdout.readline())
     firsts["other", kind].append(got["first"])
     firsts["other", "list"].append(got["list"])
+    groups_round()
 other.stdin.close(); other.wait()
+if groups is not None:
+    groups.stdin.close(); groups.wait()
 if steps is not None:
     steps.dump_stats(sys.argv[8])
 print(json.dumps({"visible": statistics.median(visible), "step": statistics.median(step),
@@ -212,6 +244,7 @@ print(json.dumps({"visible": statistics.median(visible), "step": statistics.medi
                   "step_bytes": statistics.median(step_bytes),
                   "first_cpu": statistics.median(first_cpu), "merged": merged,
                   "incremental": incremental, "steps_cpu": step_cpu,
+                  "groups_cpu": statistics.median(groups_cpu) if groups_cpu else None,
                   "firsts": {f"{who} {kind}": statistics.median(found)
                              for (who, kind), found in firsts.items() if found}}))
 """
@@ -297,13 +330,15 @@ def seed_site(folder: Path, release: Path, runs: int) -> dict[str, Any]:
 
 def measure(site: dict, folder: Path, root: Path, count: int,
             gzip: bool = False, profiles: Path | None = None,
-            steps: Path | None = None) -> dict[str, Any]:
+            steps: Path | None = None, groups: bool = False) -> dict[str, Any]:
     """Run the timing script in a fresh process importing the project from root (and the other
-    worker's in another; with steps: the board steps profiled into that file)."""
+    worker's in another; with steps: the board steps profiled into that file; with groups: a
+    kept groups process's round after each upload, in a third)."""
     env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run([sys.executable, "-c", _MEASURE, site["url"], site["uploads"],
                            str(folder), str(count), "gzip" if gzip else "plain",
-                           str(profiles) if profiles else "-", _OTHER, str(steps or "-")],
+                           str(profiles) if profiles else "-", _OTHER, str(steps or "-"),
+                           _GROUPS if groups else "-"],
                           env=env, cwd=folder,
                           capture_output=True, text=True)
     if done.returncode:
@@ -346,6 +381,10 @@ def main() -> None:
     parser.add_argument("--profile-steps", type=int, default=0, metavar="N",
                         help="profile the board steps (cProfile) and print their N most "
                              "costly functions (own time) at each size")
+    parser.add_argument("--groups", action="store_true",
+                        help="a kept groups process stores the board's groups (and its version "
+                             "with them) after each upload, as deployed: the next board step "
+                             "finds a new grouping")
     parser.add_argument("--gzip", action="store_true",
                         help="the first view asks for gzip, as a browser does (default: plain)")
     parser.add_argument("--profile", type=Path,
@@ -364,6 +403,7 @@ def main() -> None:
             subprocess.run(["tar", "-x", "-C", str(old_root)], input=archive, check=True)
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; medians in ms "
               f"over {args.uploads} uploads; first view {'gzip' if args.gzip else 'plain'}; "
+              f"{'a groups round after each upload; ' if args.groups else ''}"
               f"this tree" + (f" | {args.before}" if args.before else ""), flush=True)
         figures, before = {}, {}
         for runs in args.runs:
@@ -372,18 +412,23 @@ def main() -> None:
             site = seed_site(folder, args.data / "sts2012" / "test", runs)
             steps = folder / "board-step.prof" if args.profile_steps else None
             now = figures[runs] = measure(site, folder, PROJECT_ROOT, args.uploads, args.gzip,
-                                          args.profile and args.profile / f"runs{runs}", steps)
+                                          args.profile and args.profile / f"runs{runs}", steps,
+                                          args.groups)
             line = (f"  {runs:>5} runs: upload->visible p50 {now['visible']:7.0f} ms (board "
                     f"step {now['step']:6.0f}, {now['step_cpu']:4.0f} CPU), first view after "
                     f"upload {now['first'] / now['list']:5.1f}x a task list ({now['first']:.1f} "
                     f"ms, {now['first_cpu']:.1f} CPU); {now['merged']} of {args.uploads} merged, "
                     f"{now['incremental']} row by row; board step CPU each "
                     f"{' '.join(f'{ms:.0f}' for ms in now['steps_cpu'])} ms; a version "
-                    f"stored in {now['step_bytes'] / 1000:.1f} kB")
+                    f"stored in {now['step_bytes'] / 1000:.1f} kB"
+                    + (f"; groups round {now['groups_cpu']:.0f} ms CPU (its process)"
+                       if now.get("groups_cpu") is not None else ""))
             if args.before:
-                old = before[runs] = measure(site, folder, old_root, args.uploads, args.gzip)
+                old = before[runs] = measure(site, folder, old_root, args.uploads, args.gzip,
+                                             groups=args.groups)
                 line += (f" | {old['visible']:7.0f} ms (step {old['step']:6.0f}, "
-                         f"{old['step_cpu']:4.0f} CPU, stored in "
+                         f"{old['step_cpu']:4.0f} CPU, each "
+                         f"{' '.join(f'{ms:.0f}' for ms in old['steps_cpu'])}, stored in "
                          f"{old['step_bytes'] / 1000:.1f} kB), first view "
                          f"{old['first'] / old['list']:5.1f}x ({old['first']:.1f} ms, "
                          f"{old['first_cpu']:.1f} CPU)")

@@ -696,6 +696,15 @@ class BoardIndex:
     # went, each new row's position as inserted in turn), so its parts are the base's edited
     parts: Any = None
     edits: tuple[Any, list[int], list[tuple[int, Row]]] | None = None
+    # the ranked (run, score) pairs by run id, what the groups are of: a merge edits them by
+    # binary search (None: sorted from `ranked` when first asked)
+    pairs: list[tuple[int, int]] | None = None
+
+    def ranked_pairs(self) -> list[tuple[int, int]]:
+        """The ranked (run, score) pairs by run id (kept: not sorted again per version)."""
+        if self.pairs is None:
+            self.pairs = sorted(self.ranked.items())
+        return self.pairs
 
 
 @functools.lru_cache(maxsize=64)
@@ -859,6 +868,12 @@ def _may_cover(grouping: Grouping, pairs: list[tuple[int, int]],
     return len(covered) == len(pairs) and all(pair in covered for pair in added)
 
 
+def _holds(pairs: list[tuple[int, int]], pair: tuple[int, int]) -> bool:
+    """Whether sorted pairs hold this pair (a binary search)."""
+    at = bisect_left(pairs, pair)
+    return at < len(pairs) and pairs[at] == pair
+
+
 def _score_times(session: Session, score_ids: list[int]) -> dict[int, datetime]:
     out: dict[int, datetime] = {}
     for start in range(0, len(score_ids), 900):
@@ -875,7 +890,9 @@ def _pending_since(session: Session, *, phase: Phase, pairs: list[tuple[int, int
     """significance.pending_since of these pairs, from the base's uncovered pairs and the
     changed ones while the stored grouping is the base's (else from every pair, once)."""
     stamp, covered, _ = grouping or _stored_grouping(session, phase)
-    if base is None or base[0] != stamp:
+    edit = (None if base is None or base[0] == stamp or stamp is None
+            else significance.covered_edit(session, stamp))
+    if base is None or (base[0] != stamp and (edit is None or edit[0] != base[0])):
         new = [pair for pair in pairs if pair not in covered]
         kept: dict[tuple[int, int], datetime] = {}
     else:
@@ -883,6 +900,14 @@ def _pending_since(session: Session, *, phase: Phase, pairs: list[tuple[int, int
         for pair in gone:
             kept.pop(pair, None)
         new = [pair for pair in added if pair not in covered]
+        if edit is not None:
+            # the stored grouping moved by an edit of the base's (the groups of the last
+            # upload came): the pairs it added are covered now, those it let go (still on
+            # the board) are not; the board's pairs looked up by binary search, not walked
+            for pair in edit[2]:
+                kept.pop(pair, None)
+            new += [pair for pair in edit[1] if pair not in covered and pair not in kept
+                    and _holds(pairs, pair)]
     times = _score_times(session, [score_id for _, score_id in new])
     kept.update((pair, times[pair[1]]) for pair in new if pair[1] in times)
     if not kept:  # every pair covered (other settings): the rule's other case, as it says
@@ -914,10 +939,11 @@ def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: 
     board.columns = _columns(definition, [p.flat for _, p in scored],
                              set(ranking_keys(definition)), datasets)
     ranked = {line[0]: line[9] for line, _ in scored if _takes_rank(line, ranked_ids)}
+    pairs = sorted(ranked.items())  # listed in run id order: one pass
     groups: dict[str, dict[str, int]] = {}
     if grouped:
         groups, _ = _apply_groups(session, board, phase=phase,
-                                  ranked_pairs=list(ranked.items()), storage=storage, now=now,
+                                  ranked_pairs=pairs, storage=storage, now=now,
                                   write_lock=write_lock)
     column_keys = tuple(c.key for c in board.columns)
     first: dict[str, int] = {}
@@ -935,7 +961,7 @@ def assemble_leaderboard(session: Session, *, task: Task, phase: Phase, scored: 
     board.index = BoardIndex(listing={entry[0][0]: entry for entry in scored}, values=values,
                              ranked=ranked, sorted_values=sorted_values, first=first,
                              order=[key for key, _ in keyed], groups=groups,
-                             signs=_signs(definition))
+                             signs=_signs(definition), pairs=pairs)
     return board
 
 
@@ -1002,28 +1028,35 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
     sorted_values = {key: list(found) for key, found in index.sorted_values.items()}
     values = dict(index.values)
     ranked = dict(index.ranked)
+    # the ranked pairs by run id, edited as the values are (binary search, no sort per version)
+    pairs = list(index.ranked_pairs())
     for run_id in gone:
         for key, v in values.pop(run_id, {}).items():
             kept = sorted_values[key]
             del kept[bisect_left(kept, _better_first(definition, key, v))]
-        ranked.pop(run_id, None)
+        score = ranked.pop(run_id, None)
+        if score is not None:
+            del pairs[bisect_left(pairs, (run_id, score))]
     for line, entry in changed:
         if _takes_rank(line, None):
             found_values = values[line[0]] = entry.rank_values(definition)
             ranked[line[0]] = line[9]
+            insort(pairs, (line[0], line[9]))
             for key, v in found_values.items():
                 insort(sorted_values[key], _better_first(definition, key, v))
     board = Leaderboard(task=base.task, phase=phase, ranking=phase.ranking, columns=base.columns)
     gone_pairs = [(run_id, index.ranked[run_id]) for run_id in gone if run_id in index.ranked]
     added_pairs = [(line[0], line[9]) for line, _ in changed if line[0] in ranked]
     groups, pending = _apply_groups(session, board, phase=phase,
-                                    ranked_pairs=sorted(ranked.items()), storage=storage,
+                                    ranked_pairs=pairs, storage=storage,
                                     now=now, write_lock=False,
                                     changes=(index.pending, gone_pairs, added_pairs))
     column_keys = tuple(c.key for c in board.columns)
     order_of = _order_of(definition, board.columns)
     base_rows = raw_rows(base.rows)  # ranks and groups are made when read: none made here
-    rows = [row for row in base_rows if row.run_id not in gone] if gone else list(base_rows)
+    # (a merged board's raw rows are a fresh list already: not copied twice)
+    rows = ([row for row in base_rows if row.run_id not in gone] if gone
+            else base_rows if isinstance(base.rows, RankedRows) else list(base_rows))
     went = [i for i, row in enumerate(base_rows) if row.run_id in gone] if gone else []
     inserted: list[tuple[int, Row]] = []
     order = ([key for key, row in zip(index.order, base_rows, strict=True)
@@ -1031,8 +1064,9 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
     intervals = dict(base.intervals)
     for run_id in gone:
         intervals.pop(run_id, None)
-    # a build lists the intervals by run id: re-sorted only where a run comes in below the last
-    in_order = not changed or min(line[0] for line, _ in changed) > max(intervals, default=0)
+    # a build lists the intervals by run id (so does every board: the last is the highest):
+    # re-sorted only where a run comes in below the last
+    in_order = not changed or min(line[0] for line, _ in changed) > next(reversed(intervals), 0)
     listing = dict(index.listing)
     for run_id in removed:
         listing.pop(run_id, None)
@@ -1063,7 +1097,7 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
     board.index = BoardIndex(listing=listing, values=values, ranked=ranked,
                              sorted_values=sorted_values, first=index.first, order=order,
                              pending=pending, groups=groups, signs=_signs(definition),
-                             edits=(index.parts, went, inserted))
+                             edits=(index.parts, went, inserted), pairs=pairs)
     return board
 
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -53,6 +54,9 @@ from semboard.services.runs import primary
 from semboard.services.tasks import access, tasks
 from semboard.storage import Storage
 
+# Keys a store compared to find the rows to insert and delete (tests: an upload's store costs its
+# change, not the board)
+keys_diffed = [0]
 # Bump when the prepared data's shape changes: every stored board then misses once.
 BOARD_FORMAT = 6
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
@@ -220,11 +224,12 @@ class Prepared:
         # the rows' parts and the order a store writes (built in this process); the keys of
         # the rows stored with the board this one was merged into, and once stored, its own
         self.parts = parts
-        self.known: frozenset[str] = frozenset()
+        self.known: AbstractSet[str] = frozenset()
         self.known_version: str | None = None
         # the digest of the known rows' keys in order (BoardParts.keys_digest)
         self.known_digest: str | None = None
-        self.stored_keys: frozenset[str] | None = None
+        # the keys of the rows stored with it: its parts' own (stored, or read back with them)
+        self.stored_keys: AbstractSet[str] | None = None
         # a version stored in parts as this process read it (its rows made where read)
         self.view: stored_rows.View | None = None
         self._bodies = {} if _bodies is None else _bodies
@@ -447,6 +452,9 @@ class BoardParts:
     # put in, in turn}
     version: str | None = None
     delta: dict[str, Any] | None = None
+    # a merged board's edit from its base's parts (kept, not stored): the base's keys_digest(),
+    # the keys of the rows taken out, those of the rows put in
+    edit: tuple[str, list[str], list[str]] | None = None
     _digest: str | None = None
 
     def keys_digest(self) -> str:
@@ -526,14 +534,15 @@ def board_parts(board: Leaderboard) -> BoardParts:
         frame["ranks"] = [row.ranks for row in board.rows]
         frame["row_groups"] = [row.groups for row in board.rows]
     parts = BoardParts(rows=found[0], frame=frame, shape=shape, open=found[2],
-                       delta=found[3])
+                       delta=found[3], edit=found[4])
     if index is not None:
         index.parts = parts
     return parts
 
 
 def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
-                  ) -> tuple[dict[str, str], list[str], bool, dict[str, Any] | None] | None:
+                  ) -> tuple[dict[str, str], list[str], bool, dict[str, Any] | None,
+                             tuple[str, list[str], list[str]] | None] | None:
     """A merged board's rows' texts and keys in order, from its base's parts and the merge's
     edits, and those edits as BoardParts.delta (None: no base parts of this shape to edit)."""
     index = board.index
@@ -545,10 +554,13 @@ def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
         return None
     keys = list(base.frame["keys"])
     rows = dict(base.rows)
+    went_keys = []
     for at in reversed(went):
-        rows.pop(keys.pop(at), None)
+        went_keys.append(keys.pop(at))
+        rows.pop(went_keys[-1], None)
     assert index is not None
-    added = []
+    added: list[list[Any]] = []
+    added_keys: list[str] = []
     for at, row in inserted:
         key, text, open_cells = _row_part(board, row, shape, index.values.get(row.run_id),
                                           index.ranked.get(row.run_id))
@@ -557,16 +569,17 @@ def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
         keys.insert(at, key)
         rows[key] = text
         added.append([at, key])
+        added_keys.append(key)
     delta: dict[str, Any] | None = {"base": base.keys_digest(), "went": list(went),
                                      "added": added}
     if not went and not added and base.delta is not None:
         # the base's rows (its groups came, say): its edits hold for a reader of its base too
         delta = base.delta
-    return rows, keys, True, delta
+    return rows, keys, True, delta, (base.keys_digest(), went_keys, added_keys)
 
 
 def _all_parts(board: Leaderboard, shape: tuple[Any, ...]
-               ) -> tuple[dict[str, str], list[str], bool, None]:
+               ) -> tuple[dict[str, str], list[str], bool, None, None]:
     """Every row's text by its key, the keys in order, and whether all leave cells open."""
     index = board.index
     rows: dict[str, str] = {}
@@ -582,7 +595,7 @@ def _all_parts(board: Leaderboard, shape: tuple[Any, ...]
         every_open = every_open and open_cells
         rows[key] = text
         keys.append(key)
-    return rows, keys, every_open, None
+    return rows, keys, every_open, None, None
 
 
 def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
@@ -756,7 +769,7 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     prepared.merged = listing is not None
     if listing is not None and base is not None and base.stored_keys is not None:
         prepared.known, prepared.known_version = base.stored_keys, base.version
-        if base.parts is not None and base.stored_keys == base.parts.rows.keys():
+        if base.parts is not None:  # its stored keys are its parts' rows' (stored with them)
             prepared.known_digest = base.parts.keys_digest()
     if base is not None:
         base.assembled = None  # only the newest base is merged into: its index is enough
@@ -981,10 +994,10 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
             version == prepared.known_version
             or (prepared.known_digest is not None and digest == prepared.known_digest)
             for version, digest in stored_now) else frozenset()
-        if stored_now and all(digest == prepared.parts.keys_digest() for _, digest in stored_now):
-            # the boards stored name this one's rows (the writer's version, stored before the
-            # groups process stores its own): every row is stored, none to delete
-            known = frozenset(prepared.parts.rows)
+        # the boards stored name this one's rows (the writer's version, stored before the
+        # groups process stores its own): every row is stored, none to delete
+        every = bool(stored_now) and all(digest == prepared.parts.keys_digest()
+                                         for _, digest in stored_now)
         # the serial and stamp its runs are of: a process without a board of its own merges
         # the changes since into this one (_seeded)
         frame = dict(prepared.parts.frame)
@@ -1003,8 +1016,10 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
             return False
         stored_rows.store_frame(session, prepared.phase_id, keys, prepared.parts.keys_digest(),
                                 prepared.parts.delta)
-        _store_rows(session, phase_id=prepared.phase_id, parts=prepared.parts, known=known)
-        prepared.stored_keys = frozenset(prepared.parts.rows)
+        if not every:
+            _store_rows(session, phase_id=prepared.phase_id, parts=prepared.parts, known=known,
+                        known_digest=prepared.known_digest)
+        prepared.stored_keys = prepared.parts.rows.keys()  # a view: no copy of every key
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
                                                 PreparedBoard.version != prepared.version))
     if prepared.serial is not None and prepared.serial > CHANGES_KEPT:
@@ -1017,11 +1032,22 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
 
 
 def _store_rows(session: Session, *, phase_id: int, parts: BoardParts,
-                known: set[str] | frozenset[str]) -> None:
-    """Insert the board's rows not stored yet, delete the phase's rows it does not name."""
+                known: AbstractSet[str], known_digest: str | None = None) -> None:
+    """Insert the board's rows not stored yet, delete the phase's rows it does not name.
+
+    Where the known rows are those of the board its parts were edited from (known_digest),
+    the edit names what is new and what went: the cost of the change, not of the board."""
     wanted = parts.rows.keys()
-    # a merge's known rows are all but a few: a set difference (in C), not a look at each row
-    unknown = list(wanted - known) if known else list(wanted)
+    edit = parts.edit
+    if known and edit is not None and known_digest is not None and edit[0] == known_digest:
+        unknown = [key for key in dict.fromkeys(edit[2]) if key not in known]
+        gone = [key for key in dict.fromkeys(edit[1]) if key not in wanted]
+        keys_diffed[0] += len(edit[1]) + len(edit[2])
+    else:
+        # a set difference (in C), not a look at each row
+        unknown = list(wanted - known) if known else list(wanted)
+        gone = list(known - wanted) if known else []
+        keys_diffed[0] += len(wanted) + len(known)
     stored: set[str] = set()
     for start in range(0, len(unknown), 500):
         stored.update(session.scalars(select(PreparedBoardRow.key).where(
@@ -1034,7 +1060,6 @@ def _store_rows(session: Session, *, phase_id: int, parts: BoardParts,
         session.execute(insert(PreparedBoardRow).on_conflict_do_nothing(), [
             {"phase_id": phase_id, "key": key, "parts": parts.rows[key]} for key in missing])
     if known:  # merged: only rows the base named can have gone
-        gone = list(known - wanted)
         for start in range(0, len(gone), 500):
             session.execute(delete(PreparedBoardRow).where(
                 PreparedBoardRow.phase_id == phase_id,
@@ -1105,7 +1130,7 @@ def _ranked(prepared: Prepared) -> tuple[list[tuple[int, int]], list[str]] | Non
     board stored whole, which keeps neither)."""
     board = prepared.built
     if board is not None and board.index is not None:
-        return (sorted(board.index.ranked.items()),
+        return (list(board.index.ranked_pairs()),
                 [column.key for column in board.columns if column.ranked])
     view = prepared.view
     if view is not None:

@@ -102,6 +102,18 @@ _COVERED: LRU[tuple[str, int, str], frozenset[tuple[int, int]]] = LRU(16)
 # Pairs decoded from stored groupings (tests: a grouping stored as the edit of one a process
 # knows costs it the changed pairs, not every pair)
 pairs_decoded = [0]
+# Each stored grouping's edit as read (by database, id, digest): the grouping it starts from
+# (id, digest), the pairs that went and those added; a board pending since a time taken against
+# that grouping is brought to this one by the edit (leaderboard._pending_since)
+_EDITS: LRU[tuple[str, int, str], tuple[tuple[int, str], list[tuple[int, int]],
+                                        list[tuple[int, int]]]] = LRU(16)
+
+
+def _keep_edit(key: tuple[str, int, str], edit: dict[str, Any]) -> None:
+    """Keep a grouping's stored edit (covered_edit)."""
+    _EDITS.put(key, ((edit["base"][0], edit["base"][1]),
+                     [(pair[0], pair[1]) for pair in edit["went"]],
+                     [(pair[0], pair[1]) for pair in edit["added"]]))
 
 
 def covered_pairs(session: Session, grouping: tuple[int, str]) -> frozenset[tuple[int, int]]:
@@ -115,6 +127,8 @@ def covered_pairs(session: Session, grouping: tuple[int, str]) -> frozenset[tupl
         return found
     where = SignificanceGroups.id == grouping[0]
     edit = session.scalar(select(SignificanceGroups.settings["runs_edit"]).where(where))
+    if edit:
+        _keep_edit(key, edit)
     base = None if not edit else _COVERED.get((url, *edit["base"]))
     if edit and base is not None:
         pairs_decoded[0] += len(edit["went"]) + len(edit["added"])
@@ -124,6 +138,13 @@ def covered_pairs(session: Session, grouping: tuple[int, str]) -> frozenset[tupl
         pairs_decoded[0] += len(runs)
         found = frozenset(map(tuple, runs))
     return _COVERED.put(key, found)  # type: ignore[arg-type]
+
+
+def covered_edit(session: Session, grouping: tuple[int, str]
+                 ) -> tuple[tuple[int, str], list[tuple[int, int]], list[tuple[int, int]]] | None:
+    """The edit a stored grouping's pairs were stored as, where this process read it
+    (covered_pairs): (the grouping it starts from, the pairs that went, those added)."""
+    return _EDITS.get((str(session.get_bind().engine.url), *grouping))
 
 
 def _runs_edit(session: Session, phase: Phase, runs: list[list[int]]) -> dict[str, Any]:
@@ -458,8 +479,11 @@ def board_groups(session: Session, storage: Storage | None, *, phase: Phase,
     if not insert_unless_refused(session, row):
         # another worker stored the same result meanwhile: same digest, same groups
         return cached(session, phase=phase, digest=digest)
-    _COVERED.put((str(session.get_bind().engine.url), row.id, digest),
-                 frozenset(map(tuple, values["runs"])))  # type: ignore[arg-type]
+    key = (str(session.get_bind().engine.url), row.id, digest)
+    _COVERED.put(key, frozenset(map(tuple, values["runs"])))  # type: ignore[arg-type]
+    edit = notes.get("runs_edit")
+    if edit:  # a writer in this process (thread or inline groups) carries its pending time
+        _keep_edit(key, edit)
     session.execute(delete(SignificanceGroups).where(
         SignificanceGroups.phase_id == phase.id, SignificanceGroups.digest != digest))
     return row

@@ -147,8 +147,9 @@ def test_a_merged_boards_rows_are_read_only_and_compare_as_read(session, world, 
         rows[21]
 
 
-def _seed(session, phase, template: RunScoreRecord, count: int) -> None:
-    """count teams with one scored run each, every score a scaled copy of template (below it)."""
+def _seed(session, phase, template: RunScoreRecord, count: int, prefix: str = "bulk") -> None:
+    """count teams with one scored run each, every score a scaled copy of template (below it);
+    their names start with prefix (one seeding per prefix)."""
     def scaled(value: Any, factor: float) -> Any:
         if isinstance(value, float):
             return value * factor
@@ -159,9 +160,10 @@ def _seed(session, phase, template: RunScoreRecord, count: int) -> None:
         return value
 
     session.execute(insert(Team), [
-        {"task_id": phase.task_id, "name": f"bulk {i:04d}", "affiliation": "",
-         "invite_code": f"bulk{i:04d}", "created_at": template.created_at} for i in range(count)])
-    team_ids = list(session.scalars(select(Team.id).where(Team.name.like("bulk %"))
+        {"task_id": phase.task_id, "name": f"{prefix} {i:04d}", "affiliation": "",
+         "invite_code": f"{prefix}{i:04d}", "created_at": template.created_at}
+        for i in range(count)])
+    team_ids = list(session.scalars(select(Team.id).where(Team.name.like(f"{prefix} %"))
                                     .order_by(Team.id)))
     session.execute(insert(Run), [
         {"task_id": phase.task_id, "phase_id": phase.id, "team_id": team_id, "name": "run",
