@@ -901,7 +901,7 @@ def _with_keys(session: Session, *, phase: Phase, version: str, frame: dict[str,
         return frame
     found = None
     if digest is not None:
-        known = None if before is None else (before.keys_digest, before.frame["keys"])
+        known = None if before is None else (before.keys_digest, before.keys)
         found = stored_rows.frame_keys(session, phase.id, digest, known)
     if found is None:
         found = keys if keys is not None else session.scalar(
