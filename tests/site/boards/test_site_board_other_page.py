@@ -6,12 +6,16 @@ a page made from a fresh read."""
 
 from __future__ import annotations
 
+import bisect
 import gc
+import random
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from semboard.models import RunScoreRecord
@@ -119,3 +123,49 @@ def test_the_other_workers_first_page_copies_nothing_per_row_but_its_rows(
     api = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval")
     assert stored_rows.laid_rows[0] - laid == 3
     assert api.get_data(as_text=True) == _full_build_text(session, phase, now)
+
+
+@pytest.mark.parametrize("flat_min", [0, 4, 10_000])
+def test_edited_values_rank_and_read_as_lists_and_dicts_edited_in_place(monkeypatch, flat_min):
+    """Versions after versions of random edits (values that went, came, ties among them): the
+    ranks and lists of stored.Ordered, and the entries and order of stored.ByRun, are those of
+    sorted lists and a dict copied and edited in place; flat every version, every few, never."""
+    monkeypatch.setattr(stored_rows, "_FLAT_MIN", flat_min)
+    monkeypatch.setattr(stored_rows, "_FLAT_SHARE", 0.0)
+    rng = random.Random(7)
+    signs = {"a": -1.0, "b": 1.0}
+
+    def row(run_id: int) -> SimpleNamespace:
+        values = {k: float(rng.randrange(20)) for k in signs} if run_id % 5 else None
+        return SimpleNamespace(run_id=run_id, values=values, intervals=[run_id])
+
+    rows = [row(i) for i in range(40)]
+    lists = {k: sorted(signs[k] * r.values[k] for r in rows if r.values) for k in signs}
+    intervals = {r.run_id: r.intervals for r in rows}
+    ordered, by_run = stored_rows.Ordered(lists), stored_rows.ByRun(dict(intervals))
+    lists = {k: list(v) for k, v in lists.items()}
+    next_id = 40
+    for _ in range(30):
+        went = rng.sample(rows, rng.randrange(4))
+        came = [row(next_id + i) for i in range(rng.randrange(4))]
+        next_id += len(came)
+        rows = [r for r in rows if r not in went] + came
+        ordered = ordered.edited(went, came, signs, len(rows))
+        by_run = by_run.edited([(r.run_id, r.intervals) for r in went],
+                               [(r.run_id, r.intervals) for r in came], len(rows))
+        for r in went:  # as the copies were edited before (stored._edited)
+            del intervals[r.run_id]
+            for k, v in (r.values or {}).items():
+                del lists[k][bisect.bisect_left(lists[k], signs[k] * v)]
+        for r in came:
+            intervals[r.run_id] = r.intervals
+            for k, v in (r.values or {}).items():
+                bisect.insort(lists[k], signs[k] * v)
+        for k in signs:
+            for probe in [x / 2 - 21 for x in range(86)]:
+                assert ordered.rank(k, probe) == bisect.bisect_left(lists[k], probe) + 1
+        assert ordered.lists() == lists
+        assert list(by_run.items()) == list(intervals.items())
+        assert len(by_run) == len(intervals)
+        assert all(by_run.get(i) == intervals.get(i) for i in range(next_id + 1))
+        assert (next_id in by_run) is False and by_run.get(next_id, "none") == "none"
