@@ -569,6 +569,11 @@ class View:
         carries, self.carries = self.carries, ()
         for digest, delta, added in carries:
             carry_layout(digest, delta, added.__getitem__)
+        # the layouts before this one's were steps to it: dropped, each list of every row's
+        # pieces is freed now, not walked by the next garbage collection
+        between = {digest for digest, _, _ in carries[:-1]} - {self.keys_digest}
+        if between:
+            _LAYOUTS.discard_where(between.__contains__)
 
     def texts(self) -> LazyTexts:
         """The JSON and CSV texts and intervals of this version (the stored texts' bytes)."""
