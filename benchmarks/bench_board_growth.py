@@ -27,7 +27,10 @@ unpacked from git, on the same database), a warm web worker in process:
 Then, per upload, the first GET of its version (alternately the board page and the API
 whole-board JSON) on that worker and on another process that served the board before (its
 memo lacks the version: it reads the changed rows), each in CPU against a task list on the
-same process; --profile DIR keeps their cProfiles. --profile-steps N prints the board steps'
+same process, with the garbage collections that ran inside them (a collection walks what
+the young objects hold: a version read that copies lists of every row pays it there); --preload
+starts each process as a gunicorn worker does (semboard.serve.preload); --profile DIR keeps
+their cProfiles. --profile-steps N prints the board steps'
 N most costly functions (cProfile by CPU) and each upload's step CPU.
 
 Prints the figures with the load average, and the ratios of the largest board to the smallest;
@@ -53,7 +56,7 @@ sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
 # What both processes of a measurement start with: the app over the site, its test client, and
 # the first GETs of a board version timed in CPU (cProfile'd into --profile's folder).
 _APP = r"""
-import cProfile, json, statistics, sys, time, uuid
+import cProfile, gc, json, statistics, sys, time, uuid
 from pathlib import Path
 from semboard import create_app
 from semboard.jobs import boards
@@ -66,14 +69,32 @@ app = create_app({"DATABASE_URL": url, "SECRET_KEY": "bench", "SEMBOARD_UPLOAD_D
                   "SEMBOARD_INSTANCE_PATH": folder + "/instance", "SEMBOARD_BOARD_JOBS": "rq",
                   "REDIS_URL": "redis://127.0.0.1:1/0"})
 boards.schedule_groups = lambda app, task_id: "skipped"  # groups are not what is timed here
+if sys.argv[10:11] == ["preload"]:  # as gunicorn's post_worker_init does (semboard.serve.preload)
+    from semboard.serve.preload import preload
+    preload()
 client = app.test_client()
 page, api = "/tasks/sts2012/leaderboard/eval", "/api/v1/tasks/sts2012/leaderboard?phase=eval"
 gets = {"page": page, "api": api, "list": "/tasks"}
 profiled = [0]
+# the garbage collections during the timed first GETs: (generation, CPU ms) by who/kind
+collected, collecting = {}, []
+
+
+def on_gc(phase, info):
+    if collecting and phase == "start":
+        collecting[0] = time.process_time()
+    elif collecting and collecting[0] is not None:
+        collecting[1].append((info["generation"], (time.process_time() - collecting[0]) * 1000))
+        collecting[0] = None
+
+
+gc.callbacks.append(on_gc)
 
 
 def cpu_get(kind, name=""):
     # one GET of this kind: its CPU ms (profiled as `name` where asked)
+    if name:
+        collecting[:] = [None, collected.setdefault(f"{name} {kind}", [])]
     started = time.process_time()
     if profiles != "-" and name:
         profile = cProfile.Profile(time.process_time)  # CPU: the machine is shared
@@ -83,6 +104,7 @@ def cpu_get(kind, name=""):
     else:
         answer = client.get(gets[kind], headers=asked)
     assert answer.status_code == 200, (kind, answer.status_code)
+    collecting.clear()
     return (time.process_time() - started) * 1000
 """
 
@@ -105,7 +127,8 @@ print("ready", flush=True)
 for line in sys.stdin:
     kind = line.strip()
     first = cpu_get(kind, "other")
-    print(json.dumps({"first": first, "list": cpu_get("list")}), flush=True)
+    print(json.dumps({"first": first, "list": cpu_get("list"),
+                      "gc": collected.pop(f"other {kind}")}), flush=True)
 """
 
 _MEASURE = _APP + r"""
@@ -153,7 +176,8 @@ with app.app_context():
         boards.prepared_boards.warm(reader, phase=reader.merge(phase), now=phase.opens_at)
     reader.close()
 client.get(page); client.get("/tasks")
-other = subprocess.Popen([sys.executable, "-c", sys.argv[7], *sys.argv[1:7]],
+other = subprocess.Popen([sys.executable, "-c", sys.argv[7], *sys.argv[1:7], "-", "-", "-",
+                          sys.argv[10]],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 assert other.stdout.readline().strip() == "ready"
 groups, groups_cpu = None, []
@@ -231,6 +255,7 @@ for i in range(count):
     other.stdin.write(kind + "\n"); other.stdin.flush()
     got = json.loads(other.stdout.readline())
     firsts["other", kind].append(got["first"])
+    collected.setdefault(f"other {kind}", []).extend(got["gc"])
     firsts["other", "list"].append(got["list"])
     groups_round()
 other.stdin.close(); other.wait()
@@ -246,7 +271,8 @@ print(json.dumps({"visible": statistics.median(visible), "step": statistics.medi
                   "incremental": incremental, "steps_cpu": step_cpu,
                   "groups_cpu": statistics.median(groups_cpu) if groups_cpu else None,
                   "firsts": {f"{who} {kind}": statistics.median(found)
-                             for (who, kind), found in firsts.items() if found}}))
+                             for (who, kind), found in firsts.items() if found},
+                  "gc": collected}))
 """
 
 
@@ -330,15 +356,17 @@ def seed_site(folder: Path, release: Path, runs: int) -> dict[str, Any]:
 
 def measure(site: dict, folder: Path, root: Path, count: int,
             gzip: bool = False, profiles: Path | None = None,
-            steps: Path | None = None, groups: bool = False) -> dict[str, Any]:
+            steps: Path | None = None, groups: bool = False,
+            preload: bool = False) -> dict[str, Any]:
     """Run the timing script in a fresh process importing the project from root (and the other
     worker's in another; with steps: the board steps profiled into that file; with groups: a
-    kept groups process's round after each upload, in a third)."""
+    kept groups process's round after each upload, in a third; with preload: each process
+    starts as a gunicorn worker does, semboard.serve.preload)."""
     env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run([sys.executable, "-c", _MEASURE, site["url"], site["uploads"],
                            str(folder), str(count), "gzip" if gzip else "plain",
                            str(profiles) if profiles else "-", _OTHER, str(steps or "-"),
-                           _GROUPS if groups else "-"],
+                           _GROUPS if groups else "-", "preload" if preload else "-"],
                           env=env, cwd=folder,
                           capture_output=True, text=True)
     if done.returncode:
@@ -366,8 +394,12 @@ def firsts_line(got: dict[str, Any], name: str) -> str:
     cells = [f"{who} {kind} {found[f'{who} {kind}']:.1f} ms "
              f"({found[f'{who} {kind}'] / found[f'{who} list']:.1f}x)"
              for who in ("took", "other") for kind in ("page", "api") if f"{who} {kind}" in found]
+    collections = [f"{who} {len(found)} (" + " ".join(f"gen {g} {ms:.1f}" for g, ms in found)
+                   + f"), {sum(ms for _, ms in found):.1f} ms"
+                   for who, found in sorted(got.get("gc", {}).items())]
     return (f"    first GET of a version, CPU ({name}; task list took {found['took list']:.1f} / "
-            f"other {found['other list']:.1f} ms): " + ", ".join(cells))
+            f"other {found['other list']:.1f} ms): " + ", ".join(cells)
+            + "\n      garbage collections in them, all uploads: " + "; ".join(collections))
 
 
 def main() -> None:
@@ -387,6 +419,9 @@ def main() -> None:
                              "finds a new grouping")
     parser.add_argument("--gzip", action="store_true",
                         help="the first view asks for gzip, as a browser does (default: plain)")
+    parser.add_argument("--preload", action="store_true",
+                        help="each process starts as a gunicorn worker does "
+                             "(semboard.serve.preload: gc.freeze() after loading)")
     parser.add_argument("--profile", type=Path,
                         help="cProfile each first GET of a new version into this folder")
     args = parser.parse_args()
@@ -413,7 +448,7 @@ def main() -> None:
             steps = folder / "board-step.prof" if args.profile_steps else None
             now = figures[runs] = measure(site, folder, PROJECT_ROOT, args.uploads, args.gzip,
                                           args.profile and args.profile / f"runs{runs}", steps,
-                                          args.groups)
+                                          args.groups, args.preload)
             line = (f"  {runs:>5} runs: upload->visible p50 {now['visible']:7.0f} ms (board "
                     f"step {now['step']:6.0f}, {now['step_cpu']:4.0f} CPU), first view after "
                     f"upload {now['first'] / now['list']:5.1f}x a task list ({now['first']:.1f} "
@@ -425,7 +460,7 @@ def main() -> None:
                        if now.get("groups_cpu") is not None else ""))
             if args.before:
                 old = before[runs] = measure(site, folder, old_root, args.uploads, args.gzip,
-                                             groups=args.groups)
+                                             groups=args.groups, preload=args.preload)
                 line += (f" | {old['visible']:7.0f} ms (step {old['step']:6.0f}, "
                          f"{old['step_cpu']:4.0f} CPU, each "
                          f"{' '.join(f'{ms:.0f}' for ms in old['steps_cpu'])}, stored in "

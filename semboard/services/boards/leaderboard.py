@@ -1149,13 +1149,19 @@ class RankedRows(list[Row]):
         return found
 
     def _resolve(self, row: Row) -> Row:
-        values = self._values.get(row.run_id)
+        return self._ranked(row, self._values.get(row.run_id))
+
+    def _rank(self, key: str, signed: float) -> int:
+        """The rank of a signed value among this board's values of one key."""
+        return bisect_left(self._sorted[key], signed) + 1
+
+    def _ranked(self, row: Row, values: dict[str, float] | None) -> Row:
+        """The row with this board's ranks (from its ranking `values`) and groups."""
         if values is None:
             ranks = row.ranks  # no rank (a baseline): as it was made
         else:
-            signs, found = self._signs, self._sorted
-            ranks = {key: bisect_left(found[key], signs[key] * v) + 1
-                     for key, v in values.items()}
+            signs, rank = self._signs, self._rank
+            ranks = {key: rank(key, signs[key] * v) for key, v in values.items()}
         groups = _row_groups(self._groups, row.run_id, ranks) if self._groups or row.groups else {}
         if ranks == row.ranks and groups == row.groups:
             return row

@@ -20,7 +20,7 @@ from operator import attrgetter
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, func, select
+from sqlalchemy import Integer, bindparam, delete, func, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -112,6 +112,20 @@ def parsed_rows(keys: list[str], texts: Mapping[str, str]) -> list[StoredRow]:
             for key, row in zip(keys, found, strict=True)]
 
 
+def _rows_statement() -> Any:
+    """The query of a phase's stored rows by their keys, built once (building it cost more than
+    running it for a version's few new rows: 0.49 against 0.19 ms)."""
+    global _rows_by_key
+    if _rows_by_key is None:
+        _rows_by_key = select(PreparedBoardRow.key, PreparedBoardRow.parts).where(
+            PreparedBoardRow.phase_id == bindparam("phase_id", type_=Integer),
+            PreparedBoardRow.key.in_(bindparam("keys", expanding=True)))
+    return _rows_by_key
+
+
+_rows_by_key: Any = None
+
+
 def read_rows(session: Session, phase_id: int, keys: Iterable[str],
               board_size: int = 0) -> dict[str, StoredRow] | None:
     """The stored rows of these keys (of a board of `board_size` rows): the ones this process
@@ -136,10 +150,8 @@ def read_rows(session: Session, phase_id: int, keys: Iterable[str],
                 found[key] = parsed(key, text)
     else:
         for start in range(0, len(missing), _CHUNK):
-            for key, text in session.execute(
-                    select(PreparedBoardRow.key, PreparedBoardRow.parts).where(
-                        PreparedBoardRow.phase_id == phase_id,
-                        PreparedBoardRow.key.in_(missing[start:start + _CHUNK]))):
+            for key, text in session.execute(_rows_statement(), {
+                    "phase_id": phase_id, "keys": missing[start:start + _CHUNK]}):
                 found[key] = parsed(key, text)
     if any(key not in found for key in missing):
         return None
@@ -254,22 +266,173 @@ def frame_keys(session: Session, phase_id: int, digest: str,
     return keys
 
 
+# A version read by its edits keeps its changes beside the sorted values and intervals of the
+# version it was read from (shared, never changed) until they pass this share of the board (or
+# _FLAT_MIN changes): then they are made into lists and a dict of its own. A version read
+# copies no list of every value nor dict of every run: what a garbage collection walks again
+# (each entry of a young list or dict: about 40 ns apiece in a large process, 5-6 ms for the
+# 120,000 a 5,000-row version read copied before) is its rows in order, not every part of it.
+_FLAT_SHARE = 0.125
+_FLAT_MIN = 64
+# The versions read by their edits whose JSON layouts are not made yet, at most: a page needs
+# none (the JSON that next needs one makes them in turn, stored.carry_layout); past this many
+# they are made where the next version is read.
+CARRIES_MOST = 16
+_NONE = object()
+
+
+class ByRun(Mapping[int, Any]):
+    """A version's values by run id: an earlier version's dict (shared, never changed) with the
+    runs this one set or took out. Iterates as that dict copied and edited the same way would
+    (its runs in order, then the runs set since)."""
+
+    __slots__ = ("_base", "_gone", "_set")
+
+    def __init__(self, base: dict[int, Any], changed: dict[int, Any] | None = None,
+                 gone: frozenset[int] = frozenset()) -> None:
+        # gone: runs of the base taken out (none of them in changed)
+        self._base, self._set, self._gone = base, changed or {}, gone
+
+    def get(self, run_id: Any, default: Any = None) -> Any:
+        """The run's value (default when it has none in this version)."""
+        found = self._set.get(run_id, _NONE)
+        if found is not _NONE:
+            return found
+        if run_id in self._gone:
+            return default
+        return self._base.get(run_id, default)
+
+    def __getitem__(self, run_id: int) -> Any:
+        found = self.get(run_id, _NONE)
+        if found is _NONE:
+            raise KeyError(run_id)
+        return found
+
+    def __contains__(self, run_id: object) -> bool:
+        return self.get(run_id, _NONE) is not _NONE
+
+    def __iter__(self) -> Any:
+        changed, gone = self._set, self._gone
+        if not changed and not gone:
+            return iter(self._base)
+        return chain((k for k in self._base if k not in changed and k not in gone), changed)
+
+    def __len__(self) -> int:
+        base = self._base
+        return len(base) - len(self._gone) + sum(1 for k in self._set if k not in base)
+
+    def edited(self, went: Iterable[tuple[int, Any]], came: Iterable[tuple[int, Any]],
+               size: int) -> ByRun:
+        """These values with each of `went` (run id, value) taken out where the run still holds
+        that value, then `came` set; flat (a dict of its own) once the changes pass a share of
+        `size` runs."""
+        base, changed, gone = self._base, dict(self._set), set(self._gone)
+        for run_id, value in went:
+            held = changed.get(run_id, _NONE)
+            if held is _NONE and run_id not in gone:
+                held = base.get(run_id, _NONE)
+            if held is value:
+                changed.pop(run_id, None)
+                if run_id in base:
+                    gone.add(run_id)
+        for run_id, value in came:
+            gone.discard(run_id)
+            changed[run_id] = value
+        found = ByRun(base, changed, frozenset(gone))
+        if len(changed) + len(gone) <= max(_FLAT_MIN, _FLAT_SHARE * size):
+            return found
+        flat = dict(base)  # in C, as a copied dict: then the changes, in their order
+        for run_id in gone:
+            del flat[run_id]
+        for run_id, value in changed.items():
+            flat.pop(run_id, None)
+            flat[run_id] = value
+        return ByRun(flat)
+
+
+class Ordered:
+    """Each ranking key's signed values of a version, sorted, as its ranks read them: an earlier
+    version's lists (shared, never changed) less the values that went since, with those that
+    came (each kept sorted). A value's rank counts the values below it in the three."""
+
+    __slots__ = ("_flat", "base", "came", "went")
+
+    def __init__(self, base: dict[str, list[float]], went: dict[str, list[float]] | None = None,
+                 came: dict[str, list[float]] | None = None) -> None:
+        self.base, self.went, self.came = base, went or {}, came or {}
+        self._flat: dict[str, list[float]] | None = None if self.went or self.came else base
+
+    def rank(self, key: str, signed: float) -> int:
+        """One more than the number of this version's values of `key` below `signed` (what
+        bisect_left in its sorted list gives)."""
+        found = bisect_left(self.base.get(key, ()), signed) + 1
+        went, came = self.went.get(key), self.came.get(key)
+        if went:
+            found -= bisect_left(went, signed)
+        if came:
+            found += bisect_left(came, signed)
+        return found
+
+    def lists(self) -> dict[str, list[float]]:
+        """Each key's sorted values (made once: the base's lists copied where they changed)."""
+        if self._flat is None:
+            flat = dict(self.base)
+            for key, values in self.went.items():
+                kept = flat[key] = list(flat[key])
+                for value in values:
+                    del kept[bisect_left(kept, value)]
+            for key, values in self.came.items():
+                kept = flat[key] = list(flat.get(key, ())) if key not in self.went else flat[key]
+                for value in values:
+                    insort(kept, value)
+            self._flat = flat
+        return self._flat
+
+    def edited(self, went: list[StoredRow], came: list[StoredRow], signs: dict[str, float],
+               size: int) -> Ordered:
+        """These values with the values of the rows that went taken out and of those that came
+        put in; flat once the changes pass a share of `size` rows."""
+        gone = {key: list(values) for key, values in self.went.items()}
+        new = {key: list(values) for key, values in self.came.items()}
+        for row in went:
+            for key, value in (row.values or {}).items():
+                signed = signs[key] * value
+                kept = new.get(key)
+                at = bisect_left(kept, signed) if kept else 0
+                if kept and at < len(kept) and kept[at] == signed:  # came since the base
+                    del kept[at]
+                else:
+                    insort(gone.setdefault(key, []), signed)
+        for row in came:
+            for key, value in (row.values or {}).items():
+                insort(new.setdefault(key, []), signs[key] * value)
+        found = Ordered(self.base, {k: v for k, v in gone.items() if v},
+                        {k: v for k, v in new.items() if v})
+        changes = sum(map(len, found.went.values())) + sum(map(len, found.came.values()))
+        if changes <= max(_FLAT_MIN, _FLAT_SHARE * size):
+            return found
+        return Ordered(found.lists())
+
+
 class StoredRows(RankedRows):
     """A stored board's rows in order (parsed parts), each made into a Row with this version's
     ranks and groups where it is read (RankedRows): a page makes its own rows only."""
 
-    def __init__(self, rows: list[StoredRow], *, values: dict[int, dict[str, float]],
-                 sorted_values: dict[str, list[float]], signs: dict[str, float],
+    def __init__(self, rows: list[StoredRow], *, ordered: Ordered, signs: dict[str, float],
                  groups: dict[str, dict[str, int]], models: bool) -> None:
-        super().__init__(rows, values=values, sorted_values=sorted_values,  # type: ignore[arg-type]
+        super().__init__(rows, values={}, sorted_values={},  # type: ignore[arg-type]
                          signs=signs, groups=groups)
+        self._ordered = ordered
         self._models = models
+
+    def _rank(self, key: str, signed: float) -> int:
+        return self._ordered.rank(key, signed)
 
     def row(self, i: int) -> Row:
         found = self._done.get(i)
         if found is None:
             stored: StoredRow = list.__getitem__(self, i)  # type: ignore[assignment]
-            found = self._done[i] = self._resolve(stored.row())
+            found = self._done[i] = self._ranked(stored.row(), stored.values)
         return found
 
     def raw(self) -> list[Row]:
@@ -278,27 +441,56 @@ class StoredRows(RankedRows):
 
 class View:
     """One stored version of a board as this process reads it: its frame, its parsed rows in
-    order, each ranked run's values and each ranking key's sorted values (best first)."""
+    order, each ranking key's sorted values (best first) and each run's intervals; its keys
+    and rows by key made when asked (a version read by its edits needs neither)."""
 
-    def __init__(self, frame: dict[str, Any], rows: list[StoredRow],
-                 by_key: dict[str, StoredRow], sorted_values: dict[str, list[float]],
-                 values: dict[int, dict[str, float]],
-                 intervals: dict[int, dict[str, list[float]]], keys_digest: str | None = None,
-                 keyset: frozenset[str] | None = None) -> None:
+    def __init__(self, frame: dict[str, Any], rows: list[StoredRow], ordered: Ordered,
+                 intervals: ByRun, keys_digest: str | None = None,
+                 keyset: frozenset[str] | None = None,
+                 by_key: dict[str, StoredRow] | None = None) -> None:
         # keys_digest: its rows' keys in order (prepared.keys_digest), what stored edits name
-        self.frame, self.rows, self.by_key, self.keys_digest = frame, rows, by_key, keys_digest
-        self.sorted_values, self.values, self._intervals = sorted_values, values, intervals
-        self._keyset = keyset
+        self.frame, self.rows, self.keys_digest = frame, rows, keys_digest
+        self.ordered, self._intervals = ordered, intervals
+        self._keyset, self._by_key = keyset, by_key
+        self._keys: list[str] | None = frame.get("keys")
         self._board: dict[str, Any] | None = None
         # the edits from the version read before (view_of_delta): its JSON layout is edited
         self.delta: dict[str, Any] | None = None
+        # the rows those edits put in, by key
+        self.added: dict[str, StoredRow] = {}
+        # the JSON layouts still to make, in turn, before this version's (CARRIES_MOST)
+        self.carries: tuple[tuple[str | None, dict[str, Any], dict[str, StoredRow]], ...] = ()
+
+    @property
+    def keys(self) -> list[str]:
+        """Its rows' keys in order (made once when not in its frame)."""
+        if self._keys is None:
+            self._keys = list(map(attrgetter("key"), self.rows))
+        return self._keys
+
+    @property
+    def by_key(self) -> dict[str, StoredRow]:
+        """Its rows by key (made once)."""
+        if self._by_key is None:
+            self._by_key = dict(zip(self.keys, self.rows, strict=True))
+        return self._by_key
 
     @property
     def keyset(self) -> frozenset[str]:
         """Its rows' keys (made when a later version is compared with it by its keys)."""
         if self._keyset is None:
-            self._keyset = frozenset(self.by_key)
+            self._keyset = frozenset(self.keys)
         return self._keyset
+
+    @property
+    def sorted_values(self) -> dict[str, list[float]]:
+        """Each ranking key's signed values, sorted (made once where they changed)."""
+        return self.ordered.lists()
+
+    @property
+    def values(self) -> dict[int, dict[str, float]]:
+        """Each ranked run's ranking values."""
+        return {row.run_id: row.values for row in self.rows if row.values is not None}
 
     @property
     def signs(self) -> dict[str, float]:
@@ -320,11 +512,12 @@ class View:
         """The board's columns."""
         return [Column(**c) for c in self.head()["columns"]]
 
-    def intervals(self, *, in_order: bool = False) -> dict[int, dict[str, list[float]]]:
-        """Each row's stored CIs by run id (in_order: in run id order, as a build lists them;
-        else in no order: pages look them up)."""
+    def intervals(self, *, in_order: bool = False) -> Mapping[int, dict[str, list[float]]]:
+        """Each row's stored CIs by run id (in_order: a dict in run id order, as a build lists
+        them; else in no order: pages look them up)."""
         if in_order:
-            return {run_id: self._intervals[run_id] for run_id in sorted(self._intervals)}
+            found = self._intervals
+            return {run_id: found[run_id] for run_id in sorted(found)}
         return self._intervals
 
     def has_models(self) -> bool:
@@ -337,13 +530,13 @@ class View:
     def board(self, task: Any, phase: Any) -> Leaderboard:
         """The board of this version: rows made (with their ranks) where they are read."""
         head = self.head()
-        rows = StoredRows(self.rows, values=self.values, sorted_values=self.sorted_values,
-                          signs=self.signs, groups=self.groups, models=self.has_models())
+        rows = StoredRows(self.rows, ordered=self.ordered, signs=self.signs, groups=self.groups,
+                          models=self.has_models())
         return Leaderboard(task=task, phase=phase, columns=self.columns(), rows=rows,
                            significance=head.get("significance"),
                            groups_pending=bool(head.get("groups_pending")),
                            groups_pending_since=head.get("groups_pending_since"),
-                           intervals=self.intervals(),
+                           intervals=self.intervals(),  # type: ignore[arg-type]
                            ranking=head.get("ranking", primary.EVERY))
 
     def ranked_pairs(self) -> list[tuple[int, int]]:
@@ -357,21 +550,40 @@ class View:
         head = self.head()
         ranked = dict(self.ranked_pairs())
         return seeded_board(task, phase, columns=self.columns(),
-                            rows=[row.row() for row in self.rows], values=dict(self.values),
+                            rows=[row.row() for row in self.rows], values=self.values,
                             ranked=ranked, groups=self.groups,
-                            intervals=self.intervals(in_order=True),
+                            intervals=dict(self.intervals(in_order=True)),
                             significance=head.get("significance"),
                             groups_pending=bool(head.get("groups_pending")),
                             groups_pending_since=head.get("groups_pending_since"),
                             first=self.frame.get("first"))
 
+    def find(self, key: str) -> StoredRow:
+        """Its row of this key."""
+        found = self.added.get(key)
+        return found if found is not None else self.by_key[key]
+
+    def carry(self) -> None:
+        """Make the JSON layouts of the versions read since the last one laid out, in turn
+        (each its base's edited: stored.carry_layout)."""
+        carries, self.carries = self.carries, ()
+        for digest, delta, added in carries:
+            carry_layout(digest, delta, added.__getitem__)
+        # the layouts before this one's were steps to it: dropped, each list of every row's
+        # pieces is freed now, not walked by the next garbage collection
+        between = {digest for digest, _, _ in carries[:-1]} - {self.keys_digest}
+        if between:
+            _LAYOUTS.discard_where(between.__contains__)
+
     def texts(self) -> LazyTexts:
         """The JSON and CSV texts and intervals of this version (the stored texts' bytes)."""
-        rows, by_key = self.rows, self.by_key
-        digest, delta = self.keys_digest, self.delta
-        return LazyTexts(self.frame, lambda: rows, ordered=self.sorted_values,
-                         layout=lambda: layout_of(digest, rows, delta, by_key.__getitem__,
-                                                  self.signs))
+        rows, digest, delta = self.rows, self.keys_digest, self.delta
+
+        def layout() -> Layout | None:
+            self.carry()
+            return layout_of(digest, rows, delta, self.find, self.signs)
+
+        return LazyTexts(self.frame, lambda: rows, ordered=self.sorted_values, layout=layout)
 
 
 def _sorted_values(frame: dict[str, Any], rows: list[StoredRow]) -> dict[str, list[float]]:
@@ -394,8 +606,8 @@ def is_open(frame: dict[str, Any]) -> bool:
 def view_of(session: Session, phase_id: int, frame: dict[str, Any],
             before: View | None = None, keys_digest: str | None = None) -> View | None:
     """A stored version read by its keys: the rows `before` (this process's last read of the
-    board) holds are taken from it, the others read; its sorted values, values and intervals
-    are before's edited where few rows changed (set differences and lookups in C: no step per
+    board) holds are taken from it, the others read; its sorted values and intervals are
+    before's edited where few rows changed (set differences and lookups in C: no step per
     row in Python). None where a row is no longer stored."""
     keys: list[str] = frame["keys"]
     keyset = frozenset(keys)
@@ -410,76 +622,53 @@ def view_of(session: Session, phase_id: int, frame: dict[str, Any],
             gone = [by_key.pop(key) for key in gone_keys]
             by_key.update(fetched)
             rows = list(map(by_key.__getitem__, keys))
-            return View(frame, rows, by_key, *_edited(before, frame, gone, list(fetched.values())),
-                        keys_digest=keys_digest, keyset=keyset)
+            return View(frame, rows, *_edited(before, frame, gone, list(fetched.values()),
+                                              len(rows)),
+                        keys_digest=keys_digest, keyset=keyset, by_key=by_key)
     found = read_rows(session, phase_id, keys, len(keys))
     if found is None:
         return None
     rows = [found[key] for key in keys]
-    values = {row.run_id: row.values for row in rows if row.values is not None}
-    return View(frame, rows, found, _sorted_values(frame, rows), values,
-                {row.run_id: row.intervals for row in rows}, keys_digest=keys_digest, keyset=keyset)
+    return View(frame, rows, Ordered(_sorted_values(frame, rows)),
+                ByRun({row.run_id: row.intervals for row in rows}), keys_digest=keys_digest,
+                keyset=keyset, by_key=found)
 
 
 def view_of_delta(session: Session, phase_id: int, frame: dict[str, Any], before: View,
                   delta: dict[str, Any], keys_digest: str | None) -> View | None:
     """A stored version read by its edits from `before` (the version it was merged from): the
-    base's keys and rows with the positions that went taken out and the added rows (read, where
-    this process has not parsed them) put in, in turn, as the merge did (prepared._edited_parts).
-    Nothing but list moves in C for the rows that stayed. None where an added row is gone."""
-    keys = list(before.frame["keys"])
+    base's rows with the positions that went taken out and the added rows (read, where this
+    process has not parsed them) put in, in turn, as the merge did (prepared._edited_parts).
+    One list of its rows copied (in C); its sorted values and intervals before's with the
+    changes beside them; its JSON layout made when a JSON asks (View.carry). None where an
+    added row is gone."""
     rows = list(before.rows)
-    gone = []
-    for at in reversed(delta["went"]):
-        keys.pop(at)
-        gone.append(rows.pop(at))
+    gone = [rows.pop(at) for at in reversed(delta["went"])]
     added: list[list[Any]] = delta["added"]
-    fetched = read_rows(session, phase_id, [key for _, key in added], len(keys) + len(added))
+    fetched = read_rows(session, phase_id, [key for _, key in added], len(rows) + len(added))
     if fetched is None:
         return None
     for at, key in added:
-        keys.insert(at, key)
         rows.insert(at, fetched[key])
-    by_key = dict(before.by_key)
-    for row in gone:
-        by_key.pop(row.key, None)
-    by_key.update(fetched)
-    view = View({**frame, "keys": keys}, rows, by_key,
-                *_edited(before, frame, gone, list(fetched.values())),
+    view = View(frame, rows, *_edited(before, frame, gone, list(fetched.values()), len(rows)),
                 keys_digest=keys_digest)
+    view.added = fetched
     if before.keys_digest is not None:
         view.delta = {**delta, "base": before.keys_digest}
-        carry_layout(keys_digest, view.delta, by_key.__getitem__)
+        view.carries = (*before.carries, (keys_digest, view.delta, fetched))
+        if len(view.carries) >= CARRIES_MOST:
+            view.carry()
     return view
 
 
-def _edited(before: View, frame: dict[str, Any], gone: list[StoredRow], new: list[StoredRow]
-            ) -> tuple[dict[str, list[float]], dict[int, dict[str, float]],
-                       dict[int, dict[str, list[float]]]]:
-    """before's sorted values, values and intervals with the gone rows taken out and the new
-    put in (each copied: before's stay as they are, read by the board of its version)."""
+def _edited(before: View, frame: dict[str, Any], gone: list[StoredRow], new: list[StoredRow],
+            size: int) -> tuple[Ordered, ByRun]:
+    """before's sorted values and intervals with the gone rows taken out and the new put in
+    (before's stay as they are, read by the board of its version)."""
     signs: dict[str, float] = frame.get("signs", {})
-    ordered = {key: list(found) for key, found in before.sorted_values.items()}
-    values = dict(before.values)
-    intervals = dict(before.intervals())
-    for row in gone:
-        if intervals.get(row.run_id) is row.intervals:
-            del intervals[row.run_id]
-        if row.values is None:
-            continue
-        if values.get(row.run_id) is row.values:
-            del values[row.run_id]
-        for key, value in row.values.items():
-            kept = ordered[key]
-            del kept[bisect_left(kept, signs[key] * value)]
-    for row in new:
-        intervals[row.run_id] = row.intervals
-        if row.values is None:
-            continue
-        values[row.run_id] = row.values
-        for key, value in row.values.items():
-            insort(ordered.setdefault(key, []), signs[key] * value)
-    return ordered, values, intervals
+    return (before.ordered.edited(gone, new, signs, size),
+            before._intervals.edited([(row.run_id, row.intervals) for row in gone],
+                                     [(row.run_id, row.intervals) for row in new], size))
 
 
 class LazyTexts:

@@ -1,0 +1,176 @@
+"""The first board page of a new version on the worker that did not take the upload (issue 45),
+counted, not timed: its version read copies no list or dict of every row but the rows in order
+(a garbage collection inside the GET walks every entry of what is young: 5-6 ms at 5,000 rows,
+more than a task list costs), makes no JSON layout (the next JSON does), and gives the bytes of
+a page made from a fresh read."""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import random
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from semboard.models import RunScoreRecord
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.boards import stored as stored_rows
+from semboard.views import board_rows
+from semboard.views import boards as board_views
+from tests.site.boards.test_site_board_deployed import _as_another_process, _upload
+from tests.site.boards.test_site_board_first_get import _full_build_text
+from tests.site.boards.test_site_board_ranks_read import _seed
+
+API = "/api/v1"
+PAGE = "/tasks/tiny/leaderboard/eval"
+SEEDED = 300
+
+
+@contextmanager
+def _young() -> Iterator[list[Any]]:
+    """The objects the collector tracks that were made meanwhile and live on (collections held
+    off: what the next one walks)."""
+    gc.collect()
+    gc.disable()
+    found: list[Any] = []
+    try:
+        yield found
+    finally:
+        found.extend(gc.get_objects(generation=0))
+        gc.enable()
+
+
+def _per_row(young: list[Any], rows: int) -> list[str]:
+    """The young lists, dicts, sets and tuples with an entry per row of the board, or more."""
+    return [type(o).__name__ for o in young if o is not young
+            and isinstance(o, (list, dict, set, frozenset, tuple)) and len(o) >= rows]
+
+
+def _text(response: Any) -> str:
+    assert response.status_code == 200
+    return re.sub(r'data-now="[^"]*"', "", response.get_data(as_text=True))
+
+
+def _stored_elsewhere(client: Any, world: Any, tiny_data: Any, key: str, name: str,
+                      noise: float) -> None:
+    """An upload another worker took: this one keeps none of what its board step made (the
+    JSON layout of its version included)."""
+    layouts = set(stored_rows._LAYOUTS._items)
+    _upload(client, world, tiny_data, key, name, noise)
+    _as_another_process()
+    made = set(stored_rows._LAYOUTS._items) - layouts
+    stored_rows._LAYOUTS.discard_where(made.__contains__)
+
+
+def _fresh_page(client: Any) -> str:
+    """The page from a fresh read of the stored version, every row and section rendered (what
+    this worker read is put back after: its next version is read by the edits from it)."""
+    kept = [(found, dict(found._items)) for found in (prepared_boards._views, stored_rows._ROWS)]
+    prepared_boards._memo.clear()
+    board_views._FRAGMENTS.clear()
+    board_views._PAGES.clear()
+    board_rows.USE_KEPT = False
+    for found, _ in kept:
+        found.clear()
+    try:
+        return _text(client.get(PAGE))
+    finally:
+        board_rows.USE_KEPT = True
+        prepared_boards._memo.clear()
+        board_views._FRAGMENTS.clear()
+        board_views._PAGES.clear()
+        for found, items in kept:
+            found.clear()
+            for key, value in items.items():
+                found.put(key, value)
+
+
+def test_the_other_workers_first_page_copies_nothing_per_row_but_its_rows(
+        app, client, session, world, tiny_data, now) -> None:
+    """302 runs read by this worker (page and JSON); two uploads another worker stored, at the
+    top then in the middle: each first page reads the version by its edits with two lists of
+    a row each (its rows in order, the board's), no list of every key, sorted value, interval
+    or JSON piece (today: 11 of them), lays no JSON row out, and is a fresh read's page; the
+    JSON after them is a full build's text (the layouts the pages skipped made in turn)."""
+    phase = world["phase"]
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), SEEDED)
+    _upload(client, world, tiny_data, "a", "second", 2.0)
+    _as_another_process()  # this worker reads the stored version (another one stored it)
+    assert client.get(PAGE).status_code == 200
+    assert client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").status_code == 200
+    read = []
+    for name, noise in (("third", 0.05), ("fourth", 1.0)):
+        _stored_elsewhere(client, world, tiny_data, "b", name, noise)
+        laid = stored_rows.laid_rows[0]
+        with _young() as young:
+            page = _text(client.get(PAGE))
+        read.append(prepared_boards._views.values()[-1])
+        rows = len(read[-1].rows)
+        assert rows >= SEEDED
+        assert sorted(_per_row(young, rows)) == ["StoredRows", "list"], _per_row(young, rows)
+        assert stored_rows.laid_rows[0] == laid  # no JSON layout: a page needs none
+        assert f">{name}<" in page
+        assert page == _fresh_page(client)
+    # this worker's first JSON after the pages: its layout the one it made, edited by each
+    # version's edits in turn (the row each version added laid out, no other)
+    _stored_elsewhere(client, world, tiny_data, "a", "fifth", 0.5)
+    laid = stored_rows.laid_rows[0]
+    api = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval")
+    assert stored_rows.laid_rows[0] - laid == 3
+    # the layouts on the way are not kept (each a list of every row's pieces, left to the
+    # garbage collections of the GETs that come next)
+    assert not {view.keys_digest for view in read} & set(stored_rows._LAYOUTS._items)
+    assert api.get_data(as_text=True) == _full_build_text(session, phase, now)
+
+
+@pytest.mark.parametrize("flat_min", [0, 4, 10_000])
+def test_edited_values_rank_and_read_as_lists_and_dicts_edited_in_place(monkeypatch, flat_min):
+    """Versions after versions of random edits (values that went, came, ties among them): the
+    ranks and lists of stored.Ordered, and the entries and order of stored.ByRun, are those of
+    sorted lists and a dict copied and edited in place; flat every version, every few, never."""
+    monkeypatch.setattr(stored_rows, "_FLAT_MIN", flat_min)
+    monkeypatch.setattr(stored_rows, "_FLAT_SHARE", 0.0)
+    rng = random.Random(7)
+    signs = {"a": -1.0, "b": 1.0}
+
+    def row(run_id: int) -> SimpleNamespace:
+        values = {k: float(rng.randrange(20)) for k in signs} if run_id % 5 else None
+        return SimpleNamespace(run_id=run_id, values=values, intervals=[run_id])
+
+    rows = [row(i) for i in range(40)]
+    lists = {k: sorted(signs[k] * r.values[k] for r in rows if r.values) for k in signs}
+    intervals = {r.run_id: r.intervals for r in rows}
+    ordered, by_run = stored_rows.Ordered(lists), stored_rows.ByRun(dict(intervals))
+    lists = {k: list(v) for k, v in lists.items()}
+    next_id = 40
+    for _ in range(30):
+        went = rng.sample(rows, rng.randrange(4))
+        came = [row(next_id + i) for i in range(rng.randrange(4))]
+        next_id += len(came)
+        rows = [r for r in rows if r not in went] + came
+        ordered = ordered.edited(went, came, signs, len(rows))
+        by_run = by_run.edited([(r.run_id, r.intervals) for r in went],
+                               [(r.run_id, r.intervals) for r in came], len(rows))
+        for r in went:  # as the copies were edited before (stored._edited)
+            del intervals[r.run_id]
+            for k, v in (r.values or {}).items():
+                del lists[k][bisect.bisect_left(lists[k], signs[k] * v)]
+        for r in came:
+            intervals[r.run_id] = r.intervals
+            for k, v in (r.values or {}).items():
+                bisect.insort(lists[k], signs[k] * v)
+        for k in signs:
+            for probe in [x / 2 - 21 for x in range(86)]:
+                assert ordered.rank(k, probe) == bisect.bisect_left(lists[k], probe) + 1
+        assert ordered.lists() == lists
+        assert list(by_run.items()) == list(intervals.items())
+        assert len(by_run) == len(intervals)
+        assert all(by_run.get(i) == intervals.get(i) for i in range(next_id + 1))
+        assert (next_id in by_run) is False and by_run.get(next_id, "none") == "none"
