@@ -3,7 +3,7 @@
     python benchmarks/bench_board_growth.py [--data ../shared/data] [--runs 20 500 2000 5000]
                                             [--uploads 7] [--before REV] [--site-dir DIR]
                                             [--gzip] [--profile DIR] [--profile-steps N]
-                                            [--groups]
+                                            [--groups] [--preload]
 
 For each size: a scratch SQLite site with the real sts2012 task and N teams with one run each,
 seeded in bulk (seed_site): 10 runs go through the real `submit` (validated, stored, scored
