@@ -692,38 +692,55 @@ def _spliced_json(frame: dict[str, Any], rows: list[StoredRow],
 laid_rows = [0]
 
 
-def _rank_bytes(ranks: Any, digits: int) -> Any:
-    """Each rank's decimal digits (UTF-8) left in `digits` bytes, the rest spaces: a
-    (len(ranks), digits) uint8 array made by numpy arithmetic, no step per rank in Python."""
-    ranks = ranks.astype(np.int64)
-    lengths = np.ones_like(ranks)
-    for power in range(1, digits):
-        lengths += ranks >= 10 ** power
-    place = lengths[:, None] - 1 - np.arange(digits)  # each byte's power of ten (< 0: a space)
-    found = ranks[:, None] // 10 ** np.maximum(place, 0) % 10 + ord("0")
-    return np.where(place >= 0, found, ord(" ")).astype(np.uint8)
+# Each rank's bytes in a slot (digits, then spaces) by its value, for ranks up to a board's
+# row count: a (most + 1, digits) uint8 table, grown as boards do
+_RANK_BYTES: dict[int, Any] = {}
+
+
+def _rank_bytes(most: int, digits: int) -> Any:
+    """The table of the bytes of ranks 0..most (at least) in slots of `digits` bytes, made
+    by numpy arithmetic (a longer one made whole and swapped in: a thread reading the old one
+    meanwhile reads the same bytes)."""
+    found = _RANK_BYTES.get(digits)
+    if found is None or len(found) <= most:
+        ranks = np.arange(min(2 * most + 2, 10 ** digits), dtype=np.int64)
+        lengths = np.ones_like(ranks)
+        for power in range(1, digits):
+            lengths += ranks >= 10 ** power
+        place = lengths[:, None] - 1 - np.arange(digits)  # each byte's power of ten (< 0: space)
+        found = np.where(place >= 0, ranks[:, None] // 10 ** np.maximum(place, 0) % 10 + ord("0"),
+                         ord(" ")).astype(np.uint8)
+        _RANK_BYTES[digits] = found
+    return found
+
+
+# A version's ranks are written into its layout's buffers, which later versions' layouts share
+# (what a rank slot held before is never read): one body made at a time in a process
+_WRITING = threading.Lock()
+# Buffers a layout's rows may lie in before an edit joins them into one (one copy of the text
+# every few edits; a body joins a slice for each run of rows that lie side by side in one)
+_MOST_BUFFERS = 8
 
 
 class Layout:
     """A board's JSON body laid out for splicing, made once per process and edited with each
-    version's row edits: its rows' text in one buffer (each row with ", " before it, each rank
-    a slot of `digits` bytes, each groups cell "{}"), each row's offset in it, each rank slot's
-    and groups cell's offset in its row, and each row's signed ranking values (no values: no
-    rank, its ranks cell "{}"). A version's body is every rank written into its slot at once
-    (numpy) and the buffer copied out whole: no step per row in Python but where the board has
-    groups (each row's groups cell put in)."""
+    version's row edits: its rows' text in a few buffers (each row with ", " before it, each
+    rank a slot of `digits` bytes, each groups cell "{}"), each row's buffer and span in it,
+    each rank slot's and groups cell's offset in its row, and each row's signed ranking values
+    (no values: no rank, its ranks cell "{}"). An edit lays out the rows it adds and shares the
+    buffers of the rows it keeps (nothing copied); a version's body is every rank written into
+    its slot at once (numpy) and the rows copied out by a slice for each run of them: no step
+    per row in Python but where the board has groups (each row's groups cell put in)."""
 
     def __init__(self, keys: tuple[str, ...], signs: tuple[float, ...], digits: int,
-                 buf: Any, starts: Any, rank_at: Any, group_at: Any, values: Any, ranked: Any,
-                 runs: Any) -> None:
-        self.keys, self.signs, self.digits = keys, signs, digits
-        # buf: uint8; starts: each row's offset in buf, then its end; rank_at (rows, keys)
-        # and group_at (rows): offsets in each row; runs: each row's run id
-        self.buf, self.starts, self.rank_at, self.group_at = buf, starts, rank_at, group_at
-        self.values, self.ranked, self.runs = values, ranked, runs
-        # a version's ranks are written into the buffer's slots (what they held is never
-        # read): one body made at a time
-        self._lock = threading.Lock()
+                 buffers: list[Any], rows: tuple[Any, Any, Any], rank_at: Any, group_at: Any,
+                 values: Any, ranked: Any, runs: Any) -> None:
+        self.keys, self.signs, self.digits, self.buffers = keys, signs, digits, buffers
+        # each row's buffer (an index into buffers), its first byte and the byte after it
+        self.lies, self.starts, self.ends = rows
+        # offsets in each row: of each rank slot (rows, keys) and of its groups cell (rows)
+        self.rank_at, self.group_at = rank_at, group_at
+        self.values, self.ranked, self.runs = values, ranked, runs  # runs: each row's run id
 
     @classmethod
     def of_rows(cls, rows: list[StoredRow], signs: dict[str, float]) -> Layout | None:
@@ -738,7 +755,7 @@ class Layout:
     @classmethod
     def laid(cls, keys: tuple[str, ...], signs: tuple[float, ...], digits: int,
              rows: list[StoredRow]) -> Layout:
-        """These rows laid out (each row's pieces and slots joined once, in C)."""
+        """These rows laid out in one buffer (each row's pieces and slots joined once, in C)."""
         laid_rows[0] += len(rows)
         width = 2 * len(keys) + 5  # pieces a row: head, ranks (k + 1 texts, k slots), middle,
         parts = _rank_parts(keys) if keys else [b"{}"]  # groups, tail
@@ -755,55 +772,72 @@ class Layout:
                     middle, b"{}", tail]
         at = np.zeros(len(out) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, out), dtype=np.int64, count=len(out)), out=at[1:])
-        starts = at[::width].copy()  # each row's first piece, and the end
-        offsets = at[:-1].reshape(-1, width) - starts[:-1, None]
+        bounds = at[::width]  # each row's first piece, and the end
+        offsets = at[:-1].reshape(-1, width) - bounds[:-1, None]
         values, ranked = _values(keys, signs, rows)
-        return cls(keys, signs, digits, np.frombuffer(bytearray(b"".join(out)), dtype=np.uint8),
-                   starts, offsets[:, 2:2 * len(keys) + 2:2].copy(), offsets[:, width - 2].copy(),
+        return cls(keys, signs, digits, [np.frombuffer(bytearray(b"".join(out)), dtype=np.uint8)],
+                   (np.zeros(len(rows), dtype=np.int64), bounds[:-1].copy(), bounds[1:].copy()),
+                   offsets[:, 2:2 * len(keys) + 2:2].copy(), offsets[:, width - 2].copy(),
                    values, ranked,
                    np.fromiter((row.run_id for row in rows), dtype=np.int64, count=len(rows)))
 
     def edited(self, went: list[int], added: list[StoredRow], at: list[int]) -> Layout | None:
         """This layout with the rows at `went` taken out and `added` put in at `at`, in turn
-        (as the version's rows were edited: stored.view_of_delta): the buffer cut and spliced
-        by a few slice copies, each row's offsets taken along (numpy); None where an added row
-        does not fit it or the ranks' width changes."""
+        (as the version's rows were edited: stored.view_of_delta): the added rows laid out,
+        the others' buffers shared and their offsets taken along (numpy; every few edits the
+        rows joined into one buffer); None where an added row does not fit it or the ranks'
+        width changes."""
         if any(row.rank_keys not in ((), self.keys) or row.pieces is None for row in added):
             return None
         count = len(self.runs)
         if _digits(count - len(went) + len(added)) != self.digits:
             return None  # every rank slot's width changes: laid out afresh
         new = Layout.laid(self.keys, self.signs, self.digits, added)
-        # each row of the version: one of this layout's (>= 0) or the added one -1 - j
-        source = np.delete(np.arange(count, dtype=np.int64), went)
+        # each row of the version: one of this layout's (< count) or the added one count + j
+        index = np.delete(np.arange(count, dtype=np.int64), went)
         for j, position in enumerate(at):
-            source = np.insert(source, position, -1 - j)
-        mine = source >= 0
-        index = np.where(mine, source, count - 1 - source)  # into this layout's rows, then new's
-        # the runs of consecutive rows of this layout, and each added row: a slice each
-        breaks = np.ones(len(source), dtype=bool)
-        breaks[1:] = ~(mine[1:] & mine[:-1] & (source[1:] == source[:-1] + 1))
-        firsts = np.flatnonzero(breaks).tolist()
-        slices = []
-        for first, last in zip(firsts, [*firsts[1:], len(source)], strict=True):
-            i, k = int(index[first]), int(index[last - 1])
-            layout, skip = (self, 0) if i < count else (new, count)
-            slices.append(layout.buf[layout.starts[i - skip]:layout.starts[k - skip + 1]])
-        starts = np.zeros(len(source) + 1, dtype=np.int64)
-        np.cumsum(np.concatenate([np.diff(self.starts), np.diff(new.starts)])[index],
-                  out=starts[1:])
-        return Layout(self.keys, self.signs, self.digits,
-                      np.concatenate(slices) if slices else np.zeros(0, dtype=np.uint8), starts,
-                      np.concatenate([self.rank_at, new.rank_at])[index],
-                      np.concatenate([self.group_at, new.group_at])[index],
-                      np.concatenate([self.values, new.values])[index],
-                      np.concatenate([self.ranked, new.ranked])[index],
-                      np.concatenate([self.runs, new.runs])[index])
+            index = np.insert(index, position, count + j)
+        lies = np.concatenate([self.lies, new.lies + len(self.buffers)])[index]
+        edited = Layout(self.keys, self.signs, self.digits, [*self.buffers, *new.buffers],
+                        (lies, np.concatenate([self.starts, new.starts])[index],
+                         np.concatenate([self.ends, new.ends])[index]),
+                        np.concatenate([self.rank_at, new.rank_at])[index],
+                        np.concatenate([self.group_at, new.group_at])[index],
+                        np.concatenate([self.values, new.values])[index],
+                        np.concatenate([self.ranked, new.ranked])[index],
+                        np.concatenate([self.runs, new.runs])[index])
+        if len(edited.buffers) > _MOST_BUFFERS:
+            edited.joined()
+        return edited
+
+    def _spans(self) -> list[Any]:
+        """The rows' text in order as a slice of a buffer for each run of rows that lie side
+        by side in one (memoryviews: nothing copied)."""
+        count = len(self.runs)
+        breaks = np.ones(count, dtype=bool)
+        breaks[1:] = (self.lies[1:] != self.lies[:-1]) | (self.starts[1:] != self.ends[:-1])
+        firsts = np.flatnonzero(breaks)
+        lasts = np.append(firsts[1:], count) - 1
+        views = [memoryview(found) for found in self.buffers]  # type: ignore[arg-type]
+        return [views[lies][start:end] for lies, start, end in zip(
+            self.lies[firsts].tolist(), self.starts[firsts].tolist(), self.ends[lasts].tolist(),
+            strict=True)]
+
+    def joined(self) -> None:
+        """Its rows joined into one buffer, in order (the buffers of rows gone let go)."""
+        with _WRITING:
+            text = b"".join(self._spans())
+        lengths = self.ends - self.starts
+        bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=bounds[1:])
+        self.buffers = [np.frombuffer(bytearray(text), dtype=np.uint8)]
+        self.lies = np.zeros(len(lengths), dtype=np.int64)
+        self.starts, self.ends = bounds[:-1], bounds[1:]
 
     def body(self, frame: dict[str, Any], ordered: dict[str, list[float]]) -> bytes | None:
         """The JSON body of a version of these rows: its ranks from `ordered` (each key's
         sorted signed values) written into their slots, its groups from the frame, and the
-        buffer copied out between the frame's head and tail; None where a value is NaN."""
+        rows copied out between the frame's head and tail; None where a value is NaN."""
         count = len(self.runs)
         if tuple(frame.get("signs", {}).get(k) for k in self.keys) != self.signs:
             return None
@@ -818,25 +852,33 @@ class Layout:
             if np.isnan(column).any() or np.isnan(against).any():
                 return None  # NaN sorts apart in numpy: bisect's order kept row by row
             ranks[:, j] = np.searchsorted(against, column, side="left") + 1
-        # each rank slot's bytes in the buffer, and what they hold
-        at = (self.starts[ranked, None] + self.rank_at[ranked]).reshape(-1, 1)
-        where = at + np.arange(self.digits)
-        written = _rank_bytes(ranks.reshape(-1), self.digits)
+        # each rank slot's bytes in its row's buffer, and what they hold
+        slots = ((self.starts[ranked, None] + self.rank_at[ranked]).reshape(-1, 1)
+                 + np.arange(self.digits))
+        written = _rank_bytes(count, self.digits)[ranks.reshape(-1)]
+        lies = np.repeat(self.lies[ranked], len(self.keys))
         board_groups: dict[str, dict[str, int]] = frame.get("groups", {})
         cells = self._groups(board_groups) if board_groups and self.keys else None
-        with self._lock:
-            self.buf[where] = written
-            view = memoryview(self.buf)  # type: ignore[arg-type]
+        with _WRITING:
+            if len(self.buffers) == 1:
+                self.buffers[0][slots] = written
+            else:
+                for i, found in enumerate(self.buffers):
+                    mine = lies == i
+                    found[slots[mine]] = written[mine]
             if cells is None:
-                pieces = [head, view[2:], tail]  # the first row has no ", " before it
-            else:  # each row's "{}" groups cell put in (the text between them sliced)
-                cut = (self.starts[:-1] + self.group_at).tolist()
+                pieces = [head, *self._spans(), tail]
+            else:  # each row's "{}" groups cell put in (the text around it sliced)
+                views = [memoryview(found) for found in self.buffers]  # type: ignore[arg-type]
                 pieces = [head]
-                for begin, end, cell in zip([0, *(c + 2 for c in cut[:-1])], cut, cells,
-                                            strict=True):
-                    pieces += [view[begin:end], cell]
-                pieces += [view[cut[-1] + 2:], tail]
-                pieces[1] = pieces[1][2:]
+                for lies_in, start, cut, end, cell in zip(
+                        self.lies.tolist(), self.starts.tolist(),
+                        (self.starts + self.group_at).tolist(), self.ends.tolist(), cells,
+                        strict=True):
+                    view = views[lies_in]
+                    pieces += [view[start:cut], cell, view[cut + 2:end]]
+                pieces.append(tail)
+            pieces[1] = pieces[1][2:]  # the first row has no ", " before it
             body = b"".join(pieces)
         spliced_rows[0] += count
         joined_pieces[0] += len(pieces)
