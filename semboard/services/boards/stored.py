@@ -544,7 +544,7 @@ class LazyTexts:
         if is_open(self.frame):
             laid = self._layout() if self._layout is not None else None
             if laid is not None:
-                body = laid.body(self.frame, self.ordered())
+                body = laid.body(self.frame)
                 if body is not None:
                     return body
             spliced = _spliced_json(self.frame, self._rows(), self.ordered())
@@ -834,24 +834,27 @@ class Layout:
         self.lies = np.zeros(len(lengths), dtype=np.int64)
         self.starts, self.ends = bounds[:-1], bounds[1:]
 
-    def body(self, frame: dict[str, Any], ordered: dict[str, list[float]]) -> bytes | None:
-        """The JSON body of a version of these rows: its ranks from `ordered` (each key's
-        sorted signed values) written into their slots, its groups from the frame, and the
-        rows copied out between the frame's head and tail; None where a value is NaN."""
+    def body(self, frame: dict[str, Any]) -> bytes | None:
+        """The JSON body of a version of these rows: its ranks (competition ranks of each
+        key's signed values: one more than the number of better ones, as bisect_left over the
+        sorted values) written into their slots, its groups from the frame, and the rows
+        copied out between the frame's head and tail; None where a value is NaN."""
         count = len(self.runs)
         if tuple(frame.get("signs", {}).get(k) for k in self.keys) != self.signs:
             return None
         head, tail = frame["json_head"].encode(), frame["json_tail"].encode()
         if not count:
             return head + tail
-        ranked = np.flatnonzero(self.ranked)
-        ranks = np.empty((len(ranked), len(self.keys)), dtype=np.int64)
-        for j, key in enumerate(self.keys):
-            column = self.values[ranked, j]
-            against = np.asarray(ordered.get(key, ()), dtype=float)
-            if np.isnan(column).any() or np.isnan(against).any():
-                return None  # NaN sorts apart in numpy: bisect's order kept row by row
-            ranks[:, j] = np.searchsorted(against, column, side="left") + 1
+        every = bool(self.ranked.all())  # most boards: no baseline (no fancy indexing)
+        ranked = slice(None) if every else np.flatnonzero(self.ranked)
+        values = self.values[ranked]
+        if np.isnan(values).any():
+            return None  # NaN sorts apart in numpy: bisect's order kept row by row
+        # the values are the version's (its rows'): sorted here, not read from a list
+        ranks = np.empty(values.shape, dtype=np.int64)
+        for j in range(len(self.keys)):
+            column = values[:, j]
+            ranks[:, j] = np.searchsorted(np.sort(column), column, side="left") + 1
         # each rank slot's bytes in its row's buffer, and what they hold
         slots = ((self.starts[ranked, None] + self.rank_at[ranked]).reshape(-1, 1)
                  + np.arange(self.digits))

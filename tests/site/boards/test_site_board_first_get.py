@@ -145,7 +145,7 @@ def test_a_layout_with_baselines_and_groups_gives_the_boards_own_text(
     texts = stored_rows.LazyTexts(frame, lambda: rows)
     ordered = texts.ordered()
     expected = texts._json().encode()  # row by row, each cell encoded
-    body = layout.body(frame, ordered)
+    body = layout.body(frame)
     assert body is not None and json.loads(body) == json.loads(expected)
     assert body.replace(b" ", b"") == expected.replace(b" ", b"") and body != expected
     assert b'": 1  , "' in body  # 3 bytes a rank (100 rows): 1 and two spaces
@@ -157,9 +157,9 @@ def test_a_layout_with_baselines_and_groups_gives_the_boards_own_text(
     moved_rows = rows[:3] + rows[4:]
     moved_rows.insert(60, rows[3])
     afresh = stored_rows.Layout.of_rows(moved_rows, frame["signs"])
-    assert afresh is not None and moved.body(frame, ordered) == afresh.body(frame, ordered)
+    assert afresh is not None and moved.body(frame) == afresh.body(frame)
     again = moved.edited([60], [rows[3]], [3])
-    assert again is not None and again.body(frame, ordered) == body
+    assert again is not None and again.body(frame) == body
 
 
 def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
@@ -174,7 +174,6 @@ def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
     rows = [stored_rows.StoredRow(key, parts.rows[key]) for key in frame["keys"]]
     layout = stored_rows.Layout.of_rows(rows[:99], frame["signs"])
     assert layout is not None
-    ordered = stored_rows.LazyTexts(frame, lambda: rows).ordered()
     for went, added, at in (([0], [rows[99]], [0]), ([97, 98], [rows[99], rows[98]], [97, 98]),
                             ([10, 11, 50], [rows[99], rows[11], rows[10]], [0, 40, 97]),
                             ([], [], []), ([5, 6], [rows[5], rows[6]], [6, 5])):
@@ -187,7 +186,7 @@ def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
             kept.insert(position, row)
         afresh = stored_rows.Layout.of_rows(kept, frame["signs"])
         assert afresh is not None
-        assert edited.body(frame, ordered) == afresh.body(frame, ordered), (went, added, at)
+        assert edited.body(frame) == afresh.body(frame), (went, added, at)
     assert layout.edited([], [rows[99]], [99]) is None  # 100 rows: ranks of 3 bytes
     # a chain of edits (a version's layout is the one before edited): the rows each one keeps
     # stay in the buffers they lie in until there are too many, then are joined into one
@@ -201,9 +200,9 @@ def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
         chained = found
         afresh = stored_rows.Layout.of_rows(kept, frame["signs"])
         assert afresh is not None
-        assert chained.body(frame, ordered) == afresh.body(frame, ordered), step
-    assert layout.body(frame, ordered) == stored_rows.Layout.of_rows(
-        rows[:99], frame["signs"]).body(frame, ordered)  # the first, its buffers shared
+        assert chained.body(frame) == afresh.body(frame), step
+    assert layout.body(frame) == stored_rows.Layout.of_rows(
+        rows[:99], frame["signs"]).body(frame)  # the first, its buffers shared
 
 
 def test_the_first_api_json_of_an_upload_is_its_layout_copied_whole(
