@@ -810,18 +810,42 @@ class Layout:
             edited.joined()
         return edited
 
-    def _spans(self) -> list[Any]:
-        """The rows' text in order as a slice of a buffer for each run of rows that lie side
-        by side in one (memoryviews: nothing copied)."""
+    def _runs_of_rows(self) -> tuple[list[int], list[int]]:
+        """Where each run of rows that lie side by side in one buffer begins, and ends (after
+        its last row)."""
         count = len(self.runs)
         breaks = np.ones(count, dtype=bool)
         breaks[1:] = (self.lies[1:] != self.lies[:-1]) | (self.starts[1:] != self.ends[:-1])
         firsts = np.flatnonzero(breaks)
-        lasts = np.append(firsts[1:], count) - 1
+        return firsts.tolist(), np.append(firsts[1:], count).tolist()
+
+    def _spans(self) -> list[Any]:
+        """The rows' text in order as a slice of a buffer for each run of rows that lie side
+        by side in one (memoryviews: nothing copied)."""
         views = [memoryview(found) for found in self.buffers]  # type: ignore[arg-type]
-        return [views[lies][start:end] for lies, start, end in zip(
-            self.lies[firsts].tolist(), self.starts[firsts].tolist(), self.ends[lasts].tolist(),
-            strict=True)]
+        firsts, ends = self._runs_of_rows()
+        return [views[self.lies[first]][self.starts[first]:self.ends[end - 1]]
+                for first, end in zip(firsts, ends, strict=True)]
+
+    def _cut(self, cells: list[bytes]) -> list[Any]:
+        """The rows' text with each row's groups cell put in: for each row the text from the
+        cell before (or its run's start) to its "{}", then its cell, and each run's rest
+        (slices made and laid in by C loops: map, list slices)."""
+        views = [memoryview(found) for found in self.buffers]  # type: ignore[arg-type]
+        cuts = self.starts + self.group_at
+        begins = np.empty_like(cuts)
+        begins[1:] = cuts[:-1] + 2
+        out: list[Any] = []
+        for first, end in zip(*self._runs_of_rows(), strict=True):
+            begins[first] = self.starts[first]
+            view = views[self.lies[first]]
+            run = [b""] * (2 * (end - first))
+            run[0::2] = map(view.__getitem__, map(slice, begins[first:end].tolist(),
+                                                   cuts[first:end].tolist()))
+            run[1::2] = cells[first:end]
+            out += run
+            out.append(view[cuts[end - 1] + 2:self.ends[end - 1]])
+        return out
 
     def joined(self) -> None:
         """Its rows joined into one buffer, in order (the buffers of rows gone let go)."""
@@ -872,15 +896,7 @@ class Layout:
             if cells is None:
                 pieces = [head, *self._spans(), tail]
             else:  # each row's "{}" groups cell put in (the text around it sliced)
-                views = [memoryview(found) for found in self.buffers]  # type: ignore[arg-type]
-                pieces = [head]
-                for lies_in, start, cut, end, cell in zip(
-                        self.lies.tolist(), self.starts.tolist(),
-                        (self.starts + self.group_at).tolist(), self.ends.tolist(), cells,
-                        strict=True):
-                    view = views[lies_in]
-                    pieces += [view[start:cut], cell, view[cut + 2:end]]
-                pieces.append(tail)
+                pieces = [head, *self._cut(cells), tail]
             pieces[1] = pieces[1][2:]  # the first row has no ", " before it
             body = b"".join(pieces)
         spliced_rows[0] += count
@@ -888,20 +904,24 @@ class Layout:
         return body
 
     def _groups(self, board_groups: dict[str, dict[str, int]]) -> list[bytes] | None:
-        """Each row's groups cell (each distinct one encoded once); None where no row has
-        one."""
-        made: dict[tuple[tuple[str, int], ...], bytes] = {(): b"{}"}
+        """Each row's groups cell: the board's groups read at once (each run's items made a
+        tuple in C loops, each distinct one encoded once), each row's found by its run id
+        (numpy); None where no row has one."""
+        items = list(map(tuple, map(dict.items, board_groups.values())))
+        distinct = list(dict.fromkeys(items))
         keys = set(self.keys)
-        cells = []
-        for run_id, ranked in zip(self.runs.tolist(), self.ranked.tolist(), strict=True):
-            groups = board_groups.get(str(run_id)) if ranked else None
-            items = tuple(groups.items()) if groups else ()
-            cell = made.get(items)
-            if cell is None:
-                cell = made[items] = encode_json(
-                    {m: g for m, g in items if m in keys}).encode()
-            cells.append(cell)
-        return cells if set(cells) != {b"{}"} else None
+        table = [b"{}", *(encode_json({m: g for m, g in found if m in keys}).encode()
+                          for found in distinct)]
+        code_of = {found: i for i, found in enumerate(distinct, start=1)}
+        codes = np.fromiter(map(code_of.__getitem__, items), dtype=np.int64, count=len(items))
+        runs = np.fromiter(map(int, board_groups), dtype=np.int64, count=len(items))
+        order = np.argsort(runs)
+        runs, codes = runs[order], codes[order]
+        at = np.minimum(np.searchsorted(runs, self.runs), len(runs) - 1)
+        found = np.where((runs[at] == self.runs) & self.ranked, codes[at], 0)
+        if not found.any():
+            return None
+        return list(map(table.__getitem__, found.tolist()))
 
 
 def _values(keys: tuple[str, ...], signs: tuple[float, ...], rows: list[StoredRow]
