@@ -601,6 +601,7 @@ joined_pieces = [0]
 
 
 def _rank_parts(keys: tuple[str, ...]) -> list[bytes]:
+    """The ranks cell of these keys around its ranks, UTF-8 (made once per set of keys)."""
     found = _RANK_PARTS.get(keys)
     if found is None:
         names = [json.dumps(k, ensure_ascii=False) + ": " for k in keys]
