@@ -134,8 +134,11 @@ def test_a_layout_with_baselines_and_groups_gives_the_boards_own_text(
     are applied); the layout of the rows moved gives what a layout made afresh gives."""
     board = _board_of(session, world, now, monkeypatch, 100)
     assert board.index is not None
-    for run_id in list(board.index.values)[:30]:
-        board.index.groups[str(run_id)] = {key: 1 + run_id % 2 for key in board.index.signs}
+    # grouped runs in no order of their ids (a row finds its cell by its run id), and a
+    # group of a run not on the board
+    for run_id in sorted(board.index.values, key=lambda run_id: (run_id * 37) % 101)[:30]:
+        board.index.groups[str(run_id)] = {key: 1 + run_id % 3 for key in board.index.signs}
+    board.index.groups["999999"] = {key: 7 for key in board.index.signs}
     parts = prepared_boards.board_parts(board)
     frame = parts.frame
     rows = [stored_rows.StoredRow(key, parts.rows[key]) for key in frame["keys"]]
