@@ -420,7 +420,7 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
         def layout() -> stored_rows.Layout | None:
             # the layout of the version this one was merged from, edited by the merge
             return stored_rows.layout_of(
-                parts.keys_digest(), rows(), parts.delta,
+                parts.keys_digest(), rows, parts.delta,
                 lambda key: stored_rows.parsed(key, parts.rows[key]), parts.frame.get("signs", {}))
 
         return stored_rows.LazyTexts(parts.frame, rows, ordered=ordered, layout=layout)

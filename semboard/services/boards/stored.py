@@ -12,6 +12,7 @@ costs a reader is the rows that changed, not the rows the board holds.
 from __future__ import annotations
 
 import json
+import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
@@ -569,8 +570,8 @@ class View:
         carries, self.carries = self.carries, ()
         for digest, delta, added in carries:
             carry_layout(digest, delta, added.__getitem__)
-        # the layouts before this one's were steps to it: dropped, each list of every row's
-        # pieces is freed now, not walked by the next garbage collection
+        # the layouts before this one's were steps to it: dropped, so the cache keeps the
+        # versions a JSON was asked for (and what only they held is freed now)
         between = {digest for digest, _, _ in carries[:-1]} - {self.keys_digest}
         if between:
             _LAYOUTS.discard_where(between.__contains__)
@@ -581,7 +582,7 @@ class View:
 
         def layout() -> Layout | None:
             self.carry()
-            return layout_of(digest, rows, delta, self.find, self.signs)
+            return layout_of(digest, lambda: rows, delta, self.find, self.signs)
 
         return LazyTexts(self.frame, lambda: rows, ordered=self.sorted_values, layout=layout)
 
@@ -732,7 +733,7 @@ class LazyTexts:
         if is_open(self.frame):
             laid = self._layout() if self._layout is not None else None
             if laid is not None:
-                body = laid.body(self.frame, self.ordered())
+                body = laid.body(self.frame)
                 if body is not None:
                     return body
             spliced = _spliced_json(self.frame, self._rows(), self.ordered())
@@ -778,20 +779,38 @@ def texts_of_rows(frame: dict[str, Any], rows: list[StoredRow],
     return texts.json(), texts.csv(), texts.intervals()
 
 
-# The ranks cell of each set of ranking keys, a format of its ranks in order (b'{"ALL": %d}')
-_RANK_CELLS: dict[tuple[str, ...], bytes] = {}
+# The text of each set of ranking keys' ranks cell around its ranks (b'{"ALL": ', b'}')
+_RANK_PARTS: dict[tuple[str, ...], list[bytes]] = {}
 # Rows whose JSON a board's text was spliced from (tests count what the first GET of a version
 # does: every row's text spliced in C, none decoded or encoded row by row)
 spliced_rows = [0]
+# Pieces a board's JSON text was joined from (tests: a version's body is its layout copied
+# whole, not a piece or more a row)
+joined_pieces = [0]
 
 
-def _rank_cell(keys: tuple[str, ...]) -> bytes:
-    found = _RANK_CELLS.get(keys)
+def _rank_parts(keys: tuple[str, ...]) -> list[bytes]:
+    """The ranks cell of these keys around its ranks, UTF-8 (made once per set of keys)."""
+    found = _RANK_PARTS.get(keys)
     if found is None:
-        found = _RANK_CELLS.setdefault(keys, ("{" + ", ".join(
-            json.dumps(k, ensure_ascii=False).replace("%", "%%") + ": %d" for k in keys)
-            + "}").encode())
+        names = [json.dumps(k, ensure_ascii=False) + ": " for k in keys]
+        found = _RANK_PARTS.setdefault(keys, [part.encode() for part in (
+            ["{" + names[0], *(", " + name for name in names[1:]), "}"])])
     return found
+
+
+def _digits(count: int) -> int:
+    """How many bytes each rank of a board of `count` rows takes in its JSON text: the digits
+    of the largest rank it can have (its row count); a shorter rank is padded with spaces
+    (JSON whitespace: the text parses to the same value, and a version's text is the same
+    bytes whichever process makes it)."""
+    return len(str(max(count, 1)))
+
+
+def _rank_cell(keys: tuple[str, ...], digits: int) -> bytes:
+    """The ranks cell of these keys as a format of its ranks in order, each padded to `digits`
+    bytes (b'{"ALL": %-4d}')."""
+    return (b"%%-%dd" % digits).join(part.replace(b"%", b"%%") for part in _rank_parts(keys))
 
 
 def _spliced_json(frame: dict[str, Any], rows: list[StoredRow],
@@ -828,7 +847,8 @@ def _spliced_json(frame: dict[str, Any], rows: list[StoredRow],
             if np.isnan(values[:, j]).any() or np.isnan(against).any():
                 return None  # NaN sorts apart in numpy: bisect's order kept row by row
             columns.append((np.searchsorted(against, values[:, j], side="left") + 1).tolist())
-        rank_cells[at] = list(map(_rank_cell(keys).__mod__, zip(*columns, strict=True)))
+        rank_cells[at] = list(map(_rank_cell(keys, _digits(count)).__mod__,
+                                  zip(*columns, strict=True)))
         if board_groups:
             made: dict[tuple[tuple[str, int], ...], bytes] = {}  # few distinct groups cells
             cells = []
@@ -853,40 +873,64 @@ def _spliced_json(frame: dict[str, Any], rows: list[StoredRow],
     out[0] = out[0][2:]  # the first row has no ", " before it
     out.insert(0, head)
     out.append(tail)
+    joined_pieces[0] += len(out)
     return b"".join(out)
 
 
 # Rows laid out into a JSON layout (tests: a version's layout is its base's edited, the rows
 # it adds laid out, not every row)
 laid_rows = [0]
-# Each rank as UTF-8 digits by its value (0: b"", a row without ranks), grown as boards do
-_INTS: list[bytes] = [b""]
 
 
-def _ints(most: int) -> list[bytes]:
-    """The digits of 1..most at their index (a longer list made whole and swapped in: a
-    thread reading the old one meanwhile reads consistent digits)."""
-    global _INTS
-    found = _INTS
-    if len(found) <= most:
-        found = [b"", *(b"%d" % i for i in range(1, 2 * most + 2))]
-        _INTS = found
+# Each rank's bytes in a slot (digits, then spaces) by its value, for ranks up to a board's
+# row count: a (most + 1, digits) uint8 table, grown as boards do
+_RANK_BYTES: dict[int, Any] = {}
+
+
+def _rank_bytes(most: int, digits: int) -> Any:
+    """The table of the bytes of ranks 0..most (at least) in slots of `digits` bytes, made
+    by numpy arithmetic (a longer one made whole and swapped in: a thread reading the old one
+    meanwhile reads the same bytes)."""
+    found = _RANK_BYTES.get(digits)
+    if found is None or len(found) <= most:
+        ranks = np.arange(min(2 * most + 2, 10 ** digits), dtype=np.int64)
+        lengths = np.ones_like(ranks)
+        for power in range(1, digits):
+            lengths += ranks >= 10 ** power
+        place = lengths[:, None] - 1 - np.arange(digits)  # each byte's power of ten (< 0: space)
+        found = np.where(place >= 0, ranks[:, None] // 10 ** np.maximum(place, 0) % 10 + ord("0"),
+                         ord(" ")).astype(np.uint8)
+        _RANK_BYTES[digits] = found
     return found
+
+
+# A version's ranks are written into its layout's buffers, which later versions' layouts share
+# (what a rank slot held before is never read): one body made at a time in a process
+_WRITING = threading.Lock()
+# Buffers a layout's rows may lie in before an edit joins them into one (one copy of the text
+# every few edits; a body joins a slice for each run of rows that lie side by side in one)
+_MOST_BUFFERS = 8
 
 
 class Layout:
     """A board's JSON body laid out for splicing, made once per process and edited with each
-    version's row edits: each row's slots in order (", " and its head, its ranks cell's
-    constant pieces around a slot per rank, its middle, a groups slot, its tail) and its
-    signed ranking values (no values: no rank, its cell "{}"). A version's body is this list
-    copied with every rank slot filled per key at once: no step per row in Python."""
+    version's row edits: its rows' text in a few buffers (each row with ", " before it, each
+    rank a slot of `digits` bytes, each groups cell "{}"), each row's buffer and span in it,
+    each rank slot's and groups cell's offset in its row, and each row's signed ranking values
+    (no values: no rank, its ranks cell "{}"). An edit lays out the rows it adds and shares the
+    buffers of the rows it keeps (nothing copied); a version's body is every rank written into
+    its slot at once (numpy) and the rows copied out by a slice for each run of them: no step
+    per row in Python but where the board has groups (each row's groups cell put in)."""
 
-    def __init__(self, keys: tuple[str, ...], signs: tuple[float, ...], out: list[bytes],
-                 values: Any, ranked: Any, runs: list[str]) -> None:
-        self.keys, self.signs, self.out, self.values, self.ranked = (
-            keys, signs, out, values, ranked)
-        self.runs = runs  # each row's run id (text: the frame's groups are by it)
-        self.width = 2 * len(keys) + 5
+    def __init__(self, keys: tuple[str, ...], signs: tuple[float, ...], digits: int,
+                 buffers: list[Any], rows: tuple[Any, Any, Any], rank_at: Any, group_at: Any,
+                 values: Any, ranked: Any, runs: Any) -> None:
+        self.keys, self.signs, self.digits, self.buffers = keys, signs, digits, buffers
+        # each row's buffer (an index into buffers), its first byte and the byte after it
+        self.lies, self.starts, self.ends = rows
+        # offsets in each row: of each rank slot (rows, keys) and of its groups cell (rows)
+        self.rank_at, self.group_at = rank_at, group_at
+        self.values, self.ranked, self.runs = values, ranked, runs  # runs: each row's run id
 
     @classmethod
     def of_rows(cls, rows: list[StoredRow], signs: dict[str, float]) -> Layout | None:
@@ -896,111 +940,207 @@ class Layout:
         if len(sets) > 1 or any(row.pieces is None for row in rows):
             return None
         keys = next(iter(sets)) if sets else ()
-        layout = cls(keys, tuple(signs[k] for k in keys), [], None, None,
-                     [str(row.run_id) for row in rows])
+        return cls.laid(keys, tuple(signs[k] for k in keys), _digits(len(rows)), rows)
+
+    @classmethod
+    def laid(cls, keys: tuple[str, ...], signs: tuple[float, ...], digits: int,
+             rows: list[StoredRow]) -> Layout:
+        """These rows laid out in one buffer (each row's pieces and slots joined once, in C)."""
+        laid_rows[0] += len(rows)
+        width = 2 * len(keys) + 5  # pieces a row: head, ranks (k + 1 texts, k slots), middle,
+        parts = _rank_parts(keys) if keys else [b"{}"]  # groups, tail
+        slot = b" " * digits
+        ranked_pieces = [parts[0]]
+        for after in parts[1:]:
+            ranked_pieces += [slot, after]
+        unranked_pieces = [b"{}", *[b""] * (2 * len(keys))]
         out: list[bytes] = []
         for row in rows:
-            out += layout._slots(row)
-        layout.out = out
-        layout.values, layout.ranked = layout._values(rows)
-        return layout
-
-    def _slots(self, row: StoredRow) -> list[bytes]:
-        assert row.pieces is not None
-        laid_rows[0] += 1
-        head, middle, tail = row.pieces
-        if not row.rank_keys:
-            return [head, b"{}", *[b""] * (2 * len(self.keys)), middle, b"{}", tail]
-        cell = _rank_cell(self.keys).split(b"%d")
-        slots = [head, cell[0]]
-        for after in cell[1:]:
-            slots += [b"", after]
-        return [*slots, middle, b"{}", tail]
-
-    def _values(self, rows: list[StoredRow]) -> tuple[Any, Any]:
-        width = len(self.keys)
-        ranked = np.fromiter((bool(row.rank_keys) for row in rows), dtype=bool, count=len(rows))
-        values = np.full((len(rows), width), np.nan)
-        if width:
-            values[ranked] = np.fromiter(
-                chain.from_iterable(row.ranking for row in rows if row.rank_keys),
-                dtype=float, count=int(ranked.sum()) * width).reshape(-1, width)
-            values *= np.array(self.signs, dtype=float)
-        return values, ranked
+            assert row.pieces is not None
+            head, middle, tail = row.pieces
+            out += [head, *(ranked_pieces if row.rank_keys else unranked_pieces),
+                    middle, b"{}", tail]
+        at = np.zeros(len(out) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, out), dtype=np.int64, count=len(out)), out=at[1:])
+        bounds = at[::width]  # each row's first piece, and the end
+        offsets = at[:-1].reshape(-1, width) - bounds[:-1, None]
+        values, ranked = _values(keys, signs, rows)
+        return cls(keys, signs, digits, [np.frombuffer(bytearray(b"".join(out)), dtype=np.uint8)],
+                   (np.zeros(len(rows), dtype=np.int64), bounds[:-1].copy(), bounds[1:].copy()),
+                   offsets[:, 2:2 * len(keys) + 2:2].copy(), offsets[:, width - 2].copy(),
+                   values, ranked,
+                   np.fromiter((row.run_id for row in rows), dtype=np.int64, count=len(rows)))
 
     def edited(self, went: list[int], added: list[StoredRow], at: list[int]) -> Layout | None:
         """This layout with the rows at `went` taken out and `added` put in at `at`, in turn
-        (as the version's rows were edited: stored.view_of_delta); None where an added row
-        does not fit it."""
+        (as the version's rows were edited: stored.view_of_delta): the added rows laid out,
+        the others' buffers shared and their offsets taken along (numpy; every few edits the
+        rows joined into one buffer); None where an added row does not fit it or the ranks'
+        width changes."""
         if any(row.rank_keys not in ((), self.keys) or row.pieces is None for row in added):
             return None
-        width = self.width
-        out, runs, values, ranked = list(self.out), list(self.runs), self.values, self.ranked
-        for position in reversed(went):
-            del out[position * width:(position + 1) * width]
-            del runs[position]
-            values = np.delete(values, position, axis=0)
-            ranked = np.delete(ranked, position)
-        new_values, new_ranked = self._values(added)
-        for i, (position, row) in enumerate(zip(at, added, strict=True)):
-            out[position * width:position * width] = self._slots(row)
-            runs.insert(position, str(row.run_id))
-            values = np.insert(values, position, new_values[i], axis=0)
-            ranked = np.insert(ranked, position, new_ranked[i])
-        return Layout(self.keys, self.signs, out, values, ranked, runs)
+        count = len(self.runs)
+        if _digits(count - len(went) + len(added)) != self.digits:
+            return None  # every rank slot's width changes: laid out afresh
+        new = Layout.laid(self.keys, self.signs, self.digits, added)
+        # each row of the version: one of this layout's (< count) or the added one count + j
+        index = np.delete(np.arange(count, dtype=np.int64), went)
+        for j, position in enumerate(at):
+            index = np.insert(index, position, count + j)
+        lies = np.concatenate([self.lies, new.lies + len(self.buffers)])[index]
+        edited = Layout(self.keys, self.signs, self.digits, [*self.buffers, *new.buffers],
+                        (lies, np.concatenate([self.starts, new.starts])[index],
+                         np.concatenate([self.ends, new.ends])[index]),
+                        np.concatenate([self.rank_at, new.rank_at])[index],
+                        np.concatenate([self.group_at, new.group_at])[index],
+                        np.concatenate([self.values, new.values])[index],
+                        np.concatenate([self.ranked, new.ranked])[index],
+                        np.concatenate([self.runs, new.runs])[index])
+        if len(edited.buffers) > _MOST_BUFFERS:
+            edited.joined()
+        return edited
 
-    def body(self, frame: dict[str, Any], ordered: dict[str, list[float]]) -> bytes | None:
-        """The JSON body of a version of these rows: its ranks from `ordered` (each key's
-        sorted signed values), its groups from the frame; None where a value is NaN."""
-        count, width = len(self.ranked), self.width
+    def _runs_of_rows(self) -> tuple[list[int], list[int]]:
+        """Where each run of rows that lie side by side in one buffer begins, and ends (after
+        its last row)."""
+        count = len(self.runs)
+        breaks = np.ones(count, dtype=bool)
+        breaks[1:] = (self.lies[1:] != self.lies[:-1]) | (self.starts[1:] != self.ends[:-1])
+        firsts = np.flatnonzero(breaks)
+        return firsts.tolist(), np.append(firsts[1:], count).tolist()
+
+    def _spans(self) -> list[Any]:
+        """The rows' text in order as a slice of a buffer for each run of rows that lie side
+        by side in one (memoryviews: nothing copied)."""
+        views = [memoryview(found) for found in self.buffers]  # type: ignore[arg-type]
+        firsts, ends = self._runs_of_rows()
+        return [views[self.lies[first]][self.starts[first]:self.ends[end - 1]]
+                for first, end in zip(firsts, ends, strict=True)]
+
+    def _cut(self, cells: list[bytes]) -> list[Any]:
+        """The rows' text with each row's groups cell put in: for each row the text from the
+        cell before (or its run's start) to its "{}", then its cell, and each run's rest
+        (slices made and laid in by C loops: map, list slices)."""
+        views = [memoryview(found) for found in self.buffers]  # type: ignore[arg-type]
+        cuts = self.starts + self.group_at
+        begins = np.empty_like(cuts)
+        begins[1:] = cuts[:-1] + 2
+        out: list[Any] = []
+        for first, end in zip(*self._runs_of_rows(), strict=True):
+            begins[first] = self.starts[first]
+            view = views[self.lies[first]]
+            run = [b""] * (2 * (end - first))
+            run[0::2] = map(view.__getitem__, map(slice, begins[first:end].tolist(),
+                                                   cuts[first:end].tolist()))
+            run[1::2] = cells[first:end]
+            out += run
+            out.append(view[cuts[end - 1] + 2:self.ends[end - 1]])
+        return out
+
+    def joined(self) -> None:
+        """Its rows joined into one buffer, in order (the buffers of rows gone let go)."""
+        with _WRITING:
+            text = b"".join(self._spans())
+        lengths = self.ends - self.starts
+        bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=bounds[1:])
+        self.buffers = [np.frombuffer(bytearray(text), dtype=np.uint8)]
+        self.lies = np.zeros(len(lengths), dtype=np.int64)
+        self.starts, self.ends = bounds[:-1], bounds[1:]
+
+    def body(self, frame: dict[str, Any]) -> bytes | None:
+        """The JSON body of a version of these rows: its ranks (competition ranks of each
+        key's signed values: one more than the number of better ones, as bisect_left over the
+        sorted values) written into their slots, its groups from the frame, and the rows
+        copied out between the frame's head and tail; None where a value is NaN."""
+        count = len(self.runs)
         if tuple(frame.get("signs", {}).get(k) for k in self.keys) != self.signs:
             return None
-        out = list(self.out)
-        ints = _ints(count + 1)
-        for j, key in enumerate(self.keys):
-            column = self.values[:, j]
-            against = np.asarray(ordered.get(key, ()), dtype=float)
-            if np.isnan(column[self.ranked]).any() or np.isnan(against).any():
-                return None  # NaN sorts apart in numpy: bisect's order kept row by row
-            ranks = np.searchsorted(against, column, side="left") + 1
-            ranks[~self.ranked] = 0  # no rank: an empty slot
-            out[2 + 2 * j::width] = list(map(ints.__getitem__, ranks.tolist()))
-        board_groups: dict[str, dict[str, int]] = frame.get("groups", {})
-        if board_groups and self.keys:
-            out[width - 2::width] = self._groups(board_groups)
-        spliced_rows[0] += count
         head, tail = frame["json_head"].encode(), frame["json_tail"].encode()
-        if not out:
+        if not count:
             return head + tail
-        out[0] = out[0][2:]  # the first row has no ", " before it
-        return b"".join([head, *out, tail])
+        every = bool(self.ranked.all())  # most boards: no baseline (no fancy indexing)
+        ranked = slice(None) if every else np.flatnonzero(self.ranked)
+        values = self.values[ranked]
+        if np.isnan(values).any():
+            return None  # NaN sorts apart in numpy: bisect's order kept row by row
+        # the values are the version's (its rows'): sorted here, not read from a list
+        ranks = np.empty(values.shape, dtype=np.int64)
+        for j in range(len(self.keys)):
+            column = values[:, j]
+            ranks[:, j] = np.searchsorted(np.sort(column), column, side="left") + 1
+        # each rank slot's bytes in its row's buffer, and what they hold
+        slots = ((self.starts[ranked, None] + self.rank_at[ranked]).reshape(-1, 1)
+                 + np.arange(self.digits))
+        written = _rank_bytes(count, self.digits)[ranks.reshape(-1)]
+        lies = np.repeat(self.lies[ranked], len(self.keys))
+        board_groups: dict[str, dict[str, int]] = frame.get("groups", {})
+        cells = self._groups(board_groups) if board_groups and self.keys else None
+        with _WRITING:
+            if len(self.buffers) == 1:
+                self.buffers[0][slots] = written
+            else:
+                for i, found in enumerate(self.buffers):
+                    mine = lies == i
+                    found[slots[mine]] = written[mine]
+            if cells is None:
+                pieces = [head, *self._spans(), tail]
+            else:  # each row's "{}" groups cell put in (the text around it sliced)
+                pieces = [head, *self._cut(cells), tail]
+            pieces[1] = pieces[1][2:]  # the first row has no ", " before it
+            body = b"".join(pieces)
+        spliced_rows[0] += count
+        joined_pieces[0] += len(pieces)
+        return body
 
-    def _groups(self, board_groups: dict[str, dict[str, int]]) -> list[bytes]:
-        """Each row's groups cell (each distinct one encoded once)."""
-        made: dict[tuple[tuple[str, int], ...], bytes] = {(): b"{}"}
+    def _groups(self, board_groups: dict[str, dict[str, int]]) -> list[bytes] | None:
+        """Each row's groups cell: the board's groups read at once (each run's items made a
+        tuple in C loops, each distinct one encoded once), each row's found by its run id
+        (numpy); None where no row has one."""
+        items = list(map(tuple, map(dict.items, board_groups.values())))
+        distinct = list(dict.fromkeys(items))
         keys = set(self.keys)
-        cells = []
-        for run_id, ranked in zip(self.runs, self.ranked.tolist(), strict=True):
-            groups = board_groups.get(run_id) if ranked else None
-            items = tuple(groups.items()) if groups else ()
-            cell = made.get(items)
-            if cell is None:
-                cell = made[items] = encode_json(
-                    {m: g for m, g in items if m in keys}).encode()
-            cells.append(cell)
-        return cells
+        table = [b"{}", *(encode_json({m: g for m, g in found if m in keys}).encode()
+                          for found in distinct)]
+        code_of = {found: i for i, found in enumerate(distinct, start=1)}
+        codes = np.fromiter(map(code_of.__getitem__, items), dtype=np.int64, count=len(items))
+        runs = np.fromiter(map(int, board_groups), dtype=np.int64, count=len(items))
+        order = np.argsort(runs)
+        runs, codes = runs[order], codes[order]
+        at = np.minimum(np.searchsorted(runs, self.runs), len(runs) - 1)
+        found = np.where((runs[at] == self.runs) & self.ranked, codes[at], 0)
+        if not found.any():
+            return None
+        return list(map(table.__getitem__, found.tolist()))
+
+
+def _values(keys: tuple[str, ...], signs: tuple[float, ...], rows: list[StoredRow]
+            ) -> tuple[Any, Any]:
+    """Each row's signed ranking values (rows, keys; NaN: no rank), and which rows are ranked."""
+    width = len(keys)
+    ranked = np.fromiter((bool(row.rank_keys) for row in rows), dtype=bool, count=len(rows))
+    values = np.full((len(rows), width), np.nan)
+    if width:
+        values[ranked] = np.fromiter(
+            chain.from_iterable(row.ranking for row in rows if row.rank_keys),
+            dtype=float, count=int(ranked.sum()) * width).reshape(-1, width)
+        values *= np.array(signs, dtype=float)
+    return values, ranked
 
 
 # Layouts by their rows' keys digest: the next version's is this one edited by its delta (a
-# few: about 1 MiB each at 5,000 rows; a board whose layout went is laid out again once)
+# few: each about its text's size, 4 MiB at 5,000 rows; a board whose layout went is laid out
+# again once)
 _LAYOUTS: LRU[str, Layout] = LRU(4)
 
 
-def layout_of(digest: str | None, rows: list[StoredRow], delta: dict[str, Any] | None,
-              find: Callable[[str], StoredRow], signs: dict[str, float]) -> Layout | None:
+def layout_of(digest: str | None, rows: Callable[[], list[StoredRow]],
+              delta: dict[str, Any] | None, find: Callable[[str], StoredRow],
+              signs: dict[str, float]) -> Layout | None:
     """The JSON layout of a version's rows (keys digest `digest`): kept, else the base's of
     its delta edited (its added rows found by key), else made from every row (once per
-    process); None where the rows cannot be laid out."""
+    process); None where the rows cannot be laid out. Its rows are asked for only where it
+    is not kept (a lookup of every key)."""
     if digest is None:
         return None
     found = _LAYOUTS.get(digest)
@@ -1012,9 +1152,10 @@ def layout_of(digest: str | None, rows: list[StoredRow], delta: dict[str, Any] |
             added = delta["added"]
             found = base.edited(delta["went"], [find(key) for _, key in added],
                                 [at for at, _ in added])
+    every = rows()
     if found is None:
-        found = Layout.of_rows(rows, signs)
-    if found is None or len(found.ranked) != len(rows):
+        found = Layout.of_rows(every, signs)
+    if found is None or len(found.ranked) != len(every):
         return None
     return _LAYOUTS.put(digest, found)
 

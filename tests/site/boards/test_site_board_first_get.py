@@ -1,6 +1,7 @@
 """The first GET of a new board version on a worker whose memo lacks it (issue 45), counted, not
 timed: the whole-board API JSON splices each stored row's encoded text with its rank and group
-cells (no row decoded or encoded one by one) and is a full build's text byte for byte."""
+cells (no row decoded or encoded one by one) and parses to a full build's text (its ranks padded
+with JSON whitespace to the board's widest: the same value)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 from sqlalchemy import delete, select
 
 from semboard.models import RunScoreRecord, SignificanceGroups
+from semboard.services.boards import leaderboard, significance
 from semboard.services.boards import prepared as prepared_boards
-from semboard.services.boards import significance
 from semboard.services.boards import stored as stored_rows
 from tests.site.boards.test_site_board_deployed import (
     _as_another_process,
@@ -89,7 +90,7 @@ def test_the_first_api_json_of_an_upload_splices_the_rows_without_encoding_any(
         # that one edited (where the upload's board was merged, or by the GET that reads the
         # version): its new row laid out, no other
         assert stored_rows.laid_rows[0] - laid == (123 if name == "third" else 1)
-        assert api.get_data(as_text=True) == _full_build_text(session, phase, now)
+        assert json.loads(api.get_data()) == json.loads(_full_build_text(session, phase, now))
         assert f'"run": "{name}"' in api.get_data(as_text=True)
 
 
@@ -121,18 +122,23 @@ def test_the_first_api_json_after_groups_came_encodes_each_distinct_groups_cell_
     assert 0 < encoded.calls <= 2 * _distinct_groups(api.get_data()) <= 6, encoded.calls
     board = json.loads(api.get_data())
     assert {row["groups"].get(metrics[0]) for row in board["rows"] if row["groups"]} == {1, 2, 3}
-    assert api.get_data(as_text=True) == _full_build_text(session, phase, now)
+    assert board == json.loads(_full_build_text(session, phase, now))
 
 
 def test_a_layout_with_baselines_and_groups_gives_the_boards_own_text(
         session, world, now, monkeypatch) -> None:
     """A board of 100 runs, every 25th a baseline (no rank, cells "{}") and some rows grouped:
-    its layout's body is the board's own JSON text, and so is the body of the layout edited by
-    a row taken out and put back elsewhere (as a version's edits are applied)."""
+    its layout's body is the board's own JSON text but for the spaces that pad each rank to
+    the board's widest, the same bytes as the text spliced without a layout, and so is the
+    body of the layout edited by a row taken out and put back elsewhere (as a version's edits
+    are applied); the layout of the rows moved gives what a layout made afresh gives."""
     board = _board_of(session, world, now, monkeypatch, 100)
     assert board.index is not None
-    for run_id in list(board.index.values)[:30]:
-        board.index.groups[str(run_id)] = {key: 1 + run_id % 2 for key in board.index.signs}
+    # grouped runs in no order of their ids (a row finds its cell by its run id), and a
+    # group of a run not on the board
+    for run_id in sorted(board.index.values, key=lambda run_id: (run_id * 37) % 101)[:30]:
+        board.index.groups[str(run_id)] = {key: 1 + run_id % 3 for key in board.index.signs}
+    board.index.groups["999999"] = {key: 7 for key in board.index.signs}
     parts = prepared_boards.board_parts(board)
     frame = parts.frame
     rows = [stored_rows.StoredRow(key, parts.rows[key]) for key in frame["keys"]]
@@ -140,12 +146,95 @@ def test_a_layout_with_baselines_and_groups_gives_the_boards_own_text(
     layout = stored_rows.Layout.of_rows(rows, frame["signs"])
     assert layout is not None
     texts = stored_rows.LazyTexts(frame, lambda: rows)
+    ordered = texts.ordered()
     expected = texts._json().encode()  # row by row, each cell encoded
-    assert layout.body(frame, texts.ordered()) == expected
+    body = layout.body(frame)
+    assert body is not None and json.loads(body) == json.loads(expected)
+    assert body.replace(b" ", b"") == expected.replace(b" ", b"") and body != expected
+    assert b'": 1  , "' in body  # 3 bytes a rank (100 rows): 1 and two spaces
+    assert body == stored_rows._spliced_json(frame, rows, ordered)
     assert any(row["ranks"] == {} for row in json.loads(expected)["rows"])  # baselines
     assert any(row["groups"] for row in json.loads(expected)["rows"])
     moved = layout.edited([3], [rows[3]], [60])
     assert moved is not None
+    moved_rows = rows[:3] + rows[4:]
+    moved_rows.insert(60, rows[3])
+    afresh = stored_rows.Layout.of_rows(moved_rows, frame["signs"])
+    assert afresh is not None and moved.body(frame) == afresh.body(frame)
     again = moved.edited([60], [rows[3]], [3])
-    assert again is not None and again.out == layout.out
-    assert again.body(frame, texts.ordered()) == expected
+    assert again is not None and again.body(frame) == body
+
+
+def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
+        session, world, now, monkeypatch) -> None:
+    """Rows taken out and put in at the ends, side by side and across the board, several at
+    once: the edited layout's body is the same bytes as the layout of the edited rows made
+    afresh, and one whose rank width changes (99 rows to 100) is laid out afresh; so is a
+    chain of edits, its buffers joined every few, and the layouts before it still give theirs."""
+    board = _board_of(session, world, now, monkeypatch, 100)
+    parts = prepared_boards.board_parts(board)
+    frame = parts.frame
+    rows = [stored_rows.StoredRow(key, parts.rows[key]) for key in frame["keys"]]
+    layout = stored_rows.Layout.of_rows(rows[:99], frame["signs"])
+    assert layout is not None
+    for went, added, at in (([0], [rows[99]], [0]), ([97, 98], [rows[99], rows[98]], [97, 98]),
+                            ([10, 11, 50], [rows[99], rows[11], rows[10]], [0, 40, 97]),
+                            ([], [], []), ([5, 6], [rows[5], rows[6]], [6, 5])):
+        edited = layout.edited(went, added, at)
+        assert edited is not None
+        kept = list(rows[:99])
+        for position in reversed(went):
+            kept.pop(position)
+        for position, row in zip(at, added, strict=True):
+            kept.insert(position, row)
+        afresh = stored_rows.Layout.of_rows(kept, frame["signs"])
+        assert afresh is not None
+        assert edited.body(frame) == afresh.body(frame), (went, added, at)
+    assert layout.edited([], [rows[99]], [99]) is None  # 100 rows: ranks of 3 bytes
+    # a chain of edits (a version's layout is the one before edited): the rows each one keeps
+    # stay in the buffers they lie in until there are too many, then are joined into one
+    kept, chained = list(rows[:99]), layout
+    for step in range(2 * stored_rows._MOST_BUFFERS):
+        went, position = (7 * step) % 99, (31 * step + 5) % 99
+        row = kept.pop(went)
+        kept.insert(position, row)
+        found = chained.edited([went], [row], [position])
+        assert found is not None and len(found.buffers) <= stored_rows._MOST_BUFFERS
+        chained = found
+        afresh = stored_rows.Layout.of_rows(kept, frame["signs"])
+        assert afresh is not None
+        assert chained.body(frame) == afresh.body(frame), step
+    assert layout.body(frame) == stored_rows.Layout.of_rows(
+        rows[:99], frame["signs"]).body(frame)  # the first, its buffers shared
+
+
+def test_the_first_api_json_of_an_upload_is_its_layout_copied_whole(
+        app, client, session, world, tiny_data, now, monkeypatch) -> None:
+    """Groups computed off the request (pending after each upload, as deployed): the first
+    whole-board JSON of an upload's version, on the worker that stored it and on another,
+    is its layout's buffers with every rank written in at once, joined with the frame's head
+    and tail by a slice for each run of rows: at most 5 pieces, not 5 a row and the list of
+    them copied (617 at 123 rows); the next version's layout is the first edited, its new row
+    laid out only. It parses to a full build's text."""
+    phase = world["phase"]
+    monkeypatch.setattr(leaderboard, "_board_groups", lambda *args, **kwargs: None)
+    stored_rows._LAYOUTS.clear()  # the same rows' layouts, kept from the tests before
+    _board(client, world, tiny_data, session, phase)
+    for name, noise, other in (("third", 0.05, False), ("fourth", 1.0, True)):
+        laid = stored_rows.laid_rows[0]
+        _upload(client, world, tiny_data, "b", name, noise)
+        if other:
+            _as_another_process()
+        joined = stored_rows.joined_pieces[0]
+        api = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval")
+        assert api.status_code == 200
+        # head, tail and a slice for each run of rows side by side in one buffer: the rows
+        # before the new one, the new one and the rows after it
+        assert stored_rows.joined_pieces[0] - joined <= 5
+        # the first JSON lays every row out; the next version's is that one edited by the
+        # upload's step: its new row laid out
+        assert stored_rows.laid_rows[0] - laid == (1 if other else 123)
+        board = json.loads(api.get_data())
+        assert board["groups_pending"] and not any(row["groups"] for row in board["rows"])
+        assert f'"run": "{name}"' in api.get_data(as_text=True)
+        assert board == json.loads(_full_build_text(session, phase, now))
