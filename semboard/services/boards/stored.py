@@ -128,14 +128,18 @@ _rows_by_key: Any = None
 
 
 def read_rows(session: Session, phase_id: int, keys: Iterable[str],
-              board_size: int = 0) -> dict[str, StoredRow] | None:
+              board_size: int = 0, texts: Mapping[str, str] | None = None
+              ) -> dict[str, StoredRow] | None:
     """The stored rows of these keys (of a board of `board_size` rows): the ones this process
-    has parsed from memory, the others read from the database; None where one is no longer
-    stored (a newer version replaced it meanwhile)."""
+    has parsed from memory, or whose texts come with the version (`texts`: a key names its
+    text), the others read from the database; None where one is no longer stored (a newer
+    version replaced it meanwhile)."""
     found: dict[str, StoredRow] = {}
     missing = []
     for key in keys:
         row = _ROWS.get(key)
+        if row is None and texts is not None and key in texts:
+            row = parsed(key, texts[key])
         if row is None:
             missing.append(key)
         else:
@@ -636,17 +640,20 @@ def view_of(session: Session, phase_id: int, frame: dict[str, Any],
 
 
 def view_of_delta(session: Session, phase_id: int, frame: dict[str, Any], before: View,
-                  delta: dict[str, Any], keys_digest: str | None) -> View | None:
+                  delta: dict[str, Any], keys_digest: str | None,
+                  texts: Mapping[str, str] | None = None) -> View | None:
     """A stored version read by its edits from `before` (the version it was merged from): the
     base's rows with the positions that went taken out and the added rows (read, where this
     process has not parsed them) put in, in turn, as the merge did (prepared._edited_parts).
     One list of its rows copied (in C); its sorted values and intervals before's with the
-    changes beside them; its JSON layout made when a JSON asks (View.carry). None where an
-    added row is gone."""
+    changes beside them; its JSON layout made when a JSON asks (View.carry). The added rows'
+    `texts` where they came with the version's head (no query for them). None where an added
+    row is gone."""
     rows = list(before.rows)
     gone = [rows.pop(at) for at in reversed(delta["went"])]
     added: list[list[Any]] = delta["added"]
-    fetched = read_rows(session, phase_id, [key for _, key in added], len(rows) + len(added))
+    fetched = read_rows(session, phase_id, [key for _, key in added], len(rows) + len(added),
+                        texts)
     if fetched is None:
         return None
     for at, key in added:
