@@ -153,7 +153,10 @@ class BoardState:
 def board_state(session: Session, phase: Phase) -> BoardState:
     """The board's version from the database (one query), with what a merge compares."""
     params = {"phase_id": phase.id, "task_id": phase.task_id}
-    serial, gold_count, gold_newest, groups = session.execute(_version_statement(), params).one()
+    # a reader's session has nothing to flush: the query runs on its connection (the ORM's
+    # execution of it cost as much again as the query: 0.10 against 0.04 ms on SQLite)
+    runner = session.connection() if session.info.get(READ_ONLY) else session
+    serial, gold_count, gold_newest, groups = runner.execute(_version_statement(), params).one()
     serial = int(serial or 0)  # no counter row yet: no change logged
     task = phase.task
     shown = {

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
 
 from semboard.models import RunScoreRecord
 from semboard.services.boards import prepared as prepared_boards
@@ -99,8 +100,9 @@ def test_the_other_workers_first_page_copies_nothing_per_row_but_its_rows(
     top then in the middle: each first page reads the version by its edits with two lists of
     a row each (its rows in order, the board's), no list of every key, sorted value, interval
     or JSON piece (today: 11 of them), ranks its 100 shown rows together (no Ordered.rank a
-    row), lays no JSON row out, and is a fresh read's page; the
-    JSON after them is a full build's text (the layouts the pages skipped made in turn)."""
+    row), reads its version on its connection (no ORM execution), lays no JSON row out, and
+    is a fresh read's page; the JSON after them is a full build's text (the layouts the pages
+    skipped made in turn)."""
     phase = world["phase"]
     _upload(client, world, tiny_data, "a", "first", 1.5)
     _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), SEEDED)
@@ -119,8 +121,20 @@ def test_the_other_workers_first_page_copies_nothing_per_row_but_its_rows(
         laid = stored_rows.laid_rows[0]
         searched.clear()
         at_once = stored_rows.ranked_at_once[0]
-        with _young() as young:
-            page = _text(client.get(PAGE))
+        versions: list[Any] = []
+
+        def orm_version(state: Any, versions: list[Any] = versions) -> None:
+            if state.statement is prepared_boards._version_statement():
+                versions.append(state)
+
+        event.listen(Session, "do_orm_execute", orm_version)
+        try:
+            with _young() as young:
+                page = _text(client.get(PAGE))
+        finally:
+            event.remove(Session, "do_orm_execute", orm_version)
+        # its version's query ran on the reader's connection, not through the ORM's execution
+        assert versions == []
         # the page's rows ranked together (a search per key), not three bisects a key and row
         assert stored_rows.ranked_at_once[0] - at_once == board_views.PER_PAGE
         assert searched == [], searched  # (today: three keys' bisects for each of 100 rows)
