@@ -1162,6 +1162,10 @@ class RankedRows(list[Row]):
         else:
             signs, rank = self._signs, self._rank
             ranks = {key: rank(key, signs[key] * v) for key, v in values.items()}
+        return self._with_ranks(row, ranks)
+
+    def _with_ranks(self, row: Row, ranks: dict[str, int]) -> Row:
+        """The row with these ranks and this board's groups (itself where they are its own)."""
         groups = _row_groups(self._groups, row.run_id, ranks) if self._groups or row.groups else {}
         if ranks == row.ranks and groups == row.groups:
             return row

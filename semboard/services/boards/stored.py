@@ -128,14 +128,18 @@ _rows_by_key: Any = None
 
 
 def read_rows(session: Session, phase_id: int, keys: Iterable[str],
-              board_size: int = 0) -> dict[str, StoredRow] | None:
+              board_size: int = 0, texts: Mapping[str, str] | None = None
+              ) -> dict[str, StoredRow] | None:
     """The stored rows of these keys (of a board of `board_size` rows): the ones this process
-    has parsed from memory, the others read from the database; None where one is no longer
-    stored (a newer version replaced it meanwhile)."""
+    has parsed from memory, or whose texts come with the version (`texts`: a key names its
+    text), the others read from the database; None where one is no longer stored (a newer
+    version replaced it meanwhile)."""
     found: dict[str, StoredRow] = {}
     missing = []
     for key in keys:
         row = _ROWS.get(key)
+        if row is None and texts is not None and key in texts:
+            row = parsed(key, texts[key])
         if row is None:
             missing.append(key)
         else:
@@ -356,12 +360,48 @@ class Ordered:
     version's lists (shared, never changed) less the values that went since, with those that
     came (each kept sorted). A value's rank counts the values below it in the three."""
 
-    __slots__ = ("_flat", "base", "came", "went")
+    __slots__ = ("_arrays", "_flat", "base", "came", "went")
 
     def __init__(self, base: dict[str, list[float]], went: dict[str, list[float]] | None = None,
-                 came: dict[str, list[float]] | None = None) -> None:
+                 came: dict[str, list[float]] | None = None,
+                 arrays: dict[str, Any] | None = None) -> None:
         self.base, self.went, self.came = base, went or {}, came or {}
         self._flat: dict[str, list[float]] | None = None if self.went or self.came else base
+        # the base's lists as arrays (None: one holds a NaN), made when first asked and shared
+        # by the versions edited from the same base
+        self._arrays: dict[str, Any] = {} if arrays is None else arrays
+
+    def _array(self, key: str) -> Any:
+        """The base's sorted values of `key` as an array (made once per base); None where one
+        is NaN (numpy sorts it apart: bisect's order is kept value by value)."""
+        found = self._arrays.get(key, _NONE)
+        if found is _NONE:
+            found = np.asarray(self.base.get(key, ()), dtype=float)
+            if np.isnan(found).any():
+                found = None
+            self._arrays[key] = found
+        return found
+
+    def ranks(self, keys: tuple[str, ...], signed: Any) -> Any:
+        """The ranks of many rows at once: `signed` their signed values (rows, keys), each
+        ranked as `rank` would (numpy's searchsorted over the three sorted lists); None where
+        a value is NaN."""
+        if np.isnan(signed).any():
+            return None
+        found = np.empty(signed.shape, dtype=np.int64)
+        for j, key in enumerate(keys):
+            base = self._array(key)
+            if base is None:
+                return None
+            column = signed[:, j]
+            ranks = np.searchsorted(base, column, side="left") + 1
+            went, came = self.went.get(key), self.came.get(key)
+            if went:
+                ranks -= np.searchsorted(np.asarray(went, dtype=float), column, side="left")
+            if came:
+                ranks += np.searchsorted(np.asarray(came, dtype=float), column, side="left")
+            found[:, j] = ranks
+        return found
 
     def rank(self, key: str, signed: float) -> int:
         """One more than the number of this version's values of `key` below `signed` (what
@@ -408,11 +448,15 @@ class Ordered:
             for key, value in (row.values or {}).items():
                 insort(new.setdefault(key, []), signs[key] * value)
         found = Ordered(self.base, {k: v for k, v in gone.items() if v},
-                        {k: v for k, v in new.items() if v})
+                        {k: v for k, v in new.items() if v}, self._arrays)
         changes = sum(map(len, found.went.values())) + sum(map(len, found.came.values()))
         if changes <= max(_FLAT_MIN, _FLAT_SHARE * size):
             return found
         return Ordered(found.lists())
+
+
+# Rows of a page ranked together (tests: a page's rows take no bisect each)
+ranked_at_once = [0]
 
 
 class StoredRows(RankedRows):
@@ -435,6 +479,35 @@ class StoredRows(RankedRows):
             stored: StoredRow = list.__getitem__(self, i)  # type: ignore[assignment]
             found = self._done[i] = self._ranked(stored.row(), stored.values)
         return found
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):  # a page: its rows ranked at once
+            indices = range(*i.indices(len(self)))
+            self._rank_at_once([j for j in indices if j not in self._done])
+            return [self.row(j) for j in indices]
+        return super().__getitem__(i)
+
+    def _rank_at_once(self, indices: list[int]) -> None:
+        """Make the rows at these indices whose ranking keys are the first ranked one's, their
+        ranks found together (stored.Ordered.ranks: a search per key, not three bisects a
+        key and row); the others are made one by one when read."""
+        stored: list[StoredRow] = [list.__getitem__(self, j)  # type: ignore[misc]
+                                   for j in indices]
+        keys = next((row.rank_keys for row in stored if row.rank_keys), None)
+        if keys is None:
+            return
+        at = [j for j, row in zip(indices, stored, strict=True) if row.rank_keys is keys]
+        rows = [row for row in stored if row.rank_keys is keys]
+        signed = np.fromiter(chain.from_iterable(map(attrgetter("ranking"), rows)),
+                             dtype=float, count=len(rows) * len(keys)).reshape(-1, len(keys))
+        signed *= np.array([self._signs[k] for k in keys], dtype=float)
+        ranks = self._ordered.ranks(keys, signed)
+        if ranks is None:
+            return
+        ranked_at_once[0] += len(rows)
+        done, with_ranks = self._done, self._with_ranks
+        for j, row, found in zip(at, rows, ranks.tolist(), strict=True):
+            done[j] = with_ranks(row.row(), dict(zip(keys, found, strict=True)))
 
     def raw(self) -> list[Row]:
         return [stored.row() for stored in list.__iter__(self)]  # type: ignore[attr-defined]
@@ -636,17 +709,20 @@ def view_of(session: Session, phase_id: int, frame: dict[str, Any],
 
 
 def view_of_delta(session: Session, phase_id: int, frame: dict[str, Any], before: View,
-                  delta: dict[str, Any], keys_digest: str | None) -> View | None:
+                  delta: dict[str, Any], keys_digest: str | None,
+                  texts: Mapping[str, str] | None = None) -> View | None:
     """A stored version read by its edits from `before` (the version it was merged from): the
     base's rows with the positions that went taken out and the added rows (read, where this
     process has not parsed them) put in, in turn, as the merge did (prepared._edited_parts).
     One list of its rows copied (in C); its sorted values and intervals before's with the
-    changes beside them; its JSON layout made when a JSON asks (View.carry). None where an
-    added row is gone."""
+    changes beside them; its JSON layout made when a JSON asks (View.carry). The added rows'
+    `texts` where they came with the version's head (no query for them). None where an added
+    row is gone."""
     rows = list(before.rows)
     gone = [rows.pop(at) for at in reversed(delta["went"])]
     added: list[list[Any]] = delta["added"]
-    fetched = read_rows(session, phase_id, [key for _, key in added], len(rows) + len(added))
+    fetched = read_rows(session, phase_id, [key for _, key in added], len(rows) + len(added),
+                        texts)
     if fetched is None:
         return None
     for at, key in added:

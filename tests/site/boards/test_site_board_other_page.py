@@ -16,8 +16,10 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
 
 from semboard.models import RunScoreRecord
 from semboard.services.boards import prepared as prepared_boards
@@ -93,12 +95,14 @@ def _fresh_page(client: Any) -> str:
 
 
 def test_the_other_workers_first_page_copies_nothing_per_row_but_its_rows(
-        app, client, session, world, tiny_data, now) -> None:
+        app, client, session, world, tiny_data, now, monkeypatch) -> None:
     """302 runs read by this worker (page and JSON); two uploads another worker stored, at the
     top then in the middle: each first page reads the version by its edits with two lists of
     a row each (its rows in order, the board's), no list of every key, sorted value, interval
-    or JSON piece (today: 11 of them), lays no JSON row out, and is a fresh read's page; the
-    JSON after them is a full build's text (the layouts the pages skipped made in turn)."""
+    or JSON piece (today: 11 of them), ranks its 100 shown rows together (no Ordered.rank a
+    row), reads its version on its connection (no ORM execution), lays no JSON row out, and
+    is a fresh read's page; the JSON after them is a full build's text (the layouts the pages
+    skipped made in turn)."""
     phase = world["phase"]
     _upload(client, world, tiny_data, "a", "first", 1.5)
     _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), SEEDED)
@@ -107,11 +111,33 @@ def test_the_other_workers_first_page_copies_nothing_per_row_but_its_rows(
     assert client.get(PAGE).status_code == 200
     assert client.get(f"{API}/tasks/tiny/leaderboard?phase=eval").status_code == 200
     read = []
+    searched: list[str] = []
+    real_rank = stored_rows.Ordered.rank
+    monkeypatch.setattr(stored_rows.Ordered, "rank",
+                        lambda self, key, signed: searched.append(key) or real_rank(
+                            self, key, signed))
     for name, noise in (("third", 0.05), ("fourth", 1.0)):
         _stored_elsewhere(client, world, tiny_data, "b", name, noise)
         laid = stored_rows.laid_rows[0]
-        with _young() as young:
-            page = _text(client.get(PAGE))
+        searched.clear()
+        at_once = stored_rows.ranked_at_once[0]
+        versions: list[Any] = []
+
+        def orm_version(state: Any, versions: list[Any] = versions) -> None:
+            if state.statement is prepared_boards._version_statement():
+                versions.append(state)
+
+        event.listen(Session, "do_orm_execute", orm_version)
+        try:
+            with _young() as young:
+                page = _text(client.get(PAGE))
+        finally:
+            event.remove(Session, "do_orm_execute", orm_version)
+        # its version's query ran on the reader's connection, not through the ORM's execution
+        assert versions == []
+        # the page's rows ranked together (a search per key), not three bisects a key and row
+        assert stored_rows.ranked_at_once[0] - at_once == board_views.PER_PAGE
+        assert searched == [], searched  # (today: three keys' bisects for each of 100 rows)
         read.append(prepared_boards._views.values()[-1])
         rows = len(read[-1].rows)
         assert rows >= SEEDED
@@ -170,6 +196,11 @@ def test_edited_values_rank_and_read_as_lists_and_dicts_edited_in_place(monkeypa
         for k in signs:
             for probe in [x / 2 - 21 for x in range(86)]:
                 assert ordered.rank(k, probe) == bisect.bisect_left(lists[k], probe) + 1
+        # many rows' ranks at once (a page's) are those of one at a time
+        probes = np.array([[x / 2 - 21, 21 - x / 2] for x in range(86)])
+        assert ordered.ranks(("a", "b"), probes).tolist() == [
+            [ordered.rank("a", a), ordered.rank("b", b)] for a, b in probes.tolist()]
+        assert ordered.ranks(("a", "b"), np.array([[float("nan"), 0.0]])) is None
         assert ordered.lists() == lists
         assert list(by_run.items()) == list(intervals.items())
         assert len(by_run) == len(intervals)
