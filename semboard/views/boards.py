@@ -93,16 +93,26 @@ def _render_table(board: leaderboard.Leaderboard, rows: list[leaderboard.Row],
         columns, sig=sig, params=bool(board.has_models), shown=shown, breakdown_of=breakdown_of,
         run_url=url_for("web.run", run_id=_URL_ID))
 
-    def rows_html(rows: list[leaderboard.Row], macro: Any) -> Markup:
-        return board_rows.rows_html(rows, macro, context=context, columns=columns, sig=sig,
-                                    intervals=intervals)
+    made: list[Any] = []
 
-    return Markup(render_template(
-        "leaderboard/_table.html", board=board, rows=rows, intervals=intervals,
-        shown=shown, breakdown_of=breakdown_of, group_name=breakdowns.group_name,
-        rows_html=rows_html, section_html=board_rows.section_html,
-        table_heads=board_rows.table_heads))
+    def macro(name: str) -> Any:
+        """A macro of leaderboard/_table.html; the template is rendered (once) only when a row
+        or the table around them is not kept, so a first view of a version renders none."""
+        def call(*args: Any) -> Markup:
+            if not made:
+                context = {"board": board, "rows": rows, "intervals": intervals, "shown": shown,
+                           "breakdown_of": breakdown_of}
+                current_app.update_template_context(context)  # as render_template would
+                made.append(current_app.jinja_env.get_template("leaderboard/_table.html")
+                            .make_module(context))
+            return Markup(getattr(made[0], name)(*args))
+        return call
 
+    body = board_rows.rows_html(rows, macro("table_row"), context=context, columns=columns,
+                                sig=sig, intervals=intervals)
+    heads = board_rows.table_heads(columns, breakdown_of, breakdowns.group_name)
+    return board_rows.section_html("board_table", macro("board_table"),
+                                   (heads, bool(sig), bool(board.has_models), shown), (body,))
 
 
 BOARD_CHARTS = ("ci", "heatmap")
