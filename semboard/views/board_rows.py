@@ -208,18 +208,24 @@ def point_rows_html(rows: Sequence[Any], metric: str, intervals: dict[int, Any],
     if not USE_KEPT:
         return Markup("".join([_point_row(row, metric, intervals, links.get(row.run_id), macro)
                                for row in rows]))
-    out = []
     language = current_language()  # the rows' words are in it
+    looked: list[tuple[Any, str | None, tuple[Any, ...], tuple[Any, ...] | None]] = []
     for row in rows:
         link = links.get(row.run_id)
         group = row.groups.get(metric)
-        if not (type(group) is int or group is None) or not (type(link) is str or link is None):
-            out.append(_point_row(row, metric, intervals, link, macro))  # == would join what
-            continue  # prints apart
         parts = (row.run_id, row.team, row.run, row.baseline, row.contrastive, row.metrics,
                  intervals.get(row.run_id))
-        key = (metric, *map(id, parts), group, link, language)
-        found = _POINTS_BY_PARTS.get(key)
+        if not (type(group) is int or group is None) or not (type(link) is str or link is None):
+            looked.append((row, link, parts, None))  # == would join what prints apart
+        else:
+            looked.append((row, link, parts, (metric, *map(id, parts), group, link, language)))
+    out = []
+    # every row looked up at once (one lock, not one per row)
+    for (row, link, parts, key), found in zip(
+            looked, _POINTS_BY_PARTS.get_many([k or () for *_, k in looked]), strict=True):
+        if key is None:
+            out.append(_point_row(row, metric, intervals, link, macro))
+            continue
         if found is None:
             found = _POINTS_BY_PARTS.put(key, (parts, _point_row(row, metric, intervals, link,
                                                                  macro)))
@@ -240,13 +246,15 @@ def run_options_html(rows: Sequence[Any],
         return (Markup("".join([str(macro(row, i == 0)) for i, row in enumerate(rows)])),
                 Markup("".join([str(macro(row, i == 1)) for i, row in enumerate(rows)])))
     plain, chosen = [], []
-    for row in rows:
-        key = (row.run_id, row.team, row.run)
-        if type(key[0]) is not int or type(key[1]) is not str or type(key[2]) is not str:
-            found = (str(macro(row, False)), str(macro(row, True)))  # == would join what
-        else:  # prints apart
-            found = _OPTIONS.get(key) or _OPTIONS.put(
-                key, (str(macro(row, False)), str(macro(row, True))))
+    # == would join what prints apart: a row of other types is rendered (key ()), not kept
+    keys = [(row.run_id, row.team, row.run) if type(row.run_id) is int
+            and type(row.team) is str and type(row.run) is str else () for row in rows]
+    # every option looked up at once (one lock, not one per row)
+    for row, key, found in zip(rows, keys, _OPTIONS.get_many(keys), strict=True):
+        if not key:
+            found = (str(macro(row, False)), str(macro(row, True)))
+        elif found is None:
+            found = _OPTIONS.put(key, (str(macro(row, False)), str(macro(row, True))))
         plain.append(found[0])
         chosen.append(found[1])
     first = chosen[:1] + plain[1:]
