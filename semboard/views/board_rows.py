@@ -14,6 +14,7 @@ a first view renders templates only for what changed with the board's rows.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import re
@@ -41,6 +42,7 @@ _BY_PARTS: LRU[tuple[Any, ...], tuple[tuple[Any, ...], _Format]] = LRU(4096)
 # Rendering every row in full (no kept text): the reference path the tests compare against.
 USE_KEPT = True
 
+_IS_NONE = functools.partial(operator.is_, None)  # v is None, mapped in C
 _MARK = "\x1e"
 _SLOT = re.compile("\x1e([rg])(\\d+)\x1e")
 # A small number for each table context (a tuple of tuples hashes anew every time it is used).
@@ -143,29 +145,28 @@ def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tupl
     ranked = [c.key for c in columns if c.ranked]
     no_groups = [None] * len(ranked)
     context_id = _context_id(context)
+    n = len(ranked)
     shown = []
     for row in rows:
         row_ranks = row.ranks  # made per read on a merged board: read once
-        ranks = [row_ranks.get(k) for k in ranked]
         if sig:
             row_groups = row.groups
-            groups = [row_groups.get(k) for k in ranked]
+            values = [*map(row_ranks.get, ranked), *map(row_groups.get, ranked)]
         else:
-            groups = no_groups
-        values = ranks + groups
+            values = [*map(row_ranks.get, ranked), *no_groups]
         parts = (row.run_id, row.team, row.run, row.baseline, row.flags, row.contrastive,
                  row.baseline_info, row.model, row.metrics, row.missing,
                  intervals.get(row.run_id))
         # which ranks and groups are present: the kept text has a field for each
-        shown.append((row, ranks, groups, values, parts,
-                      (context_id, *map(id, parts), *[v is None for v in values])))
+        shown.append((row, values, parts,
+                      (context_id, *map(id, parts), *map(_IS_NONE, values))))
     out = []
     # every row looked up at once (one lock, not one per row)
-    for (row, ranks, groups, values, parts, key), found in zip(
+    for (row, values, parts, key), found in zip(
             shown, _BY_PARTS.get_many([s[-1] for s in shown]), strict=True):
         if found is None:
             kept = _kept(row, macro, context=context, columns=columns, ranked=ranked,
-                         ranks=ranks, groups=groups, intervals=intervals)
+                         ranks=values[:n], groups=values[n:], intervals=intervals)
             if kept is None:
                 out.append(str(macro(row)))
                 continue
