@@ -14,7 +14,9 @@ a first view renders templates only for what changed with the board's rows.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -28,17 +30,19 @@ from semboard.i18n.pages import current_language
 from semboard.services.boards import charts
 
 # Kept rows: (table context, row content, which ranks/groups are present) → the row's text as a
-# format string, its ranks then its groups as positional fields. Every input of the rendering
+# %-format and what picks its ranks and groups in the order they print. Every input of the rendering
 # is in the key, so an entry is never wrong, only evicted. 100 rows a page: 40 pages (a few KB a
 # row).
-_ROWS: LRU[tuple[Any, ...], str] = LRU(4096)
+_Format = tuple[str, Callable[[list[Any]], tuple[Any, ...]]]  # %-format, its values' picker
+_ROWS: LRU[tuple[Any, ...], _Format] = LRU(4096)
 # The same texts by the identity of a row's parts (a merged board keeps the objects of the rows
 # it did not change, and a board's rows are read-only): each entry holds the parts it names, so
 # no other object can take their ids while it lives. A row seen before costs no repr.
-_BY_PARTS: LRU[tuple[Any, ...], tuple[tuple[Any, ...], str]] = LRU(4096)
+_BY_PARTS: LRU[tuple[Any, ...], tuple[tuple[Any, ...], _Format]] = LRU(4096)
 # Rendering every row in full (no kept text): the reference path the tests compare against.
 USE_KEPT = True
 
+_IS_NONE = functools.partial(operator.is_, None)  # v is None, mapped in C
 _MARK = "\x1e"
 _SLOT = re.compile("\x1e([rg])(\\d+)\x1e")
 # A small number for each table context (a tuple of tuples hashes anew every time it is used).
@@ -93,8 +97,8 @@ def _context_id(context: tuple[Any, ...]) -> int:
 
 def _kept(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
           columns: list[Any], ranked: list[str], ranks: list[Any], groups: list[Any],
-          intervals: dict[int, Any]) -> str | None:
-    """The row's format string (rendered with slots when not kept); None: not keepable."""
+          intervals: dict[int, Any]) -> _Format | None:
+    """The row's format (rendered with slots when not kept); None: not keepable."""
     # repr keeps apart what == joins and the page prints differently (1 and 1.0, 0.0 and -0.0)
     content = repr((row.run_id, row.team, row.run, row.baseline, row.flags, row.contrastive,
                     row.baseline_info, row.model, [row.metrics.get(c.key) for c in columns],
@@ -112,12 +116,19 @@ def _kept(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
     expected = 3 * sum(r is not None for r in ranks) + 2 * sum(g is not None for g in groups)
     if len(cut[1::3]) != expected or any(_MARK in t for t in texts):
         return None  # a marker in the row's own text: rendered each time, not kept
-    # the fields: ranks first (0..n-1), then groups (n..2n-1); braces of the text doubled
-    fields = [f"{{{int(i) + (len(ranked) if kind == 'g' else 0)}}}"
-              for kind, i in zip(cut[1::3], cut[2::3], strict=True)]
-    pieces = [t.replace("{", "{{").replace("}", "}}") for t in texts]
-    return _ROWS.put(key, "".join(itertools.chain.from_iterable(
-        itertools.zip_longest(pieces, fields, fillvalue=""))))
+    # the fields in the order they print: ranks are values 0..n-1, groups n..2n-1
+    order = [int(i) + (len(ranked) if kind == "g" else 0)
+             for kind, i in zip(cut[1::3], cut[2::3], strict=True)]
+    # a %-format (faster than str.format on a row's KB of text); the text's own % doubled
+    text = "%s".join(t.replace("%", "%%") for t in texts)
+    return _ROWS.put(key, (text, _picker(order)))
+
+
+def _picker(order: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """The row's values in the order its fields print, as a tuple for %."""
+    if len(order) > 1:
+        return operator.itemgetter(*order)  # a tuple already
+    return lambda values: tuple(values[i] for i in order)
 
 
 def _printed(value: Any) -> Any:
@@ -134,25 +145,28 @@ def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tupl
     ranked = [c.key for c in columns if c.ranked]
     no_groups = [None] * len(ranked)
     context_id = _context_id(context)
-    out = []
+    n = len(ranked)
+    shown = []
     for row in rows:
         row_ranks = row.ranks  # made per read on a merged board: read once
-        ranks = [row_ranks.get(k) for k in ranked]
         if sig:
             row_groups = row.groups
-            groups = [row_groups.get(k) for k in ranked]
+            values = [*map(row_ranks.get, ranked), *map(row_groups.get, ranked)]
         else:
-            groups = no_groups
-        values = ranks + groups
+            values = [*map(row_ranks.get, ranked), *no_groups]
         parts = (row.run_id, row.team, row.run, row.baseline, row.flags, row.contrastive,
                  row.baseline_info, row.model, row.metrics, row.missing,
                  intervals.get(row.run_id))
         # which ranks and groups are present: the kept text has a field for each
-        key = (context_id, *map(id, parts), *[v is None for v in values])
-        found = _BY_PARTS.get(key)
+        shown.append((row, values, parts,
+                      (context_id, *map(id, parts), *map(_IS_NONE, values))))
+    out = []
+    # every row looked up at once (one lock, not one per row)
+    for (row, values, parts, key), found in zip(
+            shown, _BY_PARTS.get_many([s[-1] for s in shown]), strict=True):
         if found is None:
             kept = _kept(row, macro, context=context, columns=columns, ranked=ranked,
-                         ranks=ranks, groups=groups, intervals=intervals)
+                         ranks=values[:n], groups=values[n:], intervals=intervals)
             if kept is None:
                 out.append(str(macro(row)))
                 continue
@@ -161,7 +175,8 @@ def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tupl
             if type(value) is not int and value is not None:
                 values = [_printed(v) for v in values]
                 break
-        out.append(found[1].format(*values))
+        text, pick = found[1]
+        out.append(text % pick(values))
     return Markup("".join(out))
 
 
@@ -194,18 +209,24 @@ def point_rows_html(rows: Sequence[Any], metric: str, intervals: dict[int, Any],
     if not USE_KEPT:
         return Markup("".join([_point_row(row, metric, intervals, links.get(row.run_id), macro)
                                for row in rows]))
-    out = []
     language = current_language()  # the rows' words are in it
+    looked: list[tuple[Any, str | None, tuple[Any, ...], tuple[Any, ...] | None]] = []
     for row in rows:
         link = links.get(row.run_id)
         group = row.groups.get(metric)
-        if not (type(group) is int or group is None) or not (type(link) is str or link is None):
-            out.append(_point_row(row, metric, intervals, link, macro))  # == would join what
-            continue  # prints apart
         parts = (row.run_id, row.team, row.run, row.baseline, row.contrastive, row.metrics,
                  intervals.get(row.run_id))
-        key = (metric, *map(id, parts), group, link, language)
-        found = _POINTS_BY_PARTS.get(key)
+        if not (type(group) is int or group is None) or not (type(link) is str or link is None):
+            looked.append((row, link, parts, None))  # == would join what prints apart
+        else:
+            looked.append((row, link, parts, (metric, *map(id, parts), group, link, language)))
+    out = []
+    # every row looked up at once (one lock, not one per row)
+    for (row, link, parts, key), found in zip(
+            looked, _POINTS_BY_PARTS.get_many([k or () for *_, k in looked]), strict=True):
+        if key is None:
+            out.append(_point_row(row, metric, intervals, link, macro))
+            continue
         if found is None:
             found = _POINTS_BY_PARTS.put(key, (parts, _point_row(row, metric, intervals, link,
                                                                  macro)))
@@ -226,13 +247,15 @@ def run_options_html(rows: Sequence[Any],
         return (Markup("".join([str(macro(row, i == 0)) for i, row in enumerate(rows)])),
                 Markup("".join([str(macro(row, i == 1)) for i, row in enumerate(rows)])))
     plain, chosen = [], []
-    for row in rows:
-        key = (row.run_id, row.team, row.run)
-        if type(key[0]) is not int or type(key[1]) is not str or type(key[2]) is not str:
-            found = (str(macro(row, False)), str(macro(row, True)))  # == would join what
-        else:  # prints apart
-            found = _OPTIONS.get(key) or _OPTIONS.put(
-                key, (str(macro(row, False)), str(macro(row, True))))
+    # == would join what prints apart: a row of other types is rendered (key ()), not kept
+    keys = [(row.run_id, row.team, row.run) if type(row.run_id) is int
+            and type(row.team) is str and type(row.run) is str else () for row in rows]
+    # every option looked up at once (one lock, not one per row)
+    for row, key, found in zip(rows, keys, _OPTIONS.get_many(keys), strict=True):
+        if not key:
+            found = (str(macro(row, False)), str(macro(row, True)))
+        elif found is None:
+            found = _OPTIONS.put(key, (str(macro(row, False)), str(macro(row, True))))
         plain.append(found[0])
         chosen.append(found[1])
     first = chosen[:1] + plain[1:]

@@ -74,35 +74,71 @@ def _prepared(task: Task, phase: Phase, *, with_data: bool = True) -> prepared_b
     return prepared
 
 
+# A board page's links by the site's root, task, phase and the phases it offers: the same for
+# every version (a url_for costs ~17 µs, and a page has ten).
+_URLS: LRU[tuple[Any, ...], dict[str, Any]] = LRU(256)
+
+
+def _board_urls(task: Task, phase: Phase, phases: list[Phase]) -> dict[str, Any]:
+    """The board page's links: breadcrumbs, downloads, charts, compare form, phases, run pages
+    (with a placeholder id), made once per root, task and phases."""
+    key = (request.script_root, task.name, phase.slug, tuple(p.slug for p in phases))
+    found = _URLS.get(key)
+    if found is not None:
+        return found
+    name, slug = task.name, phase.slug
+    return _URLS.put(key, {
+        "tasks": url_for("web.tasks"), "task": url_for("web.task", task_name=name),
+        "csv": url_for("web.leaderboard_csv", task_name=name, phase_slug=slug),
+        "json": url_for("web.leaderboard_json", task_name=name, phase_slug=slug),
+        "ci": url_for("web.leaderboard_chart", task_name=name, phase_slug=slug, name="ci"),
+        "heatmap": url_for("web.leaderboard_chart", task_name=name, phase_slug=slug,
+                           name="heatmap"),
+        "compare": url_for("web.compare_runs", task_name=name),
+        "run": url_for("web.run", run_id=_URL_ID),
+        "phases": [url_for("web.leaderboard_page", task_name=name, phase_slug=p.slug)
+                   for p in phases]})
+
+
 def _table(board: leaderboard.Leaderboard, prepared: prepared_boards.Prepared,
            rows: list[leaderboard.Row], key: tuple[Any, ...],
-           shown: str = breakdowns.NONE) -> Markup:
+           shown: str = breakdowns.NONE, run_url: str | None = None) -> Markup:
     """The rendered table of one page of rows, once per version and page in this process."""
     key = (str(db().get_bind().engine.url), prepared.phase_id, prepared.version, *key, shown,
            languages.current_language(), bool(g.get("native_digits")))
-    return _FRAGMENTS.get_or_compute(key, lambda: _render_table(board, rows, shown))
+    return _FRAGMENTS.get_or_compute(key, lambda: _render_table(board, rows, shown, run_url))
 
 
 def _render_table(board: leaderboard.Leaderboard, rows: list[leaderboard.Row],
-                  shown: str) -> Markup:
+                  shown: str, run_url: str | None = None) -> Markup:
     """One page of rows rendered, each row's text kept across versions (views/board_rows)."""
     breakdown_of = breakdowns.by_key(board.columns)
     columns, sig, intervals = board.columns, board.significance, board.intervals
     # the run page's URL with a placeholder id: the kept rows hold URLs, so the prefix is keyed
     context = board_rows.table_context(
         columns, sig=sig, params=bool(board.has_models), shown=shown, breakdown_of=breakdown_of,
-        run_url=url_for("web.run", run_id=_URL_ID))
+        run_url=run_url or url_for("web.run", run_id=_URL_ID))
 
-    def rows_html(rows: list[leaderboard.Row], macro: Any) -> Markup:
-        return board_rows.rows_html(rows, macro, context=context, columns=columns, sig=sig,
-                                    intervals=intervals)
+    made: list[Any] = []
 
-    return Markup(render_template(
-        "leaderboard/_table.html", board=board, rows=rows, intervals=intervals,
-        shown=shown, breakdown_of=breakdown_of, group_name=breakdowns.group_name,
-        rows_html=rows_html, section_html=board_rows.section_html,
-        table_heads=board_rows.table_heads))
+    def macro(name: str) -> Any:
+        """A macro of leaderboard/_table.html; the template is rendered (once) only when a row
+        or the table around them is not kept, so a first view of a version renders none."""
+        def call(*args: Any) -> Markup:
+            if not made:
+                context = {"board": board, "rows": rows, "intervals": intervals, "shown": shown,
+                           "breakdown_of": breakdown_of}
+                current_app.update_template_context(context)  # as render_template would
+                made.append(current_app.jinja_env.get_template("leaderboard/_table.html")
+                            .make_module(context))
+            return Markup(getattr(made[0], name)(*args))
+        return call
 
+    body = board_rows.rows_html(rows, macro("table_row"), context=context, columns=columns,
+                                sig=sig, intervals=intervals)
+    heads = board_rows.table_heads(columns, breakdown_of, breakdowns.group_name)
+    return board_rows.section_html("board_table", macro("board_table"),
+                                   (heads, bool(sig), bool(board.has_models), shown), (body,))
 
 
 BOARD_CHARTS = ("ci", "heatmap")
@@ -197,6 +233,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
     definition = definitions.definition(task)
     declared = breakdowns.declared(definition)
     shown = breakdowns.chosen(requested, declared)
+    urls = _board_urls(task, phase, phases)
     html = render_template(
         "leaderboard/show.html",
         task=task,
@@ -208,7 +245,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         phases=phases,
         definition=definition,
         intervals=board.intervals,
-        table=_table(board, prepared, rows, (page, search, hide), shown),
+        table=_table(board, prepared, rows, (page, search, hide), shown, urls["run"]),
         hide_contrastive=hide,
         breakdowns=declared,
         breakdown=shown,
@@ -218,12 +255,13 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         matching=matching,
         search=search,
         is_organiser=access.is_organiser(session_, user, task),
-        csv_url=url_for("web.leaderboard_csv", task_name=task.name, phase_slug=phase.slug),
-        json_url=url_for("web.leaderboard_json", task_name=task.name, phase_slug=phase.slug),
+        csv_url=urls["csv"],
+        json_url=urls["json"],
+        urls=urls,
         page_links_html=board_rows.page_links_html,
         section_html=board_rows.section_html,
-        phase_links=[(p.id == phase.id, url_for("web.leaderboard_page", task_name=task.name,
-                                                phase_slug=p.slug), p.name) for p in phases],
+        phase_links=[(p.id == phase.id, url, p.name)
+                     for p, url in zip(phases, urls["phases"], strict=True)],
     )
     compressed = files.gzip_ok()
     body = html.encode()

@@ -252,14 +252,16 @@ def test_a_ci_row_read_again_makes_no_point(app, monkeypatch):
 
 
 def test_braces_in_a_name_print_as_they_are(app):
-    """A kept row is a format string: a name's braces are text, not fields."""
+    """A kept row is a %-format: a name's braces and percent signs are text, not fields."""
     board_rows._ROWS.clear()
     board_rows._BY_PARTS.clear()
     rows = _rows()
     rows[0].team, rows[2].run = "{0} {x} }{", "run {{1}}"
+    rows[1].run = "100% %s %(x)s %%d"
     board = _board(rows)
     first, reference = _both(app, board, rows, "genre")
     assert first == reference and "{0} {x} }{" in first and "run {{1}}" in first
+    assert "100% %s %(x)s %%d" in first
     again, _ = _both(app, board, rows, "genre")
     assert again == reference
 

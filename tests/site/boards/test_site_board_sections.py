@@ -55,6 +55,61 @@ def test_a_new_versions_first_page_renders_no_section_again(client, world, tiny_
     assert len(board_rows._SECTIONS) == 4
 
 
+@contextmanager
+def _templates_rendered(app: Any) -> Any:
+    """The names of the templates rendered meanwhile (render_template and its signal)."""
+    from flask import template_rendered
+
+    seen: list[str] = []
+
+    def record(_app: Any, template: Any, **_extra: Any) -> None:
+        seen.append(template.name)
+
+    template_rendered.connect(record, app)
+    try:
+        yield seen
+    finally:
+        template_rendered.disconnect(record, app)
+
+
+def test_a_new_versions_first_page_renders_one_template(app, client, world, tiny_data):
+    """A first view of a new version renders leaderboard/show.html only: the table around its
+    rows is a kept section and its rows kept texts, so leaderboard/_table.html (its macros)
+    is not rendered when nothing in it is new."""
+    _upload(client, world, tiny_data, "a", 1, 2.0)
+    _upload(client, world, tiny_data, "b", 2, 1.0)
+    _page(client)
+    _upload(client, world, tiny_data, "b", 2, 1.0)  # the same run again: a new version
+    with _templates_rendered(app) as seen:
+        after = _page(client)
+    assert seen == ["leaderboard/show.html"]
+    assert after == _reference_page(client)
+
+
+def test_a_new_versions_first_page_builds_no_board_link_again(app, client, monkeypatch, world,
+                                                            tiny_data):
+    """The board page's links (breadcrumbs, downloads, charts, phases, run pages) are kept by
+    the task and phases: a first view of a new version builds none of them with url_for."""
+    _upload(client, world, tiny_data, "a", 1, 2.0)
+    _page(client)
+    _upload(client, world, tiny_data, "b", 2, 1.0)
+    built: list[str] = []
+    real, global_ = app.url_for, app.jinja_env.globals["url_for"]
+
+    def counted(real: Any) -> Any:
+        return lambda endpoint, **values: built.append(endpoint) or real(endpoint, **values)
+
+    monkeypatch.setattr(app, "url_for", counted(real))
+    monkeypatch.setitem(app.jinja_env.globals, "url_for", counted(global_))
+    after = _page(client)
+    assert "web.compare_runs" in built  # the compare link follows the leader: built each time
+    board = {"web.task", "web.leaderboard_csv", "web.leaderboard_json", "web.leaderboard_chart",
+             "web.leaderboard_page", "web.run"}
+    assert not board & set(built), built
+    monkeypatch.undo()
+    assert after == _reference_page(client)
+
+
 def test_the_organisers_form_is_filled_in_not_kept(app, client, make, world, tiny_data):
     """The organiser's ranking form (with the session's CSRF token) is a slot of the kept
     heading: a visitor never sees it, the organiser always does."""
