@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
@@ -724,12 +725,23 @@ def _takes_rank(line: Any, ranked_ids: set[int] | None) -> bool:
     return not line[7] and (ranked_ids is None or line[0] in ranked_ids)
 
 
+def rank_among(ordered: Any, signed: float) -> int:
+    """A signed value's competition rank (1, 2, 2, 4) among a key's signed values sorted best
+    first: one more than the number of better values. The one home of the rule; ranks_among
+    is the same for many values at once."""
+    return bisect_left(ordered, signed) + 1
+
+
+def ranks_among(ordered: Any, signed: Any) -> Any:
+    """rank_among of each of many signed values (numpy arrays; no NaN: NaN sorts apart)."""
+    return np.searchsorted(ordered, signed, side="left") + 1
+
+
 def _row_ranks(values: dict[str, float], sorted_values: dict[str, list[float]],
                definition: Any) -> dict[str, int]:
     """A ranked run's competition ranks (1, 2, 2, 4) from every key's sorted values."""
     signs = _signs(definition)
-    return {key: bisect_left(sorted_values[key], signs[key] * v) + 1
-            for key, v in values.items()}
+    return {key: rank_among(sorted_values[key], signs[key] * v) for key, v in values.items()}
 
 
 def _order_of(definition: Any, columns: list[Column]) -> Any:
@@ -1153,7 +1165,7 @@ class RankedRows(list[Row]):
 
     def _rank(self, key: str, signed: float) -> int:
         """The rank of a signed value among this board's values of one key."""
-        return bisect_left(self._sorted[key], signed) + 1
+        return rank_among(self._sorted[key], signed)
 
     def _ranked(self, row: Row, values: dict[str, float] | None) -> Row:
         """The row with this board's ranks (from its ranking `values`) and groups."""

@@ -35,6 +35,8 @@ from semboard.services.boards.leaderboard import (
     Row,
     encode_json,
     fill_csv,
+    rank_among,
+    ranks_among,
     seeded_board,
 )
 from semboard.services.runs import primary
@@ -394,7 +396,7 @@ class Ordered:
             if base is None:
                 return None
             column = signed[:, j]
-            ranks = np.searchsorted(base, column, side="left") + 1
+            ranks = ranks_among(base, column)
             went, came = self.went.get(key), self.came.get(key)
             if went:
                 ranks -= np.searchsorted(np.asarray(went, dtype=float), column, side="left")
@@ -406,7 +408,7 @@ class Ordered:
     def rank(self, key: str, signed: float) -> int:
         """One more than the number of this version's values of `key` below `signed` (what
         bisect_left in its sorted list gives)."""
-        found = bisect_left(self.base.get(key, ()), signed) + 1
+        found = rank_among(self.base.get(key, ()), signed)
         went, came = self.went.get(key), self.came.get(key)
         if went:
             found -= bisect_left(went, signed)
@@ -782,7 +784,7 @@ class LazyTexts:
                 assert ordered is not None
                 values = part.get("values")
                 ranks = ({} if values is None else
-                         {k: bisect_left(ordered[k], signs[k] * v) + 1
+                         {k: rank_among(ordered[k], signs[k] * v)
                           for k, v in values.items()})
                 groups = {m: g for m, g in board_groups.get(str(part["run"]), {}).items()
                           if m in ranks}
@@ -922,7 +924,7 @@ def _spliced_json(frame: dict[str, Any], rows: list[StoredRow],
                 against = sorted_arrays[k] = np.asarray(ordered[k], dtype=float)
             if np.isnan(values[:, j]).any() or np.isnan(against).any():
                 return None  # NaN sorts apart in numpy: bisect's order kept row by row
-            columns.append((np.searchsorted(against, values[:, j], side="left") + 1).tolist())
+            columns.append(ranks_among(against, values[:, j]).tolist())
         rank_cells[at] = list(map(_rank_cell(keys, _digits(count)).__mod__,
                                   zip(*columns, strict=True)))
         if board_groups:
@@ -1144,7 +1146,7 @@ class Layout:
         ranks = np.empty(values.shape, dtype=np.int64)
         for j in range(len(self.keys)):
             column = values[:, j]
-            ranks[:, j] = np.searchsorted(np.sort(column), column, side="left") + 1
+            ranks[:, j] = ranks_among(np.sort(column), column)
         # each rank slot's bytes in its row's buffer, and what they hold
         slots = ((self.starts[ranked, None] + self.rank_at[ranked]).reshape(-1, 1)
                  + np.arange(self.digits))
