@@ -89,6 +89,29 @@ def on_gc(phase, info):
 
 
 gc.callbacks.append(on_gc)
+# --spans: named functions timed in CPU inside the other worker's first GETs ("module:name" or
+# "module:Class.name", replaced where the module holds them: callers that imported the name
+# itself keep the untimed one)
+spans = {}
+
+
+def timed(inner, spec):
+    def call(*args, **kwargs):
+        started = time.process_time()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            spans.setdefault(spec, []).append((time.process_time() - started) * 1000)
+    return call
+
+
+for spec in sys.argv[11].split() if len(sys.argv) > 11 else ():
+    import importlib
+    module, _, attribute = spec.partition(":")
+    owner_name, _, name = attribute.rpartition(".")
+    owner = importlib.import_module(module)
+    owner = getattr(owner, owner_name) if owner_name else owner
+    setattr(owner, name, timed(getattr(owner, name), spec))
 
 
 def cpu_get(kind, name=""):
@@ -126,7 +149,12 @@ for kind in ("page", "api", "list", "page", "api", "list"):
 print("ready", flush=True)
 for line in sys.stdin:
     kind = line.strip()
+    spans.clear()
     first = cpu_get(kind, "other")
+    if spans:  # each timed function's CPU ms in this first GET (/ its calls)
+        print(f"      other {kind} {first:5.1f} ms: " + ", ".join(
+            f"{spec.partition(':')[2]} {sum(ms):.2f}/{len(ms)}" for spec, ms in spans.items()),
+            file=sys.stderr, flush=True)
     print(json.dumps({"first": first, "list": cpu_get("list"),
                       "gc": collected.pop(f"other {kind}")}), flush=True)
 """
@@ -177,7 +205,7 @@ with app.app_context():
     reader.close()
 client.get(page); client.get("/tasks")
 other = subprocess.Popen([sys.executable, "-c", sys.argv[7], *sys.argv[1:7], "-", "-", "-",
-                          sys.argv[10]],
+                          *sys.argv[10:12]],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 assert other.stdout.readline().strip() == "ready"
 groups, groups_cpu = None, []
@@ -357,20 +385,21 @@ def seed_site(folder: Path, release: Path, runs: int) -> dict[str, Any]:
 def measure(site: dict, folder: Path, root: Path, count: int,
             gzip: bool = False, profiles: Path | None = None,
             steps: Path | None = None, groups: bool = False,
-            preload: bool = False) -> dict[str, Any]:
+            preload: bool = False, spans: str = "") -> dict[str, Any]:
     """Run the timing script in a fresh process importing the project from root (and the other
     worker's in another; with steps: the board steps profiled into that file; with groups: a
     kept groups process's round after each upload, in a third; with preload: each process
-    starts as a gunicorn worker does, semboard.serve.preload)."""
+    starts as a gunicorn worker does, semboard.serve.preload; with spans, those functions
+    timed in the other worker's first GETs, printed as they come)."""
     env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run([sys.executable, "-c", _MEASURE, site["url"], site["uploads"],
                            str(folder), str(count), "gzip" if gzip else "plain",
                            str(profiles) if profiles else "-", _OTHER, str(steps or "-"),
-                           _GROUPS if groups else "-", "preload" if preload else "-"],
-                          env=env, cwd=folder,
-                          capture_output=True, text=True)
+                           _GROUPS if groups else "-", "preload" if preload else "-", spans],
+                          env=env, cwd=folder, stdout=subprocess.PIPE,
+                          stderr=None if spans else subprocess.PIPE, text=True)
     if done.returncode:
-        raise SystemExit(f"the timing process failed:\n{done.stderr[-4000:]}")
+        raise SystemExit(f"the timing process failed:\n{(done.stderr or '')[-4000:]}")
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -424,6 +453,10 @@ def main() -> None:
                              "(semboard.serve.preload: gc.freeze() after loading)")
     parser.add_argument("--profile", type=Path,
                         help="cProfile each first GET of a new version into this folder")
+    parser.add_argument("--spans", default="", metavar="'MODULE:NAME ...'",
+                        help="time these functions (module:name or module:Class.name) in CPU "
+                             "inside the other worker's first GETs, printed per GET: e.g. "
+                             "'semboard.views.boards:_prepared flask.app:Flask.preprocess_request'")
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -448,7 +481,7 @@ def main() -> None:
             steps = folder / "board-step.prof" if args.profile_steps else None
             now = figures[runs] = measure(site, folder, PROJECT_ROOT, args.uploads, args.gzip,
                                           args.profile and args.profile / f"runs{runs}", steps,
-                                          args.groups, args.preload)
+                                          args.groups, args.preload, args.spans)
             line = (f"  {runs:>5} runs: upload->visible p50 {now['visible']:7.0f} ms (board "
                     f"step {now['step']:6.0f}, {now['step_cpu']:4.0f} CPU), first view after "
                     f"upload {now['first'] / now['list']:5.1f}x a task list ({now['first']:.1f} "
