@@ -440,6 +440,18 @@ def _ensure_child(app: Flask) -> _GroupsProcess:
         return child
 
 
+def start_groups_process(app: Flask) -> bool:
+    """Start this app's groups process now where its groups run in one ("process" mode, no
+    Redis: each web worker has its own), not at its first round: the process's start-up
+    (about 3 s: an interpreter, the app, pyarrow) is then not part of the first upload's
+    groups. It still ends after GROUPS_IDLE_S without a round (its memory given back); whether
+    one was started."""
+    if mode(app) != "process":
+        return False
+    _ensure_child(app)
+    return True
+
+
 class GroupsKeeper(threading.Thread):
     """A daemon thread keeping this process's groups process started until stopped: a fresh
     one each time it ends (after GROUPS_IDLE_S without a round, its memory given back)."""

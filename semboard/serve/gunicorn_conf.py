@@ -9,7 +9,14 @@ from typing import Any
 
 def post_worker_init(worker: Any) -> None:
     """Each worker, its app loaded: what a first large upload would load, loaded now
-    (semboard.serve.preload), so a worker's first upload costs the upload only."""
-    from semboard.serve.preload import preload  # gunicorn loads this file before the app
+    (semboard.serve.preload), and without Redis its groups process started, so a worker's
+    first upload costs the upload only."""
+    # gunicorn loads this file before the app: the app's modules are imported here, not there
+    from flask import Flask
+
+    from semboard.jobs import boards
+    from semboard.serve.preload import preload
 
     preload()
+    if isinstance(worker.wsgi, Flask):  # the app gunicorn serves (not a wrapped WSGI callable)
+        boards.start_groups_process(worker.wsgi)

@@ -82,6 +82,13 @@ def test_a_gunicorn_worker_under_the_deployed_settings_has_the_reader_loaded(tmp
         (worker,) = _children(server.pid)
         # no upload came: pyarrow (the fast reader of big runs) was loaded at the worker's start
         assert _maps_arrow(worker)
+        # and, without Redis, its groups process was started (its first upload's groups do not
+        # wait ~3 s for an interpreter and the app: a request-mode round took 6.26 s so)
+        (groups,) = [pid for pid in _children(worker)  # not multiprocessing's resource tracker
+                     if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        while not _maps_arrow(groups):
+            assert time.monotonic() < deadline, "the groups process did not load pyarrow"
+            time.sleep(0.2)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
@@ -166,3 +173,16 @@ def test_a_preloaded_process_runs_the_young_collector_rarely(tmp_path):
     threshold, passes = map(int, done.stdout.split("\n")[-2].strip("[]").split(","))
     assert threshold == 10_000
     assert passes <= 3, passes
+
+
+def test_a_worker_with_a_queue_starts_no_groups_process_of_its_own(tmp_path):
+    # with Redis the `flask worker` keeps the host's groups process; a web worker starts none
+    from semboard import create_app
+    from semboard.jobs import boards
+
+    app = create_app({"TESTING": True, "SECRET_KEY": "x", "REDIS_URL": "redis://127.0.0.1:1/0",
+                      "DATABASE_URL": f"sqlite:///{tmp_path / 'site.sqlite'}",
+                      "SEMBOARD_INSTANCE_PATH": str(tmp_path / "instance")})
+    assert boards.mode(app) == "rq"
+    assert boards.start_groups_process(app) is False
+    assert id(app) not in boards._groups_processes
