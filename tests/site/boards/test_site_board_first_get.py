@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import delete, select
 
@@ -312,3 +313,19 @@ def test_a_boards_groups_are_read_once_while_they_stay_the_same(
         read = stored_rows.groups_read[0]
         assert found == stored_rows._spliced_json({**frame, "groups": groups}, rows, ordered)
     assert b'{"%s": 9}' % keys[0].encode() in layout.body({**frame, "groups": changed})
+
+
+def test_a_bodys_ranks_are_those_ranks_among_gives() -> None:
+    """The ranks a body writes, read off each key's sorted values in one pass, are
+    leaderboard.ranks_among's (the one home of the rule) for values with runs of ties at the
+    top, inside and at the bottom, -0.0 tied with 0.0, and none tied."""
+    rng = np.random.default_rng(7)
+    tied = rng.integers(0, 40, size=(500, 3)).astype(float)
+    tied[:5, 0] = tied[:, 0].min()  # a run of ties at the top
+    tied[-4:, 1] = tied[:, 1].max()  # and at the bottom
+    tied[10, 2], tied[11, 2] = -0.0, 0.0
+    for values in (tied, rng.normal(size=(300, 2)), np.ones((4, 1)), np.empty((0, 2))):
+        expected = np.empty(values.shape, dtype=np.int64)
+        for j in range(values.shape[1]):
+            expected[:, j] = leaderboard.ranks_among(np.sort(values[:, j]), values[:, j])
+        assert (stored_rows._ranks_of(values) == expected).all()
