@@ -195,6 +195,7 @@ def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
     # a chain of edits (a version's layout is the one before edited): the rows each one keeps
     # stay in the buffers they lie in until there are too many, then are joined into one
     kept, chained = list(rows[:99]), layout
+    tables = stored_rows.edited_tables[0]
     for step in range(2 * stored_rows._MOST_BUFFERS):
         went, position = (7 * step) % 99, (31 * step + 5) % 99
         row = kept.pop(went)
@@ -205,6 +206,8 @@ def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
         afresh = stored_rows.Layout.of_rows(kept, frame["signs"])
         assert afresh is not None
         assert chained.body(frame) == afresh.body(frame), step
+    # each edit takes its rows' numbers (buffer, span, offsets, run, values) as one table
+    assert stored_rows.edited_tables[0] - tables == 2 * stored_rows._MOST_BUFFERS
     assert layout.body(frame) == stored_rows.Layout.of_rows(
         rows[:99], frame["signs"]).body(frame)  # the first, its buffers shared
 
