@@ -1235,9 +1235,6 @@ class Layout:
         runs, codes, cell_of = _group_codes(board_groups, self.keys)
         at = np.minimum(np.searchsorted(runs, self.runs), len(runs) - 1)
         found = np.where((runs[at] == self.runs) & self.ranked, codes[at], 0)
-        empty = [code for code, cell in cell_of.items() if cell == b"{}"]
-        if empty:  # grouped by none of the board's keys: its "{}" stays
-            found[np.isin(found, empty)] = 0
         grouped = np.flatnonzero(found)
         if not len(grouped):
             return None
@@ -1256,11 +1253,11 @@ groups_read = [0]
 
 def _group_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...]
                  ) -> tuple[Any, Any, dict[int, bytes]]:
-    """The grouped runs' ids (sorted), each one's number of its groups cell, and each
-    number's cell (the groups of `keys`): read once for groups equal to the last ones read
-    (a dict comparison in C: an upload's version keeps the groups of the version before it),
-    else each run's items made a tuple and numbered in C loops, each distinct one encoded
-    once."""
+    """The grouped runs' ids (sorted), each one's number of its groups cell (0: "{}", no
+    group of these keys), and each number's cell (the groups of `keys`): read once for
+    groups equal to the last ones read (a dict comparison in C: an upload's version keeps the
+    groups of the version before it), else each run's items made a tuple and numbered in C
+    loops, each distinct one encoded once."""
     last = _GROUP_CODES[0] if _GROUP_CODES else None
     if last is not None and last[1] == keys and last[0] == board_groups:
         return last[2], last[3], last[4]
@@ -1272,6 +1269,9 @@ def _group_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...]
     wanted = set(keys)
     cell_of = {code: encode_json({m: g for m, g in found if m in wanted}).encode()
                for found, code in code_of.items()}
+    empty = [code for code, cell in cell_of.items() if cell == b"{}"]
+    if empty:  # grouped by none of these keys: numbered 0, its "{}" stays
+        codes[np.isin(codes, empty)] = 0
     runs = np.fromiter(map(int, board_groups), dtype=np.int64, count=len(items))
     order = np.argsort(runs)
     found = (dict(board_groups), keys, runs[order], codes[order], cell_of)

@@ -316,6 +316,13 @@ def test_a_boards_groups_are_read_once_while_they_stay_the_same(
         read = stored_rows.groups_read[0]
         assert found == stored_rows._spliced_json({**frame, "groups": groups}, rows, ordered)
     assert b'{"%s": 9}' % keys[0].encode() in layout.body({**frame, "groups": changed})
+    # a run grouped by no key of the board keeps its "{}" uncut: one row cut in
+    other = {str(ranked_rows[2].run_id): {"not a key": 4},
+             str(ranked_rows[9].run_id): {keys[0]: 5}}
+    joined = stored_rows.joined_pieces[0]
+    found = layout.body({**frame, "groups": other})
+    assert stored_rows.joined_pieces[0] - joined == 1 + 2 + 1 + 1  # head, 2 slices, a cell, tail
+    assert found == stored_rows._spliced_json({**frame, "groups": other}, rows, ordered)
 
 
 def test_a_bodys_ranks_are_those_ranks_among_gives() -> None:
