@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import delete, select
 
@@ -194,6 +195,7 @@ def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
     # a chain of edits (a version's layout is the one before edited): the rows each one keeps
     # stay in the buffers they lie in until there are too many, then are joined into one
     kept, chained = list(rows[:99]), layout
+    tables = stored_rows.edited_tables[0]
     for step in range(2 * stored_rows._MOST_BUFFERS):
         went, position = (7 * step) % 99, (31 * step + 5) % 99
         row = kept.pop(went)
@@ -204,6 +206,8 @@ def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
         afresh = stored_rows.Layout.of_rows(kept, frame["signs"])
         assert afresh is not None
         assert chained.body(frame) == afresh.body(frame), step
+    # each edit takes its rows' numbers (buffer, span, offsets, run, values) as one table
+    assert stored_rows.edited_tables[0] - tables == 2 * stored_rows._MOST_BUFFERS
     assert layout.body(frame) == stored_rows.Layout.of_rows(
         rows[:99], frame["signs"]).body(frame)  # the first, its buffers shared
 
@@ -238,3 +242,100 @@ def test_the_first_api_json_of_an_upload_is_its_layout_copied_whole(
         assert board["groups_pending"] and not any(row["groups"] for row in board["rows"])
         assert f'"run": "{name}"' in api.get_data(as_text=True)
         assert board == json.loads(_full_build_text(session, phase, now))
+
+
+def _laid_board(session, world, now, monkeypatch, count: int):
+    """A board of `count` runs in stored parts: its frame, its parsed rows and their layout."""
+    board = _board_of(session, world, now, monkeypatch, count)
+    assert board.index is not None
+    parts = prepared_boards.board_parts(board)
+    frame = dict(parts.frame)
+    rows = [stored_rows.StoredRow(key, parts.rows[key]) for key in frame["keys"]]
+    layout = stored_rows.Layout.of_rows(rows, frame["signs"])
+    assert layout is not None
+    return frame, rows, layout
+
+
+def test_a_body_writes_each_rank_slot_once_a_run_of_rows_and_cuts_only_grouped_rows(
+        session, world, now, monkeypatch) -> None:
+    """A body writes its ranks as one slot item a row and key, one write for each run of rows
+    that lie side by side in a buffer (not a mask over every slot a buffer: 8 buffers cost
+    8 passes); a board where three rows are grouped joins a piece or two for each of them and
+    a slice a run, not two a row (250 at 120 rows). Its bytes are those of the text spliced
+    without a layout, and of the layout made afresh, for a layout edited into several
+    buffers too."""
+    frame, rows, layout = _laid_board(session, world, now, monkeypatch, 120)
+    keys = layout.keys
+    ranked_rows = [row for row in rows if row.rank_keys]
+    frame["groups"] = {str(row.run_id): {key: 2 for key in keys} for row in ranked_rows[5:8]}
+    ordered = stored_rows.LazyTexts(frame, lambda: rows).ordered()
+    joined, slots = stored_rows.joined_pieces[0], stored_rows.written_slots[0]
+    body = layout.body(frame)
+    # head, 4 slices around the 3 cells, tail
+    assert stored_rows.joined_pieces[0] - joined == 1 + 4 + 3 + 1
+    assert stored_rows.written_slots[0] - slots == len(ranked_rows) * len(keys)
+    assert body is not None and body == stored_rows._spliced_json(frame, rows, ordered)
+    board = json.loads(body)
+    assert sum(bool(row["groups"]) for row in board["rows"]) == 3
+    # edited into several buffers (a run of rows each): each run's slots written in one go
+    edited, kept = layout, list(rows)
+    for step in range(4):  # a row moved down the board, as an upload's better run moves it
+        row = kept.pop(10 + step)
+        kept.insert(90 - step, row)
+        moved = edited.edited([10 + step], [row], [90 - step])
+        assert moved is not None
+        edited = moved
+    assert len(edited.buffers) == 5
+    afresh = stored_rows.Layout.of_rows(kept, frame["signs"])
+    assert afresh is not None
+    assert edited.body(frame) == afresh.body(frame) == stored_rows._spliced_json(
+        frame, kept, ordered)
+
+
+def test_a_boards_groups_are_read_once_while_they_stay_the_same(
+        session, world, now, monkeypatch) -> None:
+    """The next version's groups equal to the last ones read (an upload's version keeps the
+    last grouping's; read back, a dict of its own): no run's groups read again; a grouping
+    that changes one run's cell (a new dict, or a run added) is read afresh and its body is
+    the spliced text's."""
+    frame, rows, layout = _laid_board(session, world, now, monkeypatch, 60)
+    keys = layout.keys
+    ranked_rows = [row for row in rows if row.rank_keys]
+    grouping = {str(row.run_id): {key: 1 + i % 3 for key in keys}
+                for i, row in enumerate(ranked_rows)}
+    ordered = stored_rows.LazyTexts(frame, lambda: rows).ordered()
+    first = layout.body({**frame, "groups": grouping})
+    read = stored_rows.groups_read[0]
+    again = layout.body({**frame, "groups": json.loads(json.dumps(grouping))})
+    assert again == first and stored_rows.groups_read[0] == read
+    changed = json.loads(json.dumps(grouping))
+    changed[str(ranked_rows[4].run_id)] = {keys[0]: 9}
+    for groups in (changed, {**grouping, "999999": {keys[0]: 1}}):
+        found = layout.body({**frame, "groups": groups})
+        assert stored_rows.groups_read[0] > read
+        read = stored_rows.groups_read[0]
+        assert found == stored_rows._spliced_json({**frame, "groups": groups}, rows, ordered)
+    assert b'{"%s": 9}' % keys[0].encode() in layout.body({**frame, "groups": changed})
+    # a run grouped by no key of the board keeps its "{}" uncut: one row cut in
+    other = {str(ranked_rows[2].run_id): {"not a key": 4},
+             str(ranked_rows[9].run_id): {keys[0]: 5}}
+    joined = stored_rows.joined_pieces[0]
+    found = layout.body({**frame, "groups": other})
+    assert stored_rows.joined_pieces[0] - joined == 1 + 2 + 1 + 1  # head, 2 slices, a cell, tail
+    assert found == stored_rows._spliced_json({**frame, "groups": other}, rows, ordered)
+
+
+def test_a_bodys_ranks_are_those_ranks_among_gives() -> None:
+    """The ranks a body writes, read off each key's sorted values in one pass, are
+    leaderboard.ranks_among's (the one home of the rule) for values with runs of ties at the
+    top, inside and at the bottom, -0.0 tied with 0.0, and none tied."""
+    rng = np.random.default_rng(7)
+    tied = rng.integers(0, 40, size=(500, 3)).astype(float)
+    tied[:5, 0] = tied[:, 0].min()  # a run of ties at the top
+    tied[-4:, 1] = tied[:, 1].max()  # and at the bottom
+    tied[10, 2], tied[11, 2] = -0.0, 0.0
+    for values in (tied, rng.normal(size=(300, 2)), np.ones((4, 1)), np.empty((0, 2))):
+        expected = np.empty(values.shape, dtype=np.int64)
+        for j in range(values.shape[1]):
+            expected[:, j] = leaderboard.ranks_among(np.sort(values[:, j]), values[:, j])
+        assert (stored_rows._ranks_of(values) == expected).all()
