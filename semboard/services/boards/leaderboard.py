@@ -737,6 +737,18 @@ def ranks_among(ordered: Any, signed: Any) -> Any:
     return np.searchsorted(ordered, signed, side="left") + 1
 
 
+def ranks_of_sorted(ordered: Any) -> Any:
+    """ranks_among(ordered, ordered) read off in one pass, no search: the i-th value's better
+    ones are those before the first value equal to it (i + 1 where none ties, else the first
+    of its run of ties' position + 1, carried along the run)."""
+    found = np.arange(1, len(ordered) + 1)
+    tied = np.flatnonzero(ordered[1:] == ordered[:-1]) + 1  # each value equal to the one before
+    if len(tied):
+        found[tied] = 0
+        np.maximum.accumulate(found, out=found)
+    return found
+
+
 def _row_ranks(values: dict[str, float], sorted_values: dict[str, list[float]],
                definition: Any) -> dict[str, int]:
     """A ranked run's competition ranks (1, 2, 2, 4) from every key's sorted values."""

@@ -37,6 +37,7 @@ from semboard.services.boards.leaderboard import (
     fill_csv,
     rank_among,
     ranks_among,
+    ranks_of_sorted,
     seeded_board,
 )
 from semboard.services.runs import primary
@@ -998,21 +999,12 @@ def _slots(buffer: Any, digits: int) -> Any:
 
 
 def _ranks_of(values: Any) -> Any:
-    """Each row's competition ranks (rows, keys) among every row's signed values of its key:
-    what ranks_among gives each value of the key's values sorted, asked for them in their
-    sorted order (the i-th sorted value's better ones are the values before the first equal
-    to it: i + 1 where no value ties, else the first of its ties' position + 1, read off the
-    sorted values by one pass in numpy, no search), put back in the rows' order."""
+    """Each row's competition ranks (rows, keys) among every row's signed values of its key
+    (leaderboard.ranks_of_sorted over the key's values sorted, put back in the rows' order)."""
     ranks = np.empty(values.shape, dtype=np.int64)
     for j, column in enumerate(np.ascontiguousarray(values.T)):
         order = np.argsort(column)
-        ordered = column[order]
-        found = np.arange(1, len(ordered) + 1)
-        tied = np.flatnonzero(ordered[1:] == ordered[:-1]) + 1  # each value equal to the one before
-        if len(tied):  # a tie takes the rank of the first of its run: carried along the run
-            found[tied] = 0
-            np.maximum.accumulate(found, out=found)
-        ranks[order, j] = found
+        ranks[order, j] = ranks_of_sorted(column[order])
     return ranks
 
 
