@@ -56,8 +56,8 @@ _KEY_SETS: dict[tuple[str, ...], tuple[str, ...]] = {}
 class StoredRow:
     """One stored row's part, parsed once: its key, text, run, ranking values and intervals."""
 
-    __slots__ = ("_row", "intervals", "key", "part", "pieces", "rank_keys", "ranking", "run_id",
-                 "score", "text", "values")
+    __slots__ = ("_row", "intervals", "key", "part", "pieces", "rank_keys", "ranked", "ranking",
+                 "run_id", "score", "text", "values")
 
     def __init__(self, key: str, text: str) -> None:
         part = json.loads(text)
@@ -78,6 +78,9 @@ class StoredRow:
         keys = tuple(self.values or ())
         self.rank_keys: tuple[str, ...] = _KEY_SETS.setdefault(keys, keys)  # one object each
         self.ranking: tuple[float, ...] = tuple((self.values or {}).values())
+        # the row last made from it with ranks (in rank_keys' order) and groups: a later version
+        # that moved neither serves that one (StoredRows._rank_at_once)
+        self.ranked: tuple[list[int], dict[str, int], Row] | None = None
 
     def row(self) -> Row:
         """The row without ranks or groups (RankedRows makes them where it is read), made once
@@ -507,9 +510,16 @@ class StoredRows(RankedRows):
         if ranks is None:
             return
         ranked_at_once[0] += len(rows)
-        done, with_ranks = self._done, self._with_ranks
-        for j, row, found in zip(at, rows, ranks.tolist(), strict=True):
-            done[j] = with_ranks(row.row(), dict(zip(keys, found, strict=True)))
+        done, with_ranks, groups_of = self._done, self._with_ranks, self._groups_of
+        for j, stored_row, found in zip(at, rows, ranks.tolist(), strict=True):
+            row = stored_row.row()
+            groups = groups_of(row, keys)
+            kept = stored_row.ranked
+            if kept is not None and kept[0] == found and kept[1] == groups:
+                done[j] = kept[2]  # made by a version before: the same ranks and groups
+                continue
+            made = done[j] = with_ranks(row, dict(zip(keys, found, strict=True)), groups)
+            stored_row.ranked = (found, groups, made)
 
     def raw(self) -> list[Row]:
         return [stored.row() for stored in list.__iter__(self)]  # type: ignore[attr-defined]
