@@ -16,6 +16,7 @@ import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from functools import partial
 from itertools import chain
 from operator import attrgetter
 from typing import Any
@@ -488,16 +489,16 @@ class StoredRows(RankedRows):
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):  # a page: its rows ranked at once
             indices = range(*i.indices(len(self)))
-            self._rank_at_once([j for j in indices if j not in self._done])
-            return [self.row(j) for j in indices]
+            done = self._done
+            self._rank_at_once([j for j in indices if j not in done])
+            return [done.get(j) or self.row(j) for j in indices]
         return super().__getitem__(i)
 
     def _rank_at_once(self, indices: list[int]) -> None:
         """Make the rows at these indices whose ranking keys are the first ranked one's, their
         ranks found together (stored.Ordered.ranks: a search per key, not three bisects a
         key and row); the others are made one by one when read."""
-        stored: list[StoredRow] = [list.__getitem__(self, j)  # type: ignore[misc]
-                                   for j in indices]
+        stored: list[StoredRow] = list(map(partial(list.__getitem__, self), indices))
         keys = next((row.rank_keys for row in stored if row.rank_keys), None)
         if keys is None:
             return
