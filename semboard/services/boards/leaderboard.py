@@ -10,6 +10,7 @@ import functools
 import hashlib
 import json
 from bisect import bisect_left, insort
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -812,7 +813,7 @@ def _to_the_second(value: datetime) -> datetime:
 
 
 def _row_groups(groups: dict[str, dict[str, int]], run_id: int,
-                ranks: dict[str, int]) -> dict[str, int]:
+                ranks: Collection[str]) -> dict[str, int]:
     return {m: g for m, g in groups.get(str(run_id), {}).items() if m in ranks}
 
 
@@ -1125,6 +1126,11 @@ def merge_leaderboard(session: Session, base: Leaderboard, *, phase: Phase,
     return board
 
 
+# Rows copied with a board's ranks and groups where read (tests: a page of rows whose ranks no
+# edit moved copies none)
+rows_copied = [0]
+
+
 class RankedRows(list[Row]):
     """A merged board's rows in order, each row's ranks and groups made when it is read.
 
@@ -1188,11 +1194,19 @@ class RankedRows(list[Row]):
             ranks = {key: rank(key, signs[key] * v) for key, v in values.items()}
         return self._with_ranks(row, ranks)
 
-    def _with_ranks(self, row: Row, ranks: dict[str, int]) -> Row:
-        """The row with these ranks and this board's groups (itself where they are its own)."""
-        groups = _row_groups(self._groups, row.run_id, ranks) if self._groups or row.groups else {}
+    def _groups_of(self, row: Row, ranked: Collection[str]) -> dict[str, int]:
+        """The row's groups on this board, on the metrics it is ranked on."""
+        return _row_groups(self._groups, row.run_id, ranked) if self._groups or row.groups else {}
+
+    def _with_ranks(self, row: Row, ranks: dict[str, int],
+                    groups: dict[str, int] | None = None) -> Row:
+        """The row with these ranks and this board's groups (`groups` where the caller made
+        them: _groups_of); itself where they are its own."""
+        if groups is None:
+            groups = self._groups_of(row, ranks)
         if ranks == row.ranks and groups == row.groups:
             return row
+        rows_copied[0] += 1
         moved = Row.__new__(Row)  # a shallow copy (copy.copy costs 3x more)
         moved.__dict__.update(row.__dict__)
         moved.ranks, moved.groups = ranks, groups

@@ -16,6 +16,7 @@ import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from functools import partial
 from itertools import chain
 from operator import attrgetter
 from typing import Any
@@ -57,8 +58,8 @@ _KEY_SETS: dict[tuple[str, ...], tuple[str, ...]] = {}
 class StoredRow:
     """One stored row's part, parsed once: its key, text, run, ranking values and intervals."""
 
-    __slots__ = ("_row", "intervals", "key", "part", "pieces", "rank_keys", "ranking", "run_id",
-                 "score", "text", "values")
+    __slots__ = ("_row", "intervals", "key", "part", "pieces", "rank_keys", "ranked", "ranking",
+                 "run_id", "score", "text", "values")
 
     def __init__(self, key: str, text: str) -> None:
         part = json.loads(text)
@@ -79,6 +80,9 @@ class StoredRow:
         keys = tuple(self.values or ())
         self.rank_keys: tuple[str, ...] = _KEY_SETS.setdefault(keys, keys)  # one object each
         self.ranking: tuple[float, ...] = tuple((self.values or {}).values())
+        # the row last made from it with ranks (in rank_keys' order) and groups: a later version
+        # that moved neither serves that one (StoredRows._rank_at_once)
+        self.ranked: tuple[list[int], dict[str, int], Row] | None = None
 
     def row(self) -> Row:
         """The row without ranks or groups (RankedRows makes them where it is read), made once
@@ -486,16 +490,16 @@ class StoredRows(RankedRows):
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):  # a page: its rows ranked at once
             indices = range(*i.indices(len(self)))
-            self._rank_at_once([j for j in indices if j not in self._done])
-            return [self.row(j) for j in indices]
+            done = self._done
+            self._rank_at_once([j for j in indices if j not in done])
+            return [done.get(j) or self.row(j) for j in indices]
         return super().__getitem__(i)
 
     def _rank_at_once(self, indices: list[int]) -> None:
         """Make the rows at these indices whose ranking keys are the first ranked one's, their
         ranks found together (stored.Ordered.ranks: a search per key, not three bisects a
         key and row); the others are made one by one when read."""
-        stored: list[StoredRow] = [list.__getitem__(self, j)  # type: ignore[misc]
-                                   for j in indices]
+        stored: list[StoredRow] = list(map(partial(list.__getitem__, self), indices))
         keys = next((row.rank_keys for row in stored if row.rank_keys), None)
         if keys is None:
             return
@@ -508,9 +512,16 @@ class StoredRows(RankedRows):
         if ranks is None:
             return
         ranked_at_once[0] += len(rows)
-        done, with_ranks = self._done, self._with_ranks
-        for j, row, found in zip(at, rows, ranks.tolist(), strict=True):
-            done[j] = with_ranks(row.row(), dict(zip(keys, found, strict=True)))
+        done, with_ranks, groups_of = self._done, self._with_ranks, self._groups_of
+        for j, stored_row, found in zip(at, rows, ranks.tolist(), strict=True):
+            row = stored_row.row()
+            groups = groups_of(row, keys)
+            kept = stored_row.ranked
+            if kept is not None and kept[0] == found and kept[1] == groups:
+                done[j] = kept[2]  # made by a version before: the same ranks and groups
+                continue
+            made = done[j] = with_ranks(row, dict(zip(keys, found, strict=True)), groups)
+            stored_row.ranked = (found, groups, made)
 
     def raw(self) -> list[Row]:
         return [stored.row() for stored in list.__iter__(self)]  # type: ignore[attr-defined]

@@ -106,7 +106,7 @@ def list_tasks(session: Session) -> list[Task]:
 
 def get_task(session: Session, name: str) -> Task:
     """A task by name, or NotFound."""
-    task = session.scalar(select(Task).where(Task.name == name))
+    task = participation.named_task(session, name)
     if task is None:
         raise NotFound("no task called %(name)r", name=name)
     return task
@@ -270,7 +270,7 @@ def _default_limit(session: Session, task: Task, values: dict[str, Any]) -> int 
 
 def get_phase(session: Session, task: Task, slug: str) -> Phase:
     """A phase of the task by slug, or NotFound."""
-    phase = session.scalar(select(Phase).where(Phase.task_id == task.id, Phase.slug == slug))
+    phase = phase_rules.phase_named(session, task, slug)
     if phase is None:
         raise NotFound("task %(task)s has no phase %(slug)r", task=task.name, slug=slug)
     return phase
@@ -278,8 +278,7 @@ def get_phase(session: Session, task: Task, slug: str) -> Phase:
 
 def phases(session: Session, task: Task) -> list[Phase]:
     """The task's phases in opening order."""
-    query = select(Phase).where(Phase.task_id == task.id).order_by(Phase.opens_at, Phase.id)
-    return list(session.scalars(query))
+    return phase_rules.ordered_phases(session, task)
 
 
 def current_phases(session: Session, task: Task, *, now: datetime) -> list[Phase]:

@@ -21,7 +21,9 @@ import pytest
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
+from semboard.i18n.languages import COOKIE
 from semboard.models import RunScoreRecord
+from semboard.services.boards import leaderboard
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.boards import stored as stored_rows
 from semboard.views import board_rows
@@ -74,6 +76,11 @@ def _stored_elsewhere(client: Any, world: Any, tiny_data: Any, key: str, name: s
 def _fresh_page(client: Any) -> str:
     """The page from a fresh read of the stored version, every row and section rendered (what
     this worker read is put back after: its next version is read by the edits from it)."""
+    return _text(_fresh_get(client, PAGE))
+
+
+def _fresh_get(client: Any, url: str) -> Any:
+    """A GET of `url` served from a fresh read of the stored version (as _fresh_page)."""
     kept = [(found, dict(found._items)) for found in (prepared_boards._views, stored_rows._ROWS)]
     prepared_boards._memo.clear()
     board_views._FRAGMENTS.clear()
@@ -82,7 +89,7 @@ def _fresh_page(client: Any) -> str:
     for found, _ in kept:
         found.clear()
     try:
-        return _text(client.get(PAGE))
+        return client.get(url)
     finally:
         board_rows.USE_KEPT = True
         prepared_boards._memo.clear()
@@ -206,3 +213,133 @@ def test_edited_values_rank_and_read_as_lists_and_dicts_edited_in_place(monkeypa
         assert len(by_run) == len(intervals)
         assert all(by_run.get(i) == intervals.get(i) for i in range(next_id + 1))
         assert (next_id in by_run) is False and by_run.get(next_id, "none") == "none"
+
+
+def _ranks_moved(pages: list[Any]) -> list[int]:
+    """Each page's rows (by run) whose ranks or groups differ from the page before's."""
+    before = {row.run_id: (row.ranks, row.groups) for row in pages[-2]}
+    return [row.run_id for row in pages[-1] if before.get(row.run_id) != (row.ranks, row.groups)]
+
+
+def test_the_other_workers_first_page_copies_only_the_rows_whose_ranks_moved(
+        app, client, session, world, tiny_data) -> None:
+    """302 runs this worker read; versions another worker stored: one whose new row ranks below
+    the first page copies none of its 100 rows (today: 100, each with this version's ranks),
+    one at the top copies those whose ranks moved (with the new row's own); each page is a
+    fresh read's, in every language and for a signed-in viewer."""
+    phase = world["phase"]
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), SEEDED)
+    _upload(client, world, tiny_data, "a", "second", 2.0)
+    _as_another_process()
+    assert client.get(PAGE).status_code == 200
+    pages = [prepared_boards._memo.values()[-1].view.board(world["task"], phase).rows[:100]]
+    for name, noise, copied in (("low", 9.0, 0), ("high", 0.01, None)):
+        _stored_elsewhere(client, world, tiny_data, "b", name, noise)
+        before = leaderboard.rows_copied[0]
+        page = _text(client.get(PAGE))
+        made = leaderboard.rows_copied[0] - before
+        shown = prepared_boards._memo.values()[-1].view.board(world["task"], phase).rows
+        pages.append(shown[:100])
+        moved = _ranks_moved(pages)
+        assert made == len(moved) == (copied if copied is not None else made), (name, made)
+        assert (f">{name}<" in page) == (copied is None)
+        assert page == _fresh_page(client)
+    assert 0 < len(moved) <= board_views.PER_PAGE  # the upload at the top moved the rows below
+    # (each version after these replaces the low run with another low one: 3 runs a team)
+    for language, noise in (("ar", 9.5), ("es", 10.0), ("hi", 10.5)):
+        client.set_cookie(COOKIE, language)
+        _stored_elsewhere(client, world, tiny_data, "b", "low", noise)
+        before = leaderboard.rows_copied[0]
+        page = _text(client.get(PAGE))
+        assert leaderboard.rows_copied[0] == before
+        assert f'<html lang="{language}"' in page and page == _fresh_page(client)
+    client.set_cookie(COOKIE, "en")
+    client.post("/login", data={"email": world["team_a"].captain.email,
+                                "password": "password123"})
+    client.get(PAGE)  # the log-in's flash shown
+    _stored_elsewhere(client, world, tiny_data, "b", "low", 11.0)
+    before = leaderboard.rows_copied[0]
+    page = _text(client.get(PAGE))
+    assert leaderboard.rows_copied[0] == before
+
+    def untokened(text: str) -> str:  # a token is signed with the time: two may differ
+        return re.sub(r'name="csrf_token" value="[^"]+"', "", text)
+
+    assert world["team_a"].captain.display_name in page
+    assert untokened(page) == untokened(_fresh_page(client))
+
+
+def test_a_row_made_for_a_version_before_serves_a_version_only_with_its_ranks_and_groups(
+        app, client, session, world, tiny_data) -> None:
+    """A stored row's row made for one version is served by the next only where both give it
+    the same ranks and groups: groups that came, or a better value put in, make it anew."""
+    phase = world["phase"]
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 40)
+    _upload(client, world, tiny_data, "a", "second", 2.0)
+    _as_another_process()
+    assert client.get(PAGE).status_code == 200
+    view = prepared_boards._views.values()[-1]
+
+    def page(ordered: Any, groups: dict[str, dict[str, int]]) -> list[Any]:
+        return stored_rows.StoredRows(view.rows, ordered=ordered, signs=view.signs,
+                                      groups=groups, models=False)[:20]
+
+    first = page(view.ordered, view.groups)
+    assert [a is b for a, b in zip(page(view.ordered, view.groups), first, strict=True)] == [
+        True] * 20
+    ranked = [row for row in view.rows[:20] if row.values is not None]
+    grouped = {str(row.run_id): {key: 7 for key in row.values or {}} for row in ranked[:5]}
+    with_groups = page(view.ordered, {**view.groups, **grouped})
+    for old, new in zip(first, with_groups, strict=True):
+        expected = {k: g for k, g in grouped.get(str(old.run_id), {}).items() if k in old.ranks}
+        assert new.groups == (expected or old.groups)
+        assert (new is old) == (str(old.run_id) not in grouped)
+    best = ranked[0]
+    better = SimpleNamespace(values={k: v - view.signs[k] * 1e6 for k, v in best.values.items()},
+                             run_id=-1, intervals={})
+    ordered = view.ordered.edited([], [better], view.signs, len(view.rows) + 1)
+    moved = page(ordered, view.groups)
+    for old, new in zip(first, moved, strict=True):
+        if old.ranks:
+            assert new.ranks == {k: r + 1 for k, r in old.ranks.items()} and new is not old
+        else:  # a baseline: no rank
+            assert new is old
+
+
+def test_a_board_gets_queries_are_built_once_and_its_versions_head_read_on_the_connection(
+        app, client, session, world, tiny_data) -> None:
+    """The first page and API JSON of versions another worker stored: the address's task, the
+    phases (the page) or the phase (the API) are queried by statements built once per process
+    (building one and its cache key cost more than running it), each GET's only ORM
+    executions; the version's head is read on the reader's connection."""
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    _as_another_process()
+    assert client.get(PAGE).status_code == 200  # this worker read the board before
+    rounds: list[dict[str, list[Any]]] = []
+    recording: list[list[Any]] = []  # where the GET under way puts its statements
+
+    def executed(state: Any) -> None:
+        if recording:
+            recording[0].append(state.statement)
+
+    event.listen(Session, "do_orm_execute", executed)
+    try:
+        for name, noise in (("second", 2.0), ("third", 0.5), ("fourth", 1.0)):
+            _stored_elsewhere(client, world, tiny_data, "b", name, noise)
+            rounds.append({"page": [], "api": []})
+            for kind, url in (("page", PAGE), ("api", f"{API}/tasks/tiny/leaderboard?phase=eval")):
+                recording[:] = [rounds[-1][kind]]
+                response = client.get(url)
+                recording.clear()
+                assert response.status_code == 200 and name in response.get_data(as_text=True)
+    finally:
+        event.remove(Session, "do_orm_execute", executed)
+    for done in rounds:
+        assert [len(done["page"]), len(done["api"])] == [2, 2], [
+            " ".join(str(statement).split())[:90] for statement in done["page"] + done["api"]]
+        assert prepared_boards._head_statement() not in done["page"] + done["api"]
+        # the same statement objects each time (today: each GET builds its own)
+        for kind in ("page", "api"):
+            assert all(a is b for a, b in zip(done[kind], rounds[0][kind], strict=True)), kind
