@@ -38,21 +38,22 @@ def _selects(app: Any) -> Any:
 
 
 def test_a_new_versions_first_page_renders_no_section_again(client, world, tiny_data):
-    """After an upload the heading, legend, charts and the table around the rows are the kept
-    texts with this version's rows and counts in their slots: no section template renders."""
+    """After an upload the page (heading, legend, charts, base.html's header and footer) and the
+    table around the rows are kept skeletons with this version's rows and counts in their
+    slots: no section template renders."""
     board_rows._SECTIONS.clear()
     _upload(client, world, tiny_data, "a", 1, 2.0)
     _upload(client, world, tiny_data, "b", 2, 1.0)
     before = _page(client)
     rendered = board_rows.sections_rendered[0]
-    assert len(board_rows._SECTIONS) == 4  # heading, table, legend, charts
+    assert len(board_rows._SECTIONS) == 2  # the page, the table
     _upload(client, world, tiny_data, "a", 3, 0.05)  # a new version: every rank moves
     after = _page(client)
-    assert board_rows.sections_rendered[0] == rendered  # all four from what was kept
+    assert board_rows.sections_rendered[0] == rendered  # both from what was kept
     assert after != before and "run3" in after
     assert after == _reference_page(client)  # the same bytes as every section rendered anew
-    # the board's count is a slot of the kept charts section (not part of its key)
-    assert len(board_rows._SECTIONS) == 4
+    # the board's counts are slots of the kept page (not part of its key)
+    assert len(board_rows._SECTIONS) == 2
 
 
 @contextmanager
@@ -72,17 +73,17 @@ def _templates_rendered(app: Any) -> Any:
         template_rendered.disconnect(record, app)
 
 
-def test_a_new_versions_first_page_renders_one_template(app, client, world, tiny_data):
-    """A first view of a new version renders leaderboard/show.html only: the table around its
-    rows is a kept section and its rows kept texts, so leaderboard/_table.html (its macros)
-    is not rendered when nothing in it is new."""
+def test_a_new_versions_first_page_renders_no_template(app, client, world, tiny_data):
+    """A first view of a new version renders no template: the page (show.html and base.html)
+    and the table around its rows are kept skeletons and its rows kept texts, so neither
+    show.html nor leaderboard/_table.html (its macros) renders when nothing in them is new."""
     _upload(client, world, tiny_data, "a", 1, 2.0)
     _upload(client, world, tiny_data, "b", 2, 1.0)
     _page(client)
     _upload(client, world, tiny_data, "b", 2, 1.0)  # the same run again: a new version
     with _templates_rendered(app) as seen:
         after = _page(client)
-    assert seen == ["leaderboard/show.html"]
+    assert seen == []
     assert after == _reference_page(client)
 
 
