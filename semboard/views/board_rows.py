@@ -295,6 +295,7 @@ def table_heads(columns: Sequence[Any], breakdown_of: dict[str, str],
 # an entry is never wrong.
 _SECTIONS: LRU[str, tuple[tuple[str, ...], tuple[int, ...]]] = LRU(512)
 _SLOT_MARK = re.compile("\x1es(\\d+)\x1e")
+_REPR_MARK = repr(_MARK)[1:-1]  # how repr writes a marker's character inside a value
 # sections rendered (not taken from _SECTIONS): tests count them
 sections_rendered = [0]
 
@@ -311,6 +312,8 @@ def section_html(name: str, macro: Callable[..., str], values: tuple[Any, ...],
     found = _SECTIONS.get(key)
     if found is None:
         sections_rendered[0] += 1
+        if _REPR_MARK in key:  # a value holds a marker: it would be cut as a slot; not kept
+            return Markup(macro(*values, *slots))
         markers = [Markup(f"{_MARK}s{i}{_MARK}") for i in range(len(slots))]
         cut = _SLOT_MARK.split(str(macro(*values, *markers)))
         texts, order = tuple(cut[0::2]), tuple(int(i) for i in cut[1::2])

@@ -367,3 +367,14 @@ def test_kept_pages_with_breakdowns_are_the_pages_rendered_whole(app, client, se
         kept, whole = _kept_and_whole(client, f"{url}{query}")
         assert kept == whole, query
         assert 'id="board-breakdown"' in kept
+
+
+def test_a_marker_in_a_value_is_rendered_not_cut(app, client, session, world, tiny_data):
+    """A phase named with slots' markers: the page is rendered whole, not kept (the name would
+    be cut as slots of the skeleton), the same bytes as with nothing kept."""
+    _upload(client, world, tiny_data, "a", 1, 2.0)
+    world["phase"].name = "Eval \x1es0\x1e \x1es20\x1e"
+    session.commit()
+    kept, whole = _kept_and_whole(client, PAGE)
+    assert kept == whole and "Eval \x1es0\x1e \x1es20\x1e" in kept
+    assert len(board_rows._SECTIONS) == 1  # the table only
