@@ -378,3 +378,15 @@ def test_a_marker_in_a_value_is_rendered_not_cut(app, client, session, world, ti
     kept, whole = _kept_and_whole(client, PAGE)
     assert kept == whole and "Eval \x1es0\x1e \x1es20\x1e" in kept
     assert len(board_rows._SECTIONS) == 1  # the table only
+
+
+def test_a_kept_page_with_a_freeze_notice_is_the_page_rendered_whole(app, client, session,
+                                                                      world, tiny_data, now):
+    """A phase that freezes: its notice (per viewer and time) is a slot, rendered each time."""
+    from datetime import timedelta
+
+    _upload(client, world, tiny_data, "a", 1, 2.0)
+    world["phase"].freeze_at = now + timedelta(days=2)
+    session.commit()
+    kept, whole = _kept_and_whole(client, PAGE)
+    assert kept == whole and 'id="board-parts"' in kept and "This board freezes at" in kept
