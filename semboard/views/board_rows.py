@@ -7,9 +7,10 @@ everything else it shows; later versions format their ranks and groups into it. 
 are joined here, not in a template loop: the first view of a new version costs a look-up and a
 format per row, not a template per cell. The CI table's rows, the compare form's options and
 the pager's links are kept the same way (by what they print), so no part of a first view
-renders a template per row or per page of the board. The page's larger sections (its heading,
-legend and charts: most of its words) are kept by the values they are given (section_html), so
-a first view renders templates only for what changed with the board's rows.
+renders a template per row or per page of the board. The table around its rows and the whole
+page (show.html with base.html) are kept by the values that shape them (section_html), with what
+changes per version or request (and the viewer's token, name and path) in slots, so a first view
+of a new version renders no template.
 """
 
 from __future__ import annotations
@@ -289,12 +290,13 @@ def table_heads(columns: Sequence[Any], breakdown_of: dict[str, str],
                   and "/" in c.label else None) for c in columns)
 
 
-# Page sections (leaderboard/show.html's heading, legend, charts and the table around its rows)
-# by their macro's name, the values it is given and the page's language: the text cut at its
-# slots' markers, with the slot each cut is followed by. The macro reads only its arguments, so
-# an entry is never wrong.
+# Page sections (the table around its rows; the board page: views/boards._page_html) by their
+# macro's name, the values it is given and the page's language: the text cut at its slots'
+# markers, with the slot each cut is followed by. The macro reads only its arguments, so an
+# entry is never wrong.
 _SECTIONS: LRU[str, tuple[tuple[str, ...], tuple[int, ...]]] = LRU(512)
 _SLOT_MARK = re.compile("\x1es(\\d+)\x1e")
+_REPR_MARK = repr(_MARK)[1:-1]  # how repr writes a marker's character inside a value
 # sections rendered (not taken from _SECTIONS): tests count them
 sections_rendered = [0]
 
@@ -311,6 +313,8 @@ def section_html(name: str, macro: Callable[..., str], values: tuple[Any, ...],
     found = _SECTIONS.get(key)
     if found is None:
         sections_rendered[0] += 1
+        if _REPR_MARK in key:  # a value holds a marker: it would be cut as a slot; not kept
+            return Markup(macro(*values, *slots))
         markers = [Markup(f"{_MARK}s{i}{_MARK}") for i in range(len(slots))]
         cut = _SLOT_MARK.split(str(macro(*values, *markers)))
         texts, order = tuple(cut[0::2]), tuple(int(i) for i in cut[1::2])

@@ -14,7 +14,9 @@ import time
 from typing import Any
 
 from flask import abort, current_app, g, render_template, request, session, url_for
-from markupsafe import Markup
+from flask_login import current_user
+from jinja2.filters import do_urlencode
+from markupsafe import Markup, escape
 
 from semboard.cache import LRU
 from semboard.errors import Forbidden, NotFound
@@ -26,8 +28,20 @@ from semboard.services.boards import breakdowns, charts, leaderboard, reveal
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.tasks import access, definitions, phases, tasks
 from semboard.views import board_rows
+from semboard.views import charts as chart_views
 from semboard.views import primary as primary_views
-from semboard.views.common import bp, db, load_phase, load_task, me, now
+from semboard.views import reveal as reveal_views
+from semboard.views.common import (
+    bp,
+    db,
+    isoutc_filter,
+    load_phase,
+    load_task,
+    me,
+    now,
+    task_title,
+    utc_filter,
+)
 from semboard.web import files
 
 PER_PAGE = 100
@@ -234,35 +248,11 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
     declared = breakdowns.declared(definition)
     shown = breakdowns.chosen(requested, declared)
     urls = _board_urls(task, phase, phases)
-    html = render_template(
-        "leaderboard/show.html",
-        task=task,
-        board=board,
-        version=prepared.version,
-        stale=prepared.stale,
-        stale_at=prepared.built_at.strftime("%Y-%m-%d %H:%M UTC"),
-        phase=phase,
-        phases=phases,
-        definition=definition,
-        intervals=board.intervals,
-        table=_table(board, prepared, rows, (page, search, hide), shown, urls["run"]),
-        hide_contrastive=hide,
-        breakdowns=declared,
-        breakdown=shown,
-        rows=rows,
-        page=page,
-        pages=pages,
-        matching=matching,
-        search=search,
-        is_organiser=access.is_organiser(session_, user, task),
-        csv_url=urls["csv"],
-        json_url=urls["json"],
-        urls=urls,
-        page_links_html=board_rows.page_links_html,
-        section_html=board_rows.section_html,
-        phase_links=[(p.id == phase.id, url, p.name)
-                     for p, url in zip(phases, urls["phases"], strict=True)],
-    )
+    table = _table(board, prepared, rows, (page, search, hide), shown, urls["run"])
+    html = _page_html(task, phase, phases, prepared, board, rows, urls=urls, table=table,
+                      definition=definition, declared=declared, shown=shown, hide=hide,
+                      page=page, pages=pages, matching=matching, search=search,
+                      is_organiser=access.is_organiser(session_, user, task))
     compressed = files.gzip_ok()
     body = html.encode()
     if etag is not None:
@@ -272,6 +262,145 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         body = gzip.compress(body, compresslevel=5, mtime=0)
     return files.respond(body, etag=etag, mimetype="text/html", compressed=compressed,
                     public=etag is not None and phase.visibility == "public")
+
+
+# What a board page prints that changes its structure (the key of its kept skeleton, with the
+# language: views/board_rows.section_html), then what is filled in each time (its slots: the
+# board version's and the request's values, and the viewer's own: never kept).
+_PAGE_VALUES = ("script_root", "csrf_on", "signed_in", "admin", "endpoint", "urls",
+                "task_name", "title", "phase_name", "phase_kind", "visibility", "published",
+                "phase_links", "phase_slug", "phase_ranking", "is_organiser", "stale",
+                "has_rows", "groups_pending", "pending_since_known", "has_search",
+                "breakdowns", "breakdown", "paged", "has_prev", "has_next", "ranking",
+                "hide_contrastive", "legend", "charts")
+_PAGE_SLOTS = ("clock", "csrf", "user_name", "path", "parts_notice", "stale_at",
+               "pending_since", "pending_since_utc", "search", "suffix", "matching", "total",
+               "page", "pages", "prev_page", "next_page", "table", "page_links", "point_rows",
+               "options_a", "options_b")
+# the page's own values that base.html reads from the request, the session and the clock
+_VIEWER_SLOTS = ("clock", "csrf", "user_name", "path")
+
+
+class _Lazy:
+    """A slot's value made only where the kept page prints it (a CSRF token is made, and put
+    in the session, only by a page that shows one, as a render would)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+
+    def __html__(self) -> str:
+        return str(escape(self.make()))
+
+
+class _Clock:
+    """Stands for the page's clock in base.html (`now_utc()|isoutc`): prints its slot."""
+
+    tzinfo = True
+
+    def __init__(self, text: Any) -> None:
+        self.text = text
+
+    def astimezone(self, _zone: Any) -> _Clock:
+        return self
+
+    def strftime(self, _format: str) -> Any:
+        return self.text
+
+
+def _page_from(*args: Any) -> str:
+    """show.html from the page's values and slots (markers, when a skeleton is made): base.html's
+    viewer parts (clock, CSRF token, name, path) are read from the slots, not the request."""
+    page = dict(zip(_PAGE_VALUES + _PAGE_SLOTS, args, strict=True))
+    clock, token, name, path = (page.pop(k) for k in _VIEWER_SLOTS)
+    return render_template(
+        "leaderboard/show.html", **page, now_utc=lambda: _Clock(clock),
+        csrf_token=lambda: token,
+        current_user=_Viewer(page["signed_in"], page["admin"], name),
+        request=_Request(page["endpoint"], path))
+
+
+class _Viewer:
+    """Stands for current_user in base.html: who is signed in, the name a slot."""
+
+    def __init__(self, signed_in: bool, admin: bool, name: Any) -> None:
+        self.is_authenticated, self.is_admin, self.display_name = signed_in, admin, name
+
+
+class _Request:
+    """Stands for the request in base.html: its endpoint, and its path a slot."""
+
+    def __init__(self, endpoint: Any, full_path: Any) -> None:
+        self.endpoint, self.full_path = endpoint, full_path
+
+
+def _macros(name: str) -> Any:
+    """A macro-only template's module (made once: its body defines macros, nothing else)."""
+    return current_app.jinja_env.get_template(name).module
+
+
+def _page_html(task: Task, phase: Phase, phases: list[Phase], prepared: Any, board: Any,
+               rows: list[leaderboard.Row], *, urls: dict[str, Any], table: Markup,
+               definition: Any, declared: list[str], shown: str, hide: bool, page: int,
+               pages: int, matching: int, search: str, is_organiser: bool) -> str:
+    """The board page: its kept skeleton (by every value that shapes it) with this version's
+    and this request's values filled in; rendered whole (show.html and base.html) while
+    flashes wait (they are the session's, shown once) or with nothing kept."""
+    signed_in = bool(current_user.is_authenticated)
+    sig = board.significance
+    charts_, point_rows, options = None, Markup(""), (Markup(""), Markup(""))
+    if board.rows:
+        bc = chart_views.board_charts(board, board.intervals, prepared.version, rows)
+        if bc["ci"] or bc["heatmap"]:
+            macros = _macros("charts/_board_charts.html")
+            options = chart_views.run_options(rows, macros.run_option)
+            if bc["ci"]:
+                point_rows = chart_views.chart_rows(rows, bc, macros.point_row)
+            charts_ = (bool(bc["ci"]), bool(bc["heatmap"]),
+                       bc["metric"].label if bc["metric"] else None, task.name, phase.slug,
+                       pages > 1, any(c.kind == "genre" for c in board.columns), urls["ci"],
+                       urls["heatmap"], urls["compare"])
+    # the query the pager's links carry (as the template's urlencode would print it)
+    suffix = Markup("")
+    if search:
+        suffix += Markup("&amp;q=") + do_urlencode(search)
+    if declared and shown != declared[0]:
+        suffix += Markup("&amp;breakdown=") + do_urlencode(shown)
+    since = board.groups_pending_since
+    notice = reveal_views.board_notice(phase)
+    values = (
+        request.script_root, bool(current_app.config.get("WTF_CSRF_ENABLED", True)), signed_in,
+        signed_in and bool(current_user.is_admin), request.endpoint, urls, task.name,
+        task_title(task), phase.name, phase.kind, phase.visibility,
+        phase.results_published_at is not None,
+        [(p.id == phase.id, url, p.name) for p, url in zip(phases, urls["phases"], strict=True)],
+        phase.slug, phase.ranking, is_organiser, prepared.stale, bool(board.rows),
+        bool(board.groups_pending), bool(since), bool(search), tuple(declared), shown,
+        pages > 1, page > 1, page < pages, board.ranking, hide,
+        (board.ranking, bool(board.has_models), definition.undefined,
+         tuple(current_app.jinja_env.getattr(sig, k) for k in ("alpha", "test", "resamples"))
+         if sig else None, pages > 1,
+         len(definition.board_dataset_metrics) == 1, definition.dataset_primary), charts_)
+    slots = (
+        _Lazy(lambda: isoutc_filter(now())),
+        _Lazy(current_app.jinja_env.globals["csrf_token"]),
+        current_user.display_name if signed_in else "",
+        request.full_path.rstrip("?"),  # as base.html's language form prints it
+        Markup(render_template("leaderboard/_parts_notice.html", phase=phase)) if notice
+        else Markup(""),
+        prepared.built_at.strftime("%Y-%m-%d %H:%M UTC"), since, utc_filter(since) if since
+        else "", search, suffix, matching, len(board.rows), page, pages, page - 1, page + 1,
+        table,
+        board_rows.page_links_html(page, pages, suffix, _macros("leaderboard/_pager.html")
+                                   .page_links) if pages > 1 else Markup(""),
+        point_rows, *options)
+    if session.get("_flashes") or not board_rows.USE_KEPT:
+        page_ = dict(zip(_PAGE_VALUES + _PAGE_SLOTS, values + slots, strict=True))
+        for name in _VIEWER_SLOTS:  # base.html reads them from the request itself
+            del page_[name]
+        return render_template("leaderboard/show.html", **page_)
+    return str(board_rows.section_html("board_page", _page_from, values, slots))
 
 
 def _kept_page(etag: str, kept: tuple[float, bytes, bytes | None], *,

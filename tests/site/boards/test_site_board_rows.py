@@ -370,7 +370,7 @@ def _page_links(app: Any, page: int, pages: int, suffix: str,
     the suffix passed as text, not as the template's Markup."""
     from flask import render_template_string
 
-    source = app.jinja_env.loader.get_source(app.jinja_env, "leaderboard/show.html")[0]
+    source = app.jinja_env.loader.get_source(app.jinja_env, "leaderboard/_pager.html")[0]
     macro = re.search(r"{% macro page_links.*?{% endmacro %}", source, re.S)
     assert macro is not None
     text = (macro.group(0) + "{% set suffix %}{{ raw }}{% endset %}"
