@@ -9,6 +9,7 @@ from flask_babel import gettext as _
 from flask_babel import refresh
 from flask_login import login_required
 
+from semboard.extensions import csrf
 from semboard.i18n.languages import COOKIE, COOKIE_MAX_AGE, known
 from semboard.services.people import accounts
 from semboard.views.account import settings_page
@@ -26,13 +27,19 @@ def _remember(response: Any, code: str) -> Any:
 
 
 @bp.post("/language")
+@csrf.exempt  # checked below for a signed-in visitor only (see the docstring)
 def choose_language() -> Any:
     """The footer's chooser (works logged out): a cookie, and the account's language when
-    someone is logged in; then back to the page it was sent from."""
+    someone is logged in; then back to the page it was sent from. Only a signed-in visitor's
+    post (it writes the account) carries the session's CSRF token: a visitor's sets no more
+    than their own cookie, and their pages carry no token, so a page kept for every visitor
+    (views/boards' _PAGES, a shared cache) never hands one visitor's token to another."""
     code = known(request.form.get("language"))
-    if not ActionForm().validate_on_submit() or code is None or code != request.form["language"]:
-        abort(400)
     user = me()
+    if code is None or code != request.form["language"]:
+        abort(400)
+    if user is not None and not ActionForm().validate_on_submit():
+        abort(400)
     if user is not None:
         with committed():
             accounts.set_language(db(), user=user, language=code)

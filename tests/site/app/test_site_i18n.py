@@ -17,11 +17,13 @@ from flask_babel import force_locale, refresh
 from markupsafe import Markup
 
 from semboard import create_app, errors
+from semboard.clock import utcnow
 from semboard.config import ConfigError
-from semboard.db import dispose_app_engine
+from semboard.db import dispose_app_engine, get_session
 from semboard.i18n import catalogues, extraction, languages, pages, upkeep
 from semboard.i18n.languages import COOKIE, choose
 from semboard.models import TermsAcceptance, User
+from semboard.services.people import accounts
 from semboard.services.tasks import terms
 from semboard.views import board_rows
 
@@ -199,17 +201,38 @@ def test_a_page_s_catalogue_is_kept_per_request_and_follows_a_changed_locale(app
         assert say() == "Leaderboard"
 
 
-def test_the_chooser_needs_its_csrf_token(tmp_path, database_url) -> None:
+def test_only_a_signed_in_visitors_chooser_carries_a_csrf_token(tmp_path, database_url) -> None:
+    """A visitor's pages carry no CSRF token: a page kept for every visitor (a board page in
+    views/boards' _PAGES, or a shared cache) handed the first visitor's token to the next, whose
+    chooser then answered 400. A visitor's chooser sets only their own cookie; a signed-in
+    visitor's writes the account and needs the session's token."""
     site = create_app({"TESTING": True, "SECRET_KEY": "t", "DATABASE_URL": database_url,
                        "SEMBOARD_INSTANCE_PATH": str(tmp_path / "i"), "WTF_CSRF_ENABLED": True})
+    chooser = re.compile(r'class="language-chooser">\s*<input type="hidden" '
+                         r'name="csrf_token" value="([^"]+)"')
     try:
-        client = site.test_client()
-        assert client.post("/language", data={"language": "es"}).status_code == 400
-        page = client.get("/tasks").get_data(as_text=True)
-        token = re.search(r'class="language-chooser">\s*<input type="hidden" '
-                          r'name="csrf_token" value="([^"]+)"', page).group(1)
-        assert client.post("/language", data={"language": "es", "csrf_token": token}
-                           ).status_code == 302
+        with site.app_context():
+            session = get_session()
+            accounts.register_user(session, email="ana@example.org", password="password123",
+                                   display_name="Ana", now=utcnow())
+            session.commit()
+        first, second = site.test_client(), site.test_client()
+        pages = [c.get("/tasks") for c in (first, second)]
+        assert pages[0].get_data() == pages[1].get_data()  # the same bytes for every visitor
+        assert not chooser.search(pages[0].get_data(as_text=True))
+        assert "Set-Cookie" not in pages[0].headers  # no session made for a token
+        answer = second.post("/language", data={"language": "es", "next": "/tasks"})
+        assert answer.status_code == 302 and f"{COOKIE}=es" in answer.headers["Set-Cookie"]
+        assert second.post("/language", data={"language": "fr"}).status_code == 400
+        # signed in: the chooser carries the session's token, and a post without it is refused
+        login = first.get("/login").get_data(as_text=True)
+        token = re.search(r'<input[^>]*name="csrf_token"[^>]*value="([^"]+)"', login).group(1)
+        assert first.post("/login", data={"email": "ana@example.org", "password": "password123",
+                                          "csrf_token": token}).status_code == 302
+        assert first.post("/language", data={"language": "es"}).status_code == 400
+        token = chooser.search(first.get("/tasks").get_data(as_text=True)).group(1)
+        assert first.post("/language", data={"language": "es", "csrf_token": token}
+                          ).status_code == 302
     finally:
         dispose_app_engine(site)
 
