@@ -207,6 +207,9 @@ task = tasks.get_task(session, "sts2012")
 phase = tasks.get_phase(session, task, "eval")
 known = inputs.parsed_inputs(session, storage, task=task)
 parsed_gold = gold.parsed_gold(session, storage, task=task)
+# read before the commit: a read of the expired task between two writes of this session (a
+# groups round commits between them) would hold a snapshot its next write is refused on (WAL)
+task_id = task.id
 session.commit()  # no read snapshot kept: the warm-up commits (SQLite's WAL would refuse a write)
 with app.app_context():
     from semboard.db import job_session_factory
@@ -230,7 +233,7 @@ if sys.argv[9] != "-":  # --groups: a round after each upload (and one before th
 def groups_round():
     # the writer's next step then finds a new grouping and a version of its rows stored
     if groups is not None:
-        groups.stdin.write(f"{task.id}\n"); groups.stdin.flush()
+        groups.stdin.write(f"{task_id}\n"); groups.stdin.flush()
         groups_cpu.append(json.loads(groups.stdout.readline())["cpu"])
 
 
