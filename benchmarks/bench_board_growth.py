@@ -407,6 +407,12 @@ def seed_site(folder: Path, release: Path, runs: int, grouped: bool = False) -> 
     from semboard.db import make_session_factory
 
     if (folder / "bench.sqlite").exists():  # --site-dir of an earlier run: reused as it is
+        from semboard.db import make_engine
+        from semboard.models import Base
+
+        engine = make_engine(f"sqlite:///{folder / 'bench.sqlite'}")
+        Base.metadata.create_all(engine)  # with the tables a newer tree added
+        engine.dispose()
         return {"url": f"sqlite:///{folder / 'bench.sqlite'}", "uploads": str(folder / "uploads"),
                 "submit_s": 0.0}
     started = time.perf_counter()
