@@ -318,10 +318,20 @@ def groups_text(groups: dict[str, dict[str, int]]) -> str:
 
 
 def _groups_of_text(text: str) -> dict[str, dict[str, int]]:
-    """The groups a stored text holds (groups_text), in their order: equal to those stored."""
+    """The groups a stored text holds (groups_text), in their order: equal to those stored.
+    Its runs, numbers and cells are kept beside them (_CODED): a JSON body numbers their
+    cells from them (_group_codes), not run by run."""
     found = json.loads(text)
     cells = found["cells"]
-    return dict(zip(found["runs"], map(cells.__getitem__, found["codes"]), strict=True))
+    groups = dict(zip(found["runs"], map(cells.__getitem__, found["codes"]), strict=True))
+    _CODED[:] = [(groups, found["runs"], found["codes"], cells)]
+    return groups
+
+
+# The groups read last from their stored text, with its runs, each run's number of its cell
+# and the distinct cells (groups_text)
+_CODED: list[tuple[dict[str, dict[str, int]], list[str], list[int],
+                   list[dict[str, int]]]] = []
 
 
 def _held(groups: dict[str, dict[str, int]], digest: str) -> None:
@@ -1366,6 +1376,9 @@ def _group_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...]
     last = _GROUP_CODES[0] if _GROUP_CODES else None
     if last is not None and last[1] == keys and last[0] == board_groups:
         return last[2], last[3], last[4]
+    coded = _CODED[0] if _CODED else None
+    if coded is not None and coded[0] is board_groups:  # read from their stored text
+        return _stored_codes(board_groups, keys, *coded[1:])
     groups_read[0] += len(board_groups)
     items = list(map(tuple, map(dict.items, board_groups.values())))
     code_of: dict[tuple[tuple[str, int], ...], int] = {}  # each distinct items' first number
@@ -1381,6 +1394,27 @@ def _group_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...]
     order = np.argsort(runs)
     found = (dict(board_groups), keys, runs[order], codes[order], cell_of)
     _GROUP_CODES[:] = [found]  # swapped whole: a thread reading the last meanwhile keeps it
+    return found[2], found[3], found[4]
+
+
+def _stored_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...],
+                  runs_text: list[str], numbers: list[int], cells: list[dict[str, int]]
+                  ) -> tuple[Any, Any, dict[int, bytes]]:
+    """_group_codes of groups read from their stored text: its cells (each distinct one) and
+    each run's number of its cell taken as they are (numpy), no step per run in Python."""
+    wanted = set(keys)
+    encoded = [encode_json({m: g for m, g in cell.items() if m in wanted}).encode()
+               for cell in cells]
+    # each stored number's: 0 where its cell holds none of these keys ("{}" stays), else one
+    # more than it
+    renumber = np.array([0 if cell == b"{}" else i + 1 for i, cell in enumerate(encoded)],
+                        dtype=np.int64)
+    cell_of = {i + 1: cell for i, cell in enumerate(encoded) if cell != b"{}"}
+    runs = np.fromiter(map(int, runs_text), dtype=np.int64, count=len(runs_text))
+    codes = renumber[np.asarray(numbers, dtype=np.int64)] if numbers else np.zeros(0, np.int64)
+    order = np.argsort(runs)
+    found = (dict(board_groups), keys, runs[order], codes[order], cell_of)
+    _GROUP_CODES[:] = [found]
     return found[2], found[3], found[4]
 
 

@@ -69,6 +69,8 @@ def _forget_groups() -> None:
     """What another process lacks: the groups this one stored or read, and their digests."""
     stored_rows._GROUPS.clear()
     stored_rows._DIGESTED.clear()
+    stored_rows._CODED.clear()
+    stored_rows._GROUP_CODES.clear()
 
 
 class _Heads:
@@ -94,8 +96,9 @@ def test_a_versions_head_read_by_another_worker_does_not_grow_with_the_grouped_r
         app, client, session, world, tiny_data, now, monkeypatch) -> None:
     """A grouping of 5 runs, then one of every run (62): the head the other worker reads is
     the same size for both (the groups named by digest; inline, it grew by each grouped run's
-    groups); the groups are read once per grouping it does not hold, and its page, API JSON
-    and CSV are the bytes of the worker that built the version."""
+    groups); the groups are read once per grouping it does not hold, their cells numbered for
+    the API JSON as stored (no run's groups read one by one), and its page, API JSON and CSV
+    are the bytes of the worker that built the version."""
     phase = world["phase"]
     _board(client, world, tiny_data, session, phase)
     heads = _Heads(monkeypatch)
@@ -105,9 +108,10 @@ def test_a_versions_head_read_by_another_worker_does_not_grow_with_the_grouped_r
         assert b'"groups": {"' in built[1]
         _as_another_process()
         _forget_groups()
-        read = stored_rows.groups_read_stored[0]
+        read, one_by_one = stored_rows.groups_read_stored[0], stored_rows.groups_read[0]
         assert _bodies(client) == built
         assert stored_rows.groups_read_stored[0] - read == 1
+        assert stored_rows.groups_read[0] == one_by_one
     assert len(heads.sizes) >= 2 and len(set(heads.sizes)) == 1, heads.sizes
 
 
@@ -222,3 +226,28 @@ def test_migration_0054_goes_up_and_down(tmp_path: Path) -> None:
     with engine.connect() as conn:
         assert "prepared_board_groups" in conn.dialect.get_table_names(conn)
     engine.dispose()
+
+
+def test_groups_read_from_their_stored_text_give_each_run_the_cell_the_dict_gives() -> None:
+    """Groups stored as runs, cell numbers and distinct cells read back equal, in order; the
+    cells a JSON body takes from them (numbered as stored) are, run by run, those numbered from
+    the dict of every run's groups, a run grouped by none of the keys and one by no metric
+    included."""
+    keys = ("ALL", "Mean")
+    groups = {"7": {"ALL": 1, "Mean": 2}, "3": {"other": 4}, "12": {"ALL": 1, "Mean": 2},
+              "5": {"Mean": 3, "other": 1}, "40": {}, "2": {"ALL": 2}}
+    read = stored_rows._groups_of_text(stored_rows.groups_text(groups))
+    assert read == groups and list(read) == list(groups)
+
+    def cells(found: Any) -> dict[int, bytes]:
+        runs, codes, cell_of = found
+        return {int(run): cell_of.get(int(code), b"{}")
+                for run, code in zip(runs, codes, strict=True)}
+
+    stored_rows._GROUP_CODES.clear()
+    read_before = stored_rows.groups_read[0]
+    coded = cells(stored_rows._group_codes(read, keys))
+    assert stored_rows.groups_read[0] == read_before  # numbered as stored
+    _forget_groups()
+    plain = cells(stored_rows._group_codes(json.loads(json.dumps(groups)), keys))
+    assert coded == plain and plain[3] == b"{}" and plain[5] == b'{"Mean": 3}'
