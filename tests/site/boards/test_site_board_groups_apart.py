@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from alembic import command
 from sqlalchemy import delete, func, select, update
 
@@ -29,6 +30,7 @@ from tests.site.boards.test_site_board_deployed import _as_another_process, _upl
 from tests.site.boards.test_site_board_ranks_read import _seed
 
 API = "/api/v1"
+DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 URLS = ("/tasks/tiny/leaderboard/eval", f"{API}/tasks/tiny/leaderboard?phase=eval",
         "/tasks/tiny/leaderboard/eval.csv")
 
@@ -92,6 +94,7 @@ def _bodies(client) -> list[bytes]:
     return [client.get(url).get_data() for url in URLS]
 
 
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
 def test_a_versions_head_read_by_another_worker_does_not_grow_with_the_grouped_runs(
         app, client, session, world, tiny_data, now, monkeypatch) -> None:
     """A grouping of 5 runs, then one of every run (62): the head the other worker reads is
@@ -115,6 +118,7 @@ def test_a_versions_head_read_by_another_worker_does_not_grow_with_the_grouped_r
     assert len(heads.sizes) >= 2 and len(set(heads.sizes)) == 1, heads.sizes
 
 
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
 def test_a_grouping_is_digested_and_stored_once_and_read_once_by_a_worker(
         app, client, session, world, tiny_data, now, monkeypatch) -> None:
     """A version of the same grouping stored again (a team renamed: new version, same groups,
@@ -144,6 +148,7 @@ def test_a_grouping_is_digested_and_stored_once_and_read_once_by_a_worker(
     assert session.scalar(select(func.count()).select_from(PreparedBoardGroups)) == 1
 
 
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
 def test_a_version_stored_with_its_groups_inline_still_reads(
         app, client, session, world, tiny_data, now) -> None:
     """A version stored by a tree before groups were apart (its frame holds the groups, no
@@ -168,6 +173,7 @@ def test_a_version_stored_with_its_groups_inline_still_reads(
     assert _bodies(client) == built
 
 
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
 def test_groups_no_stored_version_names_are_deleted(
         app, client, session, world, tiny_data, now) -> None:
     """Each grouping's groups stay while a stored version names them: a newer grouping's
