@@ -281,8 +281,9 @@ def frame_keys(session: Session, phase_id: int, digest: str,
 
 # Each grouping's groups by their digest, as this process stored or read them last (a version
 # naming groups it holds reads none of them), and the last groups it digested or read with
-# their digest (an upload's version keeps the groups of the version before it: not digested
-# again; a board seeded from a version read carries that version's groups object).
+# their digest (a version of the same grouping stored again, a team renamed say, or a board
+# seeded from a version read, which carries that version's groups object: not digested again;
+# an upload's version has none while its groups are pending).
 _GROUPS: LRU[str, dict[str, dict[str, int]]] = LRU(8)
 _DIGESTED: list[tuple[dict[str, dict[str, int]], str]] = []
 # Groups digested (their JSON hashed), written and read from the database (tests: a grouping
