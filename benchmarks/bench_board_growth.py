@@ -3,7 +3,7 @@
     python benchmarks/bench_board_growth.py [--data ../shared/data] [--runs 20 500 2000 5000]
                                             [--uploads 7] [--before REV] [--site-dir DIR]
                                             [--gzip] [--profile DIR] [--profile-steps N]
-                                            [--groups] [--preload]
+                                            [--groups] [--grouped] [--preload]
 
 For each size: a scratch SQLite site with the real sts2012 task and N teams with one run each,
 seeded in bulk (seed_site): 10 runs go through the real `submit` (validated, stored, scored
@@ -14,6 +14,11 @@ uploading each run took 549 s for 500). No groups, but with --groups: a kept gro
 third process, as `jobs.boards`' kept one) computes and stores the board's groups and its version
 with them before the first upload and after each, so every board step finds a new grouping (the
 bulk runs have no files: their samples are left out, their pairs covered all the same).
+With --grouped (implies --groups) the bulk runs get file rows too, each a copy of a template
+run's (the same stored files, taken in turn): the groups process then reads real samples for
+every run and groups (nearly) every run, as on a real board, and the other worker also takes
+the first GET of each version the groups round stores (the grouped one), printed as
+"other page+g" / "other api+g" (its site is another folder: runs{N}-grouped).
 Then, in a fresh process of this tree (and, with --before, of that commit's semboard/evaluation
 unpacked from git, on the same database), a warm web worker in process:
 
@@ -202,6 +207,9 @@ task = tasks.get_task(session, "sts2012")
 phase = tasks.get_phase(session, task, "eval")
 known = inputs.parsed_inputs(session, storage, task=task)
 parsed_gold = gold.parsed_gold(session, storage, task=task)
+# read before the commit: a read of the expired task between two writes of this session (a
+# groups round commits between them) would hold a snapshot its next write is refused on (WAL)
+task_id = task.id
 session.commit()  # no read snapshot kept: the warm-up commits (SQLite's WAL would refuse a write)
 with app.app_context():
     from semboard.db import job_session_factory
@@ -225,7 +233,7 @@ if sys.argv[9] != "-":  # --groups: a round after each upload (and one before th
 def groups_round():
     # the writer's next step then finds a new grouping and a version of its rows stored
     if groups is not None:
-        groups.stdin.write(f"{task.id}\n"); groups.stdin.flush()
+        groups.stdin.write(f"{task_id}\n"); groups.stdin.flush()
         groups_cpu.append(json.loads(groups.stdout.readline())["cpu"])
 
 
@@ -293,6 +301,13 @@ for i in range(count):
     collected.setdefault(f"other {kind}", []).extend(got["gc"])
     firsts["other", "list"].append(got["list"])
     groups_round()
+    if groups is not None and sys.argv[12:13] == ["grouped"]:
+        # the version the groups round stored (its rows, the new grouping): the other
+        # worker's first GET of it, as each worker's after a real upload's groups came
+        other.stdin.write(kind + "\n"); other.stdin.flush()
+        got = json.loads(other.stdout.readline())
+        firsts.setdefault(("other", kind + "+g"), []).append(got["first"])
+        collected.setdefault(f"other {kind}+g", []).extend(got["gc"])
 other.stdin.close(); other.wait()
 if groups is not None:
     groups.stdin.close(); groups.wait()
@@ -326,11 +341,14 @@ def _scaled(value: Any, factor: float) -> Any:
 
 
 def bulk_runs(session: Any, runs: int,
-              files: list[list[tuple[str, str, str, int, str]]] | None = None) -> None:
+              files: list[list[tuple[str, str, str, int, str]]] | None = None,
+              grouped: bool = False) -> None:
     """Teams with one scored run each up to `runs` runs in all, inserted in bulk after the
     first TEMPLATES real ones: each score record a scaled copy of a template's (distinct
     records and digests, as on a real board); with `files`, each run's file rows (name,
-    dataset, sha256, size, storage key) taken in turn from these sets. Commits."""
+    dataset, sha256, size, storage key) taken in turn from these sets; grouped (no `files`):
+    those of the templates' own runs (their stored files: the groups read their samples).
+    Commits."""
     from bench_boards import NOW
     from sqlalchemy import insert, select
 
@@ -342,6 +360,15 @@ def bulk_runs(session: Any, runs: int,
     count = runs - len(templates)
     if count <= 0:
         return
+    if grouped and not files:
+        by_run: dict[int, list[tuple[str, str, str, int, str]]] = {}
+        for found in session.execute(
+                select(RunFile.run_id, RunFile.filename, RunFile.dataset, RunFile.sha256,
+                       RunFile.size, RunFile.storage_key)
+                .where(RunFile.run_id.in_([run.id for run, _ in templates]))
+                .order_by(RunFile.run_id, RunFile.id)):
+            by_run.setdefault(found[0], []).append(tuple(found[1:]))  # type: ignore[arg-type]
+        files = list(by_run.values())
     first = templates[0][0]
     session.execute(insert(Team), [
         {"task_id": first.task_id, "name": f"bulk {i:05d}", "affiliation": "",
@@ -372,19 +399,26 @@ def bulk_runs(session: Any, runs: int,
     session.commit()
 
 
-def seed_site(folder: Path, release: Path, runs: int) -> dict[str, Any]:
-    """A scratch site of `runs` scored runs: TEMPLATES real uploads, the rest bulk copies."""
+def seed_site(folder: Path, release: Path, runs: int, grouped: bool = False) -> dict[str, Any]:
+    """A scratch site of `runs` scored runs: TEMPLATES real uploads, the rest bulk copies
+    (grouped: with the templates' files, see bulk_runs)."""
     from bench_boards import build_site
 
     from semboard.db import make_session_factory
 
     if (folder / "bench.sqlite").exists():  # --site-dir of an earlier run: reused as it is
+        from semboard.db import make_engine
+        from semboard.models import Base
+
+        engine = make_engine(f"sqlite:///{folder / 'bench.sqlite'}")
+        Base.metadata.create_all(engine)  # with the tables a newer tree added
+        engine.dispose()
         return {"url": f"sqlite:///{folder / 'bench.sqlite'}", "uploads": str(folder / "uploads"),
                 "submit_s": 0.0}
     started = time.perf_counter()
     site = build_site(folder, release, min(runs, TEMPLATES), 0)
     session = make_session_factory(site["url"])()
-    bulk_runs(session, runs)
+    bulk_runs(session, runs, grouped=grouped)
     session.close()
     return {**site, "submit_s": time.perf_counter() - started}
 
@@ -392,17 +426,19 @@ def seed_site(folder: Path, release: Path, runs: int) -> dict[str, Any]:
 def measure(site: dict, folder: Path, root: Path, count: int,
             gzip: bool = False, profiles: Path | None = None,
             steps: Path | None = None, groups: bool = False,
-            preload: bool = False, spans: str = "") -> dict[str, Any]:
+            preload: bool = False, spans: str = "", grouped: bool = False) -> dict[str, Any]:
     """Run the timing script in a fresh process importing the project from root (and the other
     worker's in another; with steps: the board steps profiled into that file; with groups: a
     kept groups process's round after each upload, in a third; with preload: each process
     starts as a gunicorn worker does, semboard.serve.preload; with spans, those functions
-    timed in the other worker's first GETs, printed as they come)."""
+    timed in the other worker's first GETs, printed as they come; grouped: the other worker
+    also takes the first GET of each version the groups round stores)."""
     env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run([sys.executable, "-c", _MEASURE, site["url"], site["uploads"],
                            str(folder), str(count), "gzip" if gzip else "plain",
                            str(profiles) if profiles else "-", _OTHER, str(steps or "-"),
-                           _GROUPS if groups else "-", "preload" if preload else "-", spans],
+                           _GROUPS if groups or grouped else "-", "preload" if preload else "-",
+                           spans, "grouped" if grouped else "-"],
                           env=env, cwd=folder, stdout=subprocess.PIPE,
                           stderr=None if spans else subprocess.PIPE, text=True)
     if done.returncode:
@@ -429,7 +465,8 @@ def firsts_line(got: dict[str, Any], name: str) -> str:
     found = got["firsts"]
     cells = [f"{who} {kind} {found[f'{who} {kind}']:.1f} ms "
              f"({found[f'{who} {kind}'] / found[f'{who} list']:.1f}x)"
-             for who in ("took", "other") for kind in ("page", "api") if f"{who} {kind}" in found]
+             for who in ("took", "other") for kind in ("page", "api", "page+g", "api+g")
+             if f"{who} {kind}" in found]
     collections = [f"{who} {len(found)} (" + " ".join(f"gen {g} {ms:.1f}" for g, ms in found)
                    + f"), {sum(ms for _, ms in found):.1f} ms"
                    for who, found in sorted(got.get("gc", {}).items())]
@@ -453,6 +490,14 @@ def main() -> None:
                         help="a kept groups process stores the board's groups (and its version "
                              "with them) after each upload, as deployed: the next board step "
                              "finds a new grouping")
+    parser.add_argument("--grouped", action="store_true",
+                        help="implies --groups; the bulk-seeded runs get file rows too, each a "
+                             "copy of a template run's (the same stored files, in turn), so the "
+                             "groups process reads real samples for every run and groups "
+                             "(nearly) every run, as on a real board (their groups follow the "
+                             "copied files, not their scaled scores); the other worker also "
+                             "takes the first GET of each grouped version (other page+g, "
+                             "api+g). Its sites are other folders (runsN-grouped)")
     parser.add_argument("--gzip", action="store_true",
                         help="the first view asks for gzip, as a browser does (default: plain)")
     parser.add_argument("--preload", action="store_true",
@@ -478,17 +523,18 @@ def main() -> None:
             subprocess.run(["tar", "-x", "-C", str(old_root)], input=archive, check=True)
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; medians in ms "
               f"over {args.uploads} uploads; first view {'gzip' if args.gzip else 'plain'}; "
-              f"{'a groups round after each upload; ' if args.groups else ''}"
+              f"{'a groups round after each upload; ' if args.groups or args.grouped else ''}"
+              f"{'every bulk run grouped; ' if args.grouped else ''}"
               f"this tree" + (f" | {args.before}" if args.before else ""), flush=True)
         figures, before = {}, {}
         for runs in args.runs:
-            folder = base / f"runs{runs}"
+            folder = base / (f"runs{runs}-grouped" if args.grouped else f"runs{runs}")
             folder.mkdir(parents=True, exist_ok=True)
-            site = seed_site(folder, args.data / "sts2012" / "test", runs)
+            site = seed_site(folder, args.data / "sts2012" / "test", runs, args.grouped)
             steps = folder / "board-step.prof" if args.profile_steps else None
             now = figures[runs] = measure(site, folder, PROJECT_ROOT, args.uploads, args.gzip,
                                           args.profile and args.profile / f"runs{runs}", steps,
-                                          args.groups, args.preload, args.spans)
+                                          args.groups, args.preload, args.spans, args.grouped)
             line = (f"  {runs:>5} runs: upload->visible p50 {now['visible']:7.0f} ms (board "
                     f"step {now['step']:6.0f}, {now['step_cpu']:4.0f} CPU), first view after "
                     f"upload {now['first'] / now['list']:5.1f}x a task list ({now['first']:.1f} "
@@ -500,7 +546,8 @@ def main() -> None:
                        if now.get("groups_cpu") is not None else ""))
             if args.before:
                 old = before[runs] = measure(site, folder, old_root, args.uploads, args.gzip,
-                                             groups=args.groups, preload=args.preload)
+                                             groups=args.groups, preload=args.preload,
+                                             grouped=args.grouped)
                 line += (f" | {old['visible']:7.0f} ms (step {old['step']:6.0f}, "
                          f"{old['step_cpu']:4.0f} CPU, each "
                          f"{' '.join(f'{ms:.0f}' for ms in old['steps_cpu'])}, stored in "

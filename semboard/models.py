@@ -777,6 +777,22 @@ class PreparedBoardFrame(Base):
     body: Mapped[str] = mapped_column(Text)
 
 
+class PreparedBoardGroups(Base):
+    """A phase's stored board groups ({run id: {metric: group}}, `body`: their JSON text) under
+    a digest of them (`digest`). A version stored in parts names its groups by that digest
+    (`PreparedBoard.data["parts"]["groups_digest"]`), so a board's groups are stored once per
+    grouping, not once per version, and a process that holds them reads no more of them.
+    """
+
+    __tablename__ = "prepared_board_groups"
+    __table_args__ = (UniqueConstraint("phase_id", "digest"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    digest: Mapped[str] = mapped_column(String(64))
+    body: Mapped[str] = mapped_column(Text)
+
+
 class ModelSubmission(Base):
     """An encoder a team uploaded (the model track): checked at once, run by a queue job.
 

@@ -58,7 +58,7 @@ from semboard.storage import Storage
 # change, not the board)
 keys_diffed = [0]
 # Bump when the prepared data's shape changes: every stored board then misses once.
-BOARD_FORMAT = 6
+BOARD_FORMAT = 7
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
 # the database, so a stale entry can never be served; this only spares re-parsing the JSON.
 _memo: LRU[tuple[str, int, str], Prepared] = LRU(64)
@@ -709,6 +709,9 @@ def _seeded(session: Session, *, phase: Phase, state: BoardState) -> Prepared | 
     if (frame is None or not stored_rows.is_open(frame) or data.get("stamp") != state.stamp
             or serial is None or serial > state.serial):
         return None
+    frame = stored_rows.with_groups(session, phase.id, frame)
+    if frame is None:  # replaced meanwhile: built
+        return None
     key = _base_key(session, phase.id)
     before = _views.get(key)
     with_keys = _with_keys(session, phase=phase, version=version, frame=frame,
@@ -883,8 +886,13 @@ def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dic
     rows the stored edits start from, those edits applied to it (the rows put in read, no list
     of every key);
     else its keys read and the rows it has not parsed yet; its texts made when first asked.
-    None where a row went meanwhile (a newer version replaced it: as if this one were not
-    stored)."""
+    None where a row or its groups went meanwhile (a newer version replaced it: as if this one
+    were not stored). Its groups, named by digest, are read only where this process does not
+    hold them (a version whose groups came: once per grouping)."""
+    found_groups = stored_rows.with_groups(_reader(session), phase.id, frame)
+    if found_groups is None:
+        return None
+    frame = found_groups
     key = _base_key(session, phase.id)
     before = _views.get(key)
     if not stored_rows.is_open(frame):  # each row's ranks stored with the frame
@@ -999,6 +1007,7 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
     """
     if prepared.stored or prepared.stale:  # a stand-in is no build of the current version
         return False
+    groups_digest: str | None = None  # the groups the version names (kept: no other of it)
     if prepared.parts is None:
         assert prepared.data is not None  # a built board has its data
         # the board itself is stored once, as the JSON download; `data` what pages add to it
@@ -1014,16 +1023,17 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         # another worker's store since deletes the rows its board does not name (the groups
         # process's version of the same rows, stored after every upload, names them all)
         stored_now = session.execute(
-            select(PreparedBoard.version, PreparedBoard.data["keys_digest"]).where(
+            select(PreparedBoard.version, PreparedBoard.data["keys_digest"],
+                   PreparedBoard.data[("parts", "groups_digest")]).where(
                 PreparedBoard.phase_id == prepared.phase_id)).all()
         known = prepared.known if stored_now and all(
             version == prepared.known_version
             or (prepared.known_digest is not None and digest == prepared.known_digest)
-            for version, digest in stored_now) else frozenset()
+            for version, digest, _ in stored_now) else frozenset()
         # the boards stored name this one's rows (the writer's version, stored before the
         # groups process stores its own): every row is stored, none to delete
         every = bool(stored_now) and all(digest == prepared.parts.keys_digest()
-                                         for _, digest in stored_now)
+                                         for _, digest, _ in stored_now)
         # the serial and stamp its runs are of: a process without a board of its own merges
         # the changes since into this one (_seeded)
         frame = dict(prepared.parts.frame)
@@ -1031,6 +1041,16 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         # version before, or a checkpoint of every key): a version writes and a reader that
         # has the version before reads its edits, not every key
         keys = frame.pop("keys")
+        # the groups apart too, once per grouping (stored.store_groups): a version names them
+        # by digest, and a reader that holds them reads none (a board's groups: 250 kB at
+        # 5,000 grouped runs, parsed per version read)
+        groups = frame.pop("groups", None)
+        frame.pop("groups_digest", None)
+        if groups:
+            groups_digest = frame["groups_digest"] = stored_rows.store_groups(
+                session, prepared.phase_id, groups, (found[2] for found in stored_now))
+        else:
+            frame["groups"] = {}
         data = {"parts": frame, "serial": prepared.serial,
                 "stamp": prepared.stamp, "keys_digest": prepared.parts.keys_digest(),
                 "delta": prepared.parts.delta,
@@ -1049,6 +1069,7 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         prepared.stored_keys = prepared.parts.rows.keys()  # a view: no copy of every key
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
                                                 PreparedBoard.version != prepared.version))
+    stored_rows.store_groups_kept(session, prepared.phase_id, groups_digest)
     if prepared.serial is not None and prepared.serial > CHANGES_KEPT:
         # a range of the (phase, serial) index: nothing read where nothing is that old
         session.execute(delete(BoardChange).where(

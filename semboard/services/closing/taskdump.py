@@ -229,6 +229,7 @@ NOT_DUMPED = {
     "prepared_board": "boards are built anew by the importing site",
     "prepared_board_row": "boards are built anew by the importing site",
     "prepared_board_frame": "boards are built anew by the importing site",
+    "prepared_board_groups": "boards are built anew by the importing site",
     "run_comparison": "comparisons are computed again when asked",
     "significance_groups": "groups are computed again by the importing site",
     "worker_token": "a secret of the dumping site; the importing site issues its own",

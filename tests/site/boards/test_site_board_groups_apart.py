@@ -1,0 +1,259 @@
+"""A board's significance groups stored apart from its versions (issue 45), counted, not timed:
+a version names its groups by digest, a grouping is digested and stored once, a worker that did
+not store a version reads a head of the same bytes whether 5 or every run is grouped, and reads
+the groups only where it does not hold them; versions stored with their groups inline still
+read; groups no stored version names are deleted; migration 0054 goes up and down."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from sqlalchemy import delete, func, select, update
+
+from semboard.cli.core import alembic_config
+from semboard.db import make_engine
+from semboard.models import (
+    PreparedBoard,
+    PreparedBoardGroups,
+    RunScoreRecord,
+    SignificanceGroups,
+    Team,
+)
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.boards import significance
+from semboard.services.boards import stored as stored_rows
+from tests.site.boards.test_site_board_deployed import _as_another_process, _upload
+from tests.site.boards.test_site_board_ranks_read import _seed
+
+API = "/api/v1"
+DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+URLS = ("/tasks/tiny/leaderboard/eval", f"{API}/tasks/tiny/leaderboard?phase=eval",
+        "/tasks/tiny/leaderboard/eval.csv")
+
+
+def _board(client, world, tiny_data, session, phase) -> None:
+    """62 runs on the stored board, read once by this worker."""
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 60)
+    _upload(client, world, tiny_data, "a", "second", 2.0)
+    assert client.get(URLS[0]).status_code == 200
+
+
+def _grouping(session, phase, now, grouped: int | None) -> None:
+    """A new grouping of the board's runs stored (the first `grouped` runs, or every one,
+    each in a group of its own metric numbers) and the version with it, as the groups
+    process stores them."""
+    found = prepared_boards._ranked(prepared_boards.update_prepared(session, phase=phase,
+                                                                    now=now))
+    assert found is not None
+    pairs, metrics = found
+    values = significance.settings_of(session, phase=phase, pairs=pairs, metrics=metrics)
+    row = SignificanceGroups(
+        phase_id=phase.id, digest="new", settings=values,
+        groups={str(run_id): {m: 1 + (run_id + i) % 4 for i, m in enumerate(metrics)}
+                for run_id, _ in pairs[:grouped]},
+        elapsed_ms=1, computed_at=now)
+    session.add(row)
+    session.flush()  # a new id (the board's version names it), then the only one
+    session.execute(delete(SignificanceGroups).where(SignificanceGroups.phase_id == phase.id,
+                                                     SignificanceGroups.id != row.id))
+    row.digest = significance.digest_of(values)
+    session.flush()
+    assert prepared_boards.store_prepared(session, phase=phase, now=now)
+    session.commit()
+
+
+def _forget_groups() -> None:
+    """What another process lacks: the groups this one stored or read, and their digests."""
+    stored_rows._GROUPS.clear()
+    stored_rows._DIGESTED.clear()
+    stored_rows._CODED.clear()
+    stored_rows._GROUP_CODES.clear()
+
+
+class _Heads:
+    """The bytes of each version head (its frame) a worker reads (prepared._stored_in_parts'
+    frame, as the head query gives it)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.sizes: list[int] = []
+        real = prepared_boards._stored_in_parts
+
+        def counted(session: Any, **kwargs: Any) -> Any:
+            self.sizes.append(len(json.dumps(kwargs["frame"])))
+            return real(session, **kwargs)
+
+        monkeypatch.setattr(prepared_boards, "_stored_in_parts", counted)
+
+
+def _bodies(client) -> list[bytes]:
+    return [client.get(url).get_data() for url in URLS]
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_versions_head_read_by_another_worker_does_not_grow_with_the_grouped_runs(
+        app, client, session, world, tiny_data, now, monkeypatch) -> None:
+    """A grouping of 5 runs, then one of every run (62): the head the other worker reads is
+    the same size for both (the groups named by digest; inline, it grew by each grouped run's
+    groups); the groups are read once per grouping it does not hold, their cells numbered for
+    the API JSON as stored (no run's groups read one by one), and its page, API JSON and CSV
+    are the bytes of the worker that built the version."""
+    phase = world["phase"]
+    _board(client, world, tiny_data, session, phase)
+    heads = _Heads(monkeypatch)
+    for grouped in (5, None):
+        _grouping(session, phase, now, grouped)
+        built = _bodies(client)  # from the board this process built (its memo)
+        assert b'"groups": {"' in built[1]
+        _as_another_process()
+        _forget_groups()
+        read, one_by_one = stored_rows.groups_read_stored[0], stored_rows.groups_read[0]
+        assert _bodies(client) == built
+        assert stored_rows.groups_read_stored[0] - read == 1
+        assert stored_rows.groups_read[0] == one_by_one
+    assert len(heads.sizes) >= 2 and len(set(heads.sizes)) == 1, heads.sizes
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_grouping_is_digested_and_stored_once_and_read_once_by_a_worker(
+        app, client, session, world, tiny_data, now, monkeypatch) -> None:
+    """A version of the same grouping stored again (a team renamed: new version, same groups,
+    a new dict from the database): its writer neither digests nor stores the groups again,
+    and a worker that read the version before reads no groups, with the renamed team shown."""
+    phase = world["phase"]
+    _board(client, world, tiny_data, session, phase)
+    _forget_groups()
+    digested, written = stored_rows.groups_digested[0], stored_rows.groups_written[0]
+    _grouping(session, phase, now, None)
+    assert stored_rows.groups_digested[0] - digested == 1
+    assert stored_rows.groups_written[0] - written == 1
+    _as_another_process()
+    _bodies(client)  # this worker reads the grouped version (its groups now held)
+    read = stored_rows.groups_read_stored[0]
+    session.execute(update(Team).where(Team.name == "bulk 0003").values(name="renamed 0003"))
+    session.commit()
+    prepared_boards._memo.clear()
+    assert prepared_boards.store_prepared(session, phase=phase, now=now)
+    session.commit()
+    assert stored_rows.groups_digested[0] - digested == 1
+    assert stored_rows.groups_written[0] - written == 1
+    built = _bodies(client)
+    _as_another_process()
+    assert _bodies(client) == built and b"renamed 0003" in built[0]
+    assert stored_rows.groups_read_stored[0] == read
+    assert session.scalar(select(func.count()).select_from(PreparedBoardGroups)) == 1
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_version_stored_with_its_groups_inline_still_reads(
+        app, client, session, world, tiny_data, now) -> None:
+    """A version stored by a tree before groups were apart (its frame holds the groups, no
+    groups row): read by another worker, the same bytes as the built board's."""
+    phase = world["phase"]
+    _board(client, world, tiny_data, session, phase)
+    _grouping(session, phase, now, None)
+    built = _bodies(client)
+    row = session.scalars(select(PreparedBoard).where(PreparedBoard.phase_id == phase.id)).one()
+    frame = dict(row.data["parts"])
+    digest = frame.pop("groups_digest")
+    frame["groups"] = stored_rows._groups_of_text(session.scalar(
+        select(PreparedBoardGroups.body).where(PreparedBoardGroups.digest == digest)))
+    assert len(frame["groups"]) == 62
+    session.execute(update(PreparedBoard).where(PreparedBoard.id == row.id)
+                    .values(data={**row.data, "parts": frame}))
+    session.execute(delete(PreparedBoardGroups))
+    session.commit()
+    _as_another_process()
+    _forget_groups()
+    prepared_boards._views.clear()
+    assert _bodies(client) == built
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_groups_no_stored_version_names_are_deleted(
+        app, client, session, world, tiny_data, now) -> None:
+    """Each grouping's groups stay while a stored version names them: a newer grouping's
+    version replaces the older's row, and so does an upload's version (the groups of its
+    own grouping, or none while pending): only the groups a stored version names stay."""
+    phase = world["phase"]
+    _board(client, world, tiny_data, session, phase)
+
+    def stored() -> list[str]:
+        return list(session.scalars(select(PreparedBoardGroups.digest)))
+
+    _grouping(session, phase, now, 5)
+    first = stored()
+    _grouping(session, phase, now, None)
+    second = stored()
+    named = session.scalar(select(PreparedBoard.data).where(PreparedBoard.phase_id == phase.id))
+    assert len(first) == len(second) == 1 and first != second
+    assert named["parts"]["groups_digest"] == second[0]
+    _upload(client, world, tiny_data, "b", "third", 0.5)
+    session.commit()
+    found = session.scalars(select(PreparedBoard).where(PreparedBoard.phase_id == phase.id)
+                            ).all()
+    named_now = {row.data["parts"].get("groups_digest") for row in found} - {None}
+    assert set(stored()) == named_now and second[0] not in named_now
+
+
+def test_migration_0054_goes_up_and_down(tmp_path: Path) -> None:
+    """Up: the groups table; down: it dropped with the versions that name their groups by
+    digest (an older tree would read them without groups), the others kept; up again."""
+    url = f"sqlite:///{tmp_path / 'm.sqlite'}"
+    cfg = alembic_config(url)
+    command.upgrade(cfg, "0054_board_groups_apart")
+    engine = make_engine(url)
+    at, later = "2012-04-02 12:00:00", "2012-04-09 12:00:00"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO task (id, name, title, description, definition_text, definition_digest,"
+            f" created_at, updated_at) VALUES (1, 't', 'T', '', '', 'x', '{at}', '{at}')")
+        conn.exec_driver_sql(
+            "INSERT INTO phase (id, task_id, slug, name, kind, opens_at, closes_at, "
+            "late_policy, visibility, created_at) VALUES (1, 1, 'p', 'P', 'evaluation', "
+            f"'{at}', '{later}', 'reject', 'hidden', '{at}')")
+        conn.exec_driver_sql("INSERT INTO prepared_board_groups (phase_id, digest, body) "
+                             "VALUES (1, 'd1', '{}')")
+        for version, parts in (("named", {"groups_digest": "d1"}), ("inline", {"groups": {}})):
+            conn.exec_driver_sql(
+                "INSERT INTO prepared_board (phase_id, version, data, csv_text, json_text, "
+                "groups_pending, built_at, elapsed_ms) VALUES (1, ?, ?, '', '', 0, ?, 1)",
+                (version, json.dumps({"parts": parts}), at))
+    command.downgrade(cfg, "0053_board_frame_edits")
+    with engine.connect() as conn:
+        assert "prepared_board_groups" not in conn.dialect.get_table_names(conn)
+        assert [row[0] for row in conn.exec_driver_sql(
+            "SELECT version FROM prepared_board")] == ["inline"]
+    command.upgrade(cfg, "head")
+    with engine.connect() as conn:
+        assert "prepared_board_groups" in conn.dialect.get_table_names(conn)
+    engine.dispose()
+
+
+def test_groups_read_from_their_stored_text_give_each_run_the_cell_the_dict_gives() -> None:
+    """Groups stored as runs, cell numbers and distinct cells read back equal, in order; the
+    cells a JSON body takes from them (numbered as stored) are, run by run, those numbered from
+    the dict of every run's groups, a run grouped by none of the keys and one by no metric
+    included."""
+    keys = ("ALL", "Mean")
+    groups = {"7": {"ALL": 1, "Mean": 2}, "3": {"other": 4}, "12": {"ALL": 1, "Mean": 2},
+              "5": {"Mean": 3, "other": 1}, "40": {}, "2": {"ALL": 2}}
+    read = stored_rows._groups_of_text(stored_rows.groups_text(groups))
+    assert read == groups and list(read) == list(groups)
+
+    def cells(found: Any) -> dict[int, bytes]:
+        runs, codes, cell_of = found
+        return {int(run): cell_of.get(int(code), b"{}")
+                for run, code in zip(runs, codes, strict=True)}
+
+    stored_rows._GROUP_CODES.clear()
+    read_before = stored_rows.groups_read[0]
+    coded = cells(stored_rows._group_codes(read, keys))
+    assert stored_rows.groups_read[0] == read_before  # numbered as stored
+    _forget_groups()
+    plain = cells(stored_rows._group_codes(json.loads(json.dumps(groups)), keys))
+    assert coded == plain and plain[3] == b"{}" and plain[5] == b'{"Mean": 3}'
