@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import Flask
+
 
 def post_worker_init(worker: Any) -> None:
     """Each worker, its app loaded: what a first large upload would load, loaded now
     (semboard.serve.preload), and without Redis its groups process started, so a worker's
     first upload costs the upload only."""
-    # gunicorn loads this file before the app: the app's modules are imported here, not there
-    from flask import Flask
-
-    from semboard.jobs import boards
-    from semboard.serve.preload import preload
+    from semboard.jobs import boards  # gunicorn loads this file before the app: not at the top
+    from semboard.serve.preload import preload  # likewise
 
     preload()
     if isinstance(worker.wsgi, Flask):  # the app gunicorn serves (not a wrapped WSGI callable)
