@@ -1,9 +1,11 @@
-"""Alembic: an empty database upgraded to head matches the models exactly."""
+"""Alembic: an empty database upgraded to head matches the models exactly, and data migrations
+keep or drop what they say (0046, 0054), up and down."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
@@ -72,29 +74,36 @@ def test_flask_db_upgrade_command(tmp_path: Path) -> None:
     assert _diffs(url) == []
 
 
+AT, LATER = "2012-04-02 12:00:00", "2012-04-09 12:00:00"
+
+
+def _task_with_phases(conn: Any, phase_ids: tuple[int, ...]) -> None:
+    """Task 1 and these phases of it, written in SQL (the models may be ahead of the schema)."""
+    conn.exec_driver_sql(
+        "INSERT INTO task (id, name, title, description, definition_text, definition_digest,"
+        f" created_at, updated_at) VALUES (1, 't', 'T', '', '', 'x', '{AT}', '{AT}')")
+    for phase_id in phase_ids:
+        conn.exec_driver_sql(
+            "INSERT INTO phase (id, task_id, slug, name, kind, opens_at, closes_at, "
+            "late_policy, visibility, created_at) VALUES "
+            f"({phase_id}, 1, 'p{phase_id}', 'P', 'evaluation', '{AT}', '{LATER}', 'reject', "
+            f"'hidden', '{AT}')")
+
+
 def _marked_drafts(url: str) -> None:
     """0046: a gold-correction draft written before it lists every phase's scores, so it is
     marked with all its task's phases; other drafts and sent ones are not."""
     cfg = alembic_config(url)
     command.upgrade(cfg, "0043_board_change_triggers")
     engine = make_engine(url)
-    at, later = "2012-04-02 12:00:00", "2012-04-09 12:00:00"
     with engine.begin() as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO task (id, name, title, description, definition_text, definition_digest,"
-            f" created_at, updated_at) VALUES (1, 't', 'T', '', '', 'x', '{at}', '{at}')")
-        for phase_id in (1, 2):
-            conn.exec_driver_sql(
-                "INSERT INTO phase (id, task_id, slug, name, kind, opens_at, closes_at, "
-                "late_policy, visibility, created_at) VALUES "
-                f"({phase_id}, 1, 'p{phase_id}', 'P', 'evaluation', '{at}', '{later}', 'reject', "
-                f"'hidden', '{at}')")
+        _task_with_phases(conn, (1, 2))
         for row_id, kind, status, sent in ((1, "gold-correction", "draft", "NULL"),
                                            (2, "deadline", "draft", "NULL"),
-                                           (3, "gold-correction", "sent", f"'{at}'")):
+                                           (3, "gold-correction", "sent", f"'{AT}'")):
             conn.exec_driver_sql(
                 "INSERT INTO announcement (id, task_id, kind, status, title, body, created_at, "
-                f"sent_at) VALUES ({row_id}, 1, '{kind}', '{status}', 't', 'b', '{at}', {sent})")
+                f"sent_at) VALUES ({row_id}, 1, '{kind}', '{status}', 't', 'b', '{AT}', {sent})")
     engine.dispose()
     command.upgrade(cfg, "head")
     engine = make_engine(url)
@@ -115,3 +124,39 @@ def test_sqlite_old_gold_drafts_are_marked(tmp_path: Path) -> None:
 @pytest.mark.postgres
 def test_postgres_old_gold_drafts_are_marked(postgres_url: str) -> None:
     _marked_drafts(postgres_url)
+
+
+def _groups_apart(url: str) -> None:
+    """0054: up, the groups table; down, it dropped with the versions that name their groups by
+    digest (an older tree would read them without groups), the others kept; up again."""
+    cfg = alembic_config(url)
+    command.upgrade(cfg, "0054_board_groups_apart")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        _task_with_phases(conn, (1,))
+        conn.exec_driver_sql("INSERT INTO prepared_board_groups (phase_id, digest, body) "
+                             "VALUES (1, 'd1', '{}')")
+        for version, parts in (("named", {"groups_digest": "d1"}), ("inline", {"groups": {}})):
+            conn.exec_driver_sql(
+                "INSERT INTO prepared_board (phase_id, version, data, csv_text, json_text, "
+                f"groups_pending, built_at, elapsed_ms) VALUES (1, '{version}', "
+                f"'{json.dumps({'parts': parts})}', '', '', false, '{AT}', 1)")
+    command.downgrade(cfg, "0053_board_frame_edits")
+    with engine.connect() as conn:
+        assert "prepared_board_groups" not in conn.dialect.get_table_names(conn)
+        assert [row[0] for row in conn.exec_driver_sql(
+            "SELECT version FROM prepared_board")] == ["inline"]
+    command.upgrade(cfg, "head")
+    with engine.connect() as conn:
+        assert "prepared_board_groups" in conn.dialect.get_table_names(conn)
+    engine.dispose()
+    assert _diffs(url) == []
+
+
+def test_sqlite_board_groups_go_apart_and_back(tmp_path: Path) -> None:
+    _groups_apart(f"sqlite:///{tmp_path / 'm.sqlite'}")
+
+
+@pytest.mark.postgres
+def test_postgres_board_groups_go_apart_and_back(postgres_url: str) -> None:
+    _groups_apart(postgres_url)

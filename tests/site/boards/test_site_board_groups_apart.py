@@ -2,20 +2,16 @@
 a version names its groups by digest, a grouping is digested and stored once, a worker that did
 not store a version reads a head of the same bytes whether 5 or every run is grouped, and reads
 the groups only where it does not hold them; versions stored with their groups inline still
-read; groups no stored version names are deleted; migration 0054 goes up and down."""
+read; groups no stored version names are deleted (migration 0054: test_site_migrations.py)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic import command
 from sqlalchemy import delete, func, select, update
 
-from semboard.cli.core import alembic_config
-from semboard.db import make_engine
 from semboard.models import (
     PreparedBoard,
     PreparedBoardGroups,
@@ -198,40 +194,6 @@ def test_groups_no_stored_version_names_are_deleted(
                             ).all()
     named_now = {row.data["parts"].get("groups_digest") for row in found} - {None}
     assert set(stored()) == named_now and second[0] not in named_now
-
-
-def test_migration_0054_goes_up_and_down(tmp_path: Path) -> None:
-    """Up: the groups table; down: it dropped with the versions that name their groups by
-    digest (an older tree would read them without groups), the others kept; up again."""
-    url = f"sqlite:///{tmp_path / 'm.sqlite'}"
-    cfg = alembic_config(url)
-    command.upgrade(cfg, "0054_board_groups_apart")
-    engine = make_engine(url)
-    at, later = "2012-04-02 12:00:00", "2012-04-09 12:00:00"
-    with engine.begin() as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO task (id, name, title, description, definition_text, definition_digest,"
-            f" created_at, updated_at) VALUES (1, 't', 'T', '', '', 'x', '{at}', '{at}')")
-        conn.exec_driver_sql(
-            "INSERT INTO phase (id, task_id, slug, name, kind, opens_at, closes_at, "
-            "late_policy, visibility, created_at) VALUES (1, 1, 'p', 'P', 'evaluation', "
-            f"'{at}', '{later}', 'reject', 'hidden', '{at}')")
-        conn.exec_driver_sql("INSERT INTO prepared_board_groups (phase_id, digest, body) "
-                             "VALUES (1, 'd1', '{}')")
-        for version, parts in (("named", {"groups_digest": "d1"}), ("inline", {"groups": {}})):
-            conn.exec_driver_sql(
-                "INSERT INTO prepared_board (phase_id, version, data, csv_text, json_text, "
-                "groups_pending, built_at, elapsed_ms) VALUES (1, ?, ?, '', '', 0, ?, 1)",
-                (version, json.dumps({"parts": parts}), at))
-    command.downgrade(cfg, "0053_board_frame_edits")
-    with engine.connect() as conn:
-        assert "prepared_board_groups" not in conn.dialect.get_table_names(conn)
-        assert [row[0] for row in conn.exec_driver_sql(
-            "SELECT version FROM prepared_board")] == ["inline"]
-    command.upgrade(cfg, "head")
-    with engine.connect() as conn:
-        assert "prepared_board_groups" in conn.dialect.get_table_names(conn)
-    engine.dispose()
 
 
 def test_groups_read_from_their_stored_text_give_each_run_the_cell_the_dict_gives() -> None:
