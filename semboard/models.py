@@ -779,7 +779,8 @@ class PreparedBoardFrame(Base):
 
 class PreparedBoardGroups(Base):
     """A phase's stored board groups ({run id: {metric: group}}; `body`: stored.groups_text,
-    the runs, each one's cell number and each distinct cell once) under a digest (`digest`). A version stored in parts names its groups by that digest
+    the runs, each one's cell number and each distinct cell once) under a digest (`digest`).
+    A version stored in parts names its groups by that digest
     (`PreparedBoard.data["parts"]["groups_digest"]`), so a board's groups are stored once per
     grouping, not once per version, and a process that holds them reads no more of them.
     """
