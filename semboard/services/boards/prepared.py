@@ -1007,7 +1007,6 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
     """
     if prepared.stored or prepared.stale:  # a stand-in is no build of the current version
         return False
-    groups_digest: str | None = None  # the groups the version names (kept: no other of it)
     if prepared.parts is None:
         assert prepared.data is not None  # a built board has its data
         # the board itself is stored once, as the JSON download; `data` what pages add to it
@@ -1047,7 +1046,7 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         groups = frame.pop("groups", None)
         frame.pop("groups_digest", None)
         if groups:
-            groups_digest = frame["groups_digest"] = stored_rows.store_groups(
+            frame["groups_digest"] = stored_rows.store_groups(
                 session, prepared.phase_id, groups, (found[2] for found in stored_now))
         else:
             frame["groups"] = {}
@@ -1069,7 +1068,6 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         prepared.stored_keys = prepared.parts.rows.keys()  # a view: no copy of every key
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
                                                 PreparedBoard.version != prepared.version))
-    stored_rows.store_groups_kept(session, prepared.phase_id, groups_digest)
     if prepared.serial is not None and prepared.serial > CHANGES_KEPT:
         # a range of the (phase, serial) index: nothing read where nothing is that old
         session.execute(delete(BoardChange).where(
