@@ -375,8 +375,9 @@ def _groups_of_text(text: str) -> dict[str, dict[str, int]]:
 _CODED: list[tuple[dict[str, dict[str, int]], list[str], list[int],
                    list[dict[str, int]]]] = []
 # The groups made last from a grouping before by stored edits: those groups, the grouping
-# they were made from, and the runs whose groups changed, came or went (_group_codes numbers
-# those, not every run, where it numbered the grouping before)
+# they were made from (or the one numbered before that, where that was not numbered), and the
+# runs whose groups changed, came or went since (_group_codes numbers those, not every run,
+# where it numbered that grouping)
 _EDITED: list[tuple[dict[str, dict[str, int]], dict[str, dict[str, int]], list[str]]] = []
 
 
@@ -409,7 +410,8 @@ def _groups_edited(base: dict[str, dict[str, int]], bodies: list[str]
                    ) -> dict[str, dict[str, int]]:
     """`base` with the stored edits (_groups_edit's texts) applied in turn: a copy of its dict
     (in C) with the runs that went taken out and the changed runs' groups set, each read once
-    (_EDITED keeps the runs touched: their cells are numbered, not every run's)."""
+    (_EDITED keeps the runs touched since the grouping numbered last: their cells are
+    numbered, not every run's)."""
     groups = dict(base)
     touched: set[str] = set()
     for body in bodies:
@@ -422,6 +424,13 @@ def _groups_edited(base: dict[str, dict[str, int]], bodies: list[str]
         touched.update(found["went"])
         touched.update(changed)
         groups_runs_read[0] += len(found["went"]) + len(changed)
+    prior = _EDITED[0] if _EDITED else None
+    numbered = _GROUP_CODES[0][5] if _GROUP_CODES else None
+    if prior is not None and prior[0] is base and numbered is not base:
+        # base was itself made by edits and never numbered (a page read it): these are
+        # numbered from the grouping before it, its runs touched too
+        base = prior[1]
+        touched.update(prior[2])
     _EDITED[:] = [(groups, base, sorted(touched, key=int))]
     return groups
 

@@ -21,6 +21,7 @@ from semboard.services.boards import stored as stored_rows
 from tests.site.boards.test_site_board_deployed import _as_another_process, _upload
 from tests.site.boards.test_site_board_groups_apart import (
     DATABASES,
+    URLS,
     _board,
     _bodies,
     _forget_groups,
@@ -114,6 +115,32 @@ def test_another_worker_reads_and_numbers_the_runs_a_new_grouping_changed(
     runs_read = stored_rows.groups_runs_read[0]
     assert _bodies(client) == built  # the whole grouping before and the edit
     assert stored_rows.groups_runs_read[0] - runs_read == 62 + 3
+
+
+def test_a_worker_numbers_the_runs_changed_since_the_grouping_it_numbered_last(
+        app, client, session, world, tiny_data, now) -> None:
+    """A worker numbered a grouping (its API JSON), then read the next by its edit for a page
+    only (3 runs moved, not numbered): the API JSON of the one after (2 more runs moved)
+    numbers those 5 runs' groups, not every run's, and is the writer's."""
+    phase = world["phase"]
+    _board(client, world, tiny_data, session, phase)
+    _whole_grouping(session, phase, now)
+    _as_another_process()
+    _forget_groups()
+    _bodies(client)
+    other = _held()
+    for moved in (3, 5):
+        _grouping(session, phase, now, None, moved=moved)
+        built = client.get(URLS[1]).get_data()
+        _as_another_process()
+        _hold(other)
+        numbered = stored_rows.groups_numbered[0]
+        if moved == 3:
+            assert client.get(PAGE).status_code == 200
+        else:
+            assert client.get(URLS[1]).get_data() == built
+        assert stored_rows.groups_numbered[0] - numbered == (0 if moved == 3 else 5)
+        other = _held()
 
 
 @pytest.mark.parametrize("database_url", DATABASES, indirect=True)
