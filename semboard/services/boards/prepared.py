@@ -1040,9 +1040,10 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         # version before, or a checkpoint of every key): a version writes and a reader that
         # has the version before reads its edits, not every key
         keys = frame.pop("keys")
-        # the groups apart too, once per grouping (stored.store_groups): a version names them
-        # by digest, and a reader that holds them reads none (a board's groups: 250 kB at
-        # 5,000 grouped runs, parsed per version read)
+        # the groups apart too, once per grouping (stored.store_groups: the edit against the
+        # grouping before): a version names them by digest, and a reader that holds them reads
+        # none, one that holds the grouping before its changed runs' (a board's groups: 250 kB
+        # at 5,000 grouped runs, parsed per version read)
         groups = frame.pop("groups", None)
         frame.pop("groups_digest", None)
         if groups:
