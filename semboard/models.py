@@ -778,11 +778,15 @@ class PreparedBoardFrame(Base):
 
 
 class PreparedBoardGroups(Base):
-    """A phase's stored board groups ({run id: {metric: group}}; `body`: stored.groups_text,
-    the runs, each one's cell number and each distinct cell once) under a digest (`digest`).
-    A version stored in parts names its groups by that digest
-    (`PreparedBoard.data["parts"]["groups_digest"]`), so a board's groups are stored once per
-    grouping, not once per version, and a process that holds them reads no more of them.
+    """A phase's stored board groups ({run id: {metric: group}}) under a digest (`digest`), as
+    a checkpoint or as an edit against the grouping before, as the frames are.
+
+    A checkpoint (`base` NULL; `body`: stored.groups_text, the runs, each one's cell number and
+    each distinct cell once) holds every run's groups; an edit holds the runs whose groups
+    changed or came, the same way, and the runs that went, against the grouping `base` names
+    (`edits` counts the changes since the checkpoint). A version stored in parts names its
+    groups by digest (`PreparedBoard.data["parts"]["groups_digest"]`), so a board's groups are
+    stored once per grouping, and a process that holds the grouping before reads its changes.
     """
 
     __tablename__ = "prepared_board_groups"
@@ -791,6 +795,8 @@ class PreparedBoardGroups(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
     digest: Mapped[str] = mapped_column(String(64))
+    base: Mapped[str | None] = mapped_column(String(64))
+    edits: Mapped[int] = mapped_column(Integer, server_default="0")
     body: Mapped[str] = mapped_column(Text)
 
 

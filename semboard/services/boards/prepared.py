@@ -1007,7 +1007,6 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
     """
     if prepared.stored or prepared.stale:  # a stand-in is no build of the current version
         return False
-    groups_digest: str | None = None  # the groups the version names (kept: no other of it)
     if prepared.parts is None:
         assert prepared.data is not None  # a built board has its data
         # the board itself is stored once, as the JSON download; `data` what pages add to it
@@ -1041,13 +1040,14 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         # version before, or a checkpoint of every key): a version writes and a reader that
         # has the version before reads its edits, not every key
         keys = frame.pop("keys")
-        # the groups apart too, once per grouping (stored.store_groups): a version names them
-        # by digest, and a reader that holds them reads none (a board's groups: 250 kB at
-        # 5,000 grouped runs, parsed per version read)
+        # the groups apart too, once per grouping (stored.store_groups: the edit against the
+        # grouping before): a version names them by digest, and a reader that holds them reads
+        # none, one that holds the grouping before its changed runs' (a board's groups: 250 kB
+        # at 5,000 grouped runs, parsed per version read)
         groups = frame.pop("groups", None)
         frame.pop("groups_digest", None)
         if groups:
-            groups_digest = frame["groups_digest"] = stored_rows.store_groups(
+            frame["groups_digest"] = stored_rows.store_groups(
                 session, prepared.phase_id, groups, (found[2] for found in stored_now))
         else:
             frame["groups"] = {}
@@ -1069,7 +1069,6 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         prepared.stored_keys = prepared.parts.rows.keys()  # a view: no copy of every key
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
                                                 PreparedBoard.version != prepared.version))
-    stored_rows.store_groups_kept(session, prepared.phase_id, groups_digest)
     if prepared.serial is not None and prepared.serial > CHANGES_KEPT:
         # a range of the (phase, serial) index: nothing read where nothing is that old
         session.execute(delete(BoardChange).where(

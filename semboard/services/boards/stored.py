@@ -187,86 +187,121 @@ def _insert(session: Session) -> Any:
             else sqlite_insert)
 
 
+def _store_link(session: Session, table: Any, phase_id: int, digest: str, base: str | None,
+                count: int, size: int, edit: Callable[[], str], whole: Callable[[], str]
+                ) -> bool | None:
+    """Store `digest`'s row of a chain table (frames, groupings) unless it is stored: as an
+    edit of `count` changes (`edit()`, its body) against `base` where that is stored after the
+    newest checkpoint and the edits since the checkpoint stay within the share of `size`, else
+    as a checkpoint (`whole()`; then the rows older than the checkpoint before it are deleted:
+    no stored version starts from them). Whether an edit was written (None: none written)."""
+    newest = select(func.max(table.id)).where(table.phase_id == phase_id, table.base.is_(None))
+    # each row's edits since its checkpoint, and whether it comes after the newest one (an
+    # older chain is not extended: deleted with its checkpoint, it would lose its start)
+    found = {row[0]: row[1:] for row in session.execute(
+        select(table.digest, table.edits, table.id >= func.coalesce(newest.scalar_subquery(), 0))
+        .where(table.phase_id == phase_id,
+               table.digest.in_([digest] if base is None else [digest, base])))}
+    if digest in found:  # stored before (a version of the same rows or groups)
+        return None
+    insert = _insert(session)(table).on_conflict_do_nothing()
+    if base in found and found[base][1]:
+        edits = found[base][0] + count
+        if edits <= max(CHECKPOINT_MIN, CHECKPOINT_SHARE * size):
+            session.execute(insert, [{"phase_id": phase_id, "digest": digest, "base": base,
+                                      "edits": edits, "body": edit()}])
+            return True
+    session.execute(insert, [{"phase_id": phase_id, "digest": digest, "base": None,
+                              "edits": 0, "body": whole()}])
+    _drop_generations(session, table, phase_id, digest)
+    return False
+
+
+def _drop_generations(session: Session, table: Any, phase_id: int, digest: str) -> None:
+    """Delete a chain table's rows older than the checkpoint before `digest`'s own (one
+    generation kept: a version stored meanwhile starts from it)."""
+    this = select(table.id).where(table.phase_id == phase_id, table.digest == digest)
+    own = select(func.max(table.id)).where(table.phase_id == phase_id, table.base.is_(None),
+                                           table.id <= this.scalar_subquery())
+    before = session.scalar(select(func.max(table.id)).where(
+        table.phase_id == phase_id, table.base.is_(None), table.id < own.scalar_subquery()))
+    if before is not None:
+        session.execute(delete(table).where(table.phase_id == phase_id, table.id < before))
+
+
 def store_frame(session: Session, phase_id: int, keys: list[str], digest: str,
                 delta: dict[str, Any] | None) -> None:
     """Store the row order `keys` (named by `digest`) unless it is stored: as `delta`'s edits
     against its base's frame where that is stored and the edits since its checkpoint stay
-    within the share, else as a checkpoint of every key (then the frames older than the
-    checkpoint before it are deleted: no stored version starts from them)."""
-    frame = PreparedBoardFrame
-    base = delta.get("base") if delta is not None else None
-    newest = select(func.max(frame.id)).where(frame.phase_id == phase_id, frame.base.is_(None))
-    # each frame's edits since its checkpoint, and whether it comes after the newest one (an
-    # older chain is not extended: deleted with its checkpoint, it would lose its start)
-    found = {row[0]: row[1:] for row in session.execute(
-        select(frame.digest, frame.edits, frame.id >= func.coalesce(newest.scalar_subquery(), 0))
-        .where(frame.phase_id == phase_id,
-               frame.digest.in_([digest] if base is None else [digest, base])))}
-    if digest in found:  # the same rows as a version stored before (its groups came, say)
-        return
-    insert = _insert(session)(frame).on_conflict_do_nothing()
-    if delta is not None and base in found and found[base][1]:
-        edits = found[base][0] + len(delta["went"]) + len(delta["added"])
-        if edits <= max(CHECKPOINT_MIN, CHECKPOINT_SHARE * len(keys)):
-            frame_keys_written[0] += len(delta["added"])
-            session.execute(insert, [{"phase_id": phase_id, "digest": digest, "base": base,
-                                      "edits": edits, "body": json.dumps(
-                                          {"went": delta["went"], "added": delta["added"]})}])
-            return
-    frame_keys_written[0] += len(keys)
-    session.execute(insert, [{"phase_id": phase_id, "digest": digest, "base": None,
-                              "edits": 0, "body": "\n".join(keys)}])
-    this = select(frame.id).where(frame.phase_id == phase_id, frame.digest == digest)
-    before = session.scalar(select(func.max(frame.id)).where(
-        frame.phase_id == phase_id, frame.base.is_(None), frame.id < this.scalar_subquery()))
-    if before is not None:  # one generation kept: a version stored meanwhile starts from it
-        session.execute(delete(frame).where(frame.phase_id == phase_id, frame.id < before))
+    within the share, else as a checkpoint of every key (_store_link)."""
+    went, added = (delta["went"], delta["added"]) if delta is not None else ([], [])
+    edit = _store_link(session, PreparedBoardFrame, phase_id, digest,
+                       delta.get("base") if delta is not None else None,
+                       len(went) + len(added), len(keys),
+                       lambda: json.dumps({"went": went, "added": added}),
+                       lambda: "\n".join(keys))
+    if edit is not None:
+        frame_keys_written[0] += len(added) if edit else len(keys)
+
+
+def _chain(session: Session, table: Any, phase_id: int, digest: str, known: str | None
+           ) -> tuple[bool, list[tuple[bool, str]]] | None:
+    """The stored bodies that make a chain table's row `digest`, oldest first, each with
+    whether it is a checkpoint: the edits since `known` (a row this process holds) where
+    `digest`'s edits start from it (then True first), else its checkpoint and the edits since;
+    None where it is not stored (or deleted meanwhile)."""
+    target = session.scalar(select(table.id).where(table.phase_id == phase_id,
+                                                   table.digest == digest))
+    if target is None:
+        return None
+    start = None
+    if known is not None:
+        start = session.scalar(select(table.id).where(table.phase_id == phase_id,
+                                                      table.digest == known))
+    if start is None or start > target:
+        known = None
+        start = session.scalar(select(func.max(table.id)).where(
+            table.phase_id == phase_id, table.base.is_(None), table.id <= target))
+        if start is None:
+            return None
+    links = {found: (row_id, base) for row_id, found, base in session.execute(
+        select(table.id, table.digest, table.base).where(
+            table.phase_id == phase_id, table.id >= start, table.id <= target))}
+    path: list[int] = []  # the rows to apply, newest first
+    at: str | None = digest
+    while known is None or at != known:
+        link = links.get(at) if at is not None else None
+        if link is None:  # its edits do not start from the known row: from the checkpoint
+            return None if known is None else _chain(session, table, phase_id, digest, None)
+        path.append(link[0])
+        if link[1] is None:  # a checkpoint
+            known = None
+            break
+        at = link[1]
+    checkpoints = {row_id for row_id, base in links.values() if base is None}
+    bodies: dict[int, str] = dict(session.execute(  # type: ignore[arg-type]
+        select(table.id, table.body).where(table.id.in_(path))).all())
+    if any(row_id not in bodies for row_id in path):  # deleted meanwhile (a newer checkpoint's)
+        return None
+    return known is not None, [(row_id in checkpoints, bodies[row_id])
+                               for row_id in reversed(path)]
 
 
 def frame_keys(session: Session, phase_id: int, digest: str,
                known: tuple[str | None, list[str]] | None = None) -> list[str] | None:
     """The row keys in order of the stored frame `digest`: `known` (a frame this process holds:
     its digest and keys) with the edits stored since applied where the frame's edits start
-    from it, else its checkpoint's keys with the edits since; None where it is not stored."""
+    from it, else its checkpoint's keys with the edits since (_chain); None where it is not
+    stored."""
     if known is not None and known[0] == digest:
         return list(known[1])
-    frame = PreparedBoardFrame
-    target = session.scalar(select(frame.id).where(frame.phase_id == phase_id,
-                                                   frame.digest == digest))
-    if target is None:
+    found = _chain(session, PreparedBoardFrame, phase_id, digest,
+                   known[0] if known is not None else None)
+    if found is None:
         return None
-    start = None
-    if known is not None and known[0] is not None:
-        start = session.scalar(select(frame.id).where(frame.phase_id == phase_id,
-                                                      frame.digest == known[0]))
-    if start is None or start > target:
-        known = None
-        start = session.scalar(select(func.max(frame.id)).where(
-            frame.phase_id == phase_id, frame.base.is_(None), frame.id <= target))
-        if start is None:
-            return None
-    links = {found: (frame_id, base) for frame_id, found, base in session.execute(
-        select(frame.id, frame.digest, frame.base).where(
-            frame.phase_id == phase_id, frame.id >= start, frame.id <= target))}
-    path: list[int] = []  # the frames to apply, newest first
-    at: str | None = digest
-    while known is None or at != known[0]:
-        link = links.get(at) if at is not None else None
-        if link is None:  # its edits do not start from the known frame: from the checkpoint
-            return None if known is None else frame_keys(session, phase_id, digest)
-        path.append(link[0])
-        if link[1] is None:  # a checkpoint
-            known = None
-            break
-        at = link[1]
-    keys = list(known[1]) if known is not None else []
-    checkpoints = {frame_id for frame_id, base in links.values() if base is None}
-    bodies = dict(session.execute(select(frame.id, frame.body).where(frame.id.in_(path))).all())
-    for frame_id in reversed(path):
-        body = bodies.get(frame_id)
-        if body is None:  # deleted meanwhile (a newer checkpoint's)
-            return None
-        if frame_id in checkpoints:
+    keys = list(known[1]) if found[0] and known is not None else []
+    for checkpoint, body in found[1]:
+        if checkpoint:
             keys = body.split("\n") if body else []
             frame_keys_read[0] += len(keys)
             continue
@@ -288,10 +323,12 @@ _GROUPS: LRU[str, dict[str, dict[str, int]]] = LRU(8)
 _DIGESTED: list[tuple[dict[str, dict[str, int]], str]] = []
 # Groups digested (their JSON hashed), written and read from the database (tests: a grouping
 # is digested and written once, whatever the versions stored with it; a reader that holds a
-# version's groups reads none)
+# version's groups reads none), and the runs' groups read from stored texts (tests: a reader
+# holding the grouping before reads the changed runs' only)
 groups_digested = [0]
 groups_written = [0]
 groups_read_stored = [0]
+groups_runs_read = [0]
 
 
 def groups_digest(groups: dict[str, dict[str, int]]) -> str:
@@ -306,16 +343,19 @@ def groups_digest(groups: dict[str, dict[str, int]]) -> str:
     return digest
 
 
-def groups_text(groups: dict[str, dict[str, int]]) -> str:
-    """A board's groups as stored: the runs in order, each one's number of its groups (its
-    cell) and each distinct cell once; parsed 3-4x faster than the dict of every run's own
-    (2 against 7.3 ms at 5,000 grouped runs)."""
+def _coded(groups: Mapping[str, dict[str, int]]) -> dict[str, Any]:
+    """Groups as stored: the runs in order, each one's number of its groups (its cell) and
+    each distinct cell once."""
     numbers: dict[tuple[tuple[str, int], ...], int] = {}
     codes = [numbers.setdefault(items, len(numbers))
              for items in map(tuple, map(dict.items, groups.values()))]
-    return json.dumps({"runs": list(groups), "codes": codes,
-                       "cells": [dict(items) for items in numbers]},
-                      ensure_ascii=False, separators=(",", ":"))
+    return {"runs": list(groups), "codes": codes, "cells": [dict(items) for items in numbers]}
+
+
+def groups_text(groups: dict[str, dict[str, int]]) -> str:
+    """A board's groups as stored (_coded); parsed 3-4x faster than the dict of every run's
+    own (2 against 7.3 ms at 5,000 grouped runs)."""
+    return json.dumps(_coded(groups), ensure_ascii=False, separators=(",", ":"))
 
 
 def _groups_of_text(text: str) -> dict[str, dict[str, int]]:
@@ -325,6 +365,7 @@ def _groups_of_text(text: str) -> dict[str, dict[str, int]]:
     found = json.loads(text)
     cells = found["cells"]
     groups = dict(zip(found["runs"], map(cells.__getitem__, found["codes"]), strict=True))
+    groups_runs_read[0] += len(groups)
     _CODED[:] = [(groups, found["runs"], found["codes"], cells)]
     return groups
 
@@ -333,6 +374,11 @@ def _groups_of_text(text: str) -> dict[str, dict[str, int]]:
 # and the distinct cells (groups_text)
 _CODED: list[tuple[dict[str, dict[str, int]], list[str], list[int],
                    list[dict[str, int]]]] = []
+# The groups made last from a grouping before by stored edits: those groups, the grouping
+# they were made from (or the one numbered before that, where that was not numbered), and the
+# runs whose groups changed, came or went since (_group_codes numbers those, not every run,
+# where it numbered that grouping)
+_EDITED: list[tuple[dict[str, dict[str, int]], dict[str, dict[str, int]], list[str]]] = []
 
 
 def _held(groups: dict[str, dict[str, int]], digest: str) -> None:
@@ -340,31 +386,83 @@ def _held(groups: dict[str, dict[str, int]], digest: str) -> None:
     _GROUPS.put(digest, groups)
 
 
+def _groups_edit(base: dict[str, dict[str, int]], groups: dict[str, dict[str, int]]
+                 ) -> tuple[int, str] | None:
+    """The edit that makes `groups` of `base` (its count of changes and its stored text: the
+    runs that went, and the runs whose groups changed or came as groups_text stores them);
+    None where it holds as many runs as the whole, or where applying it (_groups_edited) would
+    give the runs in another order (their digest is of their order)."""
+    went = [run for run in base if run not in groups]
+    changed = {run: cell for run, cell in groups.items() if base.get(run) != cell}
+    if len(went) + len(changed) >= len(groups):
+        return None
+    applied = dict(base)
+    for run in went:
+        del applied[run]
+    applied.update(changed)
+    if list(applied) != list(groups):
+        return None
+    return len(went) + len(changed), json.dumps({"went": went, **_coded(changed)},
+                                                ensure_ascii=False, separators=(",", ":"))
+
+
+def _groups_edited(base: dict[str, dict[str, int]], bodies: list[str]
+                   ) -> dict[str, dict[str, int]]:
+    """`base` with the stored edits (_groups_edit's texts) applied in turn: a copy of its dict
+    (in C) with the runs that went taken out and the changed runs' groups set, each read once
+    (_EDITED keeps the runs touched since the grouping numbered last: their cells are
+    numbered, not every run's)."""
+    groups = dict(base)
+    touched: set[str] = set()
+    for body in bodies:
+        found = json.loads(body)
+        for run in found["went"]:
+            groups.pop(run, None)
+        cells = found["cells"]
+        changed = dict(zip(found["runs"], map(cells.__getitem__, found["codes"]), strict=True))
+        groups.update(changed)
+        touched.update(found["went"])
+        touched.update(changed)
+        groups_runs_read[0] += len(found["went"]) + len(changed)
+    prior = _EDITED[0] if _EDITED else None
+    numbered = _GROUP_CODES[0][5] if _GROUP_CODES else None
+    if prior is not None and prior[0] is base and numbered is not base:
+        # base was itself made by edits and never numbered (a page read it): these are
+        # numbered from the grouping before it, its runs touched too
+        base = prior[1]
+        touched.update(prior[2])
+    _EDITED[:] = [(groups, base, sorted(touched, key=int))]
+    return groups
+
+
 def store_groups(session: Session, phase_id: int, groups: dict[str, dict[str, int]],
                  named: Iterable[str | None]) -> str:
     """Store a board's groups unless a stored version names them (`named`: the digests the
-    stored versions name; the row goes only with them, store_groups_kept); their digest."""
+    stored versions name); their digest. They are stored as the edit against the phase's
+    newest stored grouping where this process holds it (the grouping they follow, whether a
+    version names it or an upload's version, its groups pending, came between) and the
+    chain's edits stay within the share, else whole (_store_link: a whole one drops the
+    groupings older than the one before it)."""
     digest = groups_digest(groups)
     if digest not in set(named):
         groups_written[0] += 1
-        session.execute(_insert(session)(PreparedBoardGroups).on_conflict_do_nothing(), [
-            {"phase_id": phase_id, "digest": digest,
-             "body": groups_text(groups)}])
+        table = PreparedBoardGroups
+        base = session.scalar(select(table.digest).where(table.phase_id == phase_id)
+                              .order_by(table.id.desc()).limit(1))
+        held = _GROUPS.get(base) if base is not None else None
+        edit = _groups_edit(held, groups) if held is not None else None
+        _store_link(session, table, phase_id, digest, base if edit is not None else None,
+                    edit[0] if edit is not None else 0, len(groups),
+                    lambda: edit[1] if edit is not None else "", lambda: groups_text(groups))
     return digest
 
 
-def store_groups_kept(session: Session, phase_id: int, digest: str | None) -> None:
-    """Delete the phase's stored groups but `digest`'s (those of the one version left)."""
-    table = PreparedBoardGroups
-    session.execute(delete(table).where(table.phase_id == phase_id,
-                                        *([table.digest != digest] if digest else [])))
-
-
 def _groups_statement() -> Any:
-    """The query of a phase's stored groups by their digest, built once."""
+    """The query of a phase's stored groups by their digest (the grouping its edit starts
+    from, and its text), built once."""
     global _groups_by_digest
     if _groups_by_digest is None:
-        _groups_by_digest = select(PreparedBoardGroups.body).where(
+        _groups_by_digest = select(PreparedBoardGroups.base, PreparedBoardGroups.body).where(
             PreparedBoardGroups.phase_id == bindparam("phase_id", type_=Integer),
             PreparedBoardGroups.digest == bindparam("digest"))
     return _groups_by_digest
@@ -373,20 +471,47 @@ def _groups_statement() -> Any:
 _groups_by_digest: Any = None
 
 
+def _read_groups(session: Any, phase_id: int, digest: str) -> dict[str, dict[str, int]] | None:
+    """A stored grouping read: whole where it is a checkpoint, else its edit applied to the
+    grouping it follows where this process holds that one (one query, as for a whole one),
+    else the edits since the last grouping this process read or its checkpoint (_chain);
+    None where it is no longer stored."""
+    found = session.execute(_groups_statement(), {"phase_id": phase_id, "digest": digest}
+                            ).one_or_none()
+    if found is None:
+        return None
+    base, body = found
+    if base is None:
+        return _groups_of_text(body)
+    held = _GROUPS.get(base)
+    if held is not None:
+        return _groups_edited(held, [body])
+    last = _DIGESTED[0] if _DIGESTED else None
+    chain = _chain(session, PreparedBoardGroups, phase_id, digest,
+                   last[1] if last is not None else None)
+    if chain is None:
+        return None
+    from_known, bodies = chain
+    if from_known and last is not None:
+        return _groups_edited(last[0], [text for _, text in bodies])
+    whole = _groups_of_text(bodies[0][1])
+    return _groups_edited(whole, [text for _, text in bodies[1:]]) if bodies[1:] else whole
+
+
 def with_groups(session: Any, phase_id: int, frame: dict[str, Any]) -> dict[str, Any] | None:
     """A stored frame with its board's groups: those it names by digest (held by this process,
-    else read once), or its own (a version stored before groups were apart, or with none);
-    None where they are no longer stored (a newer version replaced it meanwhile)."""
+    else read once: _read_groups), or its own (a version stored before groups were apart, or
+    with none); None where they are no longer stored (a newer version replaced it
+    meanwhile)."""
     digest = frame.get("groups_digest")
     if digest is None:
         return frame
     groups = _GROUPS.get(digest)
     if groups is None:
-        body = session.scalar(_groups_statement(), {"phase_id": phase_id, "digest": digest})
-        if body is None:
+        groups = _read_groups(session, phase_id, digest)
+        if groups is None:
             return None
         groups_read_stored[0] += 1
-        groups = _groups_of_text(body)
     _held(groups, digest)
     return {**frame, "groups": groups}
 
@@ -1359,12 +1484,15 @@ class Layout:
 
 # The groups read last (one board's a process, most often): the board's groups as they were
 # (a copy of the dict of runs; each run's own dict is never changed in place, a new grouping
-# is new dicts), the keys they were read for, and what _group_codes made of them
+# is new dicts), the keys they were read for, what _group_codes made of them, and the groups
+# object itself (a grouping made from it by stored edits numbers its changed runs only)
 _GROUP_CODES: list[tuple[dict[str, dict[str, int]], tuple[str, ...], Any, Any,
-                         dict[int, bytes]]] = []
+                         dict[int, bytes], dict[str, dict[str, int]]]] = []
 # Boards' groups read run by run (tests: a version whose groups are those of the one read
-# before, an upload's, reads none)
+# before, an upload's, reads none), and runs' groups numbered, whichever way (tests: a
+# grouping read by its edit numbers the runs it changed, not every run)
 groups_read = [0]
+groups_numbered = [0]
 
 
 def _group_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...]
@@ -1372,15 +1500,23 @@ def _group_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...]
     """The grouped runs' ids (sorted), each one's number of its groups cell (0: "{}", no
     group of these keys), and each number's cell (the groups of `keys`): read once for
     groups equal to the last ones read (a dict comparison in C: an upload's version keeps the
-    groups of the version before it), else each run's items made a tuple and numbered in C
-    loops, each distinct one encoded once."""
+    groups of the version before it), the grouping before's edited where these were made
+    from it by stored edits (_edited_codes), else each run's items made a tuple and numbered
+    in C loops, each distinct one encoded once."""
     last = _GROUP_CODES[0] if _GROUP_CODES else None
+    if last is not None and last[1] == keys and last[5] is board_groups:
+        return last[2], last[3], last[4]
+    edited = _EDITED[0] if _EDITED else None
+    if edited is not None and edited[0] is board_groups:  # made from a grouping by its edits
+        before = _group_codes(edited[1], keys)
+        return _edited_codes(board_groups, keys, before, edited[2])
     if last is not None and last[1] == keys and last[0] == board_groups:
         return last[2], last[3], last[4]
     coded = _CODED[0] if _CODED else None
     if coded is not None and coded[0] is board_groups:  # read from their stored text
         return _stored_codes(board_groups, keys, *coded[1:])
     groups_read[0] += len(board_groups)
+    groups_numbered[0] += len(board_groups)
     items = list(map(tuple, map(dict.items, board_groups.values())))
     code_of: dict[tuple[tuple[str, int], ...], int] = {}  # each distinct items' first number
     codes = np.fromiter(map(code_of.setdefault, items, range(1, len(items) + 1)),
@@ -1393,9 +1529,14 @@ def _group_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...]
         codes[np.isin(codes, empty)] = 0
     runs = np.fromiter(map(int, board_groups), dtype=np.int64, count=len(items))
     order = np.argsort(runs)
-    found = (dict(board_groups), keys, runs[order], codes[order], cell_of)
+    return _kept_codes(board_groups, keys, runs[order], codes[order], cell_of)
+
+
+def _kept_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...], runs: Any,
+                codes: Any, cell_of: dict[int, bytes]) -> tuple[Any, Any, dict[int, bytes]]:
+    found = (dict(board_groups), keys, runs, codes, cell_of, board_groups)
     _GROUP_CODES[:] = [found]  # swapped whole: a thread reading the last meanwhile keeps it
-    return found[2], found[3], found[4]
+    return runs, codes, cell_of
 
 
 def _stored_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...],
@@ -1411,12 +1552,50 @@ def _stored_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...]
     renumber = np.array([0 if cell == b"{}" else i + 1 for i, cell in enumerate(encoded)],
                         dtype=np.int64)
     cell_of = {i + 1: cell for i, cell in enumerate(encoded) if cell != b"{}"}
+    groups_numbered[0] += len(runs_text)
     runs = np.fromiter(map(int, runs_text), dtype=np.int64, count=len(runs_text))
     codes = renumber[np.asarray(numbers, dtype=np.int64)] if numbers else np.zeros(0, np.int64)
     order = np.argsort(runs)
-    found = (dict(board_groups), keys, runs[order], codes[order], cell_of)
-    _GROUP_CODES[:] = [found]
-    return found[2], found[3], found[4]
+    return _kept_codes(board_groups, keys, runs[order], codes[order], cell_of)
+
+
+def _edited_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...],
+                  before: tuple[Any, Any, dict[int, bytes]], touched: list[str]
+                  ) -> tuple[Any, Any, dict[int, bytes]]:
+    """_group_codes of groups made from the grouping numbered `before` by stored edits: the
+    touched runs' (sorted by id) cells numbered (a new cell a new number) and set, taken out
+    or put in (numpy: no step per untouched run in Python)."""
+    runs, codes, cell_of = before
+    wanted = set(keys)
+    number = {cell: code for code, cell in cell_of.items()}
+    cell_of = dict(cell_of)
+    ids = np.fromiter(map(int, touched), dtype=np.int64, count=len(touched))
+    alive = np.zeros(len(touched), dtype=bool)
+    new_codes = np.zeros(len(touched), dtype=np.int64)
+    for i, run in enumerate(touched):
+        found = board_groups.get(run)
+        if found is None:
+            continue
+        alive[i] = True
+        cell = encode_json({m: g for m, g in found.items() if m in wanted}).encode()
+        if cell != b"{}":
+            code = number.get(cell)
+            if code is None:
+                code = number[cell] = max(cell_of, default=0) + 1
+                cell_of[code] = cell
+            new_codes[i] = code
+    groups_numbered[0] += len(touched)
+    at = np.searchsorted(runs, ids)
+    present = at < len(runs)
+    present[present] = runs[at[present]] == ids[present]
+    codes = codes.copy()
+    codes[at[present & alive]] = new_codes[present & alive]
+    gone = at[present & ~alive]
+    runs, codes = np.delete(runs, gone), np.delete(codes, gone)
+    came = ~present & alive
+    where = np.searchsorted(runs, ids[came])
+    runs, codes = np.insert(runs, where, ids[came]), np.insert(codes, where, new_codes[came])
+    return _kept_codes(board_groups, keys, runs, codes, cell_of)
 
 
 def _values(keys: tuple[str, ...], signs: tuple[float, ...], rows: list[StoredRow]

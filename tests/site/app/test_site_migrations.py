@@ -1,5 +1,5 @@
 """Alembic: an empty database upgraded to head matches the models exactly, and data migrations
-keep or drop what they say (0046, 0054), up and down."""
+keep or drop what they say (0046, 0054, 0055), up and down."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -126,6 +127,15 @@ def test_postgres_old_gold_drafts_are_marked(postgres_url: str) -> None:
     _marked_drafts(postgres_url)
 
 
+def _versions(conn: Any, versions: tuple[tuple[int, str, dict[str, Any]], ...]) -> None:
+    """Stored board versions (phase, version, frame) written in SQL."""
+    for phase, version, parts in versions:
+        conn.exec_driver_sql(
+            "INSERT INTO prepared_board (phase_id, version, data, csv_text, json_text, "
+            f"groups_pending, built_at, elapsed_ms) VALUES ({phase}, '{version}', "
+            f"'{json.dumps({'parts': parts})}', '', '', false, '{AT}', 1)")
+
+
 def _groups_apart(url: str) -> None:
     """0054: up, the groups table; down, it dropped with the versions that name their groups by
     digest (an older tree would read them without groups), the others kept; up again."""
@@ -136,11 +146,7 @@ def _groups_apart(url: str) -> None:
         _task_with_phases(conn, (1,))
         conn.exec_driver_sql("INSERT INTO prepared_board_groups (phase_id, digest, body) "
                              "VALUES (1, 'd1', '{}')")
-        for version, parts in (("named", {"groups_digest": "d1"}), ("inline", {"groups": {}})):
-            conn.exec_driver_sql(
-                "INSERT INTO prepared_board (phase_id, version, data, csv_text, json_text, "
-                f"groups_pending, built_at, elapsed_ms) VALUES (1, '{version}', "
-                f"'{json.dumps({'parts': parts})}', '', '', false, '{AT}', 1)")
+        _versions(conn, ((1, "named", {"groups_digest": "d1"}), (1, "inline", {"groups": {}})))
     command.downgrade(cfg, "0053_board_frame_edits")
     with engine.connect() as conn:
         assert "prepared_board_groups" not in conn.dialect.get_table_names(conn)
@@ -160,3 +166,46 @@ def test_sqlite_board_groups_go_apart_and_back(tmp_path: Path) -> None:
 @pytest.mark.postgres
 def test_postgres_board_groups_go_apart_and_back(postgres_url: str) -> None:
     _groups_apart(postgres_url)
+
+
+def _groups_edits(url: str) -> None:
+    """0055: up, each grouping stored before a checkpoint (base NULL, no edits); down, the
+    groupings stored as edits dropped with the versions of their phases that name groups by
+    digest (an older tree would read an edit as a whole grouping), the others kept; up
+    again."""
+    cfg = alembic_config(url)
+    command.upgrade(cfg, "0054_board_groups_apart")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        _task_with_phases(conn, (1, 2))
+        conn.exec_driver_sql("INSERT INTO prepared_board_groups (phase_id, digest, body) "
+                             "VALUES (1, 'd1', '{}'), (2, 'd2', '{}')")
+    command.upgrade(cfg, "0055_board_groups_edits")
+    with engine.begin() as conn:
+        assert list(conn.exec_driver_sql(
+            "SELECT digest, base, edits FROM prepared_board_groups ORDER BY id")) == [
+            ("d1", None, 0), ("d2", None, 0)]
+        conn.exec_driver_sql("INSERT INTO prepared_board_groups (phase_id, digest, base, edits, "
+                             "body) VALUES (1, 'e1', 'd1', 1, '{}')")
+        _versions(conn, ((1, "edited", {"groups_digest": "e1"}), (1, "inline", {"groups": {}}),
+                         (2, "whole", {"groups_digest": "d2"})))
+    command.downgrade(cfg, "0054_board_groups_apart")
+    with engine.connect() as conn:
+        assert [row[0] for row in conn.exec_driver_sql(
+            "SELECT version FROM prepared_board ORDER BY id")] == ["inline", "whole"]
+        assert [row[0] for row in conn.exec_driver_sql(
+            "SELECT digest FROM prepared_board_groups ORDER BY id")] == ["d1", "d2"]
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("prepared_board_groups")}
+        assert columns == {"id", "phase_id", "digest", "body"}
+    command.upgrade(cfg, "head")
+    engine.dispose()
+    assert _diffs(url) == []
+
+
+def test_sqlite_board_groups_edits_up_and_down(tmp_path: Path) -> None:
+    _groups_edits(f"sqlite:///{tmp_path / 'm.sqlite'}")
+
+
+@pytest.mark.postgres
+def test_postgres_board_groups_edits_up_and_down(postgres_url: str) -> None:
+    _groups_edits(postgres_url)

@@ -2,7 +2,8 @@
 a version names its groups by digest, a grouping is digested and stored once, a worker that did
 not store a version reads a head of the same bytes whether 5 or every run is grouped, and reads
 the groups only where it does not hold them; versions stored with their groups inline still
-read; groups no stored version names are deleted (migration 0054: test_site_migrations.py)."""
+read; a grouping stored whole deletes those before the whole one before it (migration 0054:
+test_site_migrations.py; groupings stored as edits: test_site_board_groups_edits.py)."""
 
 from __future__ import annotations
 
@@ -39,10 +40,10 @@ def _board(client, world, tiny_data, session, phase) -> None:
     assert client.get(URLS[0]).status_code == 200
 
 
-def _grouping(session, phase, now, grouped: int | None) -> None:
+def _grouping(session, phase, now, grouped: int | None, moved: int = 0) -> None:
     """A new grouping of the board's runs stored (the first `grouped` runs, or every one,
-    each in a group of its own metric numbers) and the version with it, as the groups
-    process stores them."""
+    each in a group of its own metric numbers, the first `moved` of them in the next ones)
+    and the version with it, as the groups process stores them."""
     found = prepared_boards._ranked(prepared_boards.update_prepared(session, phase=phase,
                                                                     now=now))
     assert found is not None
@@ -50,8 +51,9 @@ def _grouping(session, phase, now, grouped: int | None) -> None:
     values = significance.settings_of(session, phase=phase, pairs=pairs, metrics=metrics)
     row = SignificanceGroups(
         phase_id=phase.id, digest="new", settings=values,
-        groups={str(run_id): {m: 1 + (run_id + i) % 4 for i, m in enumerate(metrics)}
-                for run_id, _ in pairs[:grouped]},
+        groups={str(run_id): {m: 1 + (run_id + i + (j < moved)) % 4
+                              for i, m in enumerate(metrics)}
+                for j, (run_id, _) in enumerate(pairs[:grouped])},
         elapsed_ms=1, computed_at=now)
     session.add(row)
     session.flush()  # a new id (the board's version names it), then the only one
@@ -141,7 +143,9 @@ def test_a_grouping_is_digested_and_stored_once_and_read_once_by_a_worker(
     _as_another_process()
     assert _bodies(client) == built and b"renamed 0003" in built[0]
     assert stored_rows.groups_read_stored[0] == read
-    assert session.scalar(select(func.count()).select_from(PreparedBoardGroups)) == 1
+    named = session.scalar(select(PreparedBoard.data).where(PreparedBoard.phase_id == phase.id))
+    assert session.scalar(select(func.count()).where(
+        PreparedBoardGroups.digest == named["parts"]["groups_digest"])) == 1
 
 
 @pytest.mark.parametrize("database_url", DATABASES, indirect=True)
@@ -170,30 +174,34 @@ def test_a_version_stored_with_its_groups_inline_still_reads(
 
 
 @pytest.mark.parametrize("database_url", DATABASES, indirect=True)
-def test_groups_no_stored_version_names_are_deleted(
-        app, client, session, world, tiny_data, now) -> None:
-    """Each grouping's groups stay while a stored version names them: a newer grouping's
-    version replaces the older's row, and so does an upload's version (the groups of its
-    own grouping, or none while pending): only the groups a stored version names stay."""
+def test_a_whole_grouping_deletes_those_before_the_whole_one_before_it(
+        app, client, session, world, tiny_data, now, monkeypatch) -> None:
+    """Groupings each stored whole (no edit within the share): each one stored drops those
+    older than the one before it (one generation kept, as the frames); the groups the stored
+    versions name stay."""
     phase = world["phase"]
     _board(client, world, tiny_data, session, phase)
+    monkeypatch.setattr(stored_rows, "CHECKPOINT_MIN", 0)
+    monkeypatch.setattr(stored_rows, "CHECKPOINT_SHARE", 0.0)
 
     def stored() -> list[str]:
-        return list(session.scalars(select(PreparedBoardGroups.digest)))
+        return list(session.scalars(select(PreparedBoardGroups.digest)
+                                    .order_by(PreparedBoardGroups.id)))
 
-    _grouping(session, phase, now, 5)
-    first = stored()
-    _grouping(session, phase, now, None)
-    second = stored()
+    made = []
+    for grouped in (5, 20, None):
+        _grouping(session, phase, now, grouped)
+        made.append(stored()[-1])
+    assert stored() == made[1:]
     named = session.scalar(select(PreparedBoard.data).where(PreparedBoard.phase_id == phase.id))
-    assert len(first) == len(second) == 1 and first != second
-    assert named["parts"]["groups_digest"] == second[0]
-    _upload(client, world, tiny_data, "b", "third", 0.5)
+    assert named["parts"]["groups_digest"] == made[2]
+    assert session.scalar(select(func.count()).where(PreparedBoardGroups.base.is_not(None))) == 0
+    _upload(client, world, tiny_data, "b", "third", 0.5)  # its grouping (inline here) whole
     session.commit()
-    found = session.scalars(select(PreparedBoard).where(PreparedBoard.phase_id == phase.id)
-                            ).all()
-    named_now = {row.data["parts"].get("groups_digest") for row in found} - {None}
-    assert set(stored()) == named_now and second[0] not in named_now
+    after = stored()
+    named_now = {row.data["parts"].get("groups_digest") for row in session.scalars(
+        select(PreparedBoard).where(PreparedBoard.phase_id == phase.id))} - {None}
+    assert after[0] == made[2] and len(after) == 2 and named_now <= set(after)
 
 
 def test_groups_read_from_their_stored_text_give_each_run_the_cell_the_dict_gives() -> None:
