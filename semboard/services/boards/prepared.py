@@ -58,7 +58,7 @@ from semboard.storage import Storage
 # change, not the board)
 keys_diffed = [0]
 # Bump when the prepared data's shape changes: every stored board then misses once.
-BOARD_FORMAT = 7
+BOARD_FORMAT = 8
 # Parsed prepared boards per process, keyed by (database, phase, version): the version comes from
 # the database, so a stale entry can never be served; this only spares re-parsing the JSON.
 _memo: LRU[tuple[str, int, str], Prepared] = LRU(64)

@@ -331,6 +331,13 @@ groups_read_stored = [0]
 groups_runs_read = [0]
 
 
+# Hashed into each grouping's digest: a tree that stores groupings as edits never names one an
+# older tree (whole groupings only, migration 0054) names, so that tree never takes an edit's
+# runs for a whole grouping (on a rolling deploy its insert of the same grouping would have
+# found the edit's row and read it back)
+GROUPS_FORMAT = b"edits\n"
+
+
 def groups_digest(groups: dict[str, dict[str, int]]) -> str:
     """A digest of a board's groups: the last one made, for those groups (the same object, or
     equal: a dict comparison in C), else their stored text hashed (once per grouping)."""
@@ -338,7 +345,7 @@ def groups_digest(groups: dict[str, dict[str, int]]) -> str:
     if last is not None and (last[0] is groups or last[0] == groups):
         return last[1]
     groups_digested[0] += 1
-    digest = hashlib.sha256(groups_text(groups).encode()).hexdigest()[:32]
+    digest = hashlib.sha256(GROUPS_FORMAT + groups_text(groups).encode()).hexdigest()[:32]
     _held(groups, digest)
     return digest
 

@@ -8,6 +8,7 @@ one and the edits since: every path gives the writer's page, API JSON and CSV (m
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
@@ -17,6 +18,7 @@ from sqlalchemy import select
 
 from semboard.i18n.languages import COOKIE
 from semboard.models import PreparedBoardGroups, RunScoreRecord
+from semboard.services.boards import prepared
 from semboard.services.boards import stored as stored_rows
 from tests.site.boards.test_site_board_deployed import _as_another_process, _upload
 from tests.site.boards.test_site_board_groups_apart import (
@@ -280,3 +282,16 @@ def test_cells_numbered_from_an_edit_are_those_the_dict_of_every_run_gives() -> 
     assert coded == plain and plain[5] == b"{}" and plain[41] == b'{"ALL": 9, "Mean": 9}'
     # the runs in another order than the base's and the edit's would give: stored whole
     assert stored_rows._groups_edit(base, dict(reversed(groups.items()))) is None
+
+
+def test_no_grouping_is_named_as_a_tree_storing_whole_groupings_named_it() -> None:
+    """A tree from before the edits (0054) names a grouping by its text's hash and reads any
+    row of that name as whole: this tree's digests are never those, so on a rolling deploy
+    neither tree reads the other's rows (an edit read whole would show its runs' groups
+    alone), and its versions carry another format."""
+    groups = {"1": {"pearson": 1}, "2": {"pearson": 2}, "3": {"pearson": 1}}
+    stored_rows._DIGESTED.clear()
+    older = hashlib.sha256(stored_rows.groups_text(groups).encode()).hexdigest()[:32]
+    digest = stored_rows.groups_digest(groups)
+    assert len(digest) == len(older) and digest != older
+    assert prepared.BOARD_FORMAT >= 8
