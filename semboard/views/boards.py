@@ -1,8 +1,10 @@
 """Public leaderboard pages and their CSV / JSON downloads, served from prepared boards.
 
-Each request asks the leaderboard service for the board's current version (two queries) and
-serves what was built for it: no scores are re-read and nothing is written. Downloads and
-anonymous pages carry an ETag (304 when unchanged) and are gzip-compressed when accepted.
+Each request asks the leaderboard service for the board's current version (one query, with the
+stored head of a version this process has not served yet) and serves what was built for it: no
+scores are re-read and nothing is written. A page's task comes with its phases (one query).
+Downloads and anonymous pages carry an ETag (304 when unchanged) and are gzip-compressed when
+accepted.
 """
 
 from __future__ import annotations

@@ -45,6 +45,8 @@ from semboard.web.files import attachment
 from semboard.web.forms import ActionForm
 
 KEYS = "task_keys"  # the session cookie's secret-link keys, by task name
+# Pages that read their task's phases first: the address's query reads them with the task
+PHASES_FIRST = frozenset({"web.leaderboard_page"})
 
 
 @bp.before_app_request
@@ -61,7 +63,8 @@ def _unlisted_tasks() -> None:
     known: dict[str, str] = stored if isinstance(stored, dict) else {}
     name = args.get("task_name")
     remembered = known.get(name) if isinstance(name, str) else None
-    task, refusal = participation.find_address(db(), args, user=me(), key=key or remembered)
+    task, refusal = participation.find_address(db(), args, user=me(), key=key or remembered,
+                                               with_phases=request.endpoint in PHASES_FIRST)
     if refusal is not None:
         abort(404)
     if task is None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String, bindparam, delete, func, select
+from sqlalchemy import Integer, String, and_, bindparam, delete, func, literal, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -102,6 +102,12 @@ def board_version(session: Session, phase: Phase) -> str:
     whatever the number of runs; on SQLite none while the connection sees no commit since it
     last computed the version.
     """
+    return _version_read(session, phase, lambda: (_board_version(session, phase), None))[0]
+
+
+def _version_read(session: Session, phase: Phase,
+                  read: Callable[[], tuple[str, Any]]) -> tuple[str, Any]:
+    """board_version's version and what `read` read with it (None where no query ran)."""
     stamp = _sqlite_stamp(session)
     if stamp is not None:
         known = stamp[0].setdefault(_VERSIONS, {})
@@ -109,11 +115,11 @@ def board_version(session: Session, phase: Phase) -> str:
             known.clear()
             known["stamp"] = stamp[1]
         elif phase.id in known:
-            return str(known[phase.id])
-    version = _board_version(session, phase)
+            return str(known[phase.id]), None
+    version, more = read()
     if stamp is not None:
         stamp[0][_VERSIONS][phase.id] = version
-    return version
+    return version, more
 
 
 _VERSIONS = "semboard.board_versions"
@@ -162,8 +168,13 @@ def _reader(session: Session) -> Any:
 def board_state(session: Session, phase: Phase) -> BoardState:
     """The board's version from the database (one query), with what a merge compares."""
     params = {"phase_id": phase.id, "task_id": phase.task_id}
-    serial, gold_count, gold_newest, groups = _reader(session).execute(
-        _version_statement(), params).one()
+    return _state_of(session, phase, *_reader(session).execute(
+        _version_statement(), params).one())
+
+
+def _state_of(session: Session, phase: Phase, serial: int | None, gold_count: int,
+              gold_newest: int | None, groups: int | None) -> BoardState:
+    """The version board_state() makes of what its query read."""
     serial = int(serial or 0)  # no counter row yet: no change logged
     task = phase.task
     shown = {
@@ -384,6 +395,7 @@ def _remember(session: Session, prepared: Prepared) -> Prepared:
     key = _memo_key(session, prepared.phase_id, prepared.version)
     # one version per board: during a rush every upload makes a new one
     _memo.discard_where(lambda k: k[:2] == key[:2] and k != key)
+    _known.put(key[:2], prepared.version)
     return _memo.put(key, prepared)
 
 
@@ -790,6 +802,44 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     return _remember(session, prepared)
 
 
+def _version_and_head(session: Session, phase: Phase) -> tuple[str, Any]:
+    """The board's version (board_version) and, in the same query, the head of the phase's
+    stored board unless it is the version this process last served (None: not read)."""
+    def read() -> tuple[str, Any]:
+        params = {"phase_id": phase.id, "task_id": phase.task_id,
+                  "known": _known.get((str(session.get_bind().engine.url), phase.id)) or ""}
+        serial, gold_count, gold_newest, groups, stored, *head = _reader(session).execute(
+            _version_head_statement(), params).one()
+        version = _state_of(session, phase, serial, gold_count, gold_newest, groups).version
+        return version, (head if stored == version else None)
+
+    return _version_read(session, phase, read)
+
+
+def _version_head_statement() -> Any:
+    """board_state's query with the head (_head_statement's columns) of the phase's stored
+    board beside it, where that is not the version `known` (a first GET of a version reads
+    it in the same round trip; every other GET reads no head), built once."""
+    global _version_head
+    if _version_head is None:
+        one = select(literal(1).label("one")).subquery()
+        version = _version_statement()
+        head = _head_statement()
+        _version_head = (
+            select(*version.selected_columns, PreparedBoard.version, *head.selected_columns)
+            .select_from(one).outerjoin(PreparedBoard, and_(
+                PreparedBoard.phase_id == bindparam("phase_id", type_=Integer),
+                PreparedBoard.version != bindparam("known", type_=String)))
+            .order_by(PreparedBoard.id.desc()).limit(1))
+    return _version_head
+
+
+_version_head: Any = None
+# The version of each phase's board this process last served, by (database, phase): the head
+# its next GET reads with the version is that of any other stored version.
+_known: LRU[tuple[str, int], str] = LRU(256)
+
+
 def prepared_board(session: Session, *, phase: Phase, now: datetime,
                    with_data: bool = True, build_missing: bool = False) -> Prepared:
     """The board's current version, read-only: memo, then the stored board, else built in memory.
@@ -797,7 +847,7 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
     with_data=False (downloads) reads only the stored CSV and JSON texts, not the board's data.
     Never writes (requests call it); the write path stores boards with store_prepared().
     """
-    version = board_version(session, phase)
+    version, head = _version_and_head(session, phase)
     found = _memo.get(_memo_key(session, phase.id, version))
     if found is not None:
         if with_data and not found.has_data:
@@ -812,7 +862,7 @@ def prepared_board(session: Session, *, phase: Phase, now: datetime,
                                  with_data=with_data)
             found.data = _page_data(found.body("json"), extra)
         return found
-    found = _stored(session, phase=phase, version=version, with_data=with_data)
+    found = _stored(session, phase=phase, version=version, with_data=with_data, head=head)
     if found is not None:
         return _remember(session, found)
     if build_missing:  # inline mode (tests, the CLI): built in memory, stored by no one here
@@ -839,13 +889,15 @@ _head: Any = None
 
 
 def _stored(session: Session, *, phase: Phase, version: str,
-            with_data: bool) -> Prepared | None:
-    """The stored board of this version (its texts only without data), or None.
+            with_data: bool, head: Any = None) -> Prepared | None:
+    """The stored board of this version (its texts only without data), or None; `head`: its
+    head where the caller read it (else read here).
 
     A board stored in parts is read by its frame (and the edits from the version before, where
     this process read that one): its keys and rows only where they are new to this process."""
-    head = _reader(session).execute(_head_statement(),
-                                    {"phase_id": phase.id, "version": version}).one_or_none()
+    if head is None:
+        head = _reader(session).execute(_head_statement(),
+                                        {"phase_id": phase.id, "version": version}).one_or_none()
     if head is None:
         return None
     built_at, pending, frame, delta, digest, serial, stamp, added_rows = head

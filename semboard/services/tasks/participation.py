@@ -17,6 +17,7 @@ from sqlalchemy import Select, String, bindparam, select
 from sqlalchemy.orm import Session
 
 from evaluation.participation import Participation, domain_matches, participation
+from semboard.db import READ_ONLY
 from semboard.errors import Forbidden, InvalidData, NotFound, Phrase
 from semboard.models import (
     ModelSubmission,
@@ -247,20 +248,43 @@ def _named_statement() -> Select[Task]:
     return select(Task).where(Task.name == bindparam("name", type_=String))
 
 
-def named_task(session: Session, name: str) -> Task | None:
-    """The task of this name, or None (whoever may find it: find_address, tasks.get_task)."""
-    return session.scalar(_named_statement(), {"name": name})
+def named_task(session: Session, name: str, *, with_phases: bool = False) -> Task | None:
+    """The task of this name, or None (whoever may find it: find_address, tasks.get_task);
+    with_phases, its phases read in the same query (a reader's session keeps them for
+    phases.ordered_phases: a board page's next query)."""
+    if not with_phases:
+        return session.scalar(_named_statement(), {"name": name})
+    rows = session.execute(_named_phases_statement(), {"name": name}).all()
+    if not rows:
+        return None
+    task = rows[0][0]
+    if session.info.get(READ_ONLY):  # a reader writes no phase: they stay as read
+        session.info[PHASES_READ] = (task, [phase for _, phase in rows if phase is not None])
+    return task
+
+
+@functools.cache
+def _named_phases_statement() -> Select[Task, Phase]:
+    # built once, as _named_statement; the phases' order is phases.ordered_phases' own
+    return (select(Task, Phase).outerjoin(Phase, Phase.task_id == Task.id)
+            .where(Task.name == bindparam("name", type_=String)))
+
+
+# A reader session's info: the task named_task read with its phases, and those phases
+PHASES_READ = "semboard.task_phases"
 
 
 def find_address(session: Session, args: dict[str, object], *, user: User | None,
-                 key: str | None) -> tuple[Task | None, NotFound | None]:
+                 key: str | None, with_phases: bool = False
+                 ) -> tuple[Task | None, NotFound | None]:
     """The task an address's arguments name (task_name, else a run's, model's or team's id)
     and None; or, when what they name does not exist or belongs to a task this caller may not
     find, None and the one NotFound both answer with (hidden and missing look alike, and the
-    answer names only what the address itself names). (None, None): the address names none."""
+    answer names only what the address itself names). (None, None): the address names none.
+    with_phases: a named task's phases read with it (named_task)."""
     name = args.get("task_name")
     if isinstance(name, str):
-        task = named_task(session, name)
+        task = named_task(session, name, with_phases=with_phases)
         missing = NotFound("no task called %(name)r", name=name)
     else:
         for arg, (model, said) in _OWNED_BY_TASK.items():

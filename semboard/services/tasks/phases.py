@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from evaluation.partsrule import parts_rule
 from semboard.errors import Forbidden, InvalidData, NotFound
 from semboard.models import REVEALS, Phase, Task, User
-from semboard.services.tasks import access, auditlog, definitions
+from semboard.services.tasks import access, auditlog, definitions, participation
 from semboard.services.tasks.access import gold_is_public, results_visible
 
 # A phase that shows scores against private gold gets this daily limit unless one is given.
@@ -34,7 +34,11 @@ def _slug_statement() -> Select[Phase]:
 
 
 def ordered_phases(session: Session, task: Task) -> list[Phase]:
-    """The task's phases in opening order (tasks.phases)."""
+    """The task's phases in opening order (tasks.phases): those a reader read with the task
+    (participation.named_task), else queried."""
+    read = session.info.get(participation.PHASES_READ)
+    if read is not None and read[0] is task:
+        return sorted(read[1], key=lambda p: (p.opens_at, p.id))  # _ordered_statement's order
     return list(session.scalars(_ordered_statement(), {"task_id": task.id}))
 
 

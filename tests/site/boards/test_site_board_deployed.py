@@ -109,6 +109,7 @@ def _as_another_process() -> None:
     board it merged stays: it is the writer's; the reader's last read stays: it is the
     reader's)."""
     prepared_boards._memo.clear()
+    prepared_boards._known.clear()  # (the reader's last version is not the writer's)
     stored_rows._ROWS.clear()
 
 
