@@ -1017,109 +1017,117 @@ INLINE void chunk8_u8_pair(const char *counts, size_t stride, size_t m,
 MOM_DRIVER_PAIRS(moments_rows8_u8, chunk8_u8, chunk8_u8_pair, 1, )
 MOM_DRIVER(moments_rows8, chunk8, )
 
-/* Pearson's sums of uint8 counts, G rows (up to PLAIN_ROWS) at once, 16 pairs a step: the
-   step's five columns made in registers from x and y (no chunk of columns written and read
-   back in L1), each row's 16 counts looked up as doubles (converted when one is 16 or more)
-   and its five sums taken by FMAs, one set of partial sums a row, added into the row's totals
-   every PLAIN_BLOCK pairs; Σc in integers (psadbw) over each block's bytes, still in L1. Each
-   row's sums are made by the same operations in the same order whatever G is (bit for bit a
-   row alone). Per 10^9 counts, 8 rows a call as score_run asks, the rows just counted: 0.61
-   s as chunk8_u8_pair does them (two rows at once over a chunk of columns), 0.31-0.33 s so
-   (C harness, 2-core Intel Xeon, taskset -c 0). */
+/* Pearson's sums of uint8 counts, G rows (up to PLAIN_ROWS) at once over one block of pairs,
+   16 pairs a step: the step's five columns made in registers from x and y (no chunk of
+   columns written and read back in L1), each row's 16 counts looked up as doubles (converted
+   when one is 16 or more) and its five sums taken by FMAs, one set of partial sums a row,
+   added into the row's totals (tot) at the block's end; Σc in integers (psadbw) over the
+   block's bytes, still in L1. Each row's sums are made by the same operations in the same
+   order whatever G is and whichever rows are beside it (bit for bit a row alone). */
 #define PLAIN_ROWS 8
 #define PLAIN_BLOCK 512
-INLINE void plain8_rows(const uint8_t *counts, size_t n, const double *x, const double *y,
-                        double *out, const int G) {
+INLINE void plain8_block(const uint8_t *counts, size_t n, const double *x, const double *y,
+                         size_t b0, size_t b1, __m512d (*tot)[5], uint64_t *whole, const int G) {
     const __m512d low = _mm512_setr_pd(0, 1, 2, 3, 4, 5, 6, 7);
     const __m512d high = _mm512_setr_pd(8, 9, 10, 11, 12, 13, 14, 15);
-    size_t nv = n - n % 16;
-    __m512d tot[PLAIN_ROWS][5];
-    uint64_t whole[PLAIN_ROWS];
-    for (int r = 0; r < G; r++) {
-        whole[r] = 0;
+    __m512d s[PLAIN_ROWS][5];
+    for (int r = 0; r < G; r++)
         for (int q = 0; q < 5; q++)
-            tot[r][q] = _mm512_setzero_pd();
-    }
-    for (size_t b0 = 0; b0 < nv; b0 += PLAIN_BLOCK) {
-        size_t b1 = nv - b0 < PLAIN_BLOCK ? nv : b0 + PLAIN_BLOCK;
-        __m512d s[PLAIN_ROWS][5];
-        for (int r = 0; r < G; r++)
-            for (int q = 0; q < 5; q++)
-                s[r][q] = _mm512_setzero_pd();
-        for (size_t i = b0; i < b1; i += 16) {
-            __m512d xa = _mm512_loadu_pd(x + i), xb = _mm512_loadu_pd(x + i + 8);
-            __m512d ya = _mm512_loadu_pd(y + i), yb = _mm512_loadu_pd(y + i + 8);
-            __m512d ca[5] = {xa, ya, _mm512_mul_pd(xa, xa), _mm512_mul_pd(ya, ya),
-                             _mm512_mul_pd(xa, ya)};
-            __m512d cb[5] = {xb, yb, _mm512_mul_pd(xb, xb), _mm512_mul_pd(yb, yb),
-                             _mm512_mul_pd(xb, yb)};
+            s[r][q] = _mm512_setzero_pd();
+    for (size_t i = b0; i < b1; i += 16) {
+        __m512d xa = _mm512_loadu_pd(x + i), xb = _mm512_loadu_pd(x + i + 8);
+        __m512d ya = _mm512_loadu_pd(y + i), yb = _mm512_loadu_pd(y + i + 8);
+        __m512d ca[5] = {xa, ya, _mm512_mul_pd(xa, xa), _mm512_mul_pd(ya, ya),
+                         _mm512_mul_pd(xa, ya)};
+        __m512d cb[5] = {xb, yb, _mm512_mul_pd(xb, xb), _mm512_mul_pd(yb, yb),
+                         _mm512_mul_pd(xb, yb)};
 #pragma GCC unroll 8
-            for (int r = 0; r < G; r++) {
-                const uint8_t *at = counts + (size_t)r * n + i;
-                __m512d c, d;
-                __m128i b16 = _mm_loadu_si128((const __m128i *)at);
-                if (LIKELY(!_mm_test_epi8_mask(b16, _mm_set1_epi8((char)0xF0)))) {
-                    c = _mm512_permutex2var_pd(low, _mm512_cvtepu8_epi64(b16), high);
-                    d = _mm512_permutex2var_pd(low, _mm512_cvtepu8_epi64(_mm_srli_si128(b16, 8)),
-                                               high);
-                } else {
-                    c = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(b16));
-                    d = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(_mm_srli_si128(b16, 8)));
-                }
-#pragma GCC unroll 5
-                for (int q = 0; q < 5; q++)
-                    s[r][q] = _mm512_fmadd_pd(d, cb[q], _mm512_fmadd_pd(c, ca[q], s[r][q]));
-            }
-        }
         for (int r = 0; r < G; r++) {
-            const uint8_t *row = counts + (size_t)r * n;
-            __m512i wide = _mm512_setzero_si512();
-            size_t i = b0;
-            for (; i + 64 <= b1; i += 64)
-                wide = _mm512_add_epi64(wide, _mm512_sad_epu8(
-                    _mm512_loadu_si512((const void *)(row + i)), _mm512_setzero_si512()));
-            __m128i acc = _mm_setzero_si128();
-            for (; i < b1; i += 16)
-                acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(row + i)),
-                                                      _mm_setzero_si128()));
-            whole[r] += (uint64_t)_mm512_reduce_add_epi64(wide) + (uint64_t)_mm_cvtsi128_si64(acc) +
-                        (uint64_t)_mm_extract_epi64(acc, 1);
+            const uint8_t *at = counts + (size_t)r * n + i;
+            __m512d c, d;
+            __m128i b16 = _mm_loadu_si128((const __m128i *)at);
+            if (LIKELY(!_mm_test_epi8_mask(b16, _mm_set1_epi8((char)0xF0)))) {
+                c = _mm512_permutex2var_pd(low, _mm512_cvtepu8_epi64(b16), high);
+                d = _mm512_permutex2var_pd(low, _mm512_cvtepu8_epi64(_mm_srli_si128(b16, 8)),
+                                           high);
+            } else {
+                c = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(b16));
+                d = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(_mm_srli_si128(b16, 8)));
+            }
+#pragma GCC unroll 5
             for (int q = 0; q < 5; q++)
-                tot[r][q] = _mm512_add_pd(tot[r][q], s[r][q]);
+                s[r][q] = _mm512_fmadd_pd(d, cb[q], _mm512_fmadd_pd(c, ca[q], s[r][q]));
         }
     }
     for (int r = 0; r < G; r++) {
         const uint8_t *row = counts + (size_t)r * n;
-        double *t = out + (size_t)r * 6;
+        __m512i wide = _mm512_setzero_si512();
+        size_t i = b0;
+        for (; i + 64 <= b1; i += 64)
+            wide = _mm512_add_epi64(wide, _mm512_sad_epu8(
+                _mm512_loadu_si512((const void *)(row + i)), _mm512_setzero_si512()));
+        __m128i acc = _mm_setzero_si128();
+        for (; i < b1; i += 16)
+            acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(row + i)),
+                                                  _mm_setzero_si128()));
+        whole[r] += (uint64_t)_mm512_reduce_add_epi64(wide) + (uint64_t)_mm_cvtsi128_si64(acc) +
+                    (uint64_t)_mm_extract_epi64(acc, 1);
         for (int q = 0; q < 5; q++)
-            t[q + 1] = _mm512_reduce_add_pd(tot[r][q]);
-        for (size_t i = nv; i < n; i++) {
-            double c = row[i], a = x[i], b = y[i];
-            whole[r] += row[i];
-            t[1] = MADD(c, a, t[1]);
-            t[2] = MADD(c, b, t[2]);
-            t[3] = MADD(c, a * a, t[3]);
-            t[4] = MADD(c, b * b, t[4]);
-            t[5] = MADD(c, a * b, t[5]);
-        }
-        t[0] = (double)whole[r];
+            tot[r][q] = _mm512_add_pd(tot[r][q], s[r][q]);
     }
 }
 
+/* plain8_block over every block, PLAIN_SPAN rows a pass: each block's x and y (8 KB) read from
+   memory once for all of them, then from L1 for each group of PLAIN_ROWS. Per 10^9 counts, 8
+   rows a call as score_run asks, the rows just counted (C harness, 2-core Intel Xeon, taskset
+   -c 0, load 2-3): 0.59-0.65 s as chunk8_u8_pair sums them (two rows at once over a chunk of
+   columns made in L1), 0.37-0.39 s so. */
+#define PLAIN_SPAN 64
 static void moments_plain8_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, const double *x,
                               const double *y, double *out) {
-    Py_ssize_t r = 0;
-    for (; r + 8 <= rows; r += 8)
-        plain8_rows(counts + (size_t)r * n, n, x, y, out + (size_t)r * 6, 8);
-    for (; r + 4 <= rows; r += 4)
-        plain8_rows(counts + (size_t)r * n, n, x, y, out + (size_t)r * 6, 4);
-    for (; r < rows; r++)
-        plain8_rows(counts + (size_t)r * n, n, x, y, out + (size_t)r * 6, 1);
+    __m512d tot[PLAIN_SPAN][5];
+    uint64_t whole[PLAIN_SPAN];
+    size_t nv = n - n % 16;
+    for (Py_ssize_t r0 = 0; r0 < rows; r0 += PLAIN_SPAN) {
+        int span = rows - r0 < PLAIN_SPAN ? (int)(rows - r0) : PLAIN_SPAN;
+        const uint8_t *first = counts + (size_t)r0 * n;
+        for (int r = 0; r < span; r++) {
+            whole[r] = 0;
+            for (int q = 0; q < 5; q++)
+                tot[r][q] = _mm512_setzero_pd();
+        }
+        for (size_t b0 = 0; b0 < nv; b0 += PLAIN_BLOCK) {
+            size_t b1 = nv - b0 < PLAIN_BLOCK ? nv : b0 + PLAIN_BLOCK;
+            int r = 0;
+            for (; r + 8 <= span; r += 8)
+                plain8_block(first + (size_t)r * n, n, x, y, b0, b1, tot + r, whole + r, 8);
+            for (; r + 4 <= span; r += 4)
+                plain8_block(first + (size_t)r * n, n, x, y, b0, b1, tot + r, whole + r, 4);
+            for (; r < span; r++)
+                plain8_block(first + (size_t)r * n, n, x, y, b0, b1, tot + r, whole + r, 1);
+        }
+        for (int r = 0; r < span; r++) {
+            const uint8_t *row = first + (size_t)r * n;
+            double *t = out + (size_t)(r0 + r) * 6;
+            for (int q = 0; q < 5; q++)
+                t[q + 1] = _mm512_reduce_add_pd(tot[r][q]);
+            for (size_t i = nv; i < n; i++) {
+                double c = row[i], a = x[i], b = y[i];
+                whole[r] += row[i];
+                t[1] = MADD(c, a, t[1]);
+                t[2] = MADD(c, b, t[2]);
+                t[3] = MADD(c, a * a, t[3]);
+                t[4] = MADD(c, b * b, t[4]);
+                t[5] = MADD(c, a * b, t[5]);
+            }
+            t[0] = (double)whole[r];
+        }
+    }
 }
 
-/* uint8 counts: Pearson's sums by plain8_rows (MOM_BOTH: those, then the weighted ones in a
-   second pass, which costs less than one pass of both as chunk8_u8 sums them), the weighted
-   ones by chunk8_u8 */
+/* uint8 counts: Pearson's sums by moments_plain8_u8, the weighted ones by chunk8_u8 (MOM_BOTH:
+   the two in turn, two passes over the counts: 1.07-1.10 s per 10^9 counts, as one pass of
+   both by chunk8_u8 took; Pearson's sums the very bits moments gives) */
 static void moments_rows8_u8_any(const void *counts, Py_ssize_t rows, size_t n, const double *x,
                                  const double *y, const double *w, double *out, double *wout,
                                  const int size, const int mode) {
