@@ -238,7 +238,13 @@ INLINE uint64_t count_rows(stream_t *g, uint64_t n, Py_ssize_t rows, void *out, 
    values, at once; Lemire's map and its rejection test for all 16 in two 32 x 32-bit
    multiplies; only the counting is done value by value. The same stream as the scalar path
    (the tests compare both with numpy's): per 10^9 draws counted into 10^6 uint8 pairs,
-   through Python, FIGURES. */
+   through Python, FIGURES. The counting into a 1 MB row (in L2, not L1) is the cost: tried
+   and dropped on the 2-core Intel Xeon (C harness, taskset -c 0, 8 rows a call, medians of
+   7-11, ns a draw, this loop 2.05-2.13): the row lines of the next 1-3 batches prefetched
+   (T0 or for writing) 2.18-2.44; nibble counts (a 512 KB row) 2.09-2.49; 2 MB pages under
+   the rows within noise; the moments of the previous 8 rows summed in this loop, 16 pairs
+   every 8 batches (their FMAs under the counting's misses), 2.47 against 2.01 + 0.35
+   apart. */
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")
 #define M52 ((((uint64_t)1) << 52) - 1)
@@ -698,7 +704,9 @@ done:
    counts: the figures agree to rounding (1e-12 relative, the tests' bound), not bit for bit.
    The confidence-weighted sums (Σcw, Σcwx, ...) are made the same way, alone or beside
    Pearson's in the same pass (MOM_BOTH: x, y, w and the counts stream from memory once for
-   both; a chunk's counts, in L1, are summed twice). */
+   both; a chunk's counts, in L1, are summed twice). uint8 counts in the AVX-512 build take
+   moments_blocks8_u8 instead (the columns made in registers, 8 rows at once; MOM_BOTH in two
+   passes): see its comment. */
 #define MOM_CHUNK 512
 #define MOM_ROWS 16
 
