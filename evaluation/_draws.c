@@ -309,8 +309,39 @@ INLINE __m512i vstream_next(vstream_t *g) {
     return out;
 }
 
+/* row's k counts copied to out by streaming stores (past the caches: the moments read them once,
+   later) and zeroed in place (row stays in L2 for the next row's counts); whether they sum to n
+   (row_holds, in the same pass) */
+INLINE int flush_row(uint8_t *out, uint8_t *row, size_t k, uint64_t n) {
+    uint64_t total = 0;
+    size_t i = 0;
+    for (; i < k && ((uintptr_t)(out + i) & 63); i++) {
+        total += row[i];
+        out[i] = row[i];
+        row[i] = 0;
+    }
+    __m512i acc = _mm512_setzero_si512();
+    for (; i + 64 <= k; i += 64) {
+        __m512i v = _mm512_loadu_si512((const void *)(row + i));
+        acc = _mm512_add_epi64(acc, _mm512_sad_epu8(v, _mm512_setzero_si512()));
+        _mm512_stream_si512((void *)(out + i), v);
+        _mm512_storeu_si512((void *)(row + i), _mm512_setzero_si512());
+    }
+    total += (uint64_t)_mm512_reduce_add_epi64(acc);
+    for (; i < k; i++) {
+        total += row[i];
+        out[i] = row[i];
+        row[i] = 0;
+    }
+    return total == n;
+}
+
 /* count_rows for uint8 counts per pair, 2 <= n < 2**32: the same draws, the same counts, the
-   same stream values used (the carried half first, as there) */
+   same stream values used (the carried half first, as there). Every row is counted in the last
+   row's place, zeroed once, and each before the last streamed out to its own place by
+   flush_row: per 10^9 draws counted and their Pearson's moments summed (C harness, 8 rows a
+   call, medians of 9, load 4), 2.42 ns against 2.50 for each row zeroed and counted in place
+   (the same copy by ordinary stores: 2.60). */
 static uint64_t count_rows_ifma(u128 state, u128 inc, int has_uint32, uint32_t uinteger,
                                 uint64_t n, Py_ssize_t rows, uint8_t *out) {
     vstream_t g;
@@ -322,9 +353,10 @@ static uint64_t count_rows_ifma(u128 state, u128 inc, int has_uint32, uint32_t u
     int at = 16;               /* next value of bins to hand out */
     int carried = has_uint32;  /* numpy's kept half comes first */
     uint64_t used = 0;         /* stream values handed out, the carried one included */
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        uint8_t *row = out + (size_t)r * (size_t)n;
+    uint8_t *row = out + (size_t)(rows > 0 ? rows - 1 : 0) * (size_t)n;
+    if (rows > 0)
         memset(row, 0, (size_t)n);
+    for (Py_ssize_t r = 0; r < rows; r++) {
         uint64_t need = n;
         if (carried && need) {
             uint64_t m = (uint64_t)uinteger * n;
@@ -365,9 +397,13 @@ static uint64_t count_rows_ifma(u128 state, u128 inc, int has_uint32, uint32_t u
             }
             at++;
         }
-        if (UNLIKELY(!row_holds(row, (size_t)n, 1, n)))
+        if (r + 1 < rows ? UNLIKELY(!flush_row(out + (size_t)r * (size_t)n, row, (size_t)n, n))
+                         : UNLIKELY(!row_holds(row, (size_t)n, 1, n))) {
+            _mm_sfence();
             return UINT64_MAX;
+        }
     }
+    _mm_sfence();  /* the streamed rows in place before the caller reads them */
     return used;
 }
 #pragma GCC pop_options
