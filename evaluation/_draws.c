@@ -238,7 +238,13 @@ INLINE uint64_t count_rows(stream_t *g, uint64_t n, Py_ssize_t rows, void *out, 
    values, at once; Lemire's map and its rejection test for all 16 in two 32 x 32-bit
    multiplies; only the counting is done value by value. The same stream as the scalar path
    (the tests compare both with numpy's): per 10^9 draws counted into 10^6 uint8 pairs,
-   through Python, FIGURES. */
+   through Python, FIGURES. The counting into a 1 MB row (in L2, not L1) is the cost: tried
+   and dropped on the 2-core Intel Xeon (C harness, taskset -c 0, 8 rows a call, medians of
+   7-11, ns a draw, this loop 2.05-2.13): the row lines of the next 1-3 batches prefetched
+   (T0 or for writing) 2.18-2.44; nibble counts (a 512 KB row) 2.09-2.49; 2 MB pages under
+   the rows within noise; the moments of the previous 8 rows summed in this loop, 16 pairs
+   every 8 batches (their FMAs under the counting's misses), 2.47 against 2.01 + 0.35
+   apart. */
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")
 #define M52 ((((uint64_t)1) << 52) - 1)
@@ -303,8 +309,39 @@ INLINE __m512i vstream_next(vstream_t *g) {
     return out;
 }
 
+/* row's k counts copied to out by streaming stores (past the caches: the moments read them once,
+   later) and zeroed in place (row stays in L2 for the next row's counts); whether they sum to n
+   (row_holds, in the same pass) */
+INLINE int flush_row(uint8_t *out, uint8_t *row, size_t k, uint64_t n) {
+    uint64_t total = 0;
+    size_t i = 0;
+    for (; i < k && ((uintptr_t)(out + i) & 63); i++) {
+        total += row[i];
+        out[i] = row[i];
+        row[i] = 0;
+    }
+    __m512i acc = _mm512_setzero_si512();
+    for (; i + 64 <= k; i += 64) {
+        __m512i v = _mm512_loadu_si512((const void *)(row + i));
+        acc = _mm512_add_epi64(acc, _mm512_sad_epu8(v, _mm512_setzero_si512()));
+        _mm512_stream_si512((void *)(out + i), v);
+        _mm512_storeu_si512((void *)(row + i), _mm512_setzero_si512());
+    }
+    total += (uint64_t)_mm512_reduce_add_epi64(acc);
+    for (; i < k; i++) {
+        total += row[i];
+        out[i] = row[i];
+        row[i] = 0;
+    }
+    return total == n;
+}
+
 /* count_rows for uint8 counts per pair, 2 <= n < 2**32: the same draws, the same counts, the
-   same stream values used (the carried half first, as there) */
+   same stream values used (the carried half first, as there). Every row is counted in the last
+   row's place, zeroed once, and each before the last streamed out to its own place by
+   flush_row: per 10^9 draws counted and their Pearson's moments summed (C harness, 8 rows a
+   call, medians of 9, load 4), 2.42 ns against 2.50 for each row zeroed and counted in place
+   (the same copy by ordinary stores: 2.60). */
 static uint64_t count_rows_ifma(u128 state, u128 inc, int has_uint32, uint32_t uinteger,
                                 uint64_t n, Py_ssize_t rows, uint8_t *out) {
     vstream_t g;
@@ -316,9 +353,10 @@ static uint64_t count_rows_ifma(u128 state, u128 inc, int has_uint32, uint32_t u
     int at = 16;               /* next value of bins to hand out */
     int carried = has_uint32;  /* numpy's kept half comes first */
     uint64_t used = 0;         /* stream values handed out, the carried one included */
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        uint8_t *row = out + (size_t)r * (size_t)n;
+    uint8_t *row = out + (size_t)(rows > 0 ? rows - 1 : 0) * (size_t)n;
+    if (rows > 0)
         memset(row, 0, (size_t)n);
+    for (Py_ssize_t r = 0; r < rows; r++) {
         uint64_t need = n;
         if (carried && need) {
             uint64_t m = (uint64_t)uinteger * n;
@@ -359,9 +397,13 @@ static uint64_t count_rows_ifma(u128 state, u128 inc, int has_uint32, uint32_t u
             }
             at++;
         }
-        if (UNLIKELY(!row_holds(row, (size_t)n, 1, n)))
+        if (r + 1 < rows ? UNLIKELY(!flush_row(out + (size_t)r * (size_t)n, row, (size_t)n, n))
+                         : UNLIKELY(!row_holds(row, (size_t)n, 1, n))) {
+            _mm_sfence();
             return UINT64_MAX;
+        }
     }
+    _mm_sfence();  /* the streamed rows in place before the caller reads them */
     return used;
 }
 #pragma GCC pop_options
@@ -698,7 +740,9 @@ done:
    counts: the figures agree to rounding (1e-12 relative, the tests' bound), not bit for bit.
    The confidence-weighted sums (Σcw, Σcwx, ...) are made the same way, alone or beside
    Pearson's in the same pass (MOM_BOTH: x, y, w and the counts stream from memory once for
-   both; a chunk's counts, in L1, are summed twice). */
+   both; a chunk's counts, in L1, are summed twice). uint8 counts in the AVX-512 build take
+   moments_blocks8_u8 instead (the columns made in registers, 8 rows at once; MOM_BOTH in two
+   passes): see its comment. */
 #define MOM_CHUNK 512
 #define MOM_ROWS 16
 
@@ -910,113 +954,166 @@ ATTR static void NAME(const void *counts, Py_ssize_t rows, size_t n, const doubl
 #define MADD(a, b, c) __builtin_fma(a, b, c)
 MOMENTS_CHUNK(chunk8, v8d, 8, v8u8, v8u16, v8u32, v8i32, v8i64)
 
-/* chunk8 for uint8 counts in AVX-512 intrinsics, nr (1 or 2) rows `stride` bytes apart at
-   once: 8 counts widened to doubles, two sets of six partial sums per row, each row's sums in
-   the order one row alone makes them (bit for bit). The FMAs' port is the bound (the 2-core
-   Intel Xeon of benchmarks/README.md behaves as one 512-bit FMA a cycle): the counts below 16
-   become doubles by a table lookup (shuffles, another port) and Pearson's Σc is summed in
-   integers, so 10 of the port's uops per 16 counts where there were 14; two rows share each
-   load of the columns. Per 10^9 counts times cached columns 0.43 -> 0.36 s; 8 rows of 10^6
-   pairs a call (as score_run asks), 0.59-0.60 -> 0.53-0.56 s per 1,000 rows. */
-INLINE void chunk8_u8_rows(const char *counts, size_t stride, const int nr, size_t m,
-                           double (*mom_cols)[MOM_CHUNK], double (*t)[6], const int kind) {
-    size_t mv = m - m % 16;
-    __m512d s0[2][6], s1[2][6];
-#pragma GCC unroll 2
-    for (int r = 0; r < nr; r++)
-        for (int q = 0; q < 6; q++)
-            s0[r][q] = s1[r][q] = _mm512_setzero_pd();
-    /* KIND_PLAIN's count of each row: its counts summed in integers (exact, as the doubles'
-       sums of whole numbers below 2**53 are in any order), off the port of the FMAs */
-    __m128i whole[2] = {_mm_setzero_si128(), _mm_setzero_si128()};
+MOM_DRIVER(moments_rows8, chunk8, )
+
+/* The sums of uint8 counts in AVX-512 intrinsics, G rows (up to PLAIN_ROWS) at once over one
+   block of pairs, 16 pairs a step: the step's columns made in registers from x and y (and w)
+   once for the G rows, each row's 16 counts looked up in a table of their doubles (shuffles,
+   off the FMAs' port; converted when one is 16 or more) and its sums taken by FMAs, one set
+   of partial sums a row, added into the row's totals (tot) at the block's end. Pearson's Σc
+   is summed in integers (psadbw) over the block's bytes, still in L1; W: the weighted sums,
+   column 0 w, the others times w (as numpy's (w * xc) * xc). The FMAs' port is the bound (the
+   2-core Intel Xeon of benchmarks/README.md behaves as one 512-bit FMA a cycle): 10 of its
+   uops per 16 counts (12 weighted) and the columns' products shared by 8 rows. Each row's sums
+   are made by the same operations in the same order whatever G is and whichever rows are
+   beside it (bit for bit a row alone). Before: chunk8 over a chunk of 512 columns made in L1
+   (mom_fill) two rows at a time, the columns loaded again for each pair of rows. */
+#define PLAIN_ROWS 8
+#define PLAIN_BLOCK 512
+INLINE void plain8_block(const uint8_t *counts, size_t n, const double *x, const double *y,
+                         const double *w, size_t b0, size_t b1, __m512d (*tot)[6],
+                         uint64_t *whole, const int G, const int W) {
     const __m512d low = _mm512_setr_pd(0, 1, 2, 3, 4, 5, 6, 7);
     const __m512d high = _mm512_setr_pd(8, 9, 10, 11, 12, 13, 14, 15);
-    for (size_t i = 0; i < mv; i += 16) {
-        __m512d c[2], d[2];
-#pragma GCC unroll 2
-        for (int r = 0; r < nr; r++) {
-            const uint8_t *at = (const uint8_t *)counts + (size_t)r * stride + i;
+    const int NC = W ? 6 : 5;  /* the weighted ones: w first, then each column times w */
+    __m512d s[PLAIN_ROWS][6];
+    for (int r = 0; r < G; r++)
+        for (int q = 0; q < NC; q++)
+            s[r][q] = _mm512_setzero_pd();
+    for (size_t i = b0; i < b1; i += 16) {
+        __m512d xa = _mm512_loadu_pd(x + i), xb = _mm512_loadu_pd(x + i + 8);
+        __m512d ya = _mm512_loadu_pd(y + i), yb = _mm512_loadu_pd(y + i + 8);
+        __m512d ca[6], cb[6];
+        if (W) {  /* as numpy's (w * xc) * xc */
+            __m512d wa = _mm512_loadu_pd(w + i), wb = _mm512_loadu_pd(w + i + 8);
+            __m512d wxa = _mm512_mul_pd(wa, xa), wya = _mm512_mul_pd(wa, ya);
+            __m512d wxb = _mm512_mul_pd(wb, xb), wyb = _mm512_mul_pd(wb, yb);
+            ca[0] = wa, ca[1] = wxa, ca[2] = wya, ca[3] = _mm512_mul_pd(wxa, xa);
+            ca[4] = _mm512_mul_pd(wya, ya), ca[5] = _mm512_mul_pd(wxa, ya);
+            cb[0] = wb, cb[1] = wxb, cb[2] = wyb, cb[3] = _mm512_mul_pd(wxb, xb);
+            cb[4] = _mm512_mul_pd(wyb, yb), cb[5] = _mm512_mul_pd(wxb, yb);
+        } else {
+            ca[0] = xa, ca[1] = ya, ca[2] = _mm512_mul_pd(xa, xa), ca[3] = _mm512_mul_pd(ya, ya);
+            ca[4] = _mm512_mul_pd(xa, ya);
+            cb[0] = xb, cb[1] = yb, cb[2] = _mm512_mul_pd(xb, xb), cb[3] = _mm512_mul_pd(yb, yb);
+            cb[4] = _mm512_mul_pd(xb, yb);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < G; r++) {
+            const uint8_t *at = counts + (size_t)r * n + i;
+            __m512d c, d;
             __m128i b16 = _mm_loadu_si128((const __m128i *)at);
-            if (kind == KIND_PLAIN)
-                whole[r] = _mm_add_epi64(whole[r], _mm_sad_epu8(b16, _mm_setzero_si128()));
             if (LIKELY(!_mm_test_epi8_mask(b16, _mm_set1_epi8((char)0xF0)))) {
-                /* counts below 16 (all of a bootstrap's, in practice) looked up in a table of
-                   their doubles: shuffles, where the conversion would take the FMAs' port */
-                c[r] = _mm512_permutex2var_pd(
-                    low, _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)at)), high);
-                d[r] = _mm512_permutex2var_pd(
-                    low, _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)(at + 8))), high);
+                c = _mm512_permutex2var_pd(low, _mm512_cvtepu8_epi64(b16), high);
+                d = _mm512_permutex2var_pd(low, _mm512_cvtepu8_epi64(_mm_srli_si128(b16, 8)),
+                                           high);
             } else {
-                c[r] = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(b16));
-                d[r] = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(_mm_srli_si128(b16, 8)));
+                c = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(b16));
+                d = _mm512_cvtepi32_pd(_mm256_cvtepu8_epi32(_mm_srli_si128(b16, 8)));
             }
-        }
-        __m512d w0 = _mm512_setzero_pd(), w1 = w0;  /* column 0: w, unmade for KIND_PLAIN */
-        if (kind != KIND_PLAIN) {
-            w0 = _mm512_load_pd(mom_cols[0] + i);
-            w1 = _mm512_load_pd(mom_cols[0] + i + 8);
-        }
-#pragma GCC unroll 2
-        for (int r = 0; r < nr; r++) {
-            if (kind == KIND_TIMES_W) {
-                c[r] = _mm512_mul_pd(c[r], w0);
-                d[r] = _mm512_mul_pd(d[r], w1);
-            }
-            if (kind == KIND_WCOLS) {
-                s0[r][0] = _mm512_fmadd_pd(c[r], w0, s0[r][0]);
-                s1[r][0] = _mm512_fmadd_pd(d[r], w1, s1[r][0]);
-            } else if (kind == KIND_TIMES_W) {
-                s0[r][0] = _mm512_add_pd(s0[r][0], c[r]);
-                s1[r][0] = _mm512_add_pd(s1[r][0], d[r]);
-            }
-        }
-#pragma GCC unroll 5
-        for (int q = 0; q < 5; q++) {
-            __m512d e = _mm512_load_pd(mom_cols[q + 1] + i);
-            __m512d f = _mm512_load_pd(mom_cols[q + 1] + i + 8);
-#pragma GCC unroll 2
-            for (int r = 0; r < nr; r++) {
-                s0[r][q + 1] = _mm512_fmadd_pd(c[r], e, s0[r][q + 1]);
-                s1[r][q + 1] = _mm512_fmadd_pd(d[r], f, s1[r][q + 1]);
-            }
+#pragma GCC unroll 6
+            for (int q = 0; q < NC; q++)
+                s[r][q] = _mm512_fmadd_pd(d, cb[q], _mm512_fmadd_pd(c, ca[q], s[r][q]));
         }
     }
-#pragma GCC unroll 2
-    for (int r = 0; r < nr; r++) {
-        const uint8_t *row = (const uint8_t *)counts + (size_t)r * stride;
-        for (int q = 0; q < 6; q++)
-            t[r][q] = _mm512_reduce_add_pd(_mm512_add_pd(s0[r][q], s1[r][q]));
-        if (kind == KIND_PLAIN)
-            t[r][0] = (double)(uint64_t)(_mm_cvtsi128_si64(whole[r]) +
-                                         _mm_extract_epi64(whole[r], 1));
-        for (size_t i = mv; i < m; i++) {
-            double c = row[i];
-            if (kind == KIND_TIMES_W)
-                c *= mom_cols[0][i];
-            t[r][0] = kind == KIND_WCOLS ? MADD(c, mom_cols[0][i], t[r][0]) : t[r][0] + c;
+    for (int r = 0; r < G; r++) {
+        for (int q = 0; q < NC; q++)
+            tot[r][q] = _mm512_add_pd(tot[r][q], s[r][q]);
+        if (W)
+            continue;
+        const uint8_t *row = counts + (size_t)r * n;
+        __m512i wide = _mm512_setzero_si512();
+        size_t i = b0;
+        for (; i + 64 <= b1; i += 64)
+            wide = _mm512_add_epi64(wide, _mm512_sad_epu8(
+                _mm512_loadu_si512((const void *)(row + i)), _mm512_setzero_si512()));
+        __m128i acc = _mm_setzero_si128();
+        for (; i < b1; i += 16)
+            acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(row + i)),
+                                                  _mm_setzero_si128()));
+        whole[r] += (uint64_t)_mm512_reduce_add_epi64(wide) + (uint64_t)_mm_cvtsi128_si64(acc) +
+                    (uint64_t)_mm_extract_epi64(acc, 1);
+    }
+}
+
+/* plain8_block over every block, PLAIN_SPAN rows a pass: each block's x and y (and w) read
+   from memory once for all of them, then from L1 for each group of PLAIN_ROWS. Per 10^9
+   counts, 8 rows of 10^6 pairs a call as score_run asks, the rows just counted (C harness
+   over this file's moments_avx512, 2-core Intel Xeon, taskset -c 0, load 3-4, medians of 4;
+   the first figure 8d95eaf's, chunk8 two rows at a time): Pearson's 0.56 -> 0.36 s, the
+   weighted ones 0.62 -> 0.43 s, both 1.05 -> 0.79 s (two passes: one of both by chunk8 took
+   more); 16 rows a call, Pearson's 0.49 -> 0.38 s. */
+#define PLAIN_SPAN 64
+INLINE void moments_blocks8_u8(const uint8_t *counts, Py_ssize_t rows, size_t n, const double *x,
+                               const double *y, const double *w, double *out, const int W) {
+    __m512d tot[PLAIN_SPAN][6];
+    uint64_t whole[PLAIN_SPAN];
+    size_t nv = n - n % 16;
+    for (Py_ssize_t r0 = 0; r0 < rows; r0 += PLAIN_SPAN) {
+        int span = rows - r0 < PLAIN_SPAN ? (int)(rows - r0) : PLAIN_SPAN;
+        const uint8_t *first = counts + (size_t)r0 * n;
+        for (int r = 0; r < span; r++) {
+            whole[r] = 0;
+            for (int q = 0; q < 6; q++)
+                tot[r][q] = _mm512_setzero_pd();
+        }
+        for (size_t b0 = 0; b0 < nv; b0 += PLAIN_BLOCK) {
+            size_t b1 = nv - b0 < PLAIN_BLOCK ? nv : b0 + PLAIN_BLOCK;
+            int r = 0;
+            for (; r + 8 <= span; r += 8)
+                plain8_block(first + (size_t)r * n, n, x, y, w, b0, b1, tot + r, whole + r, 8, W);
+            for (; r + 4 <= span; r += 4)
+                plain8_block(first + (size_t)r * n, n, x, y, w, b0, b1, tot + r, whole + r, 4, W);
+            for (; r < span; r++)
+                plain8_block(first + (size_t)r * n, n, x, y, w, b0, b1, tot + r, whole + r, 1, W);
+        }
+        for (int r = 0; r < span; r++) {
+            const uint8_t *row = first + (size_t)r * n;
+            double *t = out + (size_t)(r0 + r) * 6;
+            if (W) {
+                for (int q = 0; q < 6; q++)
+                    t[q] = _mm512_reduce_add_pd(tot[r][q]);
+                for (size_t i = nv; i < n; i++) {
+                    double c = row[i], v = w[i], va = v * x[i], vb = v * y[i];
+                    t[0] = MADD(c, v, t[0]);
+                    t[1] = MADD(c, va, t[1]);
+                    t[2] = MADD(c, vb, t[2]);
+                    t[3] = MADD(c, va * x[i], t[3]);
+                    t[4] = MADD(c, vb * y[i], t[4]);
+                    t[5] = MADD(c, va * y[i], t[5]);
+                }
+                continue;
+            }
             for (int q = 0; q < 5; q++)
-                t[r][q + 1] = MADD(c, mom_cols[q + 1][i], t[r][q + 1]);
+                t[q + 1] = _mm512_reduce_add_pd(tot[r][q]);
+            for (size_t i = nv; i < n; i++) {
+                double c = row[i], a = x[i], b = y[i];
+                whole[r] += row[i];
+                t[1] = MADD(c, a, t[1]);
+                t[2] = MADD(c, b, t[2]);
+                t[3] = MADD(c, a * a, t[3]);
+                t[4] = MADD(c, b * b, t[4]);
+                t[5] = MADD(c, a * b, t[5]);
+            }
+            t[0] = (double)whole[r];
         }
     }
 }
 
-INLINE void chunk8_u8(const char *counts, size_t m, double (*mom_cols)[MOM_CHUNK], double *t,
-                      const int size, const int kind) {
+/* uint8 counts: Pearson's sums and the weighted ones by moments_blocks8_u8 (MOM_BOTH: the two
+   in turn, two passes over the counts; Pearson's sums the very bits moments gives) */
+static void moments_rows8_u8_any(const void *counts, Py_ssize_t rows, size_t n, const double *x,
+                                 const double *y, const double *w, double *out, double *wout,
+                                 const int size, const int mode) {
     (void)size;
-    chunk8_u8_rows(counts, 0, 1, m, mom_cols, (double (*)[6])t, kind);
+    if (mode != MOM_WEIGHTED)
+        moments_blocks8_u8(counts, rows, n, x, y, NULL, out, 0);
+    if (mode == MOM_WEIGHTED)
+        moments_blocks8_u8(counts, rows, n, x, y, w, out, 1);
+    else if (mode == MOM_BOTH)
+        moments_blocks8_u8(counts, rows, n, x, y, w, wout, 1);
 }
-
-/* two rows at once */
-INLINE void chunk8_u8_pair(const char *counts, size_t stride, size_t m,
-                           double (*mom_cols)[MOM_CHUNK], double (*t)[6], const int size,
-                           const int kind) {
-    (void)size;
-    chunk8_u8_rows(counts, stride, 2, m, mom_cols, t, kind);
-}
-
-MOM_DRIVER_PAIRS(moments_rows8_u8, chunk8_u8, chunk8_u8_pair, 1, )
-MOM_DRIVER(moments_rows8, chunk8, )
-MOM_DISPATCH(moments_avx512, moments_rows8_u8, moments_rows8, )
+MOM_DISPATCH(moments_avx512, moments_rows8_u8_any, moments_rows8, )
 #undef MADD
 #pragma GCC pop_options
 #endif

@@ -218,12 +218,13 @@ def _moments_reference(counts: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.n
 
 
 @pytest.mark.parametrize("n", [1, 2, 15, 16, 17, 511, 512, 513, 1000, 70_001])
-@pytest.mark.parametrize("rows", [1, 3, 16, 17, 40])
+@pytest.mark.parametrize("rows", [1, 3, 16, 17, 40, 70])
 @pytest.mark.parametrize("level", [2, 1, 0])
 def test_moments_are_the_product_of_counts_and_columns(kernel: ModuleType, n: int, rows: int,
                                                        level: int) -> None:
-    """Every chunk edge (512 pairs, 16 lanes, 16 rows a pass), every count width, each build
-    this processor runs (AVX-512, AVX2, plain C)."""
+    """Every chunk edge (512 pairs, 16 lanes, 16 rows a pass; AVX-512's Pearson 8 and 4 rows at
+    once, 64 a pass), every count width, each build this processor runs (AVX-512, AVX2, plain
+    C)."""
     rng = np.random.default_rng(n * 100 + rows)
     x, y = rng.normal(0.3, 1.0, n), rng.uniform(-2, 3, n)
     drawn = rng.poisson(1.0, (rows, n))
@@ -243,11 +244,12 @@ def test_moments_are_the_product_of_counts_and_columns(kernel: ModuleType, n: in
 @pytest.mark.parametrize("level", [2, 1, 0])
 def test_moments_of_many_rows_are_each_row_s_alone_bit_for_bit(kernel: ModuleType, n: int,
                                                               level: int) -> None:
-    """A call sums its rows two at a time (AVX-512): each row's sums are the very bits a call
-    of that row alone gives, plain, weighted and both in one pass; blocks of counts below 16
-    (looked up in a table) and with larger ones (converted) alike."""
+    """A call sums its rows several at a time (AVX-512: Pearson's 8, then 4, then one by one;
+    the weighted ones two at a time): each row's sums are the very bits a call of that row
+    alone gives, plain, weighted and both in one pass; blocks of counts below 16 (looked up in
+    a table) and with larger ones (converted) alike."""
     rng = np.random.default_rng(n + 3)
-    rows = 7  # three pairs and one row alone, in one block
+    rows = 15  # 8, 4 and 3 alone (Pearson's); seven pairs and one alone (the weighted ones)
     x, y = rng.normal(0.3, 1.0, n), rng.uniform(-2, 3, n)
     w = rng.integers(1, 101, n).astype(np.float64)
     counts = rng.poisson(1.0, (rows, n)).astype(np.uint8)
