@@ -232,19 +232,19 @@ INLINE uint64_t count_rows(stream_t *g, uint64_t n, Py_ssize_t rows, void *out, 
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define DRAWS_IFMA 1
-/* The draws in AVX-512 with IFMA (52-bit multiply-adds; Intel since Ice Lake, AMD since Zen 4):
-   8 PCG64 chains jumped ahead 1 .. 8 steps, each stepping 8 at a time, their 128-bit states in
-   three 52-bit limbs (the product mod 2**128 from nine multiply-adds), make 8 outputs, 16
-   values, at once; Lemire's map and its rejection test for all 16 in two 32 x 32-bit
-   multiplies; only the counting is done value by value. The same stream as the scalar path
-   (the tests compare both with numpy's): per 10^9 draws counted into 10^6 uint8 pairs,
-   through Python, FIGURES. The counting into a 1 MB row (in L2, not L1) is the cost: tried
-   and dropped on the 2-core Intel Xeon (C harness, taskset -c 0, 8 rows a call, medians of
-   7-11, ns a draw, this loop 2.05-2.13): the row lines of the next 1-3 batches prefetched
-   (T0 or for writing) 2.18-2.44; nibble counts (a 512 KB row) 2.09-2.49; 2 MB pages under
-   the rows within noise; the moments of the previous 8 rows summed in this loop, 16 pairs
-   every 8 batches (their FMAs under the counting's misses), 2.47 against 2.01 + 0.35
-   apart. */
+/* The draws in AVX-512 with IFMA (52-bit multiply-adds; Intel since Ice Lake, AMD since Zen
+   4): 8 PCG64 chains jumped ahead 1 .. 8 steps, each stepping 8 at a time, their 128-bit
+   states in three 52-bit limbs (the product mod 2**128 from nine multiply-adds), make 8
+   outputs, 16 values, at once; Lemire's map and its rejection test for all 16 in two 32 x
+   32-bit multiplies; only the counting is done value by value. The same stream as the scalar
+   path (the tests compare both with numpy's): per 10^9 draws counted into 10^6 uint8 pairs,
+   through Python (bench_draws.py's draws step), 1.93-2.23 s at load 1.4-2.8. The counting
+   into a 1 MB row (in L2, not L1) is the cost: tried and dropped on the 2-core Intel Xeon (C
+   harness, taskset -c 0, 8 rows a call, medians of 7-11, ns a draw, this loop 2.05-2.13): the
+   row lines of the next 1-3 batches prefetched (T0 or for writing) 2.18-2.44; nibble counts
+   (a 512 KB row) 2.09-2.49; 2 MB pages under the rows within noise; the moments of the
+   previous 8 rows summed in this loop, 16 pairs every 8 batches (their FMAs under the
+   counting's misses), 2.47 against 2.01 + 0.35 apart. */
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx512ifma")
 #define M52 ((((uint64_t)1) << 52) - 1)
