@@ -1,0 +1,110 @@
+"""A run replaced (an upload under a run name the team used: the earlier run goes out, then the
+new one is scored in, two versions) read by a worker that did not build either (issue 45): its
+first page and API JSON of the new version read what an upload's do, whatever the board holds
+(the version's head carries the two versions' edits composed and the new row's text), and serve
+a from-scratch build's bytes."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from semboard.i18n.languages import COOKIE
+from semboard.models import RunScoreRecord
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.boards import stored as stored_rows
+from tests.site.boards.test_site_board_deployed import API, _as_another_process, counted_reads
+from tests.site.boards.test_site_board_other_page import PAGE, _fresh_get, _stored_elsewhere
+from tests.site.boards.test_site_board_page_served import _read
+from tests.site.boards.test_site_board_ranks_read import _seed
+from tests.site.boards.test_site_boards import _statements
+
+DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+BOARD_API = f"{API}/tasks/tiny/leaderboard?phase=eval"
+__all__ = ["counted_reads"]  # a fixture
+
+
+def _untimed(text: str) -> str:
+    # the clock and a signed-in page's token (signed with the time) differ between two GETs
+    return re.sub(r'data-now="[^"]*"|name="csrf_token" value="[^"]+"', "", text)
+
+
+def _first_gets(app: Any, client: Any, counted: Any, first: str) -> dict[str, Any]:
+    """What this worker's first GET of the new version (`first`: its page or its API JSON) and
+    the other after it read: the statements of each, the stored rows and the frames' row
+    keys."""
+    counted.rows = counted.statements = 0
+    keys_read = stored_rows.frame_keys_read[0]
+    found: dict[str, Any] = {}
+    for kind in (first, *({"page", "api"} - {first})):
+        with _statements(app) as statements:
+            assert client.get(PAGE if kind == "page" else BOARD_API).status_code == 200
+        found[kind] = len(_read(statements))
+    return {**found, "rows": counted.rows, "row statements": counted.statements,
+            "frame keys": stored_rows.frame_keys_read[0] - keys_read}
+
+
+def _as_built(client: Any, world: Any, session: Any, now: Any) -> None:
+    """The page (en/ar/es/hi, anonymous and signed in) is a fresh read's, the API JSON and
+    CSV a from-scratch build's."""
+    phase = world["phase"]
+    session.commit()  # a read of now
+    fresh = prepared_boards._build(session, phase=phase, version=prepared_boards.board_version(
+        session, phase), now=now)
+    session.commit()  # (its read ended: the next writes wait for none)
+    assert client.get(BOARD_API).get_data() == fresh.body("json")
+    assert client.get(f"{PAGE}.json").get_data() == fresh.body("json")
+    assert client.get(f"{PAGE}.csv").get_data(as_text=True) == fresh.csv_text
+    for signed_in in (False, True):
+        if signed_in:
+            client.post("/login", data={"email": world["team_a"].captain.email,
+                                        "password": "password123"})
+            client.get(PAGE)  # the log-in's flash shown
+        for language in ("en", "ar", "es", "hi"):
+            client.set_cookie(COOKIE, language)
+            page = client.get(PAGE).get_data(as_text=True)
+            assert f'<html lang="{language}"' in page
+            assert _untimed(page) == _untimed(_fresh_get(client, PAGE).get_data(as_text=True))
+    client.post("/logout")
+    client.get("/tasks")  # the log-out's flash shown
+    client.set_cookie(COOKIE, "en")
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_replaced_run_is_read_by_the_other_worker_as_an_upload_is(
+        app, client, session, world, tiny_data, now, counted_reads) -> None:
+    """A board of 42 runs, then of 203: the newest run replaced (its board without it is a row
+    order stored before), then a run in the middle, each read by a worker that read the board
+    before both versions: its first API JSON reads 3 statements and its first page 2, no
+    stored row and no frame's row keys (today 8 and 7 statements, the new row, and for the
+    newest the frames' chain from their checkpoint: every key), the same for both boards, as
+    after a plain upload."""
+    phase = world["phase"]
+    _stored_elsewhere(client, world, tiny_data, "a", "first", 1.5)
+    template = session.scalars(select(RunScoreRecord)).one()
+    found: dict[int, list[dict[str, Any]]] = {}
+    for more, prefix in ((40, "bulk"), (160, "more")):
+        _seed(session, phase, template, more, prefix)
+        # the newest run (the second time, a replaced one: each team's 3 runs)
+        _stored_elsewhere(client, world, tiny_data, "b", "newest", 1.0 + len(found) / 10)
+        assert client.get(PAGE).status_code == 200  # this worker read the board before
+        read = found.setdefault(more, [])
+        for team, name, noise, first in (("b", "newest", 2.5, "api"),
+                                         ("a", "first", 0.05, "page")):
+            _stored_elsewhere(client, world, tiny_data, team, name, noise)  # replaced
+            read.append(_first_gets(app, client, counted_reads, first))
+            _as_built(client, world, session, now)
+        # plain uploads (an added run each), for the figures they read
+        for team, first in (("b", "api"), ("a", "page")):
+            _stored_elsewhere(client, world, tiny_data, team, f"{prefix}-{team}", 0.7)
+            read.append(_first_gets(app, client, counted_reads, first))
+    assert found[40] == found[160], found
+    assert found[40][:2] == found[40][2:], found[40]  # replaced as added
+    # the first page in 2 statements, the first API JSON in 3; no stored row, no frame's keys
+    assert [(read["api"], read["rows"], read["frame keys"]) for read in found[40][::2]] == [
+        (3, 0, 0)] * 2, found[40]
+    assert [(read["page"], read["rows"], read["frame keys"]) for read in found[40][1::2]] == [
+        (2, 0, 0)] * 2, found[40]
