@@ -7,13 +7,15 @@ a from-scratch build's bytes."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
 from semboard.i18n.languages import COOKIE
-from semboard.models import RunScoreRecord
+from semboard.jobs import boards as board_jobs
+from semboard.models import Run, RunScoreRecord, Team
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.boards import stored as stored_rows
 from tests.site.boards.test_site_board_deployed import API, _as_another_process, counted_reads
@@ -118,3 +120,69 @@ def test_a_replaced_run_is_read_by_the_other_worker_as_an_upload_is(
         (3, 0, 0)] * 2, found[40]
     assert [(read["page"], read["rows"], read["frame keys"]) for read in found[40][1::2]] == [
         (2, 0, 0)] * 2, found[40]
+
+
+def _changes(session: Any, prefix: str) -> list[tuple[str, Callable[[], list[int]]]]:
+    """The writes that change a board without an added run, on the `prefix` runs: each makes
+    its change and names the runs it touched."""
+    runs = session.scalars(select(Run).join(Team).where(Team.name.like(f"{prefix} %"))
+                           .order_by(Run.id)).all()
+    teams = session.scalars(select(Team).where(Team.name.like(f"{prefix} %"))
+                            .order_by(Team.id)).all()
+
+    def withdrawn() -> list[int]:
+        runs[3].is_current = False
+        return [runs[3].id]
+
+    def described() -> list[int]:
+        runs[4].description = "a new description"
+        return [runs[4].id]
+
+    def renamed() -> list[int]:
+        teams[5].name = f"{prefix} renamed"
+        return []
+
+    def baseline() -> list[int]:
+        teams[6].is_baseline = True
+        return []
+
+    def moved() -> list[int]:
+        runs[7].name, runs[7].slot, runs[7].team_id = "moved", 2, teams[8].id
+        return [runs[7].id]
+
+    def failed() -> list[int]:  # rescored, and its rescoring failed: off the board
+        runs[9].status = "error"
+        return [runs[9].id]
+
+    return [("withdrawn", withdrawn), ("described", described), ("renamed", renamed),
+            ("baseline", baseline), ("moved", moved), ("failed", failed)]
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_other_changes_of_a_few_runs_are_read_by_the_other_worker_as_an_upload_is(
+        app, client, session, world, tiny_data, now, counted_reads) -> None:
+    """A run withdrawn, described, moved to another team, off the board after a rescore, a
+    team renamed and made a baseline (one version each), on boards of 42 and 203 runs: the
+    other worker's first page reads 2 statements, no stored row and no frame's keys, the same
+    for both, and serves a from-scratch build's bytes (these read so before this change too:
+    a guard)."""
+    phase = world["phase"]
+    _stored_elsewhere(client, world, tiny_data, "a", "first", 1.5)
+    template = session.scalars(select(RunScoreRecord)).one()
+    found: dict[int, list[tuple[str, dict[str, Any]]]] = {}
+    for more, prefix in ((40, "bulk"), (160, "more")):
+        _seed(session, phase, template, more, prefix)
+        _stored_elsewhere(client, world, tiny_data, "b", prefix, 1.0)
+        assert client.get(PAGE).status_code == 200  # this worker read the board before
+        for name, change in _changes(session, prefix):
+            touched = change()
+            session.commit()
+            board_jobs.after_change(app, [("task", phase.task_id),
+                                          *(("run", run_id) for run_id in touched)])
+            _as_another_process()
+            found.setdefault(more, []).append(
+                (name, _first_gets(app, client, counted_reads, "page")))
+            _as_built(client, world, session, now)
+    assert found[40] == found[160], found
+    assert {(read["page"], read["rows"], read["frame keys"]) for _, read in found[40]} == {
+        (2, 0, 0)}, found[40]
