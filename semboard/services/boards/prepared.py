@@ -599,14 +599,14 @@ def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
         rows[key] = text
         added.append([at, key])
         added_keys.append(key)
-    delta: dict[str, Any] | None = {"base": base.keys_digest(), "went": list(went),
-                                     "added": added}
+    own = {"base": base.keys_digest(), "went": list(went), "added": added}
+    delta: dict[str, Any] | None = own
     earlier = None
     if not went and not added and base.delta is not None:
         # the base's rows (its groups came, say): its edits hold for a reader of its base too
         delta, earlier = base.delta, base.earlier
-    elif base.delta is not None and base.delta["base"] != delta["base"]:
-        earlier = composed(base.delta, delta, len(base.frame["keys"]))
+    elif base.delta is not None and base.delta["base"] != own["base"]:
+        earlier = composed(base.delta, own, len(base.frame["keys"]))
     return rows, keys, True, delta, (base.keys_digest(), went_keys, added_keys), earlier
 
 
