@@ -6,6 +6,7 @@ a from-scratch build's bytes."""
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable
 from typing import Any
@@ -186,3 +187,36 @@ def test_other_changes_of_a_few_runs_are_read_by_the_other_worker_as_an_upload_i
     assert found[40] == found[160], found
     assert {(read["page"], read["rows"], read["frame keys"]) for _, read in found[40]} == {
         (2, 0, 0)}, found[40]
+
+
+def test_two_edits_composed_are_both_applied_in_turn() -> None:
+    """Random edits of a board (rows out, then rows in, in turn) twice: the composed delta
+    applied to the first's base gives what the two give applied in turn."""
+    rng = random.Random(45)
+
+    def applied(keys: list[str], delta: dict[str, Any]) -> list[str]:
+        keys = list(keys)
+        for at in reversed(delta["went"]):
+            keys.pop(at)
+        for at, key in delta["added"]:
+            keys.insert(at, key)
+        return keys
+
+    def edit(keys: list[str], base: str) -> dict[str, Any]:
+        went = sorted(rng.sample(range(len(keys)), rng.randint(0, min(3, len(keys)))))
+        size = len(keys) - len(went)
+        added = []
+        for _ in range(rng.randint(0, 3)):
+            added.append([rng.randint(0, size), f"new{rng.random()}"])
+            size += 1
+        return {"base": base, "went": went, "added": added}
+
+    for _ in range(300):
+        board = [f"row{i}" for i in range(rng.randint(0, 12))]
+        first = edit(board, "b0")
+        middle = applied(board, first)
+        second = edit(middle, "b1")
+        both = prepared_boards.composed(first, second, len(middle))
+        assert both["base"] == "b0" and applied(board, both) == applied(middle, second)
+        assert both["went"] == sorted(both["went"])
+        assert [at for at, _ in both["added"]] == sorted(at for at, _ in both["added"])
