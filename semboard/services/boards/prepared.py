@@ -478,9 +478,10 @@ class BoardParts:
     # a merged board's edit from its base's parts (kept, not stored): the base's keys_digest(),
     # the keys of the rows taken out, those of the rows put in
     edit: tuple[str, list[str], list[str]] | None = None
-    # a merged board's edits from its base's base (its base's delta and its own, composed): a
-    # reader that holds the version before the base (an upload's run replaced, then the new
-    # run scored: two versions) applies them, not the stored frames' chain of every key
+    # a merged board's edits from its base's base where the base only took rows out (its
+    # base's delta and its own, composed): a reader that holds the version before the base
+    # (an upload's run replaced, then the new run scored: two versions) applies them, not the
+    # stored frames' chain of every key
     earlier: dict[str, Any] | None = None
     _digest: str | None = None
 
@@ -605,7 +606,9 @@ def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
     if not went and not added and base.delta is not None:
         # the base's rows (its groups came, say): its edits hold for a reader of its base too
         delta, earlier = base.delta, base.earlier
-    elif base.delta is not None and base.delta["base"] != own["base"]:
+    elif base.delta is not None and not base.delta["added"] and base.delta["base"] != own["base"]:
+        # the base only took rows out (a replaced run's upload: its new run not scored yet):
+        # composed, its edits put in no row but this version's (no text more in the head)
         earlier = composed(base.delta, own, len(base.frame["keys"]))
     return rows, keys, True, delta, (base.keys_digest(), went_keys, added_keys), earlier
 
