@@ -14,6 +14,7 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import Integer, String, and_, bindparam, delete, func, literal, select
@@ -477,6 +478,11 @@ class BoardParts:
     # a merged board's edit from its base's parts (kept, not stored): the base's keys_digest(),
     # the keys of the rows taken out, those of the rows put in
     edit: tuple[str, list[str], list[str]] | None = None
+    # a merged board's edits from its base's base where the base only took rows out (its
+    # base's delta and its own, composed): a reader that holds the version before the base
+    # (an upload's run replaced, then the new run scored: two versions) applies them, not the
+    # stored frames' chain of every key
+    earlier: dict[str, Any] | None = None
     _digest: str | None = None
 
     def keys_digest(self) -> str:
@@ -556,7 +562,7 @@ def board_parts(board: Leaderboard) -> BoardParts:
         frame["ranks"] = [row.ranks for row in board.rows]
         frame["row_groups"] = [row.groups for row in board.rows]
     parts = BoardParts(rows=found[0], frame=frame, shape=shape, open=found[2],
-                       delta=found[3], edit=found[4])
+                       delta=found[3], edit=found[4], earlier=found[5])
     if index is not None:
         index.parts = parts
     return parts
@@ -564,9 +570,11 @@ def board_parts(board: Leaderboard) -> BoardParts:
 
 def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
                   ) -> tuple[dict[str, str], list[str], bool, dict[str, Any] | None,
-                             tuple[str, list[str], list[str]] | None] | None:
+                             tuple[str, list[str], list[str]] | None,
+                             dict[str, Any] | None] | None:
     """A merged board's rows' texts and keys in order, from its base's parts and the merge's
-    edits, and those edits as BoardParts.delta (None: no base parts of this shape to edit)."""
+    edits, and those edits as BoardParts.delta (None: no base parts of this shape to edit),
+    with the base's delta composed with them (BoardParts.earlier)."""
     index = board.index
     edits = None if index is None else index.edits
     if edits is None or edits[0] is None:
@@ -592,16 +600,40 @@ def _edited_parts(board: Leaderboard, shape: tuple[Any, ...]
         rows[key] = text
         added.append([at, key])
         added_keys.append(key)
-    delta: dict[str, Any] | None = {"base": base.keys_digest(), "went": list(went),
-                                     "added": added}
+    own = {"base": base.keys_digest(), "went": list(went), "added": added}
+    delta: dict[str, Any] | None = own
+    earlier = None
     if not went and not added and base.delta is not None:
         # the base's rows (its groups came, say): its edits hold for a reader of its base too
-        delta = base.delta
-    return rows, keys, True, delta, (base.keys_digest(), went_keys, added_keys)
+        delta, earlier = base.delta, base.earlier
+    elif base.delta is not None and not base.delta["added"] and base.delta["base"] != own["base"]:
+        # the base only took rows out (a replaced run's upload: its new run not scored yet):
+        # composed, its edits put in no row but this version's (no text more in the head)
+        earlier = composed(base.delta, own, len(base.frame["keys"]))
+    return rows, keys, True, delta, (base.keys_digest(), went_keys, added_keys), earlier
+
+
+def composed(first: dict[str, Any], second: dict[str, Any], size: int) -> dict[str, Any]:
+    """The edits `first` then `second` (deltas: positions taken out, then [position, key] put
+    in, in turn) as one delta from first's base, of a board of `size` rows after `first`.
+    Each of the base's rows stands as its position (an int, in C: no step per row in Python);
+    the rows put in are found by their keys."""
+    marks: list[Any] = list(range(size - len(first["added"]) + len(first["went"])))
+    went: set[int] = set()
+    for delta in (first, second):
+        for at in reversed(delta["went"]):
+            mark = marks.pop(at)
+            if isinstance(mark, int):
+                went.add(mark)
+        for at, key in delta["added"]:
+            marks.insert(at, key)
+    added = sorted([marks.index(key), key] for key in dict.fromkeys(
+        key for delta in (first, second) for _, key in delta["added"]) if key in marks)
+    return {"base": first["base"], "went": sorted(went), "added": added}
 
 
 def _all_parts(board: Leaderboard, shape: tuple[Any, ...]
-               ) -> tuple[dict[str, str], list[str], bool, None, None]:
+               ) -> tuple[dict[str, str], list[str], bool, None, None, None]:
     """Every row's text by its key, the keys in order, and whether all leave cells open."""
     index = board.index
     rows: dict[str, str] = {}
@@ -617,7 +649,7 @@ def _all_parts(board: Leaderboard, shape: tuple[Any, ...]
         every_open = every_open and open_cells
         rows[key] = text
         keys.append(key)
-    return rows, keys, every_open, None, None
+    return rows, keys, every_open, None, None, None
 
 
 def texts_of_parts(frame: dict[str, Any], rows: dict[str, str]) -> Texts:
@@ -879,7 +911,7 @@ def _head_statement() -> Any:
             PreparedBoard.built_at, PreparedBoard.groups_pending, PreparedBoard.data["parts"],
             PreparedBoard.data["delta"], PreparedBoard.data["keys_digest"],
             PreparedBoard.data["serial"], PreparedBoard.data["stamp"],
-            PreparedBoard.data[ADDED_ROWS],
+            PreparedBoard.data[ADDED_ROWS], PreparedBoard.data[EARLIER],
         ).where(PreparedBoard.phase_id == bindparam("phase_id", type_=Integer),
                 PreparedBoard.version == bindparam("version", type_=String))
     return _head
@@ -900,11 +932,12 @@ def _stored(session: Session, *, phase: Phase, version: str,
                                         {"phase_id": phase.id, "version": version}).one_or_none()
     if head is None:
         return None
-    built_at, pending, frame, delta, digest, serial, stamp, added_rows = head
+    built_at, pending, frame, delta, digest, serial, stamp, added_rows, earlier = head
     if frame is not None:
         return _stored_in_parts(session, phase=phase, version=version, frame=frame,
                                 delta=delta, digest=digest, serial=serial, stamp=stamp,
-                                built_at=built_at, pending=pending, added_rows=added_rows)
+                                built_at=built_at, pending=pending, added_rows=added_rows,
+                                earlier=earlier)
     where = (PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)
     if with_data:  # stored whole (an older format): its texts and what pages add to them
         row = session.scalar(select(PreparedBoard).where(*where))
@@ -933,7 +966,8 @@ def stored_texts(session: Session, *, phase: Phase, version: str) -> tuple[str, 
 def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dict[str, Any],
                      delta: dict[str, Any] | None, digest: str | None, serial: int | None,
                      stamp: str | None, built_at: datetime, pending: bool,
-                     added_rows: dict[str, str] | None = None) -> Prepared | None:
+                     added_rows: dict[str, str] | None = None,
+                     earlier: dict[str, Any] | None = None) -> Prepared | None:
     """A board stored in parts, as this process reads it: where it read a version listing the
     rows the stored edits start from, those edits applied to it (the rows put in read, no list
     of every key);
@@ -968,6 +1002,12 @@ def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dic
     elif (same and before is not None and delta is not None
             and before.keys_digest == delta["base"]):
         view = stored_rows.view_of_delta(session, phase.id, frame, before, delta, digest,
+                                         texts=added_rows)
+    elif (same and before is not None and earlier is not None
+            and before.keys_digest == earlier["base"]):
+        # this process read the version before the base (a run replaced: out, then the new
+        # one scored in): the two versions' edits composed
+        view = stored_rows.view_of_delta(session, phase.id, frame, before, earlier, digest,
                                          texts=added_rows)
     else:
         found_frame = _with_keys(session, phase=phase, version=version, frame=frame,
@@ -1105,7 +1145,7 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
             frame["groups"] = {}
         data = {"parts": frame, "serial": prepared.serial,
                 "stamp": prepared.stamp, "keys_digest": prepared.parts.keys_digest(),
-                "delta": prepared.parts.delta,
+                "delta": prepared.parts.delta, EARLIER: _earlier(prepared.parts),
                 ADDED_ROWS: _added_rows(prepared.parts)}
         row = PreparedBoard(phase_id=prepared.phase_id, version=prepared.version, data=data,
                             csv_text="", json_text="",
@@ -1138,12 +1178,28 @@ ADDED_ROWS = "added_rows"
 ADDED_ROWS_MOST = 16
 
 
+# The edits of a version's base and its own composed (BoardParts.earlier), stored with its
+# head where they put in few rows (their texts with the delta's, ADDED_ROWS)
+EARLIER = "earlier"
+
+
+def _earlier(parts: BoardParts) -> dict[str, Any] | None:
+    """Its composed edits from its base's base (None: none, or adding too many rows)."""
+    earlier = parts.earlier
+    if earlier is None or len(earlier["added"]) > ADDED_ROWS_MOST:
+        return None
+    return earlier
+
+
 def _added_rows(parts: BoardParts) -> dict[str, str] | None:
-    """The texts of the rows its delta puts in, by key (None: no delta, or too many)."""
+    """The texts of the rows its delta and its composed edits put in, by key (None: no delta,
+    or too many)."""
     delta = parts.delta
     if delta is None or len(delta["added"]) > ADDED_ROWS_MOST:
         return None
-    return {key: parts.rows[key] for _, key in delta["added"]}
+    earlier = _earlier(parts)
+    return {key: parts.rows[key] for _, key in chain(
+        delta["added"], earlier["added"] if earlier is not None else ())}
 
 
 def _store_rows(session: Session, *, phase_id: int, parts: BoardParts,
