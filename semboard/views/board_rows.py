@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from flask import g
+from flask import current_app, g
 from markupsafe import Markup, escape
 
 from semboard.cache import LRU
@@ -98,8 +98,9 @@ def _context_id(context: tuple[Any, ...]) -> int:
 
 def _kept(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
           columns: list[Any], ranked: list[str], ranks: list[Any], groups: list[Any],
-          intervals: dict[int, Any]) -> _Format | None:
-    """The row's format (rendered with slots when not kept); None: not keepable."""
+          intervals: dict[int, Any], shaped: _Shaped | None = None) -> _Format | None:
+    """The row's format (made from its shape's skeleton, else rendered with slots when not
+    kept); None: not keepable."""
     # repr keeps apart what == joins and the page prints differently (1 and 1.0, 0.0 and -0.0)
     content = repr((row.run_id, row.team, row.run, row.baseline, row.flags, row.contrastive,
                     row.baseline_info, row.model, [row.metrics.get(c.key) for c in columns],
@@ -108,6 +109,11 @@ def _kept(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
     kept = _ROWS.get(key)
     if kept is not None:
         return kept
+    if shaped is not None:
+        made = _from_shape(row, shaped, context=context, columns=columns, ranked=ranked,
+                           ranks=ranks, groups=groups, intervals=intervals)
+        if made is not None:
+            return _ROWS.put(key, made)
     marked = _Marked(
         row, {k: _Slot("r", i) for i, k in enumerate(ranked) if ranks[i] is not None},
         {k: _Slot("g", i) for i, k in enumerate(ranked) if groups[i] is not None})
@@ -125,6 +131,152 @@ def _kept(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
     return _ROWS.put(key, (text, _picker(order)))
 
 
+# Row skeletons: table_row rendered with a marker in place of each of the row's own values (its
+# run id, names, each column's value, CI, rank and group), by the row's shape: its table
+# context and everything that decides which markup prints (badges, flags, which cells hold a
+# value, a CI, a rank, a group). A row not seen before is the skeleton with its values escaped
+# in: a format, not a render. _UNCUT: the shape does not cut cleanly (rendered as before).
+_Skeleton = tuple[tuple[str, ...], tuple[tuple[str, int], ...]]  # texts, (kind, index) between
+_SKELETONS: LRU[tuple[Any, ...], _Skeleton] = LRU(1024)
+_UNCUT: _Skeleton = ((), ())
+# the template module a skeleton is rendered in, given the intervals its marked row reads
+_Shaped = Callable[[dict[int, Any]], Callable[[Any], str]]
+_FIELD = re.compile("\x1e([a-z])([a-j]+)\x1e")
+_LETTERS = str.maketrans("0123456789", "abcdefghij")  # a marker's index: no digit to localise
+# skeletons rendered (not taken from _SKELETONS): tests count them
+skeletons_rendered = [0]
+
+
+class _Field:
+    """One of a row's own values while its skeleton renders: prints a marker as HTML (kind) and
+    another when formatted (metric filter, CI digits: kind upper-cased)."""
+
+    __slots__ = ("index", "kind")
+
+    def __init__(self, kind: str, index: int) -> None:
+        self.kind, self.index = kind, index
+
+    def _text(self, kind: str) -> str:
+        return f"{_MARK}{kind}{str(self.index).translate(_LETTERS)}{_MARK}"
+
+    def __str__(self) -> str:
+        return self._text(self.kind)
+
+    def __html__(self) -> str:
+        return self._text(self.kind)
+
+    def __format__(self, spec: str) -> str:
+        return self._text(_FORMATTED[self.kind])
+
+
+# a value prints as itself (v) and through the metric filter (m); a CI bound only formatted
+_FORMATTED = {"v": "m", "l": "l", "h": "h", "r": "r", "g": "g"}
+
+
+class _Shape:
+    """A row of one shape with its own values as fields: what table_row reads of it."""
+
+    def __init__(self, row: Any, columns: list[Any], ranks: dict[str, Any],
+                 groups: dict[str, Any]) -> None:
+        self.run_id = _RUN_ID
+        self.team = None if row.team is None else _Field("t", 0)
+        self.run = None if row.run is None else _Field("u", 0)
+        self.baseline, self.flags, self.contrastive = row.baseline, row.flags, row.contrastive
+        self.baseline_info, self.model, self.n_parameters = None, None, None
+        self.metrics = {c.key: None if row.metrics.get(c.key) is None else _Field("v", j)
+                        for j, c in enumerate(columns)}
+        self.missing = {c.key: _why(row, c.key) for c in columns}
+        self.ranks, self.groups = ranks, groups
+
+
+_RUN_ID = 918_273_645_546_372_819  # a skeleton's run id: cut where it prints (twice)
+_WHY = ("not submitted", "no gold")  # the reasons a missing value prints (else a dash)
+
+
+def _why(row: Any, key: str) -> str | None:
+    why = row.missing.get(key)
+    return why if row.metrics.get(key) is None and type(why) is str and why in _WHY else None
+
+
+def _from_shape(row: Any, shaped: _Shaped, *, context: tuple[Any, ...], columns: list[Any],
+                ranked: list[str], ranks: list[Any], groups: list[Any],
+                intervals: dict[int, Any]) -> _Format | None:
+    """The row's format from its shape's skeleton; None: a row this does not cover."""
+    if (row.model or type(row.run_id) is not int or (row.baseline_info and row.baseline)
+            or type(row.flags) is not list or any(type(f) is not str for f in row.flags)):
+        return None  # model runs and described baselines: rendered (few, each its own)
+    cis = intervals.get(row.run_id) or {}
+    shape = (_context_id(context), bool(row.baseline), bool(row.contrastive),
+             row.contrastive is False, tuple(row.flags), row.team is None, row.run is None,
+             tuple((row.metrics.get(c.key) is None, _why(row, c.key), bool(cis.get(c.key)))
+                   for c in columns),
+             tuple(r is None for r in ranks), tuple(g is None for g in groups))
+    found = _SKELETONS.get(shape)
+    if found is None:
+        found = _SKELETONS.put(shape, _skeleton(row, shaped, columns, ranked, ranks, groups,
+                                                cis) or _UNCUT)
+    if found is _UNCUT:
+        return None
+    texts, fields = found
+    printed = _values_printed(row, columns, cis)
+    n = len(ranked)
+    out, order = [texts[0].replace("%", "%%")], []
+    for (kind, i), text in zip(fields, texts[1:], strict=True):
+        if kind in "rg":
+            out.append("%s")
+            order.append(i + (n if kind == "g" else 0))
+        else:
+            out.append(printed[kind, i].replace("%", "%%"))
+        out.append(text.replace("%", "%%"))
+    return "".join(out), _picker(order)
+
+
+def _values_printed(row: Any, columns: list[Any],
+                    cis: dict[str, Any]) -> dict[tuple[str, int], str]:
+    """The row's own values as table_row prints them, by field."""
+    metric = current_app.jinja_env.filters["metric"]
+    printed = {("i", 0): str(row.run_id), ("t", 0): str(escape(row.team)),
+               ("u", 0): str(escape(row.run))}
+    for j, c in enumerate(columns):
+        value, ci = row.metrics.get(c.key), cis.get(c.key)
+        if value is not None:
+            printed["v", j] = str(escape(value))
+            printed["m", j] = str(escape(metric(value)))
+        if ci:
+            printed["l", j] = str(escape(f"{ci[0]:.3f}"))
+            printed["h", j] = str(escape(f"{ci[1]:.3f}"))
+    return printed
+
+
+def _skeleton(row: Any, shaped: _Shaped, columns: list[Any], ranked: list[str],
+              ranks: list[Any], groups: list[Any], cis: dict[str, Any]) -> _Skeleton | None:
+    """table_row rendered for the row's shape, cut at its fields; None: it does not cut."""
+    if any(_MARK in f for f in row.flags):
+        return None
+    skeletons_rendered[0] += 1
+    marked = _Shape(row, columns,
+                    {k: _Field("r", i) for i, k in enumerate(ranked) if ranks[i] is not None},
+                    {k: _Field("g", i) for i, k in enumerate(ranked) if groups[i] is not None})
+    marked_cis = {c.key: (_Field("l", j), _Field("h", j)) for j, c in enumerate(columns)
+                  if cis.get(c.key)}
+    text = str(shaped({_RUN_ID: marked_cis})(marked))
+    if text.count(str(_RUN_ID)) != 2:
+        return None
+    cut = _FIELD.split(text.replace(str(_RUN_ID), f"{_MARK}ia{_MARK}"))
+    texts = tuple(cut[0::3])
+    fields = tuple((kind, int(i.translate(_DIGITS)))
+                   for kind, i in zip(cut[1::3], cut[2::3], strict=True))
+    values = sum(row.metrics.get(c.key) is not None for c in columns)
+    expected = (2 + (row.team is not None) + (row.run is not None) + 2 * values
+                + 2 * len(marked_cis) + 3 * len(marked.ranks) + 2 * len(marked.groups))
+    if len(fields) != expected or any(_MARK in t for t in texts):
+        return None  # a marker in the table's own text: rendered as before
+    return texts, fields
+
+
+_DIGITS = str.maketrans("abcdefghij", "0123456789")
+
+
 def _picker(order: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
     """The row's values in the order its fields print, as a tuple for %."""
     if len(order) > 1:
@@ -138,7 +290,8 @@ def _printed(value: Any) -> Any:
 
 
 def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tuple[Any, ...],
-              columns: list[Any], sig: Any, intervals: dict[int, Any]) -> Markup:
+              columns: list[Any], sig: Any, intervals: dict[int, Any],
+              shaped: _Shaped | None = None) -> Markup:
     """A page's table rows, joined: each row's kept text with this version's ranks and groups
     (else rendered)."""
     if not USE_KEPT:
@@ -167,7 +320,8 @@ def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tupl
             shown, _BY_PARTS.get_many([s[-1] for s in shown]), strict=True):
         if found is None:
             kept = _kept(row, macro, context=context, columns=columns, ranked=ranked,
-                         ranks=values[:n], groups=values[n:], intervals=intervals)
+                         ranks=values[:n], groups=values[n:], intervals=intervals,
+                         shaped=shaped)
             if kept is None:
                 out.append(str(macro(row)))
                 continue

@@ -472,3 +472,110 @@ def test_a_rank_or_group_that_is_not_an_int_prints_escaped(app):
                      ranks={"all": True, "mean": 2})
     again, reference = _both(app, board, rows, "genre")
     assert again == reference and "G&lt;b&gt;" in again and "G1.5" in again
+
+
+# A row not seen before, of a shape seen before: its shape's skeleton with its values escaped in
+# (board_rows._from_shape), not a render of table_row; the bytes of every row rendered.
+
+NAMES = ["A & B", "<C>", 'say "hi"', "it's", "100% %s %(x)s %%", "\x1eta\x1e", "\x1e",
+         "918273645546372819", "فريق"]
+
+
+def _shaped_rows(seed: int) -> list[Row]:
+    """Rows of every shape the skeletons cover (and the two they leave to a render: a model run,
+    a described baseline); seed makes other runs, names, values and CIs of the same shapes."""
+    def row(i: int, metrics: dict[str, Any], ranks: dict[str, int], **extra: Any) -> Row:
+        name = NAMES[(i + seed) % len(NAMES)]
+        return Row(**{"run_id": 100 * seed + i, "team": name, "run": f"{name} run{seed}",
+                      "baseline": False, "flags": [], "metrics": metrics, "ranks": ranks,
+                      "submitted_at": WHEN, **extra})
+
+    full = {c.key: 0.5 + seed * 0.0123 + c.ranked * 0.1 for c in COLUMNS}
+    return [
+        row(1, full, {"all": 1, "mean": 2}, groups={"all": 1, "mean": 1}, flags=["*", "†"],
+            contrastive=False),
+        row(2, {**full, "all": -0.0 * seed, "mean": seed}, {"all": 2, "mean": 1},
+            groups={"all": 2}, contrastive=True),
+        row(3, {**full, "mean": 0.25 * seed}, {"all": 2, "mean": 2}, groups={"all": 2}),  # tie
+        row(4, {**full, "sts/MSRpar/pearson": None}, {"all": 4},
+            missing={"sts/MSRpar/pearson": "not submitted"}, flags=["withdrawn"]),
+        row(5, {**full, "sts/news/pearson": None}, {}, missing={"sts/news/pearson": "no gold"},
+            baseline=True),
+        row(6, {**full, "all": None}, {"mean": 4}, missing={"all": "other"}),
+        row(7, full, {"all": 5, "mean": 5}, team=None),
+        row(8, full, {"all": 6, "mean": 6}, model=MODEL),
+        row(9, full, {}, baseline=True, baseline_info={"system": f"sys {seed} & co"}),
+    ]
+
+
+def _shaped_board(rows: list[Row], seed: int, sig: Any) -> Any:
+    low, high = 0.4 + seed / 1000, 0.7 + seed / 1000
+    intervals = {100 * seed + 1: {"all": (low, high), "sts/MSRpar/pearson": (-0.0, 1.0)},
+                 100 * seed + 3: {"mean": (low - 1, high)},
+                 100 * seed + 6: {"all": (low, high), "mean": (low, high)}}
+    return SimpleNamespace(columns=COLUMNS, significance=sig, intervals=intervals,
+                           has_models=any(r.model for r in rows))
+
+
+def _table_rows_called(monkeypatch: Any) -> list[int]:
+    """How many times leaderboard/_table.html's table_row macro runs (any module of it)."""
+    from jinja2.runtime import Macro
+
+    called = [0]
+    call = Macro.__call__
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        called[0] += self.name == "table_row"
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(Macro, "__call__", counted)
+    return called
+
+
+def _in_language(app: Any, language: str, digits: bool, board: Any, rows: list[Row],
+                 called: list[int]) -> tuple[str, str, int]:
+    """The table kept and rendered whole in a language (native digits or not), and how many
+    table_row renders the kept one made."""
+    from flask import g
+
+    from semboard.i18n.languages import COOKIE
+
+    with app.test_request_context("/", headers={"Cookie": f"{COOKIE}={language}"}):
+        g.native_digits = digits
+        before = called[0]
+        kept = str(board_views._render_table(board, rows, "genre"))
+        renders = called[0] - before
+        board_rows.USE_KEPT = False
+        try:
+            reference = str(board_views._render_table(board, rows, "genre"))
+        finally:
+            board_rows.USE_KEPT = True
+    return kept, reference, renders
+
+
+@pytest.mark.parametrize("sig", [True, None])
+@pytest.mark.parametrize("digits", [False, True])
+@pytest.mark.parametrize("language", ["en", "ar", "es", "hi"])
+def test_a_new_row_of_a_known_shape_is_formatted_not_rendered(app, monkeypatch, language, digits,
+                                                              sig):
+    """After a first table (each shape's skeleton rendered once), a table of new runs of the
+    same shapes renders table_row only for the model run and the described baseline: the same
+    bytes as every row rendered, whatever its names and values print."""
+    board_rows._ROWS.clear()
+    board_rows._BY_PARTS.clear()
+    board_rows._SKELETONS.clear()
+    called = _table_rows_called(monkeypatch)
+    rows = _shaped_rows(1)
+    kept, reference, _ = _in_language(app, language, digits, _shaped_board(rows, 1, sig), rows,
+                                      called)
+    assert kept == reference
+    for seed in (2, 3):
+        rows = _shaped_rows(seed)
+        kept, reference, renders = _in_language(app, language, digits,
+                                                _shaped_board(rows, seed, sig), rows, called)
+        assert kept == reference
+        assert renders == 2  # the model run and the described baseline, each its own
+    assert f"{0.5 + 3 * 0.0123:.4f}" in kept or digits  # the new values, printed
+    assert "&amp; B" in kept and "&lt;C&gt;" in kept and "&#34;hi&#34;" in kept
+    assert ("G2" in kept) == bool(sig) and "n/s" in kept and "n/g" in kept
+    assert ("०.५" in kept) == (digits and language == "hi")  # Hindi digits where asked for
