@@ -13,7 +13,12 @@ from sqlalchemy import event
 
 from semboard.i18n.languages import COOKIE
 from semboard.views import board_rows
-from tests.site.boards.test_site_board_rows import _page, _reference_page, _upload
+from tests.site.boards.test_site_board_rows import (
+    _page,
+    _reference_page,
+    _table_rows_called,
+    _upload,
+)
 
 API = "/api/v1"
 PAGE = "/tasks/tiny/leaderboard/eval"
@@ -205,7 +210,7 @@ def _own_token(app: Any, client: Any, page: str) -> bool:
 @pytest.mark.parametrize("language", ["en", "ar", "es", "hi"])
 @pytest.mark.parametrize("viewer", ["anonymous", "member", "organiser", "admin"])
 def test_a_kept_page_is_the_page_rendered_whole(app, client, make, world, tiny_data, language,
-                                                viewer):
+                                                viewer, monkeypatch):
     """Made from the skeleton (rendered once with slot markers) and then from what was kept for
     a new version: the bytes of show.html and base.html rendered whole, in each language, for a
     visitor, a member, an organiser (its ranking form) and an admin (the admin link)."""
@@ -223,8 +228,10 @@ def test_a_kept_page_is_the_page_rendered_whole(app, client, make, world, tiny_d
     assert _untokened(first) == _untokened(_reference_page(reader))
     _upload(client, world, tiny_data, "b", 2, 1.0)  # a new version: more rows, other counts
     made = board_rows.sections_rendered[0]
+    called = _table_rows_called(monkeypatch)
     after = _page(reader)
     assert board_rows.sections_rendered[0] == made  # the page from its kept skeleton
+    assert called[0] == 0  # the new run's row from its shape's skeleton, the other's kept
     assert after != first and "run2" in after
     assert _untokened(after) == _untokened(_reference_page(reader))
     assert f'<html lang="{language}"' in after
