@@ -44,6 +44,9 @@ _BY_PARTS: LRU[tuple[Any, ...], tuple[tuple[Any, ...], _Format]] = LRU(4096)
 USE_KEPT = True
 
 _IS_NONE = functools.partial(operator.is_, None)  # v is None, mapped in C
+# what a row's kept text is made of besides its CIs (_BY_PARTS' entries hold them), read in C
+_PARTS = operator.attrgetter("run_id", "team", "run", "baseline", "flags", "contrastive",
+                             "baseline_info", "model", "metrics", "missing")
 _MARK = "\x1e"
 _SLOT = re.compile("\x1e([rg])(\\d+)\x1e")
 # A small number for each table context (a tuple of tuples hashes anew every time it is used).
@@ -308,16 +311,21 @@ def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tupl
             values = [*map(row_ranks.get, ranked), *map(row_groups.get, ranked)]
         else:
             values = [*map(row_ranks.get, ranked), *no_groups]
-        parts = (row.run_id, row.team, row.run, row.baseline, row.flags, row.contrastive,
-                 row.baseline_info, row.model, row.metrics, row.missing,
-                 intervals.get(row.run_id))
-        # which ranks and groups are present: the kept text has a field for each
-        shown.append((row, values, parts,
-                      (context_id, *map(id, parts), *map(_IS_NONE, values))))
+        run_id = row.run_id
+        interval = intervals.get(run_id)
+        # a short key (hashed thrice a look-up): the run, its metrics' and CIs' objects and
+        # which ranks and groups are present (the kept text has a field for each); the entry's
+        # parts are then checked by identity
+        shown.append((row, values, interval,
+                      (context_id, run_id, id(row.metrics), id(interval),
+                       *map(_IS_NONE, values))))
     out = []
     # every row looked up at once (one lock, not one per row)
-    for (row, values, parts, key), found in zip(
+    for (row, values, interval, key), found in zip(
             shown, _BY_PARTS.get_many([s[-1] for s in shown]), strict=True):
+        parts = (*_PARTS(row), interval)
+        if found is not None and not all(map(operator.is_, found[0], parts)):
+            found = None  # another row of this run and metrics: its own text
         if found is None:
             kept = _kept(row, macro, context=context, columns=columns, ranked=ranked,
                          ranks=values[:n], groups=values[n:], intervals=intervals,
@@ -342,6 +350,7 @@ _POINTS: LRU[str, str] = LRU(4096)
 # run's names, kind, value and CI), with its group and compare link: a row read again for a new
 # version makes no point and no repr. Each entry holds the parts it names (see _BY_PARTS).
 _POINTS_BY_PARTS: LRU[tuple[Any, ...], tuple[tuple[Any, ...], str]] = LRU(4096)
+_POINT_PARTS = operator.attrgetter("run_id", "team", "run", "baseline", "contrastive", "metrics")
 
 
 def _point_row(row: Any, metric: str, intervals: dict[int, Any], link: str | None,
@@ -367,21 +376,25 @@ def point_rows_html(rows: Sequence[Any], metric: str, intervals: dict[int, Any],
     language = current_language()  # the rows' words are in it
     looked: list[tuple[Any, str | None, tuple[Any, ...], tuple[Any, ...] | None]] = []
     for row in rows:
-        link = links.get(row.run_id)
+        run_id = row.run_id
+        link = links.get(run_id)
         group = row.groups.get(metric)
-        parts = (row.run_id, row.team, row.run, row.baseline, row.contrastive, row.metrics,
-                 intervals.get(row.run_id))
+        interval = intervals.get(run_id)
         if not (type(group) is int or group is None) or not (type(link) is str or link is None):
-            looked.append((row, link, parts, None))  # == would join what prints apart
-        else:
-            looked.append((row, link, parts, (metric, *map(id, parts), group, link, language)))
+            looked.append((row, link, interval, None))  # == would join what prints apart
+        else:  # a short key; the entry's parts are then checked by identity (as rows_html's)
+            looked.append((row, link, interval, (metric, run_id, id(row.metrics), id(interval),
+                                                 group, link, language)))
     out = []
     # every row looked up at once (one lock, not one per row)
-    for (row, link, parts, key), found in zip(
+    for (row, link, interval, key), found in zip(
             looked, _POINTS_BY_PARTS.get_many([k or () for *_, k in looked]), strict=True):
         if key is None:
             out.append(_point_row(row, metric, intervals, link, macro))
             continue
+        parts = (*_POINT_PARTS(row), interval)
+        if found is not None and not all(map(operator.is_, found[0], parts)):
+            found = None  # another row of this run and metrics: its own text
         if found is None:
             found = _POINTS_BY_PARTS.put(key, (parts, _point_row(row, metric, intervals, link,
                                                                  macro)))

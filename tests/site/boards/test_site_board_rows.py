@@ -315,6 +315,20 @@ def test_a_row_with_another_part_is_not_found_by_the_old_parts(app, change):
     assert again == reference
 
 
+@pytest.mark.parametrize("change", [
+    {"baseline": True}, {"contrastive": True}, {"run": "renamed"}, {"team": "Renamed"},
+    {"metrics": {"all": 0.125, "mean": 1.0}}])
+def test_a_ci_row_with_another_part_is_not_found_by_the_old_parts(app, change):
+    """A CI-table row is found by its run, metrics and CIs, then checked part by part: a copy
+    with one part replaced prints that part."""
+    board_rows._POINTS_BY_PARTS.clear()
+    rows = _rows()
+    intervals = dict(_board(rows).intervals)
+    _ci_rows(app, rows, intervals, {})
+    again, reference = _ci_rows(app, [_moved(r, **change) for r in rows], intervals, {})
+    assert again == reference
+
+
 def test_a_row_with_another_interval_is_not_found_by_the_old_parts(app):
     board_rows._BY_PARTS.clear()
     rows = _rows()
