@@ -34,7 +34,8 @@ from semboard.services.boards import charts
 # %-format and what picks its ranks and groups in the order they print. Every input of the rendering
 # is in the key, so an entry is never wrong, only evicted. 100 rows a page: 40 pages (a few KB a
 # row).
-_Format = tuple[str, Callable[[list[Any]], tuple[Any, ...]]]  # %-format, its values' picker
+# the row's text in pieces, a None between two where a value goes, and its values' picker
+_Format = tuple[list[Any], Callable[[list[Any]], tuple[Any, ...]]]
 _ROWS: LRU[tuple[Any, ...], _Format] = LRU(4096)
 # The same texts by the identity of a row's parts (a merged board keeps the objects of the rows
 # it did not change, and a board's rows are read-only): each entry holds the parts it names, so
@@ -129,9 +130,15 @@ def _kept(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
     # the fields in the order they print: ranks are values 0..n-1, groups n..2n-1
     order = [int(i) + (len(ranked) if kind == "g" else 0)
              for kind, i in zip(cut[1::3], cut[2::3], strict=True)]
-    # a %-format (faster than str.format on a row's KB of text); the text's own % doubled
-    text = "%s".join(t.replace("%", "%%") for t in texts)
-    return _ROWS.put(key, (text, _picker(order)))
+    return _ROWS.put(key, (_pieces(texts), _picker(order)))
+
+
+def _pieces(texts: list[str]) -> list[Any]:
+    """The texts with a None between each two: where the values go (a slice assignment: no
+    scan of a row's KB of text, as a %-format makes)."""
+    pieces: list[Any] = [None] * (2 * len(texts) - 1)
+    pieces[0::2] = texts
+    return pieces
 
 
 # Row skeletons: table_row rendered with a marker in place of each of the row's own values (its
@@ -223,15 +230,18 @@ def _from_shape(row: Any, shaped: _Shaped, *, context: tuple[Any, ...], columns:
     texts, fields = found
     printed = _values_printed(row, columns, cis)
     n = len(ranked)
-    out, order = [texts[0].replace("%", "%%")], []
+    # the row's own values joined into the texts around them; its ranks and groups left open
+    cut, order, joined = [], [], [texts[0]]
     for (kind, i), text in zip(fields, texts[1:], strict=True):
         if kind in "rg":
-            out.append("%s")
+            cut.append("".join(joined))
+            joined = []
             order.append(i + (n if kind == "g" else 0))
         else:
-            out.append(printed[kind, i].replace("%", "%%"))
-        out.append(text.replace("%", "%%"))
-    return "".join(out), _picker(order)
+            joined.append(printed[kind, i])
+        joined.append(text)
+    cut.append("".join(joined))
+    return _pieces(cut), _picker(order)
 
 
 def _values_printed(row: Any, columns: list[Any],
@@ -281,7 +291,7 @@ _DIGITS = str.maketrans("abcdefghij", "0123456789")
 
 
 def _picker(order: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
-    """The row's values in the order its fields print, as a tuple for %."""
+    """The row's values in the order its fields print, as a tuple."""
     if len(order) > 1:
         return operator.itemgetter(*order)  # a tuple already
     return lambda values: tuple(values[i] for i in order)
@@ -338,8 +348,11 @@ def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tupl
             if type(value) is not int and value is not None:
                 values = [_printed(v) for v in values]
                 break
-        text, pick = found[1]
-        out.append(text % pick(values))
+        pieces, pick = found[1]
+        if len(pieces) > 1:  # values a str each (as a %s would print them) between the texts
+            pieces = pieces.copy()
+            pieces[1::2] = map(str, pick(values))
+        out += pieces
     return Markup("".join(out))
 
 
@@ -374,7 +387,7 @@ def point_rows_html(rows: Sequence[Any], metric: str, intervals: dict[int, Any],
         return Markup("".join([_point_row(row, metric, intervals, links.get(row.run_id), macro)
                                for row in rows]))
     language = current_language()  # the rows' words are in it
-    looked: list[tuple[Any, str | None, tuple[Any, ...], tuple[Any, ...] | None]] = []
+    looked: list[tuple[Any, str | None, Any, tuple[Any, ...] | None]] = []
     for row in rows:
         run_id = row.run_id
         link = links.get(run_id)
