@@ -2,12 +2,15 @@
 
 After an upload a board has a new version, so its page's table is rendered again; most of its
 rows only moved rank. A row is rendered (templates/leaderboard/_table.html, macro table_row) with
-markers in place of its ranks and groups, cut at the markers and kept as a format string under
-everything else it shows; later versions format their ranks and groups into it. A page's rows
-are joined here, not in a template loop: the first view of a new version costs a look-up and a
-format per row, not a template per cell. The CI table's rows, the compare form's options and
-the pager's links are kept the same way (by what they print), so no part of a first view
-renders a template per row or per page of the board. The table around its rows and the whole
+markers in place of its ranks and groups, cut at the markers and kept in pieces under
+everything else it shows; later versions set their ranks and groups between them. A row not
+seen before whose shape was (its badges, which cells hold a value, a CI, a rank, a group) is
+made from that shape's skeleton (the row rendered with a marker for each of its own values),
+its values escaped in: no template. A page's rows are joined here, not in a template loop: the
+first view of a new version costs a look-up and a join per row, not a template per cell. The
+CI table's rows, the compare form's options and the pager's links are kept the same way (by
+what they print), so no part of a first view renders a template per row or per page of the
+board. The table around its rows and the whole
 page (show.html with base.html) are kept by the values that shape them (section_html), with what
 changes per version or request (and the viewer's token, name and path) in slots, so a first view
 of a new version renders no template.
@@ -30,15 +33,15 @@ from semboard.cache import LRU
 from semboard.i18n.pages import current_language
 from semboard.services.boards import charts
 
-# Kept rows: (table context, row content, which ranks/groups are present) → the row's text as a
-# %-format and what picks its ranks and groups in the order they print. Every input of the rendering
-# is in the key, so an entry is never wrong, only evicted. 100 rows a page: 40 pages (a few KB a
-# row).
-# the row's text in pieces, a None between two where a value goes, and its values' picker
+# Kept rows: (table context, row content, which ranks/groups are present) → the row's text in
+# pieces (a None between two where a rank or group goes) and what picks its ranks and groups in
+# the order they print. Every input of the rendering is in the key, so an entry is never wrong,
+# only evicted. 100 rows a page: 40 pages (a few KB a row).
 _Format = tuple[list[Any], Callable[[list[Any]], tuple[Any, ...]]]
 _ROWS: LRU[tuple[Any, ...], _Format] = LRU(4096)
 # The same texts by the identity of a row's parts (a merged board keeps the objects of the rows
-# it did not change, and a board's rows are read-only): each entry holds the parts it names, so
+# it did not change, and a board's rows are read-only), keyed by its run and its metrics' and
+# CIs' objects, the entry's parts checked by identity: each entry holds the parts it names, so
 # no other object can take their ids while it lives. A row seen before costs no repr.
 _BY_PARTS: LRU[tuple[Any, ...], tuple[tuple[Any, ...], _Format]] = LRU(4096)
 # Rendering every row in full (no kept text): the reference path the tests compare against.
