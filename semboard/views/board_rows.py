@@ -377,10 +377,57 @@ def _point_row(row: Any, metric: str, intervals: dict[int, Any], link: str | Non
         return ""
     if not USE_KEPT:
         return str(macro(point, link))
+    # the page's digits too: the metric filter writes a task's native digits where it asks
     key = repr((point["run"], point["kind"], point["score"], point["lo"], point["hi"],
-                point["group"], link, current_language()))
+                point["group"], link, current_language(), bool(g.get("native_digits"))))
     found = _POINTS.get(key)
-    return found if found is not None else _POINTS.put(key, str(macro(point, link)))
+    if found is None:
+        found = _POINTS.put(key, _point_from_shape(point, link, macro)
+                            or str(macro(point, link)))
+    return found
+
+
+# CI-table row skeletons: point_row rendered with markers for the run's name, score, CI and
+# compare link, by what decides the rest (kind, group, a link or not, language, digits); a new
+# run's row is its shape's skeleton with its values escaped in. _UNCUT: rendered as before.
+_POINT_SKELETONS: LRU[tuple[Any, ...], _Skeleton] = LRU(256)
+
+
+def _point_from_shape(point: dict[str, Any], link: str | None,
+                      macro: Callable[[Any, Any], str]) -> str | None:
+    """The CI-table row of a point from its shape's skeleton; None: not one it covers."""
+    if not (type(point["group"]) is str and (link is None or type(link) is str)
+            and type(point["run"]) is str):
+        return None
+    shape = (point["kind"] == "baseline", point["group"], link is not None, bool(link),
+             current_language(), bool(g.get("native_digits")))
+    found = _POINT_SKELETONS.get(shape)
+    if found is None:
+        found = _POINT_SKELETONS.put(shape, _point_skeleton(point, link, macro) or _UNCUT)
+    if found is _UNCUT:
+        return None
+    metric = current_app.jinja_env.filters["metric"]
+    printed = {("t", 0): str(escape(point["run"])), ("u", 0): str(escape(link)),
+               **{("m", i): str(escape(metric(point[k])))
+                  for i, k in enumerate(("score", "lo", "hi"))}}
+    texts, fields = found
+    return "".join(itertools.chain.from_iterable(
+        zip(texts, [printed[f] for f in fields] + [""], strict=True)))
+
+
+def _point_skeleton(point: dict[str, Any], link: str | None,
+                    macro: Callable[[Any, Any], str]) -> _Skeleton | None:
+    """point_row rendered for the point's shape, cut at its fields; None: it does not cut."""
+    skeletons_rendered[0] += 1
+    marked = {**point, "run": _Field("t", 0), "score": _Field("v", 0), "lo": _Field("v", 1),
+              "hi": _Field("v", 2)}
+    cut = _FIELD.split(str(macro(marked, _Field("u", 0) if link else link)))
+    texts = tuple(cut[0::3])
+    fields = tuple((kind, int(i.translate(_DIGITS)))
+                   for kind, i in zip(cut[1::3], cut[2::3], strict=True))
+    if len(fields) != 4 + bool(link) or any(_MARK in t for t in texts):
+        return None
+    return texts, fields
 
 
 def point_rows_html(rows: Sequence[Any], metric: str, intervals: dict[int, Any],
@@ -389,7 +436,8 @@ def point_rows_html(rows: Sequence[Any], metric: str, intervals: dict[int, Any],
     if not USE_KEPT:
         return Markup("".join([_point_row(row, metric, intervals, links.get(row.run_id), macro)
                                for row in rows]))
-    language = current_language()  # the rows' words are in it
+    # the rows' words are in the page's language, their scores in its digits
+    language = (current_language(), bool(g.get("native_digits")))
     looked: list[tuple[Any, str | None, Any, tuple[Any, ...] | None]] = []
     for row in rows:
         run_id = row.run_id

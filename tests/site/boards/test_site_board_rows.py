@@ -533,17 +533,7 @@ def _shaped_board(rows: list[Row], seed: int, sig: Any) -> Any:
 
 def _table_rows_called(monkeypatch: Any) -> list[int]:
     """How many times leaderboard/_table.html's table_row macro runs (any module of it)."""
-    from jinja2.runtime import Macro
-
-    called = [0]
-    call = Macro.__call__
-
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        called[0] += self.name == "table_row"
-        return call(self, *args, **kwargs)
-
-    monkeypatch.setattr(Macro, "__call__", counted)
-    return called
+    return _macro_calls(monkeypatch, "table_row")
 
 
 def _in_language(app: Any, language: str, digits: bool, board: Any, rows: list[Row],
@@ -593,3 +583,81 @@ def test_a_new_row_of_a_known_shape_is_formatted_not_rendered(app, monkeypatch, 
     assert "&amp; B" in kept and "&lt;C&gt;" in kept and "&#34;hi&#34;" in kept
     assert ("G2" in kept) == bool(sig) and "n/s" in kept and "n/g" in kept
     assert ("०.५" in kept) == (digits and language == "hi")  # Hindi digits where asked for
+
+
+def _macro_calls(monkeypatch: Any, name: str) -> list[int]:
+    """How many times a macro of this name runs (any template's)."""
+    from jinja2.runtime import Macro
+
+    called = [0]
+    call = Macro.__call__
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        called[0] += self.name == name
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(Macro, "__call__", counted)
+    return called
+
+
+@pytest.mark.parametrize("digits", [False, True])
+@pytest.mark.parametrize("language", ["en", "ar", "es", "hi"])
+def test_a_new_runs_ci_row_of_a_known_shape_is_formatted_not_rendered(app, monkeypatch, language,
+                                                                     digits):
+    """The CI table of new runs of the shapes seen (kind, group, a compare link or not):
+    point_row renders for none of them; the same bytes as a point and the macro for each."""
+    from flask import g, render_template_string
+
+    from semboard.i18n.languages import COOKIE
+
+    page = app.jinja_env.loader.get_source(app.jinja_env, "charts/_board_charts.html")[0]
+    macro = re.search(r"{% macro point_row.*?{% endmacro %}", page, re.S)
+    assert macro is not None
+    source = macro.group(0) + "{{ chart_rows(rows, bc, point_row) }}"
+    board_rows._POINTS.clear()
+    board_rows._POINTS_BY_PARTS.clear()
+    board_rows._POINT_SKELETONS.clear()
+    called = _macro_calls(monkeypatch, "point_row")
+    for seed in (1, 2, 3):
+        rows = _shaped_rows(seed)
+        board = _shaped_board(rows, seed, True)
+        links = {r.run_id: f"/compare?a=1&b={r.run_id}&x=%s" for r in rows[::2]}
+        bc = {"metric": COLUMNS[0], "intervals": board.intervals, "compare": links}
+        with app.test_request_context("/", headers={"Cookie": f"{COOKIE}={language}"}):
+            g.native_digits = digits
+            before = called[0]
+            kept = render_template_string(source, rows=rows, bc=bc)
+            renders = called[0] - before
+            board_rows.USE_KEPT = False
+            try:
+                reference = render_template_string(source, rows=rows, bc=bc)
+            finally:
+                board_rows.USE_KEPT = True
+        assert kept == reference
+        assert renders == 0 if seed > 1 else renders > 0  # each shape rendered once, the first
+    assert "&amp;b=" in kept and "&lt;C&gt;" in kept
+    assert ("०." in kept) == (digits and language == "hi")  # Hindi digits where asked for
+
+
+def test_a_ci_row_kept_with_ascii_digits_is_not_served_with_native_ones(app):
+    """A kept CI-table row is keyed by the page's digits too: a Hindi page of a task asking for
+    native digits after one that does not prints its own."""
+    from flask import g, render_template_string
+
+    from semboard.i18n.languages import COOKIE
+
+    page = app.jinja_env.loader.get_source(app.jinja_env, "charts/_board_charts.html")[0]
+    macro = re.search(r"{% macro point_row.*?{% endmacro %}", page, re.S)
+    assert macro is not None
+    rows = _rows()
+    bc = {"metric": COLUMNS[0], "intervals": _board(rows).intervals, "compare": {}}
+    board_rows._POINTS.clear()
+    board_rows._POINTS_BY_PARTS.clear()
+    texts = []
+    for digits in (False, True):
+        with app.test_request_context("/", headers={"Cookie": f"{COOKIE}=hi"}):
+            g.native_digits = digits
+            texts.append(render_template_string(macro.group(0)
+                                                 + "{{ chart_rows(rows, bc, point_row) }}",
+                                                 rows=rows, bc=bc))
+    assert "०." not in texts[0] and "०." in texts[1]
