@@ -24,6 +24,7 @@ import operator
 import re
 import threading
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from flask import current_app, g
@@ -278,10 +279,7 @@ def _skeleton(row: Any, shaped: _Shaped, columns: list[Any], ranked: list[str],
     text = str(shaped({_RUN_ID: marked_cis})(marked))
     if text.count(str(_RUN_ID)) != 2:
         return None
-    cut = _FIELD.split(text.replace(str(_RUN_ID), f"{_MARK}ia{_MARK}"))
-    texts = tuple(cut[0::3])
-    fields = tuple((kind, int(i.translate(_DIGITS)))
-                   for kind, i in zip(cut[1::3], cut[2::3], strict=True))
+    texts, fields = _cut(text.replace(str(_RUN_ID), f"{_MARK}ia{_MARK}"))
     values = sum(row.metrics.get(c.key) is not None for c in columns)
     expected = (2 + (row.team is not None) + (row.run is not None) + 2 * values
                 + 2 * len(marked_cis) + 3 * len(marked.ranks) + 2 * len(marked.groups))
@@ -291,6 +289,20 @@ def _skeleton(row: Any, shaped: _Shaped, columns: list[Any], ranked: list[str],
 
 
 _DIGITS = str.maketrans("abcdefghij", "0123456789")
+
+
+def _cut(text: str) -> _Skeleton:
+    """A text rendered with fields, cut at them: the texts and (kind, index) between."""
+    cut = _FIELD.split(text)
+    return tuple(cut[0::3]), tuple((kind, int(i.translate(_DIGITS)))
+                                   for kind, i in zip(cut[1::3], cut[2::3], strict=True))
+
+
+def _filled(skeleton: _Skeleton, printed: dict[tuple[str, int], str]) -> str:
+    """A skeleton with each field's printed value in its place."""
+    texts, fields = skeleton
+    return "".join(itertools.chain.from_iterable(
+        zip(texts, [printed[f] for f in fields] + [""], strict=True)))
 
 
 def _picker(order: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
@@ -410,9 +422,7 @@ def _point_from_shape(point: dict[str, Any], link: str | None,
     printed = {("t", 0): str(escape(point["run"])), ("u", 0): str(escape(link)),
                **{("m", i): str(escape(metric(point[k])))
                   for i, k in enumerate(("score", "lo", "hi"))}}
-    texts, fields = found
-    return "".join(itertools.chain.from_iterable(
-        zip(texts, [printed[f] for f in fields] + [""], strict=True)))
+    return _filled(found, printed)
 
 
 def _point_skeleton(point: dict[str, Any], link: str | None,
@@ -421,10 +431,7 @@ def _point_skeleton(point: dict[str, Any], link: str | None,
     skeletons_rendered[0] += 1
     marked = {**point, "run": _Field("t", 0), "score": _Field("v", 0), "lo": _Field("v", 1),
               "hi": _Field("v", 2)}
-    cut = _FIELD.split(str(macro(marked, _Field("u", 0) if link else link)))
-    texts = tuple(cut[0::3])
-    fields = tuple((kind, int(i.translate(_DIGITS)))
-                   for kind, i in zip(cut[1::3], cut[2::3], strict=True))
+    texts, fields = _cut(str(macro(marked, _Field("u", 0) if link else link)))
     if len(fields) != 4 + bool(link) or any(_MARK in t for t in texts):
         return None
     return texts, fields
@@ -487,12 +494,35 @@ def run_options_html(rows: Sequence[Any],
         if not key:
             found = (str(macro(row, False)), str(macro(row, True)))
         elif found is None:
-            found = _OPTIONS.put(key, (str(macro(row, False)), str(macro(row, True))))
+            found = _OPTIONS.put(key, (_option(row, False, macro), _option(row, True, macro)))
         plain.append(found[0])
         chosen.append(found[1])
     first = chosen[:1] + plain[1:]
     second = plain[:1] + chosen[1:2] + plain[2:]
     return Markup("".join(first)), Markup("".join(second))
+
+
+# The option's skeletons, plain and selected: run_option rendered with markers for the run id,
+# team and run (it prints no word of a language); a new run's option is one with its three
+# values escaped in. _UNCUT: rendered as before.
+_OPTION_SKELETONS: LRU[bool, _Skeleton] = LRU(2)
+
+
+def _option(row: Any, selected: bool, macro: Callable[[Any, bool], str]) -> str:
+    """A compare option from its skeleton (the row's run id, team and run plain str and int)."""
+    found = _OPTION_SKELETONS.get(selected)
+    if found is None:
+        skeletons_rendered[0] += 1
+        marked = SimpleNamespace(run_id=_Field("i", 0), team=_Field("t", 0),
+                                 run=_Field("u", 0))
+        texts, fields = _cut(str(macro(marked, selected)))
+        uncut = len(fields) != 3 or any(_MARK in t for t in texts)
+        found = _OPTION_SKELETONS.put(selected, _UNCUT if uncut else (texts, fields))
+    if found is _UNCUT:
+        return str(macro(row, selected))
+    printed = {("i", 0): str(row.run_id), ("t", 0): str(escape(row.team)),
+               ("u", 0): str(escape(row.run))}
+    return _filled(found, printed)
 
 
 # The board pager's links to every page (leaderboard/show.html, macro page_links) by its

@@ -661,3 +661,20 @@ def test_a_ci_row_kept_with_ascii_digits_is_not_served_with_native_ones(app):
                                                  + "{{ chart_rows(rows, bc, point_row) }}",
                                                  rows=rows, bc=bc))
     assert "०." not in texts[0] and "०." in texts[1]
+
+
+def test_a_new_runs_compare_options_are_formatted_not_rendered(app, monkeypatch):
+    """Once an option of each kind (plain, selected) is rendered, new runs' options are its
+    skeleton with their run id, team and run escaped in: no run_option renders; the same
+    bytes as the macro for each."""
+    board_rows._OPTIONS.clear()
+    board_rows._OPTION_SKELETONS.clear()
+    called = _macro_calls(monkeypatch, "run_option")
+    kept, reference = _options(app, _shaped_rows(1)[:6])
+    assert kept == reference
+    made = called[0]
+    for seed in (2, 3):
+        kept, reference = _options(app, _shaped_rows(seed)[:6])
+        assert kept == reference
+    assert called[0] - made == 2 * 2 * 6  # the reference's only: two selects, six runs
+    assert "A &amp; B" in kept[0] and "\x1eta\x1e" in kept[0] and "selected" in kept[1]

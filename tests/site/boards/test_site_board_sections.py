@@ -14,6 +14,7 @@ from sqlalchemy import event
 from semboard.i18n.languages import COOKIE
 from semboard.views import board_rows
 from tests.site.boards.test_site_board_rows import (
+    _macro_calls,
     _page,
     _reference_page,
     _table_rows_called,
@@ -228,9 +229,13 @@ def test_a_kept_page_is_the_page_rendered_whole(app, client, make, world, tiny_d
     _upload(client, world, tiny_data, "b", 2, 1.0)  # a new version: more rows, other counts
     made = board_rows.sections_rendered[0]
     called = _table_rows_called(monkeypatch)
+    points, options = _macro_calls(monkeypatch, "point_row"), _macro_calls(monkeypatch,
+                                                                           "run_option")
     after = _page(reader)
     assert board_rows.sections_rendered[0] == made  # the page from its kept skeleton
     assert called[0] == 0  # the new run's row from its shape's skeleton, the other's kept
+    assert options[0] == 0  # its compare options too
+    assert points[0] <= 1  # its CI row: the skeleton of a shape (group) not seen yet, once
     assert after != first and "run2" in after
     assert _untokened(after) == _untokened(_reference_page(reader))
     assert f'<html lang="{language}"' in after
