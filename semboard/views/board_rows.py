@@ -2,12 +2,15 @@
 
 After an upload a board has a new version, so its page's table is rendered again; most of its
 rows only moved rank. A row is rendered (templates/leaderboard/_table.html, macro table_row) with
-markers in place of its ranks and groups, cut at the markers and kept as a format string under
-everything else it shows; later versions format their ranks and groups into it. A page's rows
-are joined here, not in a template loop: the first view of a new version costs a look-up and a
-format per row, not a template per cell. The CI table's rows, the compare form's options and
-the pager's links are kept the same way (by what they print), so no part of a first view
-renders a template per row or per page of the board. The table around its rows and the whole
+markers in place of its ranks and groups, cut at the markers and kept in pieces under
+everything else it shows; later versions set their ranks and groups between them. A row not
+seen before whose shape was (its badges, which cells hold a value, a CI, a rank, a group) is
+made from that shape's skeleton (the row rendered with a marker for each of its own values),
+its values escaped in: no template. A page's rows are joined here, not in a template loop: the
+first view of a new version costs a look-up and a join per row, not a template per cell. The
+CI table's rows, the compare form's options and the pager's links are kept the same way (by
+what they print), so no part of a first view renders a template per row or per page of the
+board. The table around its rows and the whole
 page (show.html with base.html) are kept by the values that shape them (section_html), with what
 changes per version or request (and the viewer's token, name and path) in slots, so a first view
 of a new version renders no template.
@@ -21,29 +24,34 @@ import operator
 import re
 import threading
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
-from flask import g
+from flask import current_app, g
 from markupsafe import Markup, escape
 
 from semboard.cache import LRU
 from semboard.i18n.pages import current_language
 from semboard.services.boards import charts
 
-# Kept rows: (table context, row content, which ranks/groups are present) → the row's text as a
-# %-format and what picks its ranks and groups in the order they print. Every input of the rendering
-# is in the key, so an entry is never wrong, only evicted. 100 rows a page: 40 pages (a few KB a
-# row).
-_Format = tuple[str, Callable[[list[Any]], tuple[Any, ...]]]  # %-format, its values' picker
+# Kept rows: (table context, row content, which ranks/groups are present) → the row's text in
+# pieces (a None between two where a rank or group goes) and what picks its ranks and groups in
+# the order they print. Every input of the rendering is in the key, so an entry is never wrong,
+# only evicted. 100 rows a page: 40 pages (a few KB a row).
+_Format = tuple[list[Any], Callable[[list[Any]], tuple[Any, ...]]]
 _ROWS: LRU[tuple[Any, ...], _Format] = LRU(4096)
 # The same texts by the identity of a row's parts (a merged board keeps the objects of the rows
-# it did not change, and a board's rows are read-only): each entry holds the parts it names, so
+# it did not change, and a board's rows are read-only), keyed by its run and its metrics' and
+# CIs' objects, the entry's parts checked by identity: each entry holds the parts it names, so
 # no other object can take their ids while it lives. A row seen before costs no repr.
 _BY_PARTS: LRU[tuple[Any, ...], tuple[tuple[Any, ...], _Format]] = LRU(4096)
 # Rendering every row in full (no kept text): the reference path the tests compare against.
 USE_KEPT = True
 
 _IS_NONE = functools.partial(operator.is_, None)  # v is None, mapped in C
+# what a row's kept text is made of besides its CIs (_BY_PARTS' entries hold them), read in C
+_PARTS = operator.attrgetter("run_id", "team", "run", "baseline", "flags", "contrastive",
+                             "baseline_info", "model", "metrics", "missing")
 _MARK = "\x1e"
 _SLOT = re.compile("\x1e([rg])(\\d+)\x1e")
 # A small number for each table context (a tuple of tuples hashes anew every time it is used).
@@ -98,8 +106,9 @@ def _context_id(context: tuple[Any, ...]) -> int:
 
 def _kept(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
           columns: list[Any], ranked: list[str], ranks: list[Any], groups: list[Any],
-          intervals: dict[int, Any]) -> _Format | None:
-    """The row's format (rendered with slots when not kept); None: not keepable."""
+          intervals: dict[int, Any], shaped: _Shaped | None = None) -> _Format | None:
+    """The row's format (made from its shape's skeleton, else rendered with slots when not
+    kept); None: not keepable."""
     # repr keeps apart what == joins and the page prints differently (1 and 1.0, 0.0 and -0.0)
     content = repr((row.run_id, row.team, row.run, row.baseline, row.flags, row.contrastive,
                     row.baseline_info, row.model, [row.metrics.get(c.key) for c in columns],
@@ -108,6 +117,11 @@ def _kept(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
     kept = _ROWS.get(key)
     if kept is not None:
         return kept
+    if shaped is not None:
+        made = _from_shape(row, shaped, context=context, columns=columns, ranked=ranked,
+                           ranks=ranks, groups=groups, intervals=intervals)
+        if made is not None:
+            return _ROWS.put(key, made)
     marked = _Marked(
         row, {k: _Slot("r", i) for i, k in enumerate(ranked) if ranks[i] is not None},
         {k: _Slot("g", i) for i, k in enumerate(ranked) if groups[i] is not None})
@@ -120,13 +134,179 @@ def _kept(row: Any, macro: Callable[[Any], str], *, context: tuple[Any, ...],
     # the fields in the order they print: ranks are values 0..n-1, groups n..2n-1
     order = [int(i) + (len(ranked) if kind == "g" else 0)
              for kind, i in zip(cut[1::3], cut[2::3], strict=True)]
-    # a %-format (faster than str.format on a row's KB of text); the text's own % doubled
-    text = "%s".join(t.replace("%", "%%") for t in texts)
-    return _ROWS.put(key, (text, _picker(order)))
+    return _ROWS.put(key, (_pieces(texts), _picker(order)))
+
+
+def _pieces(texts: list[str]) -> list[Any]:
+    """The texts with a None between each two: where the values go (a slice assignment: no
+    scan of a row's KB of text, as a %-format makes)."""
+    pieces: list[Any] = [None] * (2 * len(texts) - 1)
+    pieces[0::2] = texts
+    return pieces
+
+
+# Row skeletons: table_row rendered with a marker in place of each of the row's own values (its
+# run id, names, each column's value, CI, rank and group), by the row's shape: its table
+# context and everything that decides which markup prints (badges, flags, which cells hold a
+# value, a CI, a rank, a group). A row not seen before is the skeleton with its values escaped
+# in: a format, not a render. _UNCUT: the shape does not cut cleanly (rendered as before).
+_Skeleton = tuple[tuple[str, ...], tuple[tuple[str, int], ...]]  # texts, (kind, index) between
+_SKELETONS: LRU[tuple[Any, ...], _Skeleton] = LRU(1024)
+_UNCUT: _Skeleton = ((), ())
+# the template module a skeleton is rendered in, given the intervals its marked row reads
+_Shaped = Callable[[dict[int, Any]], Callable[[Any], str]]
+_FIELD = re.compile("\x1e([a-z])([a-j]+)\x1e")
+_LETTERS = str.maketrans("0123456789", "abcdefghij")  # a marker's index: no digit to localise
+# skeletons rendered (not taken from _SKELETONS): tests count them
+skeletons_rendered = [0]
+
+
+class _Field:
+    """One of a row's own values while its skeleton renders: prints a marker as HTML (kind) and
+    another when formatted (metric filter, CI digits: kind upper-cased)."""
+
+    __slots__ = ("index", "kind")
+
+    def __init__(self, kind: str, index: int) -> None:
+        self.kind, self.index = kind, index
+
+    def _text(self, kind: str) -> str:
+        return f"{_MARK}{kind}{str(self.index).translate(_LETTERS)}{_MARK}"
+
+    def __str__(self) -> str:
+        return self._text(self.kind)
+
+    def __html__(self) -> str:
+        return self._text(self.kind)
+
+    def __format__(self, spec: str) -> str:
+        return self._text(_FORMATTED[self.kind])
+
+
+# a value prints as itself (v) and through the metric filter (m); a CI bound only formatted
+_FORMATTED = {"v": "m", "l": "l", "h": "h", "r": "r", "g": "g"}
+
+
+class _Shape:
+    """A row of one shape with its own values as fields: what table_row reads of it."""
+
+    def __init__(self, row: Any, columns: list[Any], ranks: dict[str, Any],
+                 groups: dict[str, Any]) -> None:
+        self.run_id = _RUN_ID
+        self.team = None if row.team is None else _Field("t", 0)
+        self.run = None if row.run is None else _Field("u", 0)
+        self.baseline, self.flags, self.contrastive = row.baseline, row.flags, row.contrastive
+        self.baseline_info, self.model, self.n_parameters = None, None, None
+        self.metrics = {c.key: None if row.metrics.get(c.key) is None else _Field("v", j)
+                        for j, c in enumerate(columns)}
+        self.missing = {c.key: _why(row, c.key) for c in columns}
+        self.ranks, self.groups = ranks, groups
+
+
+_RUN_ID = 918_273_645_546_372_819  # a skeleton's run id: cut where it prints (twice)
+_WHY = ("not submitted", "no gold")  # the reasons a missing value prints (else a dash)
+
+
+def _why(row: Any, key: str) -> str | None:
+    why = row.missing.get(key)
+    return why if row.metrics.get(key) is None and type(why) is str and why in _WHY else None
+
+
+def _from_shape(row: Any, shaped: _Shaped, *, context: tuple[Any, ...], columns: list[Any],
+                ranked: list[str], ranks: list[Any], groups: list[Any],
+                intervals: dict[int, Any]) -> _Format | None:
+    """The row's format from its shape's skeleton; None: a row this does not cover."""
+    if (row.model or type(row.run_id) is not int or (row.baseline_info and row.baseline)
+            or type(row.flags) is not list or any(type(f) is not str for f in row.flags)):
+        return None  # model runs and described baselines: rendered (few, each its own)
+    cis = intervals.get(row.run_id) or {}
+    shape = (_context_id(context), bool(row.baseline), bool(row.contrastive),
+             row.contrastive is False, tuple(row.flags), row.team is None, row.run is None,
+             tuple((row.metrics.get(c.key) is None, _why(row, c.key), bool(cis.get(c.key)))
+                   for c in columns),
+             tuple(r is None for r in ranks), tuple(g is None for g in groups))
+    found = _SKELETONS.get(shape)
+    if found is None:
+        found = _SKELETONS.put(shape, _skeleton(row, shaped, columns, ranked, ranks, groups,
+                                                cis) or _UNCUT)
+    if found is _UNCUT:
+        return None
+    texts, fields = found
+    printed = _values_printed(row, columns, cis)
+    n = len(ranked)
+    # the row's own values joined into the texts around them; its ranks and groups left open
+    cut, order, joined = [], [], [texts[0]]
+    for (kind, i), text in zip(fields, texts[1:], strict=True):
+        if kind in "rg":
+            cut.append("".join(joined))
+            joined = []
+            order.append(i + (n if kind == "g" else 0))
+        else:
+            joined.append(printed[kind, i])
+        joined.append(text)
+    cut.append("".join(joined))
+    return _pieces(cut), _picker(order)
+
+
+def _values_printed(row: Any, columns: list[Any],
+                    cis: dict[str, Any]) -> dict[tuple[str, int], str]:
+    """The row's own values as table_row prints them, by field."""
+    metric = current_app.jinja_env.filters["metric"]
+    printed = {("i", 0): str(row.run_id), ("t", 0): str(escape(row.team)),
+               ("u", 0): str(escape(row.run))}
+    for j, c in enumerate(columns):
+        value, ci = row.metrics.get(c.key), cis.get(c.key)
+        if value is not None:
+            printed["v", j] = str(escape(value))
+            printed["m", j] = str(escape(metric(value)))
+        if ci:
+            printed["l", j] = str(escape(f"{ci[0]:.3f}"))
+            printed["h", j] = str(escape(f"{ci[1]:.3f}"))
+    return printed
+
+
+def _skeleton(row: Any, shaped: _Shaped, columns: list[Any], ranked: list[str],
+              ranks: list[Any], groups: list[Any], cis: dict[str, Any]) -> _Skeleton | None:
+    """table_row rendered for the row's shape, cut at its fields; None: it does not cut."""
+    if any(_MARK in f for f in row.flags):
+        return None
+    skeletons_rendered[0] += 1
+    marked = _Shape(row, columns,
+                    {k: _Field("r", i) for i, k in enumerate(ranked) if ranks[i] is not None},
+                    {k: _Field("g", i) for i, k in enumerate(ranked) if groups[i] is not None})
+    marked_cis = {c.key: (_Field("l", j), _Field("h", j)) for j, c in enumerate(columns)
+                  if cis.get(c.key)}
+    text = str(shaped({_RUN_ID: marked_cis})(marked))
+    if text.count(str(_RUN_ID)) != 2:
+        return None
+    texts, fields = _cut(text.replace(str(_RUN_ID), f"{_MARK}ia{_MARK}"))
+    values = sum(row.metrics.get(c.key) is not None for c in columns)
+    expected = (2 + (row.team is not None) + (row.run is not None) + 2 * values
+                + 2 * len(marked_cis) + 3 * len(marked.ranks) + 2 * len(marked.groups))
+    if len(fields) != expected or any(_MARK in t for t in texts):
+        return None  # a marker in the table's own text: rendered as before
+    return texts, fields
+
+
+_DIGITS = str.maketrans("abcdefghij", "0123456789")
+
+
+def _cut(text: str) -> _Skeleton:
+    """A text rendered with fields, cut at them: the texts and (kind, index) between."""
+    cut = _FIELD.split(text)
+    return tuple(cut[0::3]), tuple((kind, int(i.translate(_DIGITS)))
+                                   for kind, i in zip(cut[1::3], cut[2::3], strict=True))
+
+
+def _filled(skeleton: _Skeleton, printed: dict[tuple[str, int], str]) -> str:
+    """A skeleton with each field's printed value in its place."""
+    texts, fields = skeleton
+    return "".join(itertools.chain.from_iterable(
+        zip(texts, [printed[f] for f in fields] + [""], strict=True)))
 
 
 def _picker(order: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
-    """The row's values in the order its fields print, as a tuple for %."""
+    """The row's values in the order its fields print, as a tuple."""
     if len(order) > 1:
         return operator.itemgetter(*order)  # a tuple already
     return lambda values: tuple(values[i] for i in order)
@@ -138,7 +318,8 @@ def _printed(value: Any) -> Any:
 
 
 def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tuple[Any, ...],
-              columns: list[Any], sig: Any, intervals: dict[int, Any]) -> Markup:
+              columns: list[Any], sig: Any, intervals: dict[int, Any],
+              shaped: _Shaped | None = None) -> Markup:
     """A page's table rows, joined: each row's kept text with this version's ranks and groups
     (else rendered)."""
     if not USE_KEPT:
@@ -155,19 +336,25 @@ def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tupl
             values = [*map(row_ranks.get, ranked), *map(row_groups.get, ranked)]
         else:
             values = [*map(row_ranks.get, ranked), *no_groups]
-        parts = (row.run_id, row.team, row.run, row.baseline, row.flags, row.contrastive,
-                 row.baseline_info, row.model, row.metrics, row.missing,
-                 intervals.get(row.run_id))
-        # which ranks and groups are present: the kept text has a field for each
-        shown.append((row, values, parts,
-                      (context_id, *map(id, parts), *map(_IS_NONE, values))))
+        run_id = row.run_id
+        interval = intervals.get(run_id)
+        # a short key (hashed thrice a look-up): the run, its metrics' and CIs' objects and
+        # which ranks and groups are present (the kept text has a field for each); the entry's
+        # parts are then checked by identity
+        shown.append((row, values, interval,
+                      (context_id, run_id, id(row.metrics), id(interval),
+                       *map(_IS_NONE, values))))
     out = []
     # every row looked up at once (one lock, not one per row)
-    for (row, values, parts, key), found in zip(
+    for (row, values, interval, key), found in zip(
             shown, _BY_PARTS.get_many([s[-1] for s in shown]), strict=True):
+        parts = (*_PARTS(row), interval)
+        if found is not None and not all(map(operator.is_, found[0], parts)):
+            found = None  # another row of this run and metrics: its own text
         if found is None:
             kept = _kept(row, macro, context=context, columns=columns, ranked=ranked,
-                         ranks=values[:n], groups=values[n:], intervals=intervals)
+                         ranks=values[:n], groups=values[n:], intervals=intervals,
+                         shaped=shaped)
             if kept is None:
                 out.append(str(macro(row)))
                 continue
@@ -176,8 +363,11 @@ def rows_html(rows: Sequence[Any], macro: Callable[[Any], str], *, context: tupl
             if type(value) is not int and value is not None:
                 values = [_printed(v) for v in values]
                 break
-        text, pick = found[1]
-        out.append(text % pick(values))
+        pieces, pick = found[1]
+        if len(pieces) > 1:  # values a str each (as a %s would print them) between the texts
+            pieces = pieces.copy()
+            pieces[1::2] = map(str, pick(values))
+        out += pieces
     return Markup("".join(out))
 
 
@@ -188,6 +378,7 @@ _POINTS: LRU[str, str] = LRU(4096)
 # run's names, kind, value and CI), with its group and compare link: a row read again for a new
 # version makes no point and no repr. Each entry holds the parts it names (see _BY_PARTS).
 _POINTS_BY_PARTS: LRU[tuple[Any, ...], tuple[tuple[Any, ...], str]] = LRU(4096)
+_POINT_PARTS = operator.attrgetter("run_id", "team", "run", "baseline", "contrastive", "metrics")
 
 
 def _point_row(row: Any, metric: str, intervals: dict[int, Any], link: str | None,
@@ -198,10 +389,52 @@ def _point_row(row: Any, metric: str, intervals: dict[int, Any], link: str | Non
         return ""
     if not USE_KEPT:
         return str(macro(point, link))
+    # the page's digits too: the metric filter writes a task's native digits where it asks
     key = repr((point["run"], point["kind"], point["score"], point["lo"], point["hi"],
-                point["group"], link, current_language()))
+                point["group"], link, current_language(), bool(g.get("native_digits"))))
     found = _POINTS.get(key)
-    return found if found is not None else _POINTS.put(key, str(macro(point, link)))
+    if found is None:
+        found = _POINTS.put(key, _point_from_shape(point, link, macro)
+                            or str(macro(point, link)))
+    return found
+
+
+# CI-table row skeletons: point_row rendered with markers for the run's name, score, CI and
+# compare link, by what decides the rest (kind, group, a link or not, language, digits); a new
+# run's row is its shape's skeleton with its values escaped in. _UNCUT: rendered as before.
+_POINT_SKELETONS: LRU[tuple[Any, ...], _Skeleton] = LRU(256)
+
+
+def _point_from_shape(point: dict[str, Any], link: str | None,
+                      macro: Callable[[Any, Any], str]) -> str | None:
+    """The CI-table row of a point from its shape's skeleton; None: not one it covers."""
+    if not (type(point["group"]) is str and (link is None or type(link) is str)
+            and type(point["run"]) is str):
+        return None
+    shape = (point["kind"] == "baseline", point["group"], link is not None, bool(link),
+             current_language(), bool(g.get("native_digits")))
+    found = _POINT_SKELETONS.get(shape)
+    if found is None:
+        found = _POINT_SKELETONS.put(shape, _point_skeleton(point, link, macro) or _UNCUT)
+    if found is _UNCUT:
+        return None
+    metric = current_app.jinja_env.filters["metric"]
+    printed = {("t", 0): str(escape(point["run"])), ("u", 0): str(escape(link)),
+               **{("m", i): str(escape(metric(point[k])))
+                  for i, k in enumerate(("score", "lo", "hi"))}}
+    return _filled(found, printed)
+
+
+def _point_skeleton(point: dict[str, Any], link: str | None,
+                    macro: Callable[[Any, Any], str]) -> _Skeleton | None:
+    """point_row rendered for the point's shape, cut at its fields; None: it does not cut."""
+    skeletons_rendered[0] += 1
+    marked = {**point, "run": _Field("t", 0), "score": _Field("v", 0), "lo": _Field("v", 1),
+              "hi": _Field("v", 2)}
+    texts, fields = _cut(str(macro(marked, _Field("u", 0) if link else link)))
+    if len(fields) != 4 + bool(link) or any(_MARK in t for t in texts):
+        return None
+    return texts, fields
 
 
 def point_rows_html(rows: Sequence[Any], metric: str, intervals: dict[int, Any],
@@ -210,24 +443,29 @@ def point_rows_html(rows: Sequence[Any], metric: str, intervals: dict[int, Any],
     if not USE_KEPT:
         return Markup("".join([_point_row(row, metric, intervals, links.get(row.run_id), macro)
                                for row in rows]))
-    language = current_language()  # the rows' words are in it
-    looked: list[tuple[Any, str | None, tuple[Any, ...], tuple[Any, ...] | None]] = []
+    # the rows' words are in the page's language, their scores in its digits
+    language = (current_language(), bool(g.get("native_digits")))
+    looked: list[tuple[Any, str | None, Any, tuple[Any, ...] | None]] = []
     for row in rows:
-        link = links.get(row.run_id)
+        run_id = row.run_id
+        link = links.get(run_id)
         group = row.groups.get(metric)
-        parts = (row.run_id, row.team, row.run, row.baseline, row.contrastive, row.metrics,
-                 intervals.get(row.run_id))
+        interval = intervals.get(run_id)
         if not (type(group) is int or group is None) or not (type(link) is str or link is None):
-            looked.append((row, link, parts, None))  # == would join what prints apart
-        else:
-            looked.append((row, link, parts, (metric, *map(id, parts), group, link, language)))
+            looked.append((row, link, interval, None))  # == would join what prints apart
+        else:  # a short key; the entry's parts are then checked by identity (as rows_html's)
+            looked.append((row, link, interval, (metric, run_id, id(row.metrics), id(interval),
+                                                 group, link, language)))
     out = []
     # every row looked up at once (one lock, not one per row)
-    for (row, link, parts, key), found in zip(
+    for (row, link, interval, key), found in zip(
             looked, _POINTS_BY_PARTS.get_many([k or () for *_, k in looked]), strict=True):
         if key is None:
             out.append(_point_row(row, metric, intervals, link, macro))
             continue
+        parts = (*_POINT_PARTS(row), interval)
+        if found is not None and not all(map(operator.is_, found[0], parts)):
+            found = None  # another row of this run and metrics: its own text
         if found is None:
             found = _POINTS_BY_PARTS.put(key, (parts, _point_row(row, metric, intervals, link,
                                                                  macro)))
@@ -256,12 +494,35 @@ def run_options_html(rows: Sequence[Any],
         if not key:
             found = (str(macro(row, False)), str(macro(row, True)))
         elif found is None:
-            found = _OPTIONS.put(key, (str(macro(row, False)), str(macro(row, True))))
+            found = _OPTIONS.put(key, (_option(row, False, macro), _option(row, True, macro)))
         plain.append(found[0])
         chosen.append(found[1])
     first = chosen[:1] + plain[1:]
     second = plain[:1] + chosen[1:2] + plain[2:]
     return Markup("".join(first)), Markup("".join(second))
+
+
+# The option's skeletons, plain and selected: run_option rendered with markers for the run id,
+# team and run (it prints no word of a language); a new run's option is one with its three
+# values escaped in. _UNCUT: rendered as before.
+_OPTION_SKELETONS: LRU[bool, _Skeleton] = LRU(2)
+
+
+def _option(row: Any, selected: bool, macro: Callable[[Any, bool], str]) -> str:
+    """A compare option from its skeleton (the row's run id, team and run plain str and int)."""
+    found = _OPTION_SKELETONS.get(selected)
+    if found is None:
+        skeletons_rendered[0] += 1
+        marked = SimpleNamespace(run_id=_Field("i", 0), team=_Field("t", 0),
+                                 run=_Field("u", 0))
+        texts, fields = _cut(str(macro(marked, selected)))
+        uncut = len(fields) != 3 or any(_MARK in t for t in texts)
+        found = _OPTION_SKELETONS.put(selected, _UNCUT if uncut else (texts, fields))
+    if found is _UNCUT:
+        return str(macro(row, selected))
+    printed = {("i", 0): str(row.run_id), ("t", 0): str(escape(row.team)),
+               ("u", 0): str(escape(row.run))}
+    return _filled(found, printed)
 
 
 # The board pager's links to every page (leaderboard/show.html, macro page_links) by its

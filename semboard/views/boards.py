@@ -137,21 +137,26 @@ def _render_table(board: leaderboard.Leaderboard, rows: list[leaderboard.Row],
 
     made: list[Any] = []
 
+    def module(intervals: dict[int, Any]) -> Any:
+        """leaderboard/_table.html's module over this table, reading `intervals`."""
+        context = {"board": board, "rows": rows, "intervals": intervals, "shown": shown,
+                   "breakdown_of": breakdown_of}
+        current_app.update_template_context(context)  # as render_template would
+        return current_app.jinja_env.get_template("leaderboard/_table.html").make_module(context)
+
     def macro(name: str) -> Any:
         """A macro of leaderboard/_table.html; the template is rendered (once) only when a row
         or the table around them is not kept, so a first view of a version renders none."""
         def call(*args: Any) -> Markup:
             if not made:
-                context = {"board": board, "rows": rows, "intervals": intervals, "shown": shown,
-                           "breakdown_of": breakdown_of}
-                current_app.update_template_context(context)  # as render_template would
-                made.append(current_app.jinja_env.get_template("leaderboard/_table.html")
-                            .make_module(context))
+                made.append(module(intervals))
             return Markup(getattr(made[0], name)(*args))
         return call
 
+    # a row of a shape not seen before: its skeleton is rendered in a module of its own CIs
     body = board_rows.rows_html(rows, macro("table_row"), context=context, columns=columns,
-                                sig=sig, intervals=intervals)
+                                sig=sig, intervals=intervals,
+                                shaped=lambda cis: module(cis).table_row)
     heads = board_rows.table_heads(columns, breakdown_of, breakdowns.group_name)
     return board_rows.section_html("board_table", macro("board_table"),
                                    (heads, bool(sig), bool(board.has_models), shown), (body,))

@@ -315,6 +315,20 @@ def test_a_row_with_another_part_is_not_found_by_the_old_parts(app, change):
     assert again == reference
 
 
+@pytest.mark.parametrize("change", [
+    {"baseline": True}, {"contrastive": True}, {"run": "renamed"}, {"team": "Renamed"},
+    {"metrics": {"all": 0.125, "mean": 1.0}}])
+def test_a_ci_row_with_another_part_is_not_found_by_the_old_parts(app, change):
+    """A CI-table row is found by its run, metrics and CIs, then checked part by part: a copy
+    with one part replaced prints that part."""
+    board_rows._POINTS_BY_PARTS.clear()
+    rows = _rows()
+    intervals = dict(_board(rows).intervals)
+    _ci_rows(app, rows, intervals, {})
+    again, reference = _ci_rows(app, [_moved(r, **change) for r in rows], intervals, {})
+    assert again == reference
+
+
 def test_a_row_with_another_interval_is_not_found_by_the_old_parts(app):
     board_rows._BY_PARTS.clear()
     rows = _rows()
@@ -472,3 +486,195 @@ def test_a_rank_or_group_that_is_not_an_int_prints_escaped(app):
                      ranks={"all": True, "mean": 2})
     again, reference = _both(app, board, rows, "genre")
     assert again == reference and "G&lt;b&gt;" in again and "G1.5" in again
+
+
+# A row not seen before, of a shape seen before: its shape's skeleton with its values escaped in
+# (board_rows._from_shape), not a render of table_row; the bytes of every row rendered.
+
+NAMES = ["A & B", "<C>", 'say "hi"', "it's", "100% %s %(x)s %%", "\x1eta\x1e", "\x1e",
+         "918273645546372819", "فريق"]
+
+
+def _shaped_rows(seed: int) -> list[Row]:
+    """Rows of every shape the skeletons cover (and the two they leave to a render: a model run,
+    a described baseline); seed makes other runs, names, values and CIs of the same shapes."""
+    def row(i: int, metrics: dict[str, Any], ranks: dict[str, int], **extra: Any) -> Row:
+        name = NAMES[(i + seed) % len(NAMES)]
+        return Row(**{"run_id": 100 * seed + i, "team": name, "run": f"{name} run{seed}",
+                      "baseline": False, "flags": [], "metrics": metrics, "ranks": ranks,
+                      "submitted_at": WHEN, **extra})
+
+    full = {c.key: 0.5 + seed * 0.0123 + c.ranked * 0.1 for c in COLUMNS}
+    return [
+        row(1, full, {"all": 1, "mean": 2}, groups={"all": 1, "mean": 1}, flags=["*", "†"],
+            contrastive=False),
+        row(2, {**full, "all": -0.0 * seed, "mean": seed}, {"all": 2, "mean": 1},
+            groups={"all": 2}, contrastive=True),
+        row(3, {**full, "mean": 0.25 * seed}, {"all": 2, "mean": 2}, groups={"all": 2}),  # tie
+        row(4, {**full, "sts/MSRpar/pearson": None}, {"all": 4},
+            missing={"sts/MSRpar/pearson": "not submitted"}, flags=["withdrawn"]),
+        row(5, {**full, "sts/news/pearson": None}, {}, missing={"sts/news/pearson": "no gold"},
+            baseline=True),
+        row(6, {**full, "all": None}, {"mean": 4}, missing={"all": "other"}),
+        row(7, full, {"all": 5, "mean": 5}, team=None),
+        row(8, full, {"all": 6, "mean": 6}, model=MODEL),
+        row(9, full, {}, baseline=True, baseline_info={"system": f"sys {seed} & co"}),
+    ]
+
+
+def _shaped_board(rows: list[Row], seed: int, sig: Any) -> Any:
+    low, high = 0.4 + seed / 1000, 0.7 + seed / 1000
+    intervals = {100 * seed + 1: {"all": (low, high), "sts/MSRpar/pearson": (-0.0, 1.0)},
+                 100 * seed + 3: {"mean": (low - 1, high)},
+                 100 * seed + 6: {"all": (low, high), "mean": (low, high)}}
+    return SimpleNamespace(columns=COLUMNS, significance=sig, intervals=intervals,
+                           has_models=any(r.model for r in rows))
+
+
+def _table_rows_called(monkeypatch: Any) -> list[int]:
+    """How many times leaderboard/_table.html's table_row macro runs (any module of it)."""
+    return _macro_calls(monkeypatch, "table_row")
+
+
+def _in_language(app: Any, language: str, digits: bool, board: Any, rows: list[Row],
+                 called: list[int]) -> tuple[str, str, int]:
+    """The table kept and rendered whole in a language (native digits or not), and how many
+    table_row renders the kept one made."""
+    from flask import g
+
+    from semboard.i18n.languages import COOKIE
+
+    with app.test_request_context("/", headers={"Cookie": f"{COOKIE}={language}"}):
+        g.native_digits = digits
+        before = called[0]
+        kept = str(board_views._render_table(board, rows, "genre"))
+        renders = called[0] - before
+        board_rows.USE_KEPT = False
+        try:
+            reference = str(board_views._render_table(board, rows, "genre"))
+        finally:
+            board_rows.USE_KEPT = True
+    return kept, reference, renders
+
+
+@pytest.mark.parametrize("sig", [True, None])
+@pytest.mark.parametrize("digits", [False, True])
+@pytest.mark.parametrize("language", ["en", "ar", "es", "hi"])
+def test_a_new_row_of_a_known_shape_is_formatted_not_rendered(app, monkeypatch, language, digits,
+                                                              sig):
+    """After a first table (each shape's skeleton rendered once), a table of new runs of the
+    same shapes renders table_row only for the model run and the described baseline: the same
+    bytes as every row rendered, whatever its names and values print."""
+    board_rows._ROWS.clear()
+    board_rows._BY_PARTS.clear()
+    board_rows._SKELETONS.clear()
+    called = _table_rows_called(monkeypatch)
+    rows = _shaped_rows(1)
+    kept, reference, _ = _in_language(app, language, digits, _shaped_board(rows, 1, sig), rows,
+                                      called)
+    assert kept == reference
+    for seed in (2, 3):
+        rows = _shaped_rows(seed)
+        kept, reference, renders = _in_language(app, language, digits,
+                                                _shaped_board(rows, seed, sig), rows, called)
+        assert kept == reference
+        assert renders == 2  # the model run and the described baseline, each its own
+    assert f"{0.5 + 3 * 0.0123:.4f}" in kept or digits  # the new values, printed
+    assert "&amp; B" in kept and "&lt;C&gt;" in kept and "&#34;hi&#34;" in kept
+    assert ("G2" in kept) == bool(sig) and "n/s" in kept and "n/g" in kept
+    assert ("०.५" in kept) == (digits and language == "hi")  # Hindi digits where asked for
+
+
+def _macro_calls(monkeypatch: Any, name: str) -> list[int]:
+    """How many times a macro of this name runs (any template's)."""
+    from jinja2.runtime import Macro
+
+    called = [0]
+    call = Macro.__call__
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        called[0] += self.name == name
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(Macro, "__call__", counted)
+    return called
+
+
+@pytest.mark.parametrize("digits", [False, True])
+@pytest.mark.parametrize("language", ["en", "ar", "es", "hi"])
+def test_a_new_runs_ci_row_of_a_known_shape_is_formatted_not_rendered(app, monkeypatch, language,
+                                                                     digits):
+    """The CI table of new runs of the shapes seen (kind, group, a compare link or not):
+    point_row renders for none of them; the same bytes as a point and the macro for each."""
+    from flask import g, render_template_string
+
+    from semboard.i18n.languages import COOKIE
+
+    page = app.jinja_env.loader.get_source(app.jinja_env, "charts/_board_charts.html")[0]
+    macro = re.search(r"{% macro point_row.*?{% endmacro %}", page, re.S)
+    assert macro is not None
+    source = macro.group(0) + "{{ chart_rows(rows, bc, point_row) }}"
+    board_rows._POINTS.clear()
+    board_rows._POINTS_BY_PARTS.clear()
+    board_rows._POINT_SKELETONS.clear()
+    called = _macro_calls(monkeypatch, "point_row")
+    for seed in (1, 2, 3):
+        rows = _shaped_rows(seed)
+        board = _shaped_board(rows, seed, True)
+        links = {r.run_id: f"/compare?a=1&b={r.run_id}&x=%s" for r in rows[::2]}
+        bc = {"metric": COLUMNS[0], "intervals": board.intervals, "compare": links}
+        with app.test_request_context("/", headers={"Cookie": f"{COOKIE}={language}"}):
+            g.native_digits = digits
+            before = called[0]
+            kept = render_template_string(source, rows=rows, bc=bc)
+            renders = called[0] - before
+            board_rows.USE_KEPT = False
+            try:
+                reference = render_template_string(source, rows=rows, bc=bc)
+            finally:
+                board_rows.USE_KEPT = True
+        assert kept == reference
+        assert renders == 0 if seed > 1 else renders > 0  # each shape rendered once, the first
+    assert "&amp;b=" in kept and "&lt;C&gt;" in kept
+    assert ("०." in kept) == (digits and language == "hi")  # Hindi digits where asked for
+
+
+def test_a_ci_row_kept_with_ascii_digits_is_not_served_with_native_ones(app):
+    """A kept CI-table row is keyed by the page's digits too: a Hindi page of a task asking for
+    native digits after one that does not prints its own."""
+    from flask import g, render_template_string
+
+    from semboard.i18n.languages import COOKIE
+
+    page = app.jinja_env.loader.get_source(app.jinja_env, "charts/_board_charts.html")[0]
+    macro = re.search(r"{% macro point_row.*?{% endmacro %}", page, re.S)
+    assert macro is not None
+    rows = _rows()
+    bc = {"metric": COLUMNS[0], "intervals": _board(rows).intervals, "compare": {}}
+    board_rows._POINTS.clear()
+    board_rows._POINTS_BY_PARTS.clear()
+    texts = []
+    for digits in (False, True):
+        with app.test_request_context("/", headers={"Cookie": f"{COOKIE}=hi"}):
+            g.native_digits = digits
+            texts.append(render_template_string(macro.group(0)
+                                                 + "{{ chart_rows(rows, bc, point_row) }}",
+                                                 rows=rows, bc=bc))
+    assert "०." not in texts[0] and "०." in texts[1]
+
+
+def test_a_new_runs_compare_options_are_formatted_not_rendered(app, monkeypatch):
+    """Once an option of each kind (plain, selected) is rendered, new runs' options are its
+    skeleton with their run id, team and run escaped in: no run_option renders; the same
+    bytes as the macro for each."""
+    board_rows._OPTIONS.clear()
+    board_rows._OPTION_SKELETONS.clear()
+    called = _macro_calls(monkeypatch, "run_option")
+    kept, reference = _options(app, _shaped_rows(1)[:6])
+    assert kept == reference
+    made = called[0]
+    for seed in (2, 3):
+        kept, reference = _options(app, _shaped_rows(seed)[:6])
+        assert kept == reference
+    assert called[0] - made == 2 * 2 * 6  # the reference's only: two selects, six runs
+    assert "A &amp; B" in kept[0] and "\x1eta\x1e" in kept[0] and "selected" in kept[1]
