@@ -9,7 +9,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -72,11 +72,12 @@ def nginx_proxy(upstream: str, folder: Path,
     """Debian's nginx on a free loopback port, in front of UPSTREAM (host:port), configured as
     docs/DEPLOY.md says (its `location /` directives); yields its URL. Listens on every loopback
     address (127.0.0.0/8)."""
-    port = free_port()
     folder.mkdir(parents=True, exist_ok=True)
     conf = folder / "nginx.conf"
     settings = "\n      ".join(directives)
-    conf.write_text(f"""
+
+    def start(port: int) -> subprocess.Popen[bytes]:
+        conf.write_text(f"""
 daemon off;
 pid {folder}/nginx.pid;
 error_log {folder}/error.log warn;
@@ -97,9 +98,10 @@ http {{
   }}
 }}
 """)
-    proc = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(folder)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    with _serving(proc, port, "nginx") as url:
+        return subprocess.Popen([NGINX, "-c", str(conf), "-p", str(folder)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    with _serving(start, "nginx") as url:
         yield url
 
 
@@ -110,10 +112,13 @@ CADDY = "/usr/bin/caddy"
 def caddy_proxy(upstream: str, folder: Path) -> Iterator[str]:
     """Debian's Caddy on a free loopback port in front of UPSTREAM with docs/DEPLOY.md's
     Caddyfile (plain HTTP here: no certificate); yields its URL."""
-    port = free_port()
     folder.mkdir(parents=True, exist_ok=True)
     conf = folder / "Caddyfile"
-    conf.write_text(f"""{{
+    env = {**os.environ, "XDG_DATA_HOME": str(folder / "data"),
+           "XDG_CONFIG_HOME": str(folder / "config"), "HOME": str(folder)}
+
+    def start(port: int) -> subprocess.Popen[bytes]:
+        conf.write_text(f"""{{
 \tadmin off
 \tauto_https off
 }}
@@ -121,26 +126,30 @@ http://:{port} {{
 \treverse_proxy {upstream}
 }}
 """)
-    env = {**os.environ, "XDG_DATA_HOME": str(folder / "data"),
-           "XDG_CONFIG_HOME": str(folder / "config"), "HOME": str(folder)}
-    proc = subprocess.Popen([CADDY, "run", "--config", str(conf), "--adapter", "caddyfile"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    with _serving(proc, port, "caddy") as url:
+        return subprocess.Popen([CADDY, "run", "--config", str(conf), "--adapter", "caddyfile"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    with _serving(start, "caddy") as url:
         yield url
 
 
+# Tries at a new free port when the one picked was taken before the server bound it (another
+# xdist worker's server in between: free_port only finds a port free at that moment)
+PORT_TRIES = 5
+
+
 @contextlib.contextmanager
-def _serving(proc: subprocess.Popen[bytes], port: int, name: str) -> Iterator[str]:
-    """PROC's URL once it listens on PORT; stopped by its pid afterwards."""
+def _serving(start: Callable[[int], subprocess.Popen[bytes]], name: str,
+             tries: int = PORT_TRIES) -> Iterator[str]:
+    """The URL of the server `start(port)` runs, once it listens on that free port (at another
+    one where that was taken meanwhile); stopped by its pid afterwards."""
+    for attempt in range(tries):
+        port = free_port()
+        proc = start(port)
+        taken = _wait_listening(proc, port, name, last=attempt == tries - 1)
+        if not taken:
+            break
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                why = proc.stderr.read() if proc.stderr and proc.poll() is not None else ""
-                raise RuntimeError(f"{name} did not start: {why!r}")
-            time.sleep(0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
@@ -149,6 +158,39 @@ def _serving(proc: subprocess.Popen[bytes], port: int, name: str) -> Iterator[st
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process PID itself holds a socket listening on PORT (Linux's /proc: a connection
+    to the port could reach another process that took it, while this one still retries its
+    bind, as nginx does for 2.5 s)."""
+    fds = Path(f"/proc/{pid}/fd")
+    with contextlib.suppress(OSError):
+        held = {target[8:-1] for target in (os.readlink(fd) for fd in fds.iterdir())
+                if target.startswith("socket:[")}
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if (fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port
+                        and fields[9] in held):  # 0A: LISTEN
+                    return True
+    return False
+
+
+def _wait_listening(proc: subprocess.Popen[bytes], port: int, name: str, last: bool) -> bool:
+    """Wait until PROC listens on PORT; True where it exited because the port was taken
+    (and this is not the `last` try), else it raises with the server's own error."""
+    deadline = time.monotonic() + 20
+    while True:
+        if proc.poll() is None and _listens(proc.pid, port):
+            return False
+        if proc.poll() is not None or time.monotonic() > deadline:
+            why = proc.stderr.read() if proc.stderr and proc.poll() is not None else b""
+            if not last and b"address already in use" in why.lower():
+                return True
+            proc.kill()
+            raise RuntimeError(f"{name} did not start: {why!r}")
+        time.sleep(0.05)
 
 
 class RedisProcess:
