@@ -27,7 +27,7 @@ from sqlalchemy import (
     true,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column, relationship
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
@@ -755,7 +755,24 @@ class PreparedBoardRow(Base):
     parts: Mapped[str] = mapped_column(Text)
 
 
-class PreparedBoardFrame(Base):
+class ChainLink:
+    """A row of a phase's chain of stored bodies (stored._store_link, _chain): a checkpoint
+    (`base` NULL) or an edit against the row `base` names, `digest` naming what it makes and
+    `edits` counting the edits since its checkpoint (declared by each table)."""
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Any, ...]:
+        return (UniqueConstraint("phase_id", "digest"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
+    digest: Mapped[str] = mapped_column(String(64))
+    base: Mapped[str | None] = mapped_column(String(64))
+    edits: Mapped[int]
+    body: Mapped[str] = mapped_column(Text)
+
+
+class PreparedBoardFrame(ChainLink, Base):
     """The order of a phase's stored board rows, as a checkpoint or as edits against one.
 
     A checkpoint (`base` NULL) lists every row's key in order (`body`: the keys, one a line);
@@ -767,17 +784,11 @@ class PreparedBoardFrame(Base):
     """
 
     __tablename__ = "prepared_board_frame"
-    __table_args__ = (UniqueConstraint("phase_id", "digest"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
-    digest: Mapped[str] = mapped_column(String(64))
-    base: Mapped[str | None] = mapped_column(String(64))
     edits: Mapped[int] = mapped_column(Integer)
-    body: Mapped[str] = mapped_column(Text)
 
 
-class PreparedBoardGroups(Base):
+class PreparedBoardGroups(ChainLink, Base):
     """A phase's stored board groups ({run id: {metric: group}}) under a digest (`digest`), as
     a checkpoint or as an edit against the grouping before, as the frames are.
 
@@ -790,14 +801,9 @@ class PreparedBoardGroups(Base):
     """
 
     __tablename__ = "prepared_board_groups"
-    __table_args__ = (UniqueConstraint("phase_id", "digest"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    phase_id: Mapped[int] = mapped_column(ForeignKey("phase.id", ondelete="CASCADE"))
-    digest: Mapped[str] = mapped_column(String(64))
-    base: Mapped[str | None] = mapped_column(String(64))
+    # rows stored whole before edits (migration 0055) count none
     edits: Mapped[int] = mapped_column(Integer, server_default="0")
-    body: Mapped[str] = mapped_column(Text)
 
 
 class ModelSubmission(Base):

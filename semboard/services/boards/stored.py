@@ -29,7 +29,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from semboard.cache import LRU
-from semboard.models import PreparedBoardFrame, PreparedBoardGroups, PreparedBoardRow
+from semboard.models import ChainLink, PreparedBoardFrame, PreparedBoardGroups, PreparedBoardRow
 from semboard.services.boards.leaderboard import (
     Column,
     Leaderboard,
@@ -187,9 +187,9 @@ def _insert(session: Session) -> Any:
             else sqlite_insert)
 
 
-def _store_link(session: Session, table: Any, phase_id: int, digest: str, base: str | None,
-                count: int, size: int, edit: Callable[[], str], whole: Callable[[], str]
-                ) -> bool | None:
+def _store_link(session: Session, table: type[ChainLink], phase_id: int, digest: str,
+                base: str | None, count: int, size: int, edit: Callable[[], str],
+                whole: Callable[[], str]) -> bool | None:
     """Store `digest`'s row of a chain table (frames, groupings) unless it is stored: as an
     edit of `count` changes (`edit()`, its body) against `base` where that is stored after the
     newest checkpoint and the edits since the checkpoint stay within the share of `size`, else
@@ -217,7 +217,7 @@ def _store_link(session: Session, table: Any, phase_id: int, digest: str, base: 
     return False
 
 
-def _drop_generations(session: Session, table: Any, phase_id: int, digest: str) -> None:
+def _drop_generations(session: Session, table: type[ChainLink], phase_id: int, digest: str) -> None:
     """Delete a chain table's rows older than the checkpoint before `digest`'s own (one
     generation kept: a version stored meanwhile starts from it)."""
     this = select(table.id).where(table.phase_id == phase_id, table.digest == digest)
@@ -244,7 +244,7 @@ def store_frame(session: Session, phase_id: int, keys: list[str], digest: str,
         frame_keys_written[0] += len(added) if edit else len(keys)
 
 
-def _chain(session: Session, table: Any, phase_id: int, digest: str, known: str | None
+def _chain(session: Session, table: type[ChainLink], phase_id: int, digest: str, known: str | None
            ) -> tuple[bool, list[tuple[bool, str]]] | None:
     """The stored bodies that make a chain table's row `digest`, oldest first, each with
     whether it is a checkpoint: the edits since `known` (a row this process holds) where
