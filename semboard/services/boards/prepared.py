@@ -14,7 +14,8 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import chain
+from itertools import chain, compress, count
+from operator import not_
 from typing import Any
 
 from sqlalchemy import Integer, String, and_, bindparam, delete, func, literal, select
@@ -483,6 +484,10 @@ class BoardParts:
     # (an upload's run replaced, then the new run scored: two versions) applies them, not the
     # stored frames' chain of every key
     earlier: dict[str, Any] | None = None
+    # a merged board's base as this process held it: its keys_digest() and keys in order (kept,
+    # not stored): where another worker stored a version meanwhile, the edits are made again
+    # from that one (_rebase)
+    base: tuple[str, list[str]] | None = None
     _digest: str | None = None
 
     def keys_digest(self) -> str:
@@ -563,6 +568,8 @@ def board_parts(board: Leaderboard) -> BoardParts:
         frame["row_groups"] = [row.groups for row in board.rows]
     parts = BoardParts(rows=found[0], frame=frame, shape=shape, open=found[2],
                        delta=found[3], edit=found[4], earlier=found[5])
+    if found[4] is not None and index is not None and index.edits is not None:
+        parts.base = (found[4][0], index.edits[0].frame["keys"])
     if index is not None:
         index.parts = parts
     return parts
@@ -775,8 +782,11 @@ def _seeded(session: Session, *, phase: Phase, state: BoardState) -> Prepared | 
         # the row's part as stored: a merge's parts reuse it, not a new encoding
         row.__dict__["_stored_part"] = (shape, found.key, found.text, found.values, found.score)
     assert board.index is not None
+    # with the stored version's edits: the next version's composed from them (a replaced
+    # run's upload: rows out, then the new run in, on a worker that has just started)
     board.index.parts = BoardParts(rows={found.key: found.text for found in view.rows},
                                    frame=frame, shape=shape, open=True, version=version,
+                                   delta=data.get("delta"), earlier=data.get(EARLIER),
                                    _digest=view.keys_digest)
     base = Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
                     built_at=built_at, stored=True, pending=pending,
@@ -807,12 +817,19 @@ def update_prepared(session: Session, *, phase: Phase, now: datetime,
     if stored is not None:
         return _remember(session, stored)
     base = _bases.get(_base_key(session, phase.id))
-    if base is None:  # none built here (a worker's start): the stored board, read by its rows
-        base = _seeded(session, phase=phase, state=state)
     found_merge = None
     if base is not None:
         found_merge = _merged_listing(session, phase=phase, base=base, state=state,
                                       touched=set(touched))
+    if found_merge is None:
+        # none built here (a worker's start), or its own too far behind (another worker took
+        # the uploads since): the stored board, read by its rows, not a build
+        seeded = _seeded(session, phase=phase, state=state)
+        if seeded is not None:
+            from_seeded = _merged_listing(session, phase=phase, base=seeded, state=state,
+                                          touched=set(touched))
+            if from_seeded is not None or base is None:
+                base, found_merge = seeded, from_seeded
     listing, merge = None, None
     if found_merge is not None:
         listing = found_merge[0]
@@ -1117,10 +1134,15 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
             select(PreparedBoard.version, PreparedBoard.data["keys_digest"],
                    PreparedBoard.data[("parts", "groups_digest")]).where(
                 PreparedBoard.phase_id == prepared.phase_id)).all()
-        known = prepared.known if stored_now and all(
+        known: AbstractSet[str] = prepared.known if stored_now and all(
             version == prepared.known_version
             or (prepared.known_digest is not None and digest == prepared.known_digest)
             for version, digest, _ in stored_now) else frozenset()
+        known_digest = prepared.known_digest
+        rebased = _rebase(session, prepared.phase_id, prepared.parts,
+                          {digest for _, digest, _ in stored_now})
+        if rebased is not None:  # the stored rows are that version's
+            known, known_digest = rebased
         # the boards stored name this one's rows (the writer's version, stored before the
         # groups process stores its own): every row is stored, none to delete
         every = bool(stored_now) and all(digest == prepared.parts.keys_digest()
@@ -1157,7 +1179,8 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
                                 prepared.parts.delta)
         if not every:
             _store_rows(session, phase_id=prepared.phase_id, parts=prepared.parts, known=known,
-                        known_digest=prepared.known_digest)
+                        known_digest=known_digest)
+        _own_view(session, prepared.phase_id, prepared.parts, {**frame, "groups": groups or {}})
         prepared.stored_keys = prepared.parts.rows.keys()  # a view: no copy of every key
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
                                                 PreparedBoard.version != prepared.version))
@@ -1168,6 +1191,76 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
             BoardChange.serial <= prepared.serial - CHANGES_KEPT))
     prepared.stored = True
     return True
+
+
+def _rebase(session: Session, phase_id: int, parts: BoardParts, stored: set[str | None]
+            ) -> tuple[frozenset[str], str] | None:
+    """Where the phase's stored board lists other rows than the board these parts were merged
+    from (another worker stored a version since this one's base), the parts' edits made again
+    from the stored one's (its keys from the stored frames' edits since the base, checked by
+    their digest), its own kept as the earlier edits: a reader holds the newest stored version
+    (or the base), and reads this one by its edits, not by every key; the next version's chain
+    of frames goes through every stored version. The stored rows' keys and digest (None: not
+    rebased)."""
+    delta, base = parts.delta, parts.base
+    if delta is None or base is None or len(stored) != 1:
+        return None
+    newest = next(iter(stored))
+    if newest is None or newest in (delta["base"], parts.keys_digest()):
+        return None
+    before = stored_rows.frame_keys(session, phase_id, newest, base)
+    if before is None or keys_digest(before) != newest:
+        return None
+    keys: list[str] = parts.frame["keys"]
+    # positions of the rows that went and of those put in (in C: no step per row in Python)
+    went = list(compress(count(), map(not_, map(parts.rows.__contains__, before))))
+    known = frozenset(before)
+    added: list[list[Any]] = [
+        [at, keys[at]] for at in compress(count(), map(not_, map(known.__contains__, keys)))]
+    edited = list(before)
+    for at in reversed(went):
+        edited.pop(at)
+    for at, key in added:
+        edited.insert(at, key)
+    if edited != keys:  # the rows both list in another order: the merge's own edits stand
+        return None
+    if parts.earlier is None and delta["base"] != newest:
+        parts.earlier = delta
+    parts.delta = {"base": newest, "went": went, "added": added}
+    parts.edit = (newest, [before[at] for at in went], [key for _, key in added])
+    rebased[0] += 1
+    return known, newest
+
+
+def _own_view(session: Session, phase_id: int, parts: BoardParts, frame: dict[str, Any]
+              ) -> None:
+    """This process's read of the version it stores (`frame`: its stored frame with its
+    groups), as a worker that read it holds it: the next version another worker stores is
+    then read by its edits from it, not by every key. Its view of the edits' base with them
+    applied (no row parsed but the added ones), else, where it holds no view of the phase
+    yet, made from the parts (their rows parsed: once per process)."""
+    key = _base_key(session, phase_id)
+    before = _views.get(key)
+    digest = parts.keys_digest()
+    view = None
+    if before is None:
+        view = stored_rows.view_of(session, phase_id, {**frame, "keys": parts.frame["keys"]},
+                                   None, digest, texts=parts.rows)
+    elif before.frame.get("signs") == frame.get("signs"):
+        edits: dict[str, Any] | None = (
+            {"base": digest, "went": [], "added": []} if before.keys_digest == digest
+            else next((found for found in (parts.delta, parts.earlier)
+                       if found is not None and found["base"] == before.keys_digest), None))
+        if edits is not None:
+            view = stored_rows.view_of_delta(
+                session, phase_id, frame, before, edits, digest,
+                texts={row: parts.rows[row] for _, row in edits["added"]})
+    if view is not None:
+        _views.put(key, view)
+
+
+# Versions whose edits were made again from another worker's stored version (tests)
+rebased = [0]
 
 
 # The texts of the rows a version's delta adds, stored with its head (few: an upload's): a

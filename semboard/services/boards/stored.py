@@ -937,18 +937,20 @@ def is_open(frame: dict[str, Any]) -> bool:
 
 
 def view_of(session: Session, phase_id: int, frame: dict[str, Any],
-            before: View | None = None, keys_digest: str | None = None) -> View | None:
+            before: View | None = None, keys_digest: str | None = None,
+            texts: Mapping[str, str] | None = None) -> View | None:
     """A stored version read by its keys: the rows `before` (this process's last read of the
-    board) holds are taken from it, the others read; its sorted values and intervals are
-    before's edited where few rows changed (set differences and lookups in C: no step per
-    row in Python). None where a row is no longer stored."""
+    board) holds are taken from it, the others read (or parsed from `texts`, where the caller
+    has them: a key names its text); its sorted values and intervals are before's edited
+    where few rows changed (set differences and lookups in C: no step per row in Python).
+    None where a row is no longer stored."""
     keys: list[str] = frame["keys"]
     keyset = frozenset(keys)
     if before is not None and before.frame.get("signs") == frame.get("signs"):
         new_keys = keyset - before.keyset
         gone_keys = before.keyset - keyset
         if len(new_keys) + len(gone_keys) <= _REBUILD_SHARE * max(len(keys), 1):
-            fetched = read_rows(session, phase_id, new_keys, len(keys))
+            fetched = read_rows(session, phase_id, new_keys, len(keys), texts)
             if fetched is None:
                 return None
             by_key = dict(before.by_key)
@@ -958,7 +960,7 @@ def view_of(session: Session, phase_id: int, frame: dict[str, Any],
             return View(frame, rows, *_edited(before, frame, gone, list(fetched.values()),
                                               len(rows)),
                         keys_digest=keys_digest, keyset=keyset, by_key=by_key)
-    found = read_rows(session, phase_id, keys, len(keys))
+    found = read_rows(session, phase_id, keys, len(keys), texts)
     if found is None:
         return None
     rows = [found[key] for key in keys]

@@ -1,0 +1,183 @@
+"""Uploads taken by two workers in turn (issue 45): each version's edits start from the newest
+stored version, whichever worker stored it, so the worker that did not take an upload reads the
+version by its edits, not the frames' checkpoint of every row's key. Counted, not timed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from semboard.jobs import boards as board_jobs
+from semboard.models import PreparedBoard, Run, RunScoreRecord
+from semboard.services.boards import leaderboard
+from semboard.services.boards import prepared as prepared_boards
+from semboard.services.boards import stored as stored_rows
+from tests.site.boards import test_site_board_frames as frames
+from tests.site.boards.test_site_board_deployed import _upload
+from tests.site.boards.test_site_board_frames import _fresh_texts, _served
+from tests.site.boards.test_site_board_ranks_read import _seed
+
+keys_read = frames.keys_read  # the fixture: the stored boards' and frames' keys read
+DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+# What a process keeps of the boards it built, stored or read: a worker's own
+_KEPT_LRUS = (prepared_boards._memo, prepared_boards._bases, prepared_boards._views,
+              prepared_boards._known, stored_rows._ROWS, stored_rows._GROUPS,
+              stored_rows._LAYOUTS, leaderboard._ROW_PARTS, leaderboard._CSV_PARTS,
+              leaderboard._parsed)
+_KEPT_LISTS = (stored_rows._DIGESTED, stored_rows._CODED, stored_rows._EDITED,
+               stored_rows._GROUP_CODES)
+
+
+class _Worker:
+    """One worker process's kept state, swapped in while it serves (this test's process plays
+    both workers of a gunicorn)."""
+
+    def __init__(self) -> None:
+        self.lrus: list[Any] = [type(lru._items)() for lru in _KEPT_LRUS]
+        self.lists: list[list[Any]] = [[] for _ in _KEPT_LISTS]
+
+    def _swap(self) -> None:
+        for i, lru in enumerate(_KEPT_LRUS):
+            lru._items, self.lrus[i] = self.lrus[i], lru._items
+        for i, kept in enumerate(_KEPT_LISTS):
+            kept[:], self.lists[i] = self.lists[i], list(kept)
+
+    @contextmanager
+    def serving(self) -> Iterator[None]:
+        self._swap()
+        try:
+            yield
+        finally:
+            self._swap()
+
+
+@pytest.fixture
+def two_workers() -> Iterator[tuple[_Worker, _Worker]]:
+    """Two workers that start with nothing kept; the test's own state back afterwards."""
+    own = _Worker()
+    own._swap()  # the test's process keeps what it had, apart
+    try:
+        yield _Worker(), _Worker()
+    finally:
+        own._swap()
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_uploads_two_workers_take_in_turn_are_read_by_their_edits(
+        app, client, session, world, tiny_data, now, monkeypatch, keys_read,
+        two_workers) -> None:
+    """120 runs; uploads taken by one worker, then the other, in turn (and twice by one):
+    after each, both workers serve the board (page, JSON, API, CSV) equal to a full build, and
+    the one that did not take the upload reads the frames' edits since the version it read,
+    not the checkpoint's keys (every row's); its chain goes through every stored version."""
+    phase = world["phase"]
+    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
+    app.config["SEMBOARD_BOARD_JOBS"] = "thread"  # not inline: a GET builds nothing
+    phase.max_runs = 10
+    session.commit()
+    first, second = two_workers
+    with first.serving():
+        _upload(client, world, tiny_data, "a", "first", 1.5)
+        _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 120)
+        _upload(client, world, tiny_data, "a", "second", 2.0)  # every run built once
+        _served(client, world)
+    with second.serving():
+        _served(client, world)  # every key once: it holds no version
+    rebased = prepared_boards.rebased[0]
+    turns = [(second, first), (first, second), (second, first), (second, first),
+             (first, second), (second, first)]
+    for turn, (writer, reader) in enumerate(turns):
+        with writer.serving():
+            _upload(client, world, tiny_data, "ab"[turn % 2], f"turn {turn}", 0.1 + turn / 5)
+        with reader.serving():
+            stored_rows.frame_keys_read[0] = 0
+            keys_read.keys = 0
+            served = _served(client, world)
+            # the edits' few keys (the head's delta and earlier edits, the added rows' texts)
+            assert keys_read.keys <= 12, (turn, keys_read.keys)
+            assert stored_rows.frame_keys_read[0] <= 4, (turn, stored_rows.frame_keys_read[0])
+        assert served == _fresh_texts(session, phase, now)
+        with writer.serving():
+            assert _served(client, world) == served
+    # the writers that had missed a version made their edits from it again
+    assert prepared_boards.rebased[0] > rebased
+    session.commit()
+    stored = session.scalars(select(PreparedBoard.data)).one()
+    assert stored["delta"]["base"] != stored["keys_digest"]
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_writer_far_behind_merges_into_the_stored_board_not_a_build(
+        app, client, session, world, tiny_data, now, monkeypatch, two_workers) -> None:
+    """A worker whose own board is more changes behind than a merge re-reads (the other worker
+    took the uploads since) merges its upload into the stored board read by its rows: no run's
+    score is assembled again but the changed ones'; the board equals a full build."""
+    phase = world["phase"]
+    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
+    app.config["SEMBOARD_BOARD_JOBS"] = "thread"
+    monkeypatch.setattr(prepared_boards, "MERGE_MAX", 2)
+    phase.max_runs = 10
+    session.commit()
+    first, second = two_workers
+    with first.serving():
+        _upload(client, world, tiny_data, "a", "first", 1.5)
+        _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 60)
+        _upload(client, world, tiny_data, "a", "second", 2.0)
+    with second.serving():
+        for name in ("third", "fourth", "fifth"):  # more than MERGE_MAX changes
+            _upload(client, world, tiny_data, "b", name, 0.3 + len(name) / 10)
+    listed: list[Any] = []
+    real = prepared_boards.board_listing
+    monkeypatch.setattr(prepared_boards, "board_listing",
+                        lambda *a, **k: listed.append(k.get("run_ids")) or real(*a, **k))
+    with first.serving():
+        _upload(client, world, tiny_data, "a", "sixth", 0.9)
+        assert listed and all(run_ids is not None and len(run_ids) <= 2 for run_ids in listed)
+        assert prepared_boards._bases.values()[-1].merged
+        served = _served(client, world)
+    assert served == _fresh_texts(session, phase, now)
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_fresh_worker_merging_after_rows_out_stores_both_edits_composed(
+        app, client, session, world, tiny_data, now, monkeypatch, keys_read,
+        two_workers) -> None:
+    """A run taken off the board (its version stored by one worker), then an upload taken by a
+    worker that has just started (its first job: the stored board read by its rows): the
+    version stored keeps the rows-out version's edits composed with its own, and a worker
+    that read the board before both reads the new version by them, no frame's key."""
+    phase = world["phase"]
+    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
+    app.config["SEMBOARD_BOARD_JOBS"] = "thread"
+    first, second = two_workers
+    with first.serving():
+        _upload(client, world, tiny_data, "a", "first", 1.5)
+        _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 60)
+        _upload(client, world, tiny_data, "a", "second", 2.0)
+    with second.serving():
+        _served(client, world)
+        session.commit()
+        read = session.scalars(select(PreparedBoard.data)).one()["keys_digest"]
+    with first.serving():  # a run withdrawn: rows out
+        run = session.scalars(select(Run).where(Run.phase_id == phase.id, Run.name == "first")
+                              ).one()
+        run.is_current = False
+        session.commit()
+        board_jobs.prepare_phase(session, phase)
+    with _Worker().serving():  # started since: its first job
+        _upload(client, world, tiny_data, "b", "newest", 0.4)
+        assert prepared_boards._bases.values()[-1].merged
+    session.commit()
+    stored = session.scalars(select(PreparedBoard.data)).one()
+    assert stored["earlier"] is not None and stored["earlier"]["base"] == read
+    with second.serving():
+        stored_rows.frame_keys_read[0] = 0
+        keys_read.keys = 0
+        served = _served(client, world)
+        assert stored_rows.frame_keys_read[0] == 0 and keys_read.keys <= 12, keys_read.keys
+    assert served == _fresh_texts(session, phase, now)
