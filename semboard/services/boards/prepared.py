@@ -1132,21 +1132,26 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         # process's version of the same rows, stored after every upload, names them all)
         stored_now = session.execute(
             select(PreparedBoard.version, PreparedBoard.data["keys_digest"],
-                   PreparedBoard.data[("parts", "groups_digest")]).where(
+                   PreparedBoard.data[("parts", "groups_digest")], PreparedBoard.data["delta"],
+                   PreparedBoard.data[EARLIER]).where(
                 PreparedBoard.phase_id == prepared.phase_id)).all()
         known: AbstractSet[str] = prepared.known if stored_now and all(
             version == prepared.known_version
             or (prepared.known_digest is not None and digest == prepared.known_digest)
-            for version, digest, _ in stored_now) else frozenset()
+            for version, digest, *_ in stored_now) else frozenset()
         known_digest = prepared.known_digest
         rebased = _rebase(session, prepared.phase_id, prepared.parts,
-                          {digest for _, digest, _ in stored_now})
+                          {digest for _, digest, *_ in stored_now})
         if rebased is not None:  # the stored rows are that version's
             known, known_digest = rebased
         # the boards stored name this one's rows (the writer's version, stored before the
         # groups process stores its own): every row is stored, none to delete
         every = bool(stored_now) and all(digest == prepared.parts.keys_digest()
-                                         for _, digest, _ in stored_now)
+                                         for _, digest, *_ in stored_now)
+        if every and stored_now[-1][3] is not None:
+            # the same rows stored (the writer's version, before its groups came): their edits,
+            # from the version the readers hold, not from the one this process merged into
+            prepared.parts.delta, prepared.parts.earlier = stored_now[-1][3:5]
         # the serial and stamp its runs are of: a process without a board of its own merges
         # the changes since into this one (_seeded)
         frame = dict(prepared.parts.frame)

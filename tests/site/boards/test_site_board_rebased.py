@@ -68,13 +68,16 @@ def two_workers() -> Iterator[tuple[_Worker, _Worker]]:
 
 
 @pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+@pytest.mark.parametrize("grouped", [False, True], ids=["", "grouped"])
 def test_uploads_two_workers_take_in_turn_are_read_by_their_edits(
-        app, client, session, world, tiny_data, now, monkeypatch, keys_read,
-        two_workers) -> None:
+        app, client, session, storage, world, tiny_data, now, monkeypatch, keys_read,
+        two_workers, grouped) -> None:
     """120 runs; uploads taken by one worker, then the other, in turn (and twice by one):
     after each, both workers serve the board (page, JSON, API, CSV) equal to a full build, and
     the one that did not take the upload reads the frames' edits since the version it read,
-    not the checkpoint's keys (every row's); its chain goes through every stored version."""
+    not the checkpoint's keys (every row's); its chain goes through every stored version.
+    grouped: a third process (the groups job's) stores every other upload's version again with
+    its groups before the reader reads it: with the writer's edits, not its own base's."""
     phase = world["phase"]
     monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
     app.config["SEMBOARD_BOARD_JOBS"] = "thread"  # not inline: a GET builds nothing
@@ -89,18 +92,33 @@ def test_uploads_two_workers_take_in_turn_are_read_by_their_edits(
     with second.serving():
         _served(client, world)  # every key once: it holds no version
     rebased = prepared_boards.rebased[0]
+    groups = _Worker()
+    chained: list[str] = []  # versions read by the frames' chain (not by the head's edits)
+    real_keys = prepared_boards._with_keys
+    monkeypatch.setattr(prepared_boards, "_with_keys",
+                        lambda *a, **k: chained.append(k["version"]) or real_keys(*a, **k))
     turns = [(second, first), (first, second), (second, first), (second, first),
              (first, second), (second, first)]
     for turn, (writer, reader) in enumerate(turns):
         with writer.serving():
             _upload(client, world, tiny_data, "ab"[turn % 2], f"turn {turn}", 0.1 + turn / 5)
+        if grouped and turn % 2:  # (its jobs coalesced: it missed the version before)
+            with groups.serving():
+                stored = session.scalars(select(PreparedBoard.version)).one()
+                prepared_boards.refresh_significance(session, storage, task=world["task"],
+                                                     now=now, write_lock=True)
+                session.commit()
+                assert session.scalars(select(PreparedBoard.version)).one() != stored
         with reader.serving():
+            chained.clear()
             stored_rows.frame_keys_read[0] = 0
             keys_read.keys = 0
             served = _served(client, world)
             # the edits' few keys (the head's delta and earlier edits, the added rows' texts)
             assert keys_read.keys <= 12, (turn, keys_read.keys)
             assert stored_rows.frame_keys_read[0] <= 4, (turn, stored_rows.frame_keys_read[0])
+            # by the edits the version's head carries, from the version it read
+            assert chained == [], (turn, chained)
         assert served == _fresh_texts(session, phase, now)
         with writer.serving():
             assert _served(client, world) == served
