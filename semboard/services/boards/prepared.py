@@ -14,8 +14,7 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import chain, compress, count
-from operator import not_
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import Integer, String, and_, bindparam, delete, func, literal, select
@@ -434,6 +433,7 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
         stored_rows.carry_layout(parts.keys_digest(), parts.delta,
                                  lambda key: stored_rows.parsed(key, parts.rows[key]))
     ordered = board.index.sorted_values if board.index is not None and parts.open else None
+    view_key = _base_key(session, phase.id)
 
     def texts() -> stored_rows.LazyTexts:
         # made when first asked (a page, a download) from the parts, each parsed once per
@@ -442,7 +442,13 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
             return stored_rows.parsed_rows(parts.frame["keys"], parts.rows)
 
         def layout() -> stored_rows.Layout | None:
-            # the layout of the version this one was merged from, edited by the merge
+            view = _views.get(view_key)
+            if view is not None and view.keys_digest == parts.keys_digest():
+                # this process's read of the version (_own_view): the layouts of the versions
+                # read since its last JSON made in turn, this one's last (its base's need not
+                # be kept: the version this process merged into is not the one it read)
+                view.carry()
+            # else the layout of the version this one was merged from, edited by the merge
             return stored_rows.layout_of(
                 parts.keys_digest(), rows, parts.delta,
                 lambda key: stored_rows.parsed(key, parts.rows[key]), parts.frame.get("signs", {}))
@@ -1217,18 +1223,11 @@ def _rebase(session: Session, phase_id: int, parts: BoardParts, stored: set[str 
     if before is None or keys_digest(before) != newest:
         return None
     keys: list[str] = parts.frame["keys"]
-    # positions of the rows that went and of those put in (in C: no step per row in Python)
-    went = list(compress(count(), map(not_, map(parts.rows.__contains__, before))))
     known = frozenset(before)
-    added: list[list[Any]] = [
-        [at, keys[at]] for at in compress(count(), map(not_, map(known.__contains__, keys)))]
-    edited = list(before)
-    for at in reversed(went):
-        edited.pop(at)
-    for at, key in added:
-        edited.insert(at, key)
-    if edited != keys:  # the rows both list in another order: the merge's own edits stand
+    edits = stored_rows.edits_between(before, keys, parts.rows, known)
+    if edits is None:  # the rows both list in another order: the merge's own edits stand
         return None
+    went, added = edits
     if parts.earlier is None and delta["base"] != newest:
         parts.earlier = delta
     parts.delta = {"base": newest, "went": went, "added": added}

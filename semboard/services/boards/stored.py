@@ -15,11 +15,11 @@ import hashlib
 import json
 import threading
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from datetime import datetime
 from functools import partial
-from itertools import chain
-from operator import attrgetter
+from itertools import chain, compress, count
+from operator import attrgetter, not_
 from typing import Any
 
 import numpy as np
@@ -936,6 +936,23 @@ def is_open(frame: dict[str, Any]) -> bool:
     return "ranks" not in frame
 
 
+def edits_between(before: list[str], keys: list[str], inside: Container[str],
+                  known: Container[str]) -> tuple[list[int], list[list[Any]]] | None:
+    """The edits that make the row order `keys` from `before` (`inside`: keys' own keys,
+    `known`: before's): positions of before's rows that went, then [position, key] of each row
+    put in, in turn (a stored delta's); looked at in C, no step per row in Python. None where
+    the rows both list come in another order."""
+    went = list(compress(count(), map(not_, map(inside.__contains__, before))))
+    added: list[list[Any]] = [
+        [at, keys[at]] for at in compress(count(), map(not_, map(known.__contains__, keys)))]
+    edited = list(before)
+    for at in reversed(went):
+        del edited[at]
+    for at, key in added:
+        edited.insert(at, key)
+    return (went, added) if edited == keys else None
+
+
 def view_of(session: Session, phase_id: int, frame: dict[str, Any],
             before: View | None = None, keys_digest: str | None = None,
             texts: Mapping[str, str] | None = None) -> View | None:
@@ -957,9 +974,17 @@ def view_of(session: Session, phase_id: int, frame: dict[str, Any],
             gone = [by_key.pop(key) for key in gone_keys]
             by_key.update(fetched)
             rows = list(map(by_key.__getitem__, keys))
-            return View(frame, rows, *_edited(before, frame, gone, list(fetched.values()),
+            view = View(frame, rows, *_edited(before, frame, gone, list(fetched.values()),
                                               len(rows)),
                         keys_digest=keys_digest, keyset=keyset, by_key=by_key)
+            edits = edits_between(before.keys, keys, keyset, before.keyset)
+            if edits is not None and before.keys_digest is not None:
+                # its JSON layout is before's edited, as for a version read by its edits
+                view.delta = {"base": before.keys_digest, "went": edits[0], "added": edits[1]}
+                view.carries = (*before.carries, (keys_digest, view.delta, fetched))
+                if len(view.carries) >= CARRIES_MOST:
+                    view.carry()
+            return view
     found = read_rows(session, phase_id, keys, len(keys), texts)
     if found is None:
         return None

@@ -199,3 +199,70 @@ def test_a_fresh_worker_merging_after_rows_out_stores_both_edits_composed(
         served = _served(client, world)
         assert stored_rows.frame_keys_read[0] == 0 and keys_read.keys <= 12, keys_read.keys
     assert served == _fresh_texts(session, phase, now)
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_reader_that_missed_versions_edits_its_json_layout(
+        app, client, session, world, tiny_data, now, monkeypatch, two_workers) -> None:
+    """A worker that served a version's JSON, then missed two (the other worker took both
+    uploads), reads the newest by the frames' chain from its own and makes its JSON layout
+    by editing its own version's, not from every row; the JSON is a full build's."""
+    phase = world["phase"]
+    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
+    app.config["SEMBOARD_BOARD_JOBS"] = "thread"
+    phase.max_runs = 10
+    session.commit()
+    first, second = two_workers
+    with first.serving():
+        _upload(client, world, tiny_data, "a", "first", 1.5)
+        _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 80)
+        _upload(client, world, tiny_data, "a", "second", 2.0)
+    with second.serving():
+        _served(client, world)  # its JSON laid out once, from every row
+    with first.serving():
+        for name in ("third", "fourth"):
+            _upload(client, world, tiny_data, "b", name, 0.2 + len(name) / 10)
+    laid: list[int] = []
+    real = stored_rows.Layout.of_rows.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(stored_rows.Layout, "of_rows", classmethod(
+        lambda cls, rows, signs: laid.append(len(rows)) or real(cls, rows, signs)))
+    chained: list[str] = []
+    real_keys = prepared_boards._with_keys
+    monkeypatch.setattr(prepared_boards, "_with_keys",
+                        lambda *a, **k: chained.append(k["version"]) or real_keys(*a, **k))
+    with second.serving():
+        served = _served(client, world)
+    assert chained and laid == [], (chained, laid)
+    assert served == _fresh_texts(session, phase, now)
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_writer_lays_out_its_json_from_the_versions_it_read(
+        app, client, session, world, tiny_data, now, monkeypatch, two_workers) -> None:
+    """A worker that served a version's JSON, then only the page of the next (another
+    worker's upload), then took an upload: its first JSON of its own version is laid out by
+    editing its last JSON's layout along the versions it read, not from every row."""
+    phase = world["phase"]
+    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
+    app.config["SEMBOARD_BOARD_JOBS"] = "thread"
+    phase.max_runs = 10
+    session.commit()
+    first, second = two_workers
+    with first.serving():
+        _upload(client, world, tiny_data, "a", "first", 1.5)
+        _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 80)
+        _upload(client, world, tiny_data, "a", "second", 2.0)
+    with second.serving():
+        _served(client, world)  # its JSON laid out once, from every row
+    with first.serving():
+        _upload(client, world, tiny_data, "b", "third", 0.3)
+    laid: list[int] = []
+    real = stored_rows.Layout.of_rows.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(stored_rows.Layout, "of_rows", classmethod(
+        lambda cls, rows, signs: laid.append(len(rows)) or real(cls, rows, signs)))
+    with second.serving():
+        assert client.get("/tasks/tiny/leaderboard/eval").status_code == 200  # the page only
+        _upload(client, world, tiny_data, "b", "fourth", 0.6)
+        served = _served(client, world)
+    assert laid == []
+    assert served == _fresh_texts(session, phase, now)
