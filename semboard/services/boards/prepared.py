@@ -1240,17 +1240,16 @@ def _own_view(session: Session, phase_id: int, parts: BoardParts, frame: dict[st
               ) -> None:
     """This process's read of the version it stores (`frame`: its stored frame with its
     groups), as a worker that read it holds it: the next version another worker stores is
-    then read by its edits from it, not by every key. Its view of the edits' base with them
-    applied (no row parsed but the added ones), else, where it holds no view of the phase
-    yet, made from the parts (their rows parsed: once per process)."""
+    then read by its edits from it, not by every key, and its JSON layout is the last one's
+    this process made, edited along the versions it read since. Its view of the edits' base
+    with them applied (no row parsed but the added ones), else its view of another version
+    compared by keys (sets in C), else, where it holds none, made from the parts (their rows
+    parsed: once per process); no row read from the database."""
     key = _base_key(session, phase_id)
     before = _views.get(key)
     digest = parts.keys_digest()
     view = None
-    if before is None:
-        view = stored_rows.view_of(session, phase_id, {**frame, "keys": parts.frame["keys"]},
-                                   None, digest, texts=parts.rows)
-    elif before.frame.get("signs") == frame.get("signs"):
+    if before is not None and before.frame.get("signs") == frame.get("signs"):
         edits: dict[str, Any] | None = (
             {"base": digest, "went": [], "added": []} if before.keys_digest == digest
             else next((found for found in (parts.delta, parts.earlier)
@@ -1259,6 +1258,9 @@ def _own_view(session: Session, phase_id: int, parts: BoardParts, frame: dict[st
             view = stored_rows.view_of_delta(
                 session, phase_id, frame, before, edits, digest,
                 texts={row: parts.rows[row] for _, row in edits["added"]})
+    if view is None:
+        view = stored_rows.view_of(session, phase_id, {**frame, "keys": parts.frame["keys"]},
+                                   before, digest, texts=parts.rows)
     if view is not None:
         _views.put(key, view)
 

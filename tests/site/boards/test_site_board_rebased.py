@@ -237,11 +237,16 @@ def test_a_reader_that_missed_versions_edits_its_json_layout(
 
 
 @pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+@pytest.mark.parametrize("missed", [False, True], ids=["", "missed"])
 def test_a_writer_lays_out_its_json_from_the_versions_it_read(
-        app, client, session, world, tiny_data, now, monkeypatch, two_workers) -> None:
+        app, client, session, world, tiny_data, now, monkeypatch, two_workers,
+        missed) -> None:
     """A worker that served a version's JSON, then only the page of the next (another
     worker's upload), then took an upload: its first JSON of its own version is laid out by
-    editing its last JSON's layout along the versions it read, not from every row."""
+    editing its last JSON's layout along the versions it read, not from every row. missed: it
+    had taken an upload before (its own board kept, no JSON of it made), and another upload it
+    never read came between (its view then neither the stored version its edits start from
+    nor its base)."""
     phase = world["phase"]
     monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
     app.config["SEMBOARD_BOARD_JOBS"] = "thread"
@@ -252,6 +257,11 @@ def test_a_writer_lays_out_its_json_from_the_versions_it_read(
         _upload(client, world, tiny_data, "a", "first", 1.5)
         _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 80)
         _upload(client, world, tiny_data, "a", "second", 2.0)
+    if missed:  # it took an upload first (its own board kept, its JSON never asked for)
+        with second.serving():
+            _upload(client, world, tiny_data, "b", "own", 0.35)
+        with first.serving():
+            _upload(client, world, tiny_data, "a", "after", 0.4)
     with second.serving():
         _served(client, world)  # its JSON laid out once, from every row
     with first.serving():
@@ -262,6 +272,10 @@ def test_a_writer_lays_out_its_json_from_the_versions_it_read(
         lambda cls, rows, signs: laid.append(len(rows)) or real(cls, rows, signs)))
     with second.serving():
         assert client.get("/tasks/tiny/leaderboard/eval").status_code == 200  # the page only
+    if missed:  # an upload this worker did not read
+        with first.serving():
+            _upload(client, world, tiny_data, "a", "missed", 0.45)
+    with second.serving():
         _upload(client, world, tiny_data, "b", "fourth", 0.6)
         served = _served(client, world)
     assert laid == []
