@@ -442,7 +442,7 @@ def _build(session: Session, *, phase: Phase, version: str, now: datetime,
             return stored_rows.parsed_rows(parts.frame["keys"], parts.rows)
 
         def layout() -> stored_rows.Layout | None:
-            view = _views.get(view_key)
+            view = _view(session, view_key)
             if view is not None and view.keys_digest == parts.keys_digest():
                 # this process's read of the version (_own_view): the layouts of the versions
                 # read since its last JSON made in turn, this one's last (its base's need not
@@ -770,7 +770,7 @@ def _seeded(session: Session, *, phase: Phase, state: BoardState) -> Prepared | 
     if frame is None:  # replaced meanwhile: built
         return None
     key = _base_key(session, phase.id)
-    before = _views.get(key)
+    before = _view(session, key)
     with_keys = _with_keys(session, phase=phase, version=version, frame=frame,
                            digest=data.get("keys_digest"), before=before, keys=data.get("keys"))
     if with_keys is None:  # replaced meanwhile: built
@@ -1003,7 +1003,7 @@ def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dic
         return None
     frame = found_groups
     key = _base_key(session, phase.id)
-    before = _views.get(key)
+    before = _view(session, key)
     if not stored_rows.is_open(frame):  # each row's ranks stored with the frame
         found_frame = _with_keys(session, phase=phase, version=version, frame=frame,
                                  digest=digest, before=before)
@@ -1191,7 +1191,10 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         if not every:
             _store_rows(session, phase_id=prepared.phase_id, parts=prepared.parts, known=known,
                         known_digest=known_digest)
-        _own_view(session, prepared.phase_id, prepared.parts, {**frame, "groups": groups or {}})
+        # this process's read of it, made at its next read of the phase's board (not while
+        # the write holds its lock: where it holds none, every row is parsed)
+        _stored_here.put(_base_key(session, prepared.phase_id),
+                         (prepared.parts, {**frame, "groups": groups or {}}))
         prepared.stored_keys = prepared.parts.rows.keys()  # a view: no copy of every key
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
                                                 PreparedBoard.version != prepared.version))
@@ -1236,8 +1239,23 @@ def _rebase(session: Session, phase_id: int, parts: BoardParts, stored: set[str 
     return known, newest
 
 
-def _own_view(session: Session, phase_id: int, parts: BoardParts, frame: dict[str, Any]
-              ) -> None:
+# The version each phase's board this process stored last, by (database, phase), while its
+# read (_own_view) is not made yet: its parts and its stored frame with its groups
+_stored_here: LRU[tuple[str, int], tuple[BoardParts, dict[str, Any]]] = LRU(64)
+
+
+def _view(session: Session, key: tuple[str, int]) -> stored_rows.View | None:
+    """This process's last read of a phase's board (_views), the version it stored since
+    made first."""
+    stored = _stored_here.get(key)
+    if stored is not None:
+        _stored_here.discard_where(key.__eq__)
+        _own_view(session, key, *stored)
+    return _views.get(key)
+
+
+def _own_view(session: Session, key: tuple[str, int], parts: BoardParts,
+              frame: dict[str, Any]) -> None:
     """This process's read of the version it stores (`frame`: its stored frame with its
     groups), as a worker that read it holds it: the next version another worker stores is
     then read by its edits from it, not by every key, and its JSON layout is the last one's
@@ -1245,7 +1263,7 @@ def _own_view(session: Session, phase_id: int, parts: BoardParts, frame: dict[st
     with them applied (no row parsed but the added ones), else its view of another version
     compared by keys (sets in C), else, where it holds none, made from the parts (their rows
     parsed: once per process); no row read from the database."""
-    key = _base_key(session, phase_id)
+    phase_id = key[1]
     before = _views.get(key)
     digest = parts.keys_digest()
     view = None

@@ -118,6 +118,7 @@ def _as_another_process() -> None:
     prepared_boards._memo.clear()
     prepared_boards._known.clear()  # (the reader's last version is not the writer's)
     stored_rows._ROWS.clear()
+    prepared_boards._stored_here.clear()  # the writer's read of what it stored: not the reader's
     if READER_VIEWS:  # the reader's last read, not the writer's of the version it stored
         prepared_boards._views.clear()
         for key, view in READER_VIEWS.pop().items():
@@ -182,6 +183,7 @@ def test_a_process_without_a_board_merges_into_the_stored_one(
     _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 120)
     _upload(client, world, tiny_data, "a", "second", 2.0)
     for forget in (prepared_boards._memo, prepared_boards._bases, prepared_boards._views,
+                   prepared_boards._stored_here,
                    stored_rows._ROWS, leaderboard._parsed):
         forget.clear()  # a fresh process
     # the board step alone (the groups' refresh is another test's)
@@ -220,6 +222,7 @@ def test_a_groups_refresh_in_a_fresh_process_parses_no_runs_score(
     monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
     _upload(client, world, tiny_data, "a", "second", 2.0)
     for forget in (prepared_boards._memo, prepared_boards._bases, prepared_boards._views,
+                   prepared_boards._stored_here,
                    stored_rows._ROWS, leaderboard._parsed):
         forget.clear()  # the groups' process, fresh
     parsed: list[int] = []
@@ -340,6 +343,7 @@ def test_a_board_the_cli_stored_is_merged_into_by_a_fresh_process(
     state = prepared_boards.board_state(session, phase)
     assert data["serial"] == state.serial and data["stamp"] == state.stamp
     for forget in (prepared_boards._memo, prepared_boards._bases, prepared_boards._views,
+                   prepared_boards._stored_here,
                    stored_rows._ROWS):
         forget.clear()
     team, captain = make.team(world["task"], "later team")

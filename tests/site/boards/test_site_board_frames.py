@@ -131,6 +131,7 @@ def test_a_reader_that_missed_versions_reads_the_edits_since_its_own(
     # a process that read no version: the checkpoint's keys and the edits since
     _as_another_process()
     prepared_boards._views.clear()
+    prepared_boards._stored_here.clear()
     keys_read.keys = 0
     assert _served(client, world) == _fresh_texts(session, phase, now)
     assert keys_read.keys >= 122
@@ -167,6 +168,7 @@ def test_a_new_checkpoint_once_the_edits_pass_a_share_of_the_board(
         _as_another_process()
         if forget:
             prepared_boards._views.clear()
+            prepared_boards._stored_here.clear()
         assert _served(client, world) == _fresh_texts(session, phase, now)
 
 
@@ -191,6 +193,7 @@ def test_a_version_whose_frame_is_gone_is_not_served_as_another(
     session.commit()
     _as_another_process()
     prepared_boards._views.clear()
+    prepared_boards._stored_here.clear()
     assert prepared_boards.stored_texts(session, phase=phase, version=version) is None
     # a version stored before frames were (its keys in its data) is read by them
     stored = session.scalars(select(PreparedBoard)).one()
@@ -198,6 +201,7 @@ def test_a_version_whose_frame_is_gone_is_not_served_as_another(
     session.commit()
     _as_another_process()
     prepared_boards._views.clear()
+    prepared_boards._stored_here.clear()
     assert prepared_boards.stored_texts(session, phase=phase, version=version) == texts
 
 

@@ -170,6 +170,7 @@ def test_a_version_stored_with_its_groups_inline_still_reads(
     _as_another_process()
     _forget_groups()
     prepared_boards._views.clear()
+    prepared_boards._stored_here.clear()
     assert _bodies(client) == built
 
 

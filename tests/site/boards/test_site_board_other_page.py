@@ -81,7 +81,8 @@ def _fresh_page(client: Any) -> str:
 
 def _fresh_get(client: Any, url: str) -> Any:
     """A GET of `url` served from a fresh read of the stored version (as _fresh_page)."""
-    kept = [(found, dict(found._items)) for found in (prepared_boards._views, stored_rows._ROWS)]
+    kept = [(found, dict(found._items)) for found in (
+        prepared_boards._views, prepared_boards._stored_here, stored_rows._ROWS)]
     prepared_boards._memo.clear()
     board_views._FRAGMENTS.clear()
     board_views._PAGES.clear()

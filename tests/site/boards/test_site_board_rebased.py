@@ -26,6 +26,7 @@ DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 # What a process keeps of the boards it built, stored or read: a worker's own
 _KEPT_LRUS = (prepared_boards._memo, prepared_boards._bases, prepared_boards._views,
+              prepared_boards._stored_here,
               prepared_boards._known, stored_rows._ROWS, stored_rows._GROUPS,
               stored_rows._LAYOUTS, leaderboard._ROW_PARTS, leaderboard._CSV_PARTS,
               leaderboard._parsed)
