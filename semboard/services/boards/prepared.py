@@ -1191,10 +1191,11 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         if not every:
             _store_rows(session, phase_id=prepared.phase_id, parts=prepared.parts, known=known,
                         known_digest=known_digest)
-        # this process's read of it, made at its next read of the phase's board (not while
-        # the write holds its lock: where it holds none, every row is parsed)
-        _stored_here.put(_base_key(session, prepared.phase_id),
-                         (prepared.parts, {**frame, "groups": groups or {}}))
+        if prepared.parts.open:  # (rows ranked apart are read whole: no read to keep)
+            # this process's read of it, made at its next read of the phase's board (not
+            # while the write holds its lock: where it holds none, every row is parsed)
+            _stored_here.put(_base_key(session, prepared.phase_id),
+                             (prepared.parts, {**frame, "groups": groups or {}}))
         prepared.stored_keys = prepared.parts.rows.keys()  # a view: no copy of every key
     session.execute(delete(PreparedBoard).where(PreparedBoard.phase_id == prepared.phase_id,
                                                 PreparedBoard.version != prepared.version))
