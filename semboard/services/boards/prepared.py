@@ -1017,20 +1017,11 @@ def _stored_in_parts(session: Session, *, phase: Phase, version: str, frame: dic
         return Prepared(phase_id=phase.id, version=version, data=None, csv_text=None,
                         built_at=built_at, stored=True, pending=pending,
                         texts=lambda: stored_rows.LazyTexts(frame, lambda: ordered_rows))
-    same = before is not None and before.frame.get("signs") == frame.get("signs")
-    if same and before is not None and digest is not None and before.keys_digest == digest:
-        # the rows it read before (another version of them: their groups, say)
-        view = stored_rows.view_of_delta(session, phase.id, frame, before,
-                                         {"went": [], "added": []}, digest)
-    elif (same and before is not None and delta is not None
-            and before.keys_digest == delta["base"]):
-        view = stored_rows.view_of_delta(session, phase.id, frame, before, delta, digest,
-                                         texts=added_rows)
-    elif (same and before is not None and earlier is not None
-            and before.keys_digest == earlier["base"]):
-        # this process read the version before the base (a run replaced: out, then the new
-        # one scored in): the two versions' edits composed
-        view = stored_rows.view_of_delta(session, phase.id, frame, before, earlier, digest,
+    # the version's edits from the one this process read (its delta; its composed edits where
+    # it read the version before the base: a run replaced, out then the new one scored in)
+    edits = _edits_from(before, frame, digest, delta, earlier)
+    if before is not None and edits is not None:
+        view = stored_rows.view_of_delta(session, phase.id, frame, before, edits, digest,
                                          texts=added_rows)
     else:
         found_frame = _with_keys(session, phase=phase, version=version, frame=frame,
@@ -1240,6 +1231,19 @@ def _rebase(session: Session, phase_id: int, parts: BoardParts, stored: set[str 
     return known, newest
 
 
+def _edits_from(before: stored_rows.View | None, frame: dict[str, Any], digest: str | None,
+                *edits: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The edits that make a version (its frame, its keys' digest) from the one `before`
+    holds: none where it lists the same rows, else the first of `edits` that starts from it;
+    None where neither does (or its rows are ranked by other signs: read by its keys)."""
+    if before is None or before.frame.get("signs") != frame.get("signs"):
+        return None
+    if digest is not None and before.keys_digest == digest:
+        return {"base": digest, "went": [], "added": []}
+    return next((found for found in edits
+                 if found is not None and found["base"] == before.keys_digest), None)
+
+
 # The version each phase's board this process stored last, by (database, phase), while its
 # read (_own_view) is not made yet: its parts and its stored frame with its groups
 _stored_here: LRU[tuple[str, int], tuple[BoardParts, dict[str, Any]]] = LRU(64)
@@ -1268,15 +1272,10 @@ def _own_view(session: Session, key: tuple[str, int], parts: BoardParts,
     before = _views.get(key)
     digest = parts.keys_digest()
     view = None
-    if before is not None and before.frame.get("signs") == frame.get("signs"):
-        edits: dict[str, Any] | None = (
-            {"base": digest, "went": [], "added": []} if before.keys_digest == digest
-            else next((found for found in (parts.delta, parts.earlier)
-                       if found is not None and found["base"] == before.keys_digest), None))
-        if edits is not None:
-            view = stored_rows.view_of_delta(
-                session, phase_id, frame, before, edits, digest,
-                texts={row: parts.rows[row] for _, row in edits["added"]})
+    edits = _edits_from(before, frame, digest, parts.delta, parts.earlier)
+    if before is not None and edits is not None:
+        view = stored_rows.view_of_delta(session, phase_id, frame, before, edits, digest,
+                                         texts={row: parts.rows[row] for _, row in edits["added"]})
     if view is None:
         view = stored_rows.view_of(session, phase_id, {**frame, "keys": parts.frame["keys"]},
                                    before, digest, texts=parts.rows)

@@ -306,10 +306,7 @@ def frame_keys(session: Session, phase_id: int, digest: str,
             frame_keys_read[0] += len(keys)
             continue
         edits = json.loads(body)
-        for position in reversed(edits["went"]):
-            keys.pop(position)
-        for position, key in edits["added"]:
-            keys.insert(position, key)
+        keys = edited_order(keys, edits["went"], edits["added"])
         frame_keys_read[0] += len(edits["added"])
     return keys
 
@@ -945,12 +942,18 @@ def edits_between(before: list[str], keys: list[str], inside: Container[str],
     went = list(compress(count(), map(not_, map(inside.__contains__, before))))
     added: list[list[Any]] = [
         [at, keys[at]] for at in compress(count(), map(not_, map(known.__contains__, keys)))]
-    edited = list(before)
+    return (went, added) if edited_order(before, went, added) == keys else None
+
+
+def edited_order(order: list[str], went: list[int], added: list[list[Any]]) -> list[str]:
+    """A row order with a stored delta's edits applied (a copy): the positions that went
+    taken out, then each [position, key] put in, in turn."""
+    edited = list(order)
     for at in reversed(went):
         del edited[at]
     for at, key in added:
         edited.insert(at, key)
-    return (went, added) if edited == keys else None
+    return edited
 
 
 def view_of(session: Session, phase_id: int, frame: dict[str, Any],

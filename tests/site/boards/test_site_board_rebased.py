@@ -5,7 +5,7 @@ version by its edits, not the frames' checkpoint of every row's key. Counted, no
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -69,6 +69,70 @@ def two_workers() -> Iterator[tuple[_Worker, _Worker]]:
         own._swap()
 
 
+def _board(app: Any, client: Any, session: Any, world: dict[str, Any], tiny_data: Any,
+           monkeypatch: Any, worker: _Worker, runs: int) -> None:
+    """The tiny task's board of `runs` seeded runs and two uploads, built and stored by
+    `worker`; GETs build nothing (not inline), groups are not scheduled."""
+    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
+    app.config["SEMBOARD_BOARD_JOBS"] = "thread"
+    world["phase"].max_runs = 10
+    session.commit()
+    with worker.serving():
+        _upload(client, world, tiny_data, "a", "first", 1.5)
+        _seed(session, world["phase"], session.scalars(select(RunScoreRecord)).one(), runs)
+        _upload(client, world, tiny_data, "a", "second", 2.0)  # every run built once
+
+
+def _counted(monkeypatch: Any, owner: Any, name: str, record: Callable[..., Any]) -> None:
+    """owner.name, each call recorded by record(*args, **kwargs) first."""
+    real = getattr(owner, name)
+    monkeypatch.setattr(owner, name, lambda *a, **k: record(*a, **k) or real(*a, **k))
+
+
+def _versions_chained(monkeypatch: Any) -> list[str]:
+    """The versions this process reads by the frames' chain (not by its head's edits)."""
+    chained: list[str] = []
+    _counted(monkeypatch, prepared_boards, "_with_keys",
+             lambda *a, **k: chained.append(k["version"]))
+    return chained
+
+
+def _layouts_laid(monkeypatch: Any) -> list[int]:
+    """The sizes of the JSON layouts made from every row (not edited)."""
+    laid: list[int] = []
+    real = stored_rows.Layout.of_rows.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(stored_rows.Layout, "of_rows", classmethod(
+        lambda cls, rows, signs: laid.append(len(rows)) or real(cls, rows, signs)))
+    return laid
+
+
+def _grouped_again(session: Any, storage: Any, world: dict[str, Any], now: Any,
+                   groups: _Worker) -> None:
+    """The groups job's process stores the board's version again, with its groups."""
+    with groups.serving():
+        stored = session.scalars(select(PreparedBoard.version)).one()
+        prepared_boards.refresh_significance(session, storage, task=world["task"], now=now,
+                                             write_lock=True)
+        session.commit()
+        assert session.scalars(select(PreparedBoard.version)).one() != stored
+
+
+def _read_by_edits(client: Any, world: dict[str, Any], reader: _Worker, keys_read: Any,
+                   chained: list[str], turn: int) -> tuple[bytes, str]:
+    """What `reader` serves of the stored version, asserting it read the version by the edits
+    its head carries from the version it read (or as the same rows), not the frames' chain."""
+    with reader.serving():
+        chained.clear()
+        stored_rows.frame_keys_read[0] = 0
+        keys_read.keys = 0
+        served = _served(client, world)
+        # the edits' few keys (the head's delta and earlier edits, the added rows' texts)
+        assert keys_read.keys <= 12, (turn, keys_read.keys)
+        assert stored_rows.frame_keys_read[0] <= 4, (turn, stored_rows.frame_keys_read[0])
+        assert chained == [], (turn, chained)
+    return served
+
+
 @pytest.mark.parametrize("database_url", DATABASES, indirect=True)
 @pytest.mark.parametrize("grouped", [False, True], ids=["", "grouped"])
 def test_uploads_two_workers_take_in_turn_are_read_by_their_edits(
@@ -79,49 +143,31 @@ def test_uploads_two_workers_take_in_turn_are_read_by_their_edits(
     the one that did not take the upload reads the frames' edits since the version it read,
     not the checkpoint's keys (every row's); its chain goes through every stored version.
     grouped: a third process (the groups job's) stores every other upload's version again with
-    its groups before the reader reads it: with the writer's edits, not its own base's."""
+    its groups before the reader reads it (with the writer's edits, not its own base's), and
+    twice after the reader read the upload's version (the same rows: read as such)."""
     phase = world["phase"]
-    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
-    app.config["SEMBOARD_BOARD_JOBS"] = "thread"  # not inline: a GET builds nothing
-    phase.max_runs = 10
-    session.commit()
     first, second = two_workers
+    _board(app, client, session, world, tiny_data, monkeypatch, first, 120)
     with first.serving():
-        _upload(client, world, tiny_data, "a", "first", 1.5)
-        _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 120)
-        _upload(client, world, tiny_data, "a", "second", 2.0)  # every run built once
         _served(client, world)
     with second.serving():
         _served(client, world)  # every key once: it holds no version
     rebased = prepared_boards.rebased[0]
     groups = _Worker()
-    chained: list[str] = []  # versions read by the frames' chain (not by the head's edits)
-    real_keys = prepared_boards._with_keys
-    monkeypatch.setattr(prepared_boards, "_with_keys",
-                        lambda *a, **k: chained.append(k["version"]) or real_keys(*a, **k))
+    chained = _versions_chained(monkeypatch)
     turns = [(second, first), (first, second), (second, first), (second, first),
              (first, second), (second, first)]
     for turn, (writer, reader) in enumerate(turns):
         with writer.serving():
             _upload(client, world, tiny_data, "ab"[turn % 2], f"turn {turn}", 0.1 + turn / 5)
         if grouped and turn % 2:  # (its jobs coalesced: it missed the version before)
-            with groups.serving():
-                stored = session.scalars(select(PreparedBoard.version)).one()
-                prepared_boards.refresh_significance(session, storage, task=world["task"],
-                                                     now=now, write_lock=True)
-                session.commit()
-                assert session.scalars(select(PreparedBoard.version)).one() != stored
-        with reader.serving():
-            chained.clear()
-            stored_rows.frame_keys_read[0] = 0
-            keys_read.keys = 0
-            served = _served(client, world)
-            # the edits' few keys (the head's delta and earlier edits, the added rows' texts)
-            assert keys_read.keys <= 12, (turn, keys_read.keys)
-            assert stored_rows.frame_keys_read[0] <= 4, (turn, stored_rows.frame_keys_read[0])
-            # by the edits the version's head carries, from the version it read
-            assert chained == [], (turn, chained)
+            _grouped_again(session, storage, world, now, groups)
+        served = _read_by_edits(client, world, reader, keys_read, chained, turn)
         assert served == _fresh_texts(session, phase, now)
+        if grouped and turn in (0, 2):  # its groups after the reader read the upload's
+            _grouped_again(session, storage, world, now, groups)
+            served = _read_by_edits(client, world, reader, keys_read, chained, turn)
+            assert served == _fresh_texts(session, phase, now)
         with writer.serving():
             assert _served(client, world) == served
     # the writers that had missed a version made their edits from it again
@@ -138,23 +184,15 @@ def test_a_writer_far_behind_merges_into_the_stored_board_not_a_build(
     took the uploads since) merges its upload into the stored board read by its rows: no run's
     score is assembled again but the changed ones'; the board equals a full build."""
     phase = world["phase"]
-    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
-    app.config["SEMBOARD_BOARD_JOBS"] = "thread"
     monkeypatch.setattr(prepared_boards, "MERGE_MAX", 2)
-    phase.max_runs = 10
-    session.commit()
     first, second = two_workers
-    with first.serving():
-        _upload(client, world, tiny_data, "a", "first", 1.5)
-        _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 60)
-        _upload(client, world, tiny_data, "a", "second", 2.0)
+    _board(app, client, session, world, tiny_data, monkeypatch, first, 60)
     with second.serving():
         for name in ("third", "fourth", "fifth"):  # more than MERGE_MAX changes
             _upload(client, world, tiny_data, "b", name, 0.3 + len(name) / 10)
     listed: list[Any] = []
-    real = prepared_boards.board_listing
-    monkeypatch.setattr(prepared_boards, "board_listing",
-                        lambda *a, **k: listed.append(k.get("run_ids")) or real(*a, **k))
+    _counted(monkeypatch, prepared_boards, "board_listing",
+             lambda *a, **k: listed.append(k.get("run_ids")))
     with first.serving():
         _upload(client, world, tiny_data, "a", "sixth", 0.9)
         assert listed and all(run_ids is not None and len(run_ids) <= 2 for run_ids in listed)
@@ -172,13 +210,8 @@ def test_a_fresh_worker_merging_after_rows_out_stores_both_edits_composed(
     version stored keeps the rows-out version's edits composed with its own, and a worker
     that read the board before both reads the new version by them, no frame's key."""
     phase = world["phase"]
-    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
-    app.config["SEMBOARD_BOARD_JOBS"] = "thread"
     first, second = two_workers
-    with first.serving():
-        _upload(client, world, tiny_data, "a", "first", 1.5)
-        _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 60)
-        _upload(client, world, tiny_data, "a", "second", 2.0)
+    _board(app, client, session, world, tiny_data, monkeypatch, first, 60)
     with second.serving():
         _served(client, world)
         session.commit()
@@ -210,28 +243,15 @@ def test_a_reader_that_missed_versions_edits_its_json_layout(
     uploads), reads the newest by the frames' chain from its own and makes its JSON layout
     by editing its own version's, not from every row; the JSON is a full build's."""
     phase = world["phase"]
-    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
-    app.config["SEMBOARD_BOARD_JOBS"] = "thread"
-    phase.max_runs = 10
-    session.commit()
     first, second = two_workers
-    with first.serving():
-        _upload(client, world, tiny_data, "a", "first", 1.5)
-        _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 80)
-        _upload(client, world, tiny_data, "a", "second", 2.0)
+    _board(app, client, session, world, tiny_data, monkeypatch, first, 80)
     with second.serving():
         _served(client, world)  # its JSON laid out once, from every row
     with first.serving():
         for name in ("third", "fourth"):
             _upload(client, world, tiny_data, "b", name, 0.2 + len(name) / 10)
-    laid: list[int] = []
-    real = stored_rows.Layout.of_rows.__func__  # type: ignore[attr-defined]
-    monkeypatch.setattr(stored_rows.Layout, "of_rows", classmethod(
-        lambda cls, rows, signs: laid.append(len(rows)) or real(cls, rows, signs)))
-    chained: list[str] = []
-    real_keys = prepared_boards._with_keys
-    monkeypatch.setattr(prepared_boards, "_with_keys",
-                        lambda *a, **k: chained.append(k["version"]) or real_keys(*a, **k))
+    laid = _layouts_laid(monkeypatch)
+    chained = _versions_chained(monkeypatch)
     with second.serving():
         served = _served(client, world)
     assert chained and laid == [], (chained, laid)
@@ -250,15 +270,8 @@ def test_a_writer_lays_out_its_json_from_the_versions_it_read(
     never read came between (its view then neither the stored version its edits start from
     nor its base)."""
     phase = world["phase"]
-    monkeypatch.setattr(board_jobs, "schedule_groups", lambda app, task_id: "later")
-    app.config["SEMBOARD_BOARD_JOBS"] = "thread"
-    phase.max_runs = 10
-    session.commit()
     first, second = two_workers
-    with first.serving():
-        _upload(client, world, tiny_data, "a", "first", 1.5)
-        _seed(session, phase, session.scalars(select(RunScoreRecord)).one(), 80)
-        _upload(client, world, tiny_data, "a", "second", 2.0)
+    _board(app, client, session, world, tiny_data, monkeypatch, first, 80)
     if missed:  # it took an upload first (its own board kept, its JSON never asked for)
         with second.serving():
             _upload(client, world, tiny_data, "b", "own", 0.35)
@@ -268,10 +281,7 @@ def test_a_writer_lays_out_its_json_from_the_versions_it_read(
         _served(client, world)  # its JSON laid out once, from every row
     with first.serving():
         _upload(client, world, tiny_data, "b", "third", 0.3)
-    laid: list[int] = []
-    real = stored_rows.Layout.of_rows.__func__  # type: ignore[attr-defined]
-    monkeypatch.setattr(stored_rows.Layout, "of_rows", classmethod(
-        lambda cls, rows, signs: laid.append(len(rows)) or real(cls, rows, signs)))
+    laid = _layouts_laid(monkeypatch)
     with second.serving():
         assert client.get("/tasks/tiny/leaderboard/eval").status_code == 200  # the page only
     if missed:  # an upload this worker did not read
@@ -297,12 +307,12 @@ def test_edits_between_two_row_orders() -> None:
         found = stored_rows.edits_between(before, keys, frozenset(keys), frozenset(before))
         assert found is not None
         went, added = found
-        edited = list(before)
+        edited = list(before)  # applied as a reader applies a stored delta
         for at in reversed(went):
             edited.pop(at)
         for at, key in added:
             edited.insert(at, key)
-        assert edited == keys
+        assert edited == keys and stored_rows.edited_order(before, went, added) == keys
         assert len(went) == len(set(before) - set(keys))
         assert [key for _, key in added] == [key for key in keys if key not in set(before)]
     kept = ["a", "b", "c"]
