@@ -893,6 +893,18 @@ class View:
         found = self.added.get(key)
         return found if found is not None else self.by_key[key]
 
+    def follows(self, before: View, edits: dict[str, Any], added: dict[str, StoredRow]
+                ) -> None:
+        """This version is `before`'s with `edits` (a delta's went and added) applied, `added`
+        its new rows: its JSON layout is made from before's by them, in turn after the ones
+        before's still waits on (carry)."""
+        if before.keys_digest is None:
+            return
+        self.delta = {**edits, "base": before.keys_digest}
+        self.carries = (*before.carries, (self.keys_digest, self.delta, added))
+        if len(self.carries) >= CARRIES_MOST:
+            self.carry()
+
     def carry(self) -> None:
         """Make the JSON layouts of the versions read since the last one laid out, in turn
         (each its base's edited: stored.carry_layout)."""
@@ -981,12 +993,8 @@ def view_of(session: Session, phase_id: int, frame: dict[str, Any],
                                               len(rows)),
                         keys_digest=keys_digest, keyset=keyset, by_key=by_key)
             edits = edits_between(before.keys, keys, keyset, before.keyset)
-            if edits is not None and before.keys_digest is not None:
-                # its JSON layout is before's edited, as for a version read by its edits
-                view.delta = {"base": before.keys_digest, "went": edits[0], "added": edits[1]}
-                view.carries = (*before.carries, (keys_digest, view.delta, fetched))
-                if len(view.carries) >= CARRIES_MOST:
-                    view.carry()
+            if edits is not None:  # its JSON layout before's edited, as for a read by edits
+                view.follows(before, {"went": edits[0], "added": edits[1]}, fetched)
             return view
     found = read_rows(session, phase_id, keys, len(keys), texts)
     if found is None:
@@ -1019,11 +1027,7 @@ def view_of_delta(session: Session, phase_id: int, frame: dict[str, Any], before
     view = View(frame, rows, *_edited(before, frame, gone, list(fetched.values()), len(rows)),
                 keys_digest=keys_digest)
     view.added = fetched
-    if before.keys_digest is not None:
-        view.delta = {**delta, "base": before.keys_digest}
-        view.carries = (*before.carries, (keys_digest, view.delta, fetched))
-        if len(view.carries) >= CARRIES_MOST:
-            view.carry()
+    view.follows(before, delta, fetched)
     return view
 
 
