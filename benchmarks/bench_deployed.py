@@ -1,7 +1,7 @@
 """Flat where it is deployed: boards of 20 and 5,000 runs served by real gunicorn workers and a
 real `flask worker`, side by side, from a cold start (issue 45).
 
-    python benchmarks/bench_deployed.py [--data ../shared/data] [--runs 20 5000] [--uploads 6]
+    python benchmarks/bench_deployed.py [--data ../shared/data] [--runs 20 5000] [--uploads 8]
                                         [--db postgres|sqlite] [--mode queue request]
                                         [--memory-pairs 1500000 | --no-memory] [--keep]
 
@@ -28,9 +28,12 @@ a sync worker serving one request at a time):
   (the POST until the end of the first board page served after the stored board holds the run:
   the database's change log names the run's serial, the stored board's frame its own), each
   web worker's first GET of the new version (page 1 after even uploads, the API's whole-board
-  JSON after odd ones) against the task list, the CPU of the board's writer (the flask worker,
-  or the web worker that took the upload), and the time until the stored board's groups are no
-  longer pending (each upload waits for that);
+  JSON after odd ones; plain, then gzip as browsers and the CLI ask after the next two) and its
+  next GET of the same version, against the task list, after a page's upload (its groups
+  stored) each worker's first GET of the page's two charts' specs, the CPU of the board's
+  writer (the
+  flask worker, or the web worker that took the upload), and the time until the stored board's
+  groups are no longer pending (each upload waits for that);
 - the first upload on a worker with no board in memory: the flask worker's first job after its
   start (scoring and board), its groups process's first round, or (mode request) the first
   upload on a freshly started web worker: CPU, and the difference between the sizes (what
@@ -82,6 +85,8 @@ UPLOADERS = 8
 FILE_VARIANTS = 40  # distinct run file sets the bulk runs share (each run its own samples)
 PAGE = "/tasks/sts2012/leaderboard/eval"
 API_BOARD = "/api/v1/tasks/sts2012/leaderboard?phase=eval"
+# the board page's charts, each fetched by the page's script on every view (static/charts.js)
+CHARTS = (PAGE + "/charts/ci.json", PAGE + "/charts/heatmap.json")
 TASKS = "/tasks"
 
 # gunicorn serves this module: the site's app, each answer naming its process
@@ -435,8 +440,8 @@ class Site:
         cpu = (cpu_ns(pid) - before[pid]) / 1e6 if pid in before else None
         return Answer(status, pid, wall, cpu, data)
 
-    def get(self, path: str, *, token: str | None = None) -> Answer:
-        headers = {"Accept-Encoding": "identity"}
+    def get(self, path: str, *, token: str | None = None, packed: bool = False) -> Answer:
+        headers = {"Accept-Encoding": "gzip" if packed else "identity"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         answer = self.request("GET", path, headers=headers)
@@ -461,26 +466,25 @@ class Site:
             raise RuntimeError(f"upload answered {answer.status}: {answer.body[:300]!r}")
         return answer
 
-    def first_on_each(self, path: str, *, token: str | None = None,
-                      tries: int = 40) -> dict[int, Answer]:
+    def first_on_each(self, path: str, *, token: str | None = None, packed: bool = False,
+                      tries: int = 400) -> dict[int, Answer]:
         """GET path until every web worker has answered it once: each one's first answer."""
-        firsts: dict[int, Answer] = {}
-        for _ in range(tries):
-            answer = self.get(path, token=token)
-            firsts.setdefault(answer.pid, answer)
-            if set(self.web()) <= set(firsts):
-                break
-        return firsts
+        return {pid: answers[0] for pid, answers in self.each(path, 1, token=token,
+                                                             packed=packed, tries=tries).items()}
 
-    def each(self, path: str, times: int, *, token: str | None = None) -> dict[int, list[Answer]]:
-        """GET path until every web worker has answered it `times` times."""
+    def each(self, path: str, times: int, *, token: str | None = None, packed: bool = False,
+             tries: int = 400) -> dict[int, list[Answer]]:
+        """GET path until every web worker has answered it `times` times (a sync worker that
+        keeps winning the accept can serve dozens in a row: a worker left out would meet its
+        first page, templates compiled, inside a measured sample)."""
         found: dict[int, list[Answer]] = {}
-        for _ in range(times * 12):
-            answer = self.get(path, token=token)
+        for _ in range(tries):
+            answer = self.get(path, token=token, packed=packed)
             found.setdefault(answer.pid, []).append(answer)
             if all(len(found.get(pid, [])) >= times for pid in self.web()):
-                break
-        return found
+                return found
+        raise RuntimeError(f"GET {path}: not every web worker answered {times} times in "
+                           f"{tries} tries ({ {pid: len(a) for pid, a in found.items()} })")
 
 
 # ----------------------------------------------------------------------------- the database
@@ -566,6 +570,10 @@ class Figures:
     groups_cpu: list[float] = field(default_factory=list)
     # first GET of each new version per worker: (kind, took the upload?, answer)
     firsts: list[tuple[str, bool, Answer]] = field(default_factory=list)
+    # each worker's next GET of the same version (kind, answer)
+    again: list[tuple[str, Answer]] = field(default_factory=list)
+    # each worker's first GET of a chart's spec after a page's upload (name, answer)
+    charts: list[tuple[str, Answer]] = field(default_factory=list)
     cold_upload_cpu: float | None = None
     cold_writer_cpu: float | None = None
     cold_groups_cpu: float | None = None
@@ -575,6 +583,11 @@ class Figures:
         """The warmed task-list view: median wall and CPU ms over every worker."""
         answers = [a for found in self.tasks.values() for a in found[1:]]
         return med([a.wall_ms for a in answers]), med([a.cpu_ms or 0.0 for a in answers])
+
+    def served_again(self, kind: str) -> tuple[float, int]:
+        """The median CPU ms of a worker's next GET of a version it has served, and n."""
+        found = [a.cpu_ms or 0.0 for k, a in self.again if k == kind]
+        return med(found), len(found)
 
     def first(self, kind: str, took: bool | None = None) -> tuple[float, float, int]:
         found = [a for k, t, a in self.firsts if k == kind and (took is None or t == took)]
@@ -594,10 +607,17 @@ def one_upload(site: Site, db: Db, figures: Figures, k: int, *, cold: bool = Fal
     run_id = db.run_id(name)
     assert run_id is not None
     stored = db.wait(lambda: db.visible(run_id))
-    kind = "page" if k % 2 == 0 else "api"
-    path = PAGE if kind == "page" else API_BOARD
-    firsts = site.first_on_each(path, token=site.info["tokens"][0])
+    # in turn a page and the API's JSON, plain then (the next two uploads) gzip as browsers
+    # and the participant CLI ask: a version's first gzip GET on a worker compresses its body
+    path = PAGE if k % 2 == 0 else API_BOARD
+    packed = k % 4 >= 2
+    kind = ("page" if k % 2 == 0 else "api") + (".gz" if packed else "")
+    token = site.info["tokens"][0]
+    firsts = site.first_on_each(path, token=token, packed=packed)
     first = next(iter(firsts.values()))  # the first GET after the board held the run
+    # each worker's next GET of the same version: what serving it costs once it is read
+    again = {pid: answers[0] for pid, answers in
+             site.each(path, 1, token=token, packed=packed).items()}
     seen = db.wait(lambda: db.grouped(run_id))
     writer = ((cpu_ns(site.worker) - worker_before) / 1e6 if site.worker
               else posted.cpu_ms or 0.0)
@@ -612,6 +632,10 @@ def one_upload(site: Site, db: Db, figures: Figures, k: int, *, cold: bool = Fal
         figures.cold_groups_cpu = groups_after
         figures.cold_groups_s = seen - started
         return
+    if k % 2 == 0:  # a page's view in a browser fetches its charts' specs (gzip): their
+        for chart in CHARTS:  # first GETs of the version the groups stored (after all else)
+            for answer in site.first_on_each(chart, packed=True).values():
+                figures.charts.append((chart.rsplit("/", 1)[1], answer))
     figures.visible.append((stored - started) * 1000 + first.wall_ms)
     figures.posted_ms.append(posted.wall_ms)
     figures.stored_ms.append((stored - started) * 1000 - posted.wall_ms)
@@ -621,6 +645,8 @@ def one_upload(site: Site, db: Db, figures: Figures, k: int, *, cold: bool = Fal
     figures.groups_cpu.append(groups_after)
     for pid, answer in firsts.items():
         figures.firsts.append((kind, pid == posted.pid and site.mode == "request", answer))
+    for answer in again.values():
+        figures.again.append((kind, answer))
 
 
 def measure_mode(sites: list[Site], dbs: list[Db], uploads: int,
@@ -641,7 +667,7 @@ def measure_mode(sites: list[Site], dbs: list[Db], uploads: int,
             for site, db in zip(sites, dbs, strict=True):
                 one_upload(site, db, warm, k)
         for site, found in zip(sites, figures, strict=True):  # both workers warmed
-            for path in (TASKS, PAGE, API_BOARD):
+            for path in (TASKS, PAGE, API_BOARD, *CHARTS):
                 site.each(path, 3, token=site.info["tokens"][0])
             found.tasks = site.each(TASKS, 6)
         for k in range(uploads):
@@ -683,7 +709,8 @@ def report(mode: str, sizes: list[int], figures: list[Figures], loads: tuple[flo
         med(large.stored_ms), "ms", "")
     row("  the POST's CPU on its web worker", med(small.upload_cpu), med(large.upload_cpu),
         "ms", "", 1)
-    for kind, label in (("page", "board page"), ("api", "API whole-board JSON")):
+    for kind, label in (("page", "board page"), ("api", "API whole-board JSON"),
+                        ("page.gz", "board page, gzip"), ("api.gz", "API whole-board JSON, gzip")):
         for took, who in ((None, "any worker"),) if mode == "queue" else (
                 (True, "the worker that took the upload"),
                 (False, "the worker that did not")):
@@ -693,6 +720,19 @@ def report(mode: str, sizes: list[int], figures: list[Figures], loads: tuple[flo
             print(f"|   same, CPU; and against the task list's CPU | {a[1]:.1f} ms = "
                   f"{a[1] / t_small[1]:.1f}x | {b[1]:.1f} ms = {b[1] / t_large[1]:.1f}x "
                   f"| | <= 2x a task-list view |")
+        (cpu_a, n_a), (cpu_b, n_b) = small.served_again(kind), large.served_again(kind)
+        print(f"| the same GET again on the same worker (the version read), CPU (n={n_a}, "
+              f"{n_b}) | {cpu_a:.1f} ms = {cpu_a / t_small[1]:.1f}x | {cpu_b:.1f} ms = "
+              f"{cpu_b / t_large[1]:.1f}x | | what serving a read version costs |")
+    for chart in CHARTS:
+        name = chart.rsplit("/", 1)[1]
+        in_small, in_large = ([x.cpu_ms or 0.0 for n, x in found.charts if n == name]
+                              for found in (small, large))
+        print(f"| first GET of the page's chart {name} (gzip) after an upload, each worker, CPU "
+              f"(n={len(in_small)}, {len(in_large)}) | {med(in_small):.1f} ms = "
+              f"{med(in_small) / t_small[1]:.1f}x | {med(in_large):.1f} ms = "
+              f"{med(in_large) / t_large[1]:.1f}x | {med(in_large) / med(in_small):.2f}x | "
+              f"every run's points: O(runs), not a figure of the issue |")
     for label, key in (("each web worker's first board page after the start (reads the "
                         "stored board)", "cold_page"),):
         a = med([x.cpu_ms or 0.0 for x in getattr(small, key).values()])
@@ -865,7 +905,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=PROJECT_ROOT.parent / "shared" / "data")
     parser.add_argument("--runs", type=int, nargs=2, default=[20, 5000])
-    parser.add_argument("--uploads", type=int, default=6)
+    parser.add_argument("--uploads", type=int, default=8)
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--db", choices=["postgres", "sqlite"], default="postgres")
     parser.add_argument("--mode", choices=["queue", "request"], nargs="+",

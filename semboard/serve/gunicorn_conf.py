@@ -10,12 +10,15 @@ from flask import Flask
 
 
 def post_worker_init(worker: Any) -> None:
-    """Each worker, its app loaded: what a first large upload would load, loaded now
-    (semboard.serve.preload), and without Redis its groups process started, so a worker's
-    first upload costs the upload only."""
+    """Each worker, its app loaded: its templates compiled and what a first large upload would
+    load, loaded now (semboard.serve.preload), and without Redis its groups process started,
+    so a worker's first page and first upload cost the page and the upload only."""
     from semboard.jobs import boards  # gunicorn loads this file before the app: not at the top
-    from semboard.serve.preload import preload  # likewise
+    from semboard.serve.preload import compile_templates, preload  # likewise
 
+    app = worker.wsgi if isinstance(worker.wsgi, Flask) else None  # not a wrapped callable
+    if app is not None:
+        compile_templates(app)  # before preload(): frozen with the rest
     preload()
-    if isinstance(worker.wsgi, Flask):  # the app gunicorn serves (not a wrapped WSGI callable)
-        boards.start_groups_process(worker.wsgi)
+    if app is not None:
+        boards.start_groups_process(app)

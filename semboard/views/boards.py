@@ -9,7 +9,6 @@ accepted.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import time
@@ -203,7 +202,7 @@ def board_chart_body(board: Any, intervals: Any, version: str, name: str, *,
     body = specs.get(key)
     if body is None:
         plain = specs.get(f"{name}.json") or json.dumps(specs[name], allow_nan=False).encode()
-        body = gzip.compress(plain, compresslevel=6, mtime=0) if compressed else plain
+        body = prepared_boards.gzipped(plain) if compressed else plain
         # two threads may encode the same spec at once; each stores the same bytes
         specs[f"{name}.json"] = plain
         specs[key] = body
@@ -266,7 +265,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
         body = _kept_page(etag, _PAGES.put(etag, (time.monotonic(), body, None)),
                           compressed=compressed)
     elif compressed:
-        body = gzip.compress(body, compresslevel=5, mtime=0)
+        body = prepared_boards.gzipped(body)
     return files.respond(body, etag=etag, mimetype="text/html", compressed=compressed,
                     public=etag is not None and phase.visibility == "public")
 
@@ -418,7 +417,7 @@ def _kept_page(etag: str, kept: tuple[float, bytes, bytes | None], *,
     if not compressed:
         return plain
     if packed is None:  # two threads may pack at once: each keeps the same bytes
-        packed = gzip.compress(plain, compresslevel=6, mtime=0)
+        packed = prepared_boards.gzipped(plain)
         _PAGES.put(etag, (made, plain, packed))
     return packed
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from semboard.services.boards import prepared as prepared_boards
 from semboard.services.boards.leaderboard import Column, Row
 from semboard.views import board_rows
 from semboard.views import boards as board_views
@@ -456,7 +457,7 @@ def test_a_plain_view_packs_no_gzip_and_a_gzip_view_packs_once(app, client, worl
     _upload(client, world, tiny_data, "a", 1, 1.0)
     packed: list[int] = []
     real = gzip.compress
-    monkeypatch.setattr(board_views.gzip, "compress",
+    monkeypatch.setattr(prepared_boards.gzip, "compress",
                         lambda data, **kw: packed.append(len(data)) or real(data, **kw))
     url = "/tasks/tiny/leaderboard/eval"
     for first in ("plain", "gzip"):
