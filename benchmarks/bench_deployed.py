@@ -85,7 +85,7 @@ UPLOADERS = 8
 FILE_VARIANTS = 40  # distinct run file sets the bulk runs share (each run its own samples)
 PAGE = "/tasks/sts2012/leaderboard/eval"
 API_BOARD = "/api/v1/tasks/sts2012/leaderboard?phase=eval"
-# the board page's charts, each fetched by the page's script on every view (static/charts.js)
+# the board page's charts (page 1's runs), each fetched by the page's script on every view
 CHARTS = (PAGE + "/charts/ci.json", PAGE + "/charts/heatmap.json")
 TASKS = "/tasks"
 
@@ -732,7 +732,7 @@ def report(mode: str, sizes: list[int], figures: list[Figures], loads: tuple[flo
               f"(n={len(in_small)}, {len(in_large)}) | {med(in_small):.1f} ms = "
               f"{med(in_small) / t_small[1]:.1f}x | {med(in_large):.1f} ms = "
               f"{med(in_large) / t_large[1]:.1f}x | {med(in_large) / med(in_small):.2f}x | "
-              f"every run's points: O(runs), not a figure of the issue |")
+              f"a page of runs (the table's) |")
     for label, key in (("each web worker's first board page after the start (reads the "
                         "stored board)", "cold_page"),):
         a = med([x.cpu_ms or 0.0 for x in getattr(small, key).values()])

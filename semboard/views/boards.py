@@ -164,38 +164,61 @@ def _render_table(board: leaderboard.Leaderboard, rows: list[leaderboard.Row],
 BOARD_CHARTS = ("ci", "heatmap")
 
 
-# Board chart specs per (database, phase, version): a version never changes content, so an
-# entry is never stale; this spares rebuilding the specs of a large board for every view.
-_BOARD_SPECS: LRU[tuple[Any, ...], dict[str, Any]] = LRU(32)
+# Board chart specs per (database, phase, version, language, page): a version never changes
+# content, so an entry is never stale; this spares rebuilding them for every view.
+_BOARD_SPECS: LRU[tuple[Any, ...], dict[str, Any]] = LRU(64)
+
+
+def _place() -> tuple[int, str, bool]:
+    """The page of the board the request names: its number, search and contrastive filter
+    (?page=, ?q=, ?contrastive=hide), as the board page and its charts read them."""
+    return (request.args.get("page", 1, type=int) or 1, request.args.get("q", "").strip()[:120],
+            request.args.get("contrastive") == "hide")
+
+
+def _page_of(board: leaderboard.Leaderboard, page: int, search: str, hide: bool
+             ) -> tuple[list[leaderboard.Row], int, int, int]:
+    """That page's rows as its table lists them, how many rows match, the pages, and the page
+    (kept within them)."""
+    listed = primary_views.board_rows_shown(board.rows, hide_contrastive=hide)
+    rows, matching, pages = leaderboard.page_rows(listed, page=page, per_page=PER_PAGE,
+                                                  search=search)
+    return rows, matching, pages, min(max(page, 1), pages)
 
 
 _URL_ID = 918_273_645_546_372_819  # a run id no URL prefix contains
 
 
-def board_chart_specs(board: Any, intervals: Any, version: str) -> dict[str, Any]:
-    """The board's chart specs {"metric", "ci", "heatmap"} (None: nothing to draw), per version."""
+def board_chart_specs(board: Any, intervals: Any, version: str,
+                      place: tuple[int, str, bool]) -> dict[str, Any]:
+    """The chart specs {"metric", "ci", "heatmap"} (None: nothing to draw) of one page of the
+    board (`place`: page, search, filter), its rows as its table lists them, per version: a
+    first GET of a new version costs a page's runs, not the board's (5,000 runs took 43-94 ms
+    a chart)."""
     language = languages.words()
-    key = (str(db().get_bind().engine.url), board.phase.id, version, language.code)
+    key = (str(db().get_bind().engine.url), board.phase.id, version, language.code, *place)
     found = _BOARD_SPECS.get(key)
     if found is not None:
         return found
+    rows = _page_of(board, *place)[0]
     primary = charts.board_chart_metric(board)
     found = {"metric": primary, "ci": None, "heatmap": None}
     if primary is not None:
-        found["ci"] = charts.board_ci_chart(board, intervals, primary.key, language)
+        found["ci"] = charts.board_ci_chart(board, intervals, primary.key, language, rows)
         # one url_for for every point (a 5,000-run board made 5,000 calls): the run page's URL
         # with a placeholder id, filled in per run
         pattern = url_for("web.run", run_id=_URL_ID)
         for point in (found["ci"] or {}).get("data", {}).get("values", []):
             point["url"] = pattern.replace(str(_URL_ID), str(int(point["run_id"])))
-        found["heatmap"] = charts.board_heatmap(board, language)
+        found["heatmap"] = charts.board_heatmap(board, language, rows)
     return _BOARD_SPECS.put(key, found)
 
 
 def board_chart_body(board: Any, intervals: Any, version: str, name: str, *,
-                     compressed: bool) -> bytes | None:
-    """One board chart's spec as JSON bytes (gzip when asked), encoded once per version."""
-    specs = board_chart_specs(board, intervals, version)
+                     place: tuple[int, str, bool], compressed: bool) -> bytes | None:
+    """One chart's spec of a page of the board as JSON bytes (gzip when asked), encoded once
+    per version."""
+    specs = board_chart_specs(board, intervals, version, place)
     if specs.get(name) is None:
         return None
     key = f"{name}.json.gz" if compressed else f"{name}.json"
@@ -224,10 +247,8 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
     prepared = _prepared(task, phase)
     user = me()
     phases = [p for p in every if access.can_view_leaderboard(session_, user, p)]
-    search = request.args.get("q", "").strip()[:120]
-    page = request.args.get("page", 1, type=int) or 1
+    page, search, hide = _place()
     requested = request.args.get("breakdown", "").strip()[:60]
-    hide = request.args.get("contrastive") == "hide"
     etag = None
     if user is None and not session.get("_flashes"):
         # anonymous pages differ only by database, version, page, search and the phases on offer
@@ -246,10 +267,7 @@ def leaderboard_page(task_name: str, phase_slug: str | None = None) -> Any:
                                  mimetype="text/html", compressed=compressed,
                                  public=phase.visibility == "public")
     board = prepared.board(task, phase)
-    listed = primary_views.board_rows_shown(board.rows, hide_contrastive=hide)
-    rows, matching, pages = leaderboard.page_rows(listed, page=page, per_page=PER_PAGE,
-                                                  search=search)
-    page = min(max(page, 1), pages)
+    rows, matching, pages, page = _page_of(board, page, search, hide)
     definition = definitions.definition(task)
     declared = breakdowns.declared(definition)
     shown = breakdowns.chosen(requested, declared)
@@ -282,7 +300,7 @@ _PAGE_VALUES = ("script_root", "csrf_on", "signed_in", "admin", "endpoint", "url
 _PAGE_SLOTS = ("clock", "csrf", "user_name", "path", "parts_notice", "stale_at",
                "pending_since", "pending_since_utc", "search", "suffix", "matching", "total",
                "page", "pages", "prev_page", "next_page", "table", "page_links", "point_rows",
-               "options_a", "options_b")
+               "options_a", "options_b", "chart_query")
 # the page's own values that base.html reads from the request, the session and the clock
 _VIEWER_SLOTS = ("clock", "csrf", "user_name", "path")
 
@@ -400,13 +418,26 @@ def _page_html(task: Task, phase: Phase, phases: list[Phase], prepared: Any, boa
         table,
         board_rows.page_links_html(page, pages, suffix, _macros("leaderboard/_pager.html")
                                    .page_links) if pages > 1 else Markup(""),
-        point_rows, *options)
+        point_rows, *options, _chart_query(page, search, hide))
     if session.get("_flashes") or not board_rows.USE_KEPT:
         page_ = dict(zip(_PAGE_VALUES + _PAGE_SLOTS, values + slots, strict=True))
         for name in _VIEWER_SLOTS:  # base.html reads them from the request itself
             del page_[name]
         return render_template("leaderboard/show.html", **page_)
     return str(board_rows.section_html("board_page", _page_from, values, slots))
+
+
+def _chart_query(page: int, search: str, hide: bool) -> Markup:
+    """The query of the page's charts' URLs: the table's page, search and filter (none for
+    the first page of every run)."""
+    if page == 1 and not search and not hide:
+        return Markup("")
+    query = Markup("?page=%d") % page
+    if search:
+        query += Markup("&amp;q=") + do_urlencode(search)
+    if hide:
+        query += Markup("&amp;contrastive=hide")
+    return query
 
 
 def _kept_page(etag: str, kept: tuple[float, bytes, bytes | None], *,
@@ -444,16 +475,20 @@ def leaderboard_json(task_name: str, phase_slug: str | None = None) -> Any:
 
 @bp.get("/tasks/<task_name>/leaderboard/<phase_slug>/charts/<name>.json")
 def leaderboard_chart(task_name: str, phase_slug: str, name: str) -> Any:
-    """One of a board's charts as a Vega-Lite spec over every run (the page fetches it)."""
+    """One of a board's charts as a Vega-Lite spec over the runs of one page of its table
+    (?page=, ?q=, ?contrastive=hide as the page's; the page fetches it)."""
     task = load_task(task_name)
     phase = _phase(task, phase_slug)
     if name not in BOARD_CHARTS:
         abort(404)
     prepared = _prepared(task, phase)
+    board = prepared.board(task, phase)
+    place = _place()
     compressed = files.gzip_ok()
-    body = board_chart_body(prepared.board(task, phase), prepared.board(task, phase).intervals,
-                            prepared.version, name, compressed=compressed)
+    body = board_chart_body(board, board.intervals, prepared.version, name, place=place,
+                            compressed=compressed)
     if body is None:
         abort(404)
-    return files.respond(body, etag=prepared.etag(f"chart-{name}"), mimetype="application/json",
-                    compressed=compressed, public=phase.visibility == "public")
+    return files.respond(body, etag=prepared.etag(f"chart-{name}-{place!r}"),
+                         mimetype="application/json", compressed=compressed,
+                         public=phase.visibility == "public")

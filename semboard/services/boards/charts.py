@@ -73,9 +73,11 @@ def board_has_heatmap(board: Any) -> bool:
 
 
 def board_ci_chart(board: Any, intervals: Mapping[int, Mapping[str, Sequence[float]]],
-                   metric: str, words: Words = ENGLISH) -> dict[str, Any] | None:
-    """Each run's primary-metric score and 95% CI in rank order, groups shaded, baselines marked."""
-    rows = [point for order, row in enumerate(board.rows)
+                   metric: str, words: Words = ENGLISH,
+                   shown: Sequence[Any] | None = None) -> dict[str, Any] | None:
+    """Each run's primary-metric score and 95% CI in rank order, groups shaded, baselines
+    marked: the runs `shown` (a page of the board's rows), else every run of the board."""
+    rows = [point for order, row in enumerate(board.rows if shown is None else shown)
             if (point := board_ci_point(row, order, intervals, metric)) is not None]
     if not rows:
         return None
@@ -143,11 +145,13 @@ def heatmap_columns(board: Any) -> list[Any]:
     return [c for c in board.columns if c.kind in ("dataset", "genre")]
 
 
-def board_heatmap(board: Any, words: Words = ENGLISH) -> dict[str, Any] | None:
-    """Runs × datasets (and genres): each cell the run's score, colour by value."""
+def board_heatmap(board: Any, words: Words = ENGLISH,
+                  shown: Sequence[Any] | None = None) -> dict[str, Any] | None:
+    """Runs × datasets (and genres): each cell the run's score, colour by value; the runs
+    `shown` (a page of the board's rows), else every run of the board."""
     columns = heatmap_columns(board)
     cells = []
-    for order, row in enumerate(board.rows):
+    for order, row in enumerate(board.rows if shown is None else shown):
         for position, column in enumerate(columns):
             value = row.metrics.get(column.key)
             if value is None:

@@ -79,3 +79,36 @@ def test_a_cold_board_page_builds_no_chart_spec_of_every_run(app, client, world,
     assert table.count("<tr><td><bdi>") == len(spec["data"]["values"]) == 2
     for point in spec["data"]["values"]:
         assert f"<tr><td><bdi>{point['run']}" in table and f"<td>{point['group']}</td>" in table
+
+
+def test_a_board_chart_draws_its_page_s_runs_once_per_version(app, client, world, tiny_data,
+                                                              monkeypatch):
+    """A chart of every run cost each web worker 43-94 ms at each new version of a 5,000-run
+    board (benchmarks/bench_deployed.py): its points are its page's rows, made once per
+    version, page and language. Counted, not timed."""
+    from semboard.services.boards import charts
+    from semboard.views import boards as board_views
+
+    ids = []
+    for key, seed in (("a", 1), ("b", 2)):
+        data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in
+                                                tiny_data.run(seed=seed).items()]}
+        response = client.post(f"{API}/tasks/tiny/runs", data=data,
+                               headers=world["tokens"][key], content_type="multipart/form-data")
+        ids.append(response.get_json()["id"])
+    monkeypatch.setattr(board_views, "PER_PAGE", 1)
+    board_views._BOARD_SPECS.clear()
+    drawn: list[int] = []
+    real = charts.board_ci_point
+    monkeypatch.setattr(charts, "board_ci_point",
+                        lambda row, *a: drawn.append(row.run_id) or real(row, *a))
+    url = "/tasks/tiny/leaderboard/eval/charts/ci.json"
+    first = client.get(url).get_json()["data"]["values"]
+    second = client.get(f"{url}?page=2").get_json()["data"]["values"]
+    assert len(drawn) == 2 and sorted(drawn) == sorted(ids)  # a point per page's row
+    assert [p["run_id"] for p in first + second] == drawn
+    client.get(url)
+    client.get(f"{url}?page=2")
+    heat = client.get(url.replace("ci.json", "heatmap.json")).get_json()["data"]["values"]
+    assert len(drawn) == 2  # kept for the version
+    assert {c["run"] for c in heat} == {first[0]["run"]}
