@@ -30,7 +30,8 @@ a sync worker serving one request at a time):
   web worker's first GET of the new version (page 1 after even uploads, the API's whole-board
   JSON after odd ones; plain, then gzip as browsers and the CLI ask after the next two) and its
   next GET of the same version, against the task list, after a page's upload (its groups
-  stored) each worker's first GET of the page's two charts' specs, the CPU of the board's
+  stored) each worker's first GET of the page's two charts' specs and of the uploaded run's
+  bars chart (its run page's), the CPU of the board's
   writer (the
   flask worker, or the web worker that took the upload), and the time until the stored board's
   groups are no longer pending (each upload waits for that);
@@ -632,8 +633,9 @@ def one_upload(site: Site, db: Db, figures: Figures, k: int, *, cold: bool = Fal
         figures.cold_groups_cpu = groups_after
         figures.cold_groups_s = seen - started
         return
-    if k % 2 == 0:  # a page's view in a browser fetches its charts' specs (gzip): their
-        for chart in CHARTS:  # first GETs of the version the groups stored (after all else)
+    if k % 2 == 0:  # a page's view in a browser fetches its charts' specs (gzip), the run's
+        # page its bars chart: their first GETs of the version the groups stored (after all else)
+        for chart in (*CHARTS, f"/runs/{run_id}/charts/bars.json"):
             for answer in site.first_on_each(chart, packed=True).values():
                 figures.charts.append((chart.rsplit("/", 1)[1], answer))
     figures.visible.append((stored - started) * 1000 + first.wall_ms)
@@ -724,15 +726,17 @@ def report(mode: str, sizes: list[int], figures: list[Figures], loads: tuple[flo
         print(f"| the same GET again on the same worker (the version read), CPU (n={n_a}, "
               f"{n_b}) | {cpu_a:.1f} ms = {cpu_a / t_small[1]:.1f}x | {cpu_b:.1f} ms = "
               f"{cpu_b / t_large[1]:.1f}x | | what serving a read version costs |")
-    for chart in CHARTS:
-        name = chart.rsplit("/", 1)[1]
+    for name in (*(chart.rsplit("/", 1)[1] for chart in CHARTS), "bars.json"):
         in_small, in_large = ([x.cpu_ms or 0.0 for n, x in found.charts if n == name]
                               for found in (small, large))
-        print(f"| first GET of the page's chart {name} (gzip) after an upload, each worker, CPU "
+        whose = "the uploaded run's page's" if name == "bars.json" else "the page's"
+        scope = ("a pass over the rows per version" if name == "bars.json"
+                 else "a page of runs (the table's)")
+        print(f"| first GET of {whose} chart {name} (gzip) after an upload, each worker, CPU "
               f"(n={len(in_small)}, {len(in_large)}) | {med(in_small):.1f} ms = "
               f"{med(in_small) / t_small[1]:.1f}x | {med(in_large):.1f} ms = "
               f"{med(in_large) / t_large[1]:.1f}x | {med(in_large) / med(in_small):.2f}x | "
-              f"a page of runs (the table's) |")
+              f"{scope} |")
     for label, key in (("each web worker's first board page after the start (reads the "
                         "stored board)", "cold_page"),):
         a = med([x.cpu_ms or 0.0 for x in getattr(small, key).values()])

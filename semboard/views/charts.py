@@ -9,6 +9,7 @@ from flask import Response, abort, current_app, flash, redirect, render_template
 from flask_babel import gettext as _
 from markupsafe import Markup
 
+from semboard.cache import LRU
 from semboard.errors import DomainError, Forbidden, InvalidData, NotFound
 from semboard.i18n import pages
 from semboard.jobs import analysis as analysis_jobs
@@ -93,20 +94,32 @@ def run_chart_names(run: Run) -> list[str]:
     return names
 
 
+# Each board version's bar references (leaderboard.bar_references: its best values, baselines
+# and rows' places) by (database, phase, version): made at a version's first run chart in this
+# process, not at each one. A version never changes content, so an entry is never stale.
+_REFERENCES: LRU[tuple[Any, ...], leaderboard.BarReferences] = LRU(16)
+
+
 def _run_bars(run: Run) -> dict[str, Any] | None:
     """The bars chart: the run against its prepared board (a GET never builds or writes)."""
     session = db()
     try:
-        board = reveal.served_board(
+        prepared = reveal.served_board(
             session, phase=run.phase, viewer=me(), now=now(),
             build_missing=board_jobs.get_builds(current_app._get_current_object()),  # type: ignore[attr-defined]
-        ).board(run.task, run.phase)
+        )
     except Forbidden:
         abort(404)
-    row = next((r for r in board.rows if r.run_id == run.id), None)
-    if row is None or run.current_score is None:
+    board = prepared.board(run.task, run.phase)
+    key = (str(session.get_bind().engine.url), run.phase_id, prepared.version)
+    references = _REFERENCES.get(key)
+    if references is None:
+        references = _REFERENCES.put(key, leaderboard.bar_references(board))
+    at = references.positions.get(run.id)
+    if at is None or run.current_score is None:
         return None
-    return leaderboard.run_bars_spec(board, row, run.current_score.scores, pages.words())
+    return leaderboard.run_bars_spec(board, board.rows[at], run.current_score.scores,
+                                     pages.words(), references)
 
 
 @bp.get("/runs/<int:run_id>/charts/<name>.json")

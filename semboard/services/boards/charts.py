@@ -193,8 +193,10 @@ def board_heatmap(board: Any, words: Words = ENGLISH,
 
 
 def run_bars(run_row: Any, board: Any, intervals: Mapping[str, Sequence[float]],
-             best: Mapping[str, float], words: Words = ENGLISH) -> dict[str, Any] | None:
-    """A run's per-dataset (and per-genre) scores with CIs, beside the baselines and the best."""
+             best: Mapping[str, float], words: Words = ENGLISH,
+             baselines: Sequence[Any] | None = None) -> dict[str, Any] | None:
+    """A run's per-dataset (and per-genre) scores with CIs, beside the baselines (`baselines`:
+    the board's baseline rows, else found among its rows) and the best."""
     w = words.gettext
     bars, marks = [], []
     for position, column in enumerate(heatmap_columns(board)):
@@ -204,7 +206,7 @@ def run_bars(run_row: Any, board: Any, intervals: Mapping[str, Sequence[float]],
         ci = intervals.get(column.key)
         bars.append({"column": column.label, "position": position, "score": value,
                      "lo": ci[0] if ci else value, "hi": ci[1] if ci else value})
-        for row in board.rows:
+        for row in board.rows if baselines is None else baselines:
             other = row.metrics.get(column.key)
             if row.baseline and other is not None and row.run_id != run_row.run_id:
                 marks.append({"column": column.label, "score": other,

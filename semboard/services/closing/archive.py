@@ -237,13 +237,15 @@ def write_archive(session: Session, storage: Storage, *, task: Task, out: Path, 
             select(Run).where(Run.id.in_([row.run_id for row in board.rows]))
             .options(selectinload(Run.files), selectinload(Run.scores),
                      selectinload(Run.team)))}
+        references = leaderboard.bar_references(board)  # once per board, not per run
         for row in board.rows:
             run = runs[row.run_id]
             if not access.can_view_run(session, None, run, now=now):
                 continue  # the board lists only visible runs; this keeps the rule in one place
             archived_runs.append(run)
             phase_of[run.id] = phase
-            _run_page(session, env, writer, storage, board, row, run, made, phase, words)
+            _run_page(session, env, writer, storage, board, row, run, made, phase, words,
+                      references)
         writer.write(f"{folder}/index.html", env.get_template("archive/phase.html").render(
             root="../../", made=made, phase=phase, board=board, charts=drawn,
             missing_undefined=leaderboard.MISSING_UNDEFINED, extras=extras))
@@ -371,7 +373,8 @@ def _item_charts(session: Session, storage: Storage, writer: _Writer, run: Run,
 
 def _run_page(session: Session, env: jinja2.Environment, writer: _Writer, storage: Storage,
               board: leaderboard.Leaderboard, row: leaderboard.Row, run: Run,
-              made: dict[str, Any], phase: Phase, words: Words) -> None:
+              made: dict[str, Any], phase: Phase, words: Words,
+              references: leaderboard.BarReferences) -> None:
     """The run's page, its files and its bars chart under runs/ID/."""
     folder = f"runs/{run.id}"
     files = []
@@ -383,7 +386,7 @@ def _run_page(session: Session, env: jinja2.Environment, writer: _Writer, storag
     record = run.current_score
     scores = record.scores if record else {}
     bars = _chart(writer, f"{folder}/charts", "bars",
-                  leaderboard.run_bars_spec(board, row, scores, words))
+                  leaderboard.run_bars_spec(board, row, scores, words, references))
     gold_charts, items = _item_charts(session, storage, writer, run, folder, words, made["at"])
     writer.write(f"{folder}/index.html", env.get_template("archive/run.html").render(
         root="../../", made=made, run=run, row=row, phase=phase, record=record, scores=scores,
