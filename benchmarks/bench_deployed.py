@@ -30,11 +30,10 @@ a sync worker serving one request at a time):
   web worker's first GET of the new version (page 1 after even uploads, the API's whole-board
   JSON after odd ones; plain, then gzip as browsers and the CLI ask after the next two) and its
   next GET of the same version, against the task list, after a page's upload (its groups
-  stored) each worker's first GET of the page's two charts' specs and of the uploaded run's
-  bars chart (its run page's), the CPU of the board's
-  writer (the
-  flask worker, or the web worker that took the upload), and the time until the stored board's
-  groups are no longer pending (each upload waits for that);
+  stored) each worker's first GET of the page's two charts' specs, of the uploaded run's
+  bars chart (its run page's) and of the compare page with that run chosen, the CPU of the
+  board's writer (the flask worker, or the web worker that took the upload), and the time
+  until the stored board's groups are no longer pending (each upload waits for that);
 - the first upload on a worker with no board in memory: the flask worker's first job after its
   start (scoring and board), its groups process's first round, or (mode request) the first
   upload on a freshly started web worker: CPU, and the difference between the sizes (what
@@ -635,9 +634,12 @@ def one_upload(site: Site, db: Db, figures: Figures, k: int, *, cold: bool = Fal
         return
     if k % 2 == 0:  # a page's view in a browser fetches its charts' specs (gzip), the run's
         # page its bars chart: their first GETs of the version the groups stored (after all else)
-        for chart in (*CHARTS, f"/runs/{run_id}/charts/bars.json"):
-            for answer in site.first_on_each(chart, packed=True).values():
-                figures.charts.append((chart.rsplit("/", 1)[1], answer))
+        # and the compare page the board's links open (its choices: the board's first runs)
+        for name, path in [*((chart.rsplit("/", 1)[1], chart) for chart in CHARTS),
+                           ("bars.json", f"/runs/{run_id}/charts/bars.json"),
+                           ("compare", f"/tasks/sts2012/compare?a={run_id}")]:
+            for answer in site.first_on_each(path, packed=True).values():
+                figures.charts.append((name, answer))
     figures.visible.append((stored - started) * 1000 + first.wall_ms)
     figures.posted_ms.append(posted.wall_ms)
     figures.stored_ms.append((stored - started) * 1000 - posted.wall_ms)
@@ -726,13 +728,16 @@ def report(mode: str, sizes: list[int], figures: list[Figures], loads: tuple[flo
         print(f"| the same GET again on the same worker (the version read), CPU (n={n_a}, "
               f"{n_b}) | {cpu_a:.1f} ms = {cpu_a / t_small[1]:.1f}x | {cpu_b:.1f} ms = "
               f"{cpu_b / t_large[1]:.1f}x | | what serving a read version costs |")
-    for name in (*(chart.rsplit("/", 1)[1] for chart in CHARTS), "bars.json"):
+    for name in (*(chart.rsplit("/", 1)[1] for chart in CHARTS), "bars.json", "compare"):
         in_small, in_large = ([x.cpu_ms or 0.0 for n, x in found.charts if n == name]
                               for found in (small, large))
-        whose = "the uploaded run's page's" if name == "bars.json" else "the page's"
-        scope = ("a pass over the rows per version" if name == "bars.json"
-                 else "a page of runs (the table's)")
-        print(f"| first GET of {whose} chart {name} (gzip) after an upload, each worker, CPU "
+        whose = {"bars.json": "the uploaded run's page's chart",
+                 "compare": "the compare page (the uploaded run chosen):"}.get(
+                     name, "the page's chart")
+        scope = {"bars.json": "a pass over the rows per version",
+                 "compare": "the board's first 100 runs and the chosen"}.get(
+                     name, "a page of runs (the table's)")
+        print(f"| first GET of {whose} {name} (gzip) after an upload, each worker, CPU "
               f"(n={len(in_small)}, {len(in_large)}) | {med(in_small):.1f} ms = "
               f"{med(in_small) / t_small[1]:.1f}x | {med(in_large):.1f} ms = "
               f"{med(in_large) / t_large[1]:.1f}x | {med(in_large) / med(in_small):.2f}x | "

@@ -100,6 +100,16 @@ def run_chart_names(run: Run) -> list[str]:
 _REFERENCES: LRU[tuple[Any, ...], leaderboard.BarReferences] = LRU(16)
 
 
+def _references(prepared: Any, board: leaderboard.Leaderboard,
+                phase_id: int) -> leaderboard.BarReferences:
+    """The board version's bar references (made once per version in this process)."""
+    key = (str(db().get_bind().engine.url), phase_id, prepared.version)
+    found = _REFERENCES.get(key)
+    if found is None:
+        found = _REFERENCES.put(key, leaderboard.bar_references(board))
+    return found
+
+
 def _run_bars(run: Run) -> dict[str, Any] | None:
     """The bars chart: the run against its prepared board (a GET never builds or writes)."""
     session = db()
@@ -111,10 +121,7 @@ def _run_bars(run: Run) -> dict[str, Any] | None:
     except Forbidden:
         abort(404)
     board = prepared.board(run.task, run.phase)
-    key = (str(session.get_bind().engine.url), run.phase_id, prepared.version)
-    references = _REFERENCES.get(key)
-    if references is None:
-        references = _REFERENCES.put(key, leaderboard.bar_references(board))
+    references = _references(prepared, board, run.phase_id)
     at = references.positions.get(run.id)
     if at is None or run.current_score is None:
         return None
@@ -197,7 +204,7 @@ def compare_runs(task_name: str) -> Any:
     task = load_task(task_name)
     session = db()
     a_id, b_id = _run_id("a"), _run_id("b")
-    choices = _choices(task)
+    choices, listed = _choices(task, (a_id, b_id))
     comparison = None
     if a_id is not None and b_id is not None:
         comparison = analysis.compare(session, task=task, a_id=a_id, b_id=b_id, viewer=me(),
@@ -208,8 +215,8 @@ def compare_runs(task_name: str) -> Any:
             comparison.pairs, f"{comparison.a.team.name} / {comparison.a.name}",
             f"{comparison.b.team.name} / {comparison.b.name}", pages.words())
     return render_template("charts/compare.html", task=task, comparison=comparison,
-                           scatter=scatter, choices=choices, a_id=a_id, b_id=b_id,
-                           definition=definitions.definition(task))
+                           scatter=scatter, choices=choices, listed=listed, a_id=a_id,
+                           b_id=b_id, definition=definitions.definition(task))
 
 
 @bp.post("/tasks/<task_name>/compare")
@@ -229,15 +236,31 @@ def _form_run_id(name: str) -> int:
     return _page_id(request.form.get(name, ""), name)
 
 
-def _choices(task: Any) -> list[Any]:
-    """The runs of the latest visible board, to pick from (empty when none is visible)."""
+# How many of the board's first runs the compare page offers (with the chosen ones): a select
+# of every run of a 5,000-run board cost each GET 50 ms, and could not be read.
+COMPARE_CHOICES = 100
+
+
+def _choices(task: Any, chosen: tuple[int | None, ...]) -> tuple[list[Any], int]:
+    """The runs to pick from: the latest visible board's first COMPARE_CHOICES and the `chosen`
+    ones it lists (empty when none is visible); and how many runs the board lists."""
     session = db()
     try:
         phase = phases.default_board_phase(session, task, viewer=me(), now=now())
-        board = reveal.served_board(
+        prepared = reveal.served_board(
             session, phase=phase, viewer=me(), now=now(),
             build_missing=board_jobs.get_builds(current_app._get_current_object()),  # type: ignore[attr-defined]
-        ).board(task, phase)
+        )
     except (Forbidden, NotFound):
-        return []
-    return board.rows
+        return [], 0
+    board = prepared.board(task, phase)
+    rows = board.rows
+    if len(rows) <= COMPARE_CHOICES:
+        return list(rows), len(rows)
+    found = list(rows[:COMPARE_CHOICES])
+    listed = {row.run_id for row in found}
+    wanted = [run_id for run_id in chosen if run_id is not None and run_id not in listed]
+    if wanted:  # where a chosen run is on the board: its row's place, kept per version
+        places = _references(prepared, board, phase.id).positions
+        found += [rows[places[run_id]] for run_id in dict.fromkeys(wanted) if run_id in places]
+    return found, len(rows)

@@ -158,3 +158,36 @@ def test_a_run_s_bars_chart_reads_its_board_once_per_version(app, client, world,
                        content_type="multipart/form-data").status_code == 201
     client.get(f"/runs/{ids[1]}/charts/bars.json", headers=world["tokens"]["b"])
     assert made == [2, 3]  # a new version: made again
+
+
+def test_the_compare_page_offers_the_board_s_first_runs_and_the_chosen_ones(
+        app, client, world, tiny_data, monkeypatch):
+    """A select of every run cost each GET of the compare page 50 ms at 5,000 runs: it offers
+    the board's first runs and the two chosen ones, and says how many the board lists."""
+    import re
+
+    from semboard.views import charts as chart_views
+
+    ids = []
+    for key, seed in (("a", 1), ("b", 2), ("a", 3)):
+        data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in
+                                                tiny_data.run(seed=seed).items()]}
+        response = client.post(f"{API}/tasks/tiny/runs", data=data,
+                               headers=world["tokens"][key], content_type="multipart/form-data")
+        ids.append(response.get_json()["id"])
+    board = client.get("/tasks/tiny/leaderboard/eval.json").get_json()["rows"]
+    order = [row["run_id"] for row in board]
+    assert len(order) == 3
+
+    def offered(query: str) -> list[int]:
+        page = client.get(f"/tasks/tiny/compare{query}").get_data(as_text=True)
+        select = page.split('<select name="a">', 1)[1].split("</select>", 1)[0]
+        return [int(v) for v in re.findall(r'<option value="(\d+)"', select)]
+
+    assert offered("") == order  # a board within COMPARE_CHOICES: every run
+    monkeypatch.setattr(chart_views, "COMPARE_CHOICES", 1)
+    assert offered("") == order[:1]
+    assert offered(f"?a={order[2]}&b={order[0]}") == [order[0], order[2]]
+    assert offered(f"?a={order[1]}&b={order[2]}") == [order[0], order[1], order[2]]
+    page = client.get(f"/tasks/tiny/compare?a={order[2]}").get_data(as_text=True)
+    assert "(3 runs in all)" in page and f'<option value="{order[2]}" selected>' in page
