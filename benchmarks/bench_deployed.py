@@ -58,6 +58,7 @@ import http.client
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -88,6 +89,10 @@ API_BOARD = "/api/v1/tasks/sts2012/leaderboard?phase=eval"
 # the board page's charts (page 1's runs), each fetched by the page's script on every view
 CHARTS = (PAGE + "/charts/ci.json", PAGE + "/charts/heatmap.json")
 TASKS = "/tasks"
+
+# The pause before each request (Site.request): the workers' CPU is read from /proc before
+# and after it, so each starts from a worker that has finished its last one.
+SETTLE_S = 0.01
 
 # gunicorn serves this module: the site's app, each answer naming its process
 WSGI = """
@@ -425,6 +430,9 @@ class Site:
                 headers: dict[str, str] | None = None, timeout: float = 300) -> Answer:
         """One request on a new connection; its worker's pid, wall and CPU milliseconds."""
         pids = self.web()
+        # a worker goes on after its last answer was read (closing, logging): let it settle,
+        # or that tail would count in this request's CPU
+        time.sleep(SETTLE_S)
         before = {pid: cpu_ns(pid) for pid in pids}
         started = time.perf_counter()
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -466,6 +474,24 @@ class Site:
             raise RuntimeError(f"upload answered {answer.status}: {answer.body[:300]!r}")
         return answer
 
+    def _hold(self) -> socket.socket:
+        """A connection whose request is not finished: the sync worker that accepts it waits
+        on it (no CPU) and takes no other request until it is released."""
+        held = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        held.sendall(b"GET /tasks HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        time.sleep(0.005)  # accepted by a worker before the next connection comes
+        return held
+
+    @staticmethod
+    def _release(held: socket.socket) -> None:
+        """Finish the held request and read its answer (a task list, not counted)."""
+        try:
+            held.sendall(b"Connection: close\r\n\r\n")
+            while held.recv(65536):
+                pass
+        finally:
+            held.close()
+
     def first_on_each(self, path: str, *, token: str | None = None, packed: bool = False,
                       tries: int = 400) -> dict[int, Answer]:
         """GET path until every web worker has answered it once: each one's first answer."""
@@ -478,8 +504,15 @@ class Site:
         keeps winning the accept can serve dozens in a row: a worker left out would meet its
         first page, templates compiled, inside a measured sample)."""
         found: dict[int, list[Answer]] = {}
-        for _ in range(tries):
-            answer = self.get(path, token=token, packed=packed)
+        for attempt in range(tries):
+            # after a few answers from the same worker, each GET is sent while another
+            # connection holds a worker (its request unfinished): the GET goes to another one
+            held = self._hold() if attempt >= 4 else None
+            try:
+                answer = self.get(path, token=token, packed=packed)
+            finally:
+                if held is not None:
+                    self._release(held)
             found.setdefault(answer.pid, []).append(answer)
             if all(len(found.get(pid, [])) >= times for pid in self.web()):
                 return found
