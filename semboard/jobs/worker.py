@@ -193,16 +193,26 @@ def serve(app: Flask, queues: Sequence[str], *, burst: bool = False) -> None:
             worker.work(burst=burst, with_scheduler=True)
         except RedisError:  # its clean-up could not reach Redis either
             log.warning("worker %s: Redis went away", worker.name, exc_info=True)
-        if burst or worker._stop_requested or _reachable(connection):
+        if burst or _asked_to_stop(worker):
             return
-        # rq quits when Redis fails outside its dequeue (maintenance, suspension check): this
-        # process waits for Redis and serves again, rather than leave the queue without a worker
-        log.warning("Redis is unreachable; serving again when it answers")
+        # rq quits when Redis fails outside its dequeue (maintenance, suspension check) or on
+        # another error: this process serves again once Redis answers, rather than leave the
+        # queue without a worker. Redis may be back already (an outage shorter than rq's
+        # clean-up): this process then ended, and the runs accepted meanwhile stayed unscored.
+        log.warning("worker %s quit; serving again when Redis answers", worker.name)
+        time.sleep(RECONNECT_S)  # a worker that quits at once each time does not spin
         while not _reachable(connection):
             time.sleep(RECONNECT_S)
 
 
 RECONNECT_S = 1.0
+
+
+def _asked_to_stop(worker: Any) -> bool:
+    """Whether the rq worker was asked to stop (a signal, rq's shutdown command): rq marks an
+    idle one by the request's date only (it raises StopRequested, `_stop_requested` stays
+    False), a busy one by both."""
+    return bool(worker._stop_requested or worker._shutdown_requested_date is not None)
 
 
 def _reachable(connection: Redis) -> bool:
