@@ -1,6 +1,7 @@
 """A `flask worker` whose rq worker quit while Redis was away serves again, also when Redis is
-back before it looks (a CI run lost its worker so: the runs accepted during the outage stayed
-unscored). Only a requested stop or a burst ends it."""
+back before it looks (the old check took that for a stop and ended the process: the likely
+cause, not reproduced, of a CI run whose outage test left its runs unscored). Only a requested
+stop or a burst ends it."""
 
 from __future__ import annotations
 

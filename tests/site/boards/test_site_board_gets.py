@@ -12,15 +12,21 @@ from semboard.services.boards import prepared as prepared_boards
 API = "/api/v1"
 
 
-def test_chart_and_compare_gets_build_no_board(app, client, world, tiny_data, monkeypatch):
+def _uploaded(client, world, tiny_data, runs=(("a", 1), ("b", 2))) -> list[int]:
+    """Runs `run{seed}` uploaded through the API by team `key`'s captain; their ids."""
     ids = []
-    for key, seed in (("a", 1), ("b", 2)):
+    for key, seed in runs:
         data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in
                                                 tiny_data.run(seed=seed).items()]}
         response = client.post(f"{API}/tasks/tiny/runs", data=data,
                                headers=world["tokens"][key], content_type="multipart/form-data")
-        assert response.status_code == 201
+        assert response.status_code == 201, response.get_json()
         ids.append(response.get_json()["id"])
+    return ids
+
+
+def test_chart_and_compare_gets_build_no_board(app, client, world, tiny_data, monkeypatch):
+    ids = _uploaded(client, world, tiny_data)
 
     def no_build(*_args, **_kwargs):
         pytest.fail("a GET built a board")
@@ -37,13 +43,7 @@ def test_board_chart_points_link_each_run_with_one_url_for(app, client, world, t
                                                            monkeypatch):
     from semboard.views import boards as board_views
 
-    ids = []
-    for key, seed in (("a", 1), ("b", 2)):
-        data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in
-                                                tiny_data.run(seed=seed).items()]}
-        response = client.post(f"{API}/tasks/tiny/runs", data=data,
-                               headers=world["tokens"][key], content_type="multipart/form-data")
-        ids.append(response.get_json()["id"])
+    ids = _uploaded(client, world, tiny_data)
     calls = []
     real = board_views.url_for
     monkeypatch.setattr(board_views, "url_for", lambda *a, **k: calls.append(a) or real(*a, **k))
@@ -59,11 +59,7 @@ def test_a_cold_board_page_builds_no_chart_spec_of_every_run(app, client, world,
     from semboard.services.boards import charts
     from semboard.views import boards as board_views
 
-    for key, seed in (("a", 1), ("b", 2)):
-        data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in
-                                                tiny_data.run(seed=seed).items()]}
-        assert client.post(f"{API}/tasks/tiny/runs", data=data, headers=world["tokens"][key],
-                           content_type="multipart/form-data").status_code == 201
+    _uploaded(client, world, tiny_data)
     board_views._BOARD_SPECS.clear()
     board_views._PAGES.clear()
     real_ci, real_heatmap = charts.board_ci_chart, charts.board_heatmap
@@ -89,13 +85,7 @@ def test_a_board_chart_draws_its_page_s_runs_once_per_version(app, client, world
     from semboard.services.boards import charts
     from semboard.views import boards as board_views
 
-    ids = []
-    for key, seed in (("a", 1), ("b", 2)):
-        data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in
-                                                tiny_data.run(seed=seed).items()]}
-        response = client.post(f"{API}/tasks/tiny/runs", data=data,
-                               headers=world["tokens"][key], content_type="multipart/form-data")
-        ids.append(response.get_json()["id"])
+    ids = _uploaded(client, world, tiny_data)
     monkeypatch.setattr(board_views, "PER_PAGE", 1)
     board_views._BOARD_SPECS.clear()
     drawn: list[int] = []
@@ -121,13 +111,7 @@ def test_a_run_s_bars_chart_reads_its_board_once_per_version(app, client, world,
     places) are made once per board version. Counted, not timed."""
     from semboard.services.boards import charts
 
-    ids = []
-    for key, seed in (("a", 1), ("b", 2)):
-        data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in
-                                                tiny_data.run(seed=seed).items()]}
-        response = client.post(f"{API}/tasks/tiny/runs", data=data,
-                               headers=world["tokens"][key], content_type="multipart/form-data")
-        ids.append(response.get_json()["id"])
+    ids = _uploaded(client, world, tiny_data)
     made: list[int] = []
     real = leaderboard.bar_references
     monkeypatch.setattr(leaderboard, "bar_references",
@@ -152,10 +136,7 @@ def test_a_run_s_bars_chart_reads_its_board_once_per_version(app, client, world,
     assert checked and all(best[column["label"]] == max(
         r["metrics"][column["key"]] for r in board["rows"] if not r["baseline"])
         for column in board["columns"] if column["label"] in best)
-    data = {"name": "run3", "files": [(io.BytesIO(v), k) for k, v in
-                                      tiny_data.run(seed=3).items()]}
-    assert client.post(f"{API}/tasks/tiny/runs", data=data, headers=world["tokens"]["a"],
-                       content_type="multipart/form-data").status_code == 201
+    _uploaded(client, world, tiny_data, (("a", 3),))
     client.get(f"/runs/{ids[1]}/charts/bars.json", headers=world["tokens"]["b"])
     assert made == [2, 3]  # a new version: made again
 
@@ -168,16 +149,10 @@ def test_the_compare_page_offers_the_board_s_first_runs_and_the_chosen_ones(
 
     from semboard.views import charts as chart_views
 
-    ids = []
-    for key, seed in (("a", 1), ("b", 2), ("a", 3)):
-        data = {"name": f"run{seed}", "files": [(io.BytesIO(v), k) for k, v in
-                                                tiny_data.run(seed=seed).items()]}
-        response = client.post(f"{API}/tasks/tiny/runs", data=data,
-                               headers=world["tokens"][key], content_type="multipart/form-data")
-        ids.append(response.get_json()["id"])
+    ids = _uploaded(client, world, tiny_data, (("a", 1), ("b", 2), ("a", 3)))
     board = client.get("/tasks/tiny/leaderboard/eval.json").get_json()["rows"]
     order = [row["run_id"] for row in board]
-    assert len(order) == 3
+    assert sorted(order) == sorted(ids)
 
     def offered(query: str) -> list[int]:
         page = client.get(f"/tasks/tiny/compare{query}").get_data(as_text=True)
