@@ -28,8 +28,11 @@ a sync worker serving one request at a time):
   (the POST until the end of the first board page served after the stored board holds the run:
   the database's change log names the run's serial, the stored board's frame its own), each
   web worker's first GET of the new version (page 1 after even uploads, the API's whole-board
-  JSON after odd ones; plain, then gzip as browsers and the CLI ask after the next two) and its
-  next GET of the same version, against the task list, after a page's upload (its groups
+  JSON after odd ones; plain, then gzip as browsers and the CLI ask after the next two; with
+  gzip, whether the answer was gzip: a big body goes plain until its groups' round packed it)
+  and its next GET of the same version, after a gzip JSON upload each worker's first gzip GET
+  of the version its groups' round stored and packed, against the task list, after a page's
+  upload (its groups
   stored) each worker's first GET of the page's two charts' specs, of the uploaded run's
   bars chart (its run page's) and of the compare page with that run chosen, the CPU of the
   board's writer (the flask worker, or the web worker that took the upload), and the time
@@ -344,6 +347,7 @@ class Answer:
     wall_ms: float
     cpu_ms: float | None
     body: bytes
+    gzip: bool = False  # answered Content-Encoding: gzip
 
 
 @dataclass
@@ -443,10 +447,11 @@ class Site:
             wall = (time.perf_counter() - started) * 1000
             pid = int(response.getheader("X-Worker-Pid") or 0)
             status = response.status
+            packed = response.getheader("Content-Encoding") == "gzip"
         finally:
             conn.close()
         cpu = (cpu_ns(pid) - before[pid]) / 1e6 if pid in before else None
-        return Answer(status, pid, wall, cpu, data)
+        return Answer(status, pid, wall, cpu, data, packed)
 
     def get(self, path: str, *, token: str | None = None, packed: bool = False) -> Answer:
         headers = {"Accept-Encoding": "gzip" if packed else "identity"}
@@ -573,6 +578,12 @@ class Db:
         found = self.stored()
         return serial is not None and found is not None and found[0] >= serial
 
+    def packed(self) -> bool:
+        """Whether the newest stored board's JSON download was packed (its round's last step)."""
+        return bool(self.scalar("SELECT json_gzip IS NOT NULL FROM prepared_board WHERE "
+                                "phase_id = :phase ORDER BY id DESC LIMIT 1",
+                                phase=self.phase_id))
+
     def grouped(self, run_id: int) -> bool:
         serial = self.run_serial(run_id)
         found = self.stored()
@@ -622,6 +633,11 @@ class Figures:
         found = [a.cpu_ms or 0.0 for k, a in self.again if k == kind]
         return med(found), len(found)
 
+    def gzipped(self, kind: str, took: bool | None = None) -> str:
+        """How many of those first GETs were answered gzip, of how many."""
+        found = [a for k, t, a in self.firsts if k == kind and (took is None or t == took)]
+        return f"{sum(a.gzip for a in found)} of {len(found)}"
+
     def first(self, kind: str, took: bool | None = None) -> tuple[float, float, int]:
         found = [a for k, t, a in self.firsts if k == kind and (took is None or t == took)]
         return med([a.wall_ms for a in found]), med([a.cpu_ms or 0.0 for a in found]), len(found)
@@ -652,6 +668,13 @@ def one_upload(site: Site, db: Db, figures: Figures, k: int, *, cold: bool = Fal
     again = {pid: answers[0] for pid, answers in
              site.each(path, 1, token=token, packed=packed).items()}
     seen = db.wait(lambda: db.grouped(run_id))
+    if kind == "api.gz" and not cold:
+        # the version its round stored, once the round packed its JSON: each worker's first
+        # gzip GET of it reads the packed body (the version before was sent plain, unpacked)
+        db.wait(db.packed, limit=60)
+        for pid, answer in site.first_on_each(path, token=token, packed=True).items():
+            figures.firsts.append(("api.gz.packed", pid == posted.pid and site.mode == "request",
+                                   answer))
     writer = ((cpu_ns(site.worker) - worker_before) / 1e6 if site.worker
               else posted.cpu_ms or 0.0)
     groups_after = 0.0
@@ -747,7 +770,9 @@ def report(mode: str, sizes: list[int], figures: list[Figures], loads: tuple[flo
     row("  the POST's CPU on its web worker", med(small.upload_cpu), med(large.upload_cpu),
         "ms", "", 1)
     for kind, label in (("page", "board page"), ("api", "API whole-board JSON"),
-                        ("page.gz", "board page, gzip"), ("api.gz", "API whole-board JSON, gzip")):
+                        ("page.gz", "board page, gzip"), ("api.gz", "API whole-board JSON, gzip"),
+                        ("api.gz.packed", "API whole-board JSON, gzip, of the version its "
+                         "groups' round packed")):
         for took, who in ((None, "any worker"),) if mode == "queue" else (
                 (True, "the worker that took the upload"),
                 (False, "the worker that did not")):
@@ -757,6 +782,9 @@ def report(mode: str, sizes: list[int], figures: list[Figures], loads: tuple[flo
             print(f"|   same, CPU; and against the task list's CPU | {a[1]:.1f} ms = "
                   f"{a[1] / t_small[1]:.1f}x | {b[1]:.1f} ms = {b[1] / t_large[1]:.1f}x "
                   f"| | <= 2x a task-list view |")
+            if kind.startswith("api.gz"):
+                print(f"|   answered gzip | {small.gzipped(kind, took)} | "
+                      f"{large.gzipped(kind, took)} | | |")
         (cpu_a, n_a), (cpu_b, n_b) = small.served_again(kind), large.served_again(kind)
         print(f"| the same GET again on the same worker (the version read), CPU (n={n_a}, "
               f"{n_b}) | {cpu_a:.1f} ms = {cpu_a / t_small[1]:.1f}x | {cpu_b:.1f} ms = "

@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -737,6 +738,12 @@ class PreparedBoard(Base):
     groups_pending: Mapped[bool] = mapped_column(Boolean)
     built_at: Mapped[datetime]
     elapsed_ms: Mapped[int] = mapped_column(Integer)
+    # the JSON and CSV downloads gzip-compressed once, off the request, by the process that
+    # ran the version's groups (a big board's body is then never compressed by each web
+    # worker at each version); NULL until then, and for bodies small enough to compress on a
+    # GET. Deferred: read only by the GET that serves them.
+    json_gzip: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
+    csv_gzip: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
 
 
 class PreparedBoardRow(Base):

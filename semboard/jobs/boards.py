@@ -165,13 +165,16 @@ def after_change(app: Flask, touched: Iterable[tuple[str, int]]) -> None:
                 if prepare_phase(session, phase, touched=runs):
                     pending.add(task_id)
         session.commit()
-    for task_id in sorted(pending):  # only boards whose runs changed need new groups
+    # only boards whose runs changed need new groups; a big board's new version needs its
+    # downloads packed (the same round, off the request)
+    for task_id in sorted(pending):
         schedule_groups(app, task_id)
 
 
 def prepare_phase(session: Session, phase: Phase, *, touched: set[int] | None = None) -> bool:
-    """Merge or build the phase's board outside the write lock and store it (commits); groups
-    pending? `touched`: runs the change wrote (re-read even where the version shows no change)."""
+    """Merge or build the phase's board outside the write lock and store it (commits); whether
+    a round must follow (its groups pending, or a version stored here to pack). `touched`: runs
+    the change wrote (re-read even where the version shows no change)."""
     # a change the board does not show (an upload waiting for its score) leaves its version
     # stored: answer from the row's flag, without loading the board
     state = prepared_boards.board_state(session, phase)  # read once, for both steps
@@ -182,13 +185,16 @@ def prepare_phase(session: Session, phase: Phase, *, touched: set[int] | None = 
                                                touched=touched or set(), state=state)
     if not prepared.stored:
         begin_write(session)
-        prepared_boards.store_built(session, prepared=prepared)
+        stored = prepared_boards.store_built(session, prepared=prepared)
         session.commit()
+        if stored and prepared_boards.pack_wanted(prepared):
+            return True
     return prepared.groups_pending
 
 
 def compute_groups(app: Flask, task_id: int) -> int:
-    """Significance groups of every phase board of a task, then its boards (the job's body)."""
+    """Significance groups of every phase board of a task, then its boards, then their big
+    downloads packed (the job's body: a round)."""
     with app.app_context(), _sessions(app)() as session:
         task = session.get(Task, task_id)
         if task is None:
@@ -197,6 +203,7 @@ def compute_groups(app: Flask, task_id: int) -> int:
         count = prepared_boards.refresh_significance(session, get_storage(), task=task,
                                                      now=utcnow(), write_lock=True)
         session.commit()
+        prepared_boards.pack_task_boards(session, task=task, now=utcnow())
         return count
 
 
@@ -583,6 +590,19 @@ def recover_pending(app: Flask, task_id: int, version: str, since: str | None = 
     if _requeued.get(key):
         return
     _requeued.put(key, True)
+    schedule_groups(app, task_id)
+
+
+_packs_asked: LRU[tuple[int, str], bool] = LRU(1024)  # (task, version) asked by this process
+
+
+def request_pack(app: Flask, task_id: int, version: str) -> None:
+    """A GET sent a big stored body plain (its version not packed: stored before this tree,
+    by the CLI, or its round lost): have a round pack it off the request, once per version
+    and process (no writes; in "inline" mode the next change's round does)."""
+    if mode(app) == "inline" or _packs_asked.get((task_id, version)):
+        return
+    _packs_asked.put((task_id, version), True)
     schedule_groups(app, task_id)
 
 

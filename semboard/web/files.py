@@ -11,8 +11,11 @@ from typing import Any
 
 from flask import Response, current_app, request
 
+from semboard.db import get_session
 from semboard.errors import InvalidData, Phrase
+from semboard.jobs import boards as board_jobs
 from semboard.models import Phase
+from semboard.services.boards import prepared as prepared_boards
 from semboard.services.boards.prepared import Prepared
 
 
@@ -108,10 +111,21 @@ def respond(body: bytes, *, etag: str | None, mimetype: str, compressed: bool,
 
 def send_prepared(prepared: Prepared, kind: str, *, phase: Phase,
                   filename: str | None = None) -> Response:
-    """A prepared board's CSV or JSON, with its ETag, gzip and 304 (shared with the API)."""
-    compressed = gzip_ok()
+    """A prepared board's CSV or JSON, with its ETag, gzip and 304 (shared with the API).
+
+    A big body goes compressed as packed off the request (prepared.served_body): until its
+    version's is made it goes plain, and where no round is making it one is asked for."""
     headers = disposition(filename) if filename else {}
     mimetype = "text/csv" if kind == "csv" else "application/json"
-    return respond(prepared.body(kind, compressed=compressed), etag=prepared.etag(kind),
-                   mimetype=mimetype, compressed=compressed, headers=headers,
+    etag = prepared.etag(kind)
+    if request.if_none_match.contains(etag):
+        body, compressed = b"", False  # a 304: no body made
+    elif gzip_ok():
+        body, compressed = prepared_boards.served_body(get_session(), prepared, kind)
+        if not compressed and not prepared.groups_pending:  # (a pending one's round packs it)
+            board_jobs.request_pack(current_app._get_current_object(),  # type: ignore[attr-defined]
+                                    phase.task_id, prepared.version)
+    else:
+        body, compressed = prepared.body(kind), False
+    return respond(body, etag=etag, mimetype=mimetype, compressed=compressed, headers=headers,
                    public=phase.visibility == "public")

@@ -17,7 +17,7 @@ from datetime import datetime
 from itertools import chain
 from typing import Any
 
-from sqlalchemy import Integer, String, and_, bindparam, delete, func, literal, select
+from sqlalchemy import Integer, String, and_, bindparam, delete, func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -162,6 +162,84 @@ def gzipped(data: bytes) -> bytes:
     """data gzip-compressed as this site serves it (GZIP_LEVEL; no time in the header, so the
     same body gives the same bytes in every process)."""
     return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
+
+
+# A version's downloads at least this big are compressed once, off the request, by the process
+# that runs its groups (pack_stored), and served as stored; smaller ones each worker compresses
+# on its first GET that asks for gzip (at level 1, 128 KiB take about 0.4 ms). A 5,000-run
+# board's JSON (3.75 MB) took 12-21 ms of each web worker at each version.
+PACK_FROM_BYTES = 128 * 1024
+# A board stored with at least this many runs gets a round to pack its downloads even when its
+# groups are not pending (a board published, a team renamed): its body may be over
+# PACK_FROM_BYTES (a run's JSON row is 0.5-3 KB). A smaller one sent plain asks for a round.
+PACK_FROM_RUNS = 100
+_PACKED = {"json": PreparedBoard.json_gzip, "csv": PreparedBoard.csv_gzip}
+
+
+def served_body(session: Session, prepared: Prepared, kind: str) -> tuple[bytes, bool]:
+    """The CSV or JSON body for a client that takes gzip, and whether it is compressed.
+
+    The version's body as packed off the request (read once per process), else compressed
+    here where small (or where the version is not a stored board: a frozen or revealed one),
+    else, while its pack is being made (a second or so after a change), plain: no web worker
+    compresses a big body."""
+    key = f"{kind}.gz"
+    kept = prepared.kept_body(key)
+    if kept is not None:
+        return kept, True
+    found = _reader(session).execute(select(_PACKED[kind]).where(
+        PreparedBoard.phase_id == prepared.phase_id,
+        PreparedBoard.version == prepared.version)).one_or_none()
+    if found is not None and found[0] is not None:
+        return prepared.keep_body(key, bytes(found[0])), True
+    plain = prepared.body(kind)
+    if found is not None and len(plain) >= PACK_FROM_BYTES:
+        return plain, False
+    return prepared.body(kind, compressed=True), True
+
+
+def pack_wanted(prepared: Prepared) -> bool:
+    """Whether a version stored by this process may need its downloads packed (its runs
+    listed: PACK_FROM_RUNS; unknown: yes)."""
+    return prepared.listing is None or len(prepared.listing) >= PACK_FROM_RUNS
+
+
+def pack_stored(session: Session, *, phase: Phase, now: datetime) -> list[str]:
+    """Compress the phase's stored current version's downloads of PACK_FROM_BYTES or more,
+    once, and store them with it (off the request: the groups' round); the kinds stored.
+
+    No transaction is held while the bodies are made and compressed; a version replaced
+    meanwhile takes nothing (its row is gone)."""
+    version = board_version(session, phase)
+    row = session.execute(select(
+        PreparedBoard.id, PreparedBoard.json_gzip.is_(None), PreparedBoard.csv_gzip.is_(None))
+        .where(PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)
+    ).one_or_none()
+    # each read ends with a commit, not a rollback: a rollback expires the session's objects,
+    # and the boards a kept groups process holds between rounds name its task and phases
+    if row is None or not (row[1] or row[2]):
+        session.commit()
+        return []
+    prepared = prepared_board(session, phase=phase, now=now, with_data=False)
+    session.commit()
+    if prepared.version != version or prepared.stale:
+        return []
+    packed = {kind: prepared.body(kind, compressed=True)
+              for kind, wanted in (("json", row[1]), ("csv", row[2]))
+              if wanted and len(prepared.body(kind)) >= PACK_FROM_BYTES}
+    if packed:
+        begin_write(session)
+        session.execute(update(PreparedBoard).where(PreparedBoard.id == row[0])
+                        .values({_PACKED[kind]: data for kind, data in packed.items()})
+                        .execution_options(synchronize_session=False))
+        session.commit()
+    return sorted(packed)
+
+
+def pack_task_boards(session: Session, *, task: Task, now: datetime) -> list[str]:
+    """pack_stored for every phase of the task (commits each); "phase:kind" of each stored."""
+    return [f"{phase.slug}:{kind}" for phase in tasks.phases(session, task)
+            for kind in pack_stored(session, phase=phase, now=now)]
 
 
 @dataclass(frozen=True)
@@ -351,6 +429,15 @@ class Prepared:
     def etag(self, kind: str) -> str:
         """A strong validator for one representation of this version."""
         return hashlib.sha256(f"{self.version}:{kind}".encode()).hexdigest()[:32]
+
+    def kept_body(self, key: str) -> bytes | None:
+        """A body this process already holds ("json", "csv.gz"...), or None."""
+        return self._bodies.get(key)
+
+    def keep_body(self, key: str, data: bytes) -> bytes:
+        """Hold this body for the version's next GETs in this process (read where stored)."""
+        self._bodies[key] = data
+        return data
 
     def body(self, kind: str, *, compressed: bool = False) -> bytes:
         """The encoded CSV or JSON body (gzip-compressed when asked), built once per process."""

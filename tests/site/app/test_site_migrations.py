@@ -3,6 +3,7 @@ keep or drop what they say (0046, 0054, 0055), up and down."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -209,3 +210,42 @@ def test_sqlite_board_groups_edits_up_and_down(tmp_path: Path) -> None:
 @pytest.mark.postgres
 def test_postgres_board_groups_edits_up_and_down(postgres_url: str) -> None:
     _groups_edits(postgres_url)
+
+
+def _packed_bodies(url: str) -> None:
+    """0056: up, every stored version without packed downloads (compressed when asked); a
+    pack stored and read back as bytes; down, the columns dropped and the versions kept; up
+    again."""
+    cfg = alembic_config(url)
+    command.upgrade(cfg, "0055_board_groups_edits")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        _task_with_phases(conn, (1,))
+        _versions(conn, ((1, "v1", {"keys": []}),))
+    command.upgrade(cfg, "0056_board_packed_bodies")
+    packed = gzip.compress(b'{"rows": []}', mtime=0)
+    with engine.begin() as conn:
+        assert list(conn.exec_driver_sql("SELECT version, json_gzip, csv_gzip FROM "
+                                          "prepared_board")) == [("v1", None, None)]
+        conn.execute(sa.text("UPDATE prepared_board SET json_gzip = :p"), {"p": packed})
+    with engine.connect() as conn:
+        assert bytes(conn.execute(sa.text("SELECT json_gzip FROM prepared_board")).scalar_one()
+                     ) == packed
+    command.downgrade(cfg, "0055_board_groups_edits")
+    with engine.connect() as conn:
+        assert [row[0] for row in conn.exec_driver_sql("SELECT version FROM prepared_board")
+                ] == ["v1"]
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("prepared_board")}
+        assert not columns & {"json_gzip", "csv_gzip"}
+    command.upgrade(cfg, "head")
+    engine.dispose()
+    assert _diffs(url) == []
+
+
+def test_sqlite_board_packed_bodies_up_and_down(tmp_path: Path) -> None:
+    _packed_bodies(f"sqlite:///{tmp_path / 'm.sqlite'}")
+
+
+@pytest.mark.postgres
+def test_postgres_board_packed_bodies_up_and_down(postgres_url: str) -> None:
+    _packed_bodies(postgres_url)

@@ -1,0 +1,144 @@
+"""A big board's downloads are gzip-compressed once per version, off the request, by the round
+that computes its groups, stored with the version and read by every web worker (issue 45: the
+5,000-run board's JSON, 3.75 MB, took 12-21 ms of each worker's CPU at each version); until
+then a worker sends the body plain rather than compress it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import select, update
+
+from semboard.jobs import boards as board_jobs
+from semboard.models import Phase, PreparedBoard, RunScoreRecord
+from semboard.services.boards import prepared as prepared_boards
+from tests.site.boards.test_site_board_deployed import _as_another_process, _upload
+from tests.site.boards.test_site_board_ranks_read import _seed
+
+API = "/api/v1"
+URLS = (f"{API}/tasks/tiny/leaderboard?phase=eval", "/tasks/tiny/leaderboard/eval.json",
+        "/tasks/tiny/leaderboard/eval.csv")
+
+
+@pytest.fixture
+def compressions(monkeypatch) -> list[int]:
+    """The bodies compressed in this process (their sizes), with the tiny board's downloads
+    counted as big."""
+    monkeypatch.setattr(prepared_boards, "PACK_FROM_BYTES", 2048)
+    made: list[int] = []
+    real = prepared_boards.gzipped
+    monkeypatch.setattr(prepared_boards, "gzipped",
+                        lambda data: made.append(len(data)) or real(data))
+    return made
+
+
+def _board(client, world, tiny_data, session) -> None:
+    """32 runs on the stored board (the uploads' rounds ran inline)."""
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    _seed(session, world["phase"], session.scalars(select(RunScoreRecord)).one(), 30)
+    _upload(client, world, tiny_data, "a", "second", 2.0)
+    session.commit()
+
+
+def _same(url: str, packed: bytes, plain: bytes) -> None:
+    unpacked = gzip.decompress(packed)
+    if url.endswith(".csv"):
+        assert unpacked == plain
+    else:  # (each process pads the ranks to its board's widest: the same JSON value)
+        assert json.loads(unpacked) == json.loads(plain)
+
+
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
+def test_a_big_version_is_packed_by_its_round_and_no_worker_compresses_it(
+        app, client, session, world, tiny_data, compressions) -> None:
+    _board(client, world, tiny_data, session)
+    version, json_gzip, csv_gzip = session.execute(select(
+        PreparedBoard.version, PreparedBoard.json_gzip, PreparedBoard.csv_gzip)).one()
+    assert json_gzip and csv_gzip and version == prepared_boards.board_version(
+        session, world["phase"])
+    assert gzip.decompress(json_gzip).count(b'"run_id"') == 32
+    assert json_gzip[8] == 4  # the one level (GZIP_LEVEL 1: the XFL byte says 4)
+    _as_another_process()  # a worker that did not take the upload
+    compressions.clear()
+    for url in URLS:
+        packed = client.get(url, headers={"Accept-Encoding": "gzip",
+                                          **world["tokens"]["a"]})
+        assert packed.status_code == 200 and packed.headers["Content-Encoding"] == "gzip"
+        assert packed.data == (csv_gzip if url.endswith(".csv") else json_gzip)
+        plain = client.get(url, headers=world["tokens"]["a"])
+        assert "Content-Encoding" not in plain.headers
+        _same(url, packed.data, plain.data)
+        again = client.get(url, headers={"If-None-Match": packed.headers["ETag"]})
+        assert again.status_code == 304
+    assert compressions == []  # read as stored, never compressed by a web worker
+
+
+def test_a_version_not_packed_yet_goes_plain_and_asks_once_for_a_round(
+        app, client, session, world, tiny_data, compressions, monkeypatch) -> None:
+    _board(client, world, tiny_data, session)
+    # a version stored before this tree, by the CLI, or whose round was lost
+    session.execute(update(PreparedBoard).values(json_gzip=None, csv_gzip=None))
+    session.commit()
+    _as_another_process()
+    app.config["SEMBOARD_BOARD_JOBS"] = "thread"  # deployed: a GET queues, never computes
+    asked: list[int] = []
+    monkeypatch.setattr(board_jobs, "schedule_groups",
+                        lambda app, task_id: asked.append(task_id) or "later")
+    compressions.clear()
+    for url in URLS:
+        for _ in range(2):
+            sent = client.get(url, headers={"Accept-Encoding": "gzip",
+                                            **world["tokens"]["a"]})
+            assert sent.status_code == 200 and "Content-Encoding" not in sent.headers
+    assert compressions == []  # plain: no web worker compresses a big body
+    assert asked == [world["task"].id]  # one round for the version, whatever its GETs
+    board_jobs.compute_groups(app, world["task"].id)  # the round (off the request)
+    json_gzip, csv_gzip = session.execute(select(PreparedBoard.json_gzip,
+                                                 PreparedBoard.csv_gzip)).one()
+    assert json_gzip and csv_gzip
+    compressions.clear()
+    for url in URLS:
+        sent = client.get(url, headers={"Accept-Encoding": "gzip", **world["tokens"]["a"]})
+        assert sent.headers["Content-Encoding"] == "gzip"
+        _same(url, sent.data, client.get(url, headers=world["tokens"]["a"]).data)
+    assert compressions == []
+
+
+def test_a_small_board_is_compressed_on_its_get_and_its_round_stores_nothing(
+        client, session, world, tiny_data) -> None:
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    session.commit()
+    assert session.execute(select(PreparedBoard.json_gzip, PreparedBoard.csv_gzip)).one() == (
+        None, None)
+    sent = client.get(URLS[1], headers={"Accept-Encoding": "gzip"})
+    assert sent.headers["Content-Encoding"] == "gzip"
+    _same(URLS[1], sent.data, client.get(URLS[1]).data)
+
+
+def test_the_pack_holds_no_transaction_while_it_compresses(
+        app, client, session, world, tiny_data, compressions, monkeypatch, now) -> None:
+    """The round reads, ends its read, compresses, then writes (no database transaction stays
+    open across the compression)."""
+    _board(client, world, tiny_data, session)
+    session.execute(update(PreparedBoard).values(json_gzip=None, csv_gzip=None))
+    session.commit()
+    _as_another_process()  # (the round's process: its read of the version not made yet)
+    seen: list[Any] = []
+    real = prepared_boards.gzipped
+
+    def watched(data: bytes) -> bytes:
+        seen.append(job_session.in_transaction())
+        return real(data)
+
+    monkeypatch.setattr(prepared_boards, "gzipped", watched)
+    with app.app_context():
+        job_session = board_jobs._sessions(app)()
+        phase = job_session.get(Phase, world["phase"].id)
+        assert prepared_boards.pack_stored(job_session, phase=phase, now=now) == ["csv", "json"]
+        job_session.close()
+    assert seen == [False, False]
