@@ -671,7 +671,8 @@ def one_upload(site: Site, db: Db, figures: Figures, k: int, *, cold: bool = Fal
     if kind == "api.gz" and not cold:
         # the version its round stored, once the round packed its JSON: each worker's first
         # gzip GET of it reads the packed body (the version before was sent plain, unpacked)
-        db.wait(db.packed, limit=60)
+        if not all(answer.gzip for answer in firsts.values()):  # big: packed by the round
+            db.wait(db.packed, limit=60)
         for pid, answer in site.first_on_each(path, token=token, packed=True).items():
             figures.firsts.append(("api.gz.packed", pid == posted.pid and site.mode == "request",
                                    answer))
