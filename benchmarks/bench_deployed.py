@@ -787,9 +787,10 @@ def report(mode: str, sizes: list[int], figures: list[Figures], loads: tuple[flo
                 print(f"|   answered gzip | {small.gzipped(kind, took)} | "
                       f"{large.gzipped(kind, took)} | | |")
         (cpu_a, n_a), (cpu_b, n_b) = small.served_again(kind), large.served_again(kind)
-        print(f"| the same GET again on the same worker (the version read), CPU (n={n_a}, "
-              f"{n_b}) | {cpu_a:.1f} ms = {cpu_a / t_small[1]:.1f}x | {cpu_b:.1f} ms = "
-              f"{cpu_b / t_large[1]:.1f}x | | what serving a read version costs |")
+        if n_a or n_b:
+            print(f"| the same GET again on the same worker (the version read), CPU (n={n_a}, "
+                  f"{n_b}) | {cpu_a:.1f} ms = {cpu_a / t_small[1]:.1f}x | {cpu_b:.1f} ms = "
+                  f"{cpu_b / t_large[1]:.1f}x | | what serving a read version costs |")
     for name in (*(chart.rsplit("/", 1)[1] for chart in CHARTS), "bars.json", "compare"):
         in_small, in_large = ([x.cpu_ms or 0.0 for n, x in found.charts if n == name]
                               for found in (small, large))

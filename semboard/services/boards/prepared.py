@@ -174,6 +174,11 @@ PACK_FROM_BYTES = 128 * 1024
 # PACK_FROM_BYTES (a run's JSON row is 0.5-3 KB). A smaller one sent plain asks for a round.
 PACK_FROM_RUNS = 100
 _PACKED = {"json": PreparedBoard.json_gzip, "csv": PreparedBoard.csv_gzip}
+# each kind's query of its packed body, built once (building cost more than running it)
+_PACKED_READS = {kind: select(column).where(
+    PreparedBoard.phase_id == bindparam("phase_id", type_=Integer),
+    PreparedBoard.version == bindparam("version", type_=String))
+    for kind, column in _PACKED.items()}
 
 
 def served_body(session: Session, prepared: Prepared, kind: str) -> tuple[bytes, bool]:
@@ -187,9 +192,8 @@ def served_body(session: Session, prepared: Prepared, kind: str) -> tuple[bytes,
     kept = prepared.kept_body(key)
     if kept is not None:
         return kept, True
-    found = _reader(session).execute(select(_PACKED[kind]).where(
-        PreparedBoard.phase_id == prepared.phase_id,
-        PreparedBoard.version == prepared.version)).one_or_none()
+    found = _reader(session).execute(_PACKED_READS[kind], {
+        "phase_id": prepared.phase_id, "version": prepared.version}).one_or_none()
     if found is not None and found[0] is not None:
         return prepared.keep_body(key, bytes(found[0])), True
     plain = prepared.body(kind)
