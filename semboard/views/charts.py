@@ -98,15 +98,21 @@ def run_chart_names(run: Run) -> list[str]:
 # and rows' places) by (database, phase, version): made at a version's first run chart in this
 # process, not at each one. A version never changes content, so an entry is never stale.
 _REFERENCES: LRU[tuple[Any, ...], leaderboard.BarReferences] = LRU(16)
+# The newest references this process made of each phase's board, by (database, phase): the
+# next version's are edited from them (by the rows that went and came), not made of every row.
+_LATEST: LRU[tuple[str, int], leaderboard.BarReferences] = LRU(64)
 
 
 def _references(prepared: Any, board: leaderboard.Leaderboard,
                 phase_id: int) -> leaderboard.BarReferences:
     """The board version's bar references (made once per version in this process)."""
-    key = (str(db().get_bind().engine.url), phase_id, prepared.version)
+    database = str(db().get_bind().engine.url)
+    key = (database, phase_id, prepared.version)
     found = _REFERENCES.get(key)
     if found is None:
-        found = _REFERENCES.put(key, leaderboard.bar_references(board))
+        found = leaderboard.bar_references(board, _LATEST.get((database, phase_id)))
+        _REFERENCES.put(key, found)
+        _LATEST.put((database, phase_id), found)
     return found
 
 

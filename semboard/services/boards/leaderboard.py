@@ -9,10 +9,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 from bisect import bisect_left, insort
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -1171,6 +1174,15 @@ class RankedRows(list[Row]):
         (names, flags, models, the stored parts)."""
         return list(list.__iter__(self))
 
+    def kept(self) -> list[Any]:
+        """The items this list holds (rows; a stored board's parsed parts), each with its
+        `run_id`: the same object for the same row in every version that kept it."""
+        return list(list.__iter__(self))
+
+    def made(self, item: Any) -> Row:
+        """The row (ranks as kept) of one of kept()'s items."""
+        return item  # type: ignore[no-any-return]
+
     def row(self, i: int) -> Row:
         """The i-th row with this board's ranks and groups (made once)."""
         found = self._done.get(i)
@@ -1289,30 +1301,90 @@ def page_rows(rows: list[Row], *, page: int, per_page: int,
 class BarReferences:
     """What a run's bars chart sets beside its scores, the same for every run of one board:
     each dataset's and genre's best value among its runs (baselines aside), its baselines'
-    rows, and where each run's row is."""
+    rows, and where each run's row is; with the board's rows as kept and the keys it read,
+    from which the next version's are edited."""
 
     best: dict[str, float]
     baselines: list[Row]
     positions: dict[int, int]  # run id -> the index of its row on the board
+    # the rows' items as kept (RankedRows.kept) by identity (rows compare by value: held
+    # here, so no id is another's while these references are kept)
+    members: dict[int, Any] = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
 
 
-def bar_references(board: Leaderboard) -> BarReferences:
-    """The board's BarReferences in one pass over its rows as kept (no rank made), for its
-    callers to keep per board: a run page's chart scanned every row once per dataset, twice,
-    at each GET (33-82 ms at 5,000 runs), and the closing archive once per run."""
-    rows = board.rows.raw() if isinstance(board.rows, RankedRows) else list(board.rows)
-    keys = [column.key for column in charts.heatmap_columns(board)]
+# How a board's bar references were made (tests): from every row, or edited from a version's
+bar_references_made = {"whole": 0, "edited": 0}
+
+
+def bar_references(board: Leaderboard, before: BarReferences | None = None) -> BarReferences:
+    """The board's BarReferences, for its callers to keep per board: from `before` (another
+    version's) by the rows that went and came (a set difference, no row read but theirs),
+    else in one pass over its rows as kept (no rank made). A run page's chart scanned every
+    row once per dataset, twice, at each GET (33-82 ms at 5,000 runs), the closing archive
+    once per run, and a pass per version still cost 4 ms."""
+    rows = board.rows
+    items = rows.kept() if isinstance(rows, RankedRows) else list(rows)
+    made = rows.made if isinstance(rows, RankedRows) else _as_row
+    keys = tuple(column.key for column in charts.heatmap_columns(board))
+    members = dict(zip(map(id, items), items, strict=True))
+    positions = dict(zip(map(attrgetter("run_id"), items), range(len(items)), strict=True))
+    if before is not None and before.keys == keys:
+        went = [made(before.members[at]) for at in before.members.keys() - members.keys()]
+        came = [made(members[at]) for at in members.keys() - before.members.keys()]
+        edited = _best_edited(before.best, went, came, keys)
+        if edited is not None:
+            bar_references_made["edited"] += 1
+            baselines = before.baselines
+            if any(row.baseline for row in chain(went, came)):
+                baselines = [row for row in map(made, items) if row.baseline]
+            return BarReferences(edited, baselines, positions, members, keys)
+    bar_references_made["whole"] += 1
     best: dict[str, float] = {}
-    for row in rows:
+    baselines = []
+    for row in map(made, items):
         if row.baseline:
+            baselines.append(row)
             continue
         metrics = row.metrics
         for key in keys:
             value = metrics.get(key)
             if value is not None and (key not in best or value > best[key]):
                 best[key] = value  # the first of equal values, as max() keeps
-    return BarReferences(best, [row for row in rows if row.baseline],
-                         {row.run_id: i for i, row in enumerate(rows)})
+    return BarReferences(best, baselines, positions, members, keys)
+
+
+def _as_row(item: Row) -> Row:
+    return item
+
+
+def _best_edited(best: dict[str, float], went: list[Row], came: list[Row],
+                 keys: tuple[str, ...]) -> dict[str, float] | None:
+    """The best values once the rows that went are out and those that came in; None where a
+    row that went held a best value (or a value is NaN): they are found again over every row."""
+    if any(map(math.isnan, best.values())):
+        return None
+    found = dict(best)
+    for row in went:
+        if row.baseline:
+            continue
+        for key in keys:
+            value = row.metrics.get(key)
+            if value is not None and (math.isnan(value) or key not in found
+                                      or value >= found[key]):
+                return None
+    for row in came:
+        if row.baseline:
+            continue
+        for key in keys:
+            value = row.metrics.get(key)
+            if value is None:
+                continue
+            if math.isnan(value):  # as a pass over every row takes it, in its order
+                return None
+            if key not in found or value > found[key]:
+                found[key] = value
+    return found
 
 
 def run_bars_spec(board: Leaderboard, row: Row, scores: dict[str, Any],

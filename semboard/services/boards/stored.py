@@ -768,6 +768,9 @@ class StoredRows(RankedRows):
     def raw(self) -> list[Row]:
         return [stored.row() for stored in list.__iter__(self)]  # type: ignore[attr-defined]
 
+    def made(self, item: Any) -> Row:
+        return item.row()  # type: ignore[no-any-return]
+
 
 class View:
     """One stored version of a board as this process reads it: its frame, its parsed rows in

@@ -114,8 +114,8 @@ def test_a_run_s_bars_chart_reads_its_board_once_per_version(app, client, world,
     ids = _uploaded(client, world, tiny_data)
     made: list[int] = []
     real = leaderboard.bar_references
-    monkeypatch.setattr(leaderboard, "bar_references",
-                        lambda board: made.append(len(board.rows)) or real(board))
+    monkeypatch.setattr(leaderboard, "bar_references", lambda board, before=None: made.append(
+        len(board.rows)) or real(board, before))
     scanned: list[str] = []
     real_bars = charts.run_bars
     monkeypatch.setattr(charts, "run_bars", lambda row, board, *a: scanned.append(
@@ -136,9 +136,11 @@ def test_a_run_s_bars_chart_reads_its_board_once_per_version(app, client, world,
     assert checked and all(best[column["label"]] == max(
         r["metrics"][column["key"]] for r in board["rows"] if not r["baseline"])
         for column in board["columns"] if column["label"] in best)
+    edited = leaderboard.bar_references_made["edited"]
     _uploaded(client, world, tiny_data, (("a", 3),))
     client.get(f"/runs/{ids[1]}/charts/bars.json", headers=world["tokens"]["b"])
-    assert made == [2, 3]  # a new version: made again
+    assert made == [2, 3]  # a new version: made again,
+    assert leaderboard.bar_references_made["edited"] == edited + 1  # from the version before
 
 
 def test_the_compare_page_offers_the_board_s_first_runs_and_the_chosen_ones(
