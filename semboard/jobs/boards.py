@@ -207,6 +207,17 @@ def compute_groups(app: Flask, task_id: int) -> int:
         return count
 
 
+def pack_boards(app: Flask, task_id: int) -> int:
+    """The task's stored versions' big downloads packed (a round does it after its groups; a
+    change's round first packs the version the change stored: gzip clients get that one
+    compressed within milliseconds, not once the groups came); how many bodies it stored."""
+    with app.app_context(), _sessions(app)() as session:
+        task = session.get(Task, task_id)
+        if task is None:
+            return 0
+        return len(prepared_boards.pack_task_boards(session, task=task, now=utcnow()))
+
+
 def use_host_cache(app: Flask) -> None:
     """Keep parsed inputs and each run's resampled scores in the host's cache folder (shared by
     its processes); `off`: each process keeps its own in memory."""
@@ -257,6 +268,10 @@ def _settle(app: Flask, key: tuple[int, int]) -> None:
 
 def _thread_body(app: Flask, task_id: int) -> None:
     key = (id(app), task_id)
+    try:
+        pack_boards(app, task_id)  # the version the change stored, before the groups wait
+    except Exception:
+        log.exception("packing the boards of task %s failed", task_id)
     while True:
         _settle(app, key)
         try:
@@ -355,10 +370,11 @@ class _GroupsProcess:
         theirs.close()
         weakref.finalize(app, self.conn.close)  # the app gone: the child sees the pipe close
 
-    def round(self, task_id: int) -> int | None:
-        """One task's groups computed in the process: 0, 1 (failed), None (it ended first)."""
+    def round(self, message: int | tuple[str, int]) -> int | None:
+        """One task's groups computed in the process (`message` its id; ("pack", id): its
+        boards packed only): 0, 1 (failed), None (it ended first)."""
         try:
-            self.conn.send(task_id)
+            self.conn.send(message)
             while not self.conn.poll(1.0):
                 if not self.process.is_alive():
                     return None
@@ -387,14 +403,20 @@ def _serve_groups(config: dict[str, Any], storage: Any, conn: Any, idle_s: float
     preload()
     while conn.poll(idle_s):
         try:
-            task_id = conn.recv()
+            message = conn.recv()
         except EOFError:
             return  # the parent ended
+        packing = isinstance(message, tuple)
+        task_id = message[1] if packing else message
         try:
-            compute_groups(app, task_id)
+            if packing:
+                pack_boards(app, task_id)
+            else:
+                compute_groups(app, task_id)
             code = 0
         except Exception:
-            log.exception("significance groups of task %s failed", task_id)
+            log.exception("%s of task %s failed",
+                          "packing the boards" if packing else "significance groups", task_id)
             code = 1
         try:
             conn.send(code)
@@ -409,6 +431,17 @@ def _run_in_child(app: Flask, task_id: int) -> int:
     Never a fork: the parent's BLAS and server threads would leave their locks held in the
     child (a board built by OpenBLAS threads while the child forked hung it).
     """
+    return _child_round(app, task_id)
+
+
+def _pack_in_child(app: Flask, task_id: int) -> int:
+    """Pack a task's boards in this process's groups process (pack_boards); its exit code."""
+    return _child_round(app, ("pack", task_id))
+
+
+def _child_round(app: Flask, message: int | tuple[str, int]) -> int:
+    """One round in this app's groups process (spawned when there is none, or it ended)."""
+    task_id = message[1] if isinstance(message, tuple) else message
     with _groups_lock:
         lock = _round_locks.setdefault(id(app), threading.Lock())
     with lock:
@@ -416,7 +449,7 @@ def _run_in_child(app: Flask, task_id: int) -> int:
             child = _groups_processes.get(id(app))
             if child is None or child.app() is not app or not child.process.is_alive():
                 child = _groups_processes[id(app)] = _GroupsProcess(app)
-            code = child.round(task_id)
+            code = child.round(message)
             if code is not None:
                 break
             child.process.join(5)
@@ -495,8 +528,13 @@ def keep_groups_process(app: Flask) -> GroupsKeeper:
 
 
 def _process_body(app: Flask, task_id: int) -> None:
-    """A watcher thread: a spawned child for the groups, reaped, again if changes came."""
+    """A watcher thread: a spawned child for the groups, reaped, again if changes came; the
+    version the change stored packed first."""
     key = (id(app), task_id)
+    try:
+        _pack_in_child(app, task_id)
+    except Exception:
+        log.exception("packing the boards of task %s failed", task_id)
     while True:
         _settle(app, key)
         try:

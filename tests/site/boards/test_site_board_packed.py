@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from typing import Any
 
 import pytest
@@ -35,10 +36,10 @@ def compressions(monkeypatch) -> list[int]:
     return made
 
 
-def _board(client, world, tiny_data, session) -> None:
-    """32 runs on the stored board (the uploads' rounds ran inline)."""
+def _board(client, world, tiny_data, session, seeded: int = 30) -> None:
+    """`seeded` + 2 runs on the stored board (the uploads' rounds ran inline)."""
     _upload(client, world, tiny_data, "a", "first", 1.5)
-    _seed(session, world["phase"], session.scalars(select(RunScoreRecord)).one(), 30)
+    _seed(session, world["phase"], session.scalars(select(RunScoreRecord)).one(), seeded)
     _upload(client, world, tiny_data, "a", "second", 2.0)
     session.commit()
 
@@ -106,6 +107,41 @@ def test_a_version_not_packed_yet_goes_plain_and_asks_once_for_a_round(
         sent = client.get(url, headers={"Accept-Encoding": "gzip", **world["tokens"]["a"]})
         assert sent.headers["Content-Encoding"] == "gzip"
         _same(url, sent.data, client.get(url, headers=world["tokens"]["a"]).data)
+    assert compressions == []
+
+
+@pytest.mark.parametrize("how", ["thread", "process"])
+def test_the_version_a_change_stored_is_packed_before_its_groups_come(
+        app, client, session, world, tiny_data, compressions, monkeypatch, how) -> None:
+    """A change's round packs the version the change stored first, then waits for the rush to
+    pause and computes the groups: a gzip client gets that version compressed within
+    milliseconds, not plain until the groups came (a second or more)."""
+    # a spawned groups process reads PACK_FROM_BYTES afresh: a board over its 128 KiB there
+    _board(client, world, tiny_data, session, 30 if how == "thread" else 400)
+    if how == "process":
+        assert len(client.get(URLS[0], headers=world["tokens"]["a"]).data) >= 128 * 1024
+    app.config.update(SEMBOARD_BOARD_JOBS=how, SEMBOARD_GROUPS_DELAY_S=0.2)
+    groups: list[int] = []  # the groups never come: what is packed is the change's version
+    monkeypatch.setattr(board_jobs, "compute_groups", lambda _app, task_id: groups.append(1))
+    monkeypatch.setattr(board_jobs, "_run_in_child", lambda _app, task_id: groups.append(1))
+    _upload(client, world, tiny_data, "b", "third", 0.5)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        session.rollback()
+        found = session.execute(select(PreparedBoard.json_gzip,
+                                       PreparedBoard.groups_pending)).one()
+        if found[0] is not None:
+            break
+        time.sleep(0.05)
+    assert found[0] is not None and found[1]  # packed, its groups still pending
+    while board_jobs.running_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert groups == [1]  # the round went on to the groups once the uploads paused
+    _as_another_process()
+    compressions.clear()
+    sent = client.get(URLS[0], headers={"Accept-Encoding": "gzip", **world["tokens"]["a"]})
+    assert sent.headers["Content-Encoding"] == "gzip" and sent.data == found[0]
+    assert json.loads(gzip.decompress(sent.data))["groups_pending"] is True
     assert compressions == []
 
 

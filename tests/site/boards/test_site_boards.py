@@ -450,6 +450,7 @@ def test_groups_wait_for_a_rush_to_pause_and_cover_it_once(app, world, monkeypat
                         lambda _app, task_id: computed.append(task_id) or 0)
     monkeypatch.setattr(board_jobs, "_run_in_child",  # counted here, not in a child
                         lambda _app, task_id: computed.append(task_id) or 0)
+    monkeypatch.setattr(board_jobs, "_pack_in_child", lambda _app, task_id: 0)
     task_id = world["task"].id
     for _ in range(4):  # uploads of a rush, closer together than the delay
         board_jobs.schedule_groups(app, task_id)
