@@ -6,7 +6,9 @@ phases, tasks, gold files, teams) and, once the commit is done:
 1. stores each of their phase boards at its new version (one build, in the writing request);
 2. computes significance groups off the request: an rq job on the ``semboard`` queue when
    ``REDIS_URL`` is set, otherwise a background thread of the process
-   (``SEMBOARD_BOARD_JOBS = "inline"`` runs it right there instead: tests, the CLI).
+   (``SEMBOARD_BOARD_JOBS = "inline"`` runs it right there instead: tests, the CLI); the same
+   round packs a big board's downloads (gzip, stored with the version): the version the
+   change stored first, the version with the groups last.
 
 GET requests never write: they serve the stored board (or build one in memory) and say groups
 are pending; a pending board whose job is lost (a crashed worker or thread) gets a new job.
