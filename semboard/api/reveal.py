@@ -79,7 +79,8 @@ def show_board(task_name: str, phase_slug: str, kind: str) -> Any:
         return files.attachment(reveal.latex_of(served, phase).encode(),
                                 f"{phase.task.name}-{phase.slug}-{kind}.tex",
                                 mimetype=FORMATS[chosen])
-    return files.send_prepared(served, chosen, phase=phase)
+    return files.send_prepared(served, chosen, phase=phase,
+                               unpacked=board_jobs.pack_asker(_app(), phase.task_id, served))
 
 
 @bp.get("/tasks/<task_name>/phases/<phase_slug>/shakeup")

@@ -297,10 +297,11 @@ def show_leaderboard(task_name: str) -> Any:
         reveal_jobs.request_from_get(app, task.id)  # the frozen board, stored off the request
     elif prepared.stale:  # the current version is not stored yet: built off the request
         board_jobs.request_build(app, task.id)
+    unpacked = board_jobs.pack_asker(app, task.id, prepared)
     if request.args.get("format") == "csv":
-        return files.send_prepared(prepared, "csv", phase=phase,
-                             filename=f"{task.name}-{phase.slug}-leaderboard.csv")
-    return files.send_prepared(prepared, "json", phase=phase)
+        return files.send_prepared(prepared, "csv", phase=phase, unpacked=unpacked,
+                                   filename=f"{task.name}-{phase.slug}-leaderboard.csv")
+    return files.send_prepared(prepared, "json", phase=phase, unpacked=unpacked)
 
 
 def _window_json(phase: Phase, team: Team, window: TeamWindow) -> dict[str, Any]:

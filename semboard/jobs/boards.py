@@ -23,7 +23,7 @@ import pickle
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -644,6 +644,19 @@ def request_pack(app: Flask, task_id: int, version: str) -> None:
         return
     _packs_asked.put((task_id, version), True)
     schedule_groups(app, task_id)
+
+
+def pack_asker(app: Flask, task_id: int, prepared: prepared_boards.Prepared
+               ) -> Callable[[], None]:
+    """What a GET calls where it sent a big body plain for want of its pack (web.files.
+    send_prepared): a round asked for, unless the version's groups are pending (their round
+    packs it)."""
+
+    def ask() -> None:
+        if not prepared.groups_pending:
+            request_pack(app, task_id, prepared.version)
+
+    return ask
 
 
 def groups_job(task_id: int) -> int:

@@ -459,8 +459,7 @@ def leaderboard_csv(task_name: str, phase_slug: str | None = None) -> Any:
     """The board as CSV (the service's to_csv, stored with the prepared board)."""
     task = load_task(task_name)
     phase = _phase(task, phase_slug)
-    return files.send_prepared(_prepared(task, phase, with_data=False), "csv", phase=phase,
-                         filename=f"{task.name}-{phase.slug}-leaderboard.csv")
+    return _download(task, phase, "csv")
 
 
 @bp.get("/tasks/<task_name>/leaderboard.json")
@@ -469,8 +468,16 @@ def leaderboard_json(task_name: str, phase_slug: str | None = None) -> Any:
     """The board as JSON (the service's to_json, the API's shape)."""
     task = load_task(task_name)
     phase = _phase(task, phase_slug)
-    return files.send_prepared(_prepared(task, phase, with_data=False), "json", phase=phase,
-                         filename=f"{task.name}-{phase.slug}-leaderboard.json")
+    return _download(task, phase, "json")
+
+
+def _download(task: Task, phase: Phase, kind: str) -> Any:
+    """The board's CSV or JSON download (a round asked for where a big one goes plain)."""
+    prepared = _prepared(task, phase, with_data=False)
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    return files.send_prepared(prepared, kind, phase=phase,
+                               filename=f"{task.name}-{phase.slug}-leaderboard.{kind}",
+                               unpacked=board_jobs.pack_asker(app, task.id, prepared))
 
 
 @bp.get("/tasks/<task_name>/leaderboard/<phase_slug>/charts/<name>.json")

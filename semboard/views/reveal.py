@@ -178,7 +178,8 @@ def board_export(task_name: str, phase_slug: str, kind: str, fmt: str) -> Any:
     if fmt == "tex":
         return files.attachment(reveal.latex_of(served, phase).encode(), name,
                                 mimetype=MIMETYPES[fmt])
-    return files.send_prepared(served, fmt, phase=phase, filename=name)
+    return files.send_prepared(served, fmt, phase=phase, filename=name,
+                               unpacked=board_jobs.pack_asker(_app(), task.id, served))
 
 
 @bp.get("/tasks/<task_name>/leaderboard/<phase_slug>/shakeup.<fmt>")

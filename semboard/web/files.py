@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -13,7 +13,6 @@ from flask import Response, current_app, request
 
 from semboard.db import get_session
 from semboard.errors import InvalidData, Phrase
-from semboard.jobs import boards as board_jobs
 from semboard.models import Phase
 from semboard.services.boards import prepared as prepared_boards
 from semboard.services.boards.prepared import Prepared
@@ -109,12 +108,13 @@ def respond(body: bytes, *, etag: str | None, mimetype: str, compressed: bool,
     return response
 
 
-def send_prepared(prepared: Prepared, kind: str, *, phase: Phase,
-                  filename: str | None = None) -> Response:
+def send_prepared(prepared: Prepared, kind: str, *, phase: Phase, filename: str | None = None,
+                  unpacked: Callable[[], None] | None = None) -> Response:
     """A prepared board's CSV or JSON, with its ETag, gzip and 304 (shared with the API).
 
     A big body goes compressed as packed off the request (prepared.served_body): until its
-    version's is made it goes plain, and where no round is making it one is asked for."""
+    version's is made it goes plain, and `unpacked` is called (jobs.boards.pack_asker: a
+    round asked for where none is making it)."""
     headers = disposition(filename) if filename else {}
     mimetype = "text/csv" if kind == "csv" else "application/json"
     etag = prepared.etag(kind)
@@ -122,9 +122,8 @@ def send_prepared(prepared: Prepared, kind: str, *, phase: Phase,
         body, compressed = b"", False  # a 304: no body made
     elif gzip_ok():
         body, compressed = prepared_boards.served_body(get_session(), prepared, kind)
-        if not compressed and not prepared.groups_pending:  # (a pending one's round packs it)
-            board_jobs.request_pack(current_app._get_current_object(),  # type: ignore[attr-defined]
-                                    phase.task_id, prepared.version)
+        if not compressed and unpacked is not None:
+            unpacked()
     else:
         body, compressed = prepared.body(kind), False
     return respond(body, etag=etag, mimetype=mimetype, compressed=compressed, headers=headers,

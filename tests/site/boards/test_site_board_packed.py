@@ -143,6 +143,10 @@ def test_the_version_a_change_stored_is_packed_before_its_groups_come(
     assert sent.headers["Content-Encoding"] == "gzip" and sent.data == found[0]
     assert json.loads(gzip.decompress(sent.data))["groups_pending"] is True
     assert compressions == []
+    child = board_jobs._groups_processes.pop(id(app), None)
+    if child is not None:  # its groups process ended here, not during a later test
+        child.conn.close()
+        child.process.join(30)
 
 
 def test_a_small_board_is_compressed_on_its_get_and_its_round_stores_nothing(
