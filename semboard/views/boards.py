@@ -391,6 +391,8 @@ def _page_html(task: Task, phase: Phase, phases: list[Phase], prepared: Any, boa
         suffix += Markup("&amp;q=") + do_urlencode(search)
     if declared and shown != declared[0]:
         suffix += Markup("&amp;breakdown=") + do_urlencode(shown)
+    if hide:  # the next page hides them too
+        suffix += Markup("&amp;contrastive=hide")
     since = board.groups_pending_since
     notice = reveal_views.board_notice(phase)
     values = (

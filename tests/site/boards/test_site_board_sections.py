@@ -349,9 +349,15 @@ def test_kept_pages_in_every_state_are_the_pages_rendered_whole(
     assert 'value="&lt;b&gt;"' in seen["?q=%3Cb%3E"]
     primary.set_ranking(session, phase=world["phase"], ranking="primary", user=None, now=now)
     session.commit()
-    for query in ("", "?contrastive=hide"):
+    for query in ("", "?contrastive=hide", "?page=2&contrastive=hide"):
         kept, whole = _kept_and_whole(client, f"{PAGE}{query}")
         assert kept == whole and 'id="contrastive-toggle"' in kept, query
+        seen[query] = kept
+    # the pager and the search keep the contrastive runs hidden (two primary runs, 2 pages)
+    assert 'rel="next" href="?page=2&amp;contrastive=hide"' in seen["?contrastive=hide"]
+    assert '<a href="?page=1&amp;contrastive=hide">1</a>' in seen["?page=2&contrastive=hide"]
+    assert '<input type="hidden" name="contrastive" value="hide">' in seen["?contrastive=hide"]
+    assert 'name="contrastive"' not in seen[""] and "page 1 of 3" in seen[""]
     # a stale board: a run stored outside, its build asked for off the request (not run here)
     app.config["SEMBOARD_BOARD_JOBS"] = "thread"
     monkeypatch.setattr(board_jobs, "schedule_groups", lambda *a: "skipped")
