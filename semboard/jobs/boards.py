@@ -459,10 +459,11 @@ def _child_round(app: Flask, message: int | tuple[str, int]) -> int:
             code = child.process.exitcode
             if code:  # stopped by an error or a signal, not an idle end
                 break
+    what = "packing the boards" if isinstance(message, tuple) else "significance groups"
     if code and code > 0:
-        log.error("significance groups of task %s failed in child (exit %s)", task_id, code)
+        log.error("%s of task %s failed in child (exit %s)", what, task_id, code)
     elif code:  # stopped by a signal (this process shutting down): a GET re-queues
-        log.warning("significance groups of task %s stopped (signal %s)", task_id, -code)
+        log.warning("%s of task %s stopped (signal %s)", what, task_id, -code)
     return int(code or 0)
 
 
