@@ -182,3 +182,52 @@ def test_the_pack_holds_no_transaction_while_it_compresses(
         assert prepared_boards.pack_stored(job_session, phase=phase, now=now) == ["csv", "json"]
         job_session.close()
     assert seen == [False, False]
+
+
+def test_a_frozen_board_s_viewer_never_gets_the_live_pack(
+        app, client, session, world, tiny_data, compressions, make, now) -> None:
+    """The pack is the live version's: a participant for whom the board is frozen gets the
+    frozen board, gzip or not (the same read rule as every door), the organiser the live
+    one, packed."""
+    from datetime import timedelta
+
+    from semboard.services.tasks import phases
+
+    _board(client, world, tiny_data, session)
+    organiser = make.organiser(world["task"])
+    phases.set_freeze(session, world["phase"], freeze_at=now - timedelta(minutes=1),
+                      reveal="close", user=organiser, now=now)
+    session.commit()
+    _upload(client, world, tiny_data, "b", "after-freeze", 0.5)  # the live board only
+    session.commit()
+    (live_pack,) = session.execute(select(PreparedBoard.json_gzip)).one()
+    assert live_pack and b"after-freeze" in gzip.decompress(live_pack)
+    org = make.bearer(organiser)
+    for who, headers, sees in (("participant", world["tokens"]["a"], False),
+                               ("organiser", org, True)):
+        packed = client.get(URLS[0], headers={"Accept-Encoding": "gzip", **headers})
+        plain = client.get(URLS[0], headers=headers)
+        assert packed.status_code == plain.status_code == 200, who
+        body = gzip.decompress(packed.data) if packed.headers.get(
+            "Content-Encoding") == "gzip" else packed.data
+        assert json.loads(body) == json.loads(plain.data), who
+        assert (b"after-freeze" in body) is sees, who
+        assert (packed.data == live_pack) is sees, who
+
+
+def test_a_big_board_changed_without_new_groups_gets_a_round_that_packs_it(
+        app, client, session, world, tiny_data, compressions, monkeypatch) -> None:
+    """A change that moves no ranked run (a team renamed) makes a version whose groups are
+    not pending: on a board of PACK_FROM_RUNS runs or more its change still gets a round,
+    which packs it."""
+    _board(client, world, tiny_data, session)
+    monkeypatch.setattr(prepared_boards, "PACK_FROM_RUNS", 10)
+    before = session.execute(select(PreparedBoard.version)).scalar_one()
+    world["team_a"].name = "A renamed"
+    session.commit()
+    board_jobs.after_change(app, [("task", world["task"].id)])  # as the commit's hook does
+    session.rollback()
+    version, pending, packed = session.execute(select(
+        PreparedBoard.version, PreparedBoard.groups_pending, PreparedBoard.json_gzip)).one()
+    assert version != before and not pending
+    assert packed and b"A renamed" in gzip.decompress(packed)
