@@ -190,6 +190,8 @@ def prepare_phase(session: Session, phase: Phase, *, touched: set[int] | None = 
         stored = prepared_boards.store_built(session, prepared=prepared)
         session.commit()
         if stored and prepared_boards.pack_wanted(prepared):
+            with _in_flight_lock:
+                _to_pack.add(phase.task_id)  # its round packs it before it waits
             return True
     return prepared.groups_pending
 
@@ -268,13 +270,29 @@ def _settle(app: Flask, key: tuple[int, int]) -> None:
         seen = latest
 
 
+# Tasks whose change stored a version big enough to pack (prepare_phase): their round packs it
+# before it waits for the uploads to pause, so gzip clients get that version compressed within
+# milliseconds, not once its groups came
+_to_pack: set[int] = set()
+
+
+def _pack_first(app: Flask, task_id: int, pack: Callable[[Flask, int], int]) -> None:
+    """Pack the task's boards now (by `pack`: here, or in the groups process) where a change
+    since the last look stored a version to pack."""
+    with _in_flight_lock:
+        wanted = task_id in _to_pack
+        _to_pack.discard(task_id)
+    if wanted:
+        try:
+            pack(app, task_id)
+        except Exception:
+            log.exception("packing the boards of task %s failed", task_id)
+
+
 def _thread_body(app: Flask, task_id: int) -> None:
     key = (id(app), task_id)
-    try:
-        pack_boards(app, task_id)  # the version the change stored, before the groups wait
-    except Exception:
-        log.exception("packing the boards of task %s failed", task_id)
     while True:
+        _pack_first(app, task_id, pack_boards)
         _settle(app, key)
         try:
             compute_groups(app, task_id)
@@ -532,13 +550,10 @@ def keep_groups_process(app: Flask) -> GroupsKeeper:
 
 def _process_body(app: Flask, task_id: int) -> None:
     """A watcher thread: a spawned child for the groups, reaped, again if changes came; the
-    version the change stored packed first."""
+    version a change stored packed first (where big)."""
     key = (id(app), task_id)
-    try:
-        _pack_in_child(app, task_id)
-    except Exception:
-        log.exception("packing the boards of task %s failed", task_id)
     while True:
+        _pack_first(app, task_id, _pack_in_child)
         _settle(app, key)
         try:
             _run_in_child(app, task_id)

@@ -203,9 +203,12 @@ def served_body(session: Session, prepared: Prepared, kind: str) -> tuple[bytes,
 
 
 def pack_wanted(prepared: Prepared) -> bool:
-    """Whether a version stored by this process may need its downloads packed (its runs
-    listed: PACK_FROM_RUNS; unknown: yes)."""
-    return prepared.listing is None or len(prepared.listing) >= PACK_FROM_RUNS
+    """Whether a version stored by this process may need its downloads packed: its runs (as
+    listed, else its stored rows) PACK_FROM_RUNS or more. Where neither is known a GET that
+    sends it plain asks for the round (request_pack)."""
+    if prepared.listing is not None:
+        return len(prepared.listing) >= PACK_FROM_RUNS
+    return prepared.parts is not None and len(prepared.parts.rows) >= PACK_FROM_RUNS
 
 
 def pack_stored(session: Session, *, phase: Phase, now: datetime) -> list[str]:

@@ -29,6 +29,7 @@ def compressions(monkeypatch) -> list[int]:
     """The bodies compressed in this process (their sizes), with the tiny board's downloads
     counted as big."""
     monkeypatch.setattr(prepared_boards, "PACK_FROM_BYTES", 2048)
+    monkeypatch.setattr(prepared_boards, "PACK_FROM_RUNS", 10)
     made: list[int] = []
     real = prepared_boards.gzipped
     monkeypatch.setattr(prepared_boards, "gzipped",
@@ -221,7 +222,6 @@ def test_a_big_board_changed_without_new_groups_gets_a_round_that_packs_it(
     not pending: on a board of PACK_FROM_RUNS runs or more its change still gets a round,
     which packs it."""
     _board(client, world, tiny_data, session)
-    monkeypatch.setattr(prepared_boards, "PACK_FROM_RUNS", 10)
     before = session.execute(select(PreparedBoard.version)).scalar_one()
     world["team_a"].name = "A renamed"
     session.commit()
