@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import delete, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload
 
 from semboard.config import DEFAULT_LIMITS, Limits
 from semboard.db import insert_unless_refused, require_fits
@@ -388,7 +388,9 @@ def user_for_token(session: Session, token: str, *, now: datetime | None = None)
     """The active user owning a live token, or None."""
     if not token.startswith(TOKEN_PREFIX):
         return None
-    row = session.scalar(select(ApiToken).where(ApiToken.token_hash == _token_hash(token)))
+    # its user in the same statement: every API request asks (one round trip, not two)
+    row = session.scalar(select(ApiToken).options(joinedload(ApiToken.user))
+                         .where(ApiToken.token_hash == _token_hash(token)))
     if row is None or row.revoked_at is not None or not row.user.is_active_account:
         return None
     if now is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from semboard import config
 from semboard.errors import (
@@ -91,6 +91,28 @@ def test_api_tokens_store_only_a_hash_and_can_be_revoked(session, make, now) -> 
     assert accounts.user_for_token(session, token) is None
     with pytest.raises(NotFound):
         accounts.revoke_api_token(session, user=make.user(), token_id=row.id, now=now)
+
+
+def test_a_tokens_user_is_found_in_one_statement(session, make, now) -> None:
+    """Every API request asks who its token is: the token and its user in one statement (a
+    lazy load of the user was a second round trip on each one)."""
+    user = make.user()
+    token = accounts.create_api_token(session, user=user, name="cli", now=now)
+    session.commit()
+    session.expunge_all()  # a request's session: nothing of the user held
+    statements: list[str] = []
+    engine = session.get_bind()
+
+    def note(conn, cursor, statement, *args) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        found = accounts.user_for_token(session, token)
+        assert found is not None and found.id == user.id and found.is_active_account
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+    assert [s for s in statements if s.lstrip().upper().startswith("SELECT")] == statements[-1:]
 
 
 def test_teams_invite_codes_and_one_team_per_task(session, make, now) -> None:
