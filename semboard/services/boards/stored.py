@@ -1003,6 +1003,10 @@ def view_of(session: Session, phase_id: int, frame: dict[str, Any],
     if found is None:
         return None
     rows = [found[key] for key in keys]
+    # every row read (a worker's first read of the board): its JSON layout laid out now, with
+    # the rest of what the read costs, so the first JSON of a later version edits it (the rows
+    # that came) instead of laying out every row then
+    layout_of(keys_digest, lambda: rows, None, found.__getitem__, frame.get("signs", {}))
     return View(frame, rows, Ordered(_sorted_values(frame, rows)),
                 ByRun({row.run_id: row.intervals for row in rows}), keys_digest=keys_digest,
                 keyset=keyset, by_key=found)
@@ -1162,6 +1166,9 @@ joined_pieces = [0]
 # Rank slots written into a layout's buffers (tests: each ranked row's once a key, in one
 # write a run of rows, not byte by byte)
 written_slots = [0]
+# Groups slots written into a layout's buffers (tests: each ranked row's once a version, in
+# one write a run of rows)
+written_cells = [0]
 
 
 def _rank_parts(keys: tuple[str, ...]) -> list[bytes]:
@@ -1180,6 +1187,23 @@ def _digits(count: int) -> int:
     (JSON whitespace: the text parses to the same value, and a version's text is the same
     bytes whichever process makes it)."""
     return len(str(max(count, 1)))
+
+
+# Each set of ranking keys' and rank width's groups cell width (bytes)
+_GROUP_WIDTHS: dict[tuple[tuple[str, ...], int], int] = {}
+
+
+def _group_width(keys: tuple[str, ...], digits: int) -> int:
+    """How many bytes a ranked row's groups cell takes in its board's JSON text: the widest
+    cell of these keys, each group numbered with `digits` digits at most (a board's groups
+    are numbered at most its row count, as its ranks); a narrower cell is padded with spaces
+    (JSON whitespace, as a rank is), so a version's cells are written into their slots at
+    once (Layout.body) and the text is the same bytes whichever way it is made."""
+    found = _GROUP_WIDTHS.get((keys, digits))
+    if found is None:
+        found = _GROUP_WIDTHS.setdefault((keys, digits), len(encode_json(
+            {k: 10 ** digits - 1 for k in keys}).encode()))
+    return found
 
 
 def _rank_cell(keys: tuple[str, ...], digits: int) -> bytes:
@@ -1224,6 +1248,7 @@ def _spliced_json(frame: dict[str, Any], rows: list[StoredRow],
             columns.append(ranks_among(against, values[:, j]).tolist())
         rank_cells[at] = list(map(_rank_cell(keys, _digits(count)).__mod__,
                                   zip(*columns, strict=True)))
+        width = _group_width(keys, _digits(count))
         if board_groups:
             made: dict[tuple[tuple[str, int], ...], bytes] = {}  # few distinct groups cells
             cells = []
@@ -1233,9 +1258,11 @@ def _spliced_json(frame: dict[str, Any], rows: list[StoredRow],
                 cell = made.get(items)
                 if cell is None:
                     cell = made[items] = encode_json(
-                        {m: g for m, g in items if m in keys}).encode()
+                        {m: g for m, g in items if m in keys}).encode().ljust(width)
                 cells.append(cell)
             group_cells[at] = cells
+        else:
+            group_cells[at] = b"{}".ljust(width)
     spliced_rows[0] += count
     head, tail = frame["json_head"].encode(), frame["json_tail"].encode()
     if not count:
@@ -1312,12 +1339,13 @@ _MOST_BUFFERS = 8
 class Layout:
     """A board's JSON body laid out for splicing, made once per process and edited with each
     version's row edits: its rows' text in a few buffers (each row with ", " before it, each
-    rank a slot of `digits` bytes, each groups cell "{}"), each row's buffer and span in it,
-    each rank slot's and groups cell's offset in its row, and each row's signed ranking values
-    (no values: no rank, its ranks cell "{}"). An edit lays out the rows it adds and shares the
-    buffers of the rows it keeps (nothing copied); a version's body is every rank written into
-    its slot at once (numpy) and the rows copied out by a slice for each run of them: no step
-    per row in Python but where the board has groups (each row's groups cell put in)."""
+    rank a slot of `digits` bytes, each ranked row's groups cell a slot of _group_width
+    bytes), each row's buffer and span in it, each rank slot's and groups slot's offset in
+    its row, and each row's signed ranking values (no values: no rank, its ranks and groups
+    cells "{}"). An edit lays out the rows it adds and shares the buffers of the rows it
+    keeps (nothing copied); a version's body is every rank and groups cell written into its
+    slot at once (numpy) and the rows copied out by a slice for each run of them: no step per
+    row in Python."""
 
     def __init__(self, keys: tuple[str, ...], signs: tuple[float, ...], digits: int,
                  buffers: list[Any], table: Any) -> None:
@@ -1371,12 +1399,15 @@ class Layout:
         for after in parts[1:]:
             ranked_pieces += [slot, after]
         unranked_pieces = [b"{}", *[b""] * (2 * len(keys))]
+        blank = b"{}".ljust(_group_width(keys, digits)) if keys else b"{}"  # a groups slot
         out: list[bytes] = []
         for row in rows:
             assert row.pieces is not None
             head, middle, tail = row.pieces
-            out += [head, *(ranked_pieces if row.rank_keys else unranked_pieces),
-                    middle, b"{}", tail]
+            if row.rank_keys:
+                out += [head, *ranked_pieces, middle, blank, tail]
+            else:
+                out += [head, *unranked_pieces, middle, b"{}", tail]
         at = np.zeros(len(out) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, out), dtype=np.int64, count=len(out)), out=at[1:])
         bounds = at[::width]  # each row's first piece, and the end
@@ -1436,44 +1467,34 @@ class Layout:
         return [views[self.lies[first]][self.starts[first]:self.ends[end - 1]]
                 for first, end in zip(firsts, ends, strict=True)]
 
-    def _cut(self, grouped: Any, cells: list[bytes], firsts: list[int], ends: list[int]
-             ) -> list[Any]:
-        """The rows' text with the groups cell of each row at `grouped` (their indices, in
-        order) put in for its "{}": the text from the cell before (or its run's start) to the
-        row's "{}", then its cell, and each run's rest (slices made and laid in by C loops:
-        map, list slices; a row grouped by no key of the board keeps its "{}", uncut); the
-        runs as _runs_of_rows gives them."""
-        views = [memoryview(found) for found in self.buffers]  # type: ignore[arg-type]
-        at = self.starts[grouped] + self.group_at[grouped]
-        cuts, afters = at.tolist(), (at + 2).tolist()  # each cell's "{}", and the byte after
-        bounds = np.searchsorted(grouped, [*firsts, len(self.runs)]).tolist()
-        out: list[Any] = []
-        for first, end, begin, stop in zip(firsts, ends, bounds[:-1], bounds[1:], strict=True):
-            view = views[self.lies[first]]
-            run = [b""] * (2 * (stop - begin) + 1)
-            run[0::2] = map(view.__getitem__, map(
-                slice, [int(self.starts[first]), *afters[begin:stop]],
-                [*cuts[begin:stop], int(self.ends[end - 1])]))
-            run[1::2] = cells[begin:stop]
-            out += run
-        return out
-
     def joined(self) -> None:
-        """Its rows joined into one buffer, in order (the buffers of rows gone let go)."""
-        with _WRITING:
-            text = b"".join(self._spans(*self._runs_of_rows()))
+        """Its rows joined into one buffer, in order (the buffers of rows gone let go): each
+        run of rows copied once into the new buffer (a bytes join and a bytearray of it were
+        two copies, and 3.4 MB more of fresh pages, at 5,000 rows)."""
         lengths = self.ends - self.starts
         bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=bounds[1:])
-        self.buffers = [np.frombuffer(bytearray(text), dtype=np.uint8)]
+        buffer = np.empty(int(bounds[-1]), dtype=np.uint8)
+        with _WRITING:
+            at = 0
+            for span in self._spans(*self._runs_of_rows()):
+                buffer[at:at + len(span)] = np.frombuffer(span, dtype=np.uint8)
+                at += len(span)
+        self.buffers = [buffer]
         # its own table (an edit's take): its columns written in place
         self.lies[:], self.starts[:], self.ends[:] = 0, bounds[:-1], bounds[1:]
+
+    @property
+    def group_width(self) -> int:
+        """The bytes of each ranked row's groups slot."""
+        return _group_width(self.keys, self.digits)
 
     def body(self, frame: dict[str, Any]) -> bytes | None:
         """The JSON body of a version of these rows: its ranks (competition ranks of each
         key's signed values: one more than the number of better ones, as bisect_left over the
-        sorted values) written into their slots, its groups from the frame, and the rows
-        copied out between the frame's head and tail; None where a value is NaN."""
+        sorted values) and its groups cells (from the frame) written into their slots, and the
+        rows copied out between the frame's head and tail; None where a value is NaN or a
+        groups cell is wider than its slot (the spliced text then)."""
         count = len(self.runs)
         if tuple(frame.get("signs", {}).get(k) for k in self.keys) != self.signs:
             return None
@@ -1485,45 +1506,57 @@ class Layout:
         values = self.values[ranked]
         if np.isnan(values).any():
             return None  # NaN sorts apart in numpy: bisect's order kept row by row
+        cells = self._group_cells(frame.get("groups", {}), ranked) if self.keys else None
+        if self.keys and cells is None:
+            return None
         # the values are the version's (its rows'): sorted here, not read from a list; each
         # rank slot's offset in its row's buffer, and the rank's bytes (one item a slot)
         written = _rank_bytes(count, self.digits).take(_ranks_of(values).reshape(-1))
         at = (self.starts[ranked, None] + self.rank_at[ranked]).reshape(-1)
+        cell_at = self.starts[ranked] + self.group_at[ranked]
         firsts, ends = self._runs_of_rows()
-        # each run of rows's slots: a slice of them (a run's rows lie in one buffer)
-        bounds = (np.array([*firsts, count]) if every else np.searchsorted(
-            ranked, [*firsts, count])) * len(self.keys)
-        board_groups: dict[str, dict[str, int]] = frame.get("groups", {})
-        cells = self._groups(board_groups) if board_groups and self.keys else None
+        # each run of rows's ranked rows: a slice of them (a run's rows lie in one buffer)
+        rows_bounds = (np.array([*firsts, count]) if every else np.searchsorted(
+            ranked, [*firsts, count]))
+        bounds = (rows_bounds * len(self.keys)).tolist()
+        rows_bounds = rows_bounds.tolist()
+        width = self.group_width
         with _WRITING:
             slots = [_slots(found, self.digits) for found in self.buffers]
-            for first, begin, end in zip(firsts, bounds[:-1].tolist(), bounds[1:].tolist(),
-                                         strict=True):
+            cell_slots = [_slots(found, width) for found in self.buffers]
+            for first, begin, end, row_begin, row_end in zip(
+                    firsts, bounds[:-1], bounds[1:], rows_bounds[:-1], rows_bounds[1:],
+                    strict=True):
                 if begin < end:
                     slots[self.lies[first]][at[begin:end]] = written[begin:end]
                     written_slots[0] += end - begin
-            if cells is None:
-                pieces = [head, *self._spans(firsts, ends), tail]
-            else:  # a grouped row's "{}" groups cell put in (the text around it sliced)
-                pieces = [head, *self._cut(*cells, firsts, ends), tail]
+                if cells is not None and row_begin < row_end:
+                    cell_slots[self.lies[first]][cell_at[row_begin:row_end]] = (
+                        cells[row_begin:row_end])
+                    written_cells[0] += row_end - row_begin
+            pieces = [head, *self._spans(firsts, ends), tail]
             pieces[1] = pieces[1][2:]  # the first row has no ", " before it
             body = b"".join(pieces)
         spliced_rows[0] += count
         joined_pieces[0] += len(pieces)
         return body
 
-    def _groups(self, board_groups: dict[str, dict[str, int]]) -> tuple[Any, list[bytes]] | None:
-        """The rows that take a groups cell (their indices, in order: a ranked row whose run
-        the board groups by a key of its own) and their cells: the board's groups numbered
-        once (_group_codes), each row's found by its run id (numpy); None where no row takes
-        one."""
-        runs, codes, cell_of = _group_codes(board_groups, self.keys)
-        at = np.minimum(np.searchsorted(runs, self.runs), len(runs) - 1)
-        found = np.where((runs[at] == self.runs) & self.ranked, codes[at], 0)
-        grouped = np.flatnonzero(found)
-        if not len(grouped):
-            return None
-        return grouped, list(map(cell_of.__getitem__, found[grouped].tolist()))
+    def _group_cells(self, board_groups: dict[str, dict[str, int]], ranked: Any) -> Any | None:
+        """Each ranked row's groups cell (in the rows' order) as one item of its slot's bytes,
+        padded with spaces: the board's groups numbered once (_group_codes), each row's found
+        by its run id (numpy), each number's cell padded once; None where a cell is wider
+        than its slot."""
+        width = self.group_width
+        runs_of = self.runs[ranked]
+        found = np.zeros(len(runs_of), dtype=np.int64)
+        cell_of: dict[int, bytes] = {}
+        if board_groups:
+            runs, codes, cell_of = _group_codes(board_groups, self.keys)
+            if len(runs):
+                at = np.minimum(np.searchsorted(runs, runs_of), len(runs) - 1)
+                found = np.where(runs[at] == runs_of, codes[at], 0)
+        table = _cell_table(cell_of, width)
+        return None if table is None else table.take(found)
 
 
 # The groups read last (one board's a process, most often): the board's groups as they were
@@ -1574,6 +1607,30 @@ def _group_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...]
     runs = np.fromiter(map(int, board_groups), dtype=np.int64, count=len(items))
     order = np.argsort(runs)
     return _kept_codes(board_groups, keys, runs[order], codes[order], cell_of)
+
+
+# The cells table made last: the numbered cells it was made from (the same object while the
+# groups stay those read last: _group_codes), its slot width, and the table
+_CELL_TABLE: list[tuple[dict[int, bytes], int, Any]] = []
+
+
+def _cell_table(cell_of: dict[int, bytes], width: int) -> Any | None:
+    """Each groups cell number's cell padded to `width` bytes, as one numpy item each (0:
+    "{}", no group), made once for the cells read last; None where a cell is wider."""
+    blank = b"{}".ljust(width)
+    if not cell_of:  # no groups: the blank cell only (the table kept stays)
+        return np.frombuffer(blank, dtype=np.dtype((np.void, width)))
+    last = _CELL_TABLE[0] if _CELL_TABLE else None
+    if last is not None and last[0] is cell_of and last[1] == width:
+        return last[2]
+    if any(len(cell) > width for cell in cell_of.values()):
+        return None
+    cells = [blank] * (max(cell_of, default=0) + 1)
+    for code, cell in cell_of.items():
+        cells[code] = cell.ljust(width)
+    table = np.frombuffer(b"".join(cells), dtype=np.dtype((np.void, width)))
+    _CELL_TABLE[:] = [(cell_of, width, table)]  # swapped whole, as _GROUP_CODES
+    return table
 
 
 def _kept_codes(board_groups: dict[str, dict[str, int]], keys: tuple[str, ...], runs: Any,

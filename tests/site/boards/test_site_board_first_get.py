@@ -1,7 +1,7 @@
 """The first GET of a new board version on a worker whose memo lacks it (issue 45), counted, not
 timed: the whole-board API JSON splices each stored row's encoded text with its rank and group
-cells (no row decoded or encoded one by one) and parses to a full build's text (its ranks padded
-with JSON whitespace to the board's widest: the same value)."""
+cells (no row decoded or encoded one by one) and parses to a full build's text (its ranks and
+groups cells padded with JSON whitespace to the board's widest: the same value)."""
 
 from __future__ import annotations
 
@@ -251,6 +251,31 @@ def test_the_first_api_json_of_an_upload_is_its_layout_copied_whole(
         assert board == json.loads(_full_build_text(session, phase, now))
 
 
+def test_a_workers_first_read_of_a_stored_board_lays_out_its_json(
+        app, client, session, world, tiny_data, now) -> None:
+    """A worker that reads a stored board whole (its first read after a start) lays out the
+    board's JSON with the rest of that read: the first JSON of the next version (an upload
+    another worker stored) then lays out the upload's row only, not every row (at 5,000 rows
+    6 ms on a GET after an upload, on each worker)."""
+    phase = world["phase"]
+    _board(client, world, tiny_data, session, phase)
+    # a worker just started: nothing of the board in memory
+    for kept in (prepared_boards._memo, prepared_boards._known, prepared_boards._views,
+                 prepared_boards._bases, prepared_boards._stored_here, stored_rows._ROWS,
+                 stored_rows._LAYOUTS):
+        kept.clear()
+    laid = stored_rows.laid_rows[0]
+    assert client.get("/tasks/tiny/leaderboard/eval").status_code == 200
+    assert stored_rows.laid_rows[0] - laid == 122
+    laid = stored_rows.laid_rows[0]
+    _upload(client, world, tiny_data, "b", "third", 1.0)
+    _as_another_process()
+    api = client.get(f"{API}/tasks/tiny/leaderboard?phase=eval")
+    assert api.status_code == 200
+    assert stored_rows.laid_rows[0] - laid == 1  # the upload's row, by the merge or the GET
+    assert json.loads(api.get_data()) == json.loads(_full_build_text(session, phase, now))
+
+
 def _laid_board(session, world, now, monkeypatch, count: int):
     """A board of `count` runs in stored parts: its frame, its parsed rows and their layout."""
     board = _board_of(session, world, now, monkeypatch, count)
@@ -263,25 +288,36 @@ def _laid_board(session, world, now, monkeypatch, count: int):
     return frame, rows, layout
 
 
-def test_a_body_writes_each_rank_slot_once_a_run_of_rows_and_cuts_only_grouped_rows(
+def test_a_body_writes_each_rank_and_groups_slot_once_a_run_of_rows_and_cuts_no_row(
         session, world, now, monkeypatch) -> None:
-    """A body writes its ranks as one slot item a row and key, one write for each run of rows
-    that lie side by side in a buffer (not a mask over every slot a buffer: 8 buffers cost
-    8 passes); a board where three rows are grouped joins a piece or two for each of them and
-    a slice a run, not two a row (250 at 120 rows). Its bytes are those of the text spliced
-    without a layout, and of the layout made afresh, for a layout edited into several
-    buffers too."""
+    """A body writes its ranks as one slot item a row and key, and its groups cells as one
+    slot item a ranked row, one write for each run of rows that lie side by side in a buffer
+    (not a mask over every slot a buffer: 8 buffers cost 8 passes); a board where three rows
+    are grouped joins its head, its one buffer and its tail (stop 54 cut the text around each
+    grouped row: 9 pieces here, 10,001 at 5,000 grouped rows). Its bytes are those of the
+    text spliced without a layout, and of the layout made afresh, for a layout edited into
+    several buffers too; a version without those groups writes every cell blank again (the
+    buffers are shared by the versions)."""
     frame, rows, layout = _laid_board(session, world, now, monkeypatch, 120)
     keys = layout.keys
     ranked_rows = [row for row in rows if row.rank_keys]
     frame["groups"] = {str(row.run_id): {key: 2 for key in keys} for row in ranked_rows[5:8]}
     ordered = stored_rows.LazyTexts(frame, lambda: rows).ordered()
     joined, slots = stored_rows.joined_pieces[0], stored_rows.written_slots[0]
+    cells = stored_rows.written_cells[0]
     body = layout.body(frame)
-    # head, 4 slices around the 3 cells, tail
-    assert stored_rows.joined_pieces[0] - joined == 1 + 4 + 3 + 1
+    assert stored_rows.joined_pieces[0] - joined == 1 + 1 + 1  # head, the buffer, tail
     assert stored_rows.written_slots[0] - slots == len(ranked_rows) * len(keys)
+    assert stored_rows.written_cells[0] - cells == len(ranked_rows)
     assert body is not None and body == stored_rows._spliced_json(frame, rows, ordered)
+    board = json.loads(body)
+    assert [row["groups"] for row in board["rows"][5:9]] == [{key: 2 for key in keys}] * 3 + [{}]
+    # every ranked row's groups cell takes the widest cell's bytes (3 digits at 120 rows)
+    width = len(json.dumps({key: 999 for key in keys}))
+    assert body.count(b'"groups": ' + b"{}".ljust(width) + b",") == len(ranked_rows) - 3
+    ungrouped = layout.body({**frame, "groups": {}})
+    assert ungrouped is not None and json.loads(ungrouped)["rows"][6]["groups"] == {}
+    assert ungrouped == stored_rows._spliced_json({**frame, "groups": {}}, rows, ordered)
     board = json.loads(body)
     assert sum(bool(row["groups"]) for row in board["rows"]) == 3
     # edited into several buffers (a run of rows each): each run's slots written in one go
@@ -323,13 +359,22 @@ def test_a_boards_groups_are_read_once_while_they_stay_the_same(
         read = stored_rows.groups_read[0]
         assert found == stored_rows._spliced_json({**frame, "groups": groups}, rows, ordered)
     assert b'{"%s": 9}' % keys[0].encode() in layout.body({**frame, "groups": changed})
-    # a run grouped by no key of the board keeps its "{}" uncut: one row cut in
+    # a run grouped by no key of the board keeps a blank cell ("{}" and spaces); no row cut
     other = {str(ranked_rows[2].run_id): {"not a key": 4},
              str(ranked_rows[9].run_id): {keys[0]: 5}}
     joined = stored_rows.joined_pieces[0]
     found = layout.body({**frame, "groups": other})
-    assert stored_rows.joined_pieces[0] - joined == 1 + 2 + 1 + 1  # head, 2 slices, a cell, tail
+    assert stored_rows.joined_pieces[0] - joined == 1 + 1 + 1  # head, the buffer, tail
     assert found == stored_rows._spliced_json({**frame, "groups": other}, rows, ordered)
+    assert found is not None and json.loads(found)["rows"][2]["groups"] == {}
+    # a group numbered wider than the board's rows (groups of a bigger board, runs withdrawn
+    # since): no slot holds it, the text is spliced without the layout (the same value)
+    widest = {key: 10 ** layout.digits for key in keys}
+    wide = {str(ranked_rows[3].run_id): widest}
+    assert layout.body({**frame, "groups": wide}) is None
+    texts = stored_rows.LazyTexts({**frame, "groups": wide}, lambda: rows, ordered,
+                                  layout=lambda: layout)
+    assert json.loads(texts.json_bytes())["rows"][3]["groups"] == widest
 
 
 def test_a_bodys_ranks_are_those_ranks_among_gives() -> None:
