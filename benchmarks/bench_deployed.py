@@ -4,6 +4,7 @@ real `flask worker`, side by side, from a cold start (issue 45).
     python benchmarks/bench_deployed.py [--data ../shared/data] [--runs 20 5000] [--uploads 8]
                                         [--db postgres|sqlite] [--mode queue request]
                                         [--memory-pairs 1500000 | --no-memory] [--keep]
+                                        [--profile DIR] [--faults FILE]
 
 Throw-away servers on loopback ports: a PostgreSQL cluster (or SQLite files) and a redis-server.
 For each size, a site: the real sts2012 task (5 test datasets, 3,108 pairs), one public phase,
@@ -102,11 +103,18 @@ WSGI = """
 import cProfile
 import itertools
 import os
+import time
 from semboard import create_app
 
 _app = create_app()
 _profiles = os.environ.get("BENCH_PROFILE_DIR")
+_faults = os.environ.get("BENCH_FAULTS_LOG")
 _count = itertools.count()
+
+
+def _minor_faults():
+    with open("/proc/self/stat") as stat:  # field 10: minor faults (after the name's ")")
+        return int(stat.read().rsplit(")", 1)[1].split()[7])
 
 
 def app(environ, start_response):
@@ -114,6 +122,15 @@ def app(environ, start_response):
         headers.append(("X-Worker-Pid", str(os.getpid())))
         return start_response(status, headers, exc_info)
 
+    if _faults:  # each request's pages touched for the first time, and its CPU
+        before, cpu = _minor_faults(), time.process_time()
+        body = list(_app(environ, start))
+        cpu, faults = time.process_time() - cpu, _minor_faults() - before
+        with open(_faults, "a") as log:
+            log.write(f"{os.getpid()} {environ['REQUEST_METHOD']} {environ['PATH_INFO']} "
+                      f"{environ.get('HTTP_ACCEPT_ENCODING') or '-'} {faults} "
+                      f"{cpu * 1000:.2f}\\n")
+        return body
     if not _profiles:
         return _app(environ, start)
     profile = cProfile.Profile()
@@ -988,7 +1005,12 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--profile", type=Path,
                         help="cProfile every web request into this folder (slows them)")
+    parser.add_argument("--faults", type=Path,
+                        help="append a line per web request to this file: worker pid, method, "
+                             "path, Accept-Encoding, minor page faults, CPU ms")
     args = parser.parse_args()
+    if args.faults:
+        os.environ["BENCH_FAULTS_LOG"] = str(args.faults.resolve())
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
         os.environ["BENCH_PROFILE_DIR"] = str(args.profile.resolve())
