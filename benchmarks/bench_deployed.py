@@ -1003,9 +1003,11 @@ def main() -> None:
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--only-memory", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
-    parser.add_argument("--profile", type=Path,
+    # one or the other: a profiled request's faults and CPU would be the profiler's too
+    traced = parser.add_mutually_exclusive_group()
+    traced.add_argument("--profile", type=Path,
                         help="cProfile every web request into this folder (slows them)")
-    parser.add_argument("--faults", type=Path,
+    traced.add_argument("--faults", type=Path,
                         help="append a line per web request to this file: worker pid, method, "
                              "path, Accept-Encoding, minor page faults, CPU ms")
     args = parser.parse_args()
