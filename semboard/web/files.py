@@ -91,13 +91,17 @@ def gzip_ok() -> bool:
     return request.accept_encodings["gzip"] > 0
 
 
-def respond(body: bytes, *, etag: str | None, mimetype: str, compressed: bool,
-            headers: dict[str, str] | None = None, public: bool = True) -> Response:
-    """A response with validator, compression and cache headers (304 when the ETag matches)."""
+def respond(body: bytes | tuple[bytes, ...], *, etag: str | None, mimetype: str,
+            compressed: bool, headers: dict[str, str] | None = None,
+            public: bool = True) -> Response:
+    """A response with validator, compression and cache headers (304 when the ETag matches);
+    a body in pieces is sent a piece at a time, its length the pieces' (werkzeug)."""
     if etag is not None and request.if_none_match.contains(etag):
         response = Response(status=304)
     else:
-        response = Response(body, mimetype=mimetype, headers=headers or {})
+        # a tuple is sent as it is; a list lets werkzeug count its bytes (Content-Length)
+        response = Response(body if isinstance(body, bytes) else list(body), mimetype=mimetype,
+                            headers=headers or {})
         if compressed:
             response.headers["Content-Encoding"] = "gzip"
     if etag is not None:
@@ -118,13 +122,14 @@ def send_prepared(prepared: Prepared, kind: str, *, phase: Phase, filename: str 
     headers = disposition(filename) if filename else {}
     mimetype = "text/csv" if kind == "csv" else "application/json"
     etag = prepared.etag(kind)
+    body: tuple[bytes, ...]
     if request.if_none_match.contains(etag):
-        body, compressed = b"", False  # a 304: no body made
+        body, compressed = (b"",), False  # a 304: no body made
     elif gzip_ok():
         body, compressed = prepared_boards.served_body(get_session(), prepared, kind)
         if not compressed and unpacked is not None:
             unpacked()
     else:
-        body, compressed = prepared.body(kind), False
+        body, compressed = prepared.pieces(kind), False
     return respond(body, etag=etag, mimetype=mimetype, compressed=compressed, headers=headers,
                    public=phase.visibility == "public")

@@ -181,8 +181,10 @@ _PACKED_READS = {kind: select(column).where(
     for kind, column in _PACKED.items()}
 
 
-def served_body(session: Session, prepared: Prepared, kind: str) -> tuple[bytes, bool]:
-    """The CSV or JSON body for a client that takes gzip, and whether it is compressed.
+def served_body(session: Session, prepared: Prepared, kind: str
+                ) -> tuple[tuple[bytes, ...], bool]:
+    """The CSV or JSON body for a client that takes gzip, in the pieces a response sends, and
+    whether it is compressed.
 
     The version's body as packed off the request (read once per process), else compressed
     here where small (or where the version is not a stored board: a frozen or revealed one),
@@ -191,15 +193,14 @@ def served_body(session: Session, prepared: Prepared, kind: str) -> tuple[bytes,
     key = f"{kind}.gz"
     kept = prepared.kept_body(key)
     if kept is not None:
-        return kept, True
+        return (kept,), True
     found = _reader(session).execute(_PACKED_READS[kind], {
         "phase_id": prepared.phase_id, "version": prepared.version}).one_or_none()
     if found is not None and found[0] is not None:
-        return prepared.keep_body(key, bytes(found[0])), True
-    plain = prepared.body(kind)
-    if found is not None and len(plain) >= PACK_FROM_BYTES:
-        return plain, False
-    return prepared.body(kind, compressed=True), True
+        return (prepared.keep_body(key, bytes(found[0])),), True
+    if found is not None and prepared.body_size(kind) >= PACK_FROM_BYTES:
+        return prepared.pieces(kind), False
+    return (prepared.body(kind, compressed=True),), True
 
 
 def pack_wanted(prepared: Prepared) -> bool:
@@ -233,7 +234,7 @@ def pack_stored(session: Session, *, phase: Phase, now: datetime) -> list[str]:
         return []
     packed = {kind: prepared.body(kind, compressed=True)
               for kind, wanted in (("json", row[1]), ("csv", row[2]))
-              if wanted and len(prepared.body(kind)) >= PACK_FROM_BYTES}
+              if wanted and prepared.body_size(kind) >= PACK_FROM_BYTES}
     if packed:
         begin_write(session)
         session.execute(update(PreparedBoard).where(PreparedBoard.id == row[0])
@@ -354,6 +355,9 @@ class Prepared:
         # a version stored in parts as this process read it (its rows made where read)
         self.view: stored_rows.View | None = None
         self._bodies = {} if _bodies is None else _bodies
+        # the plain JSON in the pieces a response sends (a layout's: stored.BODY_CHUNK each),
+        # joined into _bodies only where one piece is asked for (a page's parse, a pack)
+        self._pieces: dict[str, tuple[bytes, ...]] = {}
         self._parsed = _parsed
 
     def __repr__(self) -> str:
@@ -367,8 +371,8 @@ class Prepared:
             return
         if self._lazy is None:
             self._lazy = self._texts()
-        if "json" in kinds and "json" not in self._bodies:
-            self._bodies["json"] = self._lazy.json_bytes()
+        if "json" in kinds and "json" not in self._bodies and "json" not in self._pieces:
+            self._pieces["json"] = self._lazy.json_chunks()
         if "csv" in kinds and self._csv is None:
             self._csv = self._lazy.csv()
         if "intervals" in kinds and self._intervals is None:
@@ -391,6 +395,7 @@ class Prepared:
         """The board's JSON form and its intervals (pages); made from the texts when asked."""
         if self._data is None and (self._texts is not None or self._intervals is not None):
             self._load("json", "intervals")
+            self._join("json")
             self._data = {"board": json.loads(self._bodies["json"]),
                           "intervals": self._intervals}
         return self._data
@@ -446,11 +451,33 @@ class Prepared:
         self._bodies[key] = data
         return data
 
+    def pieces(self, kind: str) -> tuple[bytes, ...]:
+        """The plain CSV or JSON body in the pieces a response sends them (one, unless made
+        by a layout), built once per process."""
+        if kind == "json" and kind not in self._bodies:
+            self._load(kind)
+            found = self._pieces.get(kind)
+            if found is not None:
+                return found
+        return (self.body(kind),)
+
+    def _join(self, kind: str) -> None:
+        """The plain body's pieces joined into one, where it is held in pieces (the pieces
+        let go: one copy held)."""
+        found = self._pieces.pop(kind, None)
+        if found is not None:
+            self._bodies[kind] = found[0] if len(found) == 1 else b"".join(found)
+
+    def body_size(self, kind: str) -> int:
+        """The plain body's bytes."""
+        return sum(map(len, self.pieces(kind)))
+
     def body(self, kind: str, *, compressed: bool = False) -> bytes:
         """The encoded CSV or JSON body (gzip-compressed when asked), built once per process."""
         key = f"{kind}.gz" if compressed else kind
         if key not in self._bodies and not compressed:
             self._load(kind)
+            self._join(kind)
         if key not in self._bodies:
             if compressed:
                 self._bodies[key] = gzipped(self.body(kind))
@@ -1192,6 +1219,7 @@ def _stand_in(session: Session, *, phase: Phase, version: str, now: datetime,
     assert empty.data is not None
     empty.data["board"]["preparing"] = True
     empty._bodies.clear()
+    empty._pieces.clear()
     # its JSON body from the data now: made from the parts when asked, it would lose "preparing"
     empty._bodies["json"] = json.dumps(empty.data["board"], ensure_ascii=False).encode()
     empty.stale = True
