@@ -200,21 +200,32 @@ def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
         assert edited.body(frame) == afresh.body(frame), (went, added, at)
     assert layout.edited([], [rows[99]], [99]) is None  # 100 rows: ranks of 3 bytes
     # a chain of edits (a version's layout is the one before edited): the rows each one keeps
-    # stay in the buffers they lie in until there are too many, then are joined into one
+    # stay in the buffers they lie in until the edits added too many, then are joined into
+    # blocks of about _BLOCK bytes, each the rows that begin in its range (none cut)
+    monkeypatch.setattr(stored_rows, "_BLOCK", 4096)
     kept, chained = list(rows[:99]), layout
     tables = stored_rows.edited_tables[0]
-    for step in range(2 * stored_rows._MOST_BUFFERS):
+    joins = 0
+    for step in range(2 * (stored_rows._MOST_BUFFERS + 1)):
         went, position = (7 * step) % 99, (31 * step + 5) % 99
         row = kept.pop(went)
         kept.insert(position, row)
         found = chained.edited([went], [row], [position])
-        assert found is not None and len(found.buffers) <= stored_rows._MOST_BUFFERS
+        assert found is not None
+        assert len(found.buffers) - found.settled <= stored_rows._MOST_BUFFERS
+        if found.settled != chained.settled or found.buffers[0] is not chained.buffers[0]:
+            joins += 1  # its rows in blocks: each whole rows, under _BLOCK and one row
+            longest = int((found.ends - found.starts).max())
+            assert found.settled == len(found.buffers) >= sum(map(len, found.buffers)) // 4096
+            assert all(0 < len(block) < 4096 + longest for block in found.buffers)
+            assert len(set(found.lies.tolist())) == len(found.buffers)
         chained = found
         afresh = stored_rows.Layout.of_rows(kept, frame["signs"])
         assert afresh is not None
         assert chained.body(frame) == afresh.body(frame), step
+    assert joins == 2
     # each edit takes its rows' numbers (buffer, span, offsets, run, values) as one table
-    assert stored_rows.edited_tables[0] - tables == 2 * stored_rows._MOST_BUFFERS
+    assert stored_rows.edited_tables[0] - tables == 2 * (stored_rows._MOST_BUFFERS + 1)
     assert layout.body(frame) == stored_rows.Layout.of_rows(
         rows[:99], frame["signs"]).body(frame)  # the first, its buffers shared
 
