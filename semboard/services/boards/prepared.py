@@ -17,7 +17,18 @@ from datetime import datetime
 from itertools import chain
 from typing import Any
 
-from sqlalchemy import Integer, String, and_, bindparam, delete, func, literal, select, update
+from sqlalchemy import (
+    Integer,
+    String,
+    and_,
+    bindparam,
+    delete,
+    func,
+    literal,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -174,11 +185,25 @@ PACK_FROM_BYTES = 128 * 1024
 # PACK_FROM_BYTES (a run's JSON row is 0.5-3 KB). A smaller one sent plain asks for a round.
 PACK_FROM_RUNS = 100
 _PACKED = {"json": PreparedBoard.json_gzip, "csv": PreparedBoard.csv_gzip}
+
+
+def _packed_read(column: Any) -> Any:
+    """The query of a version's packed body in pieces of `size` bytes, in order (a row a
+    piece; one row of NULL where it is not packed, none where the version is not stored):
+    each piece its own object, as a layout's body, a new version's in the memory the old
+    one's let go (one read of a 1 MB body was fresh pages on every worker, every version)."""
+    size = bindparam("size", type_=Integer)
+    row = (PreparedBoard.phase_id == bindparam("phase_id", type_=Integer)) & (
+        PreparedBoard.version == bindparam("version", type_=String))
+    at = select(literal(1).label("at")).cte("at", recursive=True)
+    at = at.union_all(select(at.c.at + size).where(
+        at.c.at + size <= select(func.length(column)).where(row).scalar_subquery()))
+    return (select(func.substr(column, at.c.at, size)).select_from(PreparedBoard)
+            .join(at, true()).where(row).order_by(at.c.at))
+
+
 # each kind's query of its packed body, built once (building cost more than running it)
-_PACKED_READS = {kind: select(column).where(
-    PreparedBoard.phase_id == bindparam("phase_id", type_=Integer),
-    PreparedBoard.version == bindparam("version", type_=String))
-    for kind, column in _PACKED.items()}
+_PACKED_READS = {kind: _packed_read(column) for kind, column in _PACKED.items()}
 
 
 def served_body(session: Session, prepared: Prepared, kind: str
@@ -191,14 +216,15 @@ def served_body(session: Session, prepared: Prepared, kind: str
     else, while its pack is being made (a second or so after a change), plain: no web worker
     compresses a big body."""
     key = f"{kind}.gz"
-    kept = prepared.kept_body(key)
+    kept = prepared.kept_pieces(key)
     if kept is not None:
-        return (kept,), True
-    found = _reader(session).execute(_PACKED_READS[kind], {
-        "phase_id": prepared.phase_id, "version": prepared.version}).one_or_none()
-    if found is not None and found[0] is not None:
-        return (prepared.keep_body(key, bytes(found[0])),), True
-    if found is not None and prepared.body_size(kind) >= PACK_FROM_BYTES:
+        return kept, True
+    found = [piece for piece, in _reader(session).execute(_PACKED_READS[kind], {
+        "phase_id": prepared.phase_id, "version": prepared.version,
+        "size": stored_rows.BODY_CHUNK})]
+    if found and found[0] is not None:
+        return prepared.keep_pieces(key, tuple(map(bytes, found))), True
+    if found and prepared.body_size(kind) >= PACK_FROM_BYTES:
         return prepared.pieces(kind), False
     return (prepared.body(kind, compressed=True),), True
 
@@ -442,14 +468,17 @@ class Prepared:
         """A strong validator for one representation of this version."""
         return hashlib.sha256(f"{self.version}:{kind}".encode()).hexdigest()[:32]
 
-    def kept_body(self, key: str) -> bytes | None:
-        """A body this process already holds ("json", "csv.gz"...), or None."""
-        return self._bodies.get(key)
+    def kept_pieces(self, key: str) -> tuple[bytes, ...] | None:
+        """A body this process already holds ("json", "csv.gz"...) in the pieces a response
+        sends, or None."""
+        found = self._bodies.get(key)
+        return (found,) if found is not None else self._pieces.get(key)
 
-    def keep_body(self, key: str, data: bytes) -> bytes:
-        """Hold this body for the version's next GETs in this process (read where stored)."""
-        self._bodies[key] = data
-        return data
+    def keep_pieces(self, key: str, pieces: tuple[bytes, ...]) -> tuple[bytes, ...]:
+        """Hold this body in pieces for the version's next GETs in this process (read where
+        stored)."""
+        self._pieces[key] = pieces
+        return pieces
 
     def pieces(self, kind: str) -> tuple[bytes, ...]:
         """The plain CSV or JSON body in the pieces a response sends them (one, unless made
@@ -461,12 +490,12 @@ class Prepared:
                 return found
         return (self.body(kind),)
 
-    def _join(self, kind: str) -> None:
-        """The plain body's pieces joined into one, where it is held in pieces (the pieces
-        let go: one copy held)."""
-        found = self._pieces.pop(kind, None)
+    def _join(self, key: str) -> None:
+        """A body's pieces joined into one, where it is held in pieces (the pieces let go: one
+        copy held)."""
+        found = self._pieces.pop(key, None)
         if found is not None:
-            self._bodies[kind] = found[0] if len(found) == 1 else b"".join(found)
+            self._bodies[key] = found[0] if len(found) == 1 else b"".join(found)
 
     def body_size(self, kind: str) -> int:
         """The plain body's bytes."""
@@ -475,9 +504,10 @@ class Prepared:
     def body(self, kind: str, *, compressed: bool = False) -> bytes:
         """The encoded CSV or JSON body (gzip-compressed when asked), built once per process."""
         key = f"{kind}.gz" if compressed else kind
-        if key not in self._bodies and not compressed:
-            self._load(kind)
-            self._join(kind)
+        if key not in self._bodies:
+            if not compressed:
+                self._load(kind)
+            self._join(key)
         if key not in self._bodies:
             if compressed:
                 self._bodies[key] = gzipped(self.body(kind))

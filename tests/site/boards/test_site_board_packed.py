@@ -16,6 +16,7 @@ from sqlalchemy import select, update
 from semboard.jobs import boards as board_jobs
 from semboard.models import Phase, PreparedBoard, RunScoreRecord
 from semboard.services.boards import prepared as prepared_boards
+from semboard.services.boards import stored as stored_rows
 from tests.site.boards.test_site_board_deployed import _as_another_process, _upload
 from tests.site.boards.test_site_board_ranks_read import _seed
 
@@ -57,7 +58,10 @@ def _same(url: str, packed: bytes, plain: bytes) -> None:
     "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
     indirect=True)
 def test_a_big_version_is_packed_by_its_round_and_no_worker_compresses_it(
-        app, client, session, world, tiny_data, compressions) -> None:
+        app, client, session, world, tiny_data, compressions, monkeypatch) -> None:
+    """A big version's downloads are compressed by its round, stored, and sent as stored
+    (read and sent in pieces of stored.BODY_CHUNK bytes: each worker's read of a new version
+    takes the memory the old one's pieces let go), with their ETag and 304."""
     _board(client, world, tiny_data, session)
     version, json_gzip, csv_gzip = session.execute(select(
         PreparedBoard.version, PreparedBoard.json_gzip, PreparedBoard.csv_gzip)).one()
@@ -67,11 +71,16 @@ def test_a_big_version_is_packed_by_its_round_and_no_worker_compresses_it(
     assert json_gzip[8] == 4  # the one level (GZIP_LEVEL 1: the XFL byte says 4)
     _as_another_process()  # a worker that did not take the upload
     compressions.clear()
+    monkeypatch.setattr(stored_rows, "BODY_CHUNK", 100)
     for url in URLS:
         packed = client.get(url, headers={"Accept-Encoding": "gzip",
                                           **world["tokens"]["a"]})
         assert packed.status_code == 200 and packed.headers["Content-Encoding"] == "gzip"
         assert packed.data == (csv_gzip if url.endswith(".csv") else json_gzip)
+        sent = list(packed.response)
+        assert len(sent) == -(-len(packed.data) // 100) > 1
+        assert {len(piece) for piece in sent[:-1]} == {100} and 0 < len(sent[-1]) <= 100
+        assert int(packed.headers["Content-Length"]) == len(packed.data)
         plain = client.get(url, headers=world["tokens"]["a"])
         assert "Content-Encoding" not in plain.headers
         _same(url, packed.data, plain.data)
