@@ -110,8 +110,11 @@ from semboard import create_app
 _app = create_app()
 _profiles = os.environ.get("BENCH_PROFILE_DIR")
 _faults = os.environ.get("BENCH_FAULTS_LOG")
-# what the profiles count: seconds, else minor page faults (a function's "time" its faults)
-_by_faults = os.environ.get("BENCH_PROFILE_BY") == "faults"
+# what the profiles count: wall seconds, CPU seconds, or minor page faults (a function's
+# "time" its faults)
+_timers = {"time": None, "cpu": (time.process_time_ns, 1e-9),
+           "faults": (lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt, 1)}
+_timer = _timers[os.environ.get("BENCH_PROFILE_BY") or "time"]
 _count = itertools.count()
 
 
@@ -136,8 +139,7 @@ def app(environ, start_response):
         return body
     if not _profiles:
         return _app(environ, start)
-    profile = (cProfile.Profile(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt, 1)
-               if _by_faults else cProfile.Profile())
+    profile = cProfile.Profile() if _timer is None else cProfile.Profile(*_timer)
     body = profile.runcall(lambda: list(_app(environ, start)))
     name = environ["PATH_INFO"].strip("/").replace("/", "_") or "root"
     profile.dump_stats(f"{_profiles}/{os.getpid()}-{next(_count):04d}-{environ['REQUEST_METHOD']}-{name}.prof")
@@ -1011,9 +1013,9 @@ def main() -> None:
     traced = parser.add_mutually_exclusive_group()
     traced.add_argument("--profile", type=Path,
                         help="cProfile every web request into this folder (slows them)")
-    parser.add_argument("--profile-by", choices=["time", "faults"], default="time",
-                        help="what --profile counts: time, or minor page faults (a "
-                             "function's time in the profile is the faults it took)")
+    parser.add_argument("--profile-by", choices=["time", "cpu", "faults"], default="time",
+                        help="what --profile counts: wall time, CPU time, or minor page "
+                             "faults (a function's time in the profile is the faults it took)")
     traced.add_argument("--faults", type=Path,
                         help="append a line per web request to this file: worker pid, method, "
                              "path, Accept-Encoding, minor page faults, CPU ms")

@@ -381,8 +381,9 @@ class Prepared:
         # a version stored in parts as this process read it (its rows made where read)
         self.view: stored_rows.View | None = None
         self._bodies = {} if _bodies is None else _bodies
-        # the plain JSON in the pieces a response sends (a layout's: stored.BODY_CHUNK each),
-        # joined into _bodies only where one piece is asked for (a page's parse, a pack)
+        # bodies held in the pieces a response sends (the plain JSON a layout made, a packed
+        # body read: stored.BODY_CHUNK bytes each), joined into _bodies only where one piece
+        # is asked for (a page's parse, a pack)
         self._pieces: dict[str, tuple[bytes, ...]] = {}
         self._parsed = _parsed
 

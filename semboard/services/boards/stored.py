@@ -1358,21 +1358,26 @@ BODY_CHUNK = 64 * 1024
 
 def chunked(pieces: Sequence[Any], size: int = BODY_CHUNK) -> tuple[bytes, ...]:
     """These bytes-like pieces, in order, copied out as pieces of `size` bytes (the last
-    shorter)."""
+    shorter): a piece across two of them joined, the others sliced out whole."""
     out: list[bytes] = []
-    pending: list[Any] = []
+    pending: list[Any] = []  # the start of a piece, `filled` bytes
     filled = 0
     for piece in pieces:
         view = memoryview(piece)
         at, end = 0, len(view)
-        while at < end:
-            take = min(size - filled, end - at)
-            pending.append(view[at:at + take])
-            filled += take
-            at += take
-            if filled == size:
-                out.append(b"".join(pending))
-                pending, filled = [], 0
+        if filled:
+            at = min(size - filled, end)
+            pending.append(view[:at])
+            filled += at
+            if filled < size:
+                continue
+            out.append(b"".join(pending))
+            pending, filled = [], 0
+        while end - at >= size:
+            out.append(bytes(view[at:at + size]))
+            at += size
+        if at < end:
+            pending, filled = [view[at:]], end - at
     if pending or not out:
         out.append(b"".join(pending))
     return tuple(out)
