@@ -300,7 +300,7 @@ _PAGE_VALUES = ("script_root", "csrf_on", "signed_in", "admin", "endpoint", "url
 _PAGE_SLOTS = ("clock", "csrf", "user_name", "path", "parts_notice", "stale_at",
                "pending_since", "pending_since_utc", "search", "suffix", "matching", "total",
                "page", "pages", "prev_page", "next_page", "table", "page_links", "point_rows",
-               "options_a", "options_b", "chart_query")
+               "options_a", "options_b", "chart_query", "contrastive_href")
 # the page's own values that base.html reads from the request, the session and the clock
 _VIEWER_SLOTS = ("clock", "csrf", "user_name", "path")
 
@@ -374,7 +374,9 @@ def _page_html(task: Task, phase: Phase, phases: list[Phase], prepared: Any, boa
     signed_in = bool(current_user.is_authenticated)
     sig = board.significance
     charts_, point_rows, options = None, Markup(""), (Markup(""), Markup(""))
-    if board.rows:
+    # charts over this page's runs: none where its table lists none (a search or the filter
+    # matching nothing), whose specs would be asked for and answer 404
+    if rows:
         bc = chart_views.board_charts(board, board.intervals, prepared.version, rows)
         if bc["ci"] or bc["heatmap"]:
             macros = _macros("charts/_board_charts.html")
@@ -386,11 +388,15 @@ def _page_html(task: Task, phase: Phase, phases: list[Phase], prepared: Any, boa
                        pages > 1, any(c.kind == "genre" for c in board.columns), urls["ci"],
                        urls["heatmap"], urls["compare"])
     # the query the pager's links carry (as the template's urlencode would print it)
-    suffix = Markup("")
+    kept = []
     if search:
-        suffix += Markup("&amp;q=") + do_urlencode(search)
+        kept.append(Markup("q=") + do_urlencode(search))
     if declared and shown != declared[0]:
-        suffix += Markup("&amp;breakdown=") + do_urlencode(shown)
+        kept.append(Markup("breakdown=") + do_urlencode(shown))
+    # the filter's link keeps the search and the columns shown (from the first page)
+    contrastive_href = Markup("?") + Markup("&amp;").join(
+        kept if hide else [*kept, Markup("contrastive=hide")])
+    suffix = Markup("").join(Markup("&amp;") + part for part in kept)
     if hide:  # the next page hides them too
         suffix += Markup("&amp;contrastive=hide")
     since = board.groups_pending_since
@@ -420,7 +426,7 @@ def _page_html(task: Task, phase: Phase, phases: list[Phase], prepared: Any, boa
         table,
         board_rows.page_links_html(page, pages, suffix, _macros("leaderboard/_pager.html")
                                    .page_links) if pages > 1 else Markup(""),
-        point_rows, *options, _chart_query(page, search, hide))
+        point_rows, *options, _chart_query(page, search, hide), contrastive_href)
     if session.get("_flashes") or not board_rows.USE_KEPT:
         page_ = dict(zip(_PAGE_VALUES + _PAGE_SLOTS, values + slots, strict=True))
         for name in _VIEWER_SLOTS:  # base.html reads them from the request itself

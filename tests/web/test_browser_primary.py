@@ -80,6 +80,14 @@ def test_a_team_member_marks_its_primary_run(tmp_path: Path,
                 page.get_by_role("link", name="Hide contrastive runs").click()
                 expect(page.locator(f'#leaderboard tr[data-run-id="{newer_id}"]')).to_have_count(0)
                 expect(page.get_by_role("link", name="Show contrastive runs")).to_be_visible()
+                # a search keeps them hidden, and showing them again keeps the search
+                page.get_by_label("Find a team or run").fill("second")
+                page.get_by_role("button", name="Search").click()
+                expect(page.locator(f'#leaderboard tr[data-run-id="{newer_id}"]')).to_have_count(0)
+                page.get_by_role("link", name="Show contrastive runs").click()
+                expect(page.locator(f'#leaderboard tr[data-run-id="{newer_id}"]')).to_be_visible()
+                expect(page.get_by_label("Find a team or run")).to_have_value("second")
+                assert "q=second" in page.url and "contrastive" not in page.url, page.url
                 assert not problems, problems
             finally:
                 browser.close()

@@ -349,10 +349,28 @@ def test_kept_pages_in_every_state_are_the_pages_rendered_whole(
     assert 'value="&lt;b&gt;"' in seen["?q=%3Cb%3E"]
     primary.set_ranking(session, phase=world["phase"], ranking="primary", user=None, now=now)
     session.commit()
-    for query in ("", "?contrastive=hide", "?page=2&contrastive=hide"):
+    for query in ("", "?contrastive=hide", "?page=2&contrastive=hide", "?q=run%20%26",
+                  "?q=run&contrastive=hide&page=2"):
         kept, whole = _kept_and_whole(client, f"{PAGE}{query}")
         assert kept == whole and 'id="contrastive-toggle"' in kept, query
         seen[query] = kept
+    # the filter's link keeps the search (from the first page): it was "?" and
+    # "?contrastive=hide" whatever was asked
+    assert '<a href="?contrastive=hide">Hide contrastive runs</a>' in seen[""]
+    assert '<a href="?">Show contrastive runs</a>' in seen["?page=2&contrastive=hide"]
+    assert ('<a href="?q=run%20%26&amp;contrastive=hide">Hide contrastive runs</a>'
+            in seen["?q=run%20%26"])
+    assert ('<a href="?q=run">Show contrastive runs</a>'
+            in seen["?q=run&contrastive=hide&page=2"])
+    # the charts a page names are those of the runs its table lists: each answers, and a page
+    # listing none names none (they answered 404)
+    for query in ("?q=run", "?q=no-such-run", "?contrastive=hide&q=no-such-run"):
+        kept, whole = _kept_and_whole(client, f"{PAGE}{query}")
+        assert kept == whole, query
+        urls = re.findall(r'data-spec-url="([^"]+)"', kept)
+        assert bool(urls) == ("no-such-run" not in query), (query, urls)
+        for url in urls:
+            assert client.get(html.unescape(url)).status_code == 200, url
     # the pager and the search keep the contrastive runs hidden (two primary runs, 2 pages)
     assert 'rel="next" href="?page=2&amp;contrastive=hide"' in seen["?contrastive=hide"]
     assert '<a href="?page=1&amp;contrastive=hide">1</a>' in seen["?page=2&contrastive=hide"]
