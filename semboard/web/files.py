@@ -99,9 +99,8 @@ def respond(body: bytes | tuple[bytes, ...], *, etag: str | None, mimetype: str,
     if etag is not None and request.if_none_match.contains(etag):
         response = Response(status=304)
     else:
-        # a tuple is sent as it is; a list lets werkzeug count its bytes (Content-Length)
-        response = Response(body if isinstance(body, bytes) else list(body), mimetype=mimetype,
-                            headers=headers or {})
+        # pieces (a tuple) are sent one after the other; werkzeug sets Content-Length from them
+        response = Response(body, mimetype=mimetype, headers=headers or {})
         if compressed:
             response.headers["Content-Encoding"] = "gzip"
     if etag is not None:

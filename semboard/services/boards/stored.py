@@ -1103,11 +1103,6 @@ class LazyTexts:
             self._ordered = ordered
         return self._ordered
 
-    def json_bytes(self) -> bytes:
-        """The board's JSON text encoded (the download's bytes), in one piece."""
-        found = self.json_chunks()
-        return found[0] if len(found) == 1 else b"".join(found)
-
     def json_chunks(self) -> tuple[bytes, ...]:
         """The board's JSON text encoded, in the pieces a response sends: its layout's
         (BODY_CHUNK each) where its rows are laid out, else spliced from its rows' encoded
@@ -1125,7 +1120,7 @@ class LazyTexts:
 
     def json(self) -> str:
         """The board's JSON text."""
-        return self.json_bytes().decode()
+        return b"".join(self.json_chunks()).decode()
 
     def _json(self) -> str:
         """The board's JSON text made row by row (a frame that stores each row's ranks)."""
@@ -1551,11 +1546,6 @@ class Layout:
     def group_width(self) -> int:
         """The bytes of each ranked row's groups slot."""
         return _group_width(self.keys, self.digits)
-
-    def body(self, frame: dict[str, Any]) -> bytes | None:
-        """The JSON body of a version of these rows in one piece (Layout.chunks joined)."""
-        found = self.chunks(frame)
-        return None if found is None else b"".join(found)
 
     def chunks(self, frame: dict[str, Any]) -> tuple[bytes, ...] | None:
         """The JSON body of a version of these rows, in BODY_CHUNK pieces: its ranks

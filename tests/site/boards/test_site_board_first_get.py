@@ -52,6 +52,13 @@ def encoded(monkeypatch) -> _Encoded:
     return counter
 
 
+def _body(layout: stored_rows.Layout | None, frame: dict[str, Any]) -> bytes | None:
+    """A layout's JSON body of this frame in one piece (its pieces joined), or None."""
+    assert layout is not None
+    found = layout.chunks(frame)
+    return None if found is None else b"".join(found)
+
+
 def _full_build_text(session, phase, now) -> str:
     """The JSON text of the current version built from every run (the board's own encoder)."""
     session.commit()  # a read of now, not of the snapshot before the upload
@@ -156,7 +163,7 @@ def test_a_layout_with_baselines_and_groups_gives_the_boards_own_text(
     texts = stored_rows.LazyTexts(frame, lambda: rows)
     ordered = texts.ordered()
     expected = texts._json().encode()  # row by row, each cell encoded
-    body = layout.body(frame)
+    body = _body(layout, frame)
     assert body is not None and json.loads(body) == json.loads(expected)
     assert body.replace(b" ", b"") == expected.replace(b" ", b"") and body != expected
     assert b'": 1  , "' in body  # 3 bytes a rank (100 rows): 1 and two spaces
@@ -168,9 +175,9 @@ def test_a_layout_with_baselines_and_groups_gives_the_boards_own_text(
     moved_rows = rows[:3] + rows[4:]
     moved_rows.insert(60, rows[3])
     afresh = stored_rows.Layout.of_rows(moved_rows, frame["signs"])
-    assert afresh is not None and moved.body(frame) == afresh.body(frame)
+    assert afresh is not None and _body(moved, frame) == _body(afresh, frame)
     again = moved.edited([60], [rows[3]], [3])
-    assert again is not None and again.body(frame) == body
+    assert again is not None and _body(again, frame) == body
 
 
 def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
@@ -197,7 +204,7 @@ def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
             kept.insert(position, row)
         afresh = stored_rows.Layout.of_rows(kept, frame["signs"])
         assert afresh is not None
-        assert edited.body(frame) == afresh.body(frame), (went, added, at)
+        assert _body(edited, frame) == _body(afresh, frame), (went, added, at)
     assert layout.edited([], [rows[99]], [99]) is None  # 100 rows: ranks of 3 bytes
     # a chain of edits (a version's layout is the one before edited): the rows each one keeps
     # stay in the buffers they lie in until the edits added too many, then are joined into
@@ -222,12 +229,12 @@ def test_a_layouts_edits_give_what_a_layout_made_afresh_gives(
         chained = found
         afresh = stored_rows.Layout.of_rows(kept, frame["signs"])
         assert afresh is not None
-        assert chained.body(frame) == afresh.body(frame), step
+        assert _body(chained, frame) == _body(afresh, frame), step
     assert joins == 2
     # each edit takes its rows' numbers (buffer, span, offsets, run, values) as one table
     assert stored_rows.edited_tables[0] - tables == 2 * (stored_rows._MOST_BUFFERS + 1)
-    assert layout.body(frame) == stored_rows.Layout.of_rows(
-        rows[:99], frame["signs"]).body(frame)  # the first, its buffers shared
+    assert _body(layout, frame) == _body(stored_rows.Layout.of_rows(
+        rows[:99], frame["signs"]), frame)  # the first, its buffers shared
 
 
 def test_the_first_api_json_of_an_upload_is_its_layout_copied_whole(
@@ -316,7 +323,7 @@ def test_a_body_writes_each_rank_and_groups_slot_once_a_run_of_rows_and_cuts_no_
     ordered = stored_rows.LazyTexts(frame, lambda: rows).ordered()
     joined, slots = stored_rows.joined_pieces[0], stored_rows.written_slots[0]
     cells = stored_rows.written_cells[0]
-    body = layout.body(frame)
+    body = _body(layout, frame)
     assert stored_rows.joined_pieces[0] - joined == 1 + 1 + 1  # head, the buffer, tail
     assert stored_rows.written_slots[0] - slots == len(ranked_rows) * len(keys)
     assert stored_rows.written_cells[0] - cells == len(ranked_rows)
@@ -326,7 +333,7 @@ def test_a_body_writes_each_rank_and_groups_slot_once_a_run_of_rows_and_cuts_no_
     # every ranked row's groups cell takes the widest cell's bytes (3 digits at 120 rows)
     width = len(json.dumps({key: 999 for key in keys}))
     assert body.count(b'"groups": ' + b"{}".ljust(width) + b",") == len(ranked_rows) - 3
-    ungrouped = layout.body({**frame, "groups": {}})
+    ungrouped = _body(layout, {**frame, "groups": {}})
     assert ungrouped is not None and json.loads(ungrouped)["rows"][6]["groups"] == {}
     assert ungrouped == stored_rows._spliced_json({**frame, "groups": {}}, rows, ordered)
     board = json.loads(body)
@@ -342,7 +349,7 @@ def test_a_body_writes_each_rank_and_groups_slot_once_a_run_of_rows_and_cuts_no_
     assert len(edited.buffers) == 5
     afresh = stored_rows.Layout.of_rows(kept, frame["signs"])
     assert afresh is not None
-    assert edited.body(frame) == afresh.body(frame) == stored_rows._spliced_json(
+    assert _body(edited, frame) == _body(afresh, frame) == stored_rows._spliced_json(
         frame, kept, ordered)
 
 
@@ -358,23 +365,23 @@ def test_a_boards_groups_are_read_once_while_they_stay_the_same(
     grouping = {str(row.run_id): {key: 1 + i % 3 for key in keys}
                 for i, row in enumerate(ranked_rows)}
     ordered = stored_rows.LazyTexts(frame, lambda: rows).ordered()
-    first = layout.body({**frame, "groups": grouping})
+    first = _body(layout, {**frame, "groups": grouping})
     read = stored_rows.groups_read[0]
-    again = layout.body({**frame, "groups": json.loads(json.dumps(grouping))})
+    again = _body(layout, {**frame, "groups": json.loads(json.dumps(grouping))})
     assert again == first and stored_rows.groups_read[0] == read
     changed = json.loads(json.dumps(grouping))
     changed[str(ranked_rows[4].run_id)] = {keys[0]: 9}
     for groups in (changed, {**grouping, "999999": {keys[0]: 1}}):
-        found = layout.body({**frame, "groups": groups})
+        found = _body(layout, {**frame, "groups": groups})
         assert stored_rows.groups_read[0] > read
         read = stored_rows.groups_read[0]
         assert found == stored_rows._spliced_json({**frame, "groups": groups}, rows, ordered)
-    assert b'{"%s": 9}' % keys[0].encode() in layout.body({**frame, "groups": changed})
+    assert b'{"%s": 9}' % keys[0].encode() in _body(layout, {**frame, "groups": changed})
     # a run grouped by no key of the board keeps a blank cell ("{}" and spaces); no row cut
     other = {str(ranked_rows[2].run_id): {"not a key": 4},
              str(ranked_rows[9].run_id): {keys[0]: 5}}
     joined = stored_rows.joined_pieces[0]
-    found = layout.body({**frame, "groups": other})
+    found = _body(layout, {**frame, "groups": other})
     assert stored_rows.joined_pieces[0] - joined == 1 + 1 + 1  # head, the buffer, tail
     assert found == stored_rows._spliced_json({**frame, "groups": other}, rows, ordered)
     assert found is not None and json.loads(found)["rows"][2]["groups"] == {}
@@ -382,10 +389,10 @@ def test_a_boards_groups_are_read_once_while_they_stay_the_same(
     # since): no slot holds it, the text is spliced without the layout (the same value)
     widest = {key: 10 ** layout.digits for key in keys}
     wide = {str(ranked_rows[3].run_id): widest}
-    assert layout.body({**frame, "groups": wide}) is None
+    assert _body(layout, {**frame, "groups": wide}) is None
     texts = stored_rows.LazyTexts({**frame, "groups": wide}, lambda: rows, ordered,
                                   layout=lambda: layout)
-    assert json.loads(texts.json_bytes())["rows"][3]["groups"] == widest
+    assert json.loads(texts.json())["rows"][3]["groups"] == widest
 
 
 def test_a_bodys_ranks_are_those_ranks_among_gives() -> None:
