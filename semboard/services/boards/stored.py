@@ -1347,8 +1347,10 @@ _BLOCK = 256 * 1024
 # last shorter), each its own bytes object, sent one after the other: a new version's pieces
 # take the memory its old version's let go (the allocator reuses blocks of one size). One 3.4 MB
 # body per version was memory fresh from the system on each worker, every version: about 830
-# page faults, 1.2 ms of a first GET at 5,000 runs (0.2 ms in pieces).
-BODY_CHUNK = 64 * 1024
+# page faults, 1.1 ms of a first GET at 5,000 runs (0.1 ms in pieces). Each piece is a send of
+# its own: at 64 KiB the 54 sends of a 3.4 MB body cost 0.85-1.4 ms against 0.55 ms for one,
+# from 256 KiB as one (benchmarks/bench_body_pieces.py).
+BODY_CHUNK = 256 * 1024
 
 
 def chunked(pieces: Sequence[Any], size: int = BODY_CHUNK) -> tuple[bytes, ...]:
