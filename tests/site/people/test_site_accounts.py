@@ -84,8 +84,19 @@ def test_api_tokens_store_only_a_hash_and_can_be_revoked(session, make, now) -> 
     session.commit()
     (row,) = accounts.list_api_tokens(session, user=user)
     assert token not in (row.token_hash, row.prefix) and len(token) > 40
+    assert row.last_used_at is None
+    assert accounts.user_for_token(session, token) is user
+    assert row.last_used_at is None  # asked without a time (a GET): nothing written
     assert accounts.user_for_token(session, token, now=now) is user
+    session.commit()
+    session.refresh(row)
+    assert row.last_used_at == now
     assert accounts.user_for_token(session, token + "x") is None
+    user.is_active_account = False
+    session.flush()
+    assert accounts.user_for_token(session, token) is None  # a deactivated account's token
+    user.is_active_account = True
+    session.flush()
     assert accounts.user_for_token(session, "garbage") is None
     accounts.revoke_api_token(session, user=user, token_id=row.id, now=now)
     assert accounts.user_for_token(session, token) is None
