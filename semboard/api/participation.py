@@ -15,6 +15,10 @@ from semboard.services.people import teams
 from semboard.services.tasks import access, announcements, participation, tasks, terms
 from semboard.web.files import attachment
 
+# the API's views whose first question is a phase of the address's task (a board: ?phase=, else
+# the default one): its phases read with it (participation.named_task), no query of their own
+PHASES_FIRST = frozenset({"api.show_leaderboard"})
+
 
 @bp.before_request
 def _unlisted_tasks() -> None:
@@ -22,8 +26,9 @@ def _unlisted_tasks() -> None:
     a team, an acceptance, organising it); a task (run, model, team) that does not exist is
     the same 404 with the same body, before a token is asked for. Runs after the token check
     (registered later)."""
-    task, refusal = participation.find_address(get_session(), request.view_args or {},
-                                               user=token_user(), key=request.args.get("key"))
+    task, refusal = participation.find_address(
+        get_session(), request.view_args or {}, user=token_user(), key=request.args.get("key"),
+        with_phases=request.endpoint in PHASES_FIRST)
     if refusal is not None:
         raise refusal
     g.address_task = task  # the task the address names: a view asks for it without a query

@@ -43,7 +43,11 @@ def ordered_phases(session: Session, task: Task) -> list[Phase]:
 
 
 def phase_named(session: Session, task: Task, slug: str) -> Phase | None:
-    """The task's phase of this slug, or None (tasks.get_phase)."""
+    """The task's phase of this slug, or None (tasks.get_phase): among those a reader read
+    with the task (participation.named_task), else queried."""
+    read = session.info.get(participation.PHASES_READ)
+    if read is not None and read[0] is task:
+        return next((phase for phase in read[1] if phase.slug == slug), None)
     return session.scalar(_slug_statement(), {"task_id": task.id, "slug": slug})
 
 

@@ -48,6 +48,11 @@ def test_submit_fetch_and_leaderboard(client, world, tiny_data):
     assert [(r["team"], r["run"], r["ranks"]["ALL"]) for r in board["rows"]] == [
         ("A", "first", 1), ("B", "second", 2)]
     assert set(board["rows"][0]) >= {"team", "run", "baseline", "flags", "metrics", "ranks"}
+    # the phase found among the task's phases read with it; a token's caller sees the same
+    assert client.get(f"{API}/tasks/tiny/leaderboard?phase=eval",
+                      headers=tokens["b"]).get_json()["rows"] == board["rows"]
+    missing = client.get(f"{API}/tasks/tiny/leaderboard?phase=nope")
+    assert missing.status_code == 404 and "'nope'" in missing.get_json()["error"]
     csv_text = client.get(f"{API}/tasks/tiny/leaderboard?format=csv").get_data(as_text=True)
     assert csv_text.startswith("team,run,baseline,flags,ALL,ALL rank")
 

@@ -116,9 +116,9 @@ def test_a_replaced_run_is_read_by_the_other_worker_as_an_upload_is(
             read.append(_first_gets(app, client, counted_reads, first))
     assert found[40] == found[160], found
     assert found[40][:2] == found[40][2:], found[40]  # replaced as added
-    # the first page in 2 statements, the first API JSON in 3; no stored row, no frame's keys
+    # the first page in 2 statements, the first API JSON in 2; no stored row, no frame's keys
     assert [(read["api"], read["rows"], read["frame keys"]) for read in found[40][::2]] == [
-        (3, 0, 0)] * 2, found[40]
+        (2, 0, 0)] * 2, found[40]
     assert [(read["page"], read["rows"], read["frame keys"]) for read in found[40][1::2]] == [
         (2, 0, 0)] * 2, found[40]
 
