@@ -31,7 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from semboard.cache import LRU
 from semboard.db import READ_ONLY, begin_write, insert_unless_refused
@@ -204,6 +204,9 @@ def _packed_read(column: Any) -> Any:
 
 # each kind's query of its packed body, built once (building cost more than running it)
 _PACKED_READS = {kind: _packed_read(column) for kind, column in _PACKED.items()}
+# A session's info: the kinds of each (phase id, version)'s downloads found packed by the query
+# that read its version in this session (_version_and_head; no entry: not known, looked for)
+PACKED_SEEN = "semboard.packed_seen"
 
 
 def served_body(session: Session, prepared: Prepared, kind: str
@@ -211,7 +214,8 @@ def served_body(session: Session, prepared: Prepared, kind: str
     """The CSV or JSON body for a client that takes gzip, in the pieces a response sends, and
     whether it is compressed.
 
-    The version's body as packed off the request (read once per process), else compressed
+    The version's body as packed off the request (read once per process; not looked for
+    where the query that read the version saw it unpacked: PACKED_SEEN), else compressed
     here where small (or where the version is not a stored board: a frozen or revealed one),
     else, while its pack is being made (a second or so after a change), plain: no web worker
     compresses a big body."""
@@ -219,9 +223,11 @@ def served_body(session: Session, prepared: Prepared, kind: str
     kept = prepared.kept_pieces(key)
     if kept is not None:
         return kept, True
-    found = [piece for piece, in _reader(session).execute(_PACKED_READS[kind], {
-        "phase_id": prepared.phase_id, "version": prepared.version,
-        "size": stored_rows.BODY_CHUNK})]
+    seen = session.info.get(PACKED_SEEN, {}).get((prepared.phase_id, prepared.version))
+    found: list[Any] = [None] if seen is not None and kind not in seen else [
+        piece for piece, in _reader(session).execute(_PACKED_READS[kind], {
+            "phase_id": prepared.phase_id, "version": prepared.version,
+            "size": stored_rows.BODY_CHUNK})]
     if found and found[0] is not None:
         return prepared.keep_pieces(key, tuple(map(bytes, found))), True
     if found and prepared.body_size(kind) >= PACK_FROM_BYTES:
@@ -1027,11 +1033,20 @@ def _version_and_head(session: Session, phase: Phase) -> tuple[str, Any]:
     """The board's version (board_version) and, in the same query, the head of the phase's
     stored board unless it is the version this process last served (None: not read)."""
     def read() -> tuple[str, Any]:
-        params = {"phase_id": phase.id, "task_id": phase.task_id,
-                  "known": _known.get((str(session.get_bind().engine.url), phase.id)) or ""}
-        serial, gold_count, gold_newest, groups, stored, *head = _reader(session).execute(
-            _version_head_statement(), params).one()
+        known = _known.get((str(session.get_bind().engine.url), phase.id)) or ""
+        params = {"phase_id": phase.id, "task_id": phase.task_id, "known": known}
+        row = _reader(session).execute(_version_head_statement(), params).one()
+        serial, gold_count, gold_newest, groups = row[:4]
+        known_packed, stored, stored_packed, head = row[4:6], row[6], row[7:9], row[9:]
         version = _state_of(session, phase, serial, gold_count, gold_newest, groups).version
+        # which of its downloads are packed, as this statement saw (served_body reads a packed
+        # body only where one is): the head's row's where it is this version, else the known
+        # version's where that is this one and stored (not a stand-in: NULL)
+        packed = (stored_packed if stored == version else known_packed
+                  if known == version and known_packed[0] is not None else None)
+        if packed is not None:
+            session.info.setdefault(PACKED_SEEN, {})[phase.id, version] = {
+                kind for kind, found in zip(_PACKED, packed, strict=True) if found}
         return version, (head if stored == version else None)
 
     return _version_read(session, phase, read)
@@ -1046,8 +1061,16 @@ def _version_head_statement() -> Any:
         one = select(literal(1).label("one")).subquery()
         version = _version_statement()
         head = _head_statement()
+        # the known version's packed kinds, from a row of its own (not the joined one's)
+        board = aliased(PreparedBoard, name="known_board")
+        known = (board.phase_id == bindparam("phase_id", type_=Integer)) & (
+            board.version == bindparam("known", type_=String))
         _version_head = (
-            select(*version.selected_columns, PreparedBoard.version, *head.selected_columns)
+            select(*version.selected_columns,
+                   *(select(getattr(board, column.key).is_not(None)).where(known)
+                     .scalar_subquery() for column in _PACKED.values()),
+                   PreparedBoard.version, *(column.is_not(None) for column in _PACKED.values()),
+                   *head.selected_columns)
             .select_from(one).outerjoin(PreparedBoard, and_(
                 PreparedBoard.phase_id == bindparam("phase_id", type_=Integer),
                 PreparedBoard.version != bindparam("known", type_=String)))

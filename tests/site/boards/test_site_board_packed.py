@@ -11,7 +11,8 @@ import time
 from typing import Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
+from sqlalchemy.engine import Engine
 
 from semboard.jobs import boards as board_jobs
 from semboard.models import Phase, PreparedBoard, RunScoreRecord
@@ -117,6 +118,51 @@ def test_a_version_not_packed_yet_goes_plain_and_asks_once_for_a_round(
         sent = client.get(url, headers={"Accept-Encoding": "gzip", **world["tokens"]["a"]})
         assert sent.headers["Content-Encoding"] == "gzip"
         _same(url, sent.data, client.get(url, headers=world["tokens"]["a"]).data)
+    assert compressions == []
+
+
+@pytest.mark.parametrize(
+    "database_url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True)
+def test_the_query_that_reads_a_version_says_whether_it_is_packed(
+        app, client, session, world, tiny_data, compressions, monkeypatch) -> None:
+    """A gzip GET of a stored version not packed yet sends it plain without looking for its
+    pack (the query that read the version saw none: on the first GET of the version in a
+    worker, and on PostgreSQL the next ones); once its round packed it (the same version), the
+    next GET reads the pack (once) and sends it."""
+    _board(client, world, tiny_data, session)
+    session.execute(update(PreparedBoard).values(json_gzip=None, csv_gzip=None))
+    session.commit()
+    _as_another_process()
+    compressions.clear()
+    monkeypatch.setattr(board_jobs, "request_pack", lambda *args: None)  # the round: below
+    looked: list[str] = []
+
+    def note(conn, cursor, statement, *args) -> None:
+        if "substr(" in statement.lower():  # the packed read (prepared._packed_read)
+            looked.append(statement)
+
+    gzip_get = {"Accept-Encoding": "gzip", **world["tokens"]["a"]}
+    event.listen(Engine, "before_cursor_execute", note)
+    try:
+        first = client.get(URLS[0], headers=gzip_get)
+        assert first.status_code == 200 and "Content-Encoding" not in first.headers
+        assert looked == []  # the version's first GET here: its read said "not packed"
+        again = client.get(URLS[0], headers=gzip_get)
+        assert "Content-Encoding" not in again.headers
+        postgres = session.get_bind().dialect.name == "postgresql"
+        assert looked == ([] if postgres else looked[:1])  # (SQLite: read from the stamp)
+        # its round, in another process, packs the same version (pack_stored's write)
+        stored = gzip.compress(again.data, compresslevel=1, mtime=0)
+        session.execute(update(PreparedBoard).values(json_gzip=stored))
+        session.commit()
+        looked.clear()
+        packed = [client.get(URLS[0], headers=gzip_get) for _ in range(3)]
+        assert [sent.headers.get("Content-Encoding") for sent in packed] == ["gzip"] * 3
+        assert [sent.data == stored for sent in packed] == [True] * 3
+        assert len(looked) == 1  # the known version's read said "packed": read once, kept
+    finally:
+        event.remove(Engine, "before_cursor_execute", note)
     assert compressions == []
 
 
