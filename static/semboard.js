@@ -137,8 +137,9 @@
     if (window.history && window.history.replaceState) {
       window.history.replaceState(null, "", url.toString());
     }
-    // pages and searches keep the choice
-    Array.prototype.forEach.call(document.querySelectorAll(".pager a[href]"), function (a) {
+    // pages, searches and the contrastive runs' filter keep the choice
+    var links = document.querySelectorAll(".pager a[href], #contrastive-toggle a[href]");
+    Array.prototype.forEach.call(links, function (a) {
       var target = new URL(a.href);
       target.searchParams.set("breakdown", name);
       a.href = target.toString();

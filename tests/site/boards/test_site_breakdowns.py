@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import select
 
 from evaluation import load_task
-from semboard.models import Task
+from semboard.models import Phase, Task
 from semboard.services.boards import breakdowns
-from semboard.services.runs import submissions
+from semboard.services.runs import primary, submissions
 from tests.chromium import launch, open_page, require_chromium
 
 
@@ -109,6 +109,10 @@ def test_browser_selector_switches_columns(app, session, storage, make, tmp_path
     from werkzeug.serving import make_server
 
     url = _stsb_board(app, session, storage, make, tmp_path, now)
+    # a board of primary runs: its filter's link (hide the contrastive runs) keeps the choice
+    primary.set_ranking(session, phase=session.scalar(select(Phase).where(
+        Phase.slug == url.rsplit("/", 1)[1])), ranking="primary", user=None, now=now)
+    session.commit()
     httpd = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -130,6 +134,8 @@ def test_browser_selector_switches_columns(app, session, storage, make, tmp_path
                 expect(year_cell).to_be_visible()
                 expect(genre).to_be_hidden()
                 assert page.url.endswith("breakdown=year")
+                hide = page.get_by_role("link", name="Hide contrastive runs")
+                assert "breakdown=year" in (hide.get_attribute("href") or "")
                 page.select_option("#board-breakdown", "none")
                 expect(year).to_be_hidden()
                 expect(genre).to_be_hidden()
@@ -140,6 +146,13 @@ def test_browser_selector_switches_columns(app, session, storage, make, tmp_path
                 expect(page.locator('th[data-column="stsb/file=f1/pearson"]')).to_be_visible()
                 expect(genre).to_be_hidden()
                 assert page.locator("#board-breakdown").input_value() == "file"
+                # the filter, followed after a switch in place, keeps the columns shown
+                page.select_option("#board-breakdown", "year")
+                hide.click()
+                expect(page.get_by_role("link", name="Show contrastive runs")).to_be_visible()
+                expect(year).to_be_visible()
+                expect(genre).to_be_hidden()
+                assert "contrastive=hide" in page.url and "breakdown=year" in page.url
                 assert not problems, problems
             finally:
                 browser.close()
