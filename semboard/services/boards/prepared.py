@@ -204,8 +204,9 @@ def _packed_read(column: Any) -> Any:
 
 # each kind's query of its packed body, built once (building cost more than running it)
 _PACKED_READS = {kind: _packed_read(column) for kind, column in _PACKED.items()}
-# A session's info: the kinds of each (phase id, version)'s downloads found packed by the query
-# that read its version in this session (_version_and_head; no entry: not known, looked for)
+# A session's info: by phase id, the version the query that read it last in this session saw
+# (_version_and_head: a request's GET) and the kinds of its downloads found packed then (no
+# entry, or another version: not known, looked for)
 PACKED_SEEN = "semboard.packed_seen"
 
 
@@ -223,8 +224,9 @@ def served_body(session: Session, prepared: Prepared, kind: str
     kept = prepared.kept_pieces(key)
     if kept is not None:
         return kept, True
-    seen = session.info.get(PACKED_SEEN, {}).get((prepared.phase_id, prepared.version))
-    found: list[Any] = [None] if seen is not None and kind not in seen else [
+    seen = session.info.get(PACKED_SEEN, {}).get(prepared.phase_id)
+    unpacked = seen is not None and seen[0] == prepared.version and kind not in seen[1]
+    found: list[Any] = [None] if unpacked else [
         piece for piece, in _reader(session).execute(_PACKED_READS[kind], {
             "phase_id": prepared.phase_id, "version": prepared.version,
             "size": stored_rows.BODY_CHUNK})]
@@ -1044,9 +1046,9 @@ def _version_and_head(session: Session, phase: Phase) -> tuple[str, Any]:
         # version's where that is this one and stored (not a stand-in: NULL)
         packed = (stored_packed if stored == version else known_packed
                   if known == version and known_packed[0] is not None else None)
-        if packed is not None:
-            session.info.setdefault(PACKED_SEEN, {})[phase.id, version] = {
-                kind for kind, found in zip(_PACKED, packed, strict=True) if found}
+        if packed is not None:  # (one entry a phase: a long-lived session keeps no more)
+            session.info.setdefault(PACKED_SEEN, {})[phase.id] = (version, {
+                kind for kind, found in zip(_PACKED, packed, strict=True) if found})
         return version, (head if stored == version else None)
 
     return _version_read(session, phase, read)

@@ -166,6 +166,30 @@ def test_the_query_that_reads_a_version_says_whether_it_is_packed(
     assert compressions == []
 
 
+def test_what_a_read_saw_packed_speaks_for_its_own_version_only(
+        app, client, session, world, tiny_data, compressions, now) -> None:
+    """A session's note of what was packed (PACKED_SEEN) is of the version its read saw: a
+    body of another version (a frozen board's, one read later) is looked for, not taken as
+    unpacked."""
+    _board(client, world, tiny_data, session)
+    stored = session.scalar(select(PreparedBoard.json_gzip))
+    _as_another_process()
+    compressions.clear()
+    phase = world["phase"]
+    prepared = prepared_boards.prepared_board(session, phase=phase, now=now, with_data=False)
+    seen = session.info[prepared_boards.PACKED_SEEN]
+    assert seen[phase.id] == (prepared.version, {"json", "csv"})  # read with the version
+    seen[phase.id] = ("another version", set())  # another version's read saw nothing packed
+    body, compressed = prepared_boards.served_body(session, prepared, "json")
+    assert compressed and b"".join(body) == stored
+    _as_another_process()
+    prepared = prepared_boards.prepared_board(session, phase=phase, now=now, with_data=False)
+    seen[phase.id] = (prepared.version, set())  # this version's read saw nothing packed
+    body, compressed = prepared_boards.served_body(session, prepared, "json")
+    assert not compressed and json.loads(b"".join(body))["rows"]  # sent plain, not looked for
+    assert compressions == []
+
+
 @pytest.mark.parametrize("how", ["thread", "process"])
 def test_the_version_a_change_stored_is_packed_before_its_groups_come(
         app, client, session, world, tiny_data, compressions, monkeypatch, how) -> None:
