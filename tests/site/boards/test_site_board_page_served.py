@@ -37,8 +37,9 @@ def test_the_other_workers_first_page_reads_its_version_in_two_statements(
         app, client, session, world, tiny_data) -> None:
     """Versions another worker stored, read by this one: each first page runs two statements
     (today four: the task, its phases, the version, the stored head), the API JSON two as
-    well (today four: its ?phase= found among the phases read with the task); the head is not read again once known (a second GET of the version runs at
-    most the same two, the head not among them); each page is a fresh read's, in en/ar/es/hi."""
+    well (today four: its ?phase= found among the phases read with the task); the head is
+    not read again once known (a second GET of the version runs at most the same two, the
+    head not among them); each page is a fresh read's, in en/ar/es/hi."""
     _upload(client, world, tiny_data, "a", "first", 1.5)
     _as_another_process()
     assert client.get(PAGE).status_code == 200  # this worker read the stored board before
