@@ -112,6 +112,9 @@ def test_register_team_download_upload_leaderboard(server: str, tmp_path: Path) 
             page.get_by_label("Run name").fill("grace-run1")
             page.get_by_label("Run files").set_input_files(sorted(run_dir.iterdir()))
             # sent by script with a progress bar; the answer replaces the page as a submit would
+            # (the form page's deferred script run first: a click before it is a plain submit,
+            # as without JavaScript, seen once in CI under load)
+            page.wait_for_load_state("domcontentloaded")
             with page.expect_request(lambda r: r.method == "POST") as sent:
                 page.get_by_role("button", name="Upload run").click()
             assert sent.value.resource_type == "xhr"
