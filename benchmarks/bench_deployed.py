@@ -651,6 +651,15 @@ class Figures:
         answers = [a for found in self.tasks.values() for a in found[1:]]
         return med([a.wall_ms for a in answers]), med([a.cpu_ms or 0.0 for a in answers])
 
+    def task_list_spread(self) -> tuple[float, float, int]:
+        """The warmed task-list view's CPU ms at its 10th and 90th percentiles, and n: how far
+        the ratios' reference moves within a run."""
+        found = [a.cpu_ms or 0.0 for answers in self.tasks.values() for a in answers[1:]]
+        if len(found) < 2:
+            return float("nan"), float("nan"), len(found)
+        deciles = statistics.quantiles(found, n=10)
+        return deciles[0], deciles[-1], len(found)
+
     def served_again(self, kind: str) -> tuple[float, int]:
         """The median CPU ms of a worker's next GET of a version it has served, and n."""
         found = [a.cpu_ms or 0.0 for k, a in self.again if k == kind]
@@ -785,6 +794,9 @@ def report(mode: str, sizes: list[int], figures: list[Figures], loads: tuple[flo
     t_small, t_large = small.task_list(), large.task_list()
     row("task-list view (warmed, median), wall", t_small[0], t_large[0], "ms", "reference", 1)
     row("task-list view, CPU", t_small[1], t_large[1], "ms", "reference", 1)
+    (s_lo, s_hi, s_n), (l_lo, l_hi, l_n) = small.task_list_spread(), large.task_list_spread()
+    print(f"|   its 10th-90th percentiles (n={s_n}, {l_n}) | {s_lo:.1f}-{s_hi:.1f} ms | "
+          f"{l_lo:.1f}-{l_hi:.1f} ms | | the reference's own spread in this run |")
     row("upload -> visible, p50 (both workers warmed)", med(small.visible), med(large.visible),
         "ms", "<= 1.5x")
     row("  of which the POST's answer, wall", med(small.posted_ms), med(large.posted_ms), "ms",
