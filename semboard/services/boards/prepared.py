@@ -501,10 +501,12 @@ class Prepared:
 
     def _join(self, key: str) -> None:
         """A body's pieces joined into one, where it is held in pieces (the pieces let go: one
-        copy held)."""
-        found = self._pieces.pop(key, None)
+        copy held). The joined body is held before the pieces go: a thread reading meanwhile
+        (a board job's, a request's) finds one or the other, never neither (a body made again)."""
+        found = self._pieces.get(key)
         if found is not None:
             self._bodies[key] = found[0] if len(found) == 1 else b"".join(found)
+            self._pieces.pop(key, None)
 
     def body_size(self, kind: str) -> int:
         """The plain body's bytes."""
