@@ -38,6 +38,14 @@ a sync worker serving one request at a time):
   bars chart (its run page's) and of the compare page with that run chosen, the CPU of the
   board's writer (the flask worker, or the web worker that took the upload), and the time
   until the stored board's groups are no longer pending (each upload waits for that);
+- each first GET also against a reference taken beside it: the same worker's task list (the
+  median of two) right after that upload's first GETs, its groups still being computed as
+  during them (after the groups, for the packed version's): this host's speed moves by up to
+  2x for seconds at a time (two busy processes on its two vCPUs may each run at half speed),
+  so a reference taken elsewhere in the run can be off by that much;
+- each web worker's CPU outside the requests measured on it, per upload's round: what its
+  board follower (semboard.serve.follow: the versions stored, read and their followed GETs made
+  off the request) and gunicorn's own loop cost (SEMBOARD_FOLLOW_BOARDS=off shows the loop's);
 - the first upload on a worker with no board in memory: the flask worker's first job after its
   start (scoring and board), its groups process's first round, or (mode request) the first
   upload on a freshly started web worker: CPU, and the difference between the sizes (what
@@ -51,6 +59,10 @@ a sync worker serving one request at a time):
   settings (semboard.serve.gunicorn_conf: a worker loads what a large upload needs at its start),
   and `flask worker` starts its groups process at its own start (a groups process that is not
   there yet is counted from nothing: its start-up is then part of the upload).
+
+gunicorn serves the site's Flask app as the image does (`-c python:semboard.serve.gunicorn_conf`:
+each worker's post_worker_init compiles the templates, starts its groups process and its board
+follower); the measuring wrapper is a WSGI middleware around the app's wsgi_app.
 
 Prints each table with the load average; nothing is asserted.
 """
@@ -123,14 +135,14 @@ def _minor_faults():
         return int(stat.read().rsplit(")", 1)[1].split()[7])
 
 
-def app(environ, start_response):
+def _measured(environ, start_response):
     def start(status, headers, exc_info=None):
         headers.append(("X-Worker-Pid", str(os.getpid())))
         return start_response(status, headers, exc_info)
 
     if _faults:  # each request's pages touched for the first time, and its CPU
         before, cpu = _minor_faults(), time.process_time()
-        body = list(_app(environ, start))
+        body = list(_inner(environ, start))
         cpu, faults = time.process_time() - cpu, _minor_faults() - before
         with open(_faults, "a") as log:
             log.write(f"{os.getpid()} {environ['REQUEST_METHOD']} {environ['PATH_INFO']} "
@@ -138,12 +150,19 @@ def app(environ, start_response):
                       f"{cpu * 1000:.2f}\\n")
         return body
     if not _profiles:
-        return _app(environ, start)
+        return _inner(environ, start)
     profile = cProfile.Profile() if _timer is None else cProfile.Profile(*_timer)
-    body = profile.runcall(lambda: list(_app(environ, start)))
+    body = profile.runcall(lambda: list(_inner(environ, start)))
     name = environ["PATH_INFO"].strip("/").replace("/", "_") or "root"
     profile.dump_stats(f"{_profiles}/{os.getpid()}-{next(_count):04d}-{environ['REQUEST_METHOD']}-{name}.prof")
     return body
+
+
+# as a middleware wraps a Flask app: gunicorn serves the app itself (its hooks see a Flask app,
+# as in the deployed image)
+_inner = _app.wsgi_app
+_app.wsgi_app = _measured
+app = _app
 """
 
 
@@ -386,6 +405,8 @@ class Site:
     master: int = 0
     worker: int | None = None
     logs: list[Any] = field(default_factory=list)
+    # each web worker's CPU ms in the requests measured on it so far
+    served: dict[int, float] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
@@ -474,6 +495,7 @@ class Site:
         finally:
             conn.close()
         cpu = (cpu_ns(pid) - before[pid]) / 1e6 if pid in before else None
+        self.served[pid] = self.served.get(pid, 0.0) + (cpu or 0.0)
         return Answer(status, pid, wall, cpu, data, packed)
 
     def get(self, path: str, *, token: str | None = None, packed: bool = False) -> Answer:
@@ -637,8 +659,15 @@ class Figures:
     groups_cpu: list[float] = field(default_factory=list)
     # first GET of each new version per worker: (kind, took the upload?, answer)
     firsts: list[tuple[str, bool, Answer]] = field(default_factory=list)
+    # each first GET's reference taken beside it: the same worker's task-list CPU ms (median
+    # of two) just after the upload's first GETs (while its groups are computed, as during
+    # them) or, for a GET after the groups, at the end of its upload's round
+    paired: list[float] = field(default_factory=list)
     # each worker's next GET of the same version (kind, answer)
     again: list[tuple[str, Answer]] = field(default_factory=list)
+    # each web worker's CPU ms outside the requests measured on it, per upload's round: its
+    # board follower's reads (serve.follow), gunicorn's own loop
+    outside_cpu: list[float] = field(default_factory=list)
     # each worker's first GET of a chart's spec after a page's upload (name, answer)
     charts: list[tuple[str, Answer]] = field(default_factory=list)
     cold_upload_cpu: float | None = None
@@ -670,6 +699,19 @@ class Figures:
         found = [a for k, t, a in self.firsts if k == kind and (took is None or t == took)]
         return f"{sum(a.gzip for a in found)} of {len(found)}"
 
+    def paired_ratio(self, kind: str, took: bool | None = None) -> tuple[float, float, float]:
+        """Those first GETs' CPU against the task list of the same worker taken beside each:
+        the median ratio and its 10th-90th percentiles (the host's speed moves within a run:
+        a reference taken seconds away can be off by 1.5-2x)."""
+        found = [a.cpu_ms / ref for (k, t, a), ref in zip(self.firsts, self.paired, strict=True)
+                 if k == kind and (took is None or t == took) and a.cpu_ms and ref]
+        if not found:
+            return float("nan"), float("nan"), float("nan")
+        if len(found) < 2:
+            return found[0], found[0], found[0]
+        deciles = statistics.quantiles(found, n=10)
+        return statistics.median(found), deciles[0], deciles[-1]
+
     def first(self, kind: str, took: bool | None = None) -> tuple[float, float, int]:
         found = [a for k, t, a in self.firsts if k == kind and (took is None or t == took)]
         return med([a.wall_ms for a in found]), med([a.cpu_ms or 0.0 for a in found]), len(found)
@@ -681,6 +723,7 @@ def one_upload(site: Site, db: Db, figures: Figures, k: int, *, cold: bool = Fal
     token = site.info["tokens"][k % len(site.info["tokens"])]
     files = site.info["files_for"](50_000 + k)
     worker_before = cpu_ns(site.worker) if site.worker else 0
+    web_before = {pid: (cpu_ns(pid), site.served.get(pid, 0.0)) for pid in site.web()}
     groups_parents = [site.worker] if site.worker else site.web()
     groups_before = {p: cpu_ns(g) for p in groups_parents if (g := groups_process(p))}
     started = time.perf_counter()
@@ -699,15 +742,22 @@ def one_upload(site: Site, db: Db, figures: Figures, k: int, *, cold: bool = Fal
     # each worker's next GET of the same version: what serving it costs once it is read
     again = {pid: answers[0] for pid, answers in
              site.each(path, 1, token=token, packed=packed).items()}
+    # the reference beside them: each worker's task list now, its groups still computed
+    near = {pid: med([a.cpu_ms or 0.0 for a in answers[:2]])
+            for pid, answers in site.each(TASKS, 2).items()}
     seen = db.wait(lambda: db.grouped(run_id))
     if kind == "api.gz" and not cold:
         # the version its round stored, once the round packed its JSON: each worker's first
         # gzip GET of it reads the packed body (the version before was sent plain, unpacked)
         if not all(answer.gzip for answer in firsts.values()):  # big: packed by the round
             db.wait(db.packed, limit=60)
-        for pid, answer in site.first_on_each(path, token=token, packed=True).items():
+        packed_firsts = site.first_on_each(path, token=token, packed=True)
+        late = {pid: med([a.cpu_ms or 0.0 for a in answers[:2]])
+                for pid, answers in site.each(TASKS, 2).items()}
+        for pid, answer in packed_firsts.items():
             figures.firsts.append(("api.gz.packed", pid == posted.pid and site.mode == "request",
                                    answer))
+            figures.paired.append(late.get(pid, 0.0))
     writer = ((cpu_ns(site.worker) - worker_before) / 1e6 if site.worker
               else posted.cpu_ms or 0.0)
     groups_after = 0.0
@@ -715,6 +765,10 @@ def one_upload(site: Site, db: Db, figures: Figures, k: int, *, cold: bool = Fal
         g = groups_process(p)
         if g is not None:
             groups_after += (cpu_ns(g) - groups_before.get(p, 0)) / 1e6
+    if not cold:
+        for pid, (cpu_before, served_before) in web_before.items():
+            figures.outside_cpu.append((cpu_ns(pid) - cpu_before) / 1e6
+                                       - (site.served.get(pid, 0.0) - served_before))
     if cold:
         figures.cold_upload_cpu = posted.cpu_ms
         figures.cold_writer_cpu = writer
@@ -738,6 +792,7 @@ def one_upload(site: Site, db: Db, figures: Figures, k: int, *, cold: bool = Fal
     figures.groups_cpu.append(groups_after)
     for pid, answer in firsts.items():
         figures.firsts.append((kind, pid == posted.pid and site.mode == "request", answer))
+        figures.paired.append(near.get(pid, 0.0))
     for answer in again.values():
         figures.again.append((kind, answer))
 
@@ -818,6 +873,10 @@ def report(mode: str, sizes: list[int], figures: list[Figures], loads: tuple[flo
             print(f"|   same, CPU; and against the task list's CPU | {a[1]:.1f} ms = "
                   f"{a[1] / t_small[1]:.1f}x | {b[1]:.1f} ms = {b[1] / t_large[1]:.1f}x "
                   f"| | <= 2x a task-list view |")
+            pa, pb = small.paired_ratio(kind, took), large.paired_ratio(kind, took)
+            print(f"|   against the same worker's task list taken beside it, median (10th-90th) "
+                  f"| {pa[0]:.1f}x ({pa[1]:.1f}-{pa[2]:.1f}) | {pb[0]:.1f}x ({pb[1]:.1f}-"
+                  f"{pb[2]:.1f}) | | <= 2x a task-list view |")
             if kind.startswith("api.gz"):
                 print(f"|   answered gzip | {small.gzipped(kind, took)} | "
                       f"{large.gzipped(kind, took)} | | |")
@@ -845,6 +904,10 @@ def report(mode: str, sizes: list[int], figures: list[Figures], loads: tuple[flo
         a = med([x.cpu_ms or 0.0 for x in getattr(small, key).values()])
         b = med([x.cpu_ms or 0.0 for x in getattr(large, key).values()])
         row(f"{label}, CPU", a, b, "ms", "O(runs)", 1)
+    print(f"| each web worker's CPU outside the requests measured on it, per upload's round "
+          f"(its board follower, gunicorn's loop), median (max) | {med(small.outside_cpu):.1f} "
+          f"ms ({max(small.outside_cpu, default=0):.1f}) | {med(large.outside_cpu):.1f} ms "
+          f"({max(large.outside_cpu, default=0):.1f}) | | a page of runs per followed GET |")
     writer = "flask worker (scoring + board step)" if mode == "queue" else (
         "web worker that took it (scoring + board step in the request)")
     row(f"upload: CPU of the {writer}, median", med(small.writer_cpu), med(large.writer_cpu),

@@ -108,6 +108,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SEMBOARD_BOARD_JOBS", str, "chosen",
             "where groups are computed after a change: `rq` (with `REDIS_URL`), `process` "
             "(a spawned child process, the default without Redis), `thread` or `inline`"),
+    Setting("SEMBOARD_FOLLOW_BOARDS", str, "`on`",
+            "with PostgreSQL, each gunicorn worker reads a board's new version as soon as it "
+            "is stored and makes the first page and JSON its visitors asked for lately, so the "
+            "next visitor's GET finds them (one more database connection per worker, a few ms "
+            "of CPU per version and followed board); `off`: a version is read by its first GET"),
     Setting("SEMBOARD_GROUPS_DELAY_S", float, "1.0",
             "seconds without a change before a board's groups are computed (at most 10 s)"),
     Setting("SEMBOARD_SCORE_IN_REQUEST_PAIRS", int, "100000",
@@ -275,6 +280,8 @@ def defaults(instance_path: str | Path) -> dict[str, Any]:
         "SEMBOARD_LANGUAGE": "en",
         # where groups are computed after a change: "" chooses (rq with REDIS_URL, else a process)
         "SEMBOARD_BOARD_JOBS": "",
+        # each web worker follows the boards it serves (PostgreSQL; semboard.serve.follow)
+        "SEMBOARD_FOLLOW_BOARDS": "on",
         # How many reverse proxies of ours stand in front (their X-Forwarded-For is believed).
         "SEMBOARD_TRUSTED_PROXIES": 0,
         "SESSION_COOKIE_HTTPONLY": True,
@@ -332,7 +339,8 @@ def insecure_cookies() -> dict[str, Any]:
 
 # Values some settings take; anything else stops the site at start, naming the variable.
 CHOICES = {"SEMBOARD_STORAGE": ("local", "s3"),
-           "SEMBOARD_BOARD_JOBS": ("rq", "process", "thread", "inline")}
+           "SEMBOARD_BOARD_JOBS": ("rq", "process", "thread", "inline"),
+           "SEMBOARD_FOLLOW_BOARDS": ("on", "off")}
 URL_SCHEMES = {"REDIS_URL": ("redis", "rediss", "unix"),
                "SEMBOARD_S3_ENDPOINT_URL": ("http", "https"),
                "SEMBOARD_MAIL_URL": ("smtp", "smtps")}

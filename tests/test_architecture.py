@@ -32,7 +32,8 @@ TOP_LEVEL_MODULES_MAX = 12
 # semboard/services/ by domain, bottom first: a package imports only itself and those before it.
 SERVICE_STACK = ("tasks", "people", "data", "runs", "models", "boards", "closing")
 # The classes of long-lived threads a process owns and stops itself (not background work).
-THREAD_CLASSES = {"semboard.jobs.boards": "GroupsKeeper", "semboard.jobs.schedule": "Ticker"}
+THREAD_CLASSES = {"semboard.jobs.boards": "GroupsKeeper", "semboard.jobs.schedule": "Ticker",
+                  "semboard.serve.follow": "Follower"}
 
 
 def _module(path: Path) -> str:

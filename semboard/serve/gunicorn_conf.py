@@ -14,7 +14,7 @@ def post_worker_init(worker: Any) -> None:
     load, loaded now (semboard.serve.preload), and without Redis its groups process started,
     so a worker's first page and first upload cost the page and the upload only."""
     from semboard.jobs import boards  # gunicorn loads this file before the app: not at the top
-    from semboard.serve import preload  # likewise
+    from semboard.serve import follow, preload  # likewise
 
     app = worker.wsgi if isinstance(worker.wsgi, Flask) else None  # not a wrapped callable
     if app is not None:
@@ -22,3 +22,4 @@ def post_worker_init(worker: Any) -> None:
     preload.preload()
     if app is not None:
         boards.start_groups_process(app)
+        follow.start(app)

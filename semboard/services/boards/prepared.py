@@ -1298,6 +1298,17 @@ def is_stored(session: Session, *, phase: Phase, version: str) -> bool:
         PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)) is not None
 
 
+# The PostgreSQL channel a stored version is announced on (its phase's id), sent in the
+# transaction that stores it: delivered at its commit, never on a rollback (serve.follow).
+BOARD_CHANNEL = "semboard_boards"
+
+
+def _announce(session: Session, phase_id: int) -> None:
+    """Tell the processes that follow boards that this phase has a new version (PostgreSQL)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_notify(BOARD_CHANNEL, str(phase_id))))
+
+
 def store_built(session: Session, *, prepared: Prepared) -> bool:
     """Store a built board (unless another worker did); older versions are deleted. Flushes.
 
@@ -1389,6 +1400,7 @@ def store_built(session: Session, *, prepared: Prepared) -> bool:
         session.execute(delete(BoardChange).where(
             BoardChange.phase_id == prepared.phase_id,
             BoardChange.serial <= prepared.serial - CHANGES_KEPT))
+    _announce(session, prepared.phase_id)
     prepared.stored = True
     return True
 

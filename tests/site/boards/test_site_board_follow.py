@@ -1,0 +1,195 @@
+"""A worker follows the boards it serves (issue 45): a version stored by any process is
+announced at its commit (PostgreSQL), and the worker makes its visitors' board GETs itself,
+off their requests, so the next visitor's first GET of the version finds the page made (no
+page rendered in it) and the page is a fresh read's. Counted, not timed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from semboard.config import ConfigError, _check_values
+from semboard.serve import follow
+from semboard.services.boards import prepared as prepared_boards
+from semboard.views import boards as board_views
+from tests.site.boards.test_site_board_deployed import _as_another_process, _upload
+from tests.site.boards.test_site_board_other_page import (
+    PAGE,
+    _fresh_page,
+    _stored_elsewhere,
+    _text,
+)
+
+DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+BOARD_API = "/api/v1/tasks/tiny/leaderboard?phase=eval"
+
+
+def _until(done: Any, limit_s: float = 20.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while not done():
+        assert time.monotonic() < deadline, "not done in time"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def pages_rendered(monkeypatch) -> list[str]:
+    """The board pages rendered in this test's requests (not taken kept)."""
+    made: list[str] = []
+    render = board_views._page_html
+
+    def counted(*args: Any, **kwargs: Any) -> str:
+        made.append(args[1].slug)
+        return render(*args, **kwargs)
+
+    monkeypatch.setattr(board_views, "_page_html", counted)
+    return made
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_a_stored_version_is_announced_at_its_commit_only(app, client, session, world,
+                                                         tiny_data, database_url) -> None:
+    """The upload's stored versions each send the phase's id on BOARD_CHANNEL once committed;
+    a store rolled back sends nothing."""
+    info = follow.conninfo(database_url)
+    assert info is not None
+    with psycopg.connect(info, autocommit=True) as listener:
+        listener.execute(f"LISTEN {prepared_boards.BOARD_CHANNEL}")
+        _upload(client, world, tiny_data, "a", "first", 1.5)
+        heard = [n.payload for n in listener.notifies(timeout=5.0, stop_after=1)]
+        heard += [n.payload for n in listener.notifies(timeout=0.5)]
+        assert heard and set(heard) == {str(world["phase"].id)}
+        prepared_boards._announce(session, world["phase"].id)
+        session.rollback()
+        assert [n.payload for n in listener.notifies(timeout=0.5)] == []
+        prepared_boards._announce(session, world["phase"].id)
+        session.commit()
+        assert [n.payload for n in listener.notifies(timeout=5.0, stop_after=1)] == [
+            str(world["phase"].id)]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_the_worker_makes_the_board_gets_it_served_when_a_version_is_stored(
+        app, client, session, world, tiny_data, pages_rendered) -> None:
+    """Started as gunicorn starts it: the page and the API board served here are made again
+    once an upload's versions are committed (after the upload's request), and the next
+    visitor's page of the new version is the made one (no page rendered), a fresh read's."""
+    follower = follow.start(app)
+    assert follower is not None and app.extensions[follow.EXTENSION] is follower
+    try:
+        _until(follower.listening.is_set)
+        _upload(client, world, tiny_data, "a", "first", 1.5)
+        assert client.get(PAGE).status_code == 200
+        assert client.get(BOARD_API, headers=world["tokens"]["b"]).status_code == 200
+        made = follower.made
+        _upload(client, world, tiny_data, "b", "second", 2.0)
+        _until(lambda: follower.made >= made + 2)
+        del pages_rendered[:]
+        page = _text(client.get(PAGE))
+        assert ">second<" in page
+        assert pages_rendered == []  # made by the follower, not in the visitor's GET
+        assert page == _fresh_page(client)
+    finally:
+        follower.stop()
+        follower.join(5)
+
+
+@pytest.mark.parametrize("database_url", DATABASES, indirect=True)
+def test_a_version_another_process_stored_is_made_off_the_request(
+        app, client, session, world, tiny_data, pages_rendered) -> None:
+    """Noticed (follow called as the listener calls it), a version another worker stored is
+    read and its page made here; the visitor's GET then renders nothing and is the page of a
+    fresh read, in the site's default language as anonymous visitors see it."""
+    followed = follow.install(app)
+    follower = follow.Follower(app, "", followed)  # not started: follow() called here
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    _as_another_process()
+    assert client.get(PAGE).status_code == 200
+    _stored_elsewhere(client, world, tiny_data, "b", "second", 2.0)
+    follower.follow({world["phase"].id})
+    assert follower.made == 1
+    del pages_rendered[:]
+    page = _text(client.get(PAGE))
+    assert ">second<" in page and '<html lang="en"' in page
+    assert pages_rendered == []
+    assert page == _fresh_page(client)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_only_the_boards_served_lately_and_open_to_anyone_are_made(
+        app, client, session, world, tiny_data, monkeypatch) -> None:
+    """A notice of a board this worker did not serve makes nothing; neither does a page GET
+    of another page, a search or other columns (only a board's first page is followed); a
+    board hidden since is refused to the follower as to any anonymous visitor (nothing made,
+    nothing raised); a board not asked for in FOLLOW_FOR_S is forgotten."""
+    followed = follow.install(app)
+    follower = follow.Follower(app, "", followed)
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    follower.follow({world["phase"].id})
+    assert follower.made == 0
+    for query in ("?page=2", "?q=a", "?breakdown=x"):
+        assert client.get(PAGE + query).status_code == 200
+    assert followed.paths("tiny", time.monotonic()) == []
+    assert client.get(PAGE).status_code == 200
+    assert [path for _, path in followed.paths("tiny", time.monotonic())] == [PAGE]
+    follower.follow({world["phase"].id})
+    assert follower.made == 1
+    world["phase"].visibility = "hidden"
+    session.commit()
+    follower.follow({world["phase"].id})
+    assert follower.made == 1
+    assert client.get(PAGE).status_code == 403
+    later = time.monotonic() + follow.FOLLOW_FOR_S + 1
+    assert followed.paths("tiny", later) == []
+
+
+def test_a_task_keeps_its_latest_paths_only() -> None:
+    """At most PATHS_PER_TASK paths a task, the oldest going first; one served again is the
+    newest."""
+    followed = follow.Followed()
+    for i in range(follow.PATHS_PER_TASK + 2):
+        followed.served("t", "http://x", f"/p{i}", float(i))
+    followed.served("t", "http://x", "/p2", 100.0)
+    paths = [path for _, path in followed.paths("t", 100.0)]
+    assert len(paths) == follow.PATHS_PER_TASK
+    assert paths[0] == "/p3" and paths[-1] == "/p2"
+
+
+def test_the_follower_waits_for_the_requests_in_progress() -> None:
+    """A request in progress goes first: the follower's wait ends when it does (the upload
+    that stored a version answers before its own worker follows it)."""
+    followed = follow.Followed()
+    entered, leave = threading.Event(), threading.Event()
+
+    def app(environ: Any, start_response: Any) -> list[bytes]:
+        entered.set()
+        leave.wait(5)
+        return [b""]
+
+    counted = followed.wrap(app)
+    serving = threading.Thread(target=counted, args=({}, None))
+    serving.start()
+    entered.wait(5)
+    assert followed.wait_idle(0.05) is False
+    leave.set()
+    assert followed.wait_idle(5) is True
+    serving.join(5)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_no_follower_without_postgresql_or_when_turned_off(app, database_url) -> None:
+    """SQLite has no notices (a version is read by its first GET); `off` starts none; another
+    value stops the site at its start."""
+    assert follow.conninfo(database_url) is None
+    assert follow.start(app) is None
+    assert follow.conninfo("postgresql+psycopg://u:p@h:5/d") == "postgresql://u:p@h:5/d"
+    app.config["DATABASE_URL"] = "postgresql+psycopg://u:p@h:5/d"
+    app.config["SEMBOARD_FOLLOW_BOARDS"] = "off"
+    assert follow.start(app) is None
+    with pytest.raises(ConfigError, match="SEMBOARD_FOLLOW_BOARDS"):
+        _check_values({**app.config, "SEMBOARD_FOLLOW_BOARDS": "maybe"})
