@@ -26,7 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from semboard.cache import LRU
-from semboard.db import session_factory
+from semboard.db import read_session_factory
 from semboard.models import Phase, Task
 from semboard.services.boards.prepared import BOARD_CHANNEL
 
@@ -42,6 +42,8 @@ FOLLOW_FOR_S = 600.0
 PATHS_PER_TASK = 8
 # what marks a GET made by the follower (not recorded as a visitor's)
 REPLAY_KEY = "semboard.follow"
+# the listening connection's name in pg_stat_activity
+APPLICATION_NAME = "semboard-board-follower"
 # where the app keeps its started follower
 EXTENSION = "semboard.follower"
 # how long the listener waits for a notice before it looks whether it was stopped
@@ -125,9 +127,11 @@ class Follower(threading.Thread):
         self.listening = threading.Event()
         # the task of each phase noticed (a phase never moves to another task)
         self._tasks: LRU[int, str] = LRU(1024)
-        # GETs made again that answered 200, and batches of notices taken (tests)
+        # GETs made again that answered 200, batches of notices taken, connections listened
+        # on (tests)
         self.made = 0
         self.noticed = 0
+        self.listens = 0
 
     def stop(self) -> None:
         """Listen no more (a GET in progress finishes first)."""
@@ -139,19 +143,32 @@ class Follower(threading.Thread):
             try:
                 with psycopg.connect(self.conninfo, autocommit=True) as conn:
                     conn.execute(f"LISTEN {BOARD_CHANNEL}")
+                    self.listens += 1
                     self.listening.set()
                     while not self.stopped.is_set():
                         noticed = list(conn.notifies(timeout=WAIT_S, stop_after=1))
                         # the notices come per stored version: several at once make the GETs once
                         noticed += conn.notifies(timeout=0.0)
                         if noticed:
-                            self.follow({int(n.payload) for n in noticed
-                                         if n.payload.isdigit()})
+                            self._follow_logged({int(n.payload) for n in noticed
+                                                 if n.payload.isdigit()})
                             self.noticed += 1
+            except psycopg.Error as error:  # the database gone or restarted: versions stored
+                # meanwhile are read by their first GET
+                self.listening.clear()
+                log.warning("board follower: %s; listening again in %s s", error, RETRY_S)
+                self.stopped.wait(RETRY_S)
             except Exception:
                 self.listening.clear()
                 log.exception("board follower: listening again in %s s", RETRY_S)
                 self.stopped.wait(RETRY_S)
+
+    def _follow_logged(self, phase_ids: set[int]) -> None:
+        try:
+            self.follow(phase_ids)
+        except Exception:  # (the database gone meanwhile): the next notice is followed again
+            log.exception("board follower: the versions of phases %s not followed",
+                          sorted(phase_ids))
 
     def follow(self, phase_ids: set[int]) -> None:
         """Make again the GETs this worker served of the tasks these phases are of."""
@@ -166,7 +183,7 @@ class Follower(threading.Thread):
         found = self._tasks.get(phase_id)
         if found is None:
             with self.app.app_context():
-                session = session_factory()()
+                session = read_session_factory()()
                 try:
                     found = session.scalar(select(Task.name).join(Phase, Phase.task_id == Task.id)
                                            .where(Phase.id == phase_id))
@@ -191,11 +208,15 @@ class Follower(threading.Thread):
 
 
 def conninfo(url: str) -> str | None:
-    """The libpq connection string of a PostgreSQL SQLAlchemy URL; None for another database."""
+    """The libpq connection string of the follower's connection to a PostgreSQL SQLAlchemy URL;
+    None for another database."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "postgresql":
         return None
-    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+    # named in pg_stat_activity: an operator counting connections sees what it is
+    return parsed.set(drivername="postgresql", query={
+        **parsed.query, "application_name": APPLICATION_NAME}).render_as_string(
+            hide_password=False)
 
 
 def install(app: Flask) -> Followed:

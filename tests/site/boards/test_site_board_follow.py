@@ -5,17 +5,26 @@ page rendered in it) and the page is a fresh read's. Counted, not timed."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from sqlalchemy import text
 
 from semboard.config import ConfigError, _check_values
+from semboard.db import make_engine
+from semboard.models import Base
 from semboard.serve import follow
 from semboard.services.boards import prepared as prepared_boards
 from semboard.views import boards as board_views
+from tests.servers import free_port
 from tests.site.boards.test_site_board_deployed import _as_another_process, _upload
 from tests.site.boards.test_site_board_other_page import (
     PAGE,
@@ -24,6 +33,7 @@ from tests.site.boards.test_site_board_other_page import (
     _text,
 )
 
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 BOARD_API = "/api/v1/tasks/tiny/leaderboard?phase=eval"
 
@@ -99,6 +109,34 @@ def test_the_worker_makes_the_board_gets_it_served_when_a_version_is_stored(
         follower.join(5)
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_the_follower_listens_again_after_its_connection_is_lost(
+        app, client, session, world, tiny_data, pages_rendered, monkeypatch) -> None:
+    """Its connection ended by the server (a restart, an administrator), the follower listens
+    again on a new one and follows the next version."""
+    monkeypatch.setattr(follow, "RETRY_S", 0.05)
+    follower = follow.start(app)
+    assert follower is not None
+    try:
+        _until(follower.listening.is_set)
+        _upload(client, world, tiny_data, "a", "first", 1.5)
+        assert client.get(PAGE).status_code == 200
+        (listener,) = session.execute(text(
+            "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN %'")).scalars().all()
+        session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": listener})
+        session.commit()
+        _until(lambda: follower.listens == 2)
+        made = follower.made
+        _upload(client, world, tiny_data, "b", "second", 2.0)
+        _until(lambda: follower.made > made)
+        del pages_rendered[:]
+        assert ">second<" in _text(client.get(PAGE)) and pages_rendered == []
+    finally:
+        follower.stop()
+        follower.join(5)
+
+
 @pytest.mark.parametrize("database_url", DATABASES, indirect=True)
 def test_a_version_another_process_stored_is_made_off_the_request(
         app, client, session, world, tiny_data, pages_rendered) -> None:
@@ -148,6 +186,19 @@ def test_only_the_boards_served_lately_and_open_to_anyone_are_made(
     assert followed.paths("tiny", later) == []
 
 
+def test_a_failed_follow_is_logged_and_the_listener_goes_on(caplog) -> None:
+    """A follow that fails (the database gone meanwhile) is logged; the listener's loop goes
+    on to the next notice."""
+    follower = follow.Follower(None, "", follow.Followed())  # type: ignore[arg-type]
+
+    def failing(phase_ids: set[int]) -> None:
+        raise RuntimeError("gone")
+
+    follower.follow = failing  # type: ignore[method-assign]
+    follower._follow_logged({7})
+    assert "phases [7] not followed" in caplog.text
+
+
 def test_a_task_keeps_its_latest_paths_only() -> None:
     """At most PATHS_PER_TASK paths a task, the oldest going first; one served again is the
     newest."""
@@ -187,9 +238,41 @@ def test_no_follower_without_postgresql_or_when_turned_off(app, database_url) ->
     value stops the site at its start."""
     assert follow.conninfo(database_url) is None
     assert follow.start(app) is None
-    assert follow.conninfo("postgresql+psycopg://u:p@h:5/d") == "postgresql://u:p@h:5/d"
+    assert follow.conninfo("postgresql+psycopg://u:p@h:5/d") == (
+        "postgresql://u:p@h:5/d?application_name=semboard-board-follower")
     app.config["DATABASE_URL"] = "postgresql+psycopg://u:p@h:5/d"
     app.config["SEMBOARD_FOLLOW_BOARDS"] = "off"
     assert follow.start(app) is None
     with pytest.raises(ConfigError, match="SEMBOARD_FOLLOW_BOARDS"):
         _check_values({**app.config, "SEMBOARD_FOLLOW_BOARDS": "maybe"})
+
+
+@pytest.mark.postgres
+def test_each_gunicorn_worker_listens_under_the_deployed_settings(tmp_path, postgres_url) -> None:
+    """gunicorn with the image's settings and two workers over PostgreSQL: each worker's hook
+    starts its follower, one listening connection each, named in pg_stat_activity."""
+    engine = make_engine(postgres_url)
+    Base.metadata.create_all(engine)
+    env = {**{k: v for k, v in os.environ.items() if k != "REDIS_URL"},
+           "PYTHONPATH": str(PROJECT_ROOT), "SECRET_KEY": "x", "DATABASE_URL": postgres_url,
+           "SEMBOARD_INSTANCE_PATH": str(tmp_path / "instance"),
+           "SEMBOARD_UPLOAD_DIR": str(tmp_path / "uploads")}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", "python:semboard.serve.gunicorn_conf", "-w", "2",
+         "-b", f"127.0.0.1:{free_port()}", "semboard:create_app()"],
+        cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with engine.connect() as conn:
+            def listening() -> int:
+                assert server.poll() is None, "gunicorn ended"
+                conn.rollback()  # a transaction sees one snapshot of the activity
+                return int(conn.execute(text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = :name "
+                    "AND query = :listen AND datname = current_database()"), {
+                        "name": follow.APPLICATION_NAME,
+                        "listen": f"LISTEN {prepared_boards.BOARD_CHANNEL}"}).scalar_one())
+            _until(lambda: listening() == 2, limit_s=120)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+        engine.dispose()
