@@ -48,6 +48,9 @@ APPLICATION_NAME = "semboard-board-follower"
 EXTENSION = "semboard.follower"
 # how long the listener waits for a notice before it looks whether it was stopped
 WAIT_S = 1.0
+# the least time between two rounds of GETs: in a rush (a version every few ms) the notices
+# meanwhile are taken together, so following costs a worker at most a round per FOLLOW_EVERY_S
+FOLLOW_EVERY_S = 0.25
 # how long a GET waits for this worker's requests in progress to end (they go first: the
 # upload that stored the version answers before its own worker follows it)
 IDLE_WAIT_S = 1.0
@@ -145,11 +148,15 @@ class Follower(threading.Thread):
                     conn.execute(f"LISTEN {BOARD_CHANNEL}")
                     self.listens += 1
                     self.listening.set()
+                    last = -FOLLOW_EVERY_S
                     while not self.stopped.is_set():
                         noticed = list(conn.notifies(timeout=WAIT_S, stop_after=1))
+                        if noticed:
+                            self.stopped.wait(last + FOLLOW_EVERY_S - time.monotonic())
                         # the notices come per stored version: several at once make the GETs once
                         noticed += conn.notifies(timeout=0.0)
                         if noticed:
+                            last = time.monotonic()
                             self._follow_logged({int(n.payload) for n in noticed
                                                  if n.payload.isdigit()})
                             self.noticed += 1

@@ -137,6 +137,33 @@ def test_the_follower_listens_again_after_its_connection_is_lost(
         follower.join(5)
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_notices_in_a_rush_are_followed_together(app, client, session, world, tiny_data,
+                                                 monkeypatch) -> None:
+    """Versions stored faster than FOLLOW_EVERY_S (a rush): the first is followed at once, the
+    others together in one more round, not a round each."""
+    monkeypatch.setattr(follow, "FOLLOW_EVERY_S", 1.0)
+    follower = follow.start(app)
+    assert follower is not None
+    try:
+        _until(follower.listening.is_set)
+        _upload(client, world, tiny_data, "a", "first", 1.5)
+        assert client.get(PAGE).status_code == 200
+        time.sleep(2.5)  # the upload's notices followed
+        noticed, made = follower.noticed, follower.made
+        for _ in range(6):  # a version every 0.1 s
+            prepared_boards._announce(session, world["phase"].id)
+            session.commit()
+            time.sleep(0.1)
+        time.sleep(2.5)
+        # one round at the first notice, one for the five after it (not six)
+        assert (follower.noticed - noticed, follower.made - made) == (2, 2)
+    finally:
+        follower.stop()
+        follower.join(5)
+
+
 @pytest.mark.parametrize("database_url", DATABASES, indirect=True)
 def test_a_version_another_process_stored_is_made_off_the_request(
         app, client, session, world, tiny_data, pages_rendered) -> None:
