@@ -11,8 +11,10 @@ from flask import Flask
 
 def post_worker_init(worker: Any) -> None:
     """Each worker, its app loaded: its templates compiled and what a first large upload would
-    load, loaded now (semboard.serve.preload), and without Redis its groups process started,
-    so a worker's first page and first upload cost the page and the upload only."""
+    load, loaded now (semboard.serve.preload), without Redis its groups process started, so a
+    worker's first page and first upload cost the page and the upload only, and with
+    PostgreSQL its board follower started (semboard.serve.follow: a version's first GET finds
+    it read)."""
     from semboard.jobs import boards  # gunicorn loads this file before the app: not at the top
     from semboard.serve import follow, preload  # likewise
 
