@@ -207,8 +207,10 @@ class Follower(threading.Thread):
             with self.app.test_request_context(
                     path, base_url=base, headers={"Accept-Encoding": "gzip"},
                     environ_base={REPLAY_KEY: True}):
+                response = self.app.full_dispatch_request()
+                response.close()  # as a server closes an answer it sent
                 # a board hidden from anonymous visitors is refused as it would be to one
-                if self.app.full_dispatch_request().status_code == 200:
+                if response.status_code == 200:
                     self.made += 1
         except Exception:
             log.exception("board follower: GET %s failed", path)
