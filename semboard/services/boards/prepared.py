@@ -237,6 +237,17 @@ def served_body(session: Session, prepared: Prepared, kind: str
     return (prepared.body(kind, compressed=True),), True
 
 
+# The PostgreSQL channel a stored version, or its pack, is announced on (its phase's id), sent
+# in the transaction that stores it: delivered at its commit, never on a rollback (serve.follow).
+BOARD_CHANNEL = "semboard_boards"
+
+
+def _announce(session: Session, phase_id: int) -> None:
+    """Tell the processes that follow boards that this phase's board changed (PostgreSQL)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_notify(BOARD_CHANNEL, str(phase_id))))
+
+
 def pack_wanted(prepared: Prepared) -> bool:
     """Whether a version stored by this process may need its downloads packed: its runs (as
     listed, else its stored rows) PACK_FROM_RUNS or more. Where neither is known a GET that
@@ -274,6 +285,7 @@ def pack_stored(session: Session, *, phase: Phase, now: datetime) -> list[str]:
         session.execute(update(PreparedBoard).where(PreparedBoard.id == row[0])
                         .values({_PACKED[kind]: data for kind, data in packed.items()})
                         .execution_options(synchronize_session=False))
+        _announce(session, phase.id)  # the followers read the pack once, off the request
         session.commit()
     return sorted(packed)
 
@@ -1296,17 +1308,6 @@ def is_stored(session: Session, *, phase: Phase, version: str) -> bool:
     """Whether this version of the phase's board is stored."""
     return session.scalar(select(PreparedBoard.id).where(
         PreparedBoard.phase_id == phase.id, PreparedBoard.version == version)) is not None
-
-
-# The PostgreSQL channel a stored version is announced on (its phase's id), sent in the
-# transaction that stores it: delivered at its commit, never on a rollback (serve.follow).
-BOARD_CHANNEL = "semboard_boards"
-
-
-def _announce(session: Session, phase_id: int) -> None:
-    """Tell the processes that follow boards that this phase has a new version (PostgreSQL)."""
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(select(func.pg_notify(BOARD_CHANNEL, str(phase_id))))
 
 
 def store_built(session: Session, *, prepared: Prepared) -> bool:

@@ -16,11 +16,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text, update
+from sqlalchemy.engine import Engine
 
 from semboard.config import ConfigError, _check_values
 from semboard.db import make_engine
-from semboard.models import Base
+from semboard.jobs import boards as board_jobs
+from semboard.models import Base, PreparedBoard
 from semboard.serve import follow
 from semboard.services.boards import prepared as prepared_boards
 from semboard.views import boards as board_views
@@ -32,6 +34,7 @@ from tests.site.boards.test_site_board_other_page import (
     _stored_elsewhere,
     _text,
 )
+from tests.site.boards.test_site_board_packed import _board
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -80,6 +83,50 @@ def test_a_stored_version_is_announced_at_its_commit_only(app, client, session, 
         session.commit()
         assert [n.payload for n in listener.notifies(timeout=5.0, stop_after=1)] == [
             str(world["phase"].id)]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_a_pack_is_announced_and_read_by_the_follower_not_the_visitor(
+        app, client, session, world, tiny_data, now, database_url, monkeypatch) -> None:
+    """A version's pack, stored by its round after the version, is announced too; followed,
+    the worker reads it (once), and the visitor's gzip GET of the API board sends it without
+    reading it."""
+    monkeypatch.setattr(prepared_boards, "PACK_FROM_BYTES", 2048)
+    monkeypatch.setattr(prepared_boards, "PACK_FROM_RUNS", 10)
+    monkeypatch.setattr(board_jobs, "request_pack", lambda *args: None)  # the round: below
+    followed = follow.install(app)
+    follower = follow.Follower(app, "", followed)
+    gzip_get = {"Accept-Encoding": "gzip", **world["tokens"]["a"]}
+    _board(client, world, tiny_data, session)
+    session.execute(update(PreparedBoard).values(json_gzip=None, csv_gzip=None))
+    session.commit()
+    _as_another_process()
+    assert "Content-Encoding" not in client.get(BOARD_API, headers=gzip_get).headers
+    info = follow.conninfo(database_url)
+    assert info is not None
+    with psycopg.connect(info, autocommit=True) as listener:
+        listener.execute(f"LISTEN {prepared_boards.BOARD_CHANNEL}")
+        assert prepared_boards.pack_stored(session, phase=world["phase"], now=now) == [
+            "csv", "json"]
+        heard = [n.payload for n in listener.notifies(timeout=5.0, stop_after=1)]
+        assert heard == [str(world["phase"].id)]
+    _as_another_process()  # the round ran in the groups process: this one keeps no pack
+    looked: list[str] = []
+
+    def note(conn, cursor, statement, *args) -> None:
+        if "substr(" in statement.lower():  # the packed read (prepared._packed_read)
+            looked.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", note)
+    try:
+        follower.follow({world["phase"].id})
+        assert len(looked) == 1  # the follower's GET read the pack
+        sent = client.get(BOARD_API, headers=gzip_get)
+        assert sent.headers.get("Content-Encoding") == "gzip"
+        assert len(looked) == 1  # the visitor's sent it as read
+    finally:
+        event.remove(Engine, "before_cursor_execute", note)
 
 
 @pytest.mark.postgres
