@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from typing import Any
 
 import psycopg
@@ -48,9 +49,12 @@ APPLICATION_NAME = "semboard-board-follower"
 EXTENSION = "semboard.follower"
 # how long the listener waits for a notice before it looks whether it was stopped
 WAIT_S = 1.0
-# the least time between two rounds of GETs: in a rush (a version every few ms) the notices
-# meanwhile are taken together, so following costs a worker at most a round per FOLLOW_EVERY_S
+# at most FOLLOW_BURST rounds of GETs in FOLLOW_BURST * FOLLOW_EVERY_S seconds: an upload's
+# notices (its version, its groups' version, their pack) are followed as they come, while in
+# a rush (a version every few ms) the notices meanwhile are taken together, a worker following
+# at most a round per FOLLOW_EVERY_S on average
 FOLLOW_EVERY_S = 0.25
+FOLLOW_BURST = 3
 # how long a GET waits for this worker's requests in progress to end (they go first: the
 # upload that stored the version answers before its own worker follows it)
 IDLE_WAIT_S = 1.0
@@ -148,15 +152,16 @@ class Follower(threading.Thread):
                     conn.execute(f"LISTEN {BOARD_CHANNEL}")
                     self.listens += 1
                     self.listening.set()
-                    last = -FOLLOW_EVERY_S
+                    rounds: deque[float] = deque(maxlen=FOLLOW_BURST)  # their starts
                     while not self.stopped.is_set():
                         noticed = list(conn.notifies(timeout=WAIT_S, stop_after=1))
-                        if noticed:
-                            self.stopped.wait(last + FOLLOW_EVERY_S - time.monotonic())
+                        if noticed and len(rounds) == FOLLOW_BURST:
+                            self.stopped.wait(rounds[0] + FOLLOW_BURST * FOLLOW_EVERY_S
+                                              - time.monotonic())
                         # the notices come per stored version: several at once make the GETs once
                         noticed += conn.notifies(timeout=0.0)
                         if noticed:
-                            last = time.monotonic()
+                            rounds.append(time.monotonic())
                             self._follow_logged({int(n.payload) for n in noticed
                                                  if n.payload.isdigit()})
                             self.noticed += 1
