@@ -686,7 +686,7 @@ class Figures:
         found = [a.cpu_ms or 0.0 for answers in self.tasks.values() for a in answers[1:]]
         if len(found) < 2:
             return float("nan"), float("nan"), len(found)
-        deciles = statistics.quantiles(found, n=10)
+        deciles = statistics.quantiles(found, n=10, method="inclusive")
         return deciles[0], deciles[-1], len(found)
 
     def served_again(self, kind: str) -> tuple[float, int]:
@@ -709,7 +709,7 @@ class Figures:
             return float("nan"), float("nan"), float("nan")
         if len(found) < 2:
             return found[0], found[0], found[0]
-        deciles = statistics.quantiles(found, n=10)
+        deciles = statistics.quantiles(found, n=10, method="inclusive")
         return statistics.median(found), deciles[0], deciles[-1]
 
     def first(self, kind: str, took: bool | None = None) -> tuple[float, float, int]:
