@@ -11,6 +11,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,25 @@ def _until(done: Any, limit_s: float = 20.0) -> None:
     while not done():
         assert time.monotonic() < deadline, "not done in time"
         time.sleep(0.01)
+
+
+@contextmanager
+def _following(app: Any) -> Iterator[follow.Follower]:
+    """The app's follower started as gunicorn's hook starts it, listening; stopped after."""
+    follower = follow.start(app)
+    assert follower is not None
+    try:
+        _until(follower.listening.is_set)
+        yield follower
+    finally:
+        follower.stop()
+        follower.join(5)
+
+
+def _served(client: Any, world: Any, tiny_data: Any) -> None:
+    """A first upload, and its board's page served here (its task followed from now on)."""
+    _upload(client, world, tiny_data, "a", "first", 1.5)
+    assert client.get(PAGE).status_code == 200
 
 
 @pytest.fixture
@@ -136,12 +157,9 @@ def test_the_worker_makes_the_board_gets_it_served_when_a_version_is_stored(
     """Started as gunicorn starts it: the page and the API board served here are made again
     once an upload's versions are committed (after the upload's request), and the next
     visitor's page of the new version is the made one (no page rendered), a fresh read's."""
-    follower = follow.start(app)
-    assert follower is not None and app.extensions[follow.EXTENSION] is follower
-    try:
-        _until(follower.listening.is_set)
-        _upload(client, world, tiny_data, "a", "first", 1.5)
-        assert client.get(PAGE).status_code == 200
+    with _following(app) as follower:
+        assert app.extensions[follow.EXTENSION] is follower
+        _served(client, world, tiny_data)
         assert client.get(BOARD_API, headers=world["tokens"]["b"]).status_code == 200
         made = follower.made
         _upload(client, world, tiny_data, "b", "second", 2.0)
@@ -151,9 +169,6 @@ def test_the_worker_makes_the_board_gets_it_served_when_a_version_is_stored(
         assert ">second<" in page
         assert pages_rendered == []  # made by the follower, not in the visitor's GET
         assert page == _fresh_page(client)
-    finally:
-        follower.stop()
-        follower.join(5)
 
 
 @pytest.mark.postgres
@@ -163,14 +178,13 @@ def test_the_follower_listens_again_after_its_connection_is_lost(
     """Its connection ended by the server (a restart, an administrator), the follower listens
     again on a new one and follows the next version."""
     monkeypatch.setattr(follow, "RETRY_S", 0.05)
-    follower = follow.start(app)
-    assert follower is not None
-    try:
-        _until(follower.listening.is_set)
-        _upload(client, world, tiny_data, "a", "first", 1.5)
-        assert client.get(PAGE).status_code == 200
+    with _following(app) as follower:
+        _served(client, world, tiny_data)
+        # this site's follower only (other tests' may listen on the same server)
         (listener,) = session.execute(text(
-            "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN %'")).scalars().all()
+            "SELECT pid FROM pg_stat_activity WHERE application_name = :name "
+            "AND datname = current_database()"), {"name": follow.APPLICATION_NAME}
+        ).scalars().all()
         session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": listener})
         session.commit()
         _until(lambda: follower.listens == 2)
@@ -179,9 +193,6 @@ def test_the_follower_listens_again_after_its_connection_is_lost(
         _until(lambda: follower.made > made)
         del pages_rendered[:]
         assert ">second<" in _text(client.get(PAGE)) and pages_rendered == []
-    finally:
-        follower.stop()
-        follower.join(5)
 
 
 @pytest.mark.postgres
@@ -194,12 +205,8 @@ def test_notices_in_a_rush_are_followed_together(app, client, session, world, ti
     every = 1.0  # six notices 0.15 s apart come within a window of three rounds (3 s)
     monkeypatch.setattr(follow, "FOLLOW_EVERY_S", every)
     window = follow.FOLLOW_BURST * every
-    follower = follow.start(app)
-    assert follower is not None
-    try:
-        _until(follower.listening.is_set)
-        _upload(client, world, tiny_data, "a", "first", 1.5)
-        assert client.get(PAGE).status_code == 200
+    with _following(app) as follower:
+        _served(client, world, tiny_data)
         time.sleep(window + 0.5)  # the upload's notices followed, its rounds out of the window
         noticed, made = follower.noticed, follower.made
         for _ in range(6):  # a version every 0.15 s
@@ -211,9 +218,6 @@ def test_notices_in_a_rush_are_followed_together(app, client, session, world, ti
         # at most a burst as they come and one for the rest (not six; fewer where a notice
         # came while a round was made)
         assert 1 <= rounds <= follow.FOLLOW_BURST + 1 and follower.made - made == rounds
-    finally:
-        follower.stop()
-        follower.join(5)
 
 
 @pytest.mark.parametrize("database_url", DATABASES, indirect=True)
@@ -235,6 +239,35 @@ def test_a_version_another_process_stored_is_made_off_the_request(
     assert ">second<" in page and '<html lang="en"' in page
     assert pages_rendered == []
     assert page == _fresh_page(client)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_follow_waits_for_the_worker_s_request_in_progress(
+        app, client, session, world, tiny_data, monkeypatch) -> None:
+    """While a request of this worker is in progress (the upload that stored the version)
+    the follower makes nothing; it makes its GETs once that request has answered."""
+    monkeypatch.setattr(follow, "IDLE_WAIT_S", 10.0)
+    followed = follow.install(app)
+    follower = follow.Follower(app, "", followed)
+    _served(client, world, tiny_data)
+    entered, leave = threading.Event(), threading.Event()
+
+    def upload_in_progress(environ: Any, start_response: Any) -> list[bytes]:
+        entered.set()
+        leave.wait(10)
+        return [b""]
+
+    serving = threading.Thread(target=followed.wrap(upload_in_progress), args=({}, None))
+    serving.start()
+    entered.wait(5)
+    following = threading.Thread(target=follower.follow, args=({world["phase"].id},))
+    following.start()
+    time.sleep(0.3)
+    assert follower.made == 0 and following.is_alive()
+    leave.set()
+    following.join(10)
+    serving.join(5)
+    assert follower.made == 1
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
